@@ -1,0 +1,117 @@
+# adag build. `make` builds the library, worker, tools, tests and examples;
+# `make test` runs the suite; `make test SAN=address,undefined` runs it under
+# sanitizers (in build/san-*); `make test-tsan` runs the channel tests under TSan;
+# `make install PREFIX=/usr/local` installs library, header, worker and adag.pc.
+
+VERSION_MAJOR := 0
+VERSION_MINOR := 1
+VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).0
+
+CC ?= cc
+PREFIX ?= /usr/local
+SAN ?=
+ifeq ($(SAN),)
+BUILD ?= build
+SANFLAGS :=
+else
+BUILD ?= build/san-$(subst $(comma),-,$(SAN))
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer
+endif
+comma := ,
+
+OPT ?= -O2 -g
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation \
+    -fvisibility=hidden -fPIC $(OPT) $(SANFLAGS) -I include -I .
+LDFLAGS_BASE := $(SANFLAGS)
+LIBS := -lpthread -ldl
+
+LIB_SRCS := $(wildcard common/*.c transport/*.c gpu/*.c dag/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+SONAME := libadag.so.$(VERSION_MAJOR)
+
+TEST_SRCS := $(wildcard tests/*.c)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/modules/test_actors.o
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+EXAMPLE_MODULES := $(patsubst examples/modules/%.c,$(BUILD)/examples/lib%.so,$(wildcard examples/modules/*.c))
+
+TEST_MODULE := $(BUILD)/tests/modules/libtest_actors.so
+
+ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
+    $(TEST_MODULE) $(BUILD)/tests/adag-tests $(EXAMPLES) $(EXAMPLE_MODULES)
+
+.PHONY: all test test-tsan install clean demo
+all: $(ALL)
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libadag.so.$(VERSION): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,$(SONAME) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/libadag.so: $(BUILD)/libadag.so.$(VERSION)
+	ln -sf libadag.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf libadag.so.$(VERSION) $@
+
+$(BUILD)/libadag.a: $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+# Programs link the shared library and find it next to themselves or one up.
+RPATH := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..:$$ORIGIN/../..'
+
+$(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/libadag.so
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
+
+# adag-info reads internal tables (settings), so it links the static library.
+$(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/libadag.a
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(TEST_MODULE): tests/modules/test_actors.c tests/modules/test_actors.h include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $< $(LDFLAGS_BASE)
+
+$(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' \
+    -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"'
+
+$(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) -L$(BUILD) -ladag $(RPATH) -lcriterion $(LIBS)
+
+$(BUILD)/examples/lib%.so: examples/modules/%.c include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_EXAMPLE_DIR='"$(abspath $(BUILD))/examples"' \
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
+
+# The suite: every test runs in its own process (Criterion), two at a time.
+TEST_JOBS ?= 2
+test: all
+	$(BUILD)/tests/adag-tests --jobs $(TEST_JOBS) $(TEST_ARGS)
+
+# The channel tests under ThreadSanitizer.
+test-tsan:
+	$(MAKE) SAN=thread $(filter-out test-tsan,$(MAKECMDGOALS)) build/san-thread/tests/adag-tests
+	build/san-thread/tests/adag-tests --jobs $(TEST_JOBS) --filter 'ring/*'
+
+demo: all
+	$(BUILD)/examples/pipeline_demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib/adag $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/libadag.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libadag.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf libadag.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libadag.so
+	install -m 0644 $(BUILD)/libadag.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0755 $(BUILD)/adag-worker $(DESTDIR)$(PREFIX)/lib/adag/adag-worker
+	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' adag.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adag.pc
+
+clean:
+	rm -rf build

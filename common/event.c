@@ -1,0 +1,72 @@
+#include "common/event.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void adag_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline)
+{
+    struct timespec ts, *tsp = NULL;
+    if (deadline != ADAG_FOREVER) {
+        int64_t left = deadline - adag_now_ns();
+        if (left <= 0)
+            return;
+        ts.tv_sec = left / 1000000000;
+        ts.tv_nsec = left % 1000000000;
+        tsp = &ts;
+    }
+    /* Not FUTEX_PRIVATE: the word may live in memory shared by processes.
+     * EINTR, EAGAIN and ETIMEDOUT all send the caller back to re-check. */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, tsp, NULL, 0);
+}
+
+void adag_futex_wake_all(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static inline int aborted(const _Atomic uint32_t *abort)
+{
+    return abort && atomic_load_explicit(abort, memory_order_acquire) != 0;
+}
+
+adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
+                                   const _Atomic uint32_t *abort, int64_t deadline,
+                                   int64_t spin_ns)
+{
+    if (spin_ns > 0) {
+        int64_t spin_until = adag_now_ns() + spin_ns;
+        for (;;) {
+            for (int i = 0; i < 64; i++) {
+                adag_cpu_relax();
+                if (cond(arg))
+                    return ADAG_OK;
+            }
+            if (aborted(abort))
+                return ADAG_ERR_CLOSED;
+            int64_t now = adag_now_ns();
+            if (now >= deadline)
+                return ADAG_ERR_TIMEOUT;
+            if (now >= spin_until)
+                break;
+        }
+    }
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&ev->seq, memory_order_acquire);
+        atomic_fetch_add_explicit(&ev->sleepers, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        int ready = cond(arg);
+        int stop = aborted(abort);
+        if (!ready && !stop)
+            adag_futex_wait(&ev->seq, seen, deadline);
+        atomic_fetch_sub_explicit(&ev->sleepers, 1, memory_order_relaxed);
+        if (ready || cond(arg))
+            return ADAG_OK;
+        if (stop || aborted(abort))
+            return ADAG_ERR_CLOSED;
+        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
+            return ADAG_ERR_TIMEOUT;
+    }
+}

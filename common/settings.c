@@ -1,0 +1,106 @@
+#include "common/settings.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { SETTING_INT, SETTING_STRING } setting_type_t;
+
+typedef struct {
+    const char *name;
+    setting_type_t type;
+    const char *default_value; /* as text; NULL = unset */
+    int64_t min, max;          /* for SETTING_INT */
+    size_t offset;             /* into adag_settings_t */
+    const char *description;
+} setting_def_t;
+
+#define FIELD(f) offsetof(adag_settings_t, f)
+
+static const setting_def_t setting_table[] = {
+    {"ADAG_WORKER_PATH", SETTING_STRING, NULL, 0, 0, FIELD(worker_path),
+     "adag-worker executable for process actors (default: next to libadag)"},
+    {"ADAG_SPIN_NS", SETTING_INT, "20000", 0, 1000000000, FIELD(spin_ns),
+     "how long a channel wait spins before it sleeps on a futex (ns)"},
+    {"ADAG_MAX_INFLIGHT", SETTING_INT, "8", 1, 4096, FIELD(max_inflight),
+     "default executions in flight per compiled DAG"},
+    {"ADAG_SLOT_CAPACITY", SETTING_INT, "1048576", 1, (int64_t)1 << 40, FIELD(slot_capacity),
+     "default bytes per channel slot"},
+    {"ADAG_EXECUTE_TIMEOUT_MS", SETTING_INT, "60000", -1, INT32_MAX, FIELD(execute_timeout_ms),
+     "default time a blocking execute waits for room (-1: forever)"},
+    {"ADAG_TEARDOWN_TIMEOUT_MS", SETTING_INT, "5000", 0, INT32_MAX, FIELD(teardown_timeout_ms),
+     "time teardown waits for workers before killing them"},
+    {"ADAG_CONTROL_TIMEOUT_MS", SETTING_INT, "120000", 1, INT32_MAX, FIELD(control_timeout_ms),
+     "time a control request (create actor, install DAG) may take"},
+    {"ADAG_LOG_LEVEL", SETTING_INT, "1", 0, 4, FIELD(log_level),
+     "0 silent, 1 errors, 2 warnings, 3 info, 4 debug (to stderr)"},
+};
+
+#define NSETTINGS (sizeof(setting_table) / sizeof(setting_table[0]))
+
+static adag_settings_t settings;
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+
+static int parse_int(const char *text, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 0);
+    if (errno || end == text || *end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void settings_load(void)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting_def_t *def = &setting_table[i];
+        const char *env = getenv(def->name);
+        void *field = (char *)&settings + def->offset;
+        if (def->type == SETTING_STRING) {
+            const char *v = env && *env ? env : def->default_value;
+            *(const char **)field = v ? strdup(v) : NULL;
+            continue;
+        }
+        int64_t v = 0;
+        parse_int(def->default_value, &v);
+        if (env && *env) {
+            int64_t parsed;
+            if (parse_int(env, &parsed) || parsed < def->min || parsed > def->max)
+                ADAG_LOG_WARN("ignoring %s=%s: not an integer in [%lld, %lld]", def->name, env,
+                              (long long)def->min, (long long)def->max);
+            else
+                v = parsed;
+        }
+        *(int64_t *)field = v;
+    }
+}
+
+const adag_settings_t *adag_settings(void)
+{
+    pthread_once(&settings_once, settings_load);
+    return &settings;
+}
+
+void adag_settings_print(FILE *out)
+{
+    const adag_settings_t *s = adag_settings();
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting_def_t *def = &setting_table[i];
+        const void *field = (const char *)s + def->offset;
+        if (def->type == SETTING_STRING) {
+            const char *v = *(const char *const *)field;
+            fprintf(out, "%-26s = %-12s (default %s)\n", def->name, v ? v : "(unset)",
+                    def->default_value ? def->default_value : "(unset)");
+        } else {
+            fprintf(out, "%-26s = %-12lld (default %s)\n", def->name,
+                    (long long)*(const int64_t *)field, def->default_value);
+        }
+        fprintf(out, "    %s\n", def->description);
+    }
+}

@@ -1,0 +1,26 @@
+/* The one table of ADAG_* settings: each read from the environment once
+ * (first use), with a default and a description. `adag-info -c` lists them. */
+#ifndef ADAG_COMMON_SETTINGS_H
+#define ADAG_COMMON_SETTINGS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    const char *worker_path;     /* ADAG_WORKER_PATH */
+    int64_t spin_ns;             /* ADAG_SPIN_NS */
+    int64_t max_inflight;        /* ADAG_MAX_INFLIGHT */
+    int64_t slot_capacity;       /* ADAG_SLOT_CAPACITY */
+    int64_t execute_timeout_ms;  /* ADAG_EXECUTE_TIMEOUT_MS */
+    int64_t teardown_timeout_ms; /* ADAG_TEARDOWN_TIMEOUT_MS */
+    int64_t control_timeout_ms;  /* ADAG_CONTROL_TIMEOUT_MS */
+    int64_t log_level;           /* ADAG_LOG_LEVEL */
+} adag_settings_t;
+
+/* The settings in force (read once, thread-safe). */
+const adag_settings_t *adag_settings(void);
+
+/* Prints every setting: name, value in force, default, description. */
+void adag_settings_print(FILE *out);
+
+#endif

@@ -1,0 +1,498 @@
+/*
+ * The compiler: validates a graph, gives every produced value one channel
+ * with all its readers, lays the shm channels out in one segment, builds
+ * each actor's program (its bind-ordered schedule) and installs it: a loop
+ * thread in the driver for thread actors, an INSTALL message for process
+ * actors.
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "dag/internal.h"
+#include "transport/wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+typedef struct {
+    adag_graph_h g;
+    adag_dag_h dag;
+    unsigned *chan_of;   /* node id -> channel (value nodes), call -> first return's channel */
+    int *actor_index;    /* node id (calls) -> DAG actor index */
+} compile_ctx_t;
+
+static int dag_actor_index(adag_dag_h dag, adag_actor_h a)
+{
+    for (unsigned i = 0; i < dag->nactors; i++)
+        if (dag->actors[i].actor == a)
+            return (int)i;
+    return -1;
+}
+
+/* The channel carrying value node n. */
+static unsigned value_chan(compile_ctx_t *cx, adag_node_h n)
+{
+    if (n->kind == NODE_RETURN)
+        return cx->chan_of[n->call->id] + n->ret;
+    return cx->chan_of[n->id];
+}
+
+static adag_status_t validate(adag_graph_h g)
+{
+    unsigned ncalls = 0, max_field = 0;
+    int have_input = 0;
+    char d[160];
+
+    if (g->compiled)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: the graph was already compiled");
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h n = g->nodes[i];
+        if (n->kind == NODE_CALL)
+            ncalls++;
+        if (n->kind == NODE_INPUT) {
+            have_input = 1;
+            if (n->field > max_field)
+                max_field = n->field;
+        }
+    }
+    if (ncalls == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: empty graph: no method is bound");
+    if (!g->has_outputs)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: the graph has no outputs (adag_graph_output)");
+    for (unsigned f = 0; have_input && f <= max_field; f++) {
+        adag_node_h in = NULL;
+        for (unsigned i = 0; i < g->nnodes; i++)
+            if (g->nodes[i]->kind == NODE_INPUT && g->nodes[i]->field == f)
+                in = g->nodes[i];
+        if (!in)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_graph_compile: input field %u is not used (fields must be "
+                              "0..%u, each read by a method)",
+                              f, max_field);
+        if (!in->used)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_graph_compile: input field %u (node %u) is not used by any "
+                              "method",
+                              f, in->id);
+    }
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h n = g->nodes[i];
+        if (n->kind != NODE_CALL)
+            continue;
+        pthread_mutex_lock(&g->rt->lock);
+        int destroyed = n->actor->user_destroyed, dead = n->actor->dead;
+        pthread_mutex_unlock(&g->rt->lock);
+        adag_node_describe(n, d, sizeof(d));
+        if (destroyed)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_graph_compile: %s: actor %s was destroyed", d, n->actor->name);
+        if (dead)
+            return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: %s: %s", d, n->actor->death);
+    }
+    return ADAG_OK;
+}
+
+static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
+{
+    const adag_settings_t *s = adag_settings();
+    uint64_t mask = p ? p->field_mask : 0;
+    dag->max_inflight = (mask & ADAG_COMPILE_PARAM_MAX_INFLIGHT) ? p->max_inflight
+                                                                  : (unsigned)s->max_inflight;
+    dag->capacity = (mask & ADAG_COMPILE_PARAM_SLOT_CAPACITY) ? p->slot_capacity
+                                                               : (size_t)s->slot_capacity;
+    dag->execute_timeout_ms = (mask & ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT)
+                                  ? p->execute_timeout_ms
+                                  : (int)s->execute_timeout_ms;
+    dag->teardown_timeout_ms = (mask & ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT)
+                                   ? p->teardown_timeout_ms
+                                   : (int)s->teardown_timeout_ms;
+    if ((mask & ADAG_COMPILE_PARAM_NAME) && p->name && *p->name)
+        snprintf(dag->name, sizeof(dag->name), "%s", p->name);
+    if (dag->max_inflight < 1 || dag->max_inflight > 4096)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..4096",
+                          dag->max_inflight);
+    if (dag->capacity < 1 || dag->capacity > ((size_t)1 << 40))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: slot_capacity %zu is not in 1..2^40", dag->capacity);
+    if (dag->teardown_timeout_ms < 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms is negative");
+    return ADAG_OK;
+}
+
+static adag_status_t add_reader(adag_dag_chan_t *c, int who)
+{
+    if (c->writer == who && who >= 0)
+        return ADAG_OK; /* the writer reads its own slot: no registration */
+    for (unsigned i = 0; i < c->nreaders; i++)
+        if (c->readers[i] == who)
+            return ADAG_OK;
+    int *r = realloc(c->readers, (c->nreaders + 1) * sizeof(*r));
+    if (!r)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    c->readers = r;
+    c->readers[c->nreaders++] = who;
+    return ADAG_OK;
+}
+
+static int reader_index(const adag_dag_chan_t *c, int who)
+{
+    for (unsigned i = 0; i < c->nreaders; i++)
+        if (c->readers[i] == who)
+            return (int)i;
+    return -1;
+}
+
+/* Channels: one per input field and one per return of every call. */
+static adag_status_t plan_channels(compile_ctx_t *cx)
+{
+    adag_graph_h g = cx->g;
+    adag_dag_h dag = cx->dag;
+    unsigned n = 0;
+    adag_status_t st;
+
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h nd = g->nodes[i];
+        if (nd->kind == NODE_INPUT) {
+            cx->chan_of[i] = n++;
+            if (nd->field + 1 > dag->ninputs)
+                dag->ninputs = nd->field + 1;
+        } else if (nd->kind == NODE_CALL) {
+            cx->chan_of[i] = n;
+            n += nd->nreturns;
+        }
+    }
+    dag->chans = calloc(n, sizeof(*dag->chans));
+    if (!dag->chans)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    dag->nchans = n;
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h nd = g->nodes[i];
+        if (nd->kind == NODE_INPUT) {
+            adag_dag_chan_t *c = &dag->chans[cx->chan_of[i]];
+            c->writer = -1;
+            c->producer_node = i;
+            snprintf(c->name, sizeof(c->name), "input[%u]", nd->field);
+        } else if (nd->kind == NODE_CALL) {
+            for (unsigned r = 0; r < nd->nreturns; r++) {
+                adag_dag_chan_t *c = &dag->chans[cx->chan_of[i] + r];
+                c->writer = cx->actor_index[i];
+                c->producer_node = i;
+                snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
+                         nd->actor->methods[nd->method].name, r);
+            }
+        }
+    }
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h nd = g->nodes[i];
+        if (nd->kind != NODE_CALL)
+            continue;
+        for (unsigned a = 0; a < nd->nargs; a++)
+            if ((st = add_reader(&dag->chans[value_chan(cx, nd->args[a])], cx->actor_index[i])) !=
+                ADAG_OK)
+                return st;
+    }
+    for (unsigned o = 0; o < g->noutputs; o++)
+        if ((st = add_reader(&dag->chans[value_chan(cx, g->outputs[o])], -1)) != ADAG_OK)
+            return st;
+    for (unsigned c = 0; c < n; c++)
+        dag->chans[c].kind =
+            dag->chans[c].writer >= 0 && dag->chans[c].nreaders == 0 ? ADAG_CHAN_LOCAL : ADAG_CHAN_SHM;
+    return ADAG_OK;
+}
+
+static adag_status_t make_segment(adag_dag_h dag)
+{
+    size_t off = ADAG_SEGMENT_HDR_SIZE;
+    adag_status_t st;
+    char segname[96];
+
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        if (dag->chans[c].kind != ADAG_CHAN_SHM)
+            continue;
+        size_t sz = adag_shm_chan_size(dag->max_inflight, dag->chans[c].nreaders, dag->capacity);
+        if (sz / dag->max_inflight < dag->capacity || off + sz < off)
+            return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: channels too large");
+        dag->chans[c].offset = off;
+        off += sz;
+    }
+    snprintf(segname, sizeof(segname), "adag:%s", dag->name);
+    if ((st = adag_shm_segment_create(&dag->seg, segname, off)) != ADAG_OK) {
+        adag_error_prefix("adag_graph_compile: shared memory for %s", dag->name);
+        return st;
+    }
+    dag->hdr = dag->seg.base;
+    dag->hdr->magic = ADAG_SEGMENT_MAGIC;
+    dag->hdr->size = dag->seg.size;
+    for (unsigned c = 0; c < dag->nchans; c++)
+        if (dag->chans[c].kind == ADAG_CHAN_SHM)
+            adag_shm_chan_init((char *)dag->seg.base + dag->chans[c].offset, dag->max_inflight,
+                               dag->chans[c].nreaders, dag->capacity);
+    return ADAG_OK;
+}
+
+static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_t *p)
+{
+    adag_dag_h dag = cx->dag;
+    adag_graph_h g = cx->g;
+    int *local = malloc(dag->nchans * sizeof(*local));
+    if (!local)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    memset(p, 0, sizeof(*p));
+    p->dag_id = dag->id;
+    snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->name);
+    p->segment_size = dag->seg.size;
+    p->nslots = dag->max_inflight;
+    p->capacity = dag->capacity;
+    p->spin_ns = adag_settings()->spin_ns;
+    p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
+    p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
+    if (!p->chans || !p->ops) {
+        free(local);
+        adag_program_free(p);
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    }
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        const adag_dag_chan_t *dc = &dag->chans[c];
+        int writes = dc->writer == (int)ai, reader = reader_index(dc, (int)ai);
+        local[c] = -1;
+        if (!writes && reader < 0)
+            continue;
+        adag_prog_chan_t *pc = &p->chans[p->nchans];
+        snprintf(pc->name, sizeof(pc->name), "%s", dc->name);
+        pc->id = c;
+        pc->kind = dc->kind;
+        pc->nreaders = dc->nreaders;
+        pc->reader = writes ? -1 : reader;
+        pc->writes = (uint32_t)writes;
+        pc->to_driver = reader_index(dc, -1) >= 0;
+        pc->offset = dc->offset;
+        local[c] = (int)p->nchans++;
+    }
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h nd = g->nodes[i];
+        if (nd->kind != NODE_CALL || cx->actor_index[i] != (int)ai)
+            continue;
+        adag_prog_op_t *op = &p->ops[p->nops++];
+        op->method = nd->method;
+        op->node = i;
+        op->nargs = nd->nargs;
+        op->nrets = nd->nreturns;
+        for (unsigned a = 0; a < nd->nargs; a++)
+            op->args[a] = (uint32_t)local[value_chan(cx, nd->args[a])];
+        for (unsigned r = 0; r < nd->nreturns; r++)
+            op->rets[r] = (uint32_t)local[cx->chan_of[i] + r];
+    }
+    free(local);
+    return ADAG_OK;
+}
+
+static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
+{
+    adag_dag_h dag = cx->dag;
+    adag_graph_h g = cx->g;
+    adag_status_t st;
+
+    dag->inputs = calloc(dag->ninputs + 1, sizeof(*dag->inputs));
+    dag->input_chan = calloc(dag->ninputs + 1, sizeof(*dag->input_chan));
+    dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
+    dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
+    dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
+    dag->ref_flags = calloc(dag->max_inflight, 1);
+    if (!dag->inputs || !dag->input_chan || !dag->outs || !dag->out_chan || !dag->output_of ||
+        !dag->ref_flags)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    dag->noutputs = g->noutputs;
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h nd = g->nodes[i];
+        if (nd->kind != NODE_INPUT)
+            continue;
+        unsigned c = cx->chan_of[i];
+        dag->input_chan[nd->field] = c;
+        st = adag_shm_chan_open(&dag->inputs[nd->field], (char *)dag->seg.base + dag->chans[c].offset,
+                                dag->seg.size - dag->chans[c].offset, -1, dag->max_inflight,
+                                dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
+                                adag_settings()->spin_ns);
+        if (st != ADAG_OK)
+            return st;
+    }
+    for (unsigned o = 0; o < g->noutputs; o++) {
+        unsigned c = value_chan(cx, g->outputs[o]), e;
+        for (e = 0; e < dag->nouts; e++)
+            if (dag->out_chan[e] == c)
+                break;
+        if (e == dag->nouts) {
+            st = adag_shm_chan_open(&dag->outs[e], (char *)dag->seg.base + dag->chans[c].offset,
+                                    dag->seg.size - dag->chans[c].offset,
+                                    reader_index(&dag->chans[c], -1), dag->max_inflight,
+                                    dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
+                                    adag_settings()->spin_ns);
+            if (st != ADAG_OK)
+                return st;
+            dag->out_chan[e] = c;
+            dag->nouts++;
+        }
+        dag->output_of[o] = e;
+    }
+    return ADAG_OK;
+}
+
+static void thread_loop_fatal(void *ctx, adag_status_t st, const char *msg)
+{
+    adag_dag_fail(ctx, st, msg);
+}
+
+static adag_status_t install(adag_dag_h dag, unsigned ai)
+{
+    adag_dag_actor_t *da = &dag->actors[ai];
+    adag_actor_h a = da->actor;
+    adag_status_t st;
+
+    if (a->placement == ADAG_PLACEMENT_THREAD) {
+        adag_program_t copy;
+        if ((st = adag_program_copy(&copy, &da->prog)) != ADAG_OK)
+            return st;
+        st = adag_loop_open(&da->loop, &copy, dag->seg.base, a->state, &a->call_lock, a->methods,
+                            a->nmethods, a->name, dag->event_fd);
+        if (st != ADAG_OK)
+            return st;
+        da->loop.on_fatal = thread_loop_fatal;
+        da->loop.fatal_ctx = dag;
+        if ((st = adag_loop_start(&da->loop)) != ADAG_OK) {
+            adag_loop_close(&da->loop);
+            return st;
+        }
+        da->installed = 1;
+        return ADAG_OK;
+    }
+    adag_wbuf_t wb = {0};
+    adag_program_encode(&da->prog, &wb);
+    if (wb.failed) {
+        adag_wbuf_free(&wb);
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    }
+    int fds[2] = {dag->seg.fd, dag->event_fd};
+    st = adag_actor_request(a, ADAG_MSG_INSTALL_DAG, wb.data, wb.len, fds, 2,
+                            adag_deadline_ms(adag_settings()->control_timeout_ms), NULL);
+    adag_wbuf_free(&wb);
+    if (st == ADAG_OK)
+        da->installed = 1;
+    return st;
+}
+
+adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *params,
+                                 adag_dag_h *out)
+{
+    compile_ctx_t cx = {0};
+    adag_dag_h dag = NULL;
+    adag_status_t st;
+
+    if (!g || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: graph and dag must not be NULL");
+    *out = NULL;
+    pthread_mutex_lock(&g->lock);
+    if ((st = validate(g)) != ADAG_OK)
+        goto fail_unlock;
+    dag = calloc(1, sizeof(*dag));
+    cx.chan_of = calloc(g->nnodes, sizeof(*cx.chan_of));
+    cx.actor_index = calloc(g->nnodes, sizeof(*cx.actor_index));
+    if (!dag || !cx.chan_of || !cx.actor_index) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        goto fail;
+    }
+    cx.g = g;
+    cx.dag = dag;
+    dag->rt = g->rt;
+    dag->event_fd = -1;
+    dag->seg.fd = -1;
+    adag_list_init(&dag->link);
+    pthread_mutex_init(&dag->lock, NULL);
+    pthread_mutex_init(&dag->exec_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&dag->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_lock(&g->rt->lock);
+    dag->id = g->rt->next_dag_id++;
+    pthread_mutex_unlock(&g->rt->lock);
+    snprintf(dag->name, sizeof(dag->name), "dag%u", dag->id);
+    if ((st = read_params(params, dag)) != ADAG_OK)
+        goto fail;
+
+    /* actors, in the order the graph first bound them; the DAG holds a reference on each */
+    dag->actors = calloc(g->nactors + 1, sizeof(*dag->actors));
+    if (!dag->actors) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        goto fail;
+    }
+    pthread_mutex_lock(&g->rt->lock);
+    for (unsigned i = 0; i < g->nactors; i++) {
+        adag_actor_ref(g->actors[i]);
+        dag->actors[dag->nactors++].actor = g->actors[i];
+    }
+    pthread_mutex_unlock(&g->rt->lock);
+    for (unsigned i = 0; i < g->nnodes; i++)
+        cx.actor_index[i] = g->nodes[i]->kind == NODE_CALL ? dag_actor_index(dag, g->nodes[i]->actor)
+                                                           : -1;
+    if ((st = plan_channels(&cx)) != ADAG_OK || (st = make_segment(dag)) != ADAG_OK)
+        goto fail;
+    dag->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (dag->event_fd < 0) {
+        st = adag_error_errno(errno, "adag_graph_compile: eventfd");
+        goto fail;
+    }
+    for (unsigned ai = 0; ai < dag->nactors; ai++)
+        if ((st = build_program(&cx, ai, &dag->actors[ai].prog)) != ADAG_OK)
+            goto fail;
+    if ((st = open_driver_endpoints(&cx)) != ADAG_OK)
+        goto fail;
+    dag->node_labels = calloc(g->nnodes + 1, sizeof(*dag->node_labels));
+    if (!dag->node_labels) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        goto fail;
+    }
+    dag->nnodes = g->nnodes;
+    for (unsigned i = 0; i < g->nnodes; i++)
+        adag_node_describe(g->nodes[i], dag->node_labels[i], sizeof(dag->node_labels[i]));
+
+    /* register before installing, so a worker death during install fails it */
+    pthread_mutex_lock(&g->rt->lock);
+    adag_list_push(&g->rt->dags, &dag->link);
+    pthread_mutex_unlock(&g->rt->lock);
+    for (unsigned ai = 0; ai < dag->nactors; ai++) {
+        if ((st = install(dag, ai)) != ADAG_OK) {
+            /* adag_dag_destroy stops what was installed; keep this failure's message */
+            char msg[ADAG_ERROR_MAX];
+            snprintf(msg, sizeof(msg), "%s", adag_last_error());
+            free(cx.chan_of);
+            free(cx.actor_index);
+            pthread_mutex_unlock(&g->lock);
+            adag_dag_destroy(dag);
+            return adag_error(st, "adag_graph_compile: %s", msg);
+        }
+    }
+    g->compiled = 1;
+    dag->stats.max_inflight = dag->max_inflight;
+    dag->stats.slot_capacity = dag->capacity;
+    dag->stats.nchannels = dag->nchans;
+    dag->stats.shm_bytes = dag->seg.size;
+    free(cx.chan_of);
+    free(cx.actor_index);
+    pthread_mutex_unlock(&g->lock);
+    *out = dag;
+    return ADAG_OK;
+
+fail:
+    free(cx.chan_of);
+    free(cx.actor_index);
+    if (dag)
+        adag_dag_free(dag);
+fail_unlock:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}

@@ -1,0 +1,73 @@
+/* Graphviz DOT of a compiled DAG: the driver and each actor as a box listing
+ * its schedule (READ/COMPUTE/WRITE per operation), and one edge per
+ * (channel, reader) labelled with the channel's kind. */
+#include "common/error.h"
+#include "dag/internal.h"
+
+#include <stdio.h>
+
+static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
+{
+    const adag_dag_actor_t *da = &dag->actors[ai];
+    const adag_program_t *p = &da->prog;
+    fprintf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
+            da->actor->placement == ADAG_PLACEMENT_THREAD ? "thread" : "process");
+    for (uint32_t i = 0; i < p->nops; i++) {
+        const adag_prog_op_t *op = &p->ops[i];
+        for (uint32_t a = 0; a < op->nargs; a++)
+            fprintf(out, "READ %s\\l", p->chans[op->args[a]].name);
+        fprintf(out, "COMPUTE %s\\l", da->actor->methods[op->method].name);
+        for (uint32_t r = 0; r < op->nrets; r++)
+            fprintf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
+    }
+    fprintf(out, "\"];\n");
+}
+
+static void endpoint(FILE *out, int who)
+{
+    if (who < 0)
+        fprintf(out, "driver");
+    else
+        fprintf(out, "a%d", who);
+}
+
+adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
+{
+    if (!dag || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_dag_write_dot: dag and out must not be NULL");
+    fprintf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
+    fprintf(out, "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u slot=%zu B\"];\n",
+            dag->max_inflight, dag->capacity);
+    for (unsigned ai = 0; ai < dag->nactors; ai++)
+        actor_node(out, dag, ai);
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        const adag_dag_chan_t *ch = &dag->chans[c];
+        if (ch->kind == ADAG_CHAN_LOCAL) {
+            /* read by its writer only (or by nobody): an in-place edge if it is read */
+            int read = 0;
+            for (unsigned ai = 0; ai < dag->nactors && !read; ai++) {
+                const adag_program_t *p = &dag->actors[ai].prog;
+                for (uint32_t i = 0; i < p->nops && !read; i++)
+                    for (uint32_t a = 0; a < p->ops[i].nargs; a++)
+                        read |= p->chans[p->ops[i].args[a]].id == c;
+            }
+            if (read) {
+                fprintf(out, "  ");
+                endpoint(out, ch->writer);
+                fprintf(out, " -> ");
+                endpoint(out, ch->writer);
+                fprintf(out, " [label=\"%s\\nlocal\", style=dashed];\n", ch->name);
+            }
+            continue;
+        }
+        for (unsigned r = 0; r < ch->nreaders; r++) {
+            fprintf(out, "  ");
+            endpoint(out, ch->writer);
+            fprintf(out, " -> ");
+            endpoint(out, ch->readers[r]);
+            fprintf(out, " [label=\"%s\\nshm\"];\n", ch->name);
+        }
+    }
+    fprintf(out, "}\n");
+    return ferror(out) ? adag_error(ADAG_ERR_IO, "adag_dag_write_dot: write failed") : ADAG_OK;
+}

@@ -1,0 +1,456 @@
+/*
+ * The driver side of a compiled DAG: execute writes the inputs of ref
+ * `submitted` into the input channels; get waits on the output channels;
+ * release gives output slots back in ref order (a ref released early is
+ * given back once it completes). Refs in [next_release, submitted) are live;
+ * ref_flags[ref % max_inflight] records GOTTEN / RELEASED for each.
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "dag/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void signal_fd(adag_dag_h dag)
+{
+    uint64_t one = 1;
+    while (write(dag->event_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+}
+
+static void wake_all_channels(adag_dag_h dag)
+{
+    for (unsigned c = 0; c < dag->nchans; c++)
+        if (dag->chans[c].kind == ADAG_CHAN_SHM)
+            adag_shm_chan_wake_all((char *)dag->seg.base + dag->chans[c].offset);
+}
+
+void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
+{
+    pthread_mutex_lock(&dag->lock);
+    if (dag->abort_status == ADAG_OK) {
+        dag->abort_status = status;
+        snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
+        /* release: everything before the abort is visible to whoever sees it */
+        atomic_store_explicit(&dag->hdr->abort, (uint32_t)-status, memory_order_release);
+        wake_all_channels(dag);
+        signal_fd(dag);
+        pthread_cond_broadcast(&dag->cond);
+    }
+    pthread_mutex_unlock(&dag->lock);
+}
+
+int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
+{
+    for (unsigned i = 0; i < dag->nactors; i++)
+        if (dag->actors[i].actor == a)
+            return 1;
+    return 0;
+}
+
+/* The DAG's failure as this call's error. Under dag->lock. */
+static adag_status_t abort_error(adag_dag_h dag, const char *fn)
+{
+    return adag_error(dag->abort_status, "%s: DAG %s: %s", fn, dag->name, dag->abort_msg);
+}
+
+static adag_status_t api_enter(adag_dag_h dag, const char *fn)
+{
+    pthread_mutex_lock(&dag->lock);
+    if (dag->closing) {
+        pthread_mutex_unlock(&dag->lock);
+        return adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+    }
+    dag->api_users++;
+    pthread_mutex_unlock(&dag->lock);
+    return ADAG_OK;
+}
+
+static void api_leave(adag_dag_h dag)
+{
+    pthread_mutex_lock(&dag->lock);
+    if (--dag->api_users == 0 && dag->closing)
+        pthread_cond_broadcast(&dag->cond);
+    pthread_mutex_unlock(&dag->lock);
+}
+
+/* A wait on a channel ended without data: the DAG failed or is closing. */
+static adag_status_t wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
+{
+    if (st != ADAG_ERR_CLOSED)
+        return st; /* reported where detected */
+    pthread_mutex_lock(&dag->lock);
+    st = abort_error(dag, fn);
+    pthread_mutex_unlock(&dag->lock);
+    return st;
+}
+
+static int ref_complete(adag_dag_h dag, uint64_t ref)
+{
+    for (unsigned e = 0; e < dag->nouts; e++)
+        if (!adag_chan_ready(&dag->outs[e], ref))
+            return 0;
+    return 1;
+}
+
+/* Gives back, in ref order, the slots of refs released and complete. Under dag->lock. */
+static void advance_releases(adag_dag_h dag)
+{
+    int moved = 0;
+    while (dag->next_release < dag->submitted) {
+        uint64_t ref = dag->next_release;
+        uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
+        if (!(*flags & REF_RELEASED) || !ref_complete(dag, ref))
+            break;
+        for (unsigned e = 0; e < dag->nouts; e++)
+            adag_chan_release(&dag->outs[e], ref);
+        *flags = 0;
+        dag->next_release++;
+        moved = 1;
+    }
+    if (moved)
+        pthread_cond_broadcast(&dag->cond);
+}
+
+static void abs_timespec(int64_t deadline, struct timespec *ts)
+{
+    ts->tv_sec = deadline / 1000000000;
+    ts->tv_nsec = deadline % 1000000000;
+}
+
+/* Waits (under dag->lock) until ref `seq` fits in the window. */
+static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline)
+{
+    static const char *fn = "adag_dag_execute";
+    while (seq >= dag->next_release + dag->max_inflight) {
+        if (dag->abort_status != ADAG_OK)
+            return abort_error(dag, fn);
+        uint64_t oldest = dag->next_release;
+        if (dag->ref_flags[oldest % dag->max_inflight] & REF_RELEASED) {
+            /* released early: its slots come back once it completes */
+            adag_status_t st = ADAG_OK;
+            pthread_mutex_unlock(&dag->lock);
+            for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
+                adag_slot_view_t view;
+                st = adag_chan_wait(&dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
+            }
+            pthread_mutex_lock(&dag->lock);
+            if (st == ADAG_ERR_TIMEOUT)
+                return nonblock ? adag_error(ADAG_ERR_AGAIN,
+                                             "%s: ref %llu (released) is still running", fn,
+                                             (unsigned long long)oldest)
+                                : adag_error(ADAG_ERR_TIMEOUT,
+                                             "%s: no room after %d ms: ref %llu is still running",
+                                             fn, dag->execute_timeout_ms,
+                                             (unsigned long long)oldest);
+            if (st == ADAG_ERR_CLOSED)
+                return abort_error(dag, fn);
+            if (st != ADAG_OK)
+                return st;
+            advance_releases(dag);
+            continue;
+        }
+        if (nonblock)
+            return adag_error(ADAG_ERR_AGAIN,
+                              "%s: %u executions are in flight (max_inflight); ref %llu is the "
+                              "oldest not released",
+                              fn, dag->max_inflight, (unsigned long long)oldest);
+        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
+            return adag_error(ADAG_ERR_TIMEOUT,
+                              "%s: no room after %d ms: all %u in-flight executions are "
+                              "unreleased; ref %llu must be released (adag_dag_release) before "
+                              "ref %llu can start",
+                              fn, dag->execute_timeout_ms, dag->max_inflight,
+                              (unsigned long long)oldest, (unsigned long long)seq);
+        if (deadline == ADAG_FOREVER) {
+            pthread_cond_wait(&dag->cond, &dag->lock);
+        } else {
+            struct timespec ts;
+            abs_timespec(deadline, &ts);
+            pthread_cond_timedwait(&dag->cond, &dag->lock, &ts);
+        }
+    }
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
+                               unsigned flags, adag_ref_t *ref)
+{
+    static const char *fn = "adag_dag_execute";
+    adag_status_t st;
+    void *bufs[64];
+    void **slots = bufs;
+
+    if (!dag || !ref || (n && !inputs))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
+        return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
+    for (unsigned i = 0; i < n; i++) {
+        if (inputs[i].kind != ADAG_VALUE_BYTES || (inputs[i].size && !inputs[i].data))
+            return adag_error(ADAG_ERR_INVALID, "%s: input %u is not a valid bytes value", fn, i);
+        if (inputs[i].size > dag->capacity)
+            return adag_error(ADAG_ERR_TOO_LARGE,
+                              "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
+                              "slot capacity of %zu bytes",
+                              fn, i, i, inputs[i].size, dag->capacity);
+    }
+    if (n > sizeof(bufs) / sizeof(bufs[0]) && !(slots = malloc(n * sizeof(*slots))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+    if ((st = api_enter(dag, fn)) != ADAG_OK)
+        goto out_free;
+    int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
+    int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
+
+    pthread_mutex_lock(&dag->exec_lock);
+    pthread_mutex_lock(&dag->lock);
+    uint64_t seq = dag->submitted;
+    st = dag->abort_status != ADAG_OK ? abort_error(dag, fn)
+                                      : wait_for_room(dag, seq, nonblock, deadline);
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK)
+        goto out_unlock;
+    /* take every input slot before publishing any, so a timeout leaves nothing half-sent */
+    for (unsigned i = 0; i < n; i++) {
+        st = adag_chan_acquire(&dag->inputs[i], seq, deadline, &slots[i]);
+        if (st == ADAG_ERR_TIMEOUT) {
+            st = nonblock ? adag_error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu",
+                                       fn, i, (unsigned long long)(seq - dag->max_inflight))
+                          : adag_error(ADAG_ERR_TIMEOUT,
+                                       "%s: no room after %d ms: actors still read input %u of "
+                                       "ref %llu",
+                                       fn, dag->execute_timeout_ms, i,
+                                       (unsigned long long)(seq - dag->max_inflight));
+            goto out_unlock;
+        }
+        if (st != ADAG_OK) {
+            st = wait_error(dag, st, fn);
+            goto out_unlock;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (inputs[i].size)
+            memcpy(slots[i], inputs[i].data, inputs[i].size);
+        adag_chan_publish(&dag->inputs[i], seq, inputs[i].size, ADAG_OK, NULL);
+    }
+    pthread_mutex_lock(&dag->lock);
+    dag->ref_flags[seq % dag->max_inflight] = 0;
+    dag->submitted = seq + 1;
+    dag->stats.executed++;
+    pthread_mutex_unlock(&dag->lock);
+    *ref = seq;
+out_unlock:
+    pthread_mutex_unlock(&dag->exec_lock);
+    api_leave(dag);
+out_free:
+    if (slots != bufs)
+        free(slots);
+    return st;
+}
+
+/* Checks that ref is live. Under dag->lock. */
+static adag_status_t check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
+{
+    if (ref >= dag->submitted)
+        return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was never issued", fn,
+                          (unsigned long long)ref, dag->name);
+    if (ref < dag->next_release || (dag->ref_flags[ref % dag->max_inflight] & REF_RELEASED))
+        return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was already released", fn,
+                          (unsigned long long)ref, dag->name);
+    return ADAG_OK;
+}
+
+/* Keeps the fd readable while some live ref is complete and not yet got. */
+static void rearm_fd(adag_dag_h dag)
+{
+    uint64_t v;
+    if (!atomic_load_explicit(&dag->hdr->fd_armed, memory_order_relaxed))
+        return;
+    while (read(dag->event_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&dag->lock);
+    int ready = dag->abort_status != ADAG_OK;
+    for (uint64_t r = dag->next_release; r < dag->submitted && !ready; r++)
+        ready = !(dag->ref_flags[r % dag->max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
+                ref_complete(dag, r);
+    pthread_mutex_unlock(&dag->lock);
+    if (ready)
+        signal_fd(dag);
+}
+
+adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs, unsigned n,
+                           int timeout_ms)
+{
+    static const char *fn = "adag_dag_get";
+    adag_status_t st, result = ADAG_OK;
+    const char *err = NULL;
+
+    if (!dag || (n && !outputs))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and outputs must not be NULL", fn);
+    if (n != dag->noutputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s has %u outputs, %u requested", fn,
+                          dag->name, dag->noutputs, n);
+    if ((st = api_enter(dag, fn)) != ADAG_OK)
+        return st;
+    pthread_mutex_lock(&dag->lock);
+    st = check_ref(dag, ref, fn);
+    if (st == ADAG_OK && dag->abort_status != ADAG_OK)
+        st = abort_error(dag, fn);
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK)
+        goto out;
+    int64_t deadline = adag_deadline_ms(timeout_ms);
+    for (unsigned o = 0; o < n; o++) {
+        adag_slot_view_t view;
+        st = adag_chan_wait(&dag->outs[dag->output_of[o]], ref, deadline, &view);
+        if (st == ADAG_ERR_TIMEOUT) {
+            st = adag_error(ADAG_ERR_TIMEOUT, "%s: ref %llu of DAG %s not ready within %d ms", fn,
+                            (unsigned long long)ref, dag->name, timeout_ms);
+            goto out;
+        }
+        if (st != ADAG_OK) {
+            st = wait_error(dag, st, fn);
+            goto out;
+        }
+        outputs[o].data = view.data;
+        outputs[o].size = view.size;
+        outputs[o].kind = ADAG_VALUE_BYTES;
+        if (view.status != ADAG_OK && result == ADAG_OK) {
+            result = view.status;
+            err = view.err;
+        }
+    }
+    pthread_mutex_lock(&dag->lock);
+    if (dag->abort_status != ADAG_OK) {
+        st = abort_error(dag, fn);
+    } else if ((st = check_ref(dag, ref, fn)) == ADAG_OK) {
+        uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
+        if (!(*flags & REF_GOTTEN)) {
+            *flags |= REF_GOTTEN;
+            if (result == ADAG_OK)
+                dag->stats.completed++;
+            else
+                dag->stats.failed++;
+        }
+    }
+    pthread_mutex_unlock(&dag->lock);
+    if (st == ADAG_OK && result != ADAG_OK)
+        st = adag_error(result, "%s", err && *err ? err : adag_status_str(result));
+    rearm_fd(dag);
+out:
+    api_leave(dag);
+    return st;
+}
+
+adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
+{
+    static const char *fn = "adag_dag_release";
+    adag_status_t st;
+    if (!dag)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
+    if ((st = api_enter(dag, fn)) != ADAG_OK)
+        return st;
+    pthread_mutex_lock(&dag->lock);
+    if ((st = check_ref(dag, ref, fn)) == ADAG_OK) {
+        dag->ref_flags[ref % dag->max_inflight] |= REF_RELEASED;
+        dag->stats.released++;
+        advance_releases(dag);
+        pthread_cond_broadcast(&dag->cond);
+    }
+    pthread_mutex_unlock(&dag->lock);
+    api_leave(dag);
+    return st;
+}
+
+adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
+{
+    if (!dag || !fd)
+        return adag_error(ADAG_ERR_INVALID, "adag_dag_fd: dag and fd must not be NULL");
+    atomic_store_explicit(&dag->hdr->fd_armed, 1, memory_order_seq_cst);
+    *fd = dag->event_fd;
+    /* results that completed before arming signalled nothing: check them */
+    rearm_fd(dag);
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
+{
+    if (!dag || !stats)
+        return adag_error(ADAG_ERR_INVALID, "adag_dag_stats: dag and stats must not be NULL");
+    pthread_mutex_lock(&dag->lock);
+    *stats = dag->stats;
+    pthread_mutex_unlock(&dag->lock);
+    return ADAG_OK;
+}
+
+void adag_dag_free(adag_dag_h dag)
+{
+    for (unsigned i = 0; i < dag->nactors; i++) {
+        adag_program_free(&dag->actors[i].prog);
+        adag_actor_unref(dag->actors[i].actor);
+    }
+    for (unsigned c = 0; c < dag->nchans; c++)
+        free(dag->chans[c].readers);
+    adag_shm_segment_destroy(&dag->seg);
+    if (dag->event_fd >= 0)
+        close(dag->event_fd);
+    free(dag->actors);
+    free(dag->chans);
+    free(dag->node_labels);
+    free(dag->inputs);
+    free(dag->input_chan);
+    free(dag->outs);
+    free(dag->out_chan);
+    free(dag->output_of);
+    free(dag->ref_flags);
+    pthread_cond_destroy(&dag->cond);
+    pthread_mutex_destroy(&dag->exec_lock);
+    pthread_mutex_destroy(&dag->lock);
+    free(dag);
+}
+
+adag_status_t adag_dag_destroy(adag_dag_h dag)
+{
+    if (!dag)
+        return adag_error(ADAG_ERR_INVALID, "adag_dag_destroy: dag is NULL");
+    adag_runtime_h rt = dag->rt;
+    /* out of the runtime's list first: the monitor no longer touches it */
+    pthread_mutex_lock(&rt->lock);
+    adag_list_remove(&dag->link);
+    pthread_mutex_unlock(&rt->lock);
+
+    pthread_mutex_lock(&dag->lock);
+    dag->closing = 1;
+    pthread_mutex_unlock(&dag->lock);
+    adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
+    pthread_mutex_lock(&dag->lock);
+    while (dag->api_users > 0)
+        pthread_cond_wait(&dag->cond, &dag->lock);
+    pthread_mutex_unlock(&dag->lock);
+
+    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    uint32_t id = dag->id;
+    for (unsigned i = 0; i < dag->nactors; i++) {
+        adag_dag_actor_t *da = &dag->actors[i];
+        if (!da->installed)
+            continue;
+        if (da->actor->placement == ADAG_PLACEMENT_THREAD) {
+            adag_loop_close(&da->loop);
+            continue;
+        }
+        adag_status_t st =
+            adag_actor_request(da->actor, ADAG_MSG_STOP_DAG, &id, sizeof(id), NULL, 0, deadline, NULL);
+        if (st != ADAG_OK && st != ADAG_ERR_ACTOR_DIED) {
+            ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->name, adag_last_error());
+            adag_actor_kill(da->actor, "it did not stop its DAG within the teardown timeout");
+        }
+    }
+    adag_dag_free(dag);
+    return ADAG_OK;
+}

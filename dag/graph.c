@@ -1,0 +1,305 @@
+#include "common/error.h"
+#include "dag/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+adag_status_t adag_graph_create(adag_runtime_h rt, adag_graph_h *out)
+{
+    if (!rt || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_create: runtime and graph must not be NULL");
+    adag_graph_h g = calloc(1, sizeof(*g));
+    if (!g)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_create: out of memory");
+    g->rt = rt;
+    pthread_mutex_init(&g->lock, NULL);
+    adag_list_init(&g->link);
+    pthread_mutex_lock(&rt->lock);
+    adag_list_push(&rt->graphs, &g->link);
+    pthread_mutex_unlock(&rt->lock);
+    *out = g;
+    return ADAG_OK;
+}
+
+void adag_graph_free(adag_graph_h g)
+{
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        free(g->nodes[i]->returns);
+        free(g->nodes[i]);
+    }
+    for (unsigned i = 0; i < g->nactors; i++)
+        adag_actor_unref(g->actors[i]);
+    free(g->actors);
+    free(g->nodes);
+    free(g->outputs);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+adag_status_t adag_graph_destroy(adag_graph_h g)
+{
+    if (!g)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_destroy: graph is NULL");
+    pthread_mutex_lock(&g->rt->lock);
+    adag_list_remove(&g->link);
+    pthread_mutex_unlock(&g->rt->lock);
+    adag_graph_free(g);
+    return ADAG_OK;
+}
+
+/* A short description of a node for messages: "node 3 (stage1.forward)". */
+static void node_desc(adag_node_h n, char *buf, size_t len)
+{
+    switch (n->kind) {
+    case NODE_INPUT:
+        snprintf(buf, len, "node %u (input field %u)", n->id, n->field);
+        break;
+    case NODE_CALL:
+        snprintf(buf, len, "node %u (%s.%s)", n->id, n->actor->name,
+                 n->actor->methods[n->method].name);
+        break;
+    case NODE_RETURN:
+        snprintf(buf, len, "node %u (return %u of %s.%s)", n->id, n->ret, n->call->actor->name,
+                 n->call->actor->methods[n->call->method].name);
+        break;
+    }
+}
+
+static adag_status_t add_node(adag_graph_h g, adag_node_h *out)
+{
+    if (g->nnodes == g->cap) {
+        unsigned cap = g->cap ? g->cap * 2 : 16;
+        adag_node_h *nodes = realloc(g->nodes, cap * sizeof(*nodes));
+        if (!nodes)
+            return adag_error(ADAG_ERR_NO_MEMORY, "graph: out of memory for %u nodes", cap);
+        g->nodes = nodes;
+        g->cap = cap;
+    }
+    adag_node_h n = calloc(1, sizeof(*n));
+    if (!n)
+        return adag_error(ADAG_ERR_NO_MEMORY, "graph: out of memory");
+    n->graph = g;
+    n->id = g->nnodes;
+    g->nodes[g->nnodes++] = n;
+    *out = n;
+    return ADAG_OK;
+}
+
+static adag_status_t check_open(adag_graph_h g, const char *fn)
+{
+    if (g->compiled)
+        return adag_error(ADAG_ERR_INVALID, "%s: the graph was already compiled", fn);
+    return ADAG_OK;
+}
+
+adag_status_t adag_graph_input(adag_graph_h g, unsigned field, adag_node_h *out)
+{
+    adag_status_t st;
+    if (!g || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_input: graph and node must not be NULL");
+    if (field >= 4096)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_input: field %u is too large", field);
+    pthread_mutex_lock(&g->lock);
+    if ((st = check_open(g, "adag_graph_input")) != ADAG_OK)
+        goto out;
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        if (g->nodes[i]->kind == NODE_INPUT && g->nodes[i]->field == field) {
+            *out = g->nodes[i];
+            goto out;
+        }
+    }
+    adag_node_h n;
+    if ((st = add_node(g, &n)) != ADAG_OK)
+        goto out;
+    n->kind = NODE_INPUT;
+    n->field = field;
+    *out = n;
+out:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+/* The value a node stands for must be a single value of this graph. */
+static adag_status_t check_value(adag_graph_h g, adag_node_h n, const char *fn, const char *role,
+                                 unsigned index)
+{
+    char d[160];
+    if (!n)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s %u is NULL", fn, role, index);
+    if (n->graph != g)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s %u is node %u of another graph", fn, role,
+                          index, n->id);
+    if (n->kind == NODE_CALL && n->nreturns != 1) {
+        node_desc(n, d, sizeof(d));
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: %s %u is %s, which returns %u values: take one with "
+                          "adag_node_output",
+                          fn, role, index, d, n->nreturns);
+    }
+    return ADAG_OK;
+}
+
+adag_status_t adag_graph_bind(adag_graph_h g, adag_actor_h actor, const char *method,
+                              const adag_node_h *args, unsigned nargs, adag_node_h *out)
+{
+    adag_status_t st = ADAG_OK;
+    if (!g || !actor || !method || !out || (nargs && !args))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_bind: graph, actor, method, args and node must not be NULL");
+    if (actor->rt != g->rt)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_bind: actor %s belongs to another runtime",
+                          actor->name);
+    pthread_mutex_lock(&g->lock);
+    if ((st = check_open(g, "adag_graph_bind")) != ADAG_OK)
+        goto out;
+    int m = adag_actor_method(actor, method);
+    if (m < 0) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_graph_bind: node %u: actor %s (class %s) has no method %s", g->nnodes,
+                        actor->name, actor->class_name, method);
+        goto out;
+    }
+    if (actor->methods[m].nargs != nargs) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_graph_bind: node %u (%s.%s): takes %u args, %u given", g->nnodes,
+                        actor->name, method, actor->methods[m].nargs, nargs);
+        goto out;
+    }
+    for (unsigned i = 0; i < nargs; i++) {
+        if ((st = check_value(g, args[i], "adag_graph_bind", "arg", i)) != ADAG_OK) {
+            adag_error_prefix("node %u (%s.%s)", g->nnodes, actor->name, method);
+            goto out;
+        }
+    }
+    /* the graph holds one reference on each actor it binds */
+    int known = 0;
+    for (unsigned i = 0; i < g->nactors; i++)
+        known |= g->actors[i] == actor;
+    if (!known) {
+        adag_actor_h *actors = realloc(g->actors, (g->nactors + 1) * sizeof(*actors));
+        if (!actors) {
+            st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_bind: out of memory");
+            goto out;
+        }
+        g->actors = actors;
+    }
+    adag_node_h n;
+    if ((st = add_node(g, &n)) != ADAG_OK)
+        goto out;
+    if (!known) {
+        pthread_mutex_lock(&g->rt->lock);
+        int gone = actor->user_destroyed;
+        if (!gone)
+            adag_actor_ref(actor);
+        pthread_mutex_unlock(&g->rt->lock);
+        if (gone) {
+            g->nnodes--;
+            free(n);
+            st = adag_error(ADAG_ERR_INVALID, "adag_graph_bind: actor %s was destroyed",
+                            actor->name);
+            goto out;
+        }
+        g->actors[g->nactors++] = actor;
+    }
+    n->kind = NODE_CALL;
+    n->actor = actor;
+    n->method = (unsigned)m;
+    n->nargs = nargs;
+    n->nreturns = actor->methods[m].nreturns;
+    for (unsigned i = 0; i < nargs; i++) {
+        n->args[i] = args[i];
+        if (args[i]->kind == NODE_INPUT)
+            args[i]->used = 1;
+    }
+    *out = n;
+out:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+adag_status_t adag_node_output(adag_node_h call, unsigned i, adag_node_h *out)
+{
+    adag_status_t st;
+    if (!call || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_node_output: node and value must not be NULL");
+    adag_graph_h g = call->graph;
+    pthread_mutex_lock(&g->lock);
+    if ((st = check_open(g, "adag_node_output")) != ADAG_OK)
+        goto out;
+    if (call->kind != NODE_CALL) {
+        st = adag_error(ADAG_ERR_INVALID, "adag_node_output: node %u is not a method call",
+                        call->id);
+        goto out;
+    }
+    if (i >= call->nreturns) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_node_output: node %u (%s.%s) has %u returns; %u is out of range",
+                        call->id, call->actor->name, call->actor->methods[call->method].name,
+                        call->nreturns, i);
+        goto out;
+    }
+    if (call->nreturns == 1) {
+        *out = call;
+        goto out;
+    }
+    if (!call->returns && !(call->returns = calloc(call->nreturns, sizeof(*call->returns)))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_node_output: out of memory");
+        goto out;
+    }
+    if (!call->returns[i]) {
+        adag_node_h n;
+        if ((st = add_node(g, &n)) != ADAG_OK)
+            goto out;
+        n->kind = NODE_RETURN;
+        n->call = call;
+        n->ret = i;
+        call->returns[i] = n;
+    }
+    *out = call->returns[i];
+out:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+adag_status_t adag_graph_output(adag_graph_h g, const adag_node_h *nodes, unsigned n)
+{
+    adag_status_t st = ADAG_OK;
+    if (!g || (n && !nodes))
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_output: graph and nodes must not be NULL");
+    if (n == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_output: at least one output is needed");
+    pthread_mutex_lock(&g->lock);
+    if ((st = check_open(g, "adag_graph_output")) != ADAG_OK)
+        goto out;
+    if (g->has_outputs) {
+        st = adag_error(ADAG_ERR_INVALID, "adag_graph_output: the graph's outputs are already set");
+        goto out;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if ((st = check_value(g, nodes[i], "adag_graph_output", "output", i)) != ADAG_OK)
+            goto out;
+        if (nodes[i]->kind == NODE_INPUT) {
+            st = adag_error(ADAG_ERR_INVALID,
+                            "adag_graph_output: output %u is node %u, an input field: outputs "
+                            "must be method results",
+                            i, nodes[i]->id);
+            goto out;
+        }
+    }
+    g->outputs = malloc(n * sizeof(*g->outputs));
+    if (!g->outputs) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_output: out of memory");
+        goto out;
+    }
+    memcpy(g->outputs, nodes, n * sizeof(*nodes));
+    g->noutputs = n;
+    g->has_outputs = 1;
+out:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+void adag_node_describe(adag_node_h n, char *buf, size_t len)
+{
+    node_desc(n, buf, len);
+}

@@ -1,0 +1,357 @@
+#include "common/error.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "dag/internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void adag_list_init(adag_list_t *l)
+{
+    l->prev = l->next = l;
+}
+
+void adag_list_push(adag_list_t *l, adag_list_t *item)
+{
+    item->prev = l->prev;
+    item->next = l;
+    l->prev->next = item;
+    l->prev = item;
+}
+
+void adag_list_remove(adag_list_t *item)
+{
+    item->prev->next = item->next;
+    item->next->prev = item->prev;
+    item->prev = item->next = item;
+}
+
+/* The worker next to the library: <dir of libadag>/adag-worker, or
+ * <dir>/adag/adag-worker (the installed layout). */
+static char *default_worker_path(void)
+{
+    Dl_info info;
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    if (!dladdr((void *)adag_runtime_create_version, &info) || !info.dli_fname)
+        return strdup("adag-worker");
+    snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof(dir), ".");
+    snprintf(path, sizeof(path), "%s/adag-worker", dir);
+    if (access(path, X_OK) == 0)
+        return strdup(path);
+    snprintf(path, sizeof(path), "%s/adag/adag-worker", dir);
+    if (access(path, X_OK) == 0)
+        return strdup(path);
+    snprintf(path, sizeof(path), "%s/adag-worker", dir);
+    return strdup(path);
+}
+
+adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
+                                          const adag_runtime_params_t *params,
+                                          adag_runtime_h *out)
+{
+    adag_runtime_h rt;
+    adag_status_t st;
+
+    if (!out)
+        return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: runtime is NULL");
+    *out = NULL;
+    if (major != ADAG_VERSION_MAJOR || minor > ADAG_VERSION_MINOR)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_runtime_create: the program was built for adag %u.%u, "
+                          "this library is %u.%u",
+                          major, minor, ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
+    rt = calloc(1, sizeof(*rt));
+    if (!rt)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
+    pthread_mutex_init(&rt->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rt->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    adag_list_init(&rt->actors);
+    adag_list_init(&rt->graphs);
+    adag_list_init(&rt->dags);
+    rt->monitor_wake = -1;
+
+    if (params && (params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH) && params->worker_path)
+        rt->worker_path = strdup(params->worker_path);
+    else if (adag_settings()->worker_path)
+        rt->worker_path = strdup(adag_settings()->worker_path);
+    else
+        rt->worker_path = default_worker_path();
+    if (!rt->worker_path) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
+        goto fail;
+    }
+    st = adag_monitor_start(rt);
+    if (st != ADAG_OK)
+        goto fail;
+    *out = rt;
+    return ADAG_OK;
+fail:
+    free(rt->worker_path);
+    pthread_cond_destroy(&rt->cond);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt);
+    return st;
+}
+
+static void class_entry_free(adag_class_entry_t *e)
+{
+    free(e->methods);
+    free(e);
+}
+
+adag_status_t adag_runtime_destroy(adag_runtime_h rt)
+{
+    if (!rt)
+        return adag_error(ADAG_ERR_INVALID, "adag_runtime_destroy: runtime is NULL");
+    /* DAGs first (they hold actors), then graphs, then the actors left */
+    for (;;) {
+        pthread_mutex_lock(&rt->lock);
+        adag_list_t *l = rt->dags.next;
+        pthread_mutex_unlock(&rt->lock);
+        if (l == &rt->dags)
+            break;
+        adag_dag_destroy(ADAG_CONTAINER(l, struct adag_dag, link));
+    }
+    for (;;) {
+        pthread_mutex_lock(&rt->lock);
+        adag_list_t *l = rt->graphs.next;
+        pthread_mutex_unlock(&rt->lock);
+        if (l == &rt->graphs)
+            break;
+        adag_graph_destroy(ADAG_CONTAINER(l, struct adag_graph, link));
+    }
+    for (;;) {
+        pthread_mutex_lock(&rt->lock);
+        adag_list_t *l = rt->actors.next;
+        adag_actor_h a = l == &rt->actors ? NULL : ADAG_CONTAINER(l, struct adag_actor, link);
+        /* only the user's reference can be left now */
+        if (a)
+            a->user_destroyed = 1;
+        pthread_mutex_unlock(&rt->lock);
+        if (!a)
+            break;
+        adag_actor_unref(a);
+    }
+    adag_monitor_stop(rt);
+    while (rt->classes) {
+        adag_class_entry_t *e = rt->classes;
+        rt->classes = e->next;
+        class_entry_free(e);
+    }
+    free(rt->worker_path);
+    pthread_cond_destroy(&rt->cond);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt);
+    return ADAG_OK;
+}
+
+adag_status_t adag_class_register(adag_runtime_h rt, const adag_class_def_t *def)
+{
+    if (!rt || !def)
+        return adag_error(ADAG_ERR_INVALID, "adag_class_register: runtime and def must not be NULL");
+    if (!adag_valid_name(def->name))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_class_register: class name must be 1..%d bytes", ADAG_MAX_NAME - 1);
+    if (def->nmethods == 0 || !def->methods)
+        return adag_error(ADAG_ERR_INVALID, "adag_class_register: class %s has no methods",
+                          def->name);
+    for (unsigned i = 0; i < def->nmethods; i++) {
+        const adag_method_def_t *m = &def->methods[i];
+        if (!adag_valid_name(m->name) || !m->fn || m->nargs > ADAG_MAX_ARGS || m->nreturns == 0 ||
+            m->nreturns > ADAG_MAX_RETURNS)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_class_register: class %s method %u (%s) needs a name of "
+                              "1..%d bytes, a function, 0..%d args and 1..%d returns",
+                              def->name, i, m->name ? m->name : "(null)", ADAG_MAX_NAME - 1,
+                              ADAG_MAX_ARGS, ADAG_MAX_RETURNS);
+        for (unsigned j = 0; j < i; j++)
+            if (strcmp(def->methods[j].name, m->name) == 0)
+                return adag_error(ADAG_ERR_INVALID,
+                                  "adag_class_register: class %s defines method %s twice",
+                                  def->name, m->name);
+    }
+    adag_class_entry_t *e = calloc(1, sizeof(*e));
+    if (!e || !(e->methods = calloc(def->nmethods, sizeof(*e->methods)))) {
+        free(e);
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_class_register: out of memory");
+    }
+    e->def = *def;
+    snprintf(e->name, sizeof(e->name), "%s", def->name);
+    e->def.name = e->name;
+    e->def.methods = NULL;
+    for (unsigned i = 0; i < def->nmethods; i++) {
+        snprintf(e->methods[i].name, sizeof(e->methods[i].name), "%s", def->methods[i].name);
+        e->methods[i].fn = def->methods[i].fn;
+        e->methods[i].nargs = def->methods[i].nargs;
+        e->methods[i].nreturns = def->methods[i].nreturns;
+    }
+    pthread_mutex_lock(&rt->lock);
+    for (adag_class_entry_t *o = rt->classes; o; o = o->next) {
+        if (strcmp(o->name, e->name) == 0) {
+            pthread_mutex_unlock(&rt->lock);
+            class_entry_free(e);
+            return adag_error(ADAG_ERR_INVALID, "adag_class_register: class %s is already registered",
+                              def->name);
+        }
+    }
+    e->next = rt->classes;
+    rt->classes = e;
+    pthread_mutex_unlock(&rt->lock);
+    return ADAG_OK;
+}
+
+/* ---- the monitor: notices worker deaths at once (pidfds) and reaps ---- */
+
+static const char *signal_text(int sig, char *buf, size_t n)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    snprintf(buf, n, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?");
+    return buf;
+}
+
+/* Reaps a worker whose pidfd polled readable; fails every DAG it is in. */
+static void monitor_reap(adag_runtime_h rt, unsigned actor_id)
+{
+    adag_actor_h a = NULL;
+    siginfo_t si;
+    char how[96], msg[256];
+
+    pthread_mutex_lock(&rt->lock);
+    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next) {
+        adag_actor_h c = ADAG_CONTAINER(l, struct adag_actor, link);
+        if (c->id == actor_id)
+            a = c;
+    }
+    if (!a || a->reaped) {
+        pthread_mutex_unlock(&rt->lock);
+        return;
+    }
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PIDFD, (id_t)a->pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0) {
+        pthread_mutex_unlock(&rt->lock);
+        return;
+    }
+    if (si.si_code == CLD_EXITED)
+        snprintf(how, sizeof(how), "exited with status %d", si.si_status);
+    else
+        signal_text(si.si_status, how, sizeof(how));
+    a->reaped = 1;
+    int was_dead = a->dead;
+    a->dead = 1;
+    if (!was_dead)
+        snprintf(a->death, sizeof(a->death), "actor %s (pid %d) died: %s", a->name, a->pid, how);
+    snprintf(msg, sizeof(msg), "%s", a->death);
+    pthread_cond_broadcast(&rt->cond);
+    /* fail every DAG the actor belongs to (lock order: rt->lock, then dag->lock) */
+    for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
+        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+        if (adag_dag_uses_actor(dag, a))
+            adag_dag_fail(dag, ADAG_ERR_ACTOR_DIED, msg);
+    }
+    pthread_mutex_unlock(&rt->lock);
+    if (!was_dead)
+        ADAG_LOG_WARN("%s", msg);
+}
+
+static void *monitor_main(void *arg)
+{
+    adag_runtime_h rt = arg;
+    struct pollfd *pfds = NULL;
+    unsigned *ids = NULL;
+    unsigned cap = 0;
+
+    for (;;) {
+        unsigned n = 1;
+        pthread_mutex_lock(&rt->lock);
+        if (rt->monitor_stop) {
+            pthread_mutex_unlock(&rt->lock);
+            break;
+        }
+        unsigned count = 1;
+        for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
+            count++;
+        if (count > cap) {
+            struct pollfd *np = realloc(pfds, count * sizeof(*pfds));
+            unsigned *ni = np ? realloc(ids, count * sizeof(*ids)) : NULL;
+            if (np)
+                pfds = np;
+            if (ni) {
+                ids = ni;
+                cap = count;
+            }
+        }
+        pfds[0].fd = rt->monitor_wake;
+        pfds[0].events = POLLIN;
+        for (adag_list_t *l = rt->actors.next; l != &rt->actors && n < cap; l = l->next) {
+            adag_actor_h a = ADAG_CONTAINER(l, struct adag_actor, link);
+            if (a->placement != ADAG_PLACEMENT_PROCESS || a->reaped || a->pidfd < 0)
+                continue;
+            pfds[n].fd = a->pidfd;
+            pfds[n].events = POLLIN;
+            ids[n] = a->id;
+            n++;
+        }
+        pthread_mutex_unlock(&rt->lock);
+
+        if (poll(pfds, n, -1) < 0)
+            continue; /* EINTR */
+        if (pfds[0].revents & POLLIN) {
+            uint64_t v;
+            (void)!read(rt->monitor_wake, &v, sizeof(v));
+        }
+        for (unsigned i = 1; i < n; i++)
+            if (pfds[i].revents)
+                monitor_reap(rt, ids[i]);
+    }
+    free(pfds);
+    free(ids);
+    return NULL;
+}
+
+void adag_monitor_poke(adag_runtime_h rt)
+{
+    uint64_t one = 1;
+    while (write(rt->monitor_wake, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+}
+
+adag_status_t adag_monitor_start(adag_runtime_h rt)
+{
+    rt->monitor_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (rt->monitor_wake < 0)
+        return adag_error_errno(errno, "adag_runtime_create: eventfd");
+    int err = pthread_create(&rt->monitor, NULL, monitor_main, rt);
+    if (err) {
+        close(rt->monitor_wake);
+        rt->monitor_wake = -1;
+        return adag_error_errno(err, "adag_runtime_create: cannot start the monitor thread");
+    }
+    return ADAG_OK;
+}
+
+void adag_monitor_stop(adag_runtime_h rt)
+{
+    pthread_mutex_lock(&rt->lock);
+    rt->monitor_stop = 1;
+    pthread_mutex_unlock(&rt->lock);
+    adag_monitor_poke(rt);
+    pthread_join(rt->monitor, NULL);
+    close(rt->monitor_wake);
+    rt->monitor_wake = -1;
+}

@@ -1,0 +1,357 @@
+/*
+ * adag: static DAGs of worker methods, compiled once into channels and
+ * executed many times.
+ *
+ * A driver program creates a runtime, registers actor classes (or names a
+ * module .so that exports them), creates actors (threads of the driver or
+ * adag-worker processes), binds their methods into a graph, compiles the
+ * graph once and then executes it many times:
+ *
+ *     adag_runtime_create(NULL, &rt);
+ *     adag_class_register(rt, &my_class);
+ *     adag_actor_create(rt, &actor_params, &a);
+ *     adag_graph_create(rt, &g);
+ *     adag_graph_input(g, 0, &in);
+ *     adag_graph_bind(g, a, "step", &in, 1, &out);
+ *     adag_graph_output(g, &out, 1);
+ *     adag_graph_compile(g, NULL, &dag);
+ *     adag_dag_execute(dag, &value, 1, 0, &ref);
+ *     adag_dag_get(dag, ref, &result, 1, 1000);
+ *     adag_dag_release(dag, ref);
+ *
+ * Conventions (shared with every later addition):
+ *   - every function returns adag_status_t: ADAG_OK (0) or a negative error;
+ *     adag_last_error() gives a message that says what failed and where;
+ *   - out-parameters come last; handles are opaque;
+ *   - every params struct starts with a field_mask: a bit per field that the
+ *     caller set; fields whose bit is clear take their defaults, so new
+ *     fields can be added without breaking existing callers;
+ *   - the driver-side API (runtime, actors, graphs, DAGs) is thread-safe;
+ *     adag_call_* functions are only valid inside a method, on its call.
+ */
+#ifndef ADAG_H
+#define ADAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADAG_VERSION_MAJOR 0
+#define ADAG_VERSION_MINOR 1
+
+#if defined(__GNUC__)
+#define ADAG_API __attribute__((visibility("default")))
+#define ADAG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define ADAG_API
+#define ADAG_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Status codes                                                        */
+/* ------------------------------------------------------------------ */
+
+typedef enum {
+    ADAG_OK = 0,
+    ADAG_ERR_INVALID = -1,     /* bad argument or graph; message names it */
+    ADAG_ERR_NO_MEMORY = -2,   /* allocation or mapping failed */
+    ADAG_ERR_TIMEOUT = -3,     /* the wait ran out; the operation may be retried */
+    ADAG_ERR_AGAIN = -4,       /* non-blocking call would block */
+    ADAG_ERR_METHOD = -5,      /* a method failed: "actor <name>.<method>: <message>" */
+    ADAG_ERR_ACTOR_DIED = -6,  /* an actor process died; the message names it */
+    ADAG_ERR_TOO_LARGE = -7,   /* a value does not fit its channel slot */
+    ADAG_ERR_IO = -8,          /* a system call failed (message has errno text) */
+    ADAG_ERR_CLOSED = -9,      /* the DAG was destroyed or is being destroyed */
+    ADAG_ERR_NOT_FOUND = -10,  /* no such class, module, method or setting */
+    ADAG_ERR_BUSY = -11,       /* the object is in use (e.g. a DAG still uses it) */
+    ADAG_ERR_PROTOCOL = -12,   /* a peer sent a malformed or unexpected message */
+} adag_status_t;
+
+/* Short static name of a status, e.g. "ADAG_ERR_TIMEOUT: timed out". */
+ADAG_API const char *adag_status_str(adag_status_t status);
+
+/* Detailed message of the last failure reported to this thread (never
+ * NULL; empty if none). Valid until the next adag call on this thread. */
+ADAG_API const char *adag_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Values                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum {
+    ADAG_VALUE_BYTES = 0, /* plain bytes in host memory */
+} adag_value_kind_t;
+
+/* A value passed to execute() or returned by get(). For results, data
+ * points into the channel slot (zero copy) and stays valid until
+ * adag_dag_release() of its ref. */
+typedef struct {
+    const void *data;
+    size_t size;
+    adag_value_kind_t kind; /* ADAG_VALUE_BYTES (0) for now */
+} adag_value_t;
+
+/* ------------------------------------------------------------------ */
+/* Actor classes and methods                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct adag_call *adag_call_h;
+
+/* A method: runs on the actor's state with one execution's inputs.
+ * Returns ADAG_OK, or an error (use adag_call_fail to say why). */
+typedef adag_status_t (*adag_method_fn)(void *state, adag_call_h call);
+
+#define ADAG_MAX_ARGS 16
+#define ADAG_MAX_RETURNS 16
+#define ADAG_MAX_NAME 64 /* names of classes, methods, actors: < 64 bytes */
+
+typedef struct {
+    const char *name;   /* unique within the class */
+    adag_method_fn fn;
+    unsigned nargs;     /* 0..ADAG_MAX_ARGS */
+    unsigned nreturns;  /* 1..ADAG_MAX_RETURNS */
+} adag_method_def_t;
+
+typedef struct {
+    const char *name;       /* class name, unique within a runtime/module */
+    size_t state_size;      /* bytes of zeroed state given to init and methods */
+    /* Optional. Called once when the actor is created, with the actor's
+     * init bytes; a non-OK return fails adag_actor_create. */
+    adag_status_t (*init)(void *state, const void *init_data, size_t init_size);
+    /* Optional. Called once when the actor is destroyed. */
+    void (*fini)(void *state);
+    const adag_method_def_t *methods;
+    unsigned nmethods;
+} adag_class_def_t;
+
+/* A module .so for process actors exports its classes with
+ *     ADAG_MODULE(&class_a, &class_b);
+ * adag-worker loads the module with dlopen and looks the class up by name. */
+#define ADAG_MODULE(...)                                                      \
+    ADAG_API const adag_class_def_t *const adag_module_classes[] = {         \
+        __VA_ARGS__, NULL}
+
+/* Inside a method: a zero-copy view of input i (valid during the call). */
+ADAG_API adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value);
+
+/* Inside a method: a buffer of `size` bytes inside the outgoing channel slot
+ * of return value i (zero-copy write). Calling it again for the same i
+ * resizes. Fails with ADAG_ERR_TOO_LARGE if size exceeds the slot capacity;
+ * the execution then fails with that status. Every return value must be
+ * given a buffer (size 0 is fine) before the method returns ADAG_OK. */
+ADAG_API adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void **buf);
+
+/* Inside a method: copy `size` bytes into return value i. */
+ADAG_API adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *data,
+                                            size_t size);
+
+/* Inside a method: record why it failed. Returns ADAG_ERR_METHOD so a method
+ * can `return adag_call_fail(call, "bad shape %d", n);`. The execution's
+ * results then carry "actor <name>.<method>: <message>". */
+ADAG_API adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...) ADAG_PRINTF(2, 3);
+
+/* Inside a method: the ref (sequence number) of the execution it serves. */
+ADAG_API uint64_t adag_call_ref(adag_call_h call);
+
+/* Inside a method: the name of the actor it runs on. */
+ADAG_API const char *adag_call_actor_name(adag_call_h call);
+
+/* ------------------------------------------------------------------ */
+/* Runtime                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct adag_runtime *adag_runtime_h;
+typedef struct adag_actor *adag_actor_h;
+typedef struct adag_graph *adag_graph_h;
+typedef struct adag_node *adag_node_h;
+typedef struct adag_dag *adag_dag_h;
+
+enum {
+    ADAG_RUNTIME_PARAM_WORKER_PATH = 1u << 0,
+};
+
+typedef struct {
+    uint64_t field_mask;     /* ADAG_RUNTIME_PARAM_* bits of the fields set */
+    /* adag-worker executable for process actors. Default: the setting
+     * ADAG_WORKER_PATH, else "adag-worker" next to libadag (or in its
+     * adag/ subfolder). */
+    const char *worker_path;
+} adag_runtime_params_t;
+
+/* Creates a runtime (params may be NULL). Use the adag_runtime_create macro,
+ * which passes the header's version so a mismatched library is caught. */
+ADAG_API adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
+                                                   const adag_runtime_params_t *params,
+                                                   adag_runtime_h *runtime);
+#define adag_runtime_create(params, runtime)                                  \
+    adag_runtime_create_version(ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR, (params), (runtime))
+
+/* Destroys every DAG, graph and actor still alive, stops all workers
+ * (killing those that do not stop within ADAG_TEARDOWN_TIMEOUT_MS) and
+ * frees the runtime. Handles of the runtime's objects become invalid. */
+ADAG_API adag_status_t adag_runtime_destroy(adag_runtime_h runtime);
+
+/* Registers a class for thread actors. The definition is copied (names and
+ * method table); the function pointers must stay valid. */
+ADAG_API adag_status_t adag_class_register(adag_runtime_h runtime, const adag_class_def_t *def);
+
+/* ------------------------------------------------------------------ */
+/* Actors                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum {
+    ADAG_PLACEMENT_THREAD = 0,  /* state and loops live in the driver process */
+    ADAG_PLACEMENT_PROCESS = 1, /* an adag-worker process of its own */
+} adag_placement_t;
+
+enum {
+    ADAG_ACTOR_PARAM_CLASS = 1u << 0,
+    ADAG_ACTOR_PARAM_NAME = 1u << 1,
+    ADAG_ACTOR_PARAM_MODULE = 1u << 2,
+    ADAG_ACTOR_PARAM_PLACEMENT = 1u << 3,
+    ADAG_ACTOR_PARAM_INIT = 1u << 4,
+};
+
+typedef struct {
+    uint64_t field_mask;        /* ADAG_ACTOR_PARAM_* bits */
+    const char *class_name;     /* required */
+    const char *name;           /* default "<class>#<n>"; must be unique */
+    const char *module_path;    /* the module .so; required for process actors */
+    adag_placement_t placement; /* default ADAG_PLACEMENT_THREAD */
+    const void *init_data;      /* bytes given to the class's init */
+    size_t init_size;           /* at most 16 MiB */
+} adag_actor_params_t;
+
+/* Creates an actor: for a process actor, spawns adag-worker, loads the module
+ * and runs the class's init there. */
+ADAG_API adag_status_t adag_actor_create(adag_runtime_h runtime, const adag_actor_params_t *params,
+                                         adag_actor_h *actor);
+
+/* The actor's name (never NULL). */
+ADAG_API const char *adag_actor_name(adag_actor_h actor);
+
+/* The worker's process id for a process actor, 0 for a thread actor. */
+ADAG_API int adag_actor_pid(adag_actor_h actor);
+
+/* Gives up the caller's handle. The actor is stopped (fini runs, the worker
+ * exits) once no compiled DAG uses it; graphs not yet compiled that bind it
+ * then fail to compile. */
+ADAG_API adag_status_t adag_actor_destroy(adag_actor_h actor);
+
+/* ------------------------------------------------------------------ */
+/* Graphs                                                              */
+/* ------------------------------------------------------------------ */
+
+ADAG_API adag_status_t adag_graph_create(adag_runtime_h runtime, adag_graph_h *graph);
+
+/* Frees the graph and its nodes (a DAG compiled from it stays valid). */
+ADAG_API adag_status_t adag_graph_destroy(adag_graph_h graph);
+
+/* The node for field `field` of execute()'s inputs (the same node each time
+ * for the same field). Fields must be numbered 0..n-1, each used. */
+ADAG_API adag_status_t adag_graph_input(adag_graph_h graph, unsigned field, adag_node_h *node);
+
+/* Binds a call of `method` on `actor` taking the values `args` (input nodes
+ * or results of earlier binds of the same graph). Checks that the method
+ * exists and takes nargs arguments. For a method with one return the node
+ * is its value; for several, take each with adag_node_output(). */
+ADAG_API adag_status_t adag_graph_bind(adag_graph_h graph, adag_actor_h actor, const char *method,
+                                       const adag_node_h *args, unsigned nargs, adag_node_h *node);
+
+/* The i-th return value of a bound call node. */
+ADAG_API adag_status_t adag_node_output(adag_node_h call_node, unsigned i, adag_node_h *value);
+
+/* Declares the graph's outputs (in order); get() returns them in that order.
+ * May be called once per graph. */
+ADAG_API adag_status_t adag_graph_output(adag_graph_h graph, const adag_node_h *nodes, unsigned n);
+
+enum {
+    ADAG_COMPILE_PARAM_MAX_INFLIGHT = 1u << 0,
+    ADAG_COMPILE_PARAM_SLOT_CAPACITY = 1u << 1,
+    ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT = 1u << 2,
+    ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT = 1u << 3,
+    ADAG_COMPILE_PARAM_NAME = 1u << 4,
+};
+
+typedef struct {
+    uint64_t field_mask;       /* ADAG_COMPILE_PARAM_* bits */
+    unsigned max_inflight;     /* executions in flight; default ADAG_MAX_INFLIGHT (8) */
+    size_t slot_capacity;      /* bytes per value per execution; default ADAG_SLOT_CAPACITY (1 MiB) */
+    int execute_timeout_ms;    /* how long a blocking execute waits for room; -1 forever;
+                                  default ADAG_EXECUTE_TIMEOUT_MS (60000) */
+    int teardown_timeout_ms;   /* default ADAG_TEARDOWN_TIMEOUT_MS (5000) */
+    const char *name;          /* for messages and DOT; default "dag<n>" */
+} adag_compile_params_t;
+
+/* Validates the graph and compiles it into channels and per-actor schedules,
+ * then starts every actor's loop. A graph compiles once. */
+ADAG_API adag_status_t adag_graph_compile(adag_graph_h graph, const adag_compile_params_t *params,
+                                          adag_dag_h *dag);
+
+/* ------------------------------------------------------------------ */
+/* Compiled DAGs                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef uint64_t adag_ref_t;
+
+enum {
+    ADAG_EXECUTE_NONBLOCK = 1u << 0, /* return ADAG_ERR_AGAIN instead of waiting for room */
+};
+
+/* Starts one execution with `inputs` (one per input field; copied into the
+ * input channels) and returns its ref at once. With max_inflight executions
+ * unreleased it waits for the oldest to be released (up to the execute
+ * timeout; ADAG_ERR_TIMEOUT says which ref holds it up), or with
+ * ADAG_EXECUTE_NONBLOCK returns ADAG_ERR_AGAIN. */
+ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
+                                        unsigned flags, adag_ref_t *ref);
+
+/* Waits up to timeout_ms (-1 forever, 0 poll) for execution `ref` and fills
+ * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that
+ * stay valid until adag_dag_release(ref). Any order of refs works.
+ * ADAG_ERR_TIMEOUT leaves the ref valid; ADAG_ERR_METHOD / ADAG_ERR_TOO_LARGE
+ * report a failed execution (message in adag_last_error()); the ref must
+ * still be released. */
+ADAG_API adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs,
+                                    unsigned n, int timeout_ms);
+
+/* Gives the execution's result slots back; the ref becomes invalid. May be
+ * called before the execution finished (its result is then dropped). */
+ADAG_API adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref);
+
+/* A file descriptor that polls readable while some executed ref has its
+ * result ready and has not yet been got with adag_dag_get (also once the
+ * DAG failed). The DAG owns it: do not read or close it. */
+ADAG_API adag_status_t adag_dag_fd(adag_dag_h dag, int *fd);
+
+/* Writes the compiled graph in Graphviz DOT: each actor with its
+ * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
+ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
+
+typedef struct {
+    uint64_t executed;    /* refs handed out by execute */
+    uint64_t completed;   /* refs got successfully */
+    uint64_t failed;      /* refs whose get reported a method/size error */
+    uint64_t released;    /* refs released */
+    unsigned max_inflight;
+    size_t slot_capacity;
+    unsigned nchannels;   /* channels (shm + local) */
+    size_t shm_bytes;     /* size of the DAG's shared-memory segment */
+} adag_dag_stats_t;
+
+ADAG_API adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats);
+
+/* Stops every actor loop of this DAG (executions in flight are abandoned)
+ * and frees its channels. Completes within the teardown timeout: a worker
+ * whose method does not return by then is killed. Blocked execute/get
+ * calls on other threads return ADAG_ERR_CLOSED. */
+ADAG_API adag_status_t adag_dag_destroy(adag_dag_h dag);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ADAG_H */

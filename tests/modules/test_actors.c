@@ -1,0 +1,197 @@
+/*
+ * Actor classes used by the tests: exported as a module (process actors)
+ * and compiled into the test binary too (thread actors, see
+ * test_actors.h).
+ */
+#include "test_actors.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* state: an int64 offset given by init (8 bytes, or 0 if none) */
+typedef struct {
+    int64_t offset;
+    uint64_t calls;
+} counter_state_t;
+
+static adag_status_t counter_init(void *state, const void *data, size_t size)
+{
+    counter_state_t *s = state;
+    if (size != 0 && size != sizeof(int64_t))
+        return ADAG_ERR_INVALID;
+    if (size)
+        memcpy(&s->offset, data, sizeof(int64_t));
+    return ADAG_OK;
+}
+
+static int read_i64(adag_call_h call, unsigned i, int64_t *v)
+{
+    adag_value_t in;
+    if (adag_call_arg(call, i, &in) != ADAG_OK || in.size != sizeof(int64_t))
+        return -1;
+    memcpy(v, in.data, sizeof(*v));
+    return 0;
+}
+
+/* add(x) -> x + offset */
+static adag_status_t counter_add(void *state, adag_call_h call)
+{
+    counter_state_t *s = state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "add expects one int64");
+    x += s->offset;
+    s->calls++;
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
+/* sum2(a, b) -> a + b + offset */
+static adag_status_t counter_sum2(void *state, adag_call_h call)
+{
+    counter_state_t *s = state;
+    int64_t a, b;
+    if (read_i64(call, 0, &a) || read_i64(call, 1, &b))
+        return adag_call_fail(call, "sum2 expects two int64");
+    a += b + s->offset;
+    s->calls++;
+    return adag_call_set_output(call, 0, &a, sizeof(a));
+}
+
+/* split(x) -> (x, -x, x * 2) */
+static adag_status_t counter_split(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "split expects one int64");
+    int64_t outs[3] = {x, -x, x * 2};
+    for (unsigned i = 0; i < 3; i++) {
+        adag_status_t st = adag_call_set_output(call, i, &outs[i], sizeof(outs[i]));
+        if (st != ADAG_OK)
+            return st;
+    }
+    return ADAG_OK;
+}
+
+/* calls() -> number of add/sum2 calls so far on this actor */
+static adag_status_t counter_calls(void *state, adag_call_h call)
+{
+    counter_state_t *s = state;
+    return adag_call_set_output(call, 0, &s->calls, sizeof(s->calls));
+}
+
+/* fail_if_negative(x) -> x, fails when x < 0 */
+static adag_status_t counter_fail_if_negative(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    if (x < 0)
+        return adag_call_fail(call, "negative input %lld", (long long)x);
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
+/* sleep_ms(x) -> x after sleeping x milliseconds */
+static adag_status_t counter_sleep_ms(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    struct timespec ts = {x / 1000, (x % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
+/* crash_if(x) -> x; the process kills itself with SIGKILL when x == 666 */
+static adag_status_t counter_crash_if(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    if (x == 666)
+        raise(SIGKILL);
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
+/* echo(bytes) -> the same bytes (any size) */
+static adag_status_t counter_echo(void *state, adag_call_h call)
+{
+    (void)state;
+    adag_value_t in;
+    adag_status_t st = adag_call_arg(call, 0, &in);
+    if (st != ADAG_OK)
+        return st;
+    return adag_call_set_output(call, 0, in.data, in.size);
+}
+
+/* grow(n) -> n bytes of 0xab, n an int64 (to overflow slots) */
+static adag_status_t counter_grow(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t n;
+    void *buf;
+    if (read_i64(call, 0, &n) || n < 0)
+        return adag_call_fail(call, "expects one non-negative int64");
+    adag_status_t st = adag_call_output(call, 0, (size_t)n, &buf);
+    if (st != ADAG_OK)
+        return st;
+    memset(buf, 0xab, (size_t)n);
+    return ADAG_OK;
+}
+
+/* pid() -> the process id running the actor (int64) */
+static adag_status_t counter_pid(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t pid = getpid();
+    return adag_call_set_output(call, 0, &pid, sizeof(pid));
+}
+
+static const adag_method_def_t counter_methods[] = {
+    {"add", counter_add, 1, 1},
+    {"sum2", counter_sum2, 2, 1},
+    {"split", counter_split, 1, 3},
+    {"calls", counter_calls, 0, 1},
+    {"fail_if_negative", counter_fail_if_negative, 1, 1},
+    {"sleep_ms", counter_sleep_ms, 1, 1},
+    {"crash_if", counter_crash_if, 1, 1},
+    {"echo", counter_echo, 1, 1},
+    {"grow", counter_grow, 1, 1},
+    {"pid", counter_pid, 0, 1},
+};
+
+const adag_class_def_t test_counter_class = {
+    .name = "counter",
+    .state_size = sizeof(counter_state_t),
+    .init = counter_init,
+    .fini = NULL,
+    .methods = counter_methods,
+    .nmethods = sizeof(counter_methods) / sizeof(counter_methods[0]),
+};
+
+/* a class whose init always fails */
+static adag_status_t broken_init(void *state, const void *data, size_t size)
+{
+    (void)state;
+    (void)data;
+    (void)size;
+    return ADAG_ERR_INVALID;
+}
+
+const adag_class_def_t test_broken_class = {
+    .name = "broken",
+    .state_size = 8,
+    .init = broken_init,
+    .methods = counter_methods,
+    .nmethods = 1,
+};
+
+ADAG_MODULE(&test_counter_class, &test_broken_class);

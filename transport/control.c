@@ -1,0 +1,232 @@
+#include "transport/control.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct {
+    uint32_t type;
+    uint32_t reserved;
+    uint64_t len;
+} frame_hdr_t;
+
+adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t len,
+                            const int *fds, unsigned nfds)
+{
+    frame_hdr_t hdr = {type, 0, len};
+    char cbuf[CMSG_SPACE(sizeof(int) * ADAG_CTL_MAX_FDS)];
+    struct iovec iov[2] = {{&hdr, sizeof(hdr)}, {(void *)payload, len}};
+    struct msghdr mh = {0};
+    size_t total = sizeof(hdr) + len, sent = 0;
+
+    if (nfds > ADAG_CTL_MAX_FDS || len > ADAG_CTL_MAX_PAYLOAD)
+        return adag_error(ADAG_ERR_INVALID, "control message of %zu bytes, %u fds is too large",
+                          len, nfds);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = len ? 2 : 1;
+    if (nfds) {
+        memset(cbuf, 0, sizeof(cbuf));
+        mh.msg_control = cbuf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+    }
+    while (sent < total) {
+        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EPIPE || errno == ECONNRESET)
+                return adag_error(ADAG_ERR_CLOSED, "peer closed the control socket");
+            return adag_error_errno(errno, "sendmsg on control socket");
+        }
+        sent += (size_t)n;
+        /* fds went with the first byte; advance the iovecs past what was sent */
+        mh.msg_control = NULL;
+        mh.msg_controllen = 0;
+        size_t skip = (size_t)n;
+        while (skip && mh.msg_iovlen) {
+            if (skip >= mh.msg_iov[0].iov_len) {
+                skip -= mh.msg_iov[0].iov_len;
+                mh.msg_iov++;
+                mh.msg_iovlen--;
+            } else {
+                mh.msg_iov[0].iov_base = (char *)mh.msg_iov[0].iov_base + skip;
+                mh.msg_iov[0].iov_len -= skip;
+                skip = 0;
+            }
+        }
+    }
+    return ADAG_OK;
+}
+
+/* Reads exactly len bytes, collecting any passed fds into msg. */
+static adag_status_t recv_exact(int sock, void *buf, size_t len, int64_t deadline,
+                                adag_ctl_msg_t *msg)
+{
+    size_t got = 0;
+    while (got < len) {
+        struct pollfd pfd = {sock, POLLIN, 0};
+        int pr = poll(&pfd, 1, adag_ms_left(deadline));
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            return adag_error_errno(errno, "poll on control socket");
+        }
+        if (pr == 0)
+            return adag_error(ADAG_ERR_TIMEOUT, "no control reply by the deadline");
+        char cbuf[CMSG_SPACE(sizeof(int) * ADAG_CTL_MAX_FDS)];
+        struct iovec iov = {(char *)buf + got, len - got};
+        struct msghdr mh = {0};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof(cbuf);
+        ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            if (errno == ECONNRESET)
+                return adag_error(ADAG_ERR_CLOSED, "peer closed the control socket");
+            return adag_error_errno(errno, "recvmsg on control socket");
+        }
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                continue;
+            unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int *fds = (int *)CMSG_DATA(cm);
+            for (unsigned i = 0; i < k; i++) {
+                if (msg->nfds < ADAG_CTL_MAX_FDS)
+                    msg->fds[msg->nfds++] = fds[i];
+                else
+                    close(fds[i]);
+            }
+        }
+        if (n == 0)
+            return adag_error(ADAG_ERR_CLOSED, "peer closed the control socket");
+        got += (size_t)n;
+    }
+    return ADAG_OK;
+}
+
+adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
+{
+    frame_hdr_t hdr;
+    adag_status_t st;
+    memset(msg, 0, sizeof(*msg));
+    st = recv_exact(sock, &hdr, sizeof(hdr), deadline, msg);
+    if (st != ADAG_OK)
+        goto fail;
+    if (hdr.len > ADAG_CTL_MAX_PAYLOAD) {
+        st = adag_error(ADAG_ERR_PROTOCOL, "control frame of %llu bytes exceeds %u",
+                        (unsigned long long)hdr.len, ADAG_CTL_MAX_PAYLOAD);
+        goto fail;
+    }
+    msg->type = hdr.type;
+    msg->len = hdr.len;
+    if (hdr.len) {
+        msg->payload = malloc(hdr.len);
+        if (!msg->payload) {
+            st = adag_error(ADAG_ERR_NO_MEMORY, "control frame of %llu bytes",
+                            (unsigned long long)hdr.len);
+            goto fail;
+        }
+        st = recv_exact(sock, msg->payload, hdr.len, deadline, msg);
+        if (st != ADAG_OK)
+            goto fail;
+    }
+    return ADAG_OK;
+fail:
+    adag_ctl_msg_free(msg);
+    return st;
+}
+
+void adag_ctl_msg_free(adag_ctl_msg_t *msg)
+{
+    free(msg->payload);
+    for (unsigned i = 0; i < msg->nfds; i++)
+        close(msg->fds[i]);
+    memset(msg, 0, sizeof(*msg));
+}
+
+adag_status_t adag_spawn_worker(const char *path, int *pid_out, int *pidfd_out, int *sock_out)
+{
+    int sv[2] = {-1, -1}, child_fd = -1, pidfd = -1, err;
+    pid_t pid = -1;
+    char fdarg[16];
+    posix_spawn_file_actions_t fa;
+    adag_status_t st;
+
+    if (access(path, X_OK) != 0)
+        return adag_error_errno(errno, "adag-worker '%s' is not executable (set ADAG_WORKER_PATH)",
+                                path);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return adag_error_errno(errno, "socketpair for worker control");
+    /* keep the child's end clear of fds 0-9 so dup2 onto 3 always clears CLOEXEC */
+    child_fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    if (child_fd < 0) {
+        st = adag_error_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
+        goto fail_socks;
+    }
+    err = posix_spawn_file_actions_init(&fa);
+    if (err) {
+        st = adag_error_errno(err, "posix_spawn_file_actions_init");
+        goto fail_child_fd;
+    }
+    err = posix_spawn_file_actions_adddup2(&fa, child_fd, 3);
+    if (err) {
+        st = adag_error_errno(err, "posix_spawn_file_actions_adddup2");
+        goto fail_actions;
+    }
+    snprintf(fdarg, sizeof(fdarg), "%d", 3);
+    char *argv[] = {(char *)path, (char *)"--control-fd", fdarg, NULL};
+    err = posix_spawn(&pid, path, &fa, NULL, argv, environ);
+    if (err) {
+        st = adag_error_errno(err, "posix_spawn(%s)", path);
+        goto fail_actions;
+    }
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        st = adag_error_errno(errno, "pidfd_open(%d)", (int)pid);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        goto fail_actions;
+    }
+    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_destroy(&fa);
+    close(child_fd);
+    close(sv[1]);
+    *pid_out = pid;
+    *pidfd_out = pidfd;
+    *sock_out = sv[0];
+    return ADAG_OK;
+
+fail_actions:
+    posix_spawn_file_actions_destroy(&fa);
+fail_child_fd:
+    close(child_fd);
+fail_socks:
+    close(sv[0]);
+    close(sv[1]);
+    return st;
+}

@@ -1,0 +1,40 @@
+/*
+ * The control plane: framed messages over a Unix stream socket between the
+ * driver and a worker (slow path only: create actor, install/stop a DAG,
+ * shut down). A frame is {u32 type, u32 reserved, u64 length} + payload;
+ * file descriptors (segments, eventfds) ride along with SCM_RIGHTS.
+ */
+#ifndef ADAG_TRANSPORT_CONTROL_H
+#define ADAG_TRANSPORT_CONTROL_H
+
+#include <adag.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ADAG_CTL_MAX_PAYLOAD (64u << 20)
+#define ADAG_CTL_MAX_FDS 4
+
+typedef struct {
+    uint32_t type;
+    void *payload; /* malloc'd (NULL if empty); free with adag_ctl_msg_free */
+    size_t len;
+    int fds[ADAG_CTL_MAX_FDS];
+    unsigned nfds;
+} adag_ctl_msg_t;
+
+adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t len,
+                            const int *fds, unsigned nfds);
+
+/* Receives one frame by the deadline. A closed peer gives ADAG_ERR_CLOSED
+ * (message "peer closed the control socket"); an oversized or truncated frame
+ * ADAG_ERR_PROTOCOL. Received fds are close-on-exec and owned by msg. */
+adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
+
+void adag_ctl_msg_free(adag_ctl_msg_t *msg);
+
+/* Spawns `path --control-fd N` with one end of a new socketpair as fd N.
+ * Returns the pid, a pidfd (readable once the process exits) and the
+ * driver's end of the control socket, all close-on-exec. */
+adag_status_t adag_spawn_worker(const char *path, int *pid, int *pidfd, int *sock);
+
+#endif
