@@ -29,7 +29,7 @@ void adag_futex_wake_all(_Atomic uint32_t *word)
 
 static inline int aborted(const _Atomic uint32_t *abort)
 {
-    return abort && atomic_load_explicit(abort, memory_order_acquire) != 0;
+    return abort && atomic_load_explicit(abort, memory_order_seq_cst) != 0;
 }
 
 adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
@@ -55,8 +55,7 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
     }
     for (;;) {
         uint32_t seen = atomic_load_explicit(&ev->seq, memory_order_acquire);
-        atomic_fetch_add_explicit(&ev->sleepers, 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
+        atomic_fetch_add_explicit(&ev->sleepers, 1, memory_order_seq_cst);
         int ready = cond(arg);
         int stop = aborted(abort);
         if (!ready && !stop)

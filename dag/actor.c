@@ -37,6 +37,12 @@ void adag_actor_ref(adag_actor_h a)
     a->refs++;
 }
 
+void adag_actor_hold(adag_actor_h a)
+{
+    a->refs++;
+    a->live++;
+}
+
 /* Parses a CREATE_ACTOR / generic reply: status, message, [methods]. */
 static adag_status_t parse_reply(adag_actor_h a, const adag_ctl_msg_t *msg, const char *what)
 {
@@ -167,6 +173,20 @@ static void actor_stop_worker(adag_actor_h a)
     adag_actor_kill(a, "it did not shut down within ADAG_TEARDOWN_TIMEOUT_MS");
 }
 
+/* Runs fini / shuts the worker down, once. */
+static void actor_stop(adag_actor_h a)
+{
+    if (a->stopped)
+        return;
+    a->stopped = 1;
+    if (a->placement == ADAG_PLACEMENT_THREAD) {
+        if (a->def->fini)
+            a->def->fini(a->state);
+    } else {
+        actor_stop_worker(a);
+    }
+}
+
 void adag_actor_unref(adag_actor_h a)
 {
     adag_runtime_h rt = a->rt;
@@ -175,17 +195,22 @@ void adag_actor_unref(adag_actor_h a)
     pthread_mutex_unlock(&rt->lock);
     if (left > 0)
         return;
-    if (a->placement == ADAG_PLACEMENT_THREAD) {
-        if (a->def->fini)
-            a->def->fini(a->state);
-    } else {
-        actor_stop_worker(a);
-    }
+    actor_stop(a);
     pthread_mutex_lock(&rt->lock);
     adag_list_remove(&a->link);
     pthread_mutex_unlock(&rt->lock);
     adag_monitor_poke(rt);
     actor_free(a);
+}
+
+void adag_actor_drop(adag_actor_h a)
+{
+    pthread_mutex_lock(&a->rt->lock);
+    int live = --a->live;
+    pthread_mutex_unlock(&a->rt->lock);
+    if (live == 0)
+        actor_stop(a);
+    adag_actor_unref(a);
 }
 
 static adag_status_t create_thread_actor(adag_runtime_h rt, adag_actor_h a,
@@ -327,6 +352,7 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     a->pidfd = -1;
     a->ctl = -1;
     a->refs = 1;
+    a->live = 1;
     adag_list_init(&a->link);
     pthread_mutex_init(&a->call_lock, NULL);
     pthread_mutex_init(&a->ctl_lock, NULL);
@@ -389,6 +415,6 @@ adag_status_t adag_actor_destroy(adag_actor_h a)
     }
     a->user_destroyed = 1;
     pthread_mutex_unlock(&a->rt->lock);
-    adag_actor_unref(a);
+    adag_actor_drop(a);
     return ADAG_OK;
 }

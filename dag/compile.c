@@ -432,7 +432,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     }
     pthread_mutex_lock(&g->rt->lock);
     for (unsigned i = 0; i < g->nactors; i++) {
-        adag_actor_ref(g->actors[i]);
+        adag_actor_hold(g->actors[i]);
         dag->actors[dag->nactors++].actor = g->actors[i];
     }
     pthread_mutex_unlock(&g->rt->lock);

@@ -24,6 +24,7 @@ static void signal_fd(adag_dag_h dag)
 
 static void wake_all_channels(adag_dag_h dag)
 {
+    adag_event_notify(&dag->hdr->start_ev);
     for (unsigned c = 0; c < dag->nchans; c++)
         if (dag->chans[c].kind == ADAG_CHAN_SHM)
             adag_shm_chan_wake_all((char *)dag->seg.base + dag->chans[c].offset);
@@ -35,8 +36,8 @@ void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
     if (dag->abort_status == ADAG_OK) {
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
-        /* release: everything before the abort is visible to whoever sees it */
-        atomic_store_explicit(&dag->hdr->abort, (uint32_t)-status, memory_order_release);
+        /* seq_cst: part of the event handshake (see common/event.h) */
+        atomic_store_explicit(&dag->hdr->abort, (uint32_t)-status, memory_order_seq_cst);
         wake_all_channels(dag);
         signal_fd(dag);
         pthread_cond_broadcast(&dag->cond);
@@ -239,6 +240,8 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
             memcpy(slots[i], inputs[i].data, inputs[i].size);
         adag_chan_publish(&dag->inputs[i], seq, inputs[i].size, ADAG_OK, NULL);
     }
+    atomic_store_explicit(&dag->hdr->started, seq + 1, memory_order_seq_cst);
+    adag_event_notify(&dag->hdr->start_ev);
     pthread_mutex_lock(&dag->lock);
     dag->ref_flags[seq % dag->max_inflight] = 0;
     dag->submitted = seq + 1;
@@ -289,7 +292,8 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
 {
     static const char *fn = "adag_dag_get";
     adag_status_t st, result = ADAG_OK;
-    const char *err = NULL;
+    const char *err = "";
+    size_t err_len = 0;
 
     if (!dag || (n && !outputs))
         return adag_error(ADAG_ERR_INVALID, "%s: dag and outputs must not be NULL", fn);
@@ -324,6 +328,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         if (view.status != ADAG_OK && result == ADAG_OK) {
             result = view.status;
             err = view.err;
+            err_len = view.err_len;
         }
     }
     pthread_mutex_lock(&dag->lock);
@@ -341,7 +346,8 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     }
     pthread_mutex_unlock(&dag->lock);
     if (st == ADAG_OK && result != ADAG_OK)
-        st = adag_error(result, "%s", err && *err ? err : adag_status_str(result));
+        st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
+                     : adag_error(result, "%s", adag_status_str(result));
     rearm_fd(dag);
 out:
     api_leave(dag);
@@ -393,7 +399,7 @@ void adag_dag_free(adag_dag_h dag)
 {
     for (unsigned i = 0; i < dag->nactors; i++) {
         adag_program_free(&dag->actors[i].prog);
-        adag_actor_unref(dag->actors[i].actor);
+        adag_actor_drop(dag->actors[i].actor);
     }
     for (unsigned c = 0; c < dag->nchans; c++)
         free(dag->chans[c].readers);

@@ -57,8 +57,10 @@ struct adag_actor {
     adag_placement_t placement;
     adag_method_info_t *methods;
     unsigned nmethods;
-    int refs;                  /* user handle + graphs + DAGs; under rt->lock */
+    int refs;                  /* memory: user handle + graphs + DAGs; under rt->lock */
+    int live;                  /* running: user handle + DAGs; under rt->lock */
     int user_destroyed;        /* the user gave up the handle */
+    int stopped;               /* fini ran / the worker was shut down */
     pthread_mutex_t call_lock; /* serializes method calls across DAGs (thread actors) */
     /* thread actors */
     const adag_class_def_t *def;
@@ -178,8 +180,13 @@ static inline int adag_valid_name(const char *s)
 }
 
 /* runtime.c / actor.c */
+/* Graphs keep an actor's memory (adag_actor_ref/unref); the user handle and
+ * compiled DAGs also keep it running (adag_actor_hold/drop): once nothing
+ * holds it, fini runs / the worker is shut down. */
 void adag_actor_ref(adag_actor_h actor);        /* under rt->lock */
+void adag_actor_hold(adag_actor_h actor);       /* under rt->lock */
 void adag_actor_unref(adag_actor_h actor);      /* takes rt->lock */
+void adag_actor_drop(adag_actor_h actor);       /* takes rt->lock */
 int adag_actor_method(adag_actor_h actor, const char *name);
 /* Sends a control request to a process actor and waits for its reply;
  * a died worker gives ADAG_ERR_ACTOR_DIED naming it. */

@@ -111,7 +111,7 @@ const char *adag_call_actor_name(adag_call_h call)
 static void notify_driver(adag_loop_t *loop, const adag_prog_chan_t *pc)
 {
     if (!pc->to_driver || loop->notify_fd < 0 ||
-        !atomic_load_explicit(&loop->hdr->fd_armed, memory_order_acquire))
+        !atomic_load_explicit(&loop->hdr->fd_armed, memory_order_seq_cst))
         return;
     uint64_t one = 1;
     while (write(loop->notify_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
@@ -188,6 +188,17 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     return ADAG_OK;
 }
 
+typedef struct {
+    const adag_segment_hdr_t *hdr;
+    uint64_t seq;
+} started_arg_t;
+
+static int execution_started(const void *p)
+{
+    const started_arg_t *a = p;
+    return atomic_load_explicit(&a->hdr->started, memory_order_seq_cst) > a->seq;
+}
+
 static void *loop_main(void *arg)
 {
     adag_loop_t *loop = arg;
@@ -195,6 +206,15 @@ static void *loop_main(void *arg)
     memset(&call, 0, sizeof(call));
     call.loop = loop;
     for (uint64_t seq = 0;; seq++) {
+        /* an aborted DAG abandons executions already queued in its channels */
+        if (atomic_load_explicit(&loop->hdr->abort, memory_order_seq_cst) != 0)
+            return NULL;
+        if (loop->waits_start) {
+            started_arg_t sa = {loop->hdr, seq};
+            if (adag_event_wait(&loop->hdr->start_ev, execution_started, &sa, &loop->hdr->abort,
+                                ADAG_FOREVER, loop->prog.spin_ns) != ADAG_OK)
+                return NULL;
+        }
         for (uint32_t i = 0; i < loop->prog.nops; i++) {
             adag_status_t st = run_op(loop, &loop->prog.ops[i], seq, &call);
             if (st == ADAG_ERR_CLOSED)
@@ -251,6 +271,8 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
         if (pc->kind == ADAG_CHAN_SHM && pc->reader >= 0)
             loop->reads[loop->nreads++] = i;
     }
+    for (i = 0; i < loop->prog.nops; i++)
+        loop->waits_start |= loop->prog.ops[i].nargs == 0;
     return ADAG_OK;
 fail:
     adag_loop_close(loop);

@@ -34,6 +34,7 @@ struct adag_loop {
     adag_chan_t *chans;       /* one endpoint per prog.chans entry */
     uint32_t *reads;          /* channels this actor reads (released per execution) */
     unsigned nreads;
+    int waits_start;          /* some method takes no argument: wait for execute */
     void *state;
     pthread_mutex_t *call_lock;
     const adag_method_info_t *methods;

@@ -7,6 +7,7 @@
 #ifndef ADAG_DAG_PROGRAM_H
 #define ADAG_DAG_PROGRAM_H
 
+#include "common/event.h"
 #include "transport/channel.h"
 #include "transport/wire.h"
 
@@ -20,10 +21,15 @@ typedef struct {
     uint64_t size;
     _Alignas(64) _Atomic uint32_t abort;   /* 0 while running, else -status of the failure */
     _Atomic uint32_t fd_armed;             /* nonzero once the driver handed out adag_dag_fd */
+    /* executions started by the driver; a loop with a method that takes no
+     * argument waits here, so that method runs in its execution's turn */
+    _Alignas(64) _Atomic uint64_t started;
+    adag_event_t start_ev;
 } adag_segment_hdr_t;
 
-#define ADAG_SEGMENT_MAGIC 0x6164616773656731ull /* "adagseg1" */
-#define ADAG_SEGMENT_HDR_SIZE 128
+#define ADAG_SEGMENT_MAGIC 0x6164616773656732ull /* "adagseg2" */
+#define ADAG_SEGMENT_HDR_SIZE 192
+_Static_assert(sizeof(adag_segment_hdr_t) <= ADAG_SEGMENT_HDR_SIZE, "segment header too large");
 
 typedef struct {
     char name[96];      /* e.g. "stage1.forward[0]" or "input[0]" */

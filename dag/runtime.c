@@ -137,16 +137,18 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
         adag_graph_destroy(ADAG_CONTAINER(l, struct adag_graph, link));
     }
     for (;;) {
+        /* with DAGs and graphs gone, only user handles hold actors now */
         pthread_mutex_lock(&rt->lock);
-        adag_list_t *l = rt->actors.next;
-        adag_actor_h a = l == &rt->actors ? NULL : ADAG_CONTAINER(l, struct adag_actor, link);
-        /* only the user's reference can be left now */
+        adag_actor_h a = NULL;
+        for (adag_list_t *l = rt->actors.next; l != &rt->actors && !a; l = l->next)
+            if (!ADAG_CONTAINER(l, struct adag_actor, link)->user_destroyed)
+                a = ADAG_CONTAINER(l, struct adag_actor, link);
         if (a)
             a->user_destroyed = 1;
         pthread_mutex_unlock(&rt->lock);
         if (!a)
             break;
-        adag_actor_unref(a);
+        adag_actor_drop(a);
     }
     adag_monitor_stop(rt);
     while (rt->classes) {

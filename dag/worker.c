@@ -184,6 +184,7 @@ static void dag_stop(worker_dag_t *d)
     adag_segment_hdr_t *hdr = d->seg.base;
     uint32_t zero = 0;
     atomic_compare_exchange_strong(&hdr->abort, &zero, (uint32_t)-ADAG_ERR_CLOSED);
+    adag_event_notify(&hdr->start_ev);
     for (uint32_t i = 0; i < d->loop.prog.nchans; i++)
         if (d->loop.prog.chans[i].kind == ADAG_CHAN_SHM)
             adag_shm_chan_wake_all((char *)d->seg.base + d->loop.prog.chans[i].offset);

@@ -37,7 +37,8 @@ typedef struct {
     const void *data;
     size_t size;
     adag_status_t status; /* ADAG_OK, or why the execution failed upstream */
-    const char *err;      /* message when status != ADAG_OK */
+    const char *err;      /* message when status != ADAG_OK (NUL-terminated) */
+    size_t err_len;       /* < ADAG_SLOT_ERR_MAX */
 } adag_slot_view_t;
 
 typedef struct adag_chan adag_chan_t;

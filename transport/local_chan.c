@@ -36,6 +36,7 @@ static adag_status_t local_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     view->size = ch->u.local.size;
     view->status = ch->u.local.status;
     view->err = ch->u.local.err;
+    view->err_len = strlen(ch->u.local.err);
     return ADAG_OK;
 }
 

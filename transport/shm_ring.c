@@ -76,7 +76,6 @@ void adag_shm_chan_init(void *base, unsigned nslots, unsigned nreaders, size_t c
     atomic_store_explicit(&hdr->written, 0, memory_order_relaxed);
     for (unsigned r = 0; r < nreaders; r++)
         atomic_store_explicit(cursor(hdr, r), 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
 }
 
 void adag_shm_chan_wake_all(void *base)
@@ -97,7 +96,7 @@ static int space_ready(const void *p)
 {
     const space_arg_t *a = p;
     for (uint32_t r = 0; r < a->hdr->nreaders; r++)
-        if (atomic_load_explicit(cursor(a->hdr, r), memory_order_acquire) < a->need)
+        if (atomic_load_explicit(cursor(a->hdr, r), memory_order_seq_cst) < a->need)
             return 0;
     return 1;
 }
@@ -122,15 +121,14 @@ static void shm_publish(adag_chan_t *ch, uint64_t seq, size_t size, adag_status_
     slot->seq = seq;
     slot->size = size <= ch->capacity ? size : 0;
     slot->status = status;
-    slot->err_len = 0;
-    if (status != ADAG_OK && err) {
-        size_t n = strnlen(err, ADAG_SLOT_ERR_MAX - 1);
+    size_t n = status != ADAG_OK && err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;
+    if (n)
         memcpy(slot->err, err, n);
-        slot->err[n] = '\0';
-        slot->err_len = (uint32_t)n;
-    }
-    /* release: the slot's contents happen-before any reader's acquire of written */
-    atomic_store_explicit(&hdr->written, seq + 1, memory_order_release);
+    slot->err[n] = '\0';
+    slot->err_len = (uint32_t)n;
+    /* seq_cst (a release, and part of the event handshake): the slot's contents
+     * happen-before any reader's load of written */
+    atomic_store_explicit(&hdr->written, seq + 1, memory_order_seq_cst);
     adag_event_notify(&hdr->data_ev);
 }
 
@@ -144,7 +142,7 @@ typedef struct {
 static int data_ready(const void *p)
 {
     const data_arg_t *a = p;
-    return atomic_load_explicit(&a->hdr->written, memory_order_acquire) > a->seq;
+    return atomic_load_explicit(&a->hdr->written, memory_order_seq_cst) > a->seq;
 }
 
 static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
@@ -166,22 +164,23 @@ static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     view->data = (char *)slot + SLOT_HDR_SIZE;
     view->size = slot->size;
     view->status = slot->status;
-    slot->err[slot->err_len] = '\0';
-    view->err = slot->err;
+    view->err = slot->err; /* terminated by the writer; readers never write a slot */
+    view->err_len = slot->err_len;
     return ADAG_OK;
 }
 
 static void shm_release(adag_chan_t *ch, uint64_t seq)
 {
     struct adag_shm_chan_hdr *hdr = ch->u.shm.hdr;
-    /* release: our reads of the slot happen-before the writer refills it */
-    atomic_store_explicit(cursor(hdr, (unsigned)ch->reader), seq + 1, memory_order_release);
+    /* seq_cst (a release, and part of the event handshake): our reads of the
+     * slot happen-before the writer refills it */
+    atomic_store_explicit(cursor(hdr, (unsigned)ch->reader), seq + 1, memory_order_seq_cst);
     adag_event_notify(&hdr->space_ev);
 }
 
 static int shm_ready(adag_chan_t *ch, uint64_t seq)
 {
-    return atomic_load_explicit(&ch->u.shm.hdr->written, memory_order_acquire) > seq;
+    return atomic_load_explicit(&ch->u.shm.hdr->written, memory_order_seq_cst) > seq;
 }
 
 static const adag_chan_ops_t shm_ops = {

@@ -1,0 +1,171 @@
+/* Unit tests of control-message framing, fd passing and program decoding
+ * (suite "wire"): every malformed input is rejected, never trusted. */
+#include "common/clock.h"
+#include "dag/program.h"
+#include "transport/control.h"
+#include "transport/wire.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_op_t *ops)
+{
+    memset(p, 0, sizeof(*p));
+    memset(chans, 0, 2 * sizeof(*chans));
+    memset(ops, 0, sizeof(*ops));
+    p->dag_id = 7;
+    snprintf(p->dag_name, sizeof(p->dag_name), "dag7");
+    p->segment_size = 1 << 20;
+    p->nslots = 4;
+    p->capacity = 1024;
+    p->nchans = 2;
+    p->chans = chans;
+    snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
+    chans[0].kind = ADAG_CHAN_SHM;
+    chans[0].nreaders = 1;
+    chans[0].reader = 0;
+    chans[0].offset = 256;
+    snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
+    chans[1].kind = ADAG_CHAN_LOCAL;
+    chans[1].reader = -1;
+    chans[1].writes = 1;
+    p->nops = 1;
+    p->ops = ops;
+    ops[0].nargs = 1;
+    ops[0].nrets = 1;
+    ops[0].args[0] = 0;
+    ops[0].rets[0] = 1;
+}
+
+Test(wire, program_roundtrip, .timeout = 30)
+{
+    adag_program_t p, q;
+    adag_prog_chan_t chans[2];
+    adag_prog_op_t ops[1];
+    adag_wbuf_t wb = {0};
+    sample_program(&p, chans, ops);
+    adag_program_encode(&p, &wb);
+    cr_assert(!wb.failed);
+    adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(q.dag_id, 7);
+    cr_assert_str_eq(q.chans[1].name, "a.m[0]");
+    cr_assert_eq(q.chans[0].offset, 256);
+    cr_assert_eq(q.ops[0].rets[0], 1);
+    adag_program_free(&q);
+    adag_wbuf_free(&wb);
+}
+
+Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60)
+{
+    adag_program_t p, q;
+    adag_prog_chan_t chans[2];
+    adag_prog_op_t ops[1];
+    adag_wbuf_t wb = {0};
+    sample_program(&p, chans, ops);
+    adag_program_encode(&p, &wb);
+    /* every strict prefix is malformed */
+    for (size_t len = 0; len < wb.len; len++) {
+        adag_rbuf_t rb = {wb.data, len, 0, 0};
+        cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL, "prefix %zu accepted",
+                     len);
+    }
+    /* a method index beyond the actor's table */
+    adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+    cr_assert_eq(adag_program_decode(&rb, 0, &q), ADAG_ERR_PROTOCOL);
+    /* random byte flips: decode either fails cleanly or yields in-bounds indexes */
+    srand(1234);
+    char *copy = malloc(wb.len);
+    for (int iter = 0; iter < 20000; iter++) {
+        memcpy(copy, wb.data, wb.len);
+        for (int k = 0; k < 3; k++)
+            copy[rand() % wb.len] = (char)rand();
+        adag_rbuf_t fb = {copy, wb.len, 0, 0};
+        if (adag_program_decode(&fb, 1, &q) == ADAG_OK) {
+            for (uint32_t i = 0; i < q.nops; i++) {
+                for (uint32_t a = 0; a < q.ops[i].nargs; a++)
+                    cr_assert_lt(q.ops[i].args[a], q.nchans);
+                for (uint32_t r = 0; r < q.ops[i].nrets; r++)
+                    cr_assert_lt(q.ops[i].rets[r], q.nchans);
+            }
+            for (uint32_t c = 0; c < q.nchans; c++)
+                if (q.chans[c].kind == ADAG_CHAN_SHM)
+                    cr_assert_leq(q.chans[c].offset, q.segment_size);
+            adag_program_free(&q);
+        }
+    }
+    free(copy);
+    adag_wbuf_free(&wb);
+}
+
+Test(wire, control_frames_carry_payload_and_fds, .timeout = 30)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    size_t big = 1 << 20; /* larger than the socket buffer: sent in pieces */
+    char *payload = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        payload[i] = (char)(i * 7);
+    pid_t kid = fork();
+    if (kid == 0) {
+        adag_status_t st = adag_ctl_send(sv[0], 42, payload, big, fds, 2);
+        _exit(st == ADAG_OK ? 0 : 1);
+    }
+    adag_ctl_msg_t msg;
+    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(10000), &msg), ADAG_OK, "%s",
+                 adag_last_error());
+    cr_assert_eq(msg.type, 42);
+    cr_assert_eq(msg.len, big);
+    cr_assert_eq(memcmp(msg.payload, payload, big), 0);
+    cr_assert_eq(msg.nfds, 2);
+    struct stat a, b;
+    fstat(msg.fds[0], &a);
+    fstat(fds[0], &b);
+    cr_assert_eq(a.st_ino, b.st_ino, "the passed fd is the same pipe");
+    adag_ctl_msg_free(&msg);
+    int status;
+    waitpid(kid, &status, 0);
+    cr_assert_eq(status, 0);
+    free(payload);
+}
+
+Test(wire, control_recv_reports_closed_peer_and_oversized_frames, .timeout = 30)
+{
+    int sv[2];
+    adag_ctl_msg_t msg;
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    /* a frame header claiming 1 TiB */
+    uint32_t hdr[4] = {1, 0, 0, 256};
+    cr_assert_eq(write(sv[0], hdr, sizeof(hdr)), (ssize_t)sizeof(hdr));
+    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(1000), &msg), ADAG_ERR_PROTOCOL);
+    /* nothing more: a timeout */
+    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(50), &msg), ADAG_ERR_TIMEOUT);
+    /* a truncated frame, then EOF */
+    uint32_t part[2] = {1, 0};
+    cr_assert_eq(write(sv[0], part, sizeof(part)), (ssize_t)sizeof(part));
+    close(sv[0]);
+    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(1000), &msg), ADAG_ERR_CLOSED);
+    close(sv[1]);
+}
+
+Test(wire, strings_are_bounded, .timeout = 30)
+{
+    adag_wbuf_t wb = {0};
+    char out[8];
+    adag_wbuf_str(&wb, "short");
+    adag_wbuf_str(&wb, "much too long for eight");
+    adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+    adag_rbuf_str(&rb, out, sizeof(out));
+    cr_assert(!rb.failed);
+    cr_assert_str_eq(out, "short");
+    adag_rbuf_str(&rb, out, sizeof(out));
+    cr_assert(rb.failed, "an over-long string must fail, not truncate silently");
+    adag_wbuf_free(&wb);
+}
