@@ -315,7 +315,10 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  * stay valid until adag_dag_release(ref). Any order of refs works.
  * ADAG_ERR_TIMEOUT leaves the ref valid; ADAG_ERR_METHOD / ADAG_ERR_TOO_LARGE
  * report a failed execution (message in adag_last_error()); the ref must
- * still be released. */
+ * still be released. A result keeps its slots until released: slots are
+ * reused in ref order, so while ref r is unreleased, execute of ref
+ * r + max_inflight waits (and then fails with ADAG_ERR_TIMEOUT naming r);
+ * copy a result out if it must outlive the window. */
 ADAG_API adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs,
                                     unsigned n, int timeout_ms);
 

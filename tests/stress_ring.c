@@ -9,6 +9,8 @@
 #include "common/clock.h"
 #include "transport/shm_ring.h"
 
+#include <adag.h>
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,95 @@ static void run(unsigned nslots, unsigned nreaders, uint64_t n, unsigned words)
     adag_shm_segment_destroy(&r.seg);
 }
 
+/* ---- a whole DAG of thread actors: driver, loops and channels under TSan ---- */
+
+static adag_status_t add_one(void *state, adag_call_h call)
+{
+    adag_value_t in;
+    int64_t x;
+    (*(int64_t *)state)++;
+    if (adag_call_arg(call, 0, &in) != ADAG_OK || in.size != sizeof x)
+        return adag_call_fail(call, "expected an int64");
+    memcpy(&x, in.data, sizeof x);
+    x += 1;
+    return adag_call_set_output(call, 0, &x, sizeof x);
+}
+
+static adag_status_t sum2(void *state, adag_call_h call)
+{
+    adag_value_t a, b;
+    int64_t x, y;
+    (*(int64_t *)state)++;
+    if (adag_call_arg(call, 0, &a) != ADAG_OK || adag_call_arg(call, 1, &b) != ADAG_OK)
+        return adag_call_fail(call, "expected two args");
+    memcpy(&x, a.data, sizeof x);
+    memcpy(&y, b.data, sizeof y);
+    x += y;
+    return adag_call_set_output(call, 0, &x, sizeof x);
+}
+
+static const adag_method_def_t stress_methods[] = {{"add_one", add_one, 1, 1},
+                                                   {"sum2", sum2, 2, 1}};
+static const adag_class_def_t stress_class = {.name = "stress", .state_size = sizeof(int64_t),
+                                              .methods = stress_methods, .nmethods = 2};
+
+/* input -> a.add_one -> {b.add_one, c.add_one} -> a.sum2 -> driver; a second
+ * DAG shares actor a. Returns 1 if every value came back right. */
+static int run_dag(void)
+{
+    adag_runtime_h rt;
+    adag_actor_h a, b, c;
+    adag_graph_h g, g2;
+    adag_node_h in, x, y, z, out, in2, out2;
+    adag_dag_h dag, dag2;
+    int ok = 1;
+    adag_actor_params_t p = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = "stress"};
+    if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &stress_class) ||
+        adag_actor_create(rt, &p, &a) || adag_actor_create(rt, &p, &b) ||
+        adag_actor_create(rt, &p, &c) || adag_graph_create(rt, &g) ||
+        adag_graph_input(g, 0, &in) || adag_graph_bind(g, a, "add_one", &in, 1, &x) ||
+        adag_graph_bind(g, b, "add_one", &x, 1, &y) || adag_graph_bind(g, c, "add_one", &x, 1, &z))
+        return 0;
+    adag_node_h yz[2] = {y, z};
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT, .max_inflight = 4};
+    if (adag_graph_bind(g, a, "sum2", yz, 2, &out) || adag_graph_output(g, &out, 1) ||
+        adag_graph_compile(g, &cp, &dag) || adag_graph_create(rt, &g2) ||
+        adag_graph_input(g2, 0, &in2) || adag_graph_bind(g2, a, "add_one", &in2, 1, &out2) ||
+        adag_graph_output(g2, &out2, 1) || adag_graph_compile(g2, &cp, &dag2)) {
+        fprintf(stderr, "setup: %s\n", adag_last_error());
+        return 0;
+    }
+    adag_ref_t refs[4], refs2[4];
+    for (int64_t i = 0; i < 3000 + 4; i++) {
+        if (i >= 4) {
+            adag_value_t o;
+            int64_t v;
+            if (adag_dag_get(dag, refs[i % 4], &o, 1, 20000) || o.size != 8)
+                return 0;
+            memcpy(&v, o.data, 8);
+            ok &= v == 2 * (i - 4) + 4;
+            if (adag_dag_get(dag2, refs2[i % 4], &o, 1, 20000))
+                return 0;
+            memcpy(&v, o.data, 8);
+            ok &= v == i - 4 + 1;
+            adag_dag_release(dag, refs[i % 4]);
+            adag_dag_release(dag2, refs2[i % 4]);
+        }
+        if (i < 3000) {
+            adag_value_t v = {&i, sizeof i, ADAG_VALUE_BYTES};
+            if (adag_dag_execute(dag, &v, 1, 0, &refs[i % 4]) ||
+                adag_dag_execute(dag2, &v, 1, 0, &refs2[i % 4]))
+                return 0;
+        }
+    }
+    /* teardown with work in flight */
+    for (int64_t i = 0; i < 4; i++) {
+        adag_value_t v = {&i, sizeof i, ADAG_VALUE_BYTES};
+        adag_dag_execute(dag, &v, 1, 0, &refs[i]);
+    }
+    return ok && adag_runtime_destroy(rt) == ADAG_OK;
+}
+
 int main(void)
 {
     struct {
@@ -120,6 +211,10 @@ int main(void)
         run(cases[i].nslots, cases[i].nreaders, cases[i].n, cases[i].words);
         passed += failures == before;
     }
+    int dag_ok = run_dag();
+    EXPECT(dag_ok, "thread-actor DAG: %s", adag_last_error());
+    passed += dag_ok;
+    ncases++;
     printf("stress_ring: %u passed, %u failed\n", passed, ncases - passed);
     return passed == ncases ? 0 : 1;
 }

@@ -1,0 +1,356 @@
+#include "helpers.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- status assertions ---- */
+
+static char saved_msg[1024];
+
+const char *h_msg(void)
+{
+    return saved_msg;
+}
+
+static void save_msg(void)
+{
+    snprintf(saved_msg, sizeof(saved_msg), "%s", adag_last_error());
+}
+
+void h_check_status(adag_status_t got, adag_status_t want, const char *expr, const char *file,
+                    int line)
+{
+    save_msg();
+    cr_assert(got == want, "%s:%d: %s returned %d (%s), expected %d (%s); last error: \"%s\"",
+              file, line, expr, (int)got, adag_status_str(got), (int)want,
+              adag_status_str(want), saved_msg);
+}
+
+void h_check_status2(adag_status_t got, adag_status_t want1, adag_status_t want2,
+                     const char *expr, const char *file, int line)
+{
+    save_msg();
+    cr_assert(got == want1 || got == want2,
+              "%s:%d: %s returned %d (%s), expected %s or %s; last error: \"%s\"", file, line,
+              expr, (int)got, adag_status_str(got), adag_status_str(want1),
+              adag_status_str(want2), saved_msg);
+}
+
+void h_check_fails(adag_status_t got, const char *expr, const char *file, int line)
+{
+    save_msg();
+    cr_assert(got != ADAG_OK, "%s:%d: %s succeeded, expected an error", file, line, expr);
+    cr_assert(got < 0, "%s:%d: %s returned %d, not a negative status", file, line, expr,
+              (int)got);
+}
+
+/* ---- runtime, actors, graphs ---- */
+
+adag_runtime_h h_runtime(void)
+{
+    adag_runtime_h rt = NULL;
+    ASSERT_OK(adag_runtime_create(NULL, &rt));
+    cr_assert_not_null(rt);
+    ASSERT_OK(adag_class_register(rt, &test_counter_class));
+    ASSERT_OK(adag_class_register(rt, &test_broken_class));
+    return rt;
+}
+
+adag_actor_params_t h_actor_params(const char *class_name, adag_placement_t pl)
+{
+    adag_actor_params_t p;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_PLACEMENT;
+    p.class_name = class_name;
+    p.placement = pl;
+    if (pl == ADAG_PLACEMENT_PROCESS) {
+        p.field_mask |= ADAG_ACTOR_PARAM_MODULE;
+        p.module_path = ADAG_TEST_MODULE;
+    }
+    return p;
+}
+
+adag_actor_h h_counter(adag_runtime_h rt, adag_placement_t pl, const char *name, int64_t offset)
+{
+    adag_actor_params_t p = h_actor_params("counter", pl);
+    if (name) {
+        p.field_mask |= ADAG_ACTOR_PARAM_NAME;
+        p.name = name;
+    }
+    p.field_mask |= ADAG_ACTOR_PARAM_INIT;
+    p.init_data = &offset;
+    p.init_size = sizeof(offset);
+    adag_actor_h a = NULL;
+    ASSERT_OK(adag_actor_create(rt, &p, &a));
+    cr_assert_not_null(a);
+    if (name)
+        cr_assert_str_eq(adag_actor_name(a), name);
+    if (pl == ADAG_PLACEMENT_PROCESS)
+        cr_assert(adag_actor_pid(a) > 0, "process actor %s has pid %d", adag_actor_name(a),
+                  adag_actor_pid(a));
+    else
+        cr_assert_eq(adag_actor_pid(a), 0, "thread actor %s has pid %d", adag_actor_name(a),
+                     adag_actor_pid(a));
+    return a;
+}
+
+void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsigned n,
+                const int64_t *offsets, adag_actor_h *out)
+{
+    for (unsigned i = 0; i < n; i++) {
+        char name[ADAG_MAX_NAME];
+        snprintf(name, sizeof(name), "%s%u", prefix, i);
+        out[i] = h_counter(rt, pl, name, offsets ? offsets[i] : 0);
+    }
+}
+
+adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap)
+{
+    adag_compile_params_t cp;
+    memset(&cp, 0, sizeof(cp));
+    if (max_inflight) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_MAX_INFLIGHT;
+        cp.max_inflight = max_inflight;
+    }
+    if (cap) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_SLOT_CAPACITY;
+        cp.slot_capacity = cap;
+    }
+    adag_dag_h dag = NULL;
+    ASSERT_OK(adag_graph_compile(g, &cp, &dag));
+    cr_assert_not_null(dag);
+    return dag;
+}
+
+adag_node_h h_input(adag_graph_h g, unsigned field)
+{
+    adag_node_h n = NULL;
+    ASSERT_OK(adag_graph_input(g, field, &n));
+    cr_assert_not_null(n);
+    return n;
+}
+
+adag_node_h h_bind(adag_graph_h g, adag_actor_h actor, const char *method,
+                   const adag_node_h *args, unsigned nargs)
+{
+    adag_node_h n = NULL;
+    ASSERT_OK(adag_graph_bind(g, actor, method, args, nargs, &n));
+    cr_assert_not_null(n);
+    return n;
+}
+
+adag_node_h h_bind1(adag_graph_h g, adag_actor_h actor, const char *method, adag_node_h arg)
+{
+    return h_bind(g, actor, method, &arg, 1);
+}
+
+adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
+                           const char *method)
+{
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h cur = h_input(g, 0);
+    for (unsigned i = 0; i < n; i++)
+        cur = h_bind1(g, actors[i], method, cur);
+    ASSERT_OK(adag_graph_output(g, &cur, 1));
+    return g;
+}
+
+adag_value_t h_i64v(const int64_t *p)
+{
+    adag_value_t v;
+    memset(&v, 0, sizeof(v));
+    v.data = p;
+    v.size = sizeof(*p);
+    v.kind = ADAG_VALUE_BYTES;
+    return v;
+}
+
+int64_t h_val_i64(adag_value_t v)
+{
+    cr_assert_eq(v.size, sizeof(int64_t), "value has %zu bytes, expected 8", v.size);
+    cr_assert_not_null(v.data);
+    int64_t x;
+    memcpy(&x, v.data, sizeof(x));
+    return x;
+}
+
+void h_run_i64(adag_dag_h dag, const int64_t *in, unsigned nin, int64_t *out, unsigned nout)
+{
+    adag_value_t vin[ADAG_MAX_ARGS], vout[ADAG_MAX_RETURNS];
+    cr_assert(nin <= ADAG_MAX_ARGS && nout <= ADAG_MAX_RETURNS);
+    for (unsigned i = 0; i < nin; i++)
+        vin[i] = h_i64v(&in[i]);
+    adag_ref_t ref = 0;
+    ASSERT_OK(adag_dag_execute(dag, vin, nin, 0, &ref));
+    ASSERT_OK(adag_dag_get(dag, ref, vout, nout, 10000));
+    for (unsigned i = 0; i < nout; i++)
+        out[i] = h_val_i64(vout[i]);
+    ASSERT_OK(adag_dag_release(dag, ref));
+}
+
+int64_t h_roundtrip(adag_dag_h dag, int64_t x)
+{
+    int64_t out = 0;
+    h_run_i64(dag, &x, 1, &out, 1);
+    return out;
+}
+
+char *h_dot(adag_dag_h dag)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    ASSERT_OK(adag_dag_write_dot(dag, f));
+    fclose(f);
+    cr_assert_not_null(buf);
+    return buf;
+}
+
+/* ---- process hygiene ---- */
+
+int h_count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d, "opendir(/proc/self/fd): %s", strerror(errno));
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+/* Reads ppid and state of /proc/<pid>/stat; 0 on success. */
+static int read_stat(const char *pid, pid_t *ppid, char *state)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    if (!p)
+        return -1;
+    int pp;
+    char st;
+    if (sscanf(p + 1, " %c %d", &st, &pp) != 2)
+        return -1;
+    *ppid = pp;
+    *state = st;
+    return 0;
+}
+
+int h_children(pid_t *out, int max, int *zombies)
+{
+    pid_t self = getpid();
+    DIR *d = opendir("/proc");
+    cr_assert_not_null(d, "opendir(/proc): %s", strerror(errno));
+    int n = 0, z = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        pid_t ppid;
+        char state;
+        if (read_stat(e->d_name, &ppid, &state) != 0 || ppid != self)
+            continue;
+        if (out && n < max)
+            out[n] = (pid_t)atoi(e->d_name);
+        n++;
+        if (state == 'Z')
+            z++;
+    }
+    closedir(d);
+    if (zombies)
+        *zombies = z;
+    return n;
+}
+
+int h_wait_no_children(int timeout_ms)
+{
+    double end = h_now_ms() + timeout_ms;
+    int n;
+    while ((n = h_children(NULL, 0, NULL)) > 0 && h_now_ms() < end)
+        h_sleep_ms(10);
+    return n;
+}
+
+static int count_maps(const char *needle)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    cr_assert_not_null(f, "fopen(/proc/self/maps): %s", strerror(errno));
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+int h_count_memfd_maps(void)
+{
+    return count_maps("memfd:");
+}
+
+int h_count_adag_memfd_maps(void)
+{
+    return count_maps("memfd:adag");
+}
+
+void h_snapshot(h_snapshot_t *s)
+{
+    s->fds = h_count_fds();
+    s->memfd_maps = h_count_memfd_maps();
+}
+
+void h_assert_clean(const h_snapshot_t *s)
+{
+    pid_t kids[16];
+    int zombies = 0;
+    int left = h_wait_no_children(2000);
+    if (left) {
+        int n = h_children(kids, 16, &zombies);
+        cr_assert(n == 0, "%d child process(es) left after teardown (%d zombie), first pid %d",
+                  n, zombies, n ? (int)kids[0] : 0);
+    }
+    int fds = h_count_fds();
+    cr_assert_eq(fds, s->fds, "%d fds open after teardown, %d before", fds, s->fds);
+    int maps = h_count_memfd_maps();
+    cr_assert_eq(maps, s->memfd_maps, "%d memfd mappings after teardown, %d before", maps,
+                 s->memfd_maps);
+    cr_assert_eq(h_count_adag_memfd_maps(), 0, "a memfd:adag mapping is left after teardown");
+}
+
+/* ---- misc ---- */
+
+double h_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void h_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+const char *h_pl_name(adag_placement_t pl)
+{
+    return pl == ADAG_PLACEMENT_PROCESS ? "process" : "thread";
+}

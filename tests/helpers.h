@@ -1,0 +1,134 @@
+/*
+ * Helpers shared by the test suites: status assertions that print
+ * adag_last_error(), runtime/actor/DAG builders for the test actor classes,
+ * and process-hygiene probes (open fds, child processes, memfd mappings).
+ */
+#ifndef ADAG_TESTS_HELPERS_H
+#define ADAG_TESTS_HELPERS_H
+
+#include <adag.h>
+#include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "test_actors.h"
+
+#ifndef ADAG_TEST_MODULE
+#error "ADAG_TEST_MODULE must be defined by the build"
+#endif
+
+/* ---- status assertions ---- */
+
+/* Checks got == want; on failure the assertion message names the
+ * expression, both statuses and adag_last_error(). The last error text is
+ * saved first, so h_msg() returns it afterwards. */
+void h_check_status(adag_status_t got, adag_status_t want, const char *expr, const char *file,
+                    int line);
+/* Checks got is want1 or want2. */
+void h_check_status2(adag_status_t got, adag_status_t want1, adag_status_t want2,
+                     const char *expr, const char *file, int line);
+/* Checks got != ADAG_OK (any error). */
+void h_check_fails(adag_status_t got, const char *expr, const char *file, int line);
+
+#define ASSERT_ST(expr, want) h_check_status((expr), (want), #expr, __FILE__, __LINE__)
+#define ASSERT_OK(expr) ASSERT_ST(expr, ADAG_OK)
+#define ASSERT_ST2(expr, w1, w2) h_check_status2((expr), (w1), (w2), #expr, __FILE__, __LINE__)
+#define ASSERT_FAILS(expr) h_check_fails((expr), #expr, __FILE__, __LINE__)
+
+/* The message saved by the last ASSERT_* above (copy of adag_last_error()). */
+const char *h_msg(void);
+
+/* Asserts h_msg() contains needle (case-sensitive). */
+#define ASSERT_MSG_HAS(needle)                                                            \
+    cr_assert(strstr(h_msg(), (needle)) != NULL, "%s:%d: error message \"%s\" lacks \"%s\"", \
+              __FILE__, __LINE__, h_msg(), (needle))
+/* Asserts h_msg() contains needle, ignoring case. */
+#define ASSERT_MSG_HAS_CI(needle)                                                          \
+    cr_assert(strcasestr(h_msg(), (needle)) != NULL,                                      \
+              "%s:%d: error message \"%s\" lacks \"%s\" (any case)", __FILE__, __LINE__,  \
+              h_msg(), (needle))
+
+/* ---- runtime, actors, graphs ---- */
+
+/* A runtime with the "counter" and "broken" classes registered (for thread
+ * actors). */
+adag_runtime_h h_runtime(void);
+
+/* A "counter" actor with the given placement, name (NULL: default) and
+ * int64 offset (the init bytes). Asserts success. */
+adag_actor_h h_counter(adag_runtime_h rt, adag_placement_t pl, const char *name, int64_t offset);
+
+/* n counters named "<prefix><i>" with offsets[i] (offsets NULL: all 0). */
+void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsigned n,
+                const int64_t *offsets, adag_actor_h *out);
+
+/* Actor params for a class with the given placement (module path set for
+ * process actors), no name, no init bytes. */
+adag_actor_params_t h_actor_params(const char *class_name, adag_placement_t pl);
+
+/* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
+adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);
+
+/* A graph: input 0 -> actors[0].method -> actors[1].method -> ... -> output
+ * (every method takes one argument). Returns the graph (not compiled). */
+adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
+                           const char *method);
+
+/* Bind helper: node = actor.method(args...); asserts success. */
+adag_node_h h_bind(adag_graph_h g, adag_actor_h actor, const char *method,
+                   const adag_node_h *args, unsigned nargs);
+adag_node_h h_bind1(adag_graph_h g, adag_actor_h actor, const char *method, adag_node_h arg);
+adag_node_h h_input(adag_graph_h g, unsigned field);
+
+/* A value viewing *p (8 bytes). */
+adag_value_t h_i64v(const int64_t *p);
+/* The int64 held by v; asserts v.size == 8. */
+int64_t h_val_i64(adag_value_t v);
+
+/* One execute/get/release with int64 inputs and outputs. */
+void h_run_i64(adag_dag_h dag, const int64_t *in, unsigned nin, int64_t *out, unsigned nout);
+/* One input, one output. */
+int64_t h_roundtrip(adag_dag_h dag, int64_t x);
+
+/* DOT text of a DAG (malloc'd; free it). */
+char *h_dot(adag_dag_h dag);
+
+/* ---- process hygiene ---- */
+
+/* Open fds of this process. */
+int h_count_fds(void);
+
+/* Child processes of this process (by ppid in /proc/<pid>/stat): up to max
+ * pids into out (may be NULL), *zombies (may be NULL) = those in state Z.
+ * Returns the number of children. */
+int h_children(pid_t *out, int max, int *zombies);
+
+/* Waits up to timeout_ms for this process to have no child (zombie or not)
+ * and returns the number left. Does not reap. */
+int h_wait_no_children(int timeout_ms);
+
+/* Lines of /proc/self/maps that map a memfd ("memfd:" in the path). */
+int h_count_memfd_maps(void);
+/* Lines of /proc/self/maps that contain "memfd:adag". */
+int h_count_adag_memfd_maps(void);
+
+typedef struct {
+    int fds;
+    int memfd_maps;
+} h_snapshot_t;
+
+/* Records the fd count and memfd mappings (take it before creating a runtime). */
+void h_snapshot(h_snapshot_t *s);
+/* After teardown: asserts no child process (zombie or not) is left, the fd
+ * count is back to the snapshot's, and no memfd mapping is left. */
+void h_assert_clean(const h_snapshot_t *s);
+
+/* ---- misc ---- */
+
+/* Monotonic time in milliseconds. */
+double h_now_ms(void);
+void h_sleep_ms(int ms);
+const char *h_pl_name(adag_placement_t pl);
+
+#endif

@@ -1,0 +1,635 @@
+/*
+ * Suite "faults": dead actors, crashes, teardown with work in flight,
+ * signals in the driver and a killed driver. After each, nothing is left
+ * behind: no child process, no fd, no shared-memory mapping.
+ */
+#include "helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r = poll(&p, 1, timeout_ms);
+    return r > 0 && (p.revents & POLLIN);
+}
+
+static adag_dag_h compile_with(adag_graph_h g, unsigned max_inflight, int exec_timeout,
+                               int teardown_timeout)
+{
+    adag_compile_params_t cp;
+    memset(&cp, 0, sizeof(cp));
+    if (max_inflight) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_MAX_INFLIGHT;
+        cp.max_inflight = max_inflight;
+    }
+    if (exec_timeout) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT;
+        cp.execute_timeout_ms = exec_timeout;
+    }
+    if (teardown_timeout) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT;
+        cp.teardown_timeout_ms = teardown_timeout;
+    }
+    adag_dag_h dag = NULL;
+    ASSERT_OK(adag_graph_compile(g, &cp, &dag));
+    return dag;
+}
+
+/* Building and compiling a graph over a dead actor fails (at bind or at
+ * compile) with a message naming the actor. */
+static void graph_over_dead_actor_fails(adag_runtime_h rt, adag_actor_h dead, const char *name)
+{
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h in = h_input(g, 0), x = NULL;
+    adag_status_t st = adag_graph_bind(g, dead, "add", &in, 1, &x);
+    if (st == ADAG_OK) {
+        ASSERT_OK(adag_graph_output(g, &x, 1));
+        adag_dag_h dag = NULL;
+        st = adag_graph_compile(g, NULL, &dag);
+    }
+    ASSERT_FAILS(st);
+    ASSERT_MSG_HAS(name);
+    ASSERT_OK(adag_graph_destroy(g));
+}
+
+/* ---------------------------------------------------------------- */
+/* Dead actors                                                       */
+/* ---------------------------------------------------------------- */
+
+Test(faults, sigkill_middle_actor, .timeout = 60)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h first = h_counter(rt, ADAG_PLACEMENT_PROCESS, "first", 0);
+    adag_actor_h middle = h_counter(rt, ADAG_PLACEMENT_PROCESS, "middle", 0);
+    adag_actor_h last = h_counter(rt, ADAG_PLACEMENT_PROCESS, "last", 1);
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h x = h_bind1(g, first, "add", h_input(g, 0));
+    adag_node_h y = h_bind1(g, middle, "sleep_ms", x);
+    adag_node_h z = h_bind1(g, last, "add", y);
+    ASSERT_OK(adag_graph_output(g, &z, 1));
+    adag_dag_h dag = h_compile(g, 8, 0);
+    cr_assert(h_count_memfd_maps() > snap.memfd_maps, "no memfd mapping while a DAG lives");
+    cr_assert_eq(h_roundtrip(dag, 1), 2);
+
+    enum { N = 6 };
+    adag_ref_t refs[N];
+    for (int i = 0; i < N; i++) {
+        int64_t ms = 100;
+        adag_value_t v = h_i64v(&ms);
+        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[i]));
+    }
+    h_sleep_ms(30);
+    pid_t pid = adag_actor_pid(middle);
+    cr_assert(pid > 0);
+    cr_assert_eq(kill(pid, SIGKILL), 0, "kill: %s", strerror(errno));
+    double t_kill = h_now_ms();
+
+    for (int i = 0; i < N; i++) {
+        adag_value_t out;
+        int left = (int)(t_kill + 1000 - h_now_ms());
+        ASSERT_ST(adag_dag_get(dag, refs[i], &out, 1, left > 0 ? left : 0), ADAG_ERR_ACTOR_DIED);
+        ASSERT_MSG_HAS("middle");
+    }
+    double took = h_now_ms() - t_kill;
+    cr_assert(took <= 1100, "pending gets took %.0f ms after the kill", took);
+
+    int fd = -1;
+    ASSERT_OK(adag_dag_fd(dag, &fd));
+    cr_assert(fd_readable(fd, 0), "the fd of a failed DAG is not readable");
+
+    /* later calls fail the same way */
+    int64_t one = 1;
+    adag_value_t v = h_i64v(&one), out;
+    adag_ref_t ref;
+    ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("middle");
+    ASSERT_ST(adag_dag_get(dag, refs[0], &out, 1, 1000), ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("middle");
+    for (int i = 0; i < N; i++)
+        (void)adag_dag_release(dag, refs[i]);
+
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_dag_destroy(dag));
+    double dt = h_now_ms() - t0;
+    cr_assert(dt < 2000, "adag_dag_destroy of a failed DAG took %.0f ms", dt);
+    t0 = h_now_ms();
+    ASSERT_OK(adag_runtime_destroy(rt));
+    dt = h_now_ms() - t0;
+    cr_assert(dt < 3000, "adag_runtime_destroy took %.0f ms", dt);
+    h_assert_clean(&snap);
+}
+
+Test(faults, method_crashes_worker, .timeout = 60)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "before", 1);
+    adag_actor_h c = h_counter(rt, ADAG_PLACEMENT_PROCESS, "crasher", 0);
+    adag_actor_h b = h_counter(rt, ADAG_PLACEMENT_PROCESS, "after", 10);
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h x = h_bind1(g, a, "add", h_input(g, 0));
+    adag_node_h y = h_bind1(g, c, "crash_if", x);
+    adag_node_h z = h_bind1(g, b, "add", y);
+    ASSERT_OK(adag_graph_output(g, &z, 1));
+    adag_dag_h dag = h_compile(g, 4, 0);
+    cr_assert_eq(h_roundtrip(dag, 5), 16);
+
+    int64_t bad = 665; /* 665 + 1 = 666 at the crasher */
+    adag_value_t v = h_i64v(&bad), out;
+    adag_ref_t ref;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    ASSERT_ST(adag_dag_get(dag, ref, &out, 1, 5000), ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("crasher");
+    (void)adag_dag_release(dag, ref);
+    int64_t good = 1;
+    v = h_i64v(&good);
+    ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("crasher");
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_dag_destroy(dag));
+    cr_assert(h_now_ms() - t0 < 2000, "adag_dag_destroy took %.0f ms", h_now_ms() - t0);
+
+    /* the runtime still makes new actors and DAGs */
+    adag_actor_h n = h_counter(rt, ADAG_PLACEMENT_PROCESS, "fresh", 3);
+    adag_actor_h an[2] = {a, n};
+    adag_graph_h g2 = h_chain_graph(rt, an, 2, "add");
+    adag_dag_h dag2 = h_compile(g2, 0, 0);
+    cr_assert_eq(h_roundtrip(dag2, 1), 5);
+    /* a graph over the dead actor is refused */
+    graph_over_dead_actor_fails(rt, c, "crasher");
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+
+Test(faults, other_dag_survives, .timeout = 60)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h A = h_counter(rt, ADAG_PLACEMENT_PROCESS, "shared", 1);
+    adag_actor_h B = h_counter(rt, ADAG_PLACEMENT_PROCESS, "victim", 10);
+    adag_actor_h C = h_counter(rt, ADAG_PLACEMENT_PROCESS, "bystander", 100);
+    adag_actor_h ab[2] = {A, B}, ac[2] = {A, C};
+    adag_graph_h g1 = h_chain_graph(rt, ab, 2, "add");
+    adag_graph_h g2 = h_chain_graph(rt, ac, 2, "add");
+    adag_dag_h d1 = h_compile(g1, 4, 0);
+    adag_dag_h d2 = h_compile(g2, 4, 0);
+    cr_assert_eq(h_roundtrip(d1, 0), 11);
+    cr_assert_eq(h_roundtrip(d2, 0), 101);
+
+    cr_assert_eq(kill(adag_actor_pid(B), SIGKILL), 0);
+    int64_t x = 5;
+    adag_value_t v = h_i64v(&x), out;
+    adag_ref_t ref;
+    adag_status_t st = adag_dag_execute(d1, &v, 1, 0, &ref);
+    if (st == ADAG_OK) {
+        ASSERT_ST(adag_dag_get(d1, ref, &out, 1, 2000), ADAG_ERR_ACTOR_DIED);
+        (void)adag_dag_release(d1, ref);
+    } else {
+        ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
+    }
+    ASSERT_MSG_HAS("victim");
+
+    /* d2 does not contain the dead actor: it keeps working, pipelined too */
+    for (int64_t i = 0; i < 20; i++)
+        cr_assert_eq(h_roundtrip(d2, i), i + 101);
+    adag_ref_t refs[4];
+    for (int i = 0; i < 4; i++) {
+        x = 1000 + i;
+        ASSERT_OK(adag_dag_execute(d2, &v, 1, 0, &refs[i]));
+    }
+    for (int i = 0; i < 4; i++) {
+        ASSERT_OK(adag_dag_get(d2, refs[i], &out, 1, 10000));
+        cr_assert_eq(h_val_i64(out), 1000 + i + 101);
+        ASSERT_OK(adag_dag_release(d2, refs[i]));
+    }
+    ASSERT_OK(adag_dag_destroy(d1));
+    cr_assert_eq(h_roundtrip(d2, 7), 108);
+    ASSERT_OK(adag_dag_destroy(d2));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+
+Test(faults, idle_actor_killed_without_dag, .timeout = 30)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "idle", 0);
+    cr_assert_eq(kill(adag_actor_pid(a), SIGKILL), 0);
+    h_sleep_ms(50);
+    /* compiling over a dead actor fails, naming it */
+    graph_over_dead_actor_fails(rt, a, "idle");
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_runtime_destroy(rt));
+    cr_assert(h_now_ms() - t0 < 3000, "adag_runtime_destroy took %.0f ms", h_now_ms() - t0);
+    h_assert_clean(&snap);
+}
+
+/* ---------------------------------------------------------------- */
+/* Teardown                                                          */
+/* ---------------------------------------------------------------- */
+
+static void teardown_in_flight(adag_placement_t pl)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h s = h_counter(rt, pl, "sleepy", 0);
+    adag_actor_h b = h_counter(rt, pl, "next", 1);
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h x = h_bind1(g, s, "sleep_ms", h_input(g, 0));
+    adag_node_h y = h_bind1(g, b, "add", x);
+    ASSERT_OK(adag_graph_output(g, &y, 1));
+    adag_dag_h dag = h_compile(g, 8, 0);
+    if (pl == ADAG_PLACEMENT_PROCESS)
+        cr_assert(h_count_memfd_maps() > snap.memfd_maps, "no memfd mapping while a DAG lives");
+    for (int i = 0; i < 5; i++) {
+        int64_t ms = 200;
+        adag_value_t v = h_i64v(&ms);
+        adag_ref_t ref;
+        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    }
+    h_sleep_ms(20);
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    double dt = h_now_ms() - t0;
+    cr_assert(dt < 4000, "teardown with work in flight took %.0f ms", dt);
+    h_assert_clean(&snap);
+}
+Test(faults, teardown_in_flight_thread, .timeout = 30)
+{
+    teardown_in_flight(ADAG_PLACEMENT_THREAD);
+}
+Test(faults, teardown_in_flight_process, .timeout = 30)
+{
+    teardown_in_flight(ADAG_PLACEMENT_PROCESS);
+}
+
+/* Executions queued behind a running method are abandoned by
+ * adag_dag_destroy, not run: 8 x 300 ms queued, destroy returns after about
+ * one method (the margin is wide: < 1.5 s where running them all takes 2.4 s). */
+static void teardown_abandons_queued(adag_placement_t pl)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h s = h_counter(rt, pl, "queued", 0);
+    adag_graph_h g = h_chain_graph(rt, &s, 1, "sleep_ms");
+    adag_dag_h dag = compile_with(g, 8, 0, 10000);
+    for (int i = 0; i < 8; i++) {
+        int64_t ms = 300;
+        adag_value_t v = h_i64v(&ms);
+        adag_ref_t ref;
+        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    }
+    h_sleep_ms(50);
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_dag_destroy(dag));
+    double dt = h_now_ms() - t0;
+    cr_assert(dt < 1500,
+              "adag_dag_destroy took %.0f ms: the queued executions were run, not abandoned", dt);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+Test(faults, teardown_abandons_queued_thread, .timeout = 30)
+{
+    teardown_abandons_queued(ADAG_PLACEMENT_THREAD);
+}
+Test(faults, teardown_abandons_queued_process, .timeout = 30)
+{
+    teardown_abandons_queued(ADAG_PLACEMENT_PROCESS);
+}
+
+/* Only the runtime is destroyed: it destroys the DAGs and actors itself. */
+Test(faults, runtime_destroy_in_flight, .timeout = 30)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a[3];
+    h_counters(rt, ADAG_PLACEMENT_PROCESS, "r", 2, NULL, a);
+    a[2] = h_counter(rt, ADAG_PLACEMENT_THREAD, "r_thread", 0);
+    /* two DAGs over the same actors: a sleepy one and a chain */
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h x = h_bind1(g, a[0], "sleep_ms", h_input(g, 0));
+    adag_node_h y = h_bind1(g, a[1], "add", x);
+    adag_node_h z = h_bind1(g, a[2], "add", y);
+    ASSERT_OK(adag_graph_output(g, &z, 1));
+    adag_dag_h dsleep = h_compile(g, 4, 0);
+    adag_dag_h dchain = h_compile(h_chain_graph(rt, a, 3, "add"), 4, 0);
+    for (int i = 0; i < 3; i++) {
+        int64_t ms = 300;
+        adag_value_t v = h_i64v(&ms);
+        adag_ref_t ref;
+        ASSERT_OK(adag_dag_execute(dsleep, &v, 1, 0, &ref));
+        ASSERT_OK(adag_dag_execute(dchain, &v, 1, 0, &ref));
+    }
+    h_sleep_ms(20);
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_runtime_destroy(rt));
+    cr_assert(h_now_ms() - t0 < 4000, "adag_runtime_destroy took %.0f ms", h_now_ms() - t0);
+    h_assert_clean(&snap);
+}
+
+/* A method that does not return within the teardown timeout: its worker is
+ * killed and teardown completes. */
+Test(faults, teardown_kills_stuck_worker, .timeout = 30)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h s = h_counter(rt, ADAG_PLACEMENT_PROCESS, "stuck", 0);
+    adag_graph_h g = h_chain_graph(rt, &s, 1, "sleep_ms");
+    adag_dag_h dag = compile_with(g, 2, 0, 500);
+    int64_t ms = 20000;
+    adag_value_t v = h_i64v(&ms);
+    adag_ref_t ref;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    h_sleep_ms(50);
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_dag_destroy(dag));
+    double dt = h_now_ms() - t0;
+    cr_assert(dt < 3000, "adag_dag_destroy with a stuck method took %.0f ms (timeout 500)", dt);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    cr_assert(h_now_ms() - t0 < 8000, "teardown took %.0f ms", h_now_ms() - t0);
+    h_assert_clean(&snap);
+}
+
+/* adag_dag_destroy while other threads are blocked in get and execute. */
+struct blocked_call {
+    adag_dag_h dag;
+    adag_ref_t ref;
+    int is_get;
+    adag_status_t st;
+    char msg[512];
+};
+
+static void *blocked_fn(void *arg)
+{
+    struct blocked_call *c = arg;
+    if (c->is_get) {
+        adag_value_t out;
+        c->st = adag_dag_get(c->dag, c->ref, &out, 1, -1);
+    } else {
+        int64_t x = 1;
+        adag_value_t v = {&x, sizeof(x), ADAG_VALUE_BYTES};
+        adag_ref_t r;
+        c->st = adag_dag_execute(c->dag, &v, 1, 0, &r);
+    }
+    snprintf(c->msg, sizeof(c->msg), "%s", adag_last_error());
+    return NULL;
+}
+
+static void destroy_while_blocked(adag_placement_t pl)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h s = h_counter(rt, pl, "blocker", 0);
+    adag_graph_h g = h_chain_graph(rt, &s, 1, "sleep_ms");
+    /* one slot, executes wait forever for room */
+    adag_dag_h dag = compile_with(g, 1, -1, 0);
+    int64_t ms = 1000;
+    adag_value_t v = h_i64v(&ms);
+    adag_ref_t ref;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+
+    struct blocked_call get = {.dag = dag, .ref = ref, .is_get = 1, .st = ADAG_OK};
+    struct blocked_call exe = {.dag = dag, .is_get = 0, .st = ADAG_OK};
+    pthread_t t1, t2;
+    cr_assert_eq(pthread_create(&t1, NULL, blocked_fn, &get), 0);
+    cr_assert_eq(pthread_create(&t2, NULL, blocked_fn, &exe), 0);
+    h_sleep_ms(200);
+    double t0 = h_now_ms();
+    ASSERT_OK(adag_dag_destroy(dag));
+    double dt = h_now_ms() - t0;
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    cr_assert_eq(get.st, ADAG_ERR_CLOSED, "blocked get returned %s (%s)",
+                 adag_status_str(get.st), get.msg);
+    cr_assert_eq(exe.st, ADAG_ERR_CLOSED, "blocked execute returned %s (%s)",
+                 adag_status_str(exe.st), exe.msg);
+    cr_assert(dt < 4000, "adag_dag_destroy took %.0f ms", dt);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+Test(faults, destroy_while_blocked_thread, .timeout = 30)
+{
+    destroy_while_blocked(ADAG_PLACEMENT_THREAD);
+}
+Test(faults, destroy_while_blocked_process, .timeout = 30)
+{
+    destroy_while_blocked(ADAG_PLACEMENT_PROCESS);
+}
+
+/* ---------------------------------------------------------------- */
+/* Signals                                                           */
+/* ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    alarms++;
+}
+
+static void signal_interrupted(adag_placement_t pl)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a[2];
+    int64_t off[2] = {3, 40};
+    h_counters(rt, pl, "sig", 2, off, a);
+    adag_actor_h sl = h_counter(rt, pl, "sig_sleeper", 0);
+    adag_graph_h g = h_chain_graph(rt, a, 2, "add");
+    adag_dag_h dag = h_compile(g, 4, 0);
+    adag_graph_h gs = h_chain_graph(rt, &sl, 1, "sleep_ms");
+    adag_dag_h dsleep = h_compile(gs, 2, 0);
+
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = 0; /* no SA_RESTART: system calls fail with EINTR */
+    sigemptyset(&sa.sa_mask);
+    cr_assert_eq(sigaction(SIGALRM, &sa, &old), 0);
+    struct itimerval it = {{0, 1000}, {0, 1000}};
+    cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+
+    enum { N = 2000, W = 4 };
+    adag_ref_t refs[W];
+    int64_t xs[W];
+    for (int i = 0; i < N; i += W) {
+        for (int k = 0; k < W; k++) {
+            xs[k] = i + k;
+            adag_value_t v = h_i64v(&xs[k]);
+            ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[k]));
+        }
+        for (int k = 0; k < W; k++) {
+            adag_value_t out;
+            ASSERT_OK(adag_dag_get(dag, refs[k], &out, 1, 10000));
+            cr_assert_eq(h_val_i64(out), xs[k] + 43);
+            ASSERT_OK(adag_dag_release(dag, refs[k]));
+        }
+    }
+    /* waits that sleep: gets on a 5 ms method, and a get that times out */
+    for (int i = 0; i < 30; i++)
+        cr_assert_eq(h_roundtrip(dsleep, 5), 5);
+    int64_t ms = 300;
+    adag_value_t v = h_i64v(&ms), out;
+    adag_ref_t ref;
+    ASSERT_OK(adag_dag_execute(dsleep, &v, 1, 0, &ref));
+    double t0 = h_now_ms();
+    ASSERT_ST(adag_dag_get(dsleep, ref, &out, 1, 50), ADAG_ERR_TIMEOUT);
+    double dt = h_now_ms() - t0;
+    cr_assert(dt >= 40, "get(timeout 50) returned TIMEOUT after %.1f ms: EINTR cut it short",
+              dt);
+    ASSERT_OK(adag_dag_get(dsleep, ref, &out, 1, 10000));
+    cr_assert_eq(h_val_i64(out), 300);
+    ASSERT_OK(adag_dag_release(dsleep, ref));
+
+    /* teardown under signals too */
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    struct itimerval off_it;
+    memset(&off_it, 0, sizeof(off_it));
+    setitimer(ITIMER_REAL, &off_it, NULL);
+    sigaction(SIGALRM, &old, NULL);
+    cr_assert(alarms > 10, "only %d SIGALRMs were delivered", (int)alarms);
+    cr_assert_eq(h_wait_no_children(2000), 0);
+}
+Test(faults, signal_interrupted_driver_thread, .timeout = 60)
+{
+    signal_interrupted(ADAG_PLACEMENT_THREAD);
+}
+Test(faults, signal_interrupted_driver_process, .timeout = 60)
+{
+    signal_interrupted(ADAG_PLACEMENT_PROCESS);
+}
+
+/* ---------------------------------------------------------------- */
+/* The driver is killed                                              */
+/* ---------------------------------------------------------------- */
+
+/* In the forked child driver: no Criterion asserts, exit codes only. */
+static void child_driver(int wfd)
+{
+    adag_runtime_h rt = NULL;
+    if (adag_runtime_create(NULL, &rt) != ADAG_OK)
+        _exit(10);
+    adag_actor_h a[2];
+    for (int i = 0; i < 2; i++) {
+        adag_actor_params_t p = h_actor_params("counter", ADAG_PLACEMENT_PROCESS);
+        if (adag_actor_create(rt, &p, &a[i]) != ADAG_OK)
+            _exit(11);
+    }
+    adag_graph_h g = NULL;
+    adag_node_h in = NULL, x = NULL, y = NULL;
+    adag_dag_h dag = NULL;
+    if (adag_graph_create(rt, &g) || adag_graph_input(g, 0, &in) ||
+        adag_graph_bind(g, a[0], "add", &in, 1, &x) ||
+        adag_graph_bind(g, a[1], "sleep_ms", &x, 1, &y) || adag_graph_output(g, &y, 1) ||
+        adag_graph_compile(g, NULL, &dag))
+        _exit(12);
+    /* one round trip, then leave an execution in flight */
+    int64_t v64 = 1;
+    adag_value_t v = {&v64, sizeof(v64), ADAG_VALUE_BYTES}, out;
+    adag_ref_t ref;
+    if (adag_dag_execute(dag, &v, 1, 0, &ref) || adag_dag_get(dag, ref, &out, 1, 10000) ||
+        adag_dag_release(dag, ref))
+        _exit(13);
+    v64 = 100000;
+    if (adag_dag_execute(dag, &v, 1, 0, &ref))
+        _exit(14);
+    int pids[2] = {adag_actor_pid(a[0]), adag_actor_pid(a[1])};
+    if (write(wfd, pids, sizeof(pids)) != (ssize_t)sizeof(pids))
+        _exit(15);
+    for (;;)
+        pause();
+}
+
+Test(faults, driver_killed, .timeout = 60)
+{
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0, "prctl: %s", strerror(errno));
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    fflush(NULL);
+    pid_t child = fork();
+    cr_assert(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        close(p[0]);
+        child_driver(p[1]);
+        _exit(1);
+    }
+    close(p[1]);
+    int pids[2] = {0, 0};
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    int r = poll(&pf, 1, 30000);
+    ssize_t n = r > 0 ? read(p[0], pids, sizeof(pids)) : -1;
+    close(p[0]);
+    if (n != (ssize_t)sizeof(pids)) {
+        int status = 0;
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        cr_assert_fail("the child driver did not report its workers (exit status %d)",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+    }
+    cr_assert(pids[0] > 0 && pids[1] > 0 && pids[0] != pids[1], "worker pids %d %d", pids[0],
+              pids[1]);
+
+    cr_assert_eq(kill(child, SIGKILL), 0);
+    double t_kill = h_now_ms();
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    /* orphaned workers are reparented to this process (a subreaper) */
+    int gone[2] = {0, 0};
+    while (h_now_ms() - t_kill < 2000 && !(gone[0] && gone[1])) {
+        for (int i = 0; i < 2; i++) {
+            if (gone[i])
+                continue;
+            pid_t w = waitpid(pids[i], &status, WNOHANG);
+            if (w == pids[i]) {
+                gone[i] = 1;
+            } else if (w < 0 && errno == ECHILD) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d", pids[i]);
+                if (access(path, F_OK) != 0)
+                    gone[i] = 1;
+            }
+        }
+        if (!(gone[0] && gone[1]))
+            h_sleep_ms(10);
+    }
+    for (int i = 0; i < 2; i++)
+        if (!gone[i]) {
+            kill(pids[i], SIGKILL);
+            waitpid(pids[i], &status, 0);
+        }
+    cr_assert(gone[0] && gone[1],
+              "workers still alive 2 s after their driver was killed: %d%s %d%s", pids[0],
+              gone[0] ? " (gone)" : " (alive)", pids[1], gone[1] ? " (gone)" : " (alive)");
+    cr_assert_eq(h_children(NULL, 0, NULL), 0, "child processes left");
+}
