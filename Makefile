@@ -1,5 +1,5 @@
 # adag build. `make` builds the library, worker, tools, tests and examples;
-# `make test` runs the suite; `make test SAN=address,undefined` runs it under
+# `make test` runs the suite; `make check` adds the sanitizer runs; `make test SAN=address,undefined` runs it under
 # sanitizers (in build/san-*); `make test-tsan` runs the channel tests under TSan;
 # `make install PREFIX=/usr/local` installs library, header, worker and adag.pc.
 
@@ -44,7 +44,7 @@ TEST_MODULE := $(BUILD)/tests/modules/libtest_actors.so
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) $(BENCHES)
 
-.PHONY: all test test-tsan install clean demo
+.PHONY: all test test-tsan check install clean demo
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
@@ -120,6 +120,11 @@ $(BUILD)/tests/stress-ring: $(BUILD)/obj/tests/stress_ring.o $(BUILD)/libadag.a
 test-tsan:
 	$(MAKE) SAN=thread build/san-thread/tests/stress-ring
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
+
+# Everything CI runs: the suite, the suite under ASan+UBSan, the ring under TSan.
+check: test
+	$(MAKE) SAN=address,undefined test
+	$(MAKE) test-tsan
 
 demo: all
 	$(BUILD)/examples/pipeline_demo

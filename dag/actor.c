@@ -78,11 +78,11 @@ adag_status_t adag_actor_request(adag_actor_h a, uint32_t type, const void *payl
     pthread_mutex_lock(&a->ctl_lock);
     pthread_mutex_lock(&a->rt->lock);
     int dead = a->dead;
-    pthread_mutex_unlock(&a->rt->lock);
-    if (dead) {
+    if (dead)
         st = adag_error(ADAG_ERR_ACTOR_DIED, "%s", a->death);
+    pthread_mutex_unlock(&a->rt->lock);
+    if (dead)
         goto out;
-    }
     st = adag_ctl_send(a->ctl, type, payload, len, fds, nfds);
     if (st == ADAG_OK)
         st = adag_ctl_recv(a->ctl, deadline, &reply);

@@ -157,16 +157,18 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
         }
         if (nonblock)
             return adag_error(ADAG_ERR_AGAIN,
-                              "%s: %u executions are in flight (max_inflight); ref %llu is the "
-                              "oldest not released",
-                              fn, dag->max_inflight, (unsigned long long)oldest);
+                              "%s: ref %llu is not released and ref %llu reuses its slots "
+                              "(max_inflight %u)",
+                              fn, (unsigned long long)oldest, (unsigned long long)seq,
+                              dag->max_inflight);
         if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
             return adag_error(ADAG_ERR_TIMEOUT,
-                              "%s: no room after %d ms: all %u in-flight executions are "
-                              "unreleased; ref %llu must be released (adag_dag_release) before "
-                              "ref %llu can start",
-                              fn, dag->execute_timeout_ms, dag->max_inflight,
-                              (unsigned long long)oldest, (unsigned long long)seq);
+                              "%s: no room after %d ms: ref %llu is not released and ref %llu "
+                              "reuses its slots (max_inflight %u); release ref %llu with "
+                              "adag_dag_release",
+                              fn, dag->execute_timeout_ms, (unsigned long long)oldest,
+                              (unsigned long long)seq, dag->max_inflight,
+                              (unsigned long long)oldest);
         if (deadline == ADAG_FOREVER) {
             pthread_cond_wait(&dag->cond, &dag->lock);
         } else {

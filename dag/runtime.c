@@ -298,6 +298,13 @@ static void *monitor_main(void *arg)
                 cap = count;
             }
         }
+        if (cap == 0) {
+            /* out of memory: try again shortly rather than lose deaths */
+            pthread_mutex_unlock(&rt->lock);
+            ADAG_LOG_ERROR("monitor: out of memory");
+            usleep(100000);
+            continue;
+        }
         pfds[0].fd = rt->monitor_wake;
         pfds[0].events = POLLIN;
         for (adag_list_t *l = rt->actors.next; l != &rt->actors && n < cap; l = l->next) {

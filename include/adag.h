@@ -303,10 +303,11 @@ enum {
 };
 
 /* Starts one execution with `inputs` (one per input field; copied into the
- * input channels) and returns its ref at once. With max_inflight executions
- * unreleased it waits for the oldest to be released (up to the execute
- * timeout; ADAG_ERR_TIMEOUT says which ref holds it up), or with
- * ADAG_EXECUTE_NONBLOCK returns ADAG_ERR_AGAIN. */
+ * input channels) and returns its ref at once. Up to max_inflight executions
+ * run pipelined. Ref r reuses the slots of ref r - max_inflight, so while
+ * that ref is not released, execute waits for it (up to the execute timeout;
+ * ADAG_ERR_TIMEOUT names the ref to release), or with ADAG_EXECUTE_NONBLOCK
+ * returns ADAG_ERR_AGAIN. It never fails just for being busy. */
 ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
                                         unsigned flags, adag_ref_t *ref);
 
