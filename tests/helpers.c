@@ -110,7 +110,8 @@ void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsi
     }
 }
 
-adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap)
+adag_compile_params_t h_compile_params(unsigned max_inflight, size_t cap, int exec_timeout,
+                                       int teardown_timeout)
 {
     adag_compile_params_t cp;
     memset(&cp, 0, sizeof(cp));
@@ -122,10 +123,29 @@ adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap)
         cp.field_mask |= ADAG_COMPILE_PARAM_SLOT_CAPACITY;
         cp.slot_capacity = cap;
     }
+    if (exec_timeout) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT;
+        cp.execute_timeout_ms = exec_timeout;
+    }
+    if (teardown_timeout) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT;
+        cp.teardown_timeout_ms = teardown_timeout;
+    }
+    return cp;
+}
+
+adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp)
+{
     adag_dag_h dag = NULL;
-    ASSERT_OK(adag_graph_compile(g, &cp, &dag));
+    ASSERT_OK(adag_graph_compile(g, cp, &dag));
     cr_assert_not_null(dag);
     return dag;
+}
+
+adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap)
+{
+    adag_compile_params_t cp = h_compile_params(max_inflight, cap, 0, 0);
+    return h_compile_with(g, &cp);
 }
 
 adag_node_h h_input(adag_graph_h g, unsigned field)

@@ -17,24 +17,6 @@
     Test(exec, fn##_thread, .timeout = (to)) { fn(ADAG_PLACEMENT_THREAD); }             \
     Test(exec, fn##_process, .timeout = (to)) { fn(ADAG_PLACEMENT_PROCESS); }
 
-static adag_compile_params_t compile_params(unsigned max_inflight, size_t cap, int exec_timeout)
-{
-    adag_compile_params_t cp;
-    memset(&cp, 0, sizeof(cp));
-    if (max_inflight) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_MAX_INFLIGHT;
-        cp.max_inflight = max_inflight;
-    }
-    if (cap) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_SLOT_CAPACITY;
-        cp.slot_capacity = cap;
-    }
-    if (exec_timeout) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT;
-        cp.execute_timeout_ms = exec_timeout;
-    }
-    return cp;
-}
 
 /* ---------------------------------------------------------------- */
 
@@ -626,7 +608,7 @@ static void window_full(adag_placement_t pl)
     adag_runtime_h rt = h_runtime();
     adag_actor_h a = h_counter(rt, pl, "w", 1);
     adag_graph_h g = h_chain_graph(rt, &a, 1, "add");
-    adag_compile_params_t cp = compile_params(2, 0, 100);
+    adag_compile_params_t cp = h_compile_params(2, 0, 100, 0);
     adag_dag_h dag = NULL;
     ASSERT_OK(adag_graph_compile(g, &cp, &dag));
     int64_t x = 10;

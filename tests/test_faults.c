@@ -28,23 +28,8 @@ static int fd_readable(int fd, int timeout_ms)
 static adag_dag_h compile_with(adag_graph_h g, unsigned max_inflight, int exec_timeout,
                                int teardown_timeout)
 {
-    adag_compile_params_t cp;
-    memset(&cp, 0, sizeof(cp));
-    if (max_inflight) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_MAX_INFLIGHT;
-        cp.max_inflight = max_inflight;
-    }
-    if (exec_timeout) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT;
-        cp.execute_timeout_ms = exec_timeout;
-    }
-    if (teardown_timeout) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT;
-        cp.teardown_timeout_ms = teardown_timeout;
-    }
-    adag_dag_h dag = NULL;
-    ASSERT_OK(adag_graph_compile(g, &cp, &dag));
-    return dag;
+    adag_compile_params_t cp = h_compile_params(max_inflight, 0, exec_timeout, teardown_timeout);
+    return h_compile_with(g, &cp);
 }
 
 /* Building and compiling a graph over a dead actor fails (at bind or at
