@@ -36,15 +36,17 @@ TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c,$(wildcard tests/*.c))
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/modules/test_actors.o
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c
+BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
 EXAMPLE_MODULES := $(patsubst examples/modules/%.c,$(BUILD)/examples/lib%.so,$(wildcard examples/modules/*.c))
 
 TEST_MODULE := $(BUILD)/tests/modules/libtest_actors.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
-    $(TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) $(BENCHES)
+    $(TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
+    $(BUILD)/adag-bench $(BENCH_MODULE)
 
-.PHONY: all test test-tsan check install clean demo
+.PHONY: all test test-tsan check install clean demo bench
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
@@ -96,10 +98,17 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/module
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_EXAMPLE_DIR='"$(abspath $(BUILD))/examples"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libadag.so $(TEST_MODULE)
+# adag-bench: the harness (bench/*.c) and its actor module.
+$(BENCH_MODULE): bench/modules/bench_actors.c bench/modules/bench_actors.h include/adag.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' \
-	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
+
+$(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h $(BUILD)/libadag.so
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) -L$(BUILD) -ladag $(RPATH) $(LIBS)
+
+bench: all
+	$(BUILD)/adag-bench $(BENCH_ARGS)
 
 # The suite: every test runs in its own process (Criterion), two at a time.
 TEST_JOBS ?= 2

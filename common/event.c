@@ -34,15 +34,22 @@ static inline int aborted(const _Atomic uint32_t *abort)
 
 adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
                                    const _Atomic uint32_t *abort, int64_t deadline,
-                                   int64_t spin_ns)
+                                   adag_spin_t *spin)
 {
-    if (spin_ns > 0) {
-        int64_t spin_until = adag_now_ns() + spin_ns;
+    int64_t budget = atomic_load_explicit(&spin->budget, memory_order_relaxed);
+    int64_t start = adag_now_ns();
+    if (budget < ADAG_SPIN_PROBE_NS)
+        budget = spin->max < ADAG_SPIN_PROBE_NS ? spin->max : ADAG_SPIN_PROBE_NS;
+    if (budget > 0) {
+        int64_t spin_until = start + budget;
         for (;;) {
             for (int i = 0; i < 64; i++) {
                 adag_cpu_relax();
-                if (cond(arg))
+                if (cond(arg)) {
+                    int64_t grown = budget * 2 < spin->max ? budget * 2 : spin->max;
+                    atomic_store_explicit(&spin->budget, grown, memory_order_relaxed);
                     return ADAG_OK;
+                }
             }
             if (aborted(abort))
                 return ADAG_ERR_CLOSED;
@@ -53,6 +60,7 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
                 break;
         }
     }
+    adag_status_t st;
     for (;;) {
         uint32_t seen = atomic_load_explicit(&ev->seq, memory_order_acquire);
         atomic_fetch_add_explicit(&ev->sleepers, 1, memory_order_seq_cst);
@@ -61,11 +69,21 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
         if (!ready && !stop)
             adag_futex_wait(&ev->seq, seen, deadline);
         atomic_fetch_sub_explicit(&ev->sleepers, 1, memory_order_relaxed);
-        if (ready || cond(arg))
-            return ADAG_OK;
+        if (ready || cond(arg)) {
+            st = ADAG_OK;
+            break;
+        }
         if (stop || aborted(abort))
             return ADAG_ERR_CLOSED;
         if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
             return ADAG_ERR_TIMEOUT;
     }
+    /* Slept: had the whole wait fit in the spin maximum, spinning would have
+     * caught it (and saved two context switches): spin fully next time. A
+     * longer wait means the peer was busy or off-core: spin half as long. */
+    if (adag_now_ns() - start <= spin->max)
+        atomic_store_explicit(&spin->budget, spin->max, memory_order_relaxed);
+    else
+        atomic_store_explicit(&spin->budget, budget / 2, memory_order_relaxed);
+    return st;
 }

@@ -29,6 +29,29 @@ typedef struct {
     _Atomic uint32_t sleepers; /* waiters inside (or about to enter) futex_wait */
 } adag_event_t;
 
+/* The spin-then-sleep policy of one waiter, adaptive: a waiter spins for up
+ * to `budget` ns before it sleeps. A wait that ends while spinning doubles
+ * the budget (up to max, the ADAG_SPIN_NS setting or the DAG's spin_ns); a
+ * wait that had to sleep longer than max halves it (down to a 1 us probe). So a peer that
+ * answers within microseconds (a process on another core) is met spinning,
+ * while on an oversubscribed machine (more busy processes than cores, where
+ * spinning only steals the producer's core) waiters soon sleep at once. A
+ * wait that slept but ended within max resets the budget to max: a longer
+ * spin would have caught it, so the two sides cannot settle into both
+ * sleeping when spinning would serve them. */
+typedef struct {
+    int64_t max;
+    _Atomic int64_t budget; /* relaxed: a hint, shared by threads using one endpoint */
+} adag_spin_t;
+
+#define ADAG_SPIN_PROBE_NS 1000
+
+static inline void adag_spin_init(adag_spin_t *spin, int64_t max)
+{
+    spin->max = max;
+    atomic_store_explicit(&spin->budget, max, memory_order_relaxed);
+}
+
 /* Returns nonzero once the awaited condition holds. */
 typedef int (*adag_cond_fn)(const void *arg);
 
@@ -53,19 +76,19 @@ static inline void adag_event_notify(adag_event_t *ev)
 }
 
 /* Waits until cond(arg) holds (ADAG_OK), *abort becomes nonzero
- * (ADAG_ERR_CLOSED) or the deadline passes (ADAG_ERR_TIMEOUT). Spins up to
- * spin_ns first. abort may be NULL. */
+ * (ADAG_ERR_CLOSED) or the deadline passes (ADAG_ERR_TIMEOUT). Spins first
+ * as the policy says (and adapts it). abort may be NULL. */
 adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
                                    const _Atomic uint32_t *abort, int64_t deadline,
-                                   int64_t spin_ns);
+                                   adag_spin_t *spin);
 
 static inline adag_status_t adag_event_wait(adag_event_t *ev, adag_cond_fn cond, const void *arg,
                                             const _Atomic uint32_t *abort, int64_t deadline,
-                                            int64_t spin_ns)
+                                            adag_spin_t *spin)
 {
     if (cond(arg))
         return ADAG_OK;
-    return adag_event_wait_slow(ev, cond, arg, abort, deadline, spin_ns);
+    return adag_event_wait_slow(ev, cond, arg, abort, deadline, spin);
 }
 
 #endif

@@ -111,6 +111,7 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->teardown_timeout_ms = (mask & ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT)
                                    ? p->teardown_timeout_ms
                                    : (int)s->teardown_timeout_ms;
+    dag->spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : s->spin_ns;
     if ((mask & ADAG_COMPILE_PARAM_NAME) && p->name && *p->name)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
     if (dag->max_inflight < 1 || dag->max_inflight > 4096)
@@ -119,6 +120,9 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     if (dag->capacity < 1 || dag->capacity > ((size_t)1 << 40))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_graph_compile: slot_capacity %zu is not in 1..2^40", dag->capacity);
+    if (dag->spin_ns < 0 || dag->spin_ns > 1000000000)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
+                          (long long)dag->spin_ns);
     if (dag->teardown_timeout_ms < 0)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms is negative");
     return ADAG_OK;
@@ -248,7 +252,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     p->segment_size = dag->seg.size;
     p->nslots = dag->max_inflight;
     p->capacity = dag->capacity;
-    p->spin_ns = adag_settings()->spin_ns;
+    p->spin_ns = dag->spin_ns;
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
     if (!p->chans || !p->ops) {
@@ -299,11 +303,13 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
 
     dag->inputs = calloc(dag->ninputs + 1, sizeof(*dag->inputs));
     dag->input_chan = calloc(dag->ninputs + 1, sizeof(*dag->input_chan));
+    dag->input_slots = calloc(dag->ninputs + 1, sizeof(*dag->input_slots));
+    dag->input_sizes = calloc(dag->ninputs + 1, sizeof(*dag->input_sizes));
     dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
     dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
     dag->ref_flags = calloc(dag->max_inflight, 1);
-    if (!dag->inputs || !dag->input_chan || !dag->outs || !dag->out_chan || !dag->output_of ||
+    if (!dag->inputs || !dag->input_chan || !dag->input_slots || !dag->input_sizes || !dag->outs || !dag->out_chan || !dag->output_of ||
         !dag->ref_flags)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->noutputs = g->noutputs;
@@ -316,7 +322,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
         st = adag_shm_chan_open(&dag->inputs[nd->field], (char *)dag->seg.base + dag->chans[c].offset,
                                 dag->seg.size - dag->chans[c].offset, -1, dag->max_inflight,
                                 dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
-                                adag_settings()->spin_ns);
+                                dag->spin_ns);
         if (st != ADAG_OK)
             return st;
     }
@@ -330,7 +336,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
                                     dag->seg.size - dag->chans[c].offset,
                                     reader_index(&dag->chans[c], -1), dag->max_inflight,
                                     dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
-                                    adag_settings()->spin_ns);
+                                    dag->spin_ns);
             if (st != ADAG_OK)
                 return st;
             dag->out_chan[e] = c;

@@ -180,34 +180,17 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
     return ADAG_OK;
 }
 
-adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
-                               unsigned flags, adag_ref_t *ref)
+/* Reserves the next execution: room in the window and every input slot
+ * (taken before any is published, so a timeout leaves nothing half-sent).
+ * On success the caller holds exec_lock and counts as an API user until
+ * start_execution or unreserve. */
+static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uint64_t *seq_out)
 {
-    static const char *fn = "adag_dag_execute";
     adag_status_t st;
-    void *bufs[64];
-    void **slots = bufs;
-
-    if (!dag || !ref || (n && !inputs))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
     if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
         return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
-    for (unsigned i = 0; i < n; i++) {
-        if (inputs[i].kind != ADAG_VALUE_BYTES || (inputs[i].size && !inputs[i].data))
-            return adag_error(ADAG_ERR_INVALID, "%s: input %u is not a valid bytes value", fn, i);
-        if (inputs[i].size > dag->capacity)
-            return adag_error(ADAG_ERR_TOO_LARGE,
-                              "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
-                              "slot capacity of %zu bytes",
-                              fn, i, i, inputs[i].size, dag->capacity);
-    }
-    if (n > sizeof(bufs) / sizeof(bufs[0]) && !(slots = malloc(n * sizeof(*slots))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
     if ((st = api_enter(dag, fn)) != ADAG_OK)
-        goto out_free;
+        return st;
     int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
     int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
 
@@ -217,12 +200,9 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
     st = dag->abort_status != ADAG_OK ? abort_error(dag, fn)
                                       : wait_for_room(dag, seq, nonblock, deadline);
     pthread_mutex_unlock(&dag->lock);
-    if (st != ADAG_OK)
-        goto out_unlock;
-    /* take every input slot before publishing any, so a timeout leaves nothing half-sent */
-    for (unsigned i = 0; i < n; i++) {
-        st = adag_chan_acquire(&dag->inputs[i], seq, deadline, &slots[i]);
-        if (st == ADAG_ERR_TIMEOUT) {
+    for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
+        st = adag_chan_acquire(&dag->inputs[i], seq, deadline, &dag->input_slots[i]);
+        if (st == ADAG_ERR_TIMEOUT)
             st = nonblock ? adag_error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu",
                                        fn, i, (unsigned long long)(seq - dag->max_inflight))
                           : adag_error(ADAG_ERR_TIMEOUT,
@@ -230,18 +210,29 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
                                        "ref %llu",
                                        fn, dag->execute_timeout_ms, i,
                                        (unsigned long long)(seq - dag->max_inflight));
-            goto out_unlock;
-        }
-        if (st != ADAG_OK) {
+        else if (st != ADAG_OK)
             st = wait_error(dag, st, fn);
-            goto out_unlock;
-        }
     }
-    for (unsigned i = 0; i < n; i++) {
-        if (inputs[i].size)
-            memcpy(slots[i], inputs[i].data, inputs[i].size);
-        adag_chan_publish(&dag->inputs[i], seq, inputs[i].size, ADAG_OK, NULL);
+    if (st != ADAG_OK) {
+        pthread_mutex_unlock(&dag->exec_lock);
+        api_leave(dag);
+        return st;
     }
+    *seq_out = seq;
+    return ADAG_OK;
+}
+
+static void unreserve(adag_dag_h dag)
+{
+    pthread_mutex_unlock(&dag->exec_lock);
+    api_leave(dag);
+}
+
+/* Publishes the reserved execution's inputs (already in their slots). */
+static void start_execution(adag_dag_h dag, uint64_t seq, const size_t *sizes)
+{
+    for (unsigned i = 0; i < dag->ninputs; i++)
+        adag_chan_publish(&dag->inputs[i], seq, sizes[i], ADAG_OK, NULL);
     atomic_store_explicit(&dag->hdr->started, seq + 1, memory_order_seq_cst);
     adag_event_notify(&dag->hdr->start_ev);
     pthread_mutex_lock(&dag->lock);
@@ -249,14 +240,113 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
     dag->submitted = seq + 1;
     dag->stats.executed++;
     pthread_mutex_unlock(&dag->lock);
+    unreserve(dag);
+}
+
+static adag_status_t check_input_size(adag_dag_h dag, const char *fn, unsigned i, size_t size)
+{
+    if (size > dag->capacity)
+        return adag_error(ADAG_ERR_TOO_LARGE,
+                          "%s: input %u (channel input[%u]) is %zu bytes, larger than the slot "
+                          "capacity of %zu bytes",
+                          fn, i, i, size, dag->capacity);
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
+                               unsigned flags, adag_ref_t *ref)
+{
+    static const char *fn = "adag_dag_execute";
+    adag_status_t st;
+    uint64_t seq;
+
+    if (!dag || !ref || (n && !inputs))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    for (unsigned i = 0; i < n; i++) {
+        if (inputs[i].kind != ADAG_VALUE_BYTES || (inputs[i].size && !inputs[i].data))
+            return adag_error(ADAG_ERR_INVALID, "%s: input %u is not a valid bytes value", fn, i);
+        if ((st = check_input_size(dag, fn, i, inputs[i].size)) != ADAG_OK)
+            return st;
+    }
+    if ((st = reserve(dag, flags, fn, &seq)) != ADAG_OK)
+        return st;
+    for (unsigned i = 0; i < n; i++) {
+        if (inputs[i].size)
+            memcpy(dag->input_slots[i], inputs[i].data, inputs[i].size);
+        dag->input_sizes[i] = inputs[i].size;
+    }
+    start_execution(dag, seq, dag->input_sizes);
     *ref = seq;
-out_unlock:
-    pthread_mutex_unlock(&dag->exec_lock);
-    api_leave(dag);
-out_free:
-    if (slots != bufs)
-        free(slots);
-    return st;
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers, unsigned n)
+{
+    static const char *fn = "adag_dag_execute_prepare";
+    adag_status_t st;
+    uint64_t seq;
+    if (!dag || (n && !buffers))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and buffers must not be NULL", fn);
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    if ((st = reserve(dag, flags, fn, &seq)) != ADAG_OK)
+        return st;
+    /* exec_lock is ours now: the prepared state is only touched under it */
+    dag->prepared = 1;
+    dag->prepared_seq = seq;
+    dag->prepared_by = pthread_self();
+    memcpy(buffers, dag->input_slots, n * sizeof(*buffers));
+    return ADAG_OK;
+}
+
+static adag_status_t check_prepared(adag_dag_h dag, const char *fn)
+{
+    /* only the preparing thread holds exec_lock, so only it may read this */
+    if (!dag->prepared || !pthread_equal(dag->prepared_by, pthread_self()))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: this thread has no execution prepared with "
+                          "adag_dag_execute_prepare on DAG %s",
+                          fn, dag->name);
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,
+                                      adag_ref_t *ref)
+{
+    static const char *fn = "adag_dag_execute_commit";
+    adag_status_t st;
+    if (!dag || !ref || (n && !sizes))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, sizes and ref must not be NULL", fn);
+    if ((st = check_prepared(dag, fn)) != ADAG_OK)
+        return st;
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    for (unsigned i = 0; i < n; i++)
+        if ((st = check_input_size(dag, fn, i, sizes[i])) != ADAG_OK)
+            return st; /* still prepared: fix the size, or cancel */
+    uint64_t seq = dag->prepared_seq;
+    dag->prepared = 0;
+    start_execution(dag, seq, sizes);
+    *ref = seq;
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
+{
+    static const char *fn = "adag_dag_execute_cancel";
+    adag_status_t st;
+    if (!dag)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
+    if ((st = check_prepared(dag, fn)) != ADAG_OK)
+        return st;
+    dag->prepared = 0;
+    unreserve(dag);
+    return ADAG_OK;
 }
 
 /* Checks that ref is live. Under dag->lock. */
@@ -412,6 +502,8 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->chans);
     free(dag->node_labels);
     free(dag->inputs);
+    free(dag->input_slots);
+    free(dag->input_sizes);
     free(dag->input_chan);
     free(dag->outs);
     free(dag->out_chan);
@@ -428,6 +520,11 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     if (!dag)
         return adag_error(ADAG_ERR_INVALID, "adag_dag_destroy: dag is NULL");
     adag_runtime_h rt = dag->rt;
+    /* an execution this thread prepared and never committed is dropped */
+    if (dag->prepared && pthread_equal(dag->prepared_by, pthread_self())) {
+        dag->prepared = 0;
+        unreserve(dag);
+    }
     /* out of the runtime's list first: the monitor no longer touches it */
     pthread_mutex_lock(&rt->lock);
     adag_list_remove(&dag->link);

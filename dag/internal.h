@@ -132,6 +132,7 @@ struct adag_dag {
     unsigned max_inflight;
     size_t capacity;
     int execute_timeout_ms, teardown_timeout_ms;
+    int64_t spin_ns;
 
     adag_dag_actor_t *actors;
     unsigned nactors;
@@ -146,6 +147,11 @@ struct adag_dag {
 
     /* driver endpoints */
     adag_chan_t *inputs;       /* writer endpoint per input field */
+    void **input_slots;        /* the reserved execution's input buffers */
+    size_t *input_sizes;
+    int prepared;              /* adag_dag_execute_prepare holds exec_lock */
+    uint64_t prepared_seq;
+    pthread_t prepared_by;
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t *outs;         /* reader endpoints, one per distinct output channel */

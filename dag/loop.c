@@ -212,7 +212,7 @@ static void *loop_main(void *arg)
         if (loop->waits_start) {
             started_arg_t sa = {loop->hdr, seq};
             if (adag_event_wait(&loop->hdr->start_ev, execution_started, &sa, &loop->hdr->abort,
-                                ADAG_FOREVER, loop->prog.spin_ns) != ADAG_OK)
+                                ADAG_FOREVER, &loop->start_spin) != ADAG_OK)
                 return NULL;
         }
         for (uint32_t i = 0; i < loop->prog.nops; i++) {
@@ -273,6 +273,7 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
     }
     for (i = 0; i < loop->prog.nops; i++)
         loop->waits_start |= loop->prog.ops[i].nargs == 0;
+    adag_spin_init(&loop->start_spin, loop->prog.spin_ns);
     return ADAG_OK;
 fail:
     adag_loop_close(loop);

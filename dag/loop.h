@@ -35,6 +35,7 @@ struct adag_loop {
     uint32_t *reads;          /* channels this actor reads (released per execution) */
     unsigned nreads;
     int waits_start;          /* some method takes no argument: wait for execute */
+    adag_spin_t start_spin;   /* wait policy of that wait */
     void *state;
     pthread_mutex_t *call_lock;
     const adag_method_info_t *methods;

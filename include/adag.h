@@ -275,6 +275,7 @@ enum {
     ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT = 1u << 2,
     ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT = 1u << 3,
     ADAG_COMPILE_PARAM_NAME = 1u << 4,
+    ADAG_COMPILE_PARAM_SPIN = 1u << 5,
 };
 
 typedef struct {
@@ -285,6 +286,9 @@ typedef struct {
                                   default ADAG_EXECUTE_TIMEOUT_MS (60000) */
     int teardown_timeout_ms;   /* default ADAG_TEARDOWN_TIMEOUT_MS (5000) */
     const char *name;          /* for messages and DOT; default "dag<n>" */
+    /* wait policy of every channel wait of this DAG: spin this many ns before
+     * sleeping on a futex (0: sleep at once); default ADAG_SPIN_NS */
+    int64_t spin_ns;
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,
@@ -310,6 +314,19 @@ enum {
  * returns ADAG_ERR_AGAIN. It never fails just for being busy. */
 ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
                                         unsigned flags, adag_ref_t *ref);
+
+/* Zero-copy inputs. prepare reserves the next execution (waiting for room
+ * like adag_dag_execute, same flags) and returns, per input field, a buffer
+ * of slot_capacity bytes inside its channel slot; write the inputs there,
+ * then adag_dag_execute_commit with their sizes starts the execution and
+ * returns its ref (ADAG_ERR_TOO_LARGE for a size above the capacity leaves
+ * it prepared). adag_dag_execute_cancel drops it. Commit or cancel on the
+ * thread that prepared; other executes of this DAG wait until then. */
+ADAG_API adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers,
+                                                unsigned n);
+ADAG_API adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,
+                                               adag_ref_t *ref);
+ADAG_API adag_status_t adag_dag_execute_cancel(adag_dag_h dag);
 
 /* Waits up to timeout_ms (-1 forever, 0 poll) for execution `ref` and fills
  * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that

@@ -67,11 +67,11 @@ void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsi
  * process actors), no name, no init bytes. */
 adag_actor_params_t h_actor_params(const char *class_name, adag_placement_t pl);
 
-/* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 /* Compile params with the given fields set (0 = default for that field). */
 adag_compile_params_t h_compile_params(unsigned max_inflight, size_t cap, int exec_timeout,
                                        int teardown_timeout);
 adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
+/* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);
 
 /* A graph: input 0 -> actors[0].method -> actors[1].method -> ... -> output

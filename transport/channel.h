@@ -18,6 +18,8 @@
 #ifndef ADAG_TRANSPORT_CHANNEL_H
 #define ADAG_TRANSPORT_CHANNEL_H
 
+#include "common/event.h"
+
 #include <adag.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -63,7 +65,7 @@ struct adag_chan {
     unsigned nslots;
     int reader;        /* this endpoint's reader index, -1 for the writer */
     const _Atomic uint32_t *abort; /* the DAG's abort word */
-    int64_t spin_ns;
+    adag_spin_t spin;  /* this endpoint's adaptive wait policy */
     union {
         struct {
             struct adag_shm_chan_hdr *hdr;

@@ -106,7 +106,7 @@ static adag_status_t shm_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     struct adag_shm_chan_hdr *hdr = ch->u.shm.hdr;
     space_arg_t arg = {hdr, seq >= ch->nslots ? seq - ch->nslots + 1 : 0};
     adag_status_t st =
-        adag_event_wait(&hdr->space_ev, space_ready, &arg, ch->abort, deadline, ch->spin_ns);
+        adag_event_wait(&hdr->space_ev, space_ready, &arg, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     *buf = (char *)slot_of(ch, seq) + SLOT_HDR_SIZE;
@@ -151,7 +151,7 @@ static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     struct adag_shm_chan_hdr *hdr = ch->u.shm.hdr;
     data_arg_t arg = {hdr, seq};
     adag_status_t st =
-        adag_event_wait(&hdr->data_ev, data_ready, &arg, ch->abort, deadline, ch->spin_ns);
+        adag_event_wait(&hdr->data_ev, data_ready, &arg, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     slot_hdr_t *slot = slot_of(ch, seq);
@@ -211,7 +211,7 @@ adag_status_t adag_shm_chan_open(adag_chan_t *ch, void *base, size_t avail, int 
     ch->nslots = nslots;
     ch->reader = reader;
     ch->abort = abort;
-    ch->spin_ns = spin_ns;
+    adag_spin_init(&ch->spin, spin_ns);
     ch->u.shm.hdr = hdr;
     ch->u.shm.slots = (char *)(hdr + 1) + (size_t)nreaders * CURSOR_STRIDE;
     return ADAG_OK;

@@ -1,0 +1,541 @@
+/*
+ * adag-bench: scenarios, each with the baseline it is judged against,
+ * measured side by side in one run; --vs-ray adds Ray Compiled Graphs.
+ *
+ *   adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--seed N]
+ *
+ * The scenario table (scenarios[] below) declares each scenario together
+ * with its baseline; a later transport adds its rows and baselines there.
+ */
+#include "bench.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef ADAG_BENCH_PEERS
+#define ADAG_BENCH_PEERS "bench/peers"
+#endif
+
+typedef enum {
+    BASE_RELAY_SPIN,   /* raw token relay through n+1 processes, spinning */
+    BASE_RELAY_FUTEX,  /* the same, sleeping on a futex */
+    BASE_RELAY_BEST,   /* the better of the two (more processes than cores) */
+    BASE_FANOUT_BEST,  /* raw one-to-n-and-back, the better wait policy */
+    BASE_MEMCPY,       /* memcpy of the same bytes */
+    BASE_INFLIGHT_ONE, /* the same chain with one execution in flight */
+    BASE_BUDGET,       /* a budget: 1 % of a core, 100 ms */
+} baseline_kind_t;
+
+typedef enum { RUN_CHAIN, RUN_SCATTER, RUN_PAYLOAD, RUN_PAYLOAD_ZC, RUN_IDLE, RUN_COMPILE } run_kind_t;
+
+typedef struct {
+    const char *name;
+    run_kind_t run;
+    int process_only;
+    unsigned n, inflight;
+    size_t bytes;
+    int64_t spin_ns; /* -1: the default policy */
+    metric_t metric;
+    baseline_kind_t baseline;
+    int quick;       /* part of --quick */
+} scenario_t;
+
+#define MiB ((size_t)1 << 20)
+static const scenario_t scenarios[] = {
+    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1},
+    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, 0, METRIC_LATENCY, BASE_RELAY_FUTEX, 1},
+    {"chain", RUN_CHAIN, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_BEST, 1},
+    {"chain", RUN_CHAIN, 0, 4, 8, 8, -1, METRIC_THROUGHPUT, BASE_INFLIGHT_ONE, 1},
+    {"scatter-gather", RUN_SCATTER, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_FANOUT_BEST, 1},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 1024, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 0},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * 1024, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0},
+    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0},
+    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
+    {"idle", RUN_IDLE, 0, 4, 8, 8, -1, METRIC_CPU, BASE_BUDGET, 1},
+    {"compile", RUN_COMPILE, 0, 2, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0},
+    {"compile", RUN_COMPILE, 0, 8, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0},
+    {"compile", RUN_COMPILE, 0, 16, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1},
+    {"compile", RUN_COMPILE, 0, 64, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1},
+};
+#define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
+
+static result_t results[2 * NSCENARIOS + NSCENARIOS];
+static unsigned nresults;
+
+static const char *metric_name(metric_t m)
+{
+    static const char *names[] = {"latency", "throughput", "bandwidth", "cpu", "time"};
+    return names[m];
+}
+
+/* ---- baselines, each measured once per run ---- */
+
+typedef struct {
+    baseline_kind_t kind;
+    unsigned n;
+    size_t bytes;
+    measure_t m;
+    char label[64];
+} base_cache_t;
+
+static base_cache_t cache[64];
+static unsigned ncache;
+
+static long scaled(const bench_opts_t *o, long full)
+{
+    return o->quick ? full / 10 : full;
+}
+
+static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind, unsigned n,
+                                    size_t bytes)
+{
+    for (unsigned i = 0; i < ncache; i++)
+        if (cache[i].kind == kind && cache[i].n == n && cache[i].bytes == bytes)
+            return &cache[i];
+    base_cache_t *c = &cache[ncache];
+    memset(c, 0, sizeof(*c));
+    c->kind = kind;
+    c->n = n;
+    c->bytes = bytes;
+    long rounds = scaled(o, 20000);
+    measure_t a, b;
+    int rc = 0;
+    switch (kind) {
+    case BASE_RELAY_SPIN:
+    case BASE_RELAY_FUTEX:
+        rc = baseline_relay(n + 1, kind == BASE_RELAY_SPIN ? WAIT_SPIN : WAIT_FUTEX, rounds,
+                            &c->m);
+        snprintf(c->label, sizeof c->label, "shm relay %u procs (%s)", n + 1,
+                 kind == BASE_RELAY_SPIN ? "spin" : "futex");
+        break;
+    case BASE_RELAY_BEST:
+        rc = baseline_relay(n + 1, WAIT_SPIN, rounds, &a) |
+             baseline_relay(n + 1, WAIT_FUTEX, rounds, &b);
+        c->m = a.median_us <= b.median_us ? a : b;
+        snprintf(c->label, sizeof c->label, "shm relay %u procs (%s)", n + 1,
+                 a.median_us <= b.median_us ? "spin" : "futex");
+        break;
+    case BASE_FANOUT_BEST:
+        rc = baseline_fanout(n, WAIT_SPIN, rounds, &a) | baseline_fanout(n, WAIT_FUTEX, rounds, &b);
+        c->m = a.median_us <= b.median_us ? a : b;
+        snprintf(c->label, sizeof c->label, "shm fan-out 1->%u->1 (%s)", n,
+                 a.median_us <= b.median_us ? "spin" : "futex");
+        break;
+    case BASE_MEMCPY: {
+        long reps = (long)((256 * MiB) / (bytes ? bytes : 1));
+        reps = reps > 20000 ? 20000 : reps < 10 ? 10 : reps;
+        rc = baseline_memcpy(bytes, o->quick ? (reps + 9) / 10 : reps, &c->m);
+        snprintf(c->label, sizeof c->label, "memcpy %zu B", bytes);
+        break;
+    }
+    default:
+        return NULL;
+    }
+    if (rc) {
+        fprintf(stderr, "adag-bench: baseline %s failed\n", c->label);
+        return NULL;
+    }
+    ncache++;
+    return c;
+}
+
+/* ---- running one scenario ---- */
+
+static result_t *new_result(const scenario_t *s, adag_placement_t pl)
+{
+    result_t *r = &results[nresults++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->name, sizeof r->name, "%s", s->name);
+    snprintf(r->placement, sizeof r->placement, "%s",
+             pl == ADAG_PLACEMENT_THREAD ? "thread" : "process");
+    r->n = s->n;
+    r->inflight = s->inflight;
+    r->bytes = s->bytes;
+    r->spin_ns = s->spin_ns;
+    r->metric = s->metric;
+    return r;
+}
+
+static result_t *find_result(const char *name, const char *placement, unsigned n,
+                             unsigned inflight, size_t bytes, int64_t spin_ns)
+{
+    for (unsigned i = 0; i < nresults; i++) {
+        result_t *r = &results[i];
+        if (!strcmp(r->name, name) && !strcmp(r->placement, placement) && r->n == n &&
+            r->inflight == inflight && r->bytes == bytes && r->spin_ns == spin_ns)
+            return r;
+    }
+    return NULL;
+}
+
+static void set_ratio(result_t *r, const char *label, double base)
+{
+    snprintf(r->baseline, sizeof r->baseline, "%s", label);
+    r->baseline_value = base;
+    double v = r->metric == METRIC_LATENCY || r->metric == METRIC_TIME ? r->m.median_us
+               : r->metric == METRIC_THROUGHPUT                        ? r->m.per_s
+               : r->metric == METRIC_BANDWIDTH                         ? r->m.gbps
+                                                                       : r->m.cpu_pct;
+    r->ratio = base > 0 ? v / base : 0;
+}
+
+static int run_scenario(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl)
+{
+    long iters = scaled(o, s->n > 1 ? 10000 : 20000);
+    result_t *r = new_result(s, pl), *r2;
+    const base_cache_t *b = NULL;
+    measure_t teardown;
+    int rc = 0;
+
+    switch (s->run) {
+    case RUN_CHAIN:
+        rc = run_chain(o, pl, s->n, s->inflight, s->spin_ns, iters, &r->m);
+        break;
+    case RUN_SCATTER:
+        rc = run_scatter_gather(o, pl, s->n, iters, &r->m);
+        break;
+    case RUN_PAYLOAD:
+    case RUN_PAYLOAD_ZC: {
+        long reps = (long)((512 * MiB) / s->bytes);
+        reps = reps > 20000 ? 20000 : reps < 20 ? 20 : reps;
+        rc = run_payload(o, pl, s->bytes, s->run == RUN_PAYLOAD_ZC,
+                         o->quick ? (reps + 9) / 10 : reps, &r->m);
+        break;
+    }
+    case RUN_IDLE:
+        rc = run_idle(o, pl, 2.0, &r->m);
+        break;
+    case RUN_COMPILE:
+        rc = run_compile(o, pl, s->n, o->quick ? 3 : 9, &r->m, &teardown);
+        break;
+    }
+    if (rc) {
+        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
+        return -1;
+    }
+    switch (s->baseline) {
+    case BASE_RELAY_SPIN:
+    case BASE_RELAY_FUTEX:
+    case BASE_RELAY_BEST:
+        if (!(b = baseline(o, s->baseline, s->n, 0)))
+            return -1;
+        set_ratio(r, b->label, b->m.median_us);
+        break;
+    case BASE_FANOUT_BEST:
+        if (!(b = baseline(o, s->baseline, s->n, 0)))
+            return -1;
+        set_ratio(r, b->label, b->m.median_us);
+        break;
+    case BASE_MEMCPY:
+        if (!(b = baseline(o, s->baseline, 0, s->bytes)))
+            return -1;
+        set_ratio(r, b->label, b->m.gbps);
+        break;
+    case BASE_INFLIGHT_ONE:
+        r2 = find_result(s->name, r->placement, s->n, 1, s->bytes, s->spin_ns);
+        if (r2)
+            set_ratio(r, "same chain, in-flight 1", r2->m.per_s);
+        break;
+    case BASE_BUDGET:
+        if (s->run == RUN_IDLE) {
+            set_ratio(r, "budget: 1% of a core", 1.0);
+        } else {
+            set_ratio(r, "budget: 100 ms", 100000);
+            /* teardown is its own row, against the same budget */
+            result_t *t = new_result(s, pl);
+            snprintf(t->name, sizeof t->name, "teardown");
+            t->m = teardown;
+            set_ratio(t, "budget: 100 ms", 100000);
+        }
+        break;
+    }
+    return 0;
+}
+
+/* ---- Ray Compiled Graphs, side by side ---- */
+
+static double json_number(const char *obj, const char *key)
+{
+    char pat[48];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(obj, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    return strncmp(p, "null", 4) == 0 ? -1 : strtod(p, NULL);
+}
+
+static void json_string(const char *obj, const char *key, char *out, size_t n)
+{
+    char pat[48];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(obj, pat);
+    out[0] = '\0';
+    if (!p || !(p = strchr(p + strlen(pat), '"')))
+        return;
+    const char *e = strchr(p + 1, '"');
+    if (e && (size_t)(e - p - 1) < n) {
+        memcpy(out, p + 1, (size_t)(e - p - 1));
+        out[e - p - 1] = '\0';
+    }
+}
+
+static int run_ray(const bench_opts_t *o)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "python3 %s/ray_cgraph.py --json%s --seed %u", ADAG_BENCH_PEERS,
+             o->quick ? " --quick" : "", o->seed);
+    fprintf(stderr, "adag-bench: running the Ray peer: %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    for (size_t k; text && (k = fread(text + len, 1, cap - len - 1, p)) > 0;) {
+        len += k;
+        if (len + 1 == cap) {
+            char *t = realloc(text, cap *= 2);
+            if (!t)
+                break;
+            text = t;
+        }
+    }
+    int status = pclose(p);
+    if (!text)
+        return -1;
+    text[len] = '\0';
+    if (WEXITSTATUS(status) == 3) {
+        fprintf(stderr, "adag-bench: Ray is not installed (pip install ray): Ray peer skipped\n");
+        free(text);
+        return 1;
+    }
+    if (status != 0) {
+        fprintf(stderr, "adag-bench: the Ray peer failed (status %d)\n", status);
+        free(text);
+        return -1;
+    }
+    /* one object per result: {"name": ..., "params": {...}, ...} */
+    unsigned matched = 0;
+    for (char *obj = strchr(text, '{'); obj; obj = strchr(obj + 1, '{')) {
+        int depth = 0;
+        char *end = obj;
+        for (; *end; end++) {
+            depth += *end == '{';
+            depth -= *end == '}';
+            if (depth == 0)
+                break;
+        }
+        if (!*end)
+            break;
+        char save = end[1];
+        end[1] = '\0';
+        char name[32];
+        json_string(obj, "name", name, sizeof name);
+        unsigned n = (unsigned)json_number(obj, "n"), inflight = (unsigned)json_number(obj, "inflight");
+        size_t bytes = (size_t)json_number(obj, "bytes");
+        result_t *r = find_result(name, "process", n, inflight, bytes, -1);
+        if (r) {
+            r->has_ray = 1;
+            r->ray.median_us = json_number(obj, "median_us");
+            r->ray.p99_us = json_number(obj, "p99_us");
+            r->ray.per_s = json_number(obj, "per_s");
+            r->ray.gbps = json_number(obj, "gbps");
+            r->ray_ratio = r->metric == METRIC_LATENCY ? r->ray.median_us / r->m.median_us
+                           : r->metric == METRIC_THROUGHPUT ? r->m.per_s / r->ray.per_s
+                                                            : r->m.gbps / r->ray.gbps;
+            matched++;
+        }
+        end[1] = save;
+        obj = end;
+    }
+    free(text);
+    fprintf(stderr, "adag-bench: %u Ray results matched\n", matched);
+    return 0;
+}
+
+/* ---- output ---- */
+
+static void params_text(const result_t *r, char *buf, size_t n)
+{
+    char spin[32] = "";
+    if (r->spin_ns >= 0)
+        snprintf(spin, sizeof spin, " spin=%lld", (long long)r->spin_ns);
+    if (!strncmp(r->name, "payload", 7))
+        snprintf(buf, n, "%zu B", r->bytes);
+    else if (!strcmp(r->name, "compile") || !strcmp(r->name, "teardown") ||
+             !strcmp(r->name, "idle"))
+        snprintf(buf, n, "n=%u", r->n);
+    else
+        snprintf(buf, n, "n=%u k=%u%s", r->n, r->inflight, spin);
+}
+
+static void print_table(FILE *out)
+{
+    fprintf(out, "%-14s %-7s %-17s %10s %10s %11s %8s  %-30s %11s %7s %11s %8s\n", "scenario",
+            "actors", "params", "median_us", "p99_us", "per_s", "GB/s", "baseline", "base", "ratio",
+            "ray", "vs ray");
+    for (unsigned i = 0; i < nresults; i++) {
+        const result_t *r = &results[i];
+        char params[48], value[64] = "", ray[32] = "-", vsray[32] = "-";
+        params_text(r, params, sizeof params);
+        if (r->metric == METRIC_CPU) {
+            fprintf(out, "%-14s %-7s %-17s %10s %10s %11s %8s  %-30s %10.2f%% %6.3fx %11s %8s\n",
+                    r->name, r->placement, params, "-", "-", "-", "-", r->baseline,
+                    r->baseline_value, r->ratio, "-", "-");
+            fprintf(out, "%-14s %-7s %-17s   cpu use: %.3f%% of one core\n", "", "", "",
+                    r->m.cpu_pct);
+            continue;
+        }
+        if (r->metric == METRIC_BANDWIDTH)
+            snprintf(value, sizeof value, "%.2f GB/s", r->baseline_value);
+        else if (r->metric == METRIC_THROUGHPUT)
+            snprintf(value, sizeof value, "%.0f/s", r->baseline_value);
+        else
+            snprintf(value, sizeof value, "%.2f us", r->baseline_value);
+        if (r->has_ray) {
+            if (r->metric == METRIC_THROUGHPUT)
+                snprintf(ray, sizeof ray, "%.0f/s", r->ray.per_s);
+            else if (r->metric == METRIC_BANDWIDTH)
+                snprintf(ray, sizeof ray, "%.3f GB/s", r->ray.gbps);
+            else
+                snprintf(ray, sizeof ray, "%.1f us", r->ray.median_us);
+            snprintf(vsray, sizeof vsray, "%.1fx", r->ray_ratio);
+        }
+        char gbps[16] = "-";
+        if (r->m.gbps > 0)
+            snprintf(gbps, sizeof gbps, "%.3f", r->m.gbps);
+        fprintf(out, "%-14s %-7s %-17s %10.2f %10.2f %11.0f %8s  %-30s %11s %6.2fx %11s %8s\n",
+                r->name, r->placement, params, r->m.median_us, r->m.p99_us, r->m.per_s, gbps,
+                r->baseline, value, r->ratio, ray, vsray);
+    }
+}
+
+static void print_measure_json(FILE *out, const measure_t *m)
+{
+    fprintf(out, "\"median_us\": %.3f, \"p99_us\": %.3f, \"per_s\": %.1f, \"gbps\": ", m->median_us,
+            m->p99_us, m->per_s);
+    if (m->gbps > 0)
+        fprintf(out, "%.4f", m->gbps);
+    else
+        fprintf(out, "null");
+}
+
+static void print_json(FILE *out, const bench_opts_t *o)
+{
+    fprintf(out, "[\n");
+    for (unsigned i = 0; i < nresults; i++) {
+        const result_t *r = &results[i];
+        fprintf(out,
+                "  {\"name\": \"%s\", \"placement\": \"%s\", \"params\": {\"n\": %u, "
+                "\"inflight\": %u, \"bytes\": %zu, \"spin_ns\": %lld, \"seed\": %u}, "
+                "\"metric\": \"%s\", ",
+                r->name, r->placement, r->n, r->inflight, r->bytes, (long long)r->spin_ns, o->seed,
+                metric_name(r->metric));
+        print_measure_json(out, &r->m);
+        fprintf(out, ", \"cpu_pct\": ");
+        if (r->metric == METRIC_CPU)
+            fprintf(out, "%.4f", r->m.cpu_pct);
+        else
+            fprintf(out, "null");
+        fprintf(out, ", \"iterations\": %ld, \"baseline\": \"%s\", \"baseline_value\": %.4f, "
+                     "\"ratio\": %.4f, \"ray\": ",
+                r->m.iterations, r->baseline, r->baseline_value, r->ratio);
+        if (r->has_ray) {
+            fprintf(out, "{");
+            print_measure_json(out, &r->ray);
+            fprintf(out, "}, \"vs_ray\": %.3f}", r->ray_ratio);
+        } else {
+            fprintf(out, "null, \"vs_ray\": null}");
+        }
+        fprintf(out, "%s\n", i + 1 < nresults ? "," : "");
+    }
+    fprintf(out, "]\n");
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--seed N] "
+            "[--module PATH]\n"
+            "  --quick    fewer iterations and sizes (under 60 s)\n"
+            "  --json     one JSON object per result instead of the table\n"
+            "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
+            "  --only     run only scenarios with this name (roundtrip, chain, ...)\n");
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o = {.quick = 0, .seed = 42};
+    int json = 0, vs_ray = 0;
+    const char *only = NULL;
+    static char module[PATH_MAX + 64];
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            o.quick = 1;
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--vs-ray"))
+            vs_ray = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            o.seed = (unsigned)strtoul(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--module") && i + 1 < argc)
+            o.module = argv[++i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.module) {
+        /* next to the executable: <dir>/bench/libbench_actors.so */
+        char exe[PATH_MAX];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[k > 0 ? k : 0] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(module, sizeof module, "%s/bench/libbench_actors.so", exe);
+        o.module = module;
+    }
+    srand(o.seed);
+    double t0 = bench_now_us();
+    int failed = 0;
+    for (unsigned i = 0; i < NSCENARIOS; i++) {
+        const scenario_t *s = &scenarios[i];
+        if ((o.quick && !s->quick) || (only && strcmp(only, s->name)))
+            continue;
+        for (int p = 0; p < 2; p++) {
+            adag_placement_t pl = p ? ADAG_PLACEMENT_PROCESS : ADAG_PLACEMENT_THREAD;
+            if (s->process_only && pl == ADAG_PLACEMENT_THREAD)
+                continue;
+            if (!json)
+                fprintf(stderr, "adag-bench: %s n=%u k=%u %zu B (%s)\n", s->name, s->n,
+                        s->inflight, s->bytes, p ? "process" : "thread");
+            failed |= run_scenario(&o, s, pl) != 0;
+        }
+    }
+    if (vs_ray && run_ray(&o) < 0)
+        failed = 1;
+    if (json)
+        print_json(stdout, &o);
+    else
+        print_table(stdout);
+    fprintf(stderr, "adag-bench: %u results in %.1f s%s\n", nresults, (bench_now_us() - t0) * 1e-6,
+            failed ? " (some FAILED)" : "");
+    return failed ? 1 : 0;
+}
