@@ -46,7 +46,7 @@ ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag
     $(TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE)
 
-.PHONY: all test test-tsan check install clean demo bench
+.PHONY: all test test-tsan check install clean demo bench bench-smoke
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
@@ -131,9 +131,16 @@ test-tsan:
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the ring under TSan.
-check: test
+check: test bench-smoke
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
+
+# The harness runs once, quickly, to prove it works (it asserts no timing):
+# every scenario must run, check its results and print valid JSON.
+bench-smoke: all
+	$(BUILD)/adag-bench --quick --json > $(BUILD)/bench-quick.json
+	python3 -m json.tool $(BUILD)/bench-quick.json > /dev/null
+	@echo "bench-smoke: $$(grep -c '"name"' $(BUILD)/bench-quick.json) results, valid JSON"
 
 demo: all
 	$(BUILD)/examples/pipeline_demo

@@ -24,8 +24,10 @@ typedef struct {
 static const setting_def_t setting_table[] = {
     {"ADAG_WORKER_PATH", SETTING_STRING, NULL, 0, 0, FIELD(worker_path),
      "adag-worker executable for process actors (default: next to libadag)"},
-    {"ADAG_SPIN_NS", SETTING_INT, "20000", 0, 1000000000, FIELD(spin_ns),
+    {"ADAG_SPIN_NS", SETTING_INT, "100000", 0, 1000000000, FIELD(spin_ns),
      "most a channel wait spins before sleeping on a futex (ns); adaptive below it"},
+    {"ADAG_SPIN_NS_CROWDED", SETTING_INT, "2000", 0, 1000000000, FIELD(spin_ns_crowded),
+     "the same when a DAG has more loops (actors + driver) than CPUs"},
     {"ADAG_MAX_INFLIGHT", SETTING_INT, "8", 1, 4096, FIELD(max_inflight),
      "default executions in flight per compiled DAG"},
     {"ADAG_SLOT_CAPACITY", SETTING_INT, "1048576", 1, (int64_t)1 << 40, FIELD(slot_capacity),

@@ -9,6 +9,7 @@
 typedef struct {
     const char *worker_path;     /* ADAG_WORKER_PATH */
     int64_t spin_ns;             /* ADAG_SPIN_NS */
+    int64_t spin_ns_crowded;     /* ADAG_SPIN_NS_CROWDED */
     int64_t max_inflight;        /* ADAG_MAX_INFLIGHT */
     int64_t slot_capacity;       /* ADAG_SLOT_CAPACITY */
     int64_t execute_timeout_ms;  /* ADAG_EXECUTE_TIMEOUT_MS */

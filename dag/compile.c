@@ -13,6 +13,7 @@
 #include "transport/wire.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -111,7 +112,7 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->teardown_timeout_ms = (mask & ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT)
                                    ? p->teardown_timeout_ms
                                    : (int)s->teardown_timeout_ms;
-    dag->spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : s->spin_ns;
+    dag->spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
     if ((mask & ADAG_COMPILE_PARAM_NAME) && p->name && *p->name)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
     if (dag->max_inflight < 1 || dag->max_inflight > 4096)
@@ -120,12 +121,27 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     if (dag->capacity < 1 || dag->capacity > ((size_t)1 << 40))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_graph_compile: slot_capacity %zu is not in 1..2^40", dag->capacity);
-    if (dag->spin_ns < 0 || dag->spin_ns > 1000000000)
+    if ((mask & ADAG_COMPILE_PARAM_SPIN) && (dag->spin_ns < 0 || dag->spin_ns > 1000000000))
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
                           (long long)dag->spin_ns);
     if (dag->teardown_timeout_ms < 0)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms is negative");
     return ADAG_OK;
+}
+
+/* The default wait policy: spin up to ADAG_SPIN_NS while the DAG's loops and
+ * the driver fit on the CPUs this process may use; with more of them than
+ * CPUs a spinning waiter steals the core its producer needs, so spin only up
+ * to ADAG_SPIN_NS_CROWDED. (Each wait adapts below that maximum.) */
+static void choose_spin(adag_dag_h dag)
+{
+    cpu_set_t cpus;
+    if (dag->spin_ns >= 0)
+        return;
+    unsigned ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus)
+                                                                    : 1;
+    dag->spin_ns = dag->nactors + 1 > ncpu ? adag_settings()->spin_ns_crowded
+                                           : adag_settings()->spin_ns;
 }
 
 static adag_status_t add_reader(adag_dag_chan_t *c, int who)
@@ -442,6 +458,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         dag->actors[dag->nactors++].actor = g->actors[i];
     }
     pthread_mutex_unlock(&g->rt->lock);
+    choose_spin(dag);
     for (unsigned i = 0; i < g->nnodes; i++)
         cx.actor_index[i] = g->nodes[i]->kind == NODE_CALL ? dag_actor_index(dag, g->nodes[i]->actor)
                                                            : -1;

@@ -286,8 +286,10 @@ typedef struct {
                                   default ADAG_EXECUTE_TIMEOUT_MS (60000) */
     int teardown_timeout_ms;   /* default ADAG_TEARDOWN_TIMEOUT_MS (5000) */
     const char *name;          /* for messages and DOT; default "dag<n>" */
-    /* wait policy of every channel wait of this DAG: spin this many ns before
-     * sleeping on a futex (0: sleep at once); default ADAG_SPIN_NS */
+    /* wait policy of every channel wait of this DAG: spin at most this many ns
+     * before sleeping on a futex (0: sleep at once; each wait adapts below
+     * it); default ADAG_SPIN_NS, or ADAG_SPIN_NS_CROWDED when the DAG has
+     * more actors + 1 than the CPUs this process may run on */
     int64_t spin_ns;
 } adag_compile_params_t;
 
