@@ -618,3 +618,31 @@ Test(faults, driver_killed, .timeout = 60)
               gone[0] ? " (gone)" : " (alive)", pids[1], gone[1] ? " (gone)" : " (alive)");
     cr_assert_eq(h_children(NULL, 0, NULL), 0, "child processes left");
 }
+
+/* A worker does not inherit the driver's blocked signals: with SIGTERM
+ * blocked in the driver's thread, SIGTERM still ends the worker, and the
+ * death is reported with the signal. */
+Test(faults, worker_does_not_inherit_blocked_signals, .timeout = 30)
+{
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    cr_assert_eq(pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "termed", 0);
+    adag_graph_h g = h_chain_graph(rt, &a, 1, "add");
+    adag_dag_h dag = h_compile(g, 2, 0);
+    cr_assert_eq(h_roundtrip(dag, 1), 1);
+    cr_assert_eq(kill(adag_actor_pid(a), SIGTERM), 0);
+    int64_t x = 1;
+    adag_value_t v = h_i64v(&x), out;
+    adag_ref_t ref;
+    adag_status_t st = adag_dag_execute(dag, &v, 1, 0, &ref);
+    if (st == ADAG_OK)
+        st = adag_dag_get(dag, ref, &out, 1, 5000);
+    ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("termed");
+    ASSERT_MSG_HAS("SIGTERM");
+    ASSERT_OK(adag_runtime_destroy(rt));
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}

@@ -197,9 +197,24 @@ adag_status_t adag_spawn_worker(const char *path, int *pid_out, int *pidfd_out, 
         st = adag_error_errno(err, "posix_spawn_file_actions_adddup2");
         goto fail_actions;
     }
+    /* the worker starts with no signal blocked and default dispositions,
+     * whatever the driver's thread had */
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    err = posix_spawnattr_init(&attr);
+    if (err) {
+        st = adag_error_errno(err, "posix_spawnattr_init");
+        goto fail_actions;
+    }
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     snprintf(fdarg, sizeof(fdarg), "%d", 3);
     char *argv[] = {(char *)path, (char *)"--control-fd", fdarg, NULL};
-    err = posix_spawn(&pid, path, &fa, NULL, argv, environ);
+    err = posix_spawn(&pid, path, &fa, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
     if (err) {
         st = adag_error_errno(err, "posix_spawn(%s)", path);
         goto fail_actions;
