@@ -646,3 +646,38 @@ Test(faults, worker_does_not_inherit_blocked_signals, .timeout = 30)
     ASSERT_OK(adag_runtime_destroy(rt));
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
+
+/* A worker that segfaults or calls exit() is reported as dead within 1 s,
+ * with how it died. (Under ASan a segfault is reported by ASan, which then
+ * exits with status 1.) */
+static void worker_dies_by(int64_t how, const char *expect, const char *expect_san)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "mortal", 0);
+    adag_graph_h g = h_chain_graph(rt, &a, 1, "die_if");
+    adag_dag_h dag = h_compile(g, 2, 0);
+    cr_assert_eq(h_roundtrip(dag, 1), 1);
+    adag_value_t v = h_i64v(&how), out;
+    adag_ref_t ref;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    double t0 = h_now_ms();
+    ASSERT_ST(adag_dag_get(dag, ref, &out, 1, 1000), ADAG_ERR_ACTOR_DIED);
+    cr_assert(h_now_ms() - t0 < 1000, "death noticed after %.0f ms", h_now_ms() - t0);
+    ASSERT_MSG_HAS("mortal");
+    cr_assert(strstr(h_msg(), expect) || strstr(h_msg(), expect_san), "message \"%s\" lacks \"%s\"",
+              h_msg(), expect);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+
+Test(faults, worker_segfaults, .timeout = 30)
+{
+    worker_dies_by(11, "SIGSEGV", "exited with status 1");
+}
+
+Test(faults, worker_exits, .timeout = 30)
+{
+    worker_dies_by(7, "exited with status 7", "exited with status 7");
+}

@@ -121,6 +121,22 @@ static adag_status_t counter_crash_if(void *state, adag_call_h call)
     return adag_call_set_output(call, 0, &x, sizeof(x));
 }
 
+/* die_if(x) -> x; x == 11: the process segfaults; x == 7: it calls exit(7) */
+static adag_status_t counter_die_if(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    if (x == 11) {
+        volatile uintptr_t nowhere = 16; /* a real fault, not a raise() */
+        *(volatile int *)nowhere = 1;
+    }
+    if (x == 7)
+        exit(7);
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
 /* echo(bytes) -> the same bytes (any size) */
 static adag_status_t counter_echo(void *state, adag_call_h call)
 {
@@ -163,6 +179,7 @@ static const adag_method_def_t counter_methods[] = {
     {"fail_if_negative", counter_fail_if_negative, 1, 1},
     {"sleep_ms", counter_sleep_ms, 1, 1},
     {"crash_if", counter_crash_if, 1, 1},
+    {"die_if", counter_die_if, 1, 1},
     {"echo", counter_echo, 1, 1},
     {"grow", counter_grow, 1, 1},
     {"pid", counter_pid, 0, 1},
