@@ -371,7 +371,9 @@ ADAG_API adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats);
 /* Stops every actor loop of this DAG (executions in flight are abandoned)
  * and frees its channels. Completes within the teardown timeout: a worker
  * whose method does not return by then is killed. Blocked execute/get
- * calls on other threads return ADAG_ERR_CLOSED. */
+ * calls on other threads return ADAG_ERR_CLOSED; an execution prepared
+ * (adag_dag_execute_prepare) by another thread must be committed or
+ * cancelled first, one prepared by the calling thread is dropped. */
 ADAG_API adag_status_t adag_dag_destroy(adag_dag_h dag);
 
 #ifdef __cplusplus
