@@ -1,7 +1,7 @@
 /*
  * Baselines: what the machine does with no runtime at all. Processes share
  * an anonymous MAP_SHARED mapping and pass a token through 32-bit words,
- * waiting either by spinning (with a yield every 1024 spins, so more
+ * waiting either by spinning (with a yield every 64 spins, so more
  * processes than cores still progress) or on a futex at once. Every access
  * is seq_cst (the same sleeper-count handshake as common/event.h).
  */
@@ -36,7 +36,7 @@ static void cell_wait(cell_t *c, uint32_t want, wait_policy_t policy)
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
-            if ((i & 1023) == 0)
+            if ((i & 63) == 0)
                 sched_yield();
         }
         return;

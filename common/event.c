@@ -1,6 +1,7 @@
 #include "common/event.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -43,6 +44,8 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
     if (budget > 0) {
         int64_t spin_until = start + budget;
         for (;;) {
+            if (spin->yield)
+                sched_yield();
             for (int i = 0; i < 64; i++) {
                 adag_cpu_relax();
                 if (cond(arg)) {

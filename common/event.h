@@ -38,18 +38,30 @@ typedef struct {
  * spinning only steals the producer's core) waiters soon sleep at once. A
  * wait that slept but ended within max resets the budget to max: a longer
  * spin would have caught it, so the two sides cannot settle into both
- * sleeping when spinning would serve them. */
+ * sleeping when spinning would serve them. With `yield` (a DAG with more
+ * loops than CPUs) the spin calls sched_yield between probes: the producer
+ * may need this very core, and a waiter that yields instead of sleeping
+ * hands it over without a futex wake-up. */
+/* How a DAG's waiters wait: spin up to spin_ns (adapting below it), with
+ * sched_yield between probes when `yield`, then sleep. */
+typedef struct {
+    int64_t spin_ns;
+    int yield;
+} adag_wait_policy_t;
+
 typedef struct {
     int64_t max;
+    int yield;              /* crowded: give the core away between probes */
     _Atomic int64_t budget; /* relaxed: a hint, shared by threads using one endpoint */
 } adag_spin_t;
 
 #define ADAG_SPIN_PROBE_NS 1000
 
-static inline void adag_spin_init(adag_spin_t *spin, int64_t max)
+static inline void adag_spin_init(adag_spin_t *spin, adag_wait_policy_t policy)
 {
-    spin->max = max;
-    atomic_store_explicit(&spin->budget, max, memory_order_relaxed);
+    spin->max = policy.spin_ns;
+    spin->yield = policy.yield;
+    atomic_store_explicit(&spin->budget, policy.spin_ns, memory_order_relaxed);
 }
 
 /* Returns nonzero once the awaited condition holds. */

@@ -112,7 +112,7 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->teardown_timeout_ms = (mask & ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT)
                                    ? p->teardown_timeout_ms
                                    : (int)s->teardown_timeout_ms;
-    dag->spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
+    dag->wait.spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
     if ((mask & ADAG_COMPILE_PARAM_NAME) && p->name && *p->name)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
     if (dag->max_inflight < 1 || dag->max_inflight > 4096)
@@ -121,27 +121,31 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     if (dag->capacity < 1 || dag->capacity > ((size_t)1 << 40))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_graph_compile: slot_capacity %zu is not in 1..2^40", dag->capacity);
-    if ((mask & ADAG_COMPILE_PARAM_SPIN) && (dag->spin_ns < 0 || dag->spin_ns > 1000000000))
+    if ((mask & ADAG_COMPILE_PARAM_SPIN) &&
+        (dag->wait.spin_ns < 0 || dag->wait.spin_ns > 1000000000))
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
-                          (long long)dag->spin_ns);
+                          (long long)dag->wait.spin_ns);
     if (dag->teardown_timeout_ms < 0)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms is negative");
     return ADAG_OK;
 }
 
-/* The default wait policy: spin up to ADAG_SPIN_NS while the DAG's loops and
- * the driver fit on the CPUs this process may use; with more of them than
- * CPUs a spinning waiter steals the core its producer needs, so spin only up
- * to ADAG_SPIN_NS_CROWDED. (Each wait adapts below that maximum.) */
+/* The wait policy. While the DAG's loops and the driver fit on the CPUs this
+ * process may use, waiters spin (pausing) up to ADAG_SPIN_NS. With more of
+ * them than CPUs, a spinner would hold the core its producer needs, so
+ * waiters spin up to ADAG_SPIN_NS_CROWDED calling sched_yield between probes
+ * (measured on 2 cores: a 4-stage chain runs several times faster than with
+ * short spins or futex sleeps, and keeps working when other processes load
+ * the machine). An explicit spin_ns replaces the maximum only. */
 static void choose_spin(adag_dag_h dag)
 {
     cpu_set_t cpus;
-    if (dag->spin_ns >= 0)
-        return;
     unsigned ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus)
                                                                     : 1;
-    dag->spin_ns = dag->nactors + 1 > ncpu ? adag_settings()->spin_ns_crowded
-                                           : adag_settings()->spin_ns;
+    int crowded = dag->nactors + 1 > ncpu;
+    dag->wait.yield = crowded;
+    if (dag->wait.spin_ns < 0)
+        dag->wait.spin_ns = crowded ? adag_settings()->spin_ns_crowded : adag_settings()->spin_ns;
 }
 
 static adag_status_t add_reader(adag_dag_chan_t *c, int who)
@@ -268,7 +272,8 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     p->segment_size = dag->seg.size;
     p->nslots = dag->max_inflight;
     p->capacity = dag->capacity;
-    p->spin_ns = dag->spin_ns;
+    p->spin_ns = dag->wait.spin_ns;
+    p->spin_yield = (uint32_t)dag->wait.yield;
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
     if (!p->chans || !p->ops) {
@@ -338,7 +343,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
         st = adag_shm_chan_open(&dag->inputs[nd->field], (char *)dag->seg.base + dag->chans[c].offset,
                                 dag->seg.size - dag->chans[c].offset, -1, dag->max_inflight,
                                 dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
-                                dag->spin_ns);
+                                dag->wait);
         if (st != ADAG_OK)
             return st;
     }
@@ -352,7 +357,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
                                     dag->seg.size - dag->chans[c].offset,
                                     reader_index(&dag->chans[c], -1), dag->max_inflight,
                                     dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
-                                    dag->spin_ns);
+                                    dag->wait);
             if (st != ADAG_OK)
                 return st;
             dag->out_chan[e] = c;

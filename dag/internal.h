@@ -132,7 +132,7 @@ struct adag_dag {
     unsigned max_inflight;
     size_t capacity;
     int execute_timeout_ms, teardown_timeout_ms;
-    int64_t spin_ns;
+    adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
 
     adag_dag_actor_t *actors;
     unsigned nactors;

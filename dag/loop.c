@@ -255,6 +255,7 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
                         loop->prog.nchans);
         goto fail;
     }
+    adag_wait_policy_t policy = {loop->prog.spin_ns, (int)loop->prog.spin_yield};
     for (i = 0; i < loop->prog.nchans; i++) {
         const adag_prog_chan_t *pc = &loop->prog.chans[i];
         if (pc->kind == ADAG_CHAN_LOCAL)
@@ -263,7 +264,7 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
             st = adag_shm_chan_open(&loop->chans[i], (char *)segment + pc->offset,
                                     loop->prog.segment_size - pc->offset, pc->reader,
                                     loop->prog.nslots, pc->nreaders, loop->prog.capacity,
-                                    &loop->hdr->abort, loop->prog.spin_ns);
+                                    &loop->hdr->abort, policy);
         if (st != ADAG_OK) {
             adag_error_prefix("actor %s, channel %s", actor_name, pc->name);
             goto fail;
@@ -273,7 +274,7 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
     }
     for (i = 0; i < loop->prog.nops; i++)
         loop->waits_start |= loop->prog.ops[i].nargs == 0;
-    adag_spin_init(&loop->start_spin, loop->prog.spin_ns);
+    adag_spin_init(&loop->start_spin, policy);
     return ADAG_OK;
 fail:
     adag_loop_close(loop);

@@ -14,6 +14,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
     adag_wbuf_u32(b, p->nslots);
     adag_wbuf_u64(b, p->capacity);
     adag_wbuf_u64(b, (uint64_t)p->spin_ns);
+    adag_wbuf_u32(b, p->spin_yield);
     adag_wbuf_u32(b, p->nchans);
     for (uint32_t i = 0; i < p->nchans; i++) {
         const adag_prog_chan_t *c = &p->chans[i];
@@ -51,6 +52,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     p->nslots = adag_rbuf_u32(b);
     p->capacity = adag_rbuf_u64(b);
     p->spin_ns = (int64_t)adag_rbuf_u64(b);
+    p->spin_yield = adag_rbuf_u32(b) != 0;
     p->nchans = adag_rbuf_u32(b);
     if (b->failed || p->nchans > MAX_PROGRAM_ITEMS || p->nslots == 0 ||
         p->segment_size < ADAG_SEGMENT_HDR_SIZE)

@@ -57,6 +57,7 @@ typedef struct {
     uint32_t nslots;    /* max in-flight executions */
     uint64_t capacity;  /* bytes per slot */
     int64_t spin_ns;
+    uint32_t spin_yield;
     uint32_t nchans;
     adag_prog_chan_t *chans;
     uint32_t nops;

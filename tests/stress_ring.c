@@ -51,7 +51,7 @@ static void *reader_main(void *p)
     adag_chan_t rd;
     if (adag_shm_chan_open(&rd, a->ring->chan, a->ring->seg.size - 64, a->reader,
                            a->ring->nslots, a->ring->nreaders, a->ring->capacity, a->ring->abort,
-                           1000)) {
+                           (adag_wait_policy_t){1000, 0})) {
         a->bad = 1;
         return NULL;
     }
@@ -85,7 +85,7 @@ static void run(unsigned nslots, unsigned nreaders, uint64_t n, unsigned words)
     r.chan = (char *)r.seg.base + 64;
     adag_shm_chan_init(r.chan, nslots, nreaders, r.capacity);
     EXPECT(adag_shm_chan_open(&w, r.chan, r.seg.size - 64, -1, nslots, nreaders, r.capacity,
-                              r.abort, 1000) == ADAG_OK,
+                              r.abort, (adag_wait_policy_t){1000, 1}) == ADAG_OK,
            "open writer");
     for (unsigned i = 0; i < nreaders; i++) {
         rd[i] = (reader_t){&r, (int)i, n, words, 0};

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static const adag_wait_policy_t TEST_WAIT = {2000, 0};
+
 typedef struct {
     adag_shm_segment_t seg;
     _Atomic uint32_t *abort;
@@ -39,7 +41,7 @@ static void ring_make(ring_t *r, unsigned nslots, unsigned nreaders, size_t capa
 static void ring_open(ring_t *r, adag_chan_t *ch, int reader)
 {
     adag_status_t st = adag_shm_chan_open(ch, r->chan, r->seg.size - 64, reader, r->nslots,
-                                          r->nreaders, r->capacity, r->abort, 2000);
+                                          r->nreaders, r->capacity, r->abort, TEST_WAIT);
     cr_assert_eq(st, ADAG_OK, "%s", adag_last_error());
 }
 
@@ -140,7 +142,7 @@ Test(ring, across_processes, .timeout = 60)
         cr_assert_geq(kids[k], 0);
         if (kids[k] == 0) {
             adag_chan_t rd;
-            if (adag_shm_chan_open(&rd, r.chan, r.seg.size - 64, k, 8, 2, 256, r.abort, 2000))
+            if (adag_shm_chan_open(&rd, r.chan, r.seg.size - 64, k, 8, 2, 256, r.abort, TEST_WAIT))
                 _exit(10);
             for (uint64_t s = 0; s < n; s++)
                 if (check_seq(&rd, s, 32))
@@ -272,13 +274,13 @@ Test(ring, open_rejects_wrong_geometry, .timeout = 30)
     ring_t r;
     adag_chan_t ch;
     ring_make(&r, 4, 2, 128);
-    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, r.seg.size - 64, 0, 4, 3, 128, r.abort, 0),
+    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, r.seg.size - 64, 0, 4, 3, 128, r.abort, TEST_WAIT),
                  ADAG_ERR_PROTOCOL);
-    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, r.seg.size - 64, 2, 4, 2, 128, r.abort, 0),
+    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, r.seg.size - 64, 2, 4, 2, 128, r.abort, TEST_WAIT),
                  ADAG_ERR_PROTOCOL, "reader index out of range");
-    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, 100, 0, 4, 2, 128, r.abort, 0),
+    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, 100, 0, 4, 2, 128, r.abort, TEST_WAIT),
                  ADAG_ERR_PROTOCOL, "mapping too small");
-    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, r.seg.size - 64, 0, 4, 2, 256, r.abort, 0),
+    cr_assert_eq(adag_shm_chan_open(&ch, r.chan, r.seg.size - 64, 0, 4, 2, 256, r.abort, TEST_WAIT),
                  ADAG_ERR_PROTOCOL, "capacity differs");
     adag_shm_segment_destroy(&r.seg);
 }

@@ -194,7 +194,7 @@ static const adag_chan_ops_t shm_ops = {
 
 adag_status_t adag_shm_chan_open(adag_chan_t *ch, void *base, size_t avail, int reader,
                                  unsigned nslots, unsigned nreaders, size_t capacity,
-                                 const _Atomic uint32_t *abort, int64_t spin_ns)
+                                 const _Atomic uint32_t *abort, adag_wait_policy_t policy)
 {
     struct adag_shm_chan_hdr *hdr = base;
     if (((uintptr_t)base & 63) || avail < adag_shm_chan_size(nslots, nreaders, capacity) ||
@@ -211,7 +211,7 @@ adag_status_t adag_shm_chan_open(adag_chan_t *ch, void *base, size_t avail, int 
     ch->nslots = nslots;
     ch->reader = reader;
     ch->abort = abort;
-    adag_spin_init(&ch->spin, spin_ns);
+    adag_spin_init(&ch->spin, policy);
     ch->u.shm.hdr = hdr;
     ch->u.shm.slots = (char *)(hdr + 1) + (size_t)nreaders * CURSOR_STRIDE;
     return ADAG_OK;

@@ -29,7 +29,7 @@ void adag_shm_chan_init(void *base, unsigned nslots, unsigned nreaders, size_t c
  * or -1 for the writer. Checks the header against the expected geometry. */
 adag_status_t adag_shm_chan_open(adag_chan_t *ch, void *base, size_t avail, int reader,
                                  unsigned nslots, unsigned nreaders, size_t capacity,
-                                 const _Atomic uint32_t *abort, int64_t spin_ns);
+                                 const _Atomic uint32_t *abort, adag_wait_policy_t policy);
 
 /* Wakes every process sleeping on this channel (after the abort word is set). */
 void adag_shm_chan_wake_all(void *base);
