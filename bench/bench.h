@@ -44,6 +44,8 @@ typedef struct {
     int quick;
     unsigned seed;
     long iters;          /* executions per latency measurement */
+    unsigned n;          /* actors in chain and scatter-gather (--n, default 4) */
+    int reps;            /* measurements per scenario; the median one is kept (--reps) */
     const char *module;  /* the bench actor module .so */
 } bench_opts_t;
 

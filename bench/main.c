@@ -187,35 +187,65 @@ static void set_ratio(result_t *r, const char *label, double base)
     r->ratio = base > 0 ? v / base : 0;
 }
 
-static int run_scenario(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl)
+static double primary(metric_t metric, const measure_t *m)
+{
+    switch (metric) {
+    case METRIC_THROUGHPUT: return m->per_s;
+    case METRIC_BANDWIDTH: return m->gbps;
+    case METRIC_CPU: return m->cpu_pct;
+    default: return m->median_us;
+    }
+}
+
+static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                        measure_t *m, measure_t *teardown)
 {
     long iters = scaled(o, s->n > 1 ? 10000 : 20000);
-    result_t *r = new_result(s, pl), *r2;
-    const base_cache_t *b = NULL;
-    measure_t teardown;
-    int rc = 0;
-
     switch (s->run) {
     case RUN_CHAIN:
-        rc = run_chain(o, pl, s->n, s->inflight, s->spin_ns, iters, &r->m);
-        break;
+        return run_chain(o, pl, s->n, s->inflight, s->spin_ns, iters, m);
     case RUN_SCATTER:
-        rc = run_scatter_gather(o, pl, s->n, iters, &r->m);
-        break;
+        return run_scatter_gather(o, pl, s->n, iters, m);
     case RUN_PAYLOAD:
     case RUN_PAYLOAD_ZC: {
         long reps = (long)((512 * MiB) / s->bytes);
         reps = reps > 20000 ? 20000 : reps < 20 ? 20 : reps;
-        rc = run_payload(o, pl, s->bytes, s->run == RUN_PAYLOAD_ZC,
-                         o->quick ? (reps + 9) / 10 : reps, &r->m);
-        break;
+        return run_payload(o, pl, s->bytes, s->run == RUN_PAYLOAD_ZC,
+                           o->quick ? (reps + 9) / 10 : reps, m);
     }
     case RUN_IDLE:
-        rc = run_idle(o, pl, 2.0, &r->m);
-        break;
+        return run_idle(o, pl, 2.0, m);
     case RUN_COMPILE:
-        rc = run_compile(o, pl, s->n, o->quick ? 3 : 9, &r->m, &teardown);
-        break;
+        return run_compile(o, pl, s->n, o->quick ? 3 : 9, m, teardown);
+    }
+    return -1;
+}
+
+static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_placement_t pl)
+{
+    scenario_t sc = *scenario;
+    const scenario_t *s = &sc;
+    if ((sc.run == RUN_CHAIN || sc.run == RUN_SCATTER) && sc.n == 4)
+        sc.n = o->n;
+    result_t *r = new_result(s, pl), *r2;
+    const base_cache_t *b = NULL;
+    measure_t teardown, ms[16], tds[16];
+    int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
+
+    /* repetitions: keep the one whose primary figure is the median */
+    for (int i = 0; i < reps && rc == 0; i++)
+        rc = measure_once(o, s, pl, &ms[i], &tds[i]);
+    if (rc == 0) {
+        int best = 0;
+        for (int i = 0; i < reps; i++) {
+            int below = 0;
+            for (int j = 0; j < reps; j++)
+                below += primary(s->metric, &ms[j]) < primary(s->metric, &ms[i]);
+            if (below == reps / 2)
+                best = i;
+        }
+        r->m = ms[best];
+        teardown = tds[best];
     }
     if (rc) {
         fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
@@ -465,17 +495,20 @@ static void print_json(FILE *out, const bench_opts_t *o)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--seed N] "
-            "[--module PATH]\n"
+            "usage: adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--n N] [--reps R] "
+            "[--seed N] [--module PATH]\n"
             "  --quick    fewer iterations and sizes (under 60 s)\n"
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
-            "  --only     run only scenarios with this name (roundtrip, chain, ...)\n");
+            "  --only     run only scenarios with this name (roundtrip, chain, ...)\n"
+            "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
+            "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
+            "  --seed N   seed of the payload bytes (default 42)\n");
 }
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o = {.quick = 0, .seed = 42};
+    bench_opts_t o = {.quick = 0, .seed = 42, .n = 4, .reps = 1};
     int json = 0, vs_ray = 0;
     const char *only = NULL;
     static char module[PATH_MAX + 64];
@@ -491,6 +524,10 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             o.seed = (unsigned)strtoul(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            o.n = (unsigned)strtoul(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            o.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--module") && i + 1 < argc)
             o.module = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -511,6 +548,10 @@ int main(int argc, char **argv)
             *slash = '\0';
         snprintf(module, sizeof module, "%s/bench/libbench_actors.so", exe);
         o.module = module;
+    }
+    if (o.n < 1 || o.n > 63) {
+        fprintf(stderr, "adag-bench: --n must be 1..63\n");
+        return 2;
     }
     srand(o.seed);
     double t0 = bench_now_us();
