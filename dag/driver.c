@@ -462,6 +462,8 @@ adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
         pthread_cond_broadcast(&dag->cond);
     }
     pthread_mutex_unlock(&dag->lock);
+    if (st == ADAG_OK)
+        rearm_fd(dag); /* a ref released unread no longer makes the fd readable */
     api_leave(dag);
     return st;
 }

@@ -744,6 +744,15 @@ static void dag_fd(adag_placement_t pl)
     cr_assert(!fd_readable(fd, 0), "readable after both results were got");
     ASSERT_OK(adag_dag_release(dag, r[1]));
     ASSERT_OK(adag_dag_release(dag, r[0]));
+
+    /* a ready result released without get no longer makes the fd readable */
+    int64_t one = 1;
+    adag_value_t v1 = h_i64v(&one);
+    adag_ref_t dropped;
+    ASSERT_OK(adag_dag_execute(dag, &v1, 1, 0, &dropped));
+    cr_assert(fd_readable(fd, 10000));
+    ASSERT_OK(adag_dag_release(dag, dropped));
+    cr_assert(!fd_readable(fd, 0), "readable after the only ready ref was released unread");
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 BOTH(dag_fd, 30)
