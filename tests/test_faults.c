@@ -54,21 +54,33 @@ static void graph_over_dead_actor_fails(adag_runtime_h rt, adag_actor_h dead, co
 /* Dead actors                                                       */
 /* ---------------------------------------------------------------- */
 
+/* Three process actors named names[0..2] with offsets off[0..2] in a chain
+ * input -> a0.add -> a1.<middle> -> a2.add, compiled with max_inflight. */
+static adag_dag_h three_process_chain(adag_runtime_h rt, const char *const names[3],
+                                      const int64_t off[3], const char *middle,
+                                      unsigned max_inflight, adag_actor_h out[3])
+{
+    for (int i = 0; i < 3; i++)
+        out[i] = h_counter(rt, ADAG_PLACEMENT_PROCESS, names[i], off[i]);
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h x = h_bind1(g, out[0], "add", h_input(g, 0));
+    adag_node_h y = h_bind1(g, out[1], middle, x);
+    adag_node_h z = h_bind1(g, out[2], "add", y);
+    ASSERT_OK(adag_graph_output(g, &z, 1));
+    return h_compile(g, max_inflight, 0);
+}
+
 Test(faults, sigkill_middle_actor, .timeout = 60)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h first = h_counter(rt, ADAG_PLACEMENT_PROCESS, "first", 0);
-    adag_actor_h middle = h_counter(rt, ADAG_PLACEMENT_PROCESS, "middle", 0);
-    adag_actor_h last = h_counter(rt, ADAG_PLACEMENT_PROCESS, "last", 1);
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h x = h_bind1(g, first, "add", h_input(g, 0));
-    adag_node_h y = h_bind1(g, middle, "sleep_ms", x);
-    adag_node_h z = h_bind1(g, last, "add", y);
-    ASSERT_OK(adag_graph_output(g, &z, 1));
-    adag_dag_h dag = h_compile(g, 8, 0);
+    static const char *const names[3] = {"first", "middle", "last"};
+    static const int64_t off[3] = {0, 0, 1};
+    adag_actor_h actors[3];
+    adag_dag_h dag = three_process_chain(rt, names, off, "sleep_ms", 8, actors);
+    adag_actor_h middle = actors[1];
     cr_assert(h_count_memfd_maps() > snap.memfd_maps, "no memfd mapping while a DAG lives");
     cr_assert_eq(h_roundtrip(dag, 1), 2);
 
@@ -125,16 +137,11 @@ Test(faults, method_crashes_worker, .timeout = 60)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "before", 1);
-    adag_actor_h c = h_counter(rt, ADAG_PLACEMENT_PROCESS, "crasher", 0);
-    adag_actor_h b = h_counter(rt, ADAG_PLACEMENT_PROCESS, "after", 10);
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h x = h_bind1(g, a, "add", h_input(g, 0));
-    adag_node_h y = h_bind1(g, c, "crash_if", x);
-    adag_node_h z = h_bind1(g, b, "add", y);
-    ASSERT_OK(adag_graph_output(g, &z, 1));
-    adag_dag_h dag = h_compile(g, 4, 0);
+    static const char *const names[3] = {"before", "crasher", "after"};
+    static const int64_t off[3] = {1, 0, 10};
+    adag_actor_h actors[3];
+    adag_dag_h dag = three_process_chain(rt, names, off, "crash_if", 4, actors);
+    adag_actor_h a = actors[0], c = actors[1];
     cr_assert_eq(h_roundtrip(dag, 5), 16);
 
     int64_t bad = 665; /* 665 + 1 = 666 at the crasher */
