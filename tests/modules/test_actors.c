@@ -6,6 +6,7 @@
 #include "test_actors.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,62 @@ static adag_status_t counter_pid(void *state, adag_call_h call)
     return adag_call_set_output(call, 0, &pid, sizeof(pid));
 }
 
+
+/* say(x) -> x after writing a line to stdout and to stderr (a method that
+ * logs, as real methods do: with fds 0-2 closed in the driver this must not
+ * land in the runtime's own descriptors) */
+static adag_status_t counter_say(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    fprintf(stdout, "say %lld from %s\n", (long long)x, adag_call_actor_name(call));
+    fflush(stdout);
+    fprintf(stderr, "say %lld from %s (stderr)\n", (long long)x, adag_call_actor_name(call));
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
+/* ret_status(x) -> returns the status x itself (no output): a method that
+ * returns ADAG_ERR_TIMEOUT, a positive value or an unknown code */
+static adag_status_t counter_ret_status(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    if (x == 0) /* a success that wrote its output */
+        return adag_call_set_output(call, 0, &x, sizeof(x));
+    return (adag_status_t)x;
+}
+
+/* bad_arg(x) -> returns what adag_call_arg(call, 3, ...) returns (argument
+ * 3 does not exist): a failing adag_call_* whose message must survive */
+static adag_status_t counter_bad_arg(void *state, adag_call_h call)
+{
+    (void)state;
+    adag_value_t v;
+    return adag_call_arg(call, 3, &v);
+}
+
+/* spin_ms(x) -> x after busy-looping x milliseconds (x < 0: forever) */
+static adag_status_t counter_spin_ms(void *state, adag_call_h call)
+{
+    (void)state;
+    int64_t x;
+    if (read_i64(call, 0, &x))
+        return adag_call_fail(call, "expects one int64");
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int64_t ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (x >= 0 && ms >= x)
+            break;
+    }
+    return adag_call_set_output(call, 0, &x, sizeof(x));
+}
+
 static const adag_method_def_t counter_methods[] = {
     {"add", counter_add, 1, 1},
     {"sum2", counter_sum2, 2, 1},
@@ -183,6 +240,10 @@ static const adag_method_def_t counter_methods[] = {
     {"echo", counter_echo, 1, 1},
     {"grow", counter_grow, 1, 1},
     {"pid", counter_pid, 0, 1},
+    {"say", counter_say, 1, 1},
+    {"ret_status", counter_ret_status, 1, 1},
+    {"bad_arg", counter_bad_arg, 1, 1},
+    {"spin_ms", counter_spin_ms, 1, 1},
 };
 
 const adag_class_def_t test_counter_class = {
@@ -211,4 +272,26 @@ const adag_class_def_t test_broken_class = {
     .nmethods = 1,
 };
 
-ADAG_MODULE(&test_counter_class, &test_broken_class);
+/* a class whose init crashes the process: a real segfault when the init
+ * bytes are "segv", exit(9) when they are "exit" (else it succeeds) */
+static adag_status_t crashy_init(void *state, const void *data, size_t size)
+{
+    (void)state;
+    if (size == 4 && memcmp(data, "segv", 4) == 0) {
+        volatile uintptr_t nowhere = 16;
+        *(volatile int *)nowhere = 1;
+    }
+    if (size == 4 && memcmp(data, "exit", 4) == 0)
+        exit(9);
+    return ADAG_OK;
+}
+
+const adag_class_def_t test_crashy_class = {
+    .name = "crashy",
+    .state_size = 8,
+    .init = crashy_init,
+    .methods = counter_methods,
+    .nmethods = 1,
+};
+
+ADAG_MODULE(&test_counter_class, &test_broken_class, &test_crashy_class);

@@ -5,8 +5,12 @@
 /* "counter": state int64 offset (init bytes: 8-byte int64, optional).
  * Methods: add(x)->x+offset, sum2(a,b)->a+b+offset, split(x)->(x,-x,2x),
  * calls()->#add/sum2 calls, fail_if_negative(x), sleep_ms(x), crash_if(x)
- * (SIGKILLs itself on 666), die_if(x) (segfaults on 11, exit(7) on 7), echo(bytes), grow(n)->n bytes, pid(). */
+ * (SIGKILLs itself on 666), die_if(x) (segfaults on 11, exit(7) on 7), echo(bytes), grow(n)->n bytes, pid(),
+ * say(x) (prints to stdout and stderr), ret_status(x) (returns status x; 0: outputs x),
+ * bad_arg(x) (returns adag_call_arg(call, 3)), spin_ms(x) (busy loop; x < 0 forever). */
 extern const adag_class_def_t test_counter_class;
 /* "broken": init always fails */
 extern const adag_class_def_t test_broken_class;
+/* "crashy" (module only): init segfaults on init bytes "segv", exit(9) on "exit"; method add */
+extern const adag_class_def_t test_crashy_class;
 #endif
