@@ -3,14 +3,15 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "dag/internal.h"
+#include "transport/spawn.h"
 #include "transport/wire.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
+#include <limits.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,49 +66,148 @@ static int64_t control_deadline(void)
     return adag_deadline_ms(adag_settings()->control_timeout_ms);
 }
 
-adag_status_t adag_actor_request(adag_actor_h a, uint32_t type, const void *payload, size_t len,
-                                 const int *fds, unsigned nfds, int64_t deadline,
-                                 adag_ctl_msg_t *reply_out)
+static const char *request_name(uint32_t type)
 {
     static const char *names[] = {"", "create the actor", "install a DAG", "stop a DAG",
                                   "shut down", "reply"};
-    const char *what = type < sizeof(names) / sizeof(names[0]) ? names[type] : "?";
-    adag_ctl_msg_t reply;
-    adag_status_t st;
+    return type < sizeof(names) / sizeof(names[0]) ? names[type] : "?";
+}
 
-    pthread_mutex_lock(&a->ctl_lock);
+/* Sends a request (a->ctl_lock held). */
+static adag_status_t request_send(adag_actor_h a, uint32_t type, const void *payload, size_t len,
+                                  const int *fds, unsigned nfds)
+{
+    adag_status_t st;
     pthread_mutex_lock(&a->rt->lock);
     int dead = a->dead;
     if (dead)
         st = adag_error(ADAG_ERR_ACTOR_DIED, "%s", a->death);
     pthread_mutex_unlock(&a->rt->lock);
     if (dead)
-        goto out;
+        return st;
     st = adag_ctl_send(a->ctl, type, payload, len, fds, nfds);
-    if (st == ADAG_OK)
-        st = adag_ctl_recv(a->ctl, deadline, &reply);
-    if (st == ADAG_ERR_CLOSED) {
-        st = adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s", a->name,
-                        a->pid, what);
-        goto out;
-    }
-    if (st == ADAG_ERR_TIMEOUT) {
-        st = adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time", a->name, a->pid,
-                        what);
-        goto out;
-    }
+    if (st == ADAG_ERR_CLOSED)
+        return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
+                          a->name, a->pid, request_name(type));
+    if (st != ADAG_OK)
+        adag_error_prefix("actor %s", a->name);
+    return st;
+}
+
+/* Receives the reply to a request sent (a->ctl_lock held). */
+static adag_status_t request_recv(adag_actor_h a, uint32_t type, int64_t deadline,
+                                  adag_ctl_msg_t *reply_out)
+{
+    adag_ctl_msg_t reply;
+    adag_status_t st = adag_ctl_recv(a->ctl, deadline, &reply);
+    if (st == ADAG_ERR_CLOSED)
+        return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
+                          a->name, a->pid, request_name(type));
+    if (st == ADAG_ERR_TIMEOUT)
+        return adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time", a->name,
+                          a->pid, request_name(type));
     if (st != ADAG_OK) {
         adag_error_prefix("actor %s", a->name);
-        goto out;
+        return st;
     }
-    st = parse_reply(a, &reply, what);
+    st = parse_reply(a, &reply, request_name(type));
     if (st == ADAG_OK && reply_out)
         *reply_out = reply;
     else
         adag_ctl_msg_free(&reply);
-out:
+    return st;
+}
+
+adag_status_t adag_actor_request(adag_actor_h a, uint32_t type, const void *payload, size_t len,
+                                 const int *fds, unsigned nfds, int64_t deadline,
+                                 adag_ctl_msg_t *reply_out)
+{
+    pthread_mutex_lock(&a->ctl_lock);
+    adag_status_t st = request_send(a, type, payload, len, fds, nfds);
+    if (st == ADAG_OK)
+        st = request_recv(a, type, deadline, reply_out);
     pthread_mutex_unlock(&a->ctl_lock);
     return st;
+}
+
+void adag_actor_request_all(adag_actor_h *actors, unsigned n, uint32_t type, const void *payload,
+                            size_t len, int64_t deadline, adag_status_t *st,
+                            char (*why)[ADAG_ERROR_MAX])
+{
+    unsigned *order = malloc((n + 1) * sizeof(*order));
+    struct pollfd *pfds = malloc((n + 1) * sizeof(*pfds));
+    unsigned *who = malloc((n + 1) * sizeof(*who));
+    unsigned char *waiting = calloc(n + 1, 1); /* request sent, reply not yet read */
+    if (!order || !pfds || !who || !waiting) {
+        /* no memory for the parallel form: one at a time, same deadline */
+        for (unsigned i = 0; i < n; i++) {
+            st[i] = adag_actor_request(actors[i], type, payload, len, NULL, 0, deadline, NULL);
+            snprintf(why[i], ADAG_ERROR_MAX, "%s", adag_last_error());
+        }
+        goto out;
+    }
+    /* ctl_locks in actor id order: two teardowns sharing actors cannot
+     * deadlock (every other holder takes a single ctl_lock) */
+    for (unsigned i = 0; i < n; i++) {
+        unsigned k = i;
+        while (k > 0 && actors[order[k - 1]]->id > actors[i]->id) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    for (unsigned k = 0; k < n; k++)
+        pthread_mutex_lock(&actors[order[k]]->ctl_lock);
+    unsigned pending = 0;
+    for (unsigned i = 0; i < n; i++) {
+        st[i] = request_send(actors[i], type, payload, len, NULL, 0);
+        if (st[i] != ADAG_OK) {
+            snprintf(why[i], ADAG_ERROR_MAX, "%s", adag_last_error());
+            pthread_mutex_unlock(&actors[i]->ctl_lock);
+        } else {
+            waiting[i] = 1;
+            pending++;
+        }
+    }
+    /* every worker works on it at once; each reply is taken as it comes and
+     * frees that actor at once */
+    while (pending) {
+        unsigned np = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (!waiting[i])
+                continue;
+            pfds[np] = (struct pollfd){actors[i]->ctl, POLLIN, 0};
+            who[np++] = i;
+        }
+        int r = poll(pfds, np, adag_ms_left(deadline));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            for (unsigned k = 0; k < np; k++) {
+                adag_actor_h a = actors[who[k]];
+                st[who[k]] = adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time",
+                                        a->name, a->pid, request_name(type));
+                snprintf(why[who[k]], ADAG_ERROR_MAX, "%s", adag_last_error());
+                pthread_mutex_unlock(&a->ctl_lock);
+            }
+            break;
+        }
+        for (unsigned k = 0; k < np; k++) {
+            if (!pfds[k].revents)
+                continue;
+            unsigned i = who[k];
+            st[i] = request_recv(actors[i], type, deadline, NULL);
+            snprintf(why[i], ADAG_ERROR_MAX, "%s", st[i] == ADAG_OK ? "" : adag_last_error());
+            waiting[i] = 0;
+            pthread_mutex_unlock(&actors[i]->ctl_lock);
+            pending--;
+        }
+    }
+out:
+    free(order);
+    free(pfds);
+    free(who);
+    free(waiting);
 }
 
 /* Waits until the monitor reaped the worker; 0 if it did by the deadline. */
@@ -144,7 +244,7 @@ void adag_actor_kill(adag_actor_h a, const char *why)
     pthread_mutex_unlock(&a->rt->lock);
     if (reaped)
         return;
-    syscall(SYS_pidfd_send_signal, a->pidfd, SIGKILL, NULL, 0);
+    adag_pidfd_kill(a->pidfd, SIGKILL);
     if (!wait_reaped(a, adag_deadline_ms(5000)))
         ADAG_LOG_ERROR("actor %s (pid %d) was not reaped after SIGKILL", a->name, a->pid);
 }
@@ -244,6 +344,25 @@ static adag_status_t create_thread_actor(adag_runtime_h rt, adag_actor_h a,
     return ADAG_OK;
 }
 
+/* A worker that failed while being created: say how it ended (the monitor
+ * reaps it; a worker that closed its socket is normally dying already). */
+static adag_status_t creation_failed(adag_actor_h a, adag_status_t st, const char *module)
+{
+    char msg[ADAG_ERROR_MAX];
+    snprintf(msg, sizeof(msg), "%s", adag_last_error());
+    if (st == ADAG_ERR_ACTOR_DIED && wait_reaped(a, adag_deadline_ms(2000))) {
+        pthread_mutex_lock(&a->rt->lock);
+        st = adag_error(ADAG_ERR_ACTOR_DIED,
+                        "adag_actor_create: %s while creating the actor (class %s, module %s)",
+                        a->death, a->class_name, module);
+        pthread_mutex_unlock(&a->rt->lock);
+    } else {
+        adag_actor_kill(a, "its creation failed");
+        st = adag_error(st, "%s", msg);
+    }
+    return st;
+}
+
 static adag_status_t create_process_actor(adag_runtime_h rt, adag_actor_h a,
                                           const adag_actor_params_t *p, const void *init_data,
                                           size_t init_size)
@@ -251,30 +370,46 @@ static adag_status_t create_process_actor(adag_runtime_h rt, adag_actor_h a,
     adag_wbuf_t wb = {0};
     adag_ctl_msg_t reply;
     adag_status_t st;
+    int pid, pidfd, ctl;
 
     if (!(p->field_mask & ADAG_ACTOR_PARAM_MODULE) || !p->module_path || !*p->module_path)
         return adag_error(ADAG_ERR_INVALID,
                           "adag_actor_create: process actor %s needs module_path "
                           "(ADAG_ACTOR_PARAM_MODULE)",
                           a->name);
-    st = adag_spawn_worker(rt->worker_path, &a->pid, &a->pidfd, &a->ctl);
+    size_t path_len = strlen(p->module_path);
+    if (path_len >= PATH_MAX)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_actor_create: module_path of actor %s is %zu bytes, longer than "
+                          "the system's path limit PATH_MAX - 1 (%d bytes)",
+                          a->name, path_len, PATH_MAX - 1);
+    st = adag_monitor_spawn(rt, &pid, &pidfd, &ctl);
     if (st != ADAG_OK) {
         adag_error_prefix("adag_actor_create %s", a->name);
         return st;
     }
+    /* from here on the monitor watches it (it is in rt->actors) */
+    pthread_mutex_lock(&rt->lock);
+    a->pid = pid;
+    a->pidfd = pidfd;
+    a->ctl = ctl;
+    pthread_mutex_unlock(&rt->lock);
+    adag_monitor_poke(rt);
+
     adag_wbuf_str(&wb, p->module_path);
     adag_wbuf_str(&wb, a->class_name);
     adag_wbuf_str(&wb, a->name);
     adag_wbuf_bytes(&wb, init_data, init_size);
     if (wb.failed) {
+        adag_wbuf_free(&wb);
         st = adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
-        goto fail;
+        return creation_failed(a, st, p->module_path);
     }
     st = adag_actor_request(a, ADAG_MSG_CREATE_ACTOR, wb.data, wb.len, NULL, 0,
                             control_deadline(), &reply);
     adag_wbuf_free(&wb);
     if (st != ADAG_OK)
-        goto fail;
+        return creation_failed(a, st, p->module_path);
     /* the reply carries the class's method table after status and message */
     adag_rbuf_t rb = {reply.payload, reply.len, 0, 0};
     char skip[ADAG_ERROR_MAX];
@@ -286,7 +421,7 @@ static adag_status_t create_process_actor(adag_runtime_h rt, adag_actor_h a,
         adag_ctl_msg_free(&reply);
         st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: malformed method table from the worker",
                         a->name);
-        goto fail;
+        return creation_failed(a, st, p->module_path);
     }
     for (unsigned i = 0; i < a->nmethods; i++) {
         adag_rbuf_str(&rb, a->methods[i].name, sizeof(a->methods[i].name));
@@ -300,15 +435,67 @@ static adag_status_t create_process_actor(adag_runtime_h rt, adag_actor_h a,
     if (rb.failed) {
         st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: malformed method table from the worker",
                         a->name);
-        goto fail;
+        return creation_failed(a, st, p->module_path);
     }
     return ADAG_OK;
-fail:
-    /* not yet watched by the monitor: reap it here */
-    kill(a->pid, SIGKILL);
-    while (waitpid(a->pid, NULL, 0) < 0 && errno == EINTR) {
+}
+
+#define ACTOR_PARAMS_KNOWN                                                                     \
+    (ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |                  \
+     ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT)
+
+static adag_status_t check_actor_params(const adag_actor_params_t *p)
+{
+    static const char *fn = "adag_actor_create";
+    adag_status_t st = adag_check_field_mask(fn, "adag_actor_params_t", p->field_mask,
+                                             ACTOR_PARAMS_KNOWN);
+    if (st != ADAG_OK)
+        return st;
+    if (!(p->field_mask & ADAG_ACTOR_PARAM_CLASS) || !adag_valid_name(p->class_name))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: class_name (ADAG_ACTOR_PARAM_CLASS) of 1..%d bytes is required", fn,
+                          ADAG_MAX_NAME - 1);
+    if ((p->field_mask & ADAG_ACTOR_PARAM_NAME) && !adag_valid_name(p->name))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: name is set (ADAG_ACTOR_PARAM_NAME) but %s; it must be 1..%d bytes",
+                          fn, p->name ? "not 1..63 bytes" : "NULL", ADAG_MAX_NAME - 1);
+    if ((p->field_mask & ADAG_ACTOR_PARAM_MODULE) && (!p->module_path || !*p->module_path))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: module_path is set (ADAG_ACTOR_PARAM_MODULE) but %s", fn,
+                          p->module_path ? "empty" : "NULL");
+    if ((p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) && p->placement != ADAG_PLACEMENT_THREAD &&
+        p->placement != ADAG_PLACEMENT_PROCESS)
+        return adag_error(ADAG_ERR_INVALID, "%s: unknown placement %d", fn, (int)p->placement);
+    if (p->field_mask & ADAG_ACTOR_PARAM_INIT) {
+        if (p->init_size && !p->init_data)
+            return adag_error(ADAG_ERR_INVALID, "%s: init_data is NULL", fn);
+        if (p->init_size > ADAG_MAX_INIT_SIZE)
+            return adag_error(ADAG_ERR_TOO_LARGE, "%s: init bytes %zu exceed %u", fn,
+                              p->init_size, ADAG_MAX_INIT_SIZE);
     }
-    a->reaped = 1;
+    return ADAG_OK;
+}
+
+/* The name is taken and the actor listed, in one step under rt->lock: two
+ * threads creating actors of one name cannot both succeed. */
+static adag_status_t list_new_actor(adag_runtime_h rt, adag_actor_h a, const adag_actor_params_t *p)
+{
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&rt->lock);
+    a->id = rt->next_actor_id++;
+    if (p->field_mask & ADAG_ACTOR_PARAM_NAME)
+        snprintf(a->name, sizeof(a->name), "%s", p->name);
+    else
+        snprintf(a->name, sizeof(a->name), "%.40s#%u", p->class_name, a->id);
+    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
+        if (strcmp(ADAG_CONTAINER(l, struct adag_actor, link)->name, a->name) == 0)
+            st = adag_error(ADAG_ERR_INVALID, "adag_actor_create: an actor named %s exists",
+                            a->name);
+    if (st == ADAG_OK) {
+        a->creating = 1;
+        adag_list_push(&rt->actors, &a->link);
+    }
+    pthread_mutex_unlock(&rt->lock);
     return st;
 }
 
@@ -322,26 +509,13 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     if (!rt || !p || !out)
         return adag_error(ADAG_ERR_INVALID, "adag_actor_create: runtime, params and actor must not be NULL");
     *out = NULL;
-    if (!(p->field_mask & ADAG_ACTOR_PARAM_CLASS) || !adag_valid_name(p->class_name))
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_actor_create: class_name (ADAG_ACTOR_PARAM_CLASS) of 1..%d bytes is required",
-                          ADAG_MAX_NAME - 1);
-    if ((p->field_mask & ADAG_ACTOR_PARAM_NAME) && p->name && !adag_valid_name(p->name))
-        return adag_error(ADAG_ERR_INVALID, "adag_actor_create: actor name must be 1..%d bytes",
-                          ADAG_MAX_NAME - 1);
+    if ((st = check_actor_params(p)) != ADAG_OK)
+        return st;
     adag_placement_t placement =
         (p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) ? p->placement : ADAG_PLACEMENT_THREAD;
-    if (placement != ADAG_PLACEMENT_THREAD && placement != ADAG_PLACEMENT_PROCESS)
-        return adag_error(ADAG_ERR_INVALID, "adag_actor_create: unknown placement %d",
-                          (int)placement);
     if (p->field_mask & ADAG_ACTOR_PARAM_INIT) {
         init_data = p->init_data;
         init_size = p->init_size;
-        if (init_size && !init_data)
-            return adag_error(ADAG_ERR_INVALID, "adag_actor_create: init_data is NULL");
-        if (init_size > ADAG_MAX_INIT_SIZE)
-            return adag_error(ADAG_ERR_TOO_LARGE, "adag_actor_create: init bytes %zu exceed %u",
-                              init_size, ADAG_MAX_INIT_SIZE);
     }
     a = calloc(1, sizeof(*a));
     if (!a)
@@ -357,40 +531,27 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     pthread_mutex_init(&a->call_lock, NULL);
     pthread_mutex_init(&a->ctl_lock, NULL);
     snprintf(a->class_name, sizeof(a->class_name), "%s", p->class_name);
-
-    pthread_mutex_lock(&rt->lock);
-    a->id = rt->next_actor_id++;
-    if ((p->field_mask & ADAG_ACTOR_PARAM_NAME) && p->name)
-        snprintf(a->name, sizeof(a->name), "%s", p->name);
-    else
-        snprintf(a->name, sizeof(a->name), "%.40s#%u", p->class_name, a->id);
-    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next) {
-        if (strcmp(ADAG_CONTAINER(l, struct adag_actor, link)->name, a->name) == 0) {
-            pthread_mutex_unlock(&rt->lock);
-            st = adag_error(ADAG_ERR_INVALID, "adag_actor_create: an actor named %s exists",
-                            a->name);
-            goto fail;
-        }
+    if ((st = list_new_actor(rt, a, p)) != ADAG_OK) {
+        actor_free(a);
+        return st;
     }
-    pthread_mutex_unlock(&rt->lock);
-
     if (placement == ADAG_PLACEMENT_THREAD)
         st = create_thread_actor(rt, a, p, init_data, init_size);
     else
         st = create_process_actor(rt, a, p, init_data, init_size);
-    if (st != ADAG_OK)
-        goto fail;
-
-    pthread_mutex_lock(&rt->lock);
-    adag_list_push(&rt->actors, &a->link);
-    pthread_mutex_unlock(&rt->lock);
-    if (placement == ADAG_PLACEMENT_PROCESS)
+    if (st != ADAG_OK) {
+        pthread_mutex_lock(&rt->lock);
+        adag_list_remove(&a->link);
+        pthread_mutex_unlock(&rt->lock);
         adag_monitor_poke(rt);
+        actor_free(a);
+        return st;
+    }
+    pthread_mutex_lock(&rt->lock);
+    a->creating = 0;
+    pthread_mutex_unlock(&rt->lock);
     *out = a;
     return ADAG_OK;
-fail:
-    actor_free(a);
-    return st;
 }
 
 const char *adag_actor_name(adag_actor_h a)

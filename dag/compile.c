@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/fd.h"
 #include "common/settings.h"
 #include "dag/internal.h"
 #include "transport/wire.h"
@@ -98,10 +99,23 @@ static adag_status_t validate(adag_graph_h g)
     return ADAG_OK;
 }
 
+#define COMPILE_PARAMS_KNOWN                                                                   \
+    (ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |                        \
+     ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT | ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT |                  \
+     ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN)
+
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
     const adag_settings_t *s = adag_settings();
     uint64_t mask = p ? p->field_mask : 0;
+    adag_status_t st = adag_check_field_mask("adag_graph_compile", "adag_compile_params_t", mask,
+                                             COMPILE_PARAMS_KNOWN);
+    if (st != ADAG_OK)
+        return st;
+    if ((mask & ADAG_COMPILE_PARAM_NAME) && (!p->name || !*p->name))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: name is set (ADAG_COMPILE_PARAM_NAME) but %s",
+                          p->name ? "empty" : "NULL");
     dag->max_inflight = (mask & ADAG_COMPILE_PARAM_MAX_INFLIGHT) ? p->max_inflight
                                                                   : (unsigned)s->max_inflight;
     dag->capacity = (mask & ADAG_COMPILE_PARAM_SLOT_CAPACITY) ? p->slot_capacity
@@ -113,7 +127,7 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
                                    ? p->teardown_timeout_ms
                                    : (int)s->teardown_timeout_ms;
     dag->wait.spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
-    if ((mask & ADAG_COMPILE_PARAM_NAME) && p->name && *p->name)
+    if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
     if (dag->max_inflight < 1 || dag->max_inflight > 4096)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..4096",
@@ -126,7 +140,13 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
                           (long long)dag->wait.spin_ns);
     if (dag->teardown_timeout_ms < 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms is negative");
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms %d is negative",
+                          dag->teardown_timeout_ms);
+    if (dag->execute_timeout_ms < -1)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: execute_timeout_ms %d is negative; use -1 to wait "
+                          "forever",
+                          dag->execute_timeout_ms);
     return ADAG_OK;
 }
 
@@ -384,7 +404,7 @@ static adag_status_t install(adag_dag_h dag, unsigned ai)
         if ((st = adag_program_copy(&copy, &da->prog)) != ADAG_OK)
             return st;
         st = adag_loop_open(&da->loop, &copy, dag->seg.base, a->state, &a->call_lock, a->methods,
-                            a->nmethods, a->name, dag->event_fd);
+                            a->nmethods, a->name, dag->notify_fd);
         if (st != ADAG_OK)
             return st;
         da->loop.on_fatal = thread_loop_fatal;
@@ -402,7 +422,7 @@ static adag_status_t install(adag_dag_h dag, unsigned ai)
         adag_wbuf_free(&wb);
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     }
-    int fds[2] = {dag->seg.fd, dag->event_fd};
+    int fds[2] = {dag->seg.fd, dag->notify_fd};
     st = adag_actor_request(a, ADAG_MSG_INSTALL_DAG, wb.data, wb.len, fds, 2,
                             adag_deadline_ms(adag_settings()->control_timeout_ms), NULL);
     adag_wbuf_free(&wb);
@@ -434,11 +454,11 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     cx.g = g;
     cx.dag = dag;
     dag->rt = g->rt;
-    dag->event_fd = -1;
+    dag->notify_fd = -1;
+    dag->user_fd = -1;
     dag->seg.fd = -1;
     adag_list_init(&dag->link);
     pthread_mutex_init(&dag->lock, NULL);
-    pthread_mutex_init(&dag->exec_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -469,8 +489,9 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
                                                            : -1;
     if ((st = plan_channels(&cx)) != ADAG_OK || (st = make_segment(dag)) != ADAG_OK)
         goto fail;
-    dag->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (dag->event_fd < 0) {
+    dag->notify_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    dag->user_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (dag->notify_fd < 0 || dag->user_fd < 0) {
         st = adag_error_errno(errno, "adag_graph_compile: eventfd");
         goto fail;
     }

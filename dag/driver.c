@@ -15,11 +15,28 @@
 #include <string.h>
 #include <unistd.h>
 
-static void signal_fd(adag_dag_h dag)
+static int ref_complete(adag_dag_h dag, uint64_t ref);
+static void wake_all_channels(adag_dag_h dag);
+
+void adag_dag_update_fd(adag_dag_h dag)
 {
-    uint64_t one = 1;
-    while (write(dag->event_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    if (dag->user_fd < 0)
+        return;
+    int ready = dag->abort_status != ADAG_OK;
+    for (uint64_t r = dag->next_release; r < dag->submitted && !ready; r++)
+        ready = !(dag->ref_flags[r % dag->max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
+                ref_complete(dag, r);
+    if (ready == dag->user_fd_ready)
+        return;
+    uint64_t v = 1;
+    if (ready) {
+        while (write(dag->user_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+        }
+    } else {
+        while (read(dag->user_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+        }
     }
+    dag->user_fd_ready = ready;
 }
 
 static void wake_all_channels(adag_dag_h dag)
@@ -30,19 +47,47 @@ static void wake_all_channels(adag_dag_h dag)
             adag_shm_chan_wake_all((char *)dag->seg.base + dag->chans[c].offset);
 }
 
-void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
+static void fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
 {
-    pthread_mutex_lock(&dag->lock);
     if (dag->abort_status == ADAG_OK) {
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
         /* seq_cst: part of the event handshake (see common/event.h) */
         atomic_store_explicit(&dag->hdr->abort, (uint32_t)-status, memory_order_seq_cst);
         wake_all_channels(dag);
-        signal_fd(dag);
+        adag_dag_update_fd(dag);
         pthread_cond_broadcast(&dag->cond);
     }
+}
+
+void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
+{
+    pthread_mutex_lock(&dag->lock);
+    fail_locked(dag, status, msg);
     pthread_mutex_unlock(&dag->lock);
+}
+
+/* The abort word is shared memory: if it was set without adag_dag_fail
+ * (only a stray write can do that), the DAG fails now with the word's
+ * status if it is an error, ADAG_ERR_INTERNAL if not, never with success.
+ * Under dag->lock. */
+static void adopt_shared_abort(adag_dag_h dag)
+{
+    uint32_t word = atomic_load_explicit(&dag->hdr->abort, memory_order_seq_cst);
+    if (word == 0 || dag->abort_status != ADAG_OK)
+        return;
+    adag_status_t code = -(adag_status_t)word;
+    char msg[160];
+    if (code < ADAG_OK && code >= ADAG_ERR_INTERNAL) {
+        snprintf(msg, sizeof(msg), "the DAG was aborted with %s", adag_status_str(code));
+    } else {
+        code = ADAG_ERR_INTERNAL;
+        snprintf(msg, sizeof(msg),
+                 "the DAG's shared abort word holds 0x%x, not an adag status: its shared memory "
+                 "was overwritten",
+                 (unsigned)word);
+    }
+    fail_locked(dag, code, msg);
 }
 
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
@@ -85,6 +130,7 @@ static adag_status_t wait_error(adag_dag_h dag, adag_status_t st, const char *fn
     if (st != ADAG_ERR_CLOSED)
         return st; /* reported where detected */
     pthread_mutex_lock(&dag->lock);
+    adopt_shared_abort(dag);
     st = abort_error(dag, fn);
     pthread_mutex_unlock(&dag->lock);
     return st;
@@ -123,6 +169,18 @@ static void abs_timespec(int64_t deadline, struct timespec *ts)
     ts->tv_nsec = deadline % 1000000000;
 }
 
+/* Waits on dag->cond (dag->lock held) until woken or the deadline. */
+static void cond_wait_until(adag_dag_h dag, int64_t deadline)
+{
+    if (deadline == ADAG_FOREVER) {
+        pthread_cond_wait(&dag->cond, &dag->lock);
+    } else {
+        struct timespec ts;
+        abs_timespec(deadline, &ts);
+        pthread_cond_timedwait(&dag->cond, &dag->lock, &ts);
+    }
+}
+
 /* Waits (under dag->lock) until ref `seq` fits in the window. */
 static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline)
 {
@@ -139,6 +197,8 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
                 adag_slot_view_t view;
                 st = adag_chan_wait(&dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
             }
+            if (st == ADAG_ERR_CLOSED)
+                st = wait_error(dag, st, fn);
             pthread_mutex_lock(&dag->lock);
             if (st == ADAG_ERR_TIMEOUT)
                 return nonblock ? adag_error(ADAG_ERR_AGAIN,
@@ -148,8 +208,6 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
                                              "%s: no room after %d ms: ref %llu is still running",
                                              fn, dag->execute_timeout_ms,
                                              (unsigned long long)oldest);
-            if (st == ADAG_ERR_CLOSED)
-                return abort_error(dag, fn);
             if (st != ADAG_OK)
                 return st;
             advance_releases(dag);
@@ -169,20 +227,61 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
                               fn, dag->execute_timeout_ms, (unsigned long long)oldest,
                               (unsigned long long)seq, dag->max_inflight,
                               (unsigned long long)oldest);
-        if (deadline == ADAG_FOREVER) {
-            pthread_cond_wait(&dag->cond, &dag->lock);
-        } else {
-            struct timespec ts;
-            abs_timespec(deadline, &ts);
-            pthread_cond_timedwait(&dag->cond, &dag->lock, &ts);
-        }
+        cond_wait_until(dag, deadline);
     }
     return ADAG_OK;
 }
 
-/* Reserves the next execution: room in the window and every input slot
- * (taken before any is published, so a timeout leaves nothing half-sent).
- * On success the caller holds exec_lock and counts as an API user until
+/* Ends this thread's reservation (under dag->lock). */
+static void end_reservation(adag_dag_h dag)
+{
+    dag->reserving = 0;
+    dag->prepared = 0;
+    pthread_cond_broadcast(&dag->cond);
+}
+
+/* Takes the reservation of the next execution (under dag->lock): one thread
+ * at a time, since inputs are published in ref order. Waiting for another
+ * thread's reservation honours NONBLOCK and the deadline; a thread that
+ * already holds one (prepared, not committed) is told so. */
+static adag_status_t take_reservation(adag_dag_h dag, const char *fn, int nonblock,
+                                      int64_t deadline)
+{
+    if (dag->reserving && pthread_equal(dag->reserver, pthread_self()))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: this thread holds ref %llu of DAG %s, prepared with "
+                          "adag_dag_execute_prepare: commit or cancel it first",
+                          fn, (unsigned long long)dag->reserved_seq, dag->name);
+    adopt_shared_abort(dag);
+    while (dag->reserving) {
+        if (dag->abort_status != ADAG_OK)
+            return abort_error(dag, fn);
+        if (nonblock)
+            return adag_error(ADAG_ERR_AGAIN,
+                              "%s: another thread is starting ref %llu of DAG %s%s", fn,
+                              (unsigned long long)dag->reserved_seq, dag->name,
+                              dag->prepared ? " (prepared, not yet committed)" : "");
+        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
+            return adag_error(ADAG_ERR_TIMEOUT,
+                              "%s: no room after %d ms: another thread holds ref %llu of DAG "
+                              "%s%s",
+                              fn, dag->execute_timeout_ms, (unsigned long long)dag->reserved_seq,
+                              dag->name, dag->prepared ? " (prepared, not yet committed)" : "");
+        cond_wait_until(dag, deadline);
+    }
+    if (dag->abort_status != ADAG_OK)
+        return abort_error(dag, fn);
+    dag->reserving = 1;
+    dag->prepared = 0;
+    dag->reserver = pthread_self();
+    dag->reserved_seq = dag->submitted;
+    return ADAG_OK;
+}
+
+/* Reserves the next execution: the reservation, room in the window and
+ * every input slot (taken before any is published, so a timeout leaves
+ * nothing half-sent). No lock is held across any of these waits. On success
+ * the caller holds the reservation and counts as an API user until
  * start_execution or unreserve. */
 static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uint64_t *seq_out)
 {
@@ -194,11 +293,15 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uin
     int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
     int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
 
-    pthread_mutex_lock(&dag->exec_lock);
     pthread_mutex_lock(&dag->lock);
-    uint64_t seq = dag->submitted;
-    st = dag->abort_status != ADAG_OK ? abort_error(dag, fn)
-                                      : wait_for_room(dag, seq, nonblock, deadline);
+    st = take_reservation(dag, fn, nonblock, deadline);
+    if (st != ADAG_OK) {
+        pthread_mutex_unlock(&dag->lock);
+        api_leave(dag);
+        return st;
+    }
+    uint64_t seq = dag->reserved_seq;
+    st = wait_for_room(dag, seq, nonblock, deadline);
     pthread_mutex_unlock(&dag->lock);
     for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
         st = adag_chan_acquire(&dag->inputs[i], seq, deadline, &dag->input_slots[i]);
@@ -214,7 +317,9 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uin
             st = wait_error(dag, st, fn);
     }
     if (st != ADAG_OK) {
-        pthread_mutex_unlock(&dag->exec_lock);
+        pthread_mutex_lock(&dag->lock);
+        end_reservation(dag);
+        pthread_mutex_unlock(&dag->lock);
         api_leave(dag);
         return st;
     }
@@ -224,7 +329,9 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uin
 
 static void unreserve(adag_dag_h dag)
 {
-    pthread_mutex_unlock(&dag->exec_lock);
+    pthread_mutex_lock(&dag->lock);
+    end_reservation(dag);
+    pthread_mutex_unlock(&dag->lock);
     api_leave(dag);
 }
 
@@ -239,8 +346,13 @@ static void start_execution(adag_dag_h dag, uint64_t seq, const size_t *sizes)
     dag->ref_flags[seq % dag->max_inflight] = 0;
     dag->submitted = seq + 1;
     dag->stats.executed++;
+    /* the loops may have finished it already, before it counted as live
+     * for the monitor's recomputation of the fd */
+    if (atomic_load_explicit(&dag->hdr->fd_armed, memory_order_relaxed))
+        adag_dag_update_fd(dag);
+    end_reservation(dag);
     pthread_mutex_unlock(&dag->lock);
-    unreserve(dag);
+    api_leave(dag);
 }
 
 static adag_status_t check_input_size(adag_dag_h dag, const char *fn, unsigned i, size_t size)
@@ -295,18 +407,20 @@ adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **bu
                           dag->ninputs, n);
     if ((st = reserve(dag, flags, fn, &seq)) != ADAG_OK)
         return st;
-    /* exec_lock is ours now: the prepared state is only touched under it */
-    dag->prepared = 1;
-    dag->prepared_seq = seq;
-    dag->prepared_by = pthread_self();
     memcpy(buffers, dag->input_slots, n * sizeof(*buffers));
+    pthread_mutex_lock(&dag->lock);
+    dag->prepared = 1;
+    pthread_mutex_unlock(&dag->lock);
     return ADAG_OK;
 }
 
+/* This thread's prepared execution, or ADAG_ERR_INVALID. */
 static adag_status_t check_prepared(adag_dag_h dag, const char *fn)
 {
-    /* only the preparing thread holds exec_lock, so only it may read this */
-    if (!dag->prepared || !pthread_equal(dag->prepared_by, pthread_self()))
+    pthread_mutex_lock(&dag->lock);
+    int mine = dag->reserving && dag->prepared && pthread_equal(dag->reserver, pthread_self());
+    pthread_mutex_unlock(&dag->lock);
+    if (!mine)
         return adag_error(ADAG_ERR_INVALID,
                           "%s: this thread has no execution prepared with "
                           "adag_dag_execute_prepare on DAG %s",
@@ -329,8 +443,8 @@ adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsig
     for (unsigned i = 0; i < n; i++)
         if ((st = check_input_size(dag, fn, i, sizes[i])) != ADAG_OK)
             return st; /* still prepared: fix the size, or cancel */
-    uint64_t seq = dag->prepared_seq;
-    dag->prepared = 0;
+    /* only this thread ends its reservation: reserved_seq is stable */
+    uint64_t seq = dag->reserved_seq;
     start_execution(dag, seq, sizes);
     *ref = seq;
     return ADAG_OK;
@@ -344,7 +458,6 @@ adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
         return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
     if ((st = check_prepared(dag, fn)) != ADAG_OK)
         return st;
-    dag->prepared = 0;
     unreserve(dag);
     return ADAG_OK;
 }
@@ -361,24 +474,6 @@ static adag_status_t check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
     return ADAG_OK;
 }
 
-/* Keeps the fd readable while some live ref is complete and not yet got. */
-static void rearm_fd(adag_dag_h dag)
-{
-    uint64_t v;
-    if (!atomic_load_explicit(&dag->hdr->fd_armed, memory_order_relaxed))
-        return;
-    while (read(dag->event_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
-    }
-    pthread_mutex_lock(&dag->lock);
-    int ready = dag->abort_status != ADAG_OK;
-    for (uint64_t r = dag->next_release; r < dag->submitted && !ready; r++)
-        ready = !(dag->ref_flags[r % dag->max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
-                ref_complete(dag, r);
-    pthread_mutex_unlock(&dag->lock);
-    if (ready)
-        signal_fd(dag);
-}
-
 adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs, unsigned n,
                            int timeout_ms)
 {
@@ -392,6 +487,10 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     if (n != dag->noutputs)
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s has %u outputs, %u requested", fn,
                           dag->name, dag->noutputs, n);
+    if (timeout_ms < -1)
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: timeout_ms %d is negative; use -1 to wait forever, 0 to poll", fn,
+                          timeout_ms);
     if ((st = api_enter(dag, fn)) != ADAG_OK)
         return st;
     pthread_mutex_lock(&dag->lock);
@@ -435,12 +534,12 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
             else
                 dag->stats.failed++;
         }
+        adag_dag_update_fd(dag);
     }
     pthread_mutex_unlock(&dag->lock);
     if (st == ADAG_OK && result != ADAG_OK)
         st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
                      : adag_error(result, "%s", adag_status_str(result));
-    rearm_fd(dag);
 out:
     api_leave(dag);
     return st;
@@ -459,11 +558,10 @@ adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
         dag->ref_flags[ref % dag->max_inflight] |= REF_RELEASED;
         dag->stats.released++;
         advance_releases(dag);
+        adag_dag_update_fd(dag); /* a ref released unread no longer makes it readable */
         pthread_cond_broadcast(&dag->cond);
     }
     pthread_mutex_unlock(&dag->lock);
-    if (st == ADAG_OK)
-        rearm_fd(dag); /* a ref released unread no longer makes the fd readable */
     api_leave(dag);
     return st;
 }
@@ -472,10 +570,15 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
 {
     if (!dag || !fd)
         return adag_error(ADAG_ERR_INVALID, "adag_dag_fd: dag and fd must not be NULL");
+    /* seq_cst with the loops' load after each publish: either a loop sees
+     * the fd armed and signals notify_fd, or the update below sees its
+     * publish (see common/event.h for the pattern) */
     atomic_store_explicit(&dag->hdr->fd_armed, 1, memory_order_seq_cst);
-    *fd = dag->event_fd;
-    /* results that completed before arming signalled nothing: check them */
-    rearm_fd(dag);
+    adag_monitor_poke(dag->rt); /* it now watches notify_fd */
+    pthread_mutex_lock(&dag->lock);
+    adag_dag_update_fd(dag);
+    pthread_mutex_unlock(&dag->lock);
+    *fd = dag->user_fd;
     return ADAG_OK;
 }
 
@@ -498,8 +601,10 @@ void adag_dag_free(adag_dag_h dag)
     for (unsigned c = 0; c < dag->nchans; c++)
         free(dag->chans[c].readers);
     adag_shm_segment_destroy(&dag->seg);
-    if (dag->event_fd >= 0)
-        close(dag->event_fd);
+    if (dag->notify_fd >= 0)
+        close(dag->notify_fd);
+    if (dag->user_fd >= 0)
+        close(dag->user_fd);
     free(dag->actors);
     free(dag->chans);
     free(dag->node_labels);
@@ -512,9 +617,43 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->output_of);
     free(dag->ref_flags);
     pthread_cond_destroy(&dag->cond);
-    pthread_mutex_destroy(&dag->exec_lock);
     pthread_mutex_destroy(&dag->lock);
     free(dag);
+}
+
+/* Stops the DAG's loops in its process actors: STOP_DAG goes to all of them
+ * at once and each has the whole teardown timeout; only a worker that does
+ * not answer in time (a method stuck) is killed. */
+static void stop_workers(adag_dag_h dag)
+{
+    adag_actor_h *workers = calloc(dag->nactors + 1, sizeof(*workers));
+    adag_status_t *st = calloc(dag->nactors + 1, sizeof(*st));
+    char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
+    unsigned n = 0;
+    uint32_t id = dag->id;
+    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    if (!workers || !st || !why) {
+        /* no memory to do it politely: the workers cannot keep the DAG */
+        for (unsigned i = 0; i < dag->nactors; i++)
+            if (dag->actors[i].installed &&
+                dag->actors[i].actor->placement == ADAG_PLACEMENT_PROCESS)
+                adag_actor_kill(dag->actors[i].actor, "out of memory while stopping a DAG");
+        goto out;
+    }
+    for (unsigned i = 0; i < dag->nactors; i++)
+        if (dag->actors[i].installed && dag->actors[i].actor->placement == ADAG_PLACEMENT_PROCESS)
+            workers[n++] = dag->actors[i].actor;
+    adag_actor_request_all(workers, n, ADAG_MSG_STOP_DAG, &id, sizeof(id), deadline, st, why);
+    for (unsigned i = 0; i < n; i++) {
+        if (st[i] == ADAG_OK || st[i] == ADAG_ERR_ACTOR_DIED)
+            continue;
+        ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->name, why[i]);
+        adag_actor_kill(workers[i], "it did not stop its DAG within the teardown timeout");
+    }
+out:
+    free(workers);
+    free(st);
+    free(why);
 }
 
 adag_status_t adag_dag_destroy(adag_dag_h dag)
@@ -522,17 +661,18 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     if (!dag)
         return adag_error(ADAG_ERR_INVALID, "adag_dag_destroy: dag is NULL");
     adag_runtime_h rt = dag->rt;
-    /* an execution this thread prepared and never committed is dropped */
-    if (dag->prepared && pthread_equal(dag->prepared_by, pthread_self())) {
-        dag->prepared = 0;
-        unreserve(dag);
-    }
     /* out of the runtime's list first: the monitor no longer touches it */
     pthread_mutex_lock(&rt->lock);
     adag_list_remove(&dag->link);
     pthread_mutex_unlock(&rt->lock);
+    adag_monitor_poke(rt);
 
     pthread_mutex_lock(&dag->lock);
+    /* an execution this thread prepared and never committed is dropped */
+    if (dag->reserving && dag->prepared && pthread_equal(dag->reserver, pthread_self())) {
+        end_reservation(dag);
+        dag->api_users--;
+    }
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
     adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
@@ -541,23 +681,10 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
         pthread_cond_wait(&dag->cond, &dag->lock);
     pthread_mutex_unlock(&dag->lock);
 
-    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
-    uint32_t id = dag->id;
-    for (unsigned i = 0; i < dag->nactors; i++) {
-        adag_dag_actor_t *da = &dag->actors[i];
-        if (!da->installed)
-            continue;
-        if (da->actor->placement == ADAG_PLACEMENT_THREAD) {
-            adag_loop_close(&da->loop);
-            continue;
-        }
-        adag_status_t st =
-            adag_actor_request(da->actor, ADAG_MSG_STOP_DAG, &id, sizeof(id), NULL, 0, deadline, NULL);
-        if (st != ADAG_OK && st != ADAG_ERR_ACTOR_DIED) {
-            ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->name, adag_last_error());
-            adag_actor_kill(da->actor, "it did not stop its DAG within the teardown timeout");
-        }
-    }
+    stop_workers(dag);
+    for (unsigned i = 0; i < dag->nactors; i++)
+        if (dag->actors[i].installed && dag->actors[i].actor->placement == ADAG_PLACEMENT_THREAD)
+            adag_loop_close(&dag->actors[i].loop);
     adag_dag_free(dag);
     return ADAG_OK;
 }

@@ -2,6 +2,7 @@
 #ifndef ADAG_DAG_INTERNAL_H
 #define ADAG_DAG_INTERNAL_H
 
+#include "common/error.h"
 #include "dag/loop.h"
 #include "dag/program.h"
 #include "transport/channel.h"
@@ -42,10 +43,12 @@ struct adag_runtime {
     adag_class_entry_t *classes;
     adag_list_t actors, graphs, dags;
     unsigned next_actor_id, next_dag_id;
-    /* the monitor thread watches worker pidfds and reaps workers */
+    /* the monitor thread (dag/monitor.c): spawns workers, watches their
+     * pidfds and reaps them, keeps armed DAG fds exact */
     pthread_t monitor;
-    int monitor_wake;          /* eventfd: the actor set changed / stop */
+    int monitor_wake;          /* eventfd: the actor or DAG set changed / a spawn / stop */
     int monitor_stop;
+    struct adag_spawn_req *spawn_reqs; /* spawns waiting for the monitor; under lock */
 };
 
 struct adag_actor {
@@ -61,6 +64,7 @@ struct adag_actor {
     int live;                  /* running: user handle + DAGs; under rt->lock */
     int user_destroyed;        /* the user gave up the handle */
     int stopped;               /* fini ran / the worker was shut down */
+    int creating;              /* adag_actor_create has not returned yet: the name is taken */
     pthread_mutex_t call_lock; /* serializes method calls across DAGs (thread actors) */
     /* thread actors */
     const adag_class_def_t *def;
@@ -143,15 +147,25 @@ struct adag_dag {
 
     adag_shm_segment_t seg;
     adag_segment_hdr_t *hdr;
-    int event_fd;
+    /* Loops write notify_fd after publishing a value the driver reads (once
+     * adag_dag_fd armed it); the monitor then recomputes the state of
+     * user_fd, the fd adag_dag_fd hands out, which only the driver writes,
+     * under lock: readable exactly while a ref is ready and not got. */
+    int notify_fd;
+    int user_fd;
+    int user_fd_ready;         /* user_fd holds a token; under lock */
 
     /* driver endpoints */
     adag_chan_t *inputs;       /* writer endpoint per input field */
     void **input_slots;        /* the reserved execution's input buffers */
     size_t *input_sizes;
-    int prepared;              /* adag_dag_execute_prepare holds exec_lock */
-    uint64_t prepared_seq;
-    pthread_t prepared_by;
+    /* The next execution is reserved by one thread at a time (its inputs
+     * are published in ref order); others wait on cond, within their own
+     * deadline, never on a lock held across a wait. Under lock. */
+    int reserving;             /* a thread holds the reservation */
+    int prepared;              /* ... and returned it from adag_dag_execute_prepare */
+    pthread_t reserver;
+    uint64_t reserved_seq;
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t *outs;         /* reader endpoints, one per distinct output channel */
@@ -160,9 +174,8 @@ struct adag_dag {
     unsigned *output_of;       /* out endpoint per graph output */
     unsigned noutputs;
 
-    pthread_mutex_t exec_lock; /* one execute at a time */
-    pthread_mutex_t lock;      /* the ref window, abort state, stats */
-    pthread_cond_t cond;       /* a ref was released / the DAG failed */
+    pthread_mutex_t lock;      /* the ref window, reservation, abort state, fd, stats */
+    pthread_cond_t cond;       /* a ref was released / the reservation ended / the DAG failed */
     uint64_t submitted;        /* refs handed out */
     uint64_t next_release;     /* refs below it are released */
     uint8_t *ref_flags;        /* REF_* per slot */
@@ -199,16 +212,30 @@ int adag_actor_method(adag_actor_h actor, const char *name);
 adag_status_t adag_actor_request(adag_actor_h actor, uint32_t type, const void *payload,
                                  size_t len, const int *fds, unsigned nfds, int64_t deadline,
                                  adag_ctl_msg_t *reply_out);
+/* Sends one request to several process actors at once and takes each reply
+ * as it comes, all by one deadline: a stuck worker costs the others nothing.
+ * st[i] and why[i] (the message of a failure) per actor. */
+void adag_actor_request_all(adag_actor_h *actors, unsigned n, uint32_t type, const void *payload,
+                            size_t len, int64_t deadline, adag_status_t *st,
+                            char (*why)[ADAG_ERROR_MAX]);
 /* Kills a process actor's worker and waits (bounded) until it is reaped. */
 void adag_actor_kill(adag_actor_h actor, const char *why);
+
+/* monitor.c */
 void adag_monitor_poke(adag_runtime_h rt);
 adag_status_t adag_monitor_start(adag_runtime_h rt);
 void adag_monitor_stop(adag_runtime_h rt);
+/* Spawns a worker from the monitor thread (see transport/spawn.h: the
+ * worker dies with the thread that spawned it). */
+adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *sock);
 
 /* driver.c */
 /* Fails the DAG: every waiter wakes and gets `status` with `msg`. */
 void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg);
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
+/* Makes user_fd readable exactly while some live ref is ready and not got
+ * (or the DAG failed). Under dag->lock. */
+void adag_dag_update_fd(adag_dag_h dag);
 /* Frees a DAG whose loops have stopped (or never started). */
 void adag_dag_free(adag_dag_h dag);
 

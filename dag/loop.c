@@ -20,9 +20,24 @@ struct adag_call {
     void *bufs[ADAG_MAX_RETURNS];
     size_t sizes[ADAG_MAX_RETURNS];
     uint32_t written; /* bit i: return i was given a buffer */
-    adag_status_t fail_status;
+    adag_status_t fail_status; /* set: the execution fails whatever the method returns */
     char msg[ADAG_SLOT_ERR_MAX];
+    char call_err[ADAG_SLOT_ERR_MAX]; /* the last failing adag_call_* (reported if the
+                                         method then returns an error) */
 };
+
+/* A failing adag_call_* on a valid call: remembered so that a method that
+ * passes the status on reports this message, not just the code. */
+static adag_status_t call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
+    ADAG_PRINTF(3, 4);
+static adag_status_t call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(call->call_err, sizeof(call->call_err), fmt, ap);
+    va_end(ap);
+    return adag_error(st, "%s", call->call_err);
+}
 
 static const char *method_name(const adag_call_h call)
 {
@@ -36,7 +51,9 @@ adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value)
     if (!call || !value)
         return adag_error(ADAG_ERR_INVALID, "adag_call_arg: call and value must not be NULL");
     if (i >= call->op->nargs)
-        return adag_error(ADAG_ERR_INVALID, "actor %s.%s: argument %u of %u does not exist",
+        return call_error(call, ADAG_ERR_INVALID,
+                          "actor %s.%s: adag_call_arg: argument %u does not exist (the method "
+                          "takes %u)",
                           call->loop->actor_name, method_name(call), i, call->op->nargs);
     value->data = call->args[i].data;
     value->size = call->args[i].size;
@@ -49,7 +66,9 @@ adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void *
     if (!call || !buf)
         return adag_error(ADAG_ERR_INVALID, "adag_call_output: call and buf must not be NULL");
     if (i >= call->op->nrets)
-        return adag_error(ADAG_ERR_INVALID, "actor %s.%s: return %u of %u does not exist",
+        return call_error(call, ADAG_ERR_INVALID,
+                          "actor %s.%s: adag_call_output: return %u does not exist (the method "
+                          "has %u)",
                           call->loop->actor_name, method_name(call), i, call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
     size_t cap = call->loop->chans[call->op->rets[i]].capacity;
@@ -71,8 +90,10 @@ adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void *
 adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *data, size_t size)
 {
     void *buf;
-    if (size && !data)
-        return adag_error(ADAG_ERR_INVALID, "adag_call_set_output: data is NULL");
+    if (size && call && !data)
+        return call_error(call, ADAG_ERR_INVALID,
+                          "actor %s.%s: adag_call_set_output: data is NULL for %zu bytes",
+                          call->loop->actor_name, method_name(call), size);
     adag_status_t st = adag_call_output(call, i, size, &buf);
     if (st == ADAG_OK && size)
         memcpy(buf, data, size);
@@ -163,16 +184,29 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     call->written = 0;
     call->fail_status = ADAG_OK;
     call->msg[0] = '\0';
+    call->call_err[0] = '\0';
     const adag_method_info_t *m = &loop->methods[op->method];
     pthread_mutex_lock(loop->call_lock);
     st = m->fn(loop->state, call);
     pthread_mutex_unlock(loop->call_lock);
-    /* WRITE */
+    /* WRITE. A method's own failure always reaches the caller as
+     * ADAG_ERR_METHOD: the code it returned (a TIMEOUT that would invite
+     * retries, a positive value that would look like success) goes in the
+     * message. Sizes refused by adag_call_output stay ADAG_ERR_TOO_LARGE. */
     if (call->fail_status != ADAG_OK) {
         st = call->fail_status;
     } else if (st != ADAG_OK) {
-        snprintf(call->msg, sizeof(call->msg), "actor %s.%s: returned %s", loop->actor_name,
-                 m->name, adag_status_str(st));
+        if (call->call_err[0])
+            snprintf(call->msg, sizeof(call->msg), "%s", call->call_err);
+        else if (st < ADAG_OK && st >= ADAG_ERR_INTERNAL)
+            snprintf(call->msg, sizeof(call->msg), "actor %s.%s: returned %s (%d)",
+                     loop->actor_name, m->name, adag_status_str(st), (int)st);
+        else
+            snprintf(call->msg, sizeof(call->msg),
+                     "actor %s.%s: returned %d, which is not an adag status (ADAG_OK or an "
+                     "ADAG_ERR_* code)",
+                     loop->actor_name, m->name, (int)st);
+        st = ADAG_ERR_METHOD;
     } else {
         for (uint32_t r = 0; r < op->nrets; r++) {
             if (!(call->written & (1u << r))) {

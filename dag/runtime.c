@@ -6,11 +6,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 void adag_list_init(adag_list_t *l)
@@ -72,6 +69,16 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
                           "adag_runtime_create: the program was built for adag %u.%u, "
                           "this library is %u.%u",
                           major, minor, ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
+    if (params) {
+        st = adag_check_field_mask("adag_runtime_create", "adag_runtime_params_t",
+                                   params->field_mask, ADAG_RUNTIME_PARAM_WORKER_PATH);
+        if (st != ADAG_OK)
+            return st;
+        if ((params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH) &&
+            (!params->worker_path || !*params->worker_path))
+            return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: worker_path is set "
+                                                "(ADAG_RUNTIME_PARAM_WORKER_PATH) but empty");
+    }
     rt = calloc(1, sizeof(*rt));
     if (!rt)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
@@ -86,7 +93,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     adag_list_init(&rt->dags);
     rt->monitor_wake = -1;
 
-    if (params && (params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH) && params->worker_path)
+    if (params && (params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH))
         rt->worker_path = strdup(params->worker_path);
     else if (adag_settings()->worker_path)
         rt->worker_path = strdup(adag_settings()->worker_path);
@@ -141,7 +148,8 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
         pthread_mutex_lock(&rt->lock);
         adag_actor_h a = NULL;
         for (adag_list_t *l = rt->actors.next; l != &rt->actors && !a; l = l->next)
-            if (!ADAG_CONTAINER(l, struct adag_actor, link)->user_destroyed)
+            if (!ADAG_CONTAINER(l, struct adag_actor, link)->user_destroyed &&
+                !ADAG_CONTAINER(l, struct adag_actor, link)->creating)
                 a = ADAG_CONTAINER(l, struct adag_actor, link);
         if (a)
             a->user_destroyed = 1;
@@ -216,151 +224,4 @@ adag_status_t adag_class_register(adag_runtime_h rt, const adag_class_def_t *def
     rt->classes = e;
     pthread_mutex_unlock(&rt->lock);
     return ADAG_OK;
-}
-
-/* ---- the monitor: notices worker deaths at once (pidfds) and reaps ---- */
-
-static const char *signal_text(int sig, char *buf, size_t n)
-{
-    const char *abbrev = sigabbrev_np(sig);
-    snprintf(buf, n, "killed by signal %d (SIG%s)", sig, abbrev ? abbrev : "?");
-    return buf;
-}
-
-/* Reaps a worker whose pidfd polled readable; fails every DAG it is in. */
-static void monitor_reap(adag_runtime_h rt, unsigned actor_id)
-{
-    adag_actor_h a = NULL;
-    siginfo_t si;
-    char how[96], msg[256];
-
-    pthread_mutex_lock(&rt->lock);
-    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next) {
-        adag_actor_h c = ADAG_CONTAINER(l, struct adag_actor, link);
-        if (c->id == actor_id)
-            a = c;
-    }
-    if (!a || a->reaped) {
-        pthread_mutex_unlock(&rt->lock);
-        return;
-    }
-    memset(&si, 0, sizeof(si));
-    if (waitid(P_PIDFD, (id_t)a->pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0) {
-        pthread_mutex_unlock(&rt->lock);
-        return;
-    }
-    if (si.si_code == CLD_EXITED)
-        snprintf(how, sizeof(how), "exited with status %d", si.si_status);
-    else
-        signal_text(si.si_status, how, sizeof(how));
-    a->reaped = 1;
-    int was_dead = a->dead;
-    a->dead = 1;
-    if (!was_dead)
-        snprintf(a->death, sizeof(a->death), "actor %s (pid %d) died: %s", a->name, a->pid, how);
-    snprintf(msg, sizeof(msg), "%s", a->death);
-    pthread_cond_broadcast(&rt->cond);
-    /* fail every DAG the actor belongs to (lock order: rt->lock, then dag->lock) */
-    for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
-        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-        if (adag_dag_uses_actor(dag, a))
-            adag_dag_fail(dag, ADAG_ERR_ACTOR_DIED, msg);
-    }
-    pthread_mutex_unlock(&rt->lock);
-    if (!was_dead)
-        ADAG_LOG_WARN("%s", msg);
-}
-
-static void *monitor_main(void *arg)
-{
-    adag_runtime_h rt = arg;
-    struct pollfd *pfds = NULL;
-    unsigned *ids = NULL;
-    unsigned cap = 0;
-
-    for (;;) {
-        unsigned n = 1;
-        pthread_mutex_lock(&rt->lock);
-        if (rt->monitor_stop) {
-            pthread_mutex_unlock(&rt->lock);
-            break;
-        }
-        unsigned count = 1;
-        for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
-            count++;
-        if (count > cap) {
-            struct pollfd *np = realloc(pfds, count * sizeof(*pfds));
-            unsigned *ni = np ? realloc(ids, count * sizeof(*ids)) : NULL;
-            if (np)
-                pfds = np;
-            if (ni) {
-                ids = ni;
-                cap = count;
-            }
-        }
-        if (cap == 0) {
-            /* out of memory: try again shortly rather than lose deaths */
-            pthread_mutex_unlock(&rt->lock);
-            ADAG_LOG_ERROR("monitor: out of memory");
-            usleep(100000);
-            continue;
-        }
-        pfds[0].fd = rt->monitor_wake;
-        pfds[0].events = POLLIN;
-        for (adag_list_t *l = rt->actors.next; l != &rt->actors && n < cap; l = l->next) {
-            adag_actor_h a = ADAG_CONTAINER(l, struct adag_actor, link);
-            if (a->placement != ADAG_PLACEMENT_PROCESS || a->reaped || a->pidfd < 0)
-                continue;
-            pfds[n].fd = a->pidfd;
-            pfds[n].events = POLLIN;
-            ids[n] = a->id;
-            n++;
-        }
-        pthread_mutex_unlock(&rt->lock);
-
-        if (poll(pfds, n, -1) < 0)
-            continue; /* EINTR */
-        if (pfds[0].revents & POLLIN) {
-            uint64_t v;
-            (void)!read(rt->monitor_wake, &v, sizeof(v));
-        }
-        for (unsigned i = 1; i < n; i++)
-            if (pfds[i].revents)
-                monitor_reap(rt, ids[i]);
-    }
-    free(pfds);
-    free(ids);
-    return NULL;
-}
-
-void adag_monitor_poke(adag_runtime_h rt)
-{
-    uint64_t one = 1;
-    while (write(rt->monitor_wake, &one, sizeof(one)) < 0 && errno == EINTR) {
-    }
-}
-
-adag_status_t adag_monitor_start(adag_runtime_h rt)
-{
-    rt->monitor_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (rt->monitor_wake < 0)
-        return adag_error_errno(errno, "adag_runtime_create: eventfd");
-    int err = pthread_create(&rt->monitor, NULL, monitor_main, rt);
-    if (err) {
-        close(rt->monitor_wake);
-        rt->monitor_wake = -1;
-        return adag_error_errno(err, "adag_runtime_create: cannot start the monitor thread");
-    }
-    return ADAG_OK;
-}
-
-void adag_monitor_stop(adag_runtime_h rt)
-{
-    pthread_mutex_lock(&rt->lock);
-    rt->monitor_stop = 1;
-    pthread_mutex_unlock(&rt->lock);
-    adag_monitor_poke(rt);
-    pthread_join(rt->monitor, NULL);
-    close(rt->monitor_wake);
-    rt->monitor_wake = -1;
 }

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,7 @@ static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, int w
 static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg)
 {
     adag_rbuf_t rb = {msg->payload, msg->len, 0, 0};
-    char module[4096], class_name[ADAG_MAX_NAME];
+    char module[PATH_MAX], class_name[ADAG_MAX_NAME];
     size_t init_size;
     const void *init_data;
 

@@ -69,6 +69,8 @@ typedef enum {
     ADAG_ERR_NOT_FOUND = -10,  /* no such class, module, method or setting */
     ADAG_ERR_BUSY = -11,       /* the object is in use (e.g. a DAG still uses it) */
     ADAG_ERR_PROTOCOL = -12,   /* a peer sent a malformed or unexpected message */
+    ADAG_ERR_INTERNAL = -13,   /* a broken invariant of the runtime (a bug, or its shared
+                                  memory overwritten); the DAG is failed */
 } adag_status_t;
 
 /* Short static name of a status, e.g. "ADAG_ERR_TIMEOUT: timed out". */
@@ -173,6 +175,8 @@ typedef struct adag_dag *adag_dag_h;
 enum {
     ADAG_RUNTIME_PARAM_WORKER_PATH = 1u << 0,
 };
+/* Every params struct rejects (ADAG_ERR_INVALID) a field_mask bit this
+ * library does not know, and a bit set for a pointer field left NULL. */
 
 typedef struct {
     uint64_t field_mask;     /* ADAG_RUNTIME_PARAM_* bits of the fields set */

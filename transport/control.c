@@ -2,23 +2,16 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/fd.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/types.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 typedef struct {
     uint32_t type;
@@ -115,10 +108,11 @@ static adag_status_t recv_exact(int sock, void *buf, size_t len, int64_t deadlin
             unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
             int *fds = (int *)CMSG_DATA(cm);
             for (unsigned i = 0; i < k; i++) {
-                if (msg->nfds < ADAG_CTL_MAX_FDS)
-                    msg->fds[msg->nfds++] = fds[i];
-                else
-                    close(fds[i]);
+                int fd = fds[i];
+                if (msg->nfds < ADAG_CTL_MAX_FDS && (fd = adag_fd_above_stdio(fd)) >= 0)
+                    msg->fds[msg->nfds++] = fd;
+                else if (fd >= 0)
+                    close(fd);
             }
         }
         if (n == 0)
@@ -166,82 +160,4 @@ void adag_ctl_msg_free(adag_ctl_msg_t *msg)
     for (unsigned i = 0; i < msg->nfds; i++)
         close(msg->fds[i]);
     memset(msg, 0, sizeof(*msg));
-}
-
-adag_status_t adag_spawn_worker(const char *path, int *pid_out, int *pidfd_out, int *sock_out)
-{
-    int sv[2] = {-1, -1}, child_fd = -1, pidfd = -1, err;
-    pid_t pid = -1;
-    char fdarg[16];
-    posix_spawn_file_actions_t fa;
-    adag_status_t st;
-
-    if (access(path, X_OK) != 0)
-        return adag_error_errno(errno, "adag-worker '%s' is not executable (set ADAG_WORKER_PATH)",
-                                path);
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-        return adag_error_errno(errno, "socketpair for worker control");
-    /* keep the child's end clear of fds 0-9 so dup2 onto 3 always clears CLOEXEC */
-    child_fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
-    if (child_fd < 0) {
-        st = adag_error_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
-        goto fail_socks;
-    }
-    err = posix_spawn_file_actions_init(&fa);
-    if (err) {
-        st = adag_error_errno(err, "posix_spawn_file_actions_init");
-        goto fail_child_fd;
-    }
-    err = posix_spawn_file_actions_adddup2(&fa, child_fd, 3);
-    if (err) {
-        st = adag_error_errno(err, "posix_spawn_file_actions_adddup2");
-        goto fail_actions;
-    }
-    /* the worker starts with no signal blocked and default dispositions,
-     * whatever the driver's thread had */
-    posix_spawnattr_t attr;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    err = posix_spawnattr_init(&attr);
-    if (err) {
-        st = adag_error_errno(err, "posix_spawnattr_init");
-        goto fail_actions;
-    }
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    snprintf(fdarg, sizeof(fdarg), "%d", 3);
-    char *argv[] = {(char *)path, (char *)"--control-fd", fdarg, NULL};
-    err = posix_spawn(&pid, path, &fa, &attr, argv, environ);
-    posix_spawnattr_destroy(&attr);
-    if (err) {
-        st = adag_error_errno(err, "posix_spawn(%s)", path);
-        goto fail_actions;
-    }
-    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0) {
-        st = adag_error_errno(errno, "pidfd_open(%d)", (int)pid);
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        goto fail_actions;
-    }
-    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-    posix_spawn_file_actions_destroy(&fa);
-    close(child_fd);
-    close(sv[1]);
-    *pid_out = pid;
-    *pidfd_out = pidfd;
-    *sock_out = sv[0];
-    return ADAG_OK;
-
-fail_actions:
-    posix_spawn_file_actions_destroy(&fa);
-fail_child_fd:
-    close(child_fd);
-fail_socks:
-    close(sv[0]);
-    close(sv[1]);
-    return st;
 }

@@ -32,9 +32,4 @@ adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
 
 void adag_ctl_msg_free(adag_ctl_msg_t *msg);
 
-/* Spawns `path --control-fd N` with one end of a new socketpair as fd N.
- * Returns the pid, a pidfd (readable once the process exits) and the
- * driver's end of the control socket, all close-on-exec. */
-adag_status_t adag_spawn_worker(const char *path, int *pid, int *pidfd, int *sock);
-
 #endif

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "common/event.h"
+#include "common/fd.h"
 
 #include <errno.h>
 #include <stdalign.h>
@@ -223,7 +224,7 @@ adag_status_t adag_shm_segment_create(adag_shm_segment_t *seg, const char *name,
 {
     long page = sysconf(_SC_PAGESIZE);
     size = (size + (size_t)page - 1) & ~((size_t)page - 1);
-    seg->fd = memfd_create(name, MFD_CLOEXEC);
+    seg->fd = adag_fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
     if (seg->fd < 0)
         return adag_error_errno(errno, "memfd_create(%s)", name);
     if (ftruncate(seg->fd, (off_t)size) != 0) {

@@ -1,0 +1,268 @@
+/*
+ * The runtime's monitor thread. It
+ *   - spawns every worker (so the worker's parent-death signal is tied to a
+ *     thread that lives as long as the runtime: see transport/spawn.h);
+ *   - watches every worker's pidfd and, when one polls readable, collects
+ *     the worker and fails every DAG it belongs to with ADAG_ERR_ACTOR_DIED.
+ *     Liveness comes from the pidfd alone, so the host program's SIGCHLD
+ *     handling (SIG_IGN, a handler that reaps) changes nothing;
+ *   - keeps armed DAG fds exact: when a loop signals a DAG's notify fd, it
+ *     recomputes that DAG's user fd under the DAG's lock.
+ * Lock order: rt->lock, then dag->lock.
+ */
+#include "common/error.h"
+#include "common/log.h"
+#include "dag/internal.h"
+#include "transport/spawn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/fd.h"
+
+typedef struct adag_spawn_req {
+    struct adag_spawn_req *next;
+    int done;
+    adag_status_t status;
+    char msg[ADAG_ERROR_MAX];
+    int pid, pidfd, sock;
+} adag_spawn_req_t;
+
+/* What one poll slot watches. */
+typedef enum { WATCH_WAKE, WATCH_WORKER, WATCH_DAG } watch_kind_t;
+typedef struct {
+    watch_kind_t kind;
+    unsigned id; /* actor id or DAG id */
+} watch_t;
+
+/* Collects a worker whose pidfd polled readable; fails every DAG it is in.
+ * Returns 0 if it turned out not to have exited yet. */
+static int reap_worker(adag_runtime_h rt, unsigned actor_id)
+{
+    adag_actor_h a = NULL;
+    char how[128], msg[256];
+
+    pthread_mutex_lock(&rt->lock);
+    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next) {
+        adag_actor_h c = ADAG_CONTAINER(l, struct adag_actor, link);
+        if (c->id == actor_id)
+            a = c;
+    }
+    if (!a || a->reaped || a->pidfd < 0) {
+        pthread_mutex_unlock(&rt->lock);
+        return 1;
+    }
+    if (!adag_reap(a->pidfd, 1, how, sizeof(how))) {
+        pthread_mutex_unlock(&rt->lock);
+        return 0;
+    }
+    a->reaped = 1;
+    int was_dead = a->dead;
+    a->dead = 1;
+    if (!was_dead)
+        snprintf(a->death, sizeof(a->death), "actor %s (pid %d) died: %s", a->name, a->pid, how);
+    snprintf(msg, sizeof(msg), "%s", a->death);
+    pthread_cond_broadcast(&rt->cond);
+    for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
+        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+        if (adag_dag_uses_actor(dag, a))
+            adag_dag_fail(dag, ADAG_ERR_ACTOR_DIED, msg);
+    }
+    pthread_mutex_unlock(&rt->lock);
+    if (!was_dead)
+        ADAG_LOG_WARN("%s", msg);
+    return 1;
+}
+
+/* A loop signalled the DAG's notify fd: drain it, recompute the user fd. */
+static void refresh_dag_fd(adag_runtime_h rt, unsigned dag_id)
+{
+    pthread_mutex_lock(&rt->lock);
+    for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
+        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+        if (dag->id != dag_id)
+            continue;
+        uint64_t v;
+        while (read(dag->notify_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+        }
+        pthread_mutex_lock(&dag->lock);
+        adag_dag_update_fd(dag);
+        pthread_mutex_unlock(&dag->lock);
+        break;
+    }
+    pthread_mutex_unlock(&rt->lock);
+}
+
+/* Runs the spawns queued by adag_monitor_spawn (this thread must be the
+ * workers' parent). Called without rt->lock. */
+static void run_spawns(adag_runtime_h rt, adag_spawn_req_t *reqs)
+{
+    for (adag_spawn_req_t *r = reqs; r; r = r->next) {
+        r->status = adag_spawn_worker(rt->worker_path, &r->pid, &r->pidfd, &r->sock);
+        if (r->status != ADAG_OK)
+            snprintf(r->msg, sizeof(r->msg), "%s", adag_last_error());
+    }
+    pthread_mutex_lock(&rt->lock);
+    while (reqs) {
+        adag_spawn_req_t *next = reqs->next;
+        reqs->done = 1;
+        reqs = next;
+    }
+    pthread_cond_broadcast(&rt->cond);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+/* Grows the poll arrays to n entries; 0 on success. */
+static int reserve_slots(struct pollfd **pfds, watch_t **watch, unsigned *cap, unsigned n)
+{
+    if (n <= *cap)
+        return 0;
+    struct pollfd *np = realloc(*pfds, n * sizeof(**pfds));
+    if (!np)
+        return -1;
+    *pfds = np;
+    watch_t *nw = realloc(*watch, n * sizeof(**watch));
+    if (!nw)
+        return -1;
+    *watch = nw;
+    *cap = n;
+    return 0;
+}
+
+static void *monitor_main(void *arg)
+{
+    adag_runtime_h rt = arg;
+    struct pollfd *pfds = NULL;
+    watch_t *watch = NULL;
+    unsigned cap = 0;
+    int retry_ms = -1; /* a pidfd polled readable but the worker had not exited */
+
+    for (;;) {
+        pthread_mutex_lock(&rt->lock);
+        adag_spawn_req_t *reqs = rt->spawn_reqs;
+        rt->spawn_reqs = NULL;
+        if (reqs && !rt->monitor_stop) {
+            pthread_mutex_unlock(&rt->lock);
+            run_spawns(rt, reqs);
+            continue;
+        }
+        if (rt->monitor_stop) {
+            for (adag_spawn_req_t *r = reqs; r; r = r->next) {
+                r->status = ADAG_ERR_CLOSED;
+                snprintf(r->msg, sizeof(r->msg), "the runtime is being destroyed");
+                r->done = 1;
+            }
+            pthread_cond_broadcast(&rt->cond);
+            pthread_mutex_unlock(&rt->lock);
+            break;
+        }
+        unsigned count = 1;
+        for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
+            count++;
+        for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next)
+            count++;
+        if (reserve_slots(&pfds, &watch, &cap, count) != 0 && cap == 0) {
+            /* out of memory: try again shortly rather than lose deaths */
+            pthread_mutex_unlock(&rt->lock);
+            ADAG_LOG_ERROR("monitor: out of memory");
+            usleep(100000);
+            continue;
+        }
+        unsigned n = 0;
+        pfds[n] = (struct pollfd){rt->monitor_wake, POLLIN, 0};
+        watch[n++] = (watch_t){WATCH_WAKE, 0};
+        for (adag_list_t *l = rt->actors.next; l != &rt->actors && n < cap; l = l->next) {
+            adag_actor_h a = ADAG_CONTAINER(l, struct adag_actor, link);
+            if (a->placement != ADAG_PLACEMENT_PROCESS || a->reaped || a->pidfd < 0)
+                continue;
+            pfds[n] = (struct pollfd){a->pidfd, POLLIN, 0};
+            watch[n++] = (watch_t){WATCH_WORKER, a->id};
+        }
+        for (adag_list_t *l = rt->dags.next; l != &rt->dags && n < cap; l = l->next) {
+            adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+            if (!dag->hdr || !atomic_load_explicit(&dag->hdr->fd_armed, memory_order_seq_cst))
+                continue;
+            pfds[n] = (struct pollfd){dag->notify_fd, POLLIN, 0};
+            watch[n++] = (watch_t){WATCH_DAG, dag->id};
+        }
+        pthread_mutex_unlock(&rt->lock);
+
+        int r = poll(pfds, n, retry_ms);
+        retry_ms = -1;
+        if (r < 0)
+            continue; /* EINTR */
+        for (unsigned i = 0; i < n; i++) {
+            if (!pfds[i].revents)
+                continue;
+            if (watch[i].kind == WATCH_WAKE) {
+                uint64_t v;
+                (void)!read(rt->monitor_wake, &v, sizeof(v));
+            } else if (watch[i].kind == WATCH_WORKER) {
+                if (!reap_worker(rt, watch[i].id))
+                    retry_ms = 10;
+            } else {
+                refresh_dag_fd(rt, watch[i].id);
+            }
+        }
+    }
+    free(pfds);
+    free(watch);
+    return NULL;
+}
+
+adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *sock)
+{
+    adag_spawn_req_t req;
+    memset(&req, 0, sizeof(req));
+    pthread_mutex_lock(&rt->lock);
+    req.next = rt->spawn_reqs;
+    rt->spawn_reqs = &req;
+    pthread_mutex_unlock(&rt->lock);
+    adag_monitor_poke(rt);
+    pthread_mutex_lock(&rt->lock);
+    while (!req.done)
+        pthread_cond_wait(&rt->cond, &rt->lock);
+    pthread_mutex_unlock(&rt->lock);
+    if (req.status != ADAG_OK)
+        return adag_error(req.status, "%s", req.msg);
+    *pid = req.pid;
+    *pidfd = req.pidfd;
+    *sock = req.sock;
+    return ADAG_OK;
+}
+
+void adag_monitor_poke(adag_runtime_h rt)
+{
+    uint64_t one = 1;
+    while (write(rt->monitor_wake, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+}
+
+adag_status_t adag_monitor_start(adag_runtime_h rt)
+{
+    rt->monitor_wake = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (rt->monitor_wake < 0)
+        return adag_error_errno(errno, "adag_runtime_create: eventfd");
+    int err = pthread_create(&rt->monitor, NULL, monitor_main, rt);
+    if (err) {
+        close(rt->monitor_wake);
+        rt->monitor_wake = -1;
+        return adag_error_errno(err, "adag_runtime_create: cannot start the monitor thread");
+    }
+    return ADAG_OK;
+}
+
+void adag_monitor_stop(adag_runtime_h rt)
+{
+    pthread_mutex_lock(&rt->lock);
+    rt->monitor_stop = 1;
+    pthread_mutex_unlock(&rt->lock);
+    adag_monitor_poke(rt);
+    pthread_join(rt->monitor, NULL);
+    close(rt->monitor_wake);
+    rt->monitor_wake = -1;
+}
