@@ -160,3 +160,73 @@ install: all
 
 clean:
 	rm -rf build
+
+# ---- fuzzing (libFuzzer, clang) ----
+# Fuzz targets for the decoders that read a peer's bytes (tests/fuzz/README.md):
+#   make fuzz        builds build/fuzz/fuzz_{wire,program,control} (clang, ASan+UBSan)
+#   make fuzz-run    runs each for FUZZ_SECONDS (default 20), one after the other,
+#                    on a scratch copy of its seeds (build/fuzz/work/<t>); fails on
+#                    any crash, leak, sanitizer report or failed check
+#   make fuzz-seeds  regenerates the seed files in tests/fuzz/corpus with the real encoders
+#   make fuzz-merge  by hand: adds what fuzz-run found that covers new code to
+#                    tests/fuzz/corpus (review the size before committing)
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS := wire program control
+FUZZ_DIR := build/fuzz
+FUZZ_CORPUS ?= tests/fuzz/corpus
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+    -O1 -g $(FUZZ_SAN) -I include -I .
+# what the decoders link against: wire/control/shm ring, errors and settings
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c) dag/program.c)
+FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h)
+
+.PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+fuzz-cc:
+	@$(FUZZ_CC) --version 2>/dev/null | grep -q clang || { \
+	    echo "fuzz: '$(FUZZ_CC)' is not clang (or not installed): libFuzzer needs clang;" \
+	         "install it (./setup.sh, or apt-get install clang) or set FUZZ_CC=clang-NN" >&2; \
+	    exit 1; }
+
+# library objects: coverage-instrumented, without libFuzzer's main
+$(FUZZ_DIR)/obj/%.o: %.c $(FUZZ_HDRS) | fuzz-cc
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS) $(FUZZ_HDRS) | fuzz-cc
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) -lpthread -ldl
+
+$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_OBJS) $(FUZZ_HDRS) | fuzz-cc
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJS) -lpthread -ldl
+
+# libFuzzer exits non-zero on a finding; its log and the input that caused it
+# (crash-*, leak-*, ...) stay in build/fuzz/<t>.log and build/fuzz/artifacts/<t>/.
+fuzz-run: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_DIR)/work/$$t $(FUZZ_DIR)/artifacts/$$t && \
+	    cp $(FUZZ_CORPUS)/$$t/* $(FUZZ_DIR)/work/$$t/ && \
+	    echo "fuzz-run: fuzz_$$t for $(FUZZ_SECONDS)s" && \
+	    if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ \
+	        $(FUZZ_DIR)/work/$$t > $(FUZZ_DIR)/$$t.log 2>&1; then \
+	        grep -E '^Done [0-9]+ runs|^stat::new_units_added' $(FUZZ_DIR)/$$t.log; \
+	    else \
+	        tail -n 60 $(FUZZ_DIR)/$$t.log; \
+	        echo "fuzz-run: fuzz_$$t FAILED; log $(FUZZ_DIR)/$$t.log," \
+	             "input in $(FUZZ_DIR)/artifacts/$$t/ (rerun: $(FUZZ_DIR)/fuzz_$$t FILE)" >&2; \
+	        exit 1; \
+	    fi; \
+	done
+
+fuzz-seeds: $(FUZZ_DIR)/make_seeds
+	$(FUZZ_DIR)/make_seeds $(FUZZ_CORPUS)
+
+fuzz-merge: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	    $(FUZZ_DIR)/fuzz_$$t -merge=1 -rss_limit_mb=1024 $(FUZZ_CORPUS)/$$t \
+	        $(FUZZ_DIR)/work/$$t 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || exit 1; \
+	done
+	@du -sh --apparent-size $(FUZZ_CORPUS)

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdalign.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -52,8 +53,15 @@ static size_t slot_stride(size_t capacity)
 
 size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity)
 {
-    return sizeof(struct adag_shm_chan_hdr) + (size_t)nreaders * CURSOR_STRIDE +
-           (size_t)nslots * slot_stride(capacity);
+    /* Saturates at SIZE_MAX instead of wrapping: the geometry may come from a
+     * peer's program, and a wrapped size would pass "fits in the segment". */
+    size_t fixed = sizeof(struct adag_shm_chan_hdr) + (size_t)nreaders * CURSOR_STRIDE;
+    if (capacity > SIZE_MAX - SLOT_HDR_SIZE - 63)
+        return SIZE_MAX;
+    size_t stride = slot_stride(capacity);
+    if (nslots && stride > (SIZE_MAX - fixed) / nslots)
+        return SIZE_MAX;
+    return fixed + (size_t)nslots * stride;
 }
 
 static _Atomic uint64_t *cursor(struct adag_shm_chan_hdr *hdr, unsigned reader)

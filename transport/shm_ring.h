@@ -19,7 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bytes a channel with this geometry takes in a segment (64-aligned). */
+/* Bytes a channel with this geometry takes in a segment (64-aligned);
+ * SIZE_MAX if that does not fit in a size_t. */
 size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity);
 
 /* Writes a fresh channel header at base (zeroed memory of adag_shm_chan_size bytes). */
