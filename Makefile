@@ -32,7 +32,7 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 # tests/test_*.c: the API suite, linked with libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static library.
 # tests/stress_ring.c: the ring under ThreadSanitizer (make test-tsan).
-TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c,$(wildcard tests/*.c))
+TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix.c,$(wildcard tests/*.c))
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/modules/test_actors.o
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
@@ -46,7 +46,7 @@ ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag
     $(TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE)
 
-.PHONY: all test test-tsan check install clean demo bench bench-smoke
+.PHONY: all test test-tsan test-faults check install clean demo bench bench-smoke
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
@@ -130,10 +130,14 @@ test-tsan:
 	$(MAKE) SAN=thread build/san-thread/tests/stress-ring
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
 
-# Everything CI runs: the suite, the suite under ASan+UBSan, the ring under TSan.
+# Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
+# driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
+CHECK_FUZZ_SECONDS ?= 15
 check: test bench-smoke
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
+	$(MAKE) test-faults
+	$(MAKE) fuzz-run FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 
 # The harness runs once, quickly, to prove it works (it asserts no timing):
 # every scenario must run, check its results and print valid JSON.
@@ -230,3 +234,22 @@ fuzz-merge: fuzz
 	        $(FUZZ_DIR)/work/$$t 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || exit 1; \
 	done
 	@du -sh --apparent-size $(FUZZ_CORPUS)
+
+# ---- fault matrix ----
+# tests/fault_matrix.c: a plain program (it forks drivers and kills them, so
+# not Criterion) that injects faults (killed/stopped driver or worker, exit
+# or segfault in a method) at each phase and checks what is left behind.
+# `make test-faults FAULT_ARGS="--seconds 20"`; it prints
+# "fault-matrix: N passed, M failed[, K skipped]" last.
+FAULT_ARGS ?=
+
+$(BUILD)/tests/fault-matrix: $(BUILD)/obj/tests/fault_matrix.o $(BUILD)/obj/tests/modules/test_actors.o \
+    $(BUILD)/libadag.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BUILD)/obj/tests/fault_matrix.o \
+	    $(BUILD)/obj/tests/modules/test_actors.o -L$(BUILD) -ladag $(RPATH) $(LIBS)
+
+.PHONY: test-faults
+# A hard limit on the whole run: a hang is a failure, never a stuck CI.
+test-faults: $(BUILD)/tests/fault-matrix $(BUILD)/adag-worker $(TEST_MODULE)
+	timeout --kill-after=10 240 $(BUILD)/tests/fault-matrix $(FAULT_ARGS)

@@ -42,6 +42,10 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
 }
 
 #define MAX_PROGRAM_ITEMS (1u << 20)
+/* The fewest bytes one channel / one operation takes encoded: counts that
+ * the rest of the message cannot hold are refused before allocating. */
+#define MIN_CHAN_BYTES (8 + 6 * 4 + 8)
+#define MIN_OP_BYTES (4 * 4)
 
 adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_program_t *p)
 {
@@ -55,6 +59,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     p->spin_yield = adag_rbuf_u32(b) != 0;
     p->nchans = adag_rbuf_u32(b);
     if (b->failed || p->nchans > MAX_PROGRAM_ITEMS || p->nslots == 0 ||
+        p->nchans > (b->len - b->pos) / MIN_CHAN_BYTES ||
         p->segment_size < ADAG_SEGMENT_HDR_SIZE)
         goto bad;
     p->chans = calloc(p->nchans ? p->nchans : 1, sizeof(*p->chans));
@@ -81,7 +86,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
             goto bad;
     }
     p->nops = adag_rbuf_u32(b);
-    if (b->failed || p->nops > MAX_PROGRAM_ITEMS)
+    if (b->failed || p->nops > MAX_PROGRAM_ITEMS || p->nops > (b->len - b->pos) / MIN_OP_BYTES)
         goto bad;
     p->ops = calloc(p->nops ? p->nops : 1, sizeof(*p->ops));
     if (!p->ops) {

@@ -104,7 +104,11 @@ typedef struct {
 typedef struct adag_call *adag_call_h;
 
 /* A method: runs on the actor's state with one execution's inputs.
- * Returns ADAG_OK, or an error (use adag_call_fail to say why). */
+ * Returns ADAG_OK, or an error (use adag_call_fail to say why). Whatever
+ * non-OK value it returns (an ADAG_ERR_* code, a positive or unknown
+ * value), the caller's get sees ADAG_ERR_METHOD, with the returned code in
+ * the message; a failing adag_call_* whose status the method returns keeps
+ * that call's own message. */
 typedef adag_status_t (*adag_method_fn)(void *state, adag_call_h call);
 
 #define ADAG_MAX_ARGS 16
@@ -231,7 +235,13 @@ typedef struct {
 } adag_actor_params_t;
 
 /* Creates an actor: for a process actor, spawns adag-worker, loads the module
- * and runs the class's init there. */
+ * and runs the class's init there. A worker dies with its driver, whatever
+ * kills the driver (it gets SIGKILL from the kernel when the runtime's
+ * monitor thread ends), even when stopped or stuck in a method; it starts
+ * with fds 0-2 open (on /dev/null where the driver's are closed). Names are
+ * unique per runtime, also between threads creating actors at once. A
+ * worker that dies in its class's init fails this call with
+ * ADAG_ERR_ACTOR_DIED saying how it died (signal or exit status). */
 ADAG_API adag_status_t adag_actor_create(adag_runtime_h runtime, const adag_actor_params_t *params,
                                          adag_actor_h *actor);
 
@@ -286,9 +296,12 @@ typedef struct {
     uint64_t field_mask;       /* ADAG_COMPILE_PARAM_* bits */
     unsigned max_inflight;     /* executions in flight; default ADAG_MAX_INFLIGHT (8) */
     size_t slot_capacity;      /* bytes per value per execution; default ADAG_SLOT_CAPACITY (1 MiB) */
-    int execute_timeout_ms;    /* how long a blocking execute waits for room; -1 forever;
+    int execute_timeout_ms;    /* how long a blocking execute waits for room (and for
+                                  other threads' executes); -1 forever, else >= 0;
                                   default ADAG_EXECUTE_TIMEOUT_MS (60000) */
-    int teardown_timeout_ms;   /* default ADAG_TEARDOWN_TIMEOUT_MS (5000) */
+    int teardown_timeout_ms;   /* >= 0; how long each worker may take to stop its loop
+                                  at teardown before it is killed (all workers at once);
+                                  default ADAG_TEARDOWN_TIMEOUT_MS (5000) */
     const char *name;          /* for messages and DOT; default "dag<n>" */
     /* wait policy of every channel wait of this DAG: spin at most this many ns
      * before sleeping on a futex (0: sleep at once; each wait adapts below
@@ -317,7 +330,12 @@ enum {
  * run pipelined. Ref r reuses the slots of ref r - max_inflight, so while
  * that ref is not released, execute waits for it (up to the execute timeout;
  * ADAG_ERR_TIMEOUT names the ref to release), or with ADAG_EXECUTE_NONBLOCK
- * returns ADAG_ERR_AGAIN. It never fails just for being busy. */
+ * returns ADAG_ERR_AGAIN. It never fails just for being busy.
+ * Several threads may execute on one DAG: executions start one at a time
+ * (in ref order), and a thread waiting for another's execute to start (or
+ * for another's prepared execution to be committed) honours NONBLOCK
+ * (ADAG_ERR_AGAIN at once) and its own execute timeout. No lock is held
+ * across any wait. */
 ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
                                         unsigned flags, adag_ref_t *ref);
 
@@ -327,14 +345,18 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  * then adag_dag_execute_commit with their sizes starts the execution and
  * returns its ref (ADAG_ERR_TOO_LARGE for a size above the capacity leaves
  * it prepared). adag_dag_execute_cancel drops it. Commit or cancel on the
- * thread that prepared; other executes of this DAG wait until then. */
+ * thread that prepared; other threads' executes wait until then (within
+ * their timeout, or ADAG_ERR_AGAIN with NONBLOCK). On the preparing
+ * thread, another prepare or execute before commit/cancel is
+ * ADAG_ERR_INVALID (it would wait for itself). */
 ADAG_API adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers,
                                                 unsigned n);
 ADAG_API adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,
                                                adag_ref_t *ref);
 ADAG_API adag_status_t adag_dag_execute_cancel(adag_dag_h dag);
 
-/* Waits up to timeout_ms (-1 forever, 0 poll) for execution `ref` and fills
+/* Waits up to timeout_ms (-1 forever, 0 poll; other negative values are
+ * ADAG_ERR_INVALID) for execution `ref` and fills
  * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that
  * stay valid until adag_dag_release(ref). Any order of refs works.
  * ADAG_ERR_TIMEOUT leaves the ref valid; ADAG_ERR_METHOD / ADAG_ERR_TOO_LARGE
@@ -350,9 +372,13 @@ ADAG_API adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t
  * called before the execution finished (its result is then dropped). */
 ADAG_API adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref);
 
-/* A file descriptor that polls readable while some executed ref has its
- * result ready and has not yet been got with adag_dag_get (also once the
- * DAG failed). The DAG owns it: do not read or close it. */
+/* A file descriptor that polls readable exactly while some executed ref
+ * has its result ready and has been neither got nor released (and once the
+ * DAG failed): after the get or release of the last such ref it no longer
+ * polls readable, so a level-triggered event loop never spins. Once armed
+ * by this call, the runtime's monitor thread follows the DAG's results to
+ * keep it so (a few microseconds after each result). The DAG owns it: do
+ * not read or close it. */
 ADAG_API adag_status_t adag_dag_fd(adag_dag_h dag, int *fd);
 
 /* Writes the compiled graph in Graphviz DOT: each actor with its
@@ -373,8 +399,10 @@ typedef struct {
 ADAG_API adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats);
 
 /* Stops every actor loop of this DAG (executions in flight are abandoned)
- * and frees its channels. Completes within the teardown timeout: a worker
- * whose method does not return by then is killed. Blocked execute/get
+ * and frees its channels. The stop goes to every worker at once and each
+ * has the whole teardown timeout: only a worker whose method does not
+ * return by then is killed (which fails the other DAGs it serves); healthy
+ * workers, and the other DAGs they serve, go on. Blocked execute/get
  * calls on other threads return ADAG_ERR_CLOSED; an execution prepared
  * (adag_dag_execute_prepare) by another thread must be committed or
  * cancelled first, one prepared by the calling thread is dropped. */

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "dag/program.h"
 #include "transport/control.h"
+#include "transport/shm_ring.h"
 #include "transport/wire.h"
 
 #include <criterion/criterion.h>
@@ -167,5 +168,47 @@ Test(wire, strings_are_bounded, .timeout = 30)
     cr_assert_str_eq(out, "short");
     adag_rbuf_str(&rb, out, sizeof(out));
     cr_assert(rb.failed, "an over-long string must fail, not truncate silently");
+    adag_wbuf_free(&wb);
+}
+
+/* A channel's size from peer-given geometry cannot wrap around: a capacity
+ * near 2^64 or a slot count times slot size past 2^64 reads as "does not
+ * fit" (SIZE_MAX), so a program claiming such a channel is refused. */
+Test(wire, channel_size_does_not_wrap, .timeout = 30)
+{
+    cr_assert_eq(adag_shm_chan_size(4, 1, (size_t)-256), SIZE_MAX);
+    cr_assert_eq(adag_shm_chan_size(2, 1, ((size_t)1 << 63) + 512), SIZE_MAX);
+    cr_assert_eq(adag_shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
+    cr_assert(adag_shm_chan_size(4, 2, 1024) < 8192);
+
+    adag_program_t p, q;
+    adag_prog_chan_t chans[2];
+    adag_prog_op_t ops[1];
+    adag_wbuf_t wb = {0};
+    sample_program(&p, chans, ops);
+    p.capacity = (uint64_t)-256;
+    adag_program_encode(&p, &wb);
+    adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL,
+                 "a program with a wrapping channel size was accepted");
+    adag_wbuf_free(&wb);
+}
+
+/* A count larger than what the rest of the message can hold is refused
+ * before anything is allocated for it. */
+Test(wire, program_counts_bounded_by_message, .timeout = 30)
+{
+    adag_wbuf_t wb = {0};
+    adag_wbuf_u32(&wb, 1);               /* dag id */
+    adag_wbuf_str(&wb, "d");             /* name */
+    adag_wbuf_u64(&wb, 1 << 20);         /* segment size */
+    adag_wbuf_u32(&wb, 4);               /* slots */
+    adag_wbuf_u64(&wb, 64);              /* capacity */
+    adag_wbuf_u64(&wb, 0);               /* spin */
+    adag_wbuf_u32(&wb, 0);               /* yield */
+    adag_wbuf_u32(&wb, 1u << 20);        /* a million channels, in 4 bytes */
+    adag_program_t q;
+    adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
     adag_wbuf_free(&wb);
 }

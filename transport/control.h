@@ -25,9 +25,11 @@ typedef struct {
 adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t len,
                             const int *fds, unsigned nfds);
 
-/* Receives one frame by the deadline. A closed peer gives ADAG_ERR_CLOSED
- * (message "peer closed the control socket"); an oversized or truncated frame
- * ADAG_ERR_PROTOCOL. Received fds are close-on-exec and owned by msg. */
+/* Receives one frame by the deadline. A peer that closed the socket, before
+ * or in the middle of a frame, gives ADAG_ERR_CLOSED (message "peer closed
+ * the control socket"); a frame longer than ADAG_CTL_MAX_PAYLOAD gives
+ * ADAG_ERR_PROTOCOL; the deadline ADAG_ERR_TIMEOUT. Received fds are
+ * close-on-exec, above fd 2, and owned by msg. */
 adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
 
 void adag_ctl_msg_free(adag_ctl_msg_t *msg);

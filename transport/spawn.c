@@ -57,7 +57,7 @@ struct kernel_sigaction {
  * signal is blocked on entry (the parent blocked them before clone), so no
  * handler of the driver can run here before the dispositions are reset.
  */
-__attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined, noinline))
+__attribute__((no_sanitize("address", "thread", "undefined"), noinline))
 static int spawn_child(void *arg)
 {
     spawn_args_t *a = arg;
