@@ -1955,7 +1955,9 @@ static void run_round(const config_t *c, int round_limit_ms, int verbose, shared
     }
     if (dpfd >= 0)
         close(dpfd);
-    while (prog_open)
+    /* what the driver wrote before it ended (not "until EOF": a worker
+     * stopped between fork and exec still holds the pipe) */
+    if (prog_open)
         drain_lines(k, c, prog[0], &prog_open);
     drain_err(k, errp[0], &err_open);
 
