@@ -20,7 +20,8 @@ static void wake_all_channels(adag_dag_h dag);
 
 void adag_dag_update_fd(adag_dag_h dag)
 {
-    if (dag->user_fd < 0)
+    /* unarmed: nobody polls it, and adag_dag_fd recomputes when it arms */
+    if (dag->user_fd < 0 || !atomic_load_explicit(&dag->hdr->fd_armed, memory_order_relaxed))
         return;
     int ready = dag->abort_status != ADAG_OK;
     for (uint64_t r = dag->next_release; r < dag->submitted && !ready; r++)

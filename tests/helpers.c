@@ -2,6 +2,10 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +356,105 @@ void h_assert_clean(const h_snapshot_t *s)
     cr_assert_eq(maps, s->memfd_maps, "%d memfd mappings after teardown, %d before", maps,
                  s->memfd_maps);
     cr_assert_eq(h_count_adag_memfd_maps(), 0, "a memfd:adag mapping is left after teardown");
+}
+
+/* ---- child drivers ---- */
+
+/* 'R', 'S', 'T' (stopped), 'Z' ... or 0 if the process is gone. */
+char h_proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Reaps pid if it is our child or was reparented to us (we are a
+ * subreaper); returns 1 once it is gone. */
+int h_gone(pid_t pid)
+{
+    int status;
+    pid_t w = waitpid(pid, &status, WNOHANG | __WALL);
+    if (w == pid)
+        return 1;
+    char st = h_proc_state(pid);
+    return st == 0 || (st == 'Z' && waitpid(pid, &status, __WALL) == pid);
+}
+
+/* Waits up to ms for every pid to be gone; returns how many are left (and
+ * SIGKILLs them, so nothing outlives the test). */
+int h_wait_gone(const pid_t *pids, int n, int ms, char *report, size_t len)
+{
+    double end = h_now_ms() + ms;
+    int left;
+    report[0] = '\0';
+    for (;;) {
+        left = 0;
+        for (int i = 0; i < n; i++)
+            left += pids[i] > 0 && !h_gone(pids[i]);
+        if (!left || h_now_ms() >= end)
+            break;
+        h_sleep_ms(5);
+    }
+    for (int i = 0; i < n; i++) {
+        if (pids[i] <= 0 || h_gone(pids[i]))
+            continue;
+        size_t used = strlen(report);
+        snprintf(report + used, len - used, " %d (state %c)", (int)pids[i], h_proc_state(pids[i]));
+        kill(pids[i], SIGCONT);
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], NULL, __WALL);
+    }
+    return left;
+}
+
+/* Forks a driver running fn(wfd); fn reports on wfd and never returns. */
+h_child_driver_t h_fork_driver(void (*fn)(int wfd))
+{
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(p[0]);
+        fn(p[1]);
+        _exit(1);
+    }
+    close(p[1]);
+    return (h_child_driver_t){pid, p[0]};
+}
+
+/* Reads exactly n bytes from the child driver (or fails the test). */
+void h_read_report(h_child_driver_t *c, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd pf = {.fd = c->rfd, .events = POLLIN};
+        int r = poll(&pf, 1, 30000);
+        ssize_t k = r > 0 ? read(c->rfd, (char *)buf + got, n - got) : -1;
+        if (k <= 0) {
+            int status = 0;
+            kill(c->driver, SIGKILL);
+            waitpid(c->driver, &status, 0);
+            cr_assert_fail("the child driver stopped reporting (status 0x%x)", status);
+        }
+        got += (size_t)k;
+    }
+}
+
+void h_kill_driver(h_child_driver_t *c)
+{
+    int status;
+    cr_assert_eq(kill(c->driver, SIGKILL), 0);
+    cr_assert_eq(waitpid(c->driver, &status, 0), c->driver);
+    close(c->rfd);
 }
 
 /* ---- misc ---- */

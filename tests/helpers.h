@@ -128,6 +128,29 @@ void h_snapshot(h_snapshot_t *s);
  * count is back to the snapshot's, and no memfd mapping is left. */
 void h_assert_clean(const h_snapshot_t *s);
 
+/* ---- child drivers (a forked process that plays the driver) ---- */
+
+/* The state of a process: 'R', 'S', 'T' (stopped), 'Z' ... or 0 if gone. */
+char h_proc_state(pid_t pid);
+/* Reaps pid if it is our child or was reparented to us (a subreaper);
+ * returns 1 once it is gone. */
+int h_gone(pid_t pid);
+/* Waits up to ms for every pid to be gone; returns how many are left,
+ * lists them in report and SIGKILLs them, so nothing outlives the test. */
+int h_wait_gone(const pid_t *pids, int n, int ms, char *report, size_t len);
+
+typedef struct {
+    pid_t driver;
+    int rfd; /* what the driver reports */
+} h_child_driver_t;
+
+/* Forks a driver running fn(wfd); fn reports on wfd and never returns. */
+h_child_driver_t h_fork_driver(void (*fn)(int wfd));
+/* Reads exactly n bytes of the driver's report (or fails the test). */
+void h_read_report(h_child_driver_t *c, void *buf, size_t n);
+/* SIGKILLs and reaps the driver. */
+void h_kill_driver(h_child_driver_t *c);
+
 /* ---- misc ---- */
 
 /* Monotonic time in milliseconds. */

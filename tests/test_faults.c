@@ -564,65 +564,16 @@ static void child_driver(int wfd)
 Test(faults, driver_killed, .timeout = 60)
 {
     cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0, "prctl: %s", strerror(errno));
-    int p[2];
-    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-    fflush(NULL);
-    pid_t child = fork();
-    cr_assert(child >= 0, "fork: %s", strerror(errno));
-    if (child == 0) {
-        close(p[0]);
-        child_driver(p[1]);
-        _exit(1);
-    }
-    close(p[1]);
-    int pids[2] = {0, 0};
-    struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    int r = poll(&pf, 1, 30000);
-    ssize_t n = r > 0 ? read(p[0], pids, sizeof(pids)) : -1;
-    close(p[0]);
-    if (n != (ssize_t)sizeof(pids)) {
-        int status = 0;
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        cr_assert_fail("the child driver did not report its workers (exit status %d)",
-                       WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
-    }
-    cr_assert(pids[0] > 0 && pids[1] > 0 && pids[0] != pids[1], "worker pids %d %d", pids[0],
-              pids[1]);
-
-    cr_assert_eq(kill(child, SIGKILL), 0);
-    double t_kill = h_now_ms();
-    int status;
-    cr_assert_eq(waitpid(child, &status, 0), child);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-
+    h_child_driver_t c = h_fork_driver(child_driver);
+    int raw[2] = {0, 0};
+    h_read_report(&c, raw, sizeof(raw));
+    cr_assert(raw[0] > 0 && raw[1] > 0 && raw[0] != raw[1], "worker pids %d %d", raw[0], raw[1]);
+    h_kill_driver(&c);
     /* orphaned workers are reparented to this process (a subreaper) */
-    int gone[2] = {0, 0};
-    while (h_now_ms() - t_kill < 2000 && !(gone[0] && gone[1])) {
-        for (int i = 0; i < 2; i++) {
-            if (gone[i])
-                continue;
-            pid_t w = waitpid(pids[i], &status, WNOHANG);
-            if (w == pids[i]) {
-                gone[i] = 1;
-            } else if (w < 0 && errno == ECHILD) {
-                char path[64];
-                snprintf(path, sizeof(path), "/proc/%d", pids[i]);
-                if (access(path, F_OK) != 0)
-                    gone[i] = 1;
-            }
-        }
-        if (!(gone[0] && gone[1]))
-            h_sleep_ms(10);
-    }
-    for (int i = 0; i < 2; i++)
-        if (!gone[i]) {
-            kill(pids[i], SIGKILL);
-            waitpid(pids[i], &status, 0);
-        }
-    cr_assert(gone[0] && gone[1],
-              "workers still alive 2 s after their driver was killed: %d%s %d%s", pids[0],
-              gone[0] ? " (gone)" : " (alive)", pids[1], gone[1] ? " (gone)" : " (alive)");
+    pid_t pids[2] = {raw[0], raw[1]};
+    char left[256];
+    int n = h_wait_gone(pids, 2, 2000, left, sizeof(left));
+    cr_assert_eq(n, 0, "%d worker(s) still alive 2 s after their driver was killed:%s", n, left);
     cr_assert_eq(h_children(NULL, 0, NULL), 0, "child processes left");
 }
 
