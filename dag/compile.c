@@ -150,22 +150,30 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     return ADAG_OK;
 }
 
-/* The wait policy. While the DAG's loops and the driver fit on the CPUs this
- * process may use, waiters spin (pausing) up to ADAG_SPIN_NS. With more of
- * them than CPUs, a spinner would hold the core its producer needs, so
- * waiters spin up to ADAG_SPIN_NS_CROWDED calling sched_yield between probes
- * (measured on 2 cores: a 4-stage chain runs several times faster than with
- * short spins or futex sleeps, and keeps working when other processes load
- * the machine). An explicit spin_ns replaces the maximum only. */
-static void choose_spin(adag_dag_h dag)
+/* The wait policy of a loop (or the driver) on `ncpus` CPUs. While the
+ * DAG's loops and the driver fit on those CPUs, waiters spin (pausing) up
+ * to ADAG_SPIN_NS. With more of them than CPUs, a spinner would hold the
+ * core its producer needs, so waiters spin up to ADAG_SPIN_NS_CROWDED
+ * calling sched_yield between probes (measured on 2 cores: a 4-stage chain
+ * runs several times faster than with short spins or futex sleeps, and
+ * keeps working when other processes load the machine). An explicit
+ * spin_ns replaces the maximum only. Each actor decides on the CPUs it
+ * runs on (a worker reports its own in HELLO). */
+adag_wait_policy_t adag_dag_policy(adag_dag_h dag, unsigned ncpus)
+{
+    adag_wait_policy_t p;
+    int crowded = dag->nactors + 1 > (ncpus ? ncpus : 1);
+    p.yield = crowded;
+    p.spin_ns = dag->wait.spin_ns >= 0 ? dag->wait.spin_ns
+                : crowded            ? adag_settings()->spin_ns_crowded
+                                     : adag_settings()->spin_ns;
+    return p;
+}
+
+static unsigned driver_cpus(void)
 {
     cpu_set_t cpus;
-    unsigned ncpu = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus)
-                                                                    : 1;
-    int crowded = dag->nactors + 1 > ncpu;
-    dag->wait.yield = crowded;
-    if (dag->wait.spin_ns < 0)
-        dag->wait.spin_ns = crowded ? adag_settings()->spin_ns_crowded : adag_settings()->spin_ns;
+    return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
 }
 
 static adag_status_t add_reader(adag_dag_chan_t *c, int who)
@@ -191,7 +199,17 @@ static int reader_index(const adag_dag_chan_t *c, int who)
     return -1;
 }
 
-/* Channels: one per input field and one per return of every call. */
+/* The backend of a channel: the one decision of a channel's kind. Read
+ * only by its writer (consecutive methods of one actor): self; otherwise
+ * the processes share a host: shm. UCX, CUDA IPC and NCCL add their cases
+ * here (placement, devices, hints). */
+static adag_chan_kind_t choose_kind(const adag_dag_chan_t *c)
+{
+    return c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
+}
+
+/* Channels: one per input field, one per return of every call and, if some
+ * method takes no argument, the start channel. */
 static adag_status_t plan_channels(compile_ctx_t *cx)
 {
     adag_graph_h g = cx->g;
@@ -210,7 +228,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             n += nd->nreturns;
         }
     }
-    dag->chans = calloc(n, sizeof(*dag->chans));
+    dag->chans = calloc(n + 1, sizeof(*dag->chans)); /* + the start channel */
     if (!dag->chans)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->nchans = n;
@@ -243,40 +261,55 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     for (unsigned o = 0; o < g->noutputs; o++)
         if ((st = add_reader(&dag->chans[value_chan(cx, g->outputs[o])], -1)) != ADAG_OK)
             return st;
-    for (unsigned c = 0; c < n; c++)
-        dag->chans[c].kind =
-            dag->chans[c].writer >= 0 && dag->chans[c].nreaders == 0 ? ADAG_CHAN_LOCAL : ADAG_CHAN_SHM;
+    /* the start channel: actors with a method that takes no argument read it */
+    for (unsigned i = 0; i < g->nnodes; i++) {
+        adag_node_h nd = g->nodes[i];
+        if (nd->kind != NODE_CALL || nd->nargs != 0)
+            continue;
+        if (dag->start_chan == ADAG_PROG_NO_CHAN) {
+            dag->start_chan = dag->nchans++;
+            adag_dag_chan_t *c = &dag->chans[dag->start_chan];
+            c->writer = -1;
+            c->producer_node = UINT32_MAX;
+            snprintf(c->name, sizeof(c->name), "start");
+        }
+        if ((st = add_reader(&dag->chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
+            return st;
+    }
+    for (unsigned c = 0; c < dag->nchans; c++)
+        dag->chans[c].kind = choose_kind(&dag->chans[c]);
     return ADAG_OK;
 }
 
-static adag_status_t make_segment(adag_dag_h dag)
+/* Creates every backend's domain for the DAG (the shm segment) and gets
+ * each channel's descriptor. */
+static adag_status_t make_domains(adag_dag_h dag)
 {
-    size_t off = ADAG_SEGMENT_HDR_SIZE;
+    uint32_t *kinds = calloc(dag->nchans + 1, sizeof(*kinds));
+    adag_chan_geom_t *geoms = calloc(dag->nchans + 1, sizeof(*geoms));
+    adag_wbuf_t *descs = calloc(dag->nchans + 1, sizeof(*descs));
     adag_status_t st;
-    char segname[96];
-
+    if (!kinds || !geoms || !descs) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        goto out;
+    }
     for (unsigned c = 0; c < dag->nchans; c++) {
-        if (dag->chans[c].kind != ADAG_CHAN_SHM)
-            continue;
-        size_t sz = adag_shm_chan_size(dag->max_inflight, dag->chans[c].nreaders, dag->capacity);
-        if (sz / dag->max_inflight < dag->capacity || off + sz < off)
-            return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: channels too large");
-        dag->chans[c].offset = off;
-        off += sz;
+        kinds[c] = dag->chans[c].kind;
+        geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity};
     }
-    snprintf(segname, sizeof(segname), "adag:%s", dag->name);
-    if ((st = adag_shm_segment_create(&dag->seg, segname, off)) != ADAG_OK) {
-        adag_error_prefix("adag_graph_compile: shared memory for %s", dag->name);
-        return st;
+    st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, dag->nchans, descs);
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        if (st == ADAG_OK && descs[c].failed)
+            st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        dag->chans[c].desc = descs[c];
     }
-    dag->hdr = dag->seg.base;
-    dag->hdr->magic = ADAG_SEGMENT_MAGIC;
-    dag->hdr->size = dag->seg.size;
-    for (unsigned c = 0; c < dag->nchans; c++)
-        if (dag->chans[c].kind == ADAG_CHAN_SHM)
-            adag_shm_chan_init((char *)dag->seg.base + dag->chans[c].offset, dag->max_inflight,
-                               dag->chans[c].nreaders, dag->capacity);
-    return ADAG_OK;
+    if (st != ADAG_OK)
+        adag_error_prefix("adag_graph_compile");
+out:
+    free(kinds);
+    free(geoms);
+    free(descs);
+    return st;
 }
 
 static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_t *p)
@@ -289,11 +322,13 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     memset(p, 0, sizeof(*p));
     p->dag_id = dag->id;
     snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->name);
-    p->segment_size = dag->seg.size;
+    adag_wait_policy_t policy = adag_dag_policy(dag, dag->actors[ai].actor->ncpus);
+    adag_wbuf_t descs = {0};
     p->nslots = dag->max_inflight;
     p->capacity = dag->capacity;
-    p->spin_ns = dag->wait.spin_ns;
-    p->spin_yield = (uint32_t)dag->wait.yield;
+    p->spin_ns = policy.spin_ns;
+    p->spin_yield = (uint32_t)policy.yield;
+    p->start_chan = ADAG_PROG_NO_CHAN;
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
     if (!p->chans || !p->ops) {
@@ -313,16 +348,26 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         pc->kind = dc->kind;
         pc->nreaders = dc->nreaders;
         pc->reader = writes ? -1 : reader;
-        pc->writes = (uint32_t)writes;
-        pc->to_driver = reader_index(dc, -1) >= 0;
-        pc->offset = dc->offset;
+        pc->desc_off = (uint32_t)descs.len;
+        pc->desc_len = (uint32_t)dc->desc.len;
+        adag_wbuf_raw(&descs, dc->desc.data, dc->desc.len);
+        if (c == dag->start_chan)
+            p->start_chan = p->nchans;
         local[c] = (int)p->nchans++;
+    }
+    p->descs = descs.data; /* the program owns it now */
+    p->descs_len = (uint32_t)descs.len;
+    if (descs.failed || descs.len > UINT32_MAX) {
+        free(local);
+        adag_program_free(p);
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     }
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
         if (nd->kind != NODE_CALL || cx->actor_index[i] != (int)ai)
             continue;
         adag_prog_op_t *op = &p->ops[p->nops++];
+        op->kind = ADAG_OP_CALL;
         op->method = nd->method;
         op->node = i;
         op->nargs = nd->nargs;
@@ -334,6 +379,24 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     }
     free(local);
     return ADAG_OK;
+}
+
+/* Opens one of the driver's endpoints of channel c (reader -1: the writer). */
+static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader,
+                                          adag_chan_t **out)
+{
+    adag_dag_chan_t *dc = &dag->chans[c];
+    adag_chan_open_params_t p = {
+        .name = dc->name,
+        .geom = {dag->max_inflight, dc->nreaders, dag->capacity},
+        .reader = reader,
+        .desc = {dc->desc.data, dc->desc.len},
+        .policy = dag->wait,
+    };
+    adag_status_t st = adag_ctx_open(&dag->ctx, dc->kind, &p, &dc->driver_info, out);
+    if (st != ADAG_OK)
+        adag_error_prefix("adag_graph_compile: the driver's endpoint");
+    return st;
 }
 
 static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
@@ -350,8 +413,8 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
     dag->ref_flags = calloc(dag->max_inflight, 1);
-    if (!dag->inputs || !dag->input_chan || !dag->input_slots || !dag->input_sizes || !dag->outs || !dag->out_chan || !dag->output_of ||
-        !dag->ref_flags)
+    if (!dag->inputs || !dag->input_chan || !dag->input_slots || !dag->input_sizes ||
+        !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->noutputs = g->noutputs;
     for (unsigned i = 0; i < g->nnodes; i++) {
@@ -360,11 +423,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
             continue;
         unsigned c = cx->chan_of[i];
         dag->input_chan[nd->field] = c;
-        st = adag_shm_chan_open(&dag->inputs[nd->field], (char *)dag->seg.base + dag->chans[c].offset,
-                                dag->seg.size - dag->chans[c].offset, -1, dag->max_inflight,
-                                dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
-                                dag->wait);
-        if (st != ADAG_OK)
+        if ((st = open_driver_endpoint(dag, c, -1, &dag->inputs[nd->field])) != ADAG_OK)
             return st;
     }
     for (unsigned o = 0; o < g->noutputs; o++) {
@@ -373,11 +432,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
             if (dag->out_chan[e] == c)
                 break;
         if (e == dag->nouts) {
-            st = adag_shm_chan_open(&dag->outs[e], (char *)dag->seg.base + dag->chans[c].offset,
-                                    dag->seg.size - dag->chans[c].offset,
-                                    reader_index(&dag->chans[c], -1), dag->max_inflight,
-                                    dag->chans[c].nreaders, dag->capacity, &dag->hdr->abort,
-                                    dag->wait);
+            st = open_driver_endpoint(dag, c, reader_index(&dag->chans[c], -1), &dag->outs[e]);
             if (st != ADAG_OK)
                 return st;
             dag->out_chan[e] = c;
@@ -385,50 +440,136 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
         }
         dag->output_of[o] = e;
     }
+    if (dag->start_chan != ADAG_PROG_NO_CHAN)
+        return open_driver_endpoint(dag, dag->start_chan, -1, &dag->start);
     return ADAG_OK;
 }
 
-static void thread_loop_fatal(void *ctx, adag_status_t st, const char *msg)
+/* The peer info of endpoint `who` (-1: the driver) of DAG channel c, from
+ * the answers to PREPARE. */
+static adag_blob_t endpoint_info(adag_dag_h dag, unsigned c, int who)
 {
-    adag_dag_fail(ctx, st, msg);
+    adag_blob_t none = {NULL, 0};
+    if (who < 0)
+        return (adag_blob_t){dag->chans[c].driver_info.data, dag->chans[c].driver_info.len};
+    const adag_dag_actor_t *da = &dag->actors[who];
+    adag_rbuf_t rb = {da->infos.data, da->infos.len, 0, 0};
+    uint32_t n = adag_rbuf_u32(&rb);
+    for (uint32_t i = 0; i < n && i < da->prog.nchans && !rb.failed; i++) {
+        adag_blob_t b;
+        b.data = adag_rbuf_bytes(&rb, &b.len);
+        if (!rb.failed && da->prog.chans[i].id == c)
+            return b;
+    }
+    return none;
 }
 
-static adag_status_t install(adag_dag_h dag, unsigned ai)
+/* CONNECT's payload per actor: for each of its channels whose backend
+ * connects, the peer info of the writer and of every reader; and the
+ * driver's endpoints connect here. */
+static adag_status_t assemble_peers(adag_dag_h dag)
 {
-    adag_dag_actor_t *da = &dag->actors[ai];
-    adag_actor_h a = da->actor;
-    adag_status_t st;
+    for (unsigned ai = 0; ai < dag->nactors; ai++) {
+        adag_dag_actor_t *da = &dag->actors[ai];
+        adag_rbuf_t rb = {da->infos.data, da->infos.len, 0, 0};
+        if (adag_rbuf_u32(&rb) != da->prog.nchans || rb.failed)
+            return adag_error(ADAG_ERR_PROTOCOL,
+                              "adag_graph_compile: actor %s answered PREPARE with peer info for "
+                              "the wrong number of channels",
+                              da->actor->name);
+        adag_wbuf_free(&da->peers);
+        adag_wbuf_u32(&da->peers, da->prog.nchans);
+        for (uint32_t i = 0; i < da->prog.nchans; i++) {
+            const adag_dag_chan_t *dc = &dag->chans[da->prog.chans[i].id];
+            if (!adag_chan_backend(dc->kind)->connect) {
+                adag_wbuf_u32(&da->peers, 0);
+                continue;
+            }
+            adag_wbuf_u32(&da->peers, 1 + dc->nreaders);
+            adag_blob_t b = endpoint_info(dag, da->prog.chans[i].id, dc->writer);
+            adag_wbuf_bytes(&da->peers, b.data, b.len);
+            for (unsigned r = 0; r < dc->nreaders; r++) {
+                b = endpoint_info(dag, da->prog.chans[i].id, dc->readers[r]);
+                adag_wbuf_bytes(&da->peers, b.data, b.len);
+            }
+        }
+        if (da->peers.failed)
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    }
+    return ADAG_OK;
+}
 
-    if (a->placement == ADAG_PLACEMENT_THREAD) {
-        adag_program_t copy;
-        if ((st = adag_program_copy(&copy, &da->prog)) != ADAG_OK)
-            return st;
-        st = adag_loop_open(&da->loop, &copy, dag->seg.base, a->state, &a->call_lock, a->methods,
-                            a->nmethods, a->name, dag->notify_fd);
-        if (st != ADAG_OK)
-            return st;
-        da->loop.on_fatal = thread_loop_fatal;
-        da->loop.fatal_ctx = dag;
-        if ((st = adag_loop_start(&da->loop)) != ADAG_OK) {
-            adag_loop_close(&da->loop);
+/* The driver's own endpoints connect to their peers (thread actors'
+ * endpoints connect in their CONNECT step). */
+static adag_status_t connect_driver(adag_dag_h dag)
+{
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        const adag_dag_chan_t *dc = &dag->chans[c];
+        const adag_chan_ops_t *ops = adag_chan_backend(dc->kind);
+        adag_chan_t *mine = NULL;
+        if (!ops->connect)
+            continue;
+        for (unsigned f = 0; f < dag->ninputs; f++)
+            if (dag->input_chan[f] == c)
+                mine = dag->inputs[f];
+        for (unsigned e = 0; e < dag->nouts; e++)
+            if (dag->out_chan[e] == c)
+                mine = dag->outs[e];
+        if (c == dag->start_chan)
+            mine = dag->start;
+        if (!mine)
+            continue;
+        adag_blob_t *peers = calloc(1 + dc->nreaders, sizeof(*peers));
+        if (!peers)
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        peers[0] = endpoint_info(dag, c, dc->writer);
+        for (unsigned r = 0; r < dc->nreaders; r++)
+            peers[1 + r] = endpoint_info(dag, c, dc->readers[r]);
+        adag_status_t st = ops->connect(mine, peers, 1 + dc->nreaders);
+        free(peers);
+        if (st != ADAG_OK) {
+            adag_error_prefix("adag_graph_compile: the driver's endpoint");
             return st;
         }
-        da->installed = 1;
-        return ADAG_OK;
     }
-    adag_wbuf_t wb = {0};
-    adag_program_encode(&da->prog, &wb);
-    if (wb.failed) {
-        adag_wbuf_free(&wb);
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    return ADAG_OK;
+}
+
+/* Runs one install step on every actor at once; the first failure (in
+ * actor order) is the result. */
+static adag_status_t step_all(adag_dag_h dag, adag_step_t step)
+{
+    unsigned *ais = calloc(dag->nactors + 1, sizeof(*ais));
+    adag_status_t *st = calloc(dag->nactors + 1, sizeof(*st));
+    char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
+    adag_status_t result = ADAG_OK;
+    if (!ais || !st || !why) {
+        result = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        goto out;
     }
-    int fds[2] = {dag->seg.fd, dag->notify_fd};
-    st = adag_actor_request(a, ADAG_MSG_INSTALL_DAG, wb.data, wb.len, fds, 2,
-                            adag_deadline_ms(adag_settings()->control_timeout_ms), NULL);
-    adag_wbuf_free(&wb);
-    if (st == ADAG_OK)
-        da->installed = 1;
-    return st;
+    for (unsigned i = 0; i < dag->nactors; i++)
+        ais[i] = i;
+    adag_actors_step(dag, ais, dag->nactors, step,
+                     adag_deadline_ms(adag_settings()->control_timeout_ms), st, why);
+    for (unsigned i = 0; i < dag->nactors && result == ADAG_OK; i++)
+        if (st[i] != ADAG_OK)
+            result = adag_error(st[i], "%s", why[i]);
+out:
+    free(ais);
+    free(st);
+    free(why);
+    return result;
+}
+
+/* PREPARE -> CONNECT -> START, each on every actor at once. */
+static adag_status_t install(adag_dag_h dag)
+{
+    adag_status_t st;
+    if ((st = step_all(dag, ADAG_STEP_PREPARE)) != ADAG_OK ||
+        (st = assemble_peers(dag)) != ADAG_OK || (st = connect_driver(dag)) != ADAG_OK ||
+        (st = step_all(dag, ADAG_STEP_CONNECT)) != ADAG_OK)
+        return st;
+    return step_all(dag, ADAG_STEP_START);
 }
 
 adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *params,
@@ -454,9 +595,9 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     cx.g = g;
     cx.dag = dag;
     dag->rt = g->rt;
-    dag->notify_fd = -1;
     dag->user_fd = -1;
-    dag->seg.fd = -1;
+    dag->start_chan = ADAG_PROG_NO_CHAN;
+    adag_ctx_init(&dag->ctx);
     adag_list_init(&dag->link);
     pthread_mutex_init(&dag->lock, NULL);
     pthread_condattr_t ca;
@@ -483,15 +624,14 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         dag->actors[dag->nactors++].actor = g->actors[i];
     }
     pthread_mutex_unlock(&g->rt->lock);
-    choose_spin(dag);
+    dag->wait = adag_dag_policy(dag, driver_cpus());
     for (unsigned i = 0; i < g->nnodes; i++)
         cx.actor_index[i] = g->nodes[i]->kind == NODE_CALL ? dag_actor_index(dag, g->nodes[i]->actor)
                                                            : -1;
-    if ((st = plan_channels(&cx)) != ADAG_OK || (st = make_segment(dag)) != ADAG_OK)
+    if ((st = plan_channels(&cx)) != ADAG_OK || (st = make_domains(dag)) != ADAG_OK)
         goto fail;
-    dag->notify_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     dag->user_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (dag->notify_fd < 0 || dag->user_fd < 0) {
+    if (dag->user_fd < 0) {
         st = adag_error_errno(errno, "adag_graph_compile: eventfd");
         goto fail;
     }
@@ -513,23 +653,21 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     pthread_mutex_lock(&g->rt->lock);
     adag_list_push(&g->rt->dags, &dag->link);
     pthread_mutex_unlock(&g->rt->lock);
-    for (unsigned ai = 0; ai < dag->nactors; ai++) {
-        if ((st = install(dag, ai)) != ADAG_OK) {
-            /* adag_dag_destroy stops what was installed; keep this failure's message */
-            char msg[ADAG_ERROR_MAX];
-            snprintf(msg, sizeof(msg), "%s", adag_last_error());
-            free(cx.chan_of);
-            free(cx.actor_index);
-            pthread_mutex_unlock(&g->lock);
-            adag_dag_destroy(dag);
-            return adag_error(st, "adag_graph_compile: %s", msg);
-        }
+    if ((st = install(dag)) != ADAG_OK) {
+        /* adag_dag_destroy stops what was installed; keep this failure's message */
+        char msg[ADAG_ERROR_MAX];
+        snprintf(msg, sizeof(msg), "%s", adag_last_error());
+        free(cx.chan_of);
+        free(cx.actor_index);
+        pthread_mutex_unlock(&g->lock);
+        adag_dag_destroy(dag);
+        return adag_error(st, "%s%s", strncmp(msg, "adag_graph_compile", 18) ? "adag_graph_compile: " : "", msg);
     }
     g->compiled = 1;
     dag->stats.max_inflight = dag->max_inflight;
     dag->stats.slot_capacity = dag->capacity;
-    dag->stats.nchannels = dag->nchans;
-    dag->stats.shm_bytes = dag->seg.size;
+    dag->stats.nchannels = dag->nchans - (dag->start_chan != ADAG_PROG_NO_CHAN);
+    dag->stats.shm_bytes = adag_ctx_domain_bytes(&dag->ctx);
     free(cx.chan_of);
     free(cx.actor_index);
     pthread_mutex_unlock(&g->lock);

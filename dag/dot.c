@@ -11,7 +11,7 @@ static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
     const adag_dag_actor_t *da = &dag->actors[ai];
     const adag_program_t *p = &da->prog;
     fprintf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
-            da->actor->placement == ADAG_PLACEMENT_THREAD ? "thread" : "process");
+            da->actor->ops->name);
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
         for (uint32_t a = 0; a < op->nargs; a++)
@@ -42,7 +42,7 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
         actor_node(out, dag, ai);
     for (unsigned c = 0; c < dag->nchans; c++) {
         const adag_dag_chan_t *ch = &dag->chans[c];
-        if (ch->kind == ADAG_CHAN_LOCAL) {
+        if (ch->kind == ADAG_CHAN_SELF) {
             /* read by its writer only (or by nobody): an in-place edge if it is read */
             int read = 0;
             for (unsigned ai = 0; ai < dag->nactors && !read; ai++) {
@@ -56,7 +56,8 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
                 endpoint(out, ch->writer);
                 fprintf(out, " -> ");
                 endpoint(out, ch->writer);
-                fprintf(out, " [label=\"%s\\nlocal\", style=dashed];\n", ch->name);
+                fprintf(out, " [label=\"%s\\n%s\", style=dashed];\n", ch->name,
+                        adag_chan_kind_name(ch->kind));
             }
             continue;
         }
@@ -65,7 +66,7 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
             endpoint(out, ch->writer);
             fprintf(out, " -> ");
             endpoint(out, ch->readers[r]);
-            fprintf(out, " [label=\"%s\\nshm\"];\n", ch->name);
+            fprintf(out, " [label=\"%s\\n%s\"];\n", ch->name, adag_chan_kind_name(ch->kind));
         }
     }
     fprintf(out, "}\n");

@@ -16,12 +16,11 @@
 #include <unistd.h>
 
 static int ref_complete(adag_dag_h dag, uint64_t ref);
-static void wake_all_channels(adag_dag_h dag);
 
 void adag_dag_update_fd(adag_dag_h dag)
 {
     /* unarmed: nobody polls it, and adag_dag_fd recomputes when it arms */
-    if (dag->user_fd < 0 || !atomic_load_explicit(&dag->hdr->fd_armed, memory_order_relaxed))
+    if (dag->user_fd < 0 || !atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
         return;
     int ready = dag->abort_status != ADAG_OK;
     for (uint64_t r = dag->next_release; r < dag->submitted && !ready; r++)
@@ -40,22 +39,19 @@ void adag_dag_update_fd(adag_dag_h dag)
     dag->user_fd_ready = ready;
 }
 
-static void wake_all_channels(adag_dag_h dag)
-{
-    adag_event_notify(&dag->hdr->start_ev);
-    for (unsigned c = 0; c < dag->nchans; c++)
-        if (dag->chans[c].kind == ADAG_CHAN_SHM)
-            adag_shm_chan_wake_all((char *)dag->seg.base + dag->chans[c].offset);
-}
-
 static void fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
 {
     if (dag->abort_status == ADAG_OK) {
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
-        /* seq_cst: part of the event handshake (see common/event.h) */
-        atomic_store_explicit(&dag->hdr->abort, (uint32_t)-status, memory_order_seq_cst);
-        wake_all_channels(dag);
+        /* every wait of the driver and its thread actors ends ... */
+        adag_ctx_abort(&dag->ctx, status);
+        /* ... and every other actor's, by a message that never blocks */
+        for (unsigned i = 0; i < dag->nactors; i++) {
+            adag_actor_h a = dag->actors[i].actor;
+            if (dag->actors[i].prepared && a->ops->abort_dag)
+                a->ops->abort_dag(a, dag, status);
+        }
         adag_dag_update_fd(dag);
         pthread_cond_broadcast(&dag->cond);
     }
@@ -66,29 +62,6 @@ void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
     pthread_mutex_lock(&dag->lock);
     fail_locked(dag, status, msg);
     pthread_mutex_unlock(&dag->lock);
-}
-
-/* The abort word is shared memory: if it was set without adag_dag_fail
- * (only a stray write can do that), the DAG fails now with the word's
- * status if it is an error, ADAG_ERR_INTERNAL if not, never with success.
- * Under dag->lock. */
-static void adopt_shared_abort(adag_dag_h dag)
-{
-    uint32_t word = atomic_load_explicit(&dag->hdr->abort, memory_order_seq_cst);
-    if (word == 0 || dag->abort_status != ADAG_OK)
-        return;
-    adag_status_t code = -(adag_status_t)word;
-    char msg[160];
-    if (code < ADAG_OK && code >= ADAG_ERR_INTERNAL) {
-        snprintf(msg, sizeof(msg), "the DAG was aborted with %s", adag_status_str(code));
-    } else {
-        code = ADAG_ERR_INTERNAL;
-        snprintf(msg, sizeof(msg),
-                 "the DAG's shared abort word holds 0x%x, not an adag status: its shared memory "
-                 "was overwritten",
-                 (unsigned)word);
-    }
-    fail_locked(dag, code, msg);
 }
 
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
@@ -131,7 +104,6 @@ static adag_status_t wait_error(adag_dag_h dag, adag_status_t st, const char *fn
     if (st != ADAG_ERR_CLOSED)
         return st; /* reported where detected */
     pthread_mutex_lock(&dag->lock);
-    adopt_shared_abort(dag);
     st = abort_error(dag, fn);
     pthread_mutex_unlock(&dag->lock);
     return st;
@@ -140,7 +112,7 @@ static adag_status_t wait_error(adag_dag_h dag, adag_status_t st, const char *fn
 static int ref_complete(adag_dag_h dag, uint64_t ref)
 {
     for (unsigned e = 0; e < dag->nouts; e++)
-        if (!adag_chan_ready(&dag->outs[e], ref))
+        if (!adag_chan_ready(dag->outs[e], ref))
             return 0;
     return 1;
 }
@@ -155,7 +127,7 @@ static void advance_releases(adag_dag_h dag)
         if (!(*flags & REF_RELEASED) || !ref_complete(dag, ref))
             break;
         for (unsigned e = 0; e < dag->nouts; e++)
-            adag_chan_release(&dag->outs[e], ref);
+            adag_chan_release(dag->outs[e], ref);
         *flags = 0;
         dag->next_release++;
         moved = 1;
@@ -196,7 +168,7 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
             pthread_mutex_unlock(&dag->lock);
             for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
                 adag_slot_view_t view;
-                st = adag_chan_wait(&dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
+                st = adag_chan_wait(dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
             }
             if (st == ADAG_ERR_CLOSED)
                 st = wait_error(dag, st, fn);
@@ -253,7 +225,6 @@ static adag_status_t take_reservation(adag_dag_h dag, const char *fn, int nonblo
                           "%s: this thread holds ref %llu of DAG %s, prepared with "
                           "adag_dag_execute_prepare: commit or cancel it first",
                           fn, (unsigned long long)dag->reserved_seq, dag->name);
-    adopt_shared_abort(dag);
     while (dag->reserving) {
         if (dag->abort_status != ADAG_OK)
             return abort_error(dag, fn);
@@ -305,7 +276,7 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uin
     st = wait_for_room(dag, seq, nonblock, deadline);
     pthread_mutex_unlock(&dag->lock);
     for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
-        st = adag_chan_acquire(&dag->inputs[i], seq, deadline, &dag->input_slots[i]);
+        st = adag_chan_acquire(dag->inputs[i], seq, deadline, &dag->input_slots[i]);
         if (st == ADAG_ERR_TIMEOUT)
             st = nonblock ? adag_error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu",
                                        fn, i, (unsigned long long)(seq - dag->max_inflight))
@@ -336,20 +307,24 @@ static void unreserve(adag_dag_h dag)
     api_leave(dag);
 }
 
-/* Publishes the reserved execution's inputs (already in their slots). */
+/* Publishes the reserved execution's inputs (already in their slots), then
+ * its start. A channel that cannot take them fails the DAG. */
 static void start_execution(adag_dag_h dag, uint64_t seq, const size_t *sizes)
 {
-    for (unsigned i = 0; i < dag->ninputs; i++)
-        adag_chan_publish(&dag->inputs[i], seq, sizes[i], ADAG_OK, NULL);
-    atomic_store_explicit(&dag->hdr->started, seq + 1, memory_order_seq_cst);
-    adag_event_notify(&dag->hdr->start_ev);
+    adag_status_t st = ADAG_OK;
+    for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++)
+        st = adag_chan_publish(dag->inputs[i], seq, sizes[i], ADAG_OK, NULL);
+    if (st == ADAG_OK && dag->start)
+        st = adag_chan_publish(dag->start, seq, 0, ADAG_OK, NULL);
+    if (st != ADAG_OK)
+        adag_dag_fail(dag, st, adag_last_error());
     pthread_mutex_lock(&dag->lock);
     dag->ref_flags[seq % dag->max_inflight] = 0;
     dag->submitted = seq + 1;
     dag->stats.executed++;
     /* the loops may have finished it already, before it counted as live
      * for the monitor's recomputation of the fd */
-    if (atomic_load_explicit(&dag->hdr->fd_armed, memory_order_relaxed))
+    if (atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
         adag_dag_update_fd(dag);
     end_reservation(dag);
     pthread_mutex_unlock(&dag->lock);
@@ -504,7 +479,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     int64_t deadline = adag_deadline_ms(timeout_ms);
     for (unsigned o = 0; o < n; o++) {
         adag_slot_view_t view;
-        st = adag_chan_wait(&dag->outs[dag->output_of[o]], ref, deadline, &view);
+        st = adag_chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
         if (st == ADAG_ERR_TIMEOUT) {
             st = adag_error(ADAG_ERR_TIMEOUT, "%s: ref %llu of DAG %s not ready within %d ms", fn,
                             (unsigned long long)ref, dag->name, timeout_ms);
@@ -571,11 +546,44 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
 {
     if (!dag || !fd)
         return adag_error(ADAG_ERR_INVALID, "adag_dag_fd: dag and fd must not be NULL");
-    /* seq_cst with the loops' load after each publish: either a loop sees
-     * the fd armed and signals notify_fd, or the update below sees its
-     * publish (see common/event.h for the pattern) */
-    atomic_store_explicit(&dag->hdr->fd_armed, 1, memory_order_seq_cst);
-    adag_monitor_poke(dag->rt); /* it now watches notify_fd */
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&dag->lock);
+    if (!atomic_load_explicit(&dag->fd_armed, memory_order_relaxed)) {
+        /* each backend arms its writers' signal (seq_cst there: either a
+         * writer sees it armed and signals, or the update below sees its
+         * publish); the monitor watches the distinct fds */
+        int *fds = calloc(dag->nouts + 1, sizeof(*fds));
+        unsigned n = 0;
+        if (!fds)
+            st = adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_fd: out of memory");
+        for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
+            adag_chan_t *ch = dag->outs[e];
+            int nfd = ch->ops->notify_fd ? ch->ops->notify_fd(ch) : -1;
+            if (nfd < 0) {
+                st = adag_error(ADAG_ERR_INVALID,
+                                "adag_dag_fd: output channel %s (%s) of DAG %s cannot signal "
+                                "an fd",
+                                ch->name, ch->ops->name, dag->name);
+                break;
+            }
+            unsigned k = 0;
+            while (k < n && fds[k] != nfd)
+                k++;
+            if (k == n)
+                fds[n++] = nfd;
+        }
+        if (st == ADAG_OK) {
+            dag->notify_fds = fds;
+            dag->nnotify = n;
+            atomic_store_explicit(&dag->fd_armed, 1, memory_order_seq_cst);
+        } else {
+            free(fds);
+        }
+    }
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK)
+        return st;
+    adag_monitor_poke(dag->rt); /* it now watches the notify fds */
     pthread_mutex_lock(&dag->lock);
     adag_dag_update_fd(dag);
     pthread_mutex_unlock(&dag->lock);
@@ -595,15 +603,19 @@ adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
 
 void adag_dag_free(adag_dag_h dag)
 {
+    adag_ctx_destroy(&dag->ctx);
     for (unsigned i = 0; i < dag->nactors; i++) {
         adag_program_free(&dag->actors[i].prog);
+        adag_wbuf_free(&dag->actors[i].infos);
+        adag_wbuf_free(&dag->actors[i].peers);
         adag_actor_drop(dag->actors[i].actor);
     }
-    for (unsigned c = 0; c < dag->nchans; c++)
+    for (unsigned c = 0; c < dag->nchans; c++) {
         free(dag->chans[c].readers);
-    adag_shm_segment_destroy(&dag->seg);
-    if (dag->notify_fd >= 0)
-        close(dag->notify_fd);
+        adag_wbuf_free(&dag->chans[c].desc);
+        adag_wbuf_free(&dag->chans[c].driver_info);
+    }
+    free(dag->notify_fds);
     if (dag->user_fd >= 0)
         close(dag->user_fd);
     free(dag->actors);
@@ -622,37 +634,41 @@ void adag_dag_free(adag_dag_h dag)
     free(dag);
 }
 
-/* Stops the DAG's loops in its process actors: STOP_DAG goes to all of them
- * at once and each has the whole teardown timeout; only a worker that does
- * not answer in time (a method stuck) is killed. */
-static void stop_workers(adag_dag_h dag)
+/* Stops the DAG on its actors: first every actor that answers later (a
+ * worker), all at once, each with the whole teardown timeout, killing only
+ * one that does not answer in time (a method stuck); then the ones that
+ * stop at once (thread actors: their loops are joined). */
+static void stop_actors(adag_dag_h dag)
 {
-    adag_actor_h *workers = calloc(dag->nactors + 1, sizeof(*workers));
+    unsigned *ais = calloc(dag->nactors + 1, sizeof(*ais));
     adag_status_t *st = calloc(dag->nactors + 1, sizeof(*st));
     char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
-    unsigned n = 0;
-    uint32_t id = dag->id;
     int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
-    if (!workers || !st || !why) {
+    if (!ais || !st || !why) {
         /* no memory to do it politely: the workers cannot keep the DAG */
         for (unsigned i = 0; i < dag->nactors; i++)
-            if (dag->actors[i].installed &&
-                dag->actors[i].actor->placement == ADAG_PLACEMENT_PROCESS)
-                adag_actor_kill(dag->actors[i].actor, "out of memory while stopping a DAG");
+            if (dag->actors[i].prepared && dag->actors[i].actor->ops->kill)
+                dag->actors[i].actor->ops->kill(dag->actors[i].actor,
+                                                "out of memory while stopping a DAG");
         goto out;
     }
-    for (unsigned i = 0; i < dag->nactors; i++)
-        if (dag->actors[i].installed && dag->actors[i].actor->placement == ADAG_PLACEMENT_PROCESS)
-            workers[n++] = dag->actors[i].actor;
-    adag_actor_request_all(workers, n, ADAG_MSG_STOP_DAG, &id, sizeof(id), deadline, st, why);
-    for (unsigned i = 0; i < n; i++) {
-        if (st[i] == ADAG_OK || st[i] == ADAG_ERR_ACTOR_DIED)
-            continue;
-        ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->name, why[i]);
-        adag_actor_kill(workers[i], "it did not stop its DAG within the teardown timeout");
+    for (int remote = 1; remote >= 0; remote--) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < dag->nactors; i++)
+            if (dag->actors[i].prepared && (dag->actors[i].actor->ops->step_fd != NULL) == remote)
+                ais[n++] = i;
+        adag_actors_step(dag, ais, n, ADAG_STEP_STOP, deadline, st, why);
+        for (unsigned k = 0; k < n; k++) {
+            adag_actor_h a = dag->actors[ais[k]].actor;
+            dag->actors[ais[k]].prepared = 0;
+            if (st[k] == ADAG_OK || st[k] == ADAG_ERR_ACTOR_DIED || !a->ops->kill)
+                continue;
+            ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->name, why[k]);
+            a->ops->kill(a, "it did not stop its DAG within the teardown timeout");
+        }
     }
 out:
-    free(workers);
+    free(ais);
     free(st);
     free(why);
 }
@@ -682,10 +698,7 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
         pthread_cond_wait(&dag->cond, &dag->lock);
     pthread_mutex_unlock(&dag->lock);
 
-    stop_workers(dag);
-    for (unsigned i = 0; i < dag->nactors; i++)
-        if (dag->actors[i].installed && dag->actors[i].actor->placement == ADAG_PLACEMENT_THREAD)
-            adag_loop_close(&dag->actors[i].loop);
+    stop_actors(dag);
     adag_dag_free(dag);
     return ADAG_OK;
 }

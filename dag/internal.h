@@ -3,11 +3,11 @@
 #define ADAG_DAG_INTERNAL_H
 
 #include "common/error.h"
+#include "dag/context.h"
 #include "dag/loop.h"
 #include "dag/program.h"
 #include "transport/channel.h"
-#include "transport/control.h"
-#include "transport/shm_ring.h"
+#include "transport/protocol.h"
 
 #include <adag.h>
 #include <pthread.h>
@@ -15,15 +15,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-
-/* Control messages between the driver and adag-worker. */
-enum {
-    ADAG_MSG_CREATE_ACTOR = 1, /* module, class, actor name, init bytes */
-    ADAG_MSG_INSTALL_DAG,      /* program + fds {segment, eventfd} */
-    ADAG_MSG_STOP_DAG,         /* dag id */
-    ADAG_MSG_SHUTDOWN,         /* run fini and exit */
-    ADAG_MSG_REPLY,            /* i32 status, message, [method table] */
-};
 
 typedef struct adag_class_entry {
     adag_class_def_t def;         /* names point into the copies below */
@@ -51,30 +42,73 @@ struct adag_runtime {
     struct adag_spawn_req *spawn_reqs; /* spawns waiting for the monitor; under lock */
 };
 
+/* The steps of installing and removing a DAG on an actor. */
+typedef enum {
+    ADAG_STEP_PREPARE, /* open the actor's channel endpoints; collect their peer info */
+    ADAG_STEP_CONNECT, /* hand every endpoint its peers' info */
+    ADAG_STEP_START,   /* start the actor's loop */
+    ADAG_STEP_STOP,    /* stop the loop (the DAG is aborted) and free the actor's part */
+} adag_step_t;
+
+/*
+ * Where an actor runs: a thread of the driver (dag/placement_thread.c) or
+ * an adag-worker process (dag/placement_process.c); an actor on another
+ * host is one more table. Everything in dag/ goes through these.
+ *
+ * DAG steps run on all of a DAG's actors at once (adag_actors_step): lock
+ * (optional) is taken in actor-id order; step_begin either completes the
+ * step at once (*pending 0) or sends it, and then step_fd polls readable
+ * when the answer is there and step_end takes it; unlock ends the step.
+ */
+typedef struct adag_placement_ops {
+    const char *name; /* "thread", "process" */
+    /* Creates the actor's state (and worker); fills methods/nmethods/ncpus. */
+    adag_status_t (*create)(adag_actor_h a, const adag_actor_params_t *p, adag_blob_t init);
+    void (*lock)(adag_actor_h a);
+    void (*unlock)(adag_actor_h a);
+    adag_status_t (*step_begin)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_step_t step,
+                                int *pending);
+    int (*step_fd)(adag_actor_h a);
+    adag_status_t (*step_end)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_step_t step,
+                              int64_t deadline);
+    /* Aborts the DAG on the actor now; never blocks, takes no lock but leaf
+     * ones (called with rt->lock and dag->lock held). NULL: the actor shares
+     * the driver's DAG context. */
+    void (*abort_dag)(adag_actor_h a, adag_dag_h dag, adag_status_t status);
+    /* Runs fini / shuts the worker down (once nothing holds the actor). */
+    void (*stop)(adag_actor_h a);
+    /* Kills it and waits (bounded) until the monitor collected it; NULL: cannot. */
+    void (*kill)(adag_actor_h a, const char *why);
+    /* What the monitor polls; readable once the actor died (-1: it cannot die alone). */
+    int (*liveness_fd)(adag_actor_h a);
+    /* Collects a dead actor: 1 and how it ended, 0 if it has not exited. Under rt->lock. */
+    int (*reap)(adag_actor_h a, char *how, size_t len);
+    int (*pid)(adag_actor_h a);
+    void (*free)(adag_actor_h a);
+} adag_placement_ops_t;
+
+extern const adag_placement_ops_t adag_placement_thread;
+extern const adag_placement_ops_t adag_placement_process;
+
 struct adag_actor {
     adag_list_t link;
     adag_runtime_h rt;
+    const adag_placement_ops_t *ops;
+    void *impl;                /* the placement's state */
     unsigned id;
     char name[ADAG_MAX_NAME];
     char class_name[ADAG_MAX_NAME];
-    adag_placement_t placement;
     adag_method_info_t *methods;
     unsigned nmethods;
+    unsigned ncpus;            /* CPUs its loops may run on (decides its wait policy) */
     int refs;                  /* memory: user handle + graphs + DAGs; under rt->lock */
     int live;                  /* running: user handle + DAGs; under rt->lock */
     int user_destroyed;        /* the user gave up the handle */
     int stopped;               /* fini ran / the worker was shut down */
     int creating;              /* adag_actor_create has not returned yet: the name is taken */
-    pthread_mutex_t call_lock; /* serializes method calls across DAGs (thread actors) */
-    /* thread actors */
-    const adag_class_def_t *def;
-    void *state;
-    /* process actors */
-    int pid, pidfd, ctl;
-    pthread_mutex_t ctl_lock;  /* one control request at a time */
     int dead;                  /* under rt->lock */
     int reaped;                /* under rt->lock */
-    char death[160];           /* why it died */
+    char death[160];           /* why it died; under rt->lock */
 };
 
 typedef enum { NODE_INPUT, NODE_CALL, NODE_RETURN } adag_node_kind_t;
@@ -113,17 +147,20 @@ typedef struct {
     char name[96];
     adag_chan_kind_t kind;
     int writer;                /* DAG actor index, -1 for the driver */
-    unsigned nreaders;         /* registered shm readers */
+    unsigned nreaders;         /* registered readers */
     int *readers;              /* DAG actor index per reader, -1 for the driver */
-    uint64_t offset;
-    unsigned producer_node;    /* node that produces it (for DOT) */
+    adag_wbuf_t desc;          /* the backend's descriptor */
+    adag_wbuf_t driver_info;   /* peer info of the driver's endpoint, if it has one */
+    unsigned producer_node;    /* node that produces it (for DOT); start: none */
 } adag_dag_chan_t;
 
 typedef struct {
     adag_actor_h actor;
     adag_program_t prog;       /* kept for DOT (process actors get a copy) */
     adag_loop_t loop;          /* thread actors */
-    int installed;
+    adag_wbuf_t infos;         /* PREPARE's answer: peer info per program channel */
+    adag_wbuf_t peers;         /* CONNECT's payload */
+    _Atomic int prepared;      /* PREPARE was sent: STOP must follow (read by adag_dag_fail) */
 } adag_dag_actor_t;
 
 enum { REF_GOTTEN = 1, REF_RELEASED = 2 };
@@ -145,18 +182,24 @@ struct adag_dag {
     char (*node_labels)[160];  /* per graph node, for DOT */
     unsigned nnodes;
 
-    adag_shm_segment_t seg;
-    adag_segment_hdr_t *hdr;
-    /* Loops write notify_fd after publishing a value the driver reads (once
-     * adag_dag_fd armed it); the monitor then recomputes the state of
-     * user_fd, the fd adag_dag_fd hands out, which only the driver writes,
-     * under lock: readable exactly while a ref is ready and not got. */
-    int notify_fd;
+    adag_dag_ctx_t ctx;        /* the DAG in the driver's process: abort word, domains,
+                                  every endpoint of the driver and its thread actors */
+    unsigned start_chan;       /* channel published as each execution starts, or
+                                  ADAG_PROG_NO_CHAN */
+    adag_chan_t *start;        /* its writer endpoint */
+    /* Once adag_dag_fd armed the output endpoints, their writers signal
+     * notify_fds (the backends' pollable fds, distinct) after publishing;
+     * the monitor then recomputes the state of user_fd, the fd adag_dag_fd
+     * hands out, which only the driver writes, under lock: readable exactly
+     * while a ref is ready and not got. */
+    _Atomic int fd_armed;
+    int *notify_fds;
+    unsigned nnotify;
     int user_fd;
     int user_fd_ready;         /* user_fd holds a token; under lock */
 
     /* driver endpoints */
-    adag_chan_t *inputs;       /* writer endpoint per input field */
+    adag_chan_t **inputs;      /* writer endpoint per input field */
     void **input_slots;        /* the reserved execution's input buffers */
     size_t *input_sizes;
     /* The next execution is reserved by one thread at a time (its inputs
@@ -168,7 +211,7 @@ struct adag_dag {
     uint64_t reserved_seq;
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
-    adag_chan_t *outs;         /* reader endpoints, one per distinct output channel */
+    adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
     unsigned nouts;
     unsigned *out_chan;        /* channel id per out endpoint */
     unsigned *output_of;       /* out endpoint per graph output */
@@ -207,19 +250,15 @@ void adag_actor_hold(adag_actor_h actor);       /* under rt->lock */
 void adag_actor_unref(adag_actor_h actor);      /* takes rt->lock */
 void adag_actor_drop(adag_actor_h actor);       /* takes rt->lock */
 int adag_actor_method(adag_actor_h actor, const char *name);
-/* Sends a control request to a process actor and waits for its reply;
- * a died worker gives ADAG_ERR_ACTOR_DIED naming it. */
-adag_status_t adag_actor_request(adag_actor_h actor, uint32_t type, const void *payload,
-                                 size_t len, const int *fds, unsigned nfds, int64_t deadline,
-                                 adag_ctl_msg_t *reply_out);
-/* Sends one request to several process actors at once and takes each reply
- * as it comes, all by one deadline: a stuck worker costs the others nothing.
- * st[i] and why[i] (the message of a failure) per actor. */
-void adag_actor_request_all(adag_actor_h *actors, unsigned n, uint32_t type, const void *payload,
-                            size_t len, int64_t deadline, adag_status_t *st,
-                            char (*why)[ADAG_ERROR_MAX]);
-/* Kills a process actor's worker and waits (bounded) until it is reaped. */
-void adag_actor_kill(adag_actor_h actor, const char *why);
+/* Runs `step` on the DAG's actors ais[0..n) at once, all by one deadline:
+ * a slow actor costs the others nothing. st[i] and why[i] (the message of
+ * a failure, "" on success) per actor. */
+void adag_actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
+                      int64_t deadline, adag_status_t *st, char (*why)[ADAG_ERROR_MAX]);
+/* Waits until the monitor collected the actor; 0 if not by the deadline. */
+int adag_actor_wait_reaped(adag_actor_h a, int64_t deadline);
+/* Marks a live actor dead with `why` (under rt->lock). */
+void adag_actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...) ADAG_PRINTF(2, 3);
 
 /* monitor.c */
 void adag_monitor_poke(adag_runtime_h rt);
@@ -232,6 +271,8 @@ adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *s
 /* driver.c */
 /* Fails the DAG: every waiter wakes and gets `status` with `msg`. */
 void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg);
+/* The wait policy of a loop on `ncpus` CPUs in this DAG. */
+adag_wait_policy_t adag_dag_policy(adag_dag_h dag, unsigned ncpus);
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
 /* Makes user_fd readable exactly while some live ref is ready and not got
  * (or the DAG failed). Under dag->lock. */

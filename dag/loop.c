@@ -3,14 +3,11 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/shm_ring.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct adag_call {
     adag_loop_t *loop;
@@ -71,7 +68,7 @@ adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void *
                           "has %u)",
                           call->loop->actor_name, method_name(call), i, call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
-    size_t cap = call->loop->chans[call->op->rets[i]].capacity;
+    size_t cap = call->loop->chans[call->op->rets[i]]->capacity;
     if (size > cap) {
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: return %u (channel %s) is %zu bytes, larger than the slot "
@@ -129,37 +126,31 @@ const char *adag_call_actor_name(adag_call_h call)
 
 /* ---- the loop ---- */
 
-static void notify_driver(adag_loop_t *loop, const adag_prog_chan_t *pc)
-{
-    if (!pc->to_driver || loop->notify_fd < 0 ||
-        !atomic_load_explicit(&loop->hdr->fd_armed, memory_order_seq_cst))
-        return;
-    uint64_t one = 1;
-    while (write(loop->notify_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
-    }
-}
-
-static void publish_all(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
-                        const size_t *sizes, adag_status_t status, const char *err)
+/* Publishes the op's returns; a channel that cannot take the value fails
+ * the loop (the DAG then fails). */
+static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+                                 const size_t *sizes, adag_status_t status, const char *err)
 {
     for (uint32_t r = 0; r < op->nrets; r++) {
-        uint32_t c = op->rets[r];
-        adag_chan_publish(&loop->chans[c], seq, status == ADAG_OK ? sizes[r] : 0, status, err);
-        notify_driver(loop, &loop->prog.chans[c]);
+        adag_status_t st = adag_chan_publish(loop->chans[op->rets[r]], seq,
+                                             status == ADAG_OK ? sizes[r] : 0, status, err);
+        if (st != ADAG_OK)
+            return st;
     }
+    return ADAG_OK;
 }
 
-/* Runs one operation of execution seq. Returns ADAG_ERR_CLOSED when the DAG
- * is aborted, another error on a fatal failure. */
-static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
-                            struct adag_call *call)
+/* Runs one CALL of execution seq. Returns ADAG_ERR_CLOSED when the DAG is
+ * aborted, another error on a fatal failure. */
+static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+                              struct adag_call *call)
 {
     adag_status_t st, upstream = ADAG_OK;
     const char *upstream_err = NULL;
 
     /* READ */
     for (uint32_t a = 0; a < op->nargs; a++) {
-        st = adag_chan_wait(&loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
+        st = adag_chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
         if (st != ADAG_OK)
             return st;
         if (call->args[a].status != ADAG_OK && upstream == ADAG_OK) {
@@ -169,15 +160,13 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     }
     /* acquire the return slots (zero-copy writes go straight into them) */
     for (uint32_t r = 0; r < op->nrets; r++) {
-        st = adag_chan_acquire(&loop->chans[op->rets[r]], seq, ADAG_FOREVER, &call->bufs[r]);
+        st = adag_chan_acquire(loop->chans[op->rets[r]], seq, ADAG_FOREVER, &call->bufs[r]);
         if (st != ADAG_OK)
             return st;
         call->sizes[r] = 0;
     }
-    if (upstream != ADAG_OK) {
-        publish_all(loop, op, seq, call->sizes, upstream, upstream_err);
-        return ADAG_OK;
-    }
+    if (upstream != ADAG_OK)
+        return publish_all(loop, op, seq, call->sizes, upstream, upstream_err);
     /* COMPUTE */
     call->op = op;
     call->seq = seq;
@@ -218,56 +207,49 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
             }
         }
     }
-    publish_all(loop, op, seq, call->sizes, st, call->msg);
-    return ADAG_OK;
+    return publish_all(loop, op, seq, call->sizes, st, call->msg);
 }
 
-typedef struct {
-    const adag_segment_hdr_t *hdr;
-    uint64_t seq;
-} started_arg_t;
-
-static int execution_started(const void *p)
+static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+                            struct adag_call *call)
 {
-    const started_arg_t *a = p;
-    return atomic_load_explicit(&a->hdr->started, memory_order_seq_cst) > a->seq;
+    switch ((adag_op_kind_t)op->kind) {
+    case ADAG_OP_CALL:
+        return run_call(loop, op, seq, call);
+    }
+    return adag_error(ADAG_ERR_INTERNAL, "actor %s: operation of unknown kind %u",
+                      loop->actor_name, op->kind);
 }
 
 static void *loop_main(void *arg)
 {
     adag_loop_t *loop = arg;
     struct adag_call call;
+    adag_slot_view_t start;
+    adag_status_t st = ADAG_OK;
     memset(&call, 0, sizeof(call));
     call.loop = loop;
-    for (uint64_t seq = 0;; seq++) {
+    for (uint64_t seq = 0; st == ADAG_OK; seq++) {
         /* an aborted DAG abandons executions already queued in its channels */
-        if (atomic_load_explicit(&loop->hdr->abort, memory_order_seq_cst) != 0)
+        if (adag_ctx_aborted(loop->ctx))
             return NULL;
-        if (loop->waits_start) {
-            started_arg_t sa = {loop->hdr, seq};
-            if (adag_event_wait(&loop->hdr->start_ev, execution_started, &sa, &loop->hdr->abort,
-                                ADAG_FOREVER, &loop->start_spin) != ADAG_OK)
-                return NULL;
-        }
-        for (uint32_t i = 0; i < loop->prog.nops; i++) {
-            adag_status_t st = run_op(loop, &loop->prog.ops[i], seq, &call);
-            if (st == ADAG_ERR_CLOSED)
-                return NULL;
-            if (st != ADAG_OK) {
-                if (loop->on_fatal)
-                    loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
-                return NULL;
-            }
-        }
-        for (unsigned i = 0; i < loop->nreads; i++)
-            adag_chan_release(&loop->chans[loop->reads[i]], seq);
+        if (loop->prog.start_chan != ADAG_PROG_NO_CHAN)
+            st = adag_chan_wait(loop->chans[loop->prog.start_chan], seq, ADAG_FOREVER, &start);
+        for (uint32_t i = 0; i < loop->prog.nops && st == ADAG_OK; i++)
+            st = run_op(loop, &loop->prog.ops[i], seq, &call);
+        if (st == ADAG_OK)
+            for (unsigned i = 0; i < loop->nreads; i++)
+                adag_chan_release(loop->chans[loop->reads[i]], seq);
     }
+    if (st != ADAG_ERR_CLOSED && loop->on_fatal)
+        loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
+    return NULL;
 }
 
-adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segment,
-                             void *state, pthread_mutex_t *call_lock,
-                             const adag_method_info_t *methods, unsigned nmethods,
-                             const char *actor_name, int notify_fd)
+adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
+                                void *state, pthread_mutex_t *call_lock,
+                                const adag_method_info_t *methods, unsigned nmethods,
+                                const char *actor_name, adag_wbuf_t *infos)
 {
     adag_status_t st;
     uint32_t i;
@@ -275,13 +257,12 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
     memset(loop, 0, sizeof(*loop));
     loop->prog = *prog;
     memset(prog, 0, sizeof(*prog));
-    loop->hdr = segment;
+    loop->ctx = ctx;
     loop->state = state;
     loop->call_lock = call_lock;
     loop->methods = methods;
     loop->nmethods = nmethods;
     loop->actor_name = actor_name;
-    loop->notify_fd = notify_fd;
     loop->chans = calloc(loop->prog.nchans + 1, sizeof(*loop->chans));
     loop->reads = calloc(loop->prog.nchans + 1, sizeof(*loop->reads));
     if (!loop->chans || !loop->reads) {
@@ -290,28 +271,73 @@ adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segm
         goto fail;
     }
     adag_wait_policy_t policy = {loop->prog.spin_ns, (int)loop->prog.spin_yield};
+    adag_wbuf_u32(infos, loop->prog.nchans);
     for (i = 0; i < loop->prog.nchans; i++) {
         const adag_prog_chan_t *pc = &loop->prog.chans[i];
-        if (pc->kind == ADAG_CHAN_LOCAL)
-            st = adag_local_chan_open(&loop->chans[i], loop->prog.capacity);
-        else
-            st = adag_shm_chan_open(&loop->chans[i], (char *)segment + pc->offset,
-                                    loop->prog.segment_size - pc->offset, pc->reader,
-                                    loop->prog.nslots, pc->nreaders, loop->prog.capacity,
-                                    &loop->hdr->abort, policy);
+        adag_chan_open_params_t op = {
+            .name = pc->name,
+            .geom = {loop->prog.nslots, pc->nreaders, loop->prog.capacity},
+            .reader = pc->reader,
+            .desc = adag_program_desc(&loop->prog, i),
+            .policy = policy,
+        };
+        adag_wbuf_t info = {0};
+        st = adag_ctx_open(ctx, pc->kind, &op, &info, &loop->chans[i]);
+        adag_wbuf_bytes(infos, info.data, info.len);
+        adag_wbuf_free(&info);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s, channel %s", actor_name, pc->name);
+            adag_error_prefix("actor %s", actor_name);
             goto fail;
         }
-        if (pc->kind == ADAG_CHAN_SHM && pc->reader >= 0)
+        if (pc->reader >= 0)
             loop->reads[loop->nreads++] = i;
     }
-    for (i = 0; i < loop->prog.nops; i++)
-        loop->waits_start |= loop->prog.ops[i].nargs == 0;
-    adag_spin_init(&loop->start_spin, policy);
+    if (infos->failed) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", actor_name);
+        goto fail;
+    }
     return ADAG_OK;
 fail:
     adag_loop_close(loop);
+    return st;
+}
+
+adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers)
+{
+    adag_rbuf_t rb = {peers.data, peers.len, 0, 0};
+    adag_blob_t *infos = NULL;
+    adag_status_t st = ADAG_OK;
+    uint32_t n = adag_rbuf_u32(&rb);
+    if (rb.failed || n != loop->prog.nchans)
+        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: peers for %u channels, expected %u",
+                          loop->actor_name, n, loop->prog.nchans);
+    for (uint32_t i = 0; i < n && st == ADAG_OK; i++) {
+        adag_chan_t *ch = loop->chans[i];
+        uint32_t np = adag_rbuf_u32(&rb);
+        if (rb.failed || (np && np != 1 + loop->prog.chans[i].nreaders)) {
+            st = adag_error(ADAG_ERR_PROTOCOL, "actor %s, channel %s: %u peers, expected %u",
+                            loop->actor_name, ch->name, np, 1 + loop->prog.chans[i].nreaders);
+            break;
+        }
+        if (np == 0)
+            continue;
+        free(infos);
+        if (!(infos = calloc(np, sizeof(*infos)))) {
+            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+            break;
+        }
+        for (uint32_t j = 0; j < np; j++)
+            infos[j].data = adag_rbuf_bytes(&rb, &infos[j].len);
+        if (rb.failed)
+            st = adag_error(ADAG_ERR_PROTOCOL, "actor %s, channel %s: malformed peers",
+                            loop->actor_name, ch->name);
+        else if (ch->ops->connect && (st = ch->ops->connect(ch, infos, np)) != ADAG_OK)
+            adag_error_prefix("actor %s", loop->actor_name);
+    }
+    free(infos);
+    if (st == ADAG_OK && rb.pos != rb.len)
+        st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: %zu trailing bytes after the peers",
+                        loop->actor_name, rb.len - rb.pos);
     return st;
 }
 
@@ -335,9 +361,6 @@ void adag_loop_join(adag_loop_t *loop)
 void adag_loop_close(adag_loop_t *loop)
 {
     adag_loop_join(loop);
-    if (loop->chans)
-        for (uint32_t i = 0; i < loop->prog.nchans; i++)
-            adag_local_chan_close(&loop->chans[i]);
     free(loop->chans);
     free(loop->reads);
     loop->chans = NULL;

@@ -5,11 +5,14 @@
  * the method under the actor's call lock, so methods of one actor never run
  * concurrently even across DAGs), WRITE (publish the returns); then it
  * releases every slot it read. A failed input skips the method and passes
- * the failure on. The loop ends when the DAG's abort word is set.
+ * the failure on. An actor with a method that takes no argument first
+ * waits for the execution's start (the program's start channel). The loop
+ * ends when the DAG is aborted in this process.
  */
 #ifndef ADAG_DAG_LOOP_H
 #define ADAG_DAG_LOOP_H
 
+#include "dag/context.h"
 #include "dag/program.h"
 #include "transport/channel.h"
 
@@ -30,33 +33,37 @@ typedef void (*adag_loop_fatal_fn)(void *ctx, adag_status_t status, const char *
 
 struct adag_loop {
     adag_program_t prog;
-    adag_segment_hdr_t *hdr;
-    adag_chan_t *chans;       /* one endpoint per prog.chans entry */
+    adag_dag_ctx_t *ctx;      /* the DAG in this process: abort word, endpoints */
+    adag_chan_t **chans;      /* one endpoint per prog.chans entry (the context owns them) */
     uint32_t *reads;          /* channels this actor reads (released per execution) */
     unsigned nreads;
-    int waits_start;          /* some method takes no argument: wait for execute */
-    adag_spin_t start_spin;   /* wait policy of that wait */
     void *state;
     pthread_mutex_t *call_lock;
     const adag_method_info_t *methods;
     unsigned nmethods;
     const char *actor_name;
-    int notify_fd;            /* the DAG's eventfd, or -1 */
     adag_loop_fatal_fn on_fatal;
     void *fatal_ctx;
     pthread_t thread;
     int started;
 };
 
-/* Opens the loop's channel endpoints on a mapped segment. Takes ownership of
- * *prog's arrays (also on failure). */
-adag_status_t adag_loop_open(adag_loop_t *loop, adag_program_t *prog, void *segment,
-                             void *state, pthread_mutex_t *call_lock,
-                             const adag_method_info_t *methods, unsigned nmethods,
-                             const char *actor_name, int notify_fd);
+/* PREPARE: opens the loop's channel endpoints in ctx and appends, per
+ * program channel, the endpoint's peer info to infos (u32 count, then one
+ * byte run each). Takes ownership of *prog's arrays (also on failure). */
+adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
+                                void *state, pthread_mutex_t *call_lock,
+                                const adag_method_info_t *methods, unsigned nmethods,
+                                const char *actor_name, adag_wbuf_t *infos);
+/* CONNECT: peers holds, per program channel, u32 npeers then npeers byte
+ * runs (the writer's info, then each reader's); channels whose backend has
+ * nothing to connect get npeers 0. */
+adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers);
+/* START: runs the loop in a thread of its own. */
 adag_status_t adag_loop_start(adag_loop_t *loop);
-/* Waits for the loop thread to end (after the abort word was set). */
+/* Waits for the loop thread to end (after the DAG was aborted in this process). */
 void adag_loop_join(adag_loop_t *loop);
+/* Joins, then frees the program (the context closes the endpoints). */
 void adag_loop_close(adag_loop_t *loop);
 
 #endif

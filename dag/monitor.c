@@ -6,8 +6,9 @@
  *     the worker and fails every DAG it belongs to with ADAG_ERR_ACTOR_DIED.
  *     Liveness comes from the pidfd alone, so the host program's SIGCHLD
  *     handling (SIG_IGN, a handler that reaps) changes nothing;
- *   - keeps armed DAG fds exact: when a loop signals a DAG's notify fd, it
- *     recomputes that DAG's user fd under the DAG's lock.
+ *   - keeps armed DAG fds exact: when a writer signals one of a DAG's notify
+ *     fds (a backend's pollable fd), it recomputes that DAG's user fd under
+ *     the DAG's lock.
  * Lock order: rt->lock, then dag->lock.
  */
 #include "common/error.h"
@@ -52,19 +53,18 @@ static int reap_worker(adag_runtime_h rt, unsigned actor_id)
         if (c->id == actor_id)
             a = c;
     }
-    if (!a || a->reaped || a->pidfd < 0) {
+    if (!a || a->reaped || !a->ops->reap || a->ops->liveness_fd(a) < 0) {
         pthread_mutex_unlock(&rt->lock);
         return 1;
     }
-    if (!adag_reap(a->pidfd, 1, how, sizeof(how))) {
+    if (!a->ops->reap(a, how, sizeof(how))) {
         pthread_mutex_unlock(&rt->lock);
         return 0;
     }
     a->reaped = 1;
     int was_dead = a->dead;
-    a->dead = 1;
     if (!was_dead)
-        snprintf(a->death, sizeof(a->death), "actor %s (pid %d) died: %s", a->name, a->pid, how);
+        adag_actor_mark_dead_locked(a, "actor %s (pid %d) died: %s", a->name, a->ops->pid(a), how);
     snprintf(msg, sizeof(msg), "%s", a->death);
     pthread_cond_broadcast(&rt->cond);
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
@@ -87,8 +87,9 @@ static void refresh_dag_fd(adag_runtime_h rt, unsigned dag_id)
         if (dag->id != dag_id)
             continue;
         uint64_t v;
-        while (read(dag->notify_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
-        }
+        for (unsigned i = 0; i < dag->nnotify; i++)
+            while (read(dag->notify_fds[i], &v, sizeof(v)) < 0 && errno == EINTR) {
+            }
         pthread_mutex_lock(&dag->lock);
         adag_dag_update_fd(dag);
         pthread_mutex_unlock(&dag->lock);
@@ -164,7 +165,7 @@ static void *monitor_main(void *arg)
         for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
             count++;
         for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next)
-            count++;
+            count += ADAG_CONTAINER(l, struct adag_dag, link)->nnotify;
         if (reserve_slots(&pfds, &watch, &cap, count) != 0 && cap == 0) {
             /* out of memory: try again shortly rather than lose deaths */
             pthread_mutex_unlock(&rt->lock);
@@ -177,17 +178,20 @@ static void *monitor_main(void *arg)
         watch[n++] = (watch_t){WATCH_WAKE, 0};
         for (adag_list_t *l = rt->actors.next; l != &rt->actors && n < cap; l = l->next) {
             adag_actor_h a = ADAG_CONTAINER(l, struct adag_actor, link);
-            if (a->placement != ADAG_PLACEMENT_PROCESS || a->reaped || a->pidfd < 0)
+            int fd = a->ops->liveness_fd ? a->ops->liveness_fd(a) : -1;
+            if (a->reaped || fd < 0)
                 continue;
-            pfds[n] = (struct pollfd){a->pidfd, POLLIN, 0};
+            pfds[n] = (struct pollfd){fd, POLLIN, 0};
             watch[n++] = (watch_t){WATCH_WORKER, a->id};
         }
         for (adag_list_t *l = rt->dags.next; l != &rt->dags && n < cap; l = l->next) {
             adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-            if (!dag->hdr || !atomic_load_explicit(&dag->hdr->fd_armed, memory_order_seq_cst))
+            if (!atomic_load_explicit(&dag->fd_armed, memory_order_seq_cst))
                 continue;
-            pfds[n] = (struct pollfd){dag->notify_fd, POLLIN, 0};
-            watch[n++] = (watch_t){WATCH_DAG, dag->id};
+            for (unsigned i = 0; i < dag->nnotify && n < cap; i++) {
+                pfds[n] = (struct pollfd){dag->notify_fds[i], POLLIN, 0};
+                watch[n++] = (watch_t){WATCH_DAG, dag->id};
+            }
         }
         pthread_mutex_unlock(&rt->lock);
 

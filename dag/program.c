@@ -1,35 +1,15 @@
 #include "dag/program.h"
 
 #include "common/error.h"
-#include "transport/shm_ring.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
+static void encode_op(const adag_prog_op_t *op, adag_wbuf_t *b)
 {
-    adag_wbuf_u32(b, p->dag_id);
-    adag_wbuf_str(b, p->dag_name);
-    adag_wbuf_u64(b, p->segment_size);
-    adag_wbuf_u32(b, p->nslots);
-    adag_wbuf_u64(b, p->capacity);
-    adag_wbuf_u64(b, (uint64_t)p->spin_ns);
-    adag_wbuf_u32(b, p->spin_yield);
-    adag_wbuf_u32(b, p->nchans);
-    for (uint32_t i = 0; i < p->nchans; i++) {
-        const adag_prog_chan_t *c = &p->chans[i];
-        adag_wbuf_str(b, c->name);
-        adag_wbuf_u32(b, c->id);
-        adag_wbuf_u32(b, c->kind);
-        adag_wbuf_u32(b, c->nreaders);
-        adag_wbuf_u32(b, (uint32_t)c->reader);
-        adag_wbuf_u32(b, c->writes);
-        adag_wbuf_u32(b, c->to_driver);
-        adag_wbuf_u64(b, c->offset);
-    }
-    adag_wbuf_u32(b, p->nops);
-    for (uint32_t i = 0; i < p->nops; i++) {
-        const adag_prog_op_t *op = &p->ops[i];
+    adag_wbuf_u32(b, op->kind);
+    switch ((adag_op_kind_t)op->kind) {
+    case ADAG_OP_CALL:
         adag_wbuf_u32(b, op->method);
         adag_wbuf_u32(b, op->node);
         adag_wbuf_u32(b, op->nargs);
@@ -38,33 +18,96 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
             adag_wbuf_u32(b, op->args[a]);
         for (uint32_t r = 0; r < op->nrets; r++)
             adag_wbuf_u32(b, op->rets[r]);
+        break;
     }
+}
+
+void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
+{
+    adag_wbuf_u32(b, p->dag_id);
+    adag_wbuf_str(b, p->dag_name);
+    adag_wbuf_u32(b, p->nslots);
+    adag_wbuf_u64(b, p->capacity);
+    adag_wbuf_u64(b, (uint64_t)p->spin_ns);
+    adag_wbuf_u32(b, p->spin_yield);
+    adag_wbuf_u32(b, p->start_chan);
+    adag_wbuf_bytes(b, p->descs, p->descs_len);
+    adag_wbuf_u32(b, p->nchans);
+    for (uint32_t i = 0; i < p->nchans; i++) {
+        const adag_prog_chan_t *c = &p->chans[i];
+        adag_wbuf_str(b, c->name);
+        adag_wbuf_u32(b, c->id);
+        adag_wbuf_u32(b, c->kind);
+        adag_wbuf_u32(b, c->nreaders);
+        adag_wbuf_u32(b, (uint32_t)c->reader);
+        adag_wbuf_u32(b, c->desc_off);
+        adag_wbuf_u32(b, c->desc_len);
+    }
+    adag_wbuf_u32(b, p->nops);
+    for (uint32_t i = 0; i < p->nops; i++)
+        encode_op(&p->ops[i], b);
 }
 
 #define MAX_PROGRAM_ITEMS (1u << 20)
 /* The fewest bytes one channel / one operation takes encoded: counts that
  * the rest of the message cannot hold are refused before allocating. */
-#define MIN_CHAN_BYTES (8 + 6 * 4 + 8)
-#define MIN_OP_BYTES (4 * 4)
+#define MIN_CHAN_BYTES (8 + 6 * 4)
+#define MIN_OP_BYTES 4
+
+/* Decodes one operation; 0 if it is malformed. */
+static int decode_op(adag_rbuf_t *b, const adag_program_t *p, unsigned nmethods,
+                     adag_prog_op_t *op)
+{
+    op->kind = adag_rbuf_u32(b);
+    if (b->failed)
+        return 0;
+    switch ((adag_op_kind_t)op->kind) {
+    case ADAG_OP_CALL:
+        op->method = adag_rbuf_u32(b);
+        op->node = adag_rbuf_u32(b);
+        op->nargs = adag_rbuf_u32(b);
+        op->nrets = adag_rbuf_u32(b);
+        if (b->failed || op->method >= nmethods || op->nargs > ADAG_MAX_ARGS ||
+            op->nrets > ADAG_MAX_RETURNS)
+            return 0;
+        for (uint32_t a = 0; a < op->nargs; a++)
+            if ((op->args[a] = adag_rbuf_u32(b)) >= p->nchans)
+                return 0;
+        for (uint32_t r = 0; r < op->nrets; r++)
+            if ((op->rets[r] = adag_rbuf_u32(b)) >= p->nchans || p->chans[op->rets[r]].reader != -1)
+                return 0;
+        return !b->failed;
+    }
+    return 0; /* an operation kind this build does not know */
+}
 
 adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_program_t *p)
 {
+    size_t descs_len;
+    const void *descs;
     memset(p, 0, sizeof(*p));
     p->dag_id = adag_rbuf_u32(b);
     adag_rbuf_str(b, p->dag_name, sizeof(p->dag_name));
-    p->segment_size = adag_rbuf_u64(b);
     p->nslots = adag_rbuf_u32(b);
     p->capacity = adag_rbuf_u64(b);
     p->spin_ns = (int64_t)adag_rbuf_u64(b);
     p->spin_yield = adag_rbuf_u32(b) != 0;
+    p->start_chan = adag_rbuf_u32(b);
+    descs = adag_rbuf_bytes(b, &descs_len);
     p->nchans = adag_rbuf_u32(b);
     if (b->failed || p->nchans > MAX_PROGRAM_ITEMS || p->nslots == 0 ||
-        p->nchans > (b->len - b->pos) / MIN_CHAN_BYTES ||
-        p->segment_size < ADAG_SEGMENT_HDR_SIZE)
+        descs_len > UINT32_MAX || p->nchans > (b->len - b->pos) / MIN_CHAN_BYTES ||
+        (p->start_chan != ADAG_PROG_NO_CHAN && p->start_chan >= p->nchans))
         goto bad;
+    p->descs_len = (uint32_t)descs_len;
+    p->descs = malloc(descs_len + 1);
     p->chans = calloc(p->nchans ? p->nchans : 1, sizeof(*p->chans));
-    if (!p->chans)
+    if (!p->chans || !p->descs) {
+        adag_program_free(p);
         return adag_error(ADAG_ERR_NO_MEMORY, "program of %u channels", p->nchans);
+    }
+    if (descs_len)
+        memcpy(p->descs, descs, descs_len);
     for (uint32_t i = 0; i < p->nchans; i++) {
         adag_prog_chan_t *c = &p->chans[i];
         adag_rbuf_str(b, c->name, sizeof(c->name));
@@ -72,19 +115,16 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         c->kind = adag_rbuf_u32(b);
         c->nreaders = adag_rbuf_u32(b);
         c->reader = (int32_t)adag_rbuf_u32(b);
-        c->writes = adag_rbuf_u32(b);
-        c->to_driver = adag_rbuf_u32(b);
-        c->offset = adag_rbuf_u64(b);
-        if (b->failed || c->kind > ADAG_CHAN_SHM || c->reader < -1 ||
+        c->desc_off = adag_rbuf_u32(b);
+        c->desc_len = adag_rbuf_u32(b);
+        if (b->failed || !adag_chan_backend(c->kind) || c->reader < -1 ||
             (c->reader >= 0 && (uint32_t)c->reader >= c->nreaders) ||
-            c->nreaders > MAX_PROGRAM_ITEMS)
-            goto bad;
-        if (c->kind == ADAG_CHAN_SHM &&
-            (c->offset < ADAG_SEGMENT_HDR_SIZE || c->offset > p->segment_size ||
-             adag_shm_chan_size(p->nslots, c->nreaders, p->capacity) >
-                 p->segment_size - c->offset))
+            c->nreaders > MAX_PROGRAM_ITEMS || c->desc_off > p->descs_len ||
+            c->desc_len > p->descs_len - c->desc_off)
             goto bad;
     }
+    if (p->start_chan != ADAG_PROG_NO_CHAN && p->chans[p->start_chan].reader < 0)
+        goto bad;
     p->nops = adag_rbuf_u32(b);
     if (b->failed || p->nops > MAX_PROGRAM_ITEMS || p->nops > (b->len - b->pos) / MIN_OP_BYTES)
         goto bad;
@@ -93,22 +133,9 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         adag_program_free(p);
         return adag_error(ADAG_ERR_NO_MEMORY, "program of %u operations", p->nops);
     }
-    for (uint32_t i = 0; i < p->nops; i++) {
-        adag_prog_op_t *op = &p->ops[i];
-        op->method = adag_rbuf_u32(b);
-        op->node = adag_rbuf_u32(b);
-        op->nargs = adag_rbuf_u32(b);
-        op->nrets = adag_rbuf_u32(b);
-        if (b->failed || op->method >= nmethods || op->nargs > ADAG_MAX_ARGS ||
-            op->nrets > ADAG_MAX_RETURNS)
+    for (uint32_t i = 0; i < p->nops; i++)
+        if (!decode_op(b, p, nmethods, &p->ops[i]))
             goto bad;
-        for (uint32_t a = 0; a < op->nargs; a++)
-            if ((op->args[a] = adag_rbuf_u32(b)) >= p->nchans)
-                goto bad;
-        for (uint32_t r = 0; r < op->nrets; r++)
-            if ((op->rets[r] = adag_rbuf_u32(b)) >= p->nchans || !p->chans[op->rets[r]].writes)
-                goto bad;
-    }
     if (b->failed || b->pos != b->len)
         goto bad;
     return ADAG_OK;
@@ -122,8 +149,10 @@ void adag_program_free(adag_program_t *p)
 {
     free(p->chans);
     free(p->ops);
+    free(p->descs);
     p->chans = NULL;
     p->ops = NULL;
+    p->descs = NULL;
 }
 
 adag_status_t adag_program_copy(adag_program_t *dst, const adag_program_t *src)
@@ -131,11 +160,14 @@ adag_status_t adag_program_copy(adag_program_t *dst, const adag_program_t *src)
     *dst = *src;
     dst->chans = malloc((src->nchans + 1) * sizeof(*dst->chans));
     dst->ops = malloc((src->nops + 1) * sizeof(*dst->ops));
-    if (!dst->chans || !dst->ops) {
+    dst->descs = malloc(src->descs_len + 1);
+    if (!dst->chans || !dst->ops || !dst->descs) {
         adag_program_free(dst);
         return adag_error(ADAG_ERR_NO_MEMORY, "program copy");
     }
     memcpy(dst->chans, src->chans, src->nchans * sizeof(*dst->chans));
     memcpy(dst->ops, src->ops, src->nops * sizeof(*dst->ops));
+    if (src->descs_len)
+        memcpy(dst->descs, src->descs, src->descs_len);
     return ADAG_OK;
 }

@@ -4,13 +4,13 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "dag/internal.h"
-#include "transport/control.h"
-#include "transport/shm_ring.h"
+#include "transport/protocol.h"
 #include "transport/wire.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +19,14 @@
 typedef struct worker_dag {
     struct worker_dag *next;
     uint32_t id;
-    adag_shm_segment_t seg;
-    int event_fd;
+    adag_dag_ctx_t ctx; /* this process's part of the DAG */
     adag_loop_t loop;
+    int started;
 } worker_dag_t;
 
 typedef struct {
     int ctl;
+    int hello;          /* HELLO was received */
     void *module;
     const adag_class_def_t *def;
     void *state;
@@ -36,19 +37,17 @@ typedef struct {
     worker_dag_t *dags;
 } worker_t;
 
-static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, int with_methods)
+static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const adag_wbuf_t *body)
 {
     adag_wbuf_t wb = {0};
-    adag_wbuf_u32(&wb, (uint32_t)st);
-    adag_wbuf_str(&wb, st == ADAG_OK ? "" : msg);
-    if (with_methods) {
-        adag_wbuf_u32(&wb, w->nmethods);
-        for (unsigned i = 0; i < w->nmethods; i++) {
-            adag_wbuf_str(&wb, w->methods[i].name);
-            adag_wbuf_u32(&wb, w->methods[i].nargs);
-            adag_wbuf_u32(&wb, w->methods[i].nreturns);
-        }
+    adag_blob_t b = {NULL, 0};
+    if (st == ADAG_OK && body && body->failed) {
+        st = ADAG_ERR_NO_MEMORY;
+        msg = "worker: out of memory";
+    } else if (st == ADAG_OK && body) {
+        b = (adag_blob_t){body->data, body->len};
     }
+    adag_msg_encode_reply(&wb, st, msg, b);
     if (wb.failed) {
         adag_wbuf_free(&wb);
         return adag_error(ADAG_ERR_NO_MEMORY, "worker: reply");
@@ -58,21 +57,39 @@ static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, int w
     return st;
 }
 
-static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg)
+static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
 {
-    adag_rbuf_t rb = {msg->payload, msg->len, 0, 0};
-    char module[PATH_MAX], class_name[ADAG_MAX_NAME];
-    size_t init_size;
-    const void *init_data;
+    adag_msg_hello_t h;
+    adag_status_t st = adag_msg_decode_hello(msg, &h);
+    if (st != ADAG_OK)
+        return st;
+    if (h.magic != ADAG_PROTOCOL_MAGIC || h.version != ADAG_PROTOCOL_VERSION)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "the driver speaks control protocol %u (magic 0x%x), this worker %u",
+                          h.version, h.magic, ADAG_PROTOCOL_VERSION);
+    cpu_set_t cpus;
+    adag_msg_hello_reply_t r = {ADAG_PROTOCOL_VERSION, (uint32_t)getpid(),
+                                sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                                    ? (uint32_t)CPU_COUNT(&cpus)
+                                    : 1};
+    adag_msg_encode_hello_reply(body, &r);
+    w->hello = 1;
+    return ADAG_OK;
+}
+
+static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
+{
+    static adag_msg_create_t req; /* PATH_MAX: not on the stack */
+    adag_status_t st;
 
     if (w->def)
         return adag_error(ADAG_ERR_PROTOCOL, "worker already hosts actor %s", w->name);
-    adag_rbuf_str(&rb, module, sizeof(module));
-    adag_rbuf_str(&rb, class_name, sizeof(class_name));
-    adag_rbuf_str(&rb, w->name, sizeof(w->name));
-    init_data = adag_rbuf_bytes(&rb, &init_size);
-    if (rb.failed || rb.pos != rb.len)
-        return adag_error(ADAG_ERR_PROTOCOL, "malformed CREATE_ACTOR message");
+    if ((st = adag_msg_decode_create(msg, &req)) != ADAG_OK)
+        return st;
+    const char *module = req.module, *class_name = req.class_name;
+    const void *init_data = req.init.data;
+    size_t init_size = req.init.len;
+    snprintf(w->name, sizeof(w->name), "%s", req.actor);
 
     w->module = dlopen(module, RTLD_NOW | RTLD_LOCAL);
     if (!w->module)
@@ -109,13 +126,23 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg)
         w->methods[i].nreturns = m->nreturns;
     }
     if (def->init) {
-        adag_status_t st = def->init(w->state, init_data, init_size);
+        st = def->init(w->state, init_data, init_size);
         if (st != ADAG_OK) {
             w->def = NULL; /* fini must not run on a failed init */
             return adag_error(st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID,
                               "init of class %s returned %s", class_name, adag_status_str(st));
         }
     }
+    adag_msg_method_t *mt = calloc(w->nmethods, sizeof(*mt));
+    if (!mt)
+        return adag_error(ADAG_ERR_NO_MEMORY, "worker: method table");
+    for (unsigned i = 0; i < w->nmethods; i++) {
+        snprintf(mt[i].name, sizeof(mt[i].name), "%s", w->methods[i].name);
+        mt[i].nargs = w->methods[i].nargs;
+        mt[i].nreturns = w->methods[i].nreturns;
+    }
+    adag_msg_encode_methods(body, mt, w->nmethods);
+    free(mt);
     return ADAG_OK;
 }
 
@@ -126,90 +153,113 @@ static void on_fatal(void *ctx, adag_status_t st, const char *msg)
     _exit(3);
 }
 
-static adag_status_t install_dag(worker_t *w, adag_ctl_msg_t *msg)
+static worker_dag_t *find_dag(worker_t *w, uint32_t id, worker_dag_t ***link)
 {
-    adag_rbuf_t rb = {msg->payload, msg->len, 0, 0};
+    for (worker_dag_t **p = &w->dags; *p; p = &(*p)->next)
+        if ((*p)->id == id) {
+            if (link)
+                *link = p;
+            return *p;
+        }
+    return NULL;
+}
+
+static void dag_free(worker_dag_t *d)
+{
+    adag_ctx_abort(&d->ctx, ADAG_ERR_CLOSED);
+    adag_loop_close(&d->loop);
+    adag_ctx_destroy(&d->ctx);
+    free(d);
+}
+
+/* PREPARE_DAG: attach the domains, open the loop's endpoints, answer with
+ * their peer info. */
+static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *body)
+{
+    adag_msg_prepare_t m;
     adag_program_t prog;
     adag_status_t st;
 
     if (!w->def)
-        return adag_error(ADAG_ERR_PROTOCOL, "INSTALL_DAG before CREATE_ACTOR");
-    if (msg->nfds != 2)
-        return adag_error(ADAG_ERR_PROTOCOL, "INSTALL_DAG carries %u fds, expected 2", msg->nfds);
-    st = adag_program_decode(&rb, w->nmethods, &prog);
-    if (st != ADAG_OK)
+        return adag_error(ADAG_ERR_PROTOCOL, "PREPARE_DAG before CREATE_ACTOR");
+    if ((st = adag_msg_decode_prepare(msg, &m)) != ADAG_OK)
         return st;
+    if (find_dag(w, m.dag_id, NULL))
+        return adag_error(ADAG_ERR_PROTOCOL, "DAG %u is already installed", m.dag_id);
+    adag_rbuf_t rb = {m.program.data, m.program.len, 0, 0};
+    if ((st = adag_program_decode(&rb, w->nmethods, &prog)) != ADAG_OK)
+        return st;
+    if (prog.dag_id != m.dag_id) {
+        adag_program_free(&prog);
+        return adag_error(ADAG_ERR_PROTOCOL, "PREPARE_DAG %u carries the program of DAG %u",
+                          m.dag_id, prog.dag_id);
+    }
     worker_dag_t *d = calloc(1, sizeof(*d));
     if (!d) {
         adag_program_free(&prog);
-        return adag_error(ADAG_ERR_NO_MEMORY, "install DAG");
+        return adag_error(ADAG_ERR_NO_MEMORY, "prepare DAG %u", m.dag_id);
     }
-    d->id = prog.dag_id;
-    st = adag_shm_segment_map(&d->seg, msg->fds[0], prog.segment_size);
-    msg->fds[0] = -1; /* owned by the segment now, even on failure */
-    if (st != ADAG_OK)
-        goto fail_free;
-    adag_segment_hdr_t *hdr = d->seg.base;
-    if (hdr->magic != ADAG_SEGMENT_MAGIC || hdr->size != prog.segment_size) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "DAG segment has a bad header");
-        goto fail_seg;
+    d->id = m.dag_id;
+    adag_ctx_init(&d->ctx);
+    st = adag_ctx_import_domains(&d->ctx, m.domains, msg->fds, msg->nfds);
+    msg->nfds = 0; /* taken, even on failure */
+    if (st != ADAG_OK) {
+        adag_program_free(&prog);
+        goto fail;
     }
-    d->event_fd = msg->fds[1];
-    msg->fds[1] = -1;
-    st = adag_loop_open(&d->loop, &prog, d->seg.base, w->state, &w->call_lock, w->methods,
-                        w->nmethods, w->name, d->event_fd);
+    st = adag_loop_prepare(&d->loop, &d->ctx, &prog, w->state, &w->call_lock, w->methods,
+                           w->nmethods, w->name, body);
     if (st != ADAG_OK)
-        goto fail_fd;
+        goto fail;
     d->loop.on_fatal = on_fatal;
     d->loop.fatal_ctx = w;
-    st = adag_loop_start(&d->loop);
-    if (st != ADAG_OK)
-        goto fail_loop;
     d->next = w->dags;
     w->dags = d;
     return ADAG_OK;
-fail_loop:
-    adag_loop_close(&d->loop);
-fail_fd:
-    close(d->event_fd);
-fail_seg:
-    adag_shm_segment_destroy(&d->seg);
-fail_free:
-    adag_program_free(&prog);
-    free(d);
+fail:
+    dag_free(d);
     return st;
 }
 
-static void dag_stop(worker_dag_t *d)
+static adag_status_t connect_dag(worker_t *w, const adag_ctl_msg_t *msg)
 {
-    adag_segment_hdr_t *hdr = d->seg.base;
-    uint32_t zero = 0;
-    atomic_compare_exchange_strong(&hdr->abort, &zero, (uint32_t)-ADAG_ERR_CLOSED);
-    adag_event_notify(&hdr->start_ev);
-    for (uint32_t i = 0; i < d->loop.prog.nchans; i++)
-        if (d->loop.prog.chans[i].kind == ADAG_CHAN_SHM)
-            adag_shm_chan_wake_all((char *)d->seg.base + d->loop.prog.chans[i].offset);
-    adag_loop_close(&d->loop);
-    adag_shm_segment_destroy(&d->seg);
-    close(d->event_fd);
-    free(d);
+    adag_msg_connect_t m;
+    adag_status_t st = adag_msg_decode_connect(msg, &m);
+    if (st != ADAG_OK)
+        return st;
+    worker_dag_t *d = find_dag(w, m.dag_id, NULL);
+    if (!d || d->started)
+        return adag_error(ADAG_ERR_PROTOCOL, "CONNECT_DAG %u: %s", m.dag_id,
+                          d ? "already started" : "no such DAG is prepared");
+    return adag_loop_connect(&d->loop, m.peers);
 }
 
-static adag_status_t stop_dag(worker_t *w, const adag_ctl_msg_t *msg)
+/* START_DAG, ABORT_DAG, STOP_DAG */
+static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
 {
-    adag_rbuf_t rb = {msg->payload, msg->len, 0, 0};
-    uint32_t id = adag_rbuf_u32(&rb);
-    if (rb.failed)
-        return adag_error(ADAG_ERR_PROTOCOL, "malformed STOP_DAG message");
-    for (worker_dag_t **p = &w->dags; *p; p = &(*p)->next) {
-        if ((*p)->id == id) {
-            worker_dag_t *d = *p;
-            *p = d->next;
-            dag_stop(d);
-            return ADAG_OK;
-        }
+    adag_msg_dag_t m;
+    worker_dag_t **link = NULL;
+    adag_status_t st = adag_msg_decode_dag(msg, &m);
+    if (st != ADAG_OK)
+        return st;
+    worker_dag_t *d = find_dag(w, m.dag_id, &link);
+    if (msg->type == ADAG_MSG_ABORT_DAG) {
+        if (d) /* the DAG may be gone already: nothing to abort */
+            adag_ctx_abort(&d->ctx, m.status);
+        return ADAG_OK;
     }
-    return adag_error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", id);
+    if (!d)
+        return adag_error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
+    if (msg->type == ADAG_MSG_START_DAG) {
+        if (d->started)
+            return adag_error(ADAG_ERR_PROTOCOL, "DAG %u is already started", m.dag_id);
+        if ((st = adag_loop_start(&d->loop)) == ADAG_OK)
+            d->started = 1;
+        return st;
+    }
+    *link = d->next;
+    dag_free(d);
+    return ADAG_OK;
 }
 
 int adag_worker_main(int argc, char **argv)
@@ -229,7 +279,8 @@ int adag_worker_main(int argc, char **argv)
     snprintf(w.name, sizeof(w.name), "(worker %d)", (int)getpid());
     for (;;) {
         adag_ctl_msg_t msg;
-        adag_status_t st = adag_ctl_recv(w.ctl, ADAG_FOREVER, &msg);
+        adag_wbuf_t body = {0};
+        adag_status_t st = adag_msg_recv(w.ctl, ADAG_FOREVER, &msg);
         if (st != ADAG_OK) {
             /* the driver is gone (or spoke nonsense): leave at once; the
              * kernel frees our mappings and the memfds die with the last user */
@@ -237,36 +288,56 @@ int adag_worker_main(int argc, char **argv)
                 ADAG_LOG_ERROR("actor %s: control socket: %s", w.name, adag_last_error());
             _exit(st == ADAG_ERR_CLOSED ? 0 : 4);
         }
-        int with_methods = 0, shutdown = 0;
-        switch (msg.type) {
-        case ADAG_MSG_CREATE_ACTOR:
-            st = create_actor(&w, &msg);
-            with_methods = st == ADAG_OK;
-            break;
-        case ADAG_MSG_INSTALL_DAG:
-            st = install_dag(&w, &msg);
-            break;
-        case ADAG_MSG_STOP_DAG:
-            st = stop_dag(&w, &msg);
-            break;
-        case ADAG_MSG_SHUTDOWN:
-            while (w.dags) {
-                worker_dag_t *d = w.dags;
-                w.dags = d->next;
-                dag_stop(d);
+        int shutdown = 0, answer = !adag_msg_info(msg.type)->one_way;
+        if (!w.hello && msg.type != ADAG_MSG_HELLO) {
+            st = adag_error(ADAG_ERR_PROTOCOL, "the first message must be HELLO, not %s",
+                            adag_msg_info(msg.type)->name);
+            shutdown = answer = 1;
+        } else {
+            switch ((adag_msg_type_t)msg.type) {
+            case ADAG_MSG_HELLO:
+                st = w.hello ? adag_error(ADAG_ERR_PROTOCOL, "HELLO was already received")
+                             : hello(&w, &msg, &body);
+                shutdown = st != ADAG_OK; /* a driver of another version: leave */
+                break;
+            case ADAG_MSG_CREATE_ACTOR:
+                st = create_actor(&w, &msg, &body);
+                break;
+            case ADAG_MSG_PREPARE_DAG:
+                st = prepare_dag(&w, &msg, &body);
+                break;
+            case ADAG_MSG_CONNECT_DAG:
+                st = connect_dag(&w, &msg);
+                break;
+            case ADAG_MSG_START_DAG:
+            case ADAG_MSG_ABORT_DAG:
+            case ADAG_MSG_STOP_DAG:
+                st = dag_message(&w, &msg);
+                break;
+            case ADAG_MSG_SHUTDOWN:
+                while (w.dags) {
+                    worker_dag_t *d = w.dags;
+                    w.dags = d->next;
+                    dag_free(d);
+                }
+                if (w.def && w.def->fini)
+                    w.def->fini(w.state);
+                st = ADAG_OK;
+                shutdown = 1;
+                break;
+            case ADAG_MSG_REPLY:
+            case ADAG_MSG_END:
+                st = adag_error(ADAG_ERR_PROTOCOL, "a worker is not sent %s",
+                                adag_msg_info(msg.type)->name);
+                answer = 1;
+                break;
             }
-            if (w.def && w.def->fini)
-                w.def->fini(w.state);
-            st = ADAG_OK;
-            shutdown = 1;
-            break;
-        default:
-            st = adag_error(ADAG_ERR_PROTOCOL, "unknown control message %u", msg.type);
         }
         adag_ctl_msg_free(&msg);
-        if (reply(&w, st, adag_last_error(), with_methods) != ADAG_OK)
+        if (answer && reply(&w, st, adag_last_error(), &body) != ADAG_OK)
             _exit(0);
+        adag_wbuf_free(&body);
         if (shutdown)
-            _exit(0);
+            _exit(st == ADAG_OK ? 0 : 4);
     }
 }

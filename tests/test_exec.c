@@ -360,7 +360,7 @@ static void get_any_order(adag_placement_t pl)
 }
 BOTH(get_any_order, 30)
 
-/* A.add -> A.add (same actor: a local edge) -> B.add (an shm edge). */
+/* A.add -> A.add (same actor: a self edge) -> B.add (an shm edge). */
 static void same_actor_consecutive(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
@@ -378,7 +378,7 @@ static void same_actor_consecutive(adag_placement_t pl)
 
     char *dot = h_dot(dag);
     cr_assert(strstr(dot, "digraph") != NULL, "not DOT:\n%s", dot);
-    cr_assert(strstr(dot, "local") != NULL, "no local edge in:\n%s", dot);
+    cr_assert(strstr(dot, "\\nself") != NULL, "no self edge in:\n%s", dot);
     cr_assert(strstr(dot, "shm") != NULL, "no shm edge in:\n%s", dot);
     cr_assert(strstr(dot, "READ") != NULL, "no READ in:\n%s", dot);
     cr_assert(strstr(dot, "COMPUTE") != NULL, "no COMPUTE in:\n%s", dot);
@@ -398,7 +398,7 @@ static void same_actor_consecutive(adag_placement_t pl)
     adag_dag_h dag2 = h_compile(g2, 0, 0);
     cr_assert_eq(h_roundtrip(dag2, 1), 1006);
     dot = h_dot(dag2);
-    cr_assert(strstr(dot, "local") == NULL, "a local edge in a DAG without one:\n%s", dot);
+    cr_assert(strstr(dot, "\\nself") == NULL, "a self edge in a DAG without one:\n%s", dot);
     cr_assert(strstr(dot, "shm") != NULL, "no shm edge in:\n%s", dot);
     free(dot);
     ASSERT_OK(adag_runtime_destroy(rt));

@@ -3,7 +3,7 @@
 #include "common/clock.h"
 #include "dag/program.h"
 #include "transport/control.h"
-#include "transport/shm_ring.h"
+#include "transport/chan_shm.h"
 #include "transport/wire.h"
 
 #include <criterion/criterion.h>
@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static char sample_descs[8] = {0, 1, 0, 0, 0, 0, 0, 0}; /* shm offset 256 */
+
 static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_op_t *ops)
 {
     memset(p, 0, sizeof(*p));
@@ -21,22 +23,25 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     memset(ops, 0, sizeof(*ops));
     p->dag_id = 7;
     snprintf(p->dag_name, sizeof(p->dag_name), "dag7");
-    p->segment_size = 1 << 20;
     p->nslots = 4;
     p->capacity = 1024;
+    p->start_chan = ADAG_PROG_NO_CHAN;
+    p->descs = sample_descs;
+    p->descs_len = sizeof(sample_descs);
     p->nchans = 2;
     p->chans = chans;
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
     chans[0].kind = ADAG_CHAN_SHM;
     chans[0].nreaders = 1;
     chans[0].reader = 0;
-    chans[0].offset = 256;
+    chans[0].desc_off = 0;
+    chans[0].desc_len = 8;
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
-    chans[1].kind = ADAG_CHAN_LOCAL;
+    chans[1].kind = ADAG_CHAN_SELF;
     chans[1].reader = -1;
-    chans[1].writes = 1;
     p->nops = 1;
     p->ops = ops;
+    ops[0].kind = ADAG_OP_CALL;
     ops[0].nargs = 1;
     ops[0].nrets = 1;
     ops[0].args[0] = 0;
@@ -56,7 +61,10 @@ Test(wire, program_roundtrip, .timeout = 30)
     cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(q.dag_id, 7);
     cr_assert_str_eq(q.chans[1].name, "a.m[0]");
-    cr_assert_eq(q.chans[0].offset, 256);
+    cr_assert_eq(q.chans[0].desc_len, 8);
+    adag_blob_t d = adag_program_desc(&q, 0);
+    cr_assert_eq(memcmp(d.data, sample_descs, 8), 0);
+    cr_assert_eq(q.ops[0].kind, ADAG_OP_CALL);
     cr_assert_eq(q.ops[0].rets[0], 1);
     adag_program_free(&q);
     adag_wbuf_free(&wb);
@@ -94,9 +102,12 @@ Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60
                 for (uint32_t r = 0; r < q.ops[i].nrets; r++)
                     cr_assert_lt(q.ops[i].rets[r], q.nchans);
             }
-            for (uint32_t c = 0; c < q.nchans; c++)
-                if (q.chans[c].kind == ADAG_CHAN_SHM)
-                    cr_assert_leq(q.chans[c].offset, q.segment_size);
+            for (uint32_t c = 0; c < q.nchans; c++) {
+                cr_assert_leq(q.chans[c].desc_off + (uint64_t)q.chans[c].desc_len, q.descs_len);
+                cr_assert(adag_chan_backend(q.chans[c].kind) != NULL);
+            }
+            for (uint32_t i = 0; i < q.nops; i++)
+                cr_assert_eq(q.ops[i].kind, ADAG_OP_CALL);
             adag_program_free(&q);
         }
     }
@@ -181,16 +192,27 @@ Test(wire, channel_size_does_not_wrap, .timeout = 30)
     cr_assert_eq(adag_shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
     cr_assert(adag_shm_chan_size(4, 2, 1024) < 8192);
 
+}
+
+/* An operation of a kind this build does not know is refused. */
+Test(wire, program_rejects_unknown_op_kind, .timeout = 30)
+{
     adag_program_t p, q;
     adag_prog_chan_t chans[2];
     adag_prog_op_t ops[1];
     adag_wbuf_t wb = {0};
     sample_program(&p, chans, ops);
-    p.capacity = (uint64_t)-256;
+    ops[0].kind = 77;
     adag_program_encode(&p, &wb);
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL,
-                 "a program with a wrapping channel size was accepted");
+    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
+    adag_wbuf_free(&wb);
+    /* and a channel of an unknown kind too */
+    sample_program(&p, chans, ops);
+    chans[1].kind = ADAG_CHAN_NKINDS;
+    adag_program_encode(&p, &wb);
+    adag_rbuf_t rb2 = {wb.data, wb.len, 0, 0};
+    cr_assert_eq(adag_program_decode(&rb2, 1, &q), ADAG_ERR_PROTOCOL);
     adag_wbuf_free(&wb);
 }
 
@@ -201,11 +223,12 @@ Test(wire, program_counts_bounded_by_message, .timeout = 30)
     adag_wbuf_t wb = {0};
     adag_wbuf_u32(&wb, 1);               /* dag id */
     adag_wbuf_str(&wb, "d");             /* name */
-    adag_wbuf_u64(&wb, 1 << 20);         /* segment size */
     adag_wbuf_u32(&wb, 4);               /* slots */
     adag_wbuf_u64(&wb, 64);              /* capacity */
     adag_wbuf_u64(&wb, 0);               /* spin */
     adag_wbuf_u32(&wb, 0);               /* yield */
+    adag_wbuf_u32(&wb, ADAG_PROG_NO_CHAN); /* start channel */
+    adag_wbuf_bytes(&wb, NULL, 0);       /* descriptors */
     adag_wbuf_u32(&wb, 1u << 20);        /* a million channels, in 4 bytes */
     adag_program_t q;
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};

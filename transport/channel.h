@@ -2,23 +2,49 @@
  * Channels: one produced value -> all its readers, a ring of slots with one
  * slot per in-flight execution. Execution `seq` uses slot seq % nslots.
  *
- * Every backend fills the same ops table; the DAG layer only calls these:
- *   writer: acquire(seq) waits until every reader released seq - nslots and
- *           returns the slot's buffer; publish(seq) makes it readable;
- *   reader: wait(seq) returns a view of the slot once published;
- *           release(seq) gives seq (and everything before it) back.
- * A writer publishes seqs in order; a reader releases in order.
- * Waits return ADAG_ERR_CLOSED once the DAG's abort word is set and
- * ADAG_ERR_TIMEOUT at the deadline, so nothing waits forever on a dead peer.
+ * Every backend fills one ops table (adag_chan_ops_t); the DAG layer never
+ * asks which backend it has. A channel's life, in every process that has
+ * an endpoint of it:
  *
- * Backends: "shm" (a ring in a memfd segment shared by processes) and
- * "local" (writer and readers are the same actor in the same loop iteration:
- * one buffer, no copy, no synchronization). UCX and NCCL come later.
+ *   compile (the driver)   domain_create lays out every channel of this kind
+ *                          for one DAG and writes, per channel, an opaque
+ *                          descriptor that the program carries;
+ *                          domain_export gives what other processes need to
+ *                          attach the domain (bytes + fds);
+ *   other processes        domain_import attaches it;
+ *   PREPARE                open: one endpoint (the writer, or reader r) from
+ *                          the descriptor; it may write "peer info" (bytes a
+ *                          peer needs to reach this endpoint);
+ *   CONNECT                connect: every endpoint gets the peer info of the
+ *                          channel's writer (index 0) and readers (1 + r);
+ *   use                    writer: acquire(seq) waits until every reader
+ *                          released seq - nslots and returns the slot's
+ *                          buffer; publish(seq) makes it readable.
+ *                          reader: wait(seq) returns a view of the slot once
+ *                          published; release(seq) gives seq (and everything
+ *                          before it) back; ready(seq) never blocks.
+ *                          A writer publishes seqs in order; a reader
+ *                          releases in order.
+ *   abort                  wake_all wakes every waiter of the endpoint's
+ *                          channel; waits return ADAG_ERR_CLOSED once the
+ *                          DAG's abort word (one per process, in the DAG
+ *                          context) is set and ADAG_ERR_TIMEOUT at the
+ *                          deadline, so nothing waits forever on a dead peer.
+ *   close                  frees the endpoint; domain_destroy the domain.
+ *
+ * Optional operations are NULL: domain_* (a backend with no per-DAG state),
+ * connect (nothing to exchange), notify_fd (no pollable fd).
+ *
+ * Backends: "self" (writer and readers are one actor in one loop iteration:
+ * one buffer, no copy, no synchronization) and "shm" (a ring in a memfd
+ * segment shared by the processes of one host). UCX, CUDA IPC and NCCL add
+ * their kinds to the same table.
  */
 #ifndef ADAG_TRANSPORT_CHANNEL_H
 #define ADAG_TRANSPORT_CHANNEL_H
 
 #include "common/event.h"
+#include "transport/wire.h"
 
 #include <adag.h>
 #include <stdatomic.h>
@@ -26,14 +52,15 @@
 #include <stdint.h>
 
 typedef enum {
-    ADAG_CHAN_LOCAL = 0,
-    ADAG_CHAN_SHM = 1,
+    ADAG_CHAN_SELF = 0, /* same actor, same loop iteration */
+    ADAG_CHAN_SHM = 1,  /* same host: shared memory */
+    ADAG_CHAN_NKINDS
 } adag_chan_kind_t;
-
-const char *adag_chan_kind_name(adag_chan_kind_t kind);
 
 /* Bytes of error text a slot carries for a failed execution. */
 #define ADAG_SLOT_ERR_MAX 448
+/* Most fds a domain export may carry. */
+#define ADAG_CHAN_DOMAIN_MAX_FDS 4
 
 typedef struct {
     const void *data;
@@ -43,52 +70,114 @@ typedef struct {
     size_t err_len;       /* < ADAG_SLOT_ERR_MAX */
 } adag_slot_view_t;
 
-typedef struct adag_chan adag_chan_t;
+/* What every endpoint of a channel agrees on. */
+typedef struct {
+    unsigned nslots;   /* executions in flight */
+    unsigned nreaders; /* registered readers (the writer reading its own slot is not one) */
+    size_t capacity;   /* bytes per slot */
+} adag_chan_geom_t;
 
 typedef struct {
+    const void *data;
+    size_t len;
+} adag_blob_t;
+
+typedef struct adag_chan adag_chan_t;
+typedef struct adag_chan_ops adag_chan_ops_t;
+
+/* A backend's per-DAG state in one process (the shm segment); backends
+ * embed this first in their own struct. */
+typedef struct adag_chan_domain {
+    const adag_chan_ops_t *ops;
+} adag_chan_domain_t;
+
+typedef struct {
+    const char *name;               /* e.g. "stage1.forward[0]", for messages */
+    adag_chan_geom_t geom;
+    int reader;                     /* this endpoint's reader index, -1 for the writer */
+    adag_blob_t desc;               /* the channel's descriptor from domain_create */
+    const _Atomic uint32_t *abort;  /* the DAG's abort word in this process */
+    adag_wait_policy_t policy;      /* how this endpoint waits */
+} adag_chan_open_params_t;
+
+/* One process's endpoint of a channel: what every backend shares. Backends
+ * embed it first in their own struct and own everything else. */
+struct adag_chan {
+    const adag_chan_ops_t *ops;
+    size_t capacity;   /* bytes per slot */
+    unsigned nslots;
+    int reader;        /* this endpoint's reader index, -1 for the writer */
+    const _Atomic uint32_t *abort;
+    adag_spin_t spin;  /* this endpoint's adaptive wait policy */
+    char name[96];
+};
+
+struct adag_chan_ops {
     const char *name;
+    adag_chan_kind_t kind;
+
+    /* ---- per DAG and process (optional) ---- */
+    /* The driver: lays out n channels of this kind for DAG `dag_name` and
+     * appends channel i's descriptor to descs[i]. */
+    adag_status_t (*domain_create)(const char *dag_name, const adag_chan_geom_t *geoms,
+                                   unsigned n, adag_wbuf_t *descs, adag_chan_domain_t **out);
+    /* What another process needs to attach: bytes into blob, fds (still
+     * owned by the domain) into fds[0..*nfds) (at most ADAG_CHAN_DOMAIN_MAX_FDS). */
+    adag_status_t (*domain_export)(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
+                                   unsigned *nfds);
+    /* Attaches an exported domain; takes every fd (also on failure). */
+    adag_status_t (*domain_import)(adag_blob_t blob, const int *fds, unsigned nfds,
+                                   adag_chan_domain_t **out);
+    void (*domain_destroy)(adag_chan_domain_t *d);
+    /* Bytes of memory the domain holds (for statistics). */
+    size_t (*domain_bytes)(const adag_chan_domain_t *d);
+
+    /* ---- endpoints ---- */
+    /* Opens an endpoint (d is NULL for a backend without domains); may
+     * append bytes a peer needs to reach it to peer_info. Checks the
+     * descriptor against the geometry: a bad one is ADAG_ERR_PROTOCOL. */
+    adag_status_t (*open)(adag_chan_domain_t *d, const adag_chan_open_params_t *p,
+                          adag_wbuf_t *peer_info, adag_chan_t **out);
+    /* Optional: peers[0] is the writer's info, peers[1 + r] reader r's. */
+    adag_status_t (*connect)(adag_chan_t *ch, const adag_blob_t *peers, unsigned npeers);
+    void (*close)(adag_chan_t *ch);
+    /* Wakes every waiter of the channel (after the abort word was set). */
+    void (*wake_all)(adag_chan_t *ch);
+    /* Optional, readers: arms and returns an fd that the writer signals
+     * (readable) after each publish from now on; -1 if it cannot. */
+    int (*notify_fd)(adag_chan_t *ch);
+
+    /* ---- the hot path ---- */
     adag_status_t (*acquire)(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
-    void (*publish)(adag_chan_t *ch, uint64_t seq, size_t size, adag_status_t status,
-                    const char *err);
+    /* Publishes seq: size bytes (or, status != ADAG_OK, the failure and its
+     * message). A failure here means the value could not be sent: the
+     * caller fails the DAG. */
+    adag_status_t (*publish)(adag_chan_t *ch, uint64_t seq, size_t size, adag_status_t status,
+                             const char *err);
     adag_status_t (*wait)(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           adag_slot_view_t *view);
     void (*release)(adag_chan_t *ch, uint64_t seq);
     /* nonzero if seq is published (never blocks) */
     int (*ready)(adag_chan_t *ch, uint64_t seq);
-} adag_chan_ops_t;
-
-/* One process's endpoint of a channel. */
-struct adag_chan {
-    const adag_chan_ops_t *ops;
-    adag_chan_kind_t kind;
-    size_t capacity;   /* bytes per slot */
-    unsigned nslots;
-    int reader;        /* this endpoint's reader index, -1 for the writer */
-    const _Atomic uint32_t *abort; /* the DAG's abort word */
-    adag_spin_t spin;  /* this endpoint's adaptive wait policy */
-    union {
-        struct {
-            struct adag_shm_chan_hdr *hdr;
-            char *slots;
-        } shm;
-        struct {
-            void *buf;
-            size_t size;
-            adag_status_t status;
-            char err[ADAG_SLOT_ERR_MAX];
-        } local;
-    } u;
 };
+
+/* The backend of a kind (NULL for an unknown kind) and its name ("?"). */
+const adag_chan_ops_t *adag_chan_backend(uint32_t kind);
+const char *adag_chan_kind_name(uint32_t kind);
+
+/* Fills the shared part of an endpoint (backends call it from open). */
+void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
+                           const adag_chan_open_params_t *p);
 
 static inline adag_status_t adag_chan_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                               void **buf)
 {
     return ch->ops->acquire(ch, seq, deadline, buf);
 }
-static inline void adag_chan_publish(adag_chan_t *ch, uint64_t seq, size_t size,
-                                     adag_status_t status, const char *err)
+static inline adag_status_t adag_chan_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                                              adag_status_t status, const char *err)
 {
-    ch->ops->publish(ch, seq, size, status, err);
+    return ch->ops->publish(ch, seq, size, status, err);
 }
 static inline adag_status_t adag_chan_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                            adag_slot_view_t *view)
@@ -103,9 +192,5 @@ static inline int adag_chan_ready(adag_chan_t *ch, uint64_t seq)
 {
     return ch->ops->ready(ch, seq);
 }
-
-/* local: a private buffer of `capacity` bytes (allocated here). */
-adag_status_t adag_local_chan_open(adag_chan_t *ch, size_t capacity);
-void adag_local_chan_close(adag_chan_t *ch);
 
 #endif

@@ -72,6 +72,17 @@ adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t
     return ADAG_OK;
 }
 
+adag_status_t adag_ctl_send_nowait(int sock, uint32_t type, const void *payload, size_t len)
+{
+    struct pollfd pfd = {sock, POLLOUT, 0};
+    int r;
+    while ((r = poll(&pfd, 1, 0)) < 0 && errno == EINTR) {
+    }
+    if (r <= 0 || !(pfd.revents & POLLOUT))
+        return adag_error(ADAG_ERR_AGAIN, "control socket has no room");
+    return adag_ctl_send(sock, type, payload, len, NULL, 0);
+}
+
 /* Reads exactly len bytes, collecting any passed fds into msg. */
 static adag_status_t recv_exact(int sock, void *buf, size_t len, int64_t deadline,
                                 adag_ctl_msg_t *msg)

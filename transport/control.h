@@ -1,8 +1,8 @@
 /*
- * The control plane: framed messages over a Unix stream socket between the
- * driver and a worker (slow path only: create actor, install/stop a DAG,
- * shut down). A frame is {u32 type, u32 reserved, u64 length} + payload;
- * file descriptors (segments, eventfds) ride along with SCM_RIGHTS.
+ * Control frames: {u32 type, u32 reserved, u64 length} + payload over a
+ * Unix stream socket between the driver and a worker (slow path only);
+ * file descriptors (segments, eventfds) ride along with SCM_RIGHTS. The
+ * messages themselves are in transport/protocol.h.
  */
 #ifndef ADAG_TRANSPORT_CONTROL_H
 #define ADAG_TRANSPORT_CONTROL_H
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define ADAG_CTL_MAX_PAYLOAD (64u << 20)
-#define ADAG_CTL_MAX_FDS 4
+#define ADAG_CTL_MAX_FDS 16
 
 typedef struct {
     uint32_t type;
@@ -24,6 +24,10 @@ typedef struct {
 
 adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t len,
                             const int *fds, unsigned nfds);
+
+/* Sends a small frame (up to a few hundred bytes) only if the socket has
+ * room now: ADAG_ERR_AGAIN otherwise; it never blocks. */
+adag_status_t adag_ctl_send_nowait(int sock, uint32_t type, const void *payload, size_t len);
 
 /* Receives one frame by the deadline. A peer that closed the socket, before
  * or in the middle of a frame, gives ADAG_ERR_CLOSED (message "peer closed

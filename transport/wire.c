@@ -40,6 +40,12 @@ void adag_wbuf_bytes(adag_wbuf_t *b, const void *data, size_t len)
         wbuf_put(b, data, len);
 }
 
+void adag_wbuf_raw(adag_wbuf_t *b, const void *data, size_t len)
+{
+    if (len)
+        wbuf_put(b, data, len);
+}
+
 void adag_wbuf_str(adag_wbuf_t *b, const char *s)
 {
     adag_wbuf_bytes(b, s ? s : "", s ? strlen(s) : 0);

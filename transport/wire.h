@@ -17,6 +17,7 @@ typedef struct {
 void adag_wbuf_u32(adag_wbuf_t *b, uint32_t v);
 void adag_wbuf_u64(adag_wbuf_t *b, uint64_t v);
 void adag_wbuf_bytes(adag_wbuf_t *b, const void *data, size_t len); /* u64 length + bytes */
+void adag_wbuf_raw(adag_wbuf_t *b, const void *data, size_t len);   /* bytes, no length */
 void adag_wbuf_str(adag_wbuf_t *b, const char *s);                  /* NULL allowed */
 void adag_wbuf_free(adag_wbuf_t *b);
 

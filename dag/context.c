@@ -1,0 +1,208 @@
+#include "dag/context.h"
+
+#include "common/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void adag_ctx_init(adag_dag_ctx_t *ctx)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    atomic_init(&ctx->abort, 0);
+    pthread_mutex_init(&ctx->lock, NULL);
+}
+
+void adag_ctx_destroy(adag_dag_ctx_t *ctx)
+{
+    for (unsigned i = 0; i < ctx->neps; i++)
+        ctx->eps[i]->ops->close(ctx->eps[i]);
+    free(ctx->eps);
+    ctx->eps = NULL;
+    ctx->neps = ctx->cap = 0;
+    for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++) {
+        if (ctx->domains[k])
+            ctx->domains[k]->ops->domain_destroy(ctx->domains[k]);
+        ctx->domains[k] = NULL;
+    }
+    pthread_mutex_destroy(&ctx->lock);
+}
+
+adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
+                                      const uint32_t *kinds, const adag_chan_geom_t *geoms,
+                                      unsigned n, adag_wbuf_t *descs)
+{
+    adag_chan_geom_t *g = calloc(n + 1, sizeof(*g));
+    adag_wbuf_t *d = calloc(n + 1, sizeof(*d));
+    unsigned *which = calloc(n + 1, sizeof(*which));
+    adag_status_t st = ADAG_OK;
+    if (!g || !d || !which) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag_name);
+        goto out;
+    }
+    for (uint32_t k = 0; k < ADAG_CHAN_NKINDS && st == ADAG_OK; k++) {
+        const adag_chan_ops_t *ops = adag_chan_backend(k);
+        if (!ops->domain_create)
+            continue;
+        unsigned m = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (kinds[i] == k) {
+                which[m] = i;
+                g[m++] = geoms[i];
+            }
+        if (m == 0)
+            continue;
+        memset(d, 0, m * sizeof(*d));
+        st = ops->domain_create(dag_name, g, m, d, &ctx->domains[k]);
+        for (unsigned j = 0; j < m; j++) {
+            if (st == ADAG_OK) {
+                if (d[j].failed)
+                    st = adag_error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag_name);
+                else
+                    adag_wbuf_raw(&descs[which[j]], d[j].data, d[j].len);
+            }
+            adag_wbuf_free(&d[j]);
+        }
+    }
+out:
+    free(g);
+    free(d);
+    free(which);
+    return st;
+}
+
+adag_status_t adag_ctx_export_domains(adag_dag_ctx_t *ctx, adag_wbuf_t *out, int *fds,
+                                      unsigned *nfds, unsigned max)
+{
+    uint32_t n = 0;
+    for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+        n += ctx->domains[k] != NULL;
+    adag_wbuf_u32(out, n);
+    for (uint32_t k = 0; k < ADAG_CHAN_NKINDS; k++) {
+        adag_chan_domain_t *d = ctx->domains[k];
+        if (!d)
+            continue;
+        adag_wbuf_t blob = {0};
+        int dfds[ADAG_CHAN_DOMAIN_MAX_FDS];
+        unsigned dn = 0;
+        adag_status_t st = d->ops->domain_export(d, &blob, dfds, &dn);
+        if (st == ADAG_OK && (dn > ADAG_CHAN_DOMAIN_MAX_FDS || *nfds + dn > max))
+            st = adag_error(ADAG_ERR_INVALID, "%s domain: %u fds do not fit a message",
+                            d->ops->name, dn);
+        if (st != ADAG_OK) {
+            adag_wbuf_free(&blob);
+            return st;
+        }
+        adag_wbuf_u32(out, k);
+        adag_wbuf_bytes(out, blob.data, blob.len);
+        adag_wbuf_u32(out, dn);
+        adag_wbuf_free(&blob);
+        memcpy(fds + *nfds, dfds, dn * sizeof(int));
+        *nfds += dn;
+    }
+    return out->failed ? adag_error(ADAG_ERR_NO_MEMORY, "exporting domains: out of memory")
+                       : ADAG_OK;
+}
+
+adag_status_t adag_ctx_import_domains(adag_dag_ctx_t *ctx, adag_blob_t blob, int *fds,
+                                      unsigned nfds)
+{
+    adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
+    unsigned used = 0;
+    adag_status_t st = ADAG_OK;
+    uint32_t n = adag_rbuf_u32(&rb);
+    if (rb.failed || n > ADAG_CHAN_NKINDS) {
+        st = adag_error(ADAG_ERR_PROTOCOL, "malformed domain list (%u domains)", n);
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t kind = adag_rbuf_u32(&rb);
+        adag_blob_t b;
+        b.data = adag_rbuf_bytes(&rb, &b.len);
+        uint32_t dn = adag_rbuf_u32(&rb);
+        const adag_chan_ops_t *ops = adag_chan_backend(kind);
+        if (rb.failed || !ops || !ops->domain_import || ctx->domains[kind] ||
+            dn > ADAG_CHAN_DOMAIN_MAX_FDS || dn > nfds - used) {
+            st = adag_error(ADAG_ERR_PROTOCOL,
+                            "malformed domain %u of %u (kind %u, %u fds of %u left)", i, n, kind,
+                            dn, nfds - used);
+            goto out;
+        }
+        st = ops->domain_import(b, fds + used, dn, &ctx->domains[kind]);
+        for (uint32_t j = 0; j < dn; j++)
+            fds[used + j] = -1; /* taken */
+        used += dn;
+        if (st != ADAG_OK) {
+            adag_error_prefix("%s domain", ops->name);
+            goto out;
+        }
+    }
+    if (rb.pos != rb.len || used != nfds)
+        st = adag_error(ADAG_ERR_PROTOCOL, "domain list: %zu trailing bytes, %u unused fds",
+                        rb.len - rb.pos, nfds - used);
+out:
+    for (unsigned i = used; i < nfds; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+    return st;
+}
+
+size_t adag_ctx_domain_bytes(const adag_dag_ctx_t *ctx)
+{
+    size_t n = 0;
+    for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+        if (ctx->domains[k] && ctx->domains[k]->ops->domain_bytes)
+            n += ctx->domains[k]->ops->domain_bytes(ctx->domains[k]);
+    return n;
+}
+
+adag_status_t adag_ctx_open(adag_dag_ctx_t *ctx, uint32_t kind, adag_chan_open_params_t *p,
+                            adag_wbuf_t *peer_info, adag_chan_t **out)
+{
+    const adag_chan_ops_t *ops = adag_chan_backend(kind);
+    if (!ops)
+        return adag_error(ADAG_ERR_PROTOCOL, "channel %s: unknown kind %u", p->name, kind);
+    p->abort = &ctx->abort;
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->neps == ctx->cap) {
+        unsigned cap = ctx->cap ? 2 * ctx->cap : 16;
+        adag_chan_t **eps = realloc(ctx->eps, cap * sizeof(*eps));
+        if (!eps) {
+            pthread_mutex_unlock(&ctx->lock);
+            return adag_error(ADAG_ERR_NO_MEMORY, "channel %s: out of memory", p->name);
+        }
+        ctx->eps = eps;
+        ctx->cap = cap;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    adag_wbuf_t scratch = {0};
+    adag_chan_t *ch = NULL;
+    adag_status_t st = ops->open(ctx->domains[kind], p, peer_info ? peer_info : &scratch, &ch);
+    adag_wbuf_free(&scratch);
+    if (st != ADAG_OK)
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->eps[ctx->neps++] = ch;
+    int aborted = adag_ctx_aborted(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    if (aborted)
+        ch->ops->wake_all(ch);
+    *out = ch;
+    return ADAG_OK;
+}
+
+int adag_ctx_abort(adag_dag_ctx_t *ctx, adag_status_t status)
+{
+    uint32_t none = 0;
+    /* seq_cst: part of the event handshake (common/event.h) */
+    int set = atomic_compare_exchange_strong_explicit(&ctx->abort, &none, (uint32_t)-status,
+                                                      memory_order_seq_cst,
+                                                      memory_order_seq_cst);
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < ctx->neps; i++)
+        ctx->eps[i]->ops->wake_all(ctx->eps[i]);
+    pthread_mutex_unlock(&ctx->lock);
+    return set;
+}

@@ -1,0 +1,67 @@
+/*
+ * One process's part of a running DAG: its abort word, the channel
+ * backends' domains and every channel endpoint opened in this process (the
+ * driver's own and its thread actors' in the driver; the loop's in a
+ * worker). Nothing here is shared between processes: each backend decides
+ * how its channels are shared (the shm domain is a mapped memfd), and
+ * aborting the DAG in another process is a control message (ABORT_DAG)
+ * whose handler calls adag_ctx_abort there.
+ */
+#ifndef ADAG_DAG_CONTEXT_H
+#define ADAG_DAG_CONTEXT_H
+
+#include "transport/channel.h"
+#include "transport/wire.h"
+
+#include <adag.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef struct {
+    /* 0 while running, else -status of the failure. Every channel wait of
+     * the DAG in this process watches it; stored seq_cst (part of the event
+     * handshake, common/event.h) before every endpoint is woken. */
+    _Atomic uint32_t abort;
+    adag_chan_domain_t *domains[ADAG_CHAN_NKINDS];
+    pthread_mutex_t lock; /* the endpoint list (abort may come from any thread) */
+    adag_chan_t **eps;
+    unsigned neps, cap;
+} adag_dag_ctx_t;
+
+void adag_ctx_init(adag_dag_ctx_t *ctx);
+/* Closes every endpoint, then every domain. */
+void adag_ctx_destroy(adag_dag_ctx_t *ctx);
+
+/* The driver: creates the domain of every kind among kinds[0..n) whose
+ * backend has domains, laying out channel i (geoms[i]) and appending its
+ * descriptor to descs[i]. */
+adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
+                                      const uint32_t *kinds, const adag_chan_geom_t *geoms,
+                                      unsigned n, adag_wbuf_t *descs);
+/* What another process needs to attach the domains: appended to out, fds
+ * (still owned by the context) to fds[*nfds..max). */
+adag_status_t adag_ctx_export_domains(adag_dag_ctx_t *ctx, adag_wbuf_t *out, int *fds,
+                                      unsigned *nfds, unsigned max);
+/* Attaches exported domains; takes every fd (also on failure). */
+adag_status_t adag_ctx_import_domains(adag_dag_ctx_t *ctx, adag_blob_t blob, int *fds,
+                                      unsigned nfds);
+/* Bytes the domains hold. */
+size_t adag_ctx_domain_bytes(const adag_dag_ctx_t *ctx);
+
+/* Opens an endpoint of a `kind` channel on this process's domain of that
+ * kind, watching the context's abort word, and records it (closed by
+ * adag_ctx_destroy). */
+adag_status_t adag_ctx_open(adag_dag_ctx_t *ctx, uint32_t kind, adag_chan_open_params_t *p,
+                            adag_wbuf_t *peer_info, adag_chan_t **out);
+
+/* Sets the abort word to -status unless it is set already and wakes every
+ * endpoint. Returns nonzero if this call set it. */
+int adag_ctx_abort(adag_dag_ctx_t *ctx, adag_status_t status);
+
+static inline int adag_ctx_aborted(adag_dag_ctx_t *ctx)
+{
+    return atomic_load_explicit(&ctx->abort, memory_order_seq_cst) != 0;
+}
+
+#endif

@@ -1,0 +1,426 @@
+/*
+ * Process actors: one adag-worker per actor, spawned by the runtime's
+ * monitor thread, spoken to over a Unix socket with the control protocol
+ * (transport/protocol.h), watched through its pidfd.
+ *
+ * Locks: ctl_lock makes one request at a time (held from its send to its
+ * reply); send_lock makes one frame at a time and is a leaf (nothing is
+ * taken under it), so ABORT_DAG, which needs no reply, can be sent from
+ * any thread holding any other lock. Order: ctl_lock -> rt->lock ->
+ * dag->lock -> send_lock.
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "dag/internal.h"
+#include "transport/spawn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct {
+    int pid, pidfd, ctl;
+    pthread_mutex_t ctl_lock;
+    pthread_mutex_t send_lock;
+} process_actor_t;
+
+static process_actor_t *proc_of(adag_actor_h a)
+{
+    return a->impl;
+}
+
+static int64_t control_deadline(void)
+{
+    return adag_deadline_ms(adag_settings()->control_timeout_ms);
+}
+
+static const char *purpose(uint32_t type)
+{
+    const adag_msg_info_t *info = adag_msg_info(type);
+    return info ? info->purpose : "answer";
+}
+
+/* Sends one frame (ctl_lock held for requests). */
+static adag_status_t request_send(adag_actor_h a, uint32_t type, const adag_wbuf_t *payload,
+                                  const int *fds, unsigned nfds)
+{
+    process_actor_t *p = proc_of(a);
+    adag_status_t st;
+    pthread_mutex_lock(&a->rt->lock);
+    int dead = a->dead;
+    if (dead)
+        st = adag_error(ADAG_ERR_ACTOR_DIED, "%s", a->death);
+    pthread_mutex_unlock(&a->rt->lock);
+    if (dead)
+        return st;
+    if (payload && payload->failed)
+        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
+    pthread_mutex_lock(&p->send_lock);
+    st = adag_ctl_send(p->ctl, type, payload ? payload->data : NULL, payload ? payload->len : 0,
+                       fds, nfds);
+    pthread_mutex_unlock(&p->send_lock);
+    if (st == ADAG_ERR_CLOSED)
+        return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
+                          a->name, p->pid, purpose(type));
+    if (st != ADAG_OK)
+        adag_error_prefix("actor %s", a->name);
+    return st;
+}
+
+/* Receives the reply to a request sent (ctl_lock held). On success *reply
+ * (when given) owns the message and body points into it. */
+static adag_status_t request_recv(adag_actor_h a, uint32_t type, int64_t deadline,
+                                  adag_ctl_msg_t *reply, adag_blob_t *body)
+{
+    process_actor_t *p = proc_of(a);
+    adag_ctl_msg_t msg;
+    adag_msg_reply_t r;
+    adag_status_t st = adag_msg_recv(p->ctl, deadline, &msg);
+    if (st == ADAG_ERR_CLOSED)
+        return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
+                          a->name, p->pid, purpose(type));
+    if (st == ADAG_ERR_TIMEOUT)
+        return adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time", a->name,
+                          p->pid, purpose(type));
+    if (st != ADAG_OK) {
+        adag_error_prefix("actor %s", a->name);
+        return st;
+    }
+    st = adag_msg_decode_reply(&msg, &r);
+    if (st != ADAG_OK) {
+        adag_error_prefix("actor %s, answering %s", a->name, adag_msg_info(type)->name);
+    } else if (r.status != ADAG_OK) {
+        st = r.status < ADAG_OK && r.status >= ADAG_ERR_INTERNAL
+                 ? adag_error(r.status, "actor %s: %s", a->name, r.msg)
+                 : adag_error(ADAG_ERR_PROTOCOL, "actor %s answered %s with status %d", a->name,
+                              adag_msg_info(type)->name, (int)r.status);
+    }
+    if (st == ADAG_OK && reply) {
+        *reply = msg;
+        if (body)
+            *body = r.body;
+    } else {
+        adag_ctl_msg_free(&msg);
+    }
+    return st;
+}
+
+static adag_status_t request(adag_actor_h a, uint32_t type, const adag_wbuf_t *payload,
+                             int64_t deadline, adag_ctl_msg_t *reply, adag_blob_t *body)
+{
+    process_actor_t *p = proc_of(a);
+    pthread_mutex_lock(&p->ctl_lock);
+    adag_status_t st = request_send(a, type, payload, NULL, 0);
+    if (st == ADAG_OK)
+        st = request_recv(a, type, deadline, reply, body);
+    pthread_mutex_unlock(&p->ctl_lock);
+    return st;
+}
+
+/* ---- creation ---- */
+
+/* A worker that failed while being created: say how it ended (the monitor
+ * reaps it; a worker that closed its socket is normally dying already). */
+static adag_status_t creation_failed(adag_actor_h a, adag_status_t st, const char *module)
+{
+    char msg[ADAG_ERROR_MAX];
+    snprintf(msg, sizeof(msg), "%s", adag_last_error());
+    if (st == ADAG_ERR_ACTOR_DIED && adag_actor_wait_reaped(a, adag_deadline_ms(2000))) {
+        pthread_mutex_lock(&a->rt->lock);
+        st = adag_error(ADAG_ERR_ACTOR_DIED,
+                        "adag_actor_create: %s while creating the actor (class %s, module %s)",
+                        a->death, a->class_name, module);
+        pthread_mutex_unlock(&a->rt->lock);
+    } else {
+        a->ops->kill(a, "its creation failed");
+        st = adag_error(st, "%s", msg);
+    }
+    return st;
+}
+
+static adag_status_t hello(adag_actor_h a)
+{
+    adag_wbuf_t wb = {0};
+    adag_ctl_msg_t reply;
+    adag_blob_t body;
+    adag_msg_hello_t h = {ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION, {NULL, 0}};
+    adag_msg_hello_reply_t hr;
+    adag_msg_encode_hello(&wb, &h);
+    adag_status_t st = request(a, ADAG_MSG_HELLO, &wb, control_deadline(), &reply, &body);
+    adag_wbuf_free(&wb);
+    if (st != ADAG_OK)
+        return st;
+    st = adag_msg_decode_hello_reply(body, &hr);
+    adag_ctl_msg_free(&reply);
+    if (st != ADAG_OK) {
+        adag_error_prefix("actor %s", a->name);
+        return st;
+    }
+    if (hr.version != ADAG_PROTOCOL_VERSION)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "actor %s: the worker speaks control protocol %u, this library %u",
+                          a->name, hr.version, ADAG_PROTOCOL_VERSION);
+    a->ncpus = hr.ncpus;
+    return ADAG_OK;
+}
+
+static adag_status_t create_worker_actor(adag_actor_h a, const char *module, adag_blob_t init)
+{
+    adag_wbuf_t wb = {0};
+    adag_ctl_msg_t reply;
+    adag_blob_t body;
+    adag_msg_method_t *m = NULL;
+    unsigned n = 0;
+    adag_msg_encode_create(&wb, module, a->class_name, a->name, init);
+    adag_status_t st = request(a, ADAG_MSG_CREATE_ACTOR, &wb, control_deadline(), &reply, &body);
+    adag_wbuf_free(&wb);
+    if (st != ADAG_OK)
+        return st;
+    st = adag_msg_decode_methods(body, &m, &n);
+    adag_ctl_msg_free(&reply);
+    if (st != ADAG_OK) {
+        adag_error_prefix("actor %s", a->name);
+        return st;
+    }
+    a->methods = calloc(n, sizeof(*a->methods));
+    if (!a->methods) {
+        free(m);
+        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(a->methods[i].name, sizeof(a->methods[i].name), "%s", m[i].name);
+        a->methods[i].nargs = m[i].nargs;
+        a->methods[i].nreturns = m[i].nreturns;
+    }
+    a->nmethods = n;
+    free(m);
+    return ADAG_OK;
+}
+
+static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p, adag_blob_t init)
+{
+    adag_status_t st;
+    int pid, pidfd, ctl;
+    if (!(p->field_mask & ADAG_ACTOR_PARAM_MODULE) || !p->module_path || !*p->module_path)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_actor_create: process actor %s needs module_path "
+                          "(ADAG_ACTOR_PARAM_MODULE)",
+                          a->name);
+    size_t path_len = strlen(p->module_path);
+    if (path_len >= PATH_MAX)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_actor_create: module_path of actor %s is %zu bytes, longer than "
+                          "the system's path limit PATH_MAX - 1 (%d bytes)",
+                          a->name, path_len, PATH_MAX - 1);
+    process_actor_t *pa = calloc(1, sizeof(*pa));
+    if (!pa)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
+    pa->pidfd = pa->ctl = -1;
+    pthread_mutex_init(&pa->ctl_lock, NULL);
+    pthread_mutex_init(&pa->send_lock, NULL);
+    a->impl = pa;
+    st = adag_monitor_spawn(a->rt, &pid, &pidfd, &ctl);
+    if (st != ADAG_OK) {
+        adag_error_prefix("adag_actor_create %s", a->name);
+        return st;
+    }
+    /* from here on the monitor watches it (it is in rt->actors) */
+    pthread_mutex_lock(&a->rt->lock);
+    pa->pid = pid;
+    pa->pidfd = pidfd;
+    pa->ctl = ctl;
+    pthread_mutex_unlock(&a->rt->lock);
+    adag_monitor_poke(a->rt);
+    if ((st = hello(a)) != ADAG_OK || (st = create_worker_actor(a, p->module_path, init)) != ADAG_OK)
+        return creation_failed(a, st, p->module_path);
+    return ADAG_OK;
+}
+
+/* ---- DAG steps ---- */
+
+static void process_lock(adag_actor_h a)
+{
+    pthread_mutex_lock(&proc_of(a)->ctl_lock);
+}
+
+static void process_unlock(adag_actor_h a)
+{
+    pthread_mutex_unlock(&proc_of(a)->ctl_lock);
+}
+
+static const uint32_t step_msg[] = {
+    [ADAG_STEP_PREPARE] = ADAG_MSG_PREPARE_DAG,
+    [ADAG_STEP_CONNECT] = ADAG_MSG_CONNECT_DAG,
+    [ADAG_STEP_START] = ADAG_MSG_START_DAG,
+    [ADAG_STEP_STOP] = ADAG_MSG_STOP_DAG,
+};
+
+static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                        adag_step_t step, int *pending)
+{
+    adag_dag_actor_t *da = &dag->actors[ai];
+    adag_wbuf_t wb = {0}, prog = {0}, domains = {0};
+    int fds[ADAG_CTL_MAX_FDS];
+    unsigned nfds = 0;
+    adag_status_t st = ADAG_OK;
+    *pending = 0;
+    switch (step) {
+    case ADAG_STEP_PREPARE: {
+        adag_program_encode(&da->prog, &prog);
+        st = adag_ctx_export_domains(&dag->ctx, &domains, fds, &nfds, ADAG_CTL_MAX_FDS);
+        adag_msg_prepare_t m = {dag->id, {prog.data, prog.len}, {domains.data, domains.len}};
+        adag_msg_encode_prepare(&wb, &m);
+        if (prog.failed)
+            wb.failed = 1;
+        break;
+    }
+    case ADAG_STEP_CONNECT: {
+        adag_msg_connect_t m = {dag->id, {da->peers.data, da->peers.len}};
+        adag_msg_encode_connect(&wb, &m);
+        break;
+    }
+    case ADAG_STEP_START:
+    case ADAG_STEP_STOP: {
+        adag_msg_dag_t m = {dag->id, 0};
+        adag_msg_encode_dag(&wb, &m);
+        break;
+    }
+    }
+    if (st == ADAG_OK)
+        st = request_send(a, step_msg[step], &wb, fds, nfds);
+    if (st == ADAG_OK && step == ADAG_STEP_PREPARE)
+        da->prepared = 1;
+    adag_wbuf_free(&wb);
+    adag_wbuf_free(&prog);
+    adag_wbuf_free(&domains);
+    *pending = st == ADAG_OK;
+    return st;
+}
+
+static int process_step_fd(adag_actor_h a)
+{
+    return proc_of(a)->ctl;
+}
+
+static adag_status_t process_step_end(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                      adag_step_t step, int64_t deadline)
+{
+    adag_ctl_msg_t reply;
+    adag_blob_t body = {NULL, 0};
+    adag_status_t st = request_recv(a, step_msg[step], deadline, &reply, &body);
+    if (st != ADAG_OK)
+        return st;
+    if (step == ADAG_STEP_PREPARE) {
+        adag_dag_actor_t *da = &dag->actors[ai];
+        adag_wbuf_free(&da->infos);
+        adag_wbuf_raw(&da->infos, body.data, body.len);
+        if (da->infos.failed)
+            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
+    } else if (body.len) {
+        st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: unexpected %zu bytes answering %s", a->name,
+                        body.len, adag_msg_info(step_msg[step])->name);
+    }
+    adag_ctl_msg_free(&reply);
+    return st;
+}
+
+static void process_abort_dag(adag_actor_h a, adag_dag_h dag, adag_status_t status)
+{
+    process_actor_t *p = proc_of(a);
+    adag_msg_dag_t m = {dag->id, status};
+    adag_wbuf_t wb = {0};
+    adag_msg_encode_dag(&wb, &m);
+    /* Sent only when the socket has room, so this never blocks (the frame
+     * is small enough to go whole); without room (the worker stopped
+     * reading) it is dropped and STOP_DAG at teardown stops the loop. */
+    if (!wb.failed && p->ctl >= 0) {
+        pthread_mutex_lock(&p->send_lock);
+        (void)adag_ctl_send_nowait(p->ctl, ADAG_MSG_ABORT_DAG, wb.data, wb.len);
+        pthread_mutex_unlock(&p->send_lock);
+    }
+    adag_wbuf_free(&wb);
+}
+
+/* ---- life ---- */
+
+static void process_kill(adag_actor_h a, const char *why)
+{
+    process_actor_t *p = proc_of(a);
+    if (!p)
+        return;
+    pthread_mutex_lock(&a->rt->lock);
+    if (!a->dead)
+        adag_actor_mark_dead_locked(a, "actor %s (pid %d) was killed: %s", a->name, p->pid, why);
+    int reaped = a->reaped || p->pidfd < 0;
+    pthread_mutex_unlock(&a->rt->lock);
+    if (reaped)
+        return;
+    adag_pidfd_kill(p->pidfd, SIGKILL);
+    if (!adag_actor_wait_reaped(a, adag_deadline_ms(5000)))
+        ADAG_LOG_ERROR("actor %s (pid %d) was not reaped after SIGKILL", a->name, p->pid);
+}
+
+/* SHUTDOWN (fini runs there), then kill what does not end in time. */
+static void process_stop(adag_actor_h a)
+{
+    int64_t deadline = adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+    if (proc_of(a)->ctl >= 0) {
+        adag_status_t st = request(a, ADAG_MSG_SHUTDOWN, NULL, deadline, NULL, NULL);
+        if (st == ADAG_OK && adag_actor_wait_reaped(a, deadline))
+            return;
+    }
+    process_kill(a, "it did not shut down within ADAG_TEARDOWN_TIMEOUT_MS");
+}
+
+static int process_liveness_fd(adag_actor_h a)
+{
+    return proc_of(a) ? proc_of(a)->pidfd : -1;
+}
+
+static int process_reap(adag_actor_h a, char *how, size_t len)
+{
+    return adag_reap(proc_of(a)->pidfd, 1, how, len);
+}
+
+static int process_pid(adag_actor_h a)
+{
+    return proc_of(a) ? proc_of(a)->pid : 0;
+}
+
+static void process_free(adag_actor_h a)
+{
+    process_actor_t *p = proc_of(a);
+    if (!p)
+        return;
+    if (p->ctl >= 0)
+        close(p->ctl);
+    if (p->pidfd >= 0)
+        close(p->pidfd);
+    pthread_mutex_destroy(&p->ctl_lock);
+    pthread_mutex_destroy(&p->send_lock);
+    free(p);
+    a->impl = NULL;
+}
+
+const adag_placement_ops_t adag_placement_process = {
+    .name = "process",
+    .create = process_create,
+    .lock = process_lock,
+    .unlock = process_unlock,
+    .step_begin = process_step_begin,
+    .step_fd = process_step_fd,
+    .step_end = process_step_end,
+    .abort_dag = process_abort_dag,
+    .stop = process_stop,
+    .kill = process_kill,
+    .liveness_fd = process_liveness_fd,
+    .reap = process_reap,
+    .pid = process_pid,
+    .free = process_free,
+};

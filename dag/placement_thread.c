@@ -1,0 +1,131 @@
+/*
+ * Thread actors: the state lives in the driver and each DAG's loop is a
+ * thread of the driver, sharing the driver's DAG context (one abort word,
+ * one set of domains). Every step runs at once; nothing can die alone.
+ */
+#include "common/error.h"
+#include "dag/internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const adag_class_def_t *def;
+    void *state;
+    pthread_mutex_t call_lock; /* methods of one actor never run concurrently, across DAGs */
+} thread_actor_t;
+
+static thread_actor_t *thr_of(adag_actor_h a)
+{
+    return a->impl;
+}
+
+static adag_class_entry_t *find_class(adag_runtime_h rt, const char *name)
+{
+    for (adag_class_entry_t *e = rt->classes; e; e = e->next)
+        if (strcmp(e->name, name) == 0)
+            return e;
+    return NULL;
+}
+
+static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p, adag_blob_t init)
+{
+    (void)p;
+    pthread_mutex_lock(&a->rt->lock);
+    adag_class_entry_t *e = find_class(a->rt, a->class_name);
+    pthread_mutex_unlock(&a->rt->lock);
+    if (!e)
+        return adag_error(ADAG_ERR_NOT_FOUND,
+                          "adag_actor_create: class %s is not registered (adag_class_register) "
+                          "for thread actor %s",
+                          a->class_name, a->name);
+    thread_actor_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
+    pthread_mutex_init(&t->call_lock, NULL);
+    a->impl = t;
+    t->def = &e->def;
+    a->nmethods = e->def.nmethods;
+    a->methods = calloc(a->nmethods, sizeof(*a->methods));
+    t->state = calloc(1, e->def.state_size ? e->def.state_size : 1);
+    if (!a->methods || !t->state)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: state of %zu bytes for %s",
+                          e->def.state_size, a->name);
+    memcpy(a->methods, e->methods, a->nmethods * sizeof(*a->methods));
+    cpu_set_t cpus;
+    a->ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
+    if (e->def.init) {
+        adag_status_t st = e->def.init(t->state, init.data, init.len);
+        if (st != ADAG_OK) {
+            t->def = NULL; /* fini must not run on a failed init */
+            return adag_error(st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID,
+                              "actor %s: init of class %s returned %s", a->name, a->class_name,
+                              adag_status_str(st));
+        }
+    }
+    return ADAG_OK;
+}
+
+static void loop_fatal(void *ctx, adag_status_t st, const char *msg)
+{
+    adag_dag_fail(ctx, st, msg);
+}
+
+static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                       adag_step_t step, int *pending)
+{
+    adag_dag_actor_t *da = &dag->actors[ai];
+    thread_actor_t *t = thr_of(a);
+    adag_program_t copy;
+    adag_status_t st;
+    *pending = 0;
+    switch (step) {
+    case ADAG_STEP_PREPARE:
+        if ((st = adag_program_copy(&copy, &da->prog)) != ADAG_OK)
+            return st;
+        da->prepared = 1;
+        adag_wbuf_free(&da->infos);
+        st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, t->state, &t->call_lock, a->methods,
+                               a->nmethods, a->name, &da->infos);
+        da->loop.on_fatal = loop_fatal;
+        da->loop.fatal_ctx = dag;
+        return st;
+    case ADAG_STEP_CONNECT:
+        return adag_loop_connect(&da->loop, (adag_blob_t){da->peers.data, da->peers.len});
+    case ADAG_STEP_START:
+        return adag_loop_start(&da->loop);
+    case ADAG_STEP_STOP:
+        /* the DAG is aborted in this process: the loop ends at its next wait
+         * (a method that never returns keeps it: teardown waits for it) */
+        adag_loop_close(&da->loop);
+        return ADAG_OK;
+    }
+    return adag_error(ADAG_ERR_INTERNAL, "actor %s: unknown step %d", a->name, (int)step);
+}
+
+static void thread_stop(adag_actor_h a)
+{
+    thread_actor_t *t = thr_of(a);
+    if (t && t->def && t->def->fini)
+        t->def->fini(t->state);
+}
+
+static void thread_free(adag_actor_h a)
+{
+    thread_actor_t *t = thr_of(a);
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->call_lock);
+    free(t->state);
+    free(t);
+    a->impl = NULL;
+}
+
+const adag_placement_ops_t adag_placement_thread = {
+    .name = "thread",
+    .create = thread_create,
+    .step_begin = thread_step_begin,
+    .stop = thread_stop,
+    .free = thread_free,
+};

@@ -1,0 +1,120 @@
+/* The "self" channel: the value is produced and consumed by the same actor
+ * within one iteration of its loop, so one private buffer suffices and no
+ * synchronization is needed. No domain, nothing to connect. */
+#include "common/error.h"
+#include "transport/channel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const adag_chan_ops_t adag_chan_self_ops;
+
+typedef struct {
+    adag_chan_t base;
+    void *buf;
+    size_t size;
+    adag_status_t status;
+    char err[ADAG_SLOT_ERR_MAX];
+} self_chan_t;
+
+static self_chan_t *self_of(adag_chan_t *ch)
+{
+    return (self_chan_t *)ch;
+}
+
+static adag_status_t self_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
+{
+    (void)seq;
+    (void)deadline;
+    *buf = self_of(ch)->buf;
+    return ADAG_OK;
+}
+
+static adag_status_t self_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                                  adag_status_t status, const char *err)
+{
+    self_chan_t *s = self_of(ch);
+    (void)seq;
+    s->size = size <= ch->capacity ? size : 0;
+    s->status = status;
+    s->err[0] = '\0';
+    if (status != ADAG_OK && err)
+        snprintf(s->err, sizeof(s->err), "%s", err);
+    return ADAG_OK;
+}
+
+static adag_status_t self_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+                               adag_slot_view_t *view)
+{
+    self_chan_t *s = self_of(ch);
+    (void)seq;
+    (void)deadline;
+    view->data = s->buf;
+    view->size = s->size;
+    view->status = s->status;
+    view->err = s->err;
+    view->err_len = strlen(s->err);
+    return ADAG_OK;
+}
+
+static void self_release(adag_chan_t *ch, uint64_t seq)
+{
+    (void)ch;
+    (void)seq;
+}
+
+static int self_ready(adag_chan_t *ch, uint64_t seq)
+{
+    (void)ch;
+    (void)seq;
+    return 1;
+}
+
+static void self_wake_all(adag_chan_t *ch)
+{
+    (void)ch; /* nobody ever waits on it */
+}
+
+static adag_status_t self_open(adag_chan_domain_t *d, const adag_chan_open_params_t *p,
+                               adag_wbuf_t *peer_info, adag_chan_t **out)
+{
+    (void)d;
+    (void)peer_info;
+    if (p->reader != -1 || p->geom.nreaders != 0 || p->desc.len != 0)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "self channel %s: only its writer may open it (reader %d of %u, "
+                          "descriptor of %zu bytes)",
+                          p->name, p->reader, p->geom.nreaders, p->desc.len);
+    self_chan_t *s = calloc(1, sizeof(*s));
+    if (!s || !(s->buf = malloc(p->geom.capacity ? p->geom.capacity : 1))) {
+        free(s);
+        return adag_error(ADAG_ERR_NO_MEMORY, "self channel %s: cannot allocate %zu bytes",
+                          p->name, p->geom.capacity);
+    }
+    adag_chan_init_common(&s->base, &adag_chan_self_ops, p);
+    s->base.nslots = 1;
+    *out = &s->base;
+    return ADAG_OK;
+}
+
+static void self_close(adag_chan_t *ch)
+{
+    if (!ch)
+        return;
+    free(self_of(ch)->buf);
+    free(ch);
+}
+
+const adag_chan_ops_t adag_chan_self_ops = {
+    .name = "self",
+    .kind = ADAG_CHAN_SELF,
+    .open = self_open,
+    .close = self_close,
+    .wake_all = self_wake_all,
+    .acquire = self_acquire,
+    .publish = self_publish,
+    .wait = self_wait,
+    .release = self_release,
+    .ready = self_ready,
+};

@@ -1,0 +1,520 @@
+/*
+ * The "shm" channel: a ring inside a memfd segment that every process of a
+ * DAG on this host maps (the domain: one segment per DAG, plus an eventfd
+ * that writers signal for readers that asked for a pollable fd).
+ *
+ * Segment: a 64-byte header {magic, size}, then every channel, 64-byte
+ * aligned. A channel's descriptor is its offset. Layout of one channel:
+ *
+ *   header       written counter + data event (readers sleep here),
+ *                space event (the writer sleeps here), geometry
+ *   cursors      nreaders x 64 bytes: released counter of each reader
+ *   slots        nslots x (slot header + capacity rounded up to 64)
+ *
+ * Counters are 64-bit and never wrap in practice. The writer may fill slot
+ * seq % nslots once min(released) >= seq - nslots + 1; a reader may read it
+ * once written >= seq + 1.
+ *
+ * Memory ordering: `written`, the cursors and `notify_armed` are stored and
+ * loaded seq_cst, as the event handshake requires (common/event.h). The
+ * store of `written` is also the release that publishes the slot's bytes;
+ * a cursor store releases the slot back to the writer. Readers never write
+ * a slot.
+ */
+#include "transport/chan_shm.h"
+
+#include "common/error.h"
+#include "common/event.h"
+#include "common/fd.h"
+
+#include <errno.h>
+#include <stdalign.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern const adag_chan_ops_t adag_chan_shm_ops;
+
+#define SEGMENT_MAGIC 0x6164616773656733ull /* "adagseg3" */
+#define SEGMENT_HDR_SIZE 64
+#define CHAN_MAGIC 0x6164616763683032ull /* "adagch02" */
+#define CURSOR_STRIDE 64
+#define SLOT_HDR_SIZE 512
+
+typedef struct {
+    uint64_t magic;
+    uint64_t size;
+} segment_hdr_t;
+
+struct adag_shm_chan_hdr {
+    /* written by the writer, read by readers */
+    alignas(64) _Atomic uint64_t written; /* seqs published */
+    adag_event_t data_ev;                 /* readers sleep here */
+    /* written by readers, read by the writer */
+    alignas(64) adag_event_t space_ev;    /* the writer sleeps here */
+    /* geometry, set once at init; notify_armed set once by a reader */
+    alignas(64) uint64_t magic;
+    uint32_t nslots;
+    uint32_t nreaders;
+    uint64_t capacity;
+    uint64_t stride; /* bytes per slot, header included */
+    _Atomic uint32_t notify_armed; /* signal the domain's eventfd after each publish */
+};
+
+typedef struct {
+    uint64_t seq;
+    uint64_t size;
+    int32_t status;
+    uint32_t err_len;
+    char err[ADAG_SLOT_ERR_MAX];
+} slot_hdr_t;
+
+_Static_assert(sizeof(slot_hdr_t) <= SLOT_HDR_SIZE, "slot header too large");
+_Static_assert(sizeof(struct adag_shm_chan_hdr) % 64 == 0, "header not cache aligned");
+_Static_assert(sizeof(segment_hdr_t) <= SEGMENT_HDR_SIZE, "segment header too large");
+
+typedef struct {
+    adag_chan_domain_t base;
+    adag_shm_segment_t seg;
+    int notify_fd; /* eventfd */
+} shm_domain_t;
+
+typedef struct {
+    adag_chan_t base;
+    struct adag_shm_chan_hdr *hdr;
+    char *slots;
+    int notify_fd; /* the domain's eventfd */
+} shm_chan_t;
+
+static shm_chan_t *shm_of(adag_chan_t *ch)
+{
+    return (shm_chan_t *)ch;
+}
+
+static size_t round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+static size_t slot_stride(size_t capacity)
+{
+    return SLOT_HDR_SIZE + round64(capacity);
+}
+
+size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity)
+{
+    /* Saturates at SIZE_MAX instead of wrapping: the geometry may come from a
+     * peer's program, and a wrapped size would pass "fits in the segment". */
+    size_t fixed = sizeof(struct adag_shm_chan_hdr) + (size_t)nreaders * CURSOR_STRIDE;
+    if (capacity > SIZE_MAX - SLOT_HDR_SIZE - 63)
+        return SIZE_MAX;
+    size_t stride = slot_stride(capacity);
+    if (nslots && stride > (SIZE_MAX - fixed) / nslots)
+        return SIZE_MAX;
+    return fixed + (size_t)nslots * stride;
+}
+
+static _Atomic uint64_t *cursor(struct adag_shm_chan_hdr *hdr, unsigned reader)
+{
+    return (_Atomic uint64_t *)((char *)(hdr + 1) + (size_t)reader * CURSOR_STRIDE);
+}
+
+static slot_hdr_t *slot_of(shm_chan_t *s, uint64_t seq)
+{
+    return (slot_hdr_t *)(s->slots + (seq % s->base.nslots) * s->hdr->stride);
+}
+
+static void chan_init(void *base, const adag_chan_geom_t *g)
+{
+    struct adag_shm_chan_hdr *hdr = base;
+    hdr->magic = CHAN_MAGIC;
+    hdr->nslots = g->nslots;
+    hdr->nreaders = g->nreaders;
+    hdr->capacity = g->capacity;
+    hdr->stride = slot_stride(g->capacity);
+    atomic_store_explicit(&hdr->written, 0, memory_order_relaxed);
+    atomic_store_explicit(&hdr->notify_armed, 0, memory_order_relaxed);
+    for (unsigned r = 0; r < g->nreaders; r++)
+        atomic_store_explicit(cursor(hdr, r), 0, memory_order_relaxed);
+}
+
+static void shm_wake_all(adag_chan_t *ch)
+{
+    struct adag_shm_chan_hdr *hdr = shm_of(ch)->hdr;
+    adag_event_notify(&hdr->data_ev);
+    adag_event_notify(&hdr->space_ev);
+}
+
+/* ---- writer ---- */
+
+typedef struct {
+    struct adag_shm_chan_hdr *hdr;
+    uint64_t need; /* every reader must have released at least this many */
+} space_arg_t;
+
+static int space_ready(const void *p)
+{
+    const space_arg_t *a = p;
+    for (uint32_t r = 0; r < a->hdr->nreaders; r++)
+        if (atomic_load_explicit(cursor(a->hdr, r), memory_order_seq_cst) < a->need)
+            return 0;
+    return 1;
+}
+
+static adag_status_t shm_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
+{
+    shm_chan_t *s = shm_of(ch);
+    space_arg_t arg = {s->hdr, seq >= ch->nslots ? seq - ch->nslots + 1 : 0};
+    adag_status_t st =
+        adag_event_wait(&s->hdr->space_ev, space_ready, &arg, ch->abort, deadline, &ch->spin);
+    if (st != ADAG_OK)
+        return st;
+    *buf = (char *)slot_of(s, seq) + SLOT_HDR_SIZE;
+    return ADAG_OK;
+}
+
+static adag_status_t shm_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                                 adag_status_t status, const char *err)
+{
+    shm_chan_t *s = shm_of(ch);
+    slot_hdr_t *slot = slot_of(s, seq);
+    slot->seq = seq;
+    slot->size = size <= ch->capacity ? size : 0;
+    slot->status = status;
+    size_t n = status != ADAG_OK && err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;
+    if (n)
+        memcpy(slot->err, err, n);
+    slot->err[n] = '\0';
+    slot->err_len = (uint32_t)n;
+    /* seq_cst (a release, and part of the event handshake): the slot's contents
+     * happen-before any reader's load of written */
+    atomic_store_explicit(&s->hdr->written, seq + 1, memory_order_seq_cst);
+    adag_event_notify(&s->hdr->data_ev);
+    /* seq_cst with the arming reader's store of notify_armed and its later
+     * load of written: either we see it armed, or it sees this publish */
+    if (atomic_load_explicit(&s->hdr->notify_armed, memory_order_seq_cst) && s->notify_fd >= 0) {
+        uint64_t one = 1;
+        while (write(s->notify_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+        }
+    }
+    return ADAG_OK;
+}
+
+/* ---- reader ---- */
+
+typedef struct {
+    struct adag_shm_chan_hdr *hdr;
+    uint64_t seq;
+} data_arg_t;
+
+static int data_ready(const void *p)
+{
+    const data_arg_t *a = p;
+    return atomic_load_explicit(&a->hdr->written, memory_order_seq_cst) > a->seq;
+}
+
+static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+                              adag_slot_view_t *view)
+{
+    shm_chan_t *s = shm_of(ch);
+    data_arg_t arg = {s->hdr, seq};
+    adag_status_t st =
+        adag_event_wait(&s->hdr->data_ev, data_ready, &arg, ch->abort, deadline, &ch->spin);
+    if (st != ADAG_OK)
+        return st;
+    slot_hdr_t *slot = slot_of(s, seq);
+    if (slot->seq != seq || slot->size > ch->capacity || slot->err_len >= ADAG_SLOT_ERR_MAX)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "shm channel %s: slot for execution %llu holds execution %llu "
+                          "(size %llu of %zu)",
+                          ch->name, (unsigned long long)seq, (unsigned long long)slot->seq,
+                          (unsigned long long)slot->size, ch->capacity);
+    view->data = (char *)slot + SLOT_HDR_SIZE;
+    view->size = slot->size;
+    view->status = slot->status;
+    view->err = slot->err; /* terminated by the writer; readers never write a slot */
+    view->err_len = slot->err_len;
+    return ADAG_OK;
+}
+
+static void shm_release(adag_chan_t *ch, uint64_t seq)
+{
+    shm_chan_t *s = shm_of(ch);
+    if (ch->reader < 0)
+        return; /* the writer reading its own slot holds nothing */
+    /* seq_cst (a release, and part of the event handshake): our reads of the
+     * slot happen-before the writer refills it */
+    atomic_store_explicit(cursor(s->hdr, (unsigned)ch->reader), seq + 1, memory_order_seq_cst);
+    adag_event_notify(&s->hdr->space_ev);
+}
+
+static int shm_ready(adag_chan_t *ch, uint64_t seq)
+{
+    return atomic_load_explicit(&shm_of(ch)->hdr->written, memory_order_seq_cst) > seq;
+}
+
+static int shm_notify_fd(adag_chan_t *ch)
+{
+    shm_chan_t *s = shm_of(ch);
+    if (s->notify_fd < 0)
+        return -1;
+    atomic_store_explicit(&s->hdr->notify_armed, 1, memory_order_seq_cst);
+    return s->notify_fd;
+}
+
+/* ---- endpoints ---- */
+
+static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_open_params_t *p,
+                              adag_wbuf_t *peer_info, adag_chan_t **out)
+{
+    shm_domain_t *d = (shm_domain_t *)dom;
+    adag_rbuf_t rb = {p->desc.data, p->desc.len, 0, 0};
+    uint64_t off = adag_rbuf_u64(&rb);
+    const adag_chan_geom_t *g = &p->geom;
+    (void)peer_info;
+    if (!d || rb.failed || rb.pos != rb.len)
+        return adag_error(ADAG_ERR_PROTOCOL, "shm channel %s: %s", p->name,
+                          d ? "malformed descriptor" : "no shared-memory segment");
+    if (off < SEGMENT_HDR_SIZE || (off & 63) || off > d->seg.size ||
+        adag_shm_chan_size(g->nslots, g->nreaders, g->capacity) > d->seg.size - off)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "shm channel %s: offset %llu does not fit a segment of %zu bytes",
+                          p->name, (unsigned long long)off, d->seg.size);
+    struct adag_shm_chan_hdr *hdr = (void *)((char *)d->seg.base + off);
+    if (hdr->magic != CHAN_MAGIC || hdr->nslots != g->nslots || hdr->nreaders != g->nreaders ||
+        hdr->capacity != g->capacity || g->nslots == 0 || p->reader >= (int)g->nreaders ||
+        p->reader < -1)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "shm channel %s: header does not match its geometry "
+                          "(%u slots, %u readers, %zu bytes, reader %d)",
+                          p->name, g->nslots, g->nreaders, g->capacity, p->reader);
+    shm_chan_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return adag_error(ADAG_ERR_NO_MEMORY, "shm channel %s: out of memory", p->name);
+    adag_chan_init_common(&s->base, &adag_chan_shm_ops, p);
+    s->hdr = hdr;
+    s->slots = (char *)(hdr + 1) + (size_t)g->nreaders * CURSOR_STRIDE;
+    s->notify_fd = d->notify_fd;
+    *out = &s->base;
+    return ADAG_OK;
+}
+
+static void shm_close_endpoint(adag_chan_t *ch)
+{
+    free(ch);
+}
+
+/* ---- domains ---- */
+
+static void shm_domain_destroy(adag_chan_domain_t *dom)
+{
+    shm_domain_t *d = (shm_domain_t *)dom;
+    if (!d)
+        return;
+    adag_shm_segment_destroy(&d->seg);
+    if (d->notify_fd >= 0)
+        close(d->notify_fd);
+    free(d);
+}
+
+static shm_domain_t *domain_new(void)
+{
+    shm_domain_t *d = calloc(1, sizeof(*d));
+    if (d) {
+        d->base.ops = &adag_chan_shm_ops;
+        d->seg.fd = -1;
+        d->notify_fd = -1;
+    }
+    return d;
+}
+
+static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
+                                       unsigned n, adag_wbuf_t *descs, adag_chan_domain_t **out)
+{
+    size_t off = SEGMENT_HDR_SIZE;
+    char name[96];
+    adag_status_t st;
+    shm_domain_t *d = domain_new();
+    if (!d)
+        return adag_error(ADAG_ERR_NO_MEMORY, "shm domain of DAG %s: out of memory", dag_name);
+    for (unsigned i = 0; i < n; i++) {
+        size_t sz = adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity);
+        if (sz == SIZE_MAX || off + sz < off) {
+            st = adag_error(ADAG_ERR_INVALID,
+                            "DAG %s: shared-memory channels too large (%u slots of %zu bytes)",
+                            dag_name, geoms[i].nslots, geoms[i].capacity);
+            goto fail;
+        }
+        adag_wbuf_u64(&descs[i], off);
+        off += round64(sz);
+    }
+    snprintf(name, sizeof(name), "adag:%s", dag_name);
+    if ((st = adag_shm_segment_create(&d->seg, name, off)) != ADAG_OK) {
+        adag_error_prefix("shared memory for DAG %s", dag_name);
+        goto fail;
+    }
+    d->notify_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (d->notify_fd < 0) {
+        st = adag_error_errno(errno, "DAG %s: eventfd", dag_name);
+        goto fail;
+    }
+    segment_hdr_t *sh = d->seg.base;
+    sh->magic = SEGMENT_MAGIC;
+    sh->size = d->seg.size;
+    off = SEGMENT_HDR_SIZE;
+    for (unsigned i = 0; i < n; i++) {
+        chan_init((char *)d->seg.base + off, &geoms[i]);
+        off += round64(adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity));
+    }
+    *out = &d->base;
+    return ADAG_OK;
+fail:
+    shm_domain_destroy(&d->base);
+    return st;
+}
+
+static adag_status_t shm_domain_export(adag_chan_domain_t *dom, adag_wbuf_t *blob, int *fds,
+                                       unsigned *nfds)
+{
+    shm_domain_t *d = (shm_domain_t *)dom;
+    adag_wbuf_u64(blob, d->seg.size);
+    fds[0] = d->seg.fd;
+    fds[1] = d->notify_fd;
+    *nfds = 2;
+    return ADAG_OK;
+}
+
+static adag_status_t shm_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
+                                       adag_chan_domain_t **out)
+{
+    adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
+    uint64_t size = adag_rbuf_u64(&rb);
+    adag_status_t st;
+    shm_domain_t *d = domain_new();
+    if (!d) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "shm domain: out of memory");
+        goto fail_fds;
+    }
+    if (rb.failed || rb.pos != rb.len || nfds != 2 || size < SEGMENT_HDR_SIZE ||
+        size > SIZE_MAX) {
+        st = adag_error(ADAG_ERR_PROTOCOL,
+                        "shm domain: malformed (%zu bytes, %u fds; expected 8 bytes, 2 fds)",
+                        blob.len, nfds);
+        goto fail_fds;
+    }
+    d->notify_fd = fds[1];
+    st = adag_shm_segment_map(&d->seg, fds[0], (size_t)size); /* takes fds[0] */
+    if (st != ADAG_OK)
+        goto fail;
+    const segment_hdr_t *sh = d->seg.base;
+    if (sh->magic != SEGMENT_MAGIC || sh->size != size) {
+        st = adag_error(ADAG_ERR_PROTOCOL, "shm domain: the segment has a bad header");
+        goto fail;
+    }
+    *out = &d->base;
+    return ADAG_OK;
+fail_fds:
+    for (unsigned i = 0; i < nfds; i++)
+        close(fds[i]);
+fail:
+    shm_domain_destroy(d ? &d->base : NULL);
+    return st;
+}
+
+static size_t shm_domain_bytes(const adag_chan_domain_t *dom)
+{
+    return ((const shm_domain_t *)dom)->seg.size;
+}
+
+const adag_chan_ops_t adag_chan_shm_ops = {
+    .name = "shm",
+    .kind = ADAG_CHAN_SHM,
+    .domain_create = shm_domain_create,
+    .domain_export = shm_domain_export,
+    .domain_import = shm_domain_import,
+    .domain_destroy = shm_domain_destroy,
+    .domain_bytes = shm_domain_bytes,
+    .open = shm_open_endpoint,
+    .close = shm_close_endpoint,
+    .wake_all = shm_wake_all,
+    .notify_fd = shm_notify_fd,
+    .acquire = shm_acquire,
+    .publish = shm_publish,
+    .wait = shm_wait,
+    .release = shm_release,
+    .ready = shm_ready,
+};
+
+/* ---- segments ---- */
+
+adag_status_t adag_shm_segment_create(adag_shm_segment_t *seg, const char *name, size_t size)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size = (size + (size_t)page - 1) & ~((size_t)page - 1);
+    seg->base = NULL;
+    seg->size = 0;
+    seg->fd = adag_fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
+    if (seg->fd < 0)
+        return adag_error_errno(errno, "memfd_create(%s)", name);
+    if (ftruncate(seg->fd, (off_t)size) != 0) {
+        adag_status_t st = adag_error_errno(errno, "ftruncate(%s, %zu)", name, size);
+        close(seg->fd);
+        seg->fd = -1;
+        return st;
+    }
+    seg->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
+    if (seg->base == MAP_FAILED) {
+        adag_status_t st = adag_error_errno(errno, "mmap(%s, %zu)", name, size);
+        close(seg->fd);
+        seg->fd = -1;
+        seg->base = NULL;
+        return st;
+    }
+    seg->size = size;
+    return ADAG_OK;
+}
+
+adag_status_t adag_shm_segment_map(adag_shm_segment_t *seg, int fd, size_t size)
+{
+    struct stat sb;
+    seg->fd = fd;
+    seg->base = NULL;
+    seg->size = 0;
+    if (fstat(fd, &sb) != 0) {
+        adag_status_t st = adag_error_errno(errno, "fstat(segment fd %d)", fd);
+        close(fd);
+        seg->fd = -1;
+        return st;
+    }
+    if ((uint64_t)sb.st_size != size) {
+        close(fd);
+        seg->fd = -1;
+        return adag_error(ADAG_ERR_PROTOCOL, "segment is %lld bytes, expected %zu",
+                          (long long)sb.st_size, size);
+    }
+    seg->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (seg->base == MAP_FAILED) {
+        adag_status_t st = adag_error_errno(errno, "mmap(segment, %zu)", size);
+        seg->base = NULL;
+        close(fd);
+        seg->fd = -1;
+        return st;
+    }
+    seg->size = size;
+    return ADAG_OK;
+}
+
+void adag_shm_segment_destroy(adag_shm_segment_t *seg)
+{
+    if (seg->base)
+        munmap(seg->base, seg->size);
+    if (seg->fd >= 0)
+        close(seg->fd);
+    seg->base = NULL;
+    seg->fd = -1;
+    seg->size = 0;
+}

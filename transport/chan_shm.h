@@ -1,0 +1,27 @@
+/* What the shm backend (transport/chan_shm.c) offers beyond its ops table:
+ * sizes and memfd segments, for its own tests and the fuzzers. */
+#ifndef ADAG_TRANSPORT_CHAN_SHM_H
+#define ADAG_TRANSPORT_CHAN_SHM_H
+
+#include "transport/channel.h"
+
+#include <stddef.h>
+
+/* Bytes a channel with this geometry takes in a segment (64-aligned);
+ * SIZE_MAX if that does not fit in a size_t. */
+size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity);
+
+/* A shared-memory segment: a memfd mapped MAP_SHARED, size rounded up to
+ * pages. The fd is close-on-exec and passed to workers with SCM_RIGHTS. */
+typedef struct {
+    int fd;
+    void *base;
+    size_t size;
+} adag_shm_segment_t;
+
+adag_status_t adag_shm_segment_create(adag_shm_segment_t *seg, const char *name, size_t size);
+/* Maps an existing segment fd (taking ownership of fd) and checks its size. */
+adag_status_t adag_shm_segment_map(adag_shm_segment_t *seg, int fd, size_t size);
+void adag_shm_segment_destroy(adag_shm_segment_t *seg);
+
+#endif

@@ -1,0 +1,36 @@
+/* The table of channel backends, by kind. */
+#include "transport/channel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const adag_chan_ops_t adag_chan_self_ops;
+extern const adag_chan_ops_t adag_chan_shm_ops;
+
+static const adag_chan_ops_t *const backends[ADAG_CHAN_NKINDS] = {
+    [ADAG_CHAN_SELF] = &adag_chan_self_ops,
+    [ADAG_CHAN_SHM] = &adag_chan_shm_ops,
+};
+
+const adag_chan_ops_t *adag_chan_backend(uint32_t kind)
+{
+    return kind < ADAG_CHAN_NKINDS ? backends[kind] : NULL;
+}
+
+const char *adag_chan_kind_name(uint32_t kind)
+{
+    const adag_chan_ops_t *ops = adag_chan_backend(kind);
+    return ops ? ops->name : "?";
+}
+
+void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
+                           const adag_chan_open_params_t *p)
+{
+    ch->ops = ops;
+    ch->capacity = p->geom.capacity;
+    ch->nslots = p->geom.nslots;
+    ch->reader = p->reader;
+    ch->abort = p->abort;
+    adag_spin_init(&ch->spin, p->policy);
+    snprintf(ch->name, sizeof(ch->name), "%s", p->name ? p->name : "?");
+}

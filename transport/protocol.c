@@ -1,0 +1,243 @@
+#include "transport/protocol.h"
+
+#include "common/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_METHODS 4096
+
+static const adag_msg_info_t msg_table[ADAG_MSG_END] = {
+    [ADAG_MSG_HELLO] = {"HELLO", "say hello", 0, 0},
+    [ADAG_MSG_CREATE_ACTOR] = {"CREATE_ACTOR", "create the actor", 0, 0},
+    [ADAG_MSG_PREPARE_DAG] = {"PREPARE_DAG", "prepare a DAG", 0, ADAG_CTL_MAX_FDS},
+    [ADAG_MSG_CONNECT_DAG] = {"CONNECT_DAG", "connect a DAG", 0, 0},
+    [ADAG_MSG_START_DAG] = {"START_DAG", "start a DAG", 0, 0},
+    [ADAG_MSG_ABORT_DAG] = {"ABORT_DAG", "abort a DAG", 1, 0},
+    [ADAG_MSG_STOP_DAG] = {"STOP_DAG", "stop a DAG", 0, 0},
+    [ADAG_MSG_SHUTDOWN] = {"SHUTDOWN", "shut down", 0, 0},
+    [ADAG_MSG_REPLY] = {"REPLY", "reply", 1, 0},
+};
+
+const adag_msg_info_t *adag_msg_info(uint32_t type)
+{
+    return type < ADAG_MSG_END && msg_table[type].name ? &msg_table[type] : NULL;
+}
+
+const char *adag_msg_name(uint32_t type, char *buf, size_t len)
+{
+    const adag_msg_info_t *info = adag_msg_info(type);
+    if (info)
+        return info->name;
+    snprintf(buf, len, "message %u", type);
+    return buf;
+}
+
+adag_status_t adag_msg_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
+{
+    adag_status_t st = adag_ctl_recv(sock, deadline, msg);
+    if (st != ADAG_OK)
+        return st;
+    const adag_msg_info_t *info = adag_msg_info(msg->type);
+    if (!info)
+        st = adag_error(ADAG_ERR_PROTOCOL, "unknown control message %u (%zu bytes)", msg->type,
+                        msg->len);
+    else if (msg->nfds > info->max_fds)
+        st = adag_error(ADAG_ERR_PROTOCOL, "%s message carries %u fds, at most %u", info->name,
+                        msg->nfds, info->max_fds);
+    if (st != ADAG_OK)
+        adag_ctl_msg_free(msg);
+    return st;
+}
+
+/* ---- encoders ---- */
+
+void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m)
+{
+    adag_wbuf_u32(b, m->magic);
+    adag_wbuf_u32(b, m->version);
+    adag_wbuf_bytes(b, m->token.data, m->token.len);
+}
+
+void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m)
+{
+    adag_wbuf_u32(b, m->version);
+    adag_wbuf_u32(b, m->pid);
+    adag_wbuf_u32(b, m->ncpus);
+}
+
+void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
+                            const char *actor, adag_blob_t init)
+{
+    adag_wbuf_str(b, module);
+    adag_wbuf_str(b, class_name);
+    adag_wbuf_str(b, actor);
+    adag_wbuf_bytes(b, init.data, init.len);
+}
+
+void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n)
+{
+    adag_wbuf_u32(b, n);
+    for (unsigned i = 0; i < n; i++) {
+        adag_wbuf_str(b, m[i].name);
+        adag_wbuf_u32(b, m[i].nargs);
+        adag_wbuf_u32(b, m[i].nreturns);
+    }
+}
+
+void adag_msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m)
+{
+    adag_wbuf_u32(b, m->dag_id);
+    adag_wbuf_bytes(b, m->program.data, m->program.len);
+    adag_wbuf_bytes(b, m->domains.data, m->domains.len);
+}
+
+void adag_msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m)
+{
+    adag_wbuf_u32(b, m->dag_id);
+    adag_wbuf_bytes(b, m->peers.data, m->peers.len);
+}
+
+void adag_msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m)
+{
+    adag_wbuf_u32(b, m->dag_id);
+    adag_wbuf_u32(b, (uint32_t)m->status);
+}
+
+void adag_msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg,
+                           adag_blob_t body)
+{
+    adag_wbuf_u32(b, (uint32_t)status);
+    adag_wbuf_str(b, status == ADAG_OK ? "" : msg);
+    adag_wbuf_bytes(b, body.data, body.len);
+}
+
+/* ---- decoders ---- */
+
+static adag_rbuf_t reader(const adag_ctl_msg_t *msg)
+{
+    adag_rbuf_t rb = {msg->payload, msg->len, 0, 0};
+    return rb;
+}
+
+/* The payload must be a `type` message read to its last byte. */
+static adag_status_t finish(const adag_ctl_msg_t *msg, uint32_t type, const adag_rbuf_t *rb)
+{
+    char buf[32];
+    if (msg->type != type)
+        return adag_error(ADAG_ERR_PROTOCOL, "expected a %s message, got %s",
+                          adag_msg_info(type)->name, adag_msg_name(msg->type, buf, sizeof(buf)));
+    if (rb->failed || rb->pos != rb->len)
+        return adag_error(ADAG_ERR_PROTOCOL, "malformed %s message (%zu bytes, read %zu)",
+                          adag_msg_info(type)->name, rb->len, rb->pos);
+    return ADAG_OK;
+}
+
+static adag_blob_t read_blob(adag_rbuf_t *rb)
+{
+    adag_blob_t b;
+    b.data = adag_rbuf_bytes(rb, &b.len);
+    return b;
+}
+
+adag_status_t adag_msg_decode_hello(const adag_ctl_msg_t *msg, adag_msg_hello_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    m->magic = adag_rbuf_u32(&rb);
+    m->version = adag_rbuf_u32(&rb);
+    m->token = read_blob(&rb);
+    if (m->token.len > ADAG_TOKEN_MAX)
+        rb.failed = 1;
+    return finish(msg, ADAG_MSG_HELLO, &rb);
+}
+
+adag_status_t adag_msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    adag_rbuf_str(&rb, m->module, sizeof(m->module));
+    adag_rbuf_str(&rb, m->class_name, sizeof(m->class_name));
+    adag_rbuf_str(&rb, m->actor, sizeof(m->actor));
+    m->init = read_blob(&rb);
+    return finish(msg, ADAG_MSG_CREATE_ACTOR, &rb);
+}
+
+adag_status_t adag_msg_decode_prepare(const adag_ctl_msg_t *msg, adag_msg_prepare_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    m->dag_id = adag_rbuf_u32(&rb);
+    m->program = read_blob(&rb);
+    m->domains = read_blob(&rb);
+    return finish(msg, ADAG_MSG_PREPARE_DAG, &rb);
+}
+
+adag_status_t adag_msg_decode_connect(const adag_ctl_msg_t *msg, adag_msg_connect_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    m->dag_id = adag_rbuf_u32(&rb);
+    m->peers = read_blob(&rb);
+    return finish(msg, ADAG_MSG_CONNECT_DAG, &rb);
+}
+
+adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    char buf[32];
+    m->dag_id = adag_rbuf_u32(&rb);
+    m->status = (int32_t)adag_rbuf_u32(&rb);
+    if (msg->type != ADAG_MSG_START_DAG && msg->type != ADAG_MSG_ABORT_DAG &&
+        msg->type != ADAG_MSG_STOP_DAG)
+        return adag_error(ADAG_ERR_PROTOCOL, "expected a DAG message, got %s",
+                          adag_msg_name(msg->type, buf, sizeof(buf)));
+    if (msg->type == ADAG_MSG_ABORT_DAG && (m->status >= 0 || m->status < ADAG_ERR_INTERNAL))
+        rb.failed = 1;
+    return finish(msg, msg->type, &rb);
+}
+
+adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    m->status = (int32_t)adag_rbuf_u32(&rb);
+    adag_rbuf_str(&rb, m->msg, sizeof(m->msg));
+    m->body = read_blob(&rb);
+    return finish(msg, ADAG_MSG_REPLY, &rb);
+}
+
+adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m)
+{
+    adag_rbuf_t rb = {body.data, body.len, 0, 0};
+    m->version = adag_rbuf_u32(&rb);
+    m->pid = adag_rbuf_u32(&rb);
+    m->ncpus = adag_rbuf_u32(&rb);
+    if (rb.failed || rb.pos != rb.len || m->ncpus == 0)
+        return adag_error(ADAG_ERR_PROTOCOL, "malformed reply to HELLO (%zu bytes)", body.len);
+    return ADAG_OK;
+}
+
+adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n)
+{
+    adag_rbuf_t rb = {body.data, body.len, 0, 0};
+    uint32_t count = adag_rbuf_u32(&rb);
+    adag_msg_method_t *m = NULL;
+    /* each method takes at least 16 bytes: a count the body cannot hold is refused first */
+    if (rb.failed || count == 0 || count > MAX_METHODS || count > (rb.len - rb.pos) / 16)
+        goto bad;
+    if (!(m = calloc(count, sizeof(*m))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "method table of %u methods", count);
+    for (uint32_t i = 0; i < count; i++) {
+        adag_rbuf_str(&rb, m[i].name, sizeof(m[i].name));
+        m[i].nargs = adag_rbuf_u32(&rb);
+        m[i].nreturns = adag_rbuf_u32(&rb);
+        if (rb.failed || !m[i].name[0] || m[i].nargs > ADAG_MAX_ARGS || m[i].nreturns == 0 ||
+            m[i].nreturns > ADAG_MAX_RETURNS)
+            goto bad;
+    }
+    if (rb.pos != rb.len)
+        goto bad;
+    *out = m;
+    *n = count;
+    return ADAG_OK;
+bad:
+    free(m);
+    return adag_error(ADAG_ERR_PROTOCOL, "malformed method table in the reply to CREATE_ACTOR");
+}

@@ -1,0 +1,133 @@
+/*
+ * The control protocol between a driver and its workers, in one place: the
+ * message table (type, name, what it asks, whether it is answered, how many
+ * fds it may carry) and a typed encoder and decoder for every message.
+ * Frames travel over transport/control.h; every length is bounded before
+ * use and a message that is unknown, carries too many fds or does not
+ * decode exactly is ADAG_ERR_PROTOCOL naming the message.
+ *
+ * A session: the driver sends HELLO {magic, version, token} first and the
+ * worker answers with its version, pid and CPU count (a worker speaking
+ * another version refuses and exits). Then CREATE_ACTOR once, and per DAG
+ * PREPARE_DAG (program + the channel domains to attach, with their fds;
+ * the reply carries each endpoint's peer info) -> CONNECT_DAG (every peer
+ * info of every channel) -> START_DAG, each sent to all of the DAG's
+ * workers at once. ABORT_DAG is one-way (nothing answers it): it aborts the
+ * DAG in the worker at once, from any thread of the driver. STOP_DAG stops
+ * and frees a DAG; SHUTDOWN runs fini and ends the worker. Every other
+ * message is answered by one REPLY {status, message, body}.
+ */
+#ifndef ADAG_TRANSPORT_PROTOCOL_H
+#define ADAG_TRANSPORT_PROTOCOL_H
+
+#include "common/error.h"
+#include "transport/channel.h"
+#include "transport/control.h"
+#include "transport/wire.h"
+
+#include <adag.h>
+#include <limits.h>
+#include <stdint.h>
+
+#define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
+#define ADAG_PROTOCOL_VERSION 2u
+#define ADAG_TOKEN_MAX 256
+
+typedef enum {
+    ADAG_MSG_HELLO = 1,
+    ADAG_MSG_CREATE_ACTOR,
+    ADAG_MSG_PREPARE_DAG,
+    ADAG_MSG_CONNECT_DAG,
+    ADAG_MSG_START_DAG,
+    ADAG_MSG_ABORT_DAG,
+    ADAG_MSG_STOP_DAG,
+    ADAG_MSG_SHUTDOWN,
+    ADAG_MSG_REPLY,
+    ADAG_MSG_END
+} adag_msg_type_t;
+
+typedef struct {
+    const char *name;    /* "PREPARE_DAG" */
+    const char *purpose; /* "prepare a DAG", for "did not <purpose> in time" */
+    int one_way;         /* nothing answers it */
+    unsigned max_fds;
+} adag_msg_info_t;
+
+/* The table entry of a message type; NULL for a type this build does not know. */
+const adag_msg_info_t *adag_msg_info(uint32_t type);
+/* Its name, or "message <type>". */
+const char *adag_msg_name(uint32_t type, char *buf, size_t len);
+
+/* Receives one frame and checks it against the table (known type, fds). */
+adag_status_t adag_msg_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
+
+/* ---- typed messages: decoders fill views into msg's payload ---- */
+
+typedef struct {
+    uint32_t magic, version;
+    adag_blob_t token; /* room for the multi-host bootstrap's auth token */
+} adag_msg_hello_t;
+
+typedef struct {
+    uint32_t version, pid, ncpus; /* the worker's */
+} adag_msg_hello_reply_t;
+
+typedef struct {
+    char module[PATH_MAX];
+    char class_name[ADAG_MAX_NAME];
+    char actor[ADAG_MAX_NAME];
+    adag_blob_t init;
+} adag_msg_create_t;
+
+typedef struct {
+    char name[ADAG_MAX_NAME];
+    uint32_t nargs, nreturns;
+} adag_msg_method_t;
+
+typedef struct {
+    uint32_t dag_id;
+    adag_blob_t program; /* dag/program.h encoding */
+    adag_blob_t domains; /* dag/context.h adag_ctx_export_domains */
+} adag_msg_prepare_t;
+
+typedef struct {
+    uint32_t dag_id;
+    adag_blob_t peers;   /* dag/loop.h adag_loop_connect */
+} adag_msg_connect_t;
+
+typedef struct {
+    uint32_t dag_id;
+    int32_t status;      /* ABORT_DAG: why (an ADAG_ERR_* code) */
+} adag_msg_dag_t;        /* START_DAG, ABORT_DAG, STOP_DAG */
+
+typedef struct {
+    int32_t status;
+    char msg[ADAG_ERROR_MAX];
+    adag_blob_t body;
+} adag_msg_reply_t;
+
+void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
+void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
+void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
+                            const char *actor, adag_blob_t init);
+void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n);
+void adag_msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m);
+void adag_msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m);
+void adag_msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m);
+void adag_msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg,
+                           adag_blob_t body);
+
+/* Each decoder checks the type and that the payload is exactly one such
+ * message; ADAG_ERR_PROTOCOL ("malformed <NAME> message") otherwise. */
+adag_status_t adag_msg_decode_hello(const adag_ctl_msg_t *msg, adag_msg_hello_t *m);
+adag_status_t adag_msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_t *m);
+adag_status_t adag_msg_decode_prepare(const adag_ctl_msg_t *msg, adag_msg_prepare_t *m);
+adag_status_t adag_msg_decode_connect(const adag_ctl_msg_t *msg, adag_msg_connect_t *m);
+adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m);
+adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m);
+/* Reply bodies. */
+adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
+/* The method table: *out is malloc'd (n in 1..4096). */
+adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n);
+
+#endif
