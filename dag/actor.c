@@ -2,6 +2,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "dag/class.h"
 #include "dag/internal.h"
 #include "transport/spawn.h"
 #include "transport/wire.h"
@@ -416,7 +417,7 @@ static adag_status_t create_process_actor(adag_runtime_h rt, adag_actor_h a,
     adag_rbuf_u32(&rb);
     adag_rbuf_str(&rb, skip, sizeof(skip));
     a->nmethods = adag_rbuf_u32(&rb);
-    if (rb.failed || a->nmethods == 0 || a->nmethods > 4096 ||
+    if (rb.failed || a->nmethods == 0 || a->nmethods > ADAG_MAX_METHODS ||
         !(a->methods = calloc(a->nmethods, sizeof(*a->methods)))) {
         adag_ctl_msg_free(&reply);
         st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: malformed method table from the worker",
@@ -427,8 +428,9 @@ static adag_status_t create_process_actor(adag_runtime_h rt, adag_actor_h a,
         adag_rbuf_str(&rb, a->methods[i].name, sizeof(a->methods[i].name));
         a->methods[i].nargs = adag_rbuf_u32(&rb);
         a->methods[i].nreturns = adag_rbuf_u32(&rb);
-        if (a->methods[i].nargs > ADAG_MAX_ARGS || a->methods[i].nreturns == 0 ||
-            a->methods[i].nreturns > ADAG_MAX_RETURNS)
+        /* the limits the worker checked (dag/class.c), checked again: a peer's bytes */
+        if (!adag_method_shape_ok(a->methods[i].name, a->methods[i].nargs,
+                                  a->methods[i].nreturns))
             rb.failed = 1;
     }
     adag_ctl_msg_free(&reply);

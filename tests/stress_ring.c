@@ -140,8 +140,11 @@ static adag_status_t sum2(void *state, adag_call_h call)
 
 static const adag_method_def_t stress_methods[] = {{"add_one", add_one, 1, 1},
                                                    {"sum2", sum2, 2, 1}};
-static const adag_class_def_t stress_class = {.name = "stress", .state_size = sizeof(int64_t),
-                                              .methods = stress_methods, .nmethods = 2};
+static const adag_class_def_t stress_class = {.abi_version = ADAG_ABI_VERSION,
+                                              .name = "stress",
+                                              .state_size = sizeof(int64_t),
+                                              .methods = stress_methods,
+                                              .nmethods = 2};
 
 /* input -> a.add_one -> {b.add_one, c.add_one} -> a.sum2 -> driver; a second
  * DAG shares actor a. Returns 1 if every value came back right. */
@@ -186,7 +189,7 @@ static int run_dag(void)
             adag_dag_release(dag2, refs2[i % 4]);
         }
         if (i < 3000) {
-            adag_value_t v = {&i, sizeof i, ADAG_VALUE_BYTES};
+            adag_value_t v = {.data = &i, .size = sizeof i};
             if (adag_dag_execute(dag, &v, 1, 0, &refs[i % 4]) ||
                 adag_dag_execute(dag2, &v, 1, 0, &refs2[i % 4]))
                 return 0;
@@ -194,7 +197,7 @@ static int run_dag(void)
     }
     /* teardown with work in flight */
     for (int64_t i = 0; i < 4; i++) {
-        adag_value_t v = {&i, sizeof i, ADAG_VALUE_BYTES};
+        adag_value_t v = {.data = &i, .size = sizeof i};
         adag_dag_execute(dag, &v, 1, 0, &refs[i]);
     }
     return ok && adag_runtime_destroy(rt) == ADAG_OK;
@@ -232,7 +235,7 @@ static void *drive(void *arg)
             memcpy(buf, &x, sizeof x);
             st = adag_dag_execute_commit(t->dag, &size, 1, &ref);
         } else {
-            adag_value_t v = {&x, sizeof x, ADAG_VALUE_BYTES};
+            adag_value_t v = {.data = &x, .size = sizeof x};
             unsigned flags = t->mode == 1 ? ADAG_EXECUTE_NONBLOCK : 0;
             while ((st = adag_dag_execute(t->dag, &v, 1, flags, &ref)) == ADAG_ERR_AGAIN ||
                    st == ADAG_ERR_TIMEOUT)

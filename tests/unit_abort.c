@@ -21,7 +21,8 @@ static adag_status_t add_one(void *state, adag_call_h call)
 }
 
 static const adag_method_def_t methods[] = {{"add_one", add_one, 1, 1}};
-static const adag_class_def_t cls = {.name = "one", .methods = methods, .nmethods = 1};
+static const adag_class_def_t cls = {
+    .abi_version = ADAG_ABI_VERSION, .name = "one", .methods = methods, .nmethods = 1};
 
 static adag_dag_h one_actor_dag(adag_runtime_h *rt)
 {
@@ -47,7 +48,7 @@ static adag_status_t run_with_abort_word(uint32_t word, char *msg, size_t len)
     adag_runtime_h rt;
     adag_dag_h dag = one_actor_dag(&rt);
     int64_t x = 1;
-    adag_value_t v = {&x, sizeof x, ADAG_VALUE_BYTES};
+    adag_value_t v = {.data = &x, .size = sizeof x};
     adag_ref_t ref;
     cr_assert_eq(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_OK);
     adag_value_t first;
@@ -90,7 +91,7 @@ Test(abort, overwritten_in_flight, .timeout = 30)
         adag_runtime_h rt;
         adag_dag_h dag = one_actor_dag(&rt);
         int64_t x = round;
-        adag_value_t v = {&x, sizeof x, ADAG_VALUE_BYTES}, out = {0};
+        adag_value_t v = {.data = &x, .size = sizeof x}, out = {0};
         adag_ref_t ref;
         cr_assert_eq(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_OK);
         atomic_store_explicit(&dag->hdr->abort, 0x41414141u, memory_order_seq_cst);
