@@ -4,7 +4,7 @@
 # `make install PREFIX=/usr/local` installs library, header, worker and adag.pc.
 
 VERSION_MAJOR := 0
-VERSION_MINOR := 1
+VERSION_MINOR := 2
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).0
 
 CC ?= cc
@@ -41,20 +41,27 @@ BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
 EXAMPLE_MODULES := $(patsubst examples/modules/%.c,$(BUILD)/examples/lib%.so,$(wildcard examples/modules/*.c))
 
 TEST_MODULE := $(BUILD)/tests/modules/libtest_actors.so
+# modules built against another ABI (tests/modules/bad_abi.c, one per flag), and
+# the test module linked with -ladag (the worker must still bind it to its copy)
+BAD_ABI_MODULES := $(BUILD)/tests/modules/libbad_abi_newer.so $(BUILD)/tests/modules/libbad_abi_missing.so \
+    $(BUILD)/tests/modules/libbad_abi_class.so
+LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
-    $(TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
+    $(TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE)
 
-.PHONY: all test test-tsan test-faults check install clean demo bench bench-smoke
+.PHONY: all test test-tsan test-faults test-install check install clean demo bench bench-smoke
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/libadag.so.$(VERSION): $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,$(SONAME) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+# adag.map: libadag.so exports exactly the public API (tests/test_abi.c checks it).
+$(BUILD)/libadag.so.$(VERSION): $(LIB_OBJS) adag.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=adag.map $(LDFLAGS_BASE) $(LDFLAGS) \
+	    -o $@ $(LIB_OBJS) $(LIBS)
 
 $(BUILD)/libadag.so: $(BUILD)/libadag.so.$(VERSION)
 	ln -sf libadag.so.$(VERSION) $(BUILD)/$(SONAME)
@@ -67,8 +74,16 @@ $(BUILD)/libadag.a: $(LIB_OBJS)
 # Programs link the shared library and find it next to themselves or one up.
 RPATH := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..:$$ORIGIN/../..'
 
-$(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/libadag.so
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
+# adag-worker carries its own whole copy of the library (so libadag.so exports
+# no internal entry point for it) and exports the public API from it, the list
+# of adag.map, so the adag_call_* of the modules it loads bind to that copy.
+$(BUILD)/adag-worker.dynlist: adag.map
+	@mkdir -p $(dir $@)
+	{ echo '{'; sed -n 's/^ *\(adag_[a-z0-9_]*\);.*/  \1;/p' $<; echo '};'; } > $@
+
+$(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/libadag.a $(BUILD)/adag-worker.dynlist
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -Wl,--dynamic-list=$(BUILD)/adag-worker.dynlist -o $@ $< \
+	    -Wl,--whole-archive $(BUILD)/libadag.a -Wl,--no-whole-archive $(LIBS)
 
 # adag-info reads internal tables (settings), so it links the static library.
 $(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/libadag.a
@@ -78,8 +93,17 @@ $(TEST_MODULE): tests/modules/test_actors.c tests/modules/test_actors.h include/
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $< $(LDFLAGS_BASE)
 
+$(BAD_ABI_MODULES): $(BUILD)/tests/modules/libbad_abi_%.so: tests/modules/bad_abi.c include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DBAD_ABI_$(shell echo $* | tr a-z A-Z) -shared -o $@ $< $(LDFLAGS_BASE)
+
+$(LINKED_TEST_MODULE): tests/modules/test_actors.c tests/modules/test_actors.h include/adag.h $(BUILD)/libadag.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $< $(LDFLAGS_BASE) -L$(BUILD) -ladag \
+	    -Wl,-rpath,'$$ORIGIN/../..'
+
 $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' \
-    -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"'
+    -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DADAG_TEST_SRC_DIR='"$(abspath .)"'
 
 $(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)
@@ -133,7 +157,7 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: test bench-smoke
+check: test bench-smoke test-install
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
@@ -161,6 +185,26 @@ install: all
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' adag.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adag.pc
+
+# The installed files alone work: install into a scratch prefix, build
+# pipeline_demo and its module there with pkg-config, and run it with process
+# actors, so the installed adag-worker (found next to the installed libadag)
+# loads the module and runs its methods.
+INSTALL_TEST := $(abspath $(BUILD))/install-test
+INSTALL_TEST_PC := PKG_CONFIG_PATH=$(INSTALL_TEST)/usr/lib/pkgconfig pkg-config
+# the repo's include/ is not on the path: the installed adag.h must do
+INSTALL_TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) $(SANFLAGS)
+test-install: all
+	rm -rf $(INSTALL_TEST)
+	$(MAKE) --no-print-directory install PREFIX=$(INSTALL_TEST)/usr > /dev/null
+	$(CC) $(INSTALL_TEST_CFLAGS) -fPIC -shared -I examples/modules $$($(INSTALL_TEST_PC) --cflags adag) \
+	    -o $(INSTALL_TEST)/libstages.so examples/modules/stages.c
+	$(CC) $(INSTALL_TEST_CFLAGS) -I examples/modules -DADAG_EXAMPLE_DIR='"$(INSTALL_TEST)"' \
+	    -o $(INSTALL_TEST)/pipeline_demo examples/pipeline_demo.c \
+	    $$($(INSTALL_TEST_PC) --cflags --libs adag) -Wl,-rpath,$(INSTALL_TEST)/usr/lib $(LIBS)
+	$(INSTALL_TEST)/pipeline_demo --iters 200 > $(INSTALL_TEST)/pipeline_demo.out
+	@echo "test-install: pipeline_demo ran with process actors on the installed files" \
+	    "(library, adag.h, adag.pc, adag-worker)"
 
 clean:
 	rm -rf build

@@ -7,25 +7,55 @@
 
 static _Thread_local char last_error[ADAG_ERROR_MAX];
 
+/* Every status: its code, name and text; adag_status_str gives
+ * "<name>: <text>". Indexed by -code (the codes are 0, -1, -2, ...). */
+typedef struct {
+    adag_status_t code;
+    const char *name;
+    const char *text;
+    const char *str;
+} status_info_t;
+
+#define STATUS(code, text) [-(code)] = {code, #code, text, #code ": " text}
+static const status_info_t status_table[] = {
+    STATUS(ADAG_OK, "success"),
+    STATUS(ADAG_ERR_INVALID, "invalid argument"),
+    STATUS(ADAG_ERR_NO_MEMORY, "out of memory"),
+    STATUS(ADAG_ERR_TIMEOUT, "timed out"),
+    STATUS(ADAG_ERR_AGAIN, "would block"),
+    STATUS(ADAG_ERR_METHOD, "a method failed"),
+    STATUS(ADAG_ERR_ACTOR_DIED, "an actor died"),
+    STATUS(ADAG_ERR_TOO_LARGE, "value larger than its slot"),
+    STATUS(ADAG_ERR_IO, "system call failed"),
+    STATUS(ADAG_ERR_CLOSED, "closed"),
+    STATUS(ADAG_ERR_NOT_FOUND, "not found"),
+    STATUS(ADAG_ERR_BUSY, "in use"),
+    STATUS(ADAG_ERR_PROTOCOL, "malformed message"),
+    STATUS(ADAG_ERR_INTERNAL, "internal error"),
+};
+#undef STATUS
+_Static_assert(sizeof(status_table) / sizeof(status_table[0]) == 1 - ADAG_ERR_INTERNAL,
+               "status_table has an entry for every status, ADAG_OK to ADAG_ERR_INTERNAL");
+
+static const status_info_t *status_info(adag_status_t status)
+{
+    long i = -(long)status;
+    if (i < 0 || i >= (long)(sizeof(status_table) / sizeof(status_table[0])) ||
+        !status_table[i].name)
+        return NULL;
+    return &status_table[i];
+}
+
 const char *adag_status_str(adag_status_t status)
 {
-    switch (status) {
-    case ADAG_OK: return "ADAG_OK: success";
-    case ADAG_ERR_INVALID: return "ADAG_ERR_INVALID: invalid argument";
-    case ADAG_ERR_NO_MEMORY: return "ADAG_ERR_NO_MEMORY: out of memory";
-    case ADAG_ERR_TIMEOUT: return "ADAG_ERR_TIMEOUT: timed out";
-    case ADAG_ERR_AGAIN: return "ADAG_ERR_AGAIN: would block";
-    case ADAG_ERR_METHOD: return "ADAG_ERR_METHOD: a method failed";
-    case ADAG_ERR_ACTOR_DIED: return "ADAG_ERR_ACTOR_DIED: an actor died";
-    case ADAG_ERR_TOO_LARGE: return "ADAG_ERR_TOO_LARGE: value larger than its slot";
-    case ADAG_ERR_IO: return "ADAG_ERR_IO: system call failed";
-    case ADAG_ERR_CLOSED: return "ADAG_ERR_CLOSED: closed";
-    case ADAG_ERR_NOT_FOUND: return "ADAG_ERR_NOT_FOUND: not found";
-    case ADAG_ERR_BUSY: return "ADAG_ERR_BUSY: in use";
-    case ADAG_ERR_PROTOCOL: return "ADAG_ERR_PROTOCOL: malformed message";
-    case ADAG_ERR_INTERNAL: return "ADAG_ERR_INTERNAL: internal error";
-    }
-    return "unknown adag status";
+    const status_info_t *s = status_info(status);
+    return s ? s->str : "unknown adag status";
+}
+
+const char *adag_status_name(adag_status_t status)
+{
+    const status_info_t *s = status_info(status);
+    return s ? s->name : NULL;
 }
 
 const char *adag_last_error(void)

@@ -8,6 +8,11 @@
 
 #define ADAG_ERROR_MAX 512
 
+/* The name of a status ("ADAG_ERR_TIMEOUT"), NULL for a value that is no
+ * status. adag_status_str() gives "<name>: <text>"; both come from one
+ * table in common/error.c. */
+const char *adag_status_name(adag_status_t status);
+
 /* Records "message" as this thread's last error and returns status. */
 adag_status_t adag_error(adag_status_t status, const char *fmt, ...) ADAG_PRINTF(2, 3);
 

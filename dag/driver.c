@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/value.h"
 #include "dag/internal.h"
 
 #include <errno.h>
@@ -354,8 +355,8 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     for (unsigned i = 0; i < n; i++) {
-        if (inputs[i].kind != ADAG_VALUE_BYTES || (inputs[i].size && !inputs[i].data))
-            return adag_error(ADAG_ERR_INVALID, "%s: input %u is not a valid bytes value", fn, i);
+        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK)
+            return st;
         if ((st = check_input_size(dag, fn, i, inputs[i].size)) != ADAG_OK)
             return st;
     }
@@ -489,9 +490,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
             st = wait_error(dag, st, fn);
             goto out;
         }
-        outputs[o].data = view.data;
-        outputs[o].size = view.size;
-        outputs[o].kind = ADAG_VALUE_BYTES;
+        outputs[o] = adag_value_bytes(view.data, view.size);
         if (view.status != ADAG_OK && result == ADAG_OK) {
             result = view.status;
             err = view.err;
@@ -591,13 +590,24 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
     return ADAG_OK;
 }
 
+/* adag_dag_stats_t as first versioned: struct_size up to shm_bytes. */
+#define ADAG_DAG_STATS_V1_SIZE (offsetof(adag_dag_stats_t, shm_bytes) + sizeof(size_t))
+
 adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
 {
     if (!dag || !stats)
         return adag_error(ADAG_ERR_INVALID, "adag_dag_stats: dag and stats must not be NULL");
+    if (stats->struct_size < ADAG_DAG_STATS_V1_SIZE)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_dag_stats: stats->struct_size is %zu; set it to "
+                          "sizeof(adag_dag_stats_t) (at least %zu)",
+                          stats->struct_size, (size_t)ADAG_DAG_STATS_V1_SIZE);
+    size_t n = stats->struct_size < sizeof(*stats) ? stats->struct_size : sizeof(*stats);
     pthread_mutex_lock(&dag->lock);
-    *stats = dag->stats;
+    adag_dag_stats_t s = dag->stats;
     pthread_mutex_unlock(&dag->lock);
+    s.struct_size = n;
+    memcpy(stats, &s, n);
     return ADAG_OK;
 }
 

@@ -3,6 +3,7 @@
 #define ADAG_DAG_INTERNAL_H
 
 #include "common/error.h"
+#include "common/names.h"
 #include "dag/context.h"
 #include "dag/loop.h"
 #include "dag/program.h"
@@ -234,12 +235,6 @@ void adag_list_init(adag_list_t *l);
 void adag_list_push(adag_list_t *l, adag_list_t *item);
 void adag_list_remove(adag_list_t *item);
 #define ADAG_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
-
-/* a name of 1..ADAG_MAX_NAME-1 bytes */
-static inline int adag_valid_name(const char *s)
-{
-    return s && *s && strnlen(s, ADAG_MAX_NAME) < ADAG_MAX_NAME;
-}
 
 /* runtime.c / actor.c */
 /* Graphs keep an actor's memory (adag_actor_ref/unref); the user handle and

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/value.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,9 +53,7 @@ adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value)
                           "actor %s.%s: adag_call_arg: argument %u does not exist (the method "
                           "takes %u)",
                           call->loop->actor_name, method_name(call), i, call->op->nargs);
-    value->data = call->args[i].data;
-    value->size = call->args[i].size;
-    value->kind = ADAG_VALUE_BYTES;
+    *value = adag_value_bytes(call->args[i].data, call->args[i].size);
     return ADAG_OK;
 }
 

@@ -1,6 +1,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "dag/class.h"
 #include "dag/internal.h"
 
 #include <dlfcn.h>
@@ -64,7 +65,9 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     if (!out)
         return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: runtime is NULL");
     *out = NULL;
-    if (major != ADAG_VERSION_MAJOR || minor > ADAG_VERSION_MINOR)
+    /* while the major is 0, every minor may change struct layouts */
+    if (major != ADAG_VERSION_MAJOR || minor > ADAG_VERSION_MINOR ||
+        (major == 0 && minor != ADAG_VERSION_MINOR))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_runtime_create: the program was built for adag %u.%u, "
                           "this library is %u.%u",
@@ -173,55 +176,38 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
 
 adag_status_t adag_class_register(adag_runtime_h rt, const adag_class_def_t *def)
 {
+    static const char *fn = "adag_class_register";
+    adag_class_entry_t *e = NULL;
+    adag_status_t st;
+
     if (!rt || !def)
-        return adag_error(ADAG_ERR_INVALID, "adag_class_register: runtime and def must not be NULL");
-    if (!adag_valid_name(def->name))
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_class_register: class name must be 1..%d bytes", ADAG_MAX_NAME - 1);
-    if (def->nmethods == 0 || !def->methods)
-        return adag_error(ADAG_ERR_INVALID, "adag_class_register: class %s has no methods",
-                          def->name);
-    for (unsigned i = 0; i < def->nmethods; i++) {
-        const adag_method_def_t *m = &def->methods[i];
-        if (!adag_valid_name(m->name) || !m->fn || m->nargs > ADAG_MAX_ARGS || m->nreturns == 0 ||
-            m->nreturns > ADAG_MAX_RETURNS)
-            return adag_error(ADAG_ERR_INVALID,
-                              "adag_class_register: class %s method %u (%s) needs a name of "
-                              "1..%d bytes, a function, 0..%d args and 1..%d returns",
-                              def->name, i, m->name ? m->name : "(null)", ADAG_MAX_NAME - 1,
-                              ADAG_MAX_ARGS, ADAG_MAX_RETURNS);
-        for (unsigned j = 0; j < i; j++)
-            if (strcmp(def->methods[j].name, m->name) == 0)
-                return adag_error(ADAG_ERR_INVALID,
-                                  "adag_class_register: class %s defines method %s twice",
-                                  def->name, m->name);
+        return adag_error(ADAG_ERR_INVALID, "%s: runtime and def must not be NULL", fn);
+    if ((st = adag_class_validate(def, fn)) != ADAG_OK)
+        return st;
+    if (!(e = calloc(1, sizeof(*e)))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+        goto fail;
     }
-    adag_class_entry_t *e = calloc(1, sizeof(*e));
-    if (!e || !(e->methods = calloc(def->nmethods, sizeof(*e->methods)))) {
-        free(e);
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_class_register: out of memory");
-    }
+    if ((st = adag_class_methods(def, fn, &e->methods)) != ADAG_OK)
+        goto fail;
     e->def = *def;
     snprintf(e->name, sizeof(e->name), "%s", def->name);
     e->def.name = e->name;
     e->def.methods = NULL;
-    for (unsigned i = 0; i < def->nmethods; i++) {
-        snprintf(e->methods[i].name, sizeof(e->methods[i].name), "%s", def->methods[i].name);
-        e->methods[i].fn = def->methods[i].fn;
-        e->methods[i].nargs = def->methods[i].nargs;
-        e->methods[i].nreturns = def->methods[i].nreturns;
-    }
     pthread_mutex_lock(&rt->lock);
     for (adag_class_entry_t *o = rt->classes; o; o = o->next) {
         if (strcmp(o->name, e->name) == 0) {
             pthread_mutex_unlock(&rt->lock);
-            class_entry_free(e);
-            return adag_error(ADAG_ERR_INVALID, "adag_class_register: class %s is already registered",
-                              def->name);
+            st = adag_error(ADAG_ERR_INVALID, "%s: class %s is already registered", fn, def->name);
+            goto fail;
         }
     }
     e->next = rt->classes;
     rt->classes = e;
     pthread_mutex_unlock(&rt->lock);
     return ADAG_OK;
+fail:
+    if (e)
+        class_entry_free(e);
+    return st;
 }

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "dag/class.h"
 #include "dag/internal.h"
 #include "transport/protocol.h"
 #include "transport/wire.h"
@@ -80,6 +81,11 @@ static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *
 static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
 {
     static adag_msg_create_t req; /* PATH_MAX: not on the stack */
+    char where[PATH_MAX + 16];
+    void *handle = NULL, *state = NULL;
+    const adag_class_def_t *def = NULL;
+    adag_method_info_t *methods = NULL;
+    int init_ran = 0;
     adag_status_t st;
 
     if (w->def)
@@ -91,48 +97,32 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     size_t init_size = req.init.len;
     snprintf(w->name, sizeof(w->name), "%s", req.actor);
 
-    w->module = dlopen(module, RTLD_NOW | RTLD_LOCAL);
-    if (!w->module)
-        return adag_error(ADAG_ERR_NOT_FOUND, "cannot load module %s: %s", module, dlerror());
-    const adag_class_def_t *const *classes = dlsym(w->module, "adag_module_classes");
-    if (!classes)
-        return adag_error(ADAG_ERR_NOT_FOUND,
-                          "module %s exports no classes (ADAG_MODULE missing)", module);
-    for (unsigned i = 0; classes[i] && i < 4096; i++)
-        if (classes[i]->name && strcmp(classes[i]->name, class_name) == 0)
-            w->def = classes[i];
-    if (!w->def)
-        return adag_error(ADAG_ERR_NOT_FOUND, "module %s has no class %s", module, class_name);
-    const adag_class_def_t *def = w->def;
-    if (!def->methods || def->nmethods == 0 || def->nmethods > 4096)
-        return adag_error(ADAG_ERR_INVALID, "class %s in %s has no methods", class_name, module);
-    w->methods = calloc(def->nmethods, sizeof(*w->methods));
-    w->state = calloc(1, def->state_size ? def->state_size : 1);
-    if (!w->methods || !w->state)
-        return adag_error(ADAG_ERR_NO_MEMORY, "state of %zu bytes for class %s",
-                          def->state_size, class_name);
-    w->nmethods = def->nmethods;
-    for (unsigned i = 0; i < def->nmethods; i++) {
-        const adag_method_def_t *m = &def->methods[i];
-        if (!adag_valid_name(m->name) || !m->fn || m->nargs > ADAG_MAX_ARGS ||
-            m->nreturns == 0 || m->nreturns > ADAG_MAX_RETURNS)
-            return adag_error(ADAG_ERR_INVALID,
-                              "class %s method %u needs a name, a function, 0..%d args and "
-                              "1..%d returns",
-                              class_name, i, ADAG_MAX_ARGS, ADAG_MAX_RETURNS);
-        snprintf(w->methods[i].name, sizeof(w->methods[i].name), "%s", m->name);
-        w->methods[i].fn = m->fn;
-        w->methods[i].nargs = m->nargs;
-        w->methods[i].nreturns = m->nreturns;
+    /* load, check the ABI, find and validate the class: dag/class.c */
+    if ((st = adag_module_load(module, class_name, &handle, &def)) != ADAG_OK)
+        return st;
+    snprintf(where, sizeof(where), "module %s", module);
+    if ((st = adag_class_methods(def, where, &methods)) != ADAG_OK)
+        goto fail;
+    if (!(state = calloc(1, def->state_size ? def->state_size : 1))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "state of %zu bytes for class %s", def->state_size,
+                        class_name);
+        goto fail;
     }
     if (def->init) {
-        st = def->init(w->state, init_data, init_size);
+        init_ran = 1;
+        st = def->init(state, init_data, init_size);
         if (st != ADAG_OK) {
-            w->def = NULL; /* fini must not run on a failed init */
-            return adag_error(st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID,
-                              "init of class %s returned %s", class_name, adag_status_str(st));
+            /* fini must not run on a failed init (w->def stays NULL) */
+            st = adag_error(st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID,
+                            "init of class %s returned %s", class_name, adag_status_str(st));
+            goto fail;
         }
     }
+    w->module = handle;
+    w->def = def;
+    w->methods = methods;
+    w->nmethods = def->nmethods;
+    w->state = state;
     adag_msg_method_t *mt = calloc(w->nmethods, sizeof(*mt));
     if (!mt)
         return adag_error(ADAG_ERR_NO_MEMORY, "worker: method table");
@@ -144,6 +134,12 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     adag_msg_encode_methods(body, mt, w->nmethods);
     free(mt);
     return ADAG_OK;
+fail:
+    free(state);
+    free(methods);
+    if (!init_ran) /* an init that ran may have left threads or handlers in the module */
+        dlclose(handle);
+    return st;
 }
 
 static void on_fatal(void *ctx, adag_status_t st, const char *msg)

@@ -367,6 +367,14 @@ static bool register_module_classes(adag_runtime_h rt, const char *path, void **
         fprintf(stderr, "pipeline_demo: cannot load %s: %s\n", path, dlerror());
         return false;
     }
+    /* a module records the ABI it was built for (ADAG_MODULE); check it
+     * before reading its class table, as adag-worker does */
+    const uint32_t *abi = dlsym(*handle, "adag_module_abi_version");
+    if (abi == NULL || *abi != ADAG_ABI_VERSION) {
+        fprintf(stderr, "pipeline_demo: %s was built for adag ABI %u, this program for %u\n",
+                path, abi ? *abi : 0u, ADAG_ABI_VERSION);
+        return false;
+    }
     classes = (const adag_class_def_t *const *)dlsym(*handle, "adag_module_classes");
     if (classes == NULL) {
         fprintf(stderr, "pipeline_demo: %s exports no adag_module_classes\n", path);
@@ -462,7 +470,7 @@ int main(int argc, char **argv)
     double stage_s, t0;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     phase_result_t rw, r1, rk;
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = {.struct_size = sizeof(st)};
     bool good = false;
 
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress and errors in order, even when piped */

@@ -44,6 +44,7 @@ static const adag_method_def_t affine_methods[] = {
     {.name = "offset", .fn = offset, .nargs = 1, .nreturns = 1},
 };
 static const adag_class_def_t affine_class = {
+    .abi_version = ADAG_ABI_VERSION,
     .name = "affine", .state_size = sizeof(int64_t), .init = affine_init,
     .methods = affine_methods, .nmethods = 2,
 };

@@ -26,6 +26,10 @@
  *   - every params struct starts with a field_mask: a bit per field that the
  *     caller set; fields whose bit is clear take their defaults, so new
  *     fields can be added without breaking existing callers;
+ *   - the other structs that cross the library boundary carry their version:
+ *     adag_dag_stats_t a struct_size, adag_class_def_t an abi_version (which
+ *     also covers its method table), a module its adag_module_abi_version;
+ *     adag_value_t reserves room that must stay zero (see "ABI" below);
  *   - the driver-side API (runtime, actors, graphs, DAGs) is thread-safe;
  *     adag_call_* functions are only valid inside a method, on its call.
  */
@@ -41,7 +45,32 @@ extern "C" {
 #endif
 
 #define ADAG_VERSION_MAJOR 0
-#define ADAG_VERSION_MINOR 1
+#define ADAG_VERSION_MINOR 2
+
+/* ABI
+ *
+ * ADAG_ABI_VERSION numbers the binary layout of what a module and the
+ * library share: adag_class_def_t, adag_method_def_t, adag_value_t and the
+ * meaning of the adag_call_* functions. It changes whenever one of them
+ * changes incompatibly, and only then. A class definition carries it
+ * (.abi_version = ADAG_ABI_VERSION, its first field) and a module records it
+ * (ADAG_MODULE exports adag_module_abi_version): adag_class_register and
+ * adag-worker accept exactly the library's own ADAG_ABI_VERSION and refuse
+ * anything else with ADAG_ERR_INVALID naming both versions (a later library
+ * may accept older versions it still knows how to read). Rebuild modules and
+ * classes against the new header when it changes.
+ *
+ * Fields are added without a new ABI version where the struct leaves room:
+ *   - params structs: a new field_mask bit (unset bits mean defaults);
+ *   - adag_dag_stats_t: the caller's struct_size says how much it has room for;
+ *   - adag_class_def_t and adag_value_t: reserved words, which must be zero
+ *     today (a nonzero one is ADAG_ERR_INVALID), so a later field whose zero
+ *     means "as before" can take their place;
+ *   - adag_method_def_t has no room of its own: it is read only through its
+ *     class, so its layout is covered by the class's abi_version, and method
+ *     tables keep their positional {name, fn, nargs, nreturns} initializers.
+ * libadag.so exports exactly the ADAG_API functions declared here (adag.map). */
+#define ADAG_ABI_VERSION 1u
 
 #if defined(__GNUC__)
 #define ADAG_API __attribute__((visibility("default")))
@@ -85,16 +114,54 @@ ADAG_API const char *adag_last_error(void);
 /* ------------------------------------------------------------------ */
 
 typedef enum {
-    ADAG_VALUE_BYTES = 0, /* plain bytes in host memory */
+    ADAG_VALUE_BYTES = 0,  /* plain bytes in host memory */
+    ADAG_VALUE_TENSOR = 1, /* a tensor (dtype, shape, device): reserved, not accepted
+                              yet; execute rejects it with ADAG_ERR_INVALID ("tensor
+                              values come with the GPU layer") */
 } adag_value_kind_t;
+
+/* Element types of tensor values. ADAG_DTYPE_BYTES (0) is untyped bytes,
+ * the dtype of every ADAG_VALUE_BYTES value. New types get new numbers. */
+typedef enum {
+    ADAG_DTYPE_BYTES = 0,
+    ADAG_DTYPE_U8 = 1,
+    ADAG_DTYPE_I8 = 2,
+    ADAG_DTYPE_I16 = 3,
+    ADAG_DTYPE_I32 = 4,
+    ADAG_DTYPE_I64 = 5,
+    ADAG_DTYPE_F16 = 6,
+    ADAG_DTYPE_BF16 = 7,
+    ADAG_DTYPE_F32 = 8,
+    ADAG_DTYPE_F64 = 9,
+    ADAG_DTYPE_BOOL = 10,
+} adag_dtype_t;
+
+#define ADAG_MAX_DIMS 8
+
+/* Where a value's bytes live. 0 is host memory, so a zeroed value is host
+ * bytes; GPU i (the i-th device the process sees) is i + 1. */
+#define ADAG_DEVICE_HOST 0
+#define ADAG_DEVICE_GPU(i) ((int32_t)(i) + 1)
 
 /* A value passed to execute() or returned by get(). For results, data
  * points into the channel slot (zero copy) and stays valid until
- * adag_dag_release() of its ref. */
+ * adag_dag_release() of its ref.
+ *
+ * A zero-initialized value with data and size set is host bytes; both
+ * {data, size, ADAG_VALUE_BYTES} (positional: -Wextra then warns about the
+ * fields left out, which is harmless) and {.data = p, .size = n} build one.
+ * Everything past kind is for tensors: for ADAG_VALUE_BYTES, dtype, ndim
+ * and device must be 0 and reserved must be zero (execute says which field
+ * is not); the library fills every field of the values it returns. */
 typedef struct {
     const void *data;
-    size_t size;
-    adag_value_kind_t kind; /* ADAG_VALUE_BYTES (0) for now */
+    size_t size;                   /* bytes */
+    adag_value_kind_t kind;        /* ADAG_VALUE_BYTES (0); TENSOR is not accepted yet */
+    adag_dtype_t dtype;            /* ADAG_DTYPE_BYTES (0) for bytes */
+    uint32_t ndim;                 /* 0..ADAG_MAX_DIMS; 0 for bytes */
+    int32_t device;                /* ADAG_DEVICE_HOST (0) or ADAG_DEVICE_GPU(i) */
+    int64_t shape[ADAG_MAX_DIMS];  /* shape[0..ndim-1]; the rest is ignored */
+    uint64_t reserved[4];          /* must be zero */
 } adag_value_t;
 
 /* ------------------------------------------------------------------ */
@@ -113,8 +180,13 @@ typedef adag_status_t (*adag_method_fn)(void *state, adag_call_h call);
 
 #define ADAG_MAX_ARGS 16
 #define ADAG_MAX_RETURNS 16
+#define ADAG_MAX_METHODS 4096 /* methods per class */
 #define ADAG_MAX_NAME 64 /* names of classes, methods, actors: < 64 bytes */
 
+/* A method of a class. Its layout is versioned by the class's abi_version
+ * (a method table is only ever read through its class), so it has no
+ * version field and positional initializers {name, fn, nargs, nreturns}
+ * stay complete. */
 typedef struct {
     const char *name;   /* unique within the class */
     adag_method_fn fn;
@@ -122,7 +194,14 @@ typedef struct {
     unsigned nreturns;  /* 1..ADAG_MAX_RETURNS */
 } adag_method_def_t;
 
+/* A class. Define it with designated initializers, abi_version first:
+ *     static const adag_class_def_t my_class = {
+ *         .abi_version = ADAG_ABI_VERSION, .name = "my_class", ...};
+ * adag_class_register and adag-worker refuse (ADAG_ERR_INVALID) a class
+ * whose abi_version is not the library's ADAG_ABI_VERSION (0: not set),
+ * a nonzero reserved word, and a method table outside the limits above. */
 typedef struct {
+    uint32_t abi_version;   /* ADAG_ABI_VERSION of the header it was built with */
     const char *name;       /* class name, unique within a runtime/module */
     size_t state_size;      /* bytes of zeroed state given to init and methods */
     /* Optional. Called once when the actor is created, with the actor's
@@ -131,15 +210,30 @@ typedef struct {
     /* Optional. Called once when the actor is destroyed. */
     void (*fini)(void *state);
     const adag_method_def_t *methods;
-    unsigned nmethods;
+    unsigned nmethods;      /* 1..ADAG_MAX_METHODS */
+    uint64_t reserved[4];   /* must be zero */
 } adag_class_def_t;
 
 /* A module .so for process actors exports its classes with
  *     ADAG_MODULE(&class_a, &class_b);
- * adag-worker loads the module with dlopen and looks the class up by name. */
+ * which defines adag_module_classes (the NULL-terminated class table) and
+ * adag_module_abi_version (= ADAG_ABI_VERSION). adag-worker loads the module
+ * with dlopen, checks adag_module_abi_version before it reads anything else
+ * (a module without it, or with another version, fails adag_actor_create
+ * with ADAG_ERR_INVALID naming the module and both versions), then looks the
+ * class up by name (ADAG_ERR_NOT_FOUND if absent) and checks it like
+ * adag_class_register. A module needs no -ladag: its adag_call_* calls bind
+ * to adag-worker's copy when it is loaded (linking it with -ladag works too). */
+#ifdef __cplusplus
+#define ADAG_MODULE_EXTERN extern "C"
+#else
+#define ADAG_MODULE_EXTERN extern
+#endif
 #define ADAG_MODULE(...)                                                      \
-    ADAG_API const adag_class_def_t *const adag_module_classes[] = {         \
-        __VA_ARGS__, NULL}
+    ADAG_MODULE_EXTERN ADAG_API const uint32_t adag_module_abi_version;      \
+    const uint32_t adag_module_abi_version = ADAG_ABI_VERSION;               \
+    ADAG_MODULE_EXTERN ADAG_API const adag_class_def_t *const adag_module_classes[]; \
+    const adag_class_def_t *const adag_module_classes[] = {__VA_ARGS__, NULL}
 
 /* Inside a method: a zero-copy view of input i (valid during the call). */
 ADAG_API adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value);
@@ -191,7 +285,10 @@ typedef struct {
 } adag_runtime_params_t;
 
 /* Creates a runtime (params may be NULL). Use the adag_runtime_create macro,
- * which passes the header's version so a mismatched library is caught. */
+ * which passes the header's version so a mismatched library is caught:
+ * the major must be the library's, and the minor at most the library's;
+ * while the major is 0 every minor may change struct layouts, so the minor
+ * must be the library's too (ADAG_ERR_INVALID naming both versions). */
 ADAG_API adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
                                                    const adag_runtime_params_t *params,
                                                    adag_runtime_h *runtime);
@@ -204,7 +301,8 @@ ADAG_API adag_status_t adag_runtime_create_version(unsigned major, unsigned mino
 ADAG_API adag_status_t adag_runtime_destroy(adag_runtime_h runtime);
 
 /* Registers a class for thread actors. The definition is copied (names and
- * method table); the function pointers must stay valid. */
+ * method table); the function pointers must stay valid. Its abi_version
+ * must be ADAG_ABI_VERSION (see adag_class_def_t). */
 ADAG_API adag_status_t adag_class_register(adag_runtime_h runtime, const adag_class_def_t *def);
 
 /* ------------------------------------------------------------------ */
@@ -385,7 +483,15 @@ ADAG_API adag_status_t adag_dag_fd(adag_dag_h dag, int *fd);
  * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
 ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
 
+/* Set struct_size to sizeof(adag_dag_stats_t) before the call (or
+ * initialize with ADAG_DAG_STATS_INIT). The library fills the first
+ * min(struct_size, its own size) bytes and sets struct_size to that count,
+ * so a program built against a newer header (a larger struct) still works
+ * with this library: fields past the returned struct_size were not filled.
+ * A struct_size of 0, or below the size of the first version of this
+ * struct (the fields up to shm_bytes), is ADAG_ERR_INVALID. */
 typedef struct {
+    size_t struct_size;   /* in: the caller's sizeof; out: bytes filled */
     uint64_t executed;    /* refs handed out by execute */
     uint64_t completed;   /* refs got successfully */
     uint64_t failed;      /* refs whose get reported a method/size error */
@@ -395,6 +501,8 @@ typedef struct {
     unsigned nchannels;   /* channels (shm + local) */
     size_t shm_bytes;     /* size of the DAG's shared-memory segment */
 } adag_dag_stats_t;
+
+#define ADAG_DAG_STATS_INIT {.struct_size = sizeof(adag_dag_stats_t)}
 
 ADAG_API adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats);
 

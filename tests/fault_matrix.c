@@ -811,7 +811,7 @@ static void run_batch(const config_t *c, drv_t *d, unsigned *count, int poison_d
             poison = 1;
         }
         (*count)++;
-        adag_value_t in[2] = {{&v, sizeof(v), ADAG_VALUE_BYTES}, {&s, sizeof(s), ADAG_VALUE_BYTES}};
+        adag_value_t in[2] = {{.data = &v, .size = sizeof(v)}, {.data = &s, .size = sizeof(s)}};
         adag_ref_t ref = 0;
         drv_activity("adag_dag_execute (execution %u)", *count);
         int64_t t0 = now_ns();
@@ -1109,7 +1109,7 @@ static void check_survivors(const config_t *c, drv_t *d)
         goto fail;
     for (int64_t i = 0; i < 3; i++) {
         int64_t v = 5000 + i;
-        adag_value_t in = {&v, sizeof(v), ADAG_VALUE_BYTES}, out;
+        adag_value_t in = {.data = &v, .size = sizeof(v)}, out;
         adag_ref_t ref;
         step = "adag_dag_execute";
         if ((st = adag_dag_execute(dag, &in, 1, 0, &ref)) != ADAG_OK)
@@ -1319,7 +1319,7 @@ static int driver_main(const config_t *c, shared_t *sh, int wfd, int gofd)
     drv_announce(PH_COMPILE);
     if (pre_poison && d->pre_dag) {
         int64_t v = c->fault == F_WEXIT ? 7 : 11;
-        adag_value_t in = {&v, sizeof(v), ADAG_VALUE_BYTES};
+        adag_value_t in = {.data = &v, .size = sizeof(v)};
         pre_t0 = now_ns();
         d->fault_t0 = pre_t0;
         st = adag_dag_execute(d->pre_dag, &in, 1, 0, &pre_ref);
@@ -1385,8 +1385,8 @@ static int driver_main(const config_t *c, shared_t *sh, int wfd, int gofd)
         /* long methods in flight, so the teardown is under way when the fault lands */
         for (unsigned k = 0; k < c->nlong && k < c->max_inflight; k++) {
             int64_t v = 20, s = c->long_ms;
-            adag_value_t in[2] = {{&v, sizeof(v), ADAG_VALUE_BYTES},
-                                  {&s, sizeof(s), ADAG_VALUE_BYTES}};
+            adag_value_t in[2] = {{.data = &v, .size = sizeof(v)},
+                                  {.data = &s, .size = sizeof(s)}};
             adag_ref_t ref;
             int64_t t0 = now_ns();
             st = adag_dag_execute(d->dag, in, 2, 0, &ref);
@@ -1399,7 +1399,7 @@ static int driver_main(const config_t *c, shared_t *sh, int wfd, int gofd)
     if (td_fault && d->die_bound) {
         /* the poison, then teardown at once: the worker dies while it runs */
         int64_t v = (c->fault == F_WEXIT ? 7 : 11) - d->prefix, s = 0;
-        adag_value_t in[2] = {{&v, sizeof(v), ADAG_VALUE_BYTES}, {&s, sizeof(s), ADAG_VALUE_BYTES}};
+        adag_value_t in[2] = {{.data = &v, .size = sizeof(v)}, {.data = &s, .size = sizeof(s)}};
         adag_ref_t ref;
         int64_t t0 = now_ns();
         d->fault_t0 = t0;

@@ -303,7 +303,7 @@ static void pipelined(adag_placement_t pl, unsigned nstages, unsigned n)
     }
     cr_assert_eq(count, 0);
     cr_assert_eq(done, n);
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, n);
     cr_assert_eq(st.completed, n);
@@ -387,7 +387,7 @@ static void same_actor_consecutive(adag_placement_t pl)
     cr_assert(strstr(dot, "actor_b") != NULL, "no actor_b in:\n%s", dot);
     free(dot);
 
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     /* one channel per produced value: input field 0, x, y, z */
     cr_assert_eq(st.nchannels, 4, "nchannels = %u", st.nchannels);
@@ -508,7 +508,7 @@ static void failing_method(adag_placement_t pl)
     h_run_i64(probe, &zero, 1, pr, 2);
     cr_assert_eq(pr[0], 4, "down.calls = %lld, expected 4", (long long)pr[0]);
 
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.failed, 3);
     cr_assert_eq(st.completed, 4);
@@ -541,7 +541,7 @@ static void output_too_large(adag_placement_t pl)
             cr_assert_eq(((const unsigned char *)out.data)[k], 0xab);
         ASSERT_OK(adag_dag_release(dag, ref));
     }
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.failed, 1);
     ASSERT_OK(adag_runtime_destroy(rt));
@@ -559,7 +559,7 @@ static void input_too_large(adag_placement_t pl)
     cr_assert_not_null(buf);
     for (int i = 0; i < 5000; i++)
         buf[i] = (unsigned char)(i * 31 + 7);
-    adag_value_t v = {buf, 5000, ADAG_VALUE_BYTES}, out;
+    adag_value_t v = {.data = buf, .size = 5000}, out;
     adag_ref_t ref;
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_TOO_LARGE);
     ASSERT_MSG_HAS("5000");
@@ -682,7 +682,7 @@ static void release_before_get(adag_placement_t pl)
     for (int i = 0; i < 4; i++)
         ASSERT_OK(adag_dag_release(dag, refs[i]));
     cr_assert_eq(h_roundtrip(dag, 5), 1005);
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, 18);
     cr_assert_eq(st.released, 18);
@@ -768,7 +768,7 @@ static void dag_stats(adag_placement_t pl)
     adag_node_h d = h_bind1(g, b, "add", f);
     ASSERT_OK(adag_graph_output(g, &d, 1));
     adag_dag_h dag = h_compile(g, 4, 4096);
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, 0);
     cr_assert_eq(st.completed, 0);
@@ -824,7 +824,7 @@ static void large_payload(adag_placement_t pl)
                 s = s * 1103515245u + 12345u;
                 buf[i][k] = (unsigned char)(s >> 16);
             }
-            adag_value_t v = {buf[i], n, ADAG_VALUE_BYTES};
+            adag_value_t v = {.data = buf[i], .size = n};
             ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[i]));
         }
         for (int i = 0; i < 2; i++) {
@@ -838,7 +838,7 @@ static void large_payload(adag_placement_t pl)
         }
     }
     /* an empty value too */
-    adag_value_t e = {"", 0, ADAG_VALUE_BYTES}, out;
+    adag_value_t e = {.data = "", .size = 0}, out;
     adag_ref_t ref;
     ASSERT_OK(adag_dag_execute(dag, &e, 1, 0, &ref));
     ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 10000));
@@ -890,7 +890,7 @@ static void results_stable_until_release(adag_placement_t pl)
     enum { W = 8 };
     adag_dag_h dag = h_compile(g, W, 256);
     char msg[64];
-    adag_value_t v = {msg, 0, ADAG_VALUE_BYTES}, held, out;
+    adag_value_t v = {.data = msg, .size = 0}, held, out;
     adag_ref_t first, ref;
     for (int round = 0; round < 3; round++) {
         snprintf(msg, sizeof(msg), "held result %d", round);
@@ -933,7 +933,7 @@ static void *driver_thread_fn(void *arg)
     struct driver_thread *d = arg;
     for (int i = 0; i < d->n; i++) {
         int64_t x = d->base + i;
-        adag_value_t v = {&x, sizeof(x), ADAG_VALUE_BYTES}, out;
+        adag_value_t v = {.data = &x, .size = sizeof(x)}, out;
         adag_ref_t ref;
         adag_status_t st = adag_dag_execute(d->dag, &v, 1, 0, &ref);
         if (st == ADAG_OK) {
@@ -986,7 +986,7 @@ static void concurrent_drivers(adag_placement_t pl)
                      d[i].msg);
         cr_assert_eq(d[i].bad, 0, "driver thread %d got %d wrong values", i, d[i].bad);
     }
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, T * 300);
     cr_assert_eq(st.completed, T * 300);
@@ -1068,7 +1068,7 @@ static void zero_copy_inputs(adag_placement_t pl)
     ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
     ASSERT_OK(adag_dag_execute_cancel(dag));
     cr_assert_eq(h_roundtrip(dag, 1), 101);
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, 7, "executed %llu", (unsigned long long)st.executed);
 

@@ -386,7 +386,7 @@ static void *blocked_fn(void *arg)
         c->st = adag_dag_get(c->dag, c->ref, &out, 1, -1);
     } else {
         int64_t x = 1;
-        adag_value_t v = {&x, sizeof(x), ADAG_VALUE_BYTES};
+        adag_value_t v = {.data = &x, .size = sizeof(x)};
         adag_ref_t r;
         c->st = adag_dag_execute(c->dag, &v, 1, 0, &r);
     }
@@ -546,7 +546,7 @@ static void child_driver(int wfd)
         _exit(12);
     /* one round trip, then leave an execution in flight */
     int64_t v64 = 1;
-    adag_value_t v = {&v64, sizeof(v64), ADAG_VALUE_BYTES}, out;
+    adag_value_t v = {.data = &v64, .size = sizeof(v64)}, out;
     adag_ref_t ref;
     if (adag_dag_execute(dag, &v, 1, 0, &ref) || adag_dag_get(dag, ref, &out, 1, 10000) ||
         adag_dag_release(dag, ref))

@@ -29,7 +29,7 @@ static void *exec_fn(void *arg)
 {
     struct exec_thread *t = arg;
     int64_t x = 1;
-    adag_value_t v = {&x, sizeof(x), ADAG_VALUE_BYTES};
+    adag_value_t v = {.data = &x, .size = sizeof(x)};
     double t0 = h_now_ms();
     t->st = adag_dag_execute(t->dag, &v, 1, t->flags, &t->ref);
     t->took_ms = h_now_ms() - t0;

@@ -59,7 +59,7 @@ static adag_dag_h child_chain(adag_runtime_h rt, adag_actor_h a, const char *m1,
 
 static void child_execute(adag_dag_h dag, int64_t x)
 {
-    adag_value_t v = {&x, sizeof(x), ADAG_VALUE_BYTES};
+    adag_value_t v = {.data = &x, .size = sizeof(x)};
     adag_ref_t ref;
     CHILD_CHECK(adag_dag_execute(dag, &v, 1, 0, &ref) == ADAG_OK, 22);
 }
@@ -431,7 +431,7 @@ static void driver_without_stdio(int wfd)
     }
     /* methods that write to stdout and stderr: every get has its data */
     for (int64_t i = 0; i < 50; i++) {
-        adag_value_t v = {&i, sizeof(i), ADAG_VALUE_BYTES}, out;
+        adag_value_t v = {.data = &i, .size = sizeof(i)}, out;
         adag_ref_t ref;
         CHILD_CHECK(adag_dag_execute(dag, &v, 1, 0, &ref) == ADAG_OK, 36);
         adag_status_t st = adag_dag_get(dag, ref, &out, 1, 10000);

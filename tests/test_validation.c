@@ -368,12 +368,12 @@ static void execute_wrong_n(adag_placement_t pl)
     ASSERT_ST(adag_dag_execute(dag, v, 0, 0, &ref), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_execute(dag, NULL, 1, 0, &ref), ADAG_ERR_INVALID);
     /* a value with NULL data but a size */
-    adag_value_t bad = {NULL, 8, ADAG_VALUE_BYTES};
+    adag_value_t bad = {.data = NULL, .size = 8};
     ASSERT_ST(adag_dag_execute(dag, &bad, 1, 0, &ref), ADAG_ERR_INVALID);
     /* rejected executes used no ref or slot: the window (4) is whole */
     for (int i = 0; i < 6; i++)
         cr_assert_eq(h_roundtrip(dag, i), i + 100);
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, 6, "stats.executed = %llu after 6 good and 4 rejected executes",
                  (unsigned long long)st.executed);
@@ -553,7 +553,7 @@ VTEST(null_pointers)
     ASSERT_ST(adag_dag_fd(dag, NULL), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_write_dot(NULL, stderr), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_write_dot(dag, NULL), ADAG_ERR_INVALID);
-    adag_dag_stats_t st;
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_ST(adag_dag_stats(NULL, &st), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_stats(dag, NULL), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_destroy(NULL), ADAG_ERR_INVALID);

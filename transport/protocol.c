@@ -1,12 +1,11 @@
 #include "transport/protocol.h"
 
 #include "common/error.h"
+#include "common/names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_METHODS 4096
 
 static const adag_msg_info_t msg_table[ADAG_MSG_END] = {
     [ADAG_MSG_HELLO] = {"HELLO", "say hello", 0, 0},
@@ -220,7 +219,7 @@ adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out,
     uint32_t count = adag_rbuf_u32(&rb);
     adag_msg_method_t *m = NULL;
     /* each method takes at least 16 bytes: a count the body cannot hold is refused first */
-    if (rb.failed || count == 0 || count > MAX_METHODS || count > (rb.len - rb.pos) / 16)
+    if (rb.failed || count == 0 || count > ADAG_MAX_METHODS || count > (rb.len - rb.pos) / 16)
         goto bad;
     if (!(m = calloc(count, sizeof(*m))))
         return adag_error(ADAG_ERR_NO_MEMORY, "method table of %u methods", count);
@@ -228,8 +227,8 @@ adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out,
         adag_rbuf_str(&rb, m[i].name, sizeof(m[i].name));
         m[i].nargs = adag_rbuf_u32(&rb);
         m[i].nreturns = adag_rbuf_u32(&rb);
-        if (rb.failed || !m[i].name[0] || m[i].nargs > ADAG_MAX_ARGS || m[i].nreturns == 0 ||
-            m[i].nreturns > ADAG_MAX_RETURNS)
+        /* the limits the worker checked (dag/class.c), checked again: a peer's bytes */
+        if (rb.failed || !adag_method_shape_ok(m[i].name, m[i].nargs, m[i].nreturns))
             goto bad;
     }
     if (rb.pos != rb.len)

@@ -127,7 +127,7 @@ adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m);
 adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m);
 /* Reply bodies. */
 adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
-/* The method table: *out is malloc'd (n in 1..4096). */
+/* The method table: *out is malloc'd (n in 1..ADAG_MAX_METHODS). */
 adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n);
 
 #endif

@@ -56,6 +56,7 @@ static const adag_method_def_t bench_methods[] = {
 };
 
 const adag_class_def_t bench_actor_class = {
+    .abi_version = ADAG_ABI_VERSION,
     .name = "bench",
     .state_size = 8,
     .methods = bench_methods,

@@ -97,6 +97,7 @@ static const adag_method_def_t stage_methods[] = {
 };
 
 static const adag_class_def_t stage_class = {
+    .abi_version = ADAG_ABI_VERSION,
     .name = "stage",
     .state_size = sizeof(stage_state_t),
     .init = stage_init,

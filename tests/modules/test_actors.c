@@ -5,6 +5,7 @@
  */
 #include "test_actors.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -172,6 +173,30 @@ static adag_status_t counter_pid(void *state, adag_call_h call)
     return adag_call_set_output(call, 0, &pid, sizeof(pid));
 }
 
+/* call_lib() -> the path of the object whose adag_call_arg this module's
+ * calls bind to (dladdr): libadag.so in a driver, adag-worker in a worker,
+ * also when the module is linked with -ladag (tests/test_abi.c) */
+static adag_status_t counter_call_lib(void *state, adag_call_h call)
+{
+    (void)state;
+    Dl_info info;
+    if (!dladdr((void *)adag_call_arg, &info) || !info.dli_fname)
+        return adag_call_fail(call, "dladdr found no object for adag_call_arg");
+    return adag_call_set_output(call, 0, info.dli_fname, strlen(info.dli_fname) + 1);
+}
+
+/* arg_value(x) -> the adag_value_t adag_call_arg gave for x, written over
+ * 0xff bytes: the library must set every field (tests/test_abi.c) */
+static adag_status_t counter_arg_value(void *state, adag_call_h call)
+{
+    (void)state;
+    adag_value_t v;
+    memset(&v, 0xff, sizeof(v));
+    adag_status_t st = adag_call_arg(call, 0, &v);
+    if (st != ADAG_OK)
+        return st;
+    return adag_call_set_output(call, 0, &v, sizeof(v));
+}
 
 /* say(x) -> x after writing a line to stdout and to stderr (a method that
  * logs, as real methods do: with fds 0-2 closed in the driver this must not
@@ -244,9 +269,12 @@ static const adag_method_def_t counter_methods[] = {
     {"ret_status", counter_ret_status, 1, 1},
     {"bad_arg", counter_bad_arg, 1, 1},
     {"spin_ms", counter_spin_ms, 1, 1},
+    {"call_lib", counter_call_lib, 0, 1},
+    {"arg_value", counter_arg_value, 1, 1},
 };
 
 const adag_class_def_t test_counter_class = {
+    .abi_version = ADAG_ABI_VERSION,
     .name = "counter",
     .state_size = sizeof(counter_state_t),
     .init = counter_init,
@@ -265,6 +293,7 @@ static adag_status_t broken_init(void *state, const void *data, size_t size)
 }
 
 const adag_class_def_t test_broken_class = {
+    .abi_version = ADAG_ABI_VERSION,
     .name = "broken",
     .state_size = 8,
     .init = broken_init,
@@ -287,6 +316,7 @@ static adag_status_t crashy_init(void *state, const void *data, size_t size)
 }
 
 const adag_class_def_t test_crashy_class = {
+    .abi_version = ADAG_ABI_VERSION,
     .name = "crashy",
     .state_size = 8,
     .init = crashy_init,

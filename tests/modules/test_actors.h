@@ -7,7 +7,9 @@
  * calls()->#add/sum2 calls, fail_if_negative(x), sleep_ms(x), crash_if(x)
  * (SIGKILLs itself on 666), die_if(x) (segfaults on 11, exit(7) on 7), echo(bytes), grow(n)->n bytes, pid(),
  * say(x) (prints to stdout and stderr), ret_status(x) (returns status x; 0: outputs x),
- * bad_arg(x) (returns adag_call_arg(call, 3)), spin_ms(x) (busy loop; x < 0 forever). */
+ * bad_arg(x) (returns adag_call_arg(call, 3)), spin_ms(x) (busy loop; x < 0 forever),
+ * call_lib() (the path of the object adag_call_arg binds to, NUL-terminated),
+ * arg_value(x) (the adag_value_t adag_call_arg filled for x, over 0xff bytes). */
 extern const adag_class_def_t test_counter_class;
 /* "broken": init always fails */
 extern const adag_class_def_t test_broken_class;

@@ -1,0 +1,37 @@
+/* Actor classes wherever they come from: adag_class_register (thread
+ * actors, dag/runtime.c) and modules loaded by adag-worker (process actors,
+ * dag/worker.c) check a class definition here, the same way; the driver
+ * checks the method table a worker replies with (dag/actor.c) against the
+ * same limits (adag_method_shape_ok). */
+#ifndef ADAG_DAG_CLASS_H
+#define ADAG_DAG_CLASS_H
+
+#include "common/names.h"
+#include "dag/loop.h"
+
+#include <adag.h>
+#include <string.h>
+
+/* Checks a class definition: abi_version == ADAG_ABI_VERSION (checked
+ * first: nothing else is read from a definition of another ABI), reserved
+ * words zero, a valid name, 1..ADAG_MAX_METHODS methods, each with a
+ * function and within adag_method_shape_ok, no name twice. ADAG_ERR_INVALID
+ * with a message that starts with `where` ("adag_class_register",
+ * "module <path>") and names the class and the method. */
+adag_status_t adag_class_validate(const adag_class_def_t *def, const char *where);
+
+/* A copy of a validated class's method table (calloc'd; free() it). */
+adag_status_t adag_class_methods(const adag_class_def_t *def, const char *where,
+                                 adag_method_info_t **methods);
+
+/* Loads module `path` (dlopen, RTLD_NOW | RTLD_LOCAL), checks that it was
+ * built for this ADAG_ABI_VERSION (adag_module_abi_version; a missing
+ * symbol or another version is ADAG_ERR_INVALID naming the path and both
+ * versions), finds class `class_name` in its adag_module_classes
+ * (ADAG_ERR_NOT_FOUND if the module or the class is missing) and validates
+ * it (adag_class_validate). On success *handle is the dlopen handle and
+ * *def the class; on failure the module is unloaded. */
+adag_status_t adag_module_load(const char *path, const char *class_name, void **handle,
+                               const adag_class_def_t **def);
+
+#endif
