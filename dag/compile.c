@@ -407,13 +407,17 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
 
     dag->inputs = calloc(dag->ninputs + 1, sizeof(*dag->inputs));
     dag->input_chan = calloc(dag->ninputs + 1, sizeof(*dag->input_chan));
-    dag->input_slots = calloc(dag->ninputs + 1, sizeof(*dag->input_slots));
-    dag->input_sizes = calloc(dag->ninputs + 1, sizeof(*dag->input_sizes));
+    size_t per_ref = (size_t)dag->max_inflight * (dag->ninputs + 1);
+    dag->slot_bufs = calloc(per_ref, sizeof(*dag->slot_bufs));
+    dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
+    dag->slot_owner = calloc(dag->max_inflight, sizeof(*dag->slot_owner));
+    dag->slot_legacy = calloc(dag->max_inflight, 1);
     dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
     dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
     dag->ref_flags = calloc(dag->max_inflight, 1);
-    if (!dag->inputs || !dag->input_chan || !dag->input_slots || !dag->input_sizes ||
+    if (!dag->inputs || !dag->input_chan || !dag->slot_bufs || !dag->slot_sizes ||
+        !dag->slot_owner || !dag->slot_legacy ||
         !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->noutputs = g->noutputs;

@@ -1,9 +1,10 @@
 /*
- * The driver side of a compiled DAG: execute writes the inputs of ref
- * `submitted` into the input channels; get waits on the output channels;
+ * The driver side of a compiled DAG: get waits on the output channels;
  * release gives output slots back in ref order (a ref released early is
- * given back once it completes). Refs in [next_release, submitted) are live;
- * ref_flags[ref % max_inflight] records GOTTEN / RELEASED for each.
+ * given back once it completes); the fd, failure, destroy. Executions are
+ * reserved, committed and published in dag/reserve.c. Refs in
+ * [next_release, next_reserve) exist; ref_flags[ref % max_inflight]
+ * records RESERVED / COMMITTED / CANCELLED / GOTTEN / RELEASED for each.
  */
 #include "common/clock.h"
 #include "common/error.h"
@@ -16,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int ref_complete(adag_dag_h dag, uint64_t ref);
+int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref);
 
 void adag_dag_update_fd(adag_dag_h dag)
 {
@@ -24,9 +25,9 @@ void adag_dag_update_fd(adag_dag_h dag)
     if (dag->user_fd < 0 || !atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
         return;
     int ready = dag->abort_status != ADAG_OK;
-    for (uint64_t r = dag->next_release; r < dag->submitted && !ready; r++)
+    for (uint64_t r = dag->next_release; r < dag->next_publish && !ready; r++)
         ready = !(dag->ref_flags[r % dag->max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
-                ref_complete(dag, r);
+                adag_dag_ref_complete(dag, r);
     if (ready == dag->user_fd_ready)
         return;
     uint64_t v = 1;
@@ -40,7 +41,7 @@ void adag_dag_update_fd(adag_dag_h dag)
     dag->user_fd_ready = ready;
 }
 
-static void fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
+void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
 {
     if (dag->abort_status == ADAG_OK) {
         dag->abort_status = status;
@@ -61,7 +62,7 @@ static void fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
 void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
 {
     pthread_mutex_lock(&dag->lock);
-    fail_locked(dag, status, msg);
+    adag_dag_fail_locked(dag, status, msg);
     pthread_mutex_unlock(&dag->lock);
 }
 
@@ -74,12 +75,12 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
 }
 
 /* The DAG's failure as this call's error. Under dag->lock. */
-static adag_status_t abort_error(adag_dag_h dag, const char *fn)
+adag_status_t adag_dag_abort_error(adag_dag_h dag, const char *fn)
 {
     return adag_error(dag->abort_status, "%s: DAG %s: %s", fn, dag->name, dag->abort_msg);
 }
 
-static adag_status_t api_enter(adag_dag_h dag, const char *fn)
+adag_status_t adag_dag_api_enter(adag_dag_h dag, const char *fn)
 {
     pthread_mutex_lock(&dag->lock);
     if (dag->closing) {
@@ -91,7 +92,7 @@ static adag_status_t api_enter(adag_dag_h dag, const char *fn)
     return ADAG_OK;
 }
 
-static void api_leave(adag_dag_h dag)
+void adag_dag_api_leave(adag_dag_h dag)
 {
     pthread_mutex_lock(&dag->lock);
     if (--dag->api_users == 0 && dag->closing)
@@ -100,17 +101,17 @@ static void api_leave(adag_dag_h dag)
 }
 
 /* A wait on a channel ended without data: the DAG failed or is closing. */
-static adag_status_t wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
+adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
 {
     if (st != ADAG_ERR_CLOSED)
         return st; /* reported where detected */
     pthread_mutex_lock(&dag->lock);
-    st = abort_error(dag, fn);
+    st = adag_dag_abort_error(dag, fn);
     pthread_mutex_unlock(&dag->lock);
     return st;
 }
 
-static int ref_complete(adag_dag_h dag, uint64_t ref)
+int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref)
 {
     for (unsigned e = 0; e < dag->nouts; e++)
         if (!adag_chan_ready(dag->outs[e], ref))
@@ -119,13 +120,13 @@ static int ref_complete(adag_dag_h dag, uint64_t ref)
 }
 
 /* Gives back, in ref order, the slots of refs released and complete. Under dag->lock. */
-static void advance_releases(adag_dag_h dag)
+void adag_dag_advance_releases(adag_dag_h dag)
 {
     int moved = 0;
-    while (dag->next_release < dag->submitted) {
+    while (dag->next_release < dag->next_publish) {
         uint64_t ref = dag->next_release;
         uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
-        if (!(*flags & REF_RELEASED) || !ref_complete(dag, ref))
+        if (!(*flags & REF_RELEASED) || !adag_dag_ref_complete(dag, ref))
             break;
         for (unsigned e = 0; e < dag->nouts; e++)
             adag_chan_release(dag->outs[e], ref);
@@ -144,7 +145,7 @@ static void abs_timespec(int64_t deadline, struct timespec *ts)
 }
 
 /* Waits on dag->cond (dag->lock held) until woken or the deadline. */
-static void cond_wait_until(adag_dag_h dag, int64_t deadline)
+void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
 {
     if (deadline == ADAG_FOREVER) {
         pthread_cond_wait(&dag->cond, &dag->lock);
@@ -155,299 +156,25 @@ static void cond_wait_until(adag_dag_h dag, int64_t deadline)
     }
 }
 
-/* Waits (under dag->lock) until ref `seq` fits in the window. */
-static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline)
+/* Checks that ref is live (committed, neither released nor cancelled).
+ * Under dag->lock. */
+adag_status_t adag_dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
 {
-    static const char *fn = "adag_dag_execute";
-    while (seq >= dag->next_release + dag->max_inflight) {
-        if (dag->abort_status != ADAG_OK)
-            return abort_error(dag, fn);
-        uint64_t oldest = dag->next_release;
-        if (dag->ref_flags[oldest % dag->max_inflight] & REF_RELEASED) {
-            /* released early: its slots come back once it completes */
-            adag_status_t st = ADAG_OK;
-            pthread_mutex_unlock(&dag->lock);
-            for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
-                adag_slot_view_t view;
-                st = adag_chan_wait(dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
-            }
-            if (st == ADAG_ERR_CLOSED)
-                st = wait_error(dag, st, fn);
-            pthread_mutex_lock(&dag->lock);
-            if (st == ADAG_ERR_TIMEOUT)
-                return nonblock ? adag_error(ADAG_ERR_AGAIN,
-                                             "%s: ref %llu (released) is still running", fn,
-                                             (unsigned long long)oldest)
-                                : adag_error(ADAG_ERR_TIMEOUT,
-                                             "%s: no room after %d ms: ref %llu is still running",
-                                             fn, dag->execute_timeout_ms,
-                                             (unsigned long long)oldest);
-            if (st != ADAG_OK)
-                return st;
-            advance_releases(dag);
-            continue;
-        }
-        if (nonblock)
-            return adag_error(ADAG_ERR_AGAIN,
-                              "%s: ref %llu is not released and ref %llu reuses its slots "
-                              "(max_inflight %u)",
-                              fn, (unsigned long long)oldest, (unsigned long long)seq,
-                              dag->max_inflight);
-        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
-            return adag_error(ADAG_ERR_TIMEOUT,
-                              "%s: no room after %d ms: ref %llu is not released and ref %llu "
-                              "reuses its slots (max_inflight %u); release ref %llu with "
-                              "adag_dag_release",
-                              fn, dag->execute_timeout_ms, (unsigned long long)oldest,
-                              (unsigned long long)seq, dag->max_inflight,
-                              (unsigned long long)oldest);
-        cond_wait_until(dag, deadline);
-    }
-    return ADAG_OK;
-}
-
-/* Ends this thread's reservation (under dag->lock). */
-static void end_reservation(adag_dag_h dag)
-{
-    dag->reserving = 0;
-    dag->prepared = 0;
-    pthread_cond_broadcast(&dag->cond);
-}
-
-/* Takes the reservation of the next execution (under dag->lock): one thread
- * at a time, since inputs are published in ref order. Waiting for another
- * thread's reservation honours NONBLOCK and the deadline; a thread that
- * already holds one (prepared, not committed) is told so. */
-static adag_status_t take_reservation(adag_dag_h dag, const char *fn, int nonblock,
-                                      int64_t deadline)
-{
-    if (dag->reserving && pthread_equal(dag->reserver, pthread_self()))
-        return adag_error(ADAG_ERR_INVALID,
-                          "%s: this thread holds ref %llu of DAG %s, prepared with "
-                          "adag_dag_execute_prepare: commit or cancel it first",
-                          fn, (unsigned long long)dag->reserved_seq, dag->name);
-    while (dag->reserving) {
-        if (dag->abort_status != ADAG_OK)
-            return abort_error(dag, fn);
-        if (nonblock)
-            return adag_error(ADAG_ERR_AGAIN,
-                              "%s: another thread is starting ref %llu of DAG %s%s", fn,
-                              (unsigned long long)dag->reserved_seq, dag->name,
-                              dag->prepared ? " (prepared, not yet committed)" : "");
-        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
-            return adag_error(ADAG_ERR_TIMEOUT,
-                              "%s: no room after %d ms: another thread holds ref %llu of DAG "
-                              "%s%s",
-                              fn, dag->execute_timeout_ms, (unsigned long long)dag->reserved_seq,
-                              dag->name, dag->prepared ? " (prepared, not yet committed)" : "");
-        cond_wait_until(dag, deadline);
-    }
-    if (dag->abort_status != ADAG_OK)
-        return abort_error(dag, fn);
-    dag->reserving = 1;
-    dag->prepared = 0;
-    dag->reserver = pthread_self();
-    dag->reserved_seq = dag->submitted;
-    return ADAG_OK;
-}
-
-/* Reserves the next execution: the reservation, room in the window and
- * every input slot (taken before any is published, so a timeout leaves
- * nothing half-sent). No lock is held across any of these waits. On success
- * the caller holds the reservation and counts as an API user until
- * start_execution or unreserve. */
-static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, uint64_t *seq_out)
-{
-    adag_status_t st;
-    if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
-        return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
-    if ((st = api_enter(dag, fn)) != ADAG_OK)
-        return st;
-    int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
-    int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
-
-    pthread_mutex_lock(&dag->lock);
-    st = take_reservation(dag, fn, nonblock, deadline);
-    if (st != ADAG_OK) {
-        pthread_mutex_unlock(&dag->lock);
-        api_leave(dag);
-        return st;
-    }
-    uint64_t seq = dag->reserved_seq;
-    st = wait_for_room(dag, seq, nonblock, deadline);
-    pthread_mutex_unlock(&dag->lock);
-    for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
-        st = adag_chan_acquire(dag->inputs[i], seq, deadline, &dag->input_slots[i]);
-        if (st == ADAG_ERR_TIMEOUT)
-            st = nonblock ? adag_error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu",
-                                       fn, i, (unsigned long long)(seq - dag->max_inflight))
-                          : adag_error(ADAG_ERR_TIMEOUT,
-                                       "%s: no room after %d ms: actors still read input %u of "
-                                       "ref %llu",
-                                       fn, dag->execute_timeout_ms, i,
-                                       (unsigned long long)(seq - dag->max_inflight));
-        else if (st != ADAG_OK)
-            st = wait_error(dag, st, fn);
-    }
-    if (st != ADAG_OK) {
-        pthread_mutex_lock(&dag->lock);
-        end_reservation(dag);
-        pthread_mutex_unlock(&dag->lock);
-        api_leave(dag);
-        return st;
-    }
-    *seq_out = seq;
-    return ADAG_OK;
-}
-
-static void unreserve(adag_dag_h dag)
-{
-    pthread_mutex_lock(&dag->lock);
-    end_reservation(dag);
-    pthread_mutex_unlock(&dag->lock);
-    api_leave(dag);
-}
-
-/* Publishes the reserved execution's inputs (already in their slots), then
- * its start. A channel that cannot take them fails the DAG. */
-static void start_execution(adag_dag_h dag, uint64_t seq, const size_t *sizes)
-{
-    adag_status_t st = ADAG_OK;
-    for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++)
-        st = adag_chan_publish(dag->inputs[i], seq, sizes[i], ADAG_OK, NULL);
-    if (st == ADAG_OK && dag->start)
-        st = adag_chan_publish(dag->start, seq, 0, ADAG_OK, NULL);
-    if (st != ADAG_OK)
-        adag_dag_fail(dag, st, adag_last_error());
-    pthread_mutex_lock(&dag->lock);
-    dag->ref_flags[seq % dag->max_inflight] = 0;
-    dag->submitted = seq + 1;
-    dag->stats.executed++;
-    /* the loops may have finished it already, before it counted as live
-     * for the monitor's recomputation of the fd */
-    if (atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
-        adag_dag_update_fd(dag);
-    end_reservation(dag);
-    pthread_mutex_unlock(&dag->lock);
-    api_leave(dag);
-}
-
-static adag_status_t check_input_size(adag_dag_h dag, const char *fn, unsigned i, size_t size)
-{
-    if (size > dag->capacity)
-        return adag_error(ADAG_ERR_TOO_LARGE,
-                          "%s: input %u (channel input[%u]) is %zu bytes, larger than the slot "
-                          "capacity of %zu bytes",
-                          fn, i, i, size, dag->capacity);
-    return ADAG_OK;
-}
-
-adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
-                               unsigned flags, adag_ref_t *ref)
-{
-    static const char *fn = "adag_dag_execute";
-    adag_status_t st;
-    uint64_t seq;
-
-    if (!dag || !ref || (n && !inputs))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    for (unsigned i = 0; i < n; i++) {
-        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK)
-            return st;
-        if ((st = check_input_size(dag, fn, i, inputs[i].size)) != ADAG_OK)
-            return st;
-    }
-    if ((st = reserve(dag, flags, fn, &seq)) != ADAG_OK)
-        return st;
-    for (unsigned i = 0; i < n; i++) {
-        if (inputs[i].size)
-            memcpy(dag->input_slots[i], inputs[i].data, inputs[i].size);
-        dag->input_sizes[i] = inputs[i].size;
-    }
-    start_execution(dag, seq, dag->input_sizes);
-    *ref = seq;
-    return ADAG_OK;
-}
-
-adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers, unsigned n)
-{
-    static const char *fn = "adag_dag_execute_prepare";
-    adag_status_t st;
-    uint64_t seq;
-    if (!dag || (n && !buffers))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and buffers must not be NULL", fn);
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    if ((st = reserve(dag, flags, fn, &seq)) != ADAG_OK)
-        return st;
-    memcpy(buffers, dag->input_slots, n * sizeof(*buffers));
-    pthread_mutex_lock(&dag->lock);
-    dag->prepared = 1;
-    pthread_mutex_unlock(&dag->lock);
-    return ADAG_OK;
-}
-
-/* This thread's prepared execution, or ADAG_ERR_INVALID. */
-static adag_status_t check_prepared(adag_dag_h dag, const char *fn)
-{
-    pthread_mutex_lock(&dag->lock);
-    int mine = dag->reserving && dag->prepared && pthread_equal(dag->reserver, pthread_self());
-    pthread_mutex_unlock(&dag->lock);
-    if (!mine)
-        return adag_error(ADAG_ERR_INVALID,
-                          "%s: this thread has no execution prepared with "
-                          "adag_dag_execute_prepare on DAG %s",
-                          fn, dag->name);
-    return ADAG_OK;
-}
-
-adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,
-                                      adag_ref_t *ref)
-{
-    static const char *fn = "adag_dag_execute_commit";
-    adag_status_t st;
-    if (!dag || !ref || (n && !sizes))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, sizes and ref must not be NULL", fn);
-    if ((st = check_prepared(dag, fn)) != ADAG_OK)
-        return st;
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    for (unsigned i = 0; i < n; i++)
-        if ((st = check_input_size(dag, fn, i, sizes[i])) != ADAG_OK)
-            return st; /* still prepared: fix the size, or cancel */
-    /* only this thread ends its reservation: reserved_seq is stable */
-    uint64_t seq = dag->reserved_seq;
-    start_execution(dag, seq, sizes);
-    *ref = seq;
-    return ADAG_OK;
-}
-
-adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
-{
-    static const char *fn = "adag_dag_execute_cancel";
-    adag_status_t st;
-    if (!dag)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
-    if ((st = check_prepared(dag, fn)) != ADAG_OK)
-        return st;
-    unreserve(dag);
-    return ADAG_OK;
-}
-
-/* Checks that ref is live. Under dag->lock. */
-static adag_status_t check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
-{
-    if (ref >= dag->submitted)
+    if (ref >= dag->next_reserve)
         return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was never issued", fn,
                           (unsigned long long)ref, dag->name);
-    if (ref < dag->next_release || (dag->ref_flags[ref % dag->max_inflight] & REF_RELEASED))
+    uint8_t f = ref < dag->next_release ? REF_RELEASED : dag->ref_flags[ref % dag->max_inflight];
+    if (f & REF_CANCELLED)
+        return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was cancelled", fn,
+                          (unsigned long long)ref, dag->name);
+    if (f & REF_RELEASED)
         return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was already released", fn,
                           (unsigned long long)ref, dag->name);
+    if (!(f & REF_COMMITTED))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: ref %llu of DAG %s is reserved but not committed "
+                          "(adag_dag_commit)",
+                          fn, (unsigned long long)ref, dag->name);
     return ADAG_OK;
 }
 
@@ -468,12 +195,12 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         return adag_error(ADAG_ERR_INVALID,
                           "%s: timeout_ms %d is negative; use -1 to wait forever, 0 to poll", fn,
                           timeout_ms);
-    if ((st = api_enter(dag, fn)) != ADAG_OK)
+    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
         return st;
     pthread_mutex_lock(&dag->lock);
-    st = check_ref(dag, ref, fn);
+    st = adag_dag_check_ref(dag, ref, fn);
     if (st == ADAG_OK && dag->abort_status != ADAG_OK)
-        st = abort_error(dag, fn);
+        st = adag_dag_abort_error(dag, fn);
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK)
         goto out;
@@ -487,7 +214,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
             goto out;
         }
         if (st != ADAG_OK) {
-            st = wait_error(dag, st, fn);
+            st = adag_dag_wait_error(dag, st, fn);
             goto out;
         }
         outputs[o] = adag_value_bytes(view.data, view.size);
@@ -499,8 +226,8 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     }
     pthread_mutex_lock(&dag->lock);
     if (dag->abort_status != ADAG_OK) {
-        st = abort_error(dag, fn);
-    } else if ((st = check_ref(dag, ref, fn)) == ADAG_OK) {
+        st = adag_dag_abort_error(dag, fn);
+    } else if ((st = adag_dag_check_ref(dag, ref, fn)) == ADAG_OK) {
         uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
         if (!(*flags & REF_GOTTEN)) {
             *flags |= REF_GOTTEN;
@@ -516,7 +243,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
                      : adag_error(result, "%s", adag_status_str(result));
 out:
-    api_leave(dag);
+    adag_dag_api_leave(dag);
     return st;
 }
 
@@ -526,18 +253,18 @@ adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
     adag_status_t st;
     if (!dag)
         return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
-    if ((st = api_enter(dag, fn)) != ADAG_OK)
+    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
         return st;
     pthread_mutex_lock(&dag->lock);
-    if ((st = check_ref(dag, ref, fn)) == ADAG_OK) {
+    if ((st = adag_dag_check_ref(dag, ref, fn)) == ADAG_OK) {
         dag->ref_flags[ref % dag->max_inflight] |= REF_RELEASED;
         dag->stats.released++;
-        advance_releases(dag);
+        adag_dag_advance_releases(dag);
         adag_dag_update_fd(dag); /* a ref released unread no longer makes it readable */
         pthread_cond_broadcast(&dag->cond);
     }
     pthread_mutex_unlock(&dag->lock);
-    api_leave(dag);
+    adag_dag_api_leave(dag);
     return st;
 }
 
@@ -632,8 +359,10 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->chans);
     free(dag->node_labels);
     free(dag->inputs);
-    free(dag->input_slots);
-    free(dag->input_sizes);
+    free(dag->slot_bufs);
+    free(dag->slot_sizes);
+    free(dag->slot_owner);
+    free(dag->slot_legacy);
     free(dag->input_chan);
     free(dag->outs);
     free(dag->out_chan);
@@ -695,11 +424,8 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     adag_monitor_poke(rt);
 
     pthread_mutex_lock(&dag->lock);
-    /* an execution this thread prepared and never committed is dropped */
-    if (dag->reserving && dag->prepared && pthread_equal(dag->reserver, pthread_self())) {
-        end_reservation(dag);
-        dag->api_users--;
-    }
+    /* executions this thread reserved and never committed are dropped */
+    adag_dag_drop_own_reservations(dag);
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
     adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");

@@ -164,7 +164,13 @@ typedef struct {
     _Atomic int prepared;      /* PREPARE was sent: STOP must follow (read by adag_dag_fail) */
 } adag_dag_actor_t;
 
-enum { REF_GOTTEN = 1, REF_RELEASED = 2 };
+enum {
+    REF_GOTTEN = 1,     /* get returned it */
+    REF_RELEASED = 2,   /* released (or cancelled): its slots go back once it completes */
+    REF_RESERVED = 4,   /* reserved, being filled */
+    REF_COMMITTED = 8,  /* committed: a ref the caller may get */
+    REF_CANCELLED = 16, /* cancelled: published as a skipped execution */
+};
 
 struct adag_dag {
     adag_list_t link;
@@ -201,15 +207,18 @@ struct adag_dag {
 
     /* driver endpoints */
     adag_chan_t **inputs;      /* writer endpoint per input field */
-    void **input_slots;        /* the reserved execution's input buffers */
-    size_t *input_sizes;
-    /* The next execution is reserved by one thread at a time (its inputs
-     * are published in ref order); others wait on cond, within their own
-     * deadline, never on a lock held across a wait. Under lock. */
-    int reserving;             /* a thread holds the reservation */
-    int prepared;              /* ... and returned it from adag_dag_execute_prepare */
-    pthread_t reserver;
-    uint64_t reserved_seq;
+    /* Reservations (dag/reserve.c): refs [next_publish, next_reserve) are
+     * reserved, filled by any threads and committed or cancelled in any
+     * order; they are published in ref order. One thread at a time takes
+     * the next ref (`acquiring`: room in the window, then every input
+     * slot), never holding the lock across a wait. Under lock. */
+    int acquiring;
+    uint64_t next_reserve;     /* refs below it were handed out */
+    uint64_t next_publish;     /* refs below it are published */
+    void **slot_bufs;          /* [ref % max_inflight][input]: the reserved input buffers */
+    size_t *slot_sizes;        /* [ref % max_inflight][input]: the committed sizes */
+    pthread_t *slot_owner;     /* [ref % max_inflight]: the thread that reserved it */
+    uint8_t *slot_legacy;      /* [ref % max_inflight]: reserved by adag_dag_execute_prepare */
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
@@ -220,7 +229,6 @@ struct adag_dag {
 
     pthread_mutex_t lock;      /* the ref window, reservation, abort state, fd, stats */
     pthread_cond_t cond;       /* a ref was released / the reservation ended / the DAG failed */
-    uint64_t submitted;        /* refs handed out */
     uint64_t next_release;     /* refs below it are released */
     uint8_t *ref_flags;        /* REF_* per slot */
     adag_status_t abort_status;
@@ -272,6 +280,18 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
 /* Makes user_fd readable exactly while some live ref is ready and not got
  * (or the DAG failed). Under dag->lock. */
 void adag_dag_update_fd(adag_dag_h dag);
+/* Shared by driver.c and reserve.c. */
+adag_status_t adag_dag_api_enter(adag_dag_h dag, const char *fn); /* not closing: count a user */
+void adag_dag_api_leave(adag_dag_h dag);
+adag_status_t adag_dag_abort_error(adag_dag_h dag, const char *fn); /* under lock */
+adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn);
+int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref);
+void adag_dag_advance_releases(adag_dag_h dag);                 /* under lock */
+void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline);     /* under lock */
+void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg);
+adag_status_t adag_dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn); /* under lock */
+/* reserve.c: cancels the reservations of the calling thread (destroy). Under lock. */
+void adag_dag_drop_own_reservations(adag_dag_h dag);
 /* Frees a DAG whose loops have stopped (or never started). */
 void adag_dag_free(adag_dag_h dag);
 

@@ -429,24 +429,38 @@ enum {
  * that ref is not released, execute waits for it (up to the execute timeout;
  * ADAG_ERR_TIMEOUT names the ref to release), or with ADAG_EXECUTE_NONBLOCK
  * returns ADAG_ERR_AGAIN. It never fails just for being busy.
- * Several threads may execute on one DAG: executions start one at a time
- * (in ref order), and a thread waiting for another's execute to start (or
- * for another's prepared execution to be committed) honours NONBLOCK
- * (ADAG_ERR_AGAIN at once) and its own execute timeout. No lock is held
- * across any wait. */
+ * Several threads may execute on one DAG: executions start in ref order; a
+ * thread waiting for room, or for another thread taking the next ref,
+ * honours NONBLOCK (ADAG_ERR_AGAIN at once) and its own execute timeout.
+ * No lock is held across any wait. */
 ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
                                         unsigned flags, adag_ref_t *ref);
 
-/* Zero-copy inputs. prepare reserves the next execution (waiting for room
- * like adag_dag_execute, same flags) and returns, per input field, a buffer
- * of slot_capacity bytes inside its channel slot; write the inputs there,
- * then adag_dag_execute_commit with their sizes starts the execution and
- * returns its ref (ADAG_ERR_TOO_LARGE for a size above the capacity leaves
- * it prepared). adag_dag_execute_cancel drops it. Commit or cancel on the
- * thread that prepared; other threads' executes wait until then (within
- * their timeout, or ADAG_ERR_AGAIN with NONBLOCK). On the preparing
- * thread, another prepare or execute before commit/cancel is
- * ADAG_ERR_INVALID (it would wait for itself). */
+/* Zero-copy inputs, from any number of threads. adag_dag_reserve reserves
+ * the next execution (waiting for room like adag_dag_execute, same flags)
+ * and returns its ref and, per input field, a buffer of slot_capacity bytes
+ * inside its channel slot. Write the inputs there, then adag_dag_commit
+ * with their sizes starts it (ADAG_ERR_TOO_LARGE for a size above the
+ * capacity leaves it reserved), or adag_dag_cancel drops it. Up to
+ * max_inflight executions can be reserved at once, by any threads, filled
+ * in parallel and committed or cancelled in any order, by any thread;
+ * executions start in ref order, so a committed one starts once every
+ * earlier one is committed or cancelled (a cancelled ref never becomes a
+ * result: get and release refuse it). Only taking the next ref is done one
+ * thread at a time, briefly; no lock is held across any wait.
+ * adag_dag_destroy waits for reservations of other threads to be committed
+ * or cancelled, and drops those of the calling thread. */
+ADAG_API adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers,
+                                        unsigned n, adag_ref_t *ref);
+ADAG_API adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const size_t *sizes,
+                                       unsigned n);
+ADAG_API adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref);
+
+/* The same, bound to the calling thread: prepare reserves (at most one per
+ * thread), and commit or cancel, on the thread that prepared, find it.
+ * On the preparing thread, another prepare or an execute before
+ * commit/cancel is ADAG_ERR_INVALID (its execution would start only after
+ * the prepared one, which this thread has not committed). */
 ADAG_API adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers,
                                                 unsigned n);
 ADAG_API adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,

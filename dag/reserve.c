@@ -1,0 +1,440 @@
+/*
+ * Starting executions. An execution is reserved (its ref and, per input
+ * field, a buffer inside its input slot), filled, then committed; its
+ * inputs are published in ref order, so an execution committed while an
+ * earlier one is still being filled starts as soon as that one is committed
+ * or cancelled. Up to max_inflight executions may be reserved at once, by
+ * any threads, and committed or cancelled in any order, by any thread.
+ *
+ * Taking the next ref (room in the window: ref - max_inflight released by
+ * the caller; then every input slot, before anything is published, so a
+ * timeout leaves nothing half-sent) is done by one thread at a time
+ * (`acquiring`), within that caller's deadline; no lock is held across any
+ * wait. A cancelled ref that is the newest one is given back; an older one
+ * cannot be skipped by the actors' loops (every loop runs every ref), so it
+ * is published as a failed execution ("cancelled") that nobody can get and
+ * whose slots come back once it has passed through.
+ *
+ * adag_dag_execute reserves, copies and commits. The thread-bound
+ * adag_dag_execute_prepare / _commit / _cancel sit on top: one such
+ * reservation per thread.
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/value.h"
+#include "dag/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void **slot_bufs(adag_dag_h dag, uint64_t ref)
+{
+    return &dag->slot_bufs[(ref % dag->max_inflight) * dag->ninputs];
+}
+
+static size_t *slot_sizes(adag_dag_h dag, uint64_t ref)
+{
+    return &dag->slot_sizes[(ref % dag->max_inflight) * dag->ninputs];
+}
+
+/* Waits (under dag->lock) until ref `seq` fits in the window. */
+static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline,
+                                   const char *fn)
+{
+    while (seq >= dag->next_release + dag->max_inflight) {
+        if (dag->abort_status != ADAG_OK)
+            return adag_dag_abort_error(dag, fn);
+        uint64_t oldest = dag->next_release;
+        uint8_t f = dag->ref_flags[oldest % dag->max_inflight];
+        if ((f & REF_RELEASED) && oldest < dag->next_publish) {
+            /* released early: its slots come back once it completes */
+            adag_status_t st = ADAG_OK;
+            pthread_mutex_unlock(&dag->lock);
+            for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
+                adag_slot_view_t view;
+                st = adag_chan_wait(dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
+            }
+            if (st == ADAG_ERR_CLOSED)
+                st = adag_dag_wait_error(dag, st, fn);
+            pthread_mutex_lock(&dag->lock);
+            if (st == ADAG_ERR_TIMEOUT)
+                return nonblock ? adag_error(ADAG_ERR_AGAIN,
+                                             "%s: ref %llu (released) is still running", fn,
+                                             (unsigned long long)oldest)
+                                : adag_error(ADAG_ERR_TIMEOUT,
+                                             "%s: no room after %d ms: ref %llu is still running",
+                                             fn, dag->execute_timeout_ms,
+                                             (unsigned long long)oldest);
+            if (st != ADAG_OK)
+                return st;
+            adag_dag_advance_releases(dag);
+            continue;
+        }
+        const char *why = (f & REF_RESERVED) && !(f & REF_COMMITTED)
+                              ? "is reserved and not yet committed"
+                              : "is not released";
+        if (nonblock)
+            return adag_error(ADAG_ERR_AGAIN,
+                              "%s: ref %llu %s and ref %llu reuses its slots (max_inflight %u)",
+                              fn, (unsigned long long)oldest, why, (unsigned long long)seq,
+                              dag->max_inflight);
+        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
+            return adag_error(ADAG_ERR_TIMEOUT,
+                              "%s: no room after %d ms: ref %llu %s and ref %llu reuses its "
+                              "slots (max_inflight %u); release ref %llu with adag_dag_release",
+                              fn, dag->execute_timeout_ms, (unsigned long long)oldest, why,
+                              (unsigned long long)seq, dag->max_inflight,
+                              (unsigned long long)oldest);
+        adag_dag_cond_wait(dag, deadline);
+    }
+    return ADAG_OK;
+}
+
+/* Reserves the next ref. On success the caller counts as an API user until
+ * the ref is committed or cancelled. */
+/* legacy: reserved by adag_dag_execute_prepare; refuse_if_prepared: a
+ * thread holding such a reservation is refused (it would wait for itself). */
+static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int legacy,
+                             int refuse_if_prepared, uint64_t *ref)
+{
+    adag_status_t st;
+    if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
+        return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
+    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
+        return st;
+    int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
+    int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
+
+    pthread_mutex_lock(&dag->lock);
+    /* the thread-bound API: a thread holding a prepared execution would
+     * wait for itself (its later refs start only after it commits) */
+    for (uint64_t r = dag->next_publish; refuse_if_prepared && r < dag->next_reserve; r++) {
+        unsigned s = (unsigned)(r % dag->max_inflight);
+        if (dag->slot_legacy[s] && (dag->ref_flags[s] & REF_RESERVED) &&
+            !(dag->ref_flags[s] & (REF_COMMITTED | REF_CANCELLED)) &&
+            pthread_equal(dag->slot_owner[s], pthread_self())) {
+            st = adag_error(ADAG_ERR_INVALID,
+                            "%s: this thread holds ref %llu of DAG %s, prepared with "
+                            "adag_dag_execute_prepare: commit or cancel it first",
+                            fn, (unsigned long long)r, dag->name);
+            goto fail_locked;
+        }
+    }
+    while (dag->acquiring) {
+        if (dag->abort_status != ADAG_OK) {
+            st = adag_dag_abort_error(dag, fn);
+            goto fail_locked;
+        }
+        if (nonblock || (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)) {
+            st = nonblock ? adag_error(ADAG_ERR_AGAIN,
+                                       "%s: another thread is taking ref %llu of DAG %s", fn,
+                                       (unsigned long long)dag->next_reserve, dag->name)
+                          : adag_error(ADAG_ERR_TIMEOUT,
+                                       "%s: no room after %d ms: another thread is taking ref "
+                                       "%llu of DAG %s",
+                                       fn, dag->execute_timeout_ms,
+                                       (unsigned long long)dag->next_reserve, dag->name);
+            goto fail_locked;
+        }
+        adag_dag_cond_wait(dag, deadline);
+    }
+    if (dag->abort_status != ADAG_OK) {
+        st = adag_dag_abort_error(dag, fn);
+        goto fail_locked;
+    }
+    dag->acquiring = 1;
+    uint64_t seq = dag->next_reserve;
+    st = wait_for_room(dag, seq, nonblock, deadline, fn);
+    pthread_mutex_unlock(&dag->lock);
+    void **bufs = slot_bufs(dag, seq);
+    for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
+        st = adag_chan_acquire(dag->inputs[i], seq, deadline, &bufs[i]);
+        if (st == ADAG_ERR_TIMEOUT)
+            st = nonblock ? adag_error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu",
+                                       fn, i, (unsigned long long)(seq - dag->max_inflight))
+                          : adag_error(ADAG_ERR_TIMEOUT,
+                                       "%s: no room after %d ms: actors still read input %u of "
+                                       "ref %llu",
+                                       fn, dag->execute_timeout_ms, i,
+                                       (unsigned long long)(seq - dag->max_inflight));
+        else if (st != ADAG_OK)
+            st = adag_dag_wait_error(dag, st, fn);
+    }
+    pthread_mutex_lock(&dag->lock);
+    dag->acquiring = 0;
+    pthread_cond_broadcast(&dag->cond);
+    if (st != ADAG_OK)
+        goto fail_locked;
+    unsigned s = (unsigned)(seq % dag->max_inflight);
+    dag->ref_flags[s] = REF_RESERVED;
+    dag->slot_owner[s] = pthread_self();
+    dag->slot_legacy[s] = (uint8_t)legacy;
+    dag->next_reserve = seq + 1;
+    pthread_mutex_unlock(&dag->lock);
+    *ref = seq;
+    return ADAG_OK;
+fail_locked:
+    pthread_mutex_unlock(&dag->lock);
+    adag_dag_api_leave(dag);
+    return st;
+}
+
+/* Publishes, in ref order, every ref from next_publish on that is
+ * committed or cancelled. Under dag->lock. */
+static void publish_ready(adag_dag_h dag)
+{
+    int moved = 0;
+    while (dag->next_publish < dag->next_reserve && dag->abort_status == ADAG_OK) {
+        uint64_t seq = dag->next_publish;
+        uint8_t f = dag->ref_flags[seq % dag->max_inflight];
+        if (!(f & (REF_COMMITTED | REF_CANCELLED)))
+            break;
+        const size_t *sizes = slot_sizes(dag, seq);
+        adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
+        for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++)
+            st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0, status,
+                                   "the execution was cancelled");
+        if (st == ADAG_OK && dag->start)
+            st = adag_chan_publish(dag->start, seq, 0, ADAG_OK, NULL);
+        if (st != ADAG_OK) {
+            adag_dag_fail_locked(dag, st, adag_last_error());
+            break;
+        }
+        dag->next_publish = seq + 1;
+        moved = 1;
+    }
+    if (!moved)
+        return;
+    /* the loops may have finished a ref already, before it counted as live
+     * for the monitor's recomputation of the fd */
+    if (atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
+        adag_dag_update_fd(dag);
+    adag_dag_advance_releases(dag); /* cancelled refs count as released */
+    pthread_cond_broadcast(&dag->cond);
+}
+
+/* The reservation `ref` of this DAG, still open. Under dag->lock. */
+static adag_status_t check_reserved(adag_dag_h dag, uint64_t ref, const char *fn)
+{
+    uint8_t f = ref < dag->next_reserve && ref >= dag->next_publish
+                    ? dag->ref_flags[ref % dag->max_inflight]
+                    : 0;
+    if (!(f & REF_RESERVED) || (f & (REF_COMMITTED | REF_CANCELLED)))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: ref %llu of DAG %s is not a reservation waiting for its commit",
+                          fn, (unsigned long long)ref, dag->name);
+    return ADAG_OK;
+}
+
+static adag_status_t check_sizes(adag_dag_h dag, const char *fn, const size_t *sizes, unsigned n)
+{
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    for (unsigned i = 0; i < n; i++)
+        if (sizes[i] > dag->capacity)
+            return adag_error(ADAG_ERR_TOO_LARGE,
+                              "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
+                              "slot capacity of %zu bytes",
+                              fn, i, i, sizes[i], dag->capacity);
+    return ADAG_OK;
+}
+
+/* Commits reservation ref with its sizes (checked). */
+static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes)
+{
+    pthread_mutex_lock(&dag->lock);
+    memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
+    dag->ref_flags[ref % dag->max_inflight] |= REF_COMMITTED;
+    dag->stats.executed++;
+    publish_ready(dag);
+    pthread_mutex_unlock(&dag->lock);
+    adag_dag_api_leave(dag);
+}
+
+/* Cancels reservation ref (under dag->lock; the caller then leaves the API). */
+static void cancel_locked(adag_dag_h dag, uint64_t ref)
+{
+    unsigned s = (unsigned)(ref % dag->max_inflight);
+    if (ref + 1 == dag->next_reserve && !dag->acquiring) {
+        dag->ref_flags[s] = 0; /* the newest: given back */
+        dag->next_reserve = ref;
+    } else {
+        dag->ref_flags[s] |= REF_CANCELLED | REF_RELEASED;
+        publish_ready(dag);
+    }
+    pthread_cond_broadcast(&dag->cond);
+}
+
+void adag_dag_drop_own_reservations(adag_dag_h dag)
+{
+    for (uint64_t r = dag->next_reserve; r-- > dag->next_publish;) {
+        unsigned s = (unsigned)(r % dag->max_inflight);
+        uint8_t f = dag->ref_flags[s];
+        if ((f & REF_RESERVED) && !(f & (REF_COMMITTED | REF_CANCELLED)) &&
+            pthread_equal(dag->slot_owner[s], pthread_self())) {
+            cancel_locked(dag, r);
+            dag->api_users--;
+        }
+    }
+}
+
+/* ---- the API ---- */
+
+adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
+                               unsigned flags, adag_ref_t *ref)
+{
+    static const char *fn = "adag_dag_execute";
+    adag_status_t st;
+    uint64_t seq;
+    size_t sizes[ADAG_MAX_ARGS + 1] = {0};
+    size_t *sz = sizes;
+
+    if (!dag || !ref || (n && !inputs))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    if (n > ADAG_MAX_ARGS + 1 && !(sz = malloc(n * sizeof(*sz))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+    for (unsigned i = 0; i < n; i++) {
+        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK)
+            goto out;
+        sz[i] = inputs[i].size;
+    }
+    if ((st = check_sizes(dag, fn, sz, n)) != ADAG_OK || (st = reserve(dag, flags, fn, 0, 1, &seq)) != ADAG_OK)
+        goto out;
+    void **bufs = slot_bufs(dag, seq);
+    for (unsigned i = 0; i < n; i++)
+        if (inputs[i].size)
+            memcpy(bufs[i], inputs[i].data, inputs[i].size);
+    commit(dag, seq, sz);
+    *ref = seq;
+out:
+    if (sz != sizes)
+        free(sz);
+    return st;
+}
+
+adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, unsigned n,
+                               adag_ref_t *ref)
+{
+    static const char *fn = "adag_dag_reserve";
+    adag_status_t st;
+    uint64_t seq;
+    if (!dag || !ref || (n && !buffers))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, buffers and ref must not be NULL", fn);
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    if ((st = reserve(dag, flags, fn, 0, 0, &seq)) != ADAG_OK)
+        return st;
+    memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
+    *ref = seq;
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const size_t *sizes, unsigned n)
+{
+    static const char *fn = "adag_dag_commit";
+    adag_status_t st;
+    if (!dag || (n && !sizes))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and sizes must not be NULL", fn);
+    pthread_mutex_lock(&dag->lock);
+    st = check_reserved(dag, ref, fn);
+    if (st == ADAG_OK && dag->slot_legacy[ref % dag->max_inflight])
+        st = adag_error(ADAG_ERR_INVALID,
+                        "%s: ref %llu was prepared with adag_dag_execute_prepare: commit it with "
+                        "adag_dag_execute_commit",
+                        fn, (unsigned long long)ref);
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
+        return st; /* a size error leaves it reserved: fix the size, or cancel */
+    commit(dag, ref, sizes);
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref)
+{
+    static const char *fn = "adag_dag_cancel";
+    if (!dag)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
+    pthread_mutex_lock(&dag->lock);
+    adag_status_t st = check_reserved(dag, ref, fn);
+    if (st == ADAG_OK)
+        cancel_locked(dag, ref);
+    pthread_mutex_unlock(&dag->lock);
+    if (st == ADAG_OK)
+        adag_dag_api_leave(dag);
+    return st;
+}
+
+/* ---- the thread-bound API ---- */
+
+/* This thread's prepared execution, or ADAG_ERR_INVALID. Under dag->lock. */
+static adag_status_t find_prepared(adag_dag_h dag, const char *fn, uint64_t *ref)
+{
+    for (uint64_t r = dag->next_publish; r < dag->next_reserve; r++) {
+        unsigned s = (unsigned)(r % dag->max_inflight);
+        if (dag->slot_legacy[s] && check_reserved(dag, r, fn) == ADAG_OK &&
+            pthread_equal(dag->slot_owner[s], pthread_self())) {
+            *ref = r;
+            return ADAG_OK;
+        }
+    }
+    return adag_error(ADAG_ERR_INVALID,
+                      "%s: this thread has no execution prepared with adag_dag_execute_prepare "
+                      "on DAG %s",
+                      fn, dag->name);
+}
+
+adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers, unsigned n)
+{
+    static const char *fn = "adag_dag_execute_prepare";
+    adag_status_t st;
+    uint64_t seq;
+    if (!dag || (n && !buffers))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and buffers must not be NULL", fn);
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    if ((st = reserve(dag, flags, fn, 1, 1, &seq)) != ADAG_OK)
+        return st;
+    memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,
+                                      adag_ref_t *ref)
+{
+    static const char *fn = "adag_dag_execute_commit";
+    adag_status_t st;
+    uint64_t seq;
+    if (!dag || !ref || (n && !sizes))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, sizes and ref must not be NULL", fn);
+    pthread_mutex_lock(&dag->lock);
+    st = find_prepared(dag, fn, &seq);
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
+        return st; /* still prepared: fix the size, or cancel */
+    /* only this thread ends its reservation: seq stays reserved meanwhile */
+    commit(dag, seq, sizes);
+    *ref = seq;
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
+{
+    static const char *fn = "adag_dag_execute_cancel";
+    uint64_t seq;
+    if (!dag)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
+    pthread_mutex_lock(&dag->lock);
+    adag_status_t st = find_prepared(dag, fn, &seq);
+    if (st == ADAG_OK)
+        cancel_locked(dag, seq);
+    pthread_mutex_unlock(&dag->lock);
+    if (st == ADAG_OK)
+        adag_dag_api_leave(dag);
+    return st;
+}
