@@ -557,7 +557,7 @@ static adag_status_t step_all(adag_dag_h dag, adag_step_t step)
                      adag_deadline_ms(adag_settings()->control_timeout_ms), st, why);
     for (unsigned i = 0; i < dag->nactors && result == ADAG_OK; i++)
         if (st[i] != ADAG_OK)
-            result = adag_error(st[i], "%s", why[i]);
+            result = adag_error(st[i], "adag_graph_compile: %s", why[i]);
 out:
     free(ais);
     free(st);
@@ -665,7 +665,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         free(cx.actor_index);
         pthread_mutex_unlock(&g->lock);
         adag_dag_destroy(dag);
-        return adag_error(st, "%s%s", strncmp(msg, "adag_graph_compile", 18) ? "adag_graph_compile: " : "", msg);
+        return adag_error(st, "%s", msg);
     }
     g->compiled = 1;
     dag->stats.max_inflight = dag->max_inflight;

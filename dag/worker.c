@@ -276,25 +276,33 @@ int adag_worker_main(int argc, char **argv)
     for (;;) {
         adag_ctl_msg_t msg;
         adag_wbuf_t body = {0};
-        adag_status_t st = adag_msg_recv(w.ctl, ADAG_FOREVER, &msg);
+        adag_status_t st = adag_ctl_recv(w.ctl, ADAG_FOREVER, &msg);
         if (st != ADAG_OK) {
-            /* the driver is gone (or spoke nonsense): leave at once; the
-             * kernel frees our mappings and the memfds die with the last user */
+            /* the driver is gone, or the framing broke (nothing after it can
+             * be trusted): leave at once; the kernel frees our mappings and
+             * the memfds die with the last user */
             if (st != ADAG_ERR_CLOSED)
                 ADAG_LOG_ERROR("actor %s: control socket: %s", w.name, adag_last_error());
             _exit(st == ADAG_ERR_CLOSED ? 0 : 4);
         }
-        int shutdown = 0, answer = !adag_msg_info(msg.type)->one_way;
-        if (!w.hello && msg.type != ADAG_MSG_HELLO) {
+        const adag_msg_info_t *info = adag_msg_info(msg.type);
+        int shutdown = 0, answer = !info || !info->one_way;
+        if ((st = adag_msg_check(&msg)) != ADAG_OK) {
+            /* a whole frame of an unknown type or with too many fds: say so */
+            answer = 1;
+        } else if (!w.hello && msg.type != ADAG_MSG_HELLO) {
             st = adag_error(ADAG_ERR_PROTOCOL, "the first message must be HELLO, not %s",
-                            adag_msg_info(msg.type)->name);
+                            info->name);
             shutdown = answer = 1;
         } else {
             switch ((adag_msg_type_t)msg.type) {
             case ADAG_MSG_HELLO:
-                st = w.hello ? adag_error(ADAG_ERR_PROTOCOL, "HELLO was already received")
-                             : hello(&w, &msg, &body);
-                shutdown = st != ADAG_OK; /* a driver of another version: leave */
+                if (w.hello) {
+                    st = adag_error(ADAG_ERR_PROTOCOL, "HELLO was already received");
+                } else {
+                    st = hello(&w, &msg, &body);
+                    shutdown = st != ADAG_OK; /* a driver of another version: leave */
+                }
                 break;
             case ADAG_MSG_CREATE_ACTOR:
                 st = create_actor(&w, &msg, &body);

@@ -33,19 +33,22 @@ const char *adag_msg_name(uint32_t type, char *buf, size_t len)
     return buf;
 }
 
+adag_status_t adag_msg_check(const adag_ctl_msg_t *msg)
+{
+    const adag_msg_info_t *info = adag_msg_info(msg->type);
+    if (!info)
+        return adag_error(ADAG_ERR_PROTOCOL, "unknown control message %u (%zu bytes)", msg->type,
+                          msg->len);
+    if (msg->nfds > info->max_fds)
+        return adag_error(ADAG_ERR_PROTOCOL, "%s message carries %u fds, at most %u", info->name,
+                          msg->nfds, info->max_fds);
+    return ADAG_OK;
+}
+
 adag_status_t adag_msg_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
 {
     adag_status_t st = adag_ctl_recv(sock, deadline, msg);
-    if (st != ADAG_OK)
-        return st;
-    const adag_msg_info_t *info = adag_msg_info(msg->type);
-    if (!info)
-        st = adag_error(ADAG_ERR_PROTOCOL, "unknown control message %u (%zu bytes)", msg->type,
-                        msg->len);
-    else if (msg->nfds > info->max_fds)
-        st = adag_error(ADAG_ERR_PROTOCOL, "%s message carries %u fds, at most %u", info->name,
-                        msg->nfds, info->max_fds);
-    if (st != ADAG_OK)
+    if (st == ADAG_OK && (st = adag_msg_check(msg)) != ADAG_OK)
         adag_ctl_msg_free(msg);
     return st;
 }

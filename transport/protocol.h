@@ -58,7 +58,9 @@ const adag_msg_info_t *adag_msg_info(uint32_t type);
 /* Its name, or "message <type>". */
 const char *adag_msg_name(uint32_t type, char *buf, size_t len);
 
-/* Receives one frame and checks it against the table (known type, fds). */
+/* Checks a received frame against the table (known type, fds). */
+adag_status_t adag_msg_check(const adag_ctl_msg_t *msg);
+/* Receives one frame and checks it (adag_msg_check; the frame is freed on failure). */
 adag_status_t adag_msg_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
 
 /* ---- typed messages: decoders fill views into msg's payload ---- */
