@@ -433,6 +433,14 @@ void h_kill_driver(h_child_driver_t *c)
 
 /* ---- misc ---- */
 
+int h_fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r = poll(&p, 1, timeout_ms);
+    cr_assert(r >= 0, "poll: %s", strerror(errno));
+    return r > 0 && (p.revents & POLLIN);
+}
+
 double h_now_ms(void)
 {
     struct timespec ts;

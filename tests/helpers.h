@@ -202,6 +202,9 @@ void h_kill_driver(h_child_driver_t *c);
 
 /* ---- misc ---- */
 
+/* 1 if fd polls readable within timeout_ms (asserts poll does not fail). */
+int h_fd_readable(int fd, int timeout_ms);
+
 /* Monotonic time in milliseconds. */
 double h_now_ms(void);
 void h_sleep_ms(int ms);

@@ -141,7 +141,8 @@ void probe_describe(pid_t pid, char *out, size_t n)
     const char *what = st == 'T' ? "stopped" : st == 't' ? "traced" : st == 'Z' ? "zombie"
                      : st == 'R' ? "running" : st == 'S' ? "sleeping" : st == 'D' ? "disk sleep"
                                                                                  : "?";
-    snprintf(out, n, "/proc/%d/stat state %c (%s), ppid %d, wchan %s, threads (tid:state:wchan) %s, "
+    snprintf(out, n,
+             "/proc/%d/stat state %c (%s), ppid %d, wchan %s, threads (tid:state:wchan) %s, "
              "cmd: %s",
              (int)pid, st, what, (int)ppid, wchan, threads, cmd);
 }
