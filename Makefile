@@ -32,7 +32,7 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 # tests/test_*.c: the API suite, linked with libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static library.
 # tests/stress_ring.c: the ring under ThreadSanitizer (make test-tsan).
-TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix.c,$(wildcard tests/*.c))
+TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
 # The test actor classes, in libtest_actors.so (process actors) and in the test
 # programs (thread actors); shared_methods.c is compiled into adag-bench too.
 TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c
@@ -241,14 +241,15 @@ fuzz-merge: fuzz
 	@du -sh --apparent-size $(FUZZ_CORPUS)
 
 # ---- fault matrix ----
-# tests/fault_matrix.c: a plain program (it forks drivers and kills them, so
+# tests/fault_matrix*.c: a plain program (it forks drivers and kills them, so
 # not Criterion) that injects faults (killed/stopped driver or worker, exit
 # or segfault in a method) at each phase and checks what is left behind.
 # `make test-faults FAULT_ARGS="--seconds 20"`; it prints
 # "fault-matrix: N passed, M failed[, K skipped]" last.
 FAULT_ARGS ?=
 
-FAULT_OBJS := $(BUILD)/obj/tests/fault_matrix.o $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
+FAULT_SRCS := $(wildcard tests/fault_matrix*.c) tests/builders.c tests/probes.c $(TEST_ACTOR_SRCS)
+FAULT_OBJS := $(FAULT_SRCS:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/tests/fault-matrix: $(FAULT_OBJS) $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)

@@ -127,18 +127,6 @@ adag_node_h h_bind1(adag_graph_h g, adag_actor_h actor, const char *method, adag
     return h_bind(g, actor, method, &arg, 1);
 }
 
-adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
-                           const char *method)
-{
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h cur = h_input(g, 0);
-    for (unsigned i = 0; i < n; i++)
-        cur = h_bind1(g, actors[i], method, cur);
-    ASSERT_OK(adag_graph_output(g, &cur, 1));
-    return g;
-}
-
 adag_graph_h h_stages_graph(adag_runtime_h rt, const h_stage_t *st, unsigned n)
 {
     adag_graph_h g = NULL;
@@ -148,6 +136,16 @@ adag_graph_h h_stages_graph(adag_runtime_h rt, const h_stage_t *st, unsigned n)
         cur = h_bind1(g, st[i].actor, st[i].method, cur);
     ASSERT_OK(adag_graph_output(g, &cur, 1));
     return g;
+}
+
+adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
+                           const char *method)
+{
+    h_stage_t st[H_MAX_ACTORS];
+    cr_assert(n <= H_MAX_ACTORS, "a chain of %u actors (at most %d)", n, H_MAX_ACTORS);
+    for (unsigned i = 0; i < n; i++)
+        st[i] = (h_stage_t){actors[i], method};
+    return h_stages_graph(rt, st, n);
 }
 
 adag_graph_h h_fanout_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,

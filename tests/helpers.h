@@ -74,6 +74,9 @@ adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);
 
+/* The most actors the graph builders below take. */
+#define H_MAX_ACTORS 8
+
 /* A graph: input 0 -> actors[0].method -> actors[1].method -> ... -> output
  * (every method takes one argument). Returns the graph (not compiled). */
 adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
@@ -86,9 +89,6 @@ adag_graph_h h_fanout_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
                             const char *method);
 
 /* ---- one-piece setups: counters, a graph over them, the DAG ---- */
-
-/* The most actors a fan-out or a setup takes. */
-#define H_MAX_ACTORS 8
 
 /* What H_GRAPH / H_DAG build (fields left out are 0): n "counter" actors
  * (in order, with h_counter), a chain input 0 -> a[0].m -> ... -> a[n-1].m
