@@ -32,11 +32,14 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 # tests/test_*.c: the API suite, linked with libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static library.
 # tests/stress_ring.c: the ring under ThreadSanitizer (make test-tsan).
-TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix.c,$(wildcard tests/*.c))
-TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/modules/test_actors.o
+TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
+# The test actor classes, in libtest_actors.so (process actors) and in the test
+# programs (thread actors); shared_methods.c is compiled into adag-bench too.
+TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c
+BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c tests/modules/shared_methods.c
 BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
 EXAMPLE_MODULES := $(patsubst examples/modules/%.c,$(BUILD)/examples/lib%.so,$(wildcard examples/modules/*.c))
 
@@ -89,17 +92,17 @@ $(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/libadag.a $(BUIL
 $(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(TEST_MODULE): tests/modules/test_actors.c tests/modules/test_actors.h include/adag.h
+$(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $< $(LDFLAGS_BASE)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(TEST_ACTOR_SRCS) $(LDFLAGS_BASE)
 
 $(BAD_ABI_MODULES): $(BUILD)/tests/modules/libbad_abi_%.so: tests/modules/bad_abi.c include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DBAD_ABI_$(shell echo $* | tr a-z A-Z) -shared -o $@ $< $(LDFLAGS_BASE)
 
-$(LINKED_TEST_MODULE): tests/modules/test_actors.c tests/modules/test_actors.h include/adag.h $(BUILD)/libadag.so
+$(LINKED_TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $< $(LDFLAGS_BASE) -L$(BUILD) -ladag \
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(TEST_ACTOR_SRCS) $(LDFLAGS_BASE) -L$(BUILD) -ladag \
 	    -Wl,-rpath,'$$ORIGIN/../..'
 
 $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' \
@@ -123,12 +126,14 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/module
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
 # adag-bench: the harness (bench/*.c) and its actor module.
-$(BENCH_MODULE): bench/modules/bench_actors.c bench/modules/bench_actors.h include/adag.h
+BENCH_MODULE_SRCS := bench/modules/bench_actors.c tests/modules/shared_methods.c
+$(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules/shared_methods.h include/adag.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE)
 
-$(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h $(BUILD)/libadag.so
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
+$(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h tests/modules/shared_methods.h \
+    $(BUILD)/libadag.so
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
 bench: all
@@ -280,18 +285,19 @@ fuzz-merge: fuzz
 	@du -sh --apparent-size $(FUZZ_CORPUS)
 
 # ---- fault matrix ----
-# tests/fault_matrix.c: a plain program (it forks drivers and kills them, so
+# tests/fault_matrix*.c: a plain program (it forks drivers and kills them, so
 # not Criterion) that injects faults (killed/stopped driver or worker, exit
 # or segfault in a method) at each phase and checks what is left behind.
 # `make test-faults FAULT_ARGS="--seconds 20"`; it prints
 # "fault-matrix: N passed, M failed[, K skipped]" last.
 FAULT_ARGS ?=
 
-$(BUILD)/tests/fault-matrix: $(BUILD)/obj/tests/fault_matrix.o $(BUILD)/obj/tests/modules/test_actors.o \
-    $(BUILD)/libadag.so
+FAULT_SRCS := $(wildcard tests/fault_matrix*.c) tests/builders.c tests/probes.c $(TEST_ACTOR_SRCS)
+FAULT_OBJS := $(FAULT_SRCS:%.c=$(BUILD)/obj/%.o)
+
+$(BUILD)/tests/fault-matrix: $(FAULT_OBJS) $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BUILD)/obj/tests/fault_matrix.o \
-	    $(BUILD)/obj/tests/modules/test_actors.o -L$(BUILD) -ladag $(RPATH) $(LIBS)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(FAULT_OBJS) -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
 .PHONY: test-faults
 # A hard limit on the whole run: a hang is a failure, never a stuck CI.

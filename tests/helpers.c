@@ -1,7 +1,5 @@
 #include "helpers.h"
 
-#include <ctype.h>
-#include <dirent.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <poll.h>
@@ -66,30 +64,9 @@ adag_runtime_h h_runtime(void)
     return rt;
 }
 
-adag_actor_params_t h_actor_params(const char *class_name, adag_placement_t pl)
-{
-    adag_actor_params_t p;
-    memset(&p, 0, sizeof(p));
-    p.field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_PLACEMENT;
-    p.class_name = class_name;
-    p.placement = pl;
-    if (pl == ADAG_PLACEMENT_PROCESS) {
-        p.field_mask |= ADAG_ACTOR_PARAM_MODULE;
-        p.module_path = ADAG_TEST_MODULE;
-    }
-    return p;
-}
-
 adag_actor_h h_counter(adag_runtime_h rt, adag_placement_t pl, const char *name, int64_t offset)
 {
-    adag_actor_params_t p = h_actor_params("counter", pl);
-    if (name) {
-        p.field_mask |= ADAG_ACTOR_PARAM_NAME;
-        p.name = name;
-    }
-    p.field_mask |= ADAG_ACTOR_PARAM_INIT;
-    p.init_data = &offset;
-    p.init_size = sizeof(offset);
+    adag_actor_params_t p = h_actor_params_init("counter", pl, name, &offset, sizeof(offset));
     adag_actor_h a = NULL;
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     cr_assert_not_null(a);
@@ -112,30 +89,6 @@ void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsi
         snprintf(name, sizeof(name), "%s%u", prefix, i);
         out[i] = h_counter(rt, pl, name, offsets ? offsets[i] : 0);
     }
-}
-
-adag_compile_params_t h_compile_params(unsigned max_inflight, size_t cap, int exec_timeout,
-                                       int teardown_timeout)
-{
-    adag_compile_params_t cp;
-    memset(&cp, 0, sizeof(cp));
-    if (max_inflight) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_MAX_INFLIGHT;
-        cp.max_inflight = max_inflight;
-    }
-    if (cap) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_SLOT_CAPACITY;
-        cp.slot_capacity = cap;
-    }
-    if (exec_timeout) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT;
-        cp.execute_timeout_ms = exec_timeout;
-    }
-    if (teardown_timeout) {
-        cp.field_mask |= ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT;
-        cp.teardown_timeout_ms = teardown_timeout;
-    }
-    return cp;
 }
 
 adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp)
@@ -174,16 +127,82 @@ adag_node_h h_bind1(adag_graph_h g, adag_actor_h actor, const char *method, adag
     return h_bind(g, actor, method, &arg, 1);
 }
 
-adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
-                           const char *method)
+adag_graph_h h_stages_graph(adag_runtime_h rt, const h_stage_t *st, unsigned n)
 {
     adag_graph_h g = NULL;
     ASSERT_OK(adag_graph_create(rt, &g));
     adag_node_h cur = h_input(g, 0);
     for (unsigned i = 0; i < n; i++)
-        cur = h_bind1(g, actors[i], method, cur);
+        cur = h_bind1(g, st[i].actor, st[i].method, cur);
     ASSERT_OK(adag_graph_output(g, &cur, 1));
     return g;
+}
+
+adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
+                           const char *method)
+{
+    h_stage_t st[H_MAX_ACTORS];
+    cr_assert(n <= H_MAX_ACTORS, "a chain of %u actors (at most %d)", n, H_MAX_ACTORS);
+    for (unsigned i = 0; i < n; i++)
+        st[i] = (h_stage_t){actors[i], method};
+    return h_stages_graph(rt, st, n);
+}
+
+adag_graph_h h_fanout_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
+                            const char *method)
+{
+    adag_node_h outs[H_MAX_ACTORS];
+    cr_assert(n <= H_MAX_ACTORS, "a fan-out of %u actors (at most %d)", n, H_MAX_ACTORS);
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h in = h_input(g, 0);
+    for (unsigned i = 0; i < n; i++)
+        outs[i] = h_bind1(g, actors[i], method, in);
+    ASSERT_OK(adag_graph_output(g, outs, n));
+    return g;
+}
+
+/* ---- one-piece setups ---- */
+
+adag_graph_h h_setup_graph(adag_runtime_h rt, const h_setup_t *s)
+{
+    unsigned n = s->n ? s->n : 1;
+    adag_actor_h local[H_MAX_ACTORS], *a = s->actors ? s->actors : local;
+    h_stage_t st[H_MAX_ACTORS];
+    cr_assert(n <= H_MAX_ACTORS, "a setup of %u actors (at most %d)", n, H_MAX_ACTORS);
+    cr_assert(s->method || s->methods, "a setup without a method");
+    for (unsigned i = 0; i < n; i++) {
+        char buf[ADAG_MAX_NAME];
+        const char *name = s->name;
+        if (s->names) {
+            name = s->names[i];
+        } else if (s->prefix) {
+            snprintf(buf, sizeof(buf), "%s%u", s->prefix, i); /* as h_counters names them */
+            name = buf;
+        } else {
+            cr_assert(n == 1, "%u counters need a prefix or names", n);
+        }
+        a[i] = h_counter(rt, s->pl, name, s->offsets ? s->offsets[i] : s->offset);
+    }
+    for (unsigned i = 0; i < n; i++)
+        st[i] = (h_stage_t){a[i], s->methods ? s->methods[i] : s->method};
+    adag_graph_h g;
+    if (s->fanout) {
+        cr_assert(!s->methods, "a fan-out has one method");
+        g = h_fanout_graph(rt, a, n, s->method);
+    } else {
+        g = h_stages_graph(rt, st, n);
+    }
+    if (s->graph)
+        *s->graph = g;
+    return g;
+}
+
+adag_dag_h h_setup_dag(adag_runtime_h rt, const h_setup_t *s)
+{
+    adag_compile_params_t cp =
+        h_compile_params(s->max_inflight, s->cap, s->exec_timeout, s->teardown_timeout);
+    return h_compile_with(h_setup_graph(rt, s), &cp);
 }
 
 adag_value_t h_i64v(const int64_t *p)
@@ -203,6 +222,21 @@ int64_t h_val_i64(adag_value_t v)
     int64_t x;
     memcpy(&x, v.data, sizeof(x));
     return x;
+}
+
+adag_ref_t h_execute(adag_dag_h dag, int64_t x)
+{
+    adag_value_t v = h_i64v(&x);
+    adag_ref_t ref = 0;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    return ref;
+}
+
+int64_t h_get_i64(adag_dag_h dag, adag_ref_t ref, int timeout_ms)
+{
+    adag_value_t out;
+    ASSERT_OK(adag_dag_get(dag, ref, &out, 1, timeout_ms));
+    return h_val_i64(out);
 }
 
 void h_run_i64(adag_dag_h dag, const int64_t *in, unsigned nin, int64_t *out, unsigned nout)
@@ -242,63 +276,15 @@ char *h_dot(adag_dag_h dag)
 
 int h_count_fds(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    cr_assert_not_null(d, "opendir(/proc/self/fd): %s", strerror(errno));
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n - 1; /* the directory's own fd */
-}
-
-/* Reads ppid and state of /proc/<pid>/stat; 0 on success. */
-static int read_stat(const char *pid, pid_t *ppid, char *state)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
-    if (!p)
-        return -1;
-    int pp;
-    char st;
-    if (sscanf(p + 1, " %c %d", &st, &pp) != 2)
-        return -1;
-    *ppid = pp;
-    *state = st;
-    return 0;
+    int n = probe_count_fds();
+    cr_assert(n >= 0, "opendir(/proc/self/fd): %s", strerror(errno));
+    return n;
 }
 
 int h_children(pid_t *out, int max, int *zombies)
 {
-    pid_t self = getpid();
-    DIR *d = opendir("/proc");
-    cr_assert_not_null(d, "opendir(/proc): %s", strerror(errno));
-    int n = 0, z = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (!isdigit((unsigned char)e->d_name[0]))
-            continue;
-        pid_t ppid;
-        char state;
-        if (read_stat(e->d_name, &ppid, &state) != 0 || ppid != self)
-            continue;
-        if (out && n < max)
-            out[n] = (pid_t)atoi(e->d_name);
-        n++;
-        if (state == 'Z')
-            z++;
-    }
-    closedir(d);
-    if (zombies)
-        *zombies = z;
+    int n = probe_children(getpid(), out, max, zombies);
+    cr_assert(n >= 0, "opendir(/proc): %s", strerror(errno));
     return n;
 }
 
@@ -313,14 +299,8 @@ int h_wait_no_children(int timeout_ms)
 
 static int count_maps(const char *needle)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
-    cr_assert_not_null(f, "fopen(/proc/self/maps): %s", strerror(errno));
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, needle))
-            n++;
-    fclose(f);
+    int n = probe_count_maps(needle);
+    cr_assert(n >= 0, "fopen(/proc/self/maps): %s", strerror(errno));
     return n;
 }
 
@@ -363,16 +343,8 @@ void h_assert_clean(const h_snapshot_t *s)
 /* 'R', 'S', 'T' (stopped), 'Z' ... or 0 if the process is gone. */
 char h_proc_state(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : 0;
+    char st = 0;
+    return probe_stat(pid, NULL, &st) == 0 ? st : 0;
 }
 
 /* Reaps pid if it is our child or was reparented to us (we are a
@@ -458,6 +430,14 @@ void h_kill_driver(h_child_driver_t *c)
 }
 
 /* ---- misc ---- */
+
+int h_fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r = poll(&p, 1, timeout_ms);
+    cr_assert(r >= 0, "poll: %s", strerror(errno));
+    return r > 0 && (p.revents & POLLIN);
+}
 
 double h_now_ms(void)
 {

@@ -1,7 +1,9 @@
 /*
  * Helpers shared by the test suites: status assertions that print
- * adag_last_error(), runtime/actor/DAG builders for the test actor classes,
- * and process-hygiene probes (open fds, child processes, memfd mappings).
+ * adag_last_error(), runtime/actor/DAG builders for the test actor classes
+ * (one-piece setups: H_DAG), executions with int64 values, and
+ * process-hygiene probes (open fds, child processes, memfd mappings). The
+ * Criterion-free part is in builders.h and probes.h (included).
  */
 #ifndef ADAG_TESTS_HELPERS_H
 #define ADAG_TESTS_HELPERS_H
@@ -12,11 +14,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "builders.h"
+#include "probes.h"
 #include "test_actors.h"
 
-#ifndef ADAG_TEST_MODULE
-#error "ADAG_TEST_MODULE must be defined by the build"
-#endif
+/* Test(suite, fn_thread) and Test(suite, fn_process) running fn(placement),
+ * with a timeout in seconds: a scenario written once for both placements. */
+#define H_BOTH(suite, fn, to)                                                                 \
+    Test(suite, fn##_thread, .timeout = (to)) { fn(ADAG_PLACEMENT_THREAD); }                  \
+    Test(suite, fn##_process, .timeout = (to)) { fn(ADAG_PLACEMENT_PROCESS); }
 
 /* ---- status assertions ---- */
 
@@ -63,21 +69,58 @@ adag_actor_h h_counter(adag_runtime_h rt, adag_placement_t pl, const char *name,
 void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsigned n,
                 const int64_t *offsets, adag_actor_h *out);
 
-/* Actor params for a class with the given placement (module path set for
- * process actors), no name, no init bytes. */
-adag_actor_params_t h_actor_params(const char *class_name, adag_placement_t pl);
-
-/* Compile params with the given fields set (0 = default for that field). */
-adag_compile_params_t h_compile_params(unsigned max_inflight, size_t cap, int exec_timeout,
-                                       int teardown_timeout);
+/* Compiles g with cp; asserts success. (h_compile_params: builders.h) */
 adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);
+
+/* The most actors the graph builders below take. */
+#define H_MAX_ACTORS 8
 
 /* A graph: input 0 -> actors[0].method -> actors[1].method -> ... -> output
  * (every method takes one argument). Returns the graph (not compiled). */
 adag_graph_h h_chain_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
                            const char *method);
+/* The same with a method per stage: input 0 -> st[0] -> ... -> st[n-1] -> output. */
+adag_graph_h h_stages_graph(adag_runtime_h rt, const h_stage_t *st, unsigned n);
+/* A fan-out: input 0 -> actors[i].method for each i; the n results are the
+ * outputs, in order. */
+adag_graph_h h_fanout_graph(adag_runtime_h rt, adag_actor_h *actors, unsigned n,
+                            const char *method);
+
+/* ---- one-piece setups: counters, a graph over them, the DAG ---- */
+
+/* What H_GRAPH / H_DAG build (fields left out are 0): n "counter" actors
+ * (in order, with h_counter), a chain input 0 -> a[0].m -> ... -> a[n-1].m
+ * -> output or a fan-out (input 0 -> each a[i].m, all outputs), compiled with
+ * the compile params given (0: that field's default). */
+typedef struct {
+    adag_placement_t pl;         /* default ADAG_PLACEMENT_THREAD */
+    unsigned n;                  /* counters; 0 means 1 */
+    const char *name;            /* one counter: its name (NULL: the default) */
+    const char *prefix;          /* or: counters named "<prefix><i>" (h_counters) */
+    const char *const *names;    /* or: counter i named names[i] */
+    int64_t offset;              /* every counter's offset */
+    const int64_t *offsets;      /* or: counter i's */
+    const char *method;          /* every stage's method */
+    const char *const *methods;  /* or: stage i's */
+    int fanout;                  /* a fan-out, not a chain */
+    unsigned max_inflight;
+    size_t cap;
+    int exec_timeout, teardown_timeout;
+    adag_actor_h *actors;        /* out (optional): the n counters */
+    adag_graph_h *graph;         /* out (optional): the graph; else the runtime destroys it */
+} h_setup_t;
+
+/* Creates the counters and builds the graph (not compiled). */
+adag_graph_h h_setup_graph(adag_runtime_h rt, const h_setup_t *s);
+/* ... and compiles it. Asserts success. */
+adag_dag_h h_setup_dag(adag_runtime_h rt, const h_setup_t *s);
+
+/* H_DAG(rt, .pl = pl, .name = "a", .method = "add", .max_inflight = 4): the
+ * fields of h_setup_t as designated initializers. */
+#define H_GRAPH(rt, ...) h_setup_graph((rt), &(const h_setup_t){__VA_ARGS__})
+#define H_DAG(rt, ...) h_setup_dag((rt), &(const h_setup_t){__VA_ARGS__})
 
 /* Bind helper: node = actor.method(args...); asserts success. */
 adag_node_h h_bind(adag_graph_h g, adag_actor_h actor, const char *method,
@@ -89,6 +132,12 @@ adag_node_h h_input(adag_graph_h g, unsigned field);
 adag_value_t h_i64v(const int64_t *p);
 /* The int64 held by v; asserts v.size == 8. */
 int64_t h_val_i64(adag_value_t v);
+
+/* Starts one execution with the int64 input x (copied); asserts ADAG_OK
+ * and returns its ref. */
+adag_ref_t h_execute(adag_dag_h dag, int64_t x);
+/* get of ref's one output, an int64; asserts ADAG_OK (does not release). */
+int64_t h_get_i64(adag_dag_h dag, adag_ref_t ref, int timeout_ms);
 
 /* One execute/get/release with int64 inputs and outputs. */
 void h_run_i64(adag_dag_h dag, const int64_t *in, unsigned nin, int64_t *out, unsigned nout);
@@ -152,6 +201,9 @@ void h_read_report(h_child_driver_t *c, void *buf, size_t n);
 void h_kill_driver(h_child_driver_t *c);
 
 /* ---- misc ---- */
+
+/* 1 if fd polls readable within timeout_ms (asserts poll does not fail). */
+int h_fd_readable(int fd, int timeout_ms);
 
 /* Monotonic time in milliseconds. */
 double h_now_ms(void);

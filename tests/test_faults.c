@@ -6,8 +6,6 @@
 #include "helpers.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,20 +15,6 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int fd_readable(int fd, int timeout_ms)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    int r = poll(&p, 1, timeout_ms);
-    return r > 0 && (p.revents & POLLIN);
-}
-
-static adag_dag_h compile_with(adag_graph_h g, unsigned max_inflight, int exec_timeout,
-                               int teardown_timeout)
-{
-    adag_compile_params_t cp = h_compile_params(max_inflight, 0, exec_timeout, teardown_timeout);
-    return h_compile_with(g, &cp);
-}
 
 /* Building and compiling a graph over a dead actor fails (at bind or at
  * compile) with a message naming the actor. */
@@ -54,43 +38,26 @@ static void graph_over_dead_actor_fails(adag_runtime_h rt, adag_actor_h dead, co
 /* Dead actors                                                       */
 /* ---------------------------------------------------------------- */
 
-/* Three process actors named names[0..2] with offsets off[0..2] in a chain
- * input -> a0.add -> a1.<middle> -> a2.add, compiled with max_inflight. */
-static adag_dag_h three_process_chain(adag_runtime_h rt, const char *const names[3],
-                                      const int64_t off[3], const char *middle,
-                                      unsigned max_inflight, adag_actor_h out[3])
-{
-    for (int i = 0; i < 3; i++)
-        out[i] = h_counter(rt, ADAG_PLACEMENT_PROCESS, names[i], off[i]);
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h x = h_bind1(g, out[0], "add", h_input(g, 0));
-    adag_node_h y = h_bind1(g, out[1], middle, x);
-    adag_node_h z = h_bind1(g, out[2], "add", y);
-    ASSERT_OK(adag_graph_output(g, &z, 1));
-    return h_compile(g, max_inflight, 0);
-}
-
 Test(faults, sigkill_middle_actor, .timeout = 60)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    static const char *const names[3] = {"first", "middle", "last"};
-    static const int64_t off[3] = {0, 0, 1};
+    /* first.add -> middle.sleep_ms -> last.add */
     adag_actor_h actors[3];
-    adag_dag_h dag = three_process_chain(rt, names, off, "sleep_ms", 8, actors);
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .n = 3,
+                           .names = (const char *const[]){"first", "middle", "last"},
+                           .offsets = (const int64_t[]){0, 0, 1},
+                           .methods = (const char *const[]){"add", "sleep_ms", "add"},
+                           .max_inflight = 8, .actors = actors);
     adag_actor_h middle = actors[1];
     cr_assert(h_count_memfd_maps() > snap.memfd_maps, "no memfd mapping while a DAG lives");
     cr_assert_eq(h_roundtrip(dag, 1), 2);
 
     enum { N = 6 };
     adag_ref_t refs[N];
-    for (int i = 0; i < N; i++) {
-        int64_t ms = 100;
-        adag_value_t v = h_i64v(&ms);
-        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[i]));
-    }
+    for (int i = 0; i < N; i++)
+        refs[i] = h_execute(dag, 100);
     h_sleep_ms(30);
     pid_t pid = adag_actor_pid(middle);
     cr_assert(pid > 0);
@@ -108,7 +75,7 @@ Test(faults, sigkill_middle_actor, .timeout = 60)
 
     int fd = -1;
     ASSERT_OK(adag_dag_fd(dag, &fd));
-    cr_assert(fd_readable(fd, 0), "the fd of a failed DAG is not readable");
+    cr_assert(h_fd_readable(fd, 0), "the fd of a failed DAG is not readable");
 
     /* later calls fail the same way */
     int64_t one = 1;
@@ -137,22 +104,23 @@ Test(faults, method_crashes_worker, .timeout = 60)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    static const char *const names[3] = {"before", "crasher", "after"};
-    static const int64_t off[3] = {1, 0, 10};
+    /* before.add -> crasher.crash_if -> after.add */
     adag_actor_h actors[3];
-    adag_dag_h dag = three_process_chain(rt, names, off, "crash_if", 4, actors);
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .n = 3,
+                           .names = (const char *const[]){"before", "crasher", "after"},
+                           .offsets = (const int64_t[]){1, 0, 10},
+                           .methods = (const char *const[]){"add", "crash_if", "add"},
+                           .max_inflight = 4, .actors = actors);
     adag_actor_h a = actors[0], c = actors[1];
     cr_assert_eq(h_roundtrip(dag, 5), 16);
 
-    int64_t bad = 665; /* 665 + 1 = 666 at the crasher */
-    adag_value_t v = h_i64v(&bad), out;
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    adag_value_t out;
+    adag_ref_t ref = h_execute(dag, 665); /* 665 + 1 = 666 at the crasher */
     ASSERT_ST(adag_dag_get(dag, ref, &out, 1, 5000), ADAG_ERR_ACTOR_DIED);
     ASSERT_MSG_HAS("crasher");
     (void)adag_dag_release(dag, ref);
     int64_t good = 1;
-    v = h_i64v(&good);
+    adag_value_t v = h_i64v(&good);
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_ACTOR_DIED);
     ASSERT_MSG_HAS("crasher");
     double t0 = h_now_ms();
@@ -204,13 +172,10 @@ Test(faults, other_dag_survives, .timeout = 60)
     for (int64_t i = 0; i < 20; i++)
         cr_assert_eq(h_roundtrip(d2, i), i + 101);
     adag_ref_t refs[4];
+    for (int i = 0; i < 4; i++)
+        refs[i] = h_execute(d2, 1000 + i);
     for (int i = 0; i < 4; i++) {
-        x = 1000 + i;
-        ASSERT_OK(adag_dag_execute(d2, &v, 1, 0, &refs[i]));
-    }
-    for (int i = 0; i < 4; i++) {
-        ASSERT_OK(adag_dag_get(d2, refs[i], &out, 1, 10000));
-        cr_assert_eq(h_val_i64(out), 1000 + i + 101);
+        cr_assert_eq(h_get_i64(d2, refs[i], 10000), 1000 + i + 101);
         ASSERT_OK(adag_dag_release(d2, refs[i]));
     }
     ASSERT_OK(adag_dag_destroy(d1));
@@ -245,22 +210,13 @@ static void teardown_in_flight(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h s = h_counter(rt, pl, "sleepy", 0);
-    adag_actor_h b = h_counter(rt, pl, "next", 1);
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h x = h_bind1(g, s, "sleep_ms", h_input(g, 0));
-    adag_node_h y = h_bind1(g, b, "add", x);
-    ASSERT_OK(adag_graph_output(g, &y, 1));
-    adag_dag_h dag = h_compile(g, 8, 0);
+    adag_dag_h dag = H_DAG(rt, .pl = pl, .n = 2, .names = (const char *const[]){"sleepy", "next"},
+                           .offsets = (const int64_t[]){0, 1},
+                           .methods = (const char *const[]){"sleep_ms", "add"}, .max_inflight = 8);
     if (pl == ADAG_PLACEMENT_PROCESS)
         cr_assert(h_count_memfd_maps() > snap.memfd_maps, "no memfd mapping while a DAG lives");
-    for (int i = 0; i < 5; i++) {
-        int64_t ms = 200;
-        adag_value_t v = h_i64v(&ms);
-        adag_ref_t ref;
-        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
-    }
+    for (int i = 0; i < 5; i++)
+        (void)h_execute(dag, 200);
     h_sleep_ms(20);
     double t0 = h_now_ms();
     ASSERT_OK(adag_dag_destroy(dag));
@@ -269,14 +225,7 @@ static void teardown_in_flight(adag_placement_t pl)
     cr_assert(dt < 4000, "teardown with work in flight took %.0f ms", dt);
     h_assert_clean(&snap);
 }
-Test(faults, teardown_in_flight_thread, .timeout = 30)
-{
-    teardown_in_flight(ADAG_PLACEMENT_THREAD);
-}
-Test(faults, teardown_in_flight_process, .timeout = 30)
-{
-    teardown_in_flight(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(faults, teardown_in_flight, 30)
 
 /* Executions queued behind a running method are abandoned by
  * adag_dag_destroy, not run: 8 x 300 ms queued, destroy returns after about
@@ -286,15 +235,10 @@ static void teardown_abandons_queued(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h s = h_counter(rt, pl, "queued", 0);
-    adag_graph_h g = h_chain_graph(rt, &s, 1, "sleep_ms");
-    adag_dag_h dag = compile_with(g, 8, 0, 10000);
-    for (int i = 0; i < 8; i++) {
-        int64_t ms = 300;
-        adag_value_t v = h_i64v(&ms);
-        adag_ref_t ref;
-        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
-    }
+    adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "queued", .method = "sleep_ms", .max_inflight = 8,
+                           .teardown_timeout = 10000);
+    for (int i = 0; i < 8; i++)
+        (void)h_execute(dag, 300);
     h_sleep_ms(50);
     double t0 = h_now_ms();
     ASSERT_OK(adag_dag_destroy(dag));
@@ -304,14 +248,7 @@ static void teardown_abandons_queued(adag_placement_t pl)
     ASSERT_OK(adag_runtime_destroy(rt));
     h_assert_clean(&snap);
 }
-Test(faults, teardown_abandons_queued_thread, .timeout = 30)
-{
-    teardown_abandons_queued(ADAG_PLACEMENT_THREAD);
-}
-Test(faults, teardown_abandons_queued_process, .timeout = 30)
-{
-    teardown_abandons_queued(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(faults, teardown_abandons_queued, 30)
 
 /* Only the runtime is destroyed: it destroys the DAGs and actors itself. */
 Test(faults, runtime_destroy_in_flight, .timeout = 30)
@@ -323,20 +260,12 @@ Test(faults, runtime_destroy_in_flight, .timeout = 30)
     h_counters(rt, ADAG_PLACEMENT_PROCESS, "r", 2, NULL, a);
     a[2] = h_counter(rt, ADAG_PLACEMENT_THREAD, "r_thread", 0);
     /* two DAGs over the same actors: a sleepy one and a chain */
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h x = h_bind1(g, a[0], "sleep_ms", h_input(g, 0));
-    adag_node_h y = h_bind1(g, a[1], "add", x);
-    adag_node_h z = h_bind1(g, a[2], "add", y);
-    ASSERT_OK(adag_graph_output(g, &z, 1));
-    adag_dag_h dsleep = h_compile(g, 4, 0);
+    h_stage_t sleepy[3] = {{a[0], "sleep_ms"}, {a[1], "add"}, {a[2], "add"}};
+    adag_dag_h dsleep = h_compile(h_stages_graph(rt, sleepy, 3), 4, 0);
     adag_dag_h dchain = h_compile(h_chain_graph(rt, a, 3, "add"), 4, 0);
     for (int i = 0; i < 3; i++) {
-        int64_t ms = 300;
-        adag_value_t v = h_i64v(&ms);
-        adag_ref_t ref;
-        ASSERT_OK(adag_dag_execute(dsleep, &v, 1, 0, &ref));
-        ASSERT_OK(adag_dag_execute(dchain, &v, 1, 0, &ref));
+        (void)h_execute(dsleep, 300);
+        (void)h_execute(dchain, 300);
     }
     h_sleep_ms(20);
     double t0 = h_now_ms();
@@ -352,13 +281,9 @@ Test(faults, teardown_kills_stuck_worker, .timeout = 30)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h s = h_counter(rt, ADAG_PLACEMENT_PROCESS, "stuck", 0);
-    adag_graph_h g = h_chain_graph(rt, &s, 1, "sleep_ms");
-    adag_dag_h dag = compile_with(g, 2, 0, 500);
-    int64_t ms = 20000;
-    adag_value_t v = h_i64v(&ms);
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .name = "stuck", .method = "sleep_ms",
+                           .max_inflight = 2, .teardown_timeout = 500);
+    (void)h_execute(dag, 20000);
     h_sleep_ms(50);
     double t0 = h_now_ms();
     ASSERT_OK(adag_dag_destroy(dag));
@@ -399,14 +324,10 @@ static void destroy_while_blocked(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h s = h_counter(rt, pl, "blocker", 0);
-    adag_graph_h g = h_chain_graph(rt, &s, 1, "sleep_ms");
     /* one slot, executes wait forever for room */
-    adag_dag_h dag = compile_with(g, 1, -1, 0);
-    int64_t ms = 1000;
-    adag_value_t v = h_i64v(&ms);
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "blocker", .method = "sleep_ms", .max_inflight = 1,
+                           .exec_timeout = -1);
+    adag_ref_t ref = h_execute(dag, 1000);
 
     struct blocked_call get = {.dag = dag, .ref = ref, .is_get = 1, .st = ADAG_OK};
     struct blocked_call exe = {.dag = dag, .is_get = 0, .st = ADAG_OK};
@@ -427,14 +348,7 @@ static void destroy_while_blocked(adag_placement_t pl)
     ASSERT_OK(adag_runtime_destroy(rt));
     h_assert_clean(&snap);
 }
-Test(faults, destroy_while_blocked_thread, .timeout = 30)
-{
-    destroy_while_blocked(ADAG_PLACEMENT_THREAD);
-}
-Test(faults, destroy_while_blocked_process, .timeout = 30)
-{
-    destroy_while_blocked(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(faults, destroy_while_blocked, 30)
 
 /* ---------------------------------------------------------------- */
 /* Signals                                                           */
@@ -448,17 +362,15 @@ static void on_alarm(int sig)
     alarms++;
 }
 
-static void signal_interrupted(adag_placement_t pl)
+static void signal_interrupted_driver(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[2];
     int64_t off[2] = {3, 40};
     h_counters(rt, pl, "sig", 2, off, a);
     adag_actor_h sl = h_counter(rt, pl, "sig_sleeper", 0);
-    adag_graph_h g = h_chain_graph(rt, a, 2, "add");
-    adag_dag_h dag = h_compile(g, 4, 0);
-    adag_graph_h gs = h_chain_graph(rt, &sl, 1, "sleep_ms");
-    adag_dag_h dsleep = h_compile(gs, 2, 0);
+    adag_dag_h dag = h_compile(h_chain_graph(rt, a, 2, "add"), 4, 0);
+    adag_dag_h dsleep = h_compile(h_chain_graph(rt, &sl, 1, "sleep_ms"), 2, 0);
 
     struct sigaction sa, old;
     memset(&sa, 0, sizeof(sa));
@@ -475,30 +387,24 @@ static void signal_interrupted(adag_placement_t pl)
     for (int i = 0; i < N; i += W) {
         for (int k = 0; k < W; k++) {
             xs[k] = i + k;
-            adag_value_t v = h_i64v(&xs[k]);
-            ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[k]));
+            refs[k] = h_execute(dag, xs[k]);
         }
         for (int k = 0; k < W; k++) {
-            adag_value_t out;
-            ASSERT_OK(adag_dag_get(dag, refs[k], &out, 1, 10000));
-            cr_assert_eq(h_val_i64(out), xs[k] + 43);
+            cr_assert_eq(h_get_i64(dag, refs[k], 10000), xs[k] + 43);
             ASSERT_OK(adag_dag_release(dag, refs[k]));
         }
     }
     /* waits that sleep: gets on a 5 ms method, and a get that times out */
     for (int i = 0; i < 30; i++)
         cr_assert_eq(h_roundtrip(dsleep, 5), 5);
-    int64_t ms = 300;
-    adag_value_t v = h_i64v(&ms), out;
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dsleep, &v, 1, 0, &ref));
+    adag_value_t out;
+    adag_ref_t ref = h_execute(dsleep, 300);
     double t0 = h_now_ms();
     ASSERT_ST(adag_dag_get(dsleep, ref, &out, 1, 50), ADAG_ERR_TIMEOUT);
     double dt = h_now_ms() - t0;
     cr_assert(dt >= 40, "get(timeout 50) returned TIMEOUT after %.1f ms: EINTR cut it short",
               dt);
-    ASSERT_OK(adag_dag_get(dsleep, ref, &out, 1, 10000));
-    cr_assert_eq(h_val_i64(out), 300);
+    cr_assert_eq(h_get_i64(dsleep, ref, 10000), 300);
     ASSERT_OK(adag_dag_release(dsleep, ref));
 
     /* teardown under signals too */
@@ -511,14 +417,7 @@ static void signal_interrupted(adag_placement_t pl)
     cr_assert(alarms > 10, "only %d SIGALRMs were delivered", (int)alarms);
     cr_assert_eq(h_wait_no_children(2000), 0);
 }
-Test(faults, signal_interrupted_driver_thread, .timeout = 60)
-{
-    signal_interrupted(ADAG_PLACEMENT_THREAD);
-}
-Test(faults, signal_interrupted_driver_process, .timeout = 60)
-{
-    signal_interrupted(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(faults, signal_interrupted_driver, 60)
 
 /* ---------------------------------------------------------------- */
 /* The driver is killed                                              */
@@ -537,12 +436,9 @@ static void child_driver(int wfd)
             _exit(11);
     }
     adag_graph_h g = NULL;
-    adag_node_h in = NULL, x = NULL, y = NULL;
     adag_dag_h dag = NULL;
-    if (adag_graph_create(rt, &g) || adag_graph_input(g, 0, &in) ||
-        adag_graph_bind(g, a[0], "add", &in, 1, &x) ||
-        adag_graph_bind(g, a[1], "sleep_ms", &x, 1, &y) || adag_graph_output(g, &y, 1) ||
-        adag_graph_compile(g, NULL, &dag))
+    h_stage_t st[2] = {{a[0], "add"}, {a[1], "sleep_ms"}};
+    if (h_try_chain(rt, st, 2, NULL, &g, &dag, NULL) != ADAG_OK)
         _exit(12);
     /* one round trip, then leave an execution in flight */
     int64_t v64 = 1;
@@ -587,9 +483,9 @@ Test(faults, worker_does_not_inherit_blocked_signals, .timeout = 30)
     sigaddset(&term, SIGTERM);
     cr_assert_eq(pthread_sigmask(SIG_BLOCK, &term, &old), 0);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "termed", 0);
-    adag_graph_h g = h_chain_graph(rt, &a, 1, "add");
-    adag_dag_h dag = h_compile(g, 2, 0);
+    adag_actor_h a;
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .name = "termed", .method = "add",
+                           .max_inflight = 2, .actors = &a);
     cr_assert_eq(h_roundtrip(dag, 1), 1);
     cr_assert_eq(kill(adag_actor_pid(a), SIGTERM), 0);
     int64_t x = 1;
@@ -613,13 +509,11 @@ static void worker_dies_by(int64_t how, const char *expect, const char *expect_s
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_PROCESS, "mortal", 0);
-    adag_graph_h g = h_chain_graph(rt, &a, 1, "die_if");
-    adag_dag_h dag = h_compile(g, 2, 0);
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .name = "mortal", .method = "die_if",
+                           .max_inflight = 2);
     cr_assert_eq(h_roundtrip(dag, 1), 1);
-    adag_value_t v = h_i64v(&how), out;
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    adag_value_t out;
+    adag_ref_t ref = h_execute(dag, how);
     double t0 = h_now_ms();
     ASSERT_ST(adag_dag_get(dag, ref, &out, 1, 1000), ADAG_ERR_ACTOR_DIED);
     cr_assert(h_now_ms() - t0 < 1000, "death noticed after %.0f ms", h_now_ms() - t0);

@@ -7,7 +7,6 @@
 #include "helpers.h"
 
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +41,9 @@ static void *exec_fn(void *arg)
 static adag_dag_h full_window(adag_runtime_h rt, adag_placement_t pl, int exec_timeout,
                               adag_ref_t *ref0)
 {
-    adag_actor_h s = h_counter(rt, pl, "sleepy", 0);
-    adag_compile_params_t cp = h_compile_params(1, 0, exec_timeout, 0);
-    adag_dag_h dag = h_compile_with(h_chain_graph(rt, &s, 1, "sleep_ms"), &cp);
-    int64_t ms = 10;
-    adag_value_t v = h_i64v(&ms);
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, ref0));
+    adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "sleepy", .method = "sleep_ms", .max_inflight = 1,
+                           .exec_timeout = exec_timeout);
+    *ref0 = h_execute(dag, 10);
     return dag;
 }
 
@@ -73,18 +69,10 @@ static void nonblock_while_other_waits(adag_placement_t pl)
     pthread_join(t, NULL);
     cr_assert_eq(waiter.st, ADAG_OK, "the waiting execute returned %s (%s)",
                  adag_status_str(waiter.st), waiter.msg);
-    ASSERT_OK(adag_dag_get(dag, waiter.ref, &out, 1, 5000));
-    cr_assert_eq(h_val_i64(out), 1);
+    cr_assert_eq(h_get_i64(dag, waiter.ref, 5000), 1);
     ASSERT_OK(adag_runtime_destroy(rt));
 }
-Test(hardening, nonblock_while_other_waits_thread, .timeout = 30)
-{
-    nonblock_while_other_waits(ADAG_PLACEMENT_THREAD);
-}
-Test(hardening, nonblock_while_other_waits_process, .timeout = 30)
-{
-    nonblock_while_other_waits(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(hardening, nonblock_while_other_waits, 30)
 
 /* Five threads execute on a full window with a 300 ms timeout: each times
  * out after about 300 ms of its own, not one after the other. */
@@ -117,9 +105,8 @@ Test(hardening, concurrent_execute_timeouts, .timeout = 30)
 static void prepare_misuse(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, pl, "zc", 5);
-    adag_compile_params_t cp = h_compile_params(4, 64, 200, 0);
-    adag_dag_h dag = h_compile_with(h_chain_graph(rt, &a, 1, "add"), &cp);
+    adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "zc", .offset = 5, .method = "add",
+                           .max_inflight = 4, .cap = 64, .exec_timeout = 200);
     void *buf = NULL;
     ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
     /* prepare again and execute on the same thread: refused, no deadlock */
@@ -147,11 +134,9 @@ static void prepare_misuse(adag_placement_t pl)
     ASSERT_OK(adag_dag_execute_commit(dag, &size, 1, &ref));
     cr_assert_eq(other.ref, ref + 1, "refs %llu then %llu", (unsigned long long)ref,
                  (unsigned long long)other.ref);
-    ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 5000));
-    cr_assert_eq(h_val_i64(out), 42);
+    cr_assert_eq(h_get_i64(dag, ref, 5000), 42);
     ASSERT_OK(adag_dag_release(dag, ref));
-    ASSERT_OK(adag_dag_get(dag, other.ref, &out, 1, 5000));
-    cr_assert_eq(h_val_i64(out), 6);
+    cr_assert_eq(h_get_i64(dag, other.ref, 5000), 6);
     ASSERT_OK(adag_dag_release(dag, other.ref));
     cr_assert_eq(h_roundtrip(dag, 1), 6);
     /* prepared, then destroyed by the same thread: dropped */
@@ -159,14 +144,7 @@ static void prepare_misuse(adag_placement_t pl)
     ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_runtime_destroy(rt));
 }
-Test(hardening, prepare_misuse_thread, .timeout = 30)
-{
-    prepare_misuse(ADAG_PLACEMENT_THREAD);
-}
-Test(hardening, prepare_misuse_process, .timeout = 30)
-{
-    prepare_misuse(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(hardening, prepare_misuse, 30)
 
 /* ---------------------------------------------------------------- */
 /* 6. Method status codes are normalized                              */
@@ -175,8 +153,9 @@ Test(hardening, prepare_misuse_process, .timeout = 30)
 static void method_codes(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, pl, "odd", 0);
-    adag_dag_h dag = h_compile(h_chain_graph(rt, &a, 1, "ret_status"), 2, 0);
+    adag_actor_h a;
+    adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "odd", .method = "ret_status", .max_inflight = 2,
+                           .actors = &a);
     static const struct {
         int64_t code;
         const char *says;
@@ -190,9 +169,8 @@ static void method_codes(adag_placement_t pl)
         {-1000, "returned -1000, which is not an adag status"},
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        adag_value_t v = h_i64v(&cases[i].code), out;
-        adag_ref_t ref;
-        ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+        adag_value_t out;
+        adag_ref_t ref = h_execute(dag, cases[i].code);
         ASSERT_ST(adag_dag_get(dag, ref, &out, 1, 5000), ADAG_ERR_METHOD);
         ASSERT_MSG_HAS("actor odd.ret_status");
         ASSERT_MSG_HAS(cases[i].says);
@@ -202,36 +180,21 @@ static void method_codes(adag_placement_t pl)
     ASSERT_OK(adag_dag_destroy(dag));
     /* a failing adag_call_* keeps its own message */
     dag = h_compile(h_chain_graph(rt, &a, 1, "bad_arg"), 2, 0);
-    int64_t x = 1;
-    adag_value_t v = h_i64v(&x), out;
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    adag_value_t out;
+    adag_ref_t ref = h_execute(dag, 1);
     ASSERT_ST(adag_dag_get(dag, ref, &out, 1, 5000), ADAG_ERR_METHOD);
     ASSERT_MSG_HAS("actor odd.bad_arg");
     ASSERT_MSG_HAS("argument 3 does not exist");
     ASSERT_OK(adag_dag_release(dag, ref));
     ASSERT_OK(adag_runtime_destroy(rt));
 }
-Test(hardening, method_codes_thread, .timeout = 30)
-{
-    method_codes(ADAG_PLACEMENT_THREAD);
-}
-Test(hardening, method_codes_process, .timeout = 30)
-{
-    method_codes(ADAG_PLACEMENT_PROCESS);
-}
+H_BOTH(hardening, method_codes, 30)
 
 /* ---------------------------------------------------------------- */
 /* 7. The DAG fd is readable exactly while a result waits             */
 /* ---------------------------------------------------------------- */
 
-static int readable(int fd, int ms)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, ms) > 0 && (p.revents & POLLIN);
-}
-
-static void fd_exact(adag_placement_t pl, int dags, int rounds)
+static void fd_exact_dags(adag_placement_t pl, int dags, int rounds)
 {
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[2];
@@ -240,39 +203,34 @@ static void fd_exact(adag_placement_t pl, int dags, int rounds)
         adag_dag_h dag = h_compile(h_chain_graph(rt, a, 2, "add"), 4, 0);
         int fd = -1;
         ASSERT_OK(adag_dag_fd(dag, &fd));
-        cr_assert(!readable(fd, 0), "DAG %d: readable before any execution", d);
+        cr_assert(!h_fd_readable(fd, 0), "DAG %d: readable before any execution", d);
         for (int r = 0; r < rounds; r++) {
-            int64_t x = r;
-            adag_value_t v = h_i64v(&x), out;
-            adag_ref_t ref;
-            ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+            adag_value_t out;
+            adag_ref_t ref = h_execute(dag, r);
             if (r % 2 == 0) {
                 /* wait through the fd, as an event loop does */
-                cr_assert(readable(fd, 5000), "DAG %d round %d: not readable with a result", d,
-                          r);
+                cr_assert(h_fd_readable(fd, 5000), "DAG %d round %d: not readable with a result",
+                          d, r);
                 ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 0));
             } else {
                 /* or spin in get, so a loop's signal may land after it */
                 ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 5000));
             }
-            cr_assert_eq(h_val_i64(out), x);
+            cr_assert_eq(h_val_i64(out), r);
             ASSERT_OK(adag_dag_release(dag, ref));
             /* a late signal of the loop must not leave it readable */
-            cr_assert(!readable(fd, r % 5 == 0 ? 2 : 0),
+            cr_assert(!h_fd_readable(fd, r % 5 == 0 ? 2 : 0),
                       "DAG %d round %d: readable after every ref was got and released", d, r);
         }
         ASSERT_OK(adag_dag_destroy(dag));
     }
     ASSERT_OK(adag_runtime_destroy(rt));
 }
-Test(hardening, fd_exact_thread, .timeout = 60)
+static void fd_exact(adag_placement_t pl)
 {
-    fd_exact(ADAG_PLACEMENT_THREAD, 20, 60);
+    fd_exact_dags(pl, 20, 60);
 }
-Test(hardening, fd_exact_process, .timeout = 60)
-{
-    fd_exact(ADAG_PLACEMENT_PROCESS, 20, 60);
-}
+H_BOTH(hardening, fd_exact, 60)
 
 /* ---------------------------------------------------------------- */
 /* 8. Validation gaps                                                 */
@@ -281,8 +239,7 @@ Test(hardening, fd_exact_process, .timeout = 60)
 Test(hardening, negative_timeouts_rejected, .timeout = 30)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_THREAD, "t", 0);
-    adag_graph_h g = h_chain_graph(rt, &a, 1, "add");
+    adag_graph_h g = H_GRAPH(rt, .name = "t", .method = "add");
     adag_dag_h dag = NULL;
     adag_compile_params_t cp = h_compile_params(0, 0, -2, 0);
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
@@ -294,10 +251,8 @@ Test(hardening, negative_timeouts_rejected, .timeout = 30)
     ASSERT_MSG_HAS("teardown_timeout_ms -1");
     cp = h_compile_params(0, 0, -1, 0); /* -1: forever, accepted */
     dag = h_compile_with(g, &cp);
-    int64_t x = 1;
-    adag_value_t v = h_i64v(&x), out;
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    adag_value_t out;
+    adag_ref_t ref = h_execute(dag, 1);
     ASSERT_ST(adag_dag_get(dag, ref, &out, 1, -2), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("timeout_ms -2");
     ASSERT_OK(adag_dag_get(dag, ref, &out, 1, -1));
@@ -330,8 +285,7 @@ Test(hardening, unknown_mask_bits_rejected, .timeout = 30)
     ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("module_path");
 
-    a = h_counter(rt, ADAG_PLACEMENT_THREAD, "m", 0);
-    adag_graph_h g = h_chain_graph(rt, &a, 1, "add");
+    adag_graph_h g = H_GRAPH(rt, .name = "m", .method = "add");
     adag_compile_params_t cp = h_compile_params(0, 0, 0, 0);
     adag_dag_h dag = NULL;
     cp.field_mask = 1ull << 40;
@@ -433,8 +387,8 @@ static void crash_in_init(const char *how, const char *expect, const char *expec
     cr_assert(strstr(h_msg(), expect) || strstr(h_msg(), expect_san),
               "message \"%s\" lacks \"%s\"", h_msg(), expect);
     /* the name is free again, the runtime goes on */
-    adag_actor_h ok = h_counter(rt, ADAG_PLACEMENT_PROCESS, "fragile", 2);
-    adag_dag_h dag = h_compile(h_chain_graph(rt, &ok, 1, "add"), 2, 0);
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .name = "fragile", .offset = 2,
+                           .method = "add", .max_inflight = 2);
     cr_assert_eq(h_roundtrip(dag, 1), 3);
     ASSERT_OK(adag_runtime_destroy(rt));
     h_assert_clean(&snap);

@@ -32,9 +32,7 @@
 
 static adag_actor_h child_actor(adag_runtime_h rt, const char *name)
 {
-    adag_actor_params_t p = h_actor_params("counter", ADAG_PLACEMENT_PROCESS);
-    p.field_mask |= ADAG_ACTOR_PARAM_NAME;
-    p.name = name;
+    adag_actor_params_t p = h_actor_params_init("counter", ADAG_PLACEMENT_PROCESS, name, NULL, 0);
     adag_actor_h a = NULL;
     CHILD_CHECK(adag_actor_create(rt, &p, &a) == ADAG_OK, 20);
     return a;
@@ -45,15 +43,10 @@ static adag_dag_h child_chain(adag_runtime_h rt, adag_actor_h a, const char *m1,
                               const char *m2, int td_ms)
 {
     adag_graph_h g = NULL;
-    adag_node_h in = NULL, x = NULL, y = NULL;
     adag_dag_h dag = NULL;
     adag_compile_params_t cp = h_compile_params(4, 0, 0, td_ms);
-    CHILD_CHECK(adag_graph_create(rt, &g) == ADAG_OK && adag_graph_input(g, 0, &in) == ADAG_OK &&
-                    adag_graph_bind(g, a, m1, &in, 1, &x) == ADAG_OK &&
-                    adag_graph_bind(g, b, m2, &x, 1, &y) == ADAG_OK &&
-                    adag_graph_output(g, &y, 1) == ADAG_OK &&
-                    adag_graph_compile(g, &cp, &dag) == ADAG_OK,
-                21);
+    h_stage_t st[2] = {{a, m1}, {b, m2}};
+    CHILD_CHECK(h_try_chain(rt, st, 2, &cp, &g, &dag, NULL) == ADAG_OK, 21);
     return dag;
 }
 
@@ -326,29 +319,20 @@ Test(hardening, stuck_worker_killed_alone, .timeout = 60)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h s = h_counter(rt, ADAG_PLACEMENT_PROCESS, "stuck", 0);
-    adag_actor_h h1 = h_counter(rt, ADAG_PLACEMENT_PROCESS, "healthy1", 1);
-    adag_actor_h h2 = h_counter(rt, ADAG_PLACEMENT_PROCESS, "healthy2", 10);
     /* d1: input -> stuck.sleep_ms -> healthy1.add -> healthy2.add; stuck is
      * first so the healthy workers come after it in teardown order */
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h x = h_bind1(g, s, "sleep_ms", h_input(g, 0));
-    adag_node_h y = h_bind1(g, h1, "add", x);
-    adag_node_h z = h_bind1(g, h2, "add", y);
-    ASSERT_OK(adag_graph_output(g, &z, 1));
-    adag_compile_params_t cp = h_compile_params(4, 0, 0, 600);
-    adag_dag_h d1 = h_compile_with(g, &cp);
-    adag_actor_h hh[2] = {h1, h2};
-    adag_dag_h d2 = h_compile(h_chain_graph(rt, hh, 2, "add"), 4, 0);
+    adag_actor_h a[3];
+    adag_dag_h d1 = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .n = 3,
+                          .names = (const char *const[]){"stuck", "healthy1", "healthy2"},
+                          .offsets = (const int64_t[]){0, 1, 10},
+                          .methods = (const char *const[]){"sleep_ms", "add", "add"},
+                          .max_inflight = 4, .teardown_timeout = 600, .actors = a);
+    adag_dag_h d2 = h_compile(h_chain_graph(rt, a + 1, 2, "add"), 4, 0);
     cr_assert_eq(h_roundtrip(d1, 0), 11);
 
-    int64_t forever = 100000;
-    adag_value_t v = h_i64v(&forever);
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(d1, &v, 1, 0, &ref));
+    (void)h_execute(d1, 100000); /* stuck for good */
     h_sleep_ms(50);
-    pid_t ps = adag_actor_pid(s), p1 = adag_actor_pid(h1), p2 = adag_actor_pid(h2);
+    pid_t ps = adag_actor_pid(a[0]), p1 = adag_actor_pid(a[1]), p2 = adag_actor_pid(a[2]);
     double t0 = h_now_ms();
     ASSERT_OK(adag_dag_destroy(d1));
     double dt = h_now_ms() - t0;
@@ -370,20 +354,11 @@ Test(hardening, stuck_workers_stopped_in_parallel, .timeout = 60)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a[3];
-    h_counters(rt, ADAG_PLACEMENT_PROCESS, "stuck", 3, NULL, a);
-    adag_graph_h g = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    adag_node_h in = h_input(g, 0), outs[3];
-    for (int i = 0; i < 3; i++)
-        outs[i] = h_bind1(g, a[i], "sleep_ms", in);
-    ASSERT_OK(adag_graph_output(g, outs, 3));
-    adag_compile_params_t cp = h_compile_params(2, 0, 0, 1000);
-    adag_dag_h dag = h_compile_with(g, &cp);
-    int64_t forever = 100000;
-    adag_value_t v = h_i64v(&forever);
-    adag_ref_t ref;
-    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    /* input -> stuck<i>.sleep_ms for i = 0, 1, 2 */
+    adag_dag_h dag = H_DAG(rt, .pl = ADAG_PLACEMENT_PROCESS, .n = 3, .prefix = "stuck",
+                           .method = "sleep_ms", .fanout = 1, .max_inflight = 2,
+                           .teardown_timeout = 1000);
+    (void)h_execute(dag, 100000);
     h_sleep_ms(50);
     double t0 = h_now_ms();
     ASSERT_OK(adag_dag_destroy(dag));

@@ -1,20 +1,11 @@
 /* Actor class "bench" used by adag-bench: exported as a module (process
- * actors) and linked into adag-bench (thread actors). */
+ * actors) and linked into adag-bench (thread actors). Its "pass" method is
+ * the tests' "echo" (tests/modules/shared_methods.c, compiled into both). */
 #include "bench_actors.h"
+#include "shared_methods.h"
 
 #include <stdint.h>
 #include <string.h>
-
-/* pass(x) -> x: the smallest method that moves a value on */
-static adag_status_t bench_pass(void *state, adag_call_h call)
-{
-    (void)state;
-    adag_value_t in;
-    adag_status_t st = adag_call_arg(call, 0, &in);
-    if (st != ADAG_OK)
-        return st;
-    return adag_call_set_output(call, 0, in.data, in.size);
-}
 
 /* sum2(a, b) -> 8 bytes: a[0..8) + b[0..8) as int64 (gathers two values) */
 static adag_status_t bench_sum2(void *state, adag_call_h call)
@@ -50,7 +41,7 @@ static adag_status_t bench_check(void *state, adag_call_h call)
 }
 
 static const adag_method_def_t bench_methods[] = {
-    {"pass", bench_pass, 1, 1},
+    {"pass", shared_echo, 1, 1}, /* x -> x: the smallest method that moves a value on */
     {"sum2", bench_sum2, 2, 1},
     {"check", bench_check, 1, 1},
 };

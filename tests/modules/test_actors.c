@@ -1,9 +1,11 @@
 /*
  * Actor classes used by the tests: exported as a module (process actors)
  * and compiled into the test binary too (thread actors, see
- * test_actors.h).
+ * test_actors.h). The echo method is shared with adag-bench
+ * (shared_methods.c is compiled into both).
  */
 #include "test_actors.h"
+#include "shared_methods.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -139,17 +141,6 @@ static adag_status_t counter_die_if(void *state, adag_call_h call)
     return adag_call_set_output(call, 0, &x, sizeof(x));
 }
 
-/* echo(bytes) -> the same bytes (any size) */
-static adag_status_t counter_echo(void *state, adag_call_h call)
-{
-    (void)state;
-    adag_value_t in;
-    adag_status_t st = adag_call_arg(call, 0, &in);
-    if (st != ADAG_OK)
-        return st;
-    return adag_call_set_output(call, 0, in.data, in.size);
-}
-
 /* grow(n) -> n bytes of 0xab, n an int64 (to overflow slots) */
 static adag_status_t counter_grow(void *state, adag_call_h call)
 {
@@ -262,7 +253,7 @@ static const adag_method_def_t counter_methods[] = {
     {"sleep_ms", counter_sleep_ms, 1, 1},
     {"crash_if", counter_crash_if, 1, 1},
     {"die_if", counter_die_if, 1, 1},
-    {"echo", counter_echo, 1, 1},
+    {"echo", shared_echo, 1, 1}, /* the same bytes (any size) */
     {"grow", counter_grow, 1, 1},
     {"pid", counter_pid, 0, 1},
     {"say", counter_say, 1, 1},
