@@ -1,9 +1,9 @@
 /*
  * The compiler: validates a graph, gives every produced value one channel
- * with all its readers, lays the shm channels out in one segment, builds
- * each actor's program (its bind-ordered schedule) and installs it: a loop
- * thread in the driver for thread actors, an INSTALL message for process
- * actors.
+ * with all its readers and picks its backend (choose_kind), has each
+ * backend lay its channels out (their domains), builds each actor's program
+ * (its bind-ordered schedule) and installs it on every actor at once:
+ * PREPARE -> CONNECT -> START through the actors' placements.
  */
 #include "common/clock.h"
 #include "common/error.h"
