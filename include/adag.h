@@ -512,8 +512,8 @@ typedef struct {
     uint64_t released;    /* refs released */
     unsigned max_inflight;
     size_t slot_capacity;
-    unsigned nchannels;   /* channels (shm + local) */
-    size_t shm_bytes;     /* size of the DAG's shared-memory segment */
+    unsigned nchannels;   /* channels carrying values (every backend: shm, self, ...) */
+    size_t shm_bytes;     /* memory the channel backends hold for the DAG (the shm segment) */
 } adag_dag_stats_t;
 
 #define ADAG_DAG_STATS_INIT {.struct_size = sizeof(adag_dag_stats_t)}
