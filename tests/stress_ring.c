@@ -281,6 +281,22 @@ static void *opener_main(void *p)
     return NULL;
 }
 
+/* Joins a thread the abort must have woken; one still blocked 10 s later
+ * is a failure, reported at once (the run cannot go on past it). */
+static void join_promptly(pthread_t th, unsigned round, int which)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    if (pthread_timedjoin_np(th, NULL, &until) != 0) {
+        fprintf(stderr, "FAIL: round %u: thread %d still blocked 10 s after the abort\n", round,
+                which);
+        printf("stress_ring: abort racing with waits: FAILED\n");
+        fflush(stdout);
+        _exit(1);
+    }
+}
+
 static int aborted_ok(adag_status_t st)
 {
     return st == ADAG_OK || st == ADAG_ERR_CLOSED;
@@ -316,7 +332,7 @@ static int abort_round(unsigned round)
     adag_ctx_abort(&d.peer, why);
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
+        join_promptly(th[i], round, i);
     EXPECT(set == 1 && again == 0, "round %u: abort returned %d then %d", round, set, again);
     EXPECT(atomic_load(&d.drv.abort) == (uint32_t)-why, "round %u: abort word %u", round,
            atomic_load(&d.drv.abort));

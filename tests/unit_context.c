@@ -32,49 +32,61 @@ Test(ctx, abort_first_status_wins, .timeout = 30)
     adag_ctx_destroy(&ctx);
 }
 
+#define RACE_CTXS 20000
+
 typedef struct {
-    adag_dag_ctx_t *ctx;
+    adag_dag_ctx_t *ctxs;
     adag_status_t status;
-    _Atomic int *go;
-    int won;
+    pthread_barrier_t *start;
+    unsigned char won[RACE_CTXS];
 } racer_t;
 
 static void *racer_main(void *p)
 {
     racer_t *r = p;
-    while (!atomic_load(r->go))
-        ;
-    r->won = adag_ctx_abort(r->ctx, r->status);
+    pthread_barrier_wait(r->start);
+    for (unsigned i = 0; i < RACE_CTXS; i++)
+        r->won[i] = (unsigned char)adag_ctx_abort(&r->ctxs[i], r->status);
     return NULL;
 }
 
-/* Threads abort at once with different statuses: exactly one call reports
- * that it set the word, and the word holds that call's status. */
+/* Threads abort the same contexts, in the same order, with different
+ * statuses: for each context exactly one call reports that it set the
+ * word, and the word holds that call's status. */
 Test(ctx, abort_race_has_one_winner, .timeout = 60)
 {
-    for (int round = 0; round < 50; round++) {
-        adag_dag_ctx_t ctx;
-        pthread_t th[6];
-        racer_t r[6];
-        _Atomic int go = 0;
-        adag_ctx_init(&ctx);
-        for (int i = 0; i < 6; i++) {
-            r[i] = (racer_t){&ctx, (adag_status_t)(-1 - i), &go, -1};
-            cr_assert_eq(pthread_create(&th[i], NULL, racer_main, &r[i]), 0);
-        }
-        atomic_store(&go, 1);
+    enum { NR = 3 };
+    adag_dag_ctx_t *ctxs = calloc(RACE_CTXS, sizeof(*ctxs));
+    racer_t *r = calloc(NR, sizeof(*r));
+    pthread_t th[NR];
+    pthread_barrier_t start;
+    cr_assert(ctxs && r);
+    pthread_barrier_init(&start, NULL, NR);
+    for (unsigned i = 0; i < RACE_CTXS; i++)
+        adag_ctx_init(&ctxs[i]);
+    for (int i = 0; i < NR; i++) {
+        r[i].ctxs = ctxs;
+        r[i].status = (adag_status_t)(-1 - i);
+        r[i].start = &start;
+        cr_assert_eq(pthread_create(&th[i], NULL, racer_main, &r[i]), 0);
+    }
+    for (int i = 0; i < NR; i++)
+        pthread_join(th[i], NULL);
+    for (unsigned c = 0; c < RACE_CTXS; c++) {
         int winners = 0;
-        for (int i = 0; i < 6; i++) {
-            pthread_join(th[i], NULL);
-            cr_assert(r[i].won == 0 || r[i].won == 1);
-            if (r[i].won) {
+        for (int i = 0; i < NR; i++) {
+            cr_assert(r[i].won[c] <= 1);
+            if (r[i].won[c]) {
                 winners++;
-                cr_assert_eq(atomic_load(&ctx.abort), (uint32_t)-r[i].status);
+                cr_assert_eq(atomic_load(&ctxs[c].abort), (uint32_t)-r[i].status);
             }
         }
-        cr_assert_eq(winners, 1, "round %d: %d calls set the word", round, winners);
-        adag_ctx_destroy(&ctx);
+        cr_assert_eq(winners, 1, "context %u: %d calls set the word", c, winners);
+        adag_ctx_destroy(&ctxs[c]);
     }
+    pthread_barrier_destroy(&start);
+    free(ctxs);
+    free(r);
 }
 
 /* Two channels of every backend in one context, laid out in one call:
@@ -192,7 +204,8 @@ static void driver_with_domain(adag_dag_ctx_t *drv, adag_wbuf_t *desc)
 }
 
 /* Imports blob with dup'd copies of fds[0..nfds) plus `extra` eventfds;
- * checks that on failure every one of them is closed. */
+ * checks that on failure every one of them is closed, and that the fds
+ * past them in the array were not touched. */
 static adag_status_t import_with(const void *blob, size_t len, const int *src, unsigned nfds,
                                  unsigned extra)
 {
@@ -205,8 +218,16 @@ static adag_status_t import_with(const void *blob, size_t len, const int *src, u
         given[n] = fds[n] = eventfd(0, EFD_CLOEXEC);
     for (unsigned i = 0; i < n; i++)
         cr_assert_geq(given[i], 0);
+    /* canaries past the fds given: never the import's to touch */
+    int canary[ADAG_CTL_MAX_FDS];
+    for (unsigned i = n; i < ADAG_CTL_MAX_FDS; i++)
+        cr_assert_geq(canary[i] = fds[i] = eventfd(0, EFD_CLOEXEC), 0);
     adag_ctx_init(&ctx);
     adag_status_t st = adag_ctx_import_domains(&ctx, (adag_blob_t){blob, len}, fds, n);
+    for (unsigned i = n; i < ADAG_CTL_MAX_FDS; i++) {
+        cr_assert(is_open(canary[i]), "fd %d past the %u given was closed", canary[i], n);
+        close(canary[i]);
+    }
     if (st != ADAG_OK) {
         char msg[ADAG_ERROR_MAX];
         snprintf(msg, sizeof(msg), "%s", adag_last_error());

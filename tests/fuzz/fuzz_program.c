@@ -23,13 +23,14 @@
  * Finally every shm channel is opened, through the ops table, on a real
  * domain (tests/fuzz/fuzz_domain.h; the seeds' descriptors point into it)
  * with the program's geometry and descriptor: the open must succeed or be
- * ADAG_ERR_PROTOCOL, and an endpoint that opened must be usable over its
- * whole slot (acquire, fill `capacity` bytes, publish, wait, release), so a
- * descriptor check that let a channel reach past the segment shows up as a
- * crash.
+ * ADAG_ERR_PROTOCOL; an endpoint that opened must lie inside the segment
+ * (its descriptor is its offset; offset + its true size, computed without
+ * wrap-around, <= the segment size) and be usable over its whole slot
+ * (acquire, fill `capacity` bytes, publish, wait, release).
  */
 #include "dag/program.h"
 #include "fuzz_domain.h"
+#include "transport/chan_shm.h"
 #include "transport/channel.h"
 
 #include <stdint.h>
@@ -90,6 +91,20 @@ static int same_program(const adag_program_t *a, const adag_program_t *b)
            memcmp(a->descs, b->descs, a->descs_len) == 0;
 }
 
+typedef unsigned __int128 u128;
+
+/* The true size of a shm channel, from the backend's own size function
+ * applied to tiny geometries (so its private header/cursor/slot sizes are
+ * not copied here) and scaled up without overflow. */
+static u128 true_chan_size(uint64_t nslots, uint64_t nreaders, uint64_t capacity)
+{
+    u128 hdr = adag_shm_chan_size(0, 0, 0);
+    u128 cursor = adag_shm_chan_size(0, 1, 0) - hdr;
+    u128 slot_hdr = adag_shm_chan_size(1, 0, 0) - hdr;
+    u128 slot = slot_hdr + (((u128)capacity + 63) & ~(u128)63);
+    return hdr + (u128)nreaders * cursor + (u128)nslots * slot;
+}
+
 static adag_dag_ctx_t domain;
 static _Atomic uint32_t never_aborted;
 
@@ -125,6 +140,13 @@ static void open_channels(const adag_program_t *p)
         if (st != ADAG_OK)
             continue;
         CHECK(ch && ch->capacity == p->capacity && ch->nslots == p->nslots);
+        /* a shm descriptor is the channel's offset in the segment: the
+         * channel, at its true size, lies inside it */
+        uint64_t off;
+        CHECK(op.desc.len == sizeof(off));
+        memcpy(&off, op.desc.data, sizeof(off));
+        CHECK((u128)off + true_chan_size(p->nslots, c->nreaders, p->capacity) <=
+              (u128)adag_ctx_domain_bytes(&domain));
         /* the whole slot of one execution is ours; the domain is shared by
          * every input, so use a fresh writer's view: a slot another input
          * left unreleased times out at once */

@@ -267,6 +267,17 @@ static void control_seeds(const adag_wbuf_t *program)
 
     /* payload mode */
     save("control", "payload-hello", "\x01", 1, hello.data, hello.len);
+    /* a token of ADAG_TOKEN_MAX bytes and one byte more (refused as a
+     * trailing byte; one more in the length and it is a token too long) */
+    static char token[ADAG_TOKEN_MAX + 1];
+    adag_wbuf_t longtok = {0};
+    memset(token, 't', sizeof(token));
+    adag_msg_encode_hello(&longtok, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC,
+                                                        ADAG_PROTOCOL_VERSION,
+                                                        {token, ADAG_TOKEN_MAX}});
+    adag_wbuf_raw(&longtok, "t", 1);
+    save("control", "reject-hello-token-plus-1", "\x01", 1, longtok.data, longtok.len);
+    adag_wbuf_free(&longtok);
     save("control", "payload-create-actor", "\x01", 1, create.data, create.len);
     save("control", "payload-prepare-dag", "\x01", 1, prepare.data, prepare.len);
     save("control", "payload-connect-dag", "\x01", 1, connect.data, connect.len);
