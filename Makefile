@@ -1,6 +1,6 @@
 # adag build. `make` builds the library, worker, tools, tests and examples;
 # `make test` runs the suite; `make check` adds the sanitizer runs; `make test SAN=address,undefined` runs it under
-# sanitizers (in build/san-*); `make test-tsan` runs the channel tests under TSan;
+# sanitizers (in build/san-*); `make test-tsan` runs the channel stress program under TSan;
 # `make install PREFIX=/usr/local` installs library, header, worker and adag.pc.
 
 VERSION_MAJOR := 0
@@ -31,7 +31,7 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 
 # tests/test_*.c: the API suite, linked with libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static library.
-# tests/stress_ring.c: the ring under ThreadSanitizer (make test-tsan).
+# tests/stress_ring.c: the channels, abort and concurrent drivers under ThreadSanitizer (make test-tsan).
 TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
 # The test actor classes, in libtest_actors.so (process actors) and in the test
 # programs (thread actors); shared_methods.c is compiled into adag-bench too.
@@ -231,9 +231,11 @@ FUZZ_CORPUS ?= tests/fuzz/corpus
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
     -O1 -g $(FUZZ_SAN) -I include -I .
-# what the decoders link against: wire/control/shm ring, errors and settings
-FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c) dag/program.c)
-FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h)
+# what the decoders link against: wire, control, protocol, the channel backends,
+# the program and the DAG context (domain import), errors and settings
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c) \
+    dag/program.c dag/context.c)
+FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc
 fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)

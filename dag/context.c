@@ -110,6 +110,7 @@ adag_status_t adag_ctx_import_domains(adag_dag_ctx_t *ctx, adag_blob_t blob, int
     adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
     unsigned used = 0;
     adag_status_t st = ADAG_OK;
+    int attached[ADAG_CHAN_NKINDS] = {0}; /* by this call: detached again on failure */
     uint32_t n = adag_rbuf_u32(&rb);
     if (rb.failed || n > ADAG_CHAN_NKINDS) {
         st = adag_error(ADAG_ERR_PROTOCOL, "malformed domain list (%u domains)", n);
@@ -129,6 +130,7 @@ adag_status_t adag_ctx_import_domains(adag_dag_ctx_t *ctx, adag_blob_t blob, int
             goto out;
         }
         st = ops->domain_import(b, fds + used, dn, &ctx->domains[kind]);
+        attached[kind] = st == ADAG_OK;
         for (uint32_t j = 0; j < dn; j++)
             fds[used + j] = -1; /* taken */
         used += dn;
@@ -145,6 +147,12 @@ out:
         if (fds[i] >= 0) {
             close(fds[i]);
             fds[i] = -1;
+        }
+    /* a failed import leaves the context as it was: every fd it was given closed */
+    for (unsigned k = 0; st != ADAG_OK && k < ADAG_CHAN_NKINDS; k++)
+        if (attached[k]) {
+            ctx->domains[k]->ops->domain_destroy(ctx->domains[k]);
+            ctx->domains[k] = NULL;
         }
     return st;
 }

@@ -164,8 +164,13 @@ static void *monitor_main(void *arg)
         unsigned count = 1;
         for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
             count++;
-        for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next)
-            count += ADAG_CONTAINER(l, struct adag_dag, link)->nnotify;
+        for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
+            adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+            /* nnotify is written under dag->lock, not ours: read it only once
+             * armed (the seq_cst store of fd_armed publishes it) */
+            if (atomic_load_explicit(&dag->fd_armed, memory_order_seq_cst))
+                count += dag->nnotify;
+        }
         if (reserve_slots(&pfds, &watch, &cap, count) != 0 && cap == 0) {
             /* out of memory: try again shortly rather than lose deaths */
             pthread_mutex_unlock(&rt->lock);

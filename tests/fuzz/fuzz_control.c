@@ -1,38 +1,47 @@
 /*
- * libFuzzer target: the control plane's receiving side.
+ * libFuzzer target: the control plane's receiving side, through the real
+ * decoders of transport/protocol.c (no parser is duplicated here).
  *
  * Byte 0 selects the mode:
  *
  * bit 0 = 0, stream mode: the rest of the input, from byte 2 on (at most
  *   MAX_STREAM bytes), is written into one end of a socketpair, which is then
- *   closed, and adag_ctl_recv reads messages from the other end until it
- *   fails. The stream goes in up to 15 writes of byte 1 bytes (bits 4-7 of
- *   byte 0), each carrying 0..7 fds (bits 1-3) with SCM_RIGHTS, then the rest
- *   in one write: so fds land at chosen points, a message can collect fds
- *   from several reads, and more than ADAG_CTL_MAX_FDS can arrive (the
- *   extras must be closed). Every message received must match the frame a reference
- *   parse of the same bytes finds (type, len <= ADAG_CTL_MAX_PAYLOAD,
- *   payload); its fds must be open, close-on-exec and the pipe that was sent;
- *   the failure at the end must be CLOSED at a frame boundary, PROTOCOL for an
- *   oversized length, CLOSED or PROTOCOL for a truncated frame, never a
- *   timeout. No fd may leak: /proc/self/fd is counted before and after.
- *   Each received payload also goes through the payload parsers below.
+ *   closed, and adag_msg_recv reads messages from the other end until it
+ *   fails at the end of the stream. The stream goes in up to 15 writes of
+ *   byte 1 bytes (bits 4-7 of byte 0), each carrying 0..7 fds (bits 1-3)
+ *   with SCM_RIGHTS, then the rest in one write: so fds land at chosen
+ *   points, a message can collect fds from several reads, and more than
+ *   ADAG_CTL_MAX_FDS can arrive (the extras must be closed). Every frame is
+ *   checked against a reference parse of the same bytes: a whole frame is
+ *   received as it was sent (type, len <= ADAG_CTL_MAX_PAYLOAD, payload), or
+ *   refused with ADAG_ERR_PROTOCOL if its type is unknown or it carries more
+ *   fds than its type may (then the next frame is read); received fds are
+ *   open, close-on-exec and the pipe that was sent; the failure at the end is
+ *   CLOSED at a frame boundary, PROTOCOL for an oversized length, CLOSED or
+ *   PROTOCOL for a truncated frame, never a timeout. Each message received
+ *   goes to its decoder as the worker and the driver dispatch it (a
+ *   PREPARE_DAG's program is decoded and its domain list imported with the
+ *   message's fds, as dag/worker.c does). No fd may leak: /proc/self/fd is
+ *   counted before and after.
  *
- * bit 0 = 1, payload mode: the rest of the input is one message payload,
- *   given to the payload parsers directly.
+ * bit 0 = 1, payload mode: the rest of the input is one payload, given to
+ *   every decoder (with each decoder's message type) and to both reply-body
+ *   decoders; a PREPARE_DAG that decodes has its domain list imported with
+ *   copies of a real shm domain's fds (tests/fuzz/fuzz_domain.h), so a list
+ *   that names that segment's true size attaches it for real.
  *
- * The payload parsers mirror, bound for bound, how the real code reads a peer:
- *   parse_reply:        the driver reading a REPLY (dag/actor.c parse_reply
- *                       and the method table in create_process_actor);
- *   parse_create_actor: the worker reading CREATE_ACTOR (dag/worker.c);
- *   parse_stop_dag:     the worker reading STOP_DAG.
- * What they accept must be well-formed (NUL-terminated names in their
- * arrays, counts within their limits, views inside the payload).
+ * What a decoder accepts must be well-formed (NUL-terminated names in their
+ * arrays, counts and sizes within their limits, views inside the payload,
+ * ABORT_DAG with an error status) and canonical: encoding the decoded
+ * message gives back the same bytes.
  */
 #include "common/clock.h"
 #include "common/error.h"
-#include "dag/internal.h"
+#include "dag/context.h"
+#include "dag/program.h"
+#include "fuzz_domain.h"
 #include "transport/control.h"
+#include "transport/protocol.h"
 #include "transport/wire.h"
 
 #include <dirent.h>
@@ -58,82 +67,191 @@
 /* Well below the socket buffer, so both writes complete without a reader. */
 #define MAX_STREAM (64u << 10)
 
-/* The same sizes as the real readers' destination arrays. */
-#define WORKER_MODULE_MAX 4096 /* worker.c create_actor: char module[4096] */
-#define DRIVER_MAX_METHODS 4096 /* actor.c create_process_actor */
-
 static int terminated(const char *s, size_t max)
 {
     return memchr(s, '\0', max) != NULL;
 }
 
-/* ---- payload parsers ---- */
-
-static void parse_reply(const void *payload, size_t len)
+static int inside(adag_blob_t b, const adag_ctl_msg_t *msg)
 {
-    adag_rbuf_t rb = {payload, len, 0, 0};
-    char text[ADAG_ERROR_MAX];
-    (void)adag_rbuf_u32(&rb); /* status */
-    adag_rbuf_str(&rb, text, sizeof(text));
-    if (rb.failed)
-        return;
-    CHECK(terminated(text, sizeof(text)));
+    const char *p = msg->payload;
+    return b.len <= msg->len &&
+           (b.len == 0 || ((const char *)b.data >= p && (const char *)b.data + b.len <= p + msg->len));
+}
 
-    /* the method table, as create_process_actor reads it */
-    unsigned nmethods = adag_rbuf_u32(&rb);
-    if (rb.failed || nmethods == 0 || nmethods > DRIVER_MAX_METHODS)
-        return;
-    adag_method_info_t *m = calloc(nmethods, sizeof(*m));
-    CHECK(m);
-    for (unsigned i = 0; i < nmethods; i++) {
-        adag_rbuf_str(&rb, m[i].name, sizeof(m[i].name));
-        m[i].nargs = adag_rbuf_u32(&rb);
-        m[i].nreturns = adag_rbuf_u32(&rb);
-        if (m[i].nargs > ADAG_MAX_ARGS || m[i].nreturns == 0 ||
-            m[i].nreturns > ADAG_MAX_RETURNS)
-            rb.failed = 1;
+/* The payload equals what enc wrote (then frees enc). */
+static void check_canonical(const adag_ctl_msg_t *msg, adag_wbuf_t *enc)
+{
+    CHECK(!enc->failed && enc->len == msg->len);
+    CHECK(msg->len == 0 || memcmp(enc->data, msg->payload, msg->len) == 0);
+    adag_wbuf_free(enc);
+}
+
+/* ---- the decoders ---- */
+
+static void reply_bodies(adag_blob_t body)
+{
+    adag_msg_hello_reply_t hr;
+    if (adag_msg_decode_hello_reply(body, &hr) == ADAG_OK) {
+        adag_wbuf_t b = {0};
+        CHECK(hr.ncpus > 0);
+        adag_msg_encode_hello_reply(&b, &hr);
+        CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
+        adag_wbuf_free(&b);
     }
-    if (!rb.failed) {
-        CHECK(rb.pos <= rb.len);
-        for (unsigned i = 0; i < nmethods; i++) {
-            CHECK(terminated(m[i].name, sizeof(m[i].name)));
+    adag_msg_method_t *m;
+    unsigned n;
+    if (adag_msg_decode_methods(body, &m, &n) == ADAG_OK) {
+        adag_wbuf_t b = {0};
+        CHECK(n >= 1 && n <= 4096);
+        for (unsigned i = 0; i < n; i++) {
+            CHECK(terminated(m[i].name, sizeof(m[i].name)) && m[i].name[0]);
             CHECK(m[i].nargs <= ADAG_MAX_ARGS);
             CHECK(m[i].nreturns >= 1 && m[i].nreturns <= ADAG_MAX_RETURNS);
         }
+        adag_msg_encode_methods(&b, m, n);
+        CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
+        adag_wbuf_free(&b);
+        free(m);
     }
-    free(m);
 }
 
-static void parse_create_actor(const void *payload, size_t len)
+/* Imports a PREPARE_DAG's domain list as the worker does; takes fds. */
+static void import_domains(adag_blob_t domains, int *fds, unsigned nfds)
 {
-    adag_rbuf_t rb = {payload, len, 0, 0};
-    char module[WORKER_MODULE_MAX], class_name[ADAG_MAX_NAME], name[ADAG_MAX_NAME];
-    size_t init_size;
-    adag_rbuf_str(&rb, module, sizeof(module));
-    adag_rbuf_str(&rb, class_name, sizeof(class_name));
-    adag_rbuf_str(&rb, name, sizeof(name));
-    const char *init = adag_rbuf_bytes(&rb, &init_size);
-    if (rb.failed || rb.pos != rb.len)
+    adag_dag_ctx_t ctx;
+    adag_ctx_init(&ctx);
+    adag_status_t st = adag_ctx_import_domains(&ctx, domains, fds, nfds);
+    CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL || st == ADAG_ERR_IO ||
+          st == ADAG_ERR_NO_MEMORY);
+    if (st != ADAG_OK)
+        for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+            CHECK(ctx.domains[k] == NULL);
+    adag_ctx_destroy(&ctx);
+}
+
+/* Decodes msg as a message of its type, as the worker / driver would.
+ * fds: the message's (taken by a PREPARE_DAG's import), or NULL. */
+static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
+{
+    adag_wbuf_t b = {0};
+    switch (msg->type) {
+    case ADAG_MSG_HELLO: {
+        adag_msg_hello_t m;
+        if (adag_msg_decode_hello(msg, &m) != ADAG_OK)
+            return;
+        CHECK(m.token.len <= ADAG_TOKEN_MAX && inside(m.token, msg));
+        adag_msg_encode_hello(&b, &m);
+        check_canonical(msg, &b);
         return;
-    CHECK(terminated(module, sizeof(module)));
-    CHECK(terminated(class_name, sizeof(class_name)));
-    CHECK(terminated(name, sizeof(name)));
-    CHECK(init && init >= (const char *)payload &&
-          init + init_size == (const char *)payload + len);
+    }
+    case ADAG_MSG_CREATE_ACTOR: {
+        adag_msg_create_t m;
+        if (adag_msg_decode_create(msg, &m) != ADAG_OK)
+            return;
+        CHECK(terminated(m.module, sizeof(m.module)));
+        CHECK(terminated(m.class_name, sizeof(m.class_name)));
+        CHECK(terminated(m.actor, sizeof(m.actor)) && inside(m.init, msg));
+        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.init);
+        check_canonical(msg, &b);
+        return;
+    }
+    case ADAG_MSG_PREPARE_DAG: {
+        adag_msg_prepare_t m;
+        if (adag_msg_decode_prepare(msg, &m) != ADAG_OK)
+            return;
+        CHECK(inside(m.program, msg) && inside(m.domains, msg));
+        adag_msg_encode_prepare(&b, &m);
+        check_canonical(msg, &b);
+        adag_rbuf_t rb = {m.program.data, m.program.len, 0, 0};
+        adag_program_t prog;
+        if (adag_program_decode(&rb, 4, &prog) == ADAG_OK)
+            adag_program_free(&prog);
+        import_domains(m.domains, fds, *nfds);
+        *nfds = 0; /* taken, even on failure */
+        return;
+    }
+    case ADAG_MSG_CONNECT_DAG: {
+        adag_msg_connect_t m;
+        if (adag_msg_decode_connect(msg, &m) != ADAG_OK)
+            return;
+        CHECK(inside(m.peers, msg));
+        adag_msg_encode_connect(&b, &m);
+        check_canonical(msg, &b);
+        return;
+    }
+    case ADAG_MSG_START_DAG:
+    case ADAG_MSG_ABORT_DAG:
+    case ADAG_MSG_STOP_DAG: {
+        adag_msg_dag_t m;
+        if (adag_msg_decode_dag(msg, &m) != ADAG_OK)
+            return;
+        if (msg->type == ADAG_MSG_ABORT_DAG)
+            CHECK(m.status < 0 && m.status >= ADAG_ERR_INTERNAL);
+        adag_msg_encode_dag(&b, &m);
+        check_canonical(msg, &b);
+        return;
+    }
+    case ADAG_MSG_REPLY: {
+        adag_msg_reply_t m;
+        if (adag_msg_decode_reply(msg, &m) != ADAG_OK)
+            return;
+        CHECK(terminated(m.msg, sizeof(m.msg)) && inside(m.body, msg));
+        adag_msg_encode_reply(&b, m.status, m.msg, m.body);
+        if (m.status != ADAG_OK || !m.msg[0]) /* an OK reply's text is not sent */
+            check_canonical(msg, &b);
+        adag_wbuf_free(&b);
+        reply_bodies(m.body);
+        return;
+    }
+    default:
+        return;
+    }
 }
 
-static void parse_stop_dag(const void *payload, size_t len)
+/* ---- payload mode ---- */
+
+/* The real domain whose fds payload mode imports (created once, before
+ * fds are counted). */
+static adag_dag_ctx_t domain;
+static int domain_fds[ADAG_CTL_MAX_FDS];
+static unsigned domain_nfds;
+
+static void setup_domain(void)
 {
-    adag_rbuf_t rb = {payload, len, 0, 0};
-    (void)adag_rbuf_u32(&rb);
-    CHECK(rb.failed == (len < 4));
+    static int ready;
+    if (ready)
+        return;
+    adag_wbuf_t descs[FUZZ_NCHANS], blob = {0};
+    fuzz_domain_create(&domain, descs);
+    domain_nfds = fuzz_domain_export(&domain, &blob, domain_fds);
+    for (unsigned i = 0; i < FUZZ_NCHANS; i++)
+        adag_wbuf_free(&descs[i]);
+    adag_wbuf_free(&blob);
+    ready = 1;
 }
 
-static void parse_payload(const void *payload, size_t len)
+static void run_payload(const uint8_t *data, size_t len)
 {
-    parse_reply(payload, len);
-    parse_create_actor(payload, len);
-    parse_stop_dag(payload, len);
+    static const uint32_t types[] = {ADAG_MSG_HELLO,     ADAG_MSG_CREATE_ACTOR,
+                                     ADAG_MSG_PREPARE_DAG, ADAG_MSG_CONNECT_DAG,
+                                     ADAG_MSG_START_DAG, ADAG_MSG_ABORT_DAG,
+                                     ADAG_MSG_STOP_DAG,  ADAG_MSG_REPLY};
+    for (unsigned t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        adag_ctl_msg_t msg;
+        int fds[ADAG_CTL_MAX_FDS];
+        unsigned nfds = domain_nfds;
+        memset(&msg, 0, sizeof(msg));
+        msg.type = types[t];
+        msg.payload = (void *)data;
+        msg.len = len;
+        for (unsigned i = 0; i < nfds; i++)
+            CHECK((fds[i] = fcntl(domain_fds[i], F_DUPFD_CLOEXEC, 3)) >= 0);
+        dispatch(&msg, fds, &nfds);
+        for (unsigned i = 0; i < nfds; i++)
+            close(fds[i]);
+    }
+    reply_bodies((adag_blob_t){data, len});
 }
 
 /* ---- stream mode ---- */
@@ -229,13 +347,23 @@ static void run_stream(const uint8_t *data, size_t size)
     unsigned fds_got = 0;
     for (;;) {
         adag_ctl_msg_t msg;
-        adag_status_t st = adag_ctl_recv(sv[1], adag_deadline_ms(0), &msg);
+        adag_status_t st = adag_msg_recv(sv[1], adag_deadline_ms(0), &msg);
         size_t left = written - off;
         frame_hdr_t hdr = {0, 0, 0};
         if (left >= sizeof(hdr))
             memcpy(&hdr, stream + off, sizeof(hdr));
+        int whole = left >= sizeof(hdr) && hdr.len <= ADAG_CTL_MAX_PAYLOAD &&
+                    hdr.len <= left - sizeof(hdr);
         if (st != ADAG_OK) {
             CHECK(msg.payload == NULL && msg.nfds == 0); /* freed on failure */
+            if (whole) {
+                /* refused by the table: an unknown type, or fds it may not carry */
+                const adag_msg_info_t *info = adag_msg_info(hdr.type);
+                CHECK(st == ADAG_ERR_PROTOCOL);
+                CHECK(!info || nfds * nchunks > info->max_fds);
+                off += sizeof(hdr) + hdr.len;
+                continue;
+            }
             if (left == 0)
                 CHECK(st == ADAG_ERR_CLOSED);
             else if (left >= sizeof(hdr) && hdr.len > ADAG_CTL_MAX_PAYLOAD)
@@ -245,10 +373,9 @@ static void run_stream(const uint8_t *data, size_t size)
             break;
         }
         /* a whole frame was there, and it is what was received */
-        CHECK(left >= sizeof(hdr) && hdr.len <= ADAG_CTL_MAX_PAYLOAD);
-        CHECK(hdr.len <= left - sizeof(hdr));
+        CHECK(whole);
         CHECK(msg.type == hdr.type && msg.len == hdr.len);
-        CHECK(msg.len <= ADAG_CTL_MAX_PAYLOAD);
+        CHECK(adag_msg_info(msg.type) && msg.nfds <= adag_msg_info(msg.type)->max_fds);
         CHECK((msg.len == 0) == (msg.payload == NULL));
         if (msg.len)
             CHECK(memcmp(msg.payload, stream + off + sizeof(hdr), msg.len) == 0);
@@ -261,7 +388,7 @@ static void run_stream(const uint8_t *data, size_t size)
         }
         fds_got += msg.nfds;
         CHECK(fds_got <= nfds * nchunks);
-        parse_payload(msg.payload, msg.len);
+        dispatch(&msg, msg.fds, &msg.nfds);
         off += sizeof(hdr) + msg.len;
         adag_ctl_msg_free(&msg);
         CHECK(msg.payload == NULL && msg.nfds == 0);
@@ -276,9 +403,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    if (data[0] & 1)
-        parse_payload(data + 1, size - 1);
-    else if (size >= 2)
+    setup_domain();
+    if (data[0] & 1) {
+        int before = count_fds();
+        run_payload(data + 1, size - 1);
+        CHECK(count_fds() == before);
+    } else if (size >= 2)
         run_stream(data, size);
     return 0;
 }

@@ -1,25 +1,37 @@
 /*
  * libFuzzer target: adag_program_decode, the worker's decoder of the DAG
- * program carried by INSTALL_DAG.
+ * program carried by PREPARE_DAG, and the backends' descriptor checks that
+ * the worker's loop then runs on every channel of it.
  *
  * Input: byte 0 = the actor's number of methods (0..255), the rest = the
  * encoded program. A rejected program must simply fail (no leak: the decoder
  * frees what it allocated). An accepted one must satisfy every promise the
- * worker relies on, checked here independently of the decoder's own code:
- *   - the whole input is consumed; nslots >= 1; the segment holds its header;
+ * loop relies on, checked here independently of the decoder's own code:
+ *   - the whole input is consumed; nslots >= 1;
  *   - names are NUL-terminated inside their arrays; spin_yield is 0 or 1;
- *   - every channel: kind is LOCAL or SHM; reader is -1 or < nreaders;
- *     a shm channel lies inside the segment: offset >= the segment header and
- *     offset + its real size <= segment_size, the size computed here without
- *     any wrap-around (128-bit arithmetic);
- *   - every op: method < nmethods; nargs/nrets within ADAG_MAX_*; args and
- *     rets index channels; every ret is a channel this actor writes.
+ *   - the start channel is ADAG_PROG_NO_CHAN or a channel this actor reads;
+ *   - every channel: its kind has a backend; reader is -1 or < nreaders;
+ *     its descriptor (desc_off, desc_len) lies inside the descriptors blob,
+ *     computed without wrap-around;
+ *   - every op: its kind is known (CALL); method < nmethods; nargs/nrets
+ *     within ADAG_MAX_*; args and rets index channels; every ret is a
+ *     channel this actor writes.
  * Then the round trip: encode -> decode must succeed and give the same
- * program, and encoding that again gives the same bytes (a canonical form);
- * adag_program_copy gives the same program too.
+ * program (descriptors included), encoding that again gives the same bytes
+ * (a canonical form), and adag_program_copy gives the same program too.
+ *
+ * Finally every shm channel is opened, through the ops table, on a real
+ * domain (tests/fuzz/fuzz_domain.h; the seeds' descriptors point into it)
+ * with the program's geometry and descriptor: the open must succeed or be
+ * ADAG_ERR_PROTOCOL; an endpoint that opened must lie inside the segment
+ * (its descriptor is its offset; offset + its true size, computed without
+ * wrap-around, <= the segment size) and be usable over its whole slot
+ * (acquire, fill `capacity` bytes, publish, wait, release).
  */
 #include "dag/program.h"
-#include "transport/shm_ring.h"
+#include "fuzz_domain.h"
+#include "transport/chan_shm.h"
+#include "transport/channel.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -35,11 +47,55 @@
         }                                                                                \
     } while (0)
 
+static void check_program(const adag_program_t *p, unsigned nmethods)
+{
+    CHECK(p->nslots >= 1);
+    CHECK(memchr(p->dag_name, '\0', sizeof(p->dag_name)));
+    CHECK(p->spin_yield <= 1);
+    CHECK(p->chans && p->ops && p->descs);
+    CHECK(p->start_chan == ADAG_PROG_NO_CHAN ||
+          (p->start_chan < p->nchans && p->chans[p->start_chan].reader >= 0));
+    for (uint32_t i = 0; i < p->nchans; i++) {
+        const adag_prog_chan_t *c = &p->chans[i];
+        CHECK(memchr(c->name, '\0', sizeof(c->name)));
+        CHECK(c->kind < ADAG_CHAN_NKINDS && adag_chan_backend(c->kind) != NULL);
+        CHECK(c->reader >= -1);
+        CHECK(c->reader < 0 || (uint32_t)c->reader < c->nreaders);
+        CHECK((uint64_t)c->desc_off + c->desc_len <= p->descs_len);
+        adag_blob_t d = adag_program_desc(p, i);
+        CHECK((const char *)d.data >= p->descs &&
+              (const char *)d.data + d.len <= p->descs + p->descs_len);
+    }
+    for (uint32_t i = 0; i < p->nops; i++) {
+        const adag_prog_op_t *op = &p->ops[i];
+        CHECK(op->kind == ADAG_OP_CALL);
+        CHECK(op->method < nmethods);
+        CHECK(op->nargs <= ADAG_MAX_ARGS && op->nrets <= ADAG_MAX_RETURNS);
+        for (uint32_t a = 0; a < op->nargs; a++)
+            CHECK(op->args[a] < p->nchans);
+        for (uint32_t r = 0; r < op->nrets; r++)
+            CHECK(op->rets[r] < p->nchans && p->chans[op->rets[r]].reader == -1);
+    }
+}
+
+/* Field-by-field equality; arrays are compared whole (the decoder zeroes them
+ * before filling, so unused name bytes and arg slots compare equal too). */
+static int same_program(const adag_program_t *a, const adag_program_t *b)
+{
+    return a->dag_id == b->dag_id && memcmp(a->dag_name, b->dag_name, sizeof(a->dag_name)) == 0 &&
+           a->nslots == b->nslots && a->capacity == b->capacity && a->spin_ns == b->spin_ns &&
+           a->spin_yield == b->spin_yield && a->start_chan == b->start_chan &&
+           a->nchans == b->nchans && a->nops == b->nops && a->descs_len == b->descs_len &&
+           memcmp(a->chans, b->chans, a->nchans * sizeof(*a->chans)) == 0 &&
+           memcmp(a->ops, b->ops, a->nops * sizeof(*a->ops)) == 0 &&
+           memcmp(a->descs, b->descs, a->descs_len) == 0;
+}
+
 typedef unsigned __int128 u128;
 
-/* The true size of a shm channel, from the ring's own size function applied to
- * tiny geometries (so the private header/cursor/slot sizes are not copied
- * here) and then scaled up without overflow. */
+/* The true size of a shm channel, from the backend's own size function
+ * applied to tiny geometries (so its private header/cursor/slot sizes are
+ * not copied here) and scaled up without overflow. */
 static u128 true_chan_size(uint64_t nslots, uint64_t nreaders, uint64_t capacity)
 {
     u128 hdr = adag_shm_chan_size(0, 0, 0);
@@ -49,46 +105,71 @@ static u128 true_chan_size(uint64_t nslots, uint64_t nreaders, uint64_t capacity
     return hdr + (u128)nreaders * cursor + (u128)nslots * slot;
 }
 
-static void check_program(const adag_program_t *p, unsigned nmethods)
+static adag_dag_ctx_t domain;
+static _Atomic uint32_t never_aborted;
+
+/* Opens every shm channel of p on the fuzz domain, as the loop would. */
+static void open_channels(const adag_program_t *p)
 {
-    CHECK(p->nslots >= 1);
-    CHECK(p->segment_size >= ADAG_SEGMENT_HDR_SIZE);
-    CHECK(memchr(p->dag_name, '\0', sizeof(p->dag_name)));
-    CHECK(p->spin_yield <= 1);
-    CHECK(p->chans && p->ops);
+    static int ready;
+    if (!ready) {
+        adag_wbuf_t descs[FUZZ_NCHANS];
+        fuzz_domain_create(&domain, descs);
+        for (unsigned i = 0; i < FUZZ_NCHANS; i++)
+            adag_wbuf_free(&descs[i]);
+        ready = 1;
+    }
+    const adag_chan_ops_t *ops = adag_chan_backend(ADAG_CHAN_SHM);
     for (uint32_t i = 0; i < p->nchans; i++) {
         const adag_prog_chan_t *c = &p->chans[i];
-        CHECK(memchr(c->name, '\0', sizeof(c->name)));
-        CHECK(c->kind == ADAG_CHAN_LOCAL || c->kind == ADAG_CHAN_SHM);
-        CHECK(c->reader >= -1);
-        CHECK(c->reader < 0 || (uint32_t)c->reader < c->nreaders);
-        if (c->kind == ADAG_CHAN_SHM) {
-            CHECK(c->offset >= ADAG_SEGMENT_HDR_SIZE);
-            CHECK((u128)c->offset + true_chan_size(p->nslots, c->nreaders, p->capacity) <=
-                  (u128)p->segment_size);
+        if (c->kind != ADAG_CHAN_SHM)
+            continue; /* self allocates `capacity` bytes: nothing to check against */
+        adag_chan_open_params_t op = {
+            .name = c->name,
+            .geom = {p->nslots, c->nreaders, p->capacity},
+            .reader = c->reader,
+            .desc = adag_program_desc(p, i),
+            .abort = &never_aborted,
+            .policy = {0, 0},
+        };
+        adag_wbuf_t info = {0};
+        adag_chan_t *ch = NULL;
+        adag_status_t st = ops->open(domain.domains[ADAG_CHAN_SHM], &op, &info, &ch);
+        adag_wbuf_free(&info);
+        CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL);
+        if (st != ADAG_OK)
+            continue;
+        CHECK(ch && ch->capacity == p->capacity && ch->nslots == p->nslots);
+        /* a shm descriptor is the channel's offset in the segment: the
+         * channel, at its true size, lies inside it */
+        uint64_t off;
+        CHECK(op.desc.len == sizeof(off));
+        memcpy(&off, op.desc.data, sizeof(off));
+        CHECK((u128)off + true_chan_size(p->nslots, c->nreaders, p->capacity) <=
+              (u128)adag_ctx_domain_bytes(&domain));
+        /* the whole slot of one execution is ours; the domain is shared by
+         * every input, so use a fresh writer's view: a slot another input
+         * left unreleased times out at once */
+        for (uint64_t s = 0; s < p->nslots && s < 4; s++) {
+            void *buf;
+            if (c->reader < 0) {
+                if (ops->acquire(ch, s, 0, &buf) != ADAG_OK)
+                    break;
+                memset(buf, 0xa5, p->capacity);
+                CHECK(ops->publish(ch, s, p->capacity, ADAG_OK, NULL) == ADAG_OK);
+            } else {
+                adag_slot_view_t v;
+                if (ops->wait(ch, s, 0, &v) == ADAG_OK && v.status == ADAG_OK) {
+                    CHECK(v.size <= p->capacity);
+                    volatile const char *b = v.data;
+                    for (size_t k = 0; k < v.size; k += 64)
+                        (void)b[k];
+                }
+                ops->release(ch, s);
+            }
         }
+        ops->close(ch);
     }
-    for (uint32_t i = 0; i < p->nops; i++) {
-        const adag_prog_op_t *op = &p->ops[i];
-        CHECK(op->method < nmethods);
-        CHECK(op->nargs <= ADAG_MAX_ARGS && op->nrets <= ADAG_MAX_RETURNS);
-        for (uint32_t a = 0; a < op->nargs; a++)
-            CHECK(op->args[a] < p->nchans);
-        for (uint32_t r = 0; r < op->nrets; r++)
-            CHECK(op->rets[r] < p->nchans && p->chans[op->rets[r]].writes);
-    }
-}
-
-/* Field-by-field equality; arrays are compared whole (the decoder zeroes them
- * before filling, so unused name bytes and arg slots compare equal too). */
-static int same_program(const adag_program_t *a, const adag_program_t *b)
-{
-    return a->dag_id == b->dag_id && memcmp(a->dag_name, b->dag_name, sizeof(a->dag_name)) == 0 &&
-           a->segment_size == b->segment_size && a->nslots == b->nslots &&
-           a->capacity == b->capacity && a->spin_ns == b->spin_ns &&
-           a->spin_yield == b->spin_yield && a->nchans == b->nchans && a->nops == b->nops &&
-           memcmp(a->chans, b->chans, a->nchans * sizeof(*a->chans)) == 0 &&
-           memcmp(a->ops, b->ops, a->nops * sizeof(*a->ops)) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -102,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     adag_program_t p, q;
 
     if (adag_program_decode(&in, nmethods, &p) != ADAG_OK) {
-        CHECK(p.chans == NULL && p.ops == NULL); /* freed on failure */
+        CHECK(p.chans == NULL && p.ops == NULL && p.descs == NULL); /* freed on failure */
         return 0;
     }
     CHECK(in.pos == in.len && !in.failed);
@@ -121,6 +202,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     adag_program_t c;
     CHECK(adag_program_copy(&c, &p) == ADAG_OK);
     CHECK(same_program(&p, &c));
+
+    open_channels(&p);
 
     adag_wbuf_free(&w1);
     adag_wbuf_free(&w2);

@@ -1,13 +1,16 @@
 /*
- * Writes the seed corpora of the fuzz targets with the real encoders:
+ * Writes the seed corpora of the fuzz targets with the real encoders
+ * (adag_program_encode, adag_msg_encode_*, frames from adag_ctl_send) and
+ * the real shm domain of tests/fuzz/fuzz_domain.h (descriptors, domain list):
  *   make_seeds DIR  ->  files in DIR/wire, DIR/program and DIR/control
  * (`make fuzz-seeds` runs it on tests/fuzz/corpus). Each seed is small and
  * valid, so the fuzzers start from inputs that get past the first checks;
  * the layouts are the ones described at the top of each fuzz_*.c.
  */
-#include "dag/internal.h"
 #include "dag/program.h"
+#include "fuzz_domain.h"
 #include "transport/control.h"
+#include "transport/protocol.h"
 #include "transport/wire.h"
 
 #include <errno.h>
@@ -63,71 +66,107 @@ static void wire_seeds(void)
 
 /* ---- fuzz_program: [nmethods][program] ---- */
 
-/* The program of unit_wire.c: one shm input read, one local return. */
+/* The fuzz domain, laid out as the fuzzers lay it out: its descriptors
+ * open there. */
+static adag_dag_ctx_t domain;
+static adag_wbuf_t descs[FUZZ_NCHANS];
+
+/* p->descs = the given domain channels' descriptors, one after the other;
+ * chans[i] of the program takes descriptor which[i] (-1: none, self) */
+static void set_descs(adag_program_t *p, const int *which)
+{
+    static char blob[256];
+    uint32_t len = 0, off[FUZZ_NCHANS];
+    for (unsigned i = 0; i < FUZZ_NCHANS; i++) {
+        off[i] = len;
+        memcpy(blob + len, descs[i].data, descs[i].len);
+        len += (uint32_t)descs[i].len;
+    }
+    p->descs = blob;
+    p->descs_len = len;
+    for (uint32_t c = 0; c < p->nchans; c++)
+        if (which[c] >= 0) {
+            p->chans[c].desc_off = off[which[c]];
+            p->chans[c].desc_len = (uint32_t)descs[which[c]].len;
+        }
+}
+
+/* The program of unit_wire.c on the fuzz domain: one shm input (domain
+ * channel 0) read, one self return. */
 static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_op_t *ops)
 {
+    static const int which[2] = {0, -1};
     memset(p, 0, sizeof(*p));
     memset(chans, 0, 2 * sizeof(*chans));
     memset(ops, 0, sizeof(*ops));
     p->dag_id = 7;
     snprintf(p->dag_name, sizeof(p->dag_name), "dag7");
-    p->segment_size = 1 << 20;
-    p->nslots = 4;
-    p->capacity = 1024;
+    p->nslots = fuzz_geoms[0].nslots;
+    p->capacity = fuzz_geoms[0].capacity;
+    p->start_chan = ADAG_PROG_NO_CHAN;
     p->nchans = 2;
     p->chans = chans;
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
     chans[0].kind = ADAG_CHAN_SHM;
-    chans[0].nreaders = 1;
+    chans[0].nreaders = fuzz_geoms[0].nreaders;
     chans[0].reader = 0;
-    chans[0].offset = 256;
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
-    chans[1].kind = ADAG_CHAN_LOCAL;
+    chans[1].kind = ADAG_CHAN_SELF;
     chans[1].reader = -1;
-    chans[1].writes = 1;
+    set_descs(p, which);
     p->nops = 1;
     p->ops = ops;
+    ops[0].kind = ADAG_OP_CALL;
     ops[0].nargs = 1;
     ops[0].nrets = 1;
     ops[0].args[0] = 0;
     ops[0].rets[0] = 1;
 }
 
-/* A middle stage: reads a shm channel, writes a shm channel to the driver and
- * a local one it reads back in a second op. */
+/* A middle stage on domain channel 1: reads it (reader 1), writes a self
+ * channel it reads back in a second op, and writes channel 1 again as its
+ * writer. */
 static void chain_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_op_t *ops)
 {
+    static const int which[3] = {1, -1, 1};
     memset(p, 0, sizeof(*p));
     memset(chans, 0, 3 * sizeof(*chans));
     memset(ops, 0, 2 * sizeof(*ops));
     p->dag_id = 3;
     snprintf(p->dag_name, sizeof(p->dag_name), "chain");
-    p->segment_size = 64 << 10;
-    p->nslots = 2;
-    p->capacity = 4096;
+    p->nslots = fuzz_geoms[1].nslots;
+    p->capacity = fuzz_geoms[1].capacity;
     p->spin_ns = 20000;
     p->spin_yield = 1;
+    p->start_chan = ADAG_PROG_NO_CHAN;
     p->nchans = 3;
     p->chans = chans;
-    size_t sz = adag_shm_chan_size(p->nslots, 2, p->capacity);
-    chans[0] = (adag_prog_chan_t){.id = 0, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = 1,
-                                  .offset = ADAG_SEGMENT_HDR_SIZE};
+    chans[0] = (adag_prog_chan_t){.id = 0, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = 1};
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
-    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_LOCAL, .reader = -1, .writes = 1};
+    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_SELF, .reader = -1};
     snprintf(chans[1].name, sizeof(chans[1].name), "s1.f[0]");
-    chans[2] = (adag_prog_chan_t){.id = 2, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = -1,
-                                  .writes = 1, .to_driver = 1,
-                                  .offset = ADAG_SEGMENT_HDR_SIZE + sz};
+    chans[2] = (adag_prog_chan_t){.id = 2, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = -1};
     snprintf(chans[2].name, sizeof(chans[2].name), "s1.g[0]");
+    set_descs(p, which);
     p->nops = 2;
     p->ops = ops;
-    ops[0] = (adag_prog_op_t){.method = 0, .node = 1, .nargs = 1, .nrets = 1};
+    ops[0] = (adag_prog_op_t){.kind = ADAG_OP_CALL, .method = 0, .node = 1, .nargs = 1,
+                              .nrets = 1};
     ops[0].args[0] = 0;
     ops[0].rets[0] = 1;
-    ops[1] = (adag_prog_op_t){.method = 1, .node = 2, .nargs = 2, .nrets = 1};
+    ops[1] = (adag_prog_op_t){.kind = ADAG_OP_CALL, .method = 1, .node = 2, .nargs = 2,
+                              .nrets = 1};
     ops[1].args[0] = 1;
     ops[1].args[1] = 0;
     ops[1].rets[0] = 2;
+}
+
+static void save_program(const char *name, const char *nmethods, const adag_program_t *p)
+{
+    adag_wbuf_t b = {0};
+    adag_program_encode(p, &b);
+    save("program", name, nmethods, 1, b.data, b.len);
+    adag_wbuf_free(&b);
 }
 
 static void program_seeds(adag_wbuf_t *sample)
@@ -135,37 +174,34 @@ static void program_seeds(adag_wbuf_t *sample)
     adag_program_t p;
     adag_prog_chan_t chans[3];
     adag_prog_op_t ops[2];
-    adag_wbuf_t b = {0};
 
     sample_program(&p, chans, ops);
     adag_program_encode(&p, sample);
     save("program", "sample-1-method", "\x01", 1, sample->data, sample->len);
 
     chain_program(&p, chans, ops);
-    adag_program_encode(&p, &b);
-    save("program", "chain-2-methods", "\x02", 1, b.data, b.len);
-    adag_wbuf_free(&b);
+    save_program("chain-2-methods", "\x02", &p);
 
-    /* regression seeds (rejected since shm_ring.c saturates the channel size):
-     * geometries whose size used to wrap around and "fit" in 1 MiB */
+    /* a method without arguments, run in turn by the start channel */
+    sample_program(&p, chans, ops);
+    p.start_chan = 0;
+    ops[0].nargs = 0;
+    save_program("start-channel", "\x01", &p);
+
+    /* regression seeds: geometries whose channel size used to wrap around
+     * and "fit" the segment; the program decodes, the shm open refuses */
     sample_program(&p, chans, ops);
     p.capacity = 0xffffffffffffff00ull; /* slot stride wrapped to 256 */
-    adag_program_encode(&p, &b);
-    save("program", "reject-capacity-wraps", "\x01", 1, b.data, b.len);
-    adag_wbuf_free(&b);
+    save_program("reject-capacity-wraps", "\x01", &p);
     p.nslots = 2;
     p.capacity = 1ull << 63; /* 2 x (2^63 + 512) wrapped to 1024 */
-    adag_program_encode(&p, &b);
-    save("program", "reject-slots-wrap", "\x01", 1, b.data, b.len);
-    adag_wbuf_free(&b);
+    save_program("reject-slots-wrap", "\x01", &p);
 
     /* no channels, no ops: the smallest valid program */
     memset(&p, 0, sizeof(p));
-    p.segment_size = ADAG_SEGMENT_HDR_SIZE;
     p.nslots = 1;
-    adag_program_encode(&p, &b);
-    save("program", "empty", "\x00", 1, b.data, b.len);
-    adag_wbuf_free(&b);
+    p.start_chan = ADAG_PROG_NO_CHAN;
+    save_program("empty", "\x00", &p);
 }
 
 /* ---- fuzz_control: [mode][first write][frames] or [1][payload] ---- */
@@ -204,37 +240,66 @@ static char *framer_take(framer_t *f, size_t *len)
 
 static void control_seeds(const adag_wbuf_t *program)
 {
-    adag_wbuf_t create = {0}, reply = {0}, fail = {0}, stop = {0};
-    adag_wbuf_str(&create, "/usr/lib/adag/libstages.so");
-    adag_wbuf_str(&create, "Stage");
-    adag_wbuf_str(&create, "stage1");
-    adag_wbuf_bytes(&create, "\x01\x02\x03\x04", 4);
-    adag_wbuf_u32(&reply, ADAG_OK);
-    adag_wbuf_str(&reply, "");
-    adag_wbuf_u32(&reply, 2);
-    adag_wbuf_str(&reply, "forward");
-    adag_wbuf_u32(&reply, 1);
-    adag_wbuf_u32(&reply, 1);
-    adag_wbuf_str(&reply, "stats");
-    adag_wbuf_u32(&reply, 0);
-    adag_wbuf_u32(&reply, 2);
-    adag_wbuf_u32(&fail, (uint32_t)ADAG_ERR_NOT_FOUND);
-    adag_wbuf_str(&fail, "module x has no class Y");
-    adag_wbuf_u32(&stop, 3);
+    adag_wbuf_t hello = {0}, hello_reply = {0}, create = {0}, methods = {0}, reply = {0},
+                fail = {0}, prepare = {0}, connect = {0}, start = {0}, abort_dag = {0},
+                stop = {0}, domains = {0}, ok = {0};
+    int fds[ADAG_CTL_MAX_FDS];
+    fuzz_domain_export(&domain, &domains, fds);
+
+    adag_msg_encode_hello(&hello, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION,
+                                                      {"token", 5}});
+    adag_msg_encode_hello_reply(&hello_reply,
+                                &(adag_msg_hello_reply_t){ADAG_PROTOCOL_VERSION, 4242, 2});
+    adag_msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1",
+                           (adag_blob_t){"\x01\x02\x03\x04", 4});
+    const adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}};
+    adag_msg_encode_methods(&methods, ms, 2);
+    adag_msg_encode_reply(&reply, ADAG_OK, NULL, (adag_blob_t){methods.data, methods.len});
+    adag_msg_encode_reply(&fail, ADAG_ERR_NOT_FOUND, "module x has no class Y",
+                          (adag_blob_t){NULL, 0});
+    adag_msg_encode_reply(&ok, ADAG_OK, NULL, (adag_blob_t){hello_reply.data, hello_reply.len});
+    adag_msg_encode_prepare(&prepare, &(adag_msg_prepare_t){7, {program->data, program->len},
+                                                            {domains.data, domains.len}});
+    adag_msg_encode_connect(&connect, &(adag_msg_connect_t){7, {"\0\0\0\0", 4}});
+    adag_msg_encode_dag(&start, &(adag_msg_dag_t){7, ADAG_OK});
+    adag_msg_encode_dag(&abort_dag, &(adag_msg_dag_t){7, ADAG_ERR_ACTOR_DIED});
+    adag_msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK});
 
     /* payload mode */
+    save("control", "payload-hello", "\x01", 1, hello.data, hello.len);
+    /* a token of ADAG_TOKEN_MAX bytes and one byte more (refused as a
+     * trailing byte; one more in the length and it is a token too long) */
+    static char token[ADAG_TOKEN_MAX + 1];
+    adag_wbuf_t longtok = {0};
+    memset(token, 't', sizeof(token));
+    adag_msg_encode_hello(&longtok, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC,
+                                                        ADAG_PROTOCOL_VERSION,
+                                                        {token, ADAG_TOKEN_MAX}});
+    adag_wbuf_raw(&longtok, "t", 1);
+    save("control", "reject-hello-token-plus-1", "\x01", 1, longtok.data, longtok.len);
+    adag_wbuf_free(&longtok);
     save("control", "payload-create-actor", "\x01", 1, create.data, create.len);
-    save("control", "payload-reply-methods", "\x01", 1, reply.data, reply.len);
-    save("control", "payload-reply-error", "\x01", 1, fail.data, fail.len);
+    save("control", "payload-prepare-dag", "\x01", 1, prepare.data, prepare.len);
+    save("control", "payload-connect-dag", "\x01", 1, connect.data, connect.len);
+    save("control", "payload-abort-dag", "\x01", 1, abort_dag.data, abort_dag.len);
     save("control", "payload-stop-dag", "\x01", 1, stop.data, stop.len);
+    save("control", "payload-reply-methods", "\x01", 1, reply.data, reply.len);
+    save("control", "payload-reply-hello", "\x01", 1, ok.data, ok.len);
+    save("control", "payload-reply-error", "\x01", 1, fail.data, fail.len);
 
-    /* stream mode: a worker's whole conversation, no fds */
+    /* stream mode: a worker's whole session, no fds */
     framer_t f;
     size_t len;
     char *s;
     framer_open(&f);
+    frame(&f, ADAG_MSG_HELLO, &hello);
+    frame(&f, ADAG_MSG_REPLY, &ok);
     frame(&f, ADAG_MSG_CREATE_ACTOR, &create);
     frame(&f, ADAG_MSG_REPLY, &reply);
+    frame(&f, ADAG_MSG_PREPARE_DAG, &prepare);
+    frame(&f, ADAG_MSG_CONNECT_DAG, &connect);
+    frame(&f, ADAG_MSG_START_DAG, &start);
+    frame(&f, ADAG_MSG_ABORT_DAG, &abort_dag);
     frame(&f, ADAG_MSG_STOP_DAG, &stop);
     frame(&f, ADAG_MSG_REPLY, &fail);
     frame(&f, ADAG_MSG_SHUTDOWN, NULL);
@@ -242,20 +307,20 @@ static void control_seeds(const adag_wbuf_t *program)
     save("control", "stream-conversation", "\x00\x00", 2, s, len);
     free(s);
 
-    /* INSTALL_DAG with its two fds on the first 20 bytes (header + a bit):
+    /* PREPARE_DAG with its two fds on the first 20 bytes (header + a bit):
      * one chunk (bits 4-7) of 2 fds (bits 1-3), chunk size 0x14 */
     framer_open(&f);
-    frame(&f, ADAG_MSG_INSTALL_DAG, program);
+    frame(&f, ADAG_MSG_PREPARE_DAG, &prepare);
     frame(&f, ADAG_MSG_REPLY, &fail);
     s = framer_take(&f, &len);
-    save("control", "stream-install-2-fds", "\x14\x14", 2, s, len);
+    save("control", "stream-prepare-2-fds", "\x14\x14", 2, s, len);
     free(s);
 
     framer_open(&f);
     frame(&f, ADAG_MSG_SHUTDOWN, NULL);
     frame(&f, ADAG_MSG_STOP_DAG, &stop);
     s = framer_take(&f, &len);
-    /* six fds in one read (more than ADAG_CTL_MAX_FDS) with a header-only message */
+    /* six fds in one read (more than SHUTDOWN may carry) with a header-only message */
     save("control", "stream-6-fds", "\x1c\x10", 2, s, len);
     /* three chunks of 5 bytes with 3 fds each: 9 fds gathered by one header */
     save("control", "stream-3x3-fds", "\x36\x05", 2, s, len);
@@ -264,14 +329,22 @@ static void control_seeds(const adag_wbuf_t *program)
     save("control", "stream-truncated", "\x00\x00", 2, s, len - 2);
     free(s);
 
+    /* a type nobody knows (refused), then a good frame */
+    framer_open(&f);
+    frame(&f, 999, &stop);
+    frame(&f, ADAG_MSG_STOP_DAG, &stop);
+    s = framer_take(&f, &len);
+    save("control", "stream-unknown-type", "\x00\x00", 2, s, len);
+    free(s);
+
     /* an oversized length: {u32 type, u32 reserved, u64 ADAG_CTL_MAX_PAYLOAD + 1} */
     uint32_t hdr[4] = {ADAG_MSG_REPLY, 0, ADAG_CTL_MAX_PAYLOAD + 1, 0}; /* little-endian */
     save("control", "stream-oversized", "\x00\x00", 2, hdr, sizeof(hdr));
 
-    adag_wbuf_free(&create);
-    adag_wbuf_free(&reply);
-    adag_wbuf_free(&fail);
-    adag_wbuf_free(&stop);
+    adag_wbuf_t *all[] = {&hello, &hello_reply, &create, &methods, &reply, &fail, &prepare,
+                          &connect, &start, &abort_dag, &stop, &domains, &ok};
+    for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        adag_wbuf_free(all[i]);
 }
 
 int main(int argc, char **argv)
@@ -284,9 +357,13 @@ int main(int argc, char **argv)
     if (mkdir(outdir, 0755) != 0 && errno != EEXIST)
         die(outdir);
     adag_wbuf_t program = {0};
+    fuzz_domain_create(&domain, descs);
     wire_seeds();
     program_seeds(&program);
     control_seeds(&program);
     adag_wbuf_free(&program);
+    for (unsigned i = 0; i < FUZZ_NCHANS; i++)
+        adag_wbuf_free(&descs[i]);
+    adag_ctx_destroy(&domain);
     return 0;
 }

@@ -1,0 +1,121 @@
+/*
+ * The channel conformance table and the rig that opens channels the real
+ * way, shared by the unit suites "chan" (tests/unit_channel.c), "shm" and
+ * "ctx" (tests/unit_context.c).
+ *
+ * Every backend of transport/channel.c has one line in chan_backends[]
+ * (tests/unit_channel.c): its kind and what it can do. A conformance test
+ * names the capabilities it needs and runs on every backend that has them,
+ * through the ops table only; a test that does not apply to a backend never
+ * runs on it. Adding a backend (ucx, cuda_ipc) = one line in the table.
+ *
+ * The rig lays out a channel as the driver does (adag_ctx_create_domains),
+ * opens the writer in the driver's context, exports the domains, imports a
+ * copy (dup'd fds) into a second context as a worker would and opens the
+ * readers there, then connects every endpoint if the backend connects.
+ */
+#ifndef ADAG_TESTS_CHAN_RIG_H
+#define ADAG_TESTS_CHAN_RIG_H
+
+#include "common/clock.h"
+#include "dag/context.h"
+#include "transport/channel.h"
+#include "transport/control.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a backend can do (the conformance tests select on these). */
+enum {
+    /* Separate reader endpoints (reader r of nreaders) and nslots values in
+     * flight; wait and acquire block until data / space arrive, the
+     * deadline passes or the DAG aborts. Without it (self) the only
+     * endpoint is the writer, which reads its own one slot in the same
+     * iteration, and nothing ever blocks. */
+    CAP_RING = 1u << 0,
+    /* open checks the geometry against what the descriptor points at */
+    CAP_GEOM_CHECKED = 1u << 1,
+    /* notify_fd: a pollable fd signalled after each publish */
+    CAP_NOTIFY_FD = 1u << 2,
+    /* an exported domain imported in another (forked) process works */
+    CAP_FORK = 1u << 3,
+};
+
+typedef struct {
+    uint32_t kind; /* adag_chan_kind_t */
+    unsigned caps;
+} chan_backend_t;
+
+extern const chan_backend_t chan_backends[];
+extern const unsigned chan_nbackends;
+
+#define RIG_MAX_READERS 8
+
+/* The waits of tests: spin briefly, then sleep. */
+static const adag_wait_policy_t RIG_POLICY = {2000, 0};
+
+typedef struct {
+    const chan_backend_t *be;
+    const adag_chan_ops_t *ops;
+    adag_dag_ctx_t drv;  /* the driver: the domain is created here, the writer opened here */
+    adag_dag_ctx_t peer; /* a worker: imported from drv's export, readers opened here */
+    int one_ctx;         /* readers opened in drv as well (thread actors of the driver) */
+    adag_chan_geom_t geom;
+    adag_wbuf_t desc;    /* the channel's descriptor */
+    adag_chan_t *w;
+    /* reader r; for a backend without CAP_RING, rd[0] is the writer itself */
+    adag_chan_t *rd[RIG_MAX_READERS];
+    unsigned nrd;
+} rig_t;
+
+#define RIG_ONE_CTX 1
+
+/* Opens one channel with nreaders readers (0 for a backend without
+ * CAP_RING) on backend be; asserts every step. */
+void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
+              size_t capacity, int flags);
+void rig_close(rig_t *r);
+/* Another endpoint of the rig's channel in ctx (reader -1 = a writer). */
+adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_t **out);
+/* The driver's domains exported, with dup'd fds (the caller owns them). */
+void rig_export(adag_dag_ctx_t *drv, adag_wbuf_t *blob, int *fds, unsigned *nfds);
+
+/* Values: seq's bytes are a pattern of seq; its size varies with seq. */
+size_t value_size(uint64_t seq, size_t capacity);
+void value_fill(void *buf, uint64_t seq, size_t size);
+/* 0 if v holds seq's value of `size` bytes with status OK; else a code. */
+int value_check(const adag_slot_view_t *v, uint64_t seq, size_t size);
+/* acquire + fill + publish seq (size value_size); the acquire's status */
+adag_status_t value_put(adag_chan_t *w, uint64_t seq, int64_t deadline);
+/* wait + check + release seq: 0, or a code (negative: the wait's status) */
+int value_get(adag_chan_t *rd, uint64_t seq, int64_t deadline);
+
+/* A call that may block, run in a thread: acquire (the writer) or wait. */
+typedef struct {
+    adag_chan_t *ch;
+    int acquire;
+    uint64_t seq;
+    int64_t deadline;
+    _Atomic int *done; /* incremented when the call returned */
+    adag_status_t st;
+    double ms;         /* how long it took */
+    pthread_t th;
+} blocked_t;
+
+void blocked_start(blocked_t *b, adag_chan_t *ch, int acquire, uint64_t seq, int64_t deadline,
+                   _Atomic int *done);
+void blocked_join(blocked_t *b);
+
+/* milliseconds since t0 (adag_now_ns) */
+static inline double ms_since(int64_t t0)
+{
+    return (double)(adag_now_ns() - t0) / 1e6;
+}
+
+/* "Promptly", on 2 shared cores. */
+#define PROMPT_MS 2000.0
+
+#endif

@@ -1,0 +1,586 @@
+/*
+ * A stand-alone stress test of the channels for ThreadSanitizer (`make
+ * test-tsan`): Criterion cannot run under TSan (its sandbox arena clashes
+ * with TSan's memory layout), so this program has its own tiny harness.
+ * Writers and readers are threads of one process, so TSan sees every access
+ * to the rings: a missing happens-before edge is reported as a data race
+ * and fails the run (TSAN_OPTIONS=halt_on_error=1). Any value that arrives
+ * wrong, late or not at all makes it exit nonzero too.
+ *
+ *   channels     several shm channels of one domain at once, through the
+ *                ops table (adag_chan_backend): writers in the driver's
+ *                context, readers in a context that imported its export,
+ *                plus a relay (reader of one channel, writer of the next)
+ *   abort races  adag_ctx_abort racing with writers, readers, waits and
+ *                endpoints being opened: every call ends with data or
+ *                ADAG_ERR_CLOSED, never a timeout or wrong data
+ *   DAGs         thread actors driven through the public API, and several
+ *                driver threads executing on one DAG at once
+ */
+#include "common/clock.h"
+#include "dag/context.h"
+#include "transport/channel.h"
+#include "transport/control.h"
+
+#include <adag.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic int failures;
+
+#define EXPECT(cond, ...)                                                                    \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fprintf(stderr, "\n");                                                           \
+            atomic_fetch_add(&failures, 1);                                                  \
+        }                                                                                    \
+    } while (0)
+
+#define DEADLINE_MS 30000
+
+/* ---- channels of one domain, opened the real way ---- */
+
+#define MAX_CHANS 8
+#define MAX_READERS 4
+
+typedef struct {
+    adag_dag_ctx_t drv, peer; /* the writer's and the readers' processes */
+    unsigned n;
+    adag_chan_geom_t geom[MAX_CHANS];
+    adag_wbuf_t desc[MAX_CHANS];
+} domain_t;
+
+static adag_chan_open_params_t params(domain_t *d, unsigned c, int reader, int yield)
+{
+    adag_chan_open_params_t p = {.name = "stress", .geom = d->geom[c], .reader = reader,
+                                 .desc = {d->desc[c].data, d->desc[c].len},
+                                 .policy = {yield ? 20000 : 1000, yield}};
+    return p;
+}
+
+/* Lays out n shm channels in drv and imports them into peer. */
+static int domain_make(domain_t *d, const adag_chan_geom_t *geom, unsigned n)
+{
+    uint32_t kinds[MAX_CHANS];
+    adag_wbuf_t blob = {0};
+    int fds[ADAG_CTL_MAX_FDS];
+    unsigned nfds = 0;
+    memset(d, 0, sizeof(*d));
+    d->n = n;
+    memcpy(d->geom, geom, n * sizeof(*geom));
+    for (unsigned i = 0; i < n; i++)
+        kinds[i] = ADAG_CHAN_SHM;
+    adag_ctx_init(&d->drv);
+    adag_ctx_init(&d->peer);
+    if (adag_ctx_create_domains(&d->drv, "stress", kinds, geom, n, d->desc) != ADAG_OK ||
+        adag_ctx_export_domains(&d->drv, &blob, fds, &nfds, ADAG_CTL_MAX_FDS) != ADAG_OK) {
+        EXPECT(0, "domain: %s", adag_last_error());
+        return 0;
+    }
+    for (unsigned i = 0; i < nfds; i++)
+        fds[i] = dup(fds[i]); /* as SCM_RIGHTS would */
+    adag_status_t st =
+        adag_ctx_import_domains(&d->peer, (adag_blob_t){blob.data, blob.len}, fds, nfds);
+    adag_wbuf_free(&blob);
+    EXPECT(st == ADAG_OK, "import: %s", adag_last_error());
+    return st == ADAG_OK;
+}
+
+static void domain_free(domain_t *d)
+{
+    adag_ctx_destroy(&d->peer);
+    adag_ctx_destroy(&d->drv);
+    for (unsigned i = 0; i < d->n; i++)
+        adag_wbuf_free(&d->desc[i]);
+}
+
+static adag_chan_t *endpoint(domain_t *d, adag_dag_ctx_t *ctx, unsigned c, int reader, int yield)
+{
+    adag_chan_open_params_t p = params(d, c, reader, yield);
+    adag_chan_t *ch = NULL;
+    if (adag_ctx_open(ctx, ADAG_CHAN_SHM, &p, NULL, &ch) != ADAG_OK) {
+        EXPECT(0, "open channel %u reader %d: %s", c, reader, adag_last_error());
+        return NULL;
+    }
+    return ch;
+}
+
+/* seq's value: words of 8 bytes (the count varies with seq) */
+static unsigned words_of(uint64_t seq, unsigned max)
+{
+    return 1 + (unsigned)(seq % max);
+}
+
+static uint64_t word(uint64_t seq, unsigned i, unsigned salt)
+{
+    return seq * 31 + i + ((uint64_t)salt << 48);
+}
+
+static adag_status_t put(adag_chan_t *w, uint64_t seq, unsigned max, unsigned salt)
+{
+    void *buf;
+    adag_status_t st = adag_chan_acquire(w, seq, adag_deadline_ms(DEADLINE_MS), &buf);
+    if (st != ADAG_OK)
+        return st;
+    unsigned n = words_of(seq, max);
+    for (unsigned i = 0; i < n; i++)
+        ((uint64_t *)buf)[i] = word(seq, i, salt);
+    return adag_chan_publish(w, seq, n * 8, ADAG_OK, NULL);
+}
+
+/* wait + check (+ copy into out, if given) + release: ADAG_OK, a wait's
+ * status, or ADAG_ERR_INTERNAL for wrong data */
+static adag_status_t get(adag_chan_t *rd, uint64_t seq, unsigned max, unsigned salt,
+                         uint64_t *out)
+{
+    adag_slot_view_t v;
+    adag_status_t st = adag_chan_wait(rd, seq, adag_deadline_ms(DEADLINE_MS), &v);
+    if (st != ADAG_OK)
+        return st;
+    unsigned n = words_of(seq, max);
+    if (v.status != ADAG_OK || v.size != n * 8)
+        st = ADAG_ERR_INTERNAL;
+    for (unsigned i = 0; st == ADAG_OK && i < n; i++)
+        if (((const uint64_t *)v.data)[i] != word(seq, i, salt))
+            st = ADAG_ERR_INTERNAL;
+    if (out && st == ADAG_OK)
+        memcpy(out, v.data, n * 8);
+    adag_chan_release(rd, seq);
+    return st;
+}
+
+typedef struct {
+    adag_chan_t *in, *out; /* reader of in; writer of out (a relay), or NULL */
+    uint64_t n;
+    unsigned words, salt;
+    int slow;
+    adag_status_t st;
+    uint64_t at;
+} worker_t;
+
+static void *reader_main(void *p)
+{
+    worker_t *a = p;
+    uint64_t copy[64];
+    for (uint64_t s = 0; s < a->n; s++) {
+        a->at = s;
+        if ((a->st = get(a->in, s, a->words, a->salt, a->out ? copy : NULL)) != ADAG_OK)
+            return NULL;
+        if (a->out) {
+            /* a relay: forward the value on the next channel (same words) */
+            void *buf;
+            if ((a->st = adag_chan_acquire(a->out, s, adag_deadline_ms(DEADLINE_MS), &buf)))
+                return NULL;
+            memcpy(buf, copy, words_of(s, a->words) * 8);
+            adag_chan_publish(a->out, s, words_of(s, a->words) * 8, ADAG_OK, NULL);
+        }
+        if (a->slow && s % 64 == 0)
+            usleep(100);
+    }
+    return NULL;
+}
+
+static void *writer_main(void *p)
+{
+    worker_t *a = p;
+    for (uint64_t s = 0; s < a->n; s++) {
+        a->at = s;
+        if ((a->st = put(a->out, s, a->words, a->salt)) != ADAG_OK)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Every channel at once: channel i has its writer thread and readers;
+ * the last two channels are a chain through a relay thread. */
+static int run_channels(void)
+{
+    static const struct {
+        adag_chan_geom_t g;
+        uint64_t n;
+    } cases[] = {{{4, 1, 32}, 20000}, {{3, 3, 64}, 10000}, {{1, 2, 16}, 3000},
+                 {{8, 4, 8}, 5000},   {{2, 1, 64}, 5000},  {{2, 2, 64}, 5000}};
+    enum { NC = sizeof(cases) / sizeof(cases[0]) };
+    adag_chan_geom_t geoms[NC];
+    domain_t d;
+    pthread_t th[NC * (MAX_READERS + 1)];
+    worker_t w[NC * (MAX_READERS + 1)];
+    unsigned nt = 0;
+    int before = atomic_load(&failures);
+    for (unsigned c = 0; c < NC; c++)
+        geoms[c] = cases[c].g;
+    if (!domain_make(&d, geoms, NC))
+        return 0;
+    for (unsigned c = 0; c < NC; c++) {
+        unsigned words = (unsigned)(cases[c].g.capacity / 8);
+        if (c == NC - 1)
+            continue; /* fed by the relay below */
+        w[nt] = (worker_t){.out = endpoint(&d, &d.drv, c, -1, c % 2), .n = cases[c].n,
+                           .words = words, .salt = c};
+        pthread_create(&th[nt], NULL, writer_main, &w[nt]);
+        nt++;
+        for (unsigned r = 0; r < cases[c].g.nreaders; r++) {
+            w[nt] = (worker_t){.in = endpoint(&d, &d.peer, c, (int)r, r % 2), .n = cases[c].n,
+                               .words = words, .salt = c, .slow = r == 1};
+            if (c == NC - 2 && r == 0) /* the relay: also the writer of the last channel */
+                w[nt].out = endpoint(&d, &d.peer, NC - 1, -1, 0);
+            pthread_create(&th[nt], NULL, reader_main, &w[nt]);
+            nt++;
+        }
+    }
+    for (unsigned r = 0; r < cases[NC - 1].g.nreaders; r++) {
+        w[nt] = (worker_t){.in = endpoint(&d, &d.drv, NC - 1, (int)r, 1), .n = cases[NC - 1].n,
+                           .words = (unsigned)(cases[NC - 1].g.capacity / 8), .salt = NC - 2};
+        pthread_create(&th[nt], NULL, reader_main, &w[nt]);
+        nt++;
+    }
+    for (unsigned i = 0; i < nt; i++) {
+        pthread_join(th[i], NULL);
+        EXPECT(w[i].st == ADAG_OK, "channel thread %u: %s at seq %llu", i,
+               adag_status_str(w[i].st), (unsigned long long)w[i].at);
+    }
+    domain_free(&d);
+    return atomic_load(&failures) == before;
+}
+
+/* ---- adag_ctx_abort racing with everything ---- */
+
+typedef struct {
+    domain_t *d;
+    _Atomic int *stop;
+    adag_status_t st;
+} opener_t;
+
+/* Opens endpoints while the abort comes; a wait on one opened after (or
+ * during) the abort must not block. */
+static void *opener_main(void *p)
+{
+    opener_t *o = p;
+    o->st = ADAG_OK;
+    while (!atomic_load(o->stop)) {
+        adag_chan_t *rd = endpoint(o->d, &o->d->drv, 0, 1, 0);
+        adag_slot_view_t v;
+        if (!rd)
+            return NULL;
+        if (adag_ctx_aborted(&o->d->drv)) {
+            o->st = adag_chan_wait(rd, 1u << 30, adag_deadline_ms(DEADLINE_MS), &v);
+            return NULL;
+        }
+        sched_yield();
+    }
+    return NULL;
+}
+
+/* Joins a thread the abort must have woken; one still blocked 10 s later
+ * is a failure, reported at once (the run cannot go on past it). */
+static void join_promptly(pthread_t th, unsigned round, int which)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    if (pthread_timedjoin_np(th, NULL, &until) != 0) {
+        fprintf(stderr, "FAIL: round %u: thread %d still blocked 10 s after the abort\n", round,
+                which);
+        printf("stress_ring: abort racing with waits: FAILED\n");
+        fflush(stdout);
+        _exit(1);
+    }
+}
+
+static int aborted_ok(adag_status_t st)
+{
+    return st == ADAG_OK || st == ADAG_ERR_CLOSED;
+}
+
+/* One round: a writer, two readers (one slow) and an opener run until the
+ * abort; every call must end with data or ADAG_ERR_CLOSED. The second
+ * context is aborted by another thread at the same time. */
+static int abort_round(unsigned round)
+{
+    adag_chan_geom_t g = {2, 2, 64};
+    domain_t d;
+    int before = atomic_load(&failures);
+    if (!domain_make(&d, &g, 1))
+        return 0;
+    /* readers in the driver's context too (thread actors): one abort wakes all */
+    worker_t w[3] = {
+        {.out = endpoint(&d, &d.drv, 0, -1, round % 2), .n = UINT64_MAX, .words = 8},
+        {.in = endpoint(&d, &d.drv, 0, 0, 0), .n = UINT64_MAX, .words = 8},
+        {.in = endpoint(&d, &d.drv, 0, 1, 1), .n = UINT64_MAX, .words = 8, .slow = 1},
+    };
+    _Atomic int stop = 0;
+    opener_t o = {&d, &stop, ADAG_OK};
+    pthread_t th[4];
+    pthread_create(&th[0], NULL, writer_main, &w[0]);
+    pthread_create(&th[1], NULL, reader_main, &w[1]);
+    pthread_create(&th[2], NULL, reader_main, &w[2]);
+    pthread_create(&th[3], NULL, opener_main, &o);
+    usleep((round * 397) % 3000);
+    adag_status_t why = round % 3 ? ADAG_ERR_ACTOR_DIED : ADAG_ERR_METHOD;
+    int set = adag_ctx_abort(&d.drv, why);
+    int again = adag_ctx_abort(&d.drv, ADAG_ERR_TIMEOUT);
+    adag_ctx_abort(&d.peer, why);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 4; i++)
+        join_promptly(th[i], round, i);
+    EXPECT(set == 1 && again == 0, "round %u: abort returned %d then %d", round, set, again);
+    EXPECT(atomic_load(&d.drv.abort) == (uint32_t)-why, "round %u: abort word %u", round,
+           atomic_load(&d.drv.abort));
+    for (int i = 0; i < 3; i++)
+        EXPECT(w[i].st == ADAG_ERR_CLOSED, "round %u: thread %d ended with %s at seq %llu", round,
+               i, adag_status_str(w[i].st), (unsigned long long)w[i].at);
+    EXPECT(aborted_ok(o.st), "round %u: a wait on an endpoint opened at the abort: %s", round,
+           adag_status_str(o.st));
+    domain_free(&d);
+    return atomic_load(&failures) == before;
+}
+
+static int run_abort_races(void)
+{
+    int ok = 1;
+    for (unsigned round = 0; round < 30; round++)
+        ok &= abort_round(round);
+    return ok;
+}
+
+/* ---- a whole DAG of thread actors: driver, loops and channels under TSan ---- */
+
+static adag_status_t add_one(void *state, adag_call_h call)
+{
+    adag_value_t in;
+    int64_t x;
+    (*(int64_t *)state)++;
+    if (adag_call_arg(call, 0, &in) != ADAG_OK || in.size != sizeof x)
+        return adag_call_fail(call, "expected an int64");
+    memcpy(&x, in.data, sizeof x);
+    x += 1;
+    return adag_call_set_output(call, 0, &x, sizeof x);
+}
+
+static adag_status_t sum2(void *state, adag_call_h call)
+{
+    adag_value_t a, b;
+    int64_t x, y;
+    (*(int64_t *)state)++;
+    if (adag_call_arg(call, 0, &a) != ADAG_OK || adag_call_arg(call, 1, &b) != ADAG_OK)
+        return adag_call_fail(call, "expected two args");
+    memcpy(&x, a.data, sizeof x);
+    memcpy(&y, b.data, sizeof y);
+    x += y;
+    return adag_call_set_output(call, 0, &x, sizeof x);
+}
+
+static const adag_method_def_t stress_methods[] = {{"add_one", add_one, 1, 1},
+                                                   {"sum2", sum2, 2, 1}};
+static const adag_class_def_t stress_class = {.abi_version = ADAG_ABI_VERSION,
+                                              .name = "stress", .state_size = sizeof(int64_t),
+                                              .methods = stress_methods, .nmethods = 2};
+
+/* input -> a.add_one -> {b.add_one, c.add_one} -> a.sum2 -> driver; a second
+ * DAG shares actor a. Returns 1 if every value came back right. */
+static int run_dag(void)
+{
+    adag_runtime_h rt;
+    adag_actor_h a, b, c;
+    adag_graph_h g, g2;
+    adag_node_h in, x, y, z, out, in2, out2;
+    adag_dag_h dag, dag2;
+    int ok = 1;
+    adag_actor_params_t p = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = "stress"};
+    if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &stress_class) ||
+        adag_actor_create(rt, &p, &a) || adag_actor_create(rt, &p, &b) ||
+        adag_actor_create(rt, &p, &c) || adag_graph_create(rt, &g) ||
+        adag_graph_input(g, 0, &in) || adag_graph_bind(g, a, "add_one", &in, 1, &x) ||
+        adag_graph_bind(g, b, "add_one", &x, 1, &y) || adag_graph_bind(g, c, "add_one", &x, 1, &z))
+        return 0;
+    adag_node_h yz[2] = {y, z};
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT, .max_inflight = 4};
+    if (adag_graph_bind(g, a, "sum2", yz, 2, &out) || adag_graph_output(g, &out, 1) ||
+        adag_graph_compile(g, &cp, &dag) || adag_graph_create(rt, &g2) ||
+        adag_graph_input(g2, 0, &in2) || adag_graph_bind(g2, a, "add_one", &in2, 1, &out2) ||
+        adag_graph_output(g2, &out2, 1) || adag_graph_compile(g2, &cp, &dag2)) {
+        fprintf(stderr, "setup: %s\n", adag_last_error());
+        return 0;
+    }
+    adag_ref_t refs[4], refs2[4];
+    for (int64_t i = 0; i < 3000 + 4; i++) {
+        if (i >= 4) {
+            adag_value_t o;
+            int64_t v;
+            if (adag_dag_get(dag, refs[i % 4], &o, 1, 20000) || o.size != 8)
+                return 0;
+            memcpy(&v, o.data, 8);
+            ok &= v == 2 * (i - 4) + 4;
+            if (adag_dag_get(dag2, refs2[i % 4], &o, 1, 20000))
+                return 0;
+            memcpy(&v, o.data, 8);
+            ok &= v == i - 4 + 1;
+            adag_dag_release(dag, refs[i % 4]);
+            adag_dag_release(dag2, refs2[i % 4]);
+        }
+        if (i < 3000) {
+            adag_value_t v = {.data = &i, .size = sizeof i};
+            if (adag_dag_execute(dag, &v, 1, 0, &refs[i % 4]) ||
+                adag_dag_execute(dag2, &v, 1, 0, &refs2[i % 4]))
+                return 0;
+        }
+    }
+    /* teardown with work in flight */
+    for (int64_t i = 0; i < 4; i++) {
+        adag_value_t v = {.data = &i, .size = sizeof i};
+        adag_dag_execute(dag, &v, 1, 0, &refs[i]);
+    }
+    return ok && adag_runtime_destroy(rt) == ADAG_OK;
+}
+
+/* Several threads drive one DAG at once: plain executes, NONBLOCK ones
+ * that retry on ADAG_ERR_AGAIN, and zero-copy prepare/commit, while another
+ * thread polls the armed DAG fd. Every result is checked; TSan checks the
+ * reservation, the ref window and the fd state. */
+typedef struct {
+    adag_dag_h dag;
+    int mode; /* 0 execute, 1 NONBLOCK execute, 2 prepare/commit, 3 reserve/commit (every
+                 fifth reservation cancelled) */
+    int64_t base;
+    int ok;
+} driver_thread_t;
+
+
+static void *drive(void *arg)
+{
+    driver_thread_t *t = arg;
+    t->ok = 1;
+    for (int64_t i = 0; i < 1500; i++) {
+        int64_t x = t->base + i;
+        adag_ref_t ref;
+        adag_status_t st;
+        if (t->mode == 2) {
+            void *buf;
+            size_t size = sizeof x;
+            while ((st = adag_dag_execute_prepare(t->dag, 0, &buf, 1)) == ADAG_ERR_TIMEOUT) {
+            }
+            if (st != ADAG_OK)
+                return (t->ok = 0, NULL);
+            memcpy(buf, &x, sizeof x);
+            st = adag_dag_execute_commit(t->dag, &size, 1, &ref);
+        } else if (t->mode == 3) {
+            void *buf;
+            size_t size = sizeof x;
+            while ((st = adag_dag_reserve(t->dag, 0, &buf, 1, &ref)) == ADAG_ERR_TIMEOUT) {
+            }
+            if (st != ADAG_OK)
+                return (t->ok = 0, NULL);
+            if (i % 5 == 4) {
+                t->ok &= adag_dag_cancel(t->dag, ref) == ADAG_OK;
+                continue;
+            }
+            memcpy(buf, &x, sizeof x);
+            st = adag_dag_commit(t->dag, ref, &size, 1);
+        } else {
+            adag_value_t v = {.data = &x, .size = sizeof x};
+            unsigned flags = t->mode == 1 ? ADAG_EXECUTE_NONBLOCK : 0;
+            while ((st = adag_dag_execute(t->dag, &v, 1, flags, &ref)) == ADAG_ERR_AGAIN ||
+                   st == ADAG_ERR_TIMEOUT)
+                sched_yield();
+        }
+        adag_value_t o;
+        int64_t y;
+        if (st != ADAG_OK || adag_dag_get(t->dag, ref, &o, 1, 20000) != ADAG_OK ||
+            o.size != sizeof y) {
+            fprintf(stderr, "driver thread %d: %s\n", t->mode, adag_last_error());
+            return (t->ok = 0, NULL);
+        }
+        memcpy(&y, o.data, sizeof y);
+        t->ok &= y == x + 1;
+        adag_dag_release(t->dag, ref);
+    }
+    return NULL;
+}
+
+static _Atomic int polling;
+
+static void *poll_fd(void *arg)
+{
+    int fd = *(int *)arg;
+    while (atomic_load(&polling)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, 1);
+    }
+    return NULL;
+}
+
+static int run_concurrent_drivers(void)
+{
+    adag_runtime_h rt;
+    adag_actor_h a;
+    adag_graph_h g;
+    adag_node_h in, out;
+    adag_dag_h dag;
+    adag_actor_params_t p = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = "stress"};
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
+                                              ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT,
+                                .max_inflight = 3, .execute_timeout_ms = 50};
+    if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &stress_class) ||
+        adag_actor_create(rt, &p, &a) || adag_graph_create(rt, &g) ||
+        adag_graph_input(g, 0, &in) || adag_graph_bind(g, a, "add_one", &in, 1, &out) ||
+        adag_graph_output(g, &out, 1) || adag_graph_compile(g, &cp, &dag)) {
+        fprintf(stderr, "setup: %s\n", adag_last_error());
+        return 0;
+    }
+    int fd;
+    if (adag_dag_fd(dag, &fd) != ADAG_OK)
+        return 0;
+    atomic_store(&polling, 1);
+    pthread_t poller, th[4];
+    driver_thread_t dt[4] = {{dag, 0, 0, 0}, {dag, 1, 1000000, 0}, {dag, 2, 2000000, 0},
+                             {dag, 3, 3000000, 0}};
+    pthread_create(&poller, NULL, poll_fd, &fd);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, drive, &dt[i]);
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ok &= dt[i].ok;
+    }
+    atomic_store(&polling, 0);
+    pthread_join(poller, NULL);
+    /* destroyed by the thread holding a prepared execution */
+    void *buf;
+    ok &= adag_dag_execute_prepare(dag, 0, &buf, 1) == ADAG_OK;
+    ok &= adag_dag_destroy(dag) == ADAG_OK;
+    return ok && adag_runtime_destroy(rt) == ADAG_OK;
+}
+
+int main(void)
+{
+    struct {
+        const char *name;
+        int (*run)(void);
+    } parts[] = {
+        {"shm channels through the ops table", run_channels},
+        {"abort racing with waits", run_abort_races},
+        {"thread-actor DAG", run_dag},
+        {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},
+    };
+    unsigned n = sizeof(parts) / sizeof(parts[0]), passed = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int before = atomic_load(&failures);
+        int ok = parts[i].run();
+        EXPECT(ok, "%s (last error: %s)", parts[i].name, adag_last_error());
+        ok = ok && atomic_load(&failures) == before;
+        printf("stress_ring: %s: %s\n", parts[i].name, ok ? "ok" : "FAILED");
+        passed += ok;
+    }
+    printf("stress_ring: %u passed, %u failed\n", passed, n - passed);
+    return passed == n && atomic_load(&failures) == 0 ? 0 : 1;
+}

@@ -1,0 +1,191 @@
+/* The channel rig of tests/chan_rig.h (no tests here: the unit_ prefix
+ * links it into adag-unit-tests with the suites that use it). */
+#include "chan_rig.h"
+
+#include "common/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void rig_export(adag_dag_ctx_t *drv, adag_wbuf_t *blob, int *fds, unsigned *nfds)
+{
+    int owned[ADAG_CTL_MAX_FDS];
+    *nfds = 0;
+    cr_assert_eq(adag_ctx_export_domains(drv, blob, owned, nfds, ADAG_CTL_MAX_FDS), ADAG_OK,
+                 "export: %s", adag_last_error());
+    cr_assert(!blob->failed);
+    /* what SCM_RIGHTS would do: new fds for the same files */
+    for (unsigned i = 0; i < *nfds; i++) {
+        fds[i] = dup(owned[i]);
+        cr_assert_geq(fds[i], 0);
+    }
+}
+
+static adag_chan_open_params_t params(rig_t *r, int reader)
+{
+    adag_chan_open_params_t p = {
+        .name = "conf.m[0]",
+        .geom = r->geom,
+        .reader = reader,
+        .desc = {r->desc.data, r->desc.len},
+        .policy = RIG_POLICY,
+    };
+    return p;
+}
+
+adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_t **out)
+{
+    adag_chan_open_params_t p = params(r, reader);
+    return adag_ctx_open(ctx, r->be->kind, &p, NULL, out);
+}
+
+void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
+              size_t capacity, int flags)
+{
+    memset(r, 0, sizeof(*r));
+    r->be = be;
+    r->ops = adag_chan_backend(be->kind);
+    cr_assert(r->ops, "no backend of kind %u", be->kind);
+    cr_assert_leq(nreaders, RIG_MAX_READERS);
+    if (!(be->caps & CAP_RING))
+        nreaders = 0;
+    r->geom = (adag_chan_geom_t){nslots, nreaders, capacity};
+    r->one_ctx = flags & RIG_ONE_CTX;
+
+    /* the driver lays the channel out (a domain if the backend has them) */
+    adag_ctx_init(&r->drv);
+    uint32_t kind = be->kind;
+    cr_assert_eq(adag_ctx_create_domains(&r->drv, "conf", &kind, &r->geom, 1, &r->desc),
+                 ADAG_OK, "%s: create: %s", r->ops->name, adag_last_error());
+    cr_assert(!r->desc.failed);
+
+    /* a worker attaches it */
+    adag_ctx_init(&r->peer);
+    adag_wbuf_t blob = {0};
+    int fds[ADAG_CTL_MAX_FDS];
+    unsigned nfds;
+    rig_export(&r->drv, &blob, fds, &nfds);
+    cr_assert_eq(adag_ctx_import_domains(&r->peer, (adag_blob_t){blob.data, blob.len}, fds, nfds),
+                 ADAG_OK, "%s: import: %s", r->ops->name, adag_last_error());
+    adag_wbuf_free(&blob);
+
+    /* PREPARE: every endpoint, collecting peer info */
+    adag_wbuf_t info[1 + RIG_MAX_READERS] = {{0}};
+    adag_chan_open_params_t p = params(r, -1);
+    cr_assert_eq(adag_ctx_open(&r->drv, kind, &p, &info[0], &r->w), ADAG_OK, "%s: writer: %s",
+                 r->ops->name, adag_last_error());
+    for (unsigned i = 0; i < nreaders; i++) {
+        p = params(r, (int)i);
+        cr_assert_eq(adag_ctx_open(r->one_ctx ? &r->drv : &r->peer, kind, &p, &info[1 + i],
+                                   &r->rd[i]),
+                     ADAG_OK, "%s: reader %u: %s", r->ops->name, i, adag_last_error());
+    }
+    r->nrd = nreaders ? nreaders : 1;
+    if (!nreaders)
+        r->rd[0] = r->w;
+
+    /* CONNECT: everybody gets everybody's info */
+    if (r->ops->connect) {
+        adag_blob_t peers[1 + RIG_MAX_READERS];
+        for (unsigned i = 0; i <= nreaders; i++)
+            peers[i] = (adag_blob_t){info[i].data, info[i].len};
+        cr_assert_eq(r->ops->connect(r->w, peers, 1 + nreaders), ADAG_OK, "%s",
+                     adag_last_error());
+        for (unsigned i = 0; i < nreaders; i++)
+            cr_assert_eq(r->ops->connect(r->rd[i], peers, 1 + nreaders), ADAG_OK, "%s",
+                         adag_last_error());
+    }
+    for (unsigned i = 0; i <= nreaders; i++)
+        adag_wbuf_free(&info[i]);
+}
+
+void rig_close(rig_t *r)
+{
+    adag_ctx_destroy(&r->peer);
+    adag_ctx_destroy(&r->drv);
+    adag_wbuf_free(&r->desc);
+}
+
+/* ---- values ---- */
+
+size_t value_size(uint64_t seq, size_t capacity)
+{
+    return capacity ? (size_t)((seq * 37 + 5) % (capacity + 1)) : 0;
+}
+
+void value_fill(void *buf, uint64_t seq, size_t size)
+{
+    unsigned char *b = buf;
+    for (size_t i = 0; i < size; i++)
+        b[i] = (unsigned char)(seq * 131 + i * 7 + 1);
+}
+
+int value_check(const adag_slot_view_t *v, uint64_t seq, size_t size)
+{
+    if (v->status != ADAG_OK)
+        return 1;
+    if (v->size != size)
+        return 2;
+    const unsigned char *b = v->data;
+    for (size_t i = 0; i < size; i++)
+        if (b[i] != (unsigned char)(seq * 131 + i * 7 + 1))
+            return 3;
+    if (v->err_len != 0 || !v->err || v->err[0] != '\0')
+        return 4;
+    return 0;
+}
+
+adag_status_t value_put(adag_chan_t *w, uint64_t seq, int64_t deadline)
+{
+    void *buf;
+    adag_status_t st = adag_chan_acquire(w, seq, deadline, &buf);
+    if (st != ADAG_OK)
+        return st;
+    size_t size = value_size(seq, w->capacity);
+    value_fill(buf, seq, size);
+    return adag_chan_publish(w, seq, size, ADAG_OK, NULL);
+}
+
+int value_get(adag_chan_t *rd, uint64_t seq, int64_t deadline)
+{
+    adag_slot_view_t v;
+    adag_status_t st = adag_chan_wait(rd, seq, deadline, &v);
+    if (st != ADAG_OK)
+        return st < 0 ? st : -100;
+    int rc = value_check(&v, seq, value_size(seq, rd->capacity));
+    adag_chan_release(rd, seq);
+    return rc;
+}
+
+/* ---- calls that block, in threads ---- */
+
+static void *blocked_main(void *p)
+{
+    blocked_t *b = p;
+    int64_t t0 = adag_now_ns();
+    if (b->acquire) {
+        void *buf;
+        b->st = adag_chan_acquire(b->ch, b->seq, b->deadline, &buf);
+    } else {
+        adag_slot_view_t v;
+        b->st = adag_chan_wait(b->ch, b->seq, b->deadline, &v);
+    }
+    b->ms = ms_since(t0);
+    atomic_fetch_add(b->done, 1);
+    return NULL;
+}
+
+void blocked_start(blocked_t *b, adag_chan_t *ch, int acquire, uint64_t seq, int64_t deadline,
+                   _Atomic int *done)
+{
+    *b = (blocked_t){.ch = ch, .acquire = acquire, .seq = seq, .deadline = deadline,
+                     .done = done, .st = ADAG_ERR_INTERNAL};
+    cr_assert_eq(pthread_create(&b->th, NULL, blocked_main, b), 0);
+}
+
+void blocked_join(blocked_t *b)
+{
+    cr_assert_eq(pthread_join(b->th, NULL), 0);
+}

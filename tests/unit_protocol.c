@@ -1,0 +1,429 @@
+/*
+ * The control protocol (suite "protocol", transport/protocol.c): every
+ * message type of the table round-trips through its encoder and decoder,
+ * every strict prefix (and a trailing byte) is ADAG_ERR_PROTOCOL naming the
+ * message, bounds are enforced, and adag_msg_recv refuses unknown types and
+ * fds a message may not carry, over a real socketpair.
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "transport/protocol.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char init_bytes[] = {1, 2, 0, 3};
+static const char program_bytes[] = "a program";
+static const char domain_bytes[] = {0, 0, 0, 0, 9};
+static const char peer_bytes[] = "peer info";
+static const char body_bytes[] = {7, 7, 7};
+
+/* Each case encodes a sample message, and decodes one (checking the fields
+ * when check is set). */
+typedef struct {
+    uint32_t type;
+    void (*encode)(adag_wbuf_t *b);
+    adag_status_t (*decode)(const adag_ctl_msg_t *m, int check);
+} msg_case_t;
+
+static int blob_is(adag_blob_t b, const void *data, size_t len)
+{
+    return b.len == len && (len == 0 || memcmp(b.data, data, len) == 0);
+}
+
+static void enc_hello(adag_wbuf_t *b)
+{
+    adag_msg_hello_t m = {ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION, {"token!", 6}};
+    adag_msg_encode_hello(b, &m);
+}
+
+static adag_status_t dec_hello(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_hello_t m;
+    adag_status_t st = adag_msg_decode_hello(msg, &m);
+    if (check && st == ADAG_OK)
+        cr_assert(m.magic == ADAG_PROTOCOL_MAGIC && m.version == ADAG_PROTOCOL_VERSION &&
+                  blob_is(m.token, "token!", 6));
+    return st;
+}
+
+static void enc_create(adag_wbuf_t *b)
+{
+    adag_msg_encode_create(b, "/lib/libx.so", "Stage", "stage1",
+                           (adag_blob_t){init_bytes, sizeof(init_bytes)});
+}
+
+static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_create_t m;
+    adag_status_t st = adag_msg_decode_create(msg, &m);
+    if (check && st == ADAG_OK) {
+        cr_assert_str_eq(m.module, "/lib/libx.so");
+        cr_assert_str_eq(m.class_name, "Stage");
+        cr_assert_str_eq(m.actor, "stage1");
+        cr_assert(blob_is(m.init, init_bytes, sizeof(init_bytes)));
+    }
+    return st;
+}
+
+static void enc_prepare(adag_wbuf_t *b)
+{
+    adag_msg_prepare_t m = {41, {program_bytes, sizeof(program_bytes)},
+                            {domain_bytes, sizeof(domain_bytes)}};
+    adag_msg_encode_prepare(b, &m);
+}
+
+static adag_status_t dec_prepare(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_prepare_t m;
+    adag_status_t st = adag_msg_decode_prepare(msg, &m);
+    if (check && st == ADAG_OK)
+        cr_assert(m.dag_id == 41 && blob_is(m.program, program_bytes, sizeof(program_bytes)) &&
+                  blob_is(m.domains, domain_bytes, sizeof(domain_bytes)));
+    return st;
+}
+
+static void enc_connect(adag_wbuf_t *b)
+{
+    adag_msg_connect_t m = {42, {peer_bytes, sizeof(peer_bytes)}};
+    adag_msg_encode_connect(b, &m);
+}
+
+static adag_status_t dec_connect(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_connect_t m;
+    adag_status_t st = adag_msg_decode_connect(msg, &m);
+    if (check && st == ADAG_OK)
+        cr_assert(m.dag_id == 42 && blob_is(m.peers, peer_bytes, sizeof(peer_bytes)));
+    return st;
+}
+
+static void enc_dag_ok(adag_wbuf_t *b)
+{
+    adag_msg_dag_t m = {43, ADAG_OK};
+    adag_msg_encode_dag(b, &m);
+}
+
+static void enc_dag_abort(adag_wbuf_t *b)
+{
+    adag_msg_dag_t m = {43, ADAG_ERR_ACTOR_DIED};
+    adag_msg_encode_dag(b, &m);
+}
+
+static adag_status_t dec_dag(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_dag_t m;
+    adag_status_t st = adag_msg_decode_dag(msg, &m);
+    if (check && st == ADAG_OK)
+        cr_assert(m.dag_id == 43 &&
+                  m.status == (msg->type == ADAG_MSG_ABORT_DAG ? ADAG_ERR_ACTOR_DIED : ADAG_OK));
+    return st;
+}
+
+static void enc_reply(adag_wbuf_t *b)
+{
+    adag_msg_encode_reply(b, ADAG_ERR_METHOD, "actor a.m: boom",
+                          (adag_blob_t){body_bytes, sizeof(body_bytes)});
+}
+
+static adag_status_t dec_reply(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_reply_t m;
+    adag_status_t st = adag_msg_decode_reply(msg, &m);
+    if (check && st == ADAG_OK) {
+        cr_assert_eq(m.status, ADAG_ERR_METHOD);
+        cr_assert_str_eq(m.msg, "actor a.m: boom");
+        cr_assert(blob_is(m.body, body_bytes, sizeof(body_bytes)));
+    }
+    return st;
+}
+
+/* Every type of the table, with its sample (SHUTDOWN carries nothing). */
+static const msg_case_t cases[] = {
+    {ADAG_MSG_HELLO, enc_hello, dec_hello},
+    {ADAG_MSG_CREATE_ACTOR, enc_create, dec_create},
+    {ADAG_MSG_PREPARE_DAG, enc_prepare, dec_prepare},
+    {ADAG_MSG_CONNECT_DAG, enc_connect, dec_connect},
+    {ADAG_MSG_START_DAG, enc_dag_ok, dec_dag},
+    {ADAG_MSG_ABORT_DAG, enc_dag_abort, dec_dag},
+    {ADAG_MSG_STOP_DAG, enc_dag_ok, dec_dag},
+    {ADAG_MSG_SHUTDOWN, NULL, NULL},
+    {ADAG_MSG_REPLY, enc_reply, dec_reply},
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static adag_ctl_msg_t view(uint32_t type, const void *data, size_t len)
+{
+    adag_ctl_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = type;
+    m.payload = (void *)data;
+    m.len = len;
+    return m;
+}
+
+static void assert_names(uint32_t type, const char *what)
+{
+    char want[96], buf[32];
+    snprintf(want, sizeof(want), "%s %s message", what, adag_msg_name(type, buf, sizeof(buf)));
+    cr_assert(strstr(adag_last_error(), want), "wanted \"%s\" in: %s", want, adag_last_error());
+}
+
+Test(protocol, every_type_has_a_case)
+{
+    for (uint32_t t = 0; t < ADAG_MSG_END + 8; t++) {
+        const msg_case_t *c = NULL;
+        for (unsigned i = 0; i < NCASES; i++)
+            if (cases[i].type == t)
+                c = &cases[i];
+        cr_assert_eq(adag_msg_info(t) != NULL, c != NULL, "message type %u", t);
+    }
+    char buf[32];
+    cr_assert_str_eq(adag_msg_name(ADAG_MSG_PREPARE_DAG, buf, sizeof(buf)), "PREPARE_DAG");
+    cr_assert_str_eq(adag_msg_name(999, buf, sizeof(buf)), "message 999");
+    cr_assert(adag_msg_info(ADAG_MSG_ABORT_DAG)->one_way && adag_msg_info(ADAG_MSG_REPLY)->one_way);
+    cr_assert(!adag_msg_info(ADAG_MSG_PREPARE_DAG)->one_way);
+    cr_assert_eq(adag_msg_info(ADAG_MSG_PREPARE_DAG)->max_fds, ADAG_CTL_MAX_FDS);
+}
+
+/* Round trip; every strict prefix and a trailing byte are refused with a
+ * message that names the message; another type is refused too. */
+Test(protocol, roundtrip_prefixes_and_trailing_bytes, .timeout = 30)
+{
+    for (unsigned i = 0; i < NCASES; i++) {
+        const msg_case_t *c = &cases[i];
+        if (!c->encode)
+            continue;
+        adag_wbuf_t b = {0};
+        c->encode(&b);
+        cr_assert(!b.failed);
+        adag_ctl_msg_t m = view(c->type, b.data, b.len);
+        cr_assert_eq(c->decode(&m, 1), ADAG_OK, "%s: %s", adag_msg_info(c->type)->name,
+                     adag_last_error());
+        for (size_t len = 0; len < b.len; len++) {
+            m = view(c->type, b.data, len);
+            cr_assert_eq(c->decode(&m, 0), ADAG_ERR_PROTOCOL, "%s: a %zu-byte prefix",
+                         adag_msg_info(c->type)->name, len);
+            assert_names(c->type, "malformed");
+        }
+        char *more = malloc(b.len + 1);
+        memcpy(more, b.data, b.len);
+        more[b.len] = 0;
+        m = view(c->type, more, b.len + 1);
+        cr_assert_eq(c->decode(&m, 0), ADAG_ERR_PROTOCOL, "%s: a trailing byte",
+                     adag_msg_info(c->type)->name);
+        assert_names(c->type, "malformed");
+        free(more);
+        /* the right bytes under another type */
+        uint32_t other = c->type == ADAG_MSG_REPLY ? ADAG_MSG_HELLO : ADAG_MSG_REPLY;
+        m = view(other, b.data, b.len);
+        cr_assert_eq(c->decode(&m, 0), ADAG_ERR_PROTOCOL, "%s decoded a %s",
+                     adag_msg_info(c->type)->name, adag_msg_info(other)->name);
+        cr_assert(strstr(adag_last_error(), "expected a"), "%s", adag_last_error());
+        adag_wbuf_free(&b);
+    }
+}
+
+Test(protocol, abort_dag_needs_an_error_status)
+{
+    const int32_t bad[] = {ADAG_OK, 1, 12345, ADAG_ERR_INTERNAL - 1, INT32_MIN};
+    const int32_t good[] = {ADAG_ERR_INVALID, ADAG_ERR_ACTOR_DIED, ADAG_ERR_INTERNAL};
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]) + 3; i++) {
+        int is_bad = i < sizeof(bad) / sizeof(bad[0]);
+        adag_msg_dag_t m = {1, is_bad ? bad[i] : good[i - sizeof(bad) / sizeof(bad[0])]}, out;
+        adag_wbuf_t b = {0};
+        adag_msg_encode_dag(&b, &m);
+        adag_ctl_msg_t msg = view(ADAG_MSG_ABORT_DAG, b.data, b.len);
+        cr_assert_eq(adag_msg_decode_dag(&msg, &out), is_bad ? ADAG_ERR_PROTOCOL : ADAG_OK,
+                     "status %d", m.status);
+        if (is_bad)
+            assert_names(ADAG_MSG_ABORT_DAG, "malformed");
+        else
+            cr_assert_eq(out.status, m.status);
+        adag_wbuf_free(&b);
+    }
+}
+
+Test(protocol, bounds_are_enforced)
+{
+    adag_wbuf_t b = {0};
+    adag_ctl_msg_t m;
+    /* a token of ADAG_TOKEN_MAX bytes, and one more */
+    char token[ADAG_TOKEN_MAX + 1];
+    memset(token, 't', sizeof(token));
+    for (size_t len = ADAG_TOKEN_MAX; len <= ADAG_TOKEN_MAX + 1; len++) {
+        adag_msg_hello_t h = {ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION, {token, len}}, out;
+        adag_msg_encode_hello(&b, &h);
+        m = view(ADAG_MSG_HELLO, b.data, b.len);
+        cr_assert_eq(adag_msg_decode_hello(&m, &out),
+                     len <= ADAG_TOKEN_MAX ? ADAG_OK : ADAG_ERR_PROTOCOL, "token of %zu", len);
+        adag_wbuf_free(&b);
+    }
+    /* names longer than their arrays */
+    char longname[PATH_MAX + 1];
+    memset(longname, 'n', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    adag_msg_create_t c;
+    for (int which = 0; which < 3; which++) {
+        adag_msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
+                               which == 2 ? longname : "a", (adag_blob_t){NULL, 0});
+        m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
+        cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);
+        assert_names(ADAG_MSG_CREATE_ACTOR, "malformed");
+        adag_wbuf_free(&b);
+    }
+    /* HELLO's reply: round trip, prefixes, no CPUs */
+    adag_msg_hello_reply_t hr = {ADAG_PROTOCOL_VERSION, 1234, 8}, hout;
+    adag_msg_encode_hello_reply(&b, &hr);
+    cr_assert_eq(adag_msg_decode_hello_reply((adag_blob_t){b.data, b.len}, &hout), ADAG_OK);
+    cr_assert(hout.version == hr.version && hout.pid == 1234 && hout.ncpus == 8);
+    for (size_t len = 0; len < b.len; len++)
+        cr_assert_eq(adag_msg_decode_hello_reply((adag_blob_t){b.data, len}, &hout),
+                     ADAG_ERR_PROTOCOL);
+    adag_wbuf_free(&b);
+    hr.ncpus = 0;
+    adag_msg_encode_hello_reply(&b, &hr);
+    cr_assert_eq(adag_msg_decode_hello_reply((adag_blob_t){b.data, b.len}, &hout),
+                 ADAG_ERR_PROTOCOL);
+    cr_assert(strstr(adag_last_error(), "malformed reply to HELLO"), "%s", adag_last_error());
+    adag_wbuf_free(&b);
+}
+
+Test(protocol, method_table)
+{
+    adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}}, *out;
+    unsigned n;
+    adag_wbuf_t b = {0};
+    adag_msg_encode_methods(&b, ms, 2);
+    cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n), ADAG_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(out[1].name, "stats");
+    cr_assert(out[0].nargs == 1 && out[1].nreturns == 2);
+    free(out);
+    for (size_t len = 0; len < b.len; len++)
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, len}, &out, &n),
+                     ADAG_ERR_PROTOCOL, "prefix %zu", len);
+    adag_wbuf_free(&b);
+    /* bad tables */
+    adag_msg_method_t bad[] = {{"", 1, 1},
+                               {"m", ADAG_MAX_ARGS + 1, 1},
+                               {"m", 1, 0},
+                               {"m", 1, ADAG_MAX_RETURNS + 1}};
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        adag_msg_encode_methods(&b, &bad[i], 1);
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n),
+                     ADAG_ERR_PROTOCOL, "method %u", i);
+        cr_assert(strstr(adag_last_error(), "CREATE_ACTOR"), "%s", adag_last_error());
+        adag_wbuf_free(&b);
+    }
+    /* 4096 methods, and one more */
+    adag_msg_method_t *big = calloc(4097, sizeof(*big));
+    for (unsigned i = 0; i < 4097; i++)
+        big[i] = (adag_msg_method_t){"m", 1, 1};
+    for (unsigned count = 4096; count <= 4097; count++) {
+        adag_msg_encode_methods(&b, big, count);
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n),
+                     count <= 4096 ? ADAG_OK : ADAG_ERR_PROTOCOL, "%u methods", count);
+        if (count <= 4096)
+            free(out);
+        adag_wbuf_free(&b);
+    }
+    free(big);
+    /* counts: none, more than 4096, more than the body holds */
+    const uint32_t counts[] = {0, 4097, 3, 0xffffffffu};
+    for (unsigned i = 0; i < 4; i++) {
+        adag_wbuf_u32(&b, counts[i]);
+        adag_wbuf_str(&b, "m");
+        adag_wbuf_u32(&b, 1);
+        adag_wbuf_u32(&b, 1);
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n),
+                     ADAG_ERR_PROTOCOL, "count %u", counts[i]);
+        adag_wbuf_free(&b);
+    }
+}
+
+/* ---- adag_msg_recv over a socketpair ---- */
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    cr_assert(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+Test(protocol, recv_refuses_unknown_types_and_fds, .timeout = 30)
+{
+    int sv[2], p[2];
+    adag_ctl_msg_t msg;
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    cr_assert_eq(pipe(p), 0);
+    int before = count_fds();
+
+    /* every known type arrives as sent */
+    for (unsigned i = 0; i < NCASES; i++) {
+        adag_wbuf_t b = {0};
+        if (cases[i].encode)
+            cases[i].encode(&b);
+        cr_assert_eq(adag_ctl_send(sv[0], cases[i].type, b.data, b.len, NULL, 0), ADAG_OK);
+        cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_OK, "%s",
+                     adag_last_error());
+        cr_assert_eq(msg.type, cases[i].type);
+        cr_assert(msg.len == b.len && (b.len == 0 || memcmp(msg.payload, b.data, b.len) == 0));
+        if (cases[i].decode)
+            cr_assert_eq(cases[i].decode(&msg, 1), ADAG_OK);
+        adag_ctl_msg_free(&msg);
+        adag_wbuf_free(&b);
+    }
+
+    /* unknown types (with an fd, which is closed), then a good frame still arrives */
+    const uint32_t unknown[] = {0, ADAG_MSG_END, 999};
+    for (unsigned i = 0; i < 3; i++) {
+        cr_assert_eq(adag_ctl_send(sv[0], unknown[i], "xyz", 3, &p[0], 1), ADAG_OK);
+        cr_assert_eq(adag_ctl_send(sv[0], ADAG_MSG_SHUTDOWN, NULL, 0, NULL, 0), ADAG_OK);
+        cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_ERR_PROTOCOL,
+                     "type %u", unknown[i]);
+        cr_assert(strstr(adag_last_error(), "unknown control message"), "%s",
+                  adag_last_error());
+        cr_assert_eq(count_fds(), before, "the refused message's fd is open");
+        cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_OK);
+        cr_assert_eq(msg.type, ADAG_MSG_SHUTDOWN);
+        adag_ctl_msg_free(&msg);
+    }
+
+    /* fds on a message that carries none; PREPARE_DAG may carry them all */
+    adag_wbuf_t b = {0};
+    enc_connect(&b);
+    cr_assert_eq(adag_ctl_send(sv[0], ADAG_MSG_CONNECT_DAG, b.data, b.len, p, 2), ADAG_OK);
+    cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_ERR_PROTOCOL);
+    cr_assert(strstr(adag_last_error(), "CONNECT_DAG message carries 2 fds, at most 0"), "%s",
+              adag_last_error());
+    cr_assert_eq(count_fds(), before);
+    adag_wbuf_free(&b);
+    int many[ADAG_CTL_MAX_FDS];
+    for (unsigned i = 0; i < ADAG_CTL_MAX_FDS; i++)
+        many[i] = p[i % 2];
+    enc_prepare(&b);
+    cr_assert_eq(adag_ctl_send(sv[0], ADAG_MSG_PREPARE_DAG, b.data, b.len, many,
+                               ADAG_CTL_MAX_FDS),
+                 ADAG_OK);
+    cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_OK, "%s",
+                 adag_last_error());
+    cr_assert_eq(msg.nfds, ADAG_CTL_MAX_FDS);
+    cr_assert_eq(dec_prepare(&msg, 1), ADAG_OK);
+    adag_ctl_msg_free(&msg);
+    cr_assert_eq(count_fds(), before);
+    adag_wbuf_free(&b);
+    close(sv[0]);
+    close(sv[1]);
+    close(p[0]);
+    close(p[1]);
+}
