@@ -55,7 +55,7 @@ void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
                 a->ops->abort_dag(a, dag, status);
         }
         adag_dag_update_fd(dag);
-        pthread_cond_broadcast(&dag->cond);
+        adag_dag_wake(dag);
     }
 }
 
@@ -96,7 +96,7 @@ void adag_dag_api_leave(adag_dag_h dag)
 {
     pthread_mutex_lock(&dag->lock);
     if (--dag->api_users == 0 && dag->closing)
-        pthread_cond_broadcast(&dag->cond);
+        adag_dag_wake(dag);
     pthread_mutex_unlock(&dag->lock);
 }
 
@@ -135,7 +135,7 @@ void adag_dag_advance_releases(adag_dag_h dag)
         moved = 1;
     }
     if (moved)
-        pthread_cond_broadcast(&dag->cond);
+        adag_dag_wake(dag);
 }
 
 static void abs_timespec(int64_t deadline, struct timespec *ts)
@@ -147,6 +147,7 @@ static void abs_timespec(int64_t deadline, struct timespec *ts)
 /* Waits on dag->cond (dag->lock held) until woken or the deadline. */
 void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
 {
+    dag->cond_waiters++;
     if (deadline == ADAG_FOREVER) {
         pthread_cond_wait(&dag->cond, &dag->lock);
     } else {
@@ -154,6 +155,7 @@ void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
         abs_timespec(deadline, &ts);
         pthread_cond_timedwait(&dag->cond, &dag->lock, &ts);
     }
+    dag->cond_waiters--;
 }
 
 /* Checks that ref is live (committed, neither released nor cancelled).
@@ -261,7 +263,7 @@ adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
         dag->stats.released++;
         adag_dag_advance_releases(dag);
         adag_dag_update_fd(dag); /* a ref released unread no longer makes it readable */
-        pthread_cond_broadcast(&dag->cond);
+        adag_dag_wake(dag);
     }
     pthread_mutex_unlock(&dag->lock);
     adag_dag_api_leave(dag);
@@ -431,7 +433,7 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
     pthread_mutex_lock(&dag->lock);
     while (dag->api_users > 0)
-        pthread_cond_wait(&dag->cond, &dag->lock);
+        adag_dag_cond_wait(dag, ADAG_FOREVER);
     pthread_mutex_unlock(&dag->lock);
 
     stop_actors(dag);

@@ -219,6 +219,7 @@ struct adag_dag {
     size_t *slot_sizes;        /* [ref % max_inflight][input]: the committed sizes */
     pthread_t *slot_owner;     /* [ref % max_inflight]: the thread that reserved it */
     uint8_t *slot_legacy;      /* [ref % max_inflight]: reserved by adag_dag_execute_prepare */
+    unsigned nlegacy;          /* such reservations not yet committed or cancelled */
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
@@ -228,7 +229,8 @@ struct adag_dag {
     unsigned noutputs;
 
     pthread_mutex_t lock;      /* the ref window, reservation, abort state, fd, stats */
-    pthread_cond_t cond;       /* a ref was released / the reservation ended / the DAG failed */
+    pthread_cond_t cond;       /* a ref was released / a ref was taken / the DAG failed */
+    int cond_waiters;          /* threads in adag_dag_cond_wait (wakes cost nothing without) */
     uint64_t next_release;     /* refs below it are released */
     uint8_t *ref_flags;        /* REF_* per slot */
     adag_status_t abort_status;
@@ -288,6 +290,12 @@ adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *
 int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref);
 void adag_dag_advance_releases(adag_dag_h dag);                 /* under lock */
 void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline);     /* under lock */
+/* Wakes the threads in adag_dag_cond_wait, if any (under lock). */
+static inline void adag_dag_wake(adag_dag_h dag)
+{
+    if (dag->cond_waiters)
+        pthread_cond_broadcast(&dag->cond);
+}
 void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg);
 adag_status_t adag_dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn); /* under lock */
 /* reserve.c: cancels the reservations of the calling thread (destroy). Under lock. */

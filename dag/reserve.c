@@ -90,25 +90,41 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
     return ADAG_OK;
 }
 
-/* Reserves the next ref. On success the caller counts as an API user until
- * the ref is committed or cancelled. */
-/* legacy: reserved by adag_dag_execute_prepare; refuse_if_prepared: a
- * thread holding such a reservation is refused (it would wait for itself). */
-static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int legacy,
-                             int refuse_if_prepared, uint64_t *ref)
+/* Leaves the API (under dag->lock): the counterpart of the count taken by
+ * reserve, when the reservation ends. */
+static void leave_locked(adag_dag_h dag)
 {
-    adag_status_t st;
+    if (--dag->api_users == 0 && dag->closing)
+        pthread_cond_broadcast(&dag->cond);
+}
+
+static void publish_ready(adag_dag_h dag);
+
+/* Reserves the next ref. With `inputs` (adag_dag_execute) it also copies
+ * them into their slots and commits, in the same pass. Otherwise the
+ * caller counts as an API user until the ref is committed or cancelled.
+ * legacy: reserved by adag_dag_execute_prepare; refuse_if_prepared: a
+ * thread holding such a reservation is refused (it would wait for itself).
+ * Two short critical sections; none held across a wait. */
+static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int legacy,
+                             int refuse_if_prepared, const adag_value_t *inputs, uint64_t *ref)
+{
+    adag_status_t st = ADAG_OK;
     if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
         return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
-    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
-        return st;
     int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
     int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
 
     pthread_mutex_lock(&dag->lock);
+    if (dag->closing) {
+        pthread_mutex_unlock(&dag->lock);
+        return adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+    }
+    dag->api_users++;
     /* the thread-bound API: a thread holding a prepared execution would
      * wait for itself (its later refs start only after it commits) */
-    for (uint64_t r = dag->next_publish; refuse_if_prepared && r < dag->next_reserve; r++) {
+    for (uint64_t r = dag->next_publish;
+         refuse_if_prepared && dag->nlegacy && r < dag->next_reserve; r++) {
         unsigned s = (unsigned)(r % dag->max_inflight);
         if (dag->slot_legacy[s] && (dag->ref_flags[s] & REF_RESERVED) &&
             !(dag->ref_flags[s] & (REF_COMMITTED | REF_CANCELLED)) &&
@@ -160,22 +176,36 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         else if (st != ADAG_OK)
             st = adag_dag_wait_error(dag, st, fn);
     }
+    /* the slots are this caller's alone until the ref is published */
+    for (unsigned i = 0; inputs && st == ADAG_OK && i < dag->ninputs; i++)
+        if (inputs[i].size)
+            memcpy(bufs[i], inputs[i].data, inputs[i].size);
     pthread_mutex_lock(&dag->lock);
     dag->acquiring = 0;
-    pthread_cond_broadcast(&dag->cond);
+    adag_dag_wake(dag);
     if (st != ADAG_OK)
         goto fail_locked;
     unsigned s = (unsigned)(seq % dag->max_inflight);
     dag->ref_flags[s] = REF_RESERVED;
     dag->slot_owner[s] = pthread_self();
     dag->slot_legacy[s] = (uint8_t)legacy;
+    dag->nlegacy += (unsigned)legacy;
     dag->next_reserve = seq + 1;
+    if (inputs) {
+        size_t *sizes = slot_sizes(dag, seq);
+        for (unsigned i = 0; i < dag->ninputs; i++)
+            sizes[i] = inputs[i].size;
+        dag->ref_flags[s] |= REF_COMMITTED;
+        dag->stats.executed++;
+        publish_ready(dag);
+        leave_locked(dag);
+    }
     pthread_mutex_unlock(&dag->lock);
     *ref = seq;
     return ADAG_OK;
 fail_locked:
+    leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
-    adag_dag_api_leave(dag);
     return st;
 }
 
@@ -210,7 +240,7 @@ static void publish_ready(adag_dag_h dag)
     if (atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
         adag_dag_update_fd(dag);
     adag_dag_advance_releases(dag); /* cancelled refs count as released */
-    pthread_cond_broadcast(&dag->cond);
+    adag_dag_wake(dag);
 }
 
 /* The reservation `ref` of this DAG, still open. Under dag->lock. */
@@ -240,22 +270,28 @@ static adag_status_t check_sizes(adag_dag_h dag, const char *fn, const size_t *s
     return ADAG_OK;
 }
 
-/* Commits reservation ref with its sizes (checked). */
+/* Commits reservation ref with its sizes (checked) and ends the caller's
+ * count as an API user. */
 static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes)
 {
     pthread_mutex_lock(&dag->lock);
+    unsigned s = (unsigned)(ref % dag->max_inflight);
     memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
-    dag->ref_flags[ref % dag->max_inflight] |= REF_COMMITTED;
+    dag->ref_flags[s] |= REF_COMMITTED;
+    dag->nlegacy -= dag->slot_legacy[s];
     dag->stats.executed++;
     publish_ready(dag);
+    leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
-    adag_dag_api_leave(dag);
 }
 
-/* Cancels reservation ref (under dag->lock; the caller then leaves the API). */
+/* Cancels reservation ref and ends the caller's count as an API user
+ * (under dag->lock). */
 static void cancel_locked(adag_dag_h dag, uint64_t ref)
 {
     unsigned s = (unsigned)(ref % dag->max_inflight);
+    dag->nlegacy -= dag->slot_legacy[s];
+    dag->slot_legacy[s] = 0;
     if (ref + 1 == dag->next_reserve && !dag->acquiring) {
         dag->ref_flags[s] = 0; /* the newest: given back */
         dag->next_reserve = ref;
@@ -263,7 +299,8 @@ static void cancel_locked(adag_dag_h dag, uint64_t ref)
         dag->ref_flags[s] |= REF_CANCELLED | REF_RELEASED;
         publish_ready(dag);
     }
-    pthread_cond_broadcast(&dag->cond);
+    adag_dag_wake(dag);
+    leave_locked(dag);
 }
 
 void adag_dag_drop_own_reservations(adag_dag_h dag)
@@ -274,7 +311,6 @@ void adag_dag_drop_own_reservations(adag_dag_h dag)
         if ((f & REF_RESERVED) && !(f & (REF_COMMITTED | REF_CANCELLED)) &&
             pthread_equal(dag->slot_owner[s], pthread_self())) {
             cancel_locked(dag, r);
-            dag->api_users--;
         }
     }
 }
@@ -286,34 +322,22 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
 {
     static const char *fn = "adag_dag_execute";
     adag_status_t st;
-    uint64_t seq;
-    size_t sizes[ADAG_MAX_ARGS + 1] = {0};
-    size_t *sz = sizes;
 
     if (!dag || !ref || (n && !inputs))
         return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
     if (n != dag->ninputs)
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
-    if (n > ADAG_MAX_ARGS + 1 && !(sz = malloc(n * sizeof(*sz))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
     for (unsigned i = 0; i < n; i++) {
         if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK)
-            goto out;
-        sz[i] = inputs[i].size;
+            return st;
+        if (inputs[i].size > dag->capacity)
+            return adag_error(ADAG_ERR_TOO_LARGE,
+                              "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
+                              "slot capacity of %zu bytes",
+                              fn, i, i, inputs[i].size, dag->capacity);
     }
-    if ((st = check_sizes(dag, fn, sz, n)) != ADAG_OK || (st = reserve(dag, flags, fn, 0, 1, &seq)) != ADAG_OK)
-        goto out;
-    void **bufs = slot_bufs(dag, seq);
-    for (unsigned i = 0; i < n; i++)
-        if (inputs[i].size)
-            memcpy(bufs[i], inputs[i].data, inputs[i].size);
-    commit(dag, seq, sz);
-    *ref = seq;
-out:
-    if (sz != sizes)
-        free(sz);
-    return st;
+    return reserve(dag, flags, fn, 0, 1, inputs, ref);
 }
 
 adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, unsigned n,
@@ -327,7 +351,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, u
     if (n != dag->ninputs)
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
-    if ((st = reserve(dag, flags, fn, 0, 0, &seq)) != ADAG_OK)
+    if ((st = reserve(dag, flags, fn, 0, 0, NULL, &seq)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     *ref = seq;
@@ -364,8 +388,6 @@ adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref)
     if (st == ADAG_OK)
         cancel_locked(dag, ref);
     pthread_mutex_unlock(&dag->lock);
-    if (st == ADAG_OK)
-        adag_dag_api_leave(dag);
     return st;
 }
 
@@ -398,7 +420,7 @@ adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **bu
     if (n != dag->ninputs)
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
-    if ((st = reserve(dag, flags, fn, 1, 1, &seq)) != ADAG_OK)
+    if ((st = reserve(dag, flags, fn, 1, 1, NULL, &seq)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     return ADAG_OK;
@@ -434,7 +456,5 @@ adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
     if (st == ADAG_OK)
         cancel_locked(dag, seq);
     pthread_mutex_unlock(&dag->lock);
-    if (st == ADAG_OK)
-        adag_dag_api_leave(dag);
     return st;
 }
