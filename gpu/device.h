@@ -1,0 +1,128 @@
+/*
+ * Devices: one ops table per backend, the way channels have theirs. The
+ * layers above (device channels, tensors, device-bound actors) call only
+ * this table, so every rule of the GPU path runs the same on the emulated
+ * host device (gpu/host.c: CPU-only machines, the tests) and on CUDA
+ * (gpu/cuda.c: the CUDA runtime loaded with dlopen).
+ *
+ * Semantics every backend keeps (CUDA's):
+ *   - a stream runs its operations in the order they were enqueued, each
+ *     after the previous one finished; enqueueing never waits for the work;
+ *   - event_record(ev, s) captures "everything enqueued on s so far"; the
+ *     event completes when that work has; recording again moves it;
+ *   - stream_wait_event(s, ev) makes later work on s wait for ev's capture
+ *     (the host thread does not wait); an event never recorded is complete;
+ *   - memory and events can be exported as a handle (bytes + fds) that
+ *     another process imports: it then sees the same bytes and can wait on
+ *     the same event;
+ *   - host_fn(s, fn, arg) runs fn on a backend thread in s's order (it must
+ *     not call the device API).
+ * Every backend counts what is live (memory, streams, events, imports), so
+ * tests can check that teardown returns each count to zero.
+ */
+#ifndef ADAG_GPU_DEVICE_H
+#define ADAG_GPU_DEVICE_H
+
+#include <adag.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    ADAG_DEVICE_HOST = 0, /* the emulated device: host memory, threads for streams */
+    ADAG_DEVICE_CUDA = 1,
+    ADAG_DEVICE_NKINDS
+} adag_device_kind_t;
+
+#define ADAG_DEVICE_MAX_FDS 2
+
+typedef struct adag_device_ops adag_device_ops_t;
+
+/* One opened device (backends embed it first). */
+typedef struct {
+    const adag_device_ops_t *ops;
+    unsigned index;
+} adag_device_t;
+
+/* Device memory (or pinned host memory). */
+typedef struct {
+    void *ptr;      /* a device address (on the host device: a host address) */
+    size_t size;
+    void *impl;     /* the backend's */
+} adag_dev_mem_t;
+
+typedef struct adag_dev_stream adag_dev_stream_t;
+typedef struct adag_dev_event adag_dev_event_t;
+
+#define ADAG_DEVICE_HANDLE_BYTES 128
+
+/* What an exported handle carries: opaque bytes (a CUDA IPC handle is 64)
+ * and, on the host device, fds. The sender keeps ownership of the fds (it
+ * sends them with SCM_RIGHTS); an importer takes the fds it was given. */
+typedef struct {
+    uint8_t bytes[ADAG_DEVICE_HANDLE_BYTES];
+    uint32_t len;
+    int fds[ADAG_DEVICE_MAX_FDS];
+    unsigned nfds;
+} adag_dev_handle_t;
+
+typedef struct {
+    uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+} adag_device_counts_t;
+
+typedef void (*adag_host_fn)(void *arg);
+
+struct adag_device_ops {
+    const char *name; /* "host", "cuda" */
+    adag_device_kind_t kind;
+    /* How many devices this backend has here; 0 and why not (never NULL
+     * errors: "no driver (cudaErrorInsufficientDriver)", "not built"). */
+    unsigned (*probe)(char *why, size_t len);
+    adag_status_t (*open)(unsigned index, adag_device_t **out);
+    void (*close)(adag_device_t *dev);
+    /* Makes the calling thread use dev (CUDA: cudaSetDevice). */
+    adag_status_t (*bind_thread)(adag_device_t *dev);
+
+    adag_status_t (*mem_alloc)(adag_device_t *dev, size_t size, adag_dev_mem_t *mem);
+    void (*mem_free)(adag_device_t *dev, adag_dev_mem_t *mem);
+    adag_status_t (*host_alloc)(adag_device_t *dev, size_t size, adag_dev_mem_t *mem);
+    void (*host_free)(adag_device_t *dev, adag_dev_mem_t *mem);
+    /* Export memory to another process / open it there / close the import. */
+    adag_status_t (*mem_export)(adag_device_t *dev, const adag_dev_mem_t *mem,
+                                adag_dev_handle_t *h);
+    /* Takes h's fds (also on failure). */
+    adag_status_t (*mem_import)(adag_device_t *dev, adag_dev_handle_t *h, adag_dev_mem_t *mem);
+    void (*mem_unimport)(adag_device_t *dev, adag_dev_mem_t *mem);
+
+    adag_status_t (*stream_create)(adag_device_t *dev, adag_dev_stream_t **s);
+    void (*stream_destroy)(adag_device_t *dev, adag_dev_stream_t *s); /* waits for its work */
+    /* Copies size bytes (any direction: the addresses say) in s's order. */
+    adag_status_t (*copy_async)(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
+    adag_status_t (*host_fn)(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
+    /* Waits (host) until everything enqueued on s so far finished, or the deadline. */
+    adag_status_t (*stream_sync)(adag_dev_stream_t *s, int64_t deadline);
+
+    adag_status_t (*event_create)(adag_device_t *dev, adag_dev_event_t **ev);
+    void (*event_destroy)(adag_device_t *dev, adag_dev_event_t *ev);
+    adag_status_t (*event_record)(adag_dev_event_t *ev, adag_dev_stream_t *s);
+    adag_status_t (*stream_wait_event)(adag_dev_stream_t *s, adag_dev_event_t *ev);
+    /* ADAG_OK if complete, ADAG_ERR_AGAIN if not (never blocks). */
+    adag_status_t (*event_query)(adag_dev_event_t *ev);
+    /* Waits (host) for the event, or the deadline (ADAG_ERR_TIMEOUT). */
+    adag_status_t (*event_sync)(adag_dev_event_t *ev, int64_t deadline);
+    adag_status_t (*event_export)(adag_device_t *dev, adag_dev_event_t *ev,
+                                  adag_dev_handle_t *h);
+    /* Takes h's fds (also on failure). An imported event can be waited on
+     * (stream_wait_event, event_query, event_sync), not recorded. */
+    adag_status_t (*event_import)(adag_device_t *dev, adag_dev_handle_t *h,
+                                  adag_dev_event_t **ev);
+
+    void (*counts)(adag_device_t *dev, adag_device_counts_t *c);
+};
+
+/* The backend of a kind (NULL if unknown). */
+const adag_device_ops_t *adag_device_backend(uint32_t kind);
+const char *adag_device_kind_name(uint32_t kind);
+/* Closes the fds a handle still holds (an importer's, after a failure). */
+void adag_dev_handle_close(adag_dev_handle_t *h);
+
+#endif
