@@ -40,6 +40,8 @@ static const setting_def_t setting_table[] = {
      "time a control request (create actor, install DAG) may take"},
     {"ADAG_LOG_LEVEL", SETTING_INT, "1", 0, 4, FIELD(log_level),
      "0 silent, 1 errors, 2 warnings, 3 info, 4 debug (to stderr)"},
+    {"ADAG_HOST_DEVICES", SETTING_INT, "4", 0, 64, FIELD(host_devices),
+     "emulated devices of the host backend (memfd memory, stream threads)"},
 };
 
 #define NSETTINGS (sizeof(setting_table) / sizeof(setting_table[0]))

@@ -16,6 +16,7 @@ typedef struct {
     int64_t teardown_timeout_ms; /* ADAG_TEARDOWN_TIMEOUT_MS */
     int64_t control_timeout_ms;  /* ADAG_CONTROL_TIMEOUT_MS */
     int64_t log_level;           /* ADAG_LOG_LEVEL */
+    int64_t host_devices;        /* ADAG_HOST_DEVICES */
 } adag_settings_t;
 
 /* The settings in force (read once, thread-safe). */

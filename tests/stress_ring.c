@@ -19,6 +19,7 @@
  */
 #include "common/clock.h"
 #include "dag/context.h"
+#include "gpu/device.h"
 #include "transport/channel.h"
 #include "transport/control.h"
 
@@ -561,6 +562,62 @@ static int run_concurrent_drivers(void)
     return ok && adag_runtime_destroy(rt) == ADAG_OK;
 }
 
+/* ---- the host device: streams ordered by events, under TSan ---- */
+
+typedef struct {
+    int64_t buf[64]; /* plain memory: only the events order its accesses */
+    int64_t round;
+    int bad;
+} relay_t;
+
+static void relay_write(void *arg)
+{
+    relay_t *r = arg;
+    r->round++;
+    for (int i = 0; i < 64; i++)
+        r->buf[i] = r->round * 64 + i;
+}
+
+static void relay_check(void *arg)
+{
+    relay_t *r = arg;
+    for (int i = 0; i < 64; i++)
+        r->bad |= r->buf[i] != r->round * 64 + i;
+}
+
+/* A writes, records; B waits, checks, records; A waits on B before the next
+ * write: 2000 rounds of a two-stream ping-pong on plain memory. */
+static int run_host_device(void)
+{
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    adag_device_t *dev;
+    adag_dev_stream_t *a, *b;
+    adag_dev_event_t *ea, *eb;
+    static relay_t r;
+    if (o->open(0, &dev) || o->stream_create(dev, &a) || o->stream_create(dev, &b) ||
+        o->event_create(dev, &ea) || o->event_create(dev, &eb)) {
+        fprintf(stderr, "host device: %s\n", adag_last_error());
+        return 0;
+    }
+    int ok = 1;
+    for (int i = 0; i < 2000 && ok; i++) {
+        ok &= o->stream_wait_event(a, eb) == ADAG_OK && o->host_fn(a, relay_write, &r) == ADAG_OK &&
+              o->event_record(ea, a) == ADAG_OK && o->stream_wait_event(b, ea) == ADAG_OK &&
+              o->host_fn(b, relay_check, &r) == ADAG_OK && o->event_record(eb, b) == ADAG_OK;
+        if (i % 500 == 0) /* now and then the host waits too */
+            ok &= o->event_sync(eb, adag_deadline_ms(10000)) == ADAG_OK;
+    }
+    ok &= o->stream_sync(b, adag_deadline_ms(10000)) == ADAG_OK;
+    o->event_destroy(dev, ea);
+    o->event_destroy(dev, eb);
+    o->stream_destroy(dev, a);
+    o->stream_destroy(dev, b);
+    adag_device_counts_t c;
+    o->counts(dev, &c);
+    o->close(dev);
+    return ok && !r.bad && r.round == 2000 && c.streams == 0 && c.events == 0;
+}
+
 int main(void)
 {
     struct {
@@ -571,6 +628,7 @@ int main(void)
         {"abort racing with waits", run_abort_races},
         {"thread-actor DAG", run_dag},
         {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},
+        {"host device: two streams ordered by events", run_host_device},
     };
     unsigned n = sizeof(parts) / sizeof(parts[0]), passed = 0;
     for (unsigned i = 0; i < n; i++) {

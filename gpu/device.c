@@ -1,0 +1,19 @@
+/* The table of device backends, by kind. */
+#include "gpu/device.h"
+
+extern const adag_device_ops_t adag_device_host_ops;
+
+static const adag_device_ops_t *const backends[ADAG_DEVICE_KIND_COUNT] = {
+    [ADAG_DEVICE_KIND_HOST] = &adag_device_host_ops,
+};
+
+const adag_device_ops_t *adag_device_backend(uint32_t kind)
+{
+    return kind < ADAG_DEVICE_KIND_COUNT ? backends[kind] : NULL;
+}
+
+const char *adag_device_kind_name(uint32_t kind)
+{
+    const adag_device_ops_t *ops = adag_device_backend(kind);
+    return ops ? ops->name : "?";
+}

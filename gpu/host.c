@@ -1,0 +1,622 @@
+/*
+ * The host device: an emulated GPU with CUDA's semantics, so every rule of
+ * the device path runs on CPU-only machines.
+ *
+ *   memory   a memfd per allocation, mapped shared: another process opens it
+ *            from its fd (the twin of a CUDA IPC memory handle);
+ *   stream   a FIFO of operations run one after the other by a thread of
+ *            its own; enqueueing never waits for the work;
+ *   event    two counters in a shared page: `recorded` (the ticket of the
+ *            latest record, taken when it is enqueued) and `completed` (the
+ *            highest ticket whose stream reached it). Waiting for an event
+ *            is waiting for completed >= the ticket seen when the wait was
+ *            enqueued (or asked for); another process maps the same page.
+ *
+ * Memory ordering: the counters are seq_cst, with the futex sleeper count
+ * of common/event.h (the event's wake word lives in the same shared page),
+ * so a waiter in any process never misses a completion. A stream's queue
+ * is under its mutex; `done` is read under it too.
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/event.h"
+#include "common/fd.h"
+#include "common/settings.h"
+#include "gpu/device.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern const adag_device_ops_t adag_device_host_ops;
+
+typedef struct {
+    adag_device_t base;
+    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+} host_dev_t;
+
+static host_dev_t *dev_of(adag_device_t *d)
+{
+    return (host_dev_t *)d;
+}
+
+/* ---- memory ---- */
+
+typedef struct {
+    int fd;       /* -1 for an import (closed once mapped) and host memory */
+    size_t map_size;
+} host_mem_t;
+
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return n ? (n + page - 1) & ~(page - 1) : page;
+}
+
+static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_t *mem)
+{
+    char name[32];
+    host_mem_t *m = calloc(1, sizeof(*m));
+    if (!m)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+    snprintf(name, sizeof(name), "adag-dev%u", d->index);
+    m->map_size = page_round(size);
+    m->fd = adag_fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
+    adag_status_t st;
+    if (m->fd < 0) {
+        st = adag_error_errno(errno, "host device %u: memfd_create of %zu bytes", d->index, size);
+        goto fail;
+    }
+    if (ftruncate(m->fd, (off_t)m->map_size) != 0) {
+        st = adag_error_errno(errno, "host device %u: %zu bytes of device memory", d->index,
+                              size);
+        goto fail_fd;
+    }
+    void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    if (p == MAP_FAILED) {
+        st = adag_error_errno(errno, "host device %u: mapping %zu bytes", d->index, size);
+        goto fail_fd;
+    }
+    mem->ptr = p;
+    mem->size = size;
+    mem->impl = m;
+    atomic_fetch_add(&dev_of(d)->mem, 1);
+    return ADAG_OK;
+fail_fd:
+    close(m->fd);
+fail:
+    free(m);
+    return st;
+}
+
+static void host_mem_free(adag_device_t *d, adag_dev_mem_t *mem)
+{
+    host_mem_t *m = mem->impl;
+    if (!m)
+        return;
+    munmap(mem->ptr, m->map_size);
+    close(m->fd);
+    free(m);
+    memset(mem, 0, sizeof(*mem));
+    atomic_fetch_sub(&dev_of(d)->mem, 1);
+}
+
+static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem_t *mem)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size ? size : 1) != 0)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: %zu bytes of pinned memory",
+                          d->index, size);
+    mem->ptr = p;
+    mem->size = size;
+    mem->impl = NULL;
+    atomic_fetch_add(&dev_of(d)->host_mem, 1);
+    return ADAG_OK;
+}
+
+static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
+{
+    if (!mem->ptr)
+        return;
+    free(mem->ptr);
+    memset(mem, 0, sizeof(*mem));
+    atomic_fetch_sub(&dev_of(d)->host_mem, 1);
+}
+
+static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem,
+                                     adag_dev_handle_t *h)
+{
+    host_mem_t *m = mem->impl;
+    if (!m || m->fd < 0)
+        return adag_error(ADAG_ERR_INVALID, "host device %u: only device memory it allocated "
+                                            "can be exported", d->index);
+    uint64_t size = mem->size;
+    memset(h, 0, sizeof(*h));
+    memcpy(h->bytes, &size, sizeof(size));
+    h->len = sizeof(size);
+    h->fds[0] = m->fd;
+    h->nfds = 1;
+    return ADAG_OK;
+}
+
+void adag_dev_handle_close(adag_dev_handle_t *h)
+{
+    for (unsigned i = 0; i < h->nfds; i++)
+        if (h->fds[i] >= 0)
+            close(h->fds[i]);
+    h->nfds = 0;
+}
+
+static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_mem_t *mem)
+{
+    uint64_t size = 0;
+    struct stat sb;
+    adag_status_t st = ADAG_OK;
+    host_mem_t *m = NULL;
+    if (h->len != sizeof(size) || h->nfds != 1) {
+        st = adag_error(ADAG_ERR_PROTOCOL,
+                        "host device %u: memory handle of %u bytes and %u fds (expected 8, 1)",
+                        d->index, h->len, h->nfds);
+        goto out;
+    }
+    memcpy(&size, h->bytes, sizeof(size));
+    if (fstat(h->fds[0], &sb) != 0 || (uint64_t)sb.st_size < size || size > SIZE_MAX) {
+        st = adag_error(ADAG_ERR_PROTOCOL,
+                        "host device %u: memory handle of %llu bytes on a memfd of %lld",
+                        d->index, (unsigned long long)size, (long long)sb.st_size);
+        goto out;
+    }
+    if (!(m = calloc(1, sizeof(*m)))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+        goto out;
+    }
+    m->fd = -1;
+    m->map_size = page_round((size_t)size);
+    void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, h->fds[0], 0);
+    if (p == MAP_FAILED) {
+        st = adag_error_errno(errno, "host device %u: mapping imported memory", d->index);
+        free(m);
+        goto out;
+    }
+    mem->ptr = p;
+    mem->size = (size_t)size;
+    mem->impl = m;
+    atomic_fetch_add(&dev_of(d)->imported_mem, 1);
+out:
+    adag_dev_handle_close(h); /* the mapping keeps the memory */
+    return st;
+}
+
+static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
+{
+    host_mem_t *m = mem->impl;
+    if (!m)
+        return;
+    munmap(mem->ptr, m->map_size);
+    free(m);
+    memset(mem, 0, sizeof(*mem));
+    atomic_fetch_sub(&dev_of(d)->imported_mem, 1);
+}
+
+/* ---- events ---- */
+
+typedef struct {
+    _Atomic uint64_t recorded;  /* ticket of the latest record (taken at enqueue) */
+    _Atomic uint64_t completed; /* highest ticket reached by its stream */
+    adag_event_t wake;          /* waiters sleep here */
+} event_page_t;
+
+struct adag_dev_event {
+    host_dev_t *dev;
+    event_page_t *page;
+    int fd;
+    int imported;
+    /* the owner and every queued operation that names the event: destroying
+     * it with work pending frees it once that work is done (as CUDA does) */
+    _Atomic int refs;
+};
+
+typedef struct {
+    const event_page_t *page;
+    uint64_t ticket;
+} reached_arg_t;
+
+static int ticket_reached(const void *p)
+{
+    const reached_arg_t *a = p;
+    return atomic_load_explicit(&a->page->completed, memory_order_seq_cst) >= a->ticket;
+}
+
+/* Waits until the event reaches ticket, or the deadline. */
+static adag_status_t wait_ticket(adag_dev_event_t *ev, uint64_t ticket, int64_t deadline)
+{
+    adag_spin_t spin;
+    adag_spin_init(&spin, (adag_wait_policy_t){20000, 1});
+    reached_arg_t a = {ev->page, ticket};
+    return adag_event_wait(&ev->page->wake, ticket_reached, &a, NULL, deadline, &spin);
+}
+
+static void complete_ticket(adag_dev_event_t *ev, uint64_t ticket)
+{
+    uint64_t cur = atomic_load_explicit(&ev->page->completed, memory_order_seq_cst);
+    while (cur < ticket && !atomic_compare_exchange_weak_explicit(&ev->page->completed, &cur,
+                                                                  ticket, memory_order_seq_cst,
+                                                                  memory_order_seq_cst)) {
+    }
+    adag_event_notify(&ev->page->wake);
+}
+
+/* Maps the event page of fd; the event keeps fd (-1 after an import). */
+static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_event_t **out)
+{
+    adag_dev_event_t *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", dev->base.index);
+    ev->page = mmap(NULL, page_round(sizeof(event_page_t)), PROT_READ | PROT_WRITE, MAP_SHARED,
+                    fd, 0);
+    if (ev->page == MAP_FAILED) {
+        adag_status_t st = adag_error_errno(errno, "host device %u: mapping an event",
+                                            dev->base.index);
+        free(ev);
+        return st;
+    }
+    ev->dev = dev;
+    ev->fd = keep_fd ? fd : -1;
+    atomic_init(&ev->refs, 1);
+    *out = ev;
+    return ADAG_OK;
+}
+
+static adag_status_t host_event_create(adag_device_t *d, adag_dev_event_t **out)
+{
+    int fd = adag_fd_above_stdio(memfd_create("adag-event", MFD_CLOEXEC));
+    if (fd < 0)
+        return adag_error_errno(errno, "host device %u: memfd_create for an event", d->index);
+    adag_status_t st;
+    if (ftruncate(fd, (off_t)page_round(sizeof(event_page_t))) != 0) {
+        st = adag_error_errno(errno, "host device %u: sizing an event", d->index);
+        close(fd);
+        return st;
+    }
+    if ((st = map_event(dev_of(d), fd, 1, out)) != ADAG_OK) {
+        close(fd);
+        return st;
+    }
+    atomic_fetch_add(&dev_of(d)->events, 1);
+    return ADAG_OK;
+}
+
+/* Drops a reference; the last one frees the event. acq_rel: every use of
+ * the event by a dropper happens-before the free. */
+static void event_unref(adag_dev_event_t *ev)
+{
+    if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    munmap(ev->page, page_round(sizeof(event_page_t)));
+    if (ev->fd >= 0)
+        close(ev->fd);
+    atomic_fetch_sub(ev->imported ? &ev->dev->imported_events : &ev->dev->events, 1);
+    free(ev);
+}
+
+static void host_event_destroy(adag_device_t *d, adag_dev_event_t *ev)
+{
+    (void)d;
+    if (ev)
+        event_unref(ev);
+}
+
+static adag_status_t host_event_export(adag_device_t *d, adag_dev_event_t *ev,
+                                       adag_dev_handle_t *h)
+{
+    if (ev->imported || ev->fd < 0)
+        return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
+                                            "exported again", d->index);
+    memset(h, 0, sizeof(*h));
+    h->fds[0] = ev->fd;
+    h->nfds = 1;
+    return ADAG_OK;
+}
+
+static adag_status_t host_event_import(adag_device_t *d, adag_dev_handle_t *h,
+                                       adag_dev_event_t **out)
+{
+    struct stat sb;
+    adag_status_t st;
+    if (h->len != 0 || h->nfds != 1 || fstat(h->fds[0], &sb) != 0 ||
+        (size_t)sb.st_size < sizeof(event_page_t)) {
+        st = adag_error(ADAG_ERR_PROTOCOL, "host device %u: malformed event handle (%u bytes, "
+                                           "%u fds)", d->index, h->len, h->nfds);
+        adag_dev_handle_close(h);
+        return st;
+    }
+    st = map_event(dev_of(d), h->fds[0], 0, out); /* the mapping keeps the page */
+    adag_dev_handle_close(h);
+    if (st != ADAG_OK)
+        return st;
+    (*out)->imported = 1;
+    atomic_fetch_add(&dev_of(d)->imported_events, 1);
+    return ADAG_OK;
+}
+
+static adag_status_t host_event_query(adag_dev_event_t *ev)
+{
+    uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    return atomic_load_explicit(&ev->page->completed, memory_order_seq_cst) >= want
+               ? ADAG_OK
+               : ADAG_ERR_AGAIN;
+}
+
+static adag_status_t host_event_sync(adag_dev_event_t *ev, int64_t deadline)
+{
+    uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    adag_status_t st = wait_ticket(ev, want, deadline);
+    if (st == ADAG_ERR_TIMEOUT)
+        return adag_error(ADAG_ERR_TIMEOUT, "host device %u: event not reached by the deadline",
+                          ev->dev->base.index);
+    return st;
+}
+
+/* ---- streams ---- */
+
+typedef enum { OP_COPY, OP_HOST_FN, OP_RECORD, OP_WAIT, OP_STOP } op_kind_t;
+
+typedef struct stream_op {
+    struct stream_op *next;
+    op_kind_t kind;
+    void *dst;
+    const void *src;
+    size_t size;
+    adag_host_fn fn;
+    void *arg;
+    adag_dev_event_t *ev;
+    uint64_t ticket;
+} stream_op_t;
+
+struct adag_dev_stream {
+    host_dev_t *dev;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;       /* work arrived / work done */
+    stream_op_t *head, *tail;
+    uint64_t enqueued, done;   /* under lock */
+};
+
+static void *stream_main(void *arg)
+{
+    adag_dev_stream_t *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!s->head)
+            pthread_cond_wait(&s->cond, &s->lock);
+        stream_op_t *op = s->head;
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        int stop = op->kind == OP_STOP;
+        switch (op->kind) {
+        case OP_COPY:
+            memmove(op->dst, op->src, op->size);
+            break;
+        case OP_HOST_FN:
+            op->fn(op->arg);
+            break;
+        case OP_RECORD:
+            complete_ticket(op->ev, op->ticket);
+            break;
+        case OP_WAIT:
+            wait_ticket(op->ev, op->ticket, ADAG_FOREVER);
+            break;
+        case OP_STOP:
+            break;
+        }
+        if (op->ev)
+            event_unref(op->ev);
+        free(op);
+        pthread_mutex_lock(&s->lock);
+        s->done++;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        if (stop)
+            return NULL;
+    }
+}
+
+static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
+{
+    stream_op_t *op = malloc(sizeof(*op));
+    if (!op)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: stream operation",
+                          s->dev->base.index);
+    *op = proto;
+    op->next = NULL;
+    if (op->ev)
+        atomic_fetch_add_explicit(&op->ev->refs, 1, memory_order_relaxed);
+    pthread_mutex_lock(&s->lock);
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    s->enqueued++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return ADAG_OK;
+}
+
+static adag_status_t host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
+{
+    adag_dev_stream_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+    s->dev = dev_of(d);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    int err = pthread_create(&s->thread, NULL, stream_main, s);
+    if (err) {
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return adag_error_errno(err, "host device %u: stream thread", d->index);
+    }
+    atomic_fetch_add(&dev_of(d)->streams, 1);
+    *out = s;
+    return ADAG_OK;
+}
+
+static void host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
+{
+    if (!s)
+        return;
+    while (enqueue(s, (stream_op_t){.kind = OP_STOP}) != ADAG_OK)
+        usleep(1000); /* out of memory: the stream must still end */
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    atomic_fetch_sub(&dev_of(d)->streams, 1);
+}
+
+static adag_status_t host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+                                     size_t size)
+{
+    return enqueue(s, (stream_op_t){.kind = OP_COPY, .dst = dst, .src = src, .size = size});
+}
+
+static adag_status_t host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)
+{
+    return enqueue(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn, .arg = arg});
+}
+
+static adag_status_t host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
+{
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t want = s->enqueued;
+    while (s->done < want) {
+        if (deadline == ADAG_FOREVER) {
+            pthread_cond_wait(&s->cond, &s->lock);
+            continue;
+        }
+        if (adag_now_ns() >= deadline) {
+            st = adag_error(ADAG_ERR_TIMEOUT,
+                            "host device %u: stream work not done by the deadline (%llu of "
+                            "%llu operations)",
+                            s->dev->base.index, (unsigned long long)s->done,
+                            (unsigned long long)want);
+            break;
+        }
+        struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static adag_status_t host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
+{
+    if (ev->imported)
+        return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
+                                            "recorded", s->dev->base.index);
+    uint64_t ticket = atomic_fetch_add_explicit(&ev->page->recorded, 1, memory_order_seq_cst) + 1;
+    adag_status_t st = enqueue(s, (stream_op_t){.kind = OP_RECORD, .ev = ev, .ticket = ticket});
+    if (st != ADAG_OK)
+        complete_ticket(ev, ticket); /* never leave a ticket nobody will reach */
+    return st;
+}
+
+static adag_status_t host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev)
+{
+    uint64_t ticket = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    if (ticket == 0)
+        return ADAG_OK; /* never recorded: complete */
+    return enqueue(s, (stream_op_t){.kind = OP_WAIT, .ev = ev, .ticket = ticket});
+}
+
+/* ---- devices ---- */
+
+static unsigned host_probe(char *why, size_t len)
+{
+    unsigned n = (unsigned)adag_settings()->host_devices;
+    if (n == 0)
+        snprintf(why, len, "ADAG_HOST_DEVICES is 0");
+    return n;
+}
+
+static adag_status_t host_open(unsigned index, adag_device_t **out)
+{
+    unsigned n = (unsigned)adag_settings()->host_devices;
+    if (index >= n)
+        return adag_error(ADAG_ERR_NOT_FOUND,
+                          "host device %u does not exist (ADAG_HOST_DEVICES is %u)", index, n);
+    host_dev_t *d = calloc(1, sizeof(*d));
+    if (!d)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", index);
+    d->base.ops = &adag_device_host_ops;
+    d->base.index = index;
+    *out = &d->base;
+    return ADAG_OK;
+}
+
+static void host_close(adag_device_t *d)
+{
+    free(d);
+}
+
+static adag_status_t host_bind_thread(adag_device_t *d)
+{
+    (void)d; /* every thread sees the whole host */
+    return ADAG_OK;
+}
+
+static void host_counts(adag_device_t *d, adag_device_counts_t *c)
+{
+    host_dev_t *h = dev_of(d);
+    c->mem = atomic_load(&h->mem);
+    c->host_mem = atomic_load(&h->host_mem);
+    c->streams = atomic_load(&h->streams);
+    c->events = atomic_load(&h->events);
+    c->imported_mem = atomic_load(&h->imported_mem);
+    c->imported_events = atomic_load(&h->imported_events);
+}
+
+const adag_device_ops_t adag_device_host_ops = {
+    .name = "host",
+    .kind = ADAG_DEVICE_KIND_HOST,
+    .probe = host_probe,
+    .open = host_open,
+    .close = host_close,
+    .bind_thread = host_bind_thread,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .host_alloc = host_host_alloc,
+    .host_free = host_host_free,
+    .mem_export = host_mem_export,
+    .mem_import = host_mem_import,
+    .mem_unimport = host_mem_unimport,
+    .stream_create = host_stream_create,
+    .stream_destroy = host_stream_destroy,
+    .copy_async = host_copy_async,
+    .host_fn = host_host_fn,
+    .stream_sync = host_stream_sync,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .stream_wait_event = host_stream_wait_event,
+    .event_query = host_event_query,
+    .event_sync = host_event_sync,
+    .event_export = host_event_export,
+    .event_import = host_event_import,
+    .counts = host_counts,
+};

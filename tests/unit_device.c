@@ -1,0 +1,343 @@
+/* Unit tests (suite "device"): the device ops table (gpu/device.h), every
+ * test over every backend that has a device here (the host device always;
+ * cuda where a GPU exists, else "skipped: <reason>"). Streams run in
+ * order and never block the host; events order streams, in this process
+ * and in another; memory and events cross processes; counts return to
+ * zero. */
+#include "common/clock.h"
+#include "gpu/device.h"
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint32_t all_kinds[ADAG_DEVICE_KIND_COUNT];
+
+static struct criterion_test_params kinds_params(void)
+{
+    for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++)
+        all_kinds[k] = k;
+    return cr_make_param_array(uint32_t, all_kinds, ADAG_DEVICE_KIND_COUNT);
+}
+
+/* One test per device kind (a backend without a device here skips). */
+#define DEVICE_TEST(name, tmo)                                                                 \
+    ParameterizedTestParameters(device, name)                                                  \
+    {                                                                                          \
+        return kinds_params();                                                                 \
+    }                                                                                          \
+    ParameterizedTest(uint32_t *kind, device, name, .timeout = tmo)
+
+static double now_ms(void)
+{
+    return adag_now_ns() / 1e6;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Opens device 0 of the kind, or skips the test saying why. */
+static adag_device_t *open_or_skip(uint32_t kind)
+{
+    const adag_device_ops_t *ops = adag_device_backend(kind);
+    char why[256] = "";
+    if (!ops)
+        cr_skip_test("skipped: device kind %u is not built into this library", kind);
+    if (ops->probe(why, sizeof why) == 0)
+        cr_skip_test("skipped: %s: %s", ops->name, why);
+    adag_device_t *dev = NULL;
+    cr_assert_eq(ops->open(0, &dev), ADAG_OK, "%s: %s", ops->name, adag_last_error());
+    cr_assert_eq(ops->bind_thread(dev), ADAG_OK, "%s", adag_last_error());
+    return dev;
+}
+
+static void assert_no_live_objects(adag_device_t *dev)
+{
+    adag_device_counts_t c;
+    dev->ops->counts(dev, &c);
+    cr_assert(c.mem == 0 && c.host_mem == 0 && c.streams == 0 && c.events == 0 &&
+                  c.imported_mem == 0 && c.imported_events == 0,
+              "%s: live objects left: mem %llu host %llu streams %llu events %llu imported "
+              "%llu/%llu",
+              dev->ops->name, (unsigned long long)c.mem, (unsigned long long)c.host_mem,
+              (unsigned long long)c.streams, (unsigned long long)c.events,
+              (unsigned long long)c.imported_mem, (unsigned long long)c.imported_events);
+}
+
+/* ---- host functions used as stream work ---- */
+
+typedef struct {
+    _Atomic int order[64];
+    _Atomic int n;
+} order_log_t;
+
+typedef struct {
+    order_log_t *log;
+    int id;
+    int sleep_ms;
+} logged_t;
+
+static void log_fn(void *arg)
+{
+    logged_t *l = arg;
+    if (l->sleep_ms)
+        sleep_ms(l->sleep_ms);
+    int i = atomic_fetch_add(&l->log->n, 1);
+    atomic_store(&l->log->order[i], l->id);
+}
+
+static _Atomic int gate_open;
+
+static void gate_fn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&gate_open))
+        sleep_ms(1);
+}
+
+DEVICE_TEST(stream_runs_in_order_and_never_blocks, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    adag_dev_stream_t *s;
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    static order_log_t log;
+    static logged_t items[8];
+    double t0 = now_ms();
+    for (int i = 0; i < 8; i++) {
+        items[i] = (logged_t){&log, i, i == 0 ? 150 : 0};
+        cr_assert_eq(o->host_fn(s, log_fn, &items[i]), ADAG_OK);
+    }
+    double enqueued = now_ms() - t0;
+    cr_assert_lt(enqueued, 100, "enqueueing 8 operations took %.0f ms: it waited for the work",
+                 enqueued);
+    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(atomic_load(&log.n), 8);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(atomic_load(&log.order[i]), i, "operation %d ran at position %d",
+                     atomic_load(&log.order[i]), i);
+    o->stream_destroy(dev, s);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+DEVICE_TEST(copies_round_trip, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    const size_t n = 3 << 20;
+    adag_dev_mem_t h_in, h_out, d_a, d_b;
+    adag_dev_stream_t *s;
+    cr_assert_eq(o->host_alloc(dev, n, &h_in), ADAG_OK);
+    cr_assert_eq(o->host_alloc(dev, n, &h_out), ADAG_OK);
+    cr_assert_eq(o->mem_alloc(dev, n, &d_a), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->mem_alloc(dev, n, &d_b), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    for (size_t i = 0; i < n; i++)
+        ((unsigned char *)h_in.ptr)[i] = (unsigned char)(i * 7 + 3);
+    memset(h_out.ptr, 0, n);
+    cr_assert_eq(o->copy_async(s, d_a.ptr, h_in.ptr, n), ADAG_OK);
+    cr_assert_eq(o->copy_async(s, d_b.ptr, d_a.ptr, n), ADAG_OK);
+    cr_assert_eq(o->copy_async(s, h_out.ptr, d_b.ptr, n), ADAG_OK);
+    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(10000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(memcmp(h_in.ptr, h_out.ptr, n), 0, "H2D -> D2D -> D2H changed the bytes");
+    o->stream_destroy(dev, s);
+    o->mem_free(dev, &d_a);
+    o->mem_free(dev, &d_b);
+    o->host_free(dev, &h_in);
+    o->host_free(dev, &h_out);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+DEVICE_TEST(events_query_sync_and_rerecord, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    adag_dev_stream_t *s;
+    adag_dev_event_t *ev;
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    cr_assert_eq(o->event_create(dev, &ev), ADAG_OK);
+    cr_assert_eq(o->event_query(ev), ADAG_OK, "an event never recorded must be complete");
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(o->host_fn(s, gate_fn, NULL), ADAG_OK);
+    cr_assert_eq(o->event_record(ev, s), ADAG_OK);
+    cr_assert_eq(o->event_query(ev), ADAG_ERR_AGAIN, "complete before the work it captures");
+    double t0 = now_ms();
+    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(30)), ADAG_ERR_TIMEOUT);
+    cr_assert_lt(now_ms() - t0, 1000);
+    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(20)), ADAG_ERR_TIMEOUT);
+    atomic_store(&gate_open, 1);
+    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->event_query(ev), ADAG_OK);
+    /* recording again moves it to the new work */
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(o->host_fn(s, gate_fn, NULL), ADAG_OK);
+    cr_assert_eq(o->event_record(ev, s), ADAG_OK);
+    cr_assert_eq(o->event_query(ev), ADAG_ERR_AGAIN, "a re-recorded event kept its old state");
+    atomic_store(&gate_open, 1);
+    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(5000)), ADAG_OK);
+    o->event_destroy(dev, ev);
+    o->stream_destroy(dev, s);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+static _Atomic int produced;
+static _Atomic int seen_by_consumer = -1;
+
+static void produce_fn(void *arg)
+{
+    (void)arg;
+    sleep_ms(80);
+    atomic_store(&produced, 1);
+}
+
+static void consume_fn(void *arg)
+{
+    (void)arg;
+    atomic_store(&seen_by_consumer, atomic_load(&produced));
+}
+
+/* Stream B waits on an event of stream A: B's work runs after A's, and
+ * neither enqueue waits on the host. */
+DEVICE_TEST(event_orders_two_streams, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    adag_dev_stream_t *a, *b;
+    adag_dev_event_t *ev;
+    cr_assert_eq(o->stream_create(dev, &a), ADAG_OK);
+    cr_assert_eq(o->stream_create(dev, &b), ADAG_OK);
+    cr_assert_eq(o->event_create(dev, &ev), ADAG_OK);
+    atomic_store(&produced, 0);
+    double t0 = now_ms();
+    cr_assert_eq(o->host_fn(a, produce_fn, NULL), ADAG_OK);
+    cr_assert_eq(o->event_record(ev, a), ADAG_OK);
+    cr_assert_eq(o->stream_wait_event(b, ev), ADAG_OK);
+    cr_assert_eq(o->host_fn(b, consume_fn, NULL), ADAG_OK);
+    cr_assert_lt(now_ms() - t0, 50, "enqueueing waited on the host");
+    cr_assert_eq(o->stream_sync(b, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(atomic_load(&seen_by_consumer), 1, "stream B ran before the event it waits on");
+    o->event_destroy(dev, ev);
+    o->stream_destroy(dev, a);
+    o->stream_destroy(dev, b);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+/* Another process imports the memory and the event: its stream waits on
+ * the event (recorded here after a slow copy), then reads the bytes. */
+DEVICE_TEST(memory_and_events_cross_processes, 60)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    if (*kind != ADAG_DEVICE_KIND_HOST)
+        cr_skip_test("skipped: %s: importing in a forked child needs a fresh CUDA context "
+                     "(tests/gpu covers it)", o->name);
+    const size_t n = 1 << 16;
+    adag_dev_mem_t d, h;
+    adag_dev_stream_t *s;
+    adag_dev_event_t *ev;
+    adag_dev_handle_t mh, eh;
+    cr_assert_eq(o->mem_alloc(dev, n, &d), ADAG_OK);
+    cr_assert_eq(o->host_alloc(dev, n, &h), ADAG_OK);
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    cr_assert_eq(o->event_create(dev, &ev), ADAG_OK);
+    memset(d.ptr, 0, n);
+    for (size_t i = 0; i < n; i++)
+        ((unsigned char *)h.ptr)[i] = (unsigned char)(i ^ 0x5a);
+    cr_assert_eq(o->mem_export(dev, &d, &mh), ADAG_OK);
+    cr_assert_eq(o->event_export(dev, ev, &eh), ADAG_OK);
+    /* the copy and the record are enqueued behind a closed gate */
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(o->host_fn(s, gate_fn, NULL), ADAG_OK);
+    cr_assert_eq(o->copy_async(s, d.ptr, h.ptr, n), ADAG_OK);
+    cr_assert_eq(o->event_record(ev, s), ADAG_OK);
+    int sv[2];
+    cr_assert_eq(pipe(sv), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(sv[0]);
+        adag_dev_handle_t cm = mh, ce = eh;
+        cm.fds[0] = dup(mh.fds[0]);
+        ce.fds[0] = dup(eh.fds[0]);
+        adag_dev_mem_t im;
+        adag_dev_event_t *iev;
+        adag_dev_stream_t *cs;
+        int ok = o->mem_import(dev, &cm, &im) == ADAG_OK &&
+                 o->event_import(dev, &ce, &iev) == ADAG_OK &&
+                 o->stream_create(dev, &cs) == ADAG_OK && o->stream_wait_event(cs, iev) == ADAG_OK;
+        char ready = 'r';
+        ok &= write(sv[1], &ready, 1) == 1;
+        ok &= o->stream_sync(cs, adag_deadline_ms(10000)) == ADAG_OK;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = ((unsigned char *)im.ptr)[i] == (unsigned char)(i ^ 0x5a);
+        if (ok) {
+            o->stream_destroy(dev, cs);
+            o->event_destroy(dev, iev);
+            o->mem_unimport(dev, &im);
+        }
+        _exit(ok ? 0 : 1);
+    }
+    close(sv[1]);
+    char c;
+    cr_assert_eq(read(sv[0], &c, 1), 1, "the child could not import");
+    close(sv[0]);
+    sleep_ms(30); /* the child waits on the event before it is reached */
+    atomic_store(&gate_open, 1);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the child saw the memory before the event, or wrong bytes (status 0x%x)", status);
+    o->event_destroy(dev, ev);
+    o->stream_destroy(dev, s);
+    o->mem_free(dev, &d);
+    o->host_free(dev, &h);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+/* A malformed handle is refused and its fds are closed. */
+DEVICE_TEST(import_refuses_malformed_handles, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    adag_dev_handle_t h;
+    memset(&h, 0, sizeof h);
+    h.len = 3; /* no backend's handle is 3 bytes */
+    h.fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    h.nfds = *kind == ADAG_DEVICE_KIND_HOST ? 1 : 0;
+    int fd = h.fds[0];
+    adag_dev_mem_t m;
+    cr_assert_eq(o->mem_import(dev, &h, &m), ADAG_ERR_PROTOCOL, "%s", adag_last_error());
+    if (*kind == ADAG_DEVICE_KIND_HOST)
+        cr_assert_eq(fcntl(fd, F_GETFD), -1, "the refused handle's fd is still open");
+    else
+        close(fd);
+    adag_dev_event_t *ev;
+    memset(&h, 0, sizeof h);
+    h.len = 3;
+    cr_assert_eq(o->event_import(dev, &h, &ev), ADAG_ERR_PROTOCOL, "%s", adag_last_error());
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+Test(device, unknown_kind_and_index)
+{
+    cr_assert_null(adag_device_backend(ADAG_DEVICE_KIND_COUNT));
+    cr_assert_str_eq(adag_device_kind_name(ADAG_DEVICE_KIND_HOST), "host");
+    adag_device_t *dev;
+    cr_assert_eq(adag_device_backend(ADAG_DEVICE_KIND_HOST)->open(1000, &dev), ADAG_ERR_NOT_FOUND);
+    cr_assert(strstr(adag_last_error(), "ADAG_HOST_DEVICES"), "%s", adag_last_error());
+}
