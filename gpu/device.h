@@ -28,9 +28,9 @@
 #include <stdint.h>
 
 typedef enum {
-    ADAG_DEVICE_HOST = 0, /* the emulated device: host memory, threads for streams */
-    ADAG_DEVICE_CUDA = 1,
-    ADAG_DEVICE_NKINDS
+    ADAG_DEVICE_KIND_HOST = 0, /* the emulated device: host memory, threads for streams */
+    ADAG_DEVICE_KIND_CUDA = 1,
+    ADAG_DEVICE_KIND_COUNT
 } adag_device_kind_t;
 
 #define ADAG_DEVICE_MAX_FDS 2
