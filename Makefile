@@ -1,7 +1,8 @@
 # adag build. `make` builds the library, worker, tools, tests and examples;
 # `make test` runs the suite; `make check` adds the sanitizer runs; `make test SAN=address,undefined` runs it under
 # sanitizers (in build/san-*); `make test-tsan` runs the channel stress program under TSan;
-# `make install PREFIX=/usr/local` installs library, header, worker and adag.pc.
+# `make install PREFIX=/usr/local` installs library, header, worker and adag.pc;
+# `make test-gpu` runs tests/gpu on a CUDA device (skipped without one; not in check).
 
 VERSION_MAJOR := 0
 VERSION_MINOR := 2
@@ -54,12 +55,38 @@ ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag
     $(TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE)
 
-.PHONY: all test test-tsan test-faults test-install check install clean demo bench bench-smoke
+# ---- CUDA ----
+# gpu/cuda.c (the cuda device backend) takes the types of the toolkit's headers
+# when $(CUDA_HOME)/include/cuda_runtime_api.h exists: -DADAG_HAVE_CUDA and
+# -I$(CUDA_HOME)/include, for that file only. Nothing links -lcudart: the runtime
+# is loaded with dlopen at first use. Without the headers the backend says
+# "not built". tests/gpu/test-cuda (make test-gpu) is always built, and its
+# kernel (tests/gpu/scale.cu) when $(NVCC) exists, so GPU code cannot rot.
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+NVCC_FLAGS ?= -O2
+HAVE_CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1)
+HAVE_NVCC := $(if $(HAVE_CUDA),$(if $(wildcard $(NVCC)),1))
+CUDA_CFLAGS := -DADAG_CUDA_HOME='"$(CUDA_HOME)"' $(if $(HAVE_CUDA),-DADAG_HAVE_CUDA -I$(CUDA_HOME)/include)
+# gpu/cuda.o is rebuilt when what was found changes (e.g. a toolkit installed since)
+CUDA_STAMP := $(BUILD)/obj/gpu/cuda.config
+CUDA_CONFIG := CUDA_HOME=$(CUDA_HOME) headers=$(if $(HAVE_CUDA),yes,no)
+$(shell mkdir -p $(dir $(CUDA_STAMP)) && [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_CONFIG)" ] \
+    || echo "$(CUDA_CONFIG)" > $(CUDA_STAMP))
+GPU_TEST := $(BUILD)/tests/gpu/test-cuda
+GPU_KERNEL := $(if $(HAVE_NVCC),$(BUILD)/tests/gpu/libscale.so)
+ALL += $(GPU_TEST) $(GPU_KERNEL)
+
+.PHONY: all test test-tsan test-faults test-install check install clean demo bench bench-smoke test-gpu
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/gpu/cuda.o: gpu/cuda.c $(CUDA_STAMP) $(wildcard include/*.h common/*.h gpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CUDA_CFLAGS) -c $< -o $@
 
 # adag.map: libadag.so exports exactly the public API (tests/test_abi.c checks it).
 $(BUILD)/libadag.so.$(VERSION): $(LIB_OBJS) adag.map
@@ -213,6 +240,34 @@ test-install: all
 
 clean:
 	rm -rf build
+
+# ---- GPU tests (tests/gpu/README.md) ----
+# test-cuda links the static library (the backend's table is internal) and
+# loads the kernel module, built by nvcc against the shared CUDA runtime.
+$(GPU_TEST): tests/gpu/test_cuda.c $(BUILD)/libadag.a $(wildcard include/*.h common/*.h gpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_GPU_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
+	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(BUILD)/libadag.a $(LIBS)
+
+$(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -o $@ $< \
+	    -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+# Not part of `make check` (CI has no GPU). Without a device every test says
+# "skipped: <reason>" and this says SKIPPED, never passed; TEST_GPU_REQUIRE=1
+# (a runner that has a GPU) makes a skip fail.
+TEST_GPU_REQUIRE ?=
+test-gpu: $(GPU_TEST) $(GPU_KERNEL)
+	@rc=0; timeout --kill-after=10 300 $(GPU_TEST) || rc=$$?; \
+	if [ $$rc -eq 77 ]; then \
+	    echo "test-gpu: SKIPPED, not passed: no CUDA device here (the reason is above)"; \
+	    if [ -n "$(TEST_GPU_REQUIRE)" ]; then echo "test-gpu: TEST_GPU_REQUIRE is set: failing" >&2; exit 1; fi; \
+	elif [ $$rc -ne 0 ]; then \
+	    echo "test-gpu: FAILED (exit $$rc)" >&2; exit 1; \
+	else \
+	    echo "test-gpu: passed"; \
+	fi
 
 # ---- fuzzing (libFuzzer, clang) ----
 # Fuzz targets for the decoders that read a peer's bytes (tests/fuzz/README.md):

@@ -24,6 +24,8 @@ typedef struct {
 static const setting_def_t setting_table[] = {
     {"ADAG_WORKER_PATH", SETTING_STRING, NULL, 0, 0, FIELD(worker_path),
      "adag-worker executable for process actors (default: next to libadag)"},
+    {"ADAG_CUDART_PATH", SETTING_STRING, NULL, 0, 0, FIELD(cudart_path),
+     "CUDA runtime the cuda device backend loads (default: libcudart.so.13, .so.12, .so)"},
     {"ADAG_SPIN_NS", SETTING_INT, "100000", 0, 1000000000, FIELD(spin_ns),
      "most a channel wait spins before sleeping on a futex (ns); adaptive below it"},
     {"ADAG_SPIN_NS_CROWDED", SETTING_INT, "50000", 0, 1000000000, FIELD(spin_ns_crowded),

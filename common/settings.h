@@ -8,6 +8,7 @@
 
 typedef struct {
     const char *worker_path;     /* ADAG_WORKER_PATH */
+    const char *cudart_path;     /* ADAG_CUDART_PATH */
     int64_t spin_ns;             /* ADAG_SPIN_NS */
     int64_t spin_ns_crowded;     /* ADAG_SPIN_NS_CROWDED */
     int64_t max_inflight;        /* ADAG_MAX_INFLIGHT */

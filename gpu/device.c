@@ -2,9 +2,11 @@
 #include "gpu/device.h"
 
 extern const adag_device_ops_t adag_device_host_ops;
+extern const adag_device_ops_t adag_device_cuda_ops;
 
 static const adag_device_ops_t *const backends[ADAG_DEVICE_KIND_COUNT] = {
     [ADAG_DEVICE_KIND_HOST] = &adag_device_host_ops,
+    [ADAG_DEVICE_KIND_CUDA] = &adag_device_cuda_ops,
 };
 
 const adag_device_ops_t *adag_device_backend(uint32_t kind)
