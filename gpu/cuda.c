@@ -378,22 +378,30 @@ static adag_status_t cuda_mem_alloc(adag_device_t *dev, size_t size, adag_dev_me
     return ADAG_OK;
 }
 
-static void cuda_mem_free(adag_device_t *dev, adag_dev_mem_t *mem)
+/* Frees memory that the allocator tagged `tag` gave (anything else is
+ * refused with a log line and left alone). */
+static void free_tagged(adag_device_t *dev, adag_dev_mem_t *mem, const char *tag,
+                        cudaError_t (*release)(void *), const char *what,
+                        _Atomic uint64_t *count)
 {
     cuda_dev_t *d = cuda_dev(dev);
     if (!mem || !mem->impl)
         return;
-    if (mem->impl != &mem_tag_device) {
-        ADAG_LOG_ERROR("cuda device %u (%s): mem_free of memory that mem_alloc did not give "
-                       "(host or imported memory): left alone",
-                       dev->index, d->name);
+    if (mem->impl != tag) {
+        ADAG_LOG_ERROR("cuda device %u (%s): %s of memory its allocator did not give: left alone",
+                       dev->index, d->name, what);
         return;
     }
-    cudaError_t err = rt.fn.Free(mem->ptr);
+    cudaError_t err = release(mem->ptr);
     if (err != cudaSuccess)
-        cuda_warn(d, err, "cudaFree(%p)", mem->ptr);
-    atomic_fetch_sub(&d->mem, 1);
+        cuda_warn(d, err, "%s(%p)", what, mem->ptr);
+    atomic_fetch_sub(count, 1);
     memset(mem, 0, sizeof(*mem));
+}
+
+static void cuda_mem_free(adag_device_t *dev, adag_dev_mem_t *mem)
+{
+    free_tagged(dev, mem, &mem_tag_device, rt.fn.Free, "cudaFree", &cuda_dev(dev)->mem);
 }
 
 static adag_status_t cuda_host_alloc(adag_device_t *dev, size_t size, adag_dev_mem_t *mem)
@@ -414,31 +422,8 @@ static adag_status_t cuda_host_alloc(adag_device_t *dev, size_t size, adag_dev_m
 
 static void cuda_host_free(adag_device_t *dev, adag_dev_mem_t *mem)
 {
-    cuda_dev_t *d = cuda_dev(dev);
-    if (!mem || !mem->impl)
-        return;
-    if (mem->impl != &mem_tag_host) {
-        ADAG_LOG_ERROR("cuda device %u (%s): host_free of memory that host_alloc did not give: "
-                       "left alone",
-                       dev->index, d->name);
-        return;
-    }
-    cudaError_t err = rt.fn.FreeHost(mem->ptr);
-    if (err != cudaSuccess)
-        cuda_warn(d, err, "cudaFreeHost(%p)", mem->ptr);
-    atomic_fetch_sub(&d->host_mem, 1);
-    memset(mem, 0, sizeof(*mem));
-}
-
-/* CUDA handles carry no fds; an importer given some closes them. */
-static void handle_drop_fds(adag_dev_handle_t *h)
-{
-    for (unsigned i = 0; i < h->nfds && i < ADAG_DEVICE_MAX_FDS; i++) {
-        if (h->fds[i] >= 0)
-            close(h->fds[i]);
-        h->fds[i] = -1;
-    }
-    h->nfds = 0;
+    free_tagged(dev, mem, &mem_tag_host, rt.fn.FreeHost, "cudaFreeHost",
+                &cuda_dev(dev)->host_mem);
 }
 
 static adag_status_t cuda_mem_export(adag_device_t *dev, const adag_dev_mem_t *mem,
@@ -490,7 +475,7 @@ static adag_status_t cuda_mem_import(adag_device_t *dev, adag_dev_handle_t *h, a
     *mem = (adag_dev_mem_t){.ptr = ptr, .size = (size_t)size, .impl = &mem_tag_import};
     atomic_fetch_add(&d->imported_mem, 1);
 out:
-    handle_drop_fds(h);
+    adag_dev_handle_close(h); /* CUDA handles carry no fds */
     return st;
 }
 
@@ -754,7 +739,7 @@ static adag_status_t cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
     atomic_fetch_add(&d->imported_events, 1);
     *out = ev;
 out:
-    handle_drop_fds(h);
+    adag_dev_handle_close(h); /* CUDA handles carry no fds */
     return st;
 }
 

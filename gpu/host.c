@@ -145,14 +145,6 @@ static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem
     return ADAG_OK;
 }
 
-void adag_dev_handle_close(adag_dev_handle_t *h)
-{
-    for (unsigned i = 0; i < h->nfds; i++)
-        if (h->fds[i] >= 0)
-            close(h->fds[i]);
-    h->nfds = 0;
-}
-
 static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_mem_t *mem)
 {
     uint64_t size = 0;

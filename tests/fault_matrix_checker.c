@@ -169,6 +169,20 @@ static int find_victim(chk_t *k, const config_t *c)
     return -1;
 }
 
+/* SIGSTOPs the victim worker and lets it stay stopped for c->stop_ms;
+ * -1 (and the fault undelivered) if the signal could not be sent. */
+static int stop_victim(chk_t *k, const config_t *c)
+{
+    if (pidfd_signal(k->victim_pidfd, SIGSTOP) != 0) {
+        k->delivered = -1;
+        snprintf(k->undelivered, sizeof(k->undelivered), "SIGSTOP of worker %d: %s",
+                 (int)k->victim_pid, strerror(errno));
+        return -1;
+    }
+    sleep_us((int64_t)c->stop_ms * 1000);
+    return 0;
+}
+
 static void inject(chk_t *k, const config_t *c)
 {
     char g = 'G';
@@ -212,13 +226,8 @@ static void inject(chk_t *k, const config_t *c)
         }
         break;
     case F_WSTOP:
-        if (pidfd_signal(k->victim_pidfd, SIGSTOP) != 0) {
-            k->delivered = -1;
-            snprintf(k->undelivered, sizeof(k->undelivered), "SIGSTOP of worker %d: %s",
-                     (int)k->victim_pid, strerror(errno));
+        if (stop_victim(k, c) != 0)
             break;
-        }
-        sleep_us((int64_t)c->stop_ms * 1000);
         atomic_store(&k->sh->killed_pid, k->victim_pid);
         atomic_store(&k->sh->kill_ns, now_ns());
         if (pidfd_signal(k->victim_pidfd, SIGKILL) == 0) {
@@ -232,13 +241,8 @@ static void inject(chk_t *k, const config_t *c)
         }
         break;
     case F_WSTOP_DKILL:
-        if (pidfd_signal(k->victim_pidfd, SIGSTOP) != 0) {
-            k->delivered = -1;
-            snprintf(k->undelivered, sizeof(k->undelivered), "SIGSTOP of worker %d: %s",
-                     (int)k->victim_pid, strerror(errno));
+        if (stop_victim(k, c) != 0)
             break;
-        }
-        sleep_us((int64_t)c->stop_ms * 1000);
         k->t_dkill = now_ns();
         kill(k->child, SIGKILL);
         k->delivered = 1;
