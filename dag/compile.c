@@ -297,7 +297,7 @@ static adag_status_t make_domains(adag_dag_h dag)
         kinds[c] = dag->chans[c].kind;
         geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity};
     }
-    st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, dag->nchans, descs);
+    st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, NULL, dag->nchans, descs);
     for (unsigned c = 0; c < dag->nchans; c++) {
         if (st == ADAG_OK && descs[c].failed)
             st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");

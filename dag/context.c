@@ -30,30 +30,33 @@ void adag_ctx_destroy(adag_dag_ctx_t *ctx)
 
 adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
                                       const uint32_t *kinds, const adag_chan_geom_t *geoms,
-                                      unsigned n, adag_wbuf_t *descs)
+                                      const adag_chan_place_t *const *places, unsigned n,
+                                      adag_wbuf_t *descs)
 {
     adag_chan_geom_t *g = calloc(n + 1, sizeof(*g));
+    const adag_chan_place_t **p = calloc(n + 1, sizeof(*p));
     adag_wbuf_t *d = calloc(n + 1, sizeof(*d));
     unsigned *which = calloc(n + 1, sizeof(*which));
     adag_status_t st = ADAG_OK;
-    if (!g || !d || !which) {
+    if (!g || !p || !d || !which) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag_name);
         goto out;
     }
     for (uint32_t k = 0; k < ADAG_CHAN_NKINDS && st == ADAG_OK; k++) {
         const adag_chan_ops_t *ops = adag_chan_backend(k);
-        if (!ops->domain_create)
+        if (!ops || !ops->domain_create)
             continue;
         unsigned m = 0;
         for (unsigned i = 0; i < n; i++)
             if (kinds[i] == k) {
                 which[m] = i;
+                p[m] = places ? places[i] : NULL;
                 g[m++] = geoms[i];
             }
         if (m == 0)
             continue;
         memset(d, 0, m * sizeof(*d));
-        st = ops->domain_create(dag_name, g, m, d, &ctx->domains[k]);
+        st = ops->domain_create(dag_name, g, p, m, d, &ctx->domains[k]);
         for (unsigned j = 0; j < m; j++) {
             if (st == ADAG_OK) {
                 if (d[j].failed)
@@ -66,6 +69,7 @@ adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
     }
 out:
     free(g);
+    free(p);
     free(d);
     free(which);
     return st;

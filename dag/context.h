@@ -34,11 +34,13 @@ void adag_ctx_init(adag_dag_ctx_t *ctx);
 void adag_ctx_destroy(adag_dag_ctx_t *ctx);
 
 /* The driver: creates the domain of every kind among kinds[0..n) whose
- * backend has domains, laying out channel i (geoms[i]) and appending its
+ * backend has domains, laying out channel i (geoms[i], its endpoints'
+ * places[i]: see domain_create; places may be NULL) and appending its
  * descriptor to descs[i]. */
 adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
                                       const uint32_t *kinds, const adag_chan_geom_t *geoms,
-                                      unsigned n, adag_wbuf_t *descs);
+                                      const adag_chan_place_t *const *places, unsigned n,
+                                      adag_wbuf_t *descs);
 /* What another process needs to attach the domains: appended to out, fds
  * (still owned by the context) to fds[*nfds..max). */
 adag_status_t adag_ctx_export_domains(adag_dag_ctx_t *ctx, adag_wbuf_t *out, int *fds,

@@ -10,19 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct adag_call {
-    adag_loop_t *loop;
-    const adag_prog_op_t *op;
-    uint64_t seq;
-    adag_slot_view_t args[ADAG_MAX_ARGS];
-    void *bufs[ADAG_MAX_RETURNS];
-    size_t sizes[ADAG_MAX_RETURNS];
-    uint32_t written; /* bit i: return i was given a buffer */
-    adag_status_t fail_status; /* set: the execution fails whatever the method returns */
-    char msg[ADAG_SLOT_ERR_MAX];
-    char call_err[ADAG_SLOT_ERR_MAX]; /* the last failing adag_call_* (reported if the
-                                         method then returns an error) */
-};
 
 /* A failing adag_call_* on a valid call: remembered so that a method that
  * passes the status on reports this message, not just the code. */
@@ -132,7 +119,7 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
 {
     for (uint32_t r = 0; r < op->nrets; r++) {
         adag_status_t st = adag_chan_publish(loop->chans[op->rets[r]], seq,
-                                             status == ADAG_OK ? sizes[r] : 0, status, err);
+                                             status == ADAG_OK ? sizes[r] : 0, NULL, status, err);
         if (st != ADAG_OK)
             return st;
     }
@@ -228,6 +215,16 @@ static void *loop_main(void *arg)
     adag_status_t st = ADAG_OK;
     memset(&call, 0, sizeof(call));
     call.loop = loop;
+    if (loop->actor.device) {
+        const adag_chan_device_t *d = loop->actor.device;
+        st = d->dev->ops->bind_thread(d->dev);
+        if (st != ADAG_OK) {
+            adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
+            if (loop->on_fatal)
+                loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
+            return NULL;
+        }
+    }
     for (uint64_t seq = 0; st == ADAG_OK; seq++) {
         /* an aborted DAG abandons executions already queued in its channels */
         if (adag_ctx_aborted(loop->ctx))
@@ -246,21 +243,21 @@ static void *loop_main(void *arg)
 }
 
 adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
-                                void *state, pthread_mutex_t *call_lock,
-                                const adag_method_info_t *methods, unsigned nmethods,
-                                const char *actor_name, adag_wbuf_t *infos)
+                                const adag_loop_actor_t *actor, adag_wbuf_t *infos)
 {
     adag_status_t st;
     uint32_t i;
+    const char *actor_name = actor->name;
 
     memset(loop, 0, sizeof(*loop));
     loop->prog = *prog;
     memset(prog, 0, sizeof(*prog));
     loop->ctx = ctx;
-    loop->state = state;
-    loop->call_lock = call_lock;
-    loop->methods = methods;
-    loop->nmethods = nmethods;
+    loop->actor = *actor;
+    loop->state = actor->state;
+    loop->call_lock = actor->call_lock;
+    loop->methods = actor->methods;
+    loop->nmethods = actor->nmethods;
     loop->actor_name = actor_name;
     loop->chans = calloc(loop->prog.nchans + 1, sizeof(*loop->chans));
     loop->reads = calloc(loop->prog.nchans + 1, sizeof(*loop->reads));
@@ -279,6 +276,7 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
             .reader = pc->reader,
             .desc = adag_program_desc(&loop->prog, i),
             .policy = policy,
+            .device = actor->device,
         };
         adag_wbuf_t info = {0};
         st = adag_ctx_open(ctx, pc->kind, &op, &info, &loop->chans[i]);

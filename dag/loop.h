@@ -27,6 +27,32 @@ typedef struct {
 
 typedef struct adag_loop adag_loop_t;
 
+/* What a loop needs of its actor (the actor owns all of it). */
+typedef struct {
+    void *state;
+    pthread_mutex_t *call_lock;           /* methods of one actor never run at once */
+    const adag_method_info_t *methods;
+    unsigned nmethods;
+    const char *name;
+    const adag_chan_device_t *device;     /* NULL: not bound to a device */
+} adag_loop_actor_t;
+
+/* One method call in progress: what the adag_call_* functions see. */
+struct adag_call {
+    adag_loop_t *loop;
+    const adag_prog_op_t *op;
+    uint64_t seq;
+    adag_slot_view_t args[ADAG_MAX_ARGS];
+    void *bufs[ADAG_MAX_RETURNS];
+    size_t sizes[ADAG_MAX_RETURNS];
+    adag_tensor_meta_t metas[ADAG_MAX_RETURNS]; /* dtype 0: bytes */
+    uint32_t written; /* bit i: return i was given a buffer */
+    adag_status_t fail_status; /* set: the execution fails whatever the method returns */
+    char msg[ADAG_SLOT_ERR_MAX];
+    char call_err[ADAG_SLOT_ERR_MAX]; /* the last failing adag_call_* (reported if the
+                                         method then returns an error) */
+};
+
 /* Called (from the loop thread) when the loop meets a failure it cannot pass
  * on in a slot; the loop then stops. */
 typedef void (*adag_loop_fatal_fn)(void *ctx, adag_status_t status, const char *msg);
@@ -37,7 +63,8 @@ struct adag_loop {
     adag_chan_t **chans;      /* one endpoint per prog.chans entry (the context owns them) */
     uint32_t *reads;          /* channels this actor reads (released per execution) */
     unsigned nreads;
-    void *state;
+    adag_loop_actor_t actor;
+    void *state;              /* = actor.state, ... (the names the loop uses) */
     pthread_mutex_t *call_lock;
     const adag_method_info_t *methods;
     unsigned nmethods;
@@ -52,14 +79,12 @@ struct adag_loop {
  * program channel, the endpoint's peer info to infos (u32 count, then one
  * byte run each). Takes ownership of *prog's arrays (also on failure). */
 adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
-                                void *state, pthread_mutex_t *call_lock,
-                                const adag_method_info_t *methods, unsigned nmethods,
-                                const char *actor_name, adag_wbuf_t *infos);
+                                const adag_loop_actor_t *actor, adag_wbuf_t *infos);
 /* CONNECT: peers holds, per program channel, u32 npeers then npeers byte
  * runs (the writer's info, then each reader's); channels whose backend has
  * nothing to connect get npeers 0. */
 adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers);
-/* START: runs the loop in a thread of its own. */
+/* START: runs the loop in a thread of its own (bound to the actor's device). */
 adag_status_t adag_loop_start(adag_loop_t *loop);
 /* Waits for the loop thread to end (after the DAG was aborted in this process). */
 void adag_loop_join(adag_loop_t *loop);

@@ -86,8 +86,8 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             return st;
         da->prepared = 1;
         adag_wbuf_free(&da->infos);
-        st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, t->state, &t->call_lock, a->methods,
-                               a->nmethods, a->name, &da->infos);
+        adag_loop_actor_t la = {t->state, &t->call_lock, a->methods, a->nmethods, a->name, NULL};
+        st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;
         da->loop.fatal_ctx = dag;
         return st;

@@ -222,10 +222,11 @@ static void publish_ready(adag_dag_h dag)
         const size_t *sizes = slot_sizes(dag, seq);
         adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
         for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++)
-            st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0, status,
+            st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0, NULL,
+                                   status,
                                    "the execution was cancelled");
         if (st == ADAG_OK && dag->start)
-            st = adag_chan_publish(dag->start, seq, 0, ADAG_OK, NULL);
+            st = adag_chan_publish(dag->start, seq, 0, NULL, ADAG_OK, NULL);
         if (st != ADAG_OK) {
             adag_dag_fail_locked(dag, st, adag_last_error());
             break;

@@ -203,8 +203,8 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         adag_program_free(&prog);
         goto fail;
     }
-    st = adag_loop_prepare(&d->loop, &d->ctx, &prog, w->state, &w->call_lock, w->methods,
-                           w->nmethods, w->name, body);
+    adag_loop_actor_t la = {w->state, &w->call_lock, w->methods, w->nmethods, w->name, NULL};
+    st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)
         goto fail;
     d->loop.on_fatal = on_fatal;

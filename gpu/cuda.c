@@ -86,6 +86,7 @@ const adag_device_ops_t adag_device_cuda_ops = {
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdalign.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -576,6 +577,48 @@ static adag_status_t cuda_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *a
     return err == cudaSuccess ? ADAG_OK : cuda_fail(s->dev, err, "cudaLaunchHostFunc");
 }
 
+/* launch_host: the copy of the arguments travels with fn and is freed
+ * after it ran. */
+typedef struct {
+    adag_host_fn fn;
+    size_t size;
+    alignas(16) unsigned char args[];
+} launch_block_t;
+
+static void launch_trampoline(void *arg)
+{
+    launch_block_t *b = arg;
+    b->fn(b->args);
+    free(b);
+}
+
+static adag_status_t cuda_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+                                      size_t size)
+{
+    if (size > ADAG_DEVICE_ARGS_MAX)
+        return adag_error(ADAG_ERR_INVALID,
+                          "cuda device %u: launch_host: %zu bytes of arguments, at most %d",
+                          s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
+    launch_block_t *b = malloc(sizeof(*b) + size);
+    if (!b)
+        return adag_error(ADAG_ERR_NO_MEMORY, "cuda device %u: launch_host", s->dev->base.index);
+    b->fn = fn;
+    b->size = size;
+    if (size)
+        memcpy(b->args, args, size);
+    cudaError_t err = rt.fn.LaunchHostFunc(s->s, launch_trampoline, b);
+    if (err != cudaSuccess) {
+        free(b);
+        return cuda_fail(s->dev, err, "cudaLaunchHostFunc");
+    }
+    return ADAG_OK;
+}
+
+static void *cuda_stream_native(adag_dev_stream_t *s)
+{
+    return s->s;
+}
+
 static adag_status_t cuda_stream_sync(adag_dev_stream_t *s, int64_t deadline)
 {
     cudaError_t err;
@@ -774,6 +817,8 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .stream_destroy = cuda_stream_destroy,
     .copy_async = cuda_copy_async,
     .host_fn = cuda_host_fn,
+    .launch_host = cuda_launch_host,
+    .stream_native = cuda_stream_native,
     .stream_sync = cuda_stream_sync,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

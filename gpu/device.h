@@ -34,6 +34,7 @@ typedef enum {
 } adag_device_kind_t;
 
 #define ADAG_DEVICE_MAX_FDS 2
+#define ADAG_DEVICE_ARGS_MAX 256
 
 typedef struct adag_device_ops adag_device_ops_t;
 
@@ -98,6 +99,14 @@ struct adag_device_ops {
     /* Copies size bytes (any direction: the addresses say) in s's order. */
     adag_status_t (*copy_async)(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
     adag_status_t (*host_fn)(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
+    /* Like host_fn with fn(copy of args[0..size)), the copy made now
+     * (size <= ADAG_DEVICE_ARGS_MAX), the way a kernel launch copies its
+     * parameters. */
+    adag_status_t (*launch_host)(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+                                 size_t size);
+    /* The stream in the backend's own type (cudaStream_t; s itself on the
+     * host device), for code that launches its own work on it. */
+    void *(*stream_native)(adag_dev_stream_t *s);
     /* Waits (host) until everything enqueued on s so far finished, or the deadline. */
     adag_status_t (*stream_sync)(adag_dev_stream_t *s, int64_t deadline);
 

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -369,6 +370,7 @@ typedef struct stream_op {
     void *arg;
     adag_dev_event_t *ev;
     uint64_t ticket;
+    alignas(16) unsigned char args[]; /* OP_HOST_FN from launch_host: arg points here */
 } stream_op_t;
 
 struct adag_dev_stream {
@@ -421,14 +423,21 @@ static void *stream_main(void *arg)
     }
 }
 
-static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
+/* Queues a copy of proto, with args[0..size) copied after it (arg then
+ * points at the copy). */
+static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const void *args,
+                                  size_t size)
 {
-    stream_op_t *op = malloc(sizeof(*op));
+    stream_op_t *op = malloc(sizeof(*op) + size);
     if (!op)
         return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: stream operation",
                           s->dev->base.index);
     *op = proto;
     op->next = NULL;
+    if (size) {
+        memcpy(op->args, args, size);
+        op->arg = op->args;
+    }
     if (op->ev)
         atomic_fetch_add_explicit(&op->ev->refs, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->lock);
@@ -441,6 +450,11 @@ static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return ADAG_OK;
+}
+
+static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
+{
+    return enqueue_args(s, proto, NULL, 0);
 }
 
 static adag_status_t host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
@@ -489,6 +503,21 @@ static adag_status_t host_copy_async(adag_dev_stream_t *s, void *dst, const void
 static adag_status_t host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)
 {
     return enqueue(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn, .arg = arg});
+}
+
+static adag_status_t host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+                                      size_t size)
+{
+    if (size > ADAG_DEVICE_ARGS_MAX)
+        return adag_error(ADAG_ERR_INVALID,
+                          "host device %u: launch_host: %zu bytes of arguments, at most %d",
+                          s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
+    return enqueue_args(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn}, args, size);
+}
+
+static void *host_stream_native(adag_dev_stream_t *s)
+{
+    return s;
 }
 
 static adag_status_t host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
@@ -601,6 +630,8 @@ const adag_device_ops_t adag_device_host_ops = {
     .stream_destroy = host_stream_destroy,
     .copy_async = host_copy_async,
     .host_fn = host_host_fn,
+    .launch_host = host_launch_host,
+    .stream_native = host_stream_native,
     .stream_sync = host_stream_sync,
     .event_create = host_event_create,
     .event_destroy = host_event_destroy,

@@ -115,9 +115,9 @@ ADAG_API const char *adag_last_error(void);
 
 typedef enum {
     ADAG_VALUE_BYTES = 0,  /* plain bytes in host memory */
-    ADAG_VALUE_TENSOR = 1, /* a tensor (dtype, shape, device): reserved, not accepted
-                              yet; execute rejects it with ADAG_ERR_INVALID ("tensor
-                              values come with the GPU layer") */
+    ADAG_VALUE_TENSOR = 1, /* a dense, contiguous (row-major) tensor: dtype, shape,
+                              device; size is the product of the shape times the
+                              dtype's size */
 } adag_value_kind_t;
 
 /* Element types of tensor values. ADAG_DTYPE_BYTES (0) is untyped bytes,
@@ -138,6 +138,12 @@ typedef enum {
 
 #define ADAG_MAX_DIMS 8
 
+/* Bytes per element of a dtype (1 for ADAG_DTYPE_BYTES and BOOL), 0 for a
+ * number that is not an adag_dtype_t. */
+ADAG_API size_t adag_dtype_size(adag_dtype_t dtype);
+/* "f32", "bf16", ...; "?" for an unknown number. */
+ADAG_API const char *adag_dtype_name(adag_dtype_t dtype);
+
 /* Where a value's bytes live. 0 is host memory, so a zeroed value is host
  * bytes; GPU i (the i-th device the process sees) is i + 1. */
 #define ADAG_DEVICE_HOST 0
@@ -156,7 +162,7 @@ typedef enum {
 typedef struct {
     const void *data;
     size_t size;                   /* bytes */
-    adag_value_kind_t kind;        /* ADAG_VALUE_BYTES (0); TENSOR is not accepted yet */
+    adag_value_kind_t kind;        /* ADAG_VALUE_BYTES (0) or ADAG_VALUE_TENSOR */
     adag_dtype_t dtype;            /* ADAG_DTYPE_BYTES (0) for bytes */
     uint32_t ndim;                 /* 0..ADAG_MAX_DIMS; 0 for bytes */
     int32_t device;                /* ADAG_DEVICE_HOST (0) or ADAG_DEVICE_GPU(i) */
@@ -245,6 +251,17 @@ ADAG_API adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t 
  * given a buffer (size 0 is fine) before the method returns ADAG_OK. */
 ADAG_API adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void **buf);
 
+/* Inside a method: like adag_call_output, for a tensor: dtype, ndim
+ * (0..ADAG_MAX_DIMS) and shape[0..ndim) (each >= 0) give its size, which
+ * must fit the slot (else ADAG_ERR_TOO_LARGE, as above). If the return was
+ * declared a tensor with a static dtype or shape (adag_node_tensor), these
+ * must match it (ADAG_ERR_INVALID naming both). *buf is in the memory the
+ * return lives in: device memory of the actor's device when the node was
+ * declared a tensor and the actor has a device (adag_call_device), host
+ * memory otherwise. */
+ADAG_API adag_status_t adag_call_output_tensor(adag_call_h call, unsigned i, adag_dtype_t dtype,
+                                               unsigned ndim, const int64_t *shape, void **buf);
+
 /* Inside a method: copy `size` bytes into return value i. */
 ADAG_API adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *data,
                                             size_t size);
@@ -259,6 +276,28 @@ ADAG_API uint64_t adag_call_ref(adag_call_h call);
 
 /* Inside a method: the name of the actor it runs on. */
 ADAG_API const char *adag_call_actor_name(adag_call_h call);
+
+/* Inside a method of a device-bound actor (adag_actor_params_t.device):
+ * ADAG_DEVICE_GPU(i) for its device i; ADAG_DEVICE_HOST for other actors. */
+ADAG_API int32_t adag_call_device(adag_call_h call);
+
+/* Inside a method of a device-bound actor: its compute stream, in the
+ * backend's own type (a cudaStream_t on "cuda"; an opaque handle on the
+ * emulated "host" device, for adag_call_enqueue). A method enqueues its
+ * work there and returns at once: the runtime orders the next stage's use
+ * of the returns after that work (events, not host waits), and the inputs
+ * stay valid for the work enqueued on this stream. NULL for other actors. */
+ADAG_API void *adag_call_stream(adag_call_h call);
+
+/* Inside a method of a device-bound actor: runs fn(args') on the compute
+ * stream, after the work enqueued there so far, where args' is a copy of
+ * args[0..size) (size <= 256) made now, the way a kernel launch copies its
+ * parameters. On the emulated device this is how a "kernel" runs (device
+ * pointers are host addresses there); on CUDA fn runs on a host thread and
+ * must not touch device memory or call CUDA. ADAG_ERR_INVALID on an actor
+ * without a device. */
+ADAG_API adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args),
+                                         const void *args, size_t size);
 
 /* ------------------------------------------------------------------ */
 /* Runtime                                                             */
@@ -320,6 +359,7 @@ enum {
     ADAG_ACTOR_PARAM_MODULE = 1u << 2,
     ADAG_ACTOR_PARAM_PLACEMENT = 1u << 3,
     ADAG_ACTOR_PARAM_INIT = 1u << 4,
+    ADAG_ACTOR_PARAM_DEVICE = 1u << 5,
 };
 
 typedef struct {
@@ -330,6 +370,12 @@ typedef struct {
     adag_placement_t placement; /* default ADAG_PLACEMENT_THREAD */
     const void *init_data;      /* bytes given to the class's init */
     size_t init_size;           /* at most 16 MiB */
+    /* The device the actor is bound to: "<backend>:<index>", where backend
+     * is "cuda" or "host" (the emulated device, ADAG_HOST_DEVICES of them),
+     * e.g. "cuda:1". Every thread that runs the actor's code (init, each
+     * DAG's loop) is bound to it, and the actor gets a compute stream and a
+     * communication stream. Default: none (a host actor). */
+    const char *device;
 } adag_actor_params_t;
 
 /* Creates an actor: for a process actor, spawns adag-worker, loads the module
@@ -348,6 +394,11 @@ ADAG_API const char *adag_actor_name(adag_actor_h actor);
 
 /* The worker's process id for a process actor, 0 for a thread actor. */
 ADAG_API int adag_actor_pid(adag_actor_h actor);
+
+/* How many devices the backend "cuda" or "host" has here (0, with the
+ * reason in adag_last_error(), when it has none); ADAG_ERR_NOT_FOUND for
+ * another name. */
+ADAG_API adag_status_t adag_device_count(const char *backend, unsigned *count);
 
 /* Gives up the caller's handle. The actor is stopped (fini runs, the worker
  * exits) once no compiled DAG uses it; graphs not yet compiled that bind it
@@ -376,6 +427,41 @@ ADAG_API adag_status_t adag_graph_bind(adag_graph_h graph, adag_actor_h actor, c
 
 /* The i-th return value of a bound call node. */
 ADAG_API adag_status_t adag_node_output(adag_node_h call_node, unsigned i, adag_node_h *value);
+
+/* How a tensor travels. AUTO picks: device memory to device memory of one
+ * host over IPC (zero copies on one device, one peer copy between two),
+ * host memory to a device by an async copy on the reader's communication
+ * stream, a device to host memory by an async copy on the writer's. */
+typedef enum {
+    ADAG_TRANSPORT_AUTO = 0,
+    ADAG_TRANSPORT_HOST = 1, /* host memory (shm), even between device actors */
+    ADAG_TRANSPORT_IPC = 2,  /* device memory over IPC; an error where it cannot run */
+} adag_transport_t;
+
+enum {
+    ADAG_TENSOR_PARAM_DTYPE = 1u << 0,
+    ADAG_TENSOR_PARAM_SHAPE = 1u << 1,
+    ADAG_TENSOR_PARAM_TRANSPORT = 1u << 2,
+};
+
+typedef struct {
+    uint64_t field_mask;          /* ADAG_TENSOR_PARAM_* bits */
+    adag_dtype_t dtype;           /* static dtype (not BYTES); default: per execution */
+    unsigned ndim;                /* with SHAPE: static ndim and shape; default: */
+    int64_t shape[ADAG_MAX_DIMS]; /*   per execution, bounded by the slot capacity */
+    adag_transport_t transport;   /* default ADAG_TRANSPORT_AUTO */
+} adag_tensor_params_t;
+
+/* Declares that the value of `node` (an input field, or a call's return:
+ * a one-return call node or a node from adag_node_output) is a tensor
+ * (params may be NULL: dtype and shape per execution, AUTO transport).
+ * Written by a device-bound actor, it stays in that device's memory; each
+ * reader gets it in its own memory: a device-bound actor on its device, a
+ * host actor and the driver in host memory. An undeclared value is host
+ * memory (a device actor's adag_call_output then gives a host buffer).
+ * A static dtype/shape is checked where the value is written (the method's
+ * adag_call_output_tensor, the driver's execute). Call before compile. */
+ADAG_API adag_status_t adag_node_tensor(adag_node_h node, const adag_tensor_params_t *params);
 
 /* Declares the graph's outputs (in order); get() returns them in that order.
  * May be called once per graph. */
@@ -424,7 +510,9 @@ enum {
 };
 
 /* Starts one execution with `inputs` (one per input field; copied into the
- * input channels) and returns its ref at once. Up to max_inflight executions
+ * input channels) and returns its ref at once. An input is host bytes or a
+ * host tensor (device ADAG_DEVICE_HOST; its size must be its shape's
+ * bytes) and must match a static dtype/shape declared for its field.  Up to max_inflight executions
  * run pipelined. Ref r reuses the slots of ref r - max_inflight, so while
  * that ref is not released, execute waits for it (up to the execute timeout;
  * ADAG_ERR_TIMEOUT names the ref to release), or with ADAG_EXECUTE_NONBLOCK
@@ -470,7 +558,10 @@ ADAG_API adag_status_t adag_dag_execute_cancel(adag_dag_h dag);
 /* Waits up to timeout_ms (-1 forever, 0 poll; other negative values are
  * ADAG_ERR_INVALID) for execution `ref` and fills
  * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that
- * stay valid until adag_dag_release(ref). Any order of refs works.
+ * stay valid until adag_dag_release(ref). Any order of refs works. Outputs
+ * are in host memory: bytes, or a tensor (kind ADAG_VALUE_TENSOR, with its
+ * dtype and shape) for a tensor written with adag_call_output_tensor (one
+ * that a device-bound actor wrote comes back by an async copy).
  * ADAG_ERR_TIMEOUT leaves the ref valid; ADAG_ERR_METHOD / ADAG_ERR_TOO_LARGE
  * report a failed execution (message in adag_last_error()); the ref must
  * still be released. A result keeps its slots until released: slots are

@@ -83,7 +83,7 @@ static int domain_make(domain_t *d, const adag_chan_geom_t *geom, unsigned n)
         kinds[i] = ADAG_CHAN_SHM;
     adag_ctx_init(&d->drv);
     adag_ctx_init(&d->peer);
-    if (adag_ctx_create_domains(&d->drv, "stress", kinds, geom, n, d->desc) != ADAG_OK ||
+    if (adag_ctx_create_domains(&d->drv, "stress", kinds, geom, NULL, n, d->desc) != ADAG_OK ||
         adag_ctx_export_domains(&d->drv, &blob, fds, &nfds, ADAG_CTL_MAX_FDS) != ADAG_OK) {
         EXPECT(0, "domain: %s", adag_last_error());
         return 0;
@@ -136,7 +136,7 @@ static adag_status_t put(adag_chan_t *w, uint64_t seq, unsigned max, unsigned sa
     unsigned n = words_of(seq, max);
     for (unsigned i = 0; i < n; i++)
         ((uint64_t *)buf)[i] = word(seq, i, salt);
-    return adag_chan_publish(w, seq, n * 8, ADAG_OK, NULL);
+    return adag_chan_publish(w, seq, n * 8, NULL, ADAG_OK, NULL);
 }
 
 /* wait + check (+ copy into out, if given) + release: ADAG_OK, a wait's
@@ -183,7 +183,7 @@ static void *reader_main(void *p)
             if ((a->st = adag_chan_acquire(a->out, s, adag_deadline_ms(DEADLINE_MS), &buf)))
                 return NULL;
             memcpy(buf, copy, words_of(s, a->words) * 8);
-            adag_chan_publish(a->out, s, words_of(s, a->words) * 8, ADAG_OK, NULL);
+            adag_chan_publish(a->out, s, words_of(s, a->words) * 8, NULL, ADAG_OK, NULL);
         }
         if (a->slow && s % 64 == 0)
             usleep(100);

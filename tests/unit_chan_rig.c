@@ -57,7 +57,7 @@ void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nrea
     /* the driver lays the channel out (a domain if the backend has them) */
     adag_ctx_init(&r->drv);
     uint32_t kind = be->kind;
-    cr_assert_eq(adag_ctx_create_domains(&r->drv, "conf", &kind, &r->geom, 1, &r->desc),
+    cr_assert_eq(adag_ctx_create_domains(&r->drv, "conf", &kind, &r->geom, NULL, 1, &r->desc),
                  ADAG_OK, "%s: create: %s", r->ops->name, adag_last_error());
     cr_assert(!r->desc.failed);
 
@@ -145,7 +145,7 @@ adag_status_t value_put(adag_chan_t *w, uint64_t seq, int64_t deadline)
         return st;
     size_t size = value_size(seq, w->capacity);
     value_fill(buf, seq, size);
-    return adag_chan_publish(w, seq, size, ADAG_OK, NULL);
+    return adag_chan_publish(w, seq, size, NULL, ADAG_OK, NULL);
 }
 
 int value_get(adag_chan_t *rd, uint64_t seq, int64_t deadline)

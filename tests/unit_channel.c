@@ -108,10 +108,10 @@ CONFORMANCE(ordering, 0)
             cr_assert_eq(adag_chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK, "%s", NAME);
             if (s % 5 == 3) {
                 fail_msg(msg, sizeof(msg), s);
-                cr_assert_eq(adag_chan_publish(r.w, s, 0, ADAG_ERR_METHOD, msg), ADAG_OK);
+                cr_assert_eq(adag_chan_publish(r.w, s, 0, NULL, ADAG_ERR_METHOD, msg), ADAG_OK);
             } else {
                 value_fill(buf, s, value_size(s, 200));
-                cr_assert_eq(adag_chan_publish(r.w, s, value_size(s, 200), ADAG_OK, NULL),
+                cr_assert_eq(adag_chan_publish(r.w, s, value_size(s, 200), NULL, ADAG_OK, NULL),
                              ADAG_OK);
             }
         }
@@ -239,7 +239,7 @@ CONFORMANCE(slot_reuse_waits_for_every_reader, CAP_RING)
     /* seq 2 is not visible before it is published */
     cr_assert_eq(adag_chan_wait(r.rd[0], 2, adag_deadline_ms(20), &v), ADAG_ERR_TIMEOUT);
     value_fill(buf, 2, value_size(2, 64));
-    cr_assert_eq(adag_chan_publish(r.w, 2, value_size(2, 64), ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag_chan_publish(r.w, 2, value_size(2, 64), NULL, ADAG_OK, NULL), ADAG_OK);
 
     /* a writer asleep in acquire(3) is woken by the last release of seq 1 */
     _Atomic int done = 0;
@@ -273,7 +273,7 @@ CONFORMANCE(oversize_values, 0)
         void *buf;
         cr_assert_eq(adag_chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK);
         value_fill(buf, s, 64);
-        cr_assert_eq(adag_chan_publish(r.w, s, sizes[s], ADAG_OK, NULL), ADAG_OK, "%s", NAME);
+        cr_assert_eq(adag_chan_publish(r.w, s, sizes[s], NULL, ADAG_OK, NULL), ADAG_OK, "%s", NAME);
         for (unsigned i = 0; i < r.nrd; i++) {
             adag_slot_view_t v;
             cr_assert_eq(adag_chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK);
@@ -392,7 +392,7 @@ static void publish_status(rig_t *r, uint64_t s, size_t size, adag_status_t st, 
     void *buf;
     cr_assert_eq(adag_chan_acquire(r->w, s, DEADLINE, &buf), ADAG_OK);
     value_fill(buf, s, size);
-    cr_assert_eq(adag_chan_publish(r->w, s, size, st, err), ADAG_OK);
+    cr_assert_eq(adag_chan_publish(r->w, s, size, NULL, st, err), ADAG_OK);
 }
 
 /* Every reader sees status want and error text err (and releases s). */
@@ -455,7 +455,7 @@ CONFORMANCE(ready_only_after_publish, 0)
         for (unsigned i = 0; i < r.nrd; i++)
             cr_assert(!adag_chan_ready(r.rd[i], s), "%s: seq %llu ready before publish", NAME,
                       (unsigned long long)s);
-        cr_assert_eq(adag_chan_publish(r.w, s, 8, ADAG_OK, NULL), ADAG_OK);
+        cr_assert_eq(adag_chan_publish(r.w, s, 8, NULL, ADAG_OK, NULL), ADAG_OK);
         for (unsigned i = 0; i < r.nrd; i++) {
             cr_assert(adag_chan_ready(r.rd[i], s), "%s: seq %llu published, not ready", NAME,
                       (unsigned long long)s);
@@ -539,7 +539,7 @@ CONFORMANCE(notify_fd_after_publish, CAP_NOTIFY_FD | CAP_RING)
     void *buf;
     cr_assert_eq(adag_chan_acquire(r.w, 1, DEADLINE, &buf), ADAG_OK);
     cr_assert(!readable(fd), "%s: readable after acquire, before publish", NAME);
-    cr_assert_eq(adag_chan_publish(r.w, 1, 0, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag_chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
     cr_assert(readable(fd), "%s: not readable after a publish", NAME);
     uint64_t count;
     cr_assert_eq(read(fd, &count, sizeof(count)), (ssize_t)sizeof(count));
@@ -648,7 +648,7 @@ Test(shm, descriptor_of_another_channel_is_refused, .timeout = 30)
     uint32_t kinds[2] = {ADAG_CHAN_SHM, ADAG_CHAN_SHM};
     adag_wbuf_t descs[2] = {{0}, {0}};
     adag_ctx_init(&ctx);
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "two", kinds, g, 2, descs), ADAG_OK);
+    cr_assert_eq(adag_ctx_create_domains(&ctx, "two", kinds, g, NULL, 2, descs), ADAG_OK);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
             adag_chan_t *ch;
@@ -677,7 +677,7 @@ Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
         adag_wbuf_t desc = {0};
         uint32_t kind = ADAG_CHAN_SHM;
         adag_ctx_init(&ctx);
-        cr_assert_eq(adag_ctx_create_domains(&ctx, "wrap", &kind, &bad[i], 1, &desc),
+        cr_assert_eq(adag_ctx_create_domains(&ctx, "wrap", &kind, &bad[i], NULL, 1, &desc),
                      ADAG_ERR_INVALID, "geometry %u", i);
         cr_assert_null(ctx.domains[ADAG_CHAN_SHM]);
         adag_ctx_destroy(&ctx);
@@ -690,7 +690,7 @@ Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
     adag_wbuf_t descs[4] = {{0}};
     adag_dag_ctx_t ctx;
     adag_ctx_init(&ctx);
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "sum", kinds, big, 4, descs), ADAG_ERR_INVALID);
+    cr_assert_eq(adag_ctx_create_domains(&ctx, "sum", kinds, big, NULL, 4, descs), ADAG_ERR_INVALID);
     adag_ctx_destroy(&ctx);
     for (int i = 0; i < 4; i++)
         adag_wbuf_free(&descs[i]);

@@ -112,7 +112,7 @@ Test(ctx, abort_wakes_every_endpoint_of_every_backend, .timeout = 60)
             n++;
         }
     adag_ctx_init(&ctx);
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "every", kinds, geoms, n, descs), ADAG_OK, "%s",
+    cr_assert_eq(adag_ctx_create_domains(&ctx, "every", kinds, geoms, NULL, n, descs), ADAG_OK, "%s",
                  adag_last_error());
 
     adag_chan_t *w[MAXCH], *rd[MAXCH][2];
@@ -170,7 +170,7 @@ Test(ctx, create_domains_mixed_kinds, .timeout = 30)
     adag_chan_geom_t g[4] = {{2, 1, 64}, {1, 0, 64}, {3, 2, 128}, {1, 0, 32}};
     adag_wbuf_t d[4] = {{0}, {0}, {0}, {0}};
     adag_ctx_init(&ctx);
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "mixed", kinds, g, 4, d), ADAG_OK);
+    cr_assert_eq(adag_ctx_create_domains(&ctx, "mixed", kinds, g, NULL, 4, d), ADAG_OK);
     for (unsigned i = 0; i < 4; i++) {
         const adag_chan_ops_t *ops = adag_chan_backend(kinds[i]);
         cr_assert_eq(d[i].len == 0, ops->domain_create == NULL, "channel %u", i);
@@ -200,7 +200,7 @@ static void driver_with_domain(adag_dag_ctx_t *drv, adag_wbuf_t *desc)
     uint32_t kind = ADAG_CHAN_SHM;
     adag_chan_geom_t g = {2, 1, 64};
     adag_ctx_init(drv);
-    cr_assert_eq(adag_ctx_create_domains(drv, "imp", &kind, &g, 1, desc), ADAG_OK);
+    cr_assert_eq(adag_ctx_create_domains(drv, "imp", &kind, &g, NULL, 1, desc), ADAG_OK);
 }
 
 /* Imports blob with dup'd copies of fds[0..nfds) plus `extra` eventfds;

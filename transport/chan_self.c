@@ -15,6 +15,7 @@ typedef struct {
     void *buf;
     size_t size;
     adag_status_t status;
+    adag_tensor_meta_t meta;
     uint64_t published; /* seqs published: ready(seq) is published > seq */
     char err[ADAG_SLOT_ERR_MAX];
 } self_chan_t;
@@ -33,11 +34,13 @@ static adag_status_t self_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadlin
 }
 
 static adag_status_t self_publish(adag_chan_t *ch, uint64_t seq, size_t size,
-                                  adag_status_t status, const char *err)
+                                  const adag_tensor_meta_t *meta, adag_status_t status,
+                                  const char *err)
 {
     self_chan_t *s = self_of(ch);
     s->published = seq + 1;
     s->size = size <= ch->capacity ? size : 0;
+    adag_tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
     s->status = status;
     s->err[0] = '\0';
     if (status != ADAG_OK && err)
@@ -53,6 +56,8 @@ static adag_status_t self_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     (void)deadline;
     view->data = s->buf;
     view->size = s->size;
+    adag_tensor_meta_load(&view->meta, &s->meta);
+    view->device = ADAG_DEVICE_HOST;
     view->status = s->status;
     view->err = s->err;
     view->err_len = strlen(s->err);

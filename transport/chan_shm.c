@@ -43,7 +43,7 @@ extern const adag_chan_ops_t adag_chan_shm_ops;
 #define SEGMENT_HDR_SIZE 64
 #define CHAN_MAGIC 0x6164616763683032ull /* "adagch02" */
 #define CURSOR_STRIDE 64
-#define SLOT_HDR_SIZE 512
+#define SLOT_HDR_SIZE 576
 
 typedef struct {
     uint64_t magic;
@@ -70,6 +70,7 @@ typedef struct {
     uint64_t size;
     int32_t status;
     uint32_t err_len;
+    adag_tensor_meta_t meta;
     char err[ADAG_SLOT_ERR_MAX];
 } slot_hdr_t;
 
@@ -178,12 +179,14 @@ static adag_status_t shm_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
 }
 
 static adag_status_t shm_publish(adag_chan_t *ch, uint64_t seq, size_t size,
-                                 adag_status_t status, const char *err)
+                                 const adag_tensor_meta_t *meta, adag_status_t status,
+                                 const char *err)
 {
     shm_chan_t *s = shm_of(ch);
     slot_hdr_t *slot = slot_of(s, seq);
     slot->seq = seq;
     slot->size = size <= ch->capacity ? size : 0;
+    adag_tensor_meta_store(&slot->meta, status == ADAG_OK ? meta : NULL);
     slot->status = status;
     size_t n = status != ADAG_OK && err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;
     if (n)
@@ -227,7 +230,8 @@ static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     if (st != ADAG_OK)
         return st;
     slot_hdr_t *slot = slot_of(s, seq);
-    if (slot->seq != seq || slot->size > ch->capacity || slot->err_len >= ADAG_SLOT_ERR_MAX)
+    if (slot->seq != seq || slot->size > ch->capacity || slot->err_len >= ADAG_SLOT_ERR_MAX ||
+        slot->meta.ndim > ADAG_MAX_DIMS)
         return adag_error(ADAG_ERR_PROTOCOL,
                           "shm channel %s: slot for execution %llu holds execution %llu "
                           "(size %llu of %zu)",
@@ -235,6 +239,8 @@ static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           (unsigned long long)slot->size, ch->capacity);
     view->data = (char *)slot + SLOT_HDR_SIZE;
     view->size = slot->size;
+    adag_tensor_meta_load(&view->meta, &slot->meta);
+    view->device = ADAG_DEVICE_HOST;
     view->status = slot->status;
     view->err = slot->err; /* terminated by the writer; readers never write a slot */
     view->err_len = slot->err_len;
@@ -333,8 +339,10 @@ static shm_domain_t *domain_new(void)
 }
 
 static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
-                                       unsigned n, adag_wbuf_t *descs, adag_chan_domain_t **out)
+                                       const adag_chan_place_t *const *places, unsigned n,
+                                       adag_wbuf_t *descs, adag_chan_domain_t **out)
 {
+    (void)places; /* host memory, whatever the endpoints' devices */
     size_t off = SEGMENT_HDR_SIZE;
     char name[96];
     adag_status_t st;

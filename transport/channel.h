@@ -44,6 +44,7 @@
 #define ADAG_TRANSPORT_CHANNEL_H
 
 #include "common/event.h"
+#include "gpu/device.h"
 #include "transport/wire.h"
 
 #include <adag.h>
@@ -52,8 +53,10 @@
 #include <stdint.h>
 
 typedef enum {
-    ADAG_CHAN_SELF = 0, /* same actor, same loop iteration */
-    ADAG_CHAN_SHM = 1,  /* same host: shared memory */
+    ADAG_CHAN_SELF = 0,   /* same actor, same loop iteration */
+    ADAG_CHAN_SHM = 1,    /* same host: shared memory */
+    ADAG_CHAN_DEVICE = 2, /* same host, a tensor with a device endpoint: device memory
+                             over IPC, async host<->device copies (transport/chan_dev.c) */
     ADAG_CHAN_NKINDS
 } adag_chan_kind_t;
 
@@ -62,13 +65,32 @@ typedef enum {
 /* Most fds a domain export may carry. */
 #define ADAG_CHAN_DOMAIN_MAX_FDS 4
 
+/* What a slot says of its value beyond its bytes: dtype ADAG_DTYPE_BYTES
+ * (0) and ndim 0 for plain bytes, else a tensor's dtype and shape. */
 typedef struct {
-    const void *data;
+    uint32_t dtype;  /* adag_dtype_t */
+    uint32_t ndim;   /* 0..ADAG_MAX_DIMS */
+    int64_t shape[ADAG_MAX_DIMS];
+} adag_tensor_meta_t;
+
+typedef struct {
+    const void *data;     /* in host memory, or in the reader's device memory */
     size_t size;
+    adag_tensor_meta_t meta;
+    int32_t device;       /* ADAG_DEVICE_HOST, or ADAG_DEVICE_GPU(i): where data is */
     adag_status_t status; /* ADAG_OK, or why the execution failed upstream */
     const char *err;      /* message when status != ADAG_OK (NUL-terminated) */
     size_t err_len;       /* < ADAG_SLOT_ERR_MAX */
 } adag_slot_view_t;
+
+/* Where an endpoint keeps the channel's values: host memory (kind -1) or
+ * device `index` of device backend `kind` (adag_device_kind_t). */
+typedef struct {
+    int32_t kind;
+    uint32_t index;
+} adag_chan_place_t;
+
+#define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0})
 
 /* What every endpoint of a channel agrees on. */
 typedef struct {
@@ -85,6 +107,15 @@ typedef struct {
 typedef struct adag_chan adag_chan_t;
 typedef struct adag_chan_ops adag_chan_ops_t;
 
+/* A device-bound actor's device and streams, as its endpoints see them:
+ * its methods enqueue on `compute`; transfers go on `comm`. */
+typedef struct {
+    adag_device_t *dev;
+    adag_device_kind_t kind;
+    adag_dev_stream_t *compute;
+    adag_dev_stream_t *comm;
+} adag_chan_device_t;
+
 /* A backend's per-DAG state in one process (the shm segment); backends
  * embed this first in their own struct. */
 typedef struct adag_chan_domain {
@@ -98,6 +129,10 @@ typedef struct {
     adag_blob_t desc;               /* the channel's descriptor from domain_create */
     const _Atomic uint32_t *abort;  /* the DAG's abort word in this process */
     adag_wait_policy_t policy;      /* how this endpoint waits */
+    /* The device of the actor that owns this endpoint and its streams
+     * (NULL: a host endpoint: the driver, a host actor). A backend that
+     * moves device memory orders its work on these streams. */
+    const adag_chan_device_t *device;
 } adag_chan_open_params_t;
 
 /* One process's endpoint of a channel: what every backend shares. Backends
@@ -118,9 +153,12 @@ struct adag_chan_ops {
 
     /* ---- per DAG and process (optional) ---- */
     /* The driver: lays out n channels of this kind for DAG `dag_name` and
-     * appends channel i's descriptor to descs[i]. */
+     * appends channel i's descriptor to descs[i]. places[i] (places may be
+     * NULL, and so may places[i]: all in host memory) says where channel
+     * i's writer (places[i][0]) and reader r (places[i][1 + r]) keep values. */
     adag_status_t (*domain_create)(const char *dag_name, const adag_chan_geom_t *geoms,
-                                   unsigned n, adag_wbuf_t *descs, adag_chan_domain_t **out);
+                                   const adag_chan_place_t *const *places, unsigned n,
+                                   adag_wbuf_t *descs, adag_chan_domain_t **out);
     /* What another process needs to attach: bytes into blob, fds (still
      * owned by the domain) into fds[0..*nfds) (at most ADAG_CHAN_DOMAIN_MAX_FDS). */
     adag_status_t (*domain_export)(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
@@ -149,10 +187,11 @@ struct adag_chan_ops {
 
     /* ---- the hot path ---- */
     adag_status_t (*acquire)(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
-    /* Publishes seq: size bytes (or, status != ADAG_OK, the failure and its
-     * message). A failure here means the value could not be sent: the
-     * caller fails the DAG. */
-    adag_status_t (*publish)(adag_chan_t *ch, uint64_t seq, size_t size, adag_status_t status,
+    /* Publishes seq: size bytes described by meta (NULL: plain bytes) or,
+     * status != ADAG_OK, the failure and its message. A failure here means
+     * the value could not be sent: the caller fails the DAG. */
+    adag_status_t (*publish)(adag_chan_t *ch, uint64_t seq, size_t size,
+                             const adag_tensor_meta_t *meta, adag_status_t status,
                              const char *err);
     adag_status_t (*wait)(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           adag_slot_view_t *view);
@@ -160,6 +199,25 @@ struct adag_chan_ops {
     /* nonzero if seq is published (never blocks) */
     int (*ready)(adag_chan_t *ch, uint64_t seq);
 };
+
+/* Copies meta into a slot's (NULL: plain bytes); copies only the used dims. */
+static inline void adag_tensor_meta_store(adag_tensor_meta_t *dst, const adag_tensor_meta_t *meta)
+{
+    if (!meta) {
+        dst->dtype = 0;
+        dst->ndim = 0;
+        return;
+    }
+    dst->dtype = meta->dtype;
+    dst->ndim = meta->ndim <= ADAG_MAX_DIMS ? meta->ndim : 0;
+    for (uint32_t d = 0; d < dst->ndim; d++)
+        dst->shape[d] = meta->shape[d];
+}
+/* Reads a slot's meta (whose ndim the caller checked is <= ADAG_MAX_DIMS). */
+static inline void adag_tensor_meta_load(adag_tensor_meta_t *dst, const adag_tensor_meta_t *src)
+{
+    adag_tensor_meta_store(dst, src);
+}
 
 /* The backend of a kind (NULL for an unknown kind) and its name ("?"). */
 const adag_chan_ops_t *adag_chan_backend(uint32_t kind);
@@ -175,9 +233,10 @@ static inline adag_status_t adag_chan_acquire(adag_chan_t *ch, uint64_t seq, int
     return ch->ops->acquire(ch, seq, deadline, buf);
 }
 static inline adag_status_t adag_chan_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                                              const adag_tensor_meta_t *meta,
                                               adag_status_t status, const char *err)
 {
-    return ch->ops->publish(ch, seq, size, status, err);
+    return ch->ops->publish(ch, seq, size, meta, status, err);
 }
 static inline adag_status_t adag_chan_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                            adag_slot_view_t *view)

@@ -26,7 +26,7 @@ static inline void fuzz_domain_create(adag_dag_ctx_t *ctx, adag_wbuf_t *descs)
     adag_ctx_init(ctx);
     for (unsigned i = 0; i < FUZZ_NCHANS; i++)
         descs[i] = (adag_wbuf_t){0};
-    if (adag_ctx_create_domains(ctx, "fuzz", kinds, fuzz_geoms, FUZZ_NCHANS, descs) != ADAG_OK) {
+    if (adag_ctx_create_domains(ctx, "fuzz", kinds, fuzz_geoms, NULL, FUZZ_NCHANS, descs) != ADAG_OK) {
         fprintf(stderr, "fuzz: cannot create the shm domain: %s\n", adag_last_error());
         abort();
     }

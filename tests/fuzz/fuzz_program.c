@@ -156,7 +156,7 @@ static void open_channels(const adag_program_t *p)
                 if (ops->acquire(ch, s, 0, &buf) != ADAG_OK)
                     break;
                 memset(buf, 0xa5, p->capacity);
-                CHECK(ops->publish(ch, s, p->capacity, ADAG_OK, NULL) == ADAG_OK);
+                CHECK(ops->publish(ch, s, p->capacity, NULL, ADAG_OK, NULL) == ADAG_OK);
             } else {
                 adag_slot_view_t v;
                 if (ops->wait(ch, s, 0, &v) == ADAG_OK && v.status == ADAG_OK) {
