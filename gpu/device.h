@@ -56,9 +56,10 @@ typedef struct adag_dev_event adag_dev_event_t;
 
 #define ADAG_DEVICE_HANDLE_BYTES 128
 
-/* What an exported handle carries: opaque bytes (a CUDA IPC handle is 64)
- * and, on the host device, fds. The sender keeps ownership of the fds (it
- * sends them with SCM_RIGHTS); an importer takes the fds it was given. */
+/* What an exported handle carries: opaque bytes (a CUDA IPC handle is 64;
+ * the host device's names the exporter's pid and memfd), so a handle
+ * travels in any message. No backend exports fds today; an importer takes
+ * (closes) any fds it is given and refuses a handle that has some. */
 typedef struct {
     uint8_t bytes[ADAG_DEVICE_HANDLE_BYTES];
     uint32_t len;

@@ -3,7 +3,8 @@
  * the device path runs on CPU-only machines.
  *
  *   memory   a memfd per allocation, mapped shared: another process opens it
- *            from its fd (the twin of a CUDA IPC memory handle);
+ *            through /proc from a handle of bytes (the twin of a CUDA IPC
+ *            memory handle; see "handles");
  *   stream   a FIFO of operations run one after the other by a thread of
  *            its own; enqueueing never waits for the work;
  *   event    two counters in a shared page: `recorded` (the ticket of the
@@ -28,6 +29,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +132,86 @@ static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
     atomic_fetch_sub(&dev_of(d)->host_mem, 1);
 }
 
+/* ---- handles ----
+ *
+ * A handle is bytes only, like a CUDA IPC handle, so it travels in any
+ * message: the exporter's pid and the number of the memfd it keeps open,
+ * plus the memfd's identity (device and inode) and the size. The importer
+ * opens /proc/<pid>/fd/<fd> (the kernel allows it to a process of the
+ * same user that may read the exporter's state, the check `ps` needs) and
+ * checks the identity, so a reused fd number or a dead exporter is refused
+ * rather than mapped. */
+
+#define HANDLE_MAGIC 0x61646768u /* "adgh" */
+
+typedef struct {
+    uint32_t magic;
+    int32_t pid;
+    int32_t fd;
+    uint32_t pad;
+    uint64_t dev, ino, size;
+} host_handle_t;
+
+static adag_status_t handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
+                                 adag_dev_handle_t *h)
+{
+    struct stat sb;
+    memset(h, 0, sizeof(*h));
+    h->fds[0] = h->fds[1] = -1;
+    if (fstat(fd, &sb) != 0)
+        return adag_error_errno(errno, "host device %u: exporting %s", d->index, what);
+    host_handle_t hh = {HANDLE_MAGIC, (int32_t)getpid(), fd, 0, (uint64_t)sb.st_dev,
+                        (uint64_t)sb.st_ino, size};
+    memcpy(h->bytes, &hh, sizeof(hh));
+    h->len = sizeof(hh);
+    return ADAG_OK;
+}
+
+/* Opens the memfd a handle names; *size gets the size it claims, which
+ * the memfd is checked to hold at least `min` bytes of. Takes h's fds. */
+static int handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
+                       uint64_t *size, adag_status_t *st)
+{
+    host_handle_t hh;
+    struct stat sb;
+    char path[64];
+    int fd = -1;
+    int nfds = (int)h->nfds;
+    adag_dev_handle_close(h);
+    if (h->len != sizeof(hh) || nfds) {
+        *st = adag_error(ADAG_ERR_PROTOCOL,
+                         "host device %u: malformed %s handle (%u bytes and %d fds; one is %zu "
+                         "bytes, no fds)",
+                         d->index, what, h->len, nfds, sizeof(hh));
+        return -1;
+    }
+    memcpy(&hh, h->bytes, sizeof(hh));
+    if (hh.magic != HANDLE_MAGIC || hh.pid <= 0 || hh.fd < 0) {
+        *st = adag_error(ADAG_ERR_PROTOCOL, "host device %u: malformed %s handle (magic 0x%x, "
+                                            "pid %d, fd %d)",
+                         d->index, what, hh.magic, hh.pid, hh.fd);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", hh.pid, hh.fd);
+    fd = adag_fd_above_stdio(open(path, O_RDWR | O_CLOEXEC));
+    if (fd < 0) {
+        *st = adag_error_errno(errno, "host device %u: opening the %s of process %d (%s)",
+                               d->index, what, hh.pid, path);
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_dev != hh.dev || (uint64_t)sb.st_ino != hh.ino ||
+        (uint64_t)sb.st_size < (hh.size > min ? hh.size : min) || hh.size > SIZE_MAX / 2) {
+        *st = adag_error(ADAG_ERR_PROTOCOL,
+                         "host device %u: %s handle of process %d names fd %d, which is not "
+                         "that %s any more (or is smaller than %llu bytes)",
+                         d->index, what, hh.pid, hh.fd, what, (unsigned long long)hh.size);
+        close(fd);
+        return -1;
+    }
+    *size = hh.size;
+    return fd;
+}
+
 static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem,
                                      adag_dev_handle_t *h)
 {
@@ -137,41 +219,24 @@ static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem
     if (!m || m->fd < 0)
         return adag_error(ADAG_ERR_INVALID, "host device %u: only device memory it allocated "
                                             "can be exported", d->index);
-    uint64_t size = mem->size;
-    memset(h, 0, sizeof(*h));
-    memcpy(h->bytes, &size, sizeof(size));
-    h->len = sizeof(size);
-    h->fds[0] = m->fd;
-    h->nfds = 1;
-    return ADAG_OK;
+    return handle_make(d, m->fd, mem->size, "memory", h);
 }
 
 static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_mem_t *mem)
 {
     uint64_t size = 0;
-    struct stat sb;
     adag_status_t st = ADAG_OK;
     host_mem_t *m = NULL;
-    if (h->len != sizeof(size) || h->nfds != 1) {
-        st = adag_error(ADAG_ERR_PROTOCOL,
-                        "host device %u: memory handle of %u bytes and %u fds (expected 8, 1)",
-                        d->index, h->len, h->nfds);
-        goto out;
-    }
-    memcpy(&size, h->bytes, sizeof(size));
-    if (fstat(h->fds[0], &sb) != 0 || (uint64_t)sb.st_size < size || size > SIZE_MAX) {
-        st = adag_error(ADAG_ERR_PROTOCOL,
-                        "host device %u: memory handle of %llu bytes on a memfd of %lld",
-                        d->index, (unsigned long long)size, (long long)sb.st_size);
-        goto out;
-    }
+    int fd = handle_open(d, h, "memory", 0, &size, &st);
+    if (fd < 0)
+        return st;
     if (!(m = calloc(1, sizeof(*m)))) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
         goto out;
     }
     m->fd = -1;
     m->map_size = page_round((size_t)size);
-    void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, h->fds[0], 0);
+    void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         st = adag_error_errno(errno, "host device %u: mapping imported memory", d->index);
         free(m);
@@ -182,7 +247,7 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     mem->impl = m;
     atomic_fetch_add(&dev_of(d)->imported_mem, 1);
 out:
-    adag_dev_handle_close(h); /* the mapping keeps the memory */
+    close(fd); /* the mapping keeps the memory */
     return st;
 }
 
@@ -311,26 +376,24 @@ static adag_status_t host_event_export(adag_device_t *d, adag_dev_event_t *ev,
     if (ev->imported || ev->fd < 0)
         return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
                                             "exported again", d->index);
-    memset(h, 0, sizeof(*h));
-    h->fds[0] = ev->fd;
-    h->nfds = 1;
-    return ADAG_OK;
+    return handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
 }
 
 static adag_status_t host_event_import(adag_device_t *d, adag_dev_handle_t *h,
                                        adag_dev_event_t **out)
 {
-    struct stat sb;
-    adag_status_t st;
-    if (h->len != 0 || h->nfds != 1 || fstat(h->fds[0], &sb) != 0 ||
-        (size_t)sb.st_size < sizeof(event_page_t)) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "host device %u: malformed event handle (%u bytes, "
-                                           "%u fds)", d->index, h->len, h->nfds);
-        adag_dev_handle_close(h);
+    uint64_t size;
+    adag_status_t st = ADAG_OK;
+    int fd = handle_open(d, h, "event", sizeof(event_page_t), &size, &st);
+    if (fd < 0)
         return st;
+    if (size != sizeof(event_page_t)) {
+        close(fd);
+        return adag_error(ADAG_ERR_PROTOCOL, "host device %u: an event handle of %llu bytes",
+                          d->index, (unsigned long long)size);
     }
-    st = map_event(dev_of(d), h->fds[0], 0, out); /* the mapping keeps the page */
-    adag_dev_handle_close(h);
+    st = map_event(dev_of(d), fd, 0, out);
+    close(fd); /* the mapping keeps the page */
     if (st != ADAG_OK)
         return st;
     (*out)->imported = 1;

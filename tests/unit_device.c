@@ -269,9 +269,7 @@ DEVICE_TEST(memory_and_events_cross_processes, 60)
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(sv[0]);
-        adag_dev_handle_t cm = mh, ce = eh;
-        cm.fds[0] = dup(mh.fds[0]);
-        ce.fds[0] = dup(eh.fds[0]);
+        adag_dev_handle_t cm = mh, ce = eh; /* bytes only: a copy is the handle */
         adag_dev_mem_t im;
         adag_dev_event_t *iev;
         adag_dev_stream_t *cs;
@@ -329,6 +327,43 @@ DEVICE_TEST(import_refuses_malformed_handles, 30)
     memset(&h, 0, sizeof h);
     h.len = 3;
     cr_assert_eq(o->event_import(dev, &h, &ev), ADAG_ERR_PROTOCOL, "%s", adag_last_error());
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+/* Host handles are bytes naming the exporter's memfd: a handle whose
+ * memory was freed (its fd number now another memfd) or whose exporter is
+ * gone is refused, never mapped. */
+Test(device, host_handle_names_one_memfd, .timeout = 30)
+{
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    adag_device_t *dev;
+    cr_assert_eq(o->open(0, &dev), ADAG_OK);
+    adag_dev_mem_t a, b, im;
+    adag_dev_handle_t h, stale, copy;
+    cr_assert_eq(o->mem_alloc(dev, 4096, &a), ADAG_OK);
+    cr_assert_eq(o->mem_export(dev, &a, &h), ADAG_OK);
+    cr_assert_eq(h.nfds, 0u);
+    copy = h;
+    cr_assert_eq(o->mem_import(dev, &copy, &im), ADAG_OK, "%s", adag_last_error());
+    ((volatile char *)a.ptr)[7] = 42;
+    cr_assert_eq(((volatile char *)im.ptr)[7], 42, "the import does not see the same bytes");
+    o->mem_unimport(dev, &im);
+    stale = h;
+    o->mem_free(dev, &a);
+    cr_assert_eq(o->mem_alloc(dev, 4096, &b), ADAG_OK); /* likely reuses the fd number */
+    cr_assert_neq(o->mem_import(dev, &stale, &im), ADAG_OK, "a freed memory was imported");
+    cr_assert(strstr(adag_last_error(), "memory"), "%s", adag_last_error());
+    /* another pid: a child that exits at once */
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    cr_assert_eq(o->mem_export(dev, &b, &h), ADAG_OK);
+    memcpy(h.bytes + 4, &pid, sizeof(pid)); /* the pid field of the handle */
+    cr_assert_eq(o->mem_import(dev, &h, &im), ADAG_ERR_IO, "%s", adag_last_error());
+    cr_assert(strstr(adag_last_error(), "/proc/"), "%s", adag_last_error());
+    o->mem_free(dev, &b);
     assert_no_live_objects(dev);
     o->close(dev);
 }
