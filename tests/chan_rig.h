@@ -44,9 +44,14 @@ enum {
     CAP_FORK = 1u << 3,
 };
 
+/* A line: a backend, and where its writer and readers keep values (-1
+ * host memory, else that emulated host device). A backend whose behaviour
+ * depends on the places (device) has a line per arrangement. */
 typedef struct {
     uint32_t kind; /* adag_chan_kind_t */
     unsigned caps;
+    char label[48]; /* an array: Criterion copies a line into the test's process */
+    int wdev, rdev;
 } chan_backend_t;
 
 extern const chan_backend_t chan_backends[];
@@ -69,6 +74,10 @@ typedef struct {
     /* reader r; for a backend without CAP_RING, rd[0] is the writer itself */
     adag_chan_t *rd[RIG_MAX_READERS];
     unsigned nrd;
+    adag_chan_place_t places[1 + RIG_MAX_READERS];
+    /* the device and streams of the writer (0) and reader r (1 + r): an
+     * actor each, as in a DAG (dev NULL for a host endpoint) */
+    adag_chan_device_t devs[1 + RIG_MAX_READERS];
 } rig_t;
 
 #define RIG_ONE_CTX 1
@@ -108,6 +117,24 @@ typedef struct {
 void blocked_start(blocked_t *b, adag_chan_t *ch, int acquire, uint64_t seq, int64_t deadline,
                    _Atomic int *done);
 void blocked_join(blocked_t *b);
+
+/* The waits of the tests, for every line: a device endpoint's compute
+ * stream is synchronized after the wait (the data has arrived) and after
+ * acquire (the readers are done with the slot) before the test's host
+ * thread touches the bytes, the way a kernel enqueued there would run
+ * only then. The tests call adag_chan_wait/acquire; these are what runs. */
+adag_status_t rig_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline, adag_slot_view_t *v);
+adag_status_t rig_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
+/* A device writer publishes from its streams (after its copy to host
+ * memory): the tests that check what a publish made visible look once it
+ * took effect, which the rig waits for (the comm stream synchronized). */
+adag_status_t rig_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                          const adag_tensor_meta_t *meta, adag_status_t status, const char *err);
+#ifndef RIG_NO_WRAP
+#define adag_chan_wait rig_wait
+#define adag_chan_acquire rig_acquire
+#define adag_chan_publish rig_publish
+#endif
 
 /* milliseconds since t0 (adag_now_ns) */
 static inline double ms_since(int64_t t0)

@@ -1,5 +1,6 @@
 /* The channel rig of tests/chan_rig.h (no tests here: the unit_ prefix
  * links it into adag-unit-tests with the suites that use it). */
+#define RIG_NO_WRAP
 #include "chan_rig.h"
 
 #include "common/error.h"
@@ -25,20 +26,133 @@ void rig_export(adag_dag_ctx_t *drv, adag_wbuf_t *blob, int *fds, unsigned *nfds
 
 static adag_chan_open_params_t params(rig_t *r, int reader)
 {
+    adag_chan_device_t *d = &r->devs[reader + 1];
     adag_chan_open_params_t p = {
         .name = "conf.m[0]",
         .geom = r->geom,
         .reader = reader,
         .desc = {r->desc.data, r->desc.len},
         .policy = RIG_POLICY,
+        .device = d->dev ? d : NULL,
     };
     return p;
+}
+
+/* Which device endpoint is which (for rig_wait / rig_acquire). */
+#define RIG_MAX_EPS 64
+static struct {
+    adag_chan_t *ch;
+    const adag_chan_device_t *dev;
+} rig_eps[RIG_MAX_EPS];
+static pthread_mutex_t rig_eps_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_endpoint(adag_chan_t *ch, const adag_chan_device_t *dev)
+{
+    if (!dev)
+        return;
+    pthread_mutex_lock(&rig_eps_lock);
+    unsigned i = 0;
+    while (i < RIG_MAX_EPS && rig_eps[i].ch && rig_eps[i].ch != ch)
+        i++;
+    cr_assert_lt(i, RIG_MAX_EPS);
+    rig_eps[i].ch = ch;
+    rig_eps[i].dev = dev;
+    pthread_mutex_unlock(&rig_eps_lock);
+}
+
+static void forget_endpoints(const rig_t *r)
+{
+    pthread_mutex_lock(&rig_eps_lock);
+    for (unsigned i = 0; i < RIG_MAX_EPS; i++)
+        for (unsigned j = 0; j <= RIG_MAX_READERS; j++)
+            if (rig_eps[i].dev == &r->devs[j])
+                rig_eps[i].ch = NULL, rig_eps[i].dev = NULL;
+    pthread_mutex_unlock(&rig_eps_lock);
+}
+
+static const adag_chan_device_t *device_of(adag_chan_t *ch)
+{
+    const adag_chan_device_t *d = NULL;
+    pthread_mutex_lock(&rig_eps_lock);
+    for (unsigned i = 0; i < RIG_MAX_EPS && !d; i++)
+        if (rig_eps[i].ch == ch)
+            d = rig_eps[i].dev;
+    pthread_mutex_unlock(&rig_eps_lock);
+    return d;
+}
+
+static adag_status_t sync_stream(adag_chan_t *ch, adag_status_t st, int comm)
+{
+    const adag_chan_device_t *d = st == ADAG_OK ? device_of(ch) : NULL;
+    if (d)
+        cr_assert_eq(d->dev->ops->stream_sync(comm ? d->comm : d->compute,
+                                              adag_deadline_ms(20000)),
+                     ADAG_OK, "%s", adag_last_error());
+    return st;
+}
+
+static adag_status_t sync_compute(adag_chan_t *ch, adag_status_t st)
+{
+    return sync_stream(ch, st, 0);
+}
+
+adag_status_t rig_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                          const adag_tensor_meta_t *meta, adag_status_t status, const char *err)
+{
+    return sync_stream(ch, ch->ops->publish(ch, seq, size, meta, status, err), 1);
+}
+
+adag_status_t rig_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline, adag_slot_view_t *v)
+{
+    return sync_compute(ch, ch->ops->wait(ch, seq, deadline, v));
+}
+
+adag_status_t rig_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
+{
+    return sync_compute(ch, ch->ops->acquire(ch, seq, deadline, buf));
+}
+
+/* An actor on emulated device `index` (-1: none): the device and its streams. */
+static void device_open(adag_chan_device_t *d, int index)
+{
+    memset(d, 0, sizeof(*d));
+    if (index < 0)
+        return;
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    cr_assert_eq(o->open((unsigned)index, &d->dev), ADAG_OK, "%s", adag_last_error());
+    d->kind = ADAG_DEVICE_KIND_HOST;
+    cr_assert_eq(o->stream_create(d->dev, &d->compute), ADAG_OK);
+    cr_assert_eq(o->stream_create(d->dev, &d->comm), ADAG_OK);
+}
+
+static void device_close(adag_chan_device_t *d)
+{
+    if (!d->dev)
+        return;
+    const adag_device_ops_t *o = d->dev->ops;
+    adag_device_counts_t c;
+    o->stream_destroy(d->dev, d->compute);
+    o->stream_destroy(d->dev, d->comm);
+    o->counts(d->dev, &c);
+    /* what the channel's endpoints allocated on this device is gone */
+    cr_assert_eq(c.mem + c.events + c.imported_mem + c.imported_events + c.streams, 0,
+                 "device %u still has %llu memory, %llu events, %llu imports, %llu streams",
+                 d->dev->index, (unsigned long long)c.mem, (unsigned long long)c.events,
+                 (unsigned long long)(c.imported_mem + c.imported_events),
+                 (unsigned long long)c.streams);
+    o->close(d->dev);
+    memset(d, 0, sizeof(*d));
 }
 
 adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_t **out)
 {
     adag_chan_open_params_t p = params(r, reader);
-    return adag_ctx_open(ctx, r->be->kind, &p, NULL, out);
+    adag_wbuf_t info = {0};
+    adag_status_t st = adag_ctx_open(ctx, r->be->kind, &p, &info, out);
+    adag_wbuf_free(&info);
+    if (st == ADAG_OK)
+        note_endpoint(*out, p.device);
+    return st;
 }
 
 void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
@@ -53,11 +167,21 @@ void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nrea
         nreaders = 0;
     r->geom = (adag_chan_geom_t){nslots, nreaders, capacity};
     r->one_ctx = flags & RIG_ONE_CTX;
+    device_open(&r->devs[0], be->wdev);
+    r->places[0] = be->wdev < 0 ? ADAG_CHAN_PLACE_HOST
+                                : (adag_chan_place_t){ADAG_DEVICE_KIND_HOST, (uint32_t)be->wdev};
+    for (unsigned i = 0; i < nreaders; i++) {
+        device_open(&r->devs[1 + i], be->rdev);
+        r->places[1 + i] = be->rdev < 0 ? ADAG_CHAN_PLACE_HOST
+                                        : (adag_chan_place_t){ADAG_DEVICE_KIND_HOST,
+                                                              (uint32_t)be->rdev};
+    }
+    const adag_chan_place_t *places[1] = {r->places};
 
     /* the driver lays the channel out (a domain if the backend has them) */
     adag_ctx_init(&r->drv);
     uint32_t kind = be->kind;
-    cr_assert_eq(adag_ctx_create_domains(&r->drv, "conf", &kind, &r->geom, NULL, 1, &r->desc),
+    cr_assert_eq(adag_ctx_create_domains(&r->drv, "conf", &kind, &r->geom, places, 1, &r->desc),
                  ADAG_OK, "%s: create: %s", r->ops->name, adag_last_error());
     cr_assert(!r->desc.failed);
 
@@ -76,11 +200,13 @@ void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nrea
     adag_chan_open_params_t p = params(r, -1);
     cr_assert_eq(adag_ctx_open(&r->drv, kind, &p, &info[0], &r->w), ADAG_OK, "%s: writer: %s",
                  r->ops->name, adag_last_error());
+    note_endpoint(r->w, p.device);
     for (unsigned i = 0; i < nreaders; i++) {
         p = params(r, (int)i);
         cr_assert_eq(adag_ctx_open(r->one_ctx ? &r->drv : &r->peer, kind, &p, &info[1 + i],
                                    &r->rd[i]),
                      ADAG_OK, "%s: reader %u: %s", r->ops->name, i, adag_last_error());
+        note_endpoint(r->rd[i], p.device);
     }
     r->nrd = nreaders ? nreaders : 1;
     if (!nreaders)
@@ -106,6 +232,9 @@ void rig_close(rig_t *r)
     adag_ctx_destroy(&r->peer);
     adag_ctx_destroy(&r->drv);
     adag_wbuf_free(&r->desc);
+    forget_endpoints(r);
+    for (unsigned i = 0; i <= RIG_MAX_READERS; i++)
+        device_close(&r->devs[i]);
 }
 
 /* ---- values ---- */
@@ -140,18 +269,18 @@ int value_check(const adag_slot_view_t *v, uint64_t seq, size_t size)
 adag_status_t value_put(adag_chan_t *w, uint64_t seq, int64_t deadline)
 {
     void *buf;
-    adag_status_t st = adag_chan_acquire(w, seq, deadline, &buf);
+    adag_status_t st = rig_acquire(w, seq, deadline, &buf);
     if (st != ADAG_OK)
         return st;
     size_t size = value_size(seq, w->capacity);
     value_fill(buf, seq, size);
-    return adag_chan_publish(w, seq, size, NULL, ADAG_OK, NULL);
+    return rig_publish(w, seq, size, NULL, ADAG_OK, NULL);
 }
 
 int value_get(adag_chan_t *rd, uint64_t seq, int64_t deadline)
 {
     adag_slot_view_t v;
-    adag_status_t st = adag_chan_wait(rd, seq, deadline, &v);
+    adag_status_t st = rig_wait(rd, seq, deadline, &v);
     if (st != ADAG_OK)
         return st < 0 ? st : -100;
     int rc = value_check(&v, seq, value_size(seq, rd->capacity));
@@ -167,10 +296,10 @@ static void *blocked_main(void *p)
     int64_t t0 = adag_now_ns();
     if (b->acquire) {
         void *buf;
-        b->st = adag_chan_acquire(b->ch, b->seq, b->deadline, &buf);
+        b->st = rig_acquire(b->ch, b->seq, b->deadline, &buf);
     } else {
         adag_slot_view_t v;
-        b->st = adag_chan_wait(b->ch, b->seq, b->deadline, &v);
+        b->st = rig_wait(b->ch, b->seq, b->deadline, &v);
     }
     b->ms = ms_since(t0);
     atomic_fetch_add(b->done, 1);

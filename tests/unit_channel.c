@@ -26,9 +26,15 @@
 
 /* ---- the backends: one line each ---- */
 
+#define DEV_CAPS (CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD)
 const chan_backend_t chan_backends[] = {
-    {ADAG_CHAN_SHM, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_FORK},
-    {ADAG_CHAN_SELF, 0},
+    {ADAG_CHAN_SHM, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_FORK, "shm", -1, -1},
+    {ADAG_CHAN_SELF, 0, "self", -1, -1},
+    /* the device channel on the emulated device, one line per arrangement */
+    {ADAG_CHAN_DEVICE, DEV_CAPS, "device host->dev0 (async copy in)", -1, 0},
+    {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
+    {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->dev0 (zero copy)", 0, 0},
+    {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->dev1 (peer copy)", 0, 1},
 };
 const unsigned chan_nbackends = sizeof(chan_backends) / sizeof(chan_backends[0]);
 
@@ -56,7 +62,7 @@ static struct criterion_test_params backends_with(unsigned needs)
     }                                                                                        \
     ParameterizedTest(const chan_backend_t *be, chan, name, .timeout = 60)
 
-#define NAME (adag_chan_kind_name(be->kind))
+#define NAME (be->label)
 #define DEADLINE adag_deadline_ms(10000)
 
 /* Every kind has a backend and exactly one line; the flags agree with the ops. */
@@ -66,16 +72,23 @@ Test(chan, table_covers_every_backend)
         const adag_chan_ops_t *ops = adag_chan_backend(k);
         cr_assert(ops, "kind %u has no backend", k);
         cr_assert_eq(ops->kind, k);
-        const chan_backend_t *line = NULL;
-        for (unsigned i = 0; i < chan_nbackends; i++)
-            if (chan_backends[i].kind == k) {
-                cr_assert_null(line, "backend %s has two lines", ops->name);
-                line = &chan_backends[i];
-            }
-        cr_assert(line, "backend %s has no line in chan_backends[]", ops->name);
-        cr_assert_eq(!!(line->caps & CAP_NOTIFY_FD), ops->notify_fd != NULL, "%s", ops->name);
-        if (line->caps & CAP_FORK)
-            cr_assert(ops->domain_export && ops->domain_import, "%s", ops->name);
+        unsigned lines = 0;
+        for (unsigned i = 0; i < chan_nbackends; i++) {
+            const chan_backend_t *line = &chan_backends[i];
+            if (line->kind != k)
+                continue;
+            lines++;
+            cr_assert_eq(!!(line->caps & CAP_NOTIFY_FD), ops->notify_fd != NULL, "%s",
+                         line->label);
+            if (line->caps & CAP_FORK)
+                cr_assert(ops->domain_export && ops->domain_import, "%s", line->label);
+            for (unsigned j = 0; j < i; j++)
+                cr_assert(chan_backends[j].kind != k || chan_backends[j].wdev != line->wdev ||
+                              chan_backends[j].rdev != line->rdev,
+                          "%s has the same arrangement as %s", line->label,
+                          chan_backends[j].label);
+        }
+        cr_assert(lines, "backend %s has no line in chan_backends[]", ops->name);
         cr_assert(ops->open && ops->close && ops->wake_all && ops->acquire && ops->publish &&
                       ops->wait && ops->release && ops->ready,
                   "%s lacks a mandatory op", ops->name);
@@ -554,8 +567,11 @@ CONFORMANCE(notify_fd_after_publish, CAP_NOTIFY_FD | CAP_RING)
 static adag_status_t open_with(rig_t *r, adag_blob_t desc, adag_chan_geom_t g, int reader)
 {
     adag_chan_t *ch;
+    adag_chan_device_t *dev = reader >= -1 && reader < (int)RIG_MAX_READERS
+                                  ? &r->devs[reader + 1] : NULL;
     adag_chan_open_params_t p = {.name = "conf.bad[0]", .geom = g, .reader = reader,
-                                 .desc = desc, .policy = RIG_POLICY};
+                                 .desc = desc, .policy = RIG_POLICY,
+                                 .device = dev && dev->dev ? dev : NULL};
     unsigned before = r->peer.neps;
     adag_status_t st = adag_ctx_open(&r->peer, r->be->kind, &p, NULL, &ch);
     if (st == ADAG_OK)
