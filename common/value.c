@@ -2,6 +2,162 @@
 
 #include "common/error.h"
 
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
+    [ADAG_DTYPE_BYTES] = {"bytes", 1}, [ADAG_DTYPE_U8] = {"u8", 1},
+    [ADAG_DTYPE_I8] = {"i8", 1},       [ADAG_DTYPE_I16] = {"i16", 2},
+    [ADAG_DTYPE_I32] = {"i32", 4},     [ADAG_DTYPE_I64] = {"i64", 8},
+    [ADAG_DTYPE_F16] = {"f16", 2},     [ADAG_DTYPE_BF16] = {"bf16", 2},
+    [ADAG_DTYPE_F32] = {"f32", 4},     [ADAG_DTYPE_F64] = {"f64", 8},
+    [ADAG_DTYPE_BOOL] = {"bool", 1},
+};
+#define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
+
+size_t adag_dtype_size(adag_dtype_t dtype)
+{
+    return (unsigned)dtype < NDTYPES ? dtypes[dtype].size : 0;
+}
+
+const char *adag_dtype_name(adag_dtype_t dtype)
+{
+    return (unsigned)dtype < NDTYPES ? dtypes[dtype].name : "?";
+}
+
+adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64_t *shape,
+                                      size_t *bytes, char *why, size_t len)
+{
+    char scratch[8];
+    if (!why) {
+        why = scratch;
+        len = sizeof(scratch);
+    }
+    if (!adag_dtype_is_tensor(dtype)) {
+        snprintf(why, len, "dtype %u (%s) is not a tensor dtype (ADAG_DTYPE_U8..ADAG_DTYPE_BOOL)",
+                 dtype, adag_dtype_name((adag_dtype_t)dtype));
+        return ADAG_TENSOR_BAD;
+    }
+    if (ndim > ADAG_MAX_DIMS) {
+        snprintf(why, len, "ndim %u exceeds ADAG_MAX_DIMS (%d)", ndim, ADAG_MAX_DIMS);
+        return ADAG_TENSOR_BAD;
+    }
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            snprintf(why, len, "shape[%u] is %lld; dimensions must be >= 0", d,
+                     (long long)shape[d]);
+            return ADAG_TENSOR_BAD;
+        }
+    }
+    /* a zero dimension makes 0 bytes whatever the others are */
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            *bytes = 0;
+            return ADAG_TENSOR_OK;
+        }
+    }
+    size_t n = dtypes[dtype].size;
+    for (uint32_t d = 0; d < ndim; d++) {
+        if ((uint64_t)shape[d] > SIZE_MAX / n) {
+            char t[160];
+            adag_tensor_format(t, sizeof(t), dtype, ndim, shape);
+            snprintf(why, len, "%s has more bytes than a size_t holds", t);
+            return ADAG_TENSOR_OVERFLOW;
+        }
+        n *= (size_t)shape[d];
+    }
+    *bytes = n;
+    return ADAG_TENSOR_OK;
+}
+
+void adag_tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
+                        const int64_t *shape)
+{
+    if (dtype == ADAG_DTYPE_BYTES) {
+        snprintf(buf, len, "bytes");
+        return;
+    }
+    size_t pos = (size_t)snprintf(buf, len, "%s[", adag_dtype_name((adag_dtype_t)dtype));
+    for (uint32_t d = 0; d < ndim && d < ADAG_MAX_DIMS && pos < len; d++)
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", d ? "," : "", (long long)shape[d]);
+    if (pos < len)
+        snprintf(buf + pos, len - pos, "]");
+}
+
+void adag_tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d)
+{
+    if (!(d->flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE))) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    const char *dt = d->flags & ADAG_TENSOR_STATIC_DTYPE ? adag_dtype_name((adag_dtype_t)d->dtype)
+                                                         : "?";
+    if (!(d->flags & ADAG_TENSOR_STATIC_SHAPE)) {
+        snprintf(buf, len, "%s[?]", dt);
+        return;
+    }
+    size_t pos = (size_t)snprintf(buf, len, "%s[", dt);
+    for (uint32_t k = 0; k < d->ndim && k < ADAG_MAX_DIMS && pos < len; k++)
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", k ? "," : "",
+                                (long long)d->shape[k]);
+    if (pos < len)
+        snprintf(buf + pos, len - pos, "]");
+}
+
+int adag_tensor_decl_valid(const adag_tensor_decl_t *d)
+{
+    if ((d->flags & ~(uint32_t)ADAG_TENSOR_DECL_KNOWN) ||
+        (d->flags && !(d->flags & ADAG_TENSOR_DECLARED)) || d->transport > ADAG_TRANSPORT_IPC)
+        return 0;
+    if ((d->flags & ADAG_TENSOR_STATIC_DTYPE) ? !adag_dtype_is_tensor(d->dtype) : d->dtype != 0)
+        return 0;
+    if (d->ndim > ADAG_MAX_DIMS || (!(d->flags & ADAG_TENSOR_STATIC_SHAPE) && d->ndim != 0))
+        return 0;
+    for (uint32_t k = 0; k < ADAG_MAX_DIMS; k++)
+        if (k < d->ndim ? d->shape[k] < 0 : d->shape[k] != 0)
+            return 0;
+    return 1;
+}
+
+adag_value_t adag_value_from_view(const adag_slot_view_t *view)
+{
+    adag_value_t v = adag_value_bytes(view->data, view->size);
+    v.device = view->device;
+    if (view->meta.dtype != ADAG_DTYPE_BYTES) {
+        v.kind = ADAG_VALUE_TENSOR;
+        v.dtype = (adag_dtype_t)view->meta.dtype;
+        v.ndim = view->meta.ndim <= ADAG_MAX_DIMS ? view->meta.ndim : 0;
+        for (uint32_t d = 0; d < v.ndim; d++)
+            v.shape[d] = view->meta.shape[d];
+    }
+    return v;
+}
+
+adag_status_t adag_value_check_slot_meta(const adag_slot_view_t *view, const char *chan)
+{
+    char why[200];
+    size_t bytes = 0;
+    const adag_tensor_meta_t *m = &view->meta;
+    if (m->dtype == ADAG_DTYPE_BYTES) {
+        if (m->ndim == 0)
+            return ADAG_OK;
+        snprintf(why, sizeof(why), "bytes with ndim %u", m->ndim);
+    } else if (adag_tensor_bytes(m->dtype, m->ndim, m->shape, &bytes, why, sizeof(why)) ==
+               ADAG_TENSOR_OK) {
+        if (bytes == view->size)
+            return ADAG_OK;
+        char t[160];
+        adag_tensor_format(t, sizeof(t), m->dtype, m->ndim, m->shape);
+        snprintf(why, sizeof(why), "%s is %zu bytes but the slot holds %zu", t, bytes,
+                 view->size);
+    }
+    return adag_error(ADAG_ERR_PROTOCOL, "channel %s: malformed tensor metadata in a slot: %s",
+                      chan, why);
+}
+
 adag_status_t adag_value_check_input(const adag_value_t *v, const char *fn, unsigned i)
 {
     for (unsigned r = 0; r < sizeof(v->reserved) / sizeof(v->reserved[0]); r++)
@@ -13,20 +169,34 @@ adag_status_t adag_value_check_input(const adag_value_t *v, const char *fn, unsi
     if (v->ndim > ADAG_MAX_DIMS)
         return adag_error(ADAG_ERR_INVALID, "%s: input %u: ndim %u exceeds ADAG_MAX_DIMS (%d)", fn,
                           i, v->ndim, ADAG_MAX_DIMS);
-    if (v->kind == ADAG_VALUE_TENSOR)
-        return adag_error(ADAG_ERR_INVALID,
-                          "%s: input %u: kind ADAG_VALUE_TENSOR is not accepted yet: tensor "
-                          "values come with the GPU layer",
-                          fn, i);
-    if (v->kind != ADAG_VALUE_BYTES)
+    if (v->kind == ADAG_VALUE_TENSOR) {
+        char why[200];
+        size_t bytes = 0;
+        if (v->device != ADAG_DEVICE_HOST)
+            return adag_error(ADAG_ERR_INVALID,
+                              "%s: input %u: a tensor on device %d; inputs are in host memory "
+                              "(device ADAG_DEVICE_HOST)",
+                              fn, i, (int)v->device);
+        if (adag_tensor_bytes(v->dtype, v->ndim, v->shape, &bytes, why, sizeof(why)) !=
+            ADAG_TENSOR_OK)
+            return adag_error(ADAG_ERR_INVALID, "%s: input %u: a tensor whose %s", fn, i, why);
+        if (bytes != v->size) {
+            char t[160];
+            adag_tensor_format(t, sizeof(t), v->dtype, v->ndim, v->shape);
+            return adag_error(ADAG_ERR_INVALID,
+                              "%s: input %u: size is %zu bytes but a %s tensor is %zu bytes", fn,
+                              i, v->size, t, bytes);
+        }
+    } else if (v->kind != ADAG_VALUE_BYTES) {
         return adag_error(ADAG_ERR_INVALID, "%s: input %u: unknown value kind %d", fn, i,
                           (int)v->kind);
-    if (v->dtype != ADAG_DTYPE_BYTES || v->ndim != 0 || v->device != ADAG_DEVICE_HOST)
+    } else if (v->dtype != ADAG_DTYPE_BYTES || v->ndim != 0 || v->device != ADAG_DEVICE_HOST) {
         return adag_error(ADAG_ERR_INVALID,
                           "%s: input %u: a bytes value (ADAG_VALUE_BYTES) has dtype %d, ndim %u "
                           "and device %d; all three must be 0 (tensor fields are for "
                           "ADAG_VALUE_TENSOR)",
                           fn, i, (int)v->dtype, v->ndim, (int)v->device);
+    }
     if (v->size && !v->data)
         return adag_error(ADAG_ERR_INVALID, "%s: input %u: data is NULL but size is %zu", fn, i,
                           v->size);

@@ -238,12 +238,14 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             adag_dag_chan_t *c = &dag->chans[cx->chan_of[i]];
             c->writer = -1;
             c->producer_node = i;
+            c->tensor = adag_node_value_tensor(nd, 0);
             snprintf(c->name, sizeof(c->name), "input[%u]", nd->field);
         } else if (nd->kind == NODE_CALL) {
             for (unsigned r = 0; r < nd->nreturns; r++) {
                 adag_dag_chan_t *c = &dag->chans[cx->chan_of[i] + r];
                 c->writer = cx->actor_index[i];
                 c->producer_node = i;
+                c->tensor = adag_node_value_tensor(nd, r);
                 snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
                          nd->actor->methods[nd->method].name, r);
             }
@@ -350,6 +352,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         pc->reader = writes ? -1 : reader;
         pc->desc_off = (uint32_t)descs.len;
         pc->desc_len = (uint32_t)dc->desc.len;
+        pc->tensor = dc->tensor;
         adag_wbuf_raw(&descs, dc->desc.data, dc->desc.len);
         if (c == dag->start_chan)
             p->start_chan = p->nchans;
@@ -410,6 +413,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     size_t per_ref = (size_t)dag->max_inflight * (dag->ninputs + 1);
     dag->slot_bufs = calloc(per_ref, sizeof(*dag->slot_bufs));
     dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
+    dag->slot_metas = calloc(per_ref, sizeof(*dag->slot_metas));
     dag->slot_owner = calloc(dag->max_inflight, sizeof(*dag->slot_owner));
     dag->slot_legacy = calloc(dag->max_inflight, 1);
     dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
@@ -417,7 +421,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
     dag->ref_flags = calloc(dag->max_inflight, 1);
     if (!dag->inputs || !dag->input_chan || !dag->slot_bufs || !dag->slot_sizes ||
-        !dag->slot_owner || !dag->slot_legacy ||
+        !dag->slot_metas || !dag->slot_owner || !dag->slot_legacy ||
         !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->noutputs = g->noutputs;

@@ -1,6 +1,7 @@
 /* Graphviz DOT of a compiled DAG: the driver and each actor as a box listing
  * its schedule (READ/COMPUTE/WRITE per operation), and one edge per
- * (channel, reader) labelled with the channel's kind. */
+ * (channel, reader) labelled with the channel's kind (and "tensor f32[4,8]"
+ * for a value declared a tensor). */
 #include "common/error.h"
 #include "dag/internal.h"
 
@@ -23,6 +24,18 @@ static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
     fprintf(out, "\"];\n");
 }
 
+/* "\ntensor f32[4,8]" for a value declared a tensor, "" otherwise. */
+static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
+{
+    char t[160];
+    if (!(ch->tensor.flags & ADAG_TENSOR_DECLARED)) {
+        buf[0] = '\0';
+        return;
+    }
+    adag_tensor_decl_format(t, sizeof(t), &ch->tensor);
+    snprintf(buf, len, "\\ntensor%s%s", t[0] ? " " : "", t);
+}
+
 static void endpoint(FILE *out, int who)
 {
     if (who < 0)
@@ -42,6 +55,8 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
         actor_node(out, dag, ai);
     for (unsigned c = 0; c < dag->nchans; c++) {
         const adag_dag_chan_t *ch = &dag->chans[c];
+        char tensor[200];
+        tensor_label(tensor, sizeof(tensor), ch);
         if (ch->kind == ADAG_CHAN_SELF) {
             /* read by its writer only (or by nobody): an in-place edge if it is read */
             int read = 0;
@@ -56,8 +71,8 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
                 endpoint(out, ch->writer);
                 fprintf(out, " -> ");
                 endpoint(out, ch->writer);
-                fprintf(out, " [label=\"%s\\n%s\", style=dashed];\n", ch->name,
-                        adag_chan_kind_name(ch->kind));
+                fprintf(out, " [label=\"%s\\n%s%s\", style=dashed];\n", ch->name,
+                        adag_chan_kind_name(ch->kind), tensor);
             }
             continue;
         }
@@ -66,7 +81,8 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
             endpoint(out, ch->writer);
             fprintf(out, " -> ");
             endpoint(out, ch->readers[r]);
-            fprintf(out, " [label=\"%s\\n%s\"];\n", ch->name, adag_chan_kind_name(ch->kind));
+            fprintf(out, " [label=\"%s\\n%s%s\"];\n", ch->name, adag_chan_kind_name(ch->kind),
+                    tensor);
         }
     }
     fprintf(out, "}\n");

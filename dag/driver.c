@@ -219,7 +219,11 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
             st = adag_dag_wait_error(dag, st, fn);
             goto out;
         }
-        outputs[o] = adag_value_bytes(view.data, view.size);
+        /* the slot's metadata is in memory other processes write: checked here */
+        st = adag_value_check_slot(&view, dag->outs[dag->output_of[o]]->name);
+        if (st != ADAG_OK)
+            goto out;
+        outputs[o] = adag_value_from_view(&view);
         if (view.status != ADAG_OK && result == ADAG_OK) {
             result = view.status;
             err = view.err;
@@ -363,6 +367,7 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->inputs);
     free(dag->slot_bufs);
     free(dag->slot_sizes);
+    free(dag->slot_metas);
     free(dag->slot_owner);
     free(dag->slot_legacy);
     free(dag->input_chan);

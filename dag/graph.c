@@ -303,3 +303,96 @@ void adag_node_describe(adag_node_h n, char *buf, size_t len)
 {
     node_desc(n, buf, len);
 }
+
+adag_tensor_decl_t adag_node_value_tensor(adag_node_h n, unsigned r)
+{
+    adag_tensor_decl_t none = {0};
+    if (n->kind != NODE_CALL || n->nreturns == 1)
+        return n->tensor;
+    return n->returns && n->returns[r] ? n->returns[r]->tensor : none;
+}
+
+#define TENSOR_PARAMS_KNOWN                                                                   \
+    (ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE | ADAG_TENSOR_PARAM_TRANSPORT)
+
+/* The declaration params ask for, checked; "node ...: <what is wrong>" */
+static adag_status_t tensor_decl(const adag_tensor_params_t *p, const char *d,
+                                 adag_tensor_decl_t *out)
+{
+    static const char *fn = "adag_node_tensor";
+    uint64_t mask = p ? p->field_mask : 0;
+    adag_status_t st = adag_check_field_mask(fn, "adag_tensor_params_t", mask, TENSOR_PARAMS_KNOWN);
+    if (st != ADAG_OK)
+        return st;
+    memset(out, 0, sizeof(*out));
+    out->flags = ADAG_TENSOR_DECLARED;
+    if (mask & ADAG_TENSOR_PARAM_DTYPE) {
+        if (!adag_dtype_is_tensor(p->dtype))
+            return adag_error(ADAG_ERR_INVALID,
+                              "%s: %s: dtype %d (%s) is not a tensor dtype "
+                              "(ADAG_DTYPE_U8..ADAG_DTYPE_BOOL)",
+                              fn, d, (int)p->dtype, adag_dtype_name(p->dtype));
+        out->flags |= ADAG_TENSOR_STATIC_DTYPE;
+        out->dtype = (uint32_t)p->dtype;
+    }
+    if (mask & ADAG_TENSOR_PARAM_SHAPE) {
+        if (p->ndim > ADAG_MAX_DIMS)
+            return adag_error(ADAG_ERR_INVALID, "%s: %s: ndim %u exceeds ADAG_MAX_DIMS (%d)", fn,
+                              d, p->ndim, ADAG_MAX_DIMS);
+        for (unsigned k = 0; k < p->ndim; k++)
+            if (p->shape[k] < 0)
+                return adag_error(ADAG_ERR_INVALID,
+                                  "%s: %s: shape[%u] is %lld; dimensions must be >= 0", fn, d, k,
+                                  (long long)p->shape[k]);
+        /* the element size is at most 8: a shape whose bytes overflow fits no slot */
+        size_t bytes;
+        uint32_t dt = out->flags & ADAG_TENSOR_STATIC_DTYPE ? out->dtype : ADAG_DTYPE_I64;
+        char why[200];
+        if (adag_tensor_bytes(dt, p->ndim, p->shape, &bytes, why, sizeof(why)) != ADAG_TENSOR_OK)
+            return adag_error(ADAG_ERR_INVALID, "%s: %s: %s", fn, d, why);
+        out->flags |= ADAG_TENSOR_STATIC_SHAPE;
+        out->ndim = p->ndim;
+        memcpy(out->shape, p->shape, p->ndim * sizeof(p->shape[0]));
+    }
+    if (mask & ADAG_TENSOR_PARAM_TRANSPORT) {
+        if ((unsigned)p->transport > ADAG_TRANSPORT_IPC)
+            return adag_error(ADAG_ERR_INVALID,
+                              "%s: %s: transport %d is not an adag_transport_t (AUTO, HOST, IPC)",
+                              fn, d, (int)p->transport);
+        out->transport = (uint32_t)p->transport;
+    }
+    return ADAG_OK;
+}
+
+adag_status_t adag_node_tensor(adag_node_h n, const adag_tensor_params_t *params)
+{
+    static const char *fn = "adag_node_tensor";
+    adag_status_t st;
+    adag_tensor_decl_t decl;
+    char d[160];
+    if (!n)
+        return adag_error(ADAG_ERR_INVALID, "%s: node is NULL", fn);
+    adag_graph_h g = n->graph;
+    pthread_mutex_lock(&g->lock);
+    if (n->id >= g->nnodes || g->nodes[n->id] != n) {
+        st = adag_error(ADAG_ERR_INVALID, "%s: node %u is not a node of its graph", fn, n->id);
+        goto out;
+    }
+    node_desc(n, d, sizeof(d));
+    if (g->compiled) {
+        st = adag_error(ADAG_ERR_INVALID, "%s: %s: the graph was already compiled", fn, d);
+        goto out;
+    }
+    if (n->kind == NODE_CALL && n->nreturns != 1) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "%s: %s returns %u values: declare each one, taken with adag_node_output",
+                        fn, d, n->nreturns);
+        goto out;
+    }
+    if ((st = tensor_decl(params, d, &decl)) != ADAG_OK)
+        goto out;
+    n->tensor = decl; /* a second declaration replaces the first */
+out:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}

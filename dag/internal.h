@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/names.h"
+#include "common/value.h"
 #include "dag/context.h"
 #include "dag/loop.h"
 #include "dag/program.h"
@@ -127,6 +128,7 @@ struct adag_node {
     unsigned ret;              /* RETURN: which return */
     adag_node_h *returns;      /* CALL with nreturns > 1: RETURN nodes made so far */
     int used;                  /* INPUT: read by a call */
+    adag_tensor_decl_t tensor; /* adag_node_tensor (INPUT, one-return CALL, RETURN) */
 };
 
 struct adag_graph {
@@ -153,6 +155,7 @@ typedef struct {
     adag_wbuf_t desc;          /* the backend's descriptor */
     adag_wbuf_t driver_info;   /* peer info of the driver's endpoint, if it has one */
     unsigned producer_node;    /* node that produces it (for DOT); start: none */
+    adag_tensor_decl_t tensor; /* what adag_node_tensor declared of its value */
 } adag_dag_chan_t;
 
 typedef struct {
@@ -217,6 +220,7 @@ struct adag_dag {
     uint64_t next_publish;     /* refs below it are published */
     void **slot_bufs;          /* [ref % max_inflight][input]: the reserved input buffers */
     size_t *slot_sizes;        /* [ref % max_inflight][input]: the committed sizes */
+    adag_tensor_meta_t *slot_metas; /* [ref % max_inflight][input]: dtype 0: bytes */
     pthread_t *slot_owner;     /* [ref % max_inflight]: the thread that reserved it */
     uint8_t *slot_legacy;      /* [ref % max_inflight]: reserved by adag_dag_execute_prepare */
     unsigned nlegacy;          /* such reservations not yet committed or cancelled */
@@ -307,6 +311,9 @@ void adag_dag_free(adag_dag_h dag);
 void adag_graph_free(adag_graph_h graph);
 /* "node 3 (stage1.forward)" */
 void adag_node_describe(adag_node_h node, char *buf, size_t len);
+/* What adag_node_tensor declared of return r of call node `call` (all zero
+ * if nothing); for an INPUT node (r 0), its own. Under the graph's lock. */
+adag_tensor_decl_t adag_node_value_tensor(adag_node_h call, unsigned r);
 
 
 

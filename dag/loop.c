@@ -40,7 +40,50 @@ adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value)
                           "actor %s.%s: adag_call_arg: argument %u does not exist (the method "
                           "takes %u)",
                           call->loop->actor_name, method_name(call), i, call->op->nargs);
-    *value = adag_value_bytes(call->args[i].data, call->args[i].size);
+    *value = adag_value_from_view(&call->args[i]);
+    return ADAG_OK;
+}
+
+/* The value of return i refused by its channel's static declaration: the
+ * call fails, and so does the execution whatever the method does next. */
+static adag_status_t refuse_undeclared(adag_call_h call, const char *fn, unsigned i,
+                                       const adag_prog_chan_t *pc, uint32_t dtype, uint32_t ndim,
+                                       const int64_t *shape)
+{
+    char want[160], got[160];
+    adag_tensor_decl_format(want, sizeof(want), &pc->tensor);
+    adag_tensor_format(got, sizeof(got), dtype, ndim, shape);
+    adag_status_t st = call_error(call, ADAG_ERR_INVALID,
+                                  "actor %s.%s: %s: return %u (channel %s) is declared %s, "
+                                  "given %s",
+                                  call->loop->actor_name, method_name(call), fn, i, pc->name,
+                                  want, got);
+    if (call->fail_status == ADAG_OK) {
+        snprintf(call->msg, sizeof(call->msg), "%s", call->call_err);
+        call->fail_status = ADAG_ERR_METHOD;
+    }
+    return st;
+}
+
+/* Gives return i a buffer of `size` bytes if the slot has room; `what`
+ * describes the value for the message ("" for bytes). */
+static adag_status_t give_output(adag_call_h call, unsigned i, size_t size, const char *what,
+                                 void **buf)
+{
+    const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
+    size_t cap = call->loop->chans[call->op->rets[i]]->capacity;
+    if (size > cap) {
+        snprintf(call->msg, sizeof(call->msg),
+                 "actor %s.%s: return %u (channel %s) is %s%zu bytes, larger than the slot "
+                 "capacity of %zu bytes",
+                 call->loop->actor_name, method_name(call), i, pc->name, what, size, cap);
+        call->fail_status = ADAG_ERR_TOO_LARGE;
+        *buf = NULL;
+        return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
+    }
+    call->sizes[i] = size;
+    call->written |= 1u << i;
+    *buf = call->bufs[i];
     return ADAG_OK;
 }
 
@@ -54,19 +97,55 @@ adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void *
                           "has %u)",
                           call->loop->actor_name, method_name(call), i, call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
-    size_t cap = call->loop->chans[call->op->rets[i]]->capacity;
-    if (size > cap) {
-        snprintf(call->msg, sizeof(call->msg),
-                 "actor %s.%s: return %u (channel %s) is %zu bytes, larger than the slot "
-                 "capacity of %zu bytes",
-                 call->loop->actor_name, method_name(call), i, pc->name, size, cap);
-        call->fail_status = ADAG_ERR_TOO_LARGE;
+    if (pc->tensor.flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)) {
         *buf = NULL;
+        return refuse_undeclared(call, "adag_call_output", i, pc, ADAG_DTYPE_BYTES, 0, NULL);
+    }
+    call->metas[i].dtype = ADAG_DTYPE_BYTES;
+    call->metas[i].ndim = 0;
+    return give_output(call, i, size, "", buf);
+}
+
+adag_status_t adag_call_output_tensor(adag_call_h call, unsigned i, adag_dtype_t dtype,
+                                      unsigned ndim, const int64_t *shape, void **buf)
+{
+    static const char *fn = "adag_call_output_tensor";
+    char why[200], what[200];
+    size_t size = 0;
+    if (!call || !buf || (ndim && !shape))
+        return adag_error(ADAG_ERR_INVALID, "%s: call, shape and buf must not be NULL", fn);
+    *buf = NULL;
+    if (i >= call->op->nrets)
+        return call_error(call, ADAG_ERR_INVALID,
+                          "actor %s.%s: %s: return %u does not exist (the method has %u)",
+                          call->loop->actor_name, method_name(call), fn, i, call->op->nrets);
+    const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
+    adag_tensor_check_t c = adag_tensor_bytes((uint32_t)dtype, ndim, shape, &size, why,
+                                              sizeof(why));
+    if (c == ADAG_TENSOR_BAD)
+        return call_error(call, ADAG_ERR_INVALID, "actor %s.%s: %s: return %u (channel %s): %s",
+                          call->loop->actor_name, method_name(call), fn, i, pc->name, why);
+    if (!adag_tensor_decl_allows(&pc->tensor, (uint32_t)dtype, ndim, shape))
+        return refuse_undeclared(call, fn, i, pc, (uint32_t)dtype, ndim, shape);
+    adag_tensor_format(what, sizeof(what) - 2, (uint32_t)dtype, ndim, shape);
+    strcat(what, ", ");
+    if (c == ADAG_TENSOR_OVERFLOW) {
+        snprintf(call->msg, sizeof(call->msg),
+                 "actor %s.%s: return %u (channel %s): %s, far larger than the slot "
+                 "capacity of %zu bytes",
+                 call->loop->actor_name, method_name(call), i, pc->name, why,
+                 call->loop->chans[call->op->rets[i]]->capacity);
+        call->fail_status = ADAG_ERR_TOO_LARGE;
         return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
     }
-    call->sizes[i] = size;
-    call->written |= 1u << i;
-    *buf = call->bufs[i];
+    adag_status_t st = give_output(call, i, size, what, buf);
+    if (st != ADAG_OK)
+        return st;
+    adag_tensor_meta_t *m = &call->metas[i];
+    m->dtype = (uint32_t)dtype;
+    m->ndim = ndim;
+    for (unsigned d = 0; d < ndim; d++)
+        m->shape[d] = shape[d];
     return ADAG_OK;
 }
 
@@ -115,11 +194,15 @@ const char *adag_call_actor_name(adag_call_h call)
 /* Publishes the op's returns; a channel that cannot take the value fails
  * the loop (the DAG then fails). */
 static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
-                                 const size_t *sizes, adag_status_t status, const char *err)
+                                 const struct adag_call *call, adag_status_t status,
+                                 const char *err)
 {
     for (uint32_t r = 0; r < op->nrets; r++) {
+        const adag_tensor_meta_t *meta =
+            status == ADAG_OK && call->metas[r].dtype != ADAG_DTYPE_BYTES ? &call->metas[r] : NULL;
         adag_status_t st = adag_chan_publish(loop->chans[op->rets[r]], seq,
-                                             status == ADAG_OK ? sizes[r] : 0, NULL, status, err);
+                                             status == ADAG_OK ? call->sizes[r] : 0, meta, status,
+                                             err);
         if (st != ADAG_OK)
             return st;
     }
@@ -139,6 +222,10 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
         st = adag_chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
         if (st != ADAG_OK)
             return st;
+        /* the slot's metadata is in memory other processes write: checked here */
+        st = adag_value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
+        if (st != ADAG_OK)
+            return st;
         if (call->args[a].status != ADAG_OK && upstream == ADAG_OK) {
             upstream = call->args[a].status;
             upstream_err = call->args[a].err;
@@ -152,7 +239,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
         call->sizes[r] = 0;
     }
     if (upstream != ADAG_OK)
-        return publish_all(loop, op, seq, call->sizes, upstream, upstream_err);
+        return publish_all(loop, op, seq, call, upstream, upstream_err);
     /* COMPUTE */
     call->op = op;
     call->seq = seq;
@@ -193,7 +280,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
             }
         }
     }
-    return publish_all(loop, op, seq, call->sizes, st, call->msg);
+    return publish_all(loop, op, seq, call, st, call->msg);
 }
 
 static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,

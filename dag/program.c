@@ -42,6 +42,12 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
         adag_wbuf_u32(b, (uint32_t)c->reader);
         adag_wbuf_u32(b, c->desc_off);
         adag_wbuf_u32(b, c->desc_len);
+        adag_wbuf_u32(b, c->tensor.flags);
+        adag_wbuf_u32(b, c->tensor.dtype);
+        adag_wbuf_u32(b, c->tensor.transport);
+        adag_wbuf_u32(b, c->tensor.ndim);
+        for (uint32_t d = 0; d < c->tensor.ndim && d < ADAG_MAX_DIMS; d++)
+            adag_wbuf_u64(b, (uint64_t)c->tensor.shape[d]);
     }
     adag_wbuf_u32(b, p->nops);
     for (uint32_t i = 0; i < p->nops; i++)
@@ -51,7 +57,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
 #define MAX_PROGRAM_ITEMS (1u << 20)
 /* The fewest bytes one channel / one operation takes encoded: counts that
  * the rest of the message cannot hold are refused before allocating. */
-#define MIN_CHAN_BYTES (8 + 6 * 4)
+#define MIN_CHAN_BYTES (8 + 10 * 4)
 #define MIN_OP_BYTES 4
 
 /* Decodes one operation; 0 if it is malformed. */
@@ -117,7 +123,17 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         c->reader = (int32_t)adag_rbuf_u32(b);
         c->desc_off = adag_rbuf_u32(b);
         c->desc_len = adag_rbuf_u32(b);
-        if (b->failed || !adag_chan_backend(c->kind) || c->reader < -1 ||
+        c->tensor.flags = adag_rbuf_u32(b);
+        c->tensor.dtype = adag_rbuf_u32(b);
+        c->tensor.transport = adag_rbuf_u32(b);
+        c->tensor.ndim = adag_rbuf_u32(b);
+        if (b->failed || c->tensor.ndim > ADAG_MAX_DIMS)
+            goto bad;
+        for (uint32_t d = 0; d < c->tensor.ndim; d++)
+            c->tensor.shape[d] = (int64_t)adag_rbuf_u64(b);
+        /* a dtype, shape or transport this build does not know is refused */
+        if (b->failed || !adag_tensor_decl_valid(&c->tensor) || !adag_chan_backend(c->kind) ||
+            c->reader < -1 ||
             (c->reader >= 0 && (uint32_t)c->reader >= c->nreaders) ||
             c->nreaders > MAX_PROGRAM_ITEMS || c->desc_off > p->descs_len ||
             c->desc_len > p->descs_len - c->desc_off)

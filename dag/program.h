@@ -9,6 +9,7 @@
 #define ADAG_DAG_PROGRAM_H
 
 #include "common/event.h"
+#include "common/value.h"
 #include "transport/channel.h"
 #include "transport/wire.h"
 
@@ -31,6 +32,9 @@ typedef struct {
     int32_t reader;     /* this actor's reader index, -1 if it is the writer */
     uint32_t desc_off;  /* the backend's descriptor: desc_len bytes at */
     uint32_t desc_len;  /*   program.descs + desc_off */
+    /* what adag_node_tensor declared of the value (all zero: nothing); its
+     * writer checks a static dtype/shape (adag_call_output_tensor) */
+    adag_tensor_decl_t tensor;
 } adag_prog_chan_t;
 
 typedef struct {

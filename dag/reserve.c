@@ -15,6 +15,10 @@
  * is published as a failed execution ("cancelled") that nobody can get and
  * whose slots come back once it has passed through.
  *
+ * Tensor inputs come only through adag_dag_execute (their metadata is kept
+ * per slot with the sizes and published with them); zero-copy inputs are
+ * bytes, refused for a field declared with a static dtype or shape.
+ *
  * adag_dag_execute reserves, copies and commits. The thread-bound
  * adag_dag_execute_prepare / _commit / _cancel sit on top: one such
  * reservation per thread.
@@ -35,6 +39,11 @@ static void **slot_bufs(adag_dag_h dag, uint64_t ref)
 static size_t *slot_sizes(adag_dag_h dag, uint64_t ref)
 {
     return &dag->slot_sizes[(ref % dag->max_inflight) * dag->ninputs];
+}
+
+static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
+{
+    return &dag->slot_metas[(ref % dag->max_inflight) * dag->ninputs];
 }
 
 /* Waits (under dag->lock) until ref `seq` fits in the window. */
@@ -193,8 +202,14 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
     dag->next_reserve = seq + 1;
     if (inputs) {
         size_t *sizes = slot_sizes(dag, seq);
-        for (unsigned i = 0; i < dag->ninputs; i++)
+        adag_tensor_meta_t *metas = slot_metas(dag, seq);
+        for (unsigned i = 0; i < dag->ninputs; i++) {
             sizes[i] = inputs[i].size;
+            metas[i].dtype = inputs[i].kind == ADAG_VALUE_TENSOR ? (uint32_t)inputs[i].dtype : 0;
+            metas[i].ndim = inputs[i].kind == ADAG_VALUE_TENSOR ? inputs[i].ndim : 0;
+            for (unsigned d = 0; d < metas[i].ndim; d++)
+                metas[i].shape[d] = inputs[i].shape[d];
+        }
         dag->ref_flags[s] |= REF_COMMITTED;
         dag->stats.executed++;
         publish_ready(dag);
@@ -220,10 +235,11 @@ static void publish_ready(adag_dag_h dag)
         if (!(f & (REF_COMMITTED | REF_CANCELLED)))
             break;
         const size_t *sizes = slot_sizes(dag, seq);
+        const adag_tensor_meta_t *metas = slot_metas(dag, seq);
         adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
         for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++)
-            st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0, NULL,
-                                   status,
+            st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0,
+                                   metas[i].dtype != ADAG_DTYPE_BYTES ? &metas[i] : NULL, status,
                                    "the execution was cancelled");
         if (st == ADAG_OK && dag->start)
             st = adag_chan_publish(dag->start, seq, 0, NULL, ADAG_OK, NULL);
@@ -278,6 +294,9 @@ static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes)
     pthread_mutex_lock(&dag->lock);
     unsigned s = (unsigned)(ref % dag->max_inflight);
     memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
+    adag_tensor_meta_t *metas = slot_metas(dag, ref);
+    for (unsigned i = 0; i < dag->ninputs; i++)
+        metas[i].dtype = metas[i].ndim = 0; /* zero-copy inputs are bytes */
     dag->ref_flags[s] |= REF_COMMITTED;
     dag->nlegacy -= dag->slot_legacy[s];
     dag->stats.executed++;
@@ -316,6 +335,39 @@ void adag_dag_drop_own_reservations(adag_dag_h dag)
     }
 }
 
+/* Input i against a static dtype/shape declared for its field. */
+static adag_status_t check_declared(adag_dag_h dag, const char *fn, unsigned i,
+                                    const adag_value_t *v)
+{
+    const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
+    int tensor = v->kind == ADAG_VALUE_TENSOR;
+    if (adag_tensor_decl_allows(&c->tensor, tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape))
+        return ADAG_OK;
+    char want[160], got[160];
+    adag_tensor_decl_format(want, sizeof(want), &c->tensor);
+    adag_tensor_format(got, sizeof(got), tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape);
+    return adag_error(ADAG_ERR_INVALID, "%s: input %u (channel %s) is declared %s, given %s", fn,
+                      i, c->name, want, got);
+}
+
+/* Zero-copy inputs carry bytes: refused for a field declared with a static
+ * dtype or shape (before anything is reserved). */
+static adag_status_t check_bytes_inputs(adag_dag_h dag, const char *fn)
+{
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
+        if (c->tensor.flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)) {
+            char want[160];
+            adag_tensor_decl_format(want, sizeof(want), &c->tensor);
+            return adag_error(ADAG_ERR_INVALID,
+                              "%s: input %u (channel %s) is declared %s, and zero-copy inputs "
+                              "are bytes: send it with adag_dag_execute",
+                              fn, i, c->name, want);
+        }
+    }
+    return ADAG_OK;
+}
+
 /* ---- the API ---- */
 
 adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsigned n,
@@ -330,7 +382,8 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     for (unsigned i = 0; i < n; i++) {
-        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK)
+        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
+            (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
             return st;
         if (inputs[i].size > dag->capacity)
             return adag_error(ADAG_ERR_TOO_LARGE,
@@ -352,7 +405,8 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, u
     if (n != dag->ninputs)
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
-    if ((st = reserve(dag, flags, fn, 0, 0, NULL, &seq)) != ADAG_OK)
+    if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
+        (st = reserve(dag, flags, fn, 0, 0, NULL, &seq)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     *ref = seq;
@@ -421,7 +475,8 @@ adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **bu
     if (n != dag->ninputs)
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
-    if ((st = reserve(dag, flags, fn, 1, 1, NULL, &seq)) != ADAG_OK)
+    if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
+        (st = reserve(dag, flags, fn, 1, 1, NULL, &seq)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     return ADAG_OK;
