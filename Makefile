@@ -37,7 +37,8 @@ TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,
 # The test actor classes, in libtest_actors.so (process actors) and in the test
 # programs (thread actors); shared_methods.c is compiled into adag-bench too;
 # tensor_actors.c is the "tensor" class (tests/test_tensor.c).
-TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c
+TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c \
+                   tests/modules/gpu_stage.c
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))

@@ -199,12 +199,70 @@ static int reader_index(const adag_dag_chan_t *c, int who)
     return -1;
 }
 
-/* The backend of a channel: the one decision of a channel's kind. Read
- * only by its writer (consecutive methods of one actor): self; otherwise
- * the processes share a host: shm. UCX, CUDA IPC and NCCL add their cases
- * here (placement, devices, hints). */
+/* Where endpoint `who` (a DAG actor index, -1 the driver) keeps channel
+ * c's values: a declared tensor lives on the device of a device-bound
+ * actor (unless its transport is HOST); everything else in host memory. */
+static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
+{
+    if (who < 0 || !(c->tensor.flags & ADAG_TENSOR_DECLARED) ||
+        c->tensor.transport == ADAG_TRANSPORT_HOST)
+        return ADAG_CHAN_PLACE_HOST;
+    adag_actor_h a = dag->actors[who].actor;
+    if (a->device_kind < 0)
+        return ADAG_CHAN_PLACE_HOST;
+    return (adag_chan_place_t){a->device_kind, a->device_index};
+}
+
+static const char *endpoint_name(adag_dag_h dag, int who)
+{
+    return who < 0 ? "the driver" : dag->actors[who].actor->name;
+}
+
+/* The places of c's writer (places[0]) and readers (1 + r). */
+static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
+{
+    c->places = calloc(1 + c->nreaders, sizeof(*c->places));
+    if (!c->places)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    c->places[0] = place_of(dag, c, c->writer);
+    int dev = c->places[0].kind >= 0 ? 0 : -1; /* an endpoint on a device */
+    for (unsigned r = 0; r < c->nreaders; r++) {
+        adag_chan_place_t p = place_of(dag, c, c->readers[r]);
+        c->places[1 + r] = p;
+        if (p.kind < 0)
+            continue;
+        if (dev < 0)
+            dev = (int)(1 + r);
+        else if (c->places[dev].kind != p.kind)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_graph_compile: tensor %s goes from %s (%s:%u) to %s (%s:%u): "
+                              "a tensor cannot move between device backends; declare it with "
+                              "transport ADAG_TRANSPORT_HOST",
+                              c->name, endpoint_name(dag, dev ? c->readers[dev - 1] : c->writer),
+                              adag_device_kind_name((uint32_t)c->places[dev].kind),
+                              c->places[dev].index, endpoint_name(dag, c->readers[r]),
+                              adag_device_kind_name((uint32_t)p.kind), p.index);
+    }
+    if (dev < 0 && (c->tensor.flags & ADAG_TENSOR_DECLARED) &&
+        c->tensor.transport == ADAG_TRANSPORT_IPC)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: tensor %s is declared with transport "
+                          "ADAG_TRANSPORT_IPC, but neither its writer (%s) nor a reader is a "
+                          "device-bound actor",
+                          c->name, endpoint_name(dag, c->writer));
+    return ADAG_OK;
+}
+
+/* The backend of a channel: the one decision of a channel's kind. A value
+ * with an endpoint on a device: the device channel (IPC, async copies);
+ * read only by its writer (consecutive methods of one actor): self;
+ * otherwise the processes share a host: shm. UCX and NCCL add their cases
+ * here (placement, hints). */
 static adag_chan_kind_t choose_kind(const adag_dag_chan_t *c)
 {
+    for (unsigned i = 0; i <= c->nreaders; i++)
+        if (c->places[i].kind >= 0)
+            return ADAG_CHAN_DEVICE;
     return c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
 }
 
@@ -278,8 +336,11 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
         if ((st = add_reader(&dag->chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
             return st;
     }
-    for (unsigned c = 0; c < dag->nchans; c++)
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        if ((st = place_channel(dag, &dag->chans[c])) != ADAG_OK)
+            return st;
         dag->chans[c].kind = choose_kind(&dag->chans[c]);
+    }
     return ADAG_OK;
 }
 
@@ -289,17 +350,19 @@ static adag_status_t make_domains(adag_dag_h dag)
 {
     uint32_t *kinds = calloc(dag->nchans + 1, sizeof(*kinds));
     adag_chan_geom_t *geoms = calloc(dag->nchans + 1, sizeof(*geoms));
+    const adag_chan_place_t **places = calloc(dag->nchans + 1, sizeof(*places));
     adag_wbuf_t *descs = calloc(dag->nchans + 1, sizeof(*descs));
     adag_status_t st;
-    if (!kinds || !geoms || !descs) {
+    if (!kinds || !geoms || !places || !descs) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto out;
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
         kinds[c] = dag->chans[c].kind;
         geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity};
+        places[c] = dag->chans[c].places;
     }
-    st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, NULL, dag->nchans, descs);
+    st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
     for (unsigned c = 0; c < dag->nchans; c++) {
         if (st == ADAG_OK && descs[c].failed)
             st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
@@ -310,6 +373,7 @@ static adag_status_t make_domains(adag_dag_h dag)
 out:
     free(kinds);
     free(geoms);
+    free(places);
     free(descs);
     return st;
 }

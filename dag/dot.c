@@ -36,6 +36,31 @@ static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
     snprintf(buf, len, "\\ntensor%s%s", t[0] ? " " : "", t);
 }
 
+/* How a device channel's value reaches reader r: "cuda_ipc zero copy
+ * cuda:0 -> cuda:0", "host_ipc peer copy host:0 -> host:1", "copy in host
+ * -> cuda:1", "copy out host:2 -> host"; "" for other kinds. */
+static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsigned r)
+{
+    char w[32], rd[32];
+    adag_chan_place_t a = ch->places[0], b = ch->places[1 + r];
+    buf[0] = '\0';
+    if (ch->kind != ADAG_CHAN_DEVICE)
+        return;
+    if (a.kind >= 0)
+        snprintf(w, sizeof(w), "%s:%u", adag_device_kind_name((uint32_t)a.kind), a.index);
+    else
+        snprintf(w, sizeof(w), "host memory");
+    if (b.kind >= 0)
+        snprintf(rd, sizeof(rd), "%s:%u", adag_device_kind_name((uint32_t)b.kind), b.index);
+    else
+        snprintf(rd, sizeof(rd), "host memory");
+    const char *how = a.kind < 0 ? "async copy in" : b.kind < 0 ? "async copy out"
+                      : a.index == b.index ? "zero copy" : "peer copy";
+    snprintf(buf, len, "\\n%s%s%s %s -> %s", a.kind >= 0 && b.kind >= 0
+                                                  ? adag_device_kind_name((uint32_t)a.kind) : "",
+             a.kind >= 0 && b.kind >= 0 ? "_ipc " : "", how, w, rd);
+}
+
 static void endpoint(FILE *out, int who)
 {
     if (who < 0)
@@ -81,8 +106,10 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
             endpoint(out, ch->writer);
             fprintf(out, " -> ");
             endpoint(out, ch->readers[r]);
-            fprintf(out, " [label=\"%s\\n%s%s\"];\n", ch->name, adag_chan_kind_name(ch->kind),
-                    tensor);
+            char dev[160];
+            device_label(dev, sizeof(dev), ch, r);
+            fprintf(out, " [label=\"%s\\n%s%s%s\"];\n", ch->name, adag_chan_kind_name(ch->kind),
+                    dev, tensor);
         }
     }
     fprintf(out, "}\n");

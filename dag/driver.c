@@ -355,6 +355,7 @@ void adag_dag_free(adag_dag_h dag)
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
         free(dag->chans[c].readers);
+        free(dag->chans[c].places);
         adag_wbuf_free(&dag->chans[c].desc);
         adag_wbuf_free(&dag->chans[c].driver_info);
     }

@@ -156,6 +156,7 @@ typedef struct {
     adag_wbuf_t driver_info;   /* peer info of the driver's endpoint, if it has one */
     unsigned producer_node;    /* node that produces it (for DOT); start: none */
     adag_tensor_decl_t tensor; /* what adag_node_tensor declared of its value */
+    adag_chan_place_t *places; /* where the writer (0) and reader r (1 + r) keep values */
 } adag_dag_chan_t;
 
 typedef struct {

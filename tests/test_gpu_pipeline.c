@@ -25,6 +25,8 @@ static const adag_dtype_t every_dtype[] = {
 static adag_actor_h stage_actor(adag_runtime_h rt, adag_placement_t pl, const char *name,
                                 const char *device, int stage, int kernel_us)
 {
+    if (pl == ADAG_PLACEMENT_THREAD)
+        adag_class_register(rt, &test_gpu_stage_class); /* once; later calls say it exists */
     int init[2] = {stage, kernel_us};
     adag_actor_params_t p = h_actor_params_init("gpu_stage", pl, name, init, sizeof(init));
     p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;

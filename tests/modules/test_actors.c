@@ -7,6 +7,7 @@
 #include "test_actors.h"
 #include "shared_methods.h"
 #include "tensor_actors.h"
+#include "gpu_stage.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -316,4 +317,5 @@ const adag_class_def_t test_crashy_class = {
     .nmethods = 1,
 };
 
-ADAG_MODULE(&test_counter_class, &test_broken_class, &test_crashy_class, &test_tensor_class);
+ADAG_MODULE(&test_counter_class, &test_broken_class, &test_crashy_class, &test_tensor_class,
+            &test_gpu_stage_class);
