@@ -36,10 +36,15 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
 # The test actor classes, in libtest_actors.so (process actors) and in the test
 # programs (thread actors); shared_methods.c is compiled into adag-bench too;
-# tensor_actors.c is the "tensor" class (tests/test_tensor.c).
+# tensor_actors.c is the "tensor" class (tests/test_tensor.c), gpu_stage.c the
+# device pipeline stage (tests/test_gpu_pipeline.c).
 TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c \
                    tests/modules/gpu_stage.c
-TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
+# The device-bound actor class (tests/test_device_actor.c): in adag-tests, and
+# in a module of its own, libdevice_actors.so, for process actors.
+DEVICE_ACTOR_SRCS := tests/modules/device_actors.c
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o) \
+    $(DEVICE_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c tests/modules/shared_methods.c
@@ -47,6 +52,7 @@ BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
 EXAMPLE_MODULES := $(patsubst examples/modules/%.c,$(BUILD)/examples/lib%.so,$(wildcard examples/modules/*.c))
 
 TEST_MODULE := $(BUILD)/tests/modules/libtest_actors.so
+DEVICE_TEST_MODULE := $(BUILD)/tests/modules/libdevice_actors.so
 # modules built against another ABI (tests/modules/bad_abi.c, one per flag), and
 # the test module linked with -ladag (the worker must still bind it to its copy)
 BAD_ABI_MODULES := $(BUILD)/tests/modules/libbad_abi_newer.so $(BUILD)/tests/modules/libbad_abi_missing.so \
@@ -54,7 +60,7 @@ BAD_ABI_MODULES := $(BUILD)/tests/modules/libbad_abi_newer.so $(BUILD)/tests/mod
 LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
-    $(TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
+    $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE)
 
 # ---- CUDA ----
@@ -125,6 +131,11 @@ $(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(TEST_ACTOR_SRCS) $(LDFLAGS_BASE)
 
+$(DEVICE_TEST_MODULE): $(DEVICE_ACTOR_SRCS) tests/modules/device_actors.h include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_DEVICE_ACTORS_MODULE -shared -o $@ $(DEVICE_ACTOR_SRCS) \
+	    $(LDFLAGS_BASE)
+
 $(BAD_ABI_MODULES): $(BUILD)/tests/modules/libbad_abi_%.so: tests/modules/bad_abi.c include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DBAD_ABI_$(shell echo $* | tr a-z A-Z) -shared -o $@ $< $(LDFLAGS_BASE)
@@ -135,6 +146,7 @@ $(LINKED_TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/
 	    -Wl,-rpath,'$$ORIGIN/../..'
 
 $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' \
+    -DADAG_TEST_DEVICE_MODULE='"$(abspath $(DEVICE_TEST_MODULE))"' \
     -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DADAG_TEST_SRC_DIR='"$(abspath .)"'
 
 $(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so

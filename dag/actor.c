@@ -214,7 +214,7 @@ void adag_actor_drop(adag_actor_h a)
 
 #define ACTOR_PARAMS_KNOWN                                                                     \
     (ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |                  \
-     ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT)
+     ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE)
 
 static adag_status_t check_actor_params(const adag_actor_params_t *p)
 {
@@ -245,6 +245,9 @@ static adag_status_t check_actor_params(const adag_actor_params_t *p)
             return adag_error(ADAG_ERR_TOO_LARGE, "%s: init bytes %zu exceed %u", fn,
                               p->init_size, ADAG_MAX_INIT_SIZE);
     }
+    if ((p->field_mask & ADAG_ACTOR_PARAM_DEVICE) && !p->device)
+        return adag_error(ADAG_ERR_INVALID, "%s: device is set (ADAG_ACTOR_PARAM_DEVICE) but NULL",
+                          fn);
     return ADAG_OK;
 }
 
@@ -283,6 +286,14 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     *out = NULL;
     if ((st = check_actor_params(p)) != ADAG_OK)
         return st;
+    /* the text is checked here; whether the device exists, where it is opened */
+    adag_device_kind_t device_kind = 0;
+    unsigned device_index = 0;
+    int has_device = (p->field_mask & ADAG_ACTOR_PARAM_DEVICE) != 0;
+    if (has_device && (st = adag_device_parse(p->device, &device_kind, &device_index)) != ADAG_OK) {
+        adag_error_prefix("adag_actor_create");
+        return st;
+    }
     adag_placement_t placement =
         (p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) ? p->placement : ADAG_PLACEMENT_THREAD;
     if (p->field_mask & ADAG_ACTOR_PARAM_INIT) {
@@ -296,6 +307,8 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     a->ops = placement == ADAG_PLACEMENT_PROCESS ? &adag_placement_process : &adag_placement_thread;
     a->refs = 1;
     a->live = 1;
+    a->device_kind = has_device ? (int32_t)device_kind : -1;
+    a->device_index = device_index;
     adag_list_init(&a->link);
     snprintf(a->class_name, sizeof(a->class_name), "%s", p->class_name);
     if ((st = list_new_actor(rt, a, p)) != ADAG_OK) {

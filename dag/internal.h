@@ -103,6 +103,11 @@ struct adag_actor {
     adag_method_info_t *methods;
     unsigned nmethods;
     unsigned ncpus;            /* CPUs its loops may run on (decides its wait policy) */
+    /* Its device (adag_actor_params_t.device) as the driver knows it: the
+     * backend (adag_device_kind_t), -1 for a host actor, and the index. The
+     * device is opened where the actor's code runs (the placement's). */
+    int32_t device_kind;
+    unsigned device_index;
     int refs;                  /* memory: user handle + graphs + DAGs; under rt->lock */
     int live;                  /* running: user handle + DAGs; under rt->lock */
     int user_destroyed;        /* the user gave up the handle */

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/value.h"
 
 #include <stdarg.h>
@@ -11,11 +12,7 @@
 #include <string.h>
 
 
-/* A failing adag_call_* on a valid call: remembered so that a method that
- * passes the status on reports this message, not just the code. */
-static adag_status_t call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
-    ADAG_PRINTF(3, 4);
-static adag_status_t call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
+adag_status_t adag_call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -24,7 +21,7 @@ static adag_status_t call_error(adag_call_h call, adag_status_t st, const char *
     return adag_error(st, "%s", call->call_err);
 }
 
-static const char *method_name(const adag_call_h call)
+const char *adag_call_method_name(adag_call_h call)
 {
     return call->loop->methods[call->op->method].name;
 }
@@ -36,10 +33,10 @@ adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value)
     if (!call || !value)
         return adag_error(ADAG_ERR_INVALID, "adag_call_arg: call and value must not be NULL");
     if (i >= call->op->nargs)
-        return call_error(call, ADAG_ERR_INVALID,
+        return adag_call_error(call, ADAG_ERR_INVALID,
                           "actor %s.%s: adag_call_arg: argument %u does not exist (the method "
                           "takes %u)",
-                          call->loop->actor_name, method_name(call), i, call->op->nargs);
+                          call->loop->actor_name, adag_call_method_name(call), i, call->op->nargs);
     *value = adag_value_from_view(&call->args[i]);
     return ADAG_OK;
 }
@@ -53,10 +50,10 @@ static adag_status_t refuse_undeclared(adag_call_h call, const char *fn, unsigne
     char want[160], got[160];
     adag_tensor_decl_format(want, sizeof(want), &pc->tensor);
     adag_tensor_format(got, sizeof(got), dtype, ndim, shape);
-    adag_status_t st = call_error(call, ADAG_ERR_INVALID,
+    adag_status_t st = adag_call_error(call, ADAG_ERR_INVALID,
                                   "actor %s.%s: %s: return %u (channel %s) is declared %s, "
                                   "given %s",
-                                  call->loop->actor_name, method_name(call), fn, i, pc->name,
+                                  call->loop->actor_name, adag_call_method_name(call), fn, i, pc->name,
                                   want, got);
     if (call->fail_status == ADAG_OK) {
         snprintf(call->msg, sizeof(call->msg), "%s", call->call_err);
@@ -76,7 +73,7 @@ static adag_status_t give_output(adag_call_h call, unsigned i, size_t size, cons
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: return %u (channel %s) is %s%zu bytes, larger than the slot "
                  "capacity of %zu bytes",
-                 call->loop->actor_name, method_name(call), i, pc->name, what, size, cap);
+                 call->loop->actor_name, adag_call_method_name(call), i, pc->name, what, size, cap);
         call->fail_status = ADAG_ERR_TOO_LARGE;
         *buf = NULL;
         return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
@@ -92,10 +89,11 @@ adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void *
     if (!call || !buf)
         return adag_error(ADAG_ERR_INVALID, "adag_call_output: call and buf must not be NULL");
     if (i >= call->op->nrets)
-        return call_error(call, ADAG_ERR_INVALID,
-                          "actor %s.%s: adag_call_output: return %u does not exist (the method "
-                          "has %u)",
-                          call->loop->actor_name, method_name(call), i, call->op->nrets);
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: adag_call_output: return %u does not exist (the "
+                               "method has %u)",
+                               call->loop->actor_name, adag_call_method_name(call), i,
+                               call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
     if (pc->tensor.flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)) {
         *buf = NULL;
@@ -116,15 +114,15 @@ adag_status_t adag_call_output_tensor(adag_call_h call, unsigned i, adag_dtype_t
         return adag_error(ADAG_ERR_INVALID, "%s: call, shape and buf must not be NULL", fn);
     *buf = NULL;
     if (i >= call->op->nrets)
-        return call_error(call, ADAG_ERR_INVALID,
+        return adag_call_error(call, ADAG_ERR_INVALID,
                           "actor %s.%s: %s: return %u does not exist (the method has %u)",
-                          call->loop->actor_name, method_name(call), fn, i, call->op->nrets);
+                          call->loop->actor_name, adag_call_method_name(call), fn, i, call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
     adag_tensor_check_t c = adag_tensor_bytes((uint32_t)dtype, ndim, shape, &size, why,
                                               sizeof(why));
     if (c == ADAG_TENSOR_BAD)
-        return call_error(call, ADAG_ERR_INVALID, "actor %s.%s: %s: return %u (channel %s): %s",
-                          call->loop->actor_name, method_name(call), fn, i, pc->name, why);
+        return adag_call_error(call, ADAG_ERR_INVALID, "actor %s.%s: %s: return %u (channel %s): %s",
+                          call->loop->actor_name, adag_call_method_name(call), fn, i, pc->name, why);
     if (!adag_tensor_decl_allows(&pc->tensor, (uint32_t)dtype, ndim, shape))
         return refuse_undeclared(call, fn, i, pc, (uint32_t)dtype, ndim, shape);
     adag_tensor_format(what, sizeof(what) - 2, (uint32_t)dtype, ndim, shape);
@@ -133,7 +131,7 @@ adag_status_t adag_call_output_tensor(adag_call_h call, unsigned i, adag_dtype_t
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: return %u (channel %s): %s, far larger than the slot "
                  "capacity of %zu bytes",
-                 call->loop->actor_name, method_name(call), i, pc->name, why,
+                 call->loop->actor_name, adag_call_method_name(call), i, pc->name, why,
                  call->loop->chans[call->op->rets[i]]->capacity);
         call->fail_status = ADAG_ERR_TOO_LARGE;
         return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
@@ -153,9 +151,9 @@ adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *dat
 {
     void *buf;
     if (size && call && !data)
-        return call_error(call, ADAG_ERR_INVALID,
-                          "actor %s.%s: adag_call_set_output: data is NULL for %zu bytes",
-                          call->loop->actor_name, method_name(call), size);
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: adag_call_set_output: data is NULL for %zu bytes",
+                               call->loop->actor_name, adag_call_method_name(call), size);
     adag_status_t st = adag_call_output(call, i, size, &buf);
     if (st == ADAG_OK && size)
         memcpy(buf, data, size);
@@ -173,7 +171,7 @@ adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...)
     va_end(ap);
     if (call->fail_status == ADAG_OK) {
         snprintf(call->msg, sizeof(call->msg), "actor %s.%s: %s", call->loop->actor_name,
-                 method_name(call), text);
+                 adag_call_method_name(call), text);
         call->fail_status = ADAG_ERR_METHOD;
     }
     return ADAG_ERR_METHOD;
@@ -294,6 +292,25 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
                       loop->actor_name, op->kind);
 }
 
+/* A device-bound actor's loop ends after the work its methods enqueued:
+ * that work may read the slots of this DAG, which are unmapped once the
+ * loop is gone. Bounded by the teardown timeout; past it, said. */
+static void drain_device(adag_loop_t *loop)
+{
+    const adag_chan_device_t *d = loop->actor.device;
+    if (!d)
+        return;
+    int64_t deadline = adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+    adag_dev_stream_t *streams[2] = {d->compute, d->comm};
+    for (unsigned i = 0; i < 2; i++) {
+        if (d->dev->ops->stream_sync(streams[i], deadline) != ADAG_OK) {
+            ADAG_LOG_ERROR("actor %s: loop of DAG %s ends with device work still running: %s",
+                           loop->actor_name, loop->prog.dag_name, adag_last_error());
+            return;
+        }
+    }
+}
+
 static void *loop_main(void *arg)
 {
     adag_loop_t *loop = arg;
@@ -315,7 +332,7 @@ static void *loop_main(void *arg)
     for (uint64_t seq = 0; st == ADAG_OK; seq++) {
         /* an aborted DAG abandons executions already queued in its channels */
         if (adag_ctx_aborted(loop->ctx))
-            return NULL;
+            goto out;
         if (loop->prog.start_chan != ADAG_PROG_NO_CHAN)
             st = adag_chan_wait(loop->chans[loop->prog.start_chan], seq, ADAG_FOREVER, &start);
         for (uint32_t i = 0; i < loop->prog.nops && st == ADAG_OK; i++)
@@ -326,6 +343,8 @@ static void *loop_main(void *arg)
     }
     if (st != ADAG_ERR_CLOSED && loop->on_fatal)
         loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
+out:
+    drain_device(loop);
     return NULL;
 }
 

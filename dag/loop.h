@@ -53,6 +53,15 @@ struct adag_call {
                                          method then returns an error) */
 };
 
+/* A failing adag_call_* on a valid call (dag/loop.c, dag/call_device.c):
+ * records the message in call->call_err, so that a method that passes the
+ * status on reports it rather than just the code, and as this thread's
+ * last error. Returns st. */
+adag_status_t adag_call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
+    ADAG_PRINTF(3, 4);
+/* The name of the method the call runs. */
+const char *adag_call_method_name(adag_call_h call);
+
 /* Called (from the loop thread) when the loop meets a failure it cannot pass
  * on in a slot; the loop then stops. */
 typedef void (*adag_loop_fatal_fn)(void *ctx, adag_status_t status, const char *msg);

@@ -1,7 +1,9 @@
 /*
  * Process actors: one adag-worker per actor, spawned by the runtime's
  * monitor thread, spoken to over a Unix socket with the control protocol
- * (transport/protocol.h), watched through its pidfd.
+ * (transport/protocol.h), watched through its pidfd. A device-bound
+ * actor's device is named in CREATE_ACTOR and opened by the worker, where
+ * its code runs (dag/worker.c); the driver only checked the text.
  *
  * Locks: ctl_lock makes one request at a time (held from its send to its
  * reply); send_lock makes one frame at a time and is a leaf (nothing is
@@ -19,6 +21,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -177,7 +180,11 @@ static adag_status_t create_worker_actor(adag_actor_h a, const char *module, ada
     adag_blob_t body;
     adag_msg_method_t *m = NULL;
     unsigned n = 0;
-    adag_msg_encode_create(&wb, module, a->class_name, a->name, init);
+    char device[ADAG_DEVICE_SPEC_MAX] = ""; /* the worker opens it */
+    if (a->device_kind >= 0)
+        snprintf(device, sizeof(device), "%s:%u", adag_device_kind_name((uint32_t)a->device_kind),
+                 a->device_index);
+    adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init);
     adag_status_t st = request(a, ADAG_MSG_CREATE_ACTOR, &wb, control_deadline(), &reply, &body);
     adag_wbuf_free(&wb);
     if (st != ADAG_OK)

@@ -2,8 +2,14 @@
  * Thread actors: the state lives in the driver and each DAG's loop is a
  * thread of the driver, sharing the driver's DAG context (one abort word,
  * one set of domains). Every step runs at once; nothing can die alone.
+ * A device-bound one opens its device in the driver: init runs in
+ * adag_actor_create's thread, bound to it; fini in the thread that stops
+ * the actor, bound to it too (dag/actor_device.h).
  */
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/settings.h"
+#include "dag/actor_device.h"
 #include "dag/internal.h"
 
 #include <sched.h>
@@ -14,6 +20,8 @@ typedef struct {
     const adag_class_def_t *def;
     void *state;
     pthread_mutex_t call_lock; /* methods of one actor never run concurrently, across DAGs */
+    adag_actor_device_t *device; /* NULL: a host actor */
+    int leaked;                /* its device work outlived teardown: state and device are kept */
 } thread_actor_t;
 
 static thread_actor_t *thr_of(adag_actor_h a)
@@ -55,6 +63,15 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     memcpy(a->methods, e->methods, a->nmethods * sizeof(*a->methods));
     cpu_set_t cpus;
     a->ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
+    /* binds this thread, which runs init */
+    if (a->device_kind >= 0) {
+        adag_status_t st = adag_actor_device_open((adag_device_kind_t)a->device_kind,
+                                                  a->device_index, &t->device);
+        if (st != ADAG_OK) {
+            adag_error_prefix("actor %s", a->name);
+            return st;
+        }
+    }
     if (e->def.init) {
         adag_status_t st = e->def.init(t->state, init.data, init.len);
         if (st != ADAG_OK) {
@@ -86,7 +103,14 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             return st;
         da->prepared = 1;
         adag_wbuf_free(&da->infos);
-        adag_loop_actor_t la = {t->state, &t->call_lock, a->methods, a->nmethods, a->name, NULL};
+        adag_loop_actor_t la = {
+            .state = t->state,
+            .call_lock = &t->call_lock,
+            .methods = a->methods,
+            .nmethods = a->nmethods,
+            .name = a->name,
+            .device = t->device ? &t->device->chan : NULL,
+        };
         st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;
         da->loop.fatal_ctx = dag;
@@ -104,11 +128,21 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
     return adag_error(ADAG_ERR_INTERNAL, "actor %s: unknown step %d", a->name, (int)step);
 }
 
+static int64_t teardown_deadline(void)
+{
+    return adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+}
+
+/* fini, between the device's drain and its close (dag/actor_device.h). */
 static void thread_stop(adag_actor_h a)
 {
     thread_actor_t *t = thr_of(a);
-    if (t && t->def && t->def->fini)
-        t->def->fini(t->state);
+    if (!t)
+        return;
+    void (*fini)(void *) = t->def ? t->def->fini : NULL;
+    if (adag_actor_device_stop(t->device, a->name, teardown_deadline(), fini, t->state) != ADAG_OK)
+        t->leaked = 1; /* logged there */
+    t->device = NULL;
 }
 
 static void thread_free(adag_actor_h a)
@@ -116,6 +150,11 @@ static void thread_free(adag_actor_h a)
     thread_actor_t *t = thr_of(a);
     if (!t)
         return;
+    /* a failed creation (init may have enqueued work) */
+    if (t->device && adag_actor_device_close(t->device, a->name, teardown_deadline()) != ADAG_OK)
+        t->leaked = 1;
+    if (t->leaked)
+        return; /* the state and the call lock stay: device work may still use the state */
     pthread_mutex_destroy(&t->call_lock);
     free(t->state);
     free(t);

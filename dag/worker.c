@@ -3,6 +3,8 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
+#include "dag/actor_device.h"
 #include "dag/class.h"
 #include "dag/internal.h"
 #include "transport/protocol.h"
@@ -36,6 +38,7 @@ typedef struct {
     unsigned nmethods;
     pthread_mutex_t call_lock;
     worker_dag_t *dags;
+    adag_actor_device_t *device; /* a device-bound actor's, opened here; NULL: none */
 } worker_t;
 
 static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const adag_wbuf_t *body)
@@ -78,6 +81,11 @@ static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *
     return ADAG_OK;
 }
 
+static int64_t teardown_deadline(void)
+{
+    return adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+}
+
 static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
 {
     static adag_msg_create_t req; /* PATH_MAX: not on the stack */
@@ -85,6 +93,9 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     void *handle = NULL, *state = NULL;
     const adag_class_def_t *def = NULL;
     adag_method_info_t *methods = NULL;
+    adag_actor_device_t *device = NULL;
+    adag_device_kind_t kind;
+    unsigned index;
     int init_ran = 0;
     adag_status_t st;
 
@@ -96,6 +107,9 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     const void *init_data = req.init.data;
     size_t init_size = req.init.len;
     snprintf(w->name, sizeof(w->name), "%s", req.actor);
+    /* the driver checked the text; the device is looked for here */
+    if (req.device[0] && (st = adag_device_parse(req.device, &kind, &index)) != ADAG_OK)
+        return st;
 
     /* load, check the ABI, find and validate the class: dag/class.c */
     if ((st = adag_module_load(module, class_name, &handle, &def)) != ADAG_OK)
@@ -108,6 +122,9 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
                         class_name);
         goto fail;
     }
+    /* binds this thread, which runs init (and fini) */
+    if (req.device[0] && (st = adag_actor_device_open(kind, index, &device)) != ADAG_OK)
+        goto fail;
     if (def->init) {
         init_ran = 1;
         st = def->init(state, init_data, init_size);
@@ -123,6 +140,7 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     w->methods = methods;
     w->nmethods = def->nmethods;
     w->state = state;
+    w->device = device;
     adag_msg_method_t *mt = calloc(w->nmethods, sizeof(*mt));
     if (!mt)
         return adag_error(ADAG_ERR_NO_MEMORY, "worker: method table");
@@ -135,7 +153,9 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     free(mt);
     return ADAG_OK;
 fail:
-    free(state);
+    /* init may have enqueued work: a device whose work does not end is left */
+    if (adag_actor_device_close(device, w->name, teardown_deadline()) == ADAG_OK)
+        free(state);
     free(methods);
     if (!init_ran) /* an init that ran may have left threads or handlers in the module */
         dlclose(handle);
@@ -203,7 +223,14 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         adag_program_free(&prog);
         goto fail;
     }
-    adag_loop_actor_t la = {w->state, &w->call_lock, w->methods, w->nmethods, w->name, NULL};
+    adag_loop_actor_t la = {
+        .state = w->state,
+        .call_lock = &w->call_lock,
+        .methods = w->methods,
+        .nmethods = w->nmethods,
+        .name = w->name,
+        .device = w->device ? &w->device->chan : NULL,
+    };
     st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)
         goto fail;
@@ -324,8 +351,11 @@ int adag_worker_main(int argc, char **argv)
                     w.dags = d->next;
                     dag_free(d);
                 }
-                if (w.def && w.def->fini)
-                    w.def->fini(w.state);
+                /* drain, fini, close (dag/actor_device.h); what does not
+                 * end in time is logged and left: the process exits */
+                (void)adag_actor_device_stop(w.device, w.name, teardown_deadline(),
+                                             w.def ? w.def->fini : NULL, w.state);
+                w.device = NULL;
                 st = ADAG_OK;
                 shutdown = 1;
                 break;

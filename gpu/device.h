@@ -126,6 +126,7 @@ struct adag_device_ops {
     adag_status_t (*event_import)(adag_device_t *dev, adag_dev_handle_t *h,
                                   adag_dev_event_t **ev);
 
+    /* (host: dev NULL gives the streams of all its devices in this process) */
     void (*counts)(adag_device_t *dev, adag_device_counts_t *c);
 };
 
@@ -134,5 +135,17 @@ const adag_device_ops_t *adag_device_backend(uint32_t kind);
 const char *adag_device_kind_name(uint32_t kind);
 /* Closes the fds a handle still holds (an importer's, after a failure). */
 void adag_dev_handle_close(adag_dev_handle_t *h);
+
+/* Device specs, "<backend>:<index>" (adag_actor_params_t.device): at most
+ * ADAG_DEVICE_SPEC_MAX - 1 bytes, the index decimal digits up to
+ * ADAG_DEVICE_INDEX_MAX (so that ADAG_DEVICE_GPU(index) fits an int32). */
+#define ADAG_DEVICE_SPEC_MAX 64
+#define ADAG_DEVICE_INDEX_MAX (INT32_MAX - 1)
+/* The backend named `name` ("host", "cuda"); NULL if none. */
+const adag_device_ops_t *adag_device_backend_named(const char *name);
+/* Parses a spec: ADAG_ERR_INVALID for malformed text, ADAG_ERR_NOT_FOUND
+ * for an unknown backend (listing the known ones); the message quotes the
+ * spec. Whether the device exists here is for the backend's probe. */
+adag_status_t adag_device_parse(const char *spec, adag_device_kind_t *kind, unsigned *index);
 
 #endif

@@ -44,6 +44,9 @@ typedef struct {
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
 } host_dev_t;
 
+/* Streams of every host device of the process (counts(NULL, ...)). */
+static _Atomic uint64_t process_streams;
+
 static host_dev_t *dev_of(adag_device_t *d)
 {
     return (host_dev_t *)d;
@@ -540,6 +543,7 @@ static adag_status_t host_stream_create(adag_device_t *d, adag_dev_stream_t **ou
         return adag_error_errno(err, "host device %u: stream thread", d->index);
     }
     atomic_fetch_add(&dev_of(d)->streams, 1);
+    atomic_fetch_add(&process_streams, 1);
     *out = s;
     return ADAG_OK;
 }
@@ -555,6 +559,7 @@ static void host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
     pthread_mutex_destroy(&s->lock);
     free(s);
     atomic_fetch_sub(&dev_of(d)->streams, 1);
+    atomic_fetch_sub(&process_streams, 1);
 }
 
 static adag_status_t host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
@@ -664,8 +669,13 @@ static adag_status_t host_bind_thread(adag_device_t *d)
     return ADAG_OK;
 }
 
+/* d NULL: the streams of every host device of this process (the rest 0). */
 static void host_counts(adag_device_t *d, adag_device_counts_t *c)
 {
+    if (!d) {
+        *c = (adag_device_counts_t){.streams = atomic_load(&process_streams)};
+        return;
+    }
     host_dev_t *h = dev_of(d);
     c->mem = atomic_load(&h->mem);
     c->host_mem = atomic_load(&h->host_mem);

@@ -259,7 +259,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_runtime_params_t, field_mask, 0);
     PIN_AT(adag_runtime_params_t, worker_path, 8);
 
-    PIN_SIZE(adag_actor_params_t, 56);
+    PIN_SIZE(adag_actor_params_t, 64);
     PIN_AT(adag_actor_params_t, field_mask, 0);
     PIN_AT(adag_actor_params_t, class_name, 8);
     PIN_AT(adag_actor_params_t, name, 16);
@@ -267,6 +267,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_params_t, placement, 32);
     PIN_AT(adag_actor_params_t, init_data, 40);
     PIN_AT(adag_actor_params_t, init_size, 48);
+    PIN_AT(adag_actor_params_t, device, 56);
 
     PIN_SIZE(adag_compile_params_t, 48);
     PIN_AT(adag_compile_params_t, field_mask, 0);

@@ -54,7 +54,7 @@ static adag_status_t dec_hello(const adag_ctl_msg_t *msg, int check)
 
 static void enc_create(adag_wbuf_t *b)
 {
-    adag_msg_encode_create(b, "/lib/libx.so", "Stage", "stage1",
+    adag_msg_encode_create(b, "/lib/libx.so", "Stage", "stage1", "cuda:1",
                            (adag_blob_t){init_bytes, sizeof(init_bytes)});
 }
 
@@ -66,6 +66,7 @@ static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
         cr_assert_str_eq(m.module, "/lib/libx.so");
         cr_assert_str_eq(m.class_name, "Stage");
         cr_assert_str_eq(m.actor, "stage1");
+        cr_assert_str_eq(m.device, "cuda:1");
         cr_assert(blob_is(m.init, init_bytes, sizeof(init_bytes)));
     }
     return st;
@@ -269,14 +270,21 @@ Test(protocol, bounds_are_enforced)
     memset(longname, 'n', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
     adag_msg_create_t c;
-    for (int which = 0; which < 3; which++) {
+    for (int which = 0; which < 4; which++) {
         adag_msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
-                               which == 2 ? longname : "a", (adag_blob_t){NULL, 0});
+                               which == 2 ? longname : "a", which == 3 ? longname : "host:0",
+                               (adag_blob_t){NULL, 0});
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
         cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);
         assert_names(ADAG_MSG_CREATE_ACTOR, "malformed");
         adag_wbuf_free(&b);
     }
+    /* an actor without a device: NULL travels as "" */
+    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0});
+    m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
+    cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_OK, "%s", adag_last_error());
+    cr_assert_str_eq(c.device, "");
+    adag_wbuf_free(&b);
     /* HELLO's reply: round trip, prefixes, no CPUs */
     adag_msg_hello_reply_t hr = {ADAG_PROTOCOL_VERSION, 1234, 8}, hout;
     adag_msg_encode_hello_reply(&b, &hr);

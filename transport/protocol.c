@@ -70,11 +70,12 @@ void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m
 }
 
 void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
-                            const char *actor, adag_blob_t init)
+                            const char *actor, const char *device, adag_blob_t init)
 {
     adag_wbuf_str(b, module);
     adag_wbuf_str(b, class_name);
     adag_wbuf_str(b, actor);
+    adag_wbuf_str(b, device ? device : "");
     adag_wbuf_bytes(b, init.data, init.len);
 }
 
@@ -160,6 +161,7 @@ adag_status_t adag_msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_
     adag_rbuf_str(&rb, m->module, sizeof(m->module));
     adag_rbuf_str(&rb, m->class_name, sizeof(m->class_name));
     adag_rbuf_str(&rb, m->actor, sizeof(m->actor));
+    adag_rbuf_str(&rb, m->device, sizeof(m->device));
     m->init = read_blob(&rb);
     return finish(msg, ADAG_MSG_CREATE_ACTOR, &rb);
 }

@@ -8,7 +8,9 @@
  *
  * A session: the driver sends HELLO {magic, version, token} first and the
  * worker answers with its version, pid and CPU count (a worker speaking
- * another version refuses and exits). Then CREATE_ACTOR once, and per DAG
+ * another version refuses and exits). Then CREATE_ACTOR once (module,
+ * class, actor name, device, init bytes: the worker opens the device and
+ * runs init on a thread bound to it), and per DAG
  * PREPARE_DAG (program + the channel domains to attach, with their fds;
  * the reply carries each endpoint's peer info) -> CONNECT_DAG (every peer
  * info of every channel) -> START_DAG, each sent to all of the DAG's
@@ -30,7 +32,7 @@
 #include <stdint.h>
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
-#define ADAG_PROTOCOL_VERSION 2u
+#define ADAG_PROTOCOL_VERSION 3u /* 3: CREATE_ACTOR carries the actor's device */
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -78,6 +80,7 @@ typedef struct {
     char module[PATH_MAX];
     char class_name[ADAG_MAX_NAME];
     char actor[ADAG_MAX_NAME];
+    char device[ADAG_DEVICE_SPEC_MAX]; /* "<backend>:<index>", "" for none */
     adag_blob_t init;
 } adag_msg_create_t;
 
@@ -110,8 +113,9 @@ typedef struct {
 
 void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
 void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
+/* device: "<backend>:<index>", or NULL / "" for none */
 void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
-                            const char *actor, adag_blob_t init);
+                            const char *actor, const char *device, adag_blob_t init);
 void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n);
 void adag_msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m);
 void adag_msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m);

@@ -152,7 +152,8 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
         CHECK(terminated(m.module, sizeof(m.module)));
         CHECK(terminated(m.class_name, sizeof(m.class_name)));
         CHECK(terminated(m.actor, sizeof(m.actor)) && inside(m.init, msg));
-        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.init);
+        CHECK(terminated(m.device, sizeof(m.device)));
+        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init);
         check_canonical(msg, &b);
         return;
     }

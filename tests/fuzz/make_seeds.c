@@ -250,7 +250,7 @@ static void control_seeds(const adag_wbuf_t *program)
                                                       {"token", 5}});
     adag_msg_encode_hello_reply(&hello_reply,
                                 &(adag_msg_hello_reply_t){ADAG_PROTOCOL_VERSION, 4242, 2});
-    adag_msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1",
+    adag_msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1", "cuda:0",
                            (adag_blob_t){"\x01\x02\x03\x04", 4});
     const adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}};
     adag_msg_encode_methods(&methods, ms, 2);

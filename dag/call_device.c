@@ -1,0 +1,55 @@
+/*
+ * The adag_call_* functions of device-bound actors: which device, its
+ * compute stream, and work enqueued there in stream order (the emulated
+ * device's "kernels"). A method enqueues and returns; the loop goes on to
+ * the next operation while the stream runs the work.
+ */
+#include "common/error.h"
+#include "dag/loop.h"
+#include "gpu/device.h"
+
+int32_t adag_call_device(adag_call_h call)
+{
+    if (!call || !call->loop->actor.device)
+        return ADAG_DEVICE_HOST;
+    return ADAG_DEVICE_GPU(call->loop->actor.device->dev->index);
+}
+
+void *adag_call_stream(adag_call_h call)
+{
+    if (!call || !call->loop->actor.device)
+        return NULL;
+    const adag_chan_device_t *d = call->loop->actor.device;
+    return d->dev->ops->stream_native(d->compute);
+}
+
+adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args), const void *args,
+                                size_t size)
+{
+    if (!call)
+        return adag_error(ADAG_ERR_INVALID, "adag_call_enqueue: call is NULL");
+    const char *actor = call->loop->actor_name, *method = adag_call_method_name(call);
+    const adag_chan_device_t *d = call->loop->actor.device;
+    if (!d)
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: adag_call_enqueue: the actor has no device "
+                               "(adag_actor_params_t.device)",
+                               actor, method);
+    if (!fn)
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: adag_call_enqueue: fn is NULL", actor, method);
+    if (size > ADAG_DEVICE_ARGS_MAX)
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: adag_call_enqueue: %zu bytes of arguments, at most "
+                               "%d",
+                               actor, method, size, ADAG_DEVICE_ARGS_MAX);
+    if (size && !args)
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: adag_call_enqueue: args is NULL for %zu bytes", actor,
+                               method, size);
+    adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
+    if (st != ADAG_OK)
+        return adag_call_error(call, st, "actor %s.%s: adag_call_enqueue: %s", actor, method,
+                               adag_last_error());
+    return ADAG_OK;
+}
