@@ -300,9 +300,10 @@ FUZZ_CORPUS ?= tests/fuzz/corpus
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
     -O1 -g $(FUZZ_SAN) -I include -I .
-# what the decoders link against: wire, control, protocol, the channel backends,
-# the program and the DAG context (domain import), errors and settings
-FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c) \
+# what the decoders link against: wire, control, protocol, the channel backends
+# (the device channel uses the device backends), the program and the DAG
+# context (domain import), errors and settings
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c gpu/*.c) \
     dag/program.c dag/context.c)
 FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h tests/fuzz/*.h)
 

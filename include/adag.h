@@ -248,14 +248,18 @@ ADAG_API adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t 
  * of return value i (zero-copy write). Calling it again for the same i
  * resizes. Fails with ADAG_ERR_TOO_LARGE if size exceeds the slot capacity;
  * the execution then fails with that status. Every return value must be
- * given a buffer (size 0 is fine) before the method returns ADAG_OK. */
+ * given a buffer (size 0 is fine) before the method returns ADAG_OK. The
+ * value is bytes (after an adag_call_output_tensor for the same i, too); a
+ * return declared with a static dtype or shape (adag_node_tensor) refuses
+ * bytes with ADAG_ERR_INVALID, and the execution fails. */
 ADAG_API adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void **buf);
 
 /* Inside a method: like adag_call_output, for a tensor: dtype, ndim
  * (0..ADAG_MAX_DIMS) and shape[0..ndim) (each >= 0) give its size, which
  * must fit the slot (else ADAG_ERR_TOO_LARGE, as above). If the return was
  * declared a tensor with a static dtype or shape (adag_node_tensor), these
- * must match it (ADAG_ERR_INVALID naming both). *buf is in the memory the
+ * must match it (ADAG_ERR_INVALID naming both; the execution then fails with
+ * ADAG_ERR_METHOD whatever the method does next). *buf is in the memory the
  * return lives in: device memory of the actor's device when the node was
  * declared a tensor and the actor has a device (adag_call_device), host
  * memory otherwise. */
@@ -537,7 +541,10 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  * result: get and release refuse it). Only taking the next ref is done one
  * thread at a time, briefly; no lock is held across any wait.
  * adag_dag_destroy waits for reservations of other threads to be committed
- * or cancelled, and drops those of the calling thread. */
+ * or cancelled, and drops those of the calling thread. Zero-copy inputs are
+ * bytes: on a DAG with an input field declared with a static dtype or shape
+ * (adag_node_tensor), reserve and prepare fail with ADAG_ERR_INVALID; send
+ * tensors with adag_dag_execute. */
 ADAG_API adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers,
                                         unsigned n, adag_ref_t *ref);
 ADAG_API adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const size_t *sizes,

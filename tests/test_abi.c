@@ -563,10 +563,27 @@ ATEST(value_fields_checked_by_execute)
     adag_ref_t ref;
     adag_value_t v;
 
+    /* a tensor needs a tensor dtype and a shape whose bytes are its size
+     * (tests/test_tensor_checks.c has every case); a host tensor is accepted */
     v = h_i64v(&x);
     v.kind = ADAG_VALUE_TENSOR;
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("tensor values come with the GPU layer");
+    ASSERT_MSG_HAS("input 0: a tensor whose dtype 0 (bytes) is not a tensor dtype");
+    v.dtype = ADAG_DTYPE_I64;
+    v.ndim = 1;
+    v.shape[0] = 2;
+    ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("size is 8 bytes but a i64[2] tensor is 16 bytes");
+    v.shape[0] = 1;
+    v.device = ADAG_DEVICE_GPU(0);
+    ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("a tensor on device 1");
+    v.device = ADAG_DEVICE_HOST;
+    adag_value_t got;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    ASSERT_OK(adag_dag_get(dag, ref, &got, 1, 10000));
+    cr_assert_eq(h_val_i64(got), 5); /* add read the i64[1] tensor's 8 bytes */
+    ASSERT_OK(adag_dag_release(dag, ref));
     v = h_i64v(&x);
     v.kind = (adag_value_kind_t)7;
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);

@@ -147,12 +147,16 @@ static adag_dag_h four_stages(adag_runtime_h rt, adag_placement_t pl, adag_actor
                               unsigned inflight)
 {
     static const char *devs[4] = {"host:0", "host:0", "host:1", "host:2"};
+    /* kernels that take time, so that work the runtime failed to order
+     * (a reader before its writer's kernel, a writer over a slot a reader's
+     * kernel still reads) shows as wrong elements */
+    static const int kernel_us[4] = {100, 300, 0, 100};
     adag_graph_h g;
     adag_node_h x, y, info = NULL;
     for (int s = 0; s < 4; s++) {
         char name[16];
         snprintf(name, sizeof(name), "s%d", s + 1);
-        a[s] = stage_actor(rt, pl, name, devs[s], s + 1, 0);
+        a[s] = stage_actor(rt, pl, name, devs[s], s + 1, kernel_us[s]);
     }
     ASSERT_OK(adag_graph_create(rt, &g));
     ASSERT_OK(adag_graph_input(g, 0, &x));

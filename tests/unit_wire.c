@@ -39,6 +39,9 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
     chans[1].kind = ADAG_CHAN_SELF;
     chans[1].reader = -1;
+    chans[1].tensor = (adag_tensor_decl_t){
+        .flags = ADAG_TENSOR_DECL_KNOWN, .dtype = ADAG_DTYPE_BF16, .ndim = 2,
+        .transport = ADAG_TRANSPORT_HOST, .shape = {4, 8}};
     p->nops = 1;
     p->ops = ops;
     ops[0].kind = ADAG_OP_CALL;
@@ -66,8 +69,44 @@ Test(wire, program_roundtrip, .timeout = 30)
     cr_assert_eq(memcmp(d.data, sample_descs, 8), 0);
     cr_assert_eq(q.ops[0].kind, ADAG_OP_CALL);
     cr_assert_eq(q.ops[0].rets[0], 1);
+    cr_assert_eq(memcmp(&q.chans[1].tensor, &chans[1].tensor, sizeof(chans[1].tensor)), 0,
+                 "the tensor declaration changed on the way");
+    cr_assert_eq(q.chans[0].tensor.flags, 0);
+    adag_program_t c;
+    cr_assert_eq(adag_program_copy(&c, &q), ADAG_OK);
+    cr_assert_eq(memcmp(&c.chans[1].tensor, &chans[1].tensor, sizeof(chans[1].tensor)), 0);
+    adag_program_free(&c);
     adag_program_free(&q);
     adag_wbuf_free(&wb);
+}
+
+/* A tensor declaration a peer sends is checked like adag_node_tensor's:
+ * unknown flags, dtypes, transports, ndim > 8, negative dimensions and
+ * fields set without their flag are malformed. */
+Test(wire, program_rejects_bad_tensor_declarations, .timeout = 30)
+{
+    adag_program_t p, q;
+    adag_prog_chan_t chans[2];
+    adag_prog_op_t ops[1];
+    for (int i = 0; i < 8; i++) {
+        sample_program(&p, chans, ops);
+        adag_tensor_decl_t *t = &chans[1].tensor;
+        switch (i) {
+        case 0: t->flags |= 1u << 5; break;
+        case 1: t->dtype = ADAG_DTYPE_BYTES; break;
+        case 2: t->dtype = 11; break;
+        case 3: t->transport = 3; break;
+        case 4: t->ndim = 9; break;
+        case 5: t->shape[1] = -8; break;
+        case 6: t->flags = ADAG_TENSOR_DECLARED; break; /* a dtype and shape, not static */
+        case 7: t->flags &= ~(uint32_t)ADAG_TENSOR_DECLARED; break;
+        }
+        adag_wbuf_t wb = {0};
+        adag_program_encode(&p, &wb);
+        adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+        cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL, "case %d accepted", i);
+        adag_wbuf_free(&wb);
+    }
 }
 
 Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60)
@@ -105,6 +144,7 @@ Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60
             for (uint32_t c = 0; c < q.nchans; c++) {
                 cr_assert_leq(q.chans[c].desc_off + (uint64_t)q.chans[c].desc_len, q.descs_len);
                 cr_assert(adag_chan_backend(q.chans[c].kind) != NULL);
+                cr_assert(adag_tensor_decl_valid(&q.chans[c].tensor));
             }
             for (uint32_t i = 0; i < q.nops; i++)
                 cr_assert_eq(q.ops[i].kind, ADAG_OP_CALL);

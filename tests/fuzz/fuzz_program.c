@@ -12,7 +12,10 @@
  *   - the start channel is ADAG_PROG_NO_CHAN or a channel this actor reads;
  *   - every channel: its kind has a backend; reader is -1 or < nreaders;
  *     its descriptor (desc_off, desc_len) lies inside the descriptors blob,
- *     computed without wrap-around;
+ *     computed without wrap-around; its tensor declaration is one
+ *     adag_node_tensor makes (known flags, a static dtype a tensor dtype,
+ *     ndim <= 8 and dimensions >= 0 only with a static shape, unused
+ *     fields zero, a known transport);
  *   - every op: its kind is known (CALL); method < nmethods; nargs/nrets
  *     within ADAG_MAX_*; args and rets index channels; every ret is a
  *     channel this actor writes.
@@ -62,6 +65,17 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
         CHECK(c->reader >= -1);
         CHECK(c->reader < 0 || (uint32_t)c->reader < c->nreaders);
         CHECK((uint64_t)c->desc_off + c->desc_len <= p->descs_len);
+        const adag_tensor_decl_t *t = &c->tensor;
+        CHECK((t->flags & ~(uint32_t)ADAG_TENSOR_DECL_KNOWN) == 0);
+        CHECK(t->flags == 0 || (t->flags & ADAG_TENSOR_DECLARED));
+        CHECK(t->transport <= ADAG_TRANSPORT_IPC);
+        CHECK((t->flags & ADAG_TENSOR_STATIC_DTYPE)
+                  ? (t->dtype >= ADAG_DTYPE_U8 && t->dtype <= ADAG_DTYPE_BOOL)
+                  : t->dtype == 0);
+        CHECK(t->ndim <= ADAG_MAX_DIMS);
+        CHECK((t->flags & ADAG_TENSOR_STATIC_SHAPE) || t->ndim == 0);
+        for (uint32_t d = 0; d < ADAG_MAX_DIMS; d++)
+            CHECK(d < t->ndim ? t->shape[d] >= 0 : t->shape[d] == 0);
         adag_blob_t d = adag_program_desc(p, i);
         CHECK((const char *)d.data >= p->descs &&
               (const char *)d.data + d.len <= p->descs + p->descs_len);

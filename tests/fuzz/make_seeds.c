@@ -143,9 +143,14 @@ static void chain_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_
     p->chans = chans;
     chans[0] = (adag_prog_chan_t){.id = 0, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = 1};
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
-    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_SELF, .reader = -1};
+    /* declared tensors (adag_node_tensor): per execution, and f32[4,8] */
+    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_SELF, .reader = -1,
+                                  .tensor = {.flags = ADAG_TENSOR_DECLARED}};
     snprintf(chans[1].name, sizeof(chans[1].name), "s1.f[0]");
-    chans[2] = (adag_prog_chan_t){.id = 2, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = -1};
+    chans[2] = (adag_prog_chan_t){
+        .id = 2, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = -1,
+        .tensor = {.flags = ADAG_TENSOR_DECL_KNOWN, .dtype = ADAG_DTYPE_F32, .ndim = 2,
+                   .transport = ADAG_TRANSPORT_HOST, .shape = {4, 8}}};
     snprintf(chans[2].name, sizeof(chans[2].name), "s1.g[0]");
     set_descs(p, which);
     p->nops = 2;
@@ -196,6 +201,16 @@ static void program_seeds(adag_wbuf_t *sample)
     p.nslots = 2;
     p.capacity = 1ull << 63; /* 2 x (2^63 + 512) wrapped to 1024 */
     save_program("reject-slots-wrap", "\x01", &p);
+
+    /* a tensor declared with every dimension (8) and one with a shape only */
+    sample_program(&p, chans, ops);
+    chans[0].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED |
+                                                    ADAG_TENSOR_STATIC_SHAPE,
+                                           .ndim = 8, .shape = {1, 2, 3, 4, 5, 6, 7, 0}};
+    chans[1].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECL_KNOWN,
+                                           .dtype = ADAG_DTYPE_BOOL, .ndim = 0,
+                                           .transport = ADAG_TRANSPORT_IPC};
+    save_program("tensor-declarations", "\x01", &p);
 
     /* no channels, no ops: the smallest valid program */
     memset(&p, 0, sizeof(p));
