@@ -34,9 +34,10 @@ adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value)
         return adag_error(ADAG_ERR_INVALID, "adag_call_arg: call and value must not be NULL");
     if (i >= call->op->nargs)
         return adag_call_error(call, ADAG_ERR_INVALID,
-                          "actor %s.%s: adag_call_arg: argument %u does not exist (the method "
-                          "takes %u)",
-                          call->loop->actor_name, adag_call_method_name(call), i, call->op->nargs);
+                               "actor %s.%s: adag_call_arg: argument %u does not exist (the "
+                               "method takes %u)",
+                               call->loop->actor_name, adag_call_method_name(call), i,
+                               call->op->nargs);
     *value = adag_value_from_view(&call->args[i]);
     return ADAG_OK;
 }
@@ -51,10 +52,10 @@ static adag_status_t refuse_undeclared(adag_call_h call, const char *fn, unsigne
     adag_tensor_decl_format(want, sizeof(want), &pc->tensor);
     adag_tensor_format(got, sizeof(got), dtype, ndim, shape);
     adag_status_t st = adag_call_error(call, ADAG_ERR_INVALID,
-                                  "actor %s.%s: %s: return %u (channel %s) is declared %s, "
-                                  "given %s",
-                                  call->loop->actor_name, adag_call_method_name(call), fn, i, pc->name,
-                                  want, got);
+                                       "actor %s.%s: %s: return %u (channel %s) is declared "
+                                       "%s, given %s",
+                                       call->loop->actor_name, adag_call_method_name(call), fn,
+                                       i, pc->name, want, got);
     if (call->fail_status == ADAG_OK) {
         snprintf(call->msg, sizeof(call->msg), "%s", call->call_err);
         call->fail_status = ADAG_ERR_METHOD;
@@ -73,7 +74,8 @@ static adag_status_t give_output(adag_call_h call, unsigned i, size_t size, cons
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: return %u (channel %s) is %s%zu bytes, larger than the slot "
                  "capacity of %zu bytes",
-                 call->loop->actor_name, adag_call_method_name(call), i, pc->name, what, size, cap);
+                 call->loop->actor_name, adag_call_method_name(call), i, pc->name, what, size,
+                 cap);
         call->fail_status = ADAG_ERR_TOO_LARGE;
         *buf = NULL;
         return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
@@ -115,14 +117,17 @@ adag_status_t adag_call_output_tensor(adag_call_h call, unsigned i, adag_dtype_t
     *buf = NULL;
     if (i >= call->op->nrets)
         return adag_call_error(call, ADAG_ERR_INVALID,
-                          "actor %s.%s: %s: return %u does not exist (the method has %u)",
-                          call->loop->actor_name, adag_call_method_name(call), fn, i, call->op->nrets);
+                               "actor %s.%s: %s: return %u does not exist (the method has %u)",
+                               call->loop->actor_name, adag_call_method_name(call), fn, i,
+                               call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
     adag_tensor_check_t c = adag_tensor_bytes((uint32_t)dtype, ndim, shape, &size, why,
                                               sizeof(why));
     if (c == ADAG_TENSOR_BAD)
-        return adag_call_error(call, ADAG_ERR_INVALID, "actor %s.%s: %s: return %u (channel %s): %s",
-                          call->loop->actor_name, adag_call_method_name(call), fn, i, pc->name, why);
+        return adag_call_error(call, ADAG_ERR_INVALID,
+                               "actor %s.%s: %s: return %u (channel %s): %s",
+                               call->loop->actor_name, adag_call_method_name(call), fn, i,
+                               pc->name, why);
     if (!adag_tensor_decl_allows(&pc->tensor, (uint32_t)dtype, ndim, shape))
         return refuse_undeclared(call, fn, i, pc, (uint32_t)dtype, ndim, shape);
     adag_tensor_format(what, sizeof(what) - 2, (uint32_t)dtype, ndim, shape);

@@ -116,7 +116,7 @@ static adag_slot_view_t view_of(const void *data, size_t size, uint32_t dtype, u
 Test(tensor_meta, slot_views, .timeout = 10)
 {
     char data[64] = {0};
-    const int64_t s[2] = {2, 3}, neg[2] = {2, -3};
+    const int64_t s[ADAG_MAX_DIMS] = {2, 3}, neg[ADAG_MAX_DIMS] = {2, -3};
     adag_slot_view_t v = view_of(data, 24, ADAG_DTYPE_I32, 2, s);
     v.meta.shape[5] = 77; /* past ndim: not copied */
     v.device = ADAG_DEVICE_GPU(1);

@@ -629,7 +629,8 @@ static adag_status_t dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     adag_tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
     p->status = status;
     snprintf(p->err, sizeof(p->err), "%s", status != ADAG_OK && err ? err : "");
-    if (status == ADAG_OK && (st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK)
+    if (status == ADAG_OK &&
+        (st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK)
         return stream_fail(c, st, "recording the value", seq);
     if (!c->payload)
         return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
