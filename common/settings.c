@@ -26,6 +26,9 @@ static const setting_def_t setting_table[] = {
      "adag-worker executable for process actors (default: next to libadag)"},
     {"ADAG_CUDART_PATH", SETTING_STRING, NULL, 0, 0, FIELD(cudart_path),
      "CUDA runtime the cuda device backend loads (default: libcudart.so.13, .so.12, .so)"},
+    {"ADAG_NCCL_PATH", SETTING_STRING, NULL, 0, 0, FIELD(nccl_path),
+     "NCCL library the nccl communicator backend loads (default: libnccl.so.2, then next "
+     "to the CUDA runtime)"},
     {"ADAG_SPIN_NS", SETTING_INT, "100000", 0, 1000000000, FIELD(spin_ns),
      "most a channel wait spins before sleeping on a futex (ns); adaptive below it"},
     {"ADAG_SPIN_NS_CROWDED", SETTING_INT, "50000", 0, 1000000000, FIELD(spin_ns_crowded),
@@ -40,6 +43,9 @@ static const setting_def_t setting_table[] = {
      "time teardown waits for workers before killing them"},
     {"ADAG_CONTROL_TIMEOUT_MS", SETTING_INT, "120000", 1, INT32_MAX, FIELD(control_timeout_ms),
      "time a control request (create actor, install DAG) may take"},
+    {"ADAG_COMM_TIMEOUT_MS", SETTING_INT, "60000", -1, INT32_MAX, FIELD(comm_timeout_ms),
+     "default time a device communication op (copy, send/recv, waiting for a peer's value) "
+     "may take before its DAG fails with ADAG_ERR_TIMEOUT (0 or -1: not watched)"},
     {"ADAG_LOG_LEVEL", SETTING_INT, "1", 0, 4, FIELD(log_level),
      "0 silent, 1 errors, 2 warnings, 3 info, 4 debug (to stderr)"},
     {"ADAG_HOST_DEVICES", SETTING_INT, "4", 0, 64, FIELD(host_devices),

@@ -9,6 +9,7 @@
 typedef struct {
     const char *worker_path;     /* ADAG_WORKER_PATH */
     const char *cudart_path;     /* ADAG_CUDART_PATH */
+    const char *nccl_path;       /* ADAG_NCCL_PATH */
     int64_t spin_ns;             /* ADAG_SPIN_NS */
     int64_t spin_ns_crowded;     /* ADAG_SPIN_NS_CROWDED */
     int64_t max_inflight;        /* ADAG_MAX_INFLIGHT */
@@ -16,6 +17,7 @@ typedef struct {
     int64_t execute_timeout_ms;  /* ADAG_EXECUTE_TIMEOUT_MS */
     int64_t teardown_timeout_ms; /* ADAG_TEARDOWN_TIMEOUT_MS */
     int64_t control_timeout_ms;  /* ADAG_CONTROL_TIMEOUT_MS */
+    int64_t comm_timeout_ms;     /* ADAG_COMM_TIMEOUT_MS */
     int64_t log_level;           /* ADAG_LOG_LEVEL */
     int64_t host_devices;        /* ADAG_HOST_DEVICES */
 } adag_settings_t;
