@@ -102,7 +102,7 @@ static adag_status_t validate(adag_graph_h g)
 #define COMPILE_PARAMS_KNOWN                                                                   \
     (ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |                        \
      ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT | ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT |                  \
-     ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN)
+     ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN | ADAG_COMPILE_PARAM_COMM_TIMEOUT)
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
@@ -126,6 +126,8 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->teardown_timeout_ms = (mask & ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT)
                                    ? p->teardown_timeout_ms
                                    : (int)s->teardown_timeout_ms;
+    dag->comm_timeout_ms = (mask & ADAG_COMPILE_PARAM_COMM_TIMEOUT) ? p->comm_timeout_ms
+                                                                     : (int)s->comm_timeout_ms;
     dag->wait.spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
@@ -142,6 +144,11 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     if (dag->teardown_timeout_ms < 0)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms %d is negative",
                           dag->teardown_timeout_ms);
+    if (dag->comm_timeout_ms < -1)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: comm_timeout_ms %d is negative; use 0 or -1 for "
+                          "no timeout",
+                          dag->comm_timeout_ms);
     if (dag->execute_timeout_ms < -1)
         return adag_error(ADAG_ERR_INVALID,
                           "adag_graph_compile: execute_timeout_ms %d is negative; use -1 to wait "
@@ -202,20 +209,21 @@ static int reader_index(const adag_dag_chan_t *c, int who)
 /* Where endpoint `who` (a DAG actor index, -1 the driver) keeps channel
  * c's values: a declared tensor lives on the device of a device-bound
  * actor (unless its transport is HOST); everything else in host memory. */
-static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
-{
-    if (who < 0 || !(c->tensor.flags & ADAG_TENSOR_DECLARED) ||
-        c->tensor.transport == ADAG_TRANSPORT_HOST)
-        return ADAG_CHAN_PLACE_HOST;
-    adag_actor_h a = dag->actors[who].actor;
-    if (a->device_kind < 0)
-        return ADAG_CHAN_PLACE_HOST;
-    return (adag_chan_place_t){a->device_kind, a->device_index};
-}
-
 static const char *endpoint_name(adag_dag_h dag, int who)
 {
     return who < 0 ? "the driver" : dag->actors[who].actor->name;
+}
+
+static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
+{
+    adag_chan_place_t host = {-1, 0, endpoint_name(dag, who)};
+    if (who < 0 || !(c->tensor.flags & ADAG_TENSOR_DECLARED) ||
+        c->tensor.transport == ADAG_TRANSPORT_HOST)
+        return host;
+    adag_actor_h a = dag->actors[who].actor;
+    if (a->device_kind < 0)
+        return host;
+    return (adag_chan_place_t){a->device_kind, a->device_index, host.who};
 }
 
 /* The places of c's writer (places[0]) and readers (1 + r). */
@@ -394,6 +402,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     p->capacity = dag->capacity;
     p->spin_ns = policy.spin_ns;
     p->spin_yield = (uint32_t)policy.yield;
+    p->comm_timeout_ms = dag->comm_timeout_ms;
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));

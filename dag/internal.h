@@ -85,6 +85,11 @@ typedef struct adag_placement_ops {
     int (*liveness_fd)(adag_actor_h a);
     /* Collects a dead actor: 1 and how it ended, 0 if it has not exited. Under rt->lock. */
     int (*reap)(adag_actor_h a, char *how, size_t len);
+    /* The socket the worker reports DAG failures on (DAG_FAILED), which
+     * the monitor reads; -1 (or NULL): none. events_close closes it (the
+     * worker hung up or sent garbage). Both under rt->lock. */
+    int (*events_fd)(adag_actor_h a);
+    void (*events_close)(adag_actor_h a);
     int (*pid)(adag_actor_h a);
     void (*free)(adag_actor_h a);
 } adag_placement_ops_t;
@@ -189,6 +194,7 @@ struct adag_dag {
     unsigned max_inflight;
     size_t capacity;
     int execute_timeout_ms, teardown_timeout_ms;
+    int comm_timeout_ms; /* <= 0: device communication ops are not watched */
     adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
 
     adag_dag_actor_t *actors;

@@ -1,4 +1,5 @@
 #include "dag/loop.h"
+#include "dag/watchdog.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -451,9 +452,20 @@ adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers)
 
 adag_status_t adag_loop_start(adag_loop_t *loop)
 {
+    if (loop->actor.device) {
+        adag_status_t st = adag_watchdog_start(
+            loop->chans, loop->prog.nchans, loop->prog.comm_timeout_ms, &loop->ctx->abort,
+            loop->on_fail ? loop->on_fail : loop->on_fatal,
+            loop->on_fail ? loop->fail_ctx : loop->fatal_ctx, loop->actor_name, &loop->watchdog);
+        if (st != ADAG_OK)
+            return st;
+    }
     int err = pthread_create(&loop->thread, NULL, loop_main, loop);
-    if (err)
+    if (err) {
+        adag_watchdog_stop(loop->watchdog);
+        loop->watchdog = NULL;
         return adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
+    }
     loop->started = 1;
     return ADAG_OK;
 }
@@ -464,6 +476,8 @@ void adag_loop_join(adag_loop_t *loop)
         pthread_join(loop->thread, NULL);
         loop->started = 0;
     }
+    adag_watchdog_stop(loop->watchdog);
+    loop->watchdog = NULL;
 }
 
 void adag_loop_close(adag_loop_t *loop)

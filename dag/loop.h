@@ -80,6 +80,12 @@ struct adag_loop {
     const char *actor_name;
     adag_loop_fatal_fn on_fatal;
     void *fatal_ctx;
+    /* Fails this DAG only, from the loop's watchdog thread (a device
+     * communication op past the DAG's comm timeout): the process and its
+     * other DAGs go on. NULL: on_fatal. */
+    adag_loop_fatal_fn on_fail;
+    void *fail_ctx;
+    struct adag_watchdog *watchdog; /* NULL: nothing to watch */
     pthread_t thread;
     int started;
 };
@@ -93,9 +99,11 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
  * runs (the writer's info, then each reader's); channels whose backend has
  * nothing to connect get npeers 0. */
 adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers);
-/* START: runs the loop in a thread of its own (bound to the actor's device). */
+/* START: runs the loop in a thread of its own (bound to the actor's device)
+ * and, for a device-bound actor with watchable endpoints, its watchdog. */
 adag_status_t adag_loop_start(adag_loop_t *loop);
-/* Waits for the loop thread to end (after the DAG was aborted in this process). */
+/* Waits for the loop thread to end (after the DAG was aborted in this
+ * process) and stops the watchdog. */
 void adag_loop_join(adag_loop_t *loop);
 /* Joins, then frees the program (the context closes the endpoints). */
 void adag_loop_close(adag_loop_t *loop);

@@ -6,14 +6,19 @@
  *     the worker and fails every DAG it belongs to with ADAG_ERR_ACTOR_DIED.
  *     Liveness comes from the pidfd alone, so the host program's SIGCHLD
  *     handling (SIG_IGN, a handler that reaps) changes nothing;
+ *   - reads every worker's event socket: a DAG_FAILED fails that DAG (a
+ *     device communication op of the worker past the DAG's comm timeout),
+ *     the worker's other DAGs go on;
  *   - keeps armed DAG fds exact: when a writer signals one of a DAG's notify
  *     fds (a backend's pollable fd), it recomputes that DAG's user fd under
  *     the DAG's lock.
  * Lock order: rt->lock, then dag->lock.
  */
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "dag/internal.h"
+#include "transport/protocol.h"
 #include "transport/spawn.h"
 
 #include <errno.h>
@@ -34,11 +39,21 @@ typedef struct adag_spawn_req {
 } adag_spawn_req_t;
 
 /* What one poll slot watches. */
-typedef enum { WATCH_WAKE, WATCH_WORKER, WATCH_DAG } watch_kind_t;
+typedef enum { WATCH_WAKE, WATCH_WORKER, WATCH_EVENTS, WATCH_DAG } watch_kind_t;
 typedef struct {
     watch_kind_t kind;
     unsigned id; /* actor id or DAG id */
 } watch_t;
+
+static adag_actor_h find_actor_locked(adag_runtime_h rt, unsigned actor_id)
+{
+    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next) {
+        adag_actor_h c = ADAG_CONTAINER(l, struct adag_actor, link);
+        if (c->id == actor_id)
+            return c;
+    }
+    return NULL;
+}
 
 /* Collects a worker whose pidfd polled readable; fails every DAG it is in.
  * Returns 0 if it turned out not to have exited yet. */
@@ -48,11 +63,7 @@ static int reap_worker(adag_runtime_h rt, unsigned actor_id)
     char how[128], msg[256];
 
     pthread_mutex_lock(&rt->lock);
-    for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next) {
-        adag_actor_h c = ADAG_CONTAINER(l, struct adag_actor, link);
-        if (c->id == actor_id)
-            a = c;
-    }
+    a = find_actor_locked(rt, actor_id);
     if (!a || a->reaped || !a->ops->reap || a->ops->liveness_fd(a) < 0) {
         pthread_mutex_unlock(&rt->lock);
         return 1;
@@ -76,6 +87,47 @@ static int reap_worker(adag_runtime_h rt, unsigned actor_id)
     if (!was_dead)
         ADAG_LOG_WARN("%s", msg);
     return 1;
+}
+
+/* A worker's event socket polled readable: one frame, a DAG_FAILED (small,
+ * sent whole: read under rt->lock with a short deadline). A socket that
+ * hung up or carries anything else is closed: the worker is dying (its
+ * pidfd tells) or broken. */
+static void read_events(adag_runtime_h rt, unsigned actor_id)
+{
+    adag_ctl_msg_t msg;
+    adag_msg_failed_t m;
+    pthread_mutex_lock(&rt->lock);
+    adag_actor_h a = find_actor_locked(rt, actor_id);
+    int fd = a && a->ops->events_fd ? a->ops->events_fd(a) : -1;
+    if (fd < 0) {
+        pthread_mutex_unlock(&rt->lock);
+        return;
+    }
+    adag_status_t st = adag_msg_recv(fd, adag_deadline_ms(100), &msg);
+    if (st == ADAG_OK) {
+        st = adag_msg_decode_failed(&msg, &m);
+        adag_ctl_msg_free(&msg);
+    }
+    if (st != ADAG_OK) {
+        if (st != ADAG_ERR_CLOSED)
+            ADAG_LOG_WARN("actor %s: event socket: %s; no longer read", a->name,
+                          adag_last_error());
+        a->ops->events_close(a);
+        pthread_mutex_unlock(&rt->lock);
+        return;
+    }
+    int found = 0;
+    for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
+        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+        if (dag->id == m.dag_id && adag_dag_uses_actor(dag, a)) {
+            adag_dag_fail(dag, m.status, m.msg);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&rt->lock);
+    if (found)
+        ADAG_LOG_WARN("DAG %u failed: %s", m.dag_id, m.msg);
 }
 
 /* A loop signalled the DAG's notify fd: drain it, recompute the user fd. */
@@ -163,7 +215,7 @@ static void *monitor_main(void *arg)
         }
         unsigned count = 1;
         for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
-            count++;
+            count += 2; /* liveness and events */
         for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
             adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
             /* nnotify is written under dag->lock, not ours: read it only once
@@ -188,6 +240,11 @@ static void *monitor_main(void *arg)
                 continue;
             pfds[n] = (struct pollfd){fd, POLLIN, 0};
             watch[n++] = (watch_t){WATCH_WORKER, a->id};
+            int efd = a->ops->events_fd ? a->ops->events_fd(a) : -1;
+            if (efd >= 0 && n < cap) {
+                pfds[n] = (struct pollfd){efd, POLLIN, 0};
+                watch[n++] = (watch_t){WATCH_EVENTS, a->id};
+            }
         }
         for (adag_list_t *l = rt->dags.next; l != &rt->dags && n < cap; l = l->next) {
             adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
@@ -213,6 +270,8 @@ static void *monitor_main(void *arg)
             } else if (watch[i].kind == WATCH_WORKER) {
                 if (!reap_worker(rt, watch[i].id))
                     retry_ms = 10;
+            } else if (watch[i].kind == WATCH_EVENTS) {
+                read_events(rt, watch[i].id);
             } else {
                 refresh_dag_fd(rt, watch[i].id);
             }

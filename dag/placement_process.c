@@ -13,6 +13,7 @@
  */
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/fd.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "dag/internal.h"
@@ -29,6 +30,7 @@
 
 typedef struct {
     int pid, pidfd, ctl;
+    int events; /* the driver's end of the event socket (the monitor reads it), -1: none */
     pthread_mutex_t ctl_lock;
     pthread_mutex_t send_lock;
 } process_actor_t;
@@ -185,10 +187,34 @@ static adag_status_t create_worker_actor(adag_actor_h a, const char *module, ada
         snprintf(device, sizeof(device), "%s:%u", adag_device_kind_name((uint32_t)a->device_kind),
                  a->device_index);
     adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init);
-    adag_status_t st = request(a, ADAG_MSG_CREATE_ACTOR, &wb, control_deadline(), &reply, &body);
+    /* the event socket: the worker's end goes with CREATE_ACTOR */
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        adag_wbuf_free(&wb);
+        return adag_error_errno(errno, "actor %s: event socket", a->name);
+    }
+    if ((sv[0] = adag_fd_above_stdio(sv[0])) < 0) {
+        adag_status_t err = adag_error_errno(errno, "actor %s: event socket", a->name);
+        close(sv[1]);
+        adag_wbuf_free(&wb);
+        return err;
+    }
+    process_actor_t *p = proc_of(a);
+    pthread_mutex_lock(&p->ctl_lock);
+    adag_status_t st = request_send(a, ADAG_MSG_CREATE_ACTOR, &wb, &sv[1], 1);
+    if (st == ADAG_OK)
+        st = request_recv(a, ADAG_MSG_CREATE_ACTOR, control_deadline(), &reply, &body);
+    pthread_mutex_unlock(&p->ctl_lock);
     adag_wbuf_free(&wb);
-    if (st != ADAG_OK)
+    close(sv[1]);
+    if (st != ADAG_OK) {
+        close(sv[0]);
         return st;
+    }
+    pthread_mutex_lock(&a->rt->lock);
+    p->events = sv[0];
+    pthread_mutex_unlock(&a->rt->lock);
+    adag_monitor_poke(a->rt);
     st = adag_msg_decode_methods(body, &m, &n);
     adag_ctl_msg_free(&reply);
     if (st != ADAG_OK) {
@@ -228,7 +254,7 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     process_actor_t *pa = calloc(1, sizeof(*pa));
     if (!pa)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
-    pa->pidfd = pa->ctl = -1;
+    pa->pidfd = pa->ctl = pa->events = -1;
     pthread_mutex_init(&pa->ctl_lock, NULL);
     pthread_mutex_init(&pa->send_lock, NULL);
     a->impl = pa;
@@ -400,11 +426,26 @@ static int process_pid(adag_actor_h a)
     return proc_of(a) ? proc_of(a)->pid : 0;
 }
 
+static int process_events_fd(adag_actor_h a)
+{
+    return proc_of(a) ? proc_of(a)->events : -1;
+}
+
+static void process_events_close(adag_actor_h a)
+{
+    process_actor_t *p = proc_of(a);
+    if (p && p->events >= 0) {
+        close(p->events);
+        p->events = -1;
+    }
+}
+
 static void process_free(adag_actor_h a)
 {
     process_actor_t *p = proc_of(a);
     if (!p)
         return;
+    process_events_close(a);
     if (p->ctl >= 0)
         close(p->ctl);
     if (p->pidfd >= 0)
@@ -428,6 +469,8 @@ const adag_placement_ops_t adag_placement_process = {
     .kill = process_kill,
     .liveness_fd = process_liveness_fd,
     .reap = process_reap,
+    .events_fd = process_events_fd,
+    .events_close = process_events_close,
     .pid = process_pid,
     .free = process_free,
 };

@@ -30,6 +30,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
     adag_wbuf_u64(b, p->capacity);
     adag_wbuf_u64(b, (uint64_t)p->spin_ns);
     adag_wbuf_u32(b, p->spin_yield);
+    adag_wbuf_u64(b, (uint64_t)p->comm_timeout_ms);
     adag_wbuf_u32(b, p->start_chan);
     adag_wbuf_bytes(b, p->descs, p->descs_len);
     adag_wbuf_u32(b, p->nchans);
@@ -98,6 +99,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     p->capacity = adag_rbuf_u64(b);
     p->spin_ns = (int64_t)adag_rbuf_u64(b);
     p->spin_yield = adag_rbuf_u32(b) != 0;
+    p->comm_timeout_ms = (int64_t)adag_rbuf_u64(b);
     p->start_chan = adag_rbuf_u32(b);
     descs = adag_rbuf_bytes(b, &descs_len);
     p->nchans = adag_rbuf_u32(b);

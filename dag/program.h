@@ -54,6 +54,9 @@ typedef struct {
     uint64_t capacity;  /* bytes per slot */
     int64_t spin_ns;    /* this actor's wait policy */
     uint32_t spin_yield;
+    /* a device communication op of this actor not done in this many ms
+     * fails the DAG (dag/watchdog.h); <= 0: not watched */
+    int64_t comm_timeout_ms;
     /* the channel the driver publishes as each execution starts, read by an
      * actor with a method that takes no argument (so it runs in its
      * execution's turn), or ADAG_PROG_NO_CHAN */

@@ -21,14 +21,19 @@
 
 typedef struct worker_dag {
     struct worker_dag *next;
+    struct worker *w;
     uint32_t id;
     adag_dag_ctx_t ctx; /* this process's part of the DAG */
     adag_loop_t loop;
     int started;
 } worker_dag_t;
 
-typedef struct {
+typedef struct worker {
     int ctl;
+    /* the event socket (its end came with CREATE_ACTOR; -1: none): frames
+     * from any thread, one at a time under events_lock */
+    int events;
+    pthread_mutex_t events_lock;
     int hello;          /* HELLO was received */
     void *module;
     const adag_class_def_t *def;
@@ -169,6 +174,30 @@ static void on_fatal(void *ctx, adag_status_t st, const char *msg)
     _exit(3);
 }
 
+/* One DAG failed here without ending the worker (its watchdog saw a
+ * device communication op past the comm timeout): the driver is told on
+ * the event socket and fails the DAG; the DAG is aborted here at once, so
+ * this process's streams stop waiting on its peers. A worker that cannot
+ * tell the driver exits (the driver then sees it die). */
+static void on_dag_failed(void *ctx, adag_status_t st, const char *msg)
+{
+    worker_dag_t *d = ctx;
+    worker_t *w = d->w;
+    adag_msg_failed_t m = {d->id, st, ""};
+    adag_wbuf_t b = {0};
+    snprintf(m.msg, sizeof(m.msg), "%s", msg);
+    adag_msg_encode_failed(&b, &m);
+    adag_status_t sent = ADAG_ERR_CLOSED;
+    pthread_mutex_lock(&w->events_lock);
+    if (w->events >= 0 && !b.failed)
+        sent = adag_ctl_send(w->events, ADAG_MSG_DAG_FAILED, b.data, b.len, NULL, 0);
+    pthread_mutex_unlock(&w->events_lock);
+    adag_wbuf_free(&b);
+    adag_ctx_abort(&d->ctx, st);
+    if (sent != ADAG_OK)
+        on_fatal(w, st, msg);
+}
+
 static worker_dag_t *find_dag(worker_t *w, uint32_t id, worker_dag_t ***link)
 {
     for (worker_dag_t **p = &w->dags; *p; p = &(*p)->next)
@@ -236,6 +265,9 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         goto fail;
     d->loop.on_fatal = on_fatal;
     d->loop.fatal_ctx = w;
+    d->loop.on_fail = on_dag_failed;
+    d->loop.fail_ctx = d;
+    d->w = w;
     d->next = w->dags;
     w->dags = d;
     return ADAG_OK;
@@ -290,7 +322,9 @@ int adag_worker_main(int argc, char **argv)
     worker_t w;
     memset(&w, 0, sizeof(w));
     w.ctl = -1;
+    w.events = -1;
     pthread_mutex_init(&w.call_lock, NULL);
+    pthread_mutex_init(&w.events_lock, NULL);
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--control-fd") == 0)
             w.ctl = atoi(argv[i + 1]);
@@ -333,6 +367,10 @@ int adag_worker_main(int argc, char **argv)
                 break;
             case ADAG_MSG_CREATE_ACTOR:
                 st = create_actor(&w, &msg, &body);
+                if (st == ADAG_OK && msg.nfds == 1 && w.events < 0) {
+                    w.events = msg.fds[0]; /* taken from the message */
+                    msg.nfds = 0;
+                }
                 break;
             case ADAG_MSG_PREPARE_DAG:
                 st = prepare_dag(&w, &msg, &body);
@@ -360,6 +398,7 @@ int adag_worker_main(int argc, char **argv)
                 shutdown = 1;
                 break;
             case ADAG_MSG_REPLY:
+            case ADAG_MSG_DAG_FAILED:
             case ADAG_MSG_END:
                 st = adag_error(ADAG_ERR_PROTOCOL, "a worker is not sent %s",
                                 adag_msg_info(msg.type)->name);

@@ -748,6 +748,16 @@ static adag_status_t cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
     return ADAG_OK;
 }
 
+/* A stream waiting on an IPC event of a process that died or stopped
+ * cannot be released by the importer: CUDA has no call for it (the
+ * exporter's death tears down its context; a stopped exporter keeps the
+ * wait). Nothing to do here; teardown is bounded instead (a stream that
+ * does not drain leaves its endpoint allocated and says so). */
+static void cuda_event_abandon(adag_dev_event_t *ev)
+{
+    (void)ev;
+}
+
 static adag_status_t cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
                                        adag_dev_event_t **out)
 {
@@ -828,6 +838,7 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .event_sync = cuda_event_sync,
     .event_export = cuda_event_export,
     .event_import = cuda_event_import,
+    .event_abandon = cuda_event_abandon,
     .counts = cuda_counts,
 };
 

@@ -126,7 +126,16 @@ struct adag_device_ops {
     adag_status_t (*event_import)(adag_device_t *dev, adag_dev_handle_t *h,
                                   adag_dev_event_t **ev);
 
-    /* (host: dev NULL gives the streams of all its devices in this process) */
+    /* Gives up on an imported event's exporter (a peer that died or
+     * stopped): from now on every wait on ev in this process, queued on a
+     * stream, running or later, completes at once (what the stream then
+     * reads of the peer is undefined), so no stream waits forever for a
+     * peer that will never record. Any thread, idempotent; an event of
+     * this process is left alone. CUDA has no such operation for IPC
+     * events: there it does nothing (see docs/design.md, "Faults"). */
+    void (*event_abandon)(adag_dev_event_t *ev);
+
+    /* (host: dev NULL gives the counts of all its devices in this process) */
     void (*counts)(adag_device_t *dev, adag_device_counts_t *c);
 };
 

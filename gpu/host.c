@@ -39,13 +39,25 @@
 
 extern const adag_device_ops_t adag_device_host_ops;
 
+/* What is live (relaxed: counts, read by tests after the work is joined). */
+typedef struct {
+    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+} host_counts_t;
+
 typedef struct {
     adag_device_t base;
-    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+    host_counts_t live;
 } host_dev_t;
 
-/* Streams of every host device of the process (counts(NULL, ...)). */
-static _Atomic uint64_t process_streams;
+/* The same, over every host device of the process (counts(NULL, ...)). */
+static host_counts_t process_live;
+
+#define COUNT(d, field, delta)                                                                \
+    do {                                                                                      \
+        atomic_fetch_add_explicit(&(d)->live.field, (uint64_t)(delta), memory_order_relaxed); \
+        atomic_fetch_add_explicit(&process_live.field, (uint64_t)(delta),                    \
+                                  memory_order_relaxed);                                     \
+    } while (0)
 
 static host_dev_t *dev_of(adag_device_t *d)
 {
@@ -92,7 +104,7 @@ static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_
     mem->ptr = p;
     mem->size = size;
     mem->impl = m;
-    atomic_fetch_add(&dev_of(d)->mem, 1);
+    COUNT(dev_of(d), mem, 1);
     return ADAG_OK;
 fail_fd:
     close(m->fd);
@@ -110,7 +122,7 @@ static void host_mem_free(adag_device_t *d, adag_dev_mem_t *mem)
     close(m->fd);
     free(m);
     memset(mem, 0, sizeof(*mem));
-    atomic_fetch_sub(&dev_of(d)->mem, 1);
+    COUNT(dev_of(d), mem, -1);
 }
 
 static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem_t *mem)
@@ -122,7 +134,7 @@ static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem
     mem->ptr = p;
     mem->size = size;
     mem->impl = NULL;
-    atomic_fetch_add(&dev_of(d)->host_mem, 1);
+    COUNT(dev_of(d), host_mem, 1);
     return ADAG_OK;
 }
 
@@ -132,7 +144,7 @@ static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
         return;
     free(mem->ptr);
     memset(mem, 0, sizeof(*mem));
-    atomic_fetch_sub(&dev_of(d)->host_mem, 1);
+    COUNT(dev_of(d), host_mem, -1);
 }
 
 /* ---- handles ----
@@ -248,7 +260,7 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     mem->ptr = p;
     mem->size = (size_t)size;
     mem->impl = m;
-    atomic_fetch_add(&dev_of(d)->imported_mem, 1);
+    COUNT(dev_of(d), imported_mem, 1);
 out:
     close(fd); /* the mapping keeps the memory */
     return st;
@@ -262,7 +274,7 @@ static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
     munmap(mem->ptr, m->map_size);
     free(m);
     memset(mem, 0, sizeof(*mem));
-    atomic_fetch_sub(&dev_of(d)->imported_mem, 1);
+    COUNT(dev_of(d), imported_mem, -1);
 }
 
 /* ---- events ---- */
@@ -278,6 +290,9 @@ struct adag_dev_event {
     event_page_t *page;
     int fd;
     int imported;
+    /* set (seq_cst, then the page's wake word is notified) by
+     * event_abandon: waits in this process stop waiting for the exporter */
+    _Atomic int abandoned;
     /* the owner and every queued operation that names the event: destroying
      * it with work pending frees it once that work is done (as CUDA does) */
     _Atomic int refs;
@@ -286,20 +301,24 @@ struct adag_dev_event {
 typedef struct {
     const event_page_t *page;
     uint64_t ticket;
+    const _Atomic int *abandoned;
 } reached_arg_t;
 
+/* The wait ends when the ticket is reached or the event was abandoned
+ * (both seq_cst, each stored before the wake word is notified). */
 static int ticket_reached(const void *p)
 {
     const reached_arg_t *a = p;
-    return atomic_load_explicit(&a->page->completed, memory_order_seq_cst) >= a->ticket;
+    return atomic_load_explicit(&a->page->completed, memory_order_seq_cst) >= a->ticket ||
+           atomic_load_explicit(a->abandoned, memory_order_seq_cst);
 }
 
-/* Waits until the event reaches ticket, or the deadline. */
+/* Waits until the event reaches ticket (or is abandoned), or the deadline. */
 static adag_status_t wait_ticket(adag_dev_event_t *ev, uint64_t ticket, int64_t deadline)
 {
     adag_spin_t spin;
     adag_spin_init(&spin, (adag_wait_policy_t){20000, 1});
-    reached_arg_t a = {ev->page, ticket};
+    reached_arg_t a = {ev->page, ticket, &ev->abandoned};
     return adag_event_wait(&ev->page->wake, ticket_reached, &a, NULL, deadline, &spin);
 }
 
@@ -349,7 +368,7 @@ static adag_status_t host_event_create(adag_device_t *d, adag_dev_event_t **out)
         close(fd);
         return st;
     }
-    atomic_fetch_add(&dev_of(d)->events, 1);
+    COUNT(dev_of(d), events, 1);
     return ADAG_OK;
 }
 
@@ -362,7 +381,10 @@ static void event_unref(adag_dev_event_t *ev)
     munmap(ev->page, page_round(sizeof(event_page_t)));
     if (ev->fd >= 0)
         close(ev->fd);
-    atomic_fetch_sub(ev->imported ? &ev->dev->imported_events : &ev->dev->events, 1);
+    if (ev->imported)
+        COUNT(ev->dev, imported_events, -1);
+    else
+        COUNT(ev->dev, events, -1);
     free(ev);
 }
 
@@ -400,12 +422,24 @@ static adag_status_t host_event_import(adag_device_t *d, adag_dev_handle_t *h,
     if (st != ADAG_OK)
         return st;
     (*out)->imported = 1;
-    atomic_fetch_add(&dev_of(d)->imported_events, 1);
+    COUNT(dev_of(d), imported_events, 1);
     return ADAG_OK;
+}
+
+static void host_event_abandon(adag_dev_event_t *ev)
+{
+    if (!ev || !ev->imported)
+        return;
+    atomic_store_explicit(&ev->abandoned, 1, memory_order_seq_cst);
+    /* wakes the sleepers of the page in every process: the others find
+     * their own flag clear and sleep again */
+    adag_event_notify(&ev->page->wake);
 }
 
 static adag_status_t host_event_query(adag_dev_event_t *ev)
 {
+    if (atomic_load_explicit(&ev->abandoned, memory_order_seq_cst))
+        return ADAG_OK;
     uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
     return atomic_load_explicit(&ev->page->completed, memory_order_seq_cst) >= want
                ? ADAG_OK
@@ -542,8 +576,7 @@ static adag_status_t host_stream_create(adag_device_t *d, adag_dev_stream_t **ou
         free(s);
         return adag_error_errno(err, "host device %u: stream thread", d->index);
     }
-    atomic_fetch_add(&dev_of(d)->streams, 1);
-    atomic_fetch_add(&process_streams, 1);
+    COUNT(dev_of(d), streams, 1);
     *out = s;
     return ADAG_OK;
 }
@@ -558,8 +591,7 @@ static void host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
-    atomic_fetch_sub(&dev_of(d)->streams, 1);
-    atomic_fetch_sub(&process_streams, 1);
+    COUNT(dev_of(d), streams, -1);
 }
 
 static adag_status_t host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
@@ -669,20 +701,16 @@ static adag_status_t host_bind_thread(adag_device_t *d)
     return ADAG_OK;
 }
 
-/* d NULL: the streams of every host device of this process (the rest 0). */
+/* d NULL: every host device of this process together. */
 static void host_counts(adag_device_t *d, adag_device_counts_t *c)
 {
-    if (!d) {
-        *c = (adag_device_counts_t){.streams = atomic_load(&process_streams)};
-        return;
-    }
-    host_dev_t *h = dev_of(d);
-    c->mem = atomic_load(&h->mem);
-    c->host_mem = atomic_load(&h->host_mem);
-    c->streams = atomic_load(&h->streams);
-    c->events = atomic_load(&h->events);
-    c->imported_mem = atomic_load(&h->imported_mem);
-    c->imported_events = atomic_load(&h->imported_events);
+    const host_counts_t *h = d ? &dev_of(d)->live : &process_live;
+    c->mem = atomic_load_explicit(&h->mem, memory_order_relaxed);
+    c->host_mem = atomic_load_explicit(&h->host_mem, memory_order_relaxed);
+    c->streams = atomic_load_explicit(&h->streams, memory_order_relaxed);
+    c->events = atomic_load_explicit(&h->events, memory_order_relaxed);
+    c->imported_mem = atomic_load_explicit(&h->imported_mem, memory_order_relaxed);
+    c->imported_events = atomic_load_explicit(&h->imported_events, memory_order_relaxed);
 }
 
 const adag_device_ops_t adag_device_host_ops = {
@@ -714,5 +742,6 @@ const adag_device_ops_t adag_device_host_ops = {
     .event_sync = host_event_sync,
     .event_export = host_event_export,
     .event_import = host_event_import,
+    .event_abandon = host_event_abandon,
     .counts = host_counts,
 };

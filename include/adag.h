@@ -478,6 +478,7 @@ enum {
     ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT = 1u << 3,
     ADAG_COMPILE_PARAM_NAME = 1u << 4,
     ADAG_COMPILE_PARAM_SPIN = 1u << 5,
+    ADAG_COMPILE_PARAM_COMM_TIMEOUT = 1u << 6,
 };
 
 typedef struct {
@@ -496,6 +497,12 @@ typedef struct {
      * it); default ADAG_SPIN_NS, or ADAG_SPIN_NS_CROWDED when the DAG has
      * more actors + 1 than the CPUs this process may run on */
     int64_t spin_ns;
+    /* how long a device communication op of the DAG (a copy between
+     * devices or to/from host memory, a stream's wait for a peer's value)
+     * may take: past it the DAG fails with ADAG_ERR_TIMEOUT naming the op,
+     * the execution and the peer, and its streams stop waiting on peers;
+     * 0 or -1: not watched; default ADAG_COMM_TIMEOUT_MS (60000) */
+    int comm_timeout_ms;
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,

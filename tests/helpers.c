@@ -1,5 +1,7 @@
 #include "helpers.h"
 
+#include "gpu_stage.h"
+
 #include <sys/wait.h>
 #include <signal.h>
 #include <poll.h>
@@ -456,4 +458,18 @@ void h_sleep_ms(int ms)
 const char *h_pl_name(adag_placement_t pl)
 {
     return pl == ADAG_PLACEMENT_PROCESS ? "process" : "thread";
+}
+
+adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *name,
+                         const char *device, int stage, int kernel_us)
+{
+    if (pl == ADAG_PLACEMENT_THREAD)
+        adag_class_register(rt, &test_gpu_stage_class); /* once; later calls say it exists */
+    int init[2] = {stage, kernel_us};
+    adag_actor_params_t p = h_actor_params_init("gpu_stage", pl, name, init, sizeof(init));
+    p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
+    p.device = device;
+    adag_actor_h a;
+    ASSERT_OK(adag_actor_create(rt, &p, &a));
+    return a;
 }

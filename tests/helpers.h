@@ -70,6 +70,10 @@ void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsi
                 const int64_t *offsets, adag_actor_h *out);
 
 /* Compiles g with cp; asserts success. (h_compile_params: builders.h) */
+/* A device-bound actor of the device pipeline stage (tests/modules/gpu_stage.h)
+ * on `device`: stage number, kernel time in us; asserts success. */
+adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *name,
+                         const char *device, int stage, int kernel_us);
 adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);

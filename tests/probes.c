@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int probe_count_fds(void)
 {
@@ -159,4 +160,26 @@ int probe_comm(pid_t pid, char *out, size_t n)
     fclose(f);
     out[strcspn(out, "\n")] = '\0';
     return 0;
+}
+
+int probe_device_objects(pid_t pid)
+{
+    char path[64], link[256];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    struct dirent *e;
+    if (!d)
+        return -1;
+    while ((e = readdir(d))) {
+        char p[320];
+        snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+        ssize_t len = readlink(p, link, sizeof(link) - 1);
+        if (len <= 0)
+            continue;
+        link[len] = '\0';
+        n += strstr(link, "memfd:adag-event") != NULL || strstr(link, "memfd:adag-dev") != NULL;
+    }
+    closedir(d);
+    return n;
 }

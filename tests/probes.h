@@ -16,6 +16,10 @@ int probe_count_fds(void);
 /* Lines of /proc/self/maps that contain needle. */
 int probe_count_maps(const char *needle);
 
+/* The emulated device's objects a process holds: its memfds
+ * ("adag-dev*" memory, "adag-event") open in /proc/<pid>/fd. */
+int probe_device_objects(pid_t pid);
+
 /* ppid and state ('R', 'S', 'T', 'Z' ...) of /proc/<pid>/stat; either
  * pointer may be NULL. 0 on success, -1 if the process is gone. */
 int probe_stat(pid_t pid, pid_t *ppid, char *state);

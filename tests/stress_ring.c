@@ -618,6 +618,66 @@ static int run_host_device(void)
     return ok && !r.bad && r.round == 2000 && c.streams == 0 && c.events == 0;
 }
 
+/* A stream of device 1 waits on an import of device 0's event whose
+ * stream is held by a gate; another thread abandons the import while the
+ * wait runs (and while the main thread syncs): the wait ends, the stream
+ * drains, nothing races. 200 rounds. */
+static _Atomic int abandon_gate;
+
+static void gate_wait(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&abandon_gate))
+        sched_yield();
+}
+
+static void *abandoner(void *arg)
+{
+    adag_dev_event_t *imp = arg;
+    adag_device_backend(ADAG_DEVICE_KIND_HOST)->event_abandon(imp);
+    return NULL;
+}
+
+static int run_host_abandon(void)
+{
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    adag_device_t *d0, *d1;
+    adag_dev_stream_t *s0, *s1;
+    int ok = 1;
+    if (o->open(0, &d0) || o->open(1, &d1) || o->stream_create(d0, &s0) ||
+        o->stream_create(d1, &s1)) {
+        fprintf(stderr, "host device: %s\n", adag_last_error());
+        return 0;
+    }
+    for (int i = 0; i < 200 && ok; i++) {
+        adag_dev_event_t *ev = NULL, *imp = NULL;
+        adag_dev_handle_t h;
+        pthread_t th;
+        atomic_store(&abandon_gate, 0);
+        ok &= o->event_create(d0, &ev) == ADAG_OK && o->event_export(d0, ev, &h) == ADAG_OK &&
+              o->event_import(d1, &h, &imp) == ADAG_OK;
+        if (!ok)
+            break;
+        ok &= o->host_fn(s0, gate_wait, NULL) == ADAG_OK && o->event_record(ev, s0) == ADAG_OK &&
+              o->stream_wait_event(s1, imp) == ADAG_OK;
+        ok &= pthread_create(&th, NULL, abandoner, imp) == 0;
+        ok &= o->stream_sync(s1, adag_deadline_ms(10000)) == ADAG_OK;
+        pthread_join(th, NULL);
+        atomic_store(&abandon_gate, 1);
+        ok &= o->event_sync(ev, adag_deadline_ms(10000)) == ADAG_OK;
+        o->event_destroy(d1, imp);
+        o->event_destroy(d0, ev);
+    }
+    atomic_store(&abandon_gate, 1);
+    o->stream_destroy(d0, s0);
+    o->stream_destroy(d1, s1);
+    o->close(d0);
+    o->close(d1);
+    adag_device_counts_t c;
+    o->counts(NULL, &c);
+    return ok && c.streams == 0 && c.events == 0 && c.imported_events == 0;
+}
+
 int main(void)
 {
     struct {
@@ -629,6 +689,7 @@ int main(void)
         {"thread-actor DAG", run_dag},
         {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},
         {"host device: two streams ordered by events", run_host_device},
+        {"host device: an import abandoned while a stream waits on it", run_host_abandon},
     };
     unsigned n = sizeof(parts) / sizeof(parts[0]), passed = 0;
     for (unsigned i = 0; i < n; i++) {

@@ -10,7 +10,6 @@
 #include "helpers.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +20,6 @@ static const adag_dtype_t every_dtype[] = {
     ADAG_DTYPE_F16, ADAG_DTYPE_BF16, ADAG_DTYPE_F32, ADAG_DTYPE_F64, ADAG_DTYPE_BOOL,
 };
 #define NDTYPES (sizeof(every_dtype) / sizeof(every_dtype[0]))
-
-static adag_actor_h stage_actor(adag_runtime_h rt, adag_placement_t pl, const char *name,
-                                const char *device, int stage, int kernel_us)
-{
-    if (pl == ADAG_PLACEMENT_THREAD)
-        adag_class_register(rt, &test_gpu_stage_class); /* once; later calls say it exists */
-    int init[2] = {stage, kernel_us};
-    adag_actor_params_t p = h_actor_params_init("gpu_stage", pl, name, init, sizeof(init));
-    p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
-    p.device = device;
-    adag_actor_h a;
-    ASSERT_OK(adag_actor_create(rt, &p, &a));
-    return a;
-}
 
 /* The input of execution k: dtype, a shape of 1..4 dims (one with a 0
  * dim every 97 executions), elements a pattern of k. */
@@ -116,30 +101,6 @@ static void check_output(const input_t *in, const adag_value_t *out, int first_s
     }
 }
 
-/* The emulated device's objects in a process: its memfds ("adag-dev*" and
- * "adag-event") open in /proc/<pid>/fd. */
-static int device_objects(pid_t pid)
-{
-    char path[64], link[256];
-    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    int n = 0;
-    struct dirent *e;
-    if (!d)
-        return -1;
-    while ((e = readdir(d))) {
-        char p[320];
-        snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-        ssize_t len = readlink(p, link, sizeof(link) - 1);
-        if (len <= 0)
-            continue;
-        link[len] = '\0';
-        n += strstr(link, "memfd:adag-event") != NULL || strstr(link, "memfd:adag-dev") != NULL;
-    }
-    closedir(d);
-    return n;
-}
-
 /* input -> s1 (host:0) -> s2 (host:0, zero copy) -> s3 (host:1, peer copy)
  * -> s4 (host:2) -> output; every stage also returns host bytes (info),
  * the last stage's info is an output too. */
@@ -156,7 +117,7 @@ static adag_dag_h four_stages(adag_runtime_h rt, adag_placement_t pl, adag_actor
     for (int s = 0; s < 4; s++) {
         char name[16];
         snprintf(name, sizeof(name), "s%d", s + 1);
-        a[s] = stage_actor(rt, pl, name, devs[s], s + 1, kernel_us[s]);
+        a[s] = h_gpu_stage(rt, pl, name, devs[s], s + 1, kernel_us[s]);
     }
     ASSERT_OK(adag_graph_create(rt, &g));
     ASSERT_OK(adag_graph_input(g, 0, &x));
@@ -215,15 +176,15 @@ static void run_pipeline(adag_placement_t pl, unsigned executions)
         /* every worker holds its device's objects while the DAG lives, and
          * none once it is destroyed */
         for (int s = 0; s < 4; s++)
-            cr_assert_gt(device_objects(adag_actor_pid(a[s])), 0, "s%d holds no device object",
+            cr_assert_gt(probe_device_objects(adag_actor_pid(a[s])), 0, "s%d holds no device object",
                          s + 1);
         ASSERT_OK(adag_dag_destroy(dag));
         for (int s = 0; s < 4; s++)
-            cr_assert_eq(device_objects(adag_actor_pid(a[s])), 0,
+            cr_assert_eq(probe_device_objects(adag_actor_pid(a[s])), 0,
                          "s%d still holds device objects after the DAG was destroyed", s + 1);
     } else {
         ASSERT_OK(adag_dag_destroy(dag));
-        cr_assert_eq(device_objects(getpid()), 0, "device objects left after destroy");
+        cr_assert_eq(probe_device_objects(getpid()), 0, "device objects left after destroy");
     }
     for (int s = 0; s < 4; s++)
         ASSERT_OK(adag_actor_destroy(a[s]));
@@ -247,7 +208,7 @@ Test(gpu_pipeline, four_thread_stages_every_dtype, .timeout = 120)
 Test(gpu_pipeline, driver_device_driver, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = stage_actor(rt, ADAG_PLACEMENT_PROCESS, "one", "host:3", 5, 0);
+    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "one", "host:3", 5, 0);
     adag_graph_h g;
     adag_node_h x, y;
     ASSERT_OK(adag_graph_create(rt, &g));
@@ -280,7 +241,7 @@ Test(gpu_pipeline, driver_device_driver, .timeout = 60)
 Test(gpu_pipeline, slow_kernel_does_not_block_the_loop, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = stage_actor(rt, ADAG_PLACEMENT_PROCESS, "slow", "host:0", 1, 150000);
+    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "slow", "host:0", 1, 150000);
     adag_graph_h g;
     adag_node_h x, call, y, info;
     ASSERT_OK(adag_graph_create(rt, &g));

@@ -167,14 +167,14 @@ void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nrea
         nreaders = 0;
     r->geom = (adag_chan_geom_t){nslots, nreaders, capacity};
     r->one_ctx = flags & RIG_ONE_CTX;
+    /* every endpoint named, as the compiler names them by actor */
     device_open(&r->devs[0], be->wdev);
-    r->places[0] = be->wdev < 0 ? ADAG_CHAN_PLACE_HOST
-                                : (adag_chan_place_t){ADAG_DEVICE_KIND_HOST, (uint32_t)be->wdev};
+    r->places[0] = (adag_chan_place_t){be->wdev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
+                                       be->wdev < 0 ? 0u : (uint32_t)be->wdev, "writer"};
     for (unsigned i = 0; i < nreaders; i++) {
         device_open(&r->devs[1 + i], be->rdev);
-        r->places[1 + i] = be->rdev < 0 ? ADAG_CHAN_PLACE_HOST
-                                        : (adag_chan_place_t){ADAG_DEVICE_KIND_HOST,
-                                                              (uint32_t)be->rdev};
+        r->places[1 + i] = (adag_chan_place_t){be->rdev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
+                                               be->rdev < 0 ? 0u : (uint32_t)be->rdev, "reader"};
     }
     const adag_chan_place_t *places[1] = {r->places};
 

@@ -144,6 +144,24 @@ static adag_status_t dec_reply(const adag_ctl_msg_t *msg, int check)
     return st;
 }
 
+static void enc_failed(adag_wbuf_t *b)
+{
+    adag_msg_failed_t m = {9, ADAG_ERR_TIMEOUT, "device channel x: the peer copy timed out"};
+    adag_msg_encode_failed(b, &m);
+}
+
+static adag_status_t dec_failed(const adag_ctl_msg_t *msg, int check)
+{
+    adag_msg_failed_t m;
+    adag_status_t st = adag_msg_decode_failed(msg, &m);
+    if (check && st == ADAG_OK) {
+        cr_assert_eq(m.dag_id, 9);
+        cr_assert_eq(m.status, ADAG_ERR_TIMEOUT);
+        cr_assert_str_eq(m.msg, "device channel x: the peer copy timed out");
+    }
+    return st;
+}
+
 /* Every type of the table, with its sample (SHUTDOWN carries nothing). */
 static const msg_case_t cases[] = {
     {ADAG_MSG_HELLO, enc_hello, dec_hello},
@@ -155,6 +173,7 @@ static const msg_case_t cases[] = {
     {ADAG_MSG_STOP_DAG, enc_dag_ok, dec_dag},
     {ADAG_MSG_SHUTDOWN, NULL, NULL},
     {ADAG_MSG_REPLY, enc_reply, dec_reply},
+    {ADAG_MSG_DAG_FAILED, enc_failed, dec_failed},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -190,6 +209,22 @@ Test(protocol, every_type_has_a_case)
     cr_assert(adag_msg_info(ADAG_MSG_ABORT_DAG)->one_way && adag_msg_info(ADAG_MSG_REPLY)->one_way);
     cr_assert(!adag_msg_info(ADAG_MSG_PREPARE_DAG)->one_way);
     cr_assert_eq(adag_msg_info(ADAG_MSG_PREPARE_DAG)->max_fds, ADAG_CTL_MAX_FDS);
+    cr_assert(adag_msg_info(ADAG_MSG_DAG_FAILED)->one_way);
+    cr_assert_eq(adag_msg_info(ADAG_MSG_CREATE_ACTOR)->max_fds, 1); /* the event socket */
+}
+
+/* DAG_FAILED carries an error status, never OK or a positive value. */
+Test(protocol, dag_failed_needs_an_error_status)
+{
+    const int32_t bad[] = {ADAG_OK, 3, ADAG_ERR_INTERNAL - 1};
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        adag_msg_failed_t m = {1, bad[i], "x"}, out;
+        adag_wbuf_t b = {0};
+        adag_msg_encode_failed(&b, &m);
+        adag_ctl_msg_t msg = view(ADAG_MSG_DAG_FAILED, b.data, b.len);
+        cr_assert_eq(adag_msg_decode_failed(&msg, &out), ADAG_ERR_PROTOCOL, "status %d", bad[i]);
+        adag_wbuf_free(&b);
+    }
 }
 
 /* Round trip; every strict prefix and a trailing byte are refused with a

@@ -1,63 +1,17 @@
 /*
- * The device channel: a tensor whose writer or readers live on a device,
- * between processes of one host. It is built from two lower pieces:
- *
- *   - a *ring*: an shm channel (through its ops table) that carries every
- *     slot's metadata (seq, size, tensor meta, status, error text), the
- *     readers' releases and, where a host endpoint needs them, the bytes
- *     (host payload; a ring without payload never touches its slots'
- *     bytes, so their pages are never allocated);
- *   - the device ops table (gpu/device.h) for device memory, copies on the
- *     actors' streams, and events, exported as handles (bytes) in the
- *     endpoints' peer info and imported at CONNECT.
- *
- * Where each endpoint keeps the value (its place: host or device k) gives
- * its role, fixed at compile time in the descriptor:
- *
- *   writer on a device   the method writes slot `seq % nslots` of the
- *                        writer's device memory on its compute stream;
- *                        publish records the slot's `ready` event there.
- *                        With host readers (payload), the communication
- *                        stream waits for `ready`, copies the slot into the
- *                        ring's host slot, records `copied` and publishes
- *                        the ring from that stream (a host function), so no
- *                        host thread waits for the device.
- *   writer in host memory  the ring as is (the driver, a host actor).
- *   reader, same device  zero copies: the reader's compute stream waits for
- *                        the writer's `ready` and reads the writer's slot
- *                        (imported memory); release records its `consumed`
- *                        event, which the writer's compute stream waits for
- *                        before it writes that slot again.
- *   reader, another device  one peer copy on the reader's communication
- *                        stream into its own slot (after `ready`), then
- *                        `consumed` (the writer's slot is free again) and
- *                        `local_ready`, which the compute stream waits for.
- *   reader on a device, writer in host memory  an async host-to-device copy
- *                        of the ring's slot on the communication stream; the
- *                        ring slot is released from that stream after the
- *                        copy (a host function).
- *   reader in host memory  the ring as is (host payload).
- *
- * A reader's own slot (copies) is reused only after the compute stream's
- * `local_free` event of its previous use. The host-level ring keeps the
- * window (a writer never runs more than nslots ahead); the events order the
- * device work inside it. Memory ordering: the ring's seq_cst counters
- * (transport/chan_shm.c); an event is recorded before the ring store that
- * makes it visible (publish, release), and waited for after the ring load
- * that saw that store, so the wait always covers the record.
+ * The device channel: its descriptor and domain, and the life of an
+ * endpoint (open, connect, watch, wake, close). transport/chan_dev.h
+ * describes the roles; transport/chan_dev_path.c is the hot path.
  */
-#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/channel.h"
+#include "transport/chan_dev.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const adag_chan_ops_t adag_chan_shm_ops;
-extern const adag_chan_ops_t adag_chan_dev_ops;
 
 #define SLOT_ALIGN 256 /* device slots start on 256-byte boundaries */
 #define CLOSE_SYNC_MS 10000
@@ -109,7 +63,7 @@ static dev_domain_t *dev_domain_new(void)
 }
 
 /* Descriptor: u32 payload flag, u32 nplaces, per place (i32 kind, u32
- * index), then the ring's descriptor as a byte run. */
+ * index, its actor's name), then the ring's descriptor as a byte run. */
 static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
                                        const adag_chan_place_t *const *places, unsigned n,
                                        adag_wbuf_t *descs, adag_chan_domain_t **out)
@@ -139,6 +93,7 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
             adag_chan_place_t p = pl ? pl[j] : ADAG_CHAN_PLACE_HOST;
             adag_wbuf_u32(&descs[i], (uint32_t)p.kind);
             adag_wbuf_u32(&descs[i], p.index);
+            adag_wbuf_str(&descs[i], p.who ? p.who : "?");
         }
         adag_wbuf_bytes(&descs[i], rd[i].data, rd[i].len);
     }
@@ -187,65 +142,6 @@ static size_t dev_domain_bytes(const adag_chan_domain_t *dom)
 }
 
 /* ---- endpoints ---- */
-
-typedef enum {
-    ROLE_HOST_WRITER,  /* the ring as is */
-    ROLE_DEV_WRITER,
-    ROLE_HOST_READER,  /* the ring as is */
-    ROLE_SAME_DEVICE,  /* zero copies */
-    ROLE_PEER_COPY,    /* from another device */
-    ROLE_H2D,          /* from host memory */
-} role_t;
-
-/* A publish or release run later on a stream (host function). */
-typedef struct {
-    struct dev_chan *ch;
-    uint64_t seq;
-    size_t size;
-    adag_tensor_meta_t meta;
-    int has_meta;
-    adag_status_t status;
-    char err[ADAG_SLOT_ERR_MAX];
-} deferred_t;
-
-typedef struct dev_chan {
-    adag_chan_t base;
-    adag_chan_t *ring;
-    role_t role;
-    int payload;                 /* the ring carries the bytes */
-    unsigned nplaces;
-    adag_chan_place_t *places;   /* writer, then each reader */
-    const adag_chan_device_t *device; /* NULL for host roles */
-    const adag_device_ops_t *ops;
-    size_t stride;               /* bytes per device slot */
-    /* writer on a device */
-    adag_dev_mem_t slots;        /* nslots * stride */
-    adag_dev_event_t **ready;    /* per slot, exported */
-    adag_dev_event_t **copied;   /* per slot: the payload copy read the slot */
-    adag_dev_event_t **consumed; /* [reader * nslots + slot], imported (device readers) */
-    void **ring_bufs;            /* per slot: the ring's host slot (payload) */
-    /* per slot: what was published (the writer reads its own value from
-     * here), and the ring publish that runs on comm when there is payload */
-    deferred_t *pending;
-    /* reader on a device */
-    adag_dev_mem_t peer;         /* the writer's slots, imported */
-    adag_dev_event_t **peer_ready;
-    adag_dev_event_t **my_consumed; /* per slot, exported */
-    adag_dev_mem_t local;        /* own slots (copies) */
-    adag_dev_event_t **local_ready, **local_free;
-    deferred_t *releases;        /* per slot: the ring release to run on comm (H2D) */
-    int connected;
-} dev_chan_t;
-
-static dev_chan_t *dev_of(adag_chan_t *ch)
-{
-    return (dev_chan_t *)ch;
-}
-
-static unsigned slot_index(const dev_chan_t *c, uint64_t seq)
-{
-    return (unsigned)(seq % c->base.nslots);
-}
 
 static adag_status_t events_create(dev_chan_t *c, adag_dev_event_t ***evs)
 {
@@ -323,13 +219,15 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
                         d ? "malformed descriptor" : "no domain");
         goto fail;
     }
-    if (!(c->places = calloc(c->nplaces, sizeof(*c->places)))) {
+    if (!(c->places = calloc(c->nplaces, sizeof(*c->places))) ||
+        !(c->who = calloc(c->nplaces, sizeof(*c->who)))) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
         goto fail;
     }
     for (unsigned j = 0; j < c->nplaces; j++) {
         c->places[j].kind = (int32_t)adag_rbuf_u32(&rb);
         c->places[j].index = adag_rbuf_u32(&rb);
+        adag_rbuf_str(&rb, c->who[j], sizeof(c->who[j]));
         if (c->places[j].kind >= 0 && !adag_device_backend((uint32_t)c->places[j].kind))
             rb.failed = 1;
     }
@@ -395,6 +293,8 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     case ROLE_H2D:
         if ((st = events_create(c, &c->my_consumed)) != ADAG_OK)
             goto fail;
+        if (c->role == ROLE_SAME_DEVICE && (st = events_create(c, &c->arrived)) != ADAG_OK)
+            goto fail;
         if (c->role != ROLE_SAME_DEVICE) {
             if ((st = c->ops->mem_alloc(c->device->dev, c->stride * n, &c->local)) != ADAG_OK ||
                 (st = events_create(c, &c->local_ready)) != ADAG_OK ||
@@ -411,6 +311,13 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     case ROLE_HOST_WRITER:
     case ROLE_HOST_READER:
         break;
+    }
+    /* the roles with communication operations on device streams */
+    int watched = c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY ||
+                  c->role == ROLE_H2D || (c->role == ROLE_DEV_WRITER && c->payload);
+    if (watched && !(c->watch = calloc(n, sizeof(*c->watch)))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+        goto fail;
     }
     *out = &c->base;
     return ADAG_OK;
@@ -496,7 +403,7 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
                                                      "info", ch->name, whose);
         }
     }
-    c->connected = 1;
+    atomic_store_explicit(&c->connected, 1, memory_order_release);
     return ADAG_OK;
 }
 
@@ -539,6 +446,7 @@ static void dev_close(adag_chan_t *ch)
         events_destroy(c, c->my_consumed, n);
         events_destroy(c, c->local_ready, n);
         events_destroy(c, c->local_free, n);
+        events_destroy(c, c->arrived, n);
         if (c->slots.ptr)
             c->ops->mem_free(dev, &c->slots);
         if (c->local.ptr)
@@ -549,215 +457,105 @@ static void dev_close(adag_chan_t *ch)
     if (c->ring)
         c->ring->ops->close(c->ring);
     free(c->places);
+    free(c->who);
+    free(c->watch);
     free(c->ring_bufs);
     free(c->pending);
     free(c->releases);
     free(c);
 }
 
+static void abandon_events(dev_chan_t *c, adag_dev_event_t **evs, size_t n)
+{
+    for (size_t i = 0; evs && i < n; i++)
+        if (evs[i])
+            c->ops->event_abandon(evs[i]);
+}
+
+/* Wakes the ring's waiters and gives up on the peers' events: the DAG is
+ * aborted, so a peer that died or stopped must not keep this endpoint's
+ * streams waiting (they then drain, and close frees everything). */
 static void dev_wake_all(adag_chan_t *ch)
 {
-    adag_chan_t *ring = dev_of(ch)->ring;
-    ring->ops->wake_all(ring);
+    dev_chan_t *c = dev_of(ch);
+    c->ring->ops->wake_all(c->ring);
+    if (!c->device || !atomic_load_explicit(&c->connected, memory_order_acquire))
+        return;
+    abandon_events(c, c->peer_ready, ch->nslots);
+    abandon_events(c, c->consumed, (size_t)ch->nslots * (c->nplaces - 1));
+}
+
+/* The event that completes slot s's watched operation, and what to call
+ * the operation in a message. */
+static adag_dev_event_t *watched_op(dev_chan_t *c, unsigned s, char *what, size_t len)
+{
+    const adag_chan_place_t *w = &c->places[0];
+    switch (c->role) {
+    case ROLE_SAME_DEVICE:
+        snprintf(what, len, "waiting for the value of %s (%s:%u)", c->who[0],
+                 adag_device_kind_name((uint32_t)w->kind), w->index);
+        return c->arrived[s];
+    case ROLE_PEER_COPY:
+        snprintf(what, len, "the peer copy from %s (%s:%u)", c->who[0],
+                 adag_device_kind_name((uint32_t)w->kind), w->index);
+        return c->local_ready[s];
+    case ROLE_H2D:
+        snprintf(what, len, "the copy from host memory (written by %s)", c->who[0]);
+        return c->local_ready[s];
+    case ROLE_DEV_WRITER: {
+        unsigned r = 1;
+        while (r + 1 < c->nplaces && is_dev(c->places[r]))
+            r++;
+        snprintf(what, len, "the copy to host memory (read by %s%s)", c->who[r],
+                 c->nplaces > 2 ? " and others" : "");
+        return c->copied[s];
+    }
+    default:
+        return NULL;
+    }
+}
+
+static adag_status_t dev_watch(adag_chan_t *ch, int64_t now, int64_t timeout_ns,
+                               int64_t *since_out)
+{
+    dev_chan_t *c = dev_of(ch);
+    char what[2 * ADAG_MAX_NAME + 64];
+    int64_t oldest = INT64_MAX;
+    unsigned oldest_slot = 0;
+    uint64_t oldest_seq1 = 0;
+    if (!c->watch || !atomic_load_explicit(&c->connected, memory_order_acquire))
+        return ADAG_OK;
+    for (unsigned s = 0; s < ch->nslots; s++) {
+        uint64_t seq1 = atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst);
+        if (!seq1)
+            continue;
+        int64_t since = atomic_load_explicit(&c->watch[s].since, memory_order_relaxed);
+        if (now - since <= timeout_ns || since >= oldest)
+            continue;
+        adag_dev_event_t *ev = watched_op(c, s, what, sizeof(what));
+        if (!ev || c->ops->event_query(ev) == ADAG_OK)
+            continue;
+        /* the slot moved on meanwhile: the event checked was not its op's */
+        if (atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst) != seq1)
+            continue;
+        oldest = since;
+        oldest_slot = s;
+        oldest_seq1 = seq1;
+    }
+    if (!oldest_seq1)
+        return ADAG_OK;
+    watched_op(c, oldest_slot, what, sizeof(what));
+    *since_out = oldest;
+    return adag_error(ADAG_ERR_TIMEOUT,
+                      "device channel %s: %s for execution %llu did not complete within %lld ms",
+                      ch->name, what, (unsigned long long)(oldest_seq1 - 1),
+                      (long long)(timeout_ns / 1000000));
 }
 
 static int dev_notify_fd(adag_chan_t *ch)
 {
     adag_chan_t *ring = dev_of(ch)->ring;
     return ring->ops->notify_fd ? ring->ops->notify_fd(ring) : -1;
-}
-
-/* ---- the hot path ---- */
-
-static adag_status_t stream_fail(dev_chan_t *c, adag_status_t st, const char *what, uint64_t seq)
-{
-    adag_error_prefix("device channel %s: %s for execution %llu", c->base.name, what,
-                      (unsigned long long)seq);
-    return st;
-}
-
-static adag_status_t dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
-{
-    dev_chan_t *c = dev_of(ch);
-    void *ring_buf;
-    adag_status_t st = c->ring->ops->acquire(c->ring, seq, deadline, &ring_buf);
-    if (st != ADAG_OK)
-        return st;
-    if (c->role != ROLE_DEV_WRITER) {
-        *buf = ring_buf;
-        return ADAG_OK;
-    }
-    unsigned s = slot_index(c, seq);
-    c->ring_bufs[s] = ring_buf;
-    adag_dev_stream_t *compute = c->device->compute;
-    /* the device readers are done with the slot, and so is the payload copy */
-    for (unsigned r = 0; r + 1 < c->nplaces; r++) {
-        adag_dev_event_t *ev = c->consumed[(size_t)r * ch->nslots + s];
-        if (ev && (st = c->ops->stream_wait_event(compute, ev)) != ADAG_OK)
-            return stream_fail(c, st, "waiting for a reader", seq);
-    }
-    if (c->copied && (st = c->ops->stream_wait_event(compute, c->copied[s])) != ADAG_OK)
-        return stream_fail(c, st, "waiting for the host copy", seq);
-    *buf = (char *)c->slots.ptr + (size_t)s * c->stride;
-    return ADAG_OK;
-}
-
-static void deferred_publish(void *arg)
-{
-    deferred_t *p = arg;
-    adag_chan_t *ring = p->ch->ring;
-    ring->ops->publish(ring, p->seq, p->size, p->has_meta ? &p->meta : NULL, p->status,
-                       p->err[0] ? p->err : NULL);
-}
-
-static adag_status_t dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
-                                 const adag_tensor_meta_t *meta, adag_status_t status,
-                                 const char *err)
-{
-    dev_chan_t *c = dev_of(ch);
-    if (c->role != ROLE_DEV_WRITER)
-        return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
-    unsigned s = slot_index(c, seq);
-    adag_status_t st;
-    /* pending[s] is free: the ring publish of seq - nslots ran before the
-     * readers released it, which acquire(seq) waited for */
-    deferred_t *p = &c->pending[s];
-    p->ch = c;
-    p->seq = seq;
-    p->size = status == ADAG_OK && size <= ch->capacity ? size : 0;
-    p->has_meta = status == ADAG_OK && meta != NULL;
-    adag_tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
-    p->status = status;
-    snprintf(p->err, sizeof(p->err), "%s", status != ADAG_OK && err ? err : "");
-    if (status == ADAG_OK &&
-        (st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK)
-        return stream_fail(c, st, "recording the value", seq);
-    if (!c->payload)
-        return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
-    /* host readers: copy to the ring's slot, then publish it, in stream order */
-    adag_dev_stream_t *comm = c->device->comm;
-    if (status == ADAG_OK && p->size) {
-        if ((st = c->ops->stream_wait_event(comm, c->ready[s])) != ADAG_OK ||
-            (st = c->ops->copy_async(comm, c->ring_bufs[s], (char *)c->slots.ptr +
-                                                               (size_t)s * c->stride,
-                                     p->size)) != ADAG_OK)
-            return stream_fail(c, st, "copying the value to host memory", seq);
-    }
-    if ((st = c->ops->event_record(c->copied[s], comm)) != ADAG_OK ||
-        (st = c->ops->host_fn(comm, deferred_publish, p)) != ADAG_OK)
-        return stream_fail(c, st, "publishing", seq);
-    return ADAG_OK;
-}
-
-static adag_status_t dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
-                              adag_slot_view_t *view)
-{
-    dev_chan_t *c = dev_of(ch);
-    adag_status_t st;
-    if (c->role == ROLE_DEV_WRITER) {
-        /* the writer reading its own value: same stream, nothing to wait for */
-        const deferred_t *p = &c->pending[slot_index(c, seq)];
-        view->data = (char *)c->slots.ptr + (size_t)slot_index(c, seq) * c->stride;
-        view->size = p->size;
-        adag_tensor_meta_load(&view->meta, &p->meta);
-        view->device = ADAG_DEVICE_GPU(c->device->dev->index);
-        view->status = p->status;
-        view->err = p->err;
-        view->err_len = strlen(p->err);
-        return ADAG_OK;
-    }
-    if ((st = c->ring->ops->wait(c->ring, seq, deadline, view)) != ADAG_OK)
-        return st;
-    if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER || view->status != ADAG_OK)
-        return ADAG_OK;
-    unsigned s = slot_index(c, seq);
-    adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
-    char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
-    view->device = ADAG_DEVICE_GPU(c->device->dev->index);
-    switch (c->role) {
-    case ROLE_SAME_DEVICE:
-        if ((st = c->ops->stream_wait_event(compute, c->peer_ready[s])) != ADAG_OK)
-            return stream_fail(c, st, "waiting for the writer", seq);
-        view->data = (char *)c->peer.ptr + (size_t)s * c->stride;
-        return ADAG_OK;
-    case ROLE_PEER_COPY:
-        if ((st = c->ops->stream_wait_event(comm, c->peer_ready[s])) != ADAG_OK ||
-            (st = c->ops->stream_wait_event(comm, c->local_free[s])) != ADAG_OK ||
-            (st = c->ops->copy_async(comm, local, (char *)c->peer.ptr + (size_t)s * c->stride,
-                                     view->size)) != ADAG_OK ||
-            (st = c->ops->event_record(c->my_consumed[s], comm)) != ADAG_OK)
-            return stream_fail(c, st, "copying from the writer's device", seq);
-        break;
-    case ROLE_H2D:
-        if ((st = c->ops->stream_wait_event(comm, c->local_free[s])) != ADAG_OK ||
-            (st = c->ops->copy_async(comm, local, view->data, view->size)) != ADAG_OK)
-            return stream_fail(c, st, "copying from host memory", seq);
-        break;
-    default:
-        break;
-    }
-    if ((st = c->ops->event_record(c->local_ready[s], comm)) != ADAG_OK ||
-        (st = c->ops->stream_wait_event(compute, c->local_ready[s])) != ADAG_OK)
-        return stream_fail(c, st, "ordering the copy", seq);
-    view->data = local;
-    return ADAG_OK;
-}
-
-static void deferred_release(void *arg)
-{
-    deferred_t *p = arg;
-    adag_chan_t *ring = p->ch->ring;
-    ring->ops->release(ring, p->seq);
-}
-
-static void dev_release(adag_chan_t *ch, uint64_t seq)
-{
-    dev_chan_t *c = dev_of(ch);
-    unsigned s = slot_index(c, seq);
-    adag_status_t st = ADAG_OK;
-    switch (c->role) {
-    case ROLE_HOST_WRITER:
-    case ROLE_HOST_READER:
-        c->ring->ops->release(c->ring, seq);
-        return;
-    case ROLE_DEV_WRITER:
-        return; /* the writer reading its own slot holds nothing */
-    case ROLE_SAME_DEVICE:
-        /* the compute stream's reads of the writer's slot come first */
-        st = c->ops->event_record(c->my_consumed[s], c->device->compute);
-        break;
-    case ROLE_PEER_COPY:
-        st = c->ops->event_record(c->local_free[s], c->device->compute);
-        break;
-    case ROLE_H2D:
-        if ((st = c->ops->event_record(c->local_free[s], c->device->compute)) == ADAG_OK) {
-            /* the ring's host slot is free once the copy on comm read it */
-            c->releases[s].ch = c;
-            c->releases[s].seq = seq;
-            st = c->ops->host_fn(c->device->comm, deferred_release, &c->releases[s]);
-            if (st == ADAG_OK)
-                return;
-        }
-        break;
-    }
-    if (st != ADAG_OK) {
-        /* an event that cannot be recorded: wait for the streams instead,
-         * so that releasing never lets the writer overwrite a slot in use */
-        ADAG_LOG_WARN("device channel %s: %s; waiting for the streams before releasing "
-                      "execution %llu",
-                      ch->name, adag_last_error(), (unsigned long long)seq);
-        c->ops->stream_sync(c->device->comm, ADAG_FOREVER);
-        c->ops->stream_sync(c->device->compute, ADAG_FOREVER);
-    }
-    c->ring->ops->release(c->ring, seq);
-}
-
-static int dev_ready(adag_chan_t *ch, uint64_t seq)
-{
-    dev_chan_t *c = dev_of(ch);
-    if (c->role == ROLE_DEV_WRITER)
-        return 1;
-    return c->ring->ops->ready(c->ring, seq);
 }
 
 const adag_chan_ops_t adag_chan_dev_ops = {
@@ -773,9 +571,10 @@ const adag_chan_ops_t adag_chan_dev_ops = {
     .close = dev_close,
     .wake_all = dev_wake_all,
     .notify_fd = dev_notify_fd,
-    .acquire = dev_acquire,
-    .publish = dev_publish,
-    .wait = dev_wait,
-    .release = dev_release,
-    .ready = dev_ready,
+    .watch = dev_watch,
+    .acquire = adag_chan_dev_acquire,
+    .publish = adag_chan_dev_publish,
+    .wait = adag_chan_dev_wait,
+    .release = adag_chan_dev_release,
+    .ready = adag_chan_dev_ready,
 };

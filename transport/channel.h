@@ -84,13 +84,16 @@ typedef struct {
 } adag_slot_view_t;
 
 /* Where an endpoint keeps the channel's values: host memory (kind -1) or
- * device `index` of device backend `kind` (adag_device_kind_t). */
+ * device `index` of device backend `kind` (adag_device_kind_t); `who` is
+ * the endpoint's actor ("the driver"), for messages (NULL: unnamed; only
+ * read during domain_create). */
 typedef struct {
     int32_t kind;
     uint32_t index;
+    const char *who;
 } adag_chan_place_t;
 
-#define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0})
+#define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0, NULL})
 
 /* What every endpoint of a channel agrees on. */
 typedef struct {
@@ -179,8 +182,19 @@ struct adag_chan_ops {
     /* Optional: peers[0] is the writer's info, peers[1 + r] reader r's. */
     adag_status_t (*connect)(adag_chan_t *ch, const adag_blob_t *peers, unsigned npeers);
     void (*close)(adag_chan_t *ch);
-    /* Wakes every waiter of the channel (after the abort word was set). */
+    /* Wakes every waiter of the channel (after the abort word was set).
+     * A backend that orders device streams on a peer's events also
+     * abandons them (device ops event_abandon), so that no stream of this
+     * process waits forever on a peer that died or stopped. Any thread. */
     void (*wake_all)(adag_chan_t *ch);
+    /* Optional: the endpoint's communication operations in flight on
+     * device streams (copies, waits for a peer's value) are checked, never
+     * waited for: ADAG_ERR_TIMEOUT, with a message naming the operation,
+     * the execution and the peer, if one was enqueued more than timeout_ns
+     * before `now` (adag_now_ns) and has not completed (*since: when the
+     * oldest such was enqueued); else ADAG_OK. Runs on a watchdog thread
+     * while the endpoint's loop uses it. */
+    adag_status_t (*watch)(adag_chan_t *ch, int64_t now, int64_t timeout_ns, int64_t *since);
     /* Optional, readers: arms and returns an fd that the writer signals
      * (readable) after each publish from now on; -1 if it cannot. */
     int (*notify_fd)(adag_chan_t *ch);

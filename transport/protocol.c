@@ -9,7 +9,7 @@
 
 static const adag_msg_info_t msg_table[ADAG_MSG_END] = {
     [ADAG_MSG_HELLO] = {"HELLO", "say hello", 0, 0},
-    [ADAG_MSG_CREATE_ACTOR] = {"CREATE_ACTOR", "create the actor", 0, 0},
+    [ADAG_MSG_CREATE_ACTOR] = {"CREATE_ACTOR", "create the actor", 0, 1},
     [ADAG_MSG_PREPARE_DAG] = {"PREPARE_DAG", "prepare a DAG", 0, ADAG_CTL_MAX_FDS},
     [ADAG_MSG_CONNECT_DAG] = {"CONNECT_DAG", "connect a DAG", 0, 0},
     [ADAG_MSG_START_DAG] = {"START_DAG", "start a DAG", 0, 0},
@@ -17,6 +17,7 @@ static const adag_msg_info_t msg_table[ADAG_MSG_END] = {
     [ADAG_MSG_STOP_DAG] = {"STOP_DAG", "stop a DAG", 0, 0},
     [ADAG_MSG_SHUTDOWN] = {"SHUTDOWN", "shut down", 0, 0},
     [ADAG_MSG_REPLY] = {"REPLY", "reply", 1, 0},
+    [ADAG_MSG_DAG_FAILED] = {"DAG_FAILED", "report a failed DAG", 1, 0},
 };
 
 const adag_msg_info_t *adag_msg_info(uint32_t type)
@@ -116,6 +117,13 @@ void adag_msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg
     adag_wbuf_bytes(b, body.data, body.len);
 }
 
+void adag_msg_encode_failed(adag_wbuf_t *b, const adag_msg_failed_t *m)
+{
+    adag_wbuf_u32(b, m->dag_id);
+    adag_wbuf_u32(b, (uint32_t)m->status);
+    adag_wbuf_str(b, m->msg);
+}
+
 /* ---- decoders ---- */
 
 static adag_rbuf_t reader(const adag_ctl_msg_t *msg)
@@ -196,6 +204,17 @@ adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m)
     if (msg->type == ADAG_MSG_ABORT_DAG && (m->status >= 0 || m->status < ADAG_ERR_INTERNAL))
         rb.failed = 1;
     return finish(msg, msg->type, &rb);
+}
+
+adag_status_t adag_msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_t *m)
+{
+    adag_rbuf_t rb = reader(msg);
+    m->dag_id = adag_rbuf_u32(&rb);
+    m->status = (int32_t)adag_rbuf_u32(&rb);
+    adag_rbuf_str(&rb, m->msg, sizeof(m->msg));
+    if (m->status >= 0 || m->status < ADAG_ERR_INTERNAL)
+        rb.failed = 1;
+    return finish(msg, ADAG_MSG_DAG_FAILED, &rb);
 }
 
 adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m)

@@ -18,6 +18,13 @@
  * DAG in the worker at once, from any thread of the driver. STOP_DAG stops
  * and frees a DAG; SHUTDOWN runs fini and ends the worker. Every other
  * message is answered by one REPLY {status, message, body}.
+ *
+ * The other way, on the event socket (a second socket whose worker end
+ * CREATE_ACTOR carries; the runtime's monitor thread reads the driver's
+ * end), the worker sends DAG_FAILED {dag id, status, message}, one-way,
+ * when something fails one DAG without ending the worker (a device
+ * communication op past the DAG's comm timeout): the driver fails that
+ * DAG, its other DAGs go on.
  */
 #ifndef ADAG_TRANSPORT_PROTOCOL_H
 #define ADAG_TRANSPORT_PROTOCOL_H
@@ -32,7 +39,9 @@
 #include <stdint.h>
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
-#define ADAG_PROTOCOL_VERSION 3u /* 3: CREATE_ACTOR carries the actor's device */
+/* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
+ * the event socket, which carries DAG_FAILED */
+#define ADAG_PROTOCOL_VERSION 4u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -45,6 +54,7 @@ typedef enum {
     ADAG_MSG_STOP_DAG,
     ADAG_MSG_SHUTDOWN,
     ADAG_MSG_REPLY,
+    ADAG_MSG_DAG_FAILED,
     ADAG_MSG_END
 } adag_msg_type_t;
 
@@ -111,6 +121,12 @@ typedef struct {
     adag_blob_t body;
 } adag_msg_reply_t;
 
+typedef struct {
+    uint32_t dag_id;
+    int32_t status;      /* an ADAG_ERR_* code */
+    char msg[ADAG_ERROR_MAX];
+} adag_msg_failed_t;     /* DAG_FAILED */
+
 void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
 void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
 /* device: "<backend>:<index>", or NULL / "" for none */
@@ -122,6 +138,7 @@ void adag_msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m);
 void adag_msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m);
 void adag_msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg,
                            adag_blob_t body);
+void adag_msg_encode_failed(adag_wbuf_t *b, const adag_msg_failed_t *m);
 
 /* Each decoder checks the type and that the payload is exactly one such
  * message; ADAG_ERR_PROTOCOL ("malformed <NAME> message") otherwise. */
@@ -131,6 +148,7 @@ adag_status_t adag_msg_decode_prepare(const adag_ctl_msg_t *msg, adag_msg_prepar
 adag_status_t adag_msg_decode_connect(const adag_ctl_msg_t *msg, adag_msg_connect_t *m);
 adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m);
 adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m);
+adag_status_t adag_msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_t *m);
 /* Reply bodies. */
 adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
 /* The method table: *out is malloc'd (n in 1..ADAG_MAX_METHODS). */

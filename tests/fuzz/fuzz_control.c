@@ -205,6 +205,15 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
         reply_bodies(m.body);
         return;
     }
+    case ADAG_MSG_DAG_FAILED: {
+        adag_msg_failed_t m;
+        if (adag_msg_decode_failed(msg, &m) != ADAG_OK)
+            return;
+        CHECK(terminated(m.msg, sizeof(m.msg)) && m.status < 0 && m.status >= ADAG_ERR_INTERNAL);
+        adag_msg_encode_failed(&b, &m);
+        check_canonical(msg, &b);
+        return;
+    }
     default:
         return;
     }
@@ -237,7 +246,8 @@ static void run_payload(const uint8_t *data, size_t len)
     static const uint32_t types[] = {ADAG_MSG_HELLO,     ADAG_MSG_CREATE_ACTOR,
                                      ADAG_MSG_PREPARE_DAG, ADAG_MSG_CONNECT_DAG,
                                      ADAG_MSG_START_DAG, ADAG_MSG_ABORT_DAG,
-                                     ADAG_MSG_STOP_DAG,  ADAG_MSG_REPLY};
+                                     ADAG_MSG_STOP_DAG,  ADAG_MSG_REPLY,
+                                     ADAG_MSG_DAG_FAILED};
     for (unsigned t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         adag_ctl_msg_t msg;
         int fds[ADAG_CTL_MAX_FDS];

@@ -257,7 +257,7 @@ static void control_seeds(const adag_wbuf_t *program)
 {
     adag_wbuf_t hello = {0}, hello_reply = {0}, create = {0}, methods = {0}, reply = {0},
                 fail = {0}, prepare = {0}, connect = {0}, start = {0}, abort_dag = {0},
-                stop = {0}, domains = {0}, ok = {0};
+                stop = {0}, domains = {0}, ok = {0}, failed = {0};
     int fds[ADAG_CTL_MAX_FDS];
     fuzz_domain_export(&domain, &domains, fds);
 
@@ -279,6 +279,11 @@ static void control_seeds(const adag_wbuf_t *program)
     adag_msg_encode_dag(&start, &(adag_msg_dag_t){7, ADAG_OK});
     adag_msg_encode_dag(&abort_dag, &(adag_msg_dag_t){7, ADAG_ERR_ACTOR_DIED});
     adag_msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK});
+    adag_msg_encode_failed(&failed, &(adag_msg_failed_t){7, ADAG_ERR_TIMEOUT,
+                                                        "actor s2: device channel s1.step[0]: "
+                                                        "the peer copy from s1 (host:0) for "
+                                                        "execution 3 did not complete within "
+                                                        "300 ms"});
 
     /* payload mode */
     save("control", "payload-hello", "\x01", 1, hello.data, hello.len);
@@ -301,6 +306,7 @@ static void control_seeds(const adag_wbuf_t *program)
     save("control", "payload-reply-methods", "\x01", 1, reply.data, reply.len);
     save("control", "payload-reply-hello", "\x01", 1, ok.data, ok.len);
     save("control", "payload-reply-error", "\x01", 1, fail.data, fail.len);
+    save("control", "payload-dag-failed", "\x01", 1, failed.data, failed.len);
 
     /* stream mode: a worker's whole session, no fds */
     framer_t f;
@@ -357,7 +363,7 @@ static void control_seeds(const adag_wbuf_t *program)
     save("control", "stream-oversized", "\x00\x00", 2, hdr, sizeof(hdr));
 
     adag_wbuf_t *all[] = {&hello, &hello_reply, &create, &methods, &reply, &fail, &prepare,
-                          &connect, &start, &abort_dag, &stop, &domains, &ok};
+                          &connect, &start, &abort_dag, &stop, &domains, &ok, &failed};
     for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         adag_wbuf_free(all[i]);
 }

@@ -1,0 +1,208 @@
+/*
+ * The device channel's hot path: acquire, publish, wait, release, ready
+ * for every role (transport/chan_dev.h describes the roles).
+ */
+#include "common/error.h"
+#include "common/log.h"
+#include "transport/chan_dev.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static adag_status_t stream_fail(dev_chan_t *c, adag_status_t st, const char *what, uint64_t seq)
+{
+    adag_error_prefix("device channel %s: %s for execution %llu", c->base.name, what,
+                      (unsigned long long)seq);
+    return st;
+}
+
+adag_status_t adag_chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
+{
+    dev_chan_t *c = dev_of(ch);
+    void *ring_buf;
+    adag_status_t st = c->ring->ops->acquire(c->ring, seq, deadline, &ring_buf);
+    if (st != ADAG_OK)
+        return st;
+    if (c->role != ROLE_DEV_WRITER) {
+        *buf = ring_buf;
+        return ADAG_OK;
+    }
+    unsigned s = slot_index(c, seq);
+    c->ring_bufs[s] = ring_buf;
+    adag_dev_stream_t *compute = c->device->compute;
+    /* the device readers are done with the slot, and so is the payload copy */
+    for (unsigned r = 0; r + 1 < c->nplaces; r++) {
+        adag_dev_event_t *ev = c->consumed[(size_t)r * ch->nslots + s];
+        if (ev && (st = c->ops->stream_wait_event(compute, ev)) != ADAG_OK)
+            return stream_fail(c, st, "waiting for a reader", seq);
+    }
+    if (c->copied && (st = c->ops->stream_wait_event(compute, c->copied[s])) != ADAG_OK)
+        return stream_fail(c, st, "waiting for the host copy", seq);
+    *buf = (char *)c->slots.ptr + (size_t)s * c->stride;
+    return ADAG_OK;
+}
+
+static void deferred_publish(void *arg)
+{
+    deferred_t *p = arg;
+    adag_chan_t *ring = p->ch->ring;
+    ring->ops->publish(ring, p->seq, p->size, p->has_meta ? &p->meta : NULL, p->status,
+                       p->err[0] ? p->err : NULL);
+}
+
+adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                                    const adag_tensor_meta_t *meta, adag_status_t status,
+                                    const char *err)
+{
+    dev_chan_t *c = dev_of(ch);
+    if (c->role != ROLE_DEV_WRITER)
+        return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
+    unsigned s = slot_index(c, seq);
+    adag_status_t st;
+    /* pending[s] is free: the ring publish of seq - nslots ran before the
+     * readers released it, which acquire(seq) waited for */
+    deferred_t *p = &c->pending[s];
+    p->ch = c;
+    p->seq = seq;
+    p->size = status == ADAG_OK && size <= ch->capacity ? size : 0;
+    p->has_meta = status == ADAG_OK && meta != NULL;
+    adag_tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
+    p->status = status;
+    snprintf(p->err, sizeof(p->err), "%s", status != ADAG_OK && err ? err : "");
+    if (status == ADAG_OK &&
+        (st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK)
+        return stream_fail(c, st, "recording the value", seq);
+    if (!c->payload)
+        return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
+    /* host readers: copy to the ring's slot, then publish it, in stream order */
+    adag_dev_stream_t *comm = c->device->comm;
+    watch_arm(c, s, seq);
+    if (status == ADAG_OK && p->size) {
+        if ((st = c->ops->stream_wait_event(comm, c->ready[s])) != ADAG_OK ||
+            (st = c->ops->copy_async(comm, c->ring_bufs[s], (char *)c->slots.ptr +
+                                                               (size_t)s * c->stride,
+                                     p->size)) != ADAG_OK)
+            return stream_fail(c, st, "copying the value to host memory", seq);
+    }
+    if ((st = c->ops->event_record(c->copied[s], comm)) != ADAG_OK ||
+        (st = c->ops->host_fn(comm, deferred_publish, p)) != ADAG_OK)
+        return stream_fail(c, st, "publishing", seq);
+    return ADAG_OK;
+}
+
+adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+                                 adag_slot_view_t *view)
+{
+    dev_chan_t *c = dev_of(ch);
+    adag_status_t st;
+    if (c->role == ROLE_DEV_WRITER) {
+        /* the writer reading its own value: same stream, nothing to wait for */
+        const deferred_t *p = &c->pending[slot_index(c, seq)];
+        view->data = (char *)c->slots.ptr + (size_t)slot_index(c, seq) * c->stride;
+        view->size = p->size;
+        adag_tensor_meta_load(&view->meta, &p->meta);
+        view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+        view->status = p->status;
+        view->err = p->err;
+        view->err_len = strlen(p->err);
+        return ADAG_OK;
+    }
+    if ((st = c->ring->ops->wait(c->ring, seq, deadline, view)) != ADAG_OK)
+        return st;
+    if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER || view->status != ADAG_OK)
+        return ADAG_OK;
+    unsigned s = slot_index(c, seq);
+    adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
+    watch_arm(c, s, seq);
+    char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
+    view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+    switch (c->role) {
+    case ROLE_SAME_DEVICE:
+        /* `arrived` completes when the wait did (the watchdog's view) */
+        if ((st = c->ops->stream_wait_event(compute, c->peer_ready[s])) != ADAG_OK ||
+            (st = c->ops->event_record(c->arrived[s], compute)) != ADAG_OK)
+            return stream_fail(c, st, "waiting for the writer", seq);
+        view->data = (char *)c->peer.ptr + (size_t)s * c->stride;
+        return ADAG_OK;
+    case ROLE_PEER_COPY:
+        if ((st = c->ops->stream_wait_event(comm, c->peer_ready[s])) != ADAG_OK ||
+            (st = c->ops->stream_wait_event(comm, c->local_free[s])) != ADAG_OK ||
+            (st = c->ops->copy_async(comm, local, (char *)c->peer.ptr + (size_t)s * c->stride,
+                                     view->size)) != ADAG_OK ||
+            (st = c->ops->event_record(c->my_consumed[s], comm)) != ADAG_OK)
+            return stream_fail(c, st, "copying from the writer's device", seq);
+        break;
+    case ROLE_H2D:
+        if ((st = c->ops->stream_wait_event(comm, c->local_free[s])) != ADAG_OK ||
+            (st = c->ops->copy_async(comm, local, view->data, view->size)) != ADAG_OK)
+            return stream_fail(c, st, "copying from host memory", seq);
+        break;
+    default:
+        break;
+    }
+    if ((st = c->ops->event_record(c->local_ready[s], comm)) != ADAG_OK ||
+        (st = c->ops->stream_wait_event(compute, c->local_ready[s])) != ADAG_OK)
+        return stream_fail(c, st, "ordering the copy", seq);
+    view->data = local;
+    return ADAG_OK;
+}
+
+static void deferred_release(void *arg)
+{
+    deferred_t *p = arg;
+    adag_chan_t *ring = p->ch->ring;
+    ring->ops->release(ring, p->seq);
+}
+
+void adag_chan_dev_release(adag_chan_t *ch, uint64_t seq)
+{
+    dev_chan_t *c = dev_of(ch);
+    unsigned s = slot_index(c, seq);
+    adag_status_t st = ADAG_OK;
+    if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER) {
+        c->ring->ops->release(c->ring, seq);
+        return;
+    }
+    if (c->role == ROLE_DEV_WRITER)
+        return; /* the writer reading its own slot holds nothing */
+    switch (c->role) {
+    case ROLE_SAME_DEVICE:
+        /* the compute stream's reads of the writer's slot come first */
+        st = c->ops->event_record(c->my_consumed[s], c->device->compute);
+        break;
+    case ROLE_PEER_COPY:
+        st = c->ops->event_record(c->local_free[s], c->device->compute);
+        break;
+    case ROLE_H2D:
+        if ((st = c->ops->event_record(c->local_free[s], c->device->compute)) == ADAG_OK) {
+            /* the ring's host slot is free once the copy on comm read it */
+            c->releases[s].ch = c;
+            c->releases[s].seq = seq;
+            st = c->ops->host_fn(c->device->comm, deferred_release, &c->releases[s]);
+            if (st == ADAG_OK)
+                return;
+        }
+        break;
+    default:
+        break;
+    }
+    if (st != ADAG_OK) {
+        /* an event that cannot be recorded: wait for the streams instead,
+         * so that releasing never lets the writer overwrite a slot in use */
+        ADAG_LOG_WARN("device channel %s: %s; waiting for the streams before releasing "
+                      "execution %llu",
+                      ch->name, adag_last_error(), (unsigned long long)seq);
+        c->ops->stream_sync(c->device->comm, ADAG_FOREVER);
+        c->ops->stream_sync(c->device->compute, ADAG_FOREVER);
+    }
+    c->ring->ops->release(c->ring, seq);
+}
+
+int adag_chan_dev_ready(adag_chan_t *ch, uint64_t seq)
+{
+    dev_chan_t *c = dev_of(ch);
+    if (c->role == ROLE_DEV_WRITER)
+        return 1;
+    return c->ring->ops->ready(c->ring, seq);
+}
+
