@@ -172,11 +172,12 @@ adag_status_t adag_value_check_input(const adag_value_t *v, const char *fn, unsi
     if (v->kind == ADAG_VALUE_TENSOR) {
         char why[200];
         size_t bytes = 0;
-        if (v->device != ADAG_DEVICE_HOST)
+        if (v->device < ADAG_DEVICE_HOST)
             return adag_error(ADAG_ERR_INVALID,
-                              "%s: input %u: a tensor on device %d; inputs are in host memory "
-                              "(device ADAG_DEVICE_HOST)",
+                              "%s: input %u: a tensor on device %d, which is neither "
+                              "ADAG_DEVICE_HOST nor ADAG_DEVICE_GPU(i)",
                               fn, i, (int)v->device);
+        /* whether its device may be used: the DAG's (driver_device) */
         if (adag_tensor_bytes(v->dtype, v->ndim, v->shape, &bytes, why, sizeof(why)) !=
             ADAG_TENSOR_OK)
             return adag_error(ADAG_ERR_INVALID, "%s: input %u: a tensor whose %s", fn, i, why);

@@ -102,7 +102,8 @@ static adag_status_t validate(adag_graph_h g)
 #define COMPILE_PARAMS_KNOWN                                                                   \
     (ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |                        \
      ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT | ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT |                  \
-     ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN | ADAG_COMPILE_PARAM_COMM_TIMEOUT)
+     ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN | ADAG_COMPILE_PARAM_COMM_TIMEOUT |    \
+     ADAG_COMPILE_PARAM_DRIVER_DEVICE)
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
@@ -112,6 +113,11 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
                                              COMPILE_PARAMS_KNOWN);
     if (st != ADAG_OK)
         return st;
+    if ((mask & ADAG_COMPILE_PARAM_DRIVER_DEVICE) && (!p->driver_device || !*p->driver_device))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: driver_device is set "
+                          "(ADAG_COMPILE_PARAM_DRIVER_DEVICE) but %s",
+                          p->driver_device ? "empty" : "NULL");
     if ((mask & ADAG_COMPILE_PARAM_NAME) && (!p->name || !*p->name))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_graph_compile: name is set (ADAG_COMPILE_PARAM_NAME) but %s",
@@ -217,9 +223,12 @@ static const char *endpoint_name(adag_dag_h dag, int who)
 static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
 {
     adag_chan_place_t host = {-1, 0, endpoint_name(dag, who)};
-    if (who < 0 || !(c->tensor.flags & ADAG_TENSOR_DECLARED) ||
-        c->tensor.transport == ADAG_TRANSPORT_HOST)
+    if (!(c->tensor.flags & ADAG_TENSOR_DECLARED) || c->tensor.transport == ADAG_TRANSPORT_HOST)
         return host;
+    if (who < 0) /* the driver's tensors live on its device, if it has one */
+        return dag->driver_dev ? (adag_chan_place_t){dag->driver_dev_kind,
+                                                     dag->driver_dev_index, host.who}
+                               : host;
     adag_actor_h a = dag->actors[who].actor;
     if (a->device_kind < 0)
         return host;
@@ -468,6 +477,7 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .reader = reader,
         .desc = {dc->desc.data, dc->desc.len},
         .policy = dag->wait,
+        .device = dag->driver_dev ? &dag->driver_dev->chan : NULL,
     };
     adag_status_t st = adag_ctx_open(&dag->ctx, dc->kind, &p, &dc->driver_info, out);
     if (st != ADAG_OK)
@@ -691,6 +701,9 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     pthread_mutex_unlock(&g->rt->lock);
     snprintf(dag->name, sizeof(dag->name), "dag%u", dag->id);
     if ((st = read_params(params, dag)) != ADAG_OK)
+        goto fail;
+    if (params && (params->field_mask & ADAG_COMPILE_PARAM_DRIVER_DEVICE) &&
+        (st = adag_dag_driver_device_open(dag, params->driver_device)) != ADAG_OK)
         goto fail;
 
     /* actors, in the order the graph first bound them; the DAG holds a reference on each */

@@ -347,6 +347,7 @@ adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
 void adag_dag_free(adag_dag_h dag)
 {
     adag_ctx_destroy(&dag->ctx);
+    adag_dag_driver_device_close(dag);
     for (unsigned i = 0; i < dag->nactors; i++) {
         adag_program_free(&dag->actors[i].prog);
         adag_wbuf_free(&dag->actors[i].infos);

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/names.h"
 #include "common/value.h"
+#include "dag/actor_device.h"
 #include "dag/context.h"
 #include "dag/loop.h"
 #include "dag/program.h"
@@ -222,6 +223,11 @@ struct adag_dag {
 
     /* driver endpoints */
     adag_chan_t **inputs;      /* writer endpoint per input field */
+    /* the driver's device (driver_device), opened here; NULL: none
+     * (dag/driver_device.c) */
+    adag_actor_device_t *driver_dev;
+    int32_t driver_dev_kind;
+    unsigned driver_dev_index;
     /* Reservations (dag/reserve.c): refs [next_publish, next_reserve) are
      * reserved, filled by any threads and committed or cancelled in any
      * order; they are published in ref order. One thread at a time takes
@@ -292,6 +298,21 @@ adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *s
 /* driver.c */
 /* Fails the DAG: every waiter wakes and gets `status` with `msg`. */
 void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg);
+
+/* The driver's device (dag/driver_device.c). open: from the compile
+ * param's spec; close: after the endpoints. */
+adag_status_t adag_dag_driver_device_open(adag_dag_h dag, const char *spec);
+void adag_dag_driver_device_close(adag_dag_h dag);
+/* Whether input field i's slot is on the driver's device. */
+int adag_dag_input_on_device(adag_dag_h dag, unsigned i);
+/* A device tensor given to execute for input i is allowed (on the
+ * driver's device, for a field that lives there). */
+adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsigned i,
+                                          const adag_value_t *v);
+/* Enqueues the copies of the inputs whose slots are on the driver's device
+ * (bufs: the acquired slots); waits for those from host memory. */
+adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, void *const *bufs,
+                                          const adag_value_t *inputs, int64_t deadline);
 /* The wait policy of a loop on `ncpus` CPUs in this DAG. */
 adag_wait_policy_t adag_dag_policy(adag_dag_h dag, unsigned ncpus);
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);

@@ -187,8 +187,10 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
     }
     /* the slots are this caller's alone until the ref is published */
     for (unsigned i = 0; inputs && st == ADAG_OK && i < dag->ninputs; i++)
-        if (inputs[i].size)
+        if (inputs[i].size && !adag_dag_input_on_device(dag, i))
             memcpy(bufs[i], inputs[i].data, inputs[i].size);
+    if (inputs && st == ADAG_OK && dag->driver_dev)
+        st = adag_dag_copy_device_inputs(dag, bufs, inputs, deadline);
     pthread_mutex_lock(&dag->lock);
     dag->acquiring = 0;
     adag_dag_wake(dag);
@@ -356,6 +358,11 @@ static adag_status_t check_bytes_inputs(adag_dag_h dag, const char *fn)
 {
     for (unsigned i = 0; i < dag->ninputs; i++) {
         const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
+        if (adag_dag_input_on_device(dag, i))
+            return adag_error(ADAG_ERR_INVALID,
+                              "%s: input %u (channel %s) lives on the driver's device, and "
+                              "zero-copy inputs are host bytes: send it with adag_dag_execute",
+                              fn, i, c->name);
         if (c->tensor.flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)) {
             char want[160];
             adag_tensor_decl_format(want, sizeof(want), &c->tensor);
@@ -383,6 +390,7 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
                           dag->ninputs, n);
     for (unsigned i = 0; i < n; i++) {
         if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
+            (st = adag_dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
             (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
             return st;
         if (inputs[i].size > dag->capacity)

@@ -479,6 +479,7 @@ enum {
     ADAG_COMPILE_PARAM_NAME = 1u << 4,
     ADAG_COMPILE_PARAM_SPIN = 1u << 5,
     ADAG_COMPILE_PARAM_COMM_TIMEOUT = 1u << 6,
+    ADAG_COMPILE_PARAM_DRIVER_DEVICE = 1u << 7,
 };
 
 typedef struct {
@@ -503,6 +504,15 @@ typedef struct {
      * the execution and the peer, and its streams stop waiting on peers;
      * 0 or -1: not watched; default ADAG_COMM_TIMEOUT_MS (60000) */
     int comm_timeout_ms;
+    /* the driver's device, "<backend>:<index>" ("cuda:0", "host:1"): the
+     * DAG opens it in this process, and the graph's tensor inputs and
+     * outputs (adag_node_tensor, transport not HOST) live on it: execute
+     * copies each tensor input into its device slot (from host memory,
+     * or from a tensor on that device, ADAG_DEVICE_GPU(index)), and get
+     * returns device views (device ADAG_DEVICE_GPU(index)), ready in the
+     * order of the DAG's stream (adag_dag_stream); default none: tensors
+     * reach the driver in host memory */
+    const char *driver_device;
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,
@@ -523,7 +533,11 @@ enum {
 /* Starts one execution with `inputs` (one per input field; copied into the
  * input channels) and returns its ref at once. An input is host bytes or a
  * host tensor (device ADAG_DEVICE_HOST; its size must be its shape's
- * bytes) and must match a static dtype/shape declared for its field.  Up to max_inflight executions
+ * bytes) and must match a static dtype/shape declared for its field. With a
+ * driver device (adag_compile_params_t.driver_device), a tensor field's
+ * input may also be a tensor on that device (ADAG_DEVICE_GPU(index)): it
+ * is copied on the DAG's stream (adag_dag_stream), in that stream's order,
+ * while host memory is copied before execute returns. Up to max_inflight executions
  * run pipelined. Ref r reuses the slots of ref r - max_inflight, so while
  * that ref is not released, execute waits for it (up to the execute timeout;
  * ADAG_ERR_TIMEOUT names the ref to release), or with ADAG_EXECUTE_NONBLOCK
@@ -573,7 +587,9 @@ ADAG_API adag_status_t adag_dag_execute_cancel(adag_dag_h dag);
  * ADAG_ERR_INVALID) for execution `ref` and fills
  * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that
  * stay valid until adag_dag_release(ref). Any order of refs works. Outputs
- * are in host memory: bytes, or a tensor (kind ADAG_VALUE_TENSOR, with its
+ * are in host memory (with a driver device, a tensor field's output is a
+ * view of device memory instead: device ADAG_DEVICE_GPU(index), ready in
+ * the order of adag_dag_stream): bytes, or a tensor (kind ADAG_VALUE_TENSOR, with its
  * dtype and shape) for a tensor written with adag_call_output_tensor (one
  * that a device-bound actor wrote comes back by an async copy).
  * ADAG_ERR_TIMEOUT leaves the ref valid; ADAG_ERR_METHOD / ADAG_ERR_TOO_LARGE
@@ -597,6 +613,18 @@ ADAG_API adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref);
  * keep it so (a few microseconds after each result). The DAG owns it: do
  * not read or close it. */
 ADAG_API adag_status_t adag_dag_fd(adag_dag_h dag, int *fd);
+
+/* The stream of the DAG's driver device (adag_compile_params_t.
+ * driver_device), in its backend's own type (a cudaStream_t on CUDA):
+ * device tensor inputs are read, and device outputs that get returns are
+ * ready, in its order; enqueue work that reads an output there (before
+ * adag_dag_release), or synchronize it. ADAG_ERR_INVALID without a driver
+ * device. */
+ADAG_API adag_status_t adag_dag_stream(adag_dag_h dag, void **stream);
+/* Waits (host) up to timeout_ms (-1 forever) until the work enqueued on
+ * that stream so far is done: after it, device outputs already got can be
+ * read (on the emulated host device, from host code). */
+ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 
 /* Writes the compiled graph in Graphviz DOT: each actor with its
  * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */

@@ -269,7 +269,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_params_t, init_size, 48);
     PIN_AT(adag_actor_params_t, device, 56);
 
-    PIN_SIZE(adag_compile_params_t, 56); /* comm_timeout_ms appended (mask bit 6) */
+    PIN_SIZE(adag_compile_params_t, 64); /* comm_timeout_ms, driver_device appended (bits 6, 7) */
     PIN_AT(adag_compile_params_t, field_mask, 0);
     PIN_AT(adag_compile_params_t, max_inflight, 8);
     PIN_AT(adag_compile_params_t, slot_capacity, 16);
@@ -278,6 +278,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_compile_params_t, name, 32);
     PIN_AT(adag_compile_params_t, spin_ns, 40);
     PIN_AT(adag_compile_params_t, comm_timeout_ms, 48);
+    PIN_AT(adag_compile_params_t, driver_device, 56);
 
     PIN_SIZE(adag_status_t, 4);
     PIN_SIZE(adag_value_kind_t, 4);
