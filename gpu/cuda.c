@@ -23,11 +23,11 @@
  *     (host_alloc) copy without waiting;
  *   - events are cudaEventDisableTiming | cudaEventInterprocess, so each can
  *     be exported; a handle is the 64-byte CUDA IPC handle (memory: plus the
- *     size, 8 bytes), no fds. event_create_timed's are created with the
- *     default flags (timing, not interprocess) and timed with
- *     cudaEventElapsedTime (ms as a float, about 0.5 us resolution). Importing needs another process than the one
+ *     size, 8 bytes), no fds. Importing needs another process than the one
  *     that exported (CUDA's rule), and that process must not have inherited
- *     an initialized CUDA from fork;
+ *     an initialized CUDA from fork. event_create_timed's events have the
+ *     default flags (timing, not interprocess), timed with
+ *     cudaEventElapsedTime (ms as a float, about 0.5 us resolution);
  *   - stream_sync and event_sync with a deadline poll cudaStreamQuery /
  *     cudaEventQuery (yields, then sleeps doubling from 1 us to 200 us);
  *     with ADAG_FOREVER they block in cudaStreamSynchronize /
@@ -701,8 +701,9 @@ static adag_status_t cuda_event_elapsed_ns(adag_dev_event_t *start, adag_dev_eve
         return ADAG_ERR_AGAIN;
     if (err == cudaErrorInvalidResourceHandle)
         return adag_error(ADAG_ERR_INVALID,
-                          "cuda device %u (%s): event_elapsed_ns: an event was never recorded "
-                          "(cudaEventElapsedTime: cudaErrorInvalidResourceHandle)",
+                          "cuda device %u (%s): event_elapsed_ns: an event was never recorded, "
+                          "or the two cannot be timed together (cudaEventElapsedTime: "
+                          "cudaErrorInvalidResourceHandle)",
                           start->dev->base.index, start->dev->name);
     if (err != cudaSuccess)
         return cuda_fail(start->dev, err, "cudaEventElapsedTime");

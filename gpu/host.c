@@ -368,7 +368,7 @@ static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_ev
     return ADAG_OK;
 }
 
-static adag_status_t event_create(adag_device_t *d, int timed, adag_dev_event_t **out)
+static adag_status_t host_event_create(adag_device_t *d, adag_dev_event_t **out)
 {
     int fd = adag_fd_above_stdio(memfd_create("adag-event", MFD_CLOEXEC));
     if (fd < 0)
@@ -383,19 +383,16 @@ static adag_status_t event_create(adag_device_t *d, int timed, adag_dev_event_t 
         close(fd);
         return st;
     }
-    (*out)->timed = timed;
     atomic_fetch_add(&dev_of(d)->events, 1);
     return ADAG_OK;
 }
 
-static adag_status_t host_event_create(adag_device_t *d, adag_dev_event_t **out)
-{
-    return event_create(d, 0, out);
-}
-
 static adag_status_t host_event_create_timed(adag_device_t *d, adag_dev_event_t **out)
 {
-    return event_create(d, 1, out);
+    adag_status_t st = host_event_create(d, out);
+    if (st == ADAG_OK)
+        (*out)->timed = 1; /* before any record: no stream has seen the event */
+    return st;
 }
 
 /* Drops a reference; the last one frees the event. acq_rel: every use of
