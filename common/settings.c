@@ -50,6 +50,10 @@ static const setting_def_t setting_table[] = {
      "0 silent, 1 errors, 2 warnings, 3 info, 4 debug (to stderr)"},
     {"ADAG_HOST_DEVICES", SETTING_INT, "4", 0, 64, FIELD(host_devices),
      "emulated devices of the host backend (memfd memory, stream threads)"},
+    {"ADAG_HOST_COPY_MBPS", SETTING_INT, "0", 0, 1000000000, FIELD(host_copy_mbps),
+     "bandwidth of the host backend's copies (copy_async, every direction) in MB/s (10^6 "
+     "bytes): a copy of n bytes takes at least n / bandwidth, its stream thread sleeping "
+     "what the memmove left, to model a PCIe or NVLink link; 0: as fast as memmove"},
 };
 
 #define NSETTINGS (sizeof(setting_table) / sizeof(setting_table[0]))

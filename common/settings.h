@@ -20,6 +20,7 @@ typedef struct {
     int64_t comm_timeout_ms;     /* ADAG_COMM_TIMEOUT_MS */
     int64_t log_level;           /* ADAG_LOG_LEVEL */
     int64_t host_devices;        /* ADAG_HOST_DEVICES */
+    int64_t host_copy_mbps;      /* ADAG_HOST_COPY_MBPS */
 } adag_settings_t;
 
 /* The settings in force (read once, thread-safe). */

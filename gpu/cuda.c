@@ -25,7 +25,9 @@
  *     be exported; a handle is the 64-byte CUDA IPC handle (memory: plus the
  *     size, 8 bytes), no fds. Importing needs another process than the one
  *     that exported (CUDA's rule), and that process must not have inherited
- *     an initialized CUDA from fork;
+ *     an initialized CUDA from fork. event_create_timed's events have the
+ *     default flags (timing, not interprocess), timed with
+ *     cudaEventElapsedTime (ms as a float, about 0.5 us resolution);
  *   - stream_sync and event_sync with a deadline poll cudaStreamQuery /
  *     cudaEventQuery (yields, then sleeps doubling from 1 us to 200 us);
  *     with ADAG_FOREVER they block in cudaStreamSynchronize /
@@ -102,7 +104,7 @@ const adag_device_ops_t adag_device_cuda_ops = {
     X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \
     X(StreamWaitEvent) X(MemcpyAsync) X(LaunchHostFunc)                                            \
     X(EventCreateWithFlags) X(EventDestroy) X(EventRecord) X(EventQuery) X(EventSynchronize)       \
-    X(IpcGetEventHandle) X(IpcOpenEventHandle)
+    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle)
 
 #define CUDART_FIELD(name) __typeof__(&cuda##name) name;
 typedef struct {
@@ -197,6 +199,7 @@ struct adag_dev_event {
     cuda_dev_t *dev;
     cudaEvent_t ev;
     bool imported; /* can be waited on, not recorded */
+    bool timed;    /* event_create_timed: can be timed, not exported */
 };
 
 /* adag_dev_mem_t.impl says which kind of memory it is. */
@@ -642,7 +645,7 @@ static adag_status_t cuda_stream_sync(adag_dev_stream_t *s, int64_t deadline)
 
 /* ---- events ---- */
 
-static adag_status_t cuda_event_create(adag_device_t *dev, adag_dev_event_t **out)
+static adag_status_t event_create(adag_device_t *dev, bool timed, adag_dev_event_t **out)
 {
     cuda_dev_t *d = cuda_dev(dev);
     *out = NULL;
@@ -654,16 +657,57 @@ static adag_status_t cuda_event_create(adag_device_t *dev, adag_dev_event_t **ou
         return adag_error(ADAG_ERR_NO_MEMORY, "cuda device %u (%s): event_create: out of memory",
                           dev->index, d->name);
     ev->dev = d;
-    cudaError_t err =
-        rt.fn.EventCreateWithFlags(&ev->ev, cudaEventDisableTiming | cudaEventInterprocess);
+    ev->timed = timed;
+    unsigned flags = timed ? cudaEventDefault : cudaEventDisableTiming | cudaEventInterprocess;
+    cudaError_t err = rt.fn.EventCreateWithFlags(&ev->ev, flags);
     if (err != cudaSuccess) {
-        st = cuda_fail(d, err,
-                       "cudaEventCreateWithFlags(cudaEventDisableTiming | cudaEventInterprocess)");
+        st = cuda_fail(d, err, "cudaEventCreateWithFlags(%s)",
+                       timed ? "cudaEventDefault"
+                             : "cudaEventDisableTiming | cudaEventInterprocess");
         free(ev);
         return st;
     }
     atomic_fetch_add(&d->events, 1);
     *out = ev;
+    return ADAG_OK;
+}
+
+static adag_status_t cuda_event_create(adag_device_t *dev, adag_dev_event_t **out)
+{
+    return event_create(dev, false, out);
+}
+
+static adag_status_t cuda_event_create_timed(adag_device_t *dev, adag_dev_event_t **out)
+{
+    return event_create(dev, true, out);
+}
+
+/* cudaEventElapsedTime, after checking what CUDA would refuse with a
+ * message of its own (cudaErrorInvalidResourceHandle says neither which
+ * event nor why). */
+static adag_status_t cuda_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+                                           int64_t *ns)
+{
+    adag_dev_event_t *untimed = !start->timed ? start : !end->timed ? end : NULL;
+    if (untimed)
+        return adag_error(ADAG_ERR_INVALID,
+                          "cuda device %u (%s): event_elapsed_ns: the %s event was not created "
+                          "by event_create_timed",
+                          untimed->dev->base.index, untimed->dev->name,
+                          untimed == start ? "start" : "end");
+    float ms = 0;
+    cudaError_t err = rt.fn.EventElapsedTime(&ms, start->ev, end->ev);
+    if (err == cudaErrorNotReady)
+        return ADAG_ERR_AGAIN;
+    if (err == cudaErrorInvalidResourceHandle)
+        return adag_error(ADAG_ERR_INVALID,
+                          "cuda device %u (%s): event_elapsed_ns: an event was never recorded, "
+                          "or the two cannot be timed together (cudaEventElapsedTime: "
+                          "cudaErrorInvalidResourceHandle)",
+                          start->dev->base.index, start->dev->name);
+    if (err != cudaSuccess)
+        return cuda_fail(start->dev, err, "cudaEventElapsedTime");
+    *ns = (int64_t)((double)ms * 1e6);
     return ADAG_OK;
 }
 
@@ -734,11 +778,14 @@ static adag_status_t cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
     cuda_dev_t *d = cuda_dev(dev);
     memset(h, 0, sizeof(*h));
     h->fds[0] = h->fds[1] = -1;
-    if (ev->imported)
+    if (ev->imported || ev->timed)
         return adag_error(ADAG_ERR_INVALID,
-                          "cuda device %u (%s): event_export: an imported event cannot be "
-                          "exported again",
-                          dev->index, d->name);
+                          "cuda device %u (%s): event_export: %s",
+                          dev->index, d->name,
+                          ev->imported ? "an imported event cannot be exported again"
+                                       : "a timed event cannot be exported (CUDA shares only "
+                                         "events created with cudaEventInterprocess, which "
+                                         "cannot be timed)");
     cudaIpcEventHandle_t ipc;
     cudaError_t err = rt.fn.IpcGetEventHandle(&ipc, ev->ev);
     if (err != cudaSuccess)
@@ -839,6 +886,8 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .event_export = cuda_event_export,
     .event_import = cuda_event_import,
     .event_abandon = cuda_event_abandon,
+    .event_create_timed = cuda_event_create_timed,
+    .event_elapsed_ns = cuda_event_elapsed_ns,
     .counts = cuda_counts,
 };
 

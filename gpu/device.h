@@ -125,6 +125,20 @@ struct adag_device_ops {
      * (stream_wait_event, event_query, event_sync), not recorded. */
     adag_status_t (*event_import)(adag_device_t *dev, adag_dev_handle_t *h,
                                   adag_dev_event_t **ev);
+    /* An event that can be timed (CUDA: created without
+     * cudaEventDisableTiming): recorded, waited on and queried like any,
+     * destroyed with event_destroy, but never exported (CUDA cannot share
+     * a timed event; event_create's events, which the channels export,
+     * cannot be timed). */
+    adag_status_t (*event_create_timed)(adag_device_t *dev, adag_dev_event_t **ev);
+    /* The time from start's completion to end's (each event's latest
+     * record), in ns, negative if end completed first; never blocks.
+     * ADAG_ERR_AGAIN if either is not complete yet (no message);
+     * ADAG_ERR_INVALID if either cannot be timed (not from
+     * event_create_timed) or was never recorded. Resolution: the host
+     * device's clock (CLOCK_MONOTONIC, ns); CUDA's about 0.5 us. */
+    adag_status_t (*event_elapsed_ns)(adag_dev_event_t *start, adag_dev_event_t *end,
+                                      int64_t *ns);
 
     /* Gives up on an imported event's exporter (a peer that died or
      * stopped): from now on every wait on ev in this process, queued on a

@@ -12,11 +12,18 @@
  *            highest ticket whose stream reached it). Waiting for an event
  *            is waiting for completed >= the ticket seen when the wait was
  *            enqueued (or asked for); another process maps the same page.
+ *            A timed event's page also holds the CLOCK_MONOTONIC time at
+ *            which `completed` last moved (event_elapsed_ns);
+ *   copies   a memmove on the stream thread; with ADAG_HOST_COPY_MBPS the
+ *            thread then sleeps until size / bandwidth has passed since it
+ *            began, so a copy takes time without taking a CPU.
  *
  * Memory ordering: the counters are seq_cst, with the futex sleeper count
  * of common/event.h (the event's wake word lives in the same shared page),
  * so a waiter in any process never misses a completion. A stream's queue
- * is under its mutex; `done` is read under it too.
+ * is under its mutex; `done` is read under it too. The completion time is
+ * stored before the seq_cst store of `completed` that it goes with (see
+ * complete_ticket).
  */
 #include "common/clock.h"
 #include "common/error.h"
@@ -27,6 +34,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <fcntl.h>
@@ -283,10 +291,17 @@ typedef struct {
     _Atomic uint64_t recorded;  /* ticket of the latest record (taken at enqueue) */
     _Atomic uint64_t completed; /* highest ticket reached by its stream */
     adag_event_t wake;          /* waiters sleep here */
+    /* timed events: when `completed` last moved (adag_now_ns), and the
+     * lock of the completers (stream threads of the owner process; a
+     * timed event is never exported) that makes "stamp, then move
+     * `completed`" one step */
+    _Atomic int64_t completed_ns;
+    _Atomic uint32_t completing;
 } event_page_t;
 
 struct adag_dev_event {
     host_dev_t *dev;
+    int timed; /* from event_create_timed: stamped at completion, never exported */
     event_page_t *page;
     int fd;
     int imported;
@@ -322,14 +337,33 @@ static adag_status_t wait_ticket(adag_dev_event_t *ev, uint64_t ticket, int64_t 
     return adag_event_wait(&ev->page->wake, ticket_reached, &a, NULL, deadline, &spin);
 }
 
+/* Moves `completed` up to ticket (never down: records of one event on two
+ * streams complete in any order). A timed event stamps the time first,
+ * under its completers' lock, so that the stamp is always that of the
+ * ticket `completed` holds: the lock's acquire/release orders the
+ * completers, and the seq_cst store of `completed` publishes the relaxed
+ * stamp before it to whoever loads `completed` and then the stamp
+ * (event_elapsed_ns). */
 static void complete_ticket(adag_dev_event_t *ev, uint64_t ticket)
 {
-    uint64_t cur = atomic_load_explicit(&ev->page->completed, memory_order_seq_cst);
-    while (cur < ticket && !atomic_compare_exchange_weak_explicit(&ev->page->completed, &cur,
-                                                                  ticket, memory_order_seq_cst,
+    event_page_t *pg = ev->page;
+    if (ev->timed) {
+        while (atomic_exchange_explicit(&pg->completing, 1, memory_order_acquire))
+            sched_yield();
+        if (atomic_load_explicit(&pg->completed, memory_order_relaxed) < ticket) {
+            atomic_store_explicit(&pg->completed_ns, adag_now_ns(), memory_order_relaxed);
+            atomic_store_explicit(&pg->completed, ticket, memory_order_seq_cst);
+        }
+        atomic_store_explicit(&pg->completing, 0, memory_order_release);
+        adag_event_notify(&pg->wake);
+        return;
+    }
+    uint64_t cur = atomic_load_explicit(&pg->completed, memory_order_seq_cst);
+    while (cur < ticket && !atomic_compare_exchange_weak_explicit(&pg->completed, &cur, ticket,
+                                                                  memory_order_seq_cst,
                                                                   memory_order_seq_cst)) {
     }
-    adag_event_notify(&ev->page->wake);
+    adag_event_notify(&pg->wake);
 }
 
 /* Maps the event page of fd; the event keeps fd (-1 after an import). */
@@ -372,6 +406,14 @@ static adag_status_t host_event_create(adag_device_t *d, adag_dev_event_t **out)
     return ADAG_OK;
 }
 
+static adag_status_t host_event_create_timed(adag_device_t *d, adag_dev_event_t **out)
+{
+    adag_status_t st = host_event_create(d, out);
+    if (st == ADAG_OK)
+        (*out)->timed = 1; /* before any record: no stream has seen the event */
+    return st;
+}
+
 /* Drops a reference; the last one frees the event. acq_rel: every use of
  * the event by a dropper happens-before the free. */
 static void event_unref(adag_dev_event_t *ev)
@@ -401,6 +443,9 @@ static adag_status_t host_event_export(adag_device_t *d, adag_dev_event_t *ev,
     if (ev->imported || ev->fd < 0)
         return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
                                             "exported again", d->index);
+    if (ev->timed) /* as on CUDA, where an interprocess event cannot be timed */
+        return adag_error(ADAG_ERR_INVALID, "host device %u: a timed event cannot be exported",
+                          d->index);
     return handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
 }
 
@@ -456,6 +501,44 @@ static adag_status_t host_event_sync(adag_dev_event_t *ev, int64_t deadline)
     return st;
 }
 
+/* ADAG_OK if ev can be timed, else ADAG_ERR_INVALID saying why. */
+static adag_status_t check_timeable(adag_dev_event_t *ev, const char *which)
+{
+    const char *why = !ev->timed ? "was not created by event_create_timed"
+                      : atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst) == 0
+                          ? "was never recorded"
+                          : NULL;
+    if (!why)
+        return ADAG_OK;
+    return adag_error(ADAG_ERR_INVALID, "host device %u: event_elapsed_ns: the %s event %s",
+                      ev->dev->base.index, which, why);
+}
+
+/* 1 and *t = when the event's latest record completed; 0 if it has not. */
+static int completed_at(adag_dev_event_t *ev, int64_t *t)
+{
+    uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    if (atomic_load_explicit(&ev->page->completed, memory_order_seq_cst) < want)
+        return 0;
+    /* stored before `completed` (complete_ticket), seen after it */
+    *t = atomic_load_explicit(&ev->page->completed_ns, memory_order_relaxed);
+    return 1;
+}
+
+static adag_status_t host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+                                           int64_t *ns)
+{
+    adag_status_t st;
+    if ((st = check_timeable(start, "start")) != ADAG_OK ||
+        (st = check_timeable(end, "end")) != ADAG_OK)
+        return st;
+    int64_t t0, t1;
+    if (!completed_at(start, &t0) || !completed_at(end, &t1))
+        return ADAG_ERR_AGAIN;
+    *ns = t1 - t0;
+    return ADAG_OK;
+}
+
 /* ---- streams ---- */
 
 typedef enum { OP_COPY, OP_HOST_FN, OP_RECORD, OP_WAIT, OP_STOP } op_kind_t;
@@ -482,6 +565,27 @@ struct adag_dev_stream {
     uint64_t enqueued, done;   /* under lock */
 };
 
+/* Sleeps until adag_now_ns() reaches t. */
+static void sleep_until_ns(int64_t t)
+{
+    struct timespec ts = {t / 1000000000, t % 1000000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* A copy at ADAG_HOST_COPY_MBPS (0: as fast as memmove): it ends no
+ * sooner than size / bandwidth after it began (MB/s = bytes per us). */
+static void run_copy(const stream_op_t *op)
+{
+    uint64_t mbps = (uint64_t)adag_settings()->host_copy_mbps;
+    int64_t began = mbps ? adag_now_ns() : 0;
+    memmove(op->dst, op->src, op->size);
+    if (mbps) {
+        uint64_t size = op->size;
+        sleep_until_ns(began + (int64_t)(size / mbps * 1000 + size % mbps * 1000 / mbps));
+    }
+}
+
 static void *stream_main(void *arg)
 {
     adag_dev_stream_t *s = arg;
@@ -497,7 +601,7 @@ static void *stream_main(void *arg)
         int stop = op->kind == OP_STOP;
         switch (op->kind) {
         case OP_COPY:
-            memmove(op->dst, op->src, op->size);
+            run_copy(op);
             break;
         case OP_HOST_FN:
             op->fn(op->arg);
@@ -743,5 +847,7 @@ const adag_device_ops_t adag_device_host_ops = {
     .event_export = host_event_export,
     .event_import = host_event_import,
     .event_abandon = host_event_abandon,
+    .event_create_timed = host_event_create_timed,
+    .event_elapsed_ns = host_event_elapsed_ns,
     .counts = host_counts,
 };

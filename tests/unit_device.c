@@ -5,6 +5,7 @@
  * and in another; memory and events cross processes; counts return to
  * zero. */
 #include "common/clock.h"
+#include "common/settings.h"
 #include "gpu/device.h"
 
 #include <criterion/criterion.h>
@@ -375,4 +376,131 @@ Test(device, unknown_kind_and_index)
     adag_device_t *dev;
     cr_assert_eq(adag_device_backend(ADAG_DEVICE_KIND_HOST)->open(1000, &dev), ADAG_ERR_NOT_FOUND);
     cr_assert(strstr(adag_last_error(), "ADAG_HOST_DEVICES"), "%s", adag_last_error());
+}
+
+/* ---- event timing ---- */
+
+static void sleep_20ms_fn(void *arg)
+{
+    (void)arg;
+    sleep_ms(20);
+}
+
+/* Timed events measure the stream, not the host: behind a closed gate
+ * neither is complete (AGAIN, both ways); once open, the time across a
+ * 20 ms host function is at least 20 ms (had the stamps been taken at
+ * enqueue, both records were enqueued together: about 0), and the other
+ * way round it is the same time, negative. */
+DEVICE_TEST(elapsed_time_across_stream_work, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    adag_dev_stream_t *s;
+    adag_dev_event_t *start, *end;
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    cr_assert_eq(o->event_create_timed(dev, &start), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->event_create_timed(dev, &end), ADAG_OK, "%s", adag_last_error());
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(o->host_fn(s, gate_fn, NULL), ADAG_OK);
+    cr_assert_eq(o->event_record(start, s), ADAG_OK);
+    cr_assert_eq(o->host_fn(s, sleep_20ms_fn, NULL), ADAG_OK);
+    cr_assert_eq(o->event_record(end, s), ADAG_OK);
+    int64_t ns = -1;
+    cr_assert_eq(o->event_elapsed_ns(start, end, &ns), ADAG_ERR_AGAIN,
+                 "timed before either event completed");
+    cr_assert_eq(o->event_elapsed_ns(end, start, &ns), ADAG_ERR_AGAIN);
+    sleep_ms(30);
+    atomic_store(&gate_open, 1);
+    cr_assert_eq(o->event_sync(end, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->event_elapsed_ns(start, end, &ns), ADAG_OK, "%s", adag_last_error());
+    cr_assert_geq(ns, 20000000, "%s: %lld ns across a host function that sleeps 20 ms", o->name,
+                  (long long)ns);
+    int64_t back = 0;
+    cr_assert_eq(o->event_elapsed_ns(end, start, &back), ADAG_OK, "%s", adag_last_error());
+    cr_assert(llabs(back + ns) <= 1000, "end to start: %lld ns, start to end %lld ns",
+              (long long)back, (long long)ns);
+    o->event_destroy(dev, start);
+    o->event_destroy(dev, end);
+    o->stream_destroy(dev, s);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+/* Only timed events that were recorded can be timed (INVALID, saying which
+ * and why, as CUDA refuses them); a timed event cannot be exported. */
+DEVICE_TEST(elapsed_time_refuses_untimed_events, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    adag_dev_stream_t *s;
+    adag_dev_event_t *plain, *timed, *never;
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    cr_assert_eq(o->event_create(dev, &plain), ADAG_OK);
+    cr_assert_eq(o->event_create_timed(dev, &timed), ADAG_OK);
+    cr_assert_eq(o->event_create_timed(dev, &never), ADAG_OK);
+    cr_assert_eq(o->event_record(plain, s), ADAG_OK);
+    cr_assert_eq(o->event_record(timed, s), ADAG_OK);
+    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(5000)), ADAG_OK);
+    int64_t ns = 0;
+    cr_assert_eq(o->event_elapsed_ns(timed, timed, &ns), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(ns, 0);
+    cr_assert_eq(o->event_elapsed_ns(plain, timed, &ns), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "start event") &&
+                  strstr(adag_last_error(), "event_create_timed"),
+              "%s", adag_last_error());
+    cr_assert_eq(o->event_elapsed_ns(timed, plain, &ns), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "end event"), "%s", adag_last_error());
+    cr_assert_eq(o->event_elapsed_ns(timed, never, &ns), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "never recorded"), "%s", adag_last_error());
+    adag_dev_handle_t h;
+    cr_assert_eq(o->event_export(dev, timed, &h), ADAG_ERR_INVALID,
+                 "a timed event was exported");
+    cr_assert(strstr(adag_last_error(), "timed"), "%s", adag_last_error());
+    o->event_destroy(dev, plain);
+    o->event_destroy(dev, timed);
+    o->event_destroy(dev, never);
+    o->stream_destroy(dev, s);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+/* ADAG_HOST_COPY_MBPS=10: a 1 MiB copy takes at least 1048576 / 10^7 s
+ * (104.9 ms) of stream time, measured by timed events around it, and
+ * still copies the bytes. */
+Test(device, host_copy_bandwidth, .timeout = 30)
+{
+    setenv("ADAG_HOST_COPY_MBPS", "10", 1);
+    if (adag_settings()->host_copy_mbps != 10)
+        cr_skip_test("skipped: the settings were read before this test set "
+                     "ADAG_HOST_COPY_MBPS");
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    adag_device_t *dev;
+    cr_assert_eq(o->open(0, &dev), ADAG_OK);
+    const size_t n = 1 << 20;
+    adag_dev_mem_t h, d;
+    adag_dev_stream_t *s;
+    adag_dev_event_t *before, *after;
+    cr_assert_eq(o->host_alloc(dev, n, &h), ADAG_OK);
+    cr_assert_eq(o->mem_alloc(dev, n, &d), ADAG_OK);
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    cr_assert_eq(o->event_create_timed(dev, &before), ADAG_OK);
+    cr_assert_eq(o->event_create_timed(dev, &after), ADAG_OK);
+    for (size_t i = 0; i < n; i++)
+        ((unsigned char *)h.ptr)[i] = (unsigned char)(i * 13 + 1);
+    cr_assert_eq(o->event_record(before, s), ADAG_OK);
+    cr_assert_eq(o->copy_async(s, d.ptr, h.ptr, n), ADAG_OK);
+    cr_assert_eq(o->event_record(after, s), ADAG_OK);
+    cr_assert_eq(o->event_sync(after, adag_deadline_ms(10000)), ADAG_OK, "%s",
+                 adag_last_error());
+    int64_t ns = 0;
+    cr_assert_eq(o->event_elapsed_ns(before, after, &ns), ADAG_OK, "%s", adag_last_error());
+    cr_assert_geq(ns, (int64_t)n * 1000 / 10, "1 MiB at 10 MB/s took %.1f ms", ns / 1e6);
+    cr_assert_eq(memcmp(d.ptr, h.ptr, n), 0, "the slow copy changed the bytes");
+    o->event_destroy(dev, before);
+    o->event_destroy(dev, after);
+    o->stream_destroy(dev, s);
+    o->mem_free(dev, &d);
+    o->host_free(dev, &h);
+    assert_no_live_objects(dev);
+    o->close(dev);
 }
