@@ -187,7 +187,7 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
     c->device = device;
     c->path = path;
     long rounds = scaled(o, 20000);
-    measure_t a, b;
+    measure_t a = {0}, b = {0};
     int rc = 0;
     switch (kind) {
     case BASE_RELAY_SPIN:
