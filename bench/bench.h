@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     METRIC_LATENCY,    /* median_us: lower is better; ratio = adag / baseline */
@@ -65,8 +66,27 @@ typedef struct {
     const char *module;  /* the bench actor module .so */
 } bench_opts_t;
 
+/* Runs an adag call; on failure prints it with its status and message and
+ * jumps to the caller's `fail` label. */
+#define TRY(call)                                                                           \
+    do {                                                                                    \
+        adag_status_t s_ = (call);                                                          \
+        if (s_ != ADAG_OK) {                                                                \
+            fprintf(stderr, "adag-bench: %s: %s: %s\n", #call, adag_status_str(s_),         \
+                    adag_last_error());                                                     \
+            goto fail;                                                                      \
+        }                                                                                   \
+    } while (0)
+
 /* measurement helpers (bench/stats.c) */
 double bench_now_us(void);
+/* The folder of the adag-bench executable ("" if unknown), where the bench
+ * module's folder and adag-worker are. */
+void bench_exe_dir(char *dir, size_t len);
+/* adag-worker next to adag-bench: the runtime's default looks next to
+ * libadag, which adag-bench links statically (bench/device_raw.c drives the
+ * internal device ops table). */
+const char *bench_worker_path(void);
 void bench_summarize(double *lat_us, long n, double total_s, measure_t *m);
 
 /* baselines (bench/baselines.c): raw shared memory between processes */

@@ -8,21 +8,9 @@
 #include "bench.h"
 #include "modules/bench_actors.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#define TRY(call)                                                                           \
-    do {                                                                                    \
-        adag_status_t s_ = (call);                                                          \
-        if (s_ != ADAG_OK) {                                                                \
-            fprintf(stderr, "adag-bench: %s: %s: %s\n", #call, adag_status_str(s_),         \
-                    adag_last_error());                                                     \
-            goto fail;                                                                      \
-        }                                                                                   \
-    } while (0)
 
 int device_row_available(const char *backend, dev_path_t path, char *why, size_t len)
 {
@@ -47,21 +35,6 @@ typedef struct {
     adag_actor_h a, b;
 } dev_fixture_t;
 
-/* The worker next to this executable (adag-bench links the static
- * library, so "next to libadag" is next to adag-bench too). */
-static const char *worker_path(void)
-{
-    static char path[PATH_MAX];
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k > 0 ? k : 0] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(path, sizeof path, "%s/adag-worker", exe);
-    return path;
-}
-
 static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backend,
                      unsigned index, adag_actor_h *out)
 {
@@ -85,7 +58,7 @@ static int dev_fixture(dev_fixture_t *f, const bench_opts_t *o, const char *back
                        int with_b, dev_path_t path)
 {
     adag_runtime_params_t rp = {.field_mask = ADAG_RUNTIME_PARAM_WORKER_PATH,
-                                .worker_path = worker_path()};
+                                .worker_path = bench_worker_path()};
     memset(f, 0, sizeof(*f));
     TRY(adag_runtime_create(&rp, &f->rt));
     if (dev_actor(o, f->rt, backend, 0, &f->a) ||

@@ -716,13 +716,9 @@ int main(int argc, char **argv)
     }
     if (!o.module) {
         /* next to the executable: <dir>/bench/libbench_actors.so */
-        char exe[PATH_MAX];
-        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[k > 0 ? k : 0] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf(module, sizeof module, "%s/bench/libbench_actors.so", exe);
+        char dir[PATH_MAX];
+        bench_exe_dir(dir, sizeof dir);
+        snprintf(module, sizeof module, "%s/bench/libbench_actors.so", dir);
         o.module = module;
     }
     if (o.n < 1 || o.n > 63) {

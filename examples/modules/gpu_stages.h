@@ -9,8 +9,9 @@
  * around), with alternating weights, plus the stage's bias. Only
  * multiplications and additions, each rounded on its own and in this order
  * (in a CUDA kernel __fmul_rn and __fadd_rn, which nvcc never fuses into an
- * FMA; C11 does no FP contraction), so the kernel, the host variant and the
- * driver's reference, all this one function, agree bit for bit.
+ * FMA; in C, GCC contracts nothing in ISO mode, -std=c11, as the Makefile
+ * builds), so the kernel, the host variant and the driver's reference, all
+ * this one function, agree bit for bit.
  */
 #ifndef ADAG_EXAMPLE_GPU_STAGES_H
 #define ADAG_EXAMPLE_GPU_STAGES_H
