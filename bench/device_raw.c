@@ -342,15 +342,18 @@ static int role_copy(raw_ctl_t *c)
         goto fail;
     OPS_TRY(c, p.ops->mem_alloc(p.dev, c->bytes, &p.out), "device memory");
     if (c->path == DEV_PATH_H2D) {
-        src = host_in(c), dst = p.out.ptr;
+        src = host_in(c);
+        dst = p.out.ptr;
     } else if (c->path == DEV_PATH_D2H) {
         OPS_TRY(c, p.ops->copy_async(p.comm, p.out.ptr, host_in(c), c->bytes), "filling");
-        src = p.out.ptr, dst = host_out(c);
+        src = p.out.ptr;
+        dst = host_out(c);
     } else {
         if (setup_wait(c, OWNER_READY, "memory from the owner"))
             goto fail;
         OPS_TRY(c, import_mem(&p, &c->owner_mem), "importing the owner's memory");
-        src = p.imported.ptr, dst = p.out.ptr;
+        src = p.imported.ptr;
+        dst = p.out.ptr;
     }
     for (long r = 0; r < c->warmup + c->rounds; r++) {
         double t0 = bench_now_us();
