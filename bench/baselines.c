@@ -3,7 +3,8 @@
  * an anonymous MAP_SHARED mapping and pass a token through 32-bit words,
  * waiting either by spinning (with a yield every 64 spins, so more
  * processes than cores still progress) or on a futex at once. Every access
- * is seq_cst (the same sleeper-count handshake as common/event.h).
+ * is seq_cst (the same sleeper-count handshake as common/event.h; see
+ * bench_cell_t in bench.h).
  */
 #include "bench.h"
 
@@ -14,54 +15,63 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-typedef struct {
-    _Alignas(64) _Atomic uint32_t word;
-    _Atomic uint32_t sleepers;
-} cell_t;
 
 const char *wait_policy_name(wait_policy_t p)
 {
     return p == WAIT_SPIN ? "spin" : "futex";
 }
 
-static void cell_wait(cell_t *c, uint32_t want, wait_policy_t policy)
+/* Sleeps on the word while it is `seen`, at most 100 ms with an abort flag. */
+static void futex_wait(bench_cell_t *c, uint32_t seen, const _Atomic uint32_t *abort)
+{
+    struct timespec limit = {0, 100 * 1000 * 1000};
+    syscall(SYS_futex, (uint32_t *)&c->word, FUTEX_WAIT, seen, abort ? &limit : NULL, NULL, 0);
+}
+
+int bench_cell_wait(bench_cell_t *c, uint32_t want, wait_policy_t policy,
+                    const _Atomic uint32_t *abort)
 {
     if (policy == WAIT_SPIN) {
         for (unsigned i = 1; atomic_load(&c->word) != want; i++) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
-            if ((i & 63) == 0)
+            if ((i & 63) == 0) {
                 sched_yield();
+                if (abort && atomic_load(abort))
+                    return -1;
+            }
         }
-        return;
+        return 0;
     }
     for (;;) {
         uint32_t seen = atomic_load(&c->word);
         if (seen == want)
-            return;
+            return 0;
+        if (abort && atomic_load(abort))
+            return -1;
         atomic_fetch_add(&c->sleepers, 1);
         if (atomic_load(&c->word) == seen)
-            syscall(SYS_futex, (uint32_t *)&c->word, FUTEX_WAIT, seen, NULL, NULL, 0);
+            futex_wait(c, seen, abort);
         atomic_fetch_sub(&c->sleepers, 1);
     }
 }
 
-static void cell_set(cell_t *c, uint32_t v)
+void bench_cell_set(bench_cell_t *c, uint32_t v)
 {
     atomic_store(&c->word, v);
     if (atomic_load(&c->sleepers))
         syscall(SYS_futex, (uint32_t *)&c->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static cell_t *cells_map(unsigned n)
+static bench_cell_t *cells_map(unsigned n)
 {
-    void *p = mmap(NULL, n * sizeof(cell_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+    void *p = mmap(NULL, n * sizeof(bench_cell_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                    -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
@@ -82,7 +92,7 @@ static int reap(pid_t *kids, unsigned n)
 
 int baseline_relay(unsigned parties, wait_policy_t policy, long rounds, measure_t *m)
 {
-    cell_t *c = cells_map(parties);
+    bench_cell_t *c = cells_map(parties);
     pid_t kids[64];
     double *lat = malloc((size_t)rounds * sizeof(*lat));
     long total = rounds + WARMUP;
@@ -92,8 +102,8 @@ int baseline_relay(unsigned parties, wait_policy_t policy, long rounds, measure_
         kids[i - 1] = fork();
         if (kids[i - 1] == 0) {
             for (long r = 1; r <= total; r++) {
-                cell_wait(&c[i], (uint32_t)r, policy);
-                cell_set(&c[(i + 1) % parties], (uint32_t)r);
+                bench_cell_wait(&c[i], (uint32_t)r, policy, NULL);
+                bench_cell_set(&c[(i + 1) % parties], (uint32_t)r);
             }
             _exit(0);
         }
@@ -103,8 +113,8 @@ int baseline_relay(unsigned parties, wait_policy_t policy, long rounds, measure_
         if (r == WARMUP + 1)
             t_start = bench_now_us();
         double t0 = bench_now_us();
-        cell_set(&c[1], (uint32_t)r);
-        cell_wait(&c[0], (uint32_t)r, policy);
+        bench_cell_set(&c[1], (uint32_t)r);
+        bench_cell_wait(&c[0], (uint32_t)r, policy, NULL);
         if (r > WARMUP)
             lat[r - WARMUP - 1] = bench_now_us() - t0;
     }
@@ -112,13 +122,13 @@ int baseline_relay(unsigned parties, wait_policy_t policy, long rounds, measure_
     int rc = reap(kids, parties - 1);
     bench_summarize(lat, rounds, total_s, m);
     free(lat);
-    munmap(c, parties * sizeof(cell_t));
+    munmap(c, parties * sizeof(bench_cell_t));
     return rc;
 }
 
 int baseline_fanout(unsigned n, wait_policy_t policy, long rounds, measure_t *m)
 {
-    cell_t *c = cells_map(n + 1); /* c[0]: go, c[1..n]: acks */
+    bench_cell_t *c = cells_map(n + 1); /* c[0]: go, c[1..n]: acks */
     pid_t kids[64];
     double *lat = malloc((size_t)rounds * sizeof(*lat));
     long total = rounds + WARMUP;
@@ -128,8 +138,8 @@ int baseline_fanout(unsigned n, wait_policy_t policy, long rounds, measure_t *m)
         kids[i - 1] = fork();
         if (kids[i - 1] == 0) {
             for (long r = 1; r <= total; r++) {
-                cell_wait(&c[0], (uint32_t)r, policy);
-                cell_set(&c[i], (uint32_t)r);
+                bench_cell_wait(&c[0], (uint32_t)r, policy, NULL);
+                bench_cell_set(&c[i], (uint32_t)r);
             }
             _exit(0);
         }
@@ -139,9 +149,9 @@ int baseline_fanout(unsigned n, wait_policy_t policy, long rounds, measure_t *m)
         if (r == WARMUP + 1)
             t_start = bench_now_us();
         double t0 = bench_now_us();
-        cell_set(&c[0], (uint32_t)r);
+        bench_cell_set(&c[0], (uint32_t)r);
         for (unsigned i = 1; i <= n; i++)
-            cell_wait(&c[i], (uint32_t)r, policy);
+            bench_cell_wait(&c[i], (uint32_t)r, policy, NULL);
         if (r > WARMUP)
             lat[r - WARMUP - 1] = bench_now_us() - t0;
     }
@@ -149,7 +159,7 @@ int baseline_fanout(unsigned n, wait_policy_t policy, long rounds, measure_t *m)
     int rc = reap(kids, n);
     bench_summarize(lat, rounds, total_s, m);
     free(lat);
-    munmap(c, (n + 1) * sizeof(cell_t));
+    munmap(c, (n + 1) * sizeof(bench_cell_t));
     return rc;
 }
 

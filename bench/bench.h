@@ -8,8 +8,10 @@
 #define ADAG_BENCH_H
 
 #include <adag.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     METRIC_LATENCY,    /* median_us: lower is better; ratio = adag / baseline */
@@ -24,8 +26,17 @@ typedef struct {
     long iterations;
 } measure_t;
 
+/* Device rows (bench/device.c, bench/device_raw.c): which way the bytes go. */
+typedef enum {
+    DEV_PATH_NONE = 0,
+    DEV_PATH_SAME,  /* device k -> device k: zero copy */
+    DEV_PATH_PEER,  /* device 0 -> device 1: one peer copy */
+    DEV_PATH_H2D,   /* driver input -> device: async copy in */
+    DEV_PATH_D2H,   /* device -> driver output: async copy out */
+} dev_path_t;
+
 typedef struct {
-    char name[32];       /* roundtrip, chain, scatter-gather, payload, idle, compile, teardown */
+    char name[32];       /* roundtrip, chain, ..., device-hop, device-bandwidth */
     char placement[16];  /* thread, process */
     unsigned n, inflight;
     size_t bytes;
@@ -38,6 +49,12 @@ typedef struct {
     int has_ray;
     measure_t ray;
     double ray_ratio;    /* how many times adag beats Ray (> 1: adag faster) */
+    /* device rows */
+    char device[8];      /* backend: "host", "cuda"; "" for the other rows */
+    dev_path_t path;
+    unsigned hops;       /* device-hop: hand-offs in one round trip (in, between, out) */
+    unsigned copies;     /* device-bandwidth: copies of the bytes the runtime makes */
+    char skipped[160];   /* not run, and why ("" = ran); never counted as a result */
 } result_t;
 
 typedef struct {
@@ -49,12 +66,45 @@ typedef struct {
     const char *module;  /* the bench actor module .so */
 } bench_opts_t;
 
+/* Runs an adag call; on failure prints it with its status and message and
+ * jumps to the caller's `fail` label. */
+#define TRY(call)                                                                           \
+    do {                                                                                    \
+        adag_status_t s_ = (call);                                                          \
+        if (s_ != ADAG_OK) {                                                                \
+            fprintf(stderr, "adag-bench: %s: %s: %s\n", #call, adag_status_str(s_),         \
+                    adag_last_error());                                                     \
+            goto fail;                                                                      \
+        }                                                                                   \
+    } while (0)
+
 /* measurement helpers (bench/stats.c) */
 double bench_now_us(void);
+/* The folder of the adag-bench executable ("" if unknown), where the bench
+ * module's folder and adag-worker are. */
+void bench_exe_dir(char *dir, size_t len);
+/* adag-worker next to adag-bench: the runtime's default looks next to
+ * libadag, which adag-bench links statically (bench/device_raw.c drives the
+ * internal device ops table). */
+const char *bench_worker_path(void);
 void bench_summarize(double *lat_us, long n, double total_s, measure_t *m);
 
 /* baselines (bench/baselines.c): raw shared memory between processes */
 typedef enum { WAIT_SPIN, WAIT_FUTEX } wait_policy_t;
+
+/* A 32-bit word in shared memory that one process sets and another waits
+ * for. Every access is seq_cst, with a sleeper count for the futex (the
+ * handshake of common/event.h): a setter that sees no sleeper skips the
+ * wake, and a sleeper re-checks the word after counting itself. */
+typedef struct {
+    _Alignas(64) _Atomic uint32_t word;
+    _Atomic uint32_t sleepers;
+} bench_cell_t;
+/* Waits until the word is `want`. With `abort` (may be NULL), gives up and
+ * returns -1 once *abort is nonzero (checked at least every 100 ms). */
+int bench_cell_wait(bench_cell_t *c, uint32_t want, wait_policy_t policy,
+                    const _Atomic uint32_t *abort);
+void bench_cell_set(bench_cell_t *c, uint32_t v);
 /* A token passed around `parties` processes (2 = ping-pong); latency of one
  * full cycle. */
 int baseline_relay(unsigned parties, wait_policy_t policy, long rounds, measure_t *m);
@@ -75,5 +125,35 @@ int run_payload(const bench_opts_t *o, adag_placement_t pl, size_t bytes, int ze
 int run_idle(const bench_opts_t *o, adag_placement_t pl, double seconds, measure_t *m);
 int run_compile(const bench_opts_t *o, adag_placement_t pl, unsigned n, int reps,
                 measure_t *compile, measure_t *teardown);
+
+/* device rows, adag side (bench/device.c): process actors bound to devices
+ * of `backend` ("host" or "cuda"), tensors of `bytes`, every result checked.
+ * device-hop: driver -> A(dev 0) -> B(dev 0 for SAME, 1 for PEER) -> driver.
+ * device-bandwidth: H2D driver -> A -> 16 B back; D2H 16 B -> A -> driver;
+ * PEER 16 B -> A(dev 0) -> B(dev 1) -> 16 B back. */
+int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path, size_t bytes,
+                   long iters, measure_t *m);
+int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
+                         size_t bytes, long iters, measure_t *m);
+/* Whether a row can run here: 0, or -1 with why not in why. */
+int device_row_available(const char *backend, dev_path_t path, char *why, size_t len);
+
+/* device rows, raw mechanism (bench/device_raw.c): the same hand-offs with
+ * the device ops table alone (gpu/device.h), in processes of adag-bench
+ * started for it (--raw-peer), so a CUDA context is always fresh.
+ * The hop: the driver writes the input into shared host memory, A copies it
+ * in, copies it on its compute stream (the work), B reads it (zero copy or
+ * peer copy), copies it on, copies it out; each hand-off ordered by events,
+ * each process woken through a shared word. */
+int baseline_device_hop(const char *backend, dev_path_t path, size_t bytes,
+                        wait_policy_t policy, long rounds, measure_t *m);
+/* One copy of `bytes` through the device ops (copy_async + stream_sync) in
+ * a process of its own: H2D from shared host memory, D2H into it, PEER from
+ * another process's device 0 memory to device 1 (one process, one device:
+ * device to device on device 0). */
+int baseline_device_copy(const char *backend, dev_path_t path, size_t bytes, long reps,
+                         measure_t *m);
+/* The --raw-peer entry point of adag-bench. */
+int device_raw_peer_main(int argc, char **argv);
 
 #endif

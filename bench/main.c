@@ -28,9 +28,20 @@ typedef enum {
     BASE_MEMCPY,       /* memcpy of the same bytes */
     BASE_INFLIGHT_ONE, /* the same chain with one execution in flight */
     BASE_BUDGET,       /* a budget: 1 % of a core, 100 ms */
+    BASE_DEV_RAW_BEST, /* the same hand-offs on the device ops alone, the better wait policy */
+    BASE_DEV_COPY,     /* one copy_async of the same bytes, the same way */
 } baseline_kind_t;
 
-typedef enum { RUN_CHAIN, RUN_SCATTER, RUN_PAYLOAD, RUN_PAYLOAD_ZC, RUN_IDLE, RUN_COMPILE } run_kind_t;
+typedef enum {
+    RUN_CHAIN,
+    RUN_SCATTER,
+    RUN_PAYLOAD,
+    RUN_PAYLOAD_ZC,
+    RUN_IDLE,
+    RUN_COMPILE,
+    RUN_DEV_HOP,
+    RUN_DEV_BW,
+} run_kind_t;
 
 typedef struct {
     const char *name;
@@ -42,28 +53,70 @@ typedef struct {
     metric_t metric;
     baseline_kind_t baseline;
     int quick;       /* part of --quick */
+    const char *device; /* device rows: the backend ("host", "cuda"), else NULL */
+    dev_path_t path;    /* device rows: which way the bytes go */
 } scenario_t;
 
 #define MiB ((size_t)1 << 20)
 static const scenario_t scenarios[] = {
-    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1},
-    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, 0, METRIC_LATENCY, BASE_RELAY_FUTEX, 1},
-    {"chain", RUN_CHAIN, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_BEST, 1},
-    {"chain", RUN_CHAIN, 0, 4, 8, 8, -1, METRIC_THROUGHPUT, BASE_INFLIGHT_ONE, 1},
-    {"scatter-gather", RUN_SCATTER, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_FANOUT_BEST, 1},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 1024, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 0},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * 1024, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0},
-    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0},
-    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1},
-    {"idle", RUN_IDLE, 0, 4, 8, 8, -1, METRIC_CPU, BASE_BUDGET, 1},
-    {"compile", RUN_COMPILE, 0, 2, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0},
-    {"compile", RUN_COMPILE, 0, 8, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0},
-    {"compile", RUN_COMPILE, 0, 16, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1},
-    {"compile", RUN_COMPILE, 0, 64, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1},
+    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1,
+     NULL, DEV_PATH_NONE},
+    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, 0, METRIC_LATENCY, BASE_RELAY_FUTEX, 1,
+     NULL, DEV_PATH_NONE},
+    {"chain", RUN_CHAIN, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_BEST, 1, NULL, DEV_PATH_NONE},
+    {"chain", RUN_CHAIN, 0, 4, 8, 8, -1, METRIC_THROUGHPUT, BASE_INFLIGHT_ONE, 1,
+     NULL, DEV_PATH_NONE},
+    {"scatter-gather", RUN_SCATTER, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_FANOUT_BEST, 1,
+     NULL, DEV_PATH_NONE},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1,
+     NULL, DEV_PATH_NONE},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 1024, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 0,
+     NULL, DEV_PATH_NONE},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * 1024, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
+     NULL, DEV_PATH_NONE},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
+     NULL, DEV_PATH_NONE},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
+     NULL, DEV_PATH_NONE},
+    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0,
+     NULL, DEV_PATH_NONE},
+    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0,
+     NULL, DEV_PATH_NONE},
+    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
+     NULL, DEV_PATH_NONE},
+    {"idle", RUN_IDLE, 0, 4, 8, 8, -1, METRIC_CPU, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
+    {"compile", RUN_COMPILE, 0, 2, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0, NULL, DEV_PATH_NONE},
+    {"compile", RUN_COMPILE, 0, 8, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0, NULL, DEV_PATH_NONE},
+    {"compile", RUN_COMPILE, 0, 16, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
+    {"compile", RUN_COMPILE, 0, 64, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
+    /* device rows: process actors bound to devices, tensors in device memory
+     * (bench/device.c) against the same hand-offs or copies on the device
+     * ops table alone (bench/device_raw.c). "host" is the emulated device;
+     * the "cuda" rows say "skipped: <reason>" where CUDA has no device.
+     * A hop row is a round trip of 3 hand-offs: copy in, A -> B, copy out;
+     * --quick divides the bandwidth rows' bytes by 4. */
+    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "host",
+     DEV_PATH_SAME},
+    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "host",
+     DEV_PATH_PEER},
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "host", DEV_PATH_H2D},
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "host", DEV_PATH_D2H},
+    {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "host", DEV_PATH_PEER},
+    {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 0,
+     "host", DEV_PATH_PEER},
+    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
+     DEV_PATH_SAME},
+    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
+     DEV_PATH_PEER},
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "cuda", DEV_PATH_H2D},
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "cuda", DEV_PATH_D2H},
+    {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "cuda", DEV_PATH_PEER},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -76,12 +129,27 @@ static const char *metric_name(metric_t m)
     return names[m];
 }
 
+static const char *path_name(dev_path_t p)
+{
+    static const char *names[] = {"", "zero-copy", "peer", "h2d", "d2h"};
+    return names[p];
+}
+
+/* Copies of the bytes a device-bandwidth row's runtime path makes: an input
+ * is copied into its ring slot by execute, then to the device. */
+static unsigned path_copies(dev_path_t p)
+{
+    return p == DEV_PATH_H2D ? 2 : 1;
+}
+
 /* ---- baselines, each measured once per run ---- */
 
 typedef struct {
     baseline_kind_t kind;
     unsigned n;
     size_t bytes;
+    const char *device;
+    dev_path_t path;
     measure_t m;
     char label[64];
 } base_cache_t;
@@ -94,19 +162,32 @@ static long scaled(const bench_opts_t *o, long full)
     return o->quick ? full / 10 : full;
 }
 
+static long device_bw_reps(const bench_opts_t *o, size_t bytes)
+{
+    long reps = (long)((256 * MiB) / bytes);
+    reps = reps > 2000 ? 2000 : reps < 10 ? 10 : reps;
+    return o->quick ? (reps + 9) / 10 : reps;
+}
+
+/* device: the backend of a device row (NULL otherwise), path its path */
 static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind, unsigned n,
-                                    size_t bytes)
+                                    size_t bytes, const char *device, dev_path_t path)
 {
     for (unsigned i = 0; i < ncache; i++)
-        if (cache[i].kind == kind && cache[i].n == n && cache[i].bytes == bytes)
+        if (cache[i].kind == kind && cache[i].n == n && cache[i].bytes == bytes &&
+            cache[i].path == path &&
+            (cache[i].device == device || (device && cache[i].device &&
+                                           !strcmp(cache[i].device, device))))
             return &cache[i];
     base_cache_t *c = &cache[ncache];
     memset(c, 0, sizeof(*c));
     c->kind = kind;
     c->n = n;
     c->bytes = bytes;
+    c->device = device;
+    c->path = path;
     long rounds = scaled(o, 20000);
-    measure_t a, b;
+    measure_t a = {0}, b = {0};
     int rc = 0;
     switch (kind) {
     case BASE_RELAY_SPIN:
@@ -136,6 +217,17 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
         snprintf(c->label, sizeof c->label, "memcpy %zu B", bytes);
         break;
     }
+    case BASE_DEV_RAW_BEST:
+        rc = baseline_device_hop(device, path, bytes, WAIT_SPIN, scaled(o, 5000), &a) |
+             baseline_device_hop(device, path, bytes, WAIT_FUTEX, scaled(o, 5000), &b);
+        c->m = a.median_us <= b.median_us ? a : b;
+        snprintf(c->label, sizeof c->label, "raw device ops, 3 procs (%s)",
+                 a.median_us <= b.median_us ? "spin" : "futex");
+        break;
+    case BASE_DEV_COPY:
+        rc = baseline_device_copy(device, path, bytes, device_bw_reps(o, bytes), &c->m);
+        snprintf(c->label, sizeof c->label, "raw copy_async %s (1 copy)", path_name(path));
+        break;
     default:
         return NULL;
     }
@@ -161,6 +253,12 @@ static result_t *new_result(const scenario_t *s, adag_placement_t pl)
     r->bytes = s->bytes;
     r->spin_ns = s->spin_ns;
     r->metric = s->metric;
+    if (s->device) {
+        snprintf(r->device, sizeof r->device, "%s", s->device);
+        r->path = s->path;
+        r->hops = s->run == RUN_DEV_HOP ? 3 : 0;
+        r->copies = s->run == RUN_DEV_BW ? path_copies(s->path) : 0;
+    }
     return r;
 }
 
@@ -217,6 +315,11 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
         return run_idle(o, pl, 2.0, m);
     case RUN_COMPILE:
         return run_compile(o, pl, s->n, o->quick ? 3 : 9, m, teardown);
+    case RUN_DEV_HOP:
+        return run_device_hop(o, s->device, s->path, s->bytes, scaled(o, 5000), m);
+    case RUN_DEV_BW:
+        return run_device_bandwidth(o, s->device, s->path, s->bytes, device_bw_reps(o, s->bytes),
+                                    m);
     }
     return -1;
 }
@@ -227,7 +330,14 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     const scenario_t *s = &sc;
     if ((sc.run == RUN_CHAIN || sc.run == RUN_SCATTER) && sc.n == 4)
         sc.n = o->n;
+    if (sc.run == RUN_DEV_BW && o->quick)
+        sc.bytes /= 4;
     result_t *r = new_result(s, pl), *r2;
+    if (s->device && device_row_available(s->device, s->path, r->skipped, sizeof r->skipped)) {
+        fprintf(stderr, "adag-bench: %s (%s %s): skipped: %s\n", s->name, s->device,
+                path_name(s->path), r->skipped);
+        return 0;
+    }
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -255,17 +365,27 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_RELAY_SPIN:
     case BASE_RELAY_FUTEX:
     case BASE_RELAY_BEST:
-        if (!(b = baseline(o, s->baseline, s->n, 0)))
+        if (!(b = baseline(o, s->baseline, s->n, 0, NULL, DEV_PATH_NONE)))
             return -1;
         set_ratio(r, b->label, b->m.median_us);
         break;
     case BASE_FANOUT_BEST:
-        if (!(b = baseline(o, s->baseline, s->n, 0)))
+        if (!(b = baseline(o, s->baseline, s->n, 0, NULL, DEV_PATH_NONE)))
             return -1;
         set_ratio(r, b->label, b->m.median_us);
         break;
     case BASE_MEMCPY:
-        if (!(b = baseline(o, s->baseline, 0, s->bytes)))
+        if (!(b = baseline(o, s->baseline, 0, s->bytes, NULL, DEV_PATH_NONE)))
+            return -1;
+        set_ratio(r, b->label, b->m.gbps);
+        break;
+    case BASE_DEV_RAW_BEST:
+        if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device, s->path)))
+            return -1;
+        set_ratio(r, b->label, b->m.median_us);
+        break;
+    case BASE_DEV_COPY:
+        if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device, s->path)))
             return -1;
         set_ratio(r, b->label, b->m.gbps);
         break;
@@ -395,12 +515,28 @@ static int run_ray(const bench_opts_t *o)
 
 /* ---- output ---- */
 
+static void size_text(size_t bytes, char *buf, size_t n)
+{
+    if (bytes >= MiB && bytes % MiB == 0)
+        snprintf(buf, n, "%zu MiB", bytes / MiB);
+    else
+        snprintf(buf, n, "%zu B", bytes);
+}
+
 static void params_text(const result_t *r, char *buf, size_t n)
 {
-    char spin[32] = "";
+    char spin[32] = "", size[32];
     if (r->spin_ns >= 0)
         snprintf(spin, sizeof spin, " spin=%lld", (long long)r->spin_ns);
-    if (!strncmp(r->name, "payload", 7))
+    size_text(r->bytes, size, sizeof size);
+    if (r->device[0] && r->hops) /* "host 0->0 zero-copy 64 B" */
+        snprintf(buf, n, "%s 0->%d %s %s", r->device, r->path == DEV_PATH_PEER, path_name(r->path),
+                 size);
+    else if (r->device[0] && r->path == DEV_PATH_PEER)
+        snprintf(buf, n, "%s 0->1 peer %s", r->device, size);
+    else if (r->device[0]) /* "host h2d 16 MiB x2": copies of the bytes */
+        snprintf(buf, n, "%s %s %s x%u", r->device, path_name(r->path), size, r->copies);
+    else if (!strncmp(r->name, "payload", 7))
         snprintf(buf, n, "%zu B", r->bytes);
     else if (!strcmp(r->name, "compile") || !strcmp(r->name, "teardown") ||
              !strcmp(r->name, "idle"))
@@ -411,18 +547,23 @@ static void params_text(const result_t *r, char *buf, size_t n)
 
 static void print_table(FILE *out)
 {
-    fprintf(out, "%-14s %-7s %-17s %10s %10s %11s %8s  %-30s %11s %7s %11s %8s\n", "scenario",
+    fprintf(out, "%-16s %-7s %-26s %10s %10s %11s %8s  %-30s %11s %7s %11s %8s\n", "scenario",
             "actors", "params", "median_us", "p99_us", "per_s", "GB/s", "baseline", "base", "ratio",
             "ray", "vs ray");
     for (unsigned i = 0; i < nresults; i++) {
         const result_t *r = &results[i];
-        char params[48], value[64] = "", ray[32] = "-", vsray[32] = "-";
+        char params[64], value[64] = "", ray[32] = "-", vsray[32] = "-";
         params_text(r, params, sizeof params);
+        if (r->skipped[0]) {
+            fprintf(out, "%-16s %-7s %-26s skipped: %s\n", r->name, r->placement, params,
+                    r->skipped);
+            continue;
+        }
         if (r->metric == METRIC_CPU) {
-            fprintf(out, "%-14s %-7s %-17s %10s %10s %11s %8s  %-30s %10.2f%% %6.3fx %11s %8s\n",
+            fprintf(out, "%-16s %-7s %-26s %10s %10s %11s %8s  %-30s %10.2f%% %6.3fx %11s %8s\n",
                     r->name, r->placement, params, "-", "-", "-", "-", r->baseline,
                     r->baseline_value, r->ratio, "-", "-");
-            fprintf(out, "%-14s %-7s %-17s   cpu use: %.3f%% of one core\n", "", "", "",
+            fprintf(out, "%-16s %-7s %-26s   cpu use: %.3f%% of one core\n", "", "", "",
                     r->m.cpu_pct);
             continue;
         }
@@ -444,9 +585,28 @@ static void print_table(FILE *out)
         char gbps[16] = "-";
         if (r->m.gbps > 0)
             snprintf(gbps, sizeof gbps, "%.3f", r->m.gbps);
-        fprintf(out, "%-14s %-7s %-17s %10.2f %10.2f %11.0f %8s  %-30s %11s %6.2fx %11s %8s\n",
+        fprintf(out, "%-16s %-7s %-26s %10.2f %10.2f %11.0f %8s  %-30s %11s %6.2fx %11s %8s\n",
                 r->name, r->placement, params, r->m.median_us, r->m.p99_us, r->m.per_s, gbps,
                 r->baseline, value, r->ratio, ray, vsray);
+        if (r->hops && r->baseline_value > 0)
+            fprintf(out, "%-16s %-7s %-26s   per hop (%u hops): adag %.2f us, raw %.2f us, "
+                         "overhead %.2f us\n",
+                    "", "", "", r->hops, r->m.median_us / r->hops, r->baseline_value / r->hops,
+                    (r->m.median_us - r->baseline_value) / r->hops);
+    }
+}
+
+/* s as the body of a JSON string (quotes, backslashes and controls escaped) */
+static void json_escaped(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(out, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(out, "\\u%04x", ch);
+        else
+            fputc(ch, out);
     }
 }
 
@@ -467,10 +627,19 @@ static void print_json(FILE *out, const bench_opts_t *o)
         const result_t *r = &results[i];
         fprintf(out,
                 "  {\"name\": \"%s\", \"placement\": \"%s\", \"params\": {\"n\": %u, "
-                "\"inflight\": %u, \"bytes\": %zu, \"spin_ns\": %lld, \"seed\": %u}, "
-                "\"metric\": \"%s\", ",
-                r->name, r->placement, r->n, r->inflight, r->bytes, (long long)r->spin_ns, o->seed,
-                metric_name(r->metric));
+                "\"inflight\": %u, \"bytes\": %zu, \"spin_ns\": %lld, \"seed\": %u",
+                r->name, r->placement, r->n, r->inflight, r->bytes, (long long)r->spin_ns, o->seed);
+        if (r->device[0])
+            fprintf(out, ", \"device\": \"%s\", \"path\": \"%s\", \"hops\": %u, \"copies\": %u",
+                    r->device, path_name(r->path), r->hops, r->copies);
+        fprintf(out, "}, \"metric\": \"%s\", \"skipped\": ", metric_name(r->metric));
+        if (r->skipped[0]) { /* not run: no figures */
+            fprintf(out, "\"");
+            json_escaped(out, r->skipped);
+            fprintf(out, "\"}%s\n", i + 1 < nresults ? "," : "");
+            continue;
+        }
+        fprintf(out, "null, ");
         print_measure_json(out, &r->m);
         fprintf(out, ", \"cpu_pct\": ");
         if (r->metric == METRIC_CPU)
@@ -478,8 +647,12 @@ static void print_json(FILE *out, const bench_opts_t *o)
         else
             fprintf(out, "null");
         fprintf(out, ", \"iterations\": %ld, \"baseline\": \"%s\", \"baseline_value\": %.4f, "
-                     "\"ratio\": %.4f, \"ray\": ",
+                     "\"ratio\": %.4f, ",
                 r->m.iterations, r->baseline, r->baseline_value, r->ratio);
+        if (r->hops && r->baseline_value > 0)
+            fprintf(out, "\"overhead_per_hop_us\": %.3f, ",
+                    (r->m.median_us - r->baseline_value) / r->hops);
+        fprintf(out, "\"ray\": ");
         if (r->has_ray) {
             fprintf(out, "{");
             print_measure_json(out, &r->ray);
@@ -500,7 +673,8 @@ static void usage(FILE *out)
             "  --quick    fewer iterations and sizes (under 60 s)\n"
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
-            "  --only     run only scenarios with this name (roundtrip, chain, ...)\n"
+            "  --only     run only scenarios with this name (roundtrip, chain, ...,\n"
+            "             device-hop, device-bandwidth)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
             "  --seed N   seed of the payload bytes (default 42)\n");
@@ -513,6 +687,8 @@ int main(int argc, char **argv)
     const char *only = NULL;
     static char module[PATH_MAX + 64];
 
+    if (argc > 1 && !strcmp(argv[1], "--raw-peer")) /* a process of a raw device baseline */
+        return device_raw_peer_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             o.quick = 1;
@@ -540,13 +716,9 @@ int main(int argc, char **argv)
     }
     if (!o.module) {
         /* next to the executable: <dir>/bench/libbench_actors.so */
-        char exe[PATH_MAX];
-        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[k > 0 ? k : 0] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf(module, sizeof module, "%s/bench/libbench_actors.so", exe);
+        char dir[PATH_MAX];
+        bench_exe_dir(dir, sizeof dir);
+        snprintf(module, sizeof module, "%s/bench/libbench_actors.so", dir);
         o.module = module;
     }
     if (o.n < 1 || o.n > 63) {
@@ -564,9 +736,12 @@ int main(int argc, char **argv)
             adag_placement_t pl = p ? ADAG_PLACEMENT_PROCESS : ADAG_PLACEMENT_THREAD;
             if (s->process_only && pl == ADAG_PLACEMENT_THREAD)
                 continue;
+            char what[64] = "";
+            if (s->device)
+                snprintf(what, sizeof what, " %s %s", s->device, path_name(s->path));
             if (!json)
-                fprintf(stderr, "adag-bench: %s n=%u k=%u %zu B (%s)\n", s->name, s->n,
-                        s->inflight, s->bytes, p ? "process" : "thread");
+                fprintf(stderr, "adag-bench: %s n=%u k=%u %zu B%s (%s)\n", s->name, s->n,
+                        s->inflight, s->bytes, what, p ? "process" : "thread");
             failed |= run_scenario(&o, s, pl) != 0;
         }
     }
@@ -576,7 +751,11 @@ int main(int argc, char **argv)
         print_json(stdout, &o);
     else
         print_table(stdout);
-    fprintf(stderr, "adag-bench: %u results in %.1f s%s\n", nresults, (bench_now_us() - t0) * 1e-6,
+    unsigned skipped = 0;
+    for (unsigned i = 0; i < nresults; i++)
+        skipped += results[i].skipped[0] != 0;
+    fprintf(stderr, "adag-bench: %u results, %u skipped (not counted), in %.1f s%s\n",
+            nresults - skipped, skipped, (bench_now_us() - t0) * 1e-6,
             failed ? " (some FAILED)" : "");
     return failed ? 1 : 0;
 }

@@ -11,16 +11,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define TRY(call)                                                                           \
-    do {                                                                                    \
-        adag_status_t s_ = (call);                                                          \
-        if (s_ != ADAG_OK) {                                                                \
-            fprintf(stderr, "adag-bench: %s: %s: %s\n", #call, adag_status_str(s_),         \
-                    adag_last_error());                                                     \
-            goto fail;                                                                      \
-        }                                                                                   \
-    } while (0)
-
 typedef struct {
     adag_runtime_h rt;
     adag_actor_h actors[64];
@@ -29,8 +19,10 @@ typedef struct {
 
 static int fixture_make(fixture_t *f, const bench_opts_t *o, adag_placement_t pl, unsigned n)
 {
+    adag_runtime_params_t rp = {.field_mask = ADAG_RUNTIME_PARAM_WORKER_PATH,
+                                .worker_path = bench_worker_path()};
     memset(f, 0, sizeof(*f));
-    TRY(adag_runtime_create(NULL, &f->rt));
+    TRY(adag_runtime_create(&rp, &f->rt));
     TRY(adag_class_register(f->rt, &bench_actor_class));
     for (unsigned i = 0; i < n; i++) {
         adag_actor_params_t p = {

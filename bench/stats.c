@@ -1,7 +1,11 @@
 #include "bench.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double bench_now_us(void)
 {
@@ -25,4 +29,24 @@ void bench_summarize(double *lat_us, long n, double total_s, measure_t *m)
     m->iterations = n;
     m->gbps = 0;
     m->cpu_pct = 0;
+}
+
+void bench_exe_dir(char *dir, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k > 0 ? k : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(dir, len, "%s", slash ? exe : "");
+}
+
+const char *bench_worker_path(void)
+{
+    static char path[PATH_MAX + 16];
+    char dir[PATH_MAX];
+    bench_exe_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/adag-worker", dir);
+    return path;
 }

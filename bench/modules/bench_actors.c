@@ -1,6 +1,7 @@
 /* Actor class "bench" used by adag-bench: exported as a module (process
- * actors) and linked into adag-bench (thread actors). Its "pass" method is
- * the tests' "echo" (tests/modules/shared_methods.c, compiled into both). */
+ * actors; with "bench_dev" of bench_device.c) and linked into adag-bench
+ * (thread actors). Its "pass" method is the tests' "echo"
+ * (tests/modules/shared_methods.c, compiled into both). */
 #include "bench_actors.h"
 #include "shared_methods.h"
 
@@ -54,4 +55,4 @@ const adag_class_def_t bench_actor_class = {
     .nmethods = sizeof(bench_methods) / sizeof(bench_methods[0]),
 };
 
-ADAG_MODULE(&bench_actor_class);
+ADAG_MODULE(&bench_actor_class, &bench_device_class);

@@ -1,0 +1,232 @@
+/*
+ * The adag side of the device rows: process actors of class "bench_dev"
+ * (bench/modules/bench_device.c) bound to devices, tensors declared with
+ * adag_node_tensor so they stay in device memory, one execution in flight,
+ * every result checked (stamps that change with every execution, at both
+ * ends of the tensor, so a stale or half-moved slot fails).
+ */
+#include "bench.h"
+#include "modules/bench_actors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int device_row_available(const char *backend, dev_path_t path, char *why, size_t len)
+{
+    static const char prefix[] = "adag_device_count: ";
+    unsigned n = 0;
+    if (adag_device_count(backend, &n) != ADAG_OK || n == 0) {
+        const char *msg = adag_last_error()[0] ? adag_last_error() : "no device";
+        if (!strncmp(msg, prefix, sizeof prefix - 1))
+            msg += sizeof prefix - 1;
+        snprintf(why, len, "%s", msg);
+        return -1;
+    }
+    if (path == DEV_PATH_PEER && n < 2) {
+        snprintf(why, len, "a peer copy needs 2 %s devices, %u here", backend, n);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    adag_runtime_h rt;
+    adag_actor_h a, b;
+} dev_fixture_t;
+
+static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backend,
+                     unsigned index, adag_actor_h *out)
+{
+    char device[32];
+    int32_t cuda = !strcmp(backend, "cuda");
+    snprintf(device, sizeof device, "%s:%u", backend, index);
+    adag_actor_params_t p = {
+        .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_PLACEMENT |
+                      ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE,
+        .class_name = "bench_dev", .module_path = o->module,
+        .placement = ADAG_PLACEMENT_PROCESS, .init_data = &cuda, .init_size = sizeof cuda,
+        .device = device};
+    TRY(adag_actor_create(rt, &p, out));
+    return 0;
+fail:
+    return -1;
+}
+
+/* A on device 0; B (when wanted) on device 0 or, for a peer copy, 1. */
+static int dev_fixture(dev_fixture_t *f, const bench_opts_t *o, const char *backend,
+                       int with_b, dev_path_t path)
+{
+    adag_runtime_params_t rp = {.field_mask = ADAG_RUNTIME_PARAM_WORKER_PATH,
+                                .worker_path = bench_worker_path()};
+    memset(f, 0, sizeof(*f));
+    TRY(adag_runtime_create(&rp, &f->rt));
+    if (dev_actor(o, f->rt, backend, 0, &f->a) ||
+        (with_b && dev_actor(o, f->rt, backend, path == DEV_PATH_PEER ? 1 : 0, &f->b)))
+        goto fail;
+    return 0;
+fail:
+    return -1;
+}
+
+static int tensor_node(adag_node_h node, adag_dtype_t dtype, int64_t n)
+{
+    adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
+                               .dtype = dtype, .ndim = 1, .shape = {n}};
+    TRY(adag_node_tensor(node, &tp));
+    return 0;
+fail:
+    return -1;
+}
+
+static adag_dag_h compile_one(adag_graph_h g, size_t cap)
+{
+    adag_dag_h dag = NULL;
+    adag_compile_params_t cp = {
+        .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY,
+        .max_inflight = 1, .slot_capacity = cap};
+    TRY(adag_graph_compile(g, &cp, &dag));
+    return dag;
+fail:
+    return NULL;
+}
+
+static uint64_t stamp_of(const bench_opts_t *o, long i)
+{
+    return (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ o->seed;
+}
+
+/* Executes `warmup + iters` times with input(i) and checks the one output;
+ * the input is a u8 tensor of `in_bytes` stamped at both ends, or, when
+ * in_bytes is 0, 16 host bytes {stamp, stamp_n} (the size "stamp" makes).
+ * The output must be a host tensor of out_bytes whose first and last 8
+ * bytes are the stamp. */
+static int drive_stamped(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
+                         uint64_t stamp_n, size_t out_bytes, long iters, measure_t *m)
+{
+    long warmup = iters / 10 < 3 ? 3 : iters / 10;
+    double *lat = malloc((size_t)iters * sizeof(*lat)), t_start = 0;
+    char *buf = malloc(in_bytes < 16 ? 16 : in_bytes);
+    int rc = -1;
+    if (!lat || !buf)
+        goto fail;
+    memset(buf, 0x5a, in_bytes < 16 ? 16 : in_bytes);
+    for (long i = 0; i < warmup + iters; i++) {
+        uint64_t stamp = stamp_of(o, i), head, tail;
+        adag_value_t in = {.data = buf, .size = 16}, out;
+        adag_ref_t ref;
+        if (in_bytes) {
+            in = (adag_value_t){.data = buf, .size = in_bytes, .kind = ADAG_VALUE_TENSOR,
+                                .dtype = ADAG_DTYPE_U8, .ndim = 1, .shape = {(int64_t)in_bytes}};
+            memcpy(buf, &stamp, 8);
+            memcpy(buf + in_bytes - 8, &stamp, 8);
+        } else {
+            memcpy(buf, &stamp, 8);
+            memcpy(buf + 8, &stamp_n, 8);
+        }
+        if (i == warmup)
+            t_start = bench_now_us();
+        double t0 = bench_now_us();
+        TRY(adag_dag_execute(dag, &in, 1, 0, &ref));
+        TRY(adag_dag_get(dag, ref, &out, 1, 60000));
+        double t1 = bench_now_us();
+        if (out.kind != ADAG_VALUE_TENSOR || out.device != ADAG_DEVICE_HOST ||
+            out.size != out_bytes) {
+            fprintf(stderr, "adag-bench: execution %ld: an output of kind %d, %zu bytes on "
+                            "device %d, want a host tensor of %zu bytes\n",
+                    i, out.kind, out.size, out.device, out_bytes);
+            adag_dag_release(dag, ref);
+            goto fail;
+        }
+        memcpy(&head, out.data, 8);
+        memcpy(&tail, (const char *)out.data + out.size - 8, 8);
+        TRY(adag_dag_release(dag, ref));
+        if (head != stamp || tail != stamp) {
+            fprintf(stderr, "adag-bench: execution %ld: stamps %llx / %llx back, want %llx\n", i,
+                    (unsigned long long)head, (unsigned long long)tail,
+                    (unsigned long long)stamp);
+            goto fail;
+        }
+        if (i >= warmup)
+            lat[i - warmup] = t1 - t0;
+    }
+    bench_summarize(lat, iters, (bench_now_us() - t_start) * 1e-6, m);
+    rc = 0;
+fail:
+    free(lat);
+    free(buf);
+    return rc;
+}
+
+int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path, size_t bytes,
+                   long iters, measure_t *m)
+{
+    dev_fixture_t f = {0};
+    adag_graph_h g;
+    adag_node_h x, y, z;
+    int rc = -1;
+    if (bytes < 16 || dev_fixture(&f, o, backend, 1, path))
+        goto fail;
+    TRY(adag_graph_create(f.rt, &g));
+    TRY(adag_graph_input(g, 0, &x));
+    TRY(adag_graph_bind(g, f.a, "copy", &x, 1, &y));
+    TRY(adag_graph_bind(g, f.b, "copy", &y, 1, &z));
+    if (tensor_node(x, ADAG_DTYPE_U8, (int64_t)bytes) ||
+        tensor_node(y, ADAG_DTYPE_U8, (int64_t)bytes) ||
+        tensor_node(z, ADAG_DTYPE_U8, (int64_t)bytes))
+        goto fail;
+    TRY(adag_graph_output(g, &z, 1));
+    adag_dag_h dag = compile_one(g, bytes);
+    if (dag)
+        rc = drive_stamped(o, dag, bytes, 0, bytes, iters, m);
+fail:
+    if (f.rt)
+        adag_runtime_destroy(f.rt);
+    return rc;
+}
+
+int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
+                         size_t bytes, long iters, measure_t *m)
+{
+    dev_fixture_t f = {0};
+    adag_graph_h g;
+    adag_node_h x, y, e;
+    int rc = -1;
+    if (bytes < 16 || dev_fixture(&f, o, backend, path == DEV_PATH_PEER, path))
+        goto fail;
+    TRY(adag_graph_create(f.rt, &g));
+    TRY(adag_graph_input(g, 0, &x));
+    switch (path) {
+    case DEV_PATH_H2D: /* u8[bytes] in, i64[2] back */
+        TRY(adag_graph_bind(g, f.a, "ends", &x, 1, &e));
+        if (tensor_node(x, ADAG_DTYPE_U8, (int64_t)bytes) || tensor_node(e, ADAG_DTYPE_I64, 2))
+            goto fail;
+        TRY(adag_graph_output(g, &e, 1));
+        break;
+    case DEV_PATH_D2H: /* 16 B in, u8[bytes] back */
+        TRY(adag_graph_bind(g, f.a, "stamp", &x, 1, &y));
+        if (tensor_node(y, ADAG_DTYPE_U8, (int64_t)bytes))
+            goto fail;
+        TRY(adag_graph_output(g, &y, 1));
+        break;
+    case DEV_PATH_PEER: /* 16 B in, u8[bytes] from device 0 to 1, i64[2] back */
+        TRY(adag_graph_bind(g, f.a, "stamp", &x, 1, &y));
+        TRY(adag_graph_bind(g, f.b, "ends", &y, 1, &e));
+        if (tensor_node(y, ADAG_DTYPE_U8, (int64_t)bytes) || tensor_node(e, ADAG_DTYPE_I64, 2))
+            goto fail;
+        TRY(adag_graph_output(g, &e, 1));
+        break;
+    default:
+        goto fail;
+    }
+    adag_dag_h dag = compile_one(g, bytes);
+    if (dag)
+        rc = drive_stamped(o, dag, path == DEV_PATH_H2D ? bytes : 0, bytes,
+                           path == DEV_PATH_D2H ? bytes : 16, iters, m);
+    if (rc == 0)
+        m->gbps = bytes / (m->median_us * 1e3);
+fail:
+    if (f.rt)
+        adag_runtime_destroy(f.rt);
+    return rc;
+}
