@@ -141,6 +141,16 @@ typedef struct {
 
 #define HEADER_BYTES (((sizeof(seg_header_t) + PAGE - 1) / PAGE) * PAGE)
 
+/* A rank's view of a mapped segment. The geometry is this process's copy,
+ * checked against the header once at init: every address is computed from
+ * it, never from memory another process can write. */
+typedef struct {
+    seg_header_t *h;
+    size_t size;
+    unsigned nranks;
+    uint64_t chunk_bytes, boxes_bytes, area_bytes;
+} seg_t;
+
 /* The geometry of a communicator of n ranks, in a header. */
 static void seg_layout(unsigned n, seg_header_t *g)
 {
@@ -160,29 +170,29 @@ static size_t inbox_index(unsigned src, unsigned dst)
     return src < dst ? src : src - 1;
 }
 
-static mailbox_t *mailbox(seg_header_t *h, unsigned src, unsigned dst)
+static mailbox_t *mailbox(const seg_t *g, unsigned src, unsigned dst)
 {
-    char *area = (char *)h + HEADER_BYTES + (size_t)dst * h->area_bytes;
+    char *area = (char *)g->h + HEADER_BYTES + (size_t)dst * g->area_bytes;
     return (mailbox_t *)area + inbox_index(src, dst);
 }
 
-static unsigned char *ring_bytes(seg_header_t *h, unsigned src, unsigned dst)
+static unsigned char *ring_bytes(const seg_t *g, unsigned src, unsigned dst)
 {
-    char *area = (char *)h + HEADER_BYTES + (size_t)dst * h->area_bytes;
-    return (unsigned char *)area + h->boxes_bytes +
-           inbox_index(src, dst) * RING_CHUNKS * h->chunk_bytes;
+    char *area = (char *)g->h + HEADER_BYTES + (size_t)dst * g->area_bytes;
+    return (unsigned char *)area + g->boxes_bytes +
+           inbox_index(src, dst) * RING_CHUNKS * g->chunk_bytes;
 }
 
 /* ---- the communicator's state: abort and the error record ---- */
 
-static void wake_everyone(seg_header_t *h)
+static void wake_everyone(const seg_t *g)
 {
-    adag_event_notify(&h->join_wake);
-    for (unsigned dst = 0; dst < h->nranks; dst++)
-        for (unsigned src = 0; src < h->nranks; src++) {
+    adag_event_notify(&g->h->join_wake);
+    for (unsigned dst = 0; dst < g->nranks; dst++)
+        for (unsigned src = 0; src < g->nranks; src++) {
             if (src == dst)
                 continue;
-            mailbox_t *mb = mailbox(h, src, dst);
+            mailbox_t *mb = mailbox(g, src, dst);
             adag_event_notify(&mb->recv_wake);
             adag_event_notify(&mb->send_wake);
         }
@@ -190,8 +200,9 @@ static void wake_everyone(seg_header_t *h)
 
 /* Breaks the communicator: the first failure's status and text are kept
  * (later ones only abort), then every waiter of every rank gives up. */
-static void ADAG_PRINTF(3, 4) seg_fail(seg_header_t *h, adag_status_t code, const char *fmt, ...)
+static void ADAG_PRINTF(3, 4) seg_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
 {
+    seg_header_t *h = g->h;
     int32_t none = 0;
     if (atomic_compare_exchange_strong_explicit(&h->error_code, &none, (int32_t)code,
                                                 memory_order_seq_cst, memory_order_seq_cst)) {
@@ -202,7 +213,7 @@ static void ADAG_PRINTF(3, 4) seg_fail(seg_header_t *h, adag_status_t code, cons
         atomic_store_explicit(&h->error_ready, 1, memory_order_release);
     }
     atomic_store_explicit(&h->abort, 1, memory_order_seq_cst);
-    wake_everyone(h);
+    wake_everyone(g);
 }
 
 /* ADAG_OK, or the record's status with its text as this thread's error
@@ -234,8 +245,9 @@ static int counter_reached(const void *p)
 
 /* Waits (no deadline: the watchdog aborts) until *counter >= value: ADAG_OK,
  * or ADAG_ERR_CLOSED once the communicator is aborted. */
-static adag_status_t wait_reached(seg_header_t *h, adag_event_t *ev, const _Atomic uint64_t *counter,
-                                  uint64_t value, adag_spin_t *spin)
+static adag_status_t wait_reached(seg_header_t *h, adag_event_t *ev,
+                                  const _Atomic uint64_t *counter, uint64_t value,
+                                  adag_spin_t *spin)
 {
     reach_arg_t a = {counter, value};
     if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
@@ -324,8 +336,7 @@ static void host_id_destroy(void *owner)
 
 typedef struct {
     adag_comm_t base;
-    seg_header_t *seg;
-    size_t map_size;
+    seg_t seg;
     char who[48]; /* "host communicator (rank 1 of 4)" */
     /* Numbering and enqueueing are one step, so each stream runs a peer's
      * operations in the order of their numbers. */
@@ -346,7 +357,7 @@ static void comm_unref(host_comm_t *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
         return;
-    munmap(c->seg, c->map_size);
+    munmap(c->seg.h, c->seg.size);
     pthread_mutex_destroy(&c->enqueue_lock);
     free(c);
     atomic_fetch_sub(&live_comms, 1);
@@ -354,26 +365,26 @@ static void comm_unref(host_comm_t *c)
 
 static int all_joined(const void *p)
 {
-    const seg_header_t *h = p;
-    for (unsigned r = 0; r < h->nranks; r++)
-        if (!atomic_load_explicit(&h->joined[r], memory_order_seq_cst))
+    const seg_t *g = p;
+    for (unsigned r = 0; r < g->nranks; r++)
+        if (!atomic_load_explicit(&g->h->joined[r], memory_order_seq_cst))
             return 0;
     return 1;
 }
 
 /* "1, 3" : the ranks that have not joined. */
-static void missing_ranks(const seg_header_t *h, char *buf, size_t len)
+static void missing_ranks(const seg_t *g, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (unsigned r = 0; r < h->nranks && used < len; r++)
-        if (!atomic_load_explicit(&h->joined[r], memory_order_seq_cst))
+    for (unsigned r = 0; r < g->nranks && used < len; r++)
+        if (!atomic_load_explicit(&g->h->joined[r], memory_order_seq_cst))
             used += (size_t)snprintf(buf + used, len - used, "%s%u", used ? ", " : "", r);
 }
 
 /* Maps the segment an id names and checks it is one laid out for nranks. */
 static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, const char *who,
-                                 seg_header_t **out, size_t *map_size)
+                                 seg_t *out)
 {
     adag_comm_host_id_t hid;
     seg_header_t want;
@@ -416,14 +427,15 @@ static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, cons
         munmap(h, (size_t)want.size);
         return st;
     }
-    *out = h;
-    *map_size = (size_t)want.size;
+    *out = (seg_t){h, (size_t)want.size, nranks, want.chunk_bytes, want.boxes_bytes,
+                   want.area_bytes};
     return ADAG_OK;
 }
 
 /* Sets rank's joined flag and waits until every rank's is set. */
-static adag_status_t join(seg_header_t *h, unsigned rank, int64_t deadline, const char *who)
+static adag_status_t join(const seg_t *g, unsigned rank, int64_t deadline, const char *who)
 {
+    seg_header_t *h = g->h;
     uint32_t unset = 0;
     char missing[256];
     if (!atomic_compare_exchange_strong_explicit(&h->joined[rank], &unset, 1,
@@ -433,16 +445,16 @@ static adag_status_t join(seg_header_t *h, unsigned rank, int64_t deadline, cons
     adag_event_notify(&h->join_wake);
     adag_spin_t spin;
     adag_spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
-    adag_status_t st = adag_event_wait(&h->join_wake, all_joined, h, &h->abort, deadline, &spin);
+    adag_status_t st = adag_event_wait(&h->join_wake, all_joined, g, &h->abort, deadline, &spin);
     if (st == ADAG_ERR_CLOSED)
         return seg_status(h, who);
     if (st == ADAG_ERR_TIMEOUT) {
-        missing_ranks(h, missing, sizeof(missing));
+        missing_ranks(g, missing, sizeof(missing));
         /* the ranks waiting with it give up now rather than at their own deadlines */
-        seg_fail(h, ADAG_ERR_TIMEOUT, "rank %u gave up at its init deadline: rank(s) %s of %u "
-                 "had not joined", rank, missing, h->nranks);
+        seg_fail(g, ADAG_ERR_TIMEOUT, "rank %u gave up at its init deadline: rank(s) %s of %u "
+                 "had not joined", rank, missing, g->nranks);
         return adag_error(ADAG_ERR_TIMEOUT, "%s: init deadline passed: rank(s) %s of %u had not "
-                          "joined", who, missing, h->nranks);
+                          "joined", who, missing, g->nranks);
     }
     return st;
 }
@@ -451,8 +463,7 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
                                adag_device_t *dev, int64_t deadline, adag_comm_t **out)
 {
     char who[48];
-    seg_header_t *h = NULL;
-    size_t map_size = 0;
+    seg_t g;
     adag_status_t st;
     *out = NULL;
     snprintf(who, sizeof(who), "host communicator (rank %u of %u)", rank, nranks);
@@ -462,21 +473,20 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
     if (dev->ops->kind != ADAG_DEVICE_KIND_HOST)
         return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on host devices, not %s", who,
                           dev->ops->name);
-    if ((st = map_segment(id, nranks, who, &h, &map_size)) != ADAG_OK)
+    if ((st = map_segment(id, nranks, who, &g)) != ADAG_OK)
         return st;
-    if ((st = seg_status(h, who)) != ADAG_OK)
+    if ((st = seg_status(g.h, who)) != ADAG_OK)
         goto fail;
-    if ((st = join(h, rank, deadline, who)) != ADAG_OK)
+    if ((st = join(&g, rank, deadline, who)) != ADAG_OK)
         goto fail;
     host_comm_t *c = calloc(1, sizeof(*c));
     if (!c) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
-        seg_fail(h, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
+        seg_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
         goto fail;
     }
     c->base = (adag_comm_t){&adag_comm_host_ops, nranks, rank, dev};
-    c->seg = h;
-    c->map_size = map_size;
+    c->seg = g;
     memcpy(c->who, who, sizeof(c->who));
     pthread_mutex_init(&c->enqueue_lock, NULL);
     atomic_init(&c->refs, 1);
@@ -484,7 +494,7 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
     *out = &c->base;
     return ADAG_OK;
 fail:
-    munmap(h, map_size);
+    munmap(g.h, g.size);
     return st;
 }
 
@@ -504,12 +514,13 @@ static uint64_t chunks_of(uint64_t size, uint64_t chunk)
 
 static void run_send(const comm_op_t *op, adag_spin_t *spin)
 {
-    seg_header_t *h = op->c->seg;
+    const seg_t *g = &op->c->seg;
+    seg_header_t *h = g->h;
     unsigned me = op->c->base.rank;
-    mailbox_t *mb = mailbox(h, me, op->peer);
-    unsigned char *ring = ring_bytes(h, me, op->peer);
+    mailbox_t *mb = mailbox(g, me, op->peer);
+    unsigned char *ring = ring_bytes(g, me, op->peer);
     const unsigned char *src = op->buf;
-    uint64_t chunk = h->chunk_bytes, off = 0;
+    uint64_t chunk = g->chunk_bytes, off = 0;
     if (wait_reached(h, &mb->send_wake, &mb->send_turn, op->seq, spin) != ADAG_OK)
         return;
     uint64_t head = atomic_load_explicit(&mb->head, memory_order_seq_cst);
@@ -537,24 +548,24 @@ static void run_send(const comm_op_t *op, adag_spin_t *spin)
 static int chunk_wrong(const comm_op_t *op, const chunk_head_t *ch, uint64_t i, uint64_t got)
 {
     host_comm_t *c = op->c;
-    seg_header_t *h = c->seg;
+    const seg_t *g = &c->seg;
     unsigned me = c->base.rank;
     if (ch->msg_seq != op->seq) {
-        seg_fail(h, ADAG_ERR_PROTOCOL, "rank %u expected message %llu from rank %u; its ring "
+        seg_fail(g, ADAG_ERR_PROTOCOL, "rank %u expected message %llu from rank %u; its ring "
                  "holds a chunk of message %llu", me, (unsigned long long)op->seq, op->peer,
                  (unsigned long long)ch->msg_seq);
         return 1;
     }
     if (ch->msg_size != op->size) {
-        seg_fail(h, ADAG_ERR_PROTOCOL, "size mismatch: rank %u sent %llu bytes to rank %u, whose "
+        seg_fail(g, ADAG_ERR_PROTOCOL, "size mismatch: rank %u sent %llu bytes to rank %u, whose "
                  "matching recv (message %llu from rank %u) takes %llu bytes", op->peer,
                  (unsigned long long)ch->msg_size, me, (unsigned long long)op->seq, op->peer,
                  (unsigned long long)op->size);
         return 1;
     }
-    uint64_t want = op->size - got < h->chunk_bytes ? op->size - got : h->chunk_bytes;
+    uint64_t want = op->size - got < g->chunk_bytes ? op->size - got : g->chunk_bytes;
     if (ch->offset != got || ch->len != want) {
-        seg_fail(h, ADAG_ERR_PROTOCOL, "rank %u: chunk %llu of message %llu from rank %u is "
+        seg_fail(g, ADAG_ERR_PROTOCOL, "rank %u: chunk %llu of message %llu from rank %u is "
                  "bytes %llu+%llu, expected %llu+%llu", me, (unsigned long long)i,
                  (unsigned long long)op->seq, op->peer, (unsigned long long)ch->offset,
                  (unsigned long long)ch->len, (unsigned long long)got,
@@ -566,12 +577,13 @@ static int chunk_wrong(const comm_op_t *op, const chunk_head_t *ch, uint64_t i, 
 
 static void run_recv(const comm_op_t *op, adag_spin_t *spin)
 {
-    seg_header_t *h = op->c->seg;
+    const seg_t *g = &op->c->seg;
+    seg_header_t *h = g->h;
     unsigned me = op->c->base.rank;
-    mailbox_t *mb = mailbox(h, op->peer, me);
-    const unsigned char *ring = ring_bytes(h, op->peer, me);
+    mailbox_t *mb = mailbox(g, op->peer, me);
+    const unsigned char *ring = ring_bytes(g, op->peer, me);
     unsigned char *dst = op->buf;
-    uint64_t chunk = h->chunk_bytes, got = 0;
+    uint64_t chunk = g->chunk_bytes, got = 0;
     if (wait_reached(h, &mb->recv_wake, &mb->recv_turn, op->seq, spin) != ADAG_OK)
         return;
     uint64_t tail = atomic_load_explicit(&mb->tail, memory_order_seq_cst);
@@ -613,7 +625,7 @@ static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsig
         return adag_error(ADAG_ERR_INVALID, "%s: %s rank %u: the peer must be another rank "
                           "below %u, with a stream and a buffer", c->who, verb, peer,
                           base->nranks);
-    adag_status_t st = seg_status(c->seg, c->who);
+    adag_status_t st = seg_status(c->seg.h, c->who);
     if (st != ADAG_OK)
         return st;
     pthread_mutex_lock(&c->enqueue_lock);
@@ -648,13 +660,13 @@ static void host_abort(adag_comm_t *base)
     if (!base)
         return;
     host_comm_t *c = host_comm(base);
-    seg_fail(c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
+    seg_fail(&c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
 }
 
 static adag_status_t host_status(adag_comm_t *base)
 {
     host_comm_t *c = host_comm(base);
-    return seg_status(c->seg, c->who);
+    return seg_status(c->seg.h, c->who);
 }
 
 static void host_destroy(adag_comm_t *base)
