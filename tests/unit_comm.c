@@ -161,6 +161,27 @@ static void init_all(rank_t *ranks, unsigned n)
         cr_assert_eq(ranks[i].init_st, ADAG_OK, "%s", ranks[i].err);
 }
 
+/* Two ranks on devices 0 and 1, with buf bytes of buffers each, joined;
+ * the id is destroyed once both inits returned (as the contract allows). */
+static void pair_up(const adag_comm_ops_t *ops, rank_t *r, size_t buf)
+{
+    adag_comm_id_t id;
+    void *owner;
+    cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
+    for (unsigned i = 0; i < 2; i++)
+        cr_assert_eq(rank_open(&r[i], ops, &id, 2, i, buf), 0, "%s", r[i].err);
+    init_all(r, 2);
+    ops->id_destroy(owner);
+}
+
+/* Closes both ranks and checks that nothing is left. */
+static void pair_close(rank_t *r)
+{
+    rank_close(&r[0]);
+    rank_close(&r[1]);
+    assert_counts_zero();
+}
+
 /* ---- messages: sizes around the ring, bytes that say which message ---- */
 
 static size_t msg_size(unsigned i)
@@ -260,14 +281,8 @@ static void *pingpong_main(void *arg)
 COMM_TEST(pingpong_threads, 120)
 {
     const adag_comm_ops_t *ops = ops_or_skip(*kind, 2);
-    adag_comm_id_t id;
-    void *owner;
     rank_t r[2];
-    cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
-    for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(rank_open(&r[i], ops, &id, 2, i, MAX_MSG), 0, "%s", r[i].err);
-    init_all(r, 2);
-    ops->id_destroy(owner); /* allowed once every init returned */
+    pair_up(ops, r, MAX_MSG);
     pthread_t t;
     void *res;
     cr_assert_eq(pthread_create(&t, NULL, pingpong_main, &r[1]), 0);
@@ -278,9 +293,7 @@ COMM_TEST(pingpong_threads, 120)
     cr_assert_eq(failed0, 0, "%s", r[0].err);
     cr_assert_eq((intptr_t)res, 0, "%s", r[1].err);
     cr_assert_eq(ops->status(r[0].comm), ADAG_OK, "%s", adag_last_error());
-    rank_close(&r[0]);
-    rank_close(&r[1]);
-    assert_counts_zero();
+    pair_close(r);
 }
 
 /* Rank 1 in a child forked before it has any thread or stream: it opens
@@ -332,16 +345,10 @@ COMM_TEST(queued_sends_keep_their_order, 60)
     const adag_comm_ops_t *ops = ops_or_skip(*kind, 2);
     size_t ring = (size_t)adag_comm_host_chunk_bytes(2) * ADAG_COMM_HOST_RING_CHUNKS;
     const size_t sizes[NQUEUED] = {10, ring / 4 + 3, 0, 2 * ring + 1, 5, ring, 77, 3};
-    adag_comm_id_t id;
-    void *owner;
     rank_t r[2];
     adag_dev_stream_t *s_other;
     adag_dev_mem_t dsend[NQUEUED], drecv[NQUEUED], hsend[NQUEUED], hrecv[NQUEUED];
-    cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
-    for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(rank_open(&r[i], ops, &id, 2, i, 0), 0, "%s", r[i].err);
-    init_all(r, 2);
-    ops->id_destroy(owner);
+    pair_up(ops, r, 0);
     const adag_device_ops_t *d = r[0].d;
     cr_assert_eq(d->stream_create(r[0].dev, &s_other), ADAG_OK);
     for (unsigned m = 0; m < NQUEUED; m++) {
@@ -381,9 +388,7 @@ COMM_TEST(queued_sends_keep_their_order, 60)
         d->host_free(r[1].dev, &hrecv[m]);
     }
     d->stream_destroy(r[0].dev, s_other);
-    rank_close(&r[0]);
-    rank_close(&r[1]);
-    assert_counts_zero();
+    pair_close(r);
 }
 
 /* ---- abort ---- */
@@ -395,14 +400,8 @@ COMM_TEST(queued_sends_keep_their_order, 60)
 COMM_TEST(abort_unblocks_a_waiting_recv, 60)
 {
     const adag_comm_ops_t *ops = ops_or_skip(*kind, 2);
-    adag_comm_id_t id;
-    void *owner;
     rank_t r[2];
-    cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
-    for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(rank_open(&r[i], ops, &id, 2, i, 4096), 0, "%s", r[i].err);
-    init_all(r, 2);
-    ops->id_destroy(owner);
+    pair_up(ops, r, 4096);
     cr_assert_eq(ops->recv(r[1].comm, r[1].dbuf.ptr, 4096, 0, r[1].s), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(ops->send(r[1].comm, r[1].dbuf.ptr, 100, 0, r[1].s), ADAG_OK);
@@ -416,9 +415,7 @@ COMM_TEST(abort_unblocks_a_waiting_recv, 60)
     cr_assert_eq(ops->status(r[1].comm), ADAG_ERR_CLOSED, "%s", adag_last_error());
     cr_assert_eq(ops->send(r[1].comm, r[1].dbuf.ptr, 10, 0, r[1].s), ADAG_ERR_CLOSED);
     cr_assert_eq(r[1].d->stream_sync(r[1].s, adag_deadline_ms(5000)), ADAG_OK);
-    rank_close(&r[0]);
-    rank_close(&r[1]);
-    assert_counts_zero();
+    pair_close(r);
 }
 
 /* The host communicator is one segment: rank 0's abort reaches rank 1,
@@ -477,16 +474,9 @@ Test(comm, abort_reaches_another_process, .timeout = 60)
 static void mismatch(size_t sent, size_t received)
 {
     const adag_comm_ops_t *ops = host_ops();
-    adag_comm_id_t id;
-    void *owner;
     rank_t r[2];
     char want[64];
-    size_t buf = sent > received ? sent : received;
-    cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
-    for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(rank_open(&r[i], ops, &id, 2, i, buf), 0, "%s", r[i].err);
-    init_all(r, 2);
-    ops->id_destroy(owner);
+    pair_up(ops, r, sent > received ? sent : received);
     cr_assert_eq(ops->send(r[0].comm, r[0].dbuf.ptr, sent, 1, r[0].s), ADAG_OK);
     cr_assert_eq(ops->recv(r[1].comm, r[1].dbuf.ptr, received, 0, r[1].s), ADAG_OK);
     for (unsigned i = 0; i < 2; i++) {
@@ -504,9 +494,7 @@ static void mismatch(size_t sent, size_t received)
     cr_assert_eq(ops->send(r[0].comm, r[0].dbuf.ptr, 1, 1, r[0].s), ADAG_ERR_PROTOCOL);
     ops->abort(r[1].comm); /* the first error stays */
     cr_assert_eq(ops->status(r[0].comm), ADAG_ERR_PROTOCOL);
-    rank_close(&r[0]);
-    rank_close(&r[1]);
-    assert_counts_zero();
+    pair_close(r);
 }
 
 Test(comm, size_mismatch_breaks_both_ranks, .timeout = 60)
