@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,23 @@ static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Waits for a child rank up to timeout_ms, then kills it (a failed child
+ * may be stuck in a stream): its wait status. */
+static int wait_child(pid_t pid, int timeout_ms)
+{
+    int status = 0;
+    int64_t deadline = adag_deadline_ms(timeout_ms);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (adag_now_ns() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        sleep_ms(5);
+    }
+    return status;
 }
 
 static const adag_comm_ops_t *host_ops(void)
@@ -314,18 +332,19 @@ Test(comm, pingpong_processes, .timeout = 120)
             snprintf(r1.err, sizeof(r1.err), "init: %s", adag_last_error()), bad = 1;
         if (!bad)
             bad = pingpong_rank(&r1);
-        if (bad)
+        if (bad) {
             fprintf(stderr, "child: %s\n", r1.err);
+            _exit(1);
+        }
         rank_close(&r1);
-        _exit(bad ? 1 : 0);
+        _exit(0);
     }
     cr_assert_eq(rank_open(&r0, ops, &id, 2, 0, MAX_MSG), 0, "%s", r0.err);
     cr_assert_eq(ops->init(&id, 2, 0, r0.dev, r0.deadline, &r0.comm), ADAG_OK, "%s",
                  adag_last_error());
     ops->id_destroy(owner);
     int failed = pingpong_rank(&r0);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    int status = wait_child(pid, 30000);
     cr_assert_eq(failed, 0, "%s", r0.err);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child rank failed (0x%x)",
               status);
@@ -460,10 +479,12 @@ Test(comm, abort_reaches_another_process, .timeout = 60)
         else if (ops->status(r1.comm) != ADAG_ERR_CLOSED ||
                  !strstr(adag_last_error(), "rank 0 aborted"))
             code = 3;
-        if (code)
+        if (code) {
             fprintf(stderr, "child: code %d: %s\n", code, adag_last_error());
+            _exit(code);
+        }
         rank_close(&r1);
-        _exit(code);
+        _exit(0);
     }
     close(sync_pipe[1]);
     cr_assert_eq(rank_open(&r0, ops, &id, 2, 0, 0), 0, "%s", r0.err);
@@ -476,8 +497,7 @@ Test(comm, abort_reaches_another_process, .timeout = 60)
     sleep_ms(50); /* the child's stream is (most likely) asleep in the recv */
     ops->abort(r0.comm);
     cr_assert_eq(ops->status(r0.comm), ADAG_ERR_CLOSED);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    int status = wait_child(pid, 30000);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "the child's recv did not end with ADAG_ERR_CLOSED (status 0x%x)", status);
     rank_close(&r0);
@@ -550,7 +570,8 @@ COMM_TEST(init_times_out_without_every_rank, 60)
     assert_counts_zero();
 }
 
-/* Three ranks, two join: both time out, and the message names rank 2. */
+/* Three ranks, two join: both time out, and the message names rank 2.
+ * Rank 1, whose own deadline is far, gives up with rank 0. */
 Test(comm, init_timeout_names_the_missing_rank, .timeout = 60)
 {
     const adag_comm_ops_t *ops = host_ops();
@@ -561,7 +582,7 @@ Test(comm, init_timeout_names_the_missing_rank, .timeout = 60)
     cr_assert_eq(ops->id_create(3, &id, &owner), ADAG_OK, "%s", adag_last_error());
     for (unsigned i = 0; i < 2; i++) {
         cr_assert_eq(rank_open(&r[i], ops, &id, 3, i, 0), 0, "%s", r[i].err);
-        r[i].deadline = adag_deadline_ms(300);
+        r[i].deadline = adag_deadline_ms(i == 0 ? 300 : 20000);
     }
     cr_assert_eq(pthread_create(&t, NULL, rank_init_main, &r[1]), 0);
     rank_init_main(&r[0]);
@@ -570,6 +591,7 @@ Test(comm, init_timeout_names_the_missing_rank, .timeout = 60)
         cr_assert_eq(r[i].init_st, ADAG_ERR_TIMEOUT, "rank %u: %s", i, r[i].err);
         cr_assert(strstr(r[i].err, "rank(s) 2 of 3"), "rank %u: %s", i, r[i].err);
     }
+    cr_assert_lt(adag_now_ns(), r[1].deadline, "rank 1 waited for its own deadline");
     ops->id_destroy(owner);
     rank_close(&r[0]);
     rank_close(&r[1]);
