@@ -564,6 +564,8 @@ COMM_TEST(init_times_out_without_every_rank, 60)
     cr_assert_eq(ops->init(&id, 2, 0, r0.dev, r0.deadline, &r0.comm), ADAG_ERR_TIMEOUT, "%s",
                  adag_last_error());
     cr_assert_geq(adag_now_ns(), r0.deadline, "init gave up before its deadline");
+    cr_assert_lt(adag_now_ns(), r0.deadline + (int64_t)10000 * 1000000,
+                 "init went on long past its deadline");
     cr_assert_null(r0.comm);
     ops->id_destroy(owner);
     rank_close(&r0);
