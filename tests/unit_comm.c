@@ -3,7 +3,7 @@
  * nccl where it has enough CUDA devices, else "skipped: <reason>"); the
  * others are the host backend's own: ranks in forked processes, size
  * mismatches, forged and stale ids. Every test ends with no communicator,
- * id, stream or device memory left. */
+ * id or stream left (assert_counts_zero). */
 #include "common/clock.h"
 #include "gpu/comm.h"
 #include "gpu/comm_host.h"
