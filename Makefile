@@ -1,6 +1,6 @@
 # adag build. `make` builds the library, worker, tools, tests and examples;
 # `make test` runs the suite; `make check` adds the sanitizer runs; `make test SAN=address,undefined` runs it under
-# sanitizers (in build/san-*); `make test-tsan` runs the channel stress program under TSan;
+# sanitizers (in build/san-*); `make test-tsan` runs the channel and communicator stress programs under TSan;
 # `make install PREFIX=/usr/local` installs library, header, worker and adag.pc;
 # `make test-gpu` runs tests/gpu on a CUDA device (skipped without one; not in check).
 
@@ -32,7 +32,8 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 
 # tests/test_*.c: the API suite, linked with libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static library.
-# tests/stress_ring.c: the channels, abort and concurrent drivers under ThreadSanitizer (make test-tsan).
+# tests/stress_ring.c: the channels, abort and concurrent drivers under ThreadSanitizer (make test-tsan);
+# tests/stress_comm.c: the host communicator, likewise.
 TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
 # The test actor classes, in libtest_actors.so (process actors) and in the test
 # programs (thread actors); shared_methods.c is compiled into adag-bench too;
@@ -62,7 +63,7 @@ LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
-    $(BUILD)/adag-bench $(BENCH_MODULE)
+    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm
 
 # ---- CUDA ----
 # gpu/cuda.c (the cuda device backend) takes the types of the toolkit's headers
@@ -77,9 +78,15 @@ NVCC_FLAGS ?= -O2
 HAVE_CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1)
 HAVE_NVCC := $(if $(HAVE_CUDA),$(if $(wildcard $(NVCC)),1))
 CUDA_CFLAGS := -DADAG_CUDA_HOME='"$(CUDA_HOME)"' $(if $(HAVE_CUDA),-DADAG_HAVE_CUDA -I$(CUDA_HOME)/include)
-# gpu/cuda.o is rebuilt when what was found changes (e.g. a toolkit installed since)
+# gpu/comm_nccl.c (the nccl communicator backend) likewise takes nccl.h's types
+# when $(CUDA_HOME)/include/nccl.h exists (-isystem: the header is not
+# -Wstrict-prototypes clean); libnccl.so.2 is loaded with dlopen. Without the
+# header the backend says "not built".
+HAVE_NCCL := $(if $(HAVE_CUDA),$(if $(wildcard $(CUDA_HOME)/include/nccl.h),1))
+NCCL_CFLAGS := -DADAG_CUDA_HOME='"$(CUDA_HOME)"' $(if $(HAVE_NCCL),-DADAG_HAVE_NCCL -isystem $(CUDA_HOME)/include)
+# gpu/cuda.o and gpu/comm_nccl.o are rebuilt when what was found changes (e.g. a toolkit installed since)
 CUDA_STAMP := $(BUILD)/obj/gpu/cuda.config
-CUDA_CONFIG := CUDA_HOME=$(CUDA_HOME) headers=$(if $(HAVE_CUDA),yes,no)
+CUDA_CONFIG := CUDA_HOME=$(CUDA_HOME) headers=$(if $(HAVE_CUDA),yes,no) nccl=$(if $(HAVE_NCCL),yes,no)
 $(shell mkdir -p $(dir $(CUDA_STAMP)) && [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_CONFIG)" ] \
     || echo "$(CUDA_CONFIG)" > $(CUDA_STAMP))
 GPU_TEST := $(BUILD)/tests/gpu/test-cuda
@@ -102,6 +109,10 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h da
 $(BUILD)/obj/gpu/cuda.o: gpu/cuda.c $(CUDA_STAMP) $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CUDA_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/gpu/comm_nccl.o: gpu/comm_nccl.c $(CUDA_STAMP) $(wildcard include/*.h common/*.h gpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(NCCL_CFLAGS) -c $< -o $@
 
 # adag.map: libadag.so exports exactly the public API (tests/test_abi.c checks it).
 $(BUILD)/libadag.so.$(VERSION): $(LIB_OBJS) adag.map
@@ -205,11 +216,19 @@ $(BUILD)/tests/stress-ring: $(BUILD)/obj/tests/stress_ring.o $(BUILD)/libadag.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-# The channel stress test under ThreadSanitizer (Criterion cannot run under
-# TSan, so this one is a plain program; it fails on any reported race).
+# tests/stress_comm.c: the host communicator (ranks in threads, many
+# messages, an abort mid-stream) under ThreadSanitizer.
+$(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# The channel and communicator stress tests under ThreadSanitizer (Criterion
+# cannot run under TSan, so these are plain programs; they fail on any
+# reported race).
 test-tsan:
-	$(MAKE) SAN=thread build/san-thread/tests/stress-ring
+	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-comm
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.

@@ -31,6 +31,7 @@
 #include "common/fd.h"
 #include "common/settings.h"
 #include "gpu/device.h"
+#include "gpu/memfd_handle.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -158,35 +159,23 @@ static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
 /* ---- handles ----
  *
  * A handle is bytes only, like a CUDA IPC handle, so it travels in any
- * message: the exporter's pid and the number of the memfd it keeps open,
- * plus the memfd's identity (device and inode) and the size. The importer
- * opens /proc/<pid>/fd/<fd> (the kernel allows it to a process of the
- * same user that may read the exporter's state, the check `ps` needs) and
- * checks the identity, so a reused fd number or a dead exporter is refused
- * rather than mapped. */
-
-#define HANDLE_MAGIC 0x61646768u /* "adgh" */
-
-typedef struct {
-    uint32_t magic;
-    int32_t pid;
-    int32_t fd;
-    uint32_t pad;
-    uint64_t dev, ino, size;
-} host_handle_t;
+ * message: a memfd named by the exporter's pid and fd number plus its
+ * identity (gpu/memfd_handle.h), opened by the importer through /proc. */
 
 static adag_status_t handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
                                  adag_dev_handle_t *h)
 {
-    struct stat sb;
+    char who[32], kind[32];
+    adag_memfd_ref_t ref;
     memset(h, 0, sizeof(*h));
     h->fds[0] = h->fds[1] = -1;
-    if (fstat(fd, &sb) != 0)
-        return adag_error_errno(errno, "host device %u: exporting %s", d->index, what);
-    host_handle_t hh = {HANDLE_MAGIC, (int32_t)getpid(), fd, 0, (uint64_t)sb.st_dev,
-                        (uint64_t)sb.st_ino, size};
-    memcpy(h->bytes, &hh, sizeof(hh));
-    h->len = sizeof(hh);
+    snprintf(who, sizeof(who), "host device %u", d->index);
+    snprintf(kind, sizeof(kind), "%s handle", what);
+    adag_status_t st = adag_memfd_ref_make(fd, size, who, kind, &ref);
+    if (st != ADAG_OK)
+        return st;
+    memcpy(h->bytes, &ref, sizeof(ref));
+    h->len = sizeof(ref);
     return ADAG_OK;
 }
 
@@ -195,43 +184,23 @@ static adag_status_t handle_make(adag_device_t *d, int fd, uint64_t size, const 
 static int handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
                        uint64_t *size, adag_status_t *st)
 {
-    host_handle_t hh;
-    struct stat sb;
-    char path[64];
-    int fd = -1;
+    char who[32], kind[32];
+    adag_memfd_ref_t ref;
     int nfds = (int)h->nfds;
     adag_dev_handle_close(h);
-    if (h->len != sizeof(hh) || nfds) {
+    if (h->len != sizeof(ref) || nfds) {
         *st = adag_error(ADAG_ERR_PROTOCOL,
                          "host device %u: malformed %s handle (%u bytes and %d fds; one is %zu "
                          "bytes, no fds)",
-                         d->index, what, h->len, nfds, sizeof(hh));
+                         d->index, what, h->len, nfds, sizeof(ref));
         return -1;
     }
-    memcpy(&hh, h->bytes, sizeof(hh));
-    if (hh.magic != HANDLE_MAGIC || hh.pid <= 0 || hh.fd < 0) {
-        *st = adag_error(ADAG_ERR_PROTOCOL, "host device %u: malformed %s handle (magic 0x%x, "
-                                            "pid %d, fd %d)",
-                         d->index, what, hh.magic, hh.pid, hh.fd);
-        return -1;
-    }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", hh.pid, hh.fd);
-    fd = adag_fd_above_stdio(open(path, O_RDWR | O_CLOEXEC));
-    if (fd < 0) {
-        *st = adag_error_errno(errno, "host device %u: opening the %s of process %d (%s)",
-                               d->index, what, hh.pid, path);
-        return -1;
-    }
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_dev != hh.dev || (uint64_t)sb.st_ino != hh.ino ||
-        (uint64_t)sb.st_size < (hh.size > min ? hh.size : min) || hh.size > SIZE_MAX / 2) {
-        *st = adag_error(ADAG_ERR_PROTOCOL,
-                         "host device %u: %s handle of process %d names fd %d, which is not "
-                         "that %s any more (or is smaller than %llu bytes)",
-                         d->index, what, hh.pid, hh.fd, what, (unsigned long long)hh.size);
-        close(fd);
-        return -1;
-    }
-    *size = hh.size;
+    memcpy(&ref, h->bytes, sizeof(ref));
+    snprintf(who, sizeof(who), "host device %u", d->index);
+    snprintf(kind, sizeof(kind), "%s handle", what);
+    int fd = adag_memfd_ref_open(&ref, min, who, kind, st);
+    if (fd >= 0)
+        *size = ref.size;
     return fd;
 }
 

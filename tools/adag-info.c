@@ -1,6 +1,7 @@
 /* adag-info: what this build of adag knows. `adag-info -c` lists the
  * ADAG_* settings with their values in force and defaults. */
 #include "common/settings.h"
+#include "gpu/comm.h"
 #include "gpu/device.h"
 
 #include <adag.h>
@@ -25,6 +26,28 @@ static void print_devices(void)
     printf("\n");
 }
 
+/* "communicators: host: usable (...), nccl: not usable: no CUDA device
+ * (...)": each communicator backend, the devices its ranks are on, and
+ * whether it can run here and why (not). */
+static void print_comms(void)
+{
+    printf("communicators:");
+    const char *sep = " ";
+    for (uint32_t kind = 0; kind < ADAG_COMM_KIND_COUNT; kind++) {
+        const adag_comm_ops_t *ops = adag_comm_backend(kind);
+        if (!ops)
+            continue;
+        char why[512] = "";
+        int usable = ops->probe(why, sizeof(why));
+        printf("%s%s (ranks on %s devices): %s", sep, ops->name,
+               adag_device_kind_name(ops->device_kind), usable ? "usable" : "not usable");
+        if (why[0])
+            printf(usable ? " (%s)" : ": %s", why);
+        sep = ", ";
+    }
+    printf("\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "-c") == 0) {
@@ -35,6 +58,7 @@ int main(int argc, char **argv)
         printf("adag %d.%d\n", ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
         printf("transports: shm (memfd rings), self (same actor)\n");
         print_devices();
+        print_comms();
         printf("run `adag-info -c` for the settings\n");
         return 0;
     }

@@ -1,0 +1,712 @@
+/*
+ * The host communicator (gpu/comm.h): ranks on host devices (gpu/host.c)
+ * of one host, in any mix of threads and processes, talking through one
+ * shared memory segment per communicator.
+ *
+ * The id is bytes only (gpu/comm_host.h): the driver's memfd, named like a
+ * host device handle (pid, fd, identity; gpu/memfd_handle.h) and opened by
+ * each rank through /proc, so it travels in any message. The driver keeps
+ * the memfd open until id_destroy; each rank maps the segment at init and
+ * keeps it mapped until its communicator is freed.
+ *
+ * The segment:
+ *   header      magic, version, nranks, geometry; the abort word, the error
+ *               record (the first failure's status and text) and one joined
+ *               flag per rank, with the futex word init waits on;
+ *   rank areas  one per rank, holding that rank's inboxes: a mailbox per
+ *               peer (head/tail counters, turns, wake words, chunk headers),
+ *               then the rings' chunk bytes. A collective (later) is built
+ *               from the same pairwise rings, run by the stream threads; a
+ *               per-rank staging area would be added to the rank area under
+ *               a new version.
+ *
+ * A mailbox carries one peer's messages to one rank, in order, through a
+ * ring of ADAG_COMM_HOST_RING_CHUNKS chunks. A message of size bytes is
+ * max(1, ceil(size / chunk)) chunks, each with a header (message number,
+ * message size, offset, length), so a 0-byte message is still one chunk
+ * and every recv checks the size its sender sent. Each send and recv is
+ * numbered per peer when it is enqueued (under the rank's enqueue lock, so
+ * the numbers follow the enqueue order even across streams) and runs on
+ * its stream as host work (launch_host, the arguments copied) that waits
+ * for its turn, moves its chunks and, for a send, waits until the receiver
+ * has consumed them: like an NCCL kernel, a send with no matching recv
+ * never completes.
+ *
+ * Memory ordering. Every shared counter is read and written seq_cst, the
+ * discipline common/event.h's futex handshake requires of the conditions
+ * it waits on (and on x86 costs what acquire/release do):
+ *   head        (sender only) chunks published. The sender writes a chunk's
+ *               header and bytes, then stores head: the receiver's load of
+ *               head orders its reads of them after those writes;
+ *   tail        (receiver only) chunks consumed. The receiver reads a
+ *               chunk, then stores tail: the sender's load of tail orders
+ *               its next write of that slot after those reads;
+ *   send_turn,  (one side's stream threads) messages that side finished,
+ *   recv_turn   so operations of one rank on several streams take turns in
+ *               their enqueue order;
+ *   joined[r]   set once by rank r at init; init waits until all are set;
+ *   abort       set once (after the error record claimed): every wait
+ *               passes it to adag_event_wait, which gives up with
+ *               ADAG_ERR_CLOSED; seg_fail then notifies every wake word;
+ *   error_code  claimed by compare-and-swap (the first failure wins), then
+ *               its text is written and error_ready stored (release);
+ *               status loads error_ready (acquire) before reading the text.
+ * Waiters sleep on adag_event_t words in the segment (process-shared
+ * futexes): recv_wake (head or recv_turn moved), send_wake (tail or
+ * send_turn moved), join_wake.
+ */
+#include "gpu/comm_host.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/event.h"
+#include "common/fd.h"
+#include "gpu/comm.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern const adag_comm_ops_t adag_comm_host_ops;
+
+/* ---- geometry ----
+ *
+ * 4 chunks per ring: the sender fills the next chunks while the receiver
+ * copies one, with slack for stream threads that are scheduled late. A
+ * 256 KiB chunk makes the per-chunk cost (a counter store and, if the peer
+ * sleeps, a futex wake of a few us) small next to its copy (tens of us),
+ * and keeps a pair's ring at 1 MiB. All rings of a communicator together
+ * stay under 64 MiB: past 8 ranks (56 pairs) the chunk halves as needed,
+ * down to 4 KiB at 64 ranks. Pages are touched only by pairs that talk. */
+#define RING_CHUNKS ADAG_COMM_HOST_RING_CHUNKS
+#define CHUNK_MAX ((uint64_t)256 << 10)
+#define CHUNK_MIN ((uint64_t)4 << 10)
+#define RINGS_BUDGET ((uint64_t)64 << 20)
+#define PAGE 4096u
+/* A stream thread spins this long (yielding) before it sleeps: the peer is
+ * another stream thread that usually answers within microseconds. */
+#define COMM_SPIN_NS 20000
+
+#define SEG_MAGIC 0x67736461u /* "adsg" */
+#define ERROR_TEXT 400
+
+uint64_t adag_comm_host_chunk_bytes(unsigned nranks)
+{
+    uint64_t pairs = (uint64_t)nranks * (nranks > 0 ? nranks - 1 : 0);
+    uint64_t chunk = CHUNK_MAX;
+    while (chunk > CHUNK_MIN && pairs * RING_CHUNKS * chunk > RINGS_BUDGET)
+        chunk /= 2;
+    return chunk;
+}
+
+typedef struct {
+    uint64_t msg_seq;  /* which message of the pair */
+    uint64_t msg_size; /* the whole message's bytes */
+    uint64_t offset;   /* of this chunk's bytes in the message */
+    uint64_t len;      /* bytes in this chunk */
+} chunk_head_t;
+
+typedef struct {
+    /* the sending rank's side */
+    alignas(64) _Atomic uint64_t head; /* chunks published */
+    _Atomic uint64_t send_turn;        /* messages its sends finished writing */
+    adag_event_t recv_wake;            /* receivers sleep here */
+    /* the receiving rank's side */
+    alignas(64) _Atomic uint64_t tail; /* chunks consumed */
+    _Atomic uint64_t recv_turn;        /* messages its recvs finished */
+    adag_event_t send_wake;            /* senders sleep here */
+    alignas(64) chunk_head_t heads[RING_CHUNKS];
+} mailbox_t;
+
+typedef struct {
+    uint32_t magic, version, nranks, ring_chunks;
+    uint64_t chunk_bytes; /* payload bytes per chunk */
+    uint64_t boxes_bytes; /* a rank area's mailboxes, page-rounded */
+    uint64_t area_bytes;  /* a rank area: mailboxes, then chunk bytes */
+    uint64_t size;        /* the whole segment */
+    alignas(64) _Atomic uint32_t abort;
+    _Atomic int32_t error_code;   /* 0, or the status that broke the communicator */
+    _Atomic uint32_t error_ready; /* error_text is complete */
+    char error_text[ERROR_TEXT];
+    alignas(64) _Atomic uint32_t joined[ADAG_COMM_MAX_RANKS];
+    adag_event_t join_wake;
+} seg_header_t;
+
+#define HEADER_BYTES (((sizeof(seg_header_t) + PAGE - 1) / PAGE) * PAGE)
+
+/* A rank's view of a mapped segment. The geometry is this process's copy,
+ * checked against the header once at init: every address is computed from
+ * it, never from memory another process can write. */
+typedef struct {
+    seg_header_t *h;
+    size_t size;
+    unsigned nranks;
+    uint64_t chunk_bytes, boxes_bytes, area_bytes;
+} seg_t;
+
+/* The geometry of a communicator of n ranks, in a header. */
+static void seg_layout(unsigned n, seg_header_t *g)
+{
+    g->magic = SEG_MAGIC;
+    g->version = ADAG_COMM_HOST_VERSION;
+    g->nranks = n;
+    g->ring_chunks = RING_CHUNKS;
+    g->chunk_bytes = adag_comm_host_chunk_bytes(n);
+    g->boxes_bytes = ((uint64_t)(n - 1) * sizeof(mailbox_t) + PAGE - 1) / PAGE * PAGE;
+    g->area_bytes = g->boxes_bytes + (uint64_t)(n - 1) * RING_CHUNKS * g->chunk_bytes;
+    g->size = HEADER_BYTES + (uint64_t)n * g->area_bytes;
+}
+
+/* dst's inbox from src (src != dst), and its ring's chunk bytes. */
+static size_t inbox_index(unsigned src, unsigned dst)
+{
+    return src < dst ? src : src - 1;
+}
+
+static mailbox_t *mailbox(const seg_t *g, unsigned src, unsigned dst)
+{
+    char *area = (char *)g->h + HEADER_BYTES + (size_t)dst * g->area_bytes;
+    return (mailbox_t *)area + inbox_index(src, dst);
+}
+
+static unsigned char *ring_bytes(const seg_t *g, unsigned src, unsigned dst)
+{
+    char *area = (char *)g->h + HEADER_BYTES + (size_t)dst * g->area_bytes;
+    return (unsigned char *)area + g->boxes_bytes +
+           inbox_index(src, dst) * RING_CHUNKS * g->chunk_bytes;
+}
+
+/* ---- the communicator's state: abort and the error record ---- */
+
+static void wake_everyone(const seg_t *g)
+{
+    adag_event_notify(&g->h->join_wake);
+    for (unsigned dst = 0; dst < g->nranks; dst++)
+        for (unsigned src = 0; src < g->nranks; src++) {
+            if (src == dst)
+                continue;
+            mailbox_t *mb = mailbox(g, src, dst);
+            adag_event_notify(&mb->recv_wake);
+            adag_event_notify(&mb->send_wake);
+        }
+}
+
+/* Breaks the communicator: the first failure's status and text are kept
+ * (later ones only abort), then every waiter of every rank gives up. */
+static void ADAG_PRINTF(3, 4) seg_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
+{
+    seg_header_t *h = g->h;
+    int32_t none = 0;
+    if (atomic_compare_exchange_strong_explicit(&h->error_code, &none, (int32_t)code,
+                                                memory_order_seq_cst, memory_order_seq_cst)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(h->error_text, sizeof(h->error_text), fmt, ap);
+        va_end(ap);
+        atomic_store_explicit(&h->error_ready, 1, memory_order_release);
+    }
+    atomic_store_explicit(&h->abort, 1, memory_order_seq_cst);
+    wake_everyone(g);
+}
+
+/* ADAG_OK, or the record's status with its text as this thread's error
+ * ("<who>: <text>"). Never blocks. */
+static adag_status_t seg_status(seg_header_t *h, const char *who)
+{
+    int32_t code = atomic_load_explicit(&h->error_code, memory_order_seq_cst);
+    if (code == 0)
+        return ADAG_OK;
+    if (!atomic_load_explicit(&h->error_ready, memory_order_acquire))
+        return adag_error((adag_status_t)code, "%s: broken (%s; its message is being written)",
+                          who, adag_status_name((adag_status_t)code));
+    return adag_error((adag_status_t)code, "%s: %.*s", who, (int)sizeof(h->error_text),
+                      h->error_text);
+}
+
+/* ---- waiting ---- */
+
+typedef struct {
+    const _Atomic uint64_t *counter;
+    uint64_t value;
+} reach_arg_t;
+
+static int counter_reached(const void *p)
+{
+    const reach_arg_t *a = p;
+    return atomic_load_explicit(a->counter, memory_order_seq_cst) >= a->value;
+}
+
+/* Waits (no deadline: the watchdog aborts) until *counter >= value: ADAG_OK,
+ * or ADAG_ERR_CLOSED once the communicator is aborted. */
+static adag_status_t wait_reached(seg_header_t *h, adag_event_t *ev,
+                                  const _Atomic uint64_t *counter, uint64_t value,
+                                  adag_spin_t *spin)
+{
+    reach_arg_t a = {counter, value};
+    if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
+        return ADAG_ERR_CLOSED;
+    return adag_event_wait(ev, counter_reached, &a, &h->abort, ADAG_FOREVER, spin);
+}
+
+/* ---- ids ---- */
+
+typedef struct {
+    int fd;
+} host_owner_t;
+
+static _Atomic uint64_t live_comms, live_ids;
+
+static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **owner)
+{
+    seg_header_t g;
+    adag_comm_host_id_t hid;
+    adag_status_t st;
+    if (nranks < 2 || nranks > ADAG_COMM_MAX_RANKS)
+        return adag_error(ADAG_ERR_INVALID, "host communicator: %u ranks (2 to %d)", nranks,
+                          ADAG_COMM_MAX_RANKS);
+    memset(&g, 0, sizeof(g));
+    seg_layout(nranks, &g);
+    host_owner_t *o = calloc(1, sizeof(*o));
+    if (!o)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host communicator: out of memory");
+    o->fd = adag_fd_above_stdio(memfd_create("adag-comm", MFD_CLOEXEC));
+    if (o->fd < 0) {
+        st = adag_error_errno(errno, "host communicator: memfd_create for %u ranks", nranks);
+        goto fail;
+    }
+    if (ftruncate(o->fd, (off_t)g.size) != 0) {
+        st = adag_error_errno(errno, "host communicator: a segment of %llu bytes for %u ranks",
+                              (unsigned long long)g.size, nranks);
+        goto fail_fd;
+    }
+    /* only the header is written here: the rest is zero, as it must start */
+    seg_header_t *h = mmap(NULL, HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
+    if (h == MAP_FAILED) {
+        st = adag_error_errno(errno, "host communicator: mapping its header");
+        goto fail_fd;
+    }
+    h->magic = g.magic;
+    h->version = g.version;
+    h->nranks = g.nranks;
+    h->ring_chunks = g.ring_chunks;
+    h->chunk_bytes = g.chunk_bytes;
+    h->boxes_bytes = g.boxes_bytes;
+    h->area_bytes = g.area_bytes;
+    h->size = g.size;
+    munmap(h, HEADER_BYTES);
+    memset(&hid, 0, sizeof(hid));
+    hid.magic = ADAG_COMM_HOST_ID_MAGIC;
+    hid.version = ADAG_COMM_HOST_VERSION;
+    hid.nranks = nranks;
+    st = adag_memfd_ref_make(o->fd, g.size, "host communicator", "communicator id",
+                             &hid.segment);
+    if (st != ADAG_OK)
+        goto fail_fd;
+    memset(id, 0, sizeof(*id));
+    memcpy(id->bytes, &hid, sizeof(hid));
+    id->len = sizeof(hid);
+    *owner = o;
+    atomic_fetch_add(&live_ids, 1);
+    return ADAG_OK;
+fail_fd:
+    close(o->fd);
+fail:
+    free(o);
+    return st;
+}
+
+static void host_id_destroy(void *owner)
+{
+    host_owner_t *o = owner;
+    if (!o)
+        return;
+    close(o->fd);
+    free(o);
+    atomic_fetch_sub(&live_ids, 1);
+}
+
+/* ---- a rank ---- */
+
+typedef struct {
+    adag_comm_t base;
+    seg_t seg;
+    char who[48]; /* "host communicator (rank 1 of 4)" */
+    /* Numbering and enqueueing are one step, so each stream runs a peer's
+     * operations in the order of their numbers. */
+    pthread_mutex_t enqueue_lock;
+    uint64_t send_seq[ADAG_COMM_MAX_RANKS], recv_seq[ADAG_COMM_MAX_RANKS];
+    /* the rank and every queued operation; the last drop unmaps */
+    _Atomic int refs;
+} host_comm_t;
+
+static host_comm_t *host_comm(adag_comm_t *c)
+{
+    return (host_comm_t *)c;
+}
+
+/* Drops a reference; the last frees. acq_rel: every use of the
+ * communicator by a dropper happens-before the unmap. */
+static void comm_unref(host_comm_t *c)
+{
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    munmap(c->seg.h, c->seg.size);
+    pthread_mutex_destroy(&c->enqueue_lock);
+    free(c);
+    atomic_fetch_sub(&live_comms, 1);
+}
+
+static int all_joined(const void *p)
+{
+    const seg_t *g = p;
+    for (unsigned r = 0; r < g->nranks; r++)
+        if (!atomic_load_explicit(&g->h->joined[r], memory_order_seq_cst))
+            return 0;
+    return 1;
+}
+
+/* "1, 3" : the ranks that have not joined. */
+static void missing_ranks(const seg_t *g, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (unsigned r = 0; r < g->nranks && used < len; r++)
+        if (!atomic_load_explicit(&g->h->joined[r], memory_order_seq_cst))
+            used += (size_t)snprintf(buf + used, len - used, "%s%u", used ? ", " : "", r);
+}
+
+/* Maps the segment an id names and checks it is one laid out for nranks. */
+static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, const char *who,
+                                 seg_t *out)
+{
+    adag_comm_host_id_t hid;
+    seg_header_t want;
+    adag_status_t st = ADAG_OK;
+    if (id->len != sizeof(hid))
+        return adag_error(ADAG_ERR_PROTOCOL, "%s: malformed id (%u bytes; a host id is %zu)", who,
+                          id->len, sizeof(hid));
+    memcpy(&hid, id->bytes, sizeof(hid));
+    if (hid.magic != ADAG_COMM_HOST_ID_MAGIC || hid.version != ADAG_COMM_HOST_VERSION)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "%s: malformed id (magic 0x%x, version %u; want 0x%x, version %d)", who,
+                          hid.magic, hid.version, ADAG_COMM_HOST_ID_MAGIC, ADAG_COMM_HOST_VERSION);
+    if (hid.nranks != nranks)
+        return adag_error(ADAG_ERR_PROTOCOL, "%s: the id is for %u ranks, not %u", who,
+                          hid.nranks, nranks);
+    memset(&want, 0, sizeof(want));
+    seg_layout(nranks, &want);
+    if (hid.segment.size != want.size)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "%s: the id names a segment of %llu bytes; %u ranks take %llu", who,
+                          (unsigned long long)hid.segment.size, nranks,
+                          (unsigned long long)want.size);
+    int fd = adag_memfd_ref_open(&hid.segment, want.size, who, "communicator id", &st);
+    if (fd < 0)
+        return st;
+    seg_header_t *h = mmap(NULL, (size_t)want.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd); /* the mapping keeps the segment */
+    if (h == MAP_FAILED)
+        return adag_error_errno(errno, "%s: mapping the segment (%llu bytes)", who,
+                                (unsigned long long)want.size);
+    if (h->magic != want.magic || h->version != want.version || h->nranks != want.nranks ||
+        h->ring_chunks != want.ring_chunks || h->chunk_bytes != want.chunk_bytes ||
+        h->boxes_bytes != want.boxes_bytes || h->area_bytes != want.area_bytes ||
+        h->size != want.size) {
+        st = adag_error(ADAG_ERR_PROTOCOL,
+                        "%s: the segment's header does not describe a host communicator of %u "
+                        "ranks (magic 0x%x, version %u, %u ranks, %llu-byte chunks)",
+                        who, nranks, h->magic, h->version, h->nranks,
+                        (unsigned long long)h->chunk_bytes);
+        munmap(h, (size_t)want.size);
+        return st;
+    }
+    *out = (seg_t){h, (size_t)want.size, nranks, want.chunk_bytes, want.boxes_bytes,
+                   want.area_bytes};
+    return ADAG_OK;
+}
+
+/* Sets rank's joined flag and waits until every rank's is set. */
+static adag_status_t join(const seg_t *g, unsigned rank, int64_t deadline, const char *who)
+{
+    seg_header_t *h = g->h;
+    uint32_t unset = 0;
+    char missing[256];
+    if (!atomic_compare_exchange_strong_explicit(&h->joined[rank], &unset, 1,
+                                                 memory_order_seq_cst, memory_order_seq_cst))
+        return adag_error(ADAG_ERR_PROTOCOL, "%s: rank %u already joined this communicator",
+                          who, rank);
+    adag_event_notify(&h->join_wake);
+    adag_spin_t spin;
+    adag_spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
+    adag_status_t st = adag_event_wait(&h->join_wake, all_joined, g, &h->abort, deadline, &spin);
+    if (st == ADAG_ERR_CLOSED)
+        return seg_status(h, who);
+    if (st == ADAG_ERR_TIMEOUT) {
+        missing_ranks(g, missing, sizeof(missing));
+        /* the ranks waiting with it give up now rather than at their own deadlines */
+        seg_fail(g, ADAG_ERR_TIMEOUT, "rank %u gave up at its init deadline: rank(s) %s of %u "
+                 "had not joined", rank, missing, g->nranks);
+        return adag_error(ADAG_ERR_TIMEOUT, "%s: init deadline passed: rank(s) %s of %u had not "
+                          "joined", who, missing, g->nranks);
+    }
+    return st;
+}
+
+static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsigned rank,
+                               adag_device_t *dev, int64_t deadline, adag_comm_t **out)
+{
+    char who[48];
+    seg_t g;
+    adag_status_t st;
+    *out = NULL;
+    snprintf(who, sizeof(who), "host communicator (rank %u of %u)", rank, nranks);
+    if (!id || !dev || nranks < 2 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 2 to %d ranks and "
+                          "a rank below them", who, ADAG_COMM_MAX_RANKS);
+    if (dev->ops->kind != ADAG_DEVICE_KIND_HOST)
+        return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on host devices, not %s", who,
+                          dev->ops->name);
+    if ((st = map_segment(id, nranks, who, &g)) != ADAG_OK)
+        return st;
+    if ((st = seg_status(g.h, who)) != ADAG_OK)
+        goto fail;
+    if ((st = join(&g, rank, deadline, who)) != ADAG_OK)
+        goto fail;
+    host_comm_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
+        seg_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
+        goto fail;
+    }
+    c->base = (adag_comm_t){&adag_comm_host_ops, nranks, rank, dev};
+    c->seg = g;
+    memcpy(c->who, who, sizeof(c->who));
+    pthread_mutex_init(&c->enqueue_lock, NULL);
+    atomic_init(&c->refs, 1);
+    atomic_fetch_add(&live_comms, 1);
+    *out = &c->base;
+    return ADAG_OK;
+fail:
+    munmap(g.h, g.size);
+    return st;
+}
+
+/* ---- send and recv, run on the streams ---- */
+
+typedef struct {
+    host_comm_t *c;
+    void *buf;
+    uint64_t size, seq;
+    uint32_t peer, is_send;
+} comm_op_t;
+
+static uint64_t chunks_of(uint64_t size, uint64_t chunk)
+{
+    return size == 0 ? 1 : (size + chunk - 1) / chunk;
+}
+
+static void run_send(const comm_op_t *op, adag_spin_t *spin)
+{
+    const seg_t *g = &op->c->seg;
+    seg_header_t *h = g->h;
+    unsigned me = op->c->base.rank;
+    mailbox_t *mb = mailbox(g, me, op->peer);
+    unsigned char *ring = ring_bytes(g, me, op->peer);
+    const unsigned char *src = op->buf;
+    uint64_t chunk = g->chunk_bytes, off = 0;
+    if (wait_reached(h, &mb->send_wake, &mb->send_turn, op->seq, spin) != ADAG_OK)
+        return;
+    uint64_t head = atomic_load_explicit(&mb->head, memory_order_seq_cst);
+    for (uint64_t i = 0, n = chunks_of(op->size, chunk); i < n; i++) {
+        /* room: the receiver consumed the chunk RING_CHUNKS back */
+        if (head >= RING_CHUNKS &&
+            wait_reached(h, &mb->send_wake, &mb->tail, head - RING_CHUNKS + 1, spin) != ADAG_OK)
+            return;
+        uint64_t slot = head % RING_CHUNKS;
+        uint64_t len = op->size - off < chunk ? op->size - off : chunk;
+        mb->heads[slot] = (chunk_head_t){op->seq, op->size, off, len};
+        memcpy(ring + slot * chunk, src + off, (size_t)len);
+        off += len;
+        atomic_store_explicit(&mb->head, ++head, memory_order_seq_cst);
+        adag_event_notify(&mb->recv_wake);
+    }
+    atomic_store_explicit(&mb->send_turn, op->seq + 1, memory_order_seq_cst);
+    adag_event_notify(&mb->send_wake);
+    /* done once the receiver has moved every chunk out */
+    wait_reached(h, &mb->send_wake, &mb->tail, head, spin);
+}
+
+/* Checks the chunk header a receiver found; breaks the communicator and
+ * returns nonzero if it is not the next piece of its message. */
+static int chunk_wrong(const comm_op_t *op, const chunk_head_t *ch, uint64_t i, uint64_t got)
+{
+    host_comm_t *c = op->c;
+    const seg_t *g = &c->seg;
+    unsigned me = c->base.rank;
+    if (ch->msg_seq != op->seq) {
+        seg_fail(g, ADAG_ERR_PROTOCOL, "rank %u expected message %llu from rank %u; its ring "
+                 "holds a chunk of message %llu", me, (unsigned long long)op->seq, op->peer,
+                 (unsigned long long)ch->msg_seq);
+        return 1;
+    }
+    if (ch->msg_size != op->size) {
+        seg_fail(g, ADAG_ERR_PROTOCOL, "size mismatch: rank %u sent %llu bytes to rank %u, whose "
+                 "matching recv (message %llu from rank %u) takes %llu bytes", op->peer,
+                 (unsigned long long)ch->msg_size, me, (unsigned long long)op->seq, op->peer,
+                 (unsigned long long)op->size);
+        return 1;
+    }
+    uint64_t want = op->size - got < g->chunk_bytes ? op->size - got : g->chunk_bytes;
+    if (ch->offset != got || ch->len != want) {
+        seg_fail(g, ADAG_ERR_PROTOCOL, "rank %u: chunk %llu of message %llu from rank %u is "
+                 "bytes %llu+%llu, expected %llu+%llu", me, (unsigned long long)i,
+                 (unsigned long long)op->seq, op->peer, (unsigned long long)ch->offset,
+                 (unsigned long long)ch->len, (unsigned long long)got,
+                 (unsigned long long)want);
+        return 1;
+    }
+    return 0;
+}
+
+static void run_recv(const comm_op_t *op, adag_spin_t *spin)
+{
+    const seg_t *g = &op->c->seg;
+    seg_header_t *h = g->h;
+    unsigned me = op->c->base.rank;
+    mailbox_t *mb = mailbox(g, op->peer, me);
+    const unsigned char *ring = ring_bytes(g, op->peer, me);
+    unsigned char *dst = op->buf;
+    uint64_t chunk = g->chunk_bytes, got = 0;
+    if (wait_reached(h, &mb->recv_wake, &mb->recv_turn, op->seq, spin) != ADAG_OK)
+        return;
+    uint64_t tail = atomic_load_explicit(&mb->tail, memory_order_seq_cst);
+    for (uint64_t i = 0, n = chunks_of(op->size, chunk); i < n; i++) {
+        if (wait_reached(h, &mb->recv_wake, &mb->head, tail + 1, spin) != ADAG_OK)
+            return;
+        uint64_t slot = tail % RING_CHUNKS;
+        chunk_head_t ch = mb->heads[slot];
+        if (chunk_wrong(op, &ch, i, got))
+            return;
+        memcpy(dst + got, ring + slot * chunk, (size_t)ch.len);
+        got += ch.len;
+        atomic_store_explicit(&mb->tail, ++tail, memory_order_seq_cst);
+        adag_event_notify(&mb->send_wake);
+    }
+    atomic_store_explicit(&mb->recv_turn, op->seq + 1, memory_order_seq_cst);
+    adag_event_notify(&mb->recv_wake);
+}
+
+/* The stream work of one send or recv (its arguments copied at enqueue). */
+static void comm_op_main(void *arg)
+{
+    const comm_op_t *op = arg;
+    adag_spin_t spin;
+    adag_spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
+    if (op->is_send)
+        run_send(op, &spin);
+    else
+        run_recv(op, &spin);
+    comm_unref(op->c);
+}
+
+static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsigned peer,
+                                adag_dev_stream_t *s, int is_send)
+{
+    host_comm_t *c = host_comm(base);
+    const char *verb = is_send ? "send to" : "recv from";
+    if (peer >= base->nranks || peer == base->rank || !s || (!buf && size))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s rank %u: the peer must be another rank "
+                          "below %u, with a stream and a buffer", c->who, verb, peer,
+                          base->nranks);
+    adag_status_t st = seg_status(c->seg.h, c->who);
+    if (st != ADAG_OK)
+        return st;
+    pthread_mutex_lock(&c->enqueue_lock);
+    uint64_t *seq = is_send ? &c->send_seq[peer] : &c->recv_seq[peer];
+    comm_op_t op = {c, buf, size, *seq, peer, (uint32_t)is_send};
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    st = base->dev->ops->launch_host(s, comm_op_main, &op, sizeof(op));
+    if (st == ADAG_OK)
+        (*seq)++;
+    else
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&c->enqueue_lock);
+    if (st != ADAG_OK)
+        adag_error_prefix("%s: %s rank %u", c->who, verb, peer);
+    return st;
+}
+
+static adag_status_t host_send(adag_comm_t *c, const void *buf, size_t size, unsigned peer,
+                               adag_dev_stream_t *s)
+{
+    return enqueue_op(c, (void *)buf, size, peer, s, 1);
+}
+
+static adag_status_t host_recv(adag_comm_t *c, void *buf, size_t size, unsigned peer,
+                               adag_dev_stream_t *s)
+{
+    return enqueue_op(c, buf, size, peer, s, 0);
+}
+
+static void host_abort(adag_comm_t *base)
+{
+    if (!base)
+        return;
+    host_comm_t *c = host_comm(base);
+    seg_fail(&c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
+}
+
+static adag_status_t host_status(adag_comm_t *base)
+{
+    host_comm_t *c = host_comm(base);
+    return seg_status(c->seg.h, c->who);
+}
+
+static void host_destroy(adag_comm_t *base)
+{
+    if (base)
+        comm_unref(host_comm(base));
+}
+
+static void host_counts(adag_comm_counts_t *out)
+{
+    out->comms = atomic_load(&live_comms);
+    out->ids = atomic_load(&live_ids);
+}
+
+static int host_probe(char *why, size_t len)
+{
+    const adag_device_ops_t *dev = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    char dev_why[256] = "";
+    if (dev->probe(dev_why, sizeof(dev_why)) == 0) {
+        snprintf(why, len, "no host device (%s)", dev_why);
+        return 0;
+    }
+    snprintf(why, len, "a memfd segment per communicator: a ring of %d x %llu KiB per pair of "
+             "ranks up to 8 ranks, smaller beyond", RING_CHUNKS,
+             (unsigned long long)(CHUNK_MAX >> 10));
+    return 1;
+}
+
+const adag_comm_ops_t adag_comm_host_ops = {
+    .name = "host",
+    .kind = ADAG_COMM_KIND_HOST,
+    .device_kind = ADAG_DEVICE_KIND_HOST,
+    .probe = host_probe,
+    .id_create = host_id_create,
+    .id_destroy = host_id_destroy,
+    .init = host_init,
+    .send = host_send,
+    .recv = host_recv,
+    .abort = host_abort,
+    .status = host_status,
+    .destroy = host_destroy,
+    .counts = host_counts,
+};

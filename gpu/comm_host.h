@@ -1,0 +1,30 @@
+/*
+ * The host communicator's id and ring geometry (gpu/comm_host.c), for the
+ * tests that forge ids and size messages against the ring.
+ */
+#ifndef ADAG_GPU_COMM_HOST_H
+#define ADAG_GPU_COMM_HOST_H
+
+#include "gpu/memfd_handle.h"
+
+#include <stdint.h>
+
+#define ADAG_COMM_HOST_ID_MAGIC 0x63676461u /* "adgc" */
+#define ADAG_COMM_HOST_VERSION 1
+
+/* What adag_comm_id_t.bytes hold (len = sizeof): the segment, named like
+ * a host device handle, and the number of ranks it was laid out for. */
+typedef struct {
+    uint32_t magic;   /* ADAG_COMM_HOST_ID_MAGIC */
+    uint32_t version; /* ADAG_COMM_HOST_VERSION */
+    uint32_t nranks;
+    uint32_t pad;
+    adag_memfd_ref_t segment;
+} adag_comm_host_id_t;
+
+/* Chunks per mailbox ring, and the bytes of one chunk in a communicator of
+ * nranks ranks (so a ring holds ADAG_COMM_HOST_RING_CHUNKS times that). */
+#define ADAG_COMM_HOST_RING_CHUNKS 4
+uint64_t adag_comm_host_chunk_bytes(unsigned nranks);
+
+#endif
