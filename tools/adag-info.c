@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     }
     if (argc == 1) {
         printf("adag %d.%d\n", ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
-        printf("transports: shm (memfd rings), self (same actor)\n");
+        printf("transports: shm (memfd rings), self (same actor), device (device memory over IPC, async copies)\n");
         print_devices();
         print_comms();
         printf("run `adag-info -c` for the settings\n");
