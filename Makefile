@@ -106,7 +106,8 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h da
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/gpu/cuda.o: gpu/cuda.c $(CUDA_STAMP) $(wildcard include/*.h common/*.h gpu/*.h)
+$(BUILD)/obj/gpu/cuda.o $(BUILD)/obj/gpu/cuda_stream.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
+    $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CUDA_CFLAGS) -c $< -o $@
 

@@ -1,0 +1,115 @@
+/*
+ * What the cuda device backend's files share (gpu/cuda.c: the runtime,
+ * devices, memory, the ops table; gpu/cuda_stream.c: streams and events):
+ * the runtime's function table, loaded once with dlopen, the objects, and
+ * the error helpers. Only with the toolkit's headers (ADAG_HAVE_CUDA).
+ */
+#ifndef ADAG_GPU_CUDA_IMPL_H
+#define ADAG_GPU_CUDA_IMPL_H
+
+#ifdef ADAG_HAVE_CUDA
+
+#include "common/error.h"
+#include "gpu/device.h"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Every runtime function this backend calls; each field has the type of the
+ * header's prototype, and is resolved as "cuda" #name. */
+#define CUDART_FUNCTIONS(X)                                                                        \
+    X(GetErrorName) X(GetErrorString) X(RuntimeGetVersion) X(DriverGetVersion)                     \
+    X(GetDeviceCount) X(SetDevice) X(GetDeviceProperties)                                          \
+    X(Malloc) X(Free) X(HostAlloc) X(FreeHost)                                                     \
+    X(IpcGetMemHandle) X(IpcOpenMemHandle) X(IpcCloseMemHandle)                                    \
+    X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \
+    X(StreamWaitEvent) X(MemcpyAsync) X(LaunchHostFunc)                                            \
+    X(EventCreateWithFlags) X(EventDestroy) X(EventRecord) X(EventQuery) X(EventSynchronize)       \
+    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle)
+
+#define CUDART_FIELD(name) __typeof__(&cuda##name) name;
+typedef struct {
+    CUDART_FUNCTIONS(CUDART_FIELD)
+} cudart_fns_t;
+#undef CUDART_FIELD
+
+typedef struct {
+    pthread_once_t once;
+    void *lib;                  /* NULL if loading failed */
+    char loaded[256];           /* what was loaded */
+    char error[ADAG_ERROR_MAX]; /* why not */
+    cudart_fns_t fn;
+} cudart_t;
+
+/* The runtime (gpu/cuda.c loads it). */
+extern cudart_t adag_cudart;
+/* Whether the runtime is loaded (the first call loads it); adag_cudart.error
+ * says why not. */
+bool adag_cudart_loaded(void);
+
+typedef struct {
+    adag_device_t base;
+    char name[128]; /* cudaDeviceProp.name, for messages */
+    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+} cuda_dev_t;
+
+struct adag_dev_stream {
+    cuda_dev_t *dev;
+    cudaStream_t s;
+};
+
+struct adag_dev_event {
+    cuda_dev_t *dev;
+    cudaEvent_t ev;
+    bool imported; /* can be waited on, not recorded */
+    bool timed;    /* event_create_timed: can be timed, not exported */
+};
+
+
+#define EVENT_HANDLE_LEN (sizeof(cudaIpcEventHandle_t))
+_Static_assert(EVENT_HANDLE_LEN <= ADAG_DEVICE_HANDLE_BYTES, "a CUDA event handle does not fit");
+
+static inline cuda_dev_t *adag_cuda_dev(adag_device_t *dev)
+{
+    return (cuda_dev_t *)dev;
+}
+
+/* A CUDA failure (fmt names the call) as this thread's error:
+ * ADAG_ERR_NO_MEMORY or ADAG_ERR_IO, "cuda device <i> (<name>): <call>:
+ * <error name>: <text>". */
+adag_status_t adag_cuda_fail(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
+    ADAG_PRINTF(3, 4);
+/* The same for ops that return nothing: logged. */
+void adag_cuda_warn(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...) ADAG_PRINTF(3, 4);
+/* Makes d the calling thread's current device. */
+adag_status_t adag_cuda_set_device(cuda_dev_t *d);
+
+/* Streams and events (gpu/cuda_stream.c): the ops of gpu/device.h. */
+adag_status_t adag_cuda_stream_create(adag_device_t *dev, adag_dev_stream_t **out);
+void adag_cuda_stream_destroy(adag_device_t *dev, adag_dev_stream_t *s);
+adag_status_t adag_cuda_copy_async(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
+adag_status_t adag_cuda_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
+adag_status_t adag_cuda_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+                                    size_t size);
+void *adag_cuda_stream_native(adag_dev_stream_t *s);
+adag_status_t adag_cuda_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag_cuda_event_create(adag_device_t *dev, adag_dev_event_t **out);
+adag_status_t adag_cuda_event_create_timed(adag_device_t *dev, adag_dev_event_t **out);
+adag_status_t adag_cuda_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+                                         int64_t *ns);
+void adag_cuda_event_destroy(adag_device_t *dev, adag_dev_event_t *ev);
+adag_status_t adag_cuda_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag_cuda_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag_cuda_event_query(adag_dev_event_t *ev);
+adag_status_t adag_cuda_event_sync(adag_dev_event_t *ev, int64_t deadline);
+adag_status_t adag_cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
+                                     adag_dev_handle_t *h);
+void adag_cuda_event_abandon(adag_dev_event_t *ev);
+adag_status_t adag_cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
+                                     adag_dev_event_t **out);
+
+#endif /* ADAG_HAVE_CUDA */
+#endif
