@@ -1,0 +1,72 @@
+/*
+ * What the host device's files share (gpu/host.c: memory, handles, devices
+ * and the ops table; gpu/host_stream.c: events and streams): the device
+ * object and its live counts, page rounding and handles.
+ */
+#ifndef ADAG_GPU_HOST_IMPL_H
+#define ADAG_GPU_HOST_IMPL_H
+
+#include "gpu/device.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What is live (relaxed: counts, read by tests after the work is joined). */
+typedef struct {
+    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+} host_counts_t;
+
+typedef struct {
+    adag_device_t base;
+    host_counts_t live;
+} host_dev_t;
+
+/* The same, over every host device of the process (counts(NULL, ...)). */
+extern host_counts_t adag_host_process_live;
+
+#define COUNT(d, field, delta)                                                                \
+    do {                                                                                      \
+        atomic_fetch_add_explicit(&(d)->live.field, (uint64_t)(delta), memory_order_relaxed); \
+        atomic_fetch_add_explicit(&adag_host_process_live.field, (uint64_t)(delta),                    \
+                                  memory_order_relaxed);                                     \
+    } while (0)
+
+static inline host_dev_t *adag_host_dev(adag_device_t *d)
+{
+    return (host_dev_t *)d;
+}
+
+/* n rounded up to whole pages (one page for 0). */
+size_t adag_host_page_round(size_t n);
+/* A handle (bytes only) naming memfd fd of `size` bytes; `what` names it
+ * in messages ("memory", "event"). */
+adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
+                                   adag_dev_handle_t *h);
+/* Opens the memfd a handle names; *size gets the size it claims, which
+ * the memfd is checked to hold at least `min` bytes of. Takes h's fds.
+ * -1 and *st on failure. */
+int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
+                          uint64_t *size, adag_status_t *st);
+
+/* Events and streams (gpu/host_stream.c): the ops of gpu/device.h. */
+adag_status_t adag_host_event_create_timed(adag_device_t *d, adag_dev_event_t **out);
+adag_status_t adag_host_event_create(adag_device_t *d, adag_dev_event_t **out);
+void adag_host_event_destroy(adag_device_t *d, adag_dev_event_t *ev);
+adag_status_t adag_host_event_export(adag_device_t *d, adag_dev_event_t *ev, adag_dev_handle_t *h);
+adag_status_t adag_host_event_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_event_t **out);
+void adag_host_event_abandon(adag_dev_event_t *ev);
+adag_status_t adag_host_event_query(adag_dev_event_t *ev);
+adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline);
+adag_status_t adag_host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end, int64_t *ns);
+adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out);
+void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s);
+adag_status_t adag_host_copy_async(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
+adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
+adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args, size_t size);
+void *adag_host_stream_native(adag_dev_stream_t *s);
+adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag_host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+
+#endif

@@ -1,0 +1,509 @@
+/*
+ * The host device's events and streams (gpu/host.c describes the device:
+ * what an event and a stream are, and the memory ordering).
+ */
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/event.h"
+#include "common/fd.h"
+#include "common/settings.h"
+#include "gpu/host_impl.h"
+#include "gpu/memfd_handle.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- events ---- */
+
+typedef struct {
+    _Atomic uint64_t recorded;  /* ticket of the latest record (taken at enqueue) */
+    _Atomic uint64_t completed; /* highest ticket reached by its stream */
+    adag_event_t wake;          /* waiters sleep here */
+    /* timed events: when `completed` last moved (adag_now_ns), and the
+     * lock of the completers (stream threads of the owner process; a
+     * timed event is never exported) that makes "stamp, then move
+     * `completed`" one step */
+    _Atomic int64_t completed_ns;
+    _Atomic uint32_t completing;
+} event_page_t;
+
+struct adag_dev_event {
+    host_dev_t *dev;
+    int timed; /* from event_create_timed: stamped at completion, never exported */
+    event_page_t *page;
+    int fd;
+    int imported;
+    /* set (seq_cst, then the page's wake word is notified) by
+     * event_abandon: waits in this process stop waiting for the exporter */
+    _Atomic int abandoned;
+    /* the owner and every queued operation that names the event: destroying
+     * it with work pending frees it once that work is done (as CUDA does) */
+    _Atomic int refs;
+};
+
+typedef struct {
+    const event_page_t *page;
+    uint64_t ticket;
+    const _Atomic int *abandoned;
+} reached_arg_t;
+
+/* The wait ends when the ticket is reached or the event was abandoned
+ * (both seq_cst, each stored before the wake word is notified). */
+static int ticket_reached(const void *p)
+{
+    const reached_arg_t *a = p;
+    return atomic_load_explicit(&a->page->completed, memory_order_seq_cst) >= a->ticket ||
+           atomic_load_explicit(a->abandoned, memory_order_seq_cst);
+}
+
+/* Waits until the event reaches ticket (or is abandoned), or the deadline. */
+static adag_status_t wait_ticket(adag_dev_event_t *ev, uint64_t ticket, int64_t deadline)
+{
+    adag_spin_t spin;
+    adag_spin_init(&spin, (adag_wait_policy_t){20000, 1});
+    reached_arg_t a = {ev->page, ticket, &ev->abandoned};
+    return adag_event_wait(&ev->page->wake, ticket_reached, &a, NULL, deadline, &spin);
+}
+
+/* Moves `completed` up to ticket (never down: records of one event on two
+ * streams complete in any order). A timed event stamps the time first,
+ * under its completers' lock, so that the stamp is always that of the
+ * ticket `completed` holds: the lock's acquire/release orders the
+ * completers, and the seq_cst store of `completed` publishes the relaxed
+ * stamp before it to whoever loads `completed` and then the stamp
+ * (event_elapsed_ns). */
+static void complete_ticket(adag_dev_event_t *ev, uint64_t ticket)
+{
+    event_page_t *pg = ev->page;
+    if (ev->timed) {
+        while (atomic_exchange_explicit(&pg->completing, 1, memory_order_acquire))
+            sched_yield();
+        if (atomic_load_explicit(&pg->completed, memory_order_relaxed) < ticket) {
+            atomic_store_explicit(&pg->completed_ns, adag_now_ns(), memory_order_relaxed);
+            atomic_store_explicit(&pg->completed, ticket, memory_order_seq_cst);
+        }
+        atomic_store_explicit(&pg->completing, 0, memory_order_release);
+        adag_event_notify(&pg->wake);
+        return;
+    }
+    uint64_t cur = atomic_load_explicit(&pg->completed, memory_order_seq_cst);
+    while (cur < ticket && !atomic_compare_exchange_weak_explicit(&pg->completed, &cur, ticket,
+                                                                  memory_order_seq_cst,
+                                                                  memory_order_seq_cst)) {
+    }
+    adag_event_notify(&pg->wake);
+}
+
+/* Maps the event page of fd; the event keeps fd (-1 after an import). */
+static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_event_t **out)
+{
+    adag_dev_event_t *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", dev->base.index);
+    ev->page = mmap(NULL, adag_host_page_round(sizeof(event_page_t)), PROT_READ | PROT_WRITE, MAP_SHARED,
+                    fd, 0);
+    if (ev->page == MAP_FAILED) {
+        adag_status_t st = adag_error_errno(errno, "host device %u: mapping an event",
+                                            dev->base.index);
+        free(ev);
+        return st;
+    }
+    ev->dev = dev;
+    ev->fd = keep_fd ? fd : -1;
+    atomic_init(&ev->refs, 1);
+    *out = ev;
+    return ADAG_OK;
+}
+
+adag_status_t adag_host_event_create(adag_device_t *d, adag_dev_event_t **out)
+{
+    int fd = adag_fd_above_stdio(memfd_create("adag-event", MFD_CLOEXEC));
+    if (fd < 0)
+        return adag_error_errno(errno, "host device %u: memfd_create for an event", d->index);
+    adag_status_t st;
+    if (ftruncate(fd, (off_t)adag_host_page_round(sizeof(event_page_t))) != 0) {
+        st = adag_error_errno(errno, "host device %u: sizing an event", d->index);
+        close(fd);
+        return st;
+    }
+    if ((st = map_event(adag_host_dev(d), fd, 1, out)) != ADAG_OK) {
+        close(fd);
+        return st;
+    }
+    COUNT(adag_host_dev(d), events, 1);
+    return ADAG_OK;
+}
+
+adag_status_t adag_host_event_create_timed(adag_device_t *d, adag_dev_event_t **out)
+{
+    adag_status_t st = adag_host_event_create(d, out);
+    if (st == ADAG_OK)
+        (*out)->timed = 1; /* before any record: no stream has seen the event */
+    return st;
+}
+
+/* Drops a reference; the last one frees the event. acq_rel: every use of
+ * the event by a dropper happens-before the free. */
+static void event_unref(adag_dev_event_t *ev)
+{
+    if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    munmap(ev->page, adag_host_page_round(sizeof(event_page_t)));
+    if (ev->fd >= 0)
+        close(ev->fd);
+    if (ev->imported)
+        COUNT(ev->dev, imported_events, -1);
+    else
+        COUNT(ev->dev, events, -1);
+    free(ev);
+}
+
+void adag_host_event_destroy(adag_device_t *d, adag_dev_event_t *ev)
+{
+    (void)d;
+    if (ev)
+        event_unref(ev);
+}
+
+adag_status_t adag_host_event_export(adag_device_t *d, adag_dev_event_t *ev,
+                                       adag_dev_handle_t *h)
+{
+    if (ev->imported || ev->fd < 0)
+        return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
+                                            "exported again", d->index);
+    if (ev->timed) /* as on CUDA, where an interprocess event cannot be timed */
+        return adag_error(ADAG_ERR_INVALID, "host device %u: a timed event cannot be exported",
+                          d->index);
+    return adag_host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
+}
+
+adag_status_t adag_host_event_import(adag_device_t *d, adag_dev_handle_t *h,
+                                       adag_dev_event_t **out)
+{
+    uint64_t size;
+    adag_status_t st = ADAG_OK;
+    int fd = adag_host_handle_open(d, h, "event", sizeof(event_page_t), &size, &st);
+    if (fd < 0)
+        return st;
+    if (size != sizeof(event_page_t)) {
+        close(fd);
+        return adag_error(ADAG_ERR_PROTOCOL, "host device %u: an event handle of %llu bytes",
+                          d->index, (unsigned long long)size);
+    }
+    st = map_event(adag_host_dev(d), fd, 0, out);
+    close(fd); /* the mapping keeps the page */
+    if (st != ADAG_OK)
+        return st;
+    (*out)->imported = 1;
+    COUNT(adag_host_dev(d), imported_events, 1);
+    return ADAG_OK;
+}
+
+void adag_host_event_abandon(adag_dev_event_t *ev)
+{
+    if (!ev || !ev->imported)
+        return;
+    atomic_store_explicit(&ev->abandoned, 1, memory_order_seq_cst);
+    /* wakes the sleepers of the page in every process: the others find
+     * their own flag clear and sleep again */
+    adag_event_notify(&ev->page->wake);
+}
+
+adag_status_t adag_host_event_query(adag_dev_event_t *ev)
+{
+    if (atomic_load_explicit(&ev->abandoned, memory_order_seq_cst))
+        return ADAG_OK;
+    uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    return atomic_load_explicit(&ev->page->completed, memory_order_seq_cst) >= want
+               ? ADAG_OK
+               : ADAG_ERR_AGAIN;
+}
+
+adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline)
+{
+    uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    adag_status_t st = wait_ticket(ev, want, deadline);
+    if (st == ADAG_ERR_TIMEOUT)
+        return adag_error(ADAG_ERR_TIMEOUT, "host device %u: event not reached by the deadline",
+                          ev->dev->base.index);
+    return st;
+}
+
+/* ADAG_OK if ev can be timed, else ADAG_ERR_INVALID saying why. */
+static adag_status_t check_timeable(adag_dev_event_t *ev, const char *which)
+{
+    const char *why = !ev->timed ? "was not created by event_create_timed"
+                      : atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst) == 0
+                          ? "was never recorded"
+                          : NULL;
+    if (!why)
+        return ADAG_OK;
+    return adag_error(ADAG_ERR_INVALID, "host device %u: event_elapsed_ns: the %s event %s",
+                      ev->dev->base.index, which, why);
+}
+
+/* 1 and *t = when the event's latest record completed; 0 if it has not. */
+static int completed_at(adag_dev_event_t *ev, int64_t *t)
+{
+    uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    if (atomic_load_explicit(&ev->page->completed, memory_order_seq_cst) < want)
+        return 0;
+    /* stored before `completed` (complete_ticket), seen after it */
+    *t = atomic_load_explicit(&ev->page->completed_ns, memory_order_relaxed);
+    return 1;
+}
+
+adag_status_t adag_host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+                                           int64_t *ns)
+{
+    adag_status_t st;
+    if ((st = check_timeable(start, "start")) != ADAG_OK ||
+        (st = check_timeable(end, "end")) != ADAG_OK)
+        return st;
+    int64_t t0, t1;
+    if (!completed_at(start, &t0) || !completed_at(end, &t1))
+        return ADAG_ERR_AGAIN;
+    *ns = t1 - t0;
+    return ADAG_OK;
+}
+
+/* ---- streams ---- */
+
+typedef enum { OP_COPY, OP_HOST_FN, OP_RECORD, OP_WAIT, OP_STOP } op_kind_t;
+
+typedef struct stream_op {
+    struct stream_op *next;
+    op_kind_t kind;
+    void *dst;
+    const void *src;
+    size_t size;
+    adag_host_fn fn;
+    void *arg;
+    adag_dev_event_t *ev;
+    uint64_t ticket;
+    alignas(16) unsigned char args[]; /* OP_HOST_FN from launch_host: arg points here */
+} stream_op_t;
+
+struct adag_dev_stream {
+    host_dev_t *dev;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;       /* work arrived / work done */
+    stream_op_t *head, *tail;
+    uint64_t enqueued, done;   /* under lock */
+};
+
+/* Sleeps until adag_now_ns() reaches t. */
+static void sleep_until_ns(int64_t t)
+{
+    struct timespec ts = {t / 1000000000, t % 1000000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* A copy at ADAG_HOST_COPY_MBPS (0: as fast as memmove): it ends no
+ * sooner than size / bandwidth after it began (MB/s = bytes per us). */
+static void run_copy(const stream_op_t *op)
+{
+    uint64_t mbps = (uint64_t)adag_settings()->host_copy_mbps;
+    int64_t began = mbps ? adag_now_ns() : 0;
+    memmove(op->dst, op->src, op->size);
+    if (mbps) {
+        uint64_t size = op->size;
+        sleep_until_ns(began + (int64_t)(size / mbps * 1000 + size % mbps * 1000 / mbps));
+    }
+}
+
+static void *stream_main(void *arg)
+{
+    adag_dev_stream_t *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!s->head)
+            pthread_cond_wait(&s->cond, &s->lock);
+        stream_op_t *op = s->head;
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        int stop = op->kind == OP_STOP;
+        switch (op->kind) {
+        case OP_COPY:
+            run_copy(op);
+            break;
+        case OP_HOST_FN:
+            op->fn(op->arg);
+            break;
+        case OP_RECORD:
+            complete_ticket(op->ev, op->ticket);
+            break;
+        case OP_WAIT:
+            wait_ticket(op->ev, op->ticket, ADAG_FOREVER);
+            break;
+        case OP_STOP:
+            break;
+        }
+        if (op->ev)
+            event_unref(op->ev);
+        free(op);
+        pthread_mutex_lock(&s->lock);
+        s->done++;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        if (stop)
+            return NULL;
+    }
+}
+
+/* Queues a copy of proto, with args[0..size) copied after it (arg then
+ * points at the copy). */
+static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const void *args,
+                                  size_t size)
+{
+    stream_op_t *op = malloc(sizeof(*op) + size);
+    if (!op)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: stream operation",
+                          s->dev->base.index);
+    *op = proto;
+    op->next = NULL;
+    if (size) {
+        memcpy(op->args, args, size);
+        op->arg = op->args;
+    }
+    if (op->ev)
+        atomic_fetch_add_explicit(&op->ev->refs, 1, memory_order_relaxed);
+    pthread_mutex_lock(&s->lock);
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    s->enqueued++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return ADAG_OK;
+}
+
+static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
+{
+    return enqueue_args(s, proto, NULL, 0);
+}
+
+adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
+{
+    adag_dev_stream_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+    s->dev = adag_host_dev(d);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    int err = pthread_create(&s->thread, NULL, stream_main, s);
+    if (err) {
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return adag_error_errno(err, "host device %u: stream thread", d->index);
+    }
+    COUNT(adag_host_dev(d), streams, 1);
+    *out = s;
+    return ADAG_OK;
+}
+
+void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
+{
+    if (!s)
+        return;
+    while (enqueue(s, (stream_op_t){.kind = OP_STOP}) != ADAG_OK)
+        usleep(1000); /* out of memory: the stream must still end */
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    COUNT(adag_host_dev(d), streams, -1);
+}
+
+adag_status_t adag_host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+                                     size_t size)
+{
+    return enqueue(s, (stream_op_t){.kind = OP_COPY, .dst = dst, .src = src, .size = size});
+}
+
+adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)
+{
+    return enqueue(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn, .arg = arg});
+}
+
+adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+                                      size_t size)
+{
+    if (size > ADAG_DEVICE_ARGS_MAX)
+        return adag_error(ADAG_ERR_INVALID,
+                          "host device %u: launch_host: %zu bytes of arguments, at most %d",
+                          s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
+    return enqueue_args(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn}, args, size);
+}
+
+void *adag_host_stream_native(adag_dev_stream_t *s)
+{
+    return s;
+}
+
+adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
+{
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t want = s->enqueued;
+    while (s->done < want) {
+        if (deadline == ADAG_FOREVER) {
+            pthread_cond_wait(&s->cond, &s->lock);
+            continue;
+        }
+        if (adag_now_ns() >= deadline) {
+            st = adag_error(ADAG_ERR_TIMEOUT,
+                            "host device %u: stream work not done by the deadline (%llu of "
+                            "%llu operations)",
+                            s->dev->base.index, (unsigned long long)s->done,
+                            (unsigned long long)want);
+            break;
+        }
+        struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
+{
+    if (ev->imported)
+        return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
+                                            "recorded", s->dev->base.index);
+    uint64_t ticket = atomic_fetch_add_explicit(&ev->page->recorded, 1, memory_order_seq_cst) + 1;
+    adag_status_t st = enqueue(s, (stream_op_t){.kind = OP_RECORD, .ev = ev, .ticket = ticket});
+    if (st != ADAG_OK)
+        complete_ticket(ev, ticket); /* never leave a ticket nobody will reach */
+    return st;
+}
+
+adag_status_t adag_host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev)
+{
+    uint64_t ticket = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    if (ticket == 0)
+        return ADAG_OK; /* never recorded: complete */
+    return enqueue(s, (stream_op_t){.kind = OP_WAIT, .ev = ev, .ticket = ticket});
+}
+
