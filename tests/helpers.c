@@ -473,3 +473,26 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     return a;
 }
+
+adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                       const adag_compile_params_t *cp)
+{
+    adag_graph_h g;
+    adag_node_h x, y = NULL, info = NULL;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    ASSERT_OK(adag_graph_input(g, 0, &x));
+    ASSERT_OK(adag_node_tensor(x, NULL));
+    for (unsigned s = 0; s < n; s++) {
+        adag_node_h call;
+        ASSERT_OK(adag_graph_bind(g, a[s], "step", &x, 1, &call));
+        ASSERT_OK(adag_node_output(call, 0, &y));
+        ASSERT_OK(adag_node_output(call, 1, &info));
+        ASSERT_OK(adag_node_tensor(y, NULL));
+        x = y;
+    }
+    adag_node_h outs[2] = {y, info};
+    ASSERT_OK(adag_graph_output(g, outs, 2));
+    adag_dag_h dag = h_compile_with(g, cp);
+    ASSERT_OK(adag_graph_destroy(g));
+    return dag;
+}

@@ -74,6 +74,11 @@ void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsi
  * on `device`: stage number, kernel time in us; asserts success. */
 adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *name,
                          const char *device, int stage, int kernel_us);
+/* input 0 (a tensor) -> a[0].step -> ... -> a[n-1].step, every step's
+ * tensor declared; outputs (the last tensor, the last stage_info_t bytes);
+ * compiled with cp; asserts success. */
+adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                       const adag_compile_params_t *cp);
 adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);

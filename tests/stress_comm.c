@@ -22,6 +22,7 @@
 #include "gpu/comm_host.h"
 #include "gpu/device.h"
 
+#include "stress.h"
 #include <adag.h>
 
 #include <pthread.h>
@@ -32,17 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static _Atomic int failures;
-
-#define EXPECT(cond, ...)                                                                    \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-            atomic_fetch_add(&failures, 1);                                                  \
-        }                                                                                    \
-    } while (0)
 
 #define NRANKS 4
 #define ROUNDS 600

@@ -23,6 +23,7 @@
 #include "transport/channel.h"
 #include "transport/control.h"
 
+#include "stress.h"
 #include <adag.h>
 
 #include <errno.h>
@@ -35,17 +36,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static _Atomic int failures;
-
-#define EXPECT(cond, ...)                                                                    \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-            atomic_fetch_add(&failures, 1);                                                  \
-        }                                                                                    \
-    } while (0)
 
 #define DEADLINE_MS 30000
 

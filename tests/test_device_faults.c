@@ -30,28 +30,11 @@
 static adag_dag_h chain(adag_runtime_h rt, adag_actor_h *a, unsigned n, const char *name, int comm_timeout_ms,
                         unsigned inflight)
 {
-    adag_graph_h g;
-    adag_node_h x, y = NULL, info = NULL;
-    ASSERT_OK(adag_graph_create(rt, &g));
-    ASSERT_OK(adag_graph_input(g, 0, &x));
-    ASSERT_OK(adag_node_tensor(x, NULL));
-    for (unsigned s = 0; s < n; s++) {
-        adag_node_h call;
-        ASSERT_OK(adag_graph_bind(g, a[s], "step", &x, 1, &call));
-        ASSERT_OK(adag_node_output(call, 0, &y));
-        ASSERT_OK(adag_node_output(call, 1, &info));
-        ASSERT_OK(adag_node_tensor(y, NULL));
-        x = y;
-    }
-    adag_node_h outs[2] = {y, info};
-    ASSERT_OK(adag_graph_output(g, outs, 2));
     adag_compile_params_t cp = h_compile_params(inflight, 4096, 0, 0);
     cp.field_mask |= ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_COMM_TIMEOUT;
     cp.name = name;
     cp.comm_timeout_ms = comm_timeout_ms;
-    adag_dag_h dag = h_compile_with(g, &cp);
-    ASSERT_OK(adag_graph_destroy(g));
-    return dag;
+    return h_gpu_chain(rt, a, n, &cp);
 }
 
 /* f32 elements of execution k */

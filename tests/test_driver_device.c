@@ -24,31 +24,14 @@
 static adag_dag_h two_stages(adag_runtime_h rt, adag_actor_h *a, const char *driver_device,
                              adag_placement_t pl)
 {
-    adag_graph_h g;
-    adag_node_h x, y = NULL, info = NULL;
     a[0] = h_gpu_stage(rt, pl, "s1", "host:0", 1, 200);
     a[1] = h_gpu_stage(rt, pl, "s2", "host:1", 2, 0);
-    ASSERT_OK(adag_graph_create(rt, &g));
-    ASSERT_OK(adag_graph_input(g, 0, &x));
-    ASSERT_OK(adag_node_tensor(x, NULL));
-    for (int s = 0; s < 2; s++) {
-        adag_node_h call;
-        ASSERT_OK(adag_graph_bind(g, a[s], "step", &x, 1, &call));
-        ASSERT_OK(adag_node_output(call, 0, &y));
-        ASSERT_OK(adag_node_output(call, 1, &info));
-        ASSERT_OK(adag_node_tensor(y, NULL));
-        x = y;
-    }
-    adag_node_h outs[2] = {y, info};
-    ASSERT_OK(adag_graph_output(g, outs, 2));
     adag_compile_params_t cp = h_compile_params(INFLIGHT, N_ELEMS * 8, 0, 0);
     if (driver_device) {
         cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
         cp.driver_device = driver_device;
     }
-    adag_dag_h dag = h_compile_with(g, &cp);
-    ASSERT_OK(adag_graph_destroy(g));
-    return dag;
+    return h_gpu_chain(rt, a, 2, &cp);
 }
 
 static void fill(float *x, uint64_t k)

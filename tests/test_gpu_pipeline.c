@@ -112,29 +112,13 @@ static adag_dag_h four_stages(adag_runtime_h rt, adag_placement_t pl, adag_actor
      * (a reader before its writer's kernel, a writer over a slot a reader's
      * kernel still reads) shows as wrong elements */
     static const int kernel_us[4] = {100, 300, 0, 100};
-    adag_graph_h g;
-    adag_node_h x, y, info = NULL;
     for (int s = 0; s < 4; s++) {
         char name[16];
         snprintf(name, sizeof(name), "s%d", s + 1);
         a[s] = h_gpu_stage(rt, pl, name, devs[s], s + 1, kernel_us[s]);
     }
-    ASSERT_OK(adag_graph_create(rt, &g));
-    ASSERT_OK(adag_graph_input(g, 0, &x));
-    ASSERT_OK(adag_node_tensor(x, NULL));
-    for (int s = 0; s < 4; s++) {
-        adag_node_h call;
-        ASSERT_OK(adag_graph_bind(g, a[s], "step", &x, 1, &call));
-        ASSERT_OK(adag_node_output(call, 0, &y));
-        ASSERT_OK(adag_node_output(call, 1, &info));
-        ASSERT_OK(adag_node_tensor(y, NULL));
-        x = y;
-    }
-    adag_node_h outs[2] = {y, info};
-    ASSERT_OK(adag_graph_output(g, outs, 2));
-    adag_dag_h dag = h_compile(g, inflight, 4096);
-    ASSERT_OK(adag_graph_destroy(g));
-    return dag;
+    adag_compile_params_t cp = h_compile_params(inflight, 4096, 0, 0);
+    return h_gpu_chain(rt, a, 4, &cp);
 }
 
 static void run_pipeline(adag_placement_t pl, unsigned executions)
