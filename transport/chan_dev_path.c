@@ -46,6 +46,12 @@ static void deferred_publish(void *arg)
 {
     deferred_t *p = arg;
     adag_chan_t *ring = p->ch->ring;
+    /* an aborted DAG publishes nothing more: its streams may have given up
+     * on a peer (event_abandon) and copied bytes that peer never wrote;
+     * the readers end on the abort word (seq_cst: stored before the
+     * abandon that let this stream go on) */
+    if (atomic_load_explicit(p->ch->base.abort, memory_order_seq_cst))
+        return;
     ring->ops->publish(ring, p->seq, p->size, p->has_meta ? &p->meta : NULL, p->status,
                        p->err[0] ? p->err : NULL);
 }
