@@ -110,7 +110,7 @@ void adag_tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d)
 int adag_tensor_decl_valid(const adag_tensor_decl_t *d)
 {
     if ((d->flags & ~(uint32_t)ADAG_TENSOR_DECL_KNOWN) ||
-        (d->flags && !(d->flags & ADAG_TENSOR_DECLARED)) || d->transport > ADAG_TRANSPORT_IPC)
+        (d->flags && !(d->flags & ADAG_TENSOR_DECLARED)) || d->transport > ADAG_TRANSPORT_COMM)
         return 0;
     if ((d->flags & ADAG_TENSOR_STATIC_DTYPE) ? !adag_dtype_is_tensor(d->dtype) : d->dtype != 0)
         return 0;

@@ -222,17 +222,17 @@ static const char *endpoint_name(adag_dag_h dag, int who)
 
 static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
 {
-    adag_chan_place_t host = {-1, 0, endpoint_name(dag, who)};
+    adag_chan_place_t host = {-1, 0, endpoint_name(dag, who), 0};
     if (!(c->tensor.flags & ADAG_TENSOR_DECLARED) || c->tensor.transport == ADAG_TRANSPORT_HOST)
         return host;
     if (who < 0) /* the driver's tensors live on its device, if it has one */
         return dag->driver_dev ? (adag_chan_place_t){dag->driver_dev_kind,
-                                                     dag->driver_dev_index, host.who}
+                                                     dag->driver_dev_index, host.who, 0}
                                : host;
     adag_actor_h a = dag->actors[who].actor;
     if (a->device_kind < 0)
         return host;
-    return (adag_chan_place_t){a->device_kind, a->device_index, host.who};
+    return (adag_chan_place_t){a->device_kind, a->device_index, host.who, 0};
 }
 
 /* The places of c's writer (places[0]) and readers (1 + r). */
@@ -376,7 +376,7 @@ static adag_status_t make_domains(adag_dag_h dag)
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
         kinds[c] = dag->chans[c].kind;
-        geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity};
+        geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity, 0};
         places[c] = dag->chans[c].places;
     }
     st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);

@@ -355,9 +355,9 @@ static adag_status_t tensor_decl(const adag_tensor_params_t *p, const char *d,
         memcpy(out->shape, p->shape, p->ndim * sizeof(p->shape[0]));
     }
     if (mask & ADAG_TENSOR_PARAM_TRANSPORT) {
-        if ((unsigned)p->transport > ADAG_TRANSPORT_IPC)
+        if ((unsigned)p->transport > ADAG_TRANSPORT_COMM)
             return adag_error(ADAG_ERR_INVALID,
-                              "%s: %s: transport %d is not an adag_transport_t (AUTO, HOST, IPC)",
+                              "%s: %s: transport %d is not an adag_transport_t (AUTO, HOST, IPC, COMM)",
                               fn, d, (int)p->transport);
         out->transport = (uint32_t)p->transport;
     }

@@ -49,6 +49,16 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
         adag_wbuf_u32(b, c->tensor.ndim);
         for (uint32_t d = 0; d < c->tensor.ndim && d < ADAG_MAX_DIMS; d++)
             adag_wbuf_u64(b, (uint64_t)c->tensor.shape[d]);
+        adag_wbuf_u64(b, c->comm_key);
+    }
+    adag_wbuf_u32(b, p->ncomms);
+    for (uint32_t i = 0; i < p->ncomms; i++) {
+        const adag_comm_spec_t *s = &p->comms[i];
+        adag_wbuf_u64(b, s->key);
+        adag_wbuf_u32(b, s->kind);
+        adag_wbuf_u32(b, s->nranks);
+        adag_wbuf_u32(b, s->rank);
+        adag_wbuf_bytes(b, s->id.bytes, s->id.len);
     }
     adag_wbuf_u32(b, p->nops);
     for (uint32_t i = 0; i < p->nops; i++)
@@ -58,8 +68,29 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
 #define MAX_PROGRAM_ITEMS (1u << 20)
 /* The fewest bytes one channel / one operation takes encoded: counts that
  * the rest of the message cannot hold are refused before allocating. */
-#define MIN_CHAN_BYTES (8 + 10 * 4)
+#define MIN_CHAN_BYTES (8 + 10 * 4 + 8)
 #define MIN_OP_BYTES 4
+#define MIN_COMM_BYTES (8 + 4 * 4)
+/* Most communicators one actor joins for one DAG. */
+#define MAX_PROGRAM_COMMS 64
+
+/* Decodes one communicator spec; 0 if it is malformed. */
+static int decode_comm(adag_rbuf_t *b, adag_comm_spec_t *s)
+{
+    size_t len;
+    s->key = adag_rbuf_u64(b);
+    s->kind = adag_rbuf_u32(b);
+    s->nranks = adag_rbuf_u32(b);
+    s->rank = adag_rbuf_u32(b);
+    const void *id = adag_rbuf_bytes(b, &len);
+    if (b->failed || s->key == 0 || !adag_comm_backend(s->kind) || s->nranks < 2 ||
+        s->nranks > ADAG_COMM_MAX_RANKS || s->rank >= s->nranks || len == 0 ||
+        len > ADAG_COMM_ID_BYTES)
+        return 0;
+    memcpy(s->id.bytes, id, len);
+    s->id.len = (uint32_t)len;
+    return 1;
+}
 
 /* Decodes one operation; 0 if it is malformed. */
 static int decode_op(adag_rbuf_t *b, const adag_program_t *p, unsigned nmethods,
@@ -133,6 +164,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
             goto bad;
         for (uint32_t d = 0; d < c->tensor.ndim; d++)
             c->tensor.shape[d] = (int64_t)adag_rbuf_u64(b);
+        c->comm_key = adag_rbuf_u64(b);
         /* a dtype, shape or transport this build does not know is refused */
         if (b->failed || !adag_tensor_decl_valid(&c->tensor) || !adag_chan_backend(c->kind) ||
             c->reader < -1 ||
@@ -143,6 +175,30 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     }
     if (p->start_chan != ADAG_PROG_NO_CHAN && p->chans[p->start_chan].reader < 0)
         goto bad;
+    p->ncomms = adag_rbuf_u32(b);
+    if (b->failed || p->ncomms > MAX_PROGRAM_COMMS ||
+        p->ncomms > (b->len - b->pos) / MIN_COMM_BYTES)
+        goto bad;
+    p->comms = calloc(p->ncomms + 1, sizeof(*p->comms));
+    if (!p->comms) {
+        adag_program_free(p);
+        return adag_error(ADAG_ERR_NO_MEMORY, "program of %u communicators", p->ncomms);
+    }
+    for (uint32_t i = 0; i < p->ncomms; i++) {
+        if (!decode_comm(b, &p->comms[i]))
+            goto bad;
+        for (uint32_t j = 0; j < i; j++)
+            if (p->comms[j].key == p->comms[i].key)
+                goto bad;
+    }
+    /* every channel's communicator is one of the program's */
+    for (uint32_t i = 0; i < p->nchans; i++) {
+        uint32_t j = 0;
+        while (p->chans[i].comm_key && j < p->ncomms && p->comms[j].key != p->chans[i].comm_key)
+            j++;
+        if (p->chans[i].comm_key && j == p->ncomms)
+            goto bad;
+    }
     p->nops = adag_rbuf_u32(b);
     if (b->failed || p->nops > MAX_PROGRAM_ITEMS || p->nops > (b->len - b->pos) / MIN_OP_BYTES)
         goto bad;
@@ -168,9 +224,11 @@ void adag_program_free(adag_program_t *p)
     free(p->chans);
     free(p->ops);
     free(p->descs);
+    free(p->comms);
     p->chans = NULL;
     p->ops = NULL;
     p->descs = NULL;
+    p->comms = NULL;
 }
 
 adag_status_t adag_program_copy(adag_program_t *dst, const adag_program_t *src)
@@ -179,7 +237,8 @@ adag_status_t adag_program_copy(adag_program_t *dst, const adag_program_t *src)
     dst->chans = malloc((src->nchans + 1) * sizeof(*dst->chans));
     dst->ops = malloc((src->nops + 1) * sizeof(*dst->ops));
     dst->descs = malloc(src->descs_len + 1);
-    if (!dst->chans || !dst->ops || !dst->descs) {
+    dst->comms = malloc((src->ncomms + 1) * sizeof(*dst->comms));
+    if (!dst->chans || !dst->ops || !dst->descs || !dst->comms) {
         adag_program_free(dst);
         return adag_error(ADAG_ERR_NO_MEMORY, "program copy");
     }
@@ -187,5 +246,7 @@ adag_status_t adag_program_copy(adag_program_t *dst, const adag_program_t *src)
     memcpy(dst->ops, src->ops, src->nops * sizeof(*dst->ops));
     if (src->descs_len)
         memcpy(dst->descs, src->descs, src->descs_len);
+    if (src->ncomms)
+        memcpy(dst->comms, src->comms, src->ncomms * sizeof(*dst->comms));
     return ADAG_OK;
 }

@@ -10,6 +10,7 @@
 
 #include "common/event.h"
 #include "common/value.h"
+#include "gpu/comm.h"
 #include "transport/channel.h"
 #include "transport/wire.h"
 
@@ -35,7 +36,19 @@ typedef struct {
     /* what adag_node_tensor declared of the value (all zero: nothing); its
      * writer checks a static dtype/shape (adag_call_output_tensor) */
     adag_tensor_decl_t tensor;
+    /* a device channel whose value moves by a communicator's send/recv:
+     * that communicator's key (adag_chan_geom_t.comm_key); 0: none */
+    uint64_t comm_key;
 } adag_prog_chan_t;
+
+/* A communicator this actor joins for the DAG (dag/actor_comm.h). */
+typedef struct {
+    uint64_t key;     /* the driver's number for it, nonzero */
+    uint32_t kind;    /* adag_comm_kind_t */
+    uint32_t nranks;  /* 2..ADAG_COMM_MAX_RANKS */
+    uint32_t rank;    /* this actor's */
+    adag_comm_id_t id;
+} adag_comm_spec_t;
 
 typedef struct {
     uint32_t kind;      /* adag_op_kind_t */
@@ -67,6 +80,10 @@ typedef struct {
     adag_prog_op_t *ops;
     char *descs;        /* every channel's descriptor bytes */
     uint32_t descs_len;
+    /* the communicators this actor joins (every comm_key of its channels
+     * is one of them) */
+    uint32_t ncomms;
+    adag_comm_spec_t *comms;
 } adag_program_t;
 
 void adag_program_encode(const adag_program_t *prog, adag_wbuf_t *out);

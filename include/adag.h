@@ -440,6 +440,13 @@ typedef enum {
     ADAG_TRANSPORT_AUTO = 0,
     ADAG_TRANSPORT_HOST = 1, /* host memory (shm), even between device actors */
     ADAG_TRANSPORT_IPC = 2,  /* device memory over IPC; an error where it cannot run */
+    /* Device memory to device memory by a communicator's send/recv: NCCL
+     * between CUDA devices, the host communicator between emulated ones.
+     * The writer and every device reader are ranks of one communicator per
+     * DAG over the actors that use it, created at compile time and reused
+     * by the next DAG over the same actors (host readers still get the
+     * value by an async copy). The path across hosts; here, a choice. */
+    ADAG_TRANSPORT_COMM = 3,
 } adag_transport_t;
 
 enum {

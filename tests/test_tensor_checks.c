@@ -332,9 +332,9 @@ Test(tensor, node_tensor_validation, .timeout = 30)
     ASSERT_ST(adag_node_tensor(in, &p), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("more bytes than a size_t");
     p = (adag_tensor_params_t){.field_mask = ADAG_TENSOR_PARAM_TRANSPORT,
-                               .transport = (adag_transport_t)3};
+                               .transport = (adag_transport_t)4};
     ASSERT_ST(adag_node_tensor(in, &p), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("transport 3");
+    ASSERT_MSG_HAS("transport 4");
     p.transport = ADAG_TRANSPORT_HOST;
     ASSERT_OK(adag_node_tensor(in, &p));
 

@@ -165,16 +165,16 @@ void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nrea
     cr_assert_leq(nreaders, RIG_MAX_READERS);
     if (!(be->caps & CAP_RING))
         nreaders = 0;
-    r->geom = (adag_chan_geom_t){nslots, nreaders, capacity};
+    r->geom = (adag_chan_geom_t){nslots, nreaders, capacity, 0};
     r->one_ctx = flags & RIG_ONE_CTX;
     /* every endpoint named, as the compiler names them by actor */
     device_open(&r->devs[0], be->wdev);
     r->places[0] = (adag_chan_place_t){be->wdev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
-                                       be->wdev < 0 ? 0u : (uint32_t)be->wdev, "writer"};
+                                       be->wdev < 0 ? 0u : (uint32_t)be->wdev, "writer", 0};
     for (unsigned i = 0; i < nreaders; i++) {
         device_open(&r->devs[1 + i], be->rdev);
         r->places[1 + i] = (adag_chan_place_t){be->rdev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
-                                               be->rdev < 0 ? 0u : (uint32_t)be->rdev, "reader"};
+                                               be->rdev < 0 ? 0u : (uint32_t)be->rdev, "reader", 0};
     }
     const adag_chan_place_t *places[1] = {r->places};
 

@@ -92,7 +92,7 @@ Test(tensor_meta, declarations_from_a_peer, .timeout = 10)
     bad[3].dtype = 11;                                   /* unknown dtype */
     bad[4].ndim = 9;
     bad[5].shape[1] = -1;
-    bad[6].transport = 3;
+    bad[6].transport = ADAG_TRANSPORT_COMM + 1;
     bad[7].shape[5] = 4;                                 /* a dimension past ndim */
     for (int i = 0; i < 8; i++)
         cr_assert(!adag_tensor_decl_valid(&bad[i]), "bad declaration %d accepted", i);

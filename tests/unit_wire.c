@@ -80,6 +80,62 @@ Test(wire, program_roundtrip, .timeout = 30)
     adag_wbuf_free(&wb);
 }
 
+/* The communicators of a program and the channels' keys survive the trip;
+ * a key no communicator has, a rank outside the communicator, an unknown
+ * backend, an empty id or two communicators with one key are malformed. */
+Test(wire, program_communicators, .timeout = 30)
+{
+    adag_program_t p, q;
+    adag_prog_chan_t chans[2];
+    adag_prog_op_t ops[1];
+    adag_comm_spec_t specs[2] = {
+        {.key = 5, .kind = ADAG_COMM_KIND_HOST, .nranks = 3, .rank = 2, .id = {{1, 2, 3}, 3}},
+        {.key = 9, .kind = ADAG_COMM_KIND_NCCL, .nranks = 2, .rank = 0, .id = {{7}, 128}},
+    };
+    for (int i = 0; i < 8; i++) {
+        sample_program(&p, chans, ops);
+        adag_comm_spec_t s[2] = {specs[0], specs[1]};
+        p.comms = s;
+        p.ncomms = 2;
+        chans[0].comm_key = 5;
+        switch (i) {
+        case 1: chans[0].comm_key = 6; break;
+        case 2: s[0].rank = 3; break;
+        case 3: s[1].kind = ADAG_COMM_KIND_COUNT; break;
+        case 4: s[0].id.len = 0; break;
+        case 5: s[1].key = 5; break;
+        case 6: s[0].key = 0; chans[0].comm_key = 0; break;
+        case 7: s[1].nranks = 1; s[1].rank = 0; break;
+        }
+        adag_wbuf_t wb = {0};
+        adag_program_encode(&p, &wb);
+        adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+        adag_status_t st = adag_program_decode(&rb, 1, &q);
+        if (i > 0) {
+            cr_assert_eq(st, ADAG_ERR_PROTOCOL, "case %d accepted", i);
+            adag_wbuf_free(&wb);
+            continue;
+        }
+        cr_assert_eq(st, ADAG_OK, "%s", adag_last_error());
+        cr_assert_eq(q.ncomms, 2);
+        cr_assert_eq(q.chans[0].comm_key, 5);
+        cr_assert_eq(q.chans[1].comm_key, 0);
+        cr_assert_eq(q.comms[0].key, 5);
+        cr_assert_eq(q.comms[0].rank, 2);
+        cr_assert_eq(q.comms[0].nranks, 3);
+        cr_assert_eq(q.comms[0].id.len, 3);
+        cr_assert_eq(memcmp(q.comms[0].id.bytes, specs[0].id.bytes, 3), 0);
+        cr_assert_eq(q.comms[1].kind, ADAG_COMM_KIND_NCCL);
+        cr_assert_eq(q.comms[1].id.len, 128);
+        adag_program_t c;
+        cr_assert_eq(adag_program_copy(&c, &q), ADAG_OK);
+        cr_assert_eq(c.comms[1].key, 9);
+        adag_program_free(&c);
+        adag_program_free(&q);
+        adag_wbuf_free(&wb);
+    }
+}
+
 /* A tensor declaration a peer sends is checked like adag_node_tensor's:
  * unknown flags, dtypes, transports, ndim > 8, negative dimensions and
  * fields set without their flag are malformed. */
@@ -95,7 +151,7 @@ Test(wire, program_rejects_bad_tensor_declarations, .timeout = 30)
         case 0: t->flags |= 1u << 5; break;
         case 1: t->dtype = ADAG_DTYPE_BYTES; break;
         case 2: t->dtype = 11; break;
-        case 3: t->transport = 3; break;
+        case 3: t->transport = 4; break;
         case 4: t->ndim = 9; break;
         case 5: t->shape[1] = -8; break;
         case 6: t->flags = ADAG_TENSOR_DECLARED; break; /* a dtype and shape, not static */

@@ -44,6 +44,7 @@
 #define ADAG_TRANSPORT_CHANNEL_H
 
 #include "common/event.h"
+#include "gpu/comm.h"
 #include "gpu/device.h"
 #include "transport/wire.h"
 
@@ -86,21 +87,40 @@ typedef struct {
 /* Where an endpoint keeps the channel's values: host memory (kind -1) or
  * device `index` of device backend `kind` (adag_device_kind_t); `who` is
  * the endpoint's actor ("the driver"), for messages (NULL: unnamed; only
- * read during domain_create). */
+ * read during domain_create). `comm_rank`: in a channel with a
+ * communicator (adag_chan_geom_t.comm_key), a device endpoint's rank in it
+ * (ignored otherwise). */
 typedef struct {
     int32_t kind;
     uint32_t index;
     const char *who;
+    uint32_t comm_rank;
 } adag_chan_place_t;
 
-#define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0, NULL})
+#define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0, NULL, 0})
 
 /* What every endpoint of a channel agrees on. */
 typedef struct {
     unsigned nslots;   /* executions in flight */
     unsigned nreaders; /* registered readers (the writer reading its own slot is not one) */
     size_t capacity;   /* bytes per slot */
+    /* Device channel: nonzero, the communicator (the driver's number for
+     * it, dag/actor_comm.h) by whose send/recv the value moves from the
+     * writer's device to every device reader (ADAG_TRANSPORT_COMM); 0:
+     * IPC and copies. */
+    uint64_t comm_key;
 } adag_chan_geom_t;
+
+/* A communicator an actor joined, as its endpoints see it: the endpoint
+ * of a channel whose geom.comm_key is `key` sends or receives with `comm`
+ * on `stream` (a stream of the actor's device that only this
+ * communicator's operations use: those of two DAGs never queue behind
+ * each other). Filled in before connect. */
+typedef struct {
+    uint64_t key;
+    adag_comm_t *comm;
+    adag_dev_stream_t *stream;
+} adag_chan_comm_t;
 
 typedef struct {
     const void *data;
@@ -136,6 +156,12 @@ typedef struct {
      * (NULL: a host endpoint: the driver, a host actor). A backend that
      * moves device memory orders its work on these streams. */
     const adag_chan_device_t *device;
+    /* The communicators of the endpoint's actor in this DAG (NULL, 0:
+     * none). The array outlives the endpoint's connect, which looks up its
+     * channel's geom.comm_key there (the communicator then outlives the
+     * endpoint). */
+    const adag_chan_comm_t *comms;
+    unsigned ncomms;
 } adag_chan_open_params_t;
 
 /* One process's endpoint of a channel: what every backend shares. Backends

@@ -68,7 +68,7 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
         const adag_tensor_decl_t *t = &c->tensor;
         CHECK((t->flags & ~(uint32_t)ADAG_TENSOR_DECL_KNOWN) == 0);
         CHECK(t->flags == 0 || (t->flags & ADAG_TENSOR_DECLARED));
-        CHECK(t->transport <= ADAG_TRANSPORT_IPC);
+        CHECK(t->transport <= ADAG_TRANSPORT_COMM);
         CHECK((t->flags & ADAG_TENSOR_STATIC_DTYPE)
                   ? (t->dtype >= ADAG_DTYPE_U8 && t->dtype <= ADAG_DTYPE_BOOL)
                   : t->dtype == 0);
@@ -140,7 +140,7 @@ static void open_channels(const adag_program_t *p)
             continue; /* self allocates `capacity` bytes: nothing to check against */
         adag_chan_open_params_t op = {
             .name = c->name,
-            .geom = {p->nslots, c->nreaders, p->capacity},
+            .geom = {p->nslots, c->nreaders, p->capacity, c->comm_key},
             .reader = c->reader,
             .desc = adag_program_desc(p, i),
             .abort = &never_aborted,
