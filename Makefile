@@ -356,7 +356,7 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # (the device channel uses the device backends), the program and the DAG
 # context (domain import), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c gpu/*.c) \
-    dag/program.c dag/context.c)
+    dag/program.c dag/context.c dag/actor_comm.c)
 FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc

@@ -35,4 +35,12 @@ static inline int adag_ms_left(int64_t deadline)
     return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
 }
 
+/* A deadline (not ADAG_FOREVER) as the absolute time of
+ * pthread_cond_timedwait on a condition variable using CLOCK_MONOTONIC. */
+static inline struct timespec adag_timespec_at(int64_t deadline)
+{
+    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    return ts;
+}
+
 #endif

@@ -156,11 +156,7 @@ int adag_actor_wait_reaped(adag_actor_h a, int64_t deadline)
         int64_t left = deadline - adag_now_ns();
         if (left <= 0)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t wake = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + left;
-        ts.tv_sec = wake / 1000000000;
-        ts.tv_nsec = wake % 1000000000;
+        struct timespec ts = adag_timespec_at(deadline);
         pthread_cond_timedwait(&a->rt->cond, &a->rt->lock, &ts);
     }
     int reaped = a->reaped;
@@ -184,6 +180,7 @@ static void actor_stop(adag_actor_h a)
     a->stopped = 1;
     if (a->ops->stop)
         a->ops->stop(a);
+    adag_comm_leases_forget_actor(a->rt, a->id);
 }
 
 void adag_actor_unref(adag_actor_h a)

@@ -1,6 +1,7 @@
 /*
  * The compiler: validates a graph, gives every produced value one channel
- * with all its readers and picks its backend (choose_kind), has each
+ * with all its readers and picks its backend (choose_kind), plans the
+ * communicator of ADAG_TRANSPORT_COMM tensors (dag/compile_comm.c), has each
  * backend lay its channels out (their domains), builds each actor's program
  * (its bind-ordered schedule) and installs it on every actor at once:
  * PREPARE -> CONNECT -> START through the actors' placements.
@@ -358,7 +359,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             return st;
         dag->chans[c].kind = choose_kind(&dag->chans[c]);
     }
-    return ADAG_OK;
+    return adag_compile_comm_plan(dag);
 }
 
 /* Creates every backend's domain for the DAG (the shm segment) and gets
@@ -376,7 +377,8 @@ static adag_status_t make_domains(adag_dag_h dag)
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
         kinds[c] = dag->chans[c].kind;
-        geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity, 0};
+        geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity,
+                                      dag->chans[c].comm_key};
         places[c] = dag->chans[c].places;
     }
     st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
@@ -435,6 +437,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         pc->desc_off = (uint32_t)descs.len;
         pc->desc_len = (uint32_t)dc->desc.len;
         pc->tensor = dc->tensor;
+        pc->comm_key = dc->comm_key;
         adag_wbuf_raw(&descs, dc->desc.data, dc->desc.len);
         if (c == dag->start_chan)
             p->start_chan = p->nchans;
@@ -463,7 +466,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
             op->rets[r] = (uint32_t)local[cx->chan_of[i] + r];
     }
     free(local);
-    return ADAG_OK;
+    return adag_compile_comm_program(dag, ai, p);
 }
 
 /* Opens one of the driver's endpoints of channel c (reader -1: the writer). */
@@ -732,6 +735,8 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     for (unsigned ai = 0; ai < dag->nactors; ai++)
         if ((st = build_program(&cx, ai, &dag->actors[ai].prog)) != ADAG_OK)
             goto fail;
+    if ((st = adag_compile_comm_check_order(dag)) != ADAG_OK)
+        goto fail;
     if ((st = open_driver_endpoints(&cx)) != ADAG_OK)
         goto fail;
     dag->node_labels = calloc(g->nnodes + 1, sizeof(*dag->node_labels));

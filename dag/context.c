@@ -1,6 +1,7 @@
 #include "dag/context.h"
 
 #include "common/error.h"
+#include "dag/actor_comm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,32 @@ void adag_ctx_destroy(adag_dag_ctx_t *ctx)
     free(ctx->eps);
     ctx->eps = NULL;
     ctx->neps = ctx->cap = 0;
+    for (unsigned i = 0; i < ctx->ncomms; i++)
+        adag_actor_comm_put(ctx->comms[i]);
+    free(ctx->comms);
+    ctx->comms = NULL;
+    ctx->ncomms = 0;
     for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++) {
         if (ctx->domains[k])
             ctx->domains[k]->ops->domain_destroy(ctx->domains[k]);
         ctx->domains[k] = NULL;
     }
     pthread_mutex_destroy(&ctx->lock);
+}
+
+adag_status_t adag_ctx_hold_comm(adag_dag_ctx_t *ctx, struct adag_actor_comm *e)
+{
+    pthread_mutex_lock(&ctx->lock);
+    struct adag_actor_comm **c = realloc(ctx->comms, (ctx->ncomms + 1) * sizeof(*c));
+    if (c) {
+        ctx->comms = c;
+        ctx->comms[ctx->ncomms++] = e;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (c)
+        return ADAG_OK;
+    adag_actor_comm_put(e);
+    return adag_error(ADAG_ERR_NO_MEMORY, "communicator: out of memory");
 }
 
 adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,

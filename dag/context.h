@@ -27,11 +27,19 @@ typedef struct {
     pthread_mutex_t lock; /* the endpoint list (abort may come from any thread) */
     adag_chan_t **eps;
     unsigned neps, cap;
+    /* the communicators its endpoints use (dag/actor_comm.h): one
+     * reference each, given back after the endpoints are closed */
+    struct adag_actor_comm **comms;
+    unsigned ncomms;
 } adag_dag_ctx_t;
 
 void adag_ctx_init(adag_dag_ctx_t *ctx);
-/* Closes every endpoint, then every domain. */
+/* Closes every endpoint, then gives back the communicators, then closes
+ * every domain. */
 void adag_ctx_destroy(adag_dag_ctx_t *ctx);
+/* Keeps a reference from adag_actor_comm_begin until adag_ctx_destroy
+ * (taken also on failure: then given back at once). */
+adag_status_t adag_ctx_hold_comm(adag_dag_ctx_t *ctx, struct adag_actor_comm *e);
 
 /* The driver: creates the domain of every kind among kinds[0..n) whose
  * backend has domains, laying out channel i (geoms[i], its endpoints'

@@ -38,7 +38,8 @@ static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
 
 /* How a device channel's value reaches reader r: "cuda_ipc zero copy
  * cuda:0 -> cuda:0", "host_ipc peer copy host:0 -> host:1", "copy in host
- * -> cuda:1", "copy out host:2 -> host"; "" for other kinds. */
+ * -> cuda:1", "copy out host:2 -> host", "nccl send/recv cuda:0 rank 0 ->
+ * cuda:1 rank 1"; "" for other kinds. */
 static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsigned r)
 {
     char w[32], rd[32];
@@ -56,6 +57,14 @@ static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsig
         snprintf(rd, sizeof(rd), "host memory");
     const char *how = a.kind < 0 ? "async copy in" : b.kind < 0 ? "async copy out"
                       : a.index == b.index ? "zero copy" : "peer copy";
+    if (ch->comm_key && a.kind >= 0 && b.kind >= 0) {
+        /* by the DAG's communicator: "host_comm send/recv rank 0 -> 1" */
+        const adag_comm_ops_t *c = adag_comm_backend_for_device((adag_device_kind_t)a.kind);
+        snprintf(buf, len, "\\n%s%s send/recv %s rank %u -> %s rank %u", c ? c->name : "?",
+                 c && c->kind == ADAG_COMM_KIND_HOST ? "_comm" : "", w, a.comm_rank, rd,
+                 b.comm_rank);
+        return;
+    }
     snprintf(buf, len, "\\n%s%s%s %s -> %s", a.kind >= 0 && b.kind >= 0
                                                   ? adag_device_kind_name((uint32_t)a.kind) : "",
              a.kind >= 0 && b.kind >= 0 ? "_ipc " : "", how, w, rd);

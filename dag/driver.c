@@ -138,12 +138,6 @@ void adag_dag_advance_releases(adag_dag_h dag)
         adag_dag_wake(dag);
 }
 
-static void abs_timespec(int64_t deadline, struct timespec *ts)
-{
-    ts->tv_sec = deadline / 1000000000;
-    ts->tv_nsec = deadline % 1000000000;
-}
-
 /* Waits on dag->cond (dag->lock held) until woken or the deadline. */
 void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
 {
@@ -151,8 +145,7 @@ void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
     if (deadline == ADAG_FOREVER) {
         pthread_cond_wait(&dag->cond, &dag->lock);
     } else {
-        struct timespec ts;
-        abs_timespec(deadline, &ts);
+        struct timespec ts = adag_timespec_at(deadline);
         pthread_cond_timedwait(&dag->cond, &dag->lock, &ts);
     }
     dag->cond_waiters--;
@@ -348,6 +341,8 @@ void adag_dag_free(adag_dag_h dag)
 {
     adag_ctx_destroy(&dag->ctx);
     adag_dag_driver_device_close(dag);
+    /* before the actors may stop (which forgets their communicators) */
+    adag_comm_lease_give_back(dag->rt, dag->comm_lease, dag->comm_keep);
     for (unsigned i = 0; i < dag->nactors; i++) {
         adag_program_free(&dag->actors[i].prog);
         adag_wbuf_free(&dag->actors[i].infos);
@@ -421,6 +416,34 @@ out:
     free(why);
 }
 
+/* A DAG with a communicator gives it back for the next DAG only if no
+ * send or recv of it is left half done: every execution published must
+ * complete first (by the teardown timeout). Returns nonzero if they did
+ * and the DAG has not failed. */
+static int settle_executions(adag_dag_h dag)
+{
+    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    for (;;) {
+        pthread_mutex_lock(&dag->lock);
+        int failed = dag->abort_status != ADAG_OK;
+        int done = dag->next_publish == dag->next_release ||
+                   adag_dag_ref_complete(dag, dag->next_publish - 1);
+        uint64_t last = dag->next_publish;
+        pthread_mutex_unlock(&dag->lock);
+        if (failed)
+            return 0;
+        if (done)
+            return 1;
+        if (adag_now_ns() >= deadline) {
+            ADAG_LOG_WARN("DAG %s: execution %llu did not complete within the teardown timeout "
+                          "(%d ms) of its destroy; its communicator is dropped",
+                          dag->name, (unsigned long long)(last - 1), dag->teardown_timeout_ms);
+            return 0;
+        }
+        usleep(200);
+    }
+}
+
 adag_status_t adag_dag_destroy(adag_dag_h dag)
 {
     if (!dag)
@@ -437,6 +460,8 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     adag_dag_drop_own_reservations(dag);
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
+    if (dag->comm_lease)
+        dag->comm_keep = settle_executions(dag);
     adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
     pthread_mutex_lock(&dag->lock);
     while (dag->api_users > 0)

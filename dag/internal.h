@@ -43,6 +43,9 @@ struct adag_runtime {
     int monitor_wake;          /* eventfd: the actor or DAG set changed / a spawn / stop */
     int monitor_stop;
     struct adag_spawn_req *spawn_reqs; /* spawns waiting for the monitor; under lock */
+    /* communicators made for DAGs (dag/comm_lease.c); under lock */
+    struct adag_comm_lease *comm_leases;
+    uint64_t next_comm_key;
 };
 
 /* The steps of installing and removing a DAG on an actor. */
@@ -168,6 +171,7 @@ typedef struct {
     unsigned producer_node;    /* node that produces it (for DOT); start: none */
     adag_tensor_decl_t tensor; /* what adag_node_tensor declared of its value */
     adag_chan_place_t *places; /* where the writer (0) and reader r (1 + r) keep values */
+    uint64_t comm_key;         /* ADAG_TRANSPORT_COMM: its communicator; 0: none */
 } adag_dag_chan_t;
 
 typedef struct {
@@ -260,7 +264,40 @@ struct adag_dag {
     int closing;
     int api_users;             /* threads inside execute/get/release */
     adag_dag_stats_t stats;
+    /* the communicator of its ADAG_TRANSPORT_COMM tensors (NULL: none);
+     * comm_keep: given back for the next DAG (it ended cleanly) */
+    struct adag_comm_lease *comm_lease;
+    int comm_keep;
 };
+
+/* comm_lease.c: the driver's communicators, leased to one DAG at a time */
+typedef struct adag_comm_lease adag_comm_lease_t;
+/* A communicator of backend ops over the actors actor_ids[0..n) (ascending
+ * ids; rank r = actor_ids[r]): one that is not leased, or a new one. */
+adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
+                                   const unsigned *actor_ids, unsigned n, adag_comm_lease_t **out);
+/* keep: the DAG ended cleanly and every rank keeps it for the next DAG;
+ * else it is forgotten (the actors were told to drop it). */
+void adag_comm_lease_give_back(adag_runtime_h rt, adag_comm_lease_t *l, int keep);
+/* An actor stopped: the communicators it was a rank of go. */
+void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id);
+unsigned adag_comm_leases_count(adag_runtime_h rt);
+uint64_t adag_comm_lease_key(const adag_comm_lease_t *l);
+const adag_comm_ops_t *adag_comm_lease_ops(const adag_comm_lease_t *l);
+const adag_comm_id_t *adag_comm_lease_id(const adag_comm_lease_t *l);
+unsigned adag_comm_lease_nranks(const adag_comm_lease_t *l);
+int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id); /* -1: not one */
+
+/* compile_comm.c: tensors with ADAG_TRANSPORT_COMM */
+/* After every channel was placed: checks them, leases the DAG's
+ * communicator, gives each such channel its key and its device endpoints
+ * their ranks. */
+adag_status_t adag_compile_comm_plan(adag_dag_h dag);
+/* Adds the DAG's communicator to actor ai's program if it is a rank. */
+adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p);
+/* After every program was built: the ranks' send/recv orders must be
+ * consistent (else ADAG_ERR_INVALID naming two transfers). */
+adag_status_t adag_compile_comm_check_order(adag_dag_h dag);
 
 /* lists */
 void adag_list_init(adag_list_t *l);

@@ -354,6 +354,45 @@ out:
     return NULL;
 }
 
+/* The join's deadline: the control timeout (each install step's), and
+ * the DAG's communication timeout if shorter. */
+static int64_t join_deadline(const adag_loop_t *loop)
+{
+    int64_t ms = adag_settings()->control_timeout_ms;
+    if (loop->prog.comm_timeout_ms > 0 && loop->prog.comm_timeout_ms < ms)
+        ms = loop->prog.comm_timeout_ms;
+    return adag_deadline_ms(ms);
+}
+
+static adag_status_t begin_comms(adag_loop_t *loop)
+{
+    uint32_t n = loop->prog.ncomms;
+    if (n == 0)
+        return ADAG_OK;
+    if (!loop->actor.comms || !loop->actor.device)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "actor %s: DAG %s makes it a communicator rank, but it is not "
+                          "device-bound", loop->actor_name, loop->prog.dag_name);
+    loop->comm_entries = calloc(n, sizeof(*loop->comm_entries));
+    loop->chan_comms = calloc(n, sizeof(*loop->chan_comms));
+    if (!loop->comm_entries || !loop->chan_comms)
+        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+    int64_t deadline = join_deadline(loop);
+    for (uint32_t i = 0; i < n; i++) {
+        adag_actor_comm_t *e;
+        adag_status_t st = adag_actor_comm_begin(loop->actor.comms, &loop->prog.comms[i],
+                                                 loop->actor.device, loop->actor_name,
+                                                 deadline, &e);
+        if (st != ADAG_OK)
+            return st;
+        if ((st = adag_ctx_hold_comm(loop->ctx, e)) != ADAG_OK)
+            return st;
+        loop->comm_entries[i] = e;
+        loop->chan_comms[i].key = loop->prog.comms[i].key;
+    }
+    return ADAG_OK;
+}
+
 adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
                                 const adag_loop_actor_t *actor, adag_wbuf_t *infos)
 {
@@ -378,17 +417,21 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
                         loop->prog.nchans);
         goto fail;
     }
+    if ((st = begin_comms(loop)) != ADAG_OK)
+        goto fail;
     adag_wait_policy_t policy = {loop->prog.spin_ns, (int)loop->prog.spin_yield};
     adag_wbuf_u32(infos, loop->prog.nchans);
     for (i = 0; i < loop->prog.nchans; i++) {
         const adag_prog_chan_t *pc = &loop->prog.chans[i];
         adag_chan_open_params_t op = {
             .name = pc->name,
-            .geom = {loop->prog.nslots, pc->nreaders, loop->prog.capacity},
+            .geom = {loop->prog.nslots, pc->nreaders, loop->prog.capacity, pc->comm_key},
             .reader = pc->reader,
             .desc = adag_program_desc(&loop->prog, i),
             .policy = policy,
             .device = actor->device,
+            .comms = loop->chan_comms,
+            .ncomms = loop->prog.ncomms,
         };
         adag_wbuf_t info = {0};
         st = adag_ctx_open(ctx, pc->kind, &op, &info, &loop->chans[i]);
@@ -407,6 +450,11 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
     }
     return ADAG_OK;
 fail:
+    /* a DAG that does not install leaves no communicator it named behind:
+     * the driver drops them too */
+    for (i = 0; loop->comm_entries && i < loop->prog.ncomms; i++)
+        if (loop->comm_entries[i])
+            adag_actor_comm_drop(loop->actor.comms, loop->prog.comms[i].key);
     adag_loop_close(loop);
     return st;
 }
@@ -416,6 +464,11 @@ adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers)
     adag_rbuf_t rb = {peers.data, peers.len, 0, 0};
     adag_blob_t *infos = NULL;
     adag_status_t st = ADAG_OK;
+    int64_t deadline = join_deadline(loop);
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++)
+        if ((st = adag_actor_comm_finish(loop->comm_entries[i], deadline,
+                                         &loop->chan_comms[i])) != ADAG_OK)
+            return st;
     uint32_t n = adag_rbuf_u32(&rb);
     if (rb.failed || n != loop->prog.nchans)
         return adag_error(ADAG_ERR_PROTOCOL, "actor %s: peers for %u channels, expected %u",
@@ -485,7 +538,11 @@ void adag_loop_close(adag_loop_t *loop)
     adag_loop_join(loop);
     free(loop->chans);
     free(loop->reads);
+    free(loop->comm_entries);
+    free(loop->chan_comms);
     loop->chans = NULL;
     loop->reads = NULL;
+    loop->comm_entries = NULL;
+    loop->chan_comms = NULL;
     adag_program_free(&loop->prog);
 }

@@ -12,6 +12,7 @@
 #ifndef ADAG_DAG_LOOP_H
 #define ADAG_DAG_LOOP_H
 
+#include "dag/actor_comm.h"
 #include "dag/context.h"
 #include "dag/program.h"
 #include "transport/channel.h"
@@ -35,6 +36,7 @@ typedef struct {
     unsigned nmethods;
     const char *name;
     const adag_chan_device_t *device;     /* NULL: not bound to a device */
+    adag_actor_comms_t *comms;            /* its communicators (NULL: a host actor) */
 } adag_loop_actor_t;
 
 /* One method call in progress: what the adag_call_* functions see. */
@@ -86,16 +88,23 @@ struct adag_loop {
     adag_loop_fatal_fn on_fail;
     void *fail_ctx;
     struct adag_watchdog *watchdog; /* NULL: nothing to watch */
+    /* the program's communicators: joining since PREPARE (the context
+     * holds their references), found by the endpoints at CONNECT */
+    adag_actor_comm_t **comm_entries;
+    adag_chan_comm_t *chan_comms;
     pthread_t thread;
     int started;
 };
 
-/* PREPARE: opens the loop's channel endpoints in ctx and appends, per
- * program channel, the endpoint's peer info to infos (u32 count, then one
- * byte run each). Takes ownership of *prog's arrays (also on failure). */
+/* PREPARE: starts joining the program's communicators (every rank at
+ * once: a thread each), opens the loop's channel endpoints in ctx and
+ * appends, per program channel, the endpoint's peer info to infos (u32
+ * count, then one byte run each). Takes ownership of *prog's arrays (also
+ * on failure). */
 adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
                                 const adag_loop_actor_t *actor, adag_wbuf_t *infos);
-/* CONNECT: peers holds, per program channel, u32 npeers then npeers byte
+/* CONNECT: waits until the communicators are joined (by the control
+ * timeout), then connects the endpoints. peers holds, per program channel, u32 npeers then npeers byte
  * runs (the writer's info, then each reader's); channels whose backend has
  * nothing to connect get npeers 0. */
 adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers);

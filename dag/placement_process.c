@@ -320,7 +320,9 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
     }
     case ADAG_STEP_START:
     case ADAG_STEP_STOP: {
-        adag_msg_dag_t m = {dag->id, 0};
+        /* STOP's status: nonzero, the worker drops the DAG's communicators */
+        adag_msg_dag_t m = {dag->id, step == ADAG_STEP_STOP && !dag->comm_keep
+                                         ? ADAG_ERR_CLOSED : ADAG_OK};
         adag_msg_encode_dag(&wb, &m);
         break;
     }

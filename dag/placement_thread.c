@@ -21,6 +21,7 @@ typedef struct {
     void *state;
     pthread_mutex_t call_lock; /* methods of one actor never run concurrently, across DAGs */
     adag_actor_device_t *device; /* NULL: a host actor */
+    adag_actor_comms_t comms;  /* its communicators (dag/actor_comm.h) */
     int leaked;                /* its device work outlived teardown: state and device are kept */
 } thread_actor_t;
 
@@ -52,6 +53,7 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     if (!t)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     pthread_mutex_init(&t->call_lock, NULL);
+    adag_actor_comms_init(&t->comms);
     a->impl = t;
     t->def = &e->def;
     a->nmethods = e->def.nmethods;
@@ -110,6 +112,7 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             .nmethods = a->nmethods,
             .name = a->name,
             .device = t->device ? &t->device->chan : NULL,
+            .comms = t->device ? &t->comms : NULL,
         };
         st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;
@@ -121,7 +124,11 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
         return adag_loop_start(&da->loop);
     case ADAG_STEP_STOP:
         /* the DAG is aborted in this process: the loop ends at its next wait
-         * (a method that never returns keeps it: teardown waits for it) */
+         * (a method that never returns keeps it: teardown waits for it). A
+         * communicator the DAG does not give back is dropped first: aborted,
+         * nothing of it can keep the loop's streams waiting */
+        for (uint32_t i = 0; !dag->comm_keep && i < da->prog.ncomms; i++)
+            adag_actor_comm_drop(&t->comms, da->prog.comms[i].key);
         adag_loop_close(&da->loop);
         return ADAG_OK;
     }
@@ -140,6 +147,8 @@ static void thread_stop(adag_actor_h a)
     if (!t)
         return;
     void (*fini)(void *) = t->def ? t->def->fini : NULL;
+    /* every DAG context that held one is gone: this frees them */
+    adag_actor_comms_destroy(&t->comms);
     if (adag_actor_device_stop(t->device, a->name, teardown_deadline(), fini, t->state) != ADAG_OK)
         t->leaked = 1; /* logged there */
     t->device = NULL;

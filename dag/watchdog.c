@@ -59,7 +59,7 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&w->lock);
     while (!w->stop) {
         int64_t deadline = adag_now_ns() + w->period_ns;
-        struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+        struct timespec ts = adag_timespec_at(deadline);
         while (!w->stop && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
         }
         if (w->stop || atomic_load_explicit(w->abort, memory_order_seq_cst))

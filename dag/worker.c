@@ -44,6 +44,7 @@ typedef struct worker {
     pthread_mutex_t call_lock;
     worker_dag_t *dags;
     adag_actor_device_t *device; /* a device-bound actor's, opened here; NULL: none */
+    adag_actor_comms_t comms;    /* its communicators (dag/actor_comm.h) */
 } worker_t;
 
 static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const adag_wbuf_t *body)
@@ -259,6 +260,7 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         .nmethods = w->nmethods,
         .name = w->name,
         .device = w->device ? &w->device->chan : NULL,
+        .comms = w->device ? &w->comms : NULL,
     };
     st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)
@@ -312,6 +314,11 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
             d->started = 1;
         return st;
     }
+    /* STOP_DAG's status: nonzero if the driver does not give the DAG's
+     * communicators back (the DAG failed): they are dropped first, so
+     * nothing of them keeps the loop's streams waiting */
+    for (uint32_t i = 0; m.status != ADAG_OK && i < d->loop.prog.ncomms; i++)
+        adag_actor_comm_drop(&w->comms, d->loop.prog.comms[i].key);
     *link = d->next;
     dag_free(d);
     return ADAG_OK;
@@ -325,6 +332,7 @@ int adag_worker_main(int argc, char **argv)
     w.events = -1;
     pthread_mutex_init(&w.call_lock, NULL);
     pthread_mutex_init(&w.events_lock, NULL);
+    adag_actor_comms_init(&w.comms);
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--control-fd") == 0)
             w.ctl = atoi(argv[i + 1]);
@@ -389,6 +397,7 @@ int adag_worker_main(int argc, char **argv)
                     w.dags = d->next;
                     dag_free(d);
                 }
+                adag_actor_comms_destroy(&w.comms);
                 /* drain, fini, close (dag/actor_device.h); what does not
                  * end in time is logged and left: the process exits */
                 (void)adag_actor_device_stop(w.device, w.name, teardown_deadline(),

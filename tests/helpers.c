@@ -474,8 +474,9 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
     return a;
 }
 
-adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
-                       const adag_compile_params_t *cp)
+adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                              const adag_compile_params_t *cp, adag_transport_t transport,
+                              adag_dag_h *dag)
 {
     adag_graph_h g;
     adag_node_h x, y = NULL, info = NULL;
@@ -487,12 +488,22 @@ adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
         ASSERT_OK(adag_graph_bind(g, a[s], "step", &x, 1, &call));
         ASSERT_OK(adag_node_output(call, 0, &y));
         ASSERT_OK(adag_node_output(call, 1, &info));
-        ASSERT_OK(adag_node_tensor(y, NULL));
+        adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_TRANSPORT,
+                                   .transport = s + 1 < n ? transport : ADAG_TRANSPORT_AUTO};
+        ASSERT_OK(adag_node_tensor(y, &tp));
         x = y;
     }
     adag_node_h outs[2] = {y, info};
     ASSERT_OK(adag_graph_output(g, outs, 2));
-    adag_dag_h dag = h_compile_with(g, cp);
+    adag_status_t st = adag_graph_compile(g, cp, dag);
     ASSERT_OK(adag_graph_destroy(g));
+    return st;
+}
+
+adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                       const adag_compile_params_t *cp)
+{
+    adag_dag_h dag;
+    ASSERT_OK(h_gpu_chain_via(rt, a, n, cp, ADAG_TRANSPORT_AUTO, &dag));
     return dag;
 }

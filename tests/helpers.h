@@ -79,6 +79,11 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
  * compiled with cp; asserts success. */
 adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
                        const adag_compile_params_t *cp);
+/* The same chain, the tensors between stages declared with `transport`;
+ * returns what compile returned (*dag NULL on failure). */
+adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                              const adag_compile_params_t *cp, adag_transport_t transport,
+                              adag_dag_h *dag);
 adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);

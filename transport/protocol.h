@@ -12,11 +12,14 @@
  * class, actor name, device, init bytes: the worker opens the device and
  * runs init on a thread bound to it), and per DAG
  * PREPARE_DAG (program + the channel domains to attach, with their fds;
- * the reply carries each endpoint's peer info) -> CONNECT_DAG (every peer
- * info of every channel) -> START_DAG, each sent to all of the DAG's
- * workers at once. ABORT_DAG is one-way (nothing answers it): it aborts the
- * DAG in the worker at once, from any thread of the driver. STOP_DAG stops
- * and frees a DAG; SHUTDOWN runs fini and ends the worker. Every other
+ * the reply carries each endpoint's peer info; a device actor starts
+ * joining the program's communicators) -> CONNECT_DAG (every peer info of
+ * every channel; the communicators joined first) -> START_DAG, each sent
+ * to all of the DAG's workers at once. ABORT_DAG is one-way (nothing
+ * answers it): it aborts the DAG in the worker at once, from any thread of
+ * the driver. STOP_DAG stops and frees a DAG; a nonzero status in it drops
+ * the DAG's communicators (else the worker keeps them for the next DAG
+ * over the same actors); SHUTDOWN runs fini and ends the worker. Every other
  * message is answered by one REPLY {status, message, body}.
  *
  * The other way, on the event socket (a second socket whose worker end

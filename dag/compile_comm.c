@@ -1,0 +1,356 @@
+/*
+ * The compiler's part for tensors declared with ADAG_TRANSPORT_COMM: the
+ * DAG's communicator (one, over every device actor such a tensor touches,
+ * leased from dag/comm_lease.c), each channel's key and ranks, and the
+ * check that the ranks issue their send/recv in one consistent order.
+ *
+ * Why the order matters: a send occupies its rank's stream until the peer
+ * posted the matching recv (NCCL's rule, and the host communicator's), and
+ * each rank issues its operations in its program's order, every execution.
+ * Each transfer (a tensor to one of its device readers) is a send on the
+ * writer and a recv on the reader; "rank P issues X before Y" is an edge
+ * X -> Y. Without a cycle, the transfers run in a topological order and
+ * none waits forever; with one, the ranks on the cycle wait on each other.
+ */
+#include "common/error.h"
+#include "dag/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int is_comm(const adag_dag_chan_t *c)
+{
+    return (c->tensor.flags & ADAG_TENSOR_DECLARED) && c->tensor.transport == ADAG_TRANSPORT_COMM;
+}
+
+static const char *who(adag_dag_h dag, int ai)
+{
+    return ai < 0 ? "the driver" : dag->actors[ai].actor->name;
+}
+
+static int cmp_unsigned(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+static adag_status_t comm_error(const adag_dag_chan_t *c, const char *fmt, const char *arg)
+{
+    char why[256];
+    snprintf(why, sizeof(why), fmt, arg);
+    return adag_error(ADAG_ERR_INVALID,
+                      "adag_graph_compile: tensor %s is declared with transport "
+                      "ADAG_TRANSPORT_COMM, but %s",
+                      c->name, why);
+}
+
+/* Adds actor id to the set ids[0..*n) if absent. */
+static adag_status_t add_rank(unsigned *ids, unsigned *n, unsigned id)
+{
+    for (unsigned i = 0; i < *n; i++)
+        if (ids[i] == id)
+            return ADAG_OK;
+    if (*n == ADAG_COMM_MAX_RANKS)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: tensors with transport ADAG_TRANSPORT_COMM join "
+                          "more than %d actors in one communicator",
+                          ADAG_COMM_MAX_RANKS);
+    ids[(*n)++] = id;
+    return ADAG_OK;
+}
+
+adag_status_t adag_compile_comm_plan(adag_dag_h dag)
+{
+    unsigned ids[ADAG_COMM_MAX_RANKS], n = 0;
+    int kind = -1;
+    const adag_dag_chan_t *first = NULL;
+    adag_status_t st;
+
+    for (unsigned ci = 0; ci < dag->nchans; ci++) {
+        const adag_dag_chan_t *c = &dag->chans[ci];
+        if (!is_comm(c))
+            continue;
+        if (c->writer < 0)
+            return comm_error(c, "%s writes it: a communicator joins device-bound actors",
+                              "the driver");
+        if (c->places[0].kind < 0)
+            return comm_error(c, "its writer %s is not a device-bound actor", who(dag, c->writer));
+        unsigned ndev = 0;
+        for (unsigned r = 0; r < c->nreaders; r++) {
+            if (c->places[1 + r].kind < 0)
+                continue; /* host memory: by the ring's copy */
+            if (c->readers[r] < 0)
+                return comm_error(c, "%s reads it on its device: a communicator joins actors "
+                                     "only", "the driver");
+            ndev++;
+        }
+        if (ndev == 0)
+            return comm_error(c, "none of its readers is a device-bound actor (writer %s)",
+                              who(dag, c->writer));
+        if (kind >= 0 && c->places[0].kind != kind)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_graph_compile: tensors %s (%s devices) and %s (%s devices) "
+                              "have transport ADAG_TRANSPORT_COMM: the communicator of a DAG "
+                              "joins devices of one backend",
+                              first->name, adag_device_kind_name((uint32_t)kind), c->name,
+                              adag_device_kind_name((uint32_t)c->places[0].kind));
+        kind = c->places[0].kind;
+        if (!first)
+            first = c;
+        if ((st = add_rank(ids, &n, dag->actors[c->writer].actor->id)) != ADAG_OK)
+            return st;
+        for (unsigned r = 0; r < c->nreaders; r++)
+            if (c->places[1 + r].kind >= 0 &&
+                (st = add_rank(ids, &n, dag->actors[c->readers[r]].actor->id)) != ADAG_OK)
+                return st;
+    }
+    if (!first)
+        return ADAG_OK;
+    const adag_comm_ops_t *ops = adag_comm_backend_for_device((adag_device_kind_t)kind);
+    char why[200] = "";
+    if (!ops)
+        return comm_error(first, "no communicator backend moves %s tensors",
+                          adag_device_kind_name((uint32_t)kind));
+    if (!ops->probe(why, sizeof(why)))
+        return adag_error(ADAG_ERR_NOT_FOUND,
+                          "adag_graph_compile: tensor %s is declared with transport "
+                          "ADAG_TRANSPORT_COMM, but the %s communicator cannot run here: %s",
+                          first->name, ops->name, why);
+    qsort(ids, n, sizeof(ids[0]), cmp_unsigned);
+    if ((st = adag_comm_lease_take(dag->rt, ops, ids, n, &dag->comm_lease)) != ADAG_OK) {
+        adag_error_prefix("adag_graph_compile");
+        return st;
+    }
+    uint64_t key = adag_comm_lease_key(dag->comm_lease);
+    for (unsigned ci = 0; ci < dag->nchans; ci++) {
+        adag_dag_chan_t *c = &dag->chans[ci];
+        if (!is_comm(c))
+            continue;
+        c->comm_key = key;
+        for (unsigned j = 0; j <= c->nreaders; j++) {
+            int ai = j == 0 ? c->writer : c->readers[j - 1];
+            if (c->places[j].kind >= 0)
+                c->places[j].comm_rank =
+                    (uint32_t)adag_comm_lease_rank(dag->comm_lease, dag->actors[ai].actor->id);
+        }
+    }
+    return ADAG_OK;
+}
+
+adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p)
+{
+    if (!dag->comm_lease)
+        return ADAG_OK;
+    int rank = adag_comm_lease_rank(dag->comm_lease, dag->actors[ai].actor->id);
+    if (rank < 0)
+        return ADAG_OK;
+    if (!(p->comms = calloc(1, sizeof(*p->comms))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    p->comms[0] = (adag_comm_spec_t){
+        .key = adag_comm_lease_key(dag->comm_lease),
+        .kind = adag_comm_lease_ops(dag->comm_lease)->kind,
+        .nranks = adag_comm_lease_nranks(dag->comm_lease),
+        .rank = (uint32_t)rank,
+        .id = *adag_comm_lease_id(dag->comm_lease),
+    };
+    p->ncomms = 1;
+    return ADAG_OK;
+}
+
+/* ---- the order check ---- */
+
+typedef struct {
+    unsigned from, to;
+    unsigned actor; /* the rank that issues `from` before `to` */
+} order_edge_t;
+
+typedef struct {
+    adag_dag_h dag;
+    unsigned *first;     /* per channel: its first transfer's number (readers in order) */
+    unsigned ntransfers;
+    unsigned *chan_of;   /* per transfer */
+    unsigned *reader_of; /* per transfer */
+    order_edge_t *edges;
+    unsigned nedges, cap;
+} order_t;
+
+static adag_status_t add_edge(order_t *o, unsigned from, unsigned to, unsigned actor)
+{
+    if (o->nedges == o->cap) {
+        unsigned cap = o->cap ? 2 * o->cap : 16;
+        order_edge_t *e = realloc(o->edges, cap * sizeof(*e));
+        if (!e)
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        o->edges = e;
+        o->cap = cap;
+    }
+    o->edges[o->nedges++] = (order_edge_t){from, to, actor};
+    return ADAG_OK;
+}
+
+/* Actor ai's transfers in the order it issues them each execution: at
+ * each call, a recv per communicator argument (once per value), then a
+ * send per return and device reader, in reader order. Consecutive ones
+ * make the edges. */
+static adag_status_t actor_edges(order_t *o, unsigned ai, unsigned char *received)
+{
+    adag_dag_h dag = o->dag;
+    const adag_program_t *p = &dag->actors[ai].prog;
+    long prev = -1;
+    adag_status_t st;
+    memset(received, 0, dag->nchans);
+    for (uint32_t i = 0; i < p->nops; i++) {
+        const adag_prog_op_t *op = &p->ops[i];
+        for (uint32_t a = 0; a < op->nargs; a++) {
+            const adag_prog_chan_t *pc = &p->chans[op->args[a]];
+            const adag_dag_chan_t *c = &dag->chans[pc->id];
+            if (!c->comm_key || pc->reader < 0 || c->places[1 + pc->reader].kind < 0 ||
+                received[pc->id])
+                continue;
+            received[pc->id] = 1;
+            unsigned t = o->first[pc->id] + (unsigned)pc->reader;
+            if (prev >= 0 && (st = add_edge(o, (unsigned)prev, t, ai)) != ADAG_OK)
+                return st;
+            prev = t;
+        }
+        for (uint32_t r = 0; r < op->nrets; r++) {
+            unsigned ci = p->chans[op->rets[r]].id;
+            const adag_dag_chan_t *c = &dag->chans[ci];
+            if (!c->comm_key)
+                continue;
+            for (unsigned rd = 0; rd < c->nreaders; rd++) {
+                if (c->places[1 + rd].kind < 0)
+                    continue;
+                unsigned t = o->first[ci] + rd;
+                if (prev >= 0 && (st = add_edge(o, (unsigned)prev, t, ai)) != ADAG_OK)
+                    return st;
+                prev = t;
+            }
+        }
+    }
+    return ADAG_OK;
+}
+
+static void transfer_name(order_t *o, unsigned t, char *buf, size_t len)
+{
+    const adag_dag_chan_t *c = &o->dag->chans[o->chan_of[t]];
+    snprintf(buf, len, "%s (%s -> %s)", c->name, who(o->dag, c->writer),
+             who(o->dag, c->readers[o->reader_of[t]]));
+}
+
+/* A cycle is left after Kahn's sort: from a node still holding an
+ * incoming edge, walk back along such edges until a node repeats. */
+static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
+{
+    unsigned n = o->ntransfers, start = 0;
+    unsigned *step = malloc((n + 1) * sizeof(*step)); /* node -> its edge into it on the walk */
+    unsigned *seen = calloc(n + 1, sizeof(*seen));
+    if (!step || !seen) {
+        free(step);
+        free(seen);
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    }
+    while (indeg[start] == 0)
+        start++;
+    unsigned v = start, len = 0;
+    while (!seen[v]) {
+        seen[v] = 1;
+        unsigned e = 0;
+        while (o->edges[e].to != v || indeg[o->edges[e].from] == 0)
+            e++;
+        step[v] = e;
+        v = o->edges[e].from;
+    }
+    /* v is on the cycle: its edge in is X -> v, from rank P */
+    const order_edge_t *in = &o->edges[step[v]];
+    for (unsigned u = in->from; ; u = o->edges[step[u]].from) {
+        len++;
+        if (u == v)
+            break;
+    }
+    char x[200], y[200];
+    transfer_name(o, in->from, x, sizeof(x));
+    transfer_name(o, in->to, y, sizeof(y));
+    const char *p = o->dag->actors[in->actor].actor->name;
+    adag_status_t st;
+    if (len == 2) {
+        const order_edge_t *back = &o->edges[step[in->from]];
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_graph_compile: the communicator transfers of %s and %s would wait "
+                        "on each other: %s issues the first before the second, %s the second "
+                        "before the first; declare one with transport ADAG_TRANSPORT_IPC or "
+                        "ADAG_TRANSPORT_HOST, or bind the calls in another order",
+                        x, y, p, o->dag->actors[back->actor].actor->name);
+    } else {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_graph_compile: the communicator transfers of %s and %s would wait "
+                        "on each other through a cycle of %u transfers (%s issues the first "
+                        "before the second); declare one with transport ADAG_TRANSPORT_IPC or "
+                        "ADAG_TRANSPORT_HOST, or bind the calls in another order",
+                        x, y, len, p);
+    }
+    free(step);
+    free(seen);
+    return st;
+}
+
+adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
+{
+    order_t o = {.dag = dag};
+    adag_status_t st = ADAG_OK;
+    unsigned *indeg = NULL, *queue = NULL;
+    unsigned char *received = NULL;
+    if (!dag->comm_lease)
+        return ADAG_OK;
+    o.first = calloc(dag->nchans + 1, sizeof(*o.first));
+    received = calloc(dag->nchans + 1, 1);
+    if (!o.first || !received)
+        goto nomem;
+    for (unsigned ci = 0; ci < dag->nchans; ci++) {
+        o.first[ci] = o.ntransfers;
+        if (dag->chans[ci].comm_key)
+            o.ntransfers += dag->chans[ci].nreaders;
+    }
+    o.chan_of = calloc(o.ntransfers + 1, sizeof(*o.chan_of));
+    o.reader_of = calloc(o.ntransfers + 1, sizeof(*o.reader_of));
+    indeg = calloc(o.ntransfers + 1, sizeof(*indeg));
+    queue = calloc(o.ntransfers + 1, sizeof(*queue));
+    if (!o.chan_of || !o.reader_of || !indeg || !queue)
+        goto nomem;
+    for (unsigned ci = 0; ci < dag->nchans; ci++)
+        for (unsigned r = 0; dag->chans[ci].comm_key && r < dag->chans[ci].nreaders; r++) {
+            o.chan_of[o.first[ci] + r] = ci;
+            o.reader_of[o.first[ci] + r] = r;
+        }
+    for (unsigned ai = 0; ai < dag->nactors && st == ADAG_OK; ai++)
+        st = actor_edges(&o, ai, received);
+    if (st != ADAG_OK)
+        goto out;
+    /* Kahn: what is left holds a cycle */
+    for (unsigned e = 0; e < o.nedges; e++)
+        indeg[o.edges[e].to]++;
+    unsigned head = 0, tail = 0;
+    for (unsigned t = 0; t < o.ntransfers; t++)
+        if (indeg[t] == 0)
+            queue[tail++] = t;
+    while (head < tail) {
+        unsigned t = queue[head++];
+        for (unsigned e = 0; e < o.nedges; e++)
+            if (o.edges[e].from == t && --indeg[o.edges[e].to] == 0)
+                queue[tail++] = o.edges[e].to;
+    }
+    if (tail < o.ntransfers)
+        st = report_cycle(&o, indeg);
+    goto out;
+nomem:
+    st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+out:
+    free(o.first);
+    free(o.chan_of);
+    free(o.reader_of);
+    free(o.edges);
+    free(indeg);
+    free(queue);
+    free(received);
+    return st;
+}
