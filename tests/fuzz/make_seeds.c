@@ -212,6 +212,19 @@ static void program_seeds(adag_wbuf_t *sample)
                                            .transport = ADAG_TRANSPORT_IPC};
     save_program("tensor-declarations", "\x01", &p);
 
+    /* a tensor by communicator: the program joins two communicators */
+    sample_program(&p, chans, ops);
+    adag_comm_spec_t comms[2] = {
+        {.key = 3, .kind = ADAG_COMM_KIND_HOST, .nranks = 2, .rank = 1, .id = {{1, 2, 3, 4}, 4}},
+        {.key = 8, .kind = ADAG_COMM_KIND_NCCL, .nranks = 4, .rank = 0, .id = {{9}, 128}},
+    };
+    chans[0].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED,
+                                           .transport = ADAG_TRANSPORT_COMM};
+    chans[0].comm_key = 3;
+    p.comms = comms;
+    p.ncomms = 2;
+    save_program("communicators", "\x01", &p);
+
     /* no channels, no ops: the smallest valid program */
     memset(&p, 0, sizeof(p));
     p.nslots = 1;
