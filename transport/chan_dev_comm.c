@@ -71,6 +71,8 @@ adag_status_t adag_chan_dev_comm_connect(dev_chan_t *c, unsigned me)
                               name, c->who[i], c->places[i].comm_rank, key, comm->nranks);
     c->comm = e->comm;
     c->comm_stream = e->stream;
+    c->comms = NULL; /* the table need not outlive connect */
+    c->ncomms = 0;
     return ADAG_OK;
 }
 
