@@ -42,6 +42,12 @@ enum {
     CAP_NOTIFY_FD = 1u << 2,
     /* an exported domain imported in another (forked) process works */
     CAP_FORK = 1u << 3,
+    /* Not a capability but an arrangement: the device endpoints move the
+     * value by a communicator (geom.comm_key; the rig makes one, a rank per
+     * device endpoint). Its readers move together: a send holds the
+     * writer's stream until its reader received, so a test's single thread
+     * takes each value from every reader before the next one. */
+    CAP_BY_COMM = 1u << 4,
 };
 
 /* A line: a backend, and where its writer and readers keep values (-1
@@ -58,6 +64,8 @@ extern const chan_backend_t chan_backends[];
 extern const unsigned chan_nbackends;
 
 #define RIG_MAX_READERS 8
+/* The rig's communicator (CAP_BY_COMM), as the driver numbers them. */
+#define RIG_COMM_KEY 0x7e57c0deull
 
 /* The waits of tests: spin briefly, then sleep. */
 static const adag_wait_policy_t RIG_POLICY = {2000, 0};
@@ -78,6 +86,10 @@ typedef struct {
     /* the device and streams of the writer (0) and reader r (1 + r): an
      * actor each, as in a DAG (dev NULL for a host endpoint) */
     adag_chan_device_t devs[1 + RIG_MAX_READERS];
+    /* CAP_BY_COMM: each device endpoint's communicator (rank = its place's
+     * comm_rank, the writer 0, then the device readers in order) on a
+     * stream of its own, as its actor joined it (comm NULL: none) */
+    adag_chan_comm_t comms[1 + RIG_MAX_READERS];
 } rig_t;
 
 #define RIG_ONE_CTX 1
@@ -86,6 +98,18 @@ typedef struct {
  * CAP_RING) on backend be; asserts every step. */
 void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
               size_t capacity, int flags);
+/* The same with reader i on emulated device rdevs[i] (-1: host memory)
+ * instead of be->rdev. */
+void rig_open_at(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
+                 size_t capacity, int flags, const int *rdevs);
+/* Closes the channel (its endpoints close without any abort: every value
+ * sent must have been received) and asserts the devices hold nothing of
+ * it; then opens a new channel of the same endpoints and places, on the
+ * same devices, streams and communicator (an actor's next DAG). */
+void rig_reopen(rig_t *r, unsigned nslots, size_t capacity);
+/* Closes everything; a communicator is aborted first (a test may leave
+ * values unread, whose sends would hold the writer's stream) and every
+ * device, communicator and id count must be back to zero. */
 void rig_close(rig_t *r);
 /* Another endpoint of the rig's channel in ctx (reader -1 = a writer). */
 adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_t **out);
@@ -127,7 +151,9 @@ adag_status_t rig_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline, adag_slo
 adag_status_t rig_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
 /* A device writer publishes from its streams (after its copy to host
  * memory): the tests that check what a publish made visible look once it
- * took effect, which the rig waits for (the comm stream synchronized). */
+ * took effect, which the rig waits for (the comm stream synchronized).
+ * Sends by communicator are on the communicator's own stream, which is not
+ * synchronized: a send lasts until its reader received. */
 adag_status_t rig_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                           const adag_tensor_meta_t *meta, adag_status_t status, const char *err);
 #ifndef RIG_NO_WRAP

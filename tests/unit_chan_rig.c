@@ -35,6 +35,10 @@ static adag_chan_open_params_t params(rig_t *r, int reader)
         .policy = RIG_POLICY,
         .device = d->dev ? d : NULL,
     };
+    if (r->comms[reader + 1].comm) {
+        p.comms = &r->comms[reader + 1];
+        p.ncomms = 1;
+    }
     return p;
 }
 
@@ -125,23 +129,101 @@ static void device_open(adag_chan_device_t *d, int index)
     cr_assert_eq(o->stream_create(d->dev, &d->comm), ADAG_OK);
 }
 
+/* What the channel's endpoints allocated on this device is gone (and, if
+ * with_streams, its streams too). */
+static void device_assert_empty(const adag_chan_device_t *d, int with_streams)
+{
+    adag_device_counts_t c;
+    d->dev->ops->counts(d->dev, &c);
+    cr_assert_eq(c.mem + c.events + c.imported_mem + c.imported_events +
+                     (with_streams ? c.streams : 0),
+                 0, "device %u still has %llu memory, %llu events, %llu imports, %llu streams",
+                 d->dev->index, (unsigned long long)c.mem, (unsigned long long)c.events,
+                 (unsigned long long)(c.imported_mem + c.imported_events),
+                 (unsigned long long)c.streams);
+}
+
 static void device_close(adag_chan_device_t *d)
 {
     if (!d->dev)
         return;
     const adag_device_ops_t *o = d->dev->ops;
-    adag_device_counts_t c;
     o->stream_destroy(d->dev, d->compute);
     o->stream_destroy(d->dev, d->comm);
-    o->counts(d->dev, &c);
-    /* what the channel's endpoints allocated on this device is gone */
-    cr_assert_eq(c.mem + c.events + c.imported_mem + c.imported_events + c.streams, 0,
-                 "device %u still has %llu memory, %llu events, %llu imports, %llu streams",
-                 d->dev->index, (unsigned long long)c.mem, (unsigned long long)c.events,
-                 (unsigned long long)(c.imported_mem + c.imported_events),
-                 (unsigned long long)c.streams);
+    device_assert_empty(d, 1);
     o->close(d->dev);
     memset(d, 0, sizeof(*d));
+}
+
+/* ---- the communicator of a CAP_BY_COMM line ---- */
+
+typedef struct {
+    adag_comm_id_t id;
+    unsigned nranks, rank;
+    adag_device_t *dev;
+    adag_comm_t *comm;
+    adag_status_t st;
+    char err[512];
+} rank_init_t;
+
+static void *rank_init_main(void *arg)
+{
+    rank_init_t *a = arg;
+    const adag_comm_ops_t *ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
+    a->st = a->dev->ops->bind_thread(a->dev);
+    if (a->st == ADAG_OK)
+        a->st = ops->init(&a->id, a->nranks, a->rank, a->dev, adag_deadline_ms(20000), &a->comm);
+    if (a->st != ADAG_OK)
+        snprintf(a->err, sizeof(a->err), "rank %u: %s", a->rank, adag_last_error());
+    return NULL;
+}
+
+/* Every device endpoint joins the host communicator as the next rank, in
+ * a thread of its own (init is collective), with a stream of its own. */
+static void comm_open(rig_t *r, unsigned nplaces)
+{
+    const adag_comm_ops_t *ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
+    rank_init_t a[1 + RIG_MAX_READERS];
+    pthread_t th[1 + RIG_MAX_READERS];
+    unsigned nranks = 0;
+    for (unsigned j = 0; j < nplaces; j++)
+        if (r->devs[j].dev)
+            r->places[j].comm_rank = nranks++;
+    cr_assert_geq(nranks, 2, "a communicator line needs two device endpoints");
+    adag_comm_id_t id;
+    void *owner;
+    cr_assert_eq(ops->id_create(nranks, &id, &owner), ADAG_OK, "%s", adag_last_error());
+    for (unsigned j = 0; j < nplaces; j++) {
+        if (!r->devs[j].dev)
+            continue;
+        a[j] = (rank_init_t){.id = id, .nranks = nranks, .rank = r->places[j].comm_rank,
+                             .dev = r->devs[j].dev};
+        cr_assert_eq(pthread_create(&th[j], NULL, rank_init_main, &a[j]), 0);
+    }
+    for (unsigned j = 0; j < nplaces; j++)
+        if (r->devs[j].dev)
+            cr_assert_eq(pthread_join(th[j], NULL), 0);
+    ops->id_destroy(owner); /* every init returned */
+    for (unsigned j = 0; j < nplaces; j++) {
+        if (!r->devs[j].dev)
+            continue;
+        cr_assert_eq(a[j].st, ADAG_OK, "%s", a[j].err);
+        adag_dev_stream_t *s;
+        cr_assert_eq(r->devs[j].dev->ops->stream_create(r->devs[j].dev, &s), ADAG_OK);
+        r->comms[j] = (adag_chan_comm_t){RIG_COMM_KEY, a[j].comm, s};
+    }
+}
+
+static void comm_close(rig_t *r)
+{
+    for (unsigned j = 0; j <= RIG_MAX_READERS; j++) {
+        adag_chan_comm_t *e = &r->comms[j];
+        if (!e->comm)
+            continue;
+        e->comm->ops->destroy(e->comm);
+        r->devs[j].dev->ops->stream_destroy(r->devs[j].dev, e->stream);
+        memset(e, 0, sizeof(*e));
+    }
 }
 
 adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_t **out)
@@ -155,27 +237,19 @@ adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_
     return st;
 }
 
-void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
-              size_t capacity, int flags)
+/* An endpoint named as the compiler names them (by actor) on device dev (-1: host). */
+static adag_chan_place_t place_on(int dev, const char *who)
 {
-    memset(r, 0, sizeof(*r));
-    r->be = be;
-    r->ops = adag_chan_backend(be->kind);
-    cr_assert(r->ops, "no backend of kind %u", be->kind);
-    cr_assert_leq(nreaders, RIG_MAX_READERS);
-    if (!(be->caps & CAP_RING))
-        nreaders = 0;
-    r->geom = (adag_chan_geom_t){nslots, nreaders, capacity, 0};
-    r->one_ctx = flags & RIG_ONE_CTX;
-    /* every endpoint named, as the compiler names them by actor */
-    device_open(&r->devs[0], be->wdev);
-    r->places[0] = (adag_chan_place_t){be->wdev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
-                                       be->wdev < 0 ? 0u : (uint32_t)be->wdev, "writer", 0};
-    for (unsigned i = 0; i < nreaders; i++) {
-        device_open(&r->devs[1 + i], be->rdev);
-        r->places[1 + i] = (adag_chan_place_t){be->rdev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
-                                               be->rdev < 0 ? 0u : (uint32_t)be->rdev, "reader", 0};
-    }
+    return (adag_chan_place_t){dev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
+                               dev < 0 ? 0u : (uint32_t)dev, who, 0};
+}
+
+/* The channel itself, on the rig's devices and communicator. */
+static void chan_open(rig_t *r, unsigned nslots, unsigned nreaders, size_t capacity)
+{
+    const chan_backend_t *be = r->be;
+    r->geom = (adag_chan_geom_t){nslots, nreaders, capacity,
+                                 r->comms[0].comm ? RIG_COMM_KEY : 0};
     const adag_chan_place_t *places[1] = {r->places};
 
     /* the driver lays the channel out (a domain if the backend has them) */
@@ -227,14 +301,67 @@ void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nrea
         adag_wbuf_free(&info[i]);
 }
 
-void rig_close(rig_t *r)
+static void chan_close(rig_t *r)
 {
     adag_ctx_destroy(&r->peer);
     adag_ctx_destroy(&r->drv);
     adag_wbuf_free(&r->desc);
     forget_endpoints(r);
+    r->w = NULL;
+    memset(r->rd, 0, sizeof(r->rd));
+}
+
+void rig_open_at(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
+                 size_t capacity, int flags, const int *rdevs)
+{
+    memset(r, 0, sizeof(*r));
+    r->be = be;
+    r->ops = adag_chan_backend(be->kind);
+    cr_assert(r->ops, "no backend of kind %u", be->kind);
+    cr_assert_leq(nreaders, RIG_MAX_READERS);
+    if (!(be->caps & CAP_RING))
+        nreaders = 0;
+    r->one_ctx = flags & RIG_ONE_CTX;
+    device_open(&r->devs[0], be->wdev);
+    r->places[0] = place_on(be->wdev, "writer");
+    for (unsigned i = 0; i < nreaders; i++) {
+        int dev = rdevs ? rdevs[i] : be->rdev;
+        device_open(&r->devs[1 + i], dev);
+        r->places[1 + i] = place_on(dev, "reader");
+    }
+    if (be->caps & CAP_BY_COMM)
+        comm_open(r, 1 + nreaders);
+    chan_open(r, nslots, nreaders, capacity);
+}
+
+void rig_open(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned nreaders,
+              size_t capacity, int flags)
+{
+    rig_open_at(r, be, nslots, nreaders, capacity, flags, NULL);
+}
+
+void rig_reopen(rig_t *r, unsigned nslots, size_t capacity)
+{
+    unsigned nreaders = r->geom.nreaders;
+    chan_close(r);
+    for (unsigned i = 0; i <= RIG_MAX_READERS; i++)
+        if (r->devs[i].dev)
+            device_assert_empty(&r->devs[i], 0);
+    chan_open(r, nslots, nreaders, capacity);
+}
+
+void rig_close(rig_t *r)
+{
+    if (r->comms[0].comm)
+        r->comms[0].comm->ops->abort(r->comms[0].comm);
+    chan_close(r);
+    comm_close(r);
     for (unsigned i = 0; i <= RIG_MAX_READERS; i++)
         device_close(&r->devs[i]);
+    adag_comm_counts_t c;
+    adag_comm_backend(ADAG_COMM_KIND_HOST)->counts(&c);
+    cr_assert(c.comms == 0 && c.ids == 0, "%llu communicators and %llu ids left",
+              (unsigned long long)c.comms, (unsigned long long)c.ids);
 }
 
 /* ---- values ---- */

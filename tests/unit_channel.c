@@ -35,6 +35,9 @@ const chan_backend_t chan_backends[] = {
     {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
     {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->dev0 (zero copy)", 0, 0},
     {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->dev1 (peer copy)", 0, 1},
+    /* the same by the host communicator's send/recv */
+    {ADAG_CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev1 (communicator)", 0, 1},
+    {ADAG_CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev0 (communicator)", 0, 0},
 };
 const unsigned chan_nbackends = sizeof(chan_backends) / sizeof(chan_backends[0]);
 
@@ -84,7 +87,9 @@ Test(chan, table_covers_every_backend)
                 cr_assert(ops->domain_export && ops->domain_import, "%s", line->label);
             for (unsigned j = 0; j < i; j++)
                 cr_assert(chan_backends[j].kind != k || chan_backends[j].wdev != line->wdev ||
-                              chan_backends[j].rdev != line->rdev,
+                              chan_backends[j].rdev != line->rdev ||
+                              (chan_backends[j].caps & CAP_BY_COMM) !=
+                                  (line->caps & CAP_BY_COMM),
                           "%s has the same arrangement as %s", line->label,
                           chan_backends[j].label);
         }
@@ -107,13 +112,16 @@ static void fail_msg(char *buf, size_t len, uint64_t seq)
 
 /* Values go out a window (the endpoint's slots: 1 for self, written and
  * read in one iteration) at a time and arrive in order with their bytes,
- * sizes, statuses and error texts; every 5th is a failure. */
+ * sizes, statuses and error texts; every 5th is a failure. Each reader
+ * takes the whole window before the next one, except by communicator
+ * (whose readers move together): there every reader takes each value. */
 CONFORMANCE(ordering, 0)
 {
     rig_t r;
     char msg[64];
     rig_open(&r, be, 4, 2, 200, 0);
     unsigned window = r.w->nslots;
+    int together = !!(be->caps & CAP_BY_COMM);
     cr_assert(window >= 1 && window <= 4);
     for (uint64_t base = 0; base < 40; base += window) {
         for (uint64_t s = base; s < base + window; s++) {
@@ -128,23 +136,24 @@ CONFORMANCE(ordering, 0)
                              ADAG_OK);
             }
         }
-        for (unsigned i = 0; i < r.nrd; i++)
-            for (uint64_t s = base; s < base + window; s++) {
-                adag_slot_view_t v;
-                cr_assert_eq(adag_chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK, "%s", NAME);
-                if (s % 5 == 3) {
-                    fail_msg(msg, sizeof(msg), s);
-                    cr_assert_eq(v.status, ADAG_ERR_METHOD, "%s seq %llu", NAME,
-                                 (unsigned long long)s);
-                    cr_assert_str_eq(v.err, msg, "%s", NAME);
-                    cr_assert_eq(v.err_len, strlen(msg));
-                } else {
-                    cr_assert_eq(value_check(&v, s, value_size(s, 200)), 0,
-                                 "%s: reader %u, seq %llu: wrong value", NAME, i,
-                                 (unsigned long long)s);
-                }
-                adag_chan_release(r.rd[i], s);
+        for (unsigned k = 0; k < r.nrd * window; k++) {
+            unsigned i = together ? k % r.nrd : k / window;
+            uint64_t s = base + (together ? k / r.nrd : k % window);
+            adag_slot_view_t v;
+            cr_assert_eq(adag_chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK, "%s", NAME);
+            if (s % 5 == 3) {
+                fail_msg(msg, sizeof(msg), s);
+                cr_assert_eq(v.status, ADAG_ERR_METHOD, "%s seq %llu", NAME,
+                             (unsigned long long)s);
+                cr_assert_str_eq(v.err, msg, "%s", NAME);
+                cr_assert_eq(v.err_len, strlen(msg));
+            } else {
+                cr_assert_eq(value_check(&v, s, value_size(s, 200)), 0,
+                             "%s: reader %u, seq %llu: wrong value", NAME, i,
+                             (unsigned long long)s);
             }
+            adag_chan_release(r.rd[i], s);
+        }
     }
     rig_close(&r);
 }

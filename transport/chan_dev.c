@@ -23,11 +23,6 @@ typedef struct {
     adag_chan_domain_t *rings;
 } dev_domain_t;
 
-static int is_dev(adag_chan_place_t p)
-{
-    return p.kind >= 0;
-}
-
 static int same_place(adag_chan_place_t a, adag_chan_place_t b)
 {
     return a.kind == b.kind && a.index == b.index;
@@ -62,8 +57,9 @@ static dev_domain_t *dev_domain_new(void)
     return d;
 }
 
-/* Descriptor: u32 payload flag, u32 nplaces, per place (i32 kind, u32
- * index, its actor's name), then the ring's descriptor as a byte run. */
+/* Descriptor: u32 payload flag, u64 comm_key, u32 nplaces, per place (i32
+ * kind, u32 index, its actor's name, u32 comm_rank), then the ring's
+ * descriptor as a byte run. */
 static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
                                        const adag_chan_place_t *const *places, unsigned n,
                                        adag_wbuf_t *descs, adag_chan_domain_t **out)
@@ -79,8 +75,20 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
     /* Every ring has the full capacity, so it carries sizes as they are;
      * a ring whose endpoints are all on devices never touches its slots'
      * bytes, and memfd pages never touched take no memory. */
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
+        const adag_chan_place_t *pl = places ? places[i] : NULL;
+        char why[160];
+        if (geoms[i].comm_key &&
+            !adag_chan_dev_comm_places_ok(pl, 1 + geoms[i].nreaders, why, sizeof(why))) {
+            st = adag_error(ADAG_ERR_INVALID,
+                            "device channel %u of DAG %s (written by %s) moves its value by "
+                            "communicator %llu, but %s",
+                            i, dag_name, pl && pl[0].who ? pl[0].who : "?",
+                            (unsigned long long)geoms[i].comm_key, why);
+            goto out;
+        }
         rg[i] = geoms[i];
+    }
     st = adag_chan_shm_ops.domain_create(dag_name, rg, NULL, n, rd, &d->rings);
     if (st != ADAG_OK)
         goto out;
@@ -88,12 +96,14 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
         const adag_chan_place_t *pl = places ? places[i] : NULL;
         unsigned np = 1 + geoms[i].nreaders;
         adag_wbuf_u32(&descs[i], (uint32_t)needs_payload(pl, geoms[i].nreaders));
+        adag_wbuf_u64(&descs[i], geoms[i].comm_key);
         adag_wbuf_u32(&descs[i], np);
         for (unsigned j = 0; j < np; j++) {
             adag_chan_place_t p = pl ? pl[j] : ADAG_CHAN_PLACE_HOST;
             adag_wbuf_u32(&descs[i], (uint32_t)p.kind);
             adag_wbuf_u32(&descs[i], p.index);
             adag_wbuf_str(&descs[i], p.who ? p.who : "?");
+            adag_wbuf_u32(&descs[i], geoms[i].comm_key && is_dev(p) ? p.comm_rank : 0);
         }
         adag_wbuf_bytes(&descs[i], rd[i].data, rd[i].len);
     }
@@ -196,6 +206,8 @@ static role_t role_of(const adag_chan_open_params_t *p, const adag_chan_place_t 
         return is_dev(me) ? ROLE_DEV_WRITER : ROLE_HOST_WRITER;
     if (!is_dev(me))
         return ROLE_HOST_READER;
+    if (p->geom.comm_key)
+        return ROLE_COMM_RECV;
     if (!is_dev(pl[0]))
         return ROLE_H2D;
     return same_place(me, pl[0]) ? ROLE_SAME_DEVICE : ROLE_PEER_COPY;
@@ -212,6 +224,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         return adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
     adag_chan_init_common(&c->base, &adag_chan_dev_ops, p);
     c->payload = (int)adag_rbuf_u32(&rb);
+    c->comm_key = adag_rbuf_u64(&rb);
     c->nplaces = adag_rbuf_u32(&rb);
     if (!d || rb.failed || c->nplaces != 1 + p->geom.nreaders || p->reader < -1 ||
         p->reader >= (int)p->geom.nreaders || p->geom.nslots == 0) {
@@ -228,6 +241,8 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         c->places[j].kind = (int32_t)adag_rbuf_u32(&rb);
         c->places[j].index = adag_rbuf_u32(&rb);
         adag_rbuf_str(&rb, c->who[j], sizeof(c->who[j]));
+        c->places[j].comm_rank = adag_rbuf_u32(&rb);
+        c->places[j].who = c->who[j];
         if (c->places[j].kind >= 0 && !adag_device_backend((uint32_t)c->places[j].kind))
             rb.failed = 1;
     }
@@ -238,6 +253,22 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         st = adag_error(ADAG_ERR_PROTOCOL, "device channel %s: malformed descriptor", p->name);
         goto fail;
     }
+    char why[160];
+    if (c->comm_key != p->geom.comm_key) {
+        st = adag_error(ADAG_ERR_PROTOCOL,
+                        "device channel %s: the descriptor moves the value by communicator "
+                        "%llu, the geometry by communicator %llu (0: none)",
+                        p->name, (unsigned long long)c->comm_key,
+                        (unsigned long long)p->geom.comm_key);
+        goto fail;
+    }
+    if (c->comm_key && !adag_chan_dev_comm_places_ok(c->places, c->nplaces, why, sizeof(why))) {
+        st = adag_error(ADAG_ERR_PROTOCOL, "device channel %s: malformed descriptor (%s)",
+                        p->name, why);
+        goto fail;
+    }
+    c->comms = p->comms;
+    c->ncomms = p->comms ? p->ncomms : 0;
     c->role = role_of(p, c->places);
     adag_chan_place_t me = c->places[p->reader + 1];
     if (is_dev(me)) {
@@ -277,10 +308,15 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
             st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
             goto fail;
         }
+        for (unsigned r = 1; c->comm_key && r < c->nplaces; r++)
+            c->comm_readers += is_dev(c->places[r]) ? 1u : 0u;
         if ((st = c->ops->mem_alloc(c->device->dev, c->stride * n, &c->slots)) != ADAG_OK ||
             (st = events_create(c, &c->ready)) != ADAG_OK ||
-            (c->payload && (st = events_create(c, &c->copied)) != ADAG_OK))
+            (c->payload && (st = events_create(c, &c->copied)) != ADAG_OK) ||
+            (c->comm_readers && (st = events_create(c, &c->sent)) != ADAG_OK))
             goto fail_prefixed;
+        if (c->comm_key)
+            break; /* no reader reaches the slots or events by IPC */
         adag_dev_handle_t h;
         if ((st = c->ops->mem_export(c->device->dev, &c->slots, &h)) != ADAG_OK)
             goto fail_prefixed;
@@ -308,13 +344,28 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         if (c->role != ROLE_H2D && (st = export_events(c, c->my_consumed, peer_info)) != ADAG_OK)
             goto fail;
         break;
+    case ROLE_COMM_RECV:
+        if (!(c->received = calloc(n, sizeof(*c->received)))) {
+            st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+            goto fail;
+        }
+        if ((st = c->ops->mem_alloc(c->device->dev, c->stride * n, &c->local)) != ADAG_OK ||
+            (st = events_create(c, &c->local_ready)) != ADAG_OK ||
+            (st = events_create(c, &c->local_free)) != ADAG_OK)
+            goto fail_prefixed;
+        break;
     case ROLE_HOST_WRITER:
     case ROLE_HOST_READER:
         break;
     }
     /* the roles with communication operations on device streams */
     int watched = c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY ||
-                  c->role == ROLE_H2D || (c->role == ROLE_DEV_WRITER && c->payload);
+                  c->role == ROLE_H2D || c->role == ROLE_COMM_RECV ||
+                  (c->role == ROLE_DEV_WRITER && c->payload);
+    if (c->comm_readers && !(c->send_watch = calloc(n, sizeof(*c->send_watch)))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+        goto fail;
+    }
     if (watched && !(c->watch = calloc(n, sizeof(*c->watch)))) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
         goto fail;
@@ -388,7 +439,7 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
         if (rb.pos != rb.len)
             return adag_error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in the "
                                                  "writer's info", ch->name);
-    } else if (c->role == ROLE_DEV_WRITER) {
+    } else if (c->role == ROLE_DEV_WRITER && !c->comm_key) {
         for (unsigned r = 0; r + 1 < c->nplaces; r++) {
             adag_chan_place_t rp = c->places[1 + r];
             if (!is_dev(rp))
@@ -403,6 +454,9 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
                                                      "info", ch->name, whose);
         }
     }
+    if ((c->role == ROLE_COMM_RECV || (c->role == ROLE_DEV_WRITER && c->comm_key)) &&
+        (st = adag_chan_dev_comm_connect(c, (unsigned)(ch->reader + 1))) != ADAG_OK)
+        return st;
     atomic_store_explicit(&c->connected, 1, memory_order_release);
     return ADAG_OK;
 }
@@ -416,11 +470,15 @@ static int drain_streams(dev_chan_t *c)
     int64_t deadline = adag_deadline_ms(CLOSE_SYNC_MS);
     adag_status_t a = c->ops->stream_sync(c->device->comm, deadline);
     adag_status_t b = c->ops->stream_sync(c->device->compute, deadline);
-    if (a == ADAG_OK && b == ADAG_OK)
+    /* the communicator's stream: set at connect, which the loop thread
+     * (the closing one) ran */
+    adag_status_t m = c->comm_stream ? c->ops->stream_sync(c->comm_stream, deadline) : ADAG_OK;
+    if (a == ADAG_OK && b == ADAG_OK && m == ADAG_OK)
         return 1;
-    ADAG_LOG_WARN("device channel %s: the actor's streams did not drain in %d ms; its memory "
+    ADAG_LOG_WARN("device channel %s: the actor's streams%s did not drain in %d ms; its memory "
                   "and events are left allocated",
-                  c->base.name, CLOSE_SYNC_MS);
+                  c->base.name, c->comm_stream ? " (and its communicator's)" : "",
+                  CLOSE_SYNC_MS);
     return 0;
 }
 
@@ -436,6 +494,7 @@ static void dev_close(adag_chan_t *ch)
         adag_device_t *dev = c->device->dev;
         events_destroy(c, c->ready, n);
         events_destroy(c, c->copied, n);
+        events_destroy(c, c->sent, n);
         if (c->consumed) {
             for (size_t i = 0; i < (size_t)n * (c->nplaces - 1); i++)
                 if (c->consumed[i])
@@ -459,6 +518,8 @@ static void dev_close(adag_chan_t *ch)
     free(c->places);
     free(c->who);
     free(c->watch);
+    free(c->send_watch);
+    free(c->received);
     free(c->ring_bufs);
     free(c->pending);
     free(c->releases);
@@ -483,13 +544,23 @@ static void dev_wake_all(adag_chan_t *ch)
         return;
     abandon_events(c, c->peer_ready, ch->nslots);
     abandon_events(c, c->consumed, (size_t)ch->nslots * (c->nplaces - 1));
+    /* a failed DAG: a send or recv whose peer stopped must give up. A plain
+     * destroy (ADAG_ERR_CLOSED) let the executions finish: the communicator
+     * stays usable for the actor's next DAG. */
+    uint32_t why = atomic_load_explicit(ch->abort, memory_order_seq_cst);
+    if (c->comm && why != 0 && why != (uint32_t)-ADAG_ERR_CLOSED)
+        c->comm->ops->abort(c->comm);
 }
 
-/* The event that completes slot s's watched operation, and what to call
- * the operation in a message. */
-static adag_dev_event_t *watched_op(dev_chan_t *c, unsigned s, char *what, size_t len)
+/* The event that completes slot s's watched operation (the writer's sends
+ * by communicator if `sends`), and what to call the operation in a message. */
+static adag_dev_event_t *watched_op(dev_chan_t *c, int sends, unsigned s, char *what, size_t len)
 {
     const adag_chan_place_t *w = &c->places[0];
+    if (sends || c->role == ROLE_COMM_RECV) {
+        adag_chan_dev_comm_describe(c, what, len);
+        return sends ? c->sent[s] : c->local_ready[s];
+    }
     switch (c->role) {
     case ROLE_SAME_DEVICE:
         snprintf(what, len, "waiting for the value of %s (%s:%u)", c->who[0],
@@ -519,32 +590,38 @@ static adag_status_t dev_watch(adag_chan_t *ch, int64_t now, int64_t timeout_ns,
                                int64_t *since_out)
 {
     dev_chan_t *c = dev_of(ch);
-    char what[2 * ADAG_MAX_NAME + 64];
+    char what[ADAG_CHAN_DEV_WHAT_MAX];
     int64_t oldest = INT64_MAX;
     unsigned oldest_slot = 0;
+    int oldest_sends = 0;
     uint64_t oldest_seq1 = 0;
-    if (!c->watch || !atomic_load_explicit(&c->connected, memory_order_acquire))
+    if (!atomic_load_explicit(&c->connected, memory_order_acquire))
         return ADAG_OK;
-    for (unsigned s = 0; s < ch->nslots; s++) {
-        uint64_t seq1 = atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst);
-        if (!seq1)
-            continue;
-        int64_t since = atomic_load_explicit(&c->watch[s].since, memory_order_relaxed);
-        if (now - since <= timeout_ns || since >= oldest)
-            continue;
-        adag_dev_event_t *ev = watched_op(c, s, what, sizeof(what));
-        if (!ev || c->ops->event_query(ev) == ADAG_OK)
-            continue;
-        /* the slot moved on meanwhile: the event checked was not its op's */
-        if (atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst) != seq1)
-            continue;
-        oldest = since;
-        oldest_slot = s;
-        oldest_seq1 = seq1;
+    /* the role's op per slot, then a writer's sends by communicator */
+    for (int sends = 0; sends < 2; sends++) {
+        chan_watch_t *wt = sends ? c->send_watch : c->watch;
+        for (unsigned s = 0; wt && s < ch->nslots; s++) {
+            uint64_t seq1 = atomic_load_explicit(&wt[s].seq1, memory_order_seq_cst);
+            if (!seq1)
+                continue;
+            int64_t since = atomic_load_explicit(&wt[s].since, memory_order_relaxed);
+            if (now - since <= timeout_ns || since >= oldest)
+                continue;
+            adag_dev_event_t *ev = watched_op(c, sends, s, what, sizeof(what));
+            if (!ev || c->ops->event_query(ev) == ADAG_OK)
+                continue;
+            /* the slot moved on meanwhile: the event checked was not its op's */
+            if (atomic_load_explicit(&wt[s].seq1, memory_order_seq_cst) != seq1)
+                continue;
+            oldest = since;
+            oldest_slot = s;
+            oldest_sends = sends;
+            oldest_seq1 = seq1;
+        }
     }
     if (!oldest_seq1)
         return ADAG_OK;
-    watched_op(c, oldest_slot, what, sizeof(what));
+    watched_op(c, oldest_sends, oldest_slot, what, sizeof(what));
     *since_out = oldest;
     return adag_error(ADAG_ERR_TIMEOUT,
                       "device channel %s: %s for execution %llu did not complete within %lld ms",

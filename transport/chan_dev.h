@@ -1,6 +1,7 @@
 /*
  * The device channel (transport/chan_dev.c: descriptor, endpoints,
- * watch; transport/chan_dev_path.c: the hot path): a tensor whose writer or readers live on a device,
+ * watch; transport/chan_dev_path.c: the hot path; transport/chan_dev_comm.c:
+ * the communicator roles' hot path): a tensor whose writer or readers live on a device,
  * between processes of one host. It is built from two lower pieces:
  *
  *   - a *ring*: an shm channel (through its ops table) that carries every
@@ -39,6 +40,39 @@
  *                        copy (a host function).
  *   reader in host memory  the ring as is (host payload).
  *
+ * A channel whose geometry names a communicator (comm_key != 0,
+ * ADAG_TRANSPORT_COMM) moves the value from the writer's device to every
+ * device reader by the communicator's send/recv instead (host readers still
+ * read the ring's payload). Every device endpoint has a rank (its place's
+ * comm_rank) and finds its communicator at connect in its actor's table
+ * (open params `comms`); its sends and recvs go on that entry's stream,
+ * which only the communicator uses. Nothing is exported or imported:
+ *
+ *   writer on a device, communicator readers  publish records `ready` on
+ *                        compute (and copies out as above for host
+ *                        readers), then the communicator's stream waits for
+ *                        `ready`, sends the slot to each device reader in
+ *                        reader order and records the slot's `sent`, which
+ *                        acquire makes the compute stream wait for before it
+ *                        writes the slot again. Without payload the ring is
+ *                        published on the host after the sends were enqueued.
+ *                        A failed execution or a 0-byte value sends nothing.
+ *   reader by communicator (ROLE_COMM_RECV)  after the ring's wait says an
+ *                        OK value of size > 0, the communicator's stream
+ *                        waits for `local_free`, receives into the reader's
+ *                        own slot and records `local_ready`, which the
+ *                        compute stream waits for. One recv per seq: the
+ *                        loop may wait for a seq twice (`received`).
+ *
+ * A send to a reader is matched by that reader's next recv from the writer
+ * (the communicator's issue order), and both ends decide from the ring's
+ * size and status alone whether an execution moves bytes, so they agree.
+ * A send holds the writer's communicator stream until its reader received:
+ * the readers of one channel move together. When the DAG fails (abort word
+ * set, not ADAG_ERR_CLOSED), wake_all aborts the communicator so that a
+ * send or recv whose peer stopped gives up and the streams drain; a plain
+ * destroy (ADAG_ERR_CLOSED) leaves it working for the next DAG.
+ *
  * A reader's own slot (copies) is reused only after the compute stream's
  * `local_free` event of its previous use. The host-level ring keeps the
  * window (a writer never runs more than nslots ahead); the events order the
@@ -46,6 +80,14 @@
  * (transport/chan_shm.c); an event is recorded before the ring store that
  * makes it visible (publish, release), and waited for after the ring load
  * that saw that store, so the wait always covers the record.
+ * By communicator: the writer enqueues its sends before the ring store of
+ * the publish (on the host, or from its communication stream after the
+ * copy out, which may run first: a recv enqueued before its send just waits
+ * for it, since both ends number their operations at enqueue), and the
+ * reader enqueues its recv after the ring load that saw it; the bytes are
+ * ordered by the communicator (gpu/comm.h). connect stores the
+ * communicator and its stream before `connected` (release); wake_all reads
+ * them after loading it (acquire), and the abort word seq_cst.
  */
 #ifndef ADAG_TRANSPORT_CHAN_DEV_H
 #define ADAG_TRANSPORT_CHAN_DEV_H
@@ -64,6 +106,7 @@ typedef enum {
     ROLE_SAME_DEVICE,  /* zero copies */
     ROLE_PEER_COPY,    /* from another device */
     ROLE_H2D,          /* from host memory */
+    ROLE_COMM_RECV,    /* by the communicator's recv */
 } role_t;
 
 /* A slot's latest communication operation: seq1 = seq + 1 (0: none yet),
@@ -117,9 +160,21 @@ typedef struct dev_chan {
     adag_dev_event_t **local_ready, **local_free;
     adag_dev_event_t **arrived;  /* same device: the compute stream's wait for `ready` ended */
     deferred_t *releases;        /* per slot: the ring release to run on comm (H2D) */
+    /* by communicator (comm_key != 0): the actor's communicators (from
+     * open), and at connect the one of this channel with its stream */
+    uint64_t comm_key;
+    const adag_chan_comm_t *comms;
+    unsigned ncomms;
+    adag_comm_t *comm;
+    adag_dev_stream_t *comm_stream;
+    unsigned comm_readers;       /* writer: device readers it sends to */
+    adag_dev_event_t **sent;     /* writer, per slot: its sends are done */
+    uint64_t *received;          /* reader, per slot: seq + 1 of the last recv (0: none) */
     /* the communication operation in flight per slot (roles that have
-     * them: see dev_watch), and each endpoint's actor for messages */
+     * them: see dev_watch; a writer's sends have their own), and each
+     * endpoint's actor for messages */
     chan_watch_t *watch;
+    chan_watch_t *send_watch;
     char (*who)[ADAG_MAX_NAME];  /* per place */
     /* connect finished (release); wake_all reads the imported events after
      * an acquire load of it */
@@ -131,18 +186,42 @@ static inline dev_chan_t *dev_of(adag_chan_t *ch)
     return (dev_chan_t *)ch;
 }
 
+/* A place on a device (not host memory). */
+static inline int is_dev(adag_chan_place_t p)
+{
+    return p.kind >= 0;
+}
+
 static inline unsigned slot_index(const dev_chan_t *c, uint64_t seq)
 {
     return (unsigned)(seq % c->base.nslots);
 }
 
-static inline void watch_arm(dev_chan_t *c, unsigned s, uint64_t seq)
+static inline void watch_arm(chan_watch_t *w, unsigned s, uint64_t seq)
 {
-    if (!c->watch)
+    if (!w)
         return;
-    atomic_store_explicit(&c->watch[s].since, adag_now_ns(), memory_order_relaxed);
-    atomic_store_explicit(&c->watch[s].seq1, seq + 1, memory_order_seq_cst);
+    atomic_store_explicit(&w[s].since, adag_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&w[s].seq1, seq + 1, memory_order_seq_cst);
 }
+
+/* The communicator roles (transport/chan_dev_comm.c). */
+/* Bytes of a watched op's description ("the send to a (communicator rank 1), ..."). */
+#define ADAG_CHAN_DEV_WHAT_MAX 640
+/* Nonzero if a channel by communicator may have these places (writer
+ * first; NULL: all in host memory); else 0 and why not. */
+int adag_chan_dev_comm_places_ok(const adag_chan_place_t *pl, unsigned nplaces, char *why,
+                                 size_t len);
+/* connect: finds the channel's communicator among the actor's (the
+ * endpoint is place `me`). */
+adag_status_t adag_chan_dev_comm_connect(dev_chan_t *c, unsigned me);
+/* The writer's sends of slot s (seq, size > 0) on the communicator's stream. */
+adag_status_t adag_chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, size_t size);
+/* ROLE_COMM_RECV's wait once the ring gave an OK view: the recv (once per
+ * seq), the compute stream's wait for it, the view of the own slot. */
+adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_view_t *view);
+/* The watched op by communicator: the writer's sends, or the reader's recv. */
+void adag_chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len);
 
 /* The hot path (transport/chan_dev_path.c). */
 adag_status_t adag_chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);

@@ -38,6 +38,9 @@ adag_status_t adag_chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadl
     }
     if (c->copied && (st = c->ops->stream_wait_event(compute, c->copied[s])) != ADAG_OK)
         return stream_fail(c, st, "waiting for the host copy", seq);
+    /* by communicator: the sends of seq - nslots read the slot until done */
+    if (c->sent && (st = c->ops->stream_wait_event(compute, c->sent[s])) != ADAG_OK)
+        return stream_fail(c, st, "waiting for the sends", seq);
     *buf = (char *)c->slots.ptr + (size_t)s * c->stride;
     return ADAG_OK;
 }
@@ -78,21 +81,28 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     if (status == ADAG_OK &&
         (st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK)
         return stream_fail(c, st, "recording the value", seq);
+    if (c->payload) {
+        /* host readers: copy to the ring's slot, then publish it, in stream order */
+        adag_dev_stream_t *comm = c->device->comm;
+        watch_arm(c->watch, s, seq);
+        if (status == ADAG_OK && p->size) {
+            if ((st = c->ops->stream_wait_event(comm, c->ready[s])) != ADAG_OK ||
+                (st = c->ops->copy_async(comm, c->ring_bufs[s], (char *)c->slots.ptr +
+                                                                   (size_t)s * c->stride,
+                                         p->size)) != ADAG_OK)
+                return stream_fail(c, st, "copying the value to host memory", seq);
+        }
+        if ((st = c->ops->event_record(c->copied[s], comm)) != ADAG_OK ||
+            (st = c->ops->host_fn(comm, deferred_publish, p)) != ADAG_OK)
+            return stream_fail(c, st, "publishing", seq);
+    }
+    /* device readers by communicator: a send each (a failure or 0 bytes: none) */
+    if (c->comm_readers && status == ADAG_OK && p->size &&
+        (st = adag_chan_dev_comm_send(c, s, seq, p->size)) != ADAG_OK)
+        return st;
+    /* without payload, only now: a reader that sees the ring finds its send queued */
     if (!c->payload)
         return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
-    /* host readers: copy to the ring's slot, then publish it, in stream order */
-    adag_dev_stream_t *comm = c->device->comm;
-    watch_arm(c, s, seq);
-    if (status == ADAG_OK && p->size) {
-        if ((st = c->ops->stream_wait_event(comm, c->ready[s])) != ADAG_OK ||
-            (st = c->ops->copy_async(comm, c->ring_bufs[s], (char *)c->slots.ptr +
-                                                               (size_t)s * c->stride,
-                                     p->size)) != ADAG_OK)
-            return stream_fail(c, st, "copying the value to host memory", seq);
-    }
-    if ((st = c->ops->event_record(c->copied[s], comm)) != ADAG_OK ||
-        (st = c->ops->host_fn(comm, deferred_publish, p)) != ADAG_OK)
-        return stream_fail(c, st, "publishing", seq);
     return ADAG_OK;
 }
 
@@ -117,9 +127,11 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
         return st;
     if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER || view->status != ADAG_OK)
         return ADAG_OK;
+    if (c->role == ROLE_COMM_RECV)
+        return adag_chan_dev_comm_recv(c, seq, view);
     unsigned s = slot_index(c, seq);
     adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
-    watch_arm(c, s, seq);
+    watch_arm(c->watch, s, seq);
     char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
     view->device = ADAG_DEVICE_GPU(c->device->dev->index);
     switch (c->role) {
@@ -177,6 +189,8 @@ void adag_chan_dev_release(adag_chan_t *ch, uint64_t seq)
         st = c->ops->event_record(c->my_consumed[s], c->device->compute);
         break;
     case ROLE_PEER_COPY:
+    case ROLE_COMM_RECV:
+        /* the compute stream's reads of the own slot come before its next copy/recv */
         st = c->ops->event_record(c->local_free[s], c->device->compute);
         break;
     case ROLE_H2D:
