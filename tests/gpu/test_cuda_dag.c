@@ -166,12 +166,17 @@ int cdag_test_comm_transport(void)
     adag_runtime_h rt = NULL;
     adag_actor_h a[2];
     adag_dag_h dag = NULL;
+    char *dot = NULL;
     CHECK_OK(cdag_runtime(&rt));
     CHECK_OK(cdag_stage(rt, "s1", cdag_dev(0), 1, 100, &a[0]));
     CHECK_OK(cdag_stage(rt, "s2", cdag_dev(1), 2, 0, &a[1]));
     cdag_chain_t o = {.max_inflight = 4, .slot_capacity = 4096,
                       .transport = ADAG_TRANSPORT_COMM};
     CHECK_OK(cdag_chain(rt, a, 2, &o, &dag));
+    /* the edge must not be the IPC path AUTO would pick */
+    dot = cdag_dot(dag);
+    CHECK(dot && !strstr(dot, "peer copy"),
+          "s1 -> s2 is a peer copy: ADAG_TRANSPORT_COMM was not used:\n%s", dot ? dot : "(none)");
     if ((rc = run_checked(dag, 2, 4, 300, ADAG_DEVICE_GPU(1))) != PASS)
         goto out;
     CHECK_OK(adag_dag_destroy(dag));
@@ -180,6 +185,7 @@ int cdag_test_comm_transport(void)
     rt = NULL;
     CHECK(cdag_wait_no_children(10000) == 0, "workers left after the runtime was destroyed");
 out:
+    free(dot);
     if (rt)
         adag_runtime_destroy(rt);
     return rc;
