@@ -91,12 +91,20 @@ $(shell mkdir -p $(dir $(CUDA_STAMP)) && [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" =
     || echo "$(CUDA_CONFIG)" > $(CUDA_STAMP))
 GPU_TEST := $(BUILD)/tests/gpu/test-cuda
 GPU_KERNEL := $(if $(HAVE_NVCC),$(BUILD)/tests/gpu/libscale.so)
+# tests/gpu/test-cuda-dag: the DAG scenarios with process actors on CUDA
+# devices (public API, libadag.so), always built; its actor module with the
+# kernels, libcuda_stage.so, when $(NVCC) exists.
+GPU_DAG_TEST := $(BUILD)/tests/gpu/test-cuda-dag
+GPU_DAG_MODULE := $(if $(HAVE_NVCC),$(BUILD)/tests/gpu/libcuda_stage.so)
+# ... and its emulated twin (the host device, no CUDA), for test-cuda-dag --emulate
+GPU_DAG_EMULATED_MODULE := $(BUILD)/tests/gpu/libcuda_stage_emulated.so
 # examples/gpu_pipeline --device cuda loads the CUDA variant of its stage
 # module: gpu_stages.c with -DGPU_STAGES_CUDA plus the kernel of
 # gpu_stages_kernel.cu, linked by nvcc (the host variant, libgpu_stages.so,
 # is an ordinary example module).
 EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so)
-ALL += $(GPU_TEST) $(GPU_KERNEL) $(EXAMPLE_CUDA_MODULE)
+ALL += $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
+    $(EXAMPLE_CUDA_MODULE)
 
 .PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu bench bench-smoke \
     test-gpu
@@ -301,7 +309,7 @@ clean:
 # ---- GPU tests (tests/gpu/README.md) ----
 # test-cuda links the static library (the backend's table is internal) and
 # loads the kernel module, built by nvcc against the shared CUDA runtime.
-$(GPU_TEST): tests/gpu/test_cuda.c $(BUILD)/libadag.a $(wildcard include/*.h common/*.h gpu/*.h)
+$(GPU_TEST): tests/gpu/test_cuda.c $(BUILD)/libadag.a $(CUDA_STAMP) $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_GPU_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
 	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(BUILD)/libadag.a $(LIBS)
@@ -320,19 +328,68 @@ $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
 	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -o $@ $< \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
 
-# Not part of `make check` (CI has no GPU). Without a device every test says
-# "skipped: <reason>" and this says SKIPPED, never passed; TEST_GPU_REQUIRE=1
-# (a runner that has a GPU) makes a skip fail.
+# test-cuda-dag links libadag.so like tests/test_*.c (the public API only),
+# with tests/probes.c (child processes) and the C reference of
+# tests/modules/gpu_stage.h; its process actors load libcuda_stage.so:
+# cuda_stage.c (the class, by cc) and cuda_stage_kernels.cu, linked by nvcc
+# against the shared CUDA runtime, like libgpu_stages_cuda.so.
+GPU_DAG_SRCS := tests/gpu/test_cuda_dag.c tests/gpu/cuda_dag_common.c tests/gpu/cuda_dag_faults.c \
+    tests/probes.c
+$(GPU_DAG_TEST): $(GPU_DAG_SRCS) tests/gpu/cuda_dag.h tests/gpu/cuda_stage.h tests/modules/gpu_stage.h \
+    tests/probes.h $(BUILD)/libadag.so $(CUDA_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests -I tests/modules \
+	    -DADAG_TEST_CUDA_MODULE='"$(if $(GPU_DAG_MODULE),$(abspath $(GPU_DAG_MODULE)))"' \
+	    -DADAG_TEST_CUDA_EMULATED_MODULE='"$(abspath $(GPU_DAG_EMULATED_MODULE))"' \
+	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(GPU_DAG_SRCS) \
+	    -L$(BUILD) -ladag $(RPATH) $(LIBS)
+
+$(BUILD)/tests/gpu/libcuda_stage.so: tests/gpu/cuda_stage.c tests/gpu/cuda_stage_kernels.cu \
+    tests/gpu/cuda_stage.h include/adag.h
+	@mkdir -p $(dir $@) $(BUILD)/obj/tests/gpu
+	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -c \
+	    -o $(BUILD)/obj/tests/gpu/cuda_stage_class.o tests/gpu/cuda_stage.c
+	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
+	    tests/gpu/cuda_stage_kernels.cu $(BUILD)/obj/tests/gpu/cuda_stage_class.o \
+	    -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+# The same class for the emulated host device: its kernels are host work on
+# the compute stream (test-cuda-dag --emulate checks the test program here).
+$(GPU_DAG_EMULATED_MODULE): tests/gpu/cuda_stage.c tests/gpu/cuda_stage.h tests/modules/gpu_stage.h \
+    include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DCUDA_STAGE_EMULATED -I tests/modules -shared -o $@ $< \
+	    $(LDFLAGS_BASE)
+
+# Not part of `make check` (CI has no GPU). Runs both programs, each under
+# a hard limit; each exits 0 (none failed, one passed at least), 77 (every
+# test skipped: "skipped: <reason>" per test) or 1 (one failed). A program
+# that skipped everything is SKIPPED, never passed; TEST_GPU_REQUIRE=1 (a
+# runner that has a GPU) makes that a failure, and test-cuda-dag then fails
+# a test skipped for any reason but "needs 2 CUDA devices". CUDA under ASan
+# needs the shadow gap unprotected (the driver maps memory there).
 TEST_GPU_REQUIRE ?=
-test-gpu: $(GPU_TEST) $(GPU_KERNEL)
-	@rc=0; timeout --kill-after=10 300 $(GPU_TEST) || rc=$$?; \
-	if [ $$rc -eq 77 ]; then \
-	    echo "test-gpu: SKIPPED, not passed: no CUDA device here (the reason is above)"; \
+GPU_TEST_ENV := TEST_GPU_REQUIRE="$(TEST_GPU_REQUIRE)" \
+    $(if $(findstring address,$(SAN)),ASAN_OPTIONS=protect_shadow_gap=0)
+test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/adag-worker
+	@passed=0; skipped=0; failed=0; \
+	for run in $(GPU_TEST):300 $(GPU_DAG_TEST):1200; do \
+	    prog=$${run%:*}; limit=$${run##*:}; name=$$(basename $$prog); rc=0; \
+	    $(GPU_TEST_ENV) timeout --kill-after=10 $$limit $$prog || rc=$$?; \
+	    case $$rc in \
+	    0) passed=$$((passed + 1)); echo "test-gpu: $$name: passed" ;; \
+	    77) skipped=$$((skipped + 1)); echo "test-gpu: $$name: SKIPPED, not passed (the reason is above)" ;; \
+	    *) failed=$$((failed + 1)); echo "test-gpu: $$name: FAILED (exit $$rc)" >&2 ;; \
+	    esac; \
+	done; \
+	if [ $$failed -ne 0 ]; then \
+	    echo "test-gpu: FAILED ($$failed failed, $$passed passed, $$skipped skipped)" >&2; exit 1; \
+	elif [ $$skipped -ne 0 ]; then \
+	    echo "test-gpu: SKIPPED, not passed: $$skipped of $$((passed + skipped)) programs ran no test" \
+	        "(no CUDA device here: the reason is above)"; \
 	    if [ -n "$(TEST_GPU_REQUIRE)" ]; then echo "test-gpu: TEST_GPU_REQUIRE is set: failing" >&2; exit 1; fi; \
-	elif [ $$rc -ne 0 ]; then \
-	    echo "test-gpu: FAILED (exit $$rc)" >&2; exit 1; \
 	else \
-	    echo "test-gpu: passed"; \
+	    echo "test-gpu: passed ($$passed programs)"; \
 	fi
 
 # ---- fuzzing (libFuzzer, clang) ----
