@@ -101,6 +101,36 @@ struct adag_comm_ops {
                           adag_dev_stream_t *s);
     adag_status_t (*recv)(adag_comm_t *c, void *buf, size_t size, unsigned peer,
                           adag_dev_stream_t *s);
+    /* Collectives, enqueued on s like send/recv: every rank calls the same
+     * collective with the same count, dtype, op and root, in one order (the
+     * n-th collective of a rank is matched with the n-th of every other
+     * rank; p2p and collectives share that one order on a communicator).
+     * A rank's call holds its stream until every rank's call has run; a
+     * mismatch (another collective, count, dtype, op or root) breaks the
+     * communicator (status: ADAG_ERR_PROTOCOL naming both ranks' calls).
+     * Buffers are device memory of the rank's device; send == recv (in
+     * place) is allowed; counts are elements of dtype (a tensor dtype, not
+     * ADAG_DTYPE_BYTES). A backend refuses at enqueue (ADAG_ERR_INVALID,
+     * naming it) a dtype/op it cannot reduce (bool AVG; NCCL: i16, bool).
+     * The host backend is deterministic: each element is reduced in rank
+     * order (((x0 op x1) op x2) ...), whatever the group size and chunking,
+     * so a C reference that does the same matches bit for bit.
+     *   allreduce      recv[i] = op over ranks of send[i], i < count;
+     *   allgather      recv[r * count + i] = rank r's send[i] (recv holds
+     *                  nranks * count elements);
+     *   reducescatter  recv[i] = op over ranks of send[rank * count + i]
+     *                  (send holds nranks * count elements);
+     *   broadcast      recv[i] = root's send[i] (send is read on the root
+     *                  only). */
+    adag_status_t (*allreduce)(adag_comm_t *c, const void *send, void *recv, size_t count,
+                               adag_dtype_t dtype, adag_reduce_op_t op, adag_dev_stream_t *s);
+    adag_status_t (*allgather)(adag_comm_t *c, const void *send, void *recv, size_t count,
+                               adag_dtype_t dtype, adag_dev_stream_t *s);
+    adag_status_t (*reducescatter)(adag_comm_t *c, const void *send, void *recv, size_t count,
+                                   adag_dtype_t dtype, adag_reduce_op_t op,
+                                   adag_dev_stream_t *s);
+    adag_status_t (*broadcast)(adag_comm_t *c, const void *send, void *recv, size_t count,
+                               adag_dtype_t dtype, unsigned root, adag_dev_stream_t *s);
     /* Any thread, any time, idempotent: see "abort" above. */
     void (*abort)(adag_comm_t *c);
     /* ADAG_OK, or the error that broke the communicator (abort:

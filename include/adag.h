@@ -138,6 +138,19 @@ typedef enum {
 
 #define ADAG_MAX_DIMS 8
 
+/* How a collective combines the ranks' elements (adag_graph_allreduce,
+ * adag_graph_reducescatter). Integers wrap at their width; AVG is the SUM
+ * divided by the number of ranks (integers: truncated toward zero); f16 and
+ * bf16 are computed in f32 and rounded to nearest even. bool: SUM and MAX
+ * are OR, PROD and MIN are AND, AVG is refused. */
+typedef enum {
+    ADAG_REDUCE_SUM = 0,
+    ADAG_REDUCE_PROD = 1,
+    ADAG_REDUCE_MIN = 2,
+    ADAG_REDUCE_MAX = 3,
+    ADAG_REDUCE_AVG = 4,
+} adag_reduce_op_t;
+
 /* Bytes per element of a dtype (1 for ADAG_DTYPE_BYTES and BOOL), 0 for a
  * number that is not an adag_dtype_t. */
 ADAG_API size_t adag_dtype_size(adag_dtype_t dtype);
