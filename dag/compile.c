@@ -25,6 +25,7 @@ typedef struct {
     adag_graph_h g;
     adag_dag_h dag;
     unsigned *chan_of;   /* node id -> channel (value nodes), call -> first return's channel */
+    unsigned *coll_status; /* per graph collective: its first status channel */
     int *actor_index;    /* node id (calls) -> DAG actor index */
 } compile_ctx_t;
 
@@ -304,10 +305,19 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             n += nd->nreturns;
         }
     }
-    dag->chans = calloc(n + 1, sizeof(*dag->chans)); /* + the start channel */
+    /* each collective's status channels: one per member, read by the others */
+    unsigned nstatus = 0;
+    cx->coll_status = calloc(g->ncolls + 1, sizeof(*cx->coll_status));
+    if (!cx->coll_status)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    for (unsigned k = 0; k < g->ncolls; k++) {
+        cx->coll_status[k] = n + nstatus;
+        nstatus += g->colls[k]->n;
+    }
+    dag->chans = calloc(n + nstatus + 1, sizeof(*dag->chans)); /* + the start channel */
     if (!dag->chans)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    dag->nchans = n;
+    dag->nchans = n + nstatus;
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
         if (nd->kind == NODE_INPUT) {
@@ -322,9 +332,28 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
                 c->writer = cx->actor_index[i];
                 c->producer_node = i;
                 c->tensor = adag_node_value_tensor(nd, r);
-                snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
-                         nd->actor->methods[nd->method].name, r);
+                if (nd->coll)
+                    snprintf(c->name, sizeof(c->name), "%s.%s#%u[%u]", nd->actor->name,
+                             adag_coll_kind_name(nd->coll->kind), nd->coll->id, r);
+                else
+                    snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
+                             nd->actor->methods[nd->method].name, r);
             }
+        }
+    }
+    for (unsigned k = 0; k < g->ncolls; k++) {
+        const adag_collective_t *col = g->colls[k];
+        for (unsigned m = 0; m < col->n; m++) {
+            adag_dag_chan_t *c = &dag->chans[cx->coll_status[k] + m];
+            adag_node_h out = col->outputs[m];
+            c->writer = cx->actor_index[out->id];
+            c->producer_node = out->id;
+            snprintf(c->name, sizeof(c->name), "%s#%u.%s", adag_coll_kind_name(col->kind),
+                     col->id, out->actor->name);
+            for (unsigned o = 0; o < col->n; o++)
+                if (o != m && (st = add_reader(c, cx->actor_index[col->outputs[o]->id])) !=
+                                  ADAG_OK)
+                    return st;
         }
     }
     for (unsigned i = 0; i < g->nnodes; i++) {
@@ -359,7 +388,8 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             return st;
         dag->chans[c].kind = choose_kind(&dag->chans[c]);
     }
-    return adag_compile_comm_plan(dag);
+    return adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
+                                  cx->actor_index);
 }
 
 /* Creates every backend's domain for the DAG (the shm segment) and gets
@@ -397,6 +427,27 @@ out:
     return st;
 }
 
+/* A member's COLLECTIVE operation: its collective, rank and status
+ * channels (local numbers: a member touches all of them, in order). */
+static void coll_op(compile_ctx_t *cx, adag_node_h nd, const int *local, const adag_program_t *p,
+                    adag_prog_op_t *op)
+{
+    const adag_collective_t *col = nd->coll;
+    unsigned k = 0;
+    while (cx->g->colls[k] != col)
+        k++;
+    op->coll_kind = (uint32_t)col->kind;
+    op->coll_id = col->id;
+    op->reduce_op = (uint32_t)col->op;
+    op->root = col->root;
+    op->member = nd->member;
+    op->nmembers = col->n;
+    op->status_first = (uint32_t)local[cx->coll_status[k]];
+    op->comm = 0;
+    while (op->comm < p->ncomms && p->comms[op->comm].key != cx->dag->coll_keys[k])
+        op->comm++;
+}
+
 static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_t *p)
 {
     adag_dag_h dag = cx->dag;
@@ -417,10 +468,12 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
-    if (!p->chans || !p->ops) {
+    adag_status_t st = ADAG_OK;
+    if (!p->chans || !p->ops || (st = adag_compile_comm_program(dag, ai, p)) != ADAG_OK) {
         free(local);
         adag_program_free(p);
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return st != ADAG_OK ? st : adag_error(ADAG_ERR_NO_MEMORY,
+                                               "adag_graph_compile: out of memory");
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
         const adag_dag_chan_t *dc = &dag->chans[c];
@@ -455,8 +508,8 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         if (nd->kind != NODE_CALL || cx->actor_index[i] != (int)ai)
             continue;
         adag_prog_op_t *op = &p->ops[p->nops++];
-        op->kind = ADAG_OP_CALL;
-        op->method = nd->method;
+        op->kind = nd->coll ? ADAG_OP_COLLECTIVE : ADAG_OP_CALL;
+        op->method = nd->coll ? 0 : nd->method;
         op->node = i;
         op->nargs = nd->nargs;
         op->nrets = nd->nreturns;
@@ -464,9 +517,11 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
             op->args[a] = (uint32_t)local[value_chan(cx, nd->args[a])];
         for (unsigned r = 0; r < nd->nreturns; r++)
             op->rets[r] = (uint32_t)local[cx->chan_of[i] + r];
+        if (nd->coll)
+            coll_op(cx, nd, local, p, op);
     }
     free(local);
-    return adag_compile_comm_program(dag, ai, p);
+    return ADAG_OK;
 }
 
 /* Opens one of the driver's endpoints of channel c (reader -1: the writer). */
@@ -758,6 +813,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         snprintf(msg, sizeof(msg), "%s", adag_last_error());
         free(cx.chan_of);
         free(cx.actor_index);
+        free(cx.coll_status);
         pthread_mutex_unlock(&g->lock);
         adag_dag_destroy(dag);
         return adag_error(st, "%s", msg);
@@ -769,6 +825,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     dag->stats.shm_bytes = adag_ctx_domain_bytes(&dag->ctx);
     free(cx.chan_of);
     free(cx.actor_index);
+    free(cx.coll_status);
     pthread_mutex_unlock(&g->lock);
     *out = dag;
     return ADAG_OK;
@@ -776,6 +833,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
 fail:
     free(cx.chan_of);
     free(cx.actor_index);
+    free(cx.coll_status);
     if (dag)
         adag_dag_free(dag);
 fail_unlock:

@@ -59,7 +59,55 @@ static adag_status_t add_rank(unsigned *ids, unsigned *n, unsigned id)
     return ADAG_OK;
 }
 
-adag_status_t adag_compile_comm_plan(adag_dag_h dag)
+/* Leases the communicator of backend ops over ids[0..n) (rank order) for
+ * the DAG, or finds the one it already leased over that list. */
+static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
+                                 const unsigned *ids, unsigned n, adag_comm_lease_t **out)
+{
+    for (unsigned i = 0; i < dag->ncomm_leases; i++) {
+        adag_comm_lease_t *l = dag->comm_leases[i];
+        int same = adag_comm_lease_ops(l) == ops && adag_comm_lease_nranks(l) == n;
+        for (unsigned r = 0; same && r < n; r++)
+            same = adag_comm_lease_rank(l, ids[r]) == (int)r;
+        if (same) {
+            *out = l;
+            return ADAG_OK;
+        }
+    }
+    adag_comm_lease_t **ls = realloc(dag->comm_leases, (dag->ncomm_leases + 1) * sizeof(*ls));
+    if (!ls)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    dag->comm_leases = ls;
+    adag_status_t st = adag_comm_lease_take(dag->rt, ops, ids, n, out);
+    if (st != ADAG_OK) {
+        adag_error_prefix("adag_graph_compile");
+        return st;
+    }
+    dag->comm_leases[dag->ncomm_leases++] = *out;
+    return ADAG_OK;
+}
+
+/* The communicator backend of device kind `kind`, runnable here. */
+static adag_status_t backend_of(int kind, const char *what, const adag_comm_ops_t **out)
+{
+    char why[200] = "";
+    const adag_comm_ops_t *ops = adag_comm_backend_for_device((adag_device_kind_t)kind);
+    if (!ops)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_graph_compile: %s: no communicator backend moves %s tensors",
+                          what, adag_device_kind_name((uint32_t)kind));
+    if (!ops->probe(why, sizeof(why)))
+        return adag_error(ADAG_ERR_NOT_FOUND,
+                          "adag_graph_compile: %s needs the %s communicator, which cannot run "
+                          "here: %s",
+                          what, ops->name, why);
+    *out = ops;
+    return ADAG_OK;
+}
+
+/* The tensors with ADAG_TRANSPORT_COMM: one communicator over every
+ * device actor they touch (ranks in actor-id order). */
+static adag_status_t plan_transfers(adag_dag_h dag)
 {
     unsigned ids[ADAG_COMM_MAX_RANKS], n = 0;
     int kind = -1;
@@ -106,54 +154,77 @@ adag_status_t adag_compile_comm_plan(adag_dag_h dag)
     }
     if (!first)
         return ADAG_OK;
-    const adag_comm_ops_t *ops = adag_comm_backend_for_device((adag_device_kind_t)kind);
-    char why[200] = "";
-    if (!ops)
-        return comm_error(first, "no communicator backend moves %s tensors",
-                          adag_device_kind_name((uint32_t)kind));
-    if (!ops->probe(why, sizeof(why)))
-        return adag_error(ADAG_ERR_NOT_FOUND,
-                          "adag_graph_compile: tensor %s is declared with transport "
-                          "ADAG_TRANSPORT_COMM, but the %s communicator cannot run here: %s",
-                          first->name, ops->name, why);
-    qsort(ids, n, sizeof(ids[0]), cmp_unsigned);
-    if ((st = adag_comm_lease_take(dag->rt, ops, ids, n, &dag->comm_lease)) != ADAG_OK) {
-        adag_error_prefix("adag_graph_compile");
+    const adag_comm_ops_t *ops;
+    char what[160];
+    snprintf(what, sizeof(what), "tensor %s (transport ADAG_TRANSPORT_COMM)", first->name);
+    if ((st = backend_of(kind, what, &ops)) != ADAG_OK)
         return st;
-    }
-    uint64_t key = adag_comm_lease_key(dag->comm_lease);
+    qsort(ids, n, sizeof(ids[0]), cmp_unsigned);
+    adag_comm_lease_t *l;
+    if ((st = lease_group(dag, ops, ids, n, &l)) != ADAG_OK)
+        return st;
     for (unsigned ci = 0; ci < dag->nchans; ci++) {
         adag_dag_chan_t *c = &dag->chans[ci];
         if (!is_comm(c))
             continue;
-        c->comm_key = key;
+        c->comm_key = adag_comm_lease_key(l);
         for (unsigned j = 0; j <= c->nreaders; j++) {
             int ai = j == 0 ? c->writer : c->readers[j - 1];
             if (c->places[j].kind >= 0)
                 c->places[j].comm_rank =
-                    (uint32_t)adag_comm_lease_rank(dag->comm_lease, dag->actors[ai].actor->id);
+                    (uint32_t)adag_comm_lease_rank(l, dag->actors[ai].actor->id);
         }
+    }
+    return ADAG_OK;
+}
+
+adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
+                                     unsigned ncolls, const int *actor_index)
+{
+    adag_status_t st = plan_transfers(dag);
+    if (st != ADAG_OK || ncolls == 0)
+        return st;
+    /* each collective: the communicator over its members, ranks in member order */
+    if (!(dag->coll_keys = calloc(ncolls, sizeof(*dag->coll_keys))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    dag->ncolls = ncolls;
+    for (unsigned k = 0; k < ncolls; k++) {
+        const adag_collective_t *c = colls[k];
+        unsigned ids[ADAG_COMM_MAX_RANKS];
+        for (unsigned m = 0; m < c->n; m++)
+            ids[m] = dag->actors[actor_index[c->outputs[m]->id]].actor->id;
+        const adag_comm_ops_t *ops;
+        char what[160];
+        snprintf(what, sizeof(what), "%s#%u", adag_coll_kind_name(c->kind), c->id);
+        if ((st = backend_of(c->outputs[0]->actor->device_kind, what, &ops)) != ADAG_OK)
+            return st;
+        adag_comm_lease_t *l;
+        if ((st = lease_group(dag, ops, ids, c->n, &l)) != ADAG_OK)
+            return st;
+        dag->coll_keys[k] = adag_comm_lease_key(l);
     }
     return ADAG_OK;
 }
 
 adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p)
 {
-    if (!dag->comm_lease)
+    if (!dag->ncomm_leases)
         return ADAG_OK;
-    int rank = adag_comm_lease_rank(dag->comm_lease, dag->actors[ai].actor->id);
-    if (rank < 0)
-        return ADAG_OK;
-    if (!(p->comms = calloc(1, sizeof(*p->comms))))
+    if (!(p->comms = calloc(dag->ncomm_leases, sizeof(*p->comms))))
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    p->comms[0] = (adag_comm_spec_t){
-        .key = adag_comm_lease_key(dag->comm_lease),
-        .kind = adag_comm_lease_ops(dag->comm_lease)->kind,
-        .nranks = adag_comm_lease_nranks(dag->comm_lease),
-        .rank = (uint32_t)rank,
-        .id = *adag_comm_lease_id(dag->comm_lease),
-    };
-    p->ncomms = 1;
+    for (unsigned i = 0; i < dag->ncomm_leases; i++) {
+        const adag_comm_lease_t *l = dag->comm_leases[i];
+        int rank = adag_comm_lease_rank(l, dag->actors[ai].actor->id);
+        if (rank < 0)
+            continue;
+        p->comms[p->ncomms++] = (adag_comm_spec_t){
+            .key = adag_comm_lease_key(l),
+            .kind = adag_comm_lease_ops(l)->kind,
+            .nranks = adag_comm_lease_nranks(l),
+            .rank = (uint32_t)rank,
+            .id = *adag_comm_lease_id(l),
+        };
+    }
     return ADAG_OK;
 }
 
@@ -167,7 +238,8 @@ typedef struct {
 typedef struct {
     adag_dag_h dag;
     unsigned *first;     /* per channel: its first transfer's number (readers in order) */
-    unsigned ntransfers;
+    unsigned ntransfers; /* nodes 0..ntransfers: transfers; then one per collective */
+    unsigned nnodes;
     unsigned *chan_of;   /* per transfer */
     unsigned *reader_of; /* per transfer */
     order_edge_t *edges;
@@ -201,7 +273,13 @@ static adag_status_t actor_edges(order_t *o, unsigned ai, unsigned char *receive
     memset(received, 0, dag->nchans);
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
-        for (uint32_t a = 0; a < op->nargs; a++) {
+        if (op->kind == ADAG_OP_COLLECTIVE) {
+            unsigned t = o->ntransfers + op->coll_id;
+            if (prev >= 0 && (st = add_edge(o, (unsigned)prev, t, ai)) != ADAG_OK)
+                return st;
+            prev = t;
+        }
+        for (uint32_t a = 0; op->kind == ADAG_OP_CALL && a < op->nargs; a++) {
             const adag_prog_chan_t *pc = &p->chans[op->args[a]];
             const adag_dag_chan_t *c = &dag->chans[pc->id];
             if (!c->comm_key || pc->reader < 0 || c->places[1 + pc->reader].kind < 0 ||
@@ -233,6 +311,22 @@ static adag_status_t actor_edges(order_t *o, unsigned ai, unsigned char *receive
 
 static void transfer_name(order_t *o, unsigned t, char *buf, size_t len)
 {
+    if (t >= o->ntransfers) { /* a collective: its name and members, from a member's op */
+        unsigned k = t - o->ntransfers;
+        for (unsigned ai = 0; ai < o->dag->nactors; ai++) {
+            const adag_program_t *p = &o->dag->actors[ai].prog;
+            for (uint32_t i = 0; i < p->nops; i++)
+                if (p->ops[i].kind == ADAG_OP_COLLECTIVE && p->ops[i].coll_id == k) {
+                    static const char *const kinds[] = {"allreduce", "allgather",
+                                                        "reducescatter", "broadcast"};
+                    snprintf(buf, len, "%s#%u (%u members)",
+                             kinds[p->ops[i].coll_kind & 3], k, p->ops[i].nmembers);
+                    return;
+                }
+        }
+        snprintf(buf, len, "collective #%u", k);
+        return;
+    }
     const adag_dag_chan_t *c = &o->dag->chans[o->chan_of[t]];
     snprintf(buf, len, "%s (%s -> %s)", c->name, who(o->dag, c->writer),
              who(o->dag, c->readers[o->reader_of[t]]));
@@ -242,7 +336,7 @@ static void transfer_name(order_t *o, unsigned t, char *buf, size_t len)
  * incoming edge, walk back along such edges until a node repeats. */
 static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
 {
-    unsigned n = o->ntransfers, start = 0;
+    unsigned n = o->nnodes, start = 0;
     unsigned *step = malloc((n + 1) * sizeof(*step)); /* node -> its edge into it on the walk */
     unsigned *seen = calloc(n + 1, sizeof(*seen));
     if (!step || !seen) {
@@ -276,17 +370,17 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
     if (len == 2) {
         const order_edge_t *back = &o->edges[step[in->from]];
         st = adag_error(ADAG_ERR_INVALID,
-                        "adag_graph_compile: the communicator transfers of %s and %s would wait "
+                        "adag_graph_compile: the communication operations %s and %s would wait "
                         "on each other: %s issues the first before the second, %s the second "
-                        "before the first; declare one with transport ADAG_TRANSPORT_IPC or "
-                        "ADAG_TRANSPORT_HOST, or bind the calls in another order",
+                        "before the first; bind them in one order (or declare a tensor with "
+                        "transport ADAG_TRANSPORT_IPC or ADAG_TRANSPORT_HOST)",
                         x, y, p, o->dag->actors[back->actor].actor->name);
     } else {
         st = adag_error(ADAG_ERR_INVALID,
-                        "adag_graph_compile: the communicator transfers of %s and %s would wait "
-                        "on each other through a cycle of %u transfers (%s issues the first "
-                        "before the second); declare one with transport ADAG_TRANSPORT_IPC or "
-                        "ADAG_TRANSPORT_HOST, or bind the calls in another order",
+                        "adag_graph_compile: the communication operations %s and %s would wait "
+                        "on each other through a cycle of %u operations (%s issues the first "
+                        "before the second); bind them in one order (or declare a tensor with "
+                        "transport ADAG_TRANSPORT_IPC or ADAG_TRANSPORT_HOST)",
                         x, y, len, p);
     }
     free(step);
@@ -300,7 +394,7 @@ adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
     adag_status_t st = ADAG_OK;
     unsigned *indeg = NULL, *queue = NULL;
     unsigned char *received = NULL;
-    if (!dag->comm_lease)
+    if (!dag->ncomm_leases)
         return ADAG_OK;
     o.first = calloc(dag->nchans + 1, sizeof(*o.first));
     received = calloc(dag->nchans + 1, 1);
@@ -311,10 +405,11 @@ adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
         if (dag->chans[ci].comm_key)
             o.ntransfers += dag->chans[ci].nreaders;
     }
+    o.nnodes = o.ntransfers + dag->ncolls;
     o.chan_of = calloc(o.ntransfers + 1, sizeof(*o.chan_of));
     o.reader_of = calloc(o.ntransfers + 1, sizeof(*o.reader_of));
-    indeg = calloc(o.ntransfers + 1, sizeof(*indeg));
-    queue = calloc(o.ntransfers + 1, sizeof(*queue));
+    indeg = calloc(o.nnodes + 1, sizeof(*indeg));
+    queue = calloc(o.nnodes + 1, sizeof(*queue));
     if (!o.chan_of || !o.reader_of || !indeg || !queue)
         goto nomem;
     for (unsigned ci = 0; ci < dag->nchans; ci++)
@@ -330,7 +425,7 @@ adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
     for (unsigned e = 0; e < o.nedges; e++)
         indeg[o.edges[e].to]++;
     unsigned head = 0, tail = 0;
-    for (unsigned t = 0; t < o.ntransfers; t++)
+    for (unsigned t = 0; t < o.nnodes; t++)
         if (indeg[t] == 0)
             queue[tail++] = t;
     while (head < tail) {
@@ -339,7 +434,7 @@ adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
             if (o.edges[e].from == t && --indeg[o.edges[e].to] == 0)
                 queue[tail++] = o.edges[e].to;
     }
-    if (tail < o.ntransfers)
+    if (tail < o.nnodes)
         st = report_cycle(&o, indeg);
     goto out;
 nomem:

@@ -233,9 +233,15 @@ int adag_ctx_abort(adag_dag_ctx_t *ctx, adag_status_t status)
     int set = atomic_compare_exchange_strong_explicit(&ctx->abort, &none, (uint32_t)-status,
                                                       memory_order_seq_cst,
                                                       memory_order_seq_cst);
+    /* a failure (not a plain destroy) leaves the DAG's communicators in an
+     * undefined state: aborted, so no collective or send/recv of theirs
+     * waits on a member that stopped or died (the driver drops them) */
+    uint32_t word = atomic_load_explicit(&ctx->abort, memory_order_seq_cst);
     pthread_mutex_lock(&ctx->lock);
     for (unsigned i = 0; i < ctx->neps; i++)
         ctx->eps[i]->ops->wake_all(ctx->eps[i]);
+    for (unsigned i = 0; word != (uint32_t)-ADAG_ERR_CLOSED && i < ctx->ncomms; i++)
+        adag_actor_comm_abort(ctx->comms[i]);
     pthread_mutex_unlock(&ctx->lock);
     return set;
 }

@@ -17,7 +17,12 @@ static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
         const adag_prog_op_t *op = &p->ops[i];
         for (uint32_t a = 0; a < op->nargs; a++)
             fprintf(out, "READ %s\\l", p->chans[op->args[a]].name);
-        fprintf(out, "COMPUTE %s\\l", da->actor->methods[op->method].name);
+        if (op->kind == ADAG_OP_COLLECTIVE)
+            fprintf(out, "%s#%u member %u of %u (group of %s)\\l",
+                     adag_coll_kind_name((adag_coll_kind_t)op->coll_kind), op->coll_id,
+                     op->member, op->nmembers, p->chans[op->status_first].name);
+        else
+            fprintf(out, "COMPUTE %s\\l", da->actor->methods[op->method].name);
         for (uint32_t r = 0; r < op->nrets; r++)
             fprintf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
     }

@@ -342,7 +342,10 @@ void adag_dag_free(adag_dag_h dag)
     adag_ctx_destroy(&dag->ctx);
     adag_dag_driver_device_close(dag);
     /* before the actors may stop (which forgets their communicators) */
-    adag_comm_lease_give_back(dag->rt, dag->comm_lease, dag->comm_keep);
+    for (unsigned i = 0; i < dag->ncomm_leases; i++)
+        adag_comm_lease_give_back(dag->rt, dag->comm_leases[i], dag->comm_keep);
+    free(dag->comm_leases);
+    free(dag->coll_keys);
     for (unsigned i = 0; i < dag->nactors; i++) {
         adag_program_free(&dag->actors[i].prog);
         adag_wbuf_free(&dag->actors[i].infos);
@@ -460,7 +463,7 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     adag_dag_drop_own_reservations(dag);
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
-    if (dag->comm_lease)
+    if (dag->ncomm_leases)
         dag->comm_keep = settle_executions(dag);
     adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
     pthread_mutex_lock(&dag->lock);

@@ -29,6 +29,12 @@ void adag_graph_free(adag_graph_h g)
     }
     for (unsigned i = 0; i < g->nactors; i++)
         adag_actor_unref(g->actors[i]);
+    for (unsigned i = 0; i < g->ncolls; i++) {
+        free(g->colls[i]->inputs);
+        free(g->colls[i]->outputs);
+        free(g->colls[i]);
+    }
+    free(g->colls);
     free(g->actors);
     free(g->nodes);
     free(g->outputs);
@@ -55,8 +61,12 @@ static void node_desc(adag_node_h n, char *buf, size_t len)
         snprintf(buf, len, "node %u (input field %u)", n->id, n->field);
         break;
     case NODE_CALL:
-        snprintf(buf, len, "node %u (%s.%s)", n->id, n->actor->name,
-                 n->actor->methods[n->method].name);
+        if (n->coll)
+            snprintf(buf, len, "node %u (%s#%u on %s)", n->id, adag_coll_kind_name(n->coll->kind),
+                     n->coll->id, n->actor->name);
+        else
+            snprintf(buf, len, "node %u (%s.%s)", n->id, n->actor->name,
+                     n->actor->methods[n->method].name);
         break;
     case NODE_RETURN:
         snprintf(buf, len, "node %u (return %u of %s.%s)", n->id, n->ret, n->call->actor->name,
@@ -65,7 +75,7 @@ static void node_desc(adag_node_h n, char *buf, size_t len)
     }
 }
 
-static adag_status_t add_node(adag_graph_h g, adag_node_h *out)
+adag_status_t adag_graph_add_node(adag_graph_h g, adag_node_h *out)
 {
     if (g->nnodes == g->cap) {
         unsigned cap = g->cap ? g->cap * 2 : 16;
@@ -85,7 +95,7 @@ static adag_status_t add_node(adag_graph_h g, adag_node_h *out)
     return ADAG_OK;
 }
 
-static adag_status_t check_open(adag_graph_h g, const char *fn)
+adag_status_t adag_graph_check_open(adag_graph_h g, const char *fn)
 {
     if (g->compiled)
         return adag_error(ADAG_ERR_INVALID, "%s: the graph was already compiled", fn);
@@ -100,7 +110,7 @@ adag_status_t adag_graph_input(adag_graph_h g, unsigned field, adag_node_h *out)
     if (field >= 4096)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_input: field %u is too large", field);
     pthread_mutex_lock(&g->lock);
-    if ((st = check_open(g, "adag_graph_input")) != ADAG_OK)
+    if ((st = adag_graph_check_open(g, "adag_graph_input")) != ADAG_OK)
         goto out;
     for (unsigned i = 0; i < g->nnodes; i++) {
         if (g->nodes[i]->kind == NODE_INPUT && g->nodes[i]->field == field) {
@@ -109,7 +119,7 @@ adag_status_t adag_graph_input(adag_graph_h g, unsigned field, adag_node_h *out)
         }
     }
     adag_node_h n;
-    if ((st = add_node(g, &n)) != ADAG_OK)
+    if ((st = adag_graph_add_node(g, &n)) != ADAG_OK)
         goto out;
     n->kind = NODE_INPUT;
     n->field = field;
@@ -120,8 +130,8 @@ out:
 }
 
 /* The value a node stands for must be a single value of this graph. */
-static adag_status_t check_value(adag_graph_h g, adag_node_h n, const char *fn, const char *role,
-                                 unsigned index)
+adag_status_t adag_graph_check_value(adag_graph_h g, adag_node_h n, const char *fn,
+                                     const char *role, unsigned index)
 {
     char d[160];
     if (!n)
@@ -150,7 +160,7 @@ adag_status_t adag_graph_bind(adag_graph_h g, adag_actor_h actor, const char *me
         return adag_error(ADAG_ERR_INVALID, "adag_graph_bind: actor %s belongs to another runtime",
                           actor->name);
     pthread_mutex_lock(&g->lock);
-    if ((st = check_open(g, "adag_graph_bind")) != ADAG_OK)
+    if ((st = adag_graph_check_open(g, "adag_graph_bind")) != ADAG_OK)
         goto out;
     int m = adag_actor_method(actor, method);
     if (m < 0) {
@@ -166,7 +176,7 @@ adag_status_t adag_graph_bind(adag_graph_h g, adag_actor_h actor, const char *me
         goto out;
     }
     for (unsigned i = 0; i < nargs; i++) {
-        if ((st = check_value(g, args[i], "adag_graph_bind", "arg", i)) != ADAG_OK) {
+        if ((st = adag_graph_check_value(g, args[i], "adag_graph_bind", "arg", i)) != ADAG_OK) {
             adag_error_prefix("node %u (%s.%s)", g->nnodes, actor->name, method);
             goto out;
         }
@@ -184,7 +194,7 @@ adag_status_t adag_graph_bind(adag_graph_h g, adag_actor_h actor, const char *me
         g->actors = actors;
     }
     adag_node_h n;
-    if ((st = add_node(g, &n)) != ADAG_OK)
+    if ((st = adag_graph_add_node(g, &n)) != ADAG_OK)
         goto out;
     if (!known) {
         pthread_mutex_lock(&g->rt->lock);
@@ -224,7 +234,7 @@ adag_status_t adag_node_output(adag_node_h call, unsigned i, adag_node_h *out)
         return adag_error(ADAG_ERR_INVALID, "adag_node_output: node and value must not be NULL");
     adag_graph_h g = call->graph;
     pthread_mutex_lock(&g->lock);
-    if ((st = check_open(g, "adag_node_output")) != ADAG_OK)
+    if ((st = adag_graph_check_open(g, "adag_node_output")) != ADAG_OK)
         goto out;
     if (call->kind != NODE_CALL) {
         st = adag_error(ADAG_ERR_INVALID, "adag_node_output: node %u is not a method call",
@@ -248,7 +258,7 @@ adag_status_t adag_node_output(adag_node_h call, unsigned i, adag_node_h *out)
     }
     if (!call->returns[i]) {
         adag_node_h n;
-        if ((st = add_node(g, &n)) != ADAG_OK)
+        if ((st = adag_graph_add_node(g, &n)) != ADAG_OK)
             goto out;
         n->kind = NODE_RETURN;
         n->call = call;
@@ -269,14 +279,14 @@ adag_status_t adag_graph_output(adag_graph_h g, const adag_node_h *nodes, unsign
     if (n == 0)
         return adag_error(ADAG_ERR_INVALID, "adag_graph_output: at least one output is needed");
     pthread_mutex_lock(&g->lock);
-    if ((st = check_open(g, "adag_graph_output")) != ADAG_OK)
+    if ((st = adag_graph_check_open(g, "adag_graph_output")) != ADAG_OK)
         goto out;
     if (g->has_outputs) {
         st = adag_error(ADAG_ERR_INVALID, "adag_graph_output: the graph's outputs are already set");
         goto out;
     }
     for (unsigned i = 0; i < n; i++) {
-        if ((st = check_value(g, nodes[i], "adag_graph_output", "output", i)) != ADAG_OK)
+        if ((st = adag_graph_check_value(g, nodes[i], "adag_graph_output", "output", i)) != ADAG_OK)
             goto out;
         if (nodes[i]->kind == NODE_INPUT) {
             st = adag_error(ADAG_ERR_INVALID,

@@ -129,6 +129,18 @@ struct adag_actor {
 
 typedef enum { NODE_INPUT, NODE_CALL, NODE_RETURN } adag_node_kind_t;
 
+/* A collective of a graph (dag/graph_collective.c): its member i runs on
+ * the actor of inputs[i] and yields outputs[i] (a one-return CALL node
+ * whose coll points here). */
+typedef struct adag_collective {
+    unsigned id;               /* per graph: "allreduce#0" */
+    adag_coll_kind_t kind;
+    adag_reduce_op_t op;       /* ALLREDUCE, REDUCESCATTER */
+    unsigned root;             /* BROADCAST */
+    unsigned n;
+    adag_node_h *inputs, *outputs;
+} adag_collective_t;
+
 struct adag_node {
     adag_graph_h graph;
     unsigned id;
@@ -143,6 +155,8 @@ struct adag_node {
     adag_node_h *returns;      /* CALL with nreturns > 1: RETURN nodes made so far */
     int used;                  /* INPUT: read by a call */
     adag_tensor_decl_t tensor; /* adag_node_tensor (INPUT, one-return CALL, RETURN) */
+    adag_collective_t *coll;   /* CALL: member `member` of this collective, not a method */
+    unsigned member;
 };
 
 struct adag_graph {
@@ -157,7 +171,17 @@ struct adag_graph {
     int compiled;
     adag_actor_h *actors;      /* actors bound (one reference each) */
     unsigned nactors;
+    adag_collective_t **colls; /* its collectives, in the order they were made */
+    unsigned ncolls;
 };
+
+/* graph.c, for graph_collective.c (under g->lock) */
+adag_status_t adag_graph_add_node(adag_graph_h g, adag_node_h *out);
+adag_status_t adag_graph_check_open(adag_graph_h g, const char *fn);
+adag_status_t adag_graph_check_value(adag_graph_h g, adag_node_h n, const char *fn,
+                                     const char *role, unsigned index);
+/* "allreduce", "allgather", "reducescatter", "broadcast" */
+const char *adag_coll_kind_name(adag_coll_kind_t kind);
 
 /* A channel of a compiled DAG, as the driver knows it. */
 typedef struct {
@@ -266,7 +290,10 @@ struct adag_dag {
     adag_dag_stats_t stats;
     /* the communicator of its ADAG_TRANSPORT_COMM tensors (NULL: none);
      * comm_keep: given back for the next DAG (it ended cleanly) */
-    struct adag_comm_lease *comm_lease;
+    struct adag_comm_lease **comm_leases;
+    unsigned ncomm_leases;
+    uint64_t *coll_keys;       /* per graph collective: its communicator's key */
+    unsigned ncolls;
     int comm_keep;
 };
 
@@ -289,10 +316,13 @@ unsigned adag_comm_lease_nranks(const adag_comm_lease_t *l);
 int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id); /* -1: not one */
 
 /* compile_comm.c: tensors with ADAG_TRANSPORT_COMM */
-/* After every channel was placed: checks them, leases the DAG's
- * communicator, gives each such channel its key and its device endpoints
- * their ranks. */
-adag_status_t adag_compile_comm_plan(adag_dag_h dag);
+/* After every channel was placed: checks the ADAG_TRANSPORT_COMM tensors
+ * and leases their communicator (each such channel gets its key, its
+ * device endpoints their ranks), then one per collective's member list
+ * (ranks in member order; identical lists share one); actor_index: graph
+ * node -> DAG actor. */
+adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
+                                     unsigned ncolls, const int *actor_index);
 /* Adds the DAG's communicator to actor ai's program if it is a rank. */
 adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p);
 /* After every program was built: the ranks' send/recv orders must be

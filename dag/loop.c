@@ -1,4 +1,5 @@
 #include "dag/loop.h"
+#include "dag/loop_collective.h"
 #include "dag/watchdog.h"
 
 #include "common/clock.h"
@@ -293,6 +294,8 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     switch ((adag_op_kind_t)op->kind) {
     case ADAG_OP_CALL:
         return run_call(loop, op, seq, call);
+    case ADAG_OP_COLLECTIVE:
+        return adag_loop_coll_run(loop, op, seq);
     }
     return adag_error(ADAG_ERR_INTERNAL, "actor %s: operation of unknown kind %u",
                       loop->actor_name, op->kind);
@@ -448,6 +451,8 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
         st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", actor_name);
         goto fail;
     }
+    if ((st = adag_loop_coll_prepare(loop)) != ADAG_OK)
+        goto fail;
     return ADAG_OK;
 fail:
     /* a DAG that does not install leaves no communicator it named behind:
@@ -507,7 +512,8 @@ adag_status_t adag_loop_start(adag_loop_t *loop)
 {
     if (loop->actor.device) {
         adag_status_t st = adag_watchdog_start(
-            loop->chans, loop->prog.nchans, loop->prog.comm_timeout_ms, &loop->ctx->abort,
+            loop->chans, loop->prog.nchans, loop->ncolls ? adag_loop_coll_watch : NULL, loop,
+            loop->prog.comm_timeout_ms, &loop->ctx->abort,
             loop->on_fail ? loop->on_fail : loop->on_fatal,
             loop->on_fail ? loop->fail_ctx : loop->fatal_ctx, loop->actor_name, &loop->watchdog);
         if (st != ADAG_OK)
@@ -536,6 +542,7 @@ void adag_loop_join(adag_loop_t *loop)
 void adag_loop_close(adag_loop_t *loop)
 {
     adag_loop_join(loop);
+    adag_loop_coll_close(loop);
     free(loop->chans);
     free(loop->reads);
     free(loop->comm_entries);

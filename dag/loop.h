@@ -27,6 +27,7 @@ typedef struct {
 } adag_method_info_t;
 
 typedef struct adag_loop adag_loop_t;
+typedef struct adag_loop_coll adag_loop_coll_t;
 
 /* What a loop needs of its actor (the actor owns all of it). */
 typedef struct {
@@ -92,6 +93,9 @@ struct adag_loop {
      * holds their references), found by the endpoints at CONNECT */
     adag_actor_comm_t **comm_entries;
     adag_chan_comm_t *chan_comms;
+    /* the program's collective operations (dag/loop_collective.c) */
+    struct adag_loop_coll *colls;
+    unsigned ncolls;
     pthread_t thread;
     int started;
 };

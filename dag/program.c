@@ -19,6 +19,19 @@ static void encode_op(const adag_prog_op_t *op, adag_wbuf_t *b)
         for (uint32_t r = 0; r < op->nrets; r++)
             adag_wbuf_u32(b, op->rets[r]);
         break;
+    case ADAG_OP_COLLECTIVE:
+        adag_wbuf_u32(b, op->node);
+        adag_wbuf_u32(b, op->args[0]);
+        adag_wbuf_u32(b, op->rets[0]);
+        adag_wbuf_u32(b, op->coll_kind);
+        adag_wbuf_u32(b, op->coll_id);
+        adag_wbuf_u32(b, op->reduce_op);
+        adag_wbuf_u32(b, op->root);
+        adag_wbuf_u32(b, op->member);
+        adag_wbuf_u32(b, op->nmembers);
+        adag_wbuf_u32(b, op->comm);
+        adag_wbuf_u32(b, op->status_first);
+        break;
     }
 }
 
@@ -115,6 +128,34 @@ static int decode_op(adag_rbuf_t *b, const adag_program_t *p, unsigned nmethods,
             if ((op->rets[r] = adag_rbuf_u32(b)) >= p->nchans || p->chans[op->rets[r]].reader != -1)
                 return 0;
         return !b->failed;
+    case ADAG_OP_COLLECTIVE:
+        op->node = adag_rbuf_u32(b);
+        op->nargs = op->nrets = 1;
+        op->args[0] = adag_rbuf_u32(b);
+        op->rets[0] = adag_rbuf_u32(b);
+        op->coll_kind = adag_rbuf_u32(b);
+        op->coll_id = adag_rbuf_u32(b);
+        op->reduce_op = adag_rbuf_u32(b);
+        op->root = adag_rbuf_u32(b);
+        op->member = adag_rbuf_u32(b);
+        op->nmembers = adag_rbuf_u32(b);
+        op->comm = adag_rbuf_u32(b);
+        op->status_first = adag_rbuf_u32(b);
+        /* the member's tensor and result are its own; its rank in the
+         * communicator is its member index; the status channels are its
+         * own (written) and the others' (read) */
+        if (b->failed || op->args[0] >= p->nchans || p->chans[op->args[0]].reader != -1 ||
+            op->rets[0] >= p->nchans || p->chans[op->rets[0]].reader != -1 ||
+            op->coll_kind > ADAG_COLL_BROADCAST || op->reduce_op > ADAG_REDUCE_AVG ||
+            op->nmembers < 2 || op->nmembers > ADAG_COMM_MAX_RANKS ||
+            op->member >= op->nmembers || op->root >= op->nmembers || op->comm >= p->ncomms ||
+            p->comms[op->comm].nranks != op->nmembers || p->comms[op->comm].rank != op->member ||
+            op->status_first > p->nchans || op->nmembers > p->nchans - op->status_first)
+            return 0;
+        for (uint32_t m = 0; m < op->nmembers; m++)
+            if ((p->chans[op->status_first + m].reader == -1) != (m == op->member))
+                return 0;
+        return 1;
     }
     return 0; /* an operation kind this build does not know */
 }

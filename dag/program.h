@@ -17,11 +17,18 @@
 #include <adag.h>
 #include <stdint.h>
 
-/* Operation kinds. The GPU and collective layers add SEND, RECV and
- * COLLECTIVE; the encoder, decoder and loop dispatch on the kind. */
+/* Operation kinds; the encoder, decoder and loop dispatch on the kind. */
 typedef enum {
-    ADAG_OP_CALL = 1, /* READ args -> COMPUTE method -> WRITE returns */
+    ADAG_OP_CALL = 1,       /* READ args -> COMPUTE method -> WRITE returns */
+    ADAG_OP_COLLECTIVE = 2, /* one member's part of a collective (dag/loop_collective.c) */
 } adag_op_kind_t;
+
+typedef enum {
+    ADAG_COLL_ALLREDUCE,
+    ADAG_COLL_ALLGATHER,
+    ADAG_COLL_REDUCESCATTER,
+    ADAG_COLL_BROADCAST,
+} adag_coll_kind_t;
 
 #define ADAG_PROG_NO_CHAN UINT32_MAX
 
@@ -58,6 +65,18 @@ typedef struct {
     uint32_t nargs, nrets;
     uint32_t args[ADAG_MAX_ARGS];    /* indexes into chans */
     uint32_t rets[ADAG_MAX_RETURNS]; /* indexes into chans */
+    /* ADAG_OP_COLLECTIVE (nargs = nrets = 1: args[0] the member's tensor,
+     * written by this actor; rets[0] its result): */
+    uint32_t coll_kind;    /* adag_coll_kind_t */
+    uint32_t coll_id;      /* the graph's number for it: "allreduce#3" */
+    uint32_t reduce_op;    /* adag_reduce_op_t */
+    uint32_t root;         /* broadcast: the root member */
+    uint32_t member, nmembers;
+    uint32_t comm;         /* index into the program's comms: rank `member` of nmembers */
+    /* chans[status_first + m] is member m's status channel: this member
+     * writes its own (its tensor's status, dtype and shape each
+     * execution) and reads every other's */
+    uint32_t status_first;
 } adag_prog_op_t;
 
 typedef struct {

@@ -12,6 +12,8 @@
 struct adag_watchdog {
     adag_chan_t **chans; /* the watchable endpoints (the context owns them) */
     unsigned n;
+    adag_watch_fn extra; /* the loop's own operations (NULL: none) */
+    void *extra_ctx;
     int64_t timeout_ns, period_ns;
     const _Atomic uint32_t *abort;
     adag_watchdog_fail_fn fail;
@@ -49,6 +51,12 @@ static adag_status_t check(adag_watchdog_t *w, char *msg, size_t len)
             snprintf(msg, len, "%s", adag_last_error());
         }
     }
+    int64_t since = INT64_MAX;
+    if (w->extra && w->extra(w->extra_ctx, now, w->timeout_ns, &since) == ADAG_ERR_TIMEOUT &&
+        since < oldest) {
+        oldest = since;
+        snprintf(msg, len, "%s", adag_last_error());
+    }
     return oldest == INT64_MAX ? ADAG_OK : ADAG_ERR_TIMEOUT;
 }
 
@@ -79,7 +87,8 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, int64_t timeout_ms,
+adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_watch_fn extra,
+                                  void *extra_ctx, int64_t timeout_ms,
                                   const _Atomic uint32_t *abort, adag_watchdog_fail_fn fail,
                                   void *ctx, const char *who, adag_watchdog_t **out)
 {
@@ -89,16 +98,18 @@ adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, int64_t
     unsigned m = 0;
     for (unsigned i = 0; i < n; i++)
         m += chans[i]->ops->watch != NULL;
-    if (m == 0)
+    if (m == 0 && !extra)
         return ADAG_OK;
     adag_watchdog_t *w = calloc(1, sizeof(*w));
-    if (!w || !(w->chans = calloc(m, sizeof(*w->chans)))) {
+    if (!w || !(w->chans = calloc(m + 1, sizeof(*w->chans)))) {
         free(w);
         return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: watchdog: out of memory", who);
     }
     for (unsigned i = 0; i < n; i++)
         if (chans[i]->ops->watch)
             w->chans[w->n++] = chans[i];
+    w->extra = extra;
+    w->extra_ctx = extra_ctx;
     w->timeout_ns = timeout_ms * 1000000;
     w->period_ns = adag_watchdog_period_ns(timeout_ms);
     w->abort = abort;

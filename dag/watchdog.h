@@ -21,10 +21,17 @@ typedef struct adag_watchdog adag_watchdog_t;
 
 typedef void (*adag_watchdog_fail_fn)(void *ctx, adag_status_t status, const char *msg);
 
-/* Starts watching chans[0..n) with timeout_ms (> 0) until stopped or the
- * abort word is set. *out is NULL (and nothing starts) when no endpoint
- * can be watched or timeout_ms <= 0. */
-adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, int64_t timeout_ms,
+/* Operations of the loop itself (its collectives), checked like an
+ * endpoint's `watch`: ADAG_ERR_TIMEOUT with the message set and *since the
+ * oldest overdue one's enqueue time, else ADAG_OK. */
+typedef adag_status_t (*adag_watch_fn)(void *ctx, int64_t now, int64_t timeout_ns,
+                                       int64_t *since);
+
+/* Starts watching chans[0..n), and `extra` (NULL: none) with extra_ctx,
+ * with timeout_ms (> 0) until stopped or the abort word is set. *out is
+ * NULL (and nothing starts) when nothing can be watched or timeout_ms <= 0. */
+adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_watch_fn extra,
+                                  void *extra_ctx, int64_t timeout_ms,
                                   const _Atomic uint32_t *abort, adag_watchdog_fail_fn fail,
                                   void *ctx, const char *who, adag_watchdog_t **out);
 /* Stops and joins the thread (NULL: nothing). */

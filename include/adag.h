@@ -487,6 +487,39 @@ typedef struct {
  * adag_call_output_tensor, the driver's execute). Call before compile. */
 ADAG_API adag_status_t adag_node_tensor(adag_node_h node, const adag_tensor_params_t *params);
 
+/* Collectives (tensor parallelism). The members are the actors that wrote
+ * nodes[0..n) (one node each, each from a distinct device-bound actor, 2
+ * to 64 of them, on devices of one backend: CUDA devices use NCCL, host:N
+ * devices the host communicator); every node is a tensor (declared by
+ * adag_node_tensor, or declared here with a per-execution dtype and
+ * shape). outs[i] is the result on member i's device: an ordinary node
+ * that later methods of any actor may bind and the driver may read. All
+ * the members' tensors of one execution have one dtype and shape, checked
+ * at compile time where declared static and at each execution otherwise
+ * (a mismatch fails that execution, naming both members). The DAG's
+ * actors that share a set of members share one communicator, made at
+ * compile time and reused by the next DAG over the same actors. A failure
+ * upstream of any member fails every output of the collective for that
+ * execution; the next execution runs. Errors: ADAG_ERR_INVALID naming the
+ * node (a node of another graph or actor set, a host actor, two nodes of
+ * one actor, mismatched static dtypes or shapes, bool with AVG).
+ *
+ *   allreduce      outs[i] = op over the members of nodes[*], elementwise;
+ *   allgather      outs[i] = the nodes concatenated along dim 0 (member
+ *                  order): shape [n * d0, d1, ...];
+ *   reducescatter  outs[i] = block i of dim 0 of the reduction: shape
+ *                  [d0 / n, d1, ...] (d0 a multiple of n);
+ *   broadcast      outs[i] = nodes[root]. */
+ADAG_API adag_status_t adag_graph_allreduce(adag_graph_h graph, const adag_node_h *nodes,
+                                            unsigned n, adag_reduce_op_t op, adag_node_h *outs);
+ADAG_API adag_status_t adag_graph_allgather(adag_graph_h graph, const adag_node_h *nodes,
+                                            unsigned n, adag_node_h *outs);
+ADAG_API adag_status_t adag_graph_reducescatter(adag_graph_h graph, const adag_node_h *nodes,
+                                                unsigned n, adag_reduce_op_t op,
+                                                adag_node_h *outs);
+ADAG_API adag_status_t adag_graph_broadcast(adag_graph_h graph, const adag_node_h *nodes,
+                                            unsigned n, unsigned root, adag_node_h *outs);
+
 /* Declares the graph's outputs (in order); get() returns them in that order.
  * May be called once per graph. */
 ADAG_API adag_status_t adag_graph_output(adag_graph_h graph, const adag_node_h *nodes, unsigned n);

@@ -8,6 +8,7 @@
  *                          shape reversed; info (host bytes) = what the
  *                          method saw: {ref, elements, dtype, device, when}
  *   apply(x) -> y          the same, one return
+ *   apply_flaky(x) -> y    apply, but stage 2 fails executions ref % 4 == 1
  */
 #include "gpu_stage.h"
 
@@ -95,9 +96,20 @@ static adag_status_t stage_apply_m(void *state, adag_call_h call)
     return run(state, call, 0);
 }
 
+/* apply, except that stage 2 fails every execution whose ref % 4 == 1 */
+static adag_status_t stage_apply_flaky(void *state, adag_call_h call)
+{
+    stage_state_t *s = state;
+    if (s->stage == 2 && adag_call_ref(call) % 4 == 1)
+        return adag_call_fail(call, "stage 2 fails execution %llu on purpose",
+                              (unsigned long long)adag_call_ref(call));
+    return run(state, call, 0);
+}
+
 static const adag_method_def_t stage_methods[] = {
     {"step", stage_step, 1, 2},
     {"apply", stage_apply_m, 1, 1},
+    {"apply_flaky", stage_apply_flaky, 1, 1},
 };
 
 const adag_class_def_t test_gpu_stage_class = {
@@ -106,5 +118,5 @@ const adag_class_def_t test_gpu_stage_class = {
     .state_size = sizeof(stage_state_t),
     .init = stage_init,
     .methods = stage_methods,
-    .nmethods = 2,
+    .nmethods = 3,
 };

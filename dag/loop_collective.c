@@ -1,0 +1,396 @@
+/*
+ * One member's part of a collective in its loop (ADAG_OP_COLLECTIVE),
+ * per execution seq:
+ *
+ *   1. its tensor: the value this actor wrote (args[0]), waited for on the
+ *      host (the device orders the data);
+ *   2. agreement, on the host: it publishes its status channel (its
+ *      tensor's status, dtype and shape) and reads every other member's,
+ *      by the DAG's comm timeout. Every member then decides alike: a
+ *      member whose tensor failed fails every output (the lowest such
+ *      member's error), tensors that differ fail them naming both members
+ *      (compared with member 0's), and only if all is well does any member
+ *      enqueue the collective, so no member ever waits on the device for
+ *      a peer that will not come;
+ *   3. the collective, on the communicator's stream: it waits for the
+ *      compute stream's `issued` event (the tensor written, the result's
+ *      slot free), runs, records `done`, which the compute stream waits
+ *      for before the result is published (its `ready` comes after).
+ *
+ * The watchdog checks each slot's `done` the way endpoints are watched. A
+ * member that does not reach the agreement in time fails the DAG through
+ * the loop's on_fail, naming itself and the member it waited for.
+ */
+#include "dag/loop_collective.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/value.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A slot's latest collective: seq1 = seq + 1 (0: none), enqueued at
+ * `since`; the loop thread stores since (relaxed) then seq1 (seq_cst), the
+ * watchdog loads seq1, since, queries `done`, and loads seq1 again
+ * (unchanged: the event it queried was that collective's). */
+typedef struct {
+    _Atomic uint64_t seq1;
+    _Atomic int64_t since;
+} coll_watch_t;
+
+/* What a member publishes on its status channel. */
+typedef struct {
+    uint32_t dtype, ndim;
+    int64_t shape[ADAG_MAX_DIMS];
+} member_meta_t;
+
+struct adag_loop_coll {
+    const adag_prog_op_t *op;
+    const adag_chan_comm_t *comm;  /* the loop's: key, communicator, stream */
+    adag_dev_event_t **issued;     /* per slot, on compute */
+    adag_dev_event_t **done;       /* per slot, on the communicator's stream */
+    coll_watch_t *watch;           /* per slot: the collective of seq1 - 1 */
+    char name[64];                 /* "allreduce#0" */
+};
+
+static const char *kind_name(uint32_t k)
+{
+    static const char *const names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+    return k < 4 ? names[k] : "?";
+}
+
+static adag_loop_coll_t *coll_of(adag_loop_t *loop, const adag_prog_op_t *op)
+{
+    for (unsigned i = 0; i < loop->ncolls; i++)
+        if (loop->colls[i].op == op)
+            return &loop->colls[i];
+    return NULL;
+}
+
+static void events_free(const adag_chan_device_t *d, adag_dev_event_t **evs, unsigned n)
+{
+    for (unsigned i = 0; evs && i < n; i++)
+        if (evs[i])
+            d->dev->ops->event_destroy(d->dev, evs[i]);
+    free(evs);
+}
+
+void adag_loop_coll_close(adag_loop_t *loop)
+{
+    const adag_chan_device_t *d = loop->actor.device;
+    for (unsigned i = 0; i < loop->ncolls; i++) {
+        adag_loop_coll_t *c = &loop->colls[i];
+        events_free(d, c->issued, loop->prog.nslots);
+        events_free(d, c->done, loop->prog.nslots);
+        free(c->watch);
+    }
+    free(loop->colls);
+    loop->colls = NULL;
+    loop->ncolls = 0;
+}
+
+adag_status_t adag_loop_coll_prepare(adag_loop_t *loop)
+{
+    unsigned n = 0, ns = loop->prog.nslots;
+    const adag_chan_device_t *d = loop->actor.device;
+    for (uint32_t i = 0; i < loop->prog.nops; i++)
+        n += loop->prog.ops[i].kind == ADAG_OP_COLLECTIVE;
+    if (n == 0)
+        return ADAG_OK;
+    if (!d)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "actor %s: DAG %s makes it a collective member, but it is not "
+                          "device-bound", loop->actor_name, loop->prog.dag_name);
+    if (!(loop->colls = calloc(n, sizeof(*loop->colls))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+    for (uint32_t i = 0; i < loop->prog.nops; i++) {
+        const adag_prog_op_t *op = &loop->prog.ops[i];
+        if (op->kind != ADAG_OP_COLLECTIVE)
+            continue;
+        adag_loop_coll_t *c = &loop->colls[loop->ncolls++];
+        c->op = op;
+        c->comm = &loop->chan_comms[op->comm];
+        snprintf(c->name, sizeof(c->name), "%s#%u", kind_name(op->coll_kind), op->coll_id);
+        c->issued = calloc(ns, sizeof(*c->issued));
+        c->done = calloc(ns, sizeof(*c->done));
+        c->watch = calloc(ns, sizeof(*c->watch));
+        if (!c->issued || !c->done || !c->watch)
+            return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+        for (unsigned s = 0; s < ns; s++) {
+            adag_status_t st = d->dev->ops->event_create(d->dev, &c->issued[s]);
+            if (st == ADAG_OK)
+                st = d->dev->ops->event_create(d->dev, &c->done[s]);
+            if (st != ADAG_OK) {
+                adag_error_prefix("actor %s: collective %s", loop->actor_name, c->name);
+                return st;
+            }
+        }
+    }
+    return ADAG_OK;
+}
+
+static size_t elements(const member_meta_t *m)
+{
+    size_t n = 1;
+    for (uint32_t d = 0; d < m->ndim; d++)
+        n *= (size_t)m->shape[d];
+    return n;
+}
+
+static void format_meta(char *buf, size_t len, const member_meta_t *m)
+{
+    int k = snprintf(buf, len, "%s[", adag_dtype_name((adag_dtype_t)m->dtype));
+    for (uint32_t d = 0; d < m->ndim && k > 0 && (size_t)k < len; d++)
+        k += snprintf(buf + k, len - (size_t)k, "%s%lld", d ? "," : "", (long long)m->shape[d]);
+    if (k > 0 && (size_t)k < len)
+        snprintf(buf + k, len - (size_t)k, "]");
+}
+
+static int same_meta(const member_meta_t *a, const member_meta_t *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return 0;
+    for (uint32_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return 0;
+    return 1;
+}
+
+/* Every member's status and tensor for seq (metas[m]); the first
+ * failure (lowest member) in *fail / msg. ADAG_ERR_CLOSED when aborted;
+ * ADAG_ERR_TIMEOUT when a member does not come in time (msg says who). */
+static adag_status_t agree(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t seq,
+                           const adag_slot_view_t *in, member_meta_t *metas,
+                           adag_status_t *fail, char *msg, size_t len)
+{
+    const adag_prog_op_t *op = c->op;
+    adag_chan_t *mine = loop->chans[op->status_first + op->member];
+    void *buf;
+    adag_status_t st = adag_chan_acquire(mine, seq, ADAG_FOREVER, &buf);
+    if (st != ADAG_OK)
+        return st;
+    member_meta_t me = {in->meta.dtype, in->meta.ndim, {0}};
+    memcpy(me.shape, in->meta.shape, me.ndim * sizeof(me.shape[0]));
+    if (in->status == ADAG_OK)
+        memcpy(buf, &me, sizeof(me));
+    st = adag_chan_publish(mine, seq, in->status == ADAG_OK ? sizeof(me) : 0, NULL, in->status,
+                           in->status == ADAG_OK ? NULL : in->err);
+    if (st != ADAG_OK)
+        return st;
+    int64_t deadline = loop->prog.comm_timeout_ms > 0
+                           ? adag_deadline_ms(loop->prog.comm_timeout_ms) : ADAG_FOREVER;
+    *fail = ADAG_OK;
+    for (uint32_t m = 0; m < op->nmembers; m++) {
+        adag_slot_view_t v;
+        if (m == op->member) {
+            metas[m] = me;
+            v = *in;
+        } else {
+            adag_chan_t *ch = loop->chans[op->status_first + m];
+            st = adag_chan_wait(ch, seq, deadline, &v);
+            if (st == ADAG_ERR_TIMEOUT) {
+                snprintf(msg, len,
+                         "actor %s: collective %s: execution %llu: %s did not reach it within "
+                         "%lld ms",
+                         loop->actor_name, c->name, (unsigned long long)seq, ch->name,
+                         (long long)loop->prog.comm_timeout_ms);
+                return st;
+            }
+            if (st != ADAG_OK)
+                return st;
+            if (v.status == ADAG_OK && v.size != sizeof(member_meta_t))
+                return adag_error(ADAG_ERR_PROTOCOL, "actor %s: collective %s: %s carries %zu "
+                                  "bytes", loop->actor_name, c->name, ch->name, v.size);
+            if (v.status == ADAG_OK)
+                memcpy(&metas[m], v.data, sizeof(metas[m]));
+        }
+        if (v.status != ADAG_OK && *fail == ADAG_OK) {
+            *fail = v.status;
+            snprintf(msg, len, "%.*s", (int)v.err_len, v.err ? v.err : "");
+        }
+    }
+    if (*fail != ADAG_OK)
+        return ADAG_OK;
+    for (uint32_t m = 1; m < op->nmembers; m++) {
+        if (metas[m].ndim > ADAG_MAX_DIMS || !adag_dtype_size((adag_dtype_t)metas[m].dtype))
+            return adag_error(ADAG_ERR_PROTOCOL, "actor %s: collective %s: member %u's tensor "
+                              "description is malformed", loop->actor_name, c->name, m);
+        if (!same_meta(&metas[m], &metas[0])) {
+            char a[160], b[160];
+            format_meta(a, sizeof(a), &metas[0]);
+            format_meta(b, sizeof(b), &metas[m]);
+            *fail = ADAG_ERR_INVALID;
+            snprintf(msg, len,
+                     "collective %s: execution %llu: member %u's tensor is %s, member 0's %s: "
+                     "the tensors of a collective have one dtype and shape",
+                     c->name, (unsigned long long)seq, m, b, a);
+            return ADAG_OK;
+        }
+    }
+    return ADAG_OK;
+}
+
+/* The result's shape and the count (elements per rank) the communicator
+ * takes, from the members' common tensor; nonzero if it cannot be. */
+static int result_of(adag_loop_coll_t *c, const member_meta_t *in, adag_tensor_meta_t *out,
+                     size_t *count, char *msg, size_t len)
+{
+    const adag_prog_op_t *op = c->op;
+    size_t n = elements(in);
+    out->dtype = in->dtype;
+    out->ndim = in->ndim;
+    memcpy(out->shape, in->shape, sizeof(out->shape));
+    *count = n;
+    if (op->coll_kind != ADAG_COLL_ALLGATHER && op->coll_kind != ADAG_COLL_REDUCESCATTER)
+        return 0;
+    if (in->ndim == 0) {
+        snprintf(msg, len, "collective %s: a 0-dim tensor: %s works along dim 0", c->name,
+                 kind_name(op->coll_kind));
+        return -1;
+    }
+    if (op->coll_kind == ADAG_COLL_ALLGATHER) {
+        out->shape[0] = in->shape[0] * op->nmembers;
+        return 0;
+    }
+    if (in->shape[0] % op->nmembers) {
+        snprintf(msg, len, "collective %s: dim 0 is %lld, not a multiple of its %u members",
+                 c->name, (long long)in->shape[0], op->nmembers);
+        return -1;
+    }
+    out->shape[0] = in->shape[0] / op->nmembers;
+    *count = n / op->nmembers;
+    return 0;
+}
+
+static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t seq,
+                             const void *src, void *dst, size_t count, uint32_t dtype)
+{
+    const adag_prog_op_t *op = c->op;
+    const adag_chan_device_t *d = loop->actor.device;
+    const adag_device_ops_t *dev = d->dev->ops;
+    adag_comm_t *comm = c->comm->comm;
+    adag_dev_stream_t *s = c->comm->stream;
+    unsigned slot = (unsigned)(seq % loop->prog.nslots);
+    adag_status_t st;
+    if ((st = dev->event_record(c->issued[slot], d->compute)) != ADAG_OK ||
+        (st = dev->stream_wait_event(s, c->issued[slot])) != ADAG_OK)
+        return st;
+    switch ((adag_coll_kind_t)op->coll_kind) {
+    case ADAG_COLL_ALLREDUCE:
+        st = comm->ops->allreduce(comm, src, dst, count, (adag_dtype_t)dtype,
+                                  (adag_reduce_op_t)op->reduce_op, s);
+        break;
+    case ADAG_COLL_ALLGATHER:
+        st = comm->ops->allgather(comm, src, dst, count, (adag_dtype_t)dtype, s);
+        break;
+    case ADAG_COLL_REDUCESCATTER:
+        st = comm->ops->reducescatter(comm, src, dst, count, (adag_dtype_t)dtype,
+                                      (adag_reduce_op_t)op->reduce_op, s);
+        break;
+    case ADAG_COLL_BROADCAST:
+        st = comm->ops->broadcast(comm, src, dst, count, (adag_dtype_t)dtype, op->root, s);
+        break;
+    }
+    if (st != ADAG_OK)
+        return st;
+    /* watched from here: since, then seq1 (seq_cst), as endpoints do */
+    atomic_store_explicit(&c->watch[slot].since, adag_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->watch[slot].seq1, seq + 1, memory_order_seq_cst);
+    if ((st = dev->event_record(c->done[slot], s)) != ADAG_OK)
+        return st;
+    return dev->stream_wait_event(d->compute, c->done[slot]);
+}
+
+adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+{
+    adag_loop_coll_t *c = coll_of(loop, op);
+    adag_chan_t *in_ch = loop->chans[op->args[0]], *out_ch = loop->chans[op->rets[0]];
+    adag_slot_view_t in;
+    member_meta_t metas[ADAG_COMM_MAX_RANKS];
+    char msg[ADAG_SLOT_ERR_MAX] = "";
+    adag_status_t fail = ADAG_OK, st;
+    void *out;
+    if (!c)
+        return adag_error(ADAG_ERR_INTERNAL, "actor %s: collective without state", loop->actor_name);
+    if ((st = adag_chan_wait(in_ch, seq, ADAG_FOREVER, &in)) != ADAG_OK ||
+        (st = adag_value_check_slot(&in, in_ch->name)) != ADAG_OK)
+        return st;
+    if (in.status == ADAG_OK && in.meta.dtype == ADAG_DTYPE_BYTES) {
+        in.status = ADAG_ERR_INVALID;
+        in.err = "the tensor of a collective is plain bytes";
+        in.err_len = strlen(in.err);
+    }
+    st = agree(loop, c, seq, &in, metas, &fail, msg, sizeof(msg));
+    if (st == ADAG_ERR_TIMEOUT) {
+        /* a member never came: the DAG fails (never a hang) */
+        if (loop->on_fail)
+            loop->on_fail(loop->fail_ctx, st, msg);
+        else if (loop->on_fatal)
+            loop->on_fatal(loop->fatal_ctx, st, msg);
+        return ADAG_ERR_CLOSED;
+    }
+    if (st != ADAG_OK)
+        return st;
+    if ((st = adag_chan_acquire(out_ch, seq, ADAG_FOREVER, &out)) != ADAG_OK)
+        return st;
+    adag_tensor_meta_t meta;
+    size_t count = 0;
+    if (fail == ADAG_OK && result_of(c, &metas[0], &meta, &count, msg, sizeof(msg)) != 0)
+        fail = ADAG_ERR_INVALID;
+    size_t es = adag_dtype_size((adag_dtype_t)meta.dtype);
+    size_t bytes = 0;
+    if (fail == ADAG_OK) {
+        bytes = count * es * (op->coll_kind == ADAG_COLL_ALLGATHER ? op->nmembers : 1);
+        if (bytes > out_ch->capacity) {
+            fail = ADAG_ERR_TOO_LARGE;
+            snprintf(msg, sizeof(msg), "collective %s: its result of %zu bytes does not fit "
+                     "the slot (%zu bytes)", c->name, bytes, out_ch->capacity);
+        }
+    }
+    if (fail == ADAG_OK && count > 0 &&
+        (st = enqueue(loop, c, seq, in.data, out, count, meta.dtype)) != ADAG_OK) {
+        /* refused at enqueue (a dtype the backend cannot reduce): the same
+         * on every member, so none of them waits for it */
+        fail = st;
+        snprintf(msg, sizeof(msg), "actor %s: collective %s: %s", loop->actor_name, c->name,
+                 adag_last_error());
+    }
+    if (fail != ADAG_OK)
+        return adag_chan_publish(out_ch, seq, 0, NULL, fail, msg);
+    return adag_chan_publish(out_ch, seq, bytes, &meta, ADAG_OK, NULL);
+}
+
+adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since)
+{
+    adag_loop_t *loop = ctx;
+    const adag_device_ops_t *dev = loop->actor.device->dev->ops;
+    int64_t oldest = INT64_MAX;
+    const adag_loop_coll_t *which = NULL;
+    uint64_t which_seq1 = 0;
+    for (unsigned i = 0; i < loop->ncolls; i++) {
+        adag_loop_coll_t *c = &loop->colls[i];
+        for (unsigned s = 0; s < loop->prog.nslots; s++) {
+            uint64_t seq1 = atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst);
+            if (!seq1)
+                continue;
+            int64_t t = atomic_load_explicit(&c->watch[s].since, memory_order_relaxed);
+            if (now - t <= timeout_ns || t >= oldest || dev->event_query(c->done[s]) == ADAG_OK)
+                continue;
+            if (atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst) != seq1)
+                continue; /* the slot moved on: the event queried was not its op's */
+            oldest = t;
+            which = c;
+            which_seq1 = seq1;
+        }
+    }
+    if (!which)
+        return ADAG_OK;
+    *since = oldest;
+    return adag_error(ADAG_ERR_TIMEOUT,
+                      "collective %s (member %u of %u) for execution %llu did not complete "
+                      "within %lld ms",
+                      which->name, which->op->member, which->op->nmembers,
+                      (unsigned long long)(which_seq1 - 1), (long long)(timeout_ns / 1000000));
+}

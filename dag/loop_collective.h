@@ -1,0 +1,20 @@
+/*
+ * A loop's collectives (ADAG_OP_COLLECTIVE): dag/loop_collective.c says how
+ * one member runs its part of each execution.
+ */
+#ifndef ADAG_DAG_LOOP_COLLECTIVE_H
+#define ADAG_DAG_LOOP_COLLECTIVE_H
+
+#include "dag/loop.h"
+
+/* After the endpoints are open: the events of every collective operation
+ * of the program (none: nothing). */
+adag_status_t adag_loop_coll_prepare(adag_loop_t *loop);
+/* Runs op for execution seq (ADAG_ERR_CLOSED once the DAG is aborted). */
+adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq);
+/* The watchdog's check of the loop's collectives (adag_watch_fn; ctx: the loop). */
+adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since);
+/* After the loop's streams drained. */
+void adag_loop_coll_close(adag_loop_t *loop);
+
+#endif
