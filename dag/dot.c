@@ -6,6 +6,26 @@
 #include "dag/internal.h"
 
 #include <stdio.h>
+#include <string.h>
+
+/* "ALLREDUCE#0 sum, member 1 of group [tp0 tp1]" (each member's status
+ * channel is named "<collective>.<member actor>") */
+static void collective_line(FILE *out, const adag_program_t *p, const adag_prog_op_t *op)
+{
+    static const char *const ops[] = {"sum", "prod", "min", "max", "avg"};
+    fprintf(out, "COLLECTIVE %s#%u", adag_coll_kind_name((adag_coll_kind_t)op->coll_kind),
+            op->coll_id);
+    if (op->coll_kind == ADAG_COLL_ALLREDUCE || op->coll_kind == ADAG_COLL_REDUCESCATTER)
+        fprintf(out, " %s", op->reduce_op < 5 ? ops[op->reduce_op] : "?");
+    if (op->coll_kind == ADAG_COLL_BROADCAST)
+        fprintf(out, " root %u", op->root);
+    fprintf(out, ", member %u of group [", op->member);
+    for (uint32_t m = 0; m < op->nmembers; m++) {
+        const char *name = strchr(p->chans[op->status_first + m].name, '.');
+        fprintf(out, "%s%s", m ? " " : "", name ? name + 1 : "?");
+    }
+    fprintf(out, "]\\l");
+}
 
 static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
 {
@@ -18,9 +38,7 @@ static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
         for (uint32_t a = 0; a < op->nargs; a++)
             fprintf(out, "READ %s\\l", p->chans[op->args[a]].name);
         if (op->kind == ADAG_OP_COLLECTIVE)
-            fprintf(out, "%s#%u member %u of %u (group of %s)\\l",
-                     adag_coll_kind_name((adag_coll_kind_t)op->coll_kind), op->coll_id,
-                     op->member, op->nmembers, p->chans[op->status_first].name);
+            collective_line(out, p, op);
         else
             fprintf(out, "COMPUTE %s\\l", da->actor->methods[op->method].name);
         for (uint32_t r = 0; r < op->nrets; r++)

@@ -346,6 +346,11 @@ static void every_op(kind_t kind, adag_placement_t pl)
     for (int op = 0; op < nops; op++) {
         adag_dag_h dag;
         ASSERT_OK(compile_coll(rt, 4, kind, (adag_reduce_op_t)op, 2, &dag));
+        if (op == 0) { /* the DOT shows each member's part and its group */
+            char *dot = h_dot(dag);
+            cr_assert(strstr(dot, "member 2 of group [tp0 tp1 tp2 tp3]"), "%s", dot);
+            free(dot);
+        }
         run_checked(dag, kind, (adag_reduce_op_t)op, 2, 4, 3 * NDTYPES);
         ASSERT_OK(adag_dag_destroy(dag));
     }
