@@ -31,6 +31,8 @@ struct adag_actor_comm {
     adag_dev_stream_t *stream;    /* its send/recv; made before the join starts */
     int aborted;
     int refs;
+    pthread_t joiner;             /* the joining thread (joined by entry_free) */
+    int joiner_started;
 };
 
 /* Live entries in this process; relaxed: a count for tests, nothing is
@@ -50,6 +52,10 @@ void adag_actor_comms_init(adag_actor_comms_t *t)
 
 static void entry_free(adag_actor_comm_t *e)
 {
+    /* the joining thread uses the entry and the device until it returns
+     * (bounded by the join's deadline) */
+    if (e->joiner_started)
+        pthread_join(e->joiner, NULL);
     adag_device_t *dev = e->dev->dev;
     const adag_device_ops_t *dops = dev->ops;
     int drained = 1;
@@ -119,7 +125,6 @@ static void *join_main(void *arg)
     }
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
-    adag_actor_comm_put(e);
     return NULL;
 }
 
@@ -182,23 +187,19 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
     pthread_cond_init(&e->cond, &ca);
     pthread_condattr_destroy(&ca);
     e->state = JOINING;
-    e->refs = 3; /* the table, the caller, the joining thread */
+    e->refs = 2; /* the table and the caller */
     if ((st = dev->dev->ops->stream_create(dev->dev, &e->stream)) != ADAG_OK) {
         adag_error_prefix("actor %s: communicator %llu: its stream", actor,
                           (unsigned long long)spec->key);
         goto fail;
     }
-    pthread_attr_t attr;
-    pthread_t th;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&th, &attr, join_main, e);
-    pthread_attr_destroy(&attr);
+    int rc = pthread_create(&e->joiner, NULL, join_main, e);
     if (rc != 0) {
         st = adag_error_errno(rc, "actor %s: communicator %llu: pthread_create", actor,
                               (unsigned long long)spec->key);
         goto fail;
     }
+    e->joiner_started = 1;
     e->next = t->list;
     t->list = e;
     pthread_mutex_unlock(&t->lock);

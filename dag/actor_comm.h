@@ -24,7 +24,8 @@
  *
  * References: the table holds one on each entry it lists; every begin
  * gives the caller one (the DAG context keeps it until its endpoints are
- * closed); the joining thread holds one while it runs.
+ * closed); the last one joins the joining thread (it uses the entry and the
+ * device until it returns, by the join's deadline) and frees the entry.
  */
 #ifndef ADAG_DAG_ACTOR_COMM_H
 #define ADAG_DAG_ACTOR_COMM_H
