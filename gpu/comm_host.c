@@ -15,10 +15,10 @@
  *               flag per rank, with the futex word init waits on;
  *   rank areas  one per rank, holding that rank's inboxes: a mailbox per
  *               peer (head/tail counters, turns, wake words, chunk headers),
- *               then the rings' chunk bytes. A collective (later) is built
- *               from the same pairwise rings, run by the stream threads; a
- *               per-rank staging area would be added to the rank area under
- *               a new version.
+ *               then the rings' chunk bytes;
+ *   collective  each rank's barrier counter, turn and posted call, then
+ *   area        three staging slots per rank (gpu/comm_host_coll.c says
+ *               how the collectives use them, and their ordering).
  *
  * A mailbox carries one peer's messages to one rank, in order, through a
  * ring of ADAG_COMM_HOST_RING_CHUNKS chunks. A message of size bytes is
@@ -53,7 +53,8 @@
  *               status loads error_ready (acquire) before reading the text.
  * Waiters sleep on adag_event_t words in the segment (process-shared
  * futexes): recv_wake (head or recv_turn moved), send_wake (tail or
- * send_turn moved), join_wake.
+ * send_turn moved), join_wake; the collectives' coll_wake and turn_wake,
+ * which adag_comm_host_fail's wake-up covers too.
  */
 #include "gpu/comm_host_impl.h"
 
