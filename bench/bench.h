@@ -162,6 +162,12 @@ int baseline_device_copy(const char *backend, dev_path_t path, size_t bytes, lon
 /* The --raw-peer entry point of adag-bench. */
 int device_raw_peer_main(int argc, char **argv);
 
+/* output (bench/report.c) */
+const char *bench_path_name(dev_path_t p); /* "", "zero-copy", "peer", "h2d", "d2h" */
+void bench_print_table(FILE *out, const result_t *results, unsigned nresults);
+void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
+                      unsigned nresults);
+
 /* allreduce rows (bench/collective.c): adag's host communicator, nranks
  * ranks in forked processes on host devices host:0..nranks-1, against
  * Open MPI's MPI_Allreduce (bench/peers/mpi_allreduce.c under mpirun); SUM
