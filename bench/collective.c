@@ -276,31 +276,18 @@ fail:
     return rc;
 }
 
-/* Waits for the ranks; once one failed, or past the run's deadline, kills
- * the rest. 0 if every rank exited 0. */
+/* Waits for the ranks (by pid: other children of adag-bench are not ours
+ * to reap); once one failed, or past the run's deadline, kills the rest.
+ * 0 if every rank exited 0. */
 static int coll_reap(coll_ctl_t *c, pid_t *pids, unsigned n)
 {
     int64_t deadline = adag_deadline_ms(COLL_RUN_MS);
     unsigned left = n;
     int failed = 0;
     while (left > 0) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid < 0 && errno != EINTR)
-            break;
-        if (pid <= 0) {
-            if (!failed && adag_now_ns() > deadline)
-                failed = coll_fail(c, "allreduce: the ranks did not finish within %d ms",
-                                   COLL_RUN_MS);
-            if (failed || atomic_load(&c->abort))
-                for (unsigned i = 0; i < n; i++)
-                    if (pids[i] > 0)
-                        kill(pids[i], SIGKILL);
-            usleep(1000);
-            continue;
-        }
         for (unsigned i = 0; i < n; i++) {
-            if (pids[i] != pid)
+            int status;
+            if (pids[i] <= 0 || waitpid(pids[i], &status, WNOHANG) != pids[i])
                 continue;
             pids[i] = -1;
             left--;
@@ -312,6 +299,16 @@ static int coll_reap(coll_ctl_t *c, pid_t *pids, unsigned n)
                 failed = 1;
             }
         }
+        if (left == 0)
+            break;
+        if (!failed && adag_now_ns() > deadline)
+            failed = coll_fail(c, "allreduce: the ranks did not finish within %d ms",
+                               COLL_RUN_MS);
+        if (failed || atomic_load(&c->abort))
+            for (unsigned i = 0; i < n; i++)
+                if (pids[i] > 0)
+                    kill(pids[i], SIGKILL);
+        usleep(1000);
     }
     return failed || atomic_load(&c->abort) ? -1 : 0;
 }
