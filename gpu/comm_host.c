@@ -47,7 +47,7 @@
  *   joined[r]   set once by rank r at init; init waits until all are set;
  *   abort       set once (after the error record claimed): every wait
  *               passes it to adag_event_wait, which gives up with
- *               ADAG_ERR_CLOSED; seg_fail then notifies every wake word;
+ *               ADAG_ERR_CLOSED; adag_comm_host_fail then notifies every wake word;
  *   error_code  claimed by compare-and-swap (the first failure wins), then
  *               its text is written and error_ready stored (release);
  *               status loads error_ready (acquire) before reading the text.
@@ -55,7 +55,7 @@
  * futexes): recv_wake (head or recv_turn moved), send_wake (tail or
  * send_turn moved), join_wake.
  */
-#include "gpu/comm_host.h"
+#include "gpu/comm_host_impl.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -89,13 +89,10 @@ extern const adag_comm_ops_t adag_comm_host_ops;
 #define CHUNK_MAX ((uint64_t)256 << 10)
 #define CHUNK_MIN ((uint64_t)4 << 10)
 #define RINGS_BUDGET ((uint64_t)64 << 20)
-#define PAGE 4096u
-/* A stream thread spins this long (yielding) before it sleeps: the peer is
- * another stream thread that usually answers within microseconds. */
-#define COMM_SPIN_NS 20000
+#define PAGE ADAG_COMM_HOST_PAGE
+#define COMM_SPIN_NS ADAG_COMM_HOST_SPIN_NS
 
 #define SEG_MAGIC 0x67736461u /* "adsg" */
-#define ERROR_TEXT 400
 
 uint64_t adag_comm_host_chunk_bytes(unsigned nranks)
 {
@@ -125,31 +122,7 @@ typedef struct {
     alignas(64) chunk_head_t heads[RING_CHUNKS];
 } mailbox_t;
 
-typedef struct {
-    uint32_t magic, version, nranks, ring_chunks;
-    uint64_t chunk_bytes; /* payload bytes per chunk */
-    uint64_t boxes_bytes; /* a rank area's mailboxes, page-rounded */
-    uint64_t area_bytes;  /* a rank area: mailboxes, then chunk bytes */
-    uint64_t size;        /* the whole segment */
-    alignas(64) _Atomic uint32_t abort;
-    _Atomic int32_t error_code;   /* 0, or the status that broke the communicator */
-    _Atomic uint32_t error_ready; /* error_text is complete */
-    char error_text[ERROR_TEXT];
-    alignas(64) _Atomic uint32_t joined[ADAG_COMM_MAX_RANKS];
-    adag_event_t join_wake;
-} seg_header_t;
-
 #define HEADER_BYTES (((sizeof(seg_header_t) + PAGE - 1) / PAGE) * PAGE)
-
-/* A rank's view of a mapped segment. The geometry is this process's copy,
- * checked against the header once at init: every address is computed from
- * it, never from memory another process can write. */
-typedef struct {
-    seg_header_t *h;
-    size_t size;
-    unsigned nranks;
-    uint64_t chunk_bytes, boxes_bytes, area_bytes;
-} seg_t;
 
 /* The geometry of a communicator of n ranks, in a header. */
 static void seg_layout(unsigned n, seg_header_t *g)
@@ -161,7 +134,10 @@ static void seg_layout(unsigned n, seg_header_t *g)
     g->chunk_bytes = adag_comm_host_chunk_bytes(n);
     g->boxes_bytes = ((uint64_t)(n - 1) * sizeof(mailbox_t) + PAGE - 1) / PAGE * PAGE;
     g->area_bytes = g->boxes_bytes + (uint64_t)(n - 1) * RING_CHUNKS * g->chunk_bytes;
-    g->size = HEADER_BYTES + (uint64_t)n * g->area_bytes;
+    g->coll_offset = HEADER_BYTES + (uint64_t)n * g->area_bytes;
+    g->slot_bytes = adag_comm_host_slot_bytes(n);
+    g->size = g->coll_offset + adag_comm_host_coll_ctl_bytes(n) +
+              (uint64_t)n * ADAG_COMM_HOST_COLL_SLOTS * g->slot_bytes;
 }
 
 /* dst's inbox from src (src != dst), and its ring's chunk bytes. */
@@ -188,6 +164,9 @@ static unsigned char *ring_bytes(const seg_t *g, unsigned src, unsigned dst)
 static void wake_everyone(const seg_t *g)
 {
     adag_event_notify(&g->h->join_wake);
+    adag_event_notify(&g->h->coll_wake);
+    for (unsigned r = 0; r < g->nranks; r++)
+        adag_event_notify(&adag_comm_host_coll_rank(g, r)->turn_wake);
     for (unsigned dst = 0; dst < g->nranks; dst++)
         for (unsigned src = 0; src < g->nranks; src++) {
             if (src == dst)
@@ -200,7 +179,7 @@ static void wake_everyone(const seg_t *g)
 
 /* Breaks the communicator: the first failure's status and text are kept
  * (later ones only abort), then every waiter of every rank gives up. */
-static void ADAG_PRINTF(3, 4) seg_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
+void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
 {
     seg_header_t *h = g->h;
     int32_t none = 0;
@@ -218,7 +197,7 @@ static void ADAG_PRINTF(3, 4) seg_fail(const seg_t *g, adag_status_t code, const
 
 /* ADAG_OK, or the record's status with its text as this thread's error
  * ("<who>: <text>"). Never blocks. */
-static adag_status_t seg_status(seg_header_t *h, const char *who)
+adag_status_t adag_comm_host_seg_status(seg_header_t *h, const char *who)
 {
     int32_t code = atomic_load_explicit(&h->error_code, memory_order_seq_cst);
     if (code == 0)
@@ -299,6 +278,8 @@ static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **
     h->chunk_bytes = g.chunk_bytes;
     h->boxes_bytes = g.boxes_bytes;
     h->area_bytes = g.area_bytes;
+    h->coll_offset = g.coll_offset;
+    h->slot_bytes = g.slot_bytes;
     h->size = g.size;
     munmap(h, HEADER_BYTES);
     memset(&hid, 0, sizeof(hid));
@@ -334,18 +315,6 @@ static void host_id_destroy(void *owner)
 
 /* ---- a rank ---- */
 
-typedef struct {
-    adag_comm_t base;
-    seg_t seg;
-    char who[48]; /* "host communicator (rank 1 of 4)" */
-    /* Numbering and enqueueing are one step, so each stream runs a peer's
-     * operations in the order of their numbers. */
-    pthread_mutex_t enqueue_lock;
-    uint64_t send_seq[ADAG_COMM_MAX_RANKS], recv_seq[ADAG_COMM_MAX_RANKS];
-    /* the rank and every queued operation; the last drop unmaps */
-    _Atomic int refs;
-} host_comm_t;
-
 static host_comm_t *host_comm(adag_comm_t *c)
 {
     return (host_comm_t *)c;
@@ -353,7 +322,7 @@ static host_comm_t *host_comm(adag_comm_t *c)
 
 /* Drops a reference; the last frees. acq_rel: every use of the
  * communicator by a dropper happens-before the unmap. */
-static void comm_unref(host_comm_t *c)
+void adag_comm_host_unref(host_comm_t *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
         return;
@@ -418,6 +387,7 @@ static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, cons
     if (h->magic != want.magic || h->version != want.version || h->nranks != want.nranks ||
         h->ring_chunks != want.ring_chunks || h->chunk_bytes != want.chunk_bytes ||
         h->boxes_bytes != want.boxes_bytes || h->area_bytes != want.area_bytes ||
+        h->coll_offset != want.coll_offset || h->slot_bytes != want.slot_bytes ||
         h->size != want.size) {
         st = adag_error(ADAG_ERR_PROTOCOL,
                         "%s: the segment's header does not describe a host communicator of %u "
@@ -427,8 +397,14 @@ static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, cons
         munmap(h, (size_t)want.size);
         return st;
     }
-    *out = (seg_t){h, (size_t)want.size, nranks, want.chunk_bytes, want.boxes_bytes,
-                   want.area_bytes};
+    *out = (seg_t){h,
+                   (size_t)want.size,
+                   nranks,
+                   want.chunk_bytes,
+                   want.boxes_bytes,
+                   want.area_bytes,
+                   want.coll_offset,
+                   want.slot_bytes};
     return ADAG_OK;
 }
 
@@ -447,11 +423,11 @@ static adag_status_t join(const seg_t *g, unsigned rank, int64_t deadline, const
     adag_spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
     adag_status_t st = adag_event_wait(&h->join_wake, all_joined, g, &h->abort, deadline, &spin);
     if (st == ADAG_ERR_CLOSED)
-        return seg_status(h, who);
+        return adag_comm_host_seg_status(h, who);
     if (st == ADAG_ERR_TIMEOUT) {
         missing_ranks(g, missing, sizeof(missing));
         /* the ranks waiting with it give up now rather than at their own deadlines */
-        seg_fail(g, ADAG_ERR_TIMEOUT, "rank %u gave up at its init deadline: rank(s) %s of %u "
+        adag_comm_host_fail(g, ADAG_ERR_TIMEOUT, "rank %u gave up at its init deadline: rank(s) %s of %u "
                  "had not joined", rank, missing, g->nranks);
         return adag_error(ADAG_ERR_TIMEOUT, "%s: init deadline passed: rank(s) %s of %u had not "
                           "joined", who, missing, g->nranks);
@@ -475,14 +451,14 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
                           dev->ops->name);
     if ((st = map_segment(id, nranks, who, &g)) != ADAG_OK)
         return st;
-    if ((st = seg_status(g.h, who)) != ADAG_OK)
+    if ((st = adag_comm_host_seg_status(g.h, who)) != ADAG_OK)
         goto fail;
     if ((st = join(&g, rank, deadline, who)) != ADAG_OK)
         goto fail;
     host_comm_t *c = calloc(1, sizeof(*c));
     if (!c) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
-        seg_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
+        adag_comm_host_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
         goto fail;
     }
     c->base = (adag_comm_t){&adag_comm_host_ops, nranks, rank, dev};
@@ -551,13 +527,13 @@ static int chunk_wrong(const comm_op_t *op, const chunk_head_t *ch, uint64_t i, 
     const seg_t *g = &c->seg;
     unsigned me = c->base.rank;
     if (ch->msg_seq != op->seq) {
-        seg_fail(g, ADAG_ERR_PROTOCOL, "rank %u expected message %llu from rank %u; its ring "
+        adag_comm_host_fail(g, ADAG_ERR_PROTOCOL, "rank %u expected message %llu from rank %u; its ring "
                  "holds a chunk of message %llu", me, (unsigned long long)op->seq, op->peer,
                  (unsigned long long)ch->msg_seq);
         return 1;
     }
     if (ch->msg_size != op->size) {
-        seg_fail(g, ADAG_ERR_PROTOCOL, "size mismatch: rank %u sent %llu bytes to rank %u, whose "
+        adag_comm_host_fail(g, ADAG_ERR_PROTOCOL, "size mismatch: rank %u sent %llu bytes to rank %u, whose "
                  "matching recv (message %llu from rank %u) takes %llu bytes", op->peer,
                  (unsigned long long)ch->msg_size, me, (unsigned long long)op->seq, op->peer,
                  (unsigned long long)op->size);
@@ -565,7 +541,7 @@ static int chunk_wrong(const comm_op_t *op, const chunk_head_t *ch, uint64_t i, 
     }
     uint64_t want = op->size - got < g->chunk_bytes ? op->size - got : g->chunk_bytes;
     if (ch->offset != got || ch->len != want) {
-        seg_fail(g, ADAG_ERR_PROTOCOL, "rank %u: chunk %llu of message %llu from rank %u is "
+        adag_comm_host_fail(g, ADAG_ERR_PROTOCOL, "rank %u: chunk %llu of message %llu from rank %u is "
                  "bytes %llu+%llu, expected %llu+%llu", me, (unsigned long long)i,
                  (unsigned long long)op->seq, op->peer, (unsigned long long)ch->offset,
                  (unsigned long long)ch->len, (unsigned long long)got,
@@ -613,7 +589,7 @@ static void comm_op_main(void *arg)
         run_send(op, &spin);
     else
         run_recv(op, &spin);
-    comm_unref(op->c);
+    adag_comm_host_unref(op->c);
 }
 
 static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsigned peer,
@@ -625,7 +601,7 @@ static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsig
         return adag_error(ADAG_ERR_INVALID, "%s: %s rank %u: the peer must be another rank "
                           "below %u, with a stream and a buffer", c->who, verb, peer,
                           base->nranks);
-    adag_status_t st = seg_status(c->seg.h, c->who);
+    adag_status_t st = adag_comm_host_seg_status(c->seg.h, c->who);
     if (st != ADAG_OK)
         return st;
     pthread_mutex_lock(&c->enqueue_lock);
@@ -660,19 +636,19 @@ static void host_abort(adag_comm_t *base)
     if (!base)
         return;
     host_comm_t *c = host_comm(base);
-    seg_fail(&c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
+    adag_comm_host_fail(&c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
 }
 
 static adag_status_t host_status(adag_comm_t *base)
 {
     host_comm_t *c = host_comm(base);
-    return seg_status(c->seg.h, c->who);
+    return adag_comm_host_seg_status(c->seg.h, c->who);
 }
 
 static void host_destroy(adag_comm_t *base)
 {
     if (base)
-        comm_unref(host_comm(base));
+        adag_comm_host_unref(host_comm(base));
 }
 
 static void host_counts(adag_comm_counts_t *out)
@@ -705,6 +681,10 @@ const adag_comm_ops_t adag_comm_host_ops = {
     .init = host_init,
     .send = host_send,
     .recv = host_recv,
+    .allreduce = adag_comm_host_allreduce,
+    .allgather = adag_comm_host_allgather,
+    .reducescatter = adag_comm_host_reducescatter,
+    .broadcast = adag_comm_host_broadcast,
     .abort = host_abort,
     .status = host_status,
     .destroy = host_destroy,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define ADAG_COMM_HOST_ID_MAGIC 0x63676461u /* "adgc" */
-#define ADAG_COMM_HOST_VERSION 1
+#define ADAG_COMM_HOST_VERSION 2
 
 /* What adag_comm_id_t.bytes hold (len = sizeof): the segment, named like
  * a host device handle, and the number of ranks it was laid out for. */
@@ -26,5 +26,11 @@ typedef struct {
  * nranks ranks (so a ring holds ADAG_COMM_HOST_RING_CHUNKS times that). */
 #define ADAG_COMM_HOST_RING_CHUNKS 4
 uint64_t adag_comm_host_chunk_bytes(unsigned nranks);
+
+/* Staging slots per rank in the collective area, and the bytes of one slot
+ * in a communicator of nranks ranks: a collective larger than a slot runs
+ * in several chunks. */
+#define ADAG_COMM_HOST_COLL_SLOTS 3
+uint64_t adag_comm_host_slot_bytes(unsigned nranks);
 
 #endif

@@ -22,6 +22,13 @@
  *              communicator may answer ncclInProgress: the enqueue is then
  *              polled to its end (bounded by ADAG_COMM_TIMEOUT_MS), still
  *              without waiting for the work;
+ *   collectives ncclAllReduce, ncclAllGather, ncclReduceScatter and
+ *              ncclBroadcast on the stream, enqueued like send/recv. Reduced
+ *              dtypes map to NCCL's (AVG is ncclAvg); i16 and bool, which
+ *              NCCL does not reduce, are refused (ADAG_ERR_INVALID). allgather
+ *              and broadcast move any dtype as count * size ncclUint8. In
+ *              place (send == recv) is NCCL's in place for rank 0; other
+ *              ranks' blocks are moved with a copy on the stream;
  *   abort      ncclCommAbort, once; it frees NCCL's communicator, so every
  *              NCCL call on it takes the rank's lock and checks `aborted`;
  *   status     ncclCommGetAsyncError, with ncclGetErrorString and
@@ -115,7 +122,8 @@ const adag_comm_ops_t adag_comm_nccl_ops = {
  * header's prototype, and is resolved as "nccl" #name. */
 #define NCCL_FUNCTIONS(X)                                                                          \
     X(GetVersion) X(GetUniqueId) X(CommInitRankConfig) X(CommGetAsyncError) X(CommAbort)           \
-    X(CommDestroy) X(Send) X(Recv) X(GetErrorString) X(GetLastError)
+    X(CommDestroy) X(Send) X(Recv) X(AllReduce) X(AllGather) X(ReduceScatter) X(Broadcast)          \
+    X(GetErrorString) X(GetLastError)
 
 #define NCCL_FIELD(name) __typeof__(&nccl##name) name;
 typedef struct {
@@ -357,6 +365,69 @@ fail:
     return st;
 }
 
+/* One NCCL call to enqueue: which, its buffers, count and type, the op
+ * (reductions), peer (send/recv) or root (broadcast). */
+typedef enum { CALL_SEND, CALL_RECV, CALL_ALLREDUCE, CALL_ALLGATHER, CALL_REDUCESCATTER,
+               CALL_BROADCAST } call_kind_t;
+
+typedef struct {
+    call_kind_t kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    int peer; /* or root */
+} nccl_call_t;
+
+static ncclResult_t issue(nccl_comm_t *c, const nccl_call_t *k, cudaStream_t cs)
+{
+    switch (k->kind) {
+    case CALL_SEND:
+        return lib.fn.Send(k->send, k->count, k->type, k->peer, c->comm, cs);
+    case CALL_RECV:
+        return lib.fn.Recv(k->recv, k->count, k->type, k->peer, c->comm, cs);
+    case CALL_ALLREDUCE:
+        return lib.fn.AllReduce(k->send, k->recv, k->count, k->type, k->op, c->comm, cs);
+    case CALL_ALLGATHER:
+        return lib.fn.AllGather(k->send, k->recv, k->count, k->type, c->comm, cs);
+    case CALL_REDUCESCATTER:
+        return lib.fn.ReduceScatter(k->send, k->recv, k->count, k->type, k->op, c->comm, cs);
+    case CALL_BROADCAST:
+        return lib.fn.Broadcast(k->send, k->recv, k->count, k->type, k->peer, c->comm, cs);
+    }
+    return ncclInvalidArgument;
+}
+
+/* Enqueues one call on s under the rank's lock; `what` names it in errors
+ * ("ncclSend(100 bytes, rank 1)"). */
+static adag_status_t nccl_enqueue(adag_comm_t *base, const nccl_call_t *k, adag_dev_stream_t *s,
+                                  const char *what)
+{
+    nccl_comm_t *c = nccl_comm(base);
+    adag_status_t st = base->dev->ops->bind_thread(base->dev);
+    if (st != ADAG_OK)
+        return st;
+    cudaStream_t cs = (cudaStream_t)base->dev->ops->stream_native(s);
+    int64_t timeout_ms = adag_settings()->comm_timeout_ms;
+    int64_t deadline = adag_deadline_ms(timeout_ms > 0 ? timeout_ms : -1);
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load_explicit(&c->aborted, memory_order_seq_cst)) {
+        pthread_mutex_unlock(&c->lock);
+        return adag_error(ADAG_ERR_CLOSED, "%s: %s: the communicator was aborted", c->who, what);
+    }
+    ncclResult_t r = issue(c, k, cs);
+    if (r == ncclInProgress)
+        r = settle(c->comm, deadline);
+    if (r == ncclInProgress)
+        st = adag_error(ADAG_ERR_TIMEOUT, "%s: %s: still being enqueued after %lld ms", c->who,
+                        what, (long long)timeout_ms);
+    else if (r != ncclSuccess)
+        st = nccl_fail(c->who, c->comm, r, what);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
 static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsigned peer,
                                 adag_dev_stream_t *s, int is_send)
 {
@@ -367,29 +438,10 @@ static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsig
         return adag_error(ADAG_ERR_INVALID, "%s: %s to rank %u: the peer must be another rank "
                           "below %u, with a stream and a buffer", c->who, call, peer,
                           base->nranks);
-    adag_status_t st = base->dev->ops->bind_thread(base->dev);
-    if (st != ADAG_OK)
-        return st;
-    cudaStream_t cs = (cudaStream_t)base->dev->ops->stream_native(s);
-    int64_t timeout_ms = adag_settings()->comm_timeout_ms;
-    int64_t deadline = adag_deadline_ms(timeout_ms > 0 ? timeout_ms : -1);
-    pthread_mutex_lock(&c->lock);
-    if (atomic_load_explicit(&c->aborted, memory_order_seq_cst)) {
-        pthread_mutex_unlock(&c->lock);
-        return adag_error(ADAG_ERR_CLOSED, "%s: %s: the communicator was aborted", c->who, call);
-    }
-    ncclResult_t r = is_send ? lib.fn.Send(buf, size, ncclUint8, (int)peer, c->comm, cs)
-                             : lib.fn.Recv(buf, size, ncclUint8, (int)peer, c->comm, cs);
-    if (r == ncclInProgress)
-        r = settle(c->comm, deadline);
     snprintf(what, sizeof(what), "%s(%zu bytes, rank %u)", call, size, peer);
-    if (r == ncclInProgress)
-        st = adag_error(ADAG_ERR_TIMEOUT, "%s: %s: still being enqueued after %lld ms", c->who,
-                        what, (long long)timeout_ms);
-    else if (r != ncclSuccess)
-        st = nccl_fail(c->who, c->comm, r, what);
-    pthread_mutex_unlock(&c->lock);
-    return st;
+    nccl_call_t k = {is_send ? CALL_SEND : CALL_RECV, buf, buf, size, ncclUint8, ncclSum,
+                     (int)peer};
+    return nccl_enqueue(base, &k, s, what);
 }
 
 static adag_status_t nccl_send(adag_comm_t *c, const void *buf, size_t size, unsigned peer,
@@ -402,6 +454,148 @@ static adag_status_t nccl_recv(adag_comm_t *c, void *buf, size_t size, unsigned 
                                adag_dev_stream_t *s)
 {
     return enqueue_op(c, buf, size, peer, s, 0);
+}
+
+/* ---- collectives ---- */
+
+/* NCCL's type for reducing dtype: 0 and *type set, or nonzero for the
+ * dtypes NCCL does not reduce (i16, bool) or that are not tensor dtypes. */
+static int reduce_type(adag_dtype_t dtype, ncclDataType_t *type)
+{
+    switch (dtype) {
+    case ADAG_DTYPE_U8: *type = ncclUint8; return 0;
+    case ADAG_DTYPE_I8: *type = ncclInt8; return 0;
+    case ADAG_DTYPE_I32: *type = ncclInt32; return 0;
+    case ADAG_DTYPE_I64: *type = ncclInt64; return 0;
+    case ADAG_DTYPE_F16: *type = ncclFloat16; return 0;
+    case ADAG_DTYPE_BF16: *type = ncclBfloat16; return 0;
+    case ADAG_DTYPE_F32: *type = ncclFloat32; return 0;
+    case ADAG_DTYPE_F64: *type = ncclFloat64; return 0;
+    default: return 1;
+    }
+}
+
+static int reduce_op(adag_reduce_op_t op, ncclRedOp_t *out)
+{
+    switch (op) {
+    case ADAG_REDUCE_SUM: *out = ncclSum; return 0;
+    case ADAG_REDUCE_PROD: *out = ncclProd; return 0;
+    case ADAG_REDUCE_MIN: *out = ncclMin; return 0;
+    case ADAG_REDUCE_MAX: *out = ncclMax; return 0;
+    case ADAG_REDUCE_AVG: *out = ncclAvg; return 0;
+    }
+    return 1;
+}
+
+/* Checks a collective's dtype (and op, for a reduction), stream, buffers
+ * and size, and fills k's type, op and count (bytes as ncclUint8 for the
+ * collectives that only move data). */
+static adag_status_t check_coll(adag_comm_t *base, const char *name, const void *send,
+                                void *recv, size_t count, adag_dtype_t dtype, int reduces,
+                                adag_reduce_op_t op, int reads_send, adag_dev_stream_t *s,
+                                nccl_call_t *k)
+{
+    nccl_comm_t *c = nccl_comm(base);
+    size_t es = dtype == ADAG_DTYPE_BYTES ? 0 : adag_dtype_size(dtype);
+    if (es == 0)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements: dtype %d (%s) is not a "
+                          "tensor dtype", c->who, name, count, (int)dtype, adag_dtype_name(dtype));
+    if (reduces && reduce_type(dtype, &k->type))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: NCCL does not reduce %s",
+                          c->who, name, count, adag_dtype_name(dtype), adag_dtype_name(dtype));
+    if (reduces && reduce_op(op, &k->op))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: op %d is not a "
+                          "reduction", c->who, name, count, adag_dtype_name(dtype), (int)op);
+    if (!s || (count && (!recv || (reads_send && !send))))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements needs a stream and buffers",
+                          c->who, name, count);
+    if (count > SIZE_MAX / es / base->nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements for %u ranks overflows "
+                          "a size", c->who, name, count, adag_dtype_name(dtype), base->nranks);
+    k->send = send;
+    k->recv = recv;
+    k->count = count;
+    if (!reduces) {
+        k->type = ncclUint8;
+        k->count = count * es;
+    }
+    return ADAG_OK;
+}
+
+static adag_status_t nccl_allreduce(adag_comm_t *base, const void *send, void *recv,
+                                    size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
+                                    adag_dev_stream_t *s)
+{
+    nccl_call_t k = {.kind = CALL_ALLREDUCE};
+    char what[96];
+    adag_status_t st = check_coll(base, "ncclAllReduce", send, recv, count, dtype, 1, op, 1, s, &k);
+    if (st != ADAG_OK)
+        return st;
+    snprintf(what, sizeof(what), "ncclAllReduce(%zu %s)", count, adag_dtype_name(dtype));
+    return nccl_enqueue(base, &k, s, what);
+}
+
+/* send == recv (this interface's in place) is NCCL's in place for rank 0
+ * only; another rank's block is first copied where NCCL reads it in
+ * place (recv + rank * bytes), on the stream. */
+static adag_status_t nccl_allgather(adag_comm_t *base, const void *send, void *recv,
+                                    size_t count, adag_dtype_t dtype, adag_dev_stream_t *s)
+{
+    nccl_call_t k = {.kind = CALL_ALLGATHER};
+    char what[96];
+    adag_status_t st = check_coll(base, "ncclAllGather", send, recv, count, dtype, 0,
+                                  ADAG_REDUCE_SUM, 1, s, &k);
+    if (st != ADAG_OK)
+        return st;
+    snprintf(what, sizeof(what), "ncclAllGather(%zu %s)", count, adag_dtype_name(dtype));
+    if (send == recv && base->rank > 0 && k.count) {
+        unsigned char *mine = (unsigned char *)recv + (size_t)base->rank * k.count;
+        if ((st = base->dev->ops->copy_async(s, mine, send, k.count)) != ADAG_OK)
+            return st;
+        k.send = mine;
+    }
+    return nccl_enqueue(base, &k, s, what);
+}
+
+/* send == recv: NCCL reduces in place into send + rank * bytes, then that
+ * block is copied to the start (this interface's in place), on the stream. */
+static adag_status_t nccl_reducescatter(adag_comm_t *base, const void *send, void *recv,
+                                        size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
+                                        adag_dev_stream_t *s)
+{
+    nccl_call_t k = {.kind = CALL_REDUCESCATTER};
+    char what[96];
+    adag_status_t st = check_coll(base, "ncclReduceScatter", send, recv, count, dtype, 1, op,
+                                  1, s, &k);
+    if (st != ADAG_OK)
+        return st;
+    snprintf(what, sizeof(what), "ncclReduceScatter(%zu %s)", count, adag_dtype_name(dtype));
+    size_t bytes = count * adag_dtype_size(dtype);
+    int moved = send == recv && base->rank > 0 && count;
+    if (moved)
+        k.recv = (unsigned char *)recv + (size_t)base->rank * bytes;
+    if ((st = nccl_enqueue(base, &k, s, what)) != ADAG_OK || !moved)
+        return st;
+    return base->dev->ops->copy_async(s, recv, k.recv, bytes);
+}
+
+static adag_status_t nccl_broadcast(adag_comm_t *base, const void *send, void *recv,
+                                    size_t count, adag_dtype_t dtype, unsigned root,
+                                    adag_dev_stream_t *s)
+{
+    nccl_comm_t *c = nccl_comm(base);
+    nccl_call_t k = {.kind = CALL_BROADCAST, .peer = (int)root};
+    char what[96];
+    if (root >= base->nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: broadcast from root %u: there are %u ranks",
+                          c->who, root, base->nranks);
+    adag_status_t st = check_coll(base, "ncclBroadcast", send, recv, count, dtype, 0,
+                                  ADAG_REDUCE_SUM, root == base->rank, s, &k);
+    if (st != ADAG_OK)
+        return st;
+    snprintf(what, sizeof(what), "ncclBroadcast(%zu %s, root %u)", count,
+             adag_dtype_name(dtype), root);
+    return nccl_enqueue(base, &k, s, what);
 }
 
 static void nccl_abort(adag_comm_t *base)
@@ -465,6 +659,10 @@ const adag_comm_ops_t adag_comm_nccl_ops = {
     .init = nccl_init,
     .send = nccl_send,
     .recv = nccl_recv,
+    .allreduce = nccl_allreduce,
+    .allgather = nccl_allgather,
+    .reducescatter = nccl_reducescatter,
+    .broadcast = nccl_broadcast,
     .abort = nccl_abort,
     .status = nccl_status,
     .destroy = nccl_destroy,

@@ -14,7 +14,11 @@
  *             1.5 rings; every byte checked;
  *   abort     the same exchange, endless, until another thread aborts the
  *             communicator through rank 2 mid-stream: every rank's streams
- *             drain and its status is ADAG_ERR_CLOSED naming rank 2.
+ *             drain and its status is ADAG_ERR_CLOSED naming rank 2;
+ *   allreduce 4 ranks, 400 checked i32 allreduces from 0 elements to past
+ *             a collective slot (several chunks), alternating between two
+ *             streams (the turns) and in place every third; then the same,
+ *             endless, until the abort through rank 2 mid-collective.
  * The process gives itself 240 s (alarm): a hang is a failure.
  */
 #include "common/clock.h"
@@ -168,6 +172,9 @@ static int check_batch(rank_t *r, unsigned j0)
     return 1;
 }
 
+static int run_ranks(void *(*rank_main)(void *), unsigned rounds, unsigned abort_after,
+                     rank_t *ranks);
+
 static void *exchange_main(void *arg)
 {
     rank_t *r = arg;
@@ -197,9 +204,77 @@ static void *exchange_main(void *arg)
     return NULL;
 }
 
+/* ---- allreduce ---- */
+
+#define COLL_ROUNDS 400
+
+/* Elements of allreduce j: mostly small, now and then past a slot. */
+static size_t coll_count(unsigned j)
+{
+    size_t slot = (size_t)adag_comm_host_slot_bytes(NRANKS);
+    if (j % 23 == 7)
+        return (slot + slot / 4) / 4 + j;
+    return (j * 2654435761u) % (j % 3 ? 3000 : 40000);
+}
+
+static int32_t coll_value(unsigned j, unsigned rank, size_t i)
+{
+    return (int32_t)(i * 7 + j * 13 + rank * 1000003u);
+}
+
+static void *allreduce_main(void *arg)
+{
+    rank_t *r = arg;
+    r->d->bind_thread(r->dev);
+    r->end = r->ops->init(&r->id, NRANKS, r->rank, r->dev, adag_deadline_ms(DEADLINE_MS),
+                          &r->comm);
+    EXPECT(r->end == ADAG_OK, "rank %u: init: %s", r->rank, adag_last_error());
+    atomic_store(&r->joined, 1);
+    for (unsigned j = 0; r->end == ADAG_OK && (!r->rounds || j < r->rounds); j++) {
+        size_t n = coll_count(j);
+        int32_t *send = r->send_buf[0].ptr;
+        int32_t *recv = j % 3 == 0 ? send : r->recv_buf[0].ptr;
+        for (size_t i = 0; i < n; i++)
+            send[i] = coll_value(j, r->rank, i);
+        adag_dev_stream_t *s = r->send_s[j % SEND_STREAMS];
+        adag_status_t st = r->ops->allreduce(r->comm, send, recv, n, ADAG_DTYPE_I32,
+                                             ADAG_REDUCE_SUM, s);
+        adag_status_t synced = sync_all(r);
+        EXPECT(synced == ADAG_OK, "rank %u: streams did not drain: %s", r->rank,
+               adag_last_error());
+        if (st == ADAG_OK)
+            st = r->ops->status(r->comm);
+        if (st != ADAG_OK || synced != ADAG_OK) {
+            r->end = st != ADAG_OK ? st : synced;
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t want = 0;
+            for (unsigned q = 0; q < NRANKS; q++)
+                want += (uint32_t)coll_value(j, q, i);
+            if ((uint32_t)recv[i] != want) {
+                EXPECT(0, "rank %u, allreduce %u (%zu elements): element %zu is %d, not %d",
+                       r->rank, j, n, i, recv[i], (int32_t)want);
+                r->end = ADAG_ERR_INTERNAL;
+                break;
+            }
+        }
+        r->bytes += n * 4;
+        atomic_store(&r->done, j + 1);
+    }
+    atomic_store(&r->finished, 1);
+    return NULL;
+}
+
 /* Runs the exchange on a fresh communicator; with abort_after, a thread
  * aborts it through rank 2 once rank 2 checked that many rounds. */
 static int run_exchange(unsigned rounds, unsigned abort_after, rank_t *ranks)
+{
+    return run_ranks(exchange_main, rounds, abort_after, ranks);
+}
+
+static int run_ranks(void *(*rank_main)(void *), unsigned rounds, unsigned abort_after,
+                     rank_t *ranks)
 {
     const adag_comm_ops_t *ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
     adag_comm_id_t id;
@@ -215,7 +290,7 @@ static int run_exchange(unsigned rounds, unsigned abort_after, rank_t *ranks)
         ranks[i].rounds = rounds;
     }
     for (unsigned i = 0; i < NRANKS && ok; i++)
-        ok = pthread_create(&t[i], NULL, exchange_main, &ranks[i]) == 0;
+        ok = pthread_create(&t[i], NULL, rank_main, &ranks[i]) == 0;
     if (ok && abort_after) {
         struct timespec ts = {0, 1000000L};
         while (atomic_load(&ranks[2].done) < abort_after &&
@@ -267,6 +342,41 @@ static int run_abort_mid_stream(void)
     return ok;
 }
 
+static int run_allreduce_checked(void)
+{
+    static rank_t ranks[NRANKS];
+    int ok = run_ranks(allreduce_main, COLL_ROUNDS, 0, ranks);
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < NRANKS; i++) {
+        EXPECT(ranks[i].end == ADAG_OK && ranks[i].done == COLL_ROUNDS,
+               "rank %u ended with %d after %u of %u allreduces", i, ranks[i].end,
+               ranks[i].done, COLL_ROUNDS);
+        ok &= ranks[i].end == ADAG_OK && ranks[i].done == COLL_ROUNDS;
+        bytes += ranks[i].bytes;
+        rank_close(&ranks[i]);
+    }
+    printf("stress_comm: %u allreduces, %llu bytes checked\n", NRANKS * COLL_ROUNDS,
+           (unsigned long long)bytes);
+    return ok;
+}
+
+static int run_abort_mid_collective(void)
+{
+    static rank_t ranks[NRANKS];
+    int ok = run_ranks(allreduce_main, 0, 60, ranks);
+    for (unsigned i = 0; i < NRANKS; i++) {
+        adag_status_t st = ranks[i].comm ? ranks[i].ops->status(ranks[i].comm) : ADAG_OK;
+        EXPECT(ranks[i].end == ADAG_ERR_CLOSED && st == ADAG_ERR_CLOSED &&
+                   strstr(adag_last_error(), "rank 2 aborted"),
+               "rank %u ended with %d, status %d (%s)", i, ranks[i].end, st, adag_last_error());
+        ok &= ranks[i].end == ADAG_ERR_CLOSED && st == ADAG_ERR_CLOSED;
+        printf("stress_comm: abort: rank %u stopped after %u allreduces\n", i,
+               atomic_load(&ranks[i].done));
+        rank_close(&ranks[i]);
+    }
+    return ok;
+}
+
 static int counts_zero(void)
 {
     adag_comm_counts_t c;
@@ -287,6 +397,8 @@ int main(void)
     } parts[] = {
         {"4 ranks exchanging on 3 streams each", run_exchange_checked},
         {"abort mid-stream", run_abort_mid_stream},
+        {"4 ranks allreducing on 2 streams each", run_allreduce_checked},
+        {"abort mid-collective", run_abort_mid_collective},
         {"nothing left", counts_zero},
     };
     alarm(240);

@@ -8,6 +8,7 @@
 #include "gpu/comm.h"
 #include "gpu/comm_host.h"
 #include "gpu/device.h"
+#include "comm_rig.h"
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -21,80 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint32_t all_kinds[ADAG_COMM_KIND_COUNT];
-
-static struct criterion_test_params kinds_params(void)
-{
-    for (uint32_t k = 0; k < ADAG_COMM_KIND_COUNT; k++)
-        all_kinds[k] = k;
-    return cr_make_param_array(uint32_t, all_kinds, ADAG_COMM_KIND_COUNT);
-}
-
-/* One test per communicator kind (a backend that cannot run here skips). */
-#define COMM_TEST(name, tmo)                                                                   \
-    ParameterizedTestParameters(comm, name)                                                    \
-    {                                                                                          \
-        return kinds_params();                                                                 \
-    }                                                                                          \
-    ParameterizedTest(uint32_t *kind, comm, name, .timeout = tmo)
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Waits for a child rank up to timeout_ms, then kills it (a failed child
- * may be stuck in a stream): its wait status. */
-static int wait_child(pid_t pid, int timeout_ms)
-{
-    int status = 0;
-    int64_t deadline = adag_deadline_ms(timeout_ms);
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (adag_now_ns() >= deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        sleep_ms(5);
-    }
-    return status;
-}
-
-static const adag_comm_ops_t *host_ops(void)
-{
-    return adag_comm_backend(ADAG_COMM_KIND_HOST);
-}
-
-/* The backend of kind, or skips saying why it cannot run nranks ranks here. */
-static const adag_comm_ops_t *ops_or_skip(uint32_t kind, unsigned nranks)
-{
-    const adag_comm_ops_t *ops = adag_comm_backend(kind);
-    char why[512] = "";
-    cr_assert_not_null(ops);
-    if (!ops->probe(why, sizeof(why)))
-        cr_skip_test("skipped: %s: %s", ops->name, why);
-    const adag_device_ops_t *dev = adag_device_backend(ops->device_kind);
-    unsigned n = dev->probe(why, sizeof(why));
-    if (n < nranks)
-        cr_skip_test("skipped: %s: %u ranks need %u %s devices, %u here", ops->name, nranks,
-                     nranks, dev->name, n);
-    return ops;
-}
-
-static void assert_counts_zero(void)
-{
-    for (uint32_t k = 0; k < ADAG_COMM_KIND_COUNT; k++) {
-        adag_comm_counts_t c;
-        adag_comm_backend(k)->counts(&c);
-        cr_assert(c.comms == 0 && c.ids == 0, "%s: %llu communicators and %llu ids left",
-                  adag_comm_backend(k)->name, (unsigned long long)c.comms,
-                  (unsigned long long)c.ids);
-    }
-    adag_device_counts_t d;
-    adag_device_backend(ADAG_DEVICE_KIND_HOST)->counts(NULL, &d);
-    cr_assert_eq(d.streams, 0, "%llu host streams left", (unsigned long long)d.streams);
-}
+#define COMM_TEST(name, tmo) COMM_TEST_IN(comm, name, tmo)
 
 /* ---- one rank: its device, stream, staging memory and communicator ---- */
 

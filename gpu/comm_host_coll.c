@@ -1,0 +1,446 @@
+/*
+ * The host communicator's collectives (gpu/comm.h: allreduce, allgather,
+ * reducescatter, broadcast), over the collective area of the segment
+ * (gpu/comm_host.c lays it out):
+ *
+ *   per rank    a coll_rank_t: `arrived` (the barriers it arrived at), its
+ *               streams' `turn`, and the call it posted (desc[seq % 2]);
+ *   per rank    ADAG_COMM_HOST_COLL_SLOTS (3) staging slots of slot_bytes
+ *               (adag_comm_host_slot_bytes: 1 MiB up to 8 ranks, halved so
+ *               all slots stay under 48 MiB, at least 64 KiB).
+ *
+ * Barrier t: a rank stores arrived = t and waits until every rank's
+ * arrived >= t. The ranks pass the same barriers (every rank computes the
+ * same chunking from the same call), so their counters agree op after op.
+ * Slots rotate with the barriers: what a rank stages after passing barrier
+ * v goes to its slot v % 3, which it writes again only after barrier v + 3;
+ * every algorithm below reads a slot staged after barrier v before it
+ * arrives at v + 3, so a slot is never rewritten while a peer reads it.
+ *
+ * The algorithms (chunks of at most one slot per rank):
+ *   flat       stage the chunk; barrier; every rank reads what it needs
+ *              from every slot. allgather (copy every slot out), broadcast
+ *              (copy the root's), reducescatter (each rank reduces its
+ *              piece of every slot) and small allreduce (each rank reduces
+ *              the whole chunk: one barrier), all in rank order;
+ *   allreduce  (past FLAT_ALLREDUCE_BYTES) reduce-scatter then allgather,
+ *              pipelined with one barrier per chunk: block r of each chunk
+ *              is reduced by rank r from every slot in rank order into its
+ *              recv, and copied back into its own slot's block r; after the
+ *              next barrier every rank copies the other blocks out. Between
+ *              two barriers a rank reduces chunk j, stages chunk j + 1 and
+ *              gathers chunk j - 1 (three slots in use: the rotation).
+ * Each element is reduced ((x0 op x1) op x2) ... whatever the path, so the
+ * result does not depend on the number of chunks or on timing.
+ *
+ * Order and mismatches. Collectives are numbered per rank at enqueue
+ * (under the enqueue lock send/recv use; their own sequence), and run on
+ * the streams as launch_host work that first waits for its turn (the
+ * rank's earlier collectives finished, whatever their stream). Each rank
+ * posts its call before the op's first barrier; after it, every rank
+ * compares every posted call with rank 0's, before reading any slot: a
+ * difference breaks the communicator (ADAG_ERR_PROTOCOL naming both calls).
+ * desc[seq % 2] is stable while it is read: a rank posts call seq + 2 only
+ * after the first barrier of call seq + 1, which every rank reaches after
+ * its check of call seq.
+ *
+ * Memory ordering: arrived, turn and the abort word are seq_cst (the
+ * discipline of common/event.h's futex handshake). A rank writes its slot
+ * and its posted call, then stores arrived (release in effect); a peer
+ * loads arrived (acquire in effect) before reading them. Reads of a slot
+ * precede the reader's later arrived store, which the slot's owner loads
+ * before it writes the slot again. Waiters sleep on the header's
+ * coll_wake (every arrival notifies it) or their rank's turn_wake; every
+ * wait gives up once the abort word is set (ADAG_ERR_CLOSED), and
+ * adag_comm_host_fail wakes both.
+ */
+#include "gpu/comm_host_impl.h"
+#include "gpu/comm_reduce.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Up to this many bytes (times the ranks), allreduce is one flat round. */
+#define FLAT_ALLREDUCE_BYTES ((uint64_t)64 << 10)
+#define SLOT_MAX ((uint64_t)1 << 20)
+#define SLOT_MIN ((uint64_t)64 << 10)
+#define SLOTS_BUDGET ((uint64_t)48 << 20)
+#define NSLOTS ADAG_COMM_HOST_COLL_SLOTS
+
+uint64_t adag_comm_host_slot_bytes(unsigned nranks)
+{
+    uint64_t slot = SLOT_MAX;
+    while (slot > SLOT_MIN && (uint64_t)nranks * NSLOTS * slot > SLOTS_BUDGET)
+        slot /= 2;
+    return slot;
+}
+
+typedef enum {
+    COLL_ALLREDUCE = 0,
+    COLL_ALLGATHER = 1,
+    COLL_REDUCESCATTER = 2,
+    COLL_BROADCAST = 3,
+} coll_kind_t;
+
+static const char *coll_kind_name(uint32_t kind)
+{
+    static const char *const names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+    return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
+}
+
+/* "allreduce(count 100, f32, sum)", "broadcast(count 7, i8, root 2)":
+ * fields of a call another process posted, so every name is looked up
+ * with a bound. */
+static void describe(const coll_desc_t *d, char *buf, size_t len)
+{
+    const char *dtype = d->dtype <= ADAG_DTYPE_BOOL ? adag_dtype_name(d->dtype) : "?";
+    if (d->kind == COLL_ALLREDUCE || d->kind == COLL_REDUCESCATTER)
+        snprintf(buf, len, "%s(count %llu, %s, %s)", coll_kind_name(d->kind),
+                 (unsigned long long)d->count, dtype,
+                 adag_reduce_op_name((adag_reduce_op_t)d->op));
+    else if (d->kind == COLL_BROADCAST)
+        snprintf(buf, len, "%s(count %llu, %s, root %u)", coll_kind_name(d->kind),
+                 (unsigned long long)d->count, dtype, d->root);
+    else
+        snprintf(buf, len, "%s(count %llu, %s)", coll_kind_name(d->kind),
+                 (unsigned long long)d->count, dtype);
+}
+
+uint64_t adag_comm_host_coll_ctl_bytes(unsigned nranks)
+{
+    uint64_t page = ADAG_COMM_HOST_PAGE;
+    return ((uint64_t)nranks * sizeof(coll_rank_t) + page - 1) / page * page;
+}
+
+coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank)
+{
+    return (coll_rank_t *)((char *)g->h + g->coll_offset) + rank;
+}
+
+/* The arguments of one collective, copied into the stream's work. */
+typedef struct {
+    host_comm_t *c;
+    const unsigned char *send;
+    unsigned char *recv;
+    coll_desc_t desc;
+} coll_op_t;
+
+/* One collective as it runs on a stream. */
+typedef struct {
+    const coll_op_t *op;
+    const seg_t *g;
+    unsigned n, me;
+    size_t es;        /* bytes per element */
+    uint64_t arrived; /* barriers this rank passed (its own counter) */
+    adag_spin_t spin;
+} coll_run_t;
+
+/* Rank q's slot that a rank staging after barrier v writes. */
+static unsigned char *slot(const coll_run_t *r, unsigned q, uint64_t v)
+{
+    const seg_t *g = r->g;
+    char *slots = (char *)g->h + g->coll_offset + adag_comm_host_coll_ctl_bytes(g->nranks);
+    return (unsigned char *)slots + ((uint64_t)q * NSLOTS + v % NSLOTS) * g->slot_bytes;
+}
+
+typedef struct {
+    const seg_t *g;
+    uint64_t value;
+} all_arrived_arg_t;
+
+static int all_arrived(const void *p)
+{
+    const all_arrived_arg_t *a = p;
+    for (unsigned q = 0; q < a->g->nranks; q++)
+        if (atomic_load_explicit(&adag_comm_host_coll_rank(a->g, q)->arrived,
+                                 memory_order_seq_cst) < a->value)
+            return 0;
+    return 1;
+}
+
+/* Arrives at the next barrier and waits for every rank: ADAG_OK, or
+ * ADAG_ERR_CLOSED once the communicator is aborted. */
+static adag_status_t barrier(coll_run_t *r)
+{
+    seg_header_t *h = r->g->h;
+    all_arrived_arg_t a = {r->g, ++r->arrived};
+    atomic_store_explicit(&adag_comm_host_coll_rank(r->g, r->me)->arrived, a.value,
+                          memory_order_seq_cst);
+    adag_event_notify(&h->coll_wake);
+    if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
+        return ADAG_ERR_CLOSED;
+    return adag_event_wait(&h->coll_wake, all_arrived, &a, &h->abort, ADAG_FOREVER, &r->spin);
+}
+
+/* After the op's first barrier: every rank's posted call against rank 0's.
+ * Nonzero (the communicator broken) on a difference. */
+static int calls_differ(const coll_run_t *r)
+{
+    const coll_desc_t *mine = &r->op->desc;
+    uint64_t seq = mine->seq;
+    coll_desc_t first = adag_comm_host_coll_rank(r->g, 0)->desc[seq % 2];
+    for (unsigned q = 1; q < r->n; q++) {
+        coll_desc_t d = adag_comm_host_coll_rank(r->g, q)->desc[seq % 2];
+        if (memcmp(&d, &first, sizeof(d)) == 0)
+            continue;
+        char a[96], b[96];
+        describe(&first, a, sizeof(a));
+        describe(&d, b, sizeof(b));
+        adag_comm_host_fail(r->g, ADAG_ERR_PROTOCOL,
+                            "collective mismatch: rank 0 called %s as its collective %llu; rank "
+                            "%u called %s as its collective %llu",
+                            a, (unsigned long long)first.seq, q, b, (unsigned long long)d.seq);
+        return 1;
+    }
+    return 0;
+}
+
+/* The first barrier of an op, then the check of every rank's call. */
+static adag_status_t first_barrier(coll_run_t *r)
+{
+    adag_status_t st = barrier(r);
+    if (st == ADAG_OK && calls_differ(r))
+        st = ADAG_ERR_PROTOCOL;
+    return st;
+}
+
+/* dst = slot[0] op slot[1] op ... in rank order, n elements at byte `off`
+ * of every rank's slot staged after barrier v; then AVG's division. */
+static void reduce_slots(const coll_run_t *r, uint64_t v, uint64_t off, unsigned char *dst,
+                         uint64_t n)
+{
+    adag_dtype_t dtype = (adag_dtype_t)r->op->desc.dtype;
+    adag_reduce_op_t op = (adag_reduce_op_t)r->op->desc.op;
+    memcpy(dst, slot(r, 0, v) + off, n * r->es);
+    for (unsigned q = 1; q < r->n; q++)
+        adag_reduce_into(dtype, op, dst, slot(r, q, v) + off, n);
+    if (op == ADAG_REDUCE_AVG)
+        adag_reduce_divide(dtype, dst, n, r->n);
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Chunks of at most per_chunk elements that cover count (at least one: a
+ * 0-count collective still meets every rank). */
+static uint64_t chunks_of(uint64_t count, uint64_t per_chunk)
+{
+    return count == 0 ? 1 : (count + per_chunk - 1) / per_chunk;
+}
+
+/* ---- the flat algorithms: stage, barrier, read ---- */
+
+static adag_status_t run_flat(coll_run_t *r)
+{
+    const coll_desc_t *d = &r->op->desc;
+    const unsigned char *send = r->op->send;
+    unsigned char *recv = r->op->recv;
+    size_t es = r->es;
+    /* elements of each rank's send per chunk (reducescatter: of each block) */
+    uint64_t per = r->g->slot_bytes / es / (d->kind == COLL_REDUCESCATTER ? r->n : 1);
+    for (uint64_t j = 0, k = chunks_of(d->count, per); j < k; j++) {
+        uint64_t off = j * per, m = min_u64(per, d->count - off);
+        uint64_t v = r->arrived;
+        unsigned char *mine = slot(r, r->me, v);
+        if (d->kind == COLL_REDUCESCATTER) {
+            for (unsigned b = 0; b < r->n; b++)
+                memcpy(mine + b * m * es, send + (b * d->count + off) * es, m * es);
+        } else if (d->kind != COLL_BROADCAST || r->me == d->root) {
+            memcpy(mine, send + off * es, m * es);
+        }
+        adag_status_t st = j == 0 ? first_barrier(r) : barrier(r);
+        if (st != ADAG_OK)
+            return st;
+        switch (d->kind) {
+        case COLL_ALLREDUCE:
+            reduce_slots(r, v, 0, recv + off * es, m);
+            break;
+        case COLL_REDUCESCATTER:
+            reduce_slots(r, v, r->me * m * es, recv + off * es, m);
+            break;
+        case COLL_ALLGATHER:
+            for (unsigned q = 0; q < r->n; q++)
+                memcpy(recv + (q * d->count + off) * es, slot(r, q, v), m * es);
+            break;
+        case COLL_BROADCAST:
+            memcpy(recv + off * es, slot(r, d->root, v), m * es);
+            break;
+        }
+    }
+    return ADAG_OK;
+}
+
+/* ---- allreduce: reduce-scatter and allgather, pipelined ---- */
+
+/* Block q of a chunk of m elements: [*lo, *lo + *len). */
+static void block_of(const coll_run_t *r, uint64_t m, unsigned q, uint64_t *lo, uint64_t *len)
+{
+    *lo = m * q / r->n;
+    *len = m * (q + 1) / r->n - *lo;
+}
+
+/* Rank me's block of chunk j (staged after barrier v): reduced into recv,
+ * then published in its own slot for the others. */
+static void reduce_block(coll_run_t *r, uint64_t v, uint64_t off, uint64_t m)
+{
+    uint64_t lo, len;
+    size_t es = r->es;
+    block_of(r, m, r->me, &lo, &len);
+    unsigned char *dst = r->op->recv + (off + lo) * es;
+    reduce_slots(r, v, lo * es, dst, len);
+    memcpy(slot(r, r->me, v) + lo * es, dst, len * es);
+}
+
+/* Every other rank's reduced block of a chunk staged after barrier v. */
+static void gather_blocks(coll_run_t *r, uint64_t v, uint64_t off, uint64_t m)
+{
+    size_t es = r->es;
+    for (unsigned q = 0; q < r->n; q++) {
+        uint64_t lo, len;
+        if (q == r->me)
+            continue;
+        block_of(r, m, q, &lo, &len);
+        memcpy(r->op->recv + (off + lo) * es, slot(r, q, v) + lo * es, len * es);
+    }
+}
+
+static adag_status_t run_allreduce_pipelined(coll_run_t *r)
+{
+    uint64_t count = r->op->desc.count, per = r->g->slot_bytes / r->es;
+    uint64_t k = chunks_of(count, per), v0 = r->arrived;
+    adag_status_t st;
+    memcpy(slot(r, r->me, v0), r->op->send, min_u64(per, count) * r->es);
+    if ((st = first_barrier(r)) != ADAG_OK)
+        return st;
+    /* here: chunk j staged everywhere, chunk j - 1 reduced everywhere */
+    for (uint64_t j = 0; j < k; j++) {
+        uint64_t off = j * per, m = min_u64(per, count - off);
+        reduce_block(r, v0 + j, off, m);
+        if (j + 1 < k) {
+            uint64_t next = off + per;
+            memcpy(slot(r, r->me, v0 + j + 1), r->op->send + next * r->es,
+                   min_u64(per, count - next) * r->es);
+        }
+        if (j > 0)
+            gather_blocks(r, v0 + j - 1, off - per, per);
+        if ((st = barrier(r)) != ADAG_OK)
+            return st;
+    }
+    uint64_t last = (k - 1) * per;
+    gather_blocks(r, v0 + k - 1, last, count - last);
+    return ADAG_OK;
+}
+
+/* ---- running and enqueueing ---- */
+
+static int turn_reached(const void *p)
+{
+    const coll_op_t *op = p;
+    return atomic_load_explicit(&adag_comm_host_coll_rank(&op->c->seg, op->c->base.rank)->turn,
+                                memory_order_seq_cst) >= op->desc.seq;
+}
+
+static void coll_main(void *arg)
+{
+    const coll_op_t *op = arg;
+    host_comm_t *c = op->c;
+    coll_rank_t *mine = adag_comm_host_coll_rank(&c->seg, c->base.rank);
+    seg_header_t *h = c->seg.h;
+    coll_run_t r = {op, &c->seg, c->base.nranks, c->base.rank, adag_dtype_size(op->desc.dtype),
+                    0, {0}};
+    adag_spin_init(&r.spin, (adag_wait_policy_t){ADAG_COMM_HOST_SPIN_NS, 1});
+    if (atomic_load_explicit(&h->abort, memory_order_seq_cst) ||
+        adag_event_wait(&mine->turn_wake, turn_reached, op, &h->abort, ADAG_FOREVER,
+                        &r.spin) != ADAG_OK)
+        goto done;
+    r.arrived = atomic_load_explicit(&mine->arrived, memory_order_seq_cst);
+    mine->desc[op->desc.seq % 2] = op->desc;
+    const coll_desc_t *d = &op->desc;
+    adag_status_t st;
+    if (d->kind == COLL_ALLREDUCE && d->count * r.es * r.n > FLAT_ALLREDUCE_BYTES)
+        st = run_allreduce_pipelined(&r);
+    else
+        st = run_flat(&r);
+    if (st == ADAG_OK) {
+        atomic_store_explicit(&mine->turn, d->seq + 1, memory_order_seq_cst);
+        adag_event_notify(&mine->turn_wake);
+    }
+done:
+    adag_comm_host_unref(c);
+}
+
+/* Checks a call and enqueues it on s, numbered. */
+static adag_status_t enqueue_coll(adag_comm_t *base, coll_kind_t kind, const void *send,
+                                  void *recv, size_t count, adag_dtype_t dtype,
+                                  adag_reduce_op_t op, unsigned root, adag_dev_stream_t *s)
+{
+    host_comm_t *c = (host_comm_t *)base;
+    const char *name = coll_kind_name(kind);
+    int reduces = kind == COLL_ALLREDUCE || kind == COLL_REDUCESCATTER;
+    size_t es = dtype == ADAG_DTYPE_BYTES ? 0 : adag_dtype_size(dtype);
+    if (es == 0)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements: dtype %d (%s) is not a "
+                          "tensor dtype", c->who, name, count, (int)dtype, adag_dtype_name(dtype));
+    if (reduces && !adag_reduce_supported(dtype, op))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: op %d (%s) does not "
+                          "reduce %s", c->who, name, count, adag_dtype_name(dtype), (int)op,
+                          adag_reduce_op_name(op), adag_dtype_name(dtype));
+    if (kind == COLL_BROADCAST && root >= base->nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: broadcast from root %u: there are %u ranks",
+                          c->who, root, base->nranks);
+    int reads_send = kind != COLL_BROADCAST || root == base->rank;
+    if (!s || (count && (!recv || (reads_send && !send))))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements needs a stream and buffers",
+                          c->who, name, count);
+    if (count > SIZE_MAX / es / base->nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements for %u ranks overflows "
+                          "a size", c->who, name, count, adag_dtype_name(dtype), base->nranks);
+    adag_status_t st = adag_comm_host_seg_status(c->seg.h, c->who);
+    if (st != ADAG_OK)
+        return st;
+    coll_op_t work = {c, send, recv,
+                      (coll_desc_t){0, count, (uint32_t)kind, (uint32_t)dtype,
+                                    reduces ? (uint32_t)op : 0,
+                                    kind == COLL_BROADCAST ? root : 0}};
+    pthread_mutex_lock(&c->enqueue_lock);
+    work.desc.seq = c->coll_seq;
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    st = base->dev->ops->launch_host(s, coll_main, &work, sizeof(work));
+    if (st == ADAG_OK)
+        c->coll_seq++;
+    else
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&c->enqueue_lock);
+    if (st != ADAG_OK)
+        adag_error_prefix("%s: %s of %zu elements", c->who, name, count);
+    return st;
+}
+
+adag_status_t adag_comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
+                                       size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
+                                       adag_dev_stream_t *s)
+{
+    return enqueue_coll(c, COLL_ALLREDUCE, send, recv, count, dtype, op, 0, s);
+}
+
+adag_status_t adag_comm_host_allgather(adag_comm_t *c, const void *send, void *recv,
+                                       size_t count, adag_dtype_t dtype, adag_dev_stream_t *s)
+{
+    return enqueue_coll(c, COLL_ALLGATHER, send, recv, count, dtype, ADAG_REDUCE_SUM, 0, s);
+}
+
+adag_status_t adag_comm_host_reducescatter(adag_comm_t *c, const void *send, void *recv,
+                                           size_t count, adag_dtype_t dtype,
+                                           adag_reduce_op_t op, adag_dev_stream_t *s)
+{
+    return enqueue_coll(c, COLL_REDUCESCATTER, send, recv, count, dtype, op, 0, s);
+}
+
+adag_status_t adag_comm_host_broadcast(adag_comm_t *c, const void *send, void *recv,
+                                       size_t count, adag_dtype_t dtype, unsigned root,
+                                       adag_dev_stream_t *s)
+{
+    return enqueue_coll(c, COLL_BROADCAST, send, recv, count, dtype, ADAG_REDUCE_SUM, root, s);
+}

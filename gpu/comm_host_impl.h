@@ -1,0 +1,110 @@
+/*
+ * What the host communicator's files share (gpu/comm_host.c: the segment,
+ * ids, init, send/recv and the ops table; gpu/comm_host_coll.c: the
+ * collectives): the segment's header and geometry, a rank's communicator,
+ * and the error record and waits both use.
+ */
+#ifndef ADAG_GPU_COMM_HOST_IMPL_H
+#define ADAG_GPU_COMM_HOST_IMPL_H
+
+#include "common/error.h"
+#include "common/event.h"
+#include "gpu/comm.h"
+#include "gpu/comm_host.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define ADAG_COMM_HOST_PAGE 4096u
+/* A stream thread spins this long (yielding) before it sleeps: the peer is
+ * another stream thread that usually answers within microseconds. */
+#define ADAG_COMM_HOST_SPIN_NS 20000
+#define ADAG_COMM_HOST_ERROR_TEXT 400
+
+/* The segment's header (the first page). */
+typedef struct {
+    uint32_t magic, version, nranks, ring_chunks;
+    uint64_t chunk_bytes; /* payload bytes per ring chunk */
+    uint64_t boxes_bytes; /* a rank area's mailboxes, page-rounded */
+    uint64_t area_bytes;  /* a rank area: mailboxes, then chunk bytes */
+    uint64_t coll_offset; /* the collective area: one coll_rank_t per rank, page-rounded, */
+    uint64_t slot_bytes;  /* then ADAG_COMM_HOST_COLL_SLOTS slots of this size per rank */
+    uint64_t size;        /* the whole segment */
+    alignas(64) _Atomic uint32_t abort;
+    _Atomic int32_t error_code;   /* 0, or the status that broke the communicator */
+    _Atomic uint32_t error_ready; /* error_text is complete */
+    char error_text[ADAG_COMM_HOST_ERROR_TEXT];
+    alignas(64) _Atomic uint32_t joined[ADAG_COMM_MAX_RANKS];
+    adag_event_t join_wake;
+    alignas(64) adag_event_t coll_wake; /* a rank arrived at a collective barrier */
+} seg_header_t;
+
+/* One collective call as its rank posted it (gpu/comm_host_coll.c). */
+typedef struct {
+    uint64_t seq;   /* the rank's collective number */
+    uint64_t count; /* elements */
+    uint32_t kind, dtype, op, root;
+} coll_desc_t;
+
+/* A rank's collective state, in the collective area. */
+typedef struct {
+    alignas(64) _Atomic uint64_t arrived; /* barriers this rank arrived at */
+    alignas(64) _Atomic uint64_t turn;    /* its collectives that finished */
+    adag_event_t turn_wake;               /* its streams wait for their turn here */
+    coll_desc_t desc[2];                  /* collective seq is posted in desc[seq % 2] */
+} coll_rank_t;
+
+/* A rank's view of a mapped segment. The geometry is this process's copy,
+ * checked against the header once at init: every address is computed from
+ * it, never from memory another process can write. */
+typedef struct {
+    seg_header_t *h;
+    size_t size;
+    unsigned nranks;
+    uint64_t chunk_bytes, boxes_bytes, area_bytes, coll_offset, slot_bytes;
+} seg_t;
+
+/* One rank's communicator. */
+typedef struct {
+    adag_comm_t base;
+    seg_t seg;
+    char who[48]; /* "host communicator (rank 1 of 4)" */
+    /* Numbering and enqueueing are one step, so each stream runs a peer's
+     * operations (and the collectives) in the order of their numbers. */
+    pthread_mutex_t enqueue_lock;
+    uint64_t send_seq[ADAG_COMM_MAX_RANKS], recv_seq[ADAG_COMM_MAX_RANKS];
+    uint64_t coll_seq;
+    /* the rank and every queued operation; the last drop unmaps */
+    _Atomic int refs;
+} host_comm_t;
+
+/* Breaks the communicator: the first failure's status and text are kept
+ * (later ones only abort), then every waiter of every rank gives up. */
+void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
+    ADAG_PRINTF(3, 4);
+/* ADAG_OK, or the record's status with its text as this thread's error
+ * ("<who>: <text>"). Never blocks. */
+adag_status_t adag_comm_host_seg_status(seg_header_t *h, const char *who);
+/* Drops a reference to c; the last frees it. */
+void adag_comm_host_unref(host_comm_t *c);
+
+/* The collective area (gpu/comm_host_coll.c): its per-rank state, page-
+ * rounded (the slots follow), and rank's. */
+uint64_t adag_comm_host_coll_ctl_bytes(unsigned nranks);
+coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank);
+/* The collectives, as the ops table calls them. */
+adag_status_t adag_comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
+                                       size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
+                                       adag_dev_stream_t *s);
+adag_status_t adag_comm_host_allgather(adag_comm_t *c, const void *send, void *recv,
+                                       size_t count, adag_dtype_t dtype, adag_dev_stream_t *s);
+adag_status_t adag_comm_host_reducescatter(adag_comm_t *c, const void *send, void *recv,
+                                           size_t count, adag_dtype_t dtype,
+                                           adag_reduce_op_t op, adag_dev_stream_t *s);
+adag_status_t adag_comm_host_broadcast(adag_comm_t *c, const void *send, void *recv,
+                                       size_t count, adag_dtype_t dtype, unsigned root,
+                                       adag_dev_stream_t *s);
+
+#endif
