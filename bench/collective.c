@@ -385,6 +385,7 @@ done:
 #define MPI_MAX_SIZES 32
 
 static struct {
+    int failed; /* the peer failed once: not run again in this adag-bench run */
     unsigned nranks, n;
     size_t bytes[MPI_MAX_SIZES];
     measure_t m[MPI_MAX_SIZES];
@@ -413,6 +414,8 @@ static int mpi_run(const bench_opts_t *o, unsigned nranks, const size_t *sizes, 
     }
     if (asked == 0)
         return 0;
+    if (mpi_cache.failed)
+        return -1;
     fprintf(stderr, "adag-bench: running the MPI peer: %s\n", cmd);
     fflush(NULL);
     FILE *p = popen(cmd, "r");
@@ -425,9 +428,10 @@ static int mpi_run(const bench_opts_t *o, unsigned nranks, const size_t *sizes, 
         size_t bytes, count;
         long iters;
         double median, p99, mean;
+        int end = 0; /* set only if the line goes on to its end, "check=ok" included */
         if (sscanf(line, "allreduce bytes=%zu count=%zu iters=%ld median_us=%lf p99_us=%lf "
-                         "mean_us=%lf check=ok", &bytes, &count, &iters, &median, &p99,
-                   &mean) != 6 || mpi_cache.n >= MPI_MAX_SIZES)
+                         "mean_us=%lf check=ok%n", &bytes, &count, &iters, &median, &p99,
+                   &mean, &end) != 6 || end == 0 || mpi_cache.n >= MPI_MAX_SIZES)
             continue;
         measure_t *m = &mpi_cache.m[mpi_cache.n];
         memset(m, 0, sizeof(*m));
@@ -440,6 +444,7 @@ static int mpi_run(const bench_opts_t *o, unsigned nranks, const size_t *sizes, 
     }
     int status = pclose(p);
     if (status != 0) {
+        mpi_cache.failed = 1;
         fprintf(stderr, "adag-bench: allreduce: the MPI peer failed (%s %d): %s\n",
                 WIFEXITED(status) ? "exit status" : "wait status",
                 WIFEXITED(status) ? WEXITSTATUS(status) : status, cmd);
@@ -462,5 +467,6 @@ int baseline_mpi_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes,
         }
     fprintf(stderr, "adag-bench: allreduce: the MPI peer printed no checked result for %zu "
                     "bytes\n", bytes);
+    mpi_cache.failed = 1;
     return -1;
 }
