@@ -106,6 +106,15 @@ EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so
 ALL += $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
     $(EXAMPLE_CUDA_MODULE)
 
+# The MPI side of the allreduce rows (bench/peers/mpi_allreduce.c), built with
+# $(MPICC) when it exists (Debian: openmpi-bin libopenmpi-dev) into
+# $(BUILD)/bench/mpi-allreduce, where adag-bench looks for it; without it the
+# rows say "skipped: mpicc not found". A baseline, so no sanitizer flags.
+MPICC ?= mpicc
+HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
+ALL += $(MPI_PEER)
+
 .PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu bench bench-smoke \
     test-gpu
 all: $(ALL)
@@ -207,6 +216,11 @@ $(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h te
     $(BUILD)/libadag.a $(BUILD)/adag-worker $(wildcard include/*.h common/*.h gpu/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(BUILD)/libadag.a $(LIBS)
+
+# bench/peers/mpi_allreduce.c with $(MPICC) (see MPI_PEER above)
+$(BUILD)/bench/mpi-allreduce: bench/peers/mpi_allreduce.c
+	@mkdir -p $(dir $@)
+	$(MPICC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow $(OPT) -o $@ $<
 
 bench: all
 	$(BUILD)/adag-bench $(BENCH_ARGS)

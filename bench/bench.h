@@ -55,6 +55,11 @@ typedef struct {
     unsigned hops;       /* device-hop: hand-offs in one round trip (in, between, out) */
     unsigned copies;     /* device-bandwidth: copies of the bytes the runtime makes */
     char skipped[160];   /* not run, and why ("" = ran); never counted as a result */
+    /* collective rows (allreduce): the baseline's bus bandwidth, and the
+     * issue's goal for this size, printed, never asserted */
+    double baseline_gbps;
+    char goal[64];       /* "" for the other rows */
+    int goal_met;
 } result_t;
 
 typedef struct {
@@ -64,6 +69,7 @@ typedef struct {
     unsigned n;          /* actors in chain and scatter-gather (--n, default 4) */
     int reps;            /* measurements per scenario; the median one is kept (--reps) */
     const char *module;  /* the bench actor module .so */
+    const char *only;    /* --only NAME, or NULL */
 } bench_opts_t;
 
 /* Runs an adag call; on failure prints it with its status and message and
@@ -155,5 +161,25 @@ int baseline_device_copy(const char *backend, dev_path_t path, size_t bytes, lon
                          measure_t *m);
 /* The --raw-peer entry point of adag-bench. */
 int device_raw_peer_main(int argc, char **argv);
+
+/* output (bench/report.c) */
+const char *bench_path_name(dev_path_t p); /* "", "zero-copy", "peer", "h2d", "d2h" */
+void bench_print_table(FILE *out, const result_t *results, unsigned nresults);
+void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
+                      unsigned nresults);
+
+/* allreduce rows (bench/collective.c): adag's host communicator, nranks
+ * ranks in forked processes on host devices host:0..nranks-1, against
+ * Open MPI's MPI_Allreduce (bench/peers/mpi_allreduce.c under mpirun); SUM
+ * over f32, out of place, each call synchronized; a call's time is the max
+ * over ranks. m->gbps is the bus bandwidth of the median call. */
+int allreduce_row_available(unsigned nranks, char *why, size_t len);
+int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m);
+/* MPI's figures for `bytes`: the peer runs once for every size of `sizes`
+ * (the run's allreduce sizes) not measured yet. */
+int baseline_mpi_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes,
+                           const size_t *sizes, unsigned nsizes, measure_t *m);
+/* nccl-tests' bus bandwidth of an allreduce of `bytes` taking `us`, in GB/s. */
+double allreduce_bus_gbps(unsigned nranks, size_t bytes, double us);
 
 #endif
