@@ -59,6 +59,7 @@ typedef struct {
      * issue's goal for this size, printed, never asserted */
     double baseline_gbps;
     char goal[64];       /* "" for the other rows */
+    int per_collective;  /* allreduce-dag: print adag - baseline as the DAG's cost */
     int goal_met;
 } result_t;
 
@@ -175,6 +176,10 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
  * over ranks. m->gbps is the bus bandwidth of the median call. */
 int allreduce_row_available(unsigned nranks, char *why, size_t len);
 int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m);
+/* The same allreduce (i32 SUM) inside a compiled DAG of nranks process
+ * actors on host:0..n-1, one execution in flight (bench/device.c). */
+int run_allreduce_dag(const bench_opts_t *o, unsigned nranks, size_t bytes, long iters,
+                      measure_t *m);
 /* MPI's figures for `bytes`: the peer runs once for every size of `sizes`
  * (the run's allreduce sizes) not measured yet. */
 int baseline_mpi_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes,

@@ -96,24 +96,34 @@ static uint64_t stamp_of(const bench_opts_t *o, long i)
     return (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ o->seed;
 }
 
+/* The stamp as `times` members summed it in i32 lanes (1: as it is). */
+static uint64_t stamp_summed(uint64_t stamp, unsigned times)
+{
+    uint32_t lo = (uint32_t)stamp * times, hi = (uint32_t)(stamp >> 32) * times;
+    return times == 1 ? stamp : (uint64_t)hi << 32 | lo;
+}
+
 /* Executes `warmup + iters` times with input(i) and checks the one output;
  * the input is a u8 tensor of `in_bytes` stamped at both ends, or, when
- * in_bytes is 0, 16 host bytes {stamp, stamp_n} (the size "stamp" makes).
- * The output must be a host tensor of out_bytes whose first and last 8
- * bytes are the stamp. */
-static int drive_stamped(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
-                         uint64_t stamp_n, size_t out_bytes, long iters, measure_t *m)
+ * in_bytes is 0, host bytes {stamp, stamp_n} (the size "stamp" makes; with
+ * `times` > 1, {stamp, stamp_n, i32}: an i32 tensor that `times` members
+ * sum). The output must be a host tensor of out_bytes whose first and last
+ * 8 bytes are the stamp (summed `times` times). */
+static int drive_stamped_sum(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
+                             uint64_t stamp_n, size_t out_bytes, unsigned times, long iters,
+                             measure_t *m)
 {
     long warmup = iters / 10 < 3 ? 3 : iters / 10;
     double *lat = malloc((size_t)iters * sizeof(*lat)), t_start = 0;
-    char *buf = malloc(in_bytes < 16 ? 16 : in_bytes);
+    char *buf = malloc(in_bytes < 24 ? 24 : in_bytes);
     int rc = -1;
     if (!lat || !buf)
         goto fail;
-    memset(buf, 0x5a, in_bytes < 16 ? 16 : in_bytes);
+    memset(buf, 0x5a, in_bytes < 24 ? 24 : in_bytes);
     for (long i = 0; i < warmup + iters; i++) {
         uint64_t stamp = stamp_of(o, i), head, tail;
-        adag_value_t in = {.data = buf, .size = 16}, out;
+        uint64_t want = stamp_summed(stamp, times);
+        adag_value_t in = {.data = buf, .size = times > 1 ? 24 : 16}, out;
         adag_ref_t ref;
         if (in_bytes) {
             in = (adag_value_t){.data = buf, .size = in_bytes, .kind = ADAG_VALUE_TENSOR,
@@ -121,8 +131,10 @@ static int drive_stamped(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
             memcpy(buf, &stamp, 8);
             memcpy(buf + in_bytes - 8, &stamp, 8);
         } else {
+            uint64_t i32 = ADAG_DTYPE_I32;
             memcpy(buf, &stamp, 8);
             memcpy(buf + 8, &stamp_n, 8);
+            memcpy(buf + 16, &i32, 8);
         }
         if (i == warmup)
             t_start = bench_now_us();
@@ -141,10 +153,10 @@ static int drive_stamped(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
         memcpy(&head, out.data, 8);
         memcpy(&tail, (const char *)out.data + out.size - 8, 8);
         TRY(adag_dag_release(dag, ref));
-        if (head != stamp || tail != stamp) {
+        if (head != want || tail != want) {
             fprintf(stderr, "adag-bench: execution %ld: stamps %llx / %llx back, want %llx\n", i,
                     (unsigned long long)head, (unsigned long long)tail,
-                    (unsigned long long)stamp);
+                    (unsigned long long)want);
             goto fail;
         }
         if (i >= warmup)
@@ -156,6 +168,12 @@ fail:
     free(lat);
     free(buf);
     return rc;
+}
+
+static int drive_stamped(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
+                         uint64_t stamp_n, size_t out_bytes, long iters, measure_t *m)
+{
+    return drive_stamped_sum(o, dag, in_bytes, stamp_n, out_bytes, 1, iters, m);
 }
 
 int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path, size_t bytes,
@@ -228,5 +246,46 @@ int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t 
 fail:
     if (f.rt)
         adag_runtime_destroy(f.rt);
+    return rc;
+}
+
+/* The allreduce of `bytes` (i32) of nranks process actors on host:0..n-1
+ * through a compiled DAG: stamp -> allreduce SUM -> member 0's ends back
+ * to the driver, one execution in flight; the result's ends must be the
+ * stamp summed n times. */
+int run_allreduce_dag(const bench_opts_t *o, unsigned nranks, size_t bytes, long iters,
+                      measure_t *m)
+{
+    adag_runtime_h rt = NULL;
+    adag_actor_h a[8];
+    adag_node_h x, parts[8], sums[8], e;
+    adag_graph_h g;
+    int rc = -1;
+    adag_runtime_params_t rp = {.field_mask = ADAG_RUNTIME_PARAM_WORKER_PATH,
+                                .worker_path = bench_worker_path()};
+    if (nranks < 2 || nranks > 8 || bytes < 16 || bytes % 4)
+        return -1;
+    TRY(adag_runtime_create(&rp, &rt));
+    for (unsigned r = 0; r < nranks; r++)
+        if (dev_actor(o, rt, "host", r, &a[r]))
+            goto fail;
+    TRY(adag_graph_create(rt, &g));
+    TRY(adag_graph_input(g, 0, &x));
+    for (unsigned r = 0; r < nranks; r++) {
+        TRY(adag_graph_bind(g, a[r], "stamp", &x, 1, &parts[r]));
+        if (tensor_node(parts[r], ADAG_DTYPE_I32, (int64_t)(bytes / 4)))
+            goto fail;
+    }
+    TRY(adag_graph_allreduce(g, parts, nranks, ADAG_REDUCE_SUM, sums));
+    TRY(adag_graph_bind(g, a[0], "ends", &sums[0], 1, &e));
+    if (tensor_node(e, ADAG_DTYPE_I64, 2))
+        goto fail;
+    TRY(adag_graph_output(g, &e, 1));
+    adag_dag_h dag = compile_one(g, bytes);
+    if (dag)
+        rc = drive_stamped_sum(o, dag, 0, bytes, 16, nranks, iters, m);
+fail:
+    if (rt)
+        adag_runtime_destroy(rt);
     return rc;
 }

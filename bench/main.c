@@ -31,6 +31,7 @@ typedef enum {
     BASE_DEV_RAW_BEST, /* the same hand-offs on the device ops alone, the better wait policy */
     BASE_DEV_COPY,     /* one copy_async of the same bytes, the same way */
     BASE_MPI_ALLREDUCE, /* Open MPI's MPI_Allreduce, the same ranks, size and op */
+    BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */
 } baseline_kind_t;
 
 typedef enum {
@@ -43,6 +44,7 @@ typedef enum {
     RUN_DEV_HOP,
     RUN_DEV_BW,
     RUN_ALLREDUCE,
+    RUN_ALLREDUCE_DAG,
 } run_kind_t;
 
 typedef struct {
@@ -142,6 +144,17 @@ static const scenario_t scenarios[] = {
      NULL, DEV_PATH_NONE},
     {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 64 * MiB, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0,
      NULL, DEV_PATH_NONE},
+    /* the same allreduce inside a compiled DAG (4 process actors on host:0..3:
+     * stamp -> allreduce SUM i32 -> member 0's ends back to the driver, one
+     * execution at a time) against the allreduce called directly, same run:
+     * the difference is the DAG's cost per collective (its hand-offs, the
+     * members' agreement, the copy out of 16 bytes) */
+    {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, 4096, -1, METRIC_LATENCY,
+     BASE_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
+    {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, MiB, -1, METRIC_LATENCY,
+     BASE_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
+    {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, 16 * MiB, -1, METRIC_LATENCY,
+     BASE_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -246,6 +259,10 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
     case BASE_DEV_COPY:
         rc = baseline_device_copy(device, path, bytes, device_bw_reps(o, bytes), &c->m);
         snprintf(c->label, sizeof c->label, "raw copy_async %s (1 copy)", bench_path_name(path));
+        break;
+    case BASE_ALLREDUCE_DIRECT:
+        rc = run_allreduce(o, n, bytes, &c->m);
+        snprintf(c->label, sizeof c->label, "host comm allreduce called directly, %u procs", n);
         break;
     case BASE_MPI_ALLREDUCE: { /* one MPI run for every allreduce size of this run */
         size_t sizes[NSCENARIOS];
@@ -352,6 +369,8 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
                                     m);
     case RUN_ALLREDUCE:
         return run_allreduce(o, s->n, s->bytes, m);
+    case RUN_ALLREDUCE_DAG:
+        return run_allreduce_dag(o, s->n, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000), m);
     }
     return -1;
 }
@@ -370,7 +389,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
                 bench_path_name(s->path), r->skipped);
         return 0;
     }
-    if (s->run == RUN_ALLREDUCE && allreduce_row_available(s->n, r->skipped, sizeof r->skipped)) {
+    if ((s->run == RUN_ALLREDUCE || s->run == RUN_ALLREDUCE_DAG) && allreduce_row_available(s->n, r->skipped, sizeof r->skipped)) {
         fprintf(stderr, "adag-bench: %s (%u ranks): skipped: %s\n", s->name, s->n, r->skipped);
         return 0;
     }
@@ -437,6 +456,12 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
             snprintf(r->goal, sizeof r->goal, "time <= 2x MPI's (below 1 MiB)");
             r->goal_met = r->ratio <= 2.0;
         }
+        break;
+    case BASE_ALLREDUCE_DIRECT:
+        if (!(b = baseline(o, s->baseline, s->n, s->bytes, NULL, DEV_PATH_NONE)))
+            return -1;
+        set_ratio(r, b->label, b->m.median_us);
+        r->per_collective = 1;
         break;
     case BASE_INFLIGHT_ONE:
         r2 = find_result(s->name, r->placement, s->n, 1, s->bytes, s->spin_ns);

@@ -39,6 +39,8 @@ static void params_text(const result_t *r, char *buf, size_t n)
     size_text(r->bytes, size, sizeof size);
     if (!strcmp(r->name, "allreduce")) /* "4 ranks f32 sum 4 KiB" */
         snprintf(buf, n, "%u ranks f32 sum %s", r->n, size);
+    else if (!strcmp(r->name, "allreduce-dag")) /* "4 members i32 sum 4 KiB" */
+        snprintf(buf, n, "%u members i32 sum %s", r->n, size);
     else if (r->device[0] && r->hops) /* "host 0->0 zero-copy 64 B" */
         snprintf(buf, n, "%s 0->%d %s %s", r->device, r->path == DEV_PATH_PEER, bench_path_name(r->path),
                  size);
@@ -103,6 +105,9 @@ void bench_print_table(FILE *out, const result_t *results, unsigned nresults)
                          "overhead %.2f us\n",
                     "", "", "", r->hops, r->m.median_us / r->hops, r->baseline_value / r->hops,
                     (r->m.median_us - r->baseline_value) / r->hops);
+        if (r->per_collective && r->baseline_value > 0)
+            fprintf(out, "%-16s %-7s %-26s   the DAG's cost per collective: %.1f us\n", "", "",
+                    "", r->m.median_us - r->baseline_value);
         if (r->goal[0])
             fprintf(out, "%-16s %-7s %-26s   bus bandwidth: adag %.3f GB/s, MPI %.3f GB/s; "
                          "goal %s: %s\n",
@@ -168,6 +173,9 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
         if (r->hops && r->baseline_value > 0)
             fprintf(out, "\"overhead_per_hop_us\": %.3f, ",
                     (r->m.median_us - r->baseline_value) / r->hops);
+        if (r->per_collective && r->baseline_value > 0)
+            fprintf(out, "\"dag_cost_per_collective_us\": %.3f, ",
+                    r->m.median_us - r->baseline_value);
         if (r->goal[0])
             fprintf(out, "\"baseline_gbps\": %.4f, \"goal\": \"%s\", \"goal_met\": %s, ",
                     r->baseline_gbps, r->goal, r->goal_met ? "true" : "false");

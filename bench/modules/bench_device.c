@@ -15,7 +15,9 @@
  *   copy(x)  -> y          y = x (same dtype and shape): one device copy
  *   stamp(s) -> y u8[n]    s = host bytes {u64 stamp, u64 n}; the first and
  *                          last 8 bytes of y get the stamp, the rest is left
- *                          as it was (the row measures moving y, not filling it)
+ *                          as it was (the row measures moving y, not filling it);
+ *                          s = {u64 stamp, u64 n, u64 dtype}: y is n bytes of
+ *                          that dtype (the allreduce-dag row: i32)
  *   ends(x)  -> y i64[2]   the first and last 8 bytes of x
  */
 #include "bench_actors.h"
@@ -145,14 +147,20 @@ static adag_status_t dev_stamp(void *state, adag_call_h call)
     adag_status_t st = adag_call_arg(call, 0, &s);
     if (st != ADAG_OK)
         return st;
-    if (s.size != 16 || s.device != ADAG_DEVICE_HOST)
-        return adag_call_fail(call, "stamp expects 16 host bytes {stamp, size}, got %zu", s.size);
+    if ((s.size != 16 && s.size != 24) || s.device != ADAG_DEVICE_HOST)
+        return adag_call_fail(call, "stamp expects 16 host bytes {stamp, size} or 24 {stamp, "
+                                    "size, dtype}, got %zu", s.size);
     memcpy(&n, (const char *)s.data + 8, 8);
-    if (n < 8)
-        return adag_call_fail(call, "stamp: a tensor of %llu bytes has no room for the stamp",
-                              (unsigned long long)n);
-    int64_t shape = (int64_t)n;
-    if ((st = adag_call_output_tensor(call, 0, ADAG_DTYPE_U8, 1, &shape, (void **)&y)) != ADAG_OK)
+    uint64_t dtype = ADAG_DTYPE_U8;
+    if (s.size == 24)
+        memcpy(&dtype, (const char *)s.data + 16, 8);
+    size_t es = adag_dtype_size((adag_dtype_t)dtype);
+    if (n < 8 || !es || n % es)
+        return adag_call_fail(call, "stamp: %llu bytes of dtype %llu cannot hold the stamp",
+                              (unsigned long long)n, (unsigned long long)dtype);
+    int64_t shape = (int64_t)(n / es);
+    if ((st = adag_call_output_tensor(call, 0, (adag_dtype_t)dtype, 1, &shape, (void **)&y)) !=
+        ADAG_OK)
         return st;
     /* the input stays valid for the work enqueued on the compute stream */
     if ((st = device_copy(state, call, y, s.data, 8)) != ADAG_OK)
