@@ -82,8 +82,20 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
     }
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
-        CHECK(op->kind == ADAG_OP_CALL);
-        CHECK(op->method < nmethods);
+        CHECK(op->kind == ADAG_OP_CALL || op->kind == ADAG_OP_COLLECTIVE);
+        if (op->kind == ADAG_OP_COLLECTIVE) {
+            /* one member of a collective: its own tensor and result, its rank
+             * in a communicator of the program, every member's status channel */
+            CHECK(op->nargs == 1 && op->nrets == 1);
+            CHECK(p->chans[op->args[0]].reader == -1 && p->chans[op->rets[0]].reader == -1);
+            CHECK(op->nmembers >= 2 && op->member < op->nmembers && op->root < op->nmembers);
+            CHECK(op->comm < p->ncomms && p->comms[op->comm].rank == op->member &&
+                  p->comms[op->comm].nranks == op->nmembers);
+            CHECK((uint64_t)op->status_first + op->nmembers <= p->nchans);
+            for (uint32_t m = 0; m < op->nmembers; m++)
+                CHECK((p->chans[op->status_first + m].reader == -1) == (m == op->member));
+        }
+        CHECK(op->method < nmethods || op->kind == ADAG_OP_COLLECTIVE);
         CHECK(op->nargs <= ADAG_MAX_ARGS && op->nrets <= ADAG_MAX_RETURNS);
         for (uint32_t a = 0; a < op->nargs; a++)
             CHECK(op->args[a] < p->nchans);

@@ -225,6 +225,48 @@ static void program_seeds(adag_wbuf_t *sample)
     p.ncomms = 2;
     save_program("communicators", "\x01", &p);
 
+    /* member 0 of a 2-member allreduce: its tensor, its result, its status
+     * channel and member 1's (read on domain channel 0) */
+    {
+        static const int which[4] = {-1, -1, -1, 0};
+        adag_prog_chan_t cc[4];
+        adag_prog_op_t cop[1];
+        memset(&p, 0, sizeof(p));
+        memset(cc, 0, sizeof(cc));
+        memset(cop, 0, sizeof(cop));
+        p.dag_id = 9;
+        snprintf(p.dag_name, sizeof(p.dag_name), "dag9");
+        p.nslots = fuzz_geoms[0].nslots;
+        p.capacity = fuzz_geoms[0].capacity;
+        p.start_chan = ADAG_PROG_NO_CHAN;
+        p.nchans = 4;
+        p.chans = cc;
+        static const char *names[4] = {"tp0.f[0]", "tp0.allreduce#0[0]", "allreduce#0.tp0",
+                                       "allreduce#0.tp1"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(cc[i].name, sizeof(cc[i].name), "%s", names[i]);
+            cc[i].id = (uint32_t)i;
+            cc[i].kind = i == 3 ? ADAG_CHAN_SHM : ADAG_CHAN_SELF;
+            cc[i].reader = i == 3 ? 0 : -1;
+            cc[i].nreaders = i == 3 ? fuzz_geoms[0].nreaders : 0;
+        }
+        cc[0].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED};
+        cc[1].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED};
+        set_descs(&p, which);
+        adag_comm_spec_t spec = {.key = 2, .kind = ADAG_COMM_KIND_HOST, .nranks = 2, .rank = 0,
+                                 .id = {{5, 6, 7}, 3}};
+        p.comms = &spec;
+        p.ncomms = 1;
+        p.nops = 1;
+        p.ops = cop;
+        cop[0] = (adag_prog_op_t){.kind = ADAG_OP_COLLECTIVE, .node = 3, .nargs = 1, .nrets = 1,
+                                  .coll_kind = ADAG_COLL_ALLREDUCE, .reduce_op = ADAG_REDUCE_SUM,
+                                  .member = 0, .nmembers = 2, .comm = 0, .status_first = 2};
+        cop[0].args[0] = 0;
+        cop[0].rets[0] = 1;
+        save_program("collective-member", "\x01", &p);
+    }
+
     /* no channels, no ops: the smallest valid program */
     memset(&p, 0, sizeof(p));
     p.nslots = 1;
