@@ -102,7 +102,10 @@ GPU_DAG_EMULATED_MODULE := $(BUILD)/tests/gpu/libcuda_stage_emulated.so
 # module: gpu_stages.c with -DGPU_STAGES_CUDA plus the kernel of
 # gpu_stages_kernel.cu, linked by nvcc (the host variant, libgpu_stages.so,
 # is an ordinary example module).
-EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so)
+# examples/tp_pp --device cuda likewise loads libtp_mlp_cuda.so (tp_mlp.c with
+# -DTP_MLP_CUDA plus tp_mlp_kernel.cu).
+EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so \
+    $(BUILD)/examples/libtp_mlp_cuda.so)
 ALL += $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
     $(EXAMPLE_CUDA_MODULE)
 
@@ -321,6 +324,15 @@ $(BUILD)/examples/libgpu_stages_cuda.so: examples/modules/gpu_stages.c examples/
 	    -o $(BUILD)/obj/examples/gpu_stages_cuda.o examples/modules/gpu_stages.c
 	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
 	    examples/modules/gpu_stages_kernel.cu $(BUILD)/obj/examples/gpu_stages_cuda.o \
+	    -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+$(BUILD)/examples/libtp_mlp_cuda.so: examples/modules/tp_mlp.c examples/modules/tp_mlp_kernel.cu \
+    examples/modules/tp_mlp.h include/adag.h
+	@mkdir -p $(dir $@) $(BUILD)/obj/examples
+	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DTP_MLP_CUDA -c \
+	    -o $(BUILD)/obj/examples/tp_mlp_cuda.o examples/modules/tp_mlp.c
+	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
+	    examples/modules/tp_mlp_kernel.cu $(BUILD)/obj/examples/tp_mlp_cuda.o \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
