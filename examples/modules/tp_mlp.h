@@ -11,13 +11,14 @@
  * [B, D], and the sum of the T partials is y, since relu works elementwise
  * on the hidden columns each shard owns whole.
  *
- * Weights are small integers (-TP_MLP_WMAX..TP_MLP_WMAX) drawn from (seed,
- * stage, matrix, row, column), so any shard computes its slice alone, and
- * the inputs are small integers too: every product and every sum is then
- * an integer, and while each sum of absolute values stays below 2^24
- * (tp_mlp_bound checks it) f32 holds every partial sum exactly, in any
- * order. So the shards, the allreduce's order of summation and the
- * single-threaded reference agree bit for bit.
+ * Weights are -1, 0 or 1 (a quarter of them nonzero, so that sums grow
+ * slowly through the stages), drawn from (seed, stage, matrix, row,
+ * column), so any shard computes its slice alone, and the inputs are small
+ * integers too: every product and every sum is then an integer, and while
+ * each sum of absolute values stays below 2^24 (tp_mlp_bound checks it)
+ * f32 holds every partial sum exactly, in any order. So the shards, the
+ * allreduce's order of summation and the single-threaded reference agree
+ * bit for bit.
  */
 #ifndef ADAG_EXAMPLE_TP_MLP_H
 #define ADAG_EXAMPLE_TP_MLP_H
@@ -25,7 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TP_MLP_WMAX 2
 #define TP_MLP_MAX_DIM 65536
 /* f32 holds every integer of magnitude up to 2^24 */
 #define TP_MLP_EXACT_LIMIT 16777216.0
@@ -56,7 +56,11 @@ static inline float tp_mlp_weight(uint64_t seed, int32_t stage, int which, uint3
 {
     uint64_t h = tp_mlp_mix(seed ^ tp_mlp_mix((uint64_t)(uint32_t)stage * 4u + (uint64_t)which));
     h = tp_mlp_mix(h ^ ((uint64_t)row << 32 | col));
-    return (float)((int)(h % (2 * TP_MLP_WMAX + 1)) - TP_MLP_WMAX);
+    switch (h % 8) {
+    case 0: return -1.0f;
+    case 1: return 1.0f;
+    default: return 0.0f;
+    }
 }
 
 /* The weights of hidden columns [k0, k0 + ncols) of stage `stage`:
