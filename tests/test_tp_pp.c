@@ -79,6 +79,13 @@ static void reference_fill(reference_t *r, unsigned pp)
             largest = b > largest ? b : largest;
         }
     }
+    unsigned nonzero = 0;
+    for (unsigned k = 0; k < POOL; k++)
+        for (unsigned i = 0; i < B * D; i++)
+            nonzero += r->expect[k][i] != 0.0f;
+    /* a comparison that means something: the outputs are not mostly zeros */
+    cr_assert(nonzero >= POOL * B * D * 3 / 4, "only %u of %u expected elements are nonzero",
+              nonzero, POOL * B * D);
     cr_assert(largest < TP_MLP_EXACT_LIMIT, "a sum of absolute values reaches %.0f: f32 is not "
               "exact there, the comparison would not be bit for bit", largest);
 }
