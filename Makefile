@@ -317,22 +317,15 @@ $(GPU_TEST): tests/gpu/test_cuda.c $(BUILD)/libadag.a $(CUDA_STAMP) $(wildcard i
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_GPU_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
 	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(BUILD)/libadag.a $(LIBS)
 
-$(BUILD)/examples/libgpu_stages_cuda.so: examples/modules/gpu_stages.c examples/modules/gpu_stages_kernel.cu \
-    examples/modules/gpu_stages.h include/adag.h
+# The CUDA variant of example module <m>: <m>.c with -D<M>_CUDA (upper case)
+# plus the kernels of <m>_kernel.cu, linked by nvcc.
+$(EXAMPLE_CUDA_MODULE): $(BUILD)/examples/lib%_cuda.so: examples/modules/%.c \
+    examples/modules/%_kernel.cu examples/modules/%.h include/adag.h
 	@mkdir -p $(dir $@) $(BUILD)/obj/examples
-	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DGPU_STAGES_CUDA -c \
-	    -o $(BUILD)/obj/examples/gpu_stages_cuda.o examples/modules/gpu_stages.c
+	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -D$(shell echo $* | tr a-z A-Z)_CUDA -c \
+	    -o $(BUILD)/obj/examples/$*_cuda.o examples/modules/$*.c
 	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
-	    examples/modules/gpu_stages_kernel.cu $(BUILD)/obj/examples/gpu_stages_cuda.o \
-	    -Xlinker -rpath,$(CUDA_HOME)/lib64
-
-$(BUILD)/examples/libtp_mlp_cuda.so: examples/modules/tp_mlp.c examples/modules/tp_mlp_kernel.cu \
-    examples/modules/tp_mlp.h include/adag.h
-	@mkdir -p $(dir $@) $(BUILD)/obj/examples
-	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DTP_MLP_CUDA -c \
-	    -o $(BUILD)/obj/examples/tp_mlp_cuda.o examples/modules/tp_mlp.c
-	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
-	    examples/modules/tp_mlp_kernel.cu $(BUILD)/obj/examples/tp_mlp_cuda.o \
+	    examples/modules/$*_kernel.cu $(BUILD)/obj/examples/$*_cuda.o \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
