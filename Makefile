@@ -109,7 +109,7 @@ EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so
 ALL += $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
     $(EXAMPLE_CUDA_MODULE)
 
-.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu bench bench-smoke \
+.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp bench bench-smoke \
     test-gpu
 all: $(ALL)
 
@@ -272,6 +272,13 @@ GPU_DEMO_ARGS ?= --device host
 demo-gpu: all
 	$(BUILD)/examples/gpu_pipeline $(GPU_DEMO_ARGS) --shape 16x256 --iters 300 \
 	    --dot $(BUILD)/gpu_pipeline.dot
+
+# examples/tp_pp: TP-2 x PP-2 MLP blocks, 4 device-bound process actors on
+# host:0..3, an allreduce per stage, every element checked.
+# TP_DEMO_ARGS="--device cuda" runs it on CUDA where there are 4 GPUs.
+TP_DEMO_ARGS ?= --device host
+demo-tp: all
+	$(BUILD)/examples/tp_pp $(TP_DEMO_ARGS) --iters 500 --inflight 4 --dot $(BUILD)/tp_pp.dot
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/adag $(DESTDIR)$(PREFIX)/include \
