@@ -55,8 +55,7 @@
 
 typedef struct {
     const char *device; /* "host" or "cuda" */
-    unsigned batch, dim, hidden, tp, pp, inflight;
-    unsigned long iters;
+    unsigned batch, dim, hidden, tp, pp, inflight, iters;
     bool colocate;
     const char *dot, *module;
 } options_t;
@@ -122,17 +121,18 @@ static bool parse_count(const char *opt, const char *arg, unsigned long min, uns
 /* 0 to go on, 1 on a bad command line, 2 after --help. */
 static int parse_options(int argc, char **argv, options_t *o)
 {
-    static const struct {
-        const char *name;
-        unsigned long min, max;
-    } counts[] = {
-        {"--batch", 1, 4096},     {"--dim", 1, 4096},  {"--hidden", 1, 65536},
-        {"--tp", 2, MAX_TP},      {"--pp", 1, MAX_PP}, {"--iters", 1, 100000000},
-        {"--inflight", 1, MAX_INFLIGHT},
-    };
     *o = (options_t){.batch = 16, .dim = 64, .hidden = 256, .tp = 2, .pp = 2, .inflight = 4,
                      .iters = 500};
-    unsigned *fields[] = {&o->batch, &o->dim, &o->hidden, &o->tp, &o->pp, NULL, &o->inflight};
+    const struct {
+        const char *name;
+        unsigned long min, max;
+        unsigned *field;
+    } counts[] = {
+        {"--batch", 1, 4096, &o->batch},     {"--dim", 1, 4096, &o->dim},
+        {"--hidden", 1, 65536, &o->hidden},  {"--tp", 2, MAX_TP, &o->tp},
+        {"--pp", 1, MAX_PP, &o->pp},         {"--iters", 1, 100000000, &o->iters},
+        {"--inflight", 1, MAX_INFLIGHT, &o->inflight},
+    };
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *arg = i + 1 < argc ? argv[i + 1] : NULL;
         size_t c = 0;
@@ -148,10 +148,7 @@ static int parse_options(int argc, char **argv, options_t *o)
             unsigned long v;
             if (!parse_count(opt, arg, counts[c].min, counts[c].max, &v))
                 return 1;
-            if (fields[c])
-                *fields[c] = (unsigned)v;
-            else
-                o->iters = v;
+            *counts[c].field = (unsigned)v;
         } else if (!strcmp(opt, "--device") || !strcmp(opt, "--dot") ||
                    !strcmp(opt, "--module")) {
             if (!arg) {
@@ -456,7 +453,7 @@ int main(int argc, char **argv)
         printf(" %s", devices[i]);
     printf("\ntp_pp: x f32[%ux%u], hidden %u (%u per shard), an allreduce (SUM) per stage\n",
            o.batch, o.dim, o.hidden, o.hidden / o.tp);
-    printf("tp_pp: %lu executions, %u in flight, in %.3f s: %.0f executions/s; every element "
+    printf("tp_pp: %u executions, %u in flight, in %.3f s: %.0f executions/s; every element "
            "matched the C reference bit for bit (exact: integers in f32, every sum of absolute "
            "values <= %.0f < 2^24)\n",
            o.iters, o.inflight, seconds, (double)o.iters / seconds, pool.largest_sum);
