@@ -102,7 +102,10 @@ GPU_DAG_EMULATED_MODULE := $(BUILD)/tests/gpu/libcuda_stage_emulated.so
 # module: gpu_stages.c with -DGPU_STAGES_CUDA plus the kernel of
 # gpu_stages_kernel.cu, linked by nvcc (the host variant, libgpu_stages.so,
 # is an ordinary example module).
-EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so)
+# examples/tp_pp --device cuda likewise loads libtp_mlp_cuda.so (tp_mlp.c with
+# -DTP_MLP_CUDA plus tp_mlp_kernel.cu).
+EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so \
+    $(BUILD)/examples/libtp_mlp_cuda.so)
 ALL += $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
     $(EXAMPLE_CUDA_MODULE)
 
@@ -115,7 +118,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu bench bench-smoke \
+.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp bench bench-smoke \
     test-gpu
 all: $(ALL)
 
@@ -284,6 +287,13 @@ demo-gpu: all
 	$(BUILD)/examples/gpu_pipeline $(GPU_DEMO_ARGS) --shape 16x256 --iters 300 \
 	    --dot $(BUILD)/gpu_pipeline.dot
 
+# examples/tp_pp: TP-2 x PP-2 MLP blocks, 4 device-bound process actors on
+# host:0..3, an allreduce per stage, every element checked.
+# TP_DEMO_ARGS="--device cuda" runs it on CUDA where there are 4 GPUs.
+TP_DEMO_ARGS ?= --device host
+demo-tp: all
+	$(BUILD)/examples/tp_pp $(TP_DEMO_ARGS) --iters 500 --inflight 4 --dot $(BUILD)/tp_pp.dot
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/adag $(DESTDIR)$(PREFIX)/include \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -328,13 +338,15 @@ $(GPU_TEST): tests/gpu/test_cuda.c $(BUILD)/libadag.a $(CUDA_STAMP) $(wildcard i
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_GPU_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
 	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(BUILD)/libadag.a $(LIBS)
 
-$(BUILD)/examples/libgpu_stages_cuda.so: examples/modules/gpu_stages.c examples/modules/gpu_stages_kernel.cu \
-    examples/modules/gpu_stages.h include/adag.h
+# The CUDA variant of example module <m>: <m>.c with -D<M>_CUDA (upper case)
+# plus the kernels of <m>_kernel.cu, linked by nvcc.
+$(EXAMPLE_CUDA_MODULE): $(BUILD)/examples/lib%_cuda.so: examples/modules/%.c \
+    examples/modules/%_kernel.cu examples/modules/%.h include/adag.h
 	@mkdir -p $(dir $@) $(BUILD)/obj/examples
-	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DGPU_STAGES_CUDA -c \
-	    -o $(BUILD)/obj/examples/gpu_stages_cuda.o examples/modules/gpu_stages.c
+	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -D$(shell echo $* | tr a-z A-Z)_CUDA -c \
+	    -o $(BUILD)/obj/examples/$*_cuda.o examples/modules/$*.c
 	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
-	    examples/modules/gpu_stages_kernel.cu $(BUILD)/obj/examples/gpu_stages_cuda.o \
+	    examples/modules/$*_kernel.cu $(BUILD)/obj/examples/$*_cuda.o \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
