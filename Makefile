@@ -268,13 +268,15 @@ check: test bench-smoke test-install
 # The harness runs once, quickly, to prove it works (it asserts no timing):
 # every scenario must run, check its results and print valid JSON (a row
 # that cannot run here, e.g. CUDA without a GPU, says "skipped" and is not
-# counted); then the device pipeline example runs once (demo-gpu).
+# counted); then the device pipeline and the TP x PP examples run once
+# (demo-gpu, demo-tp).
 bench-smoke: all
 	$(BUILD)/adag-bench --quick --json > $(BUILD)/bench-quick.json
 	python3 -m json.tool $(BUILD)/bench-quick.json > /dev/null
 	@echo "bench-smoke: $$(grep -c '"skipped": null' $(BUILD)/bench-quick.json) results," \
 	    "$$(grep -c '"skipped": "' $(BUILD)/bench-quick.json) skipped (not counted), valid JSON"
 	$(MAKE) --no-print-directory demo-gpu
+	$(MAKE) --no-print-directory demo-tp
 
 demo: all
 	$(BUILD)/examples/pipeline_demo
