@@ -388,9 +388,26 @@ adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, i
     if (!which)
         return ADAG_OK;
     *since = oldest;
+    /* who it waits for, where the backend can tell: "(waiting for m2)",
+     * each member named after its status channel "<collective>.<actor>" */
+    char late[160] = "";
+    adag_comm_t *comm = which->comm->comm;
+    uint64_t bits = 0;
+    if (comm->ops->laggards && comm->ops->laggards(comm, &bits)) {
+        size_t k = (size_t)snprintf(late, sizeof(late), " (waiting for");
+        for (uint32_t m = 0; m < which->op->nmembers && k < sizeof(late); m++) {
+            if (!(bits >> m & 1))
+                continue;
+            const char *name = strchr(loop->chans[which->op->status_first + m]->name, '.');
+            k += (size_t)snprintf(late + k, sizeof(late) - k, " %s", name ? name + 1 : "?");
+        }
+        if (k < sizeof(late))
+            snprintf(late + k, sizeof(late) - k, ")");
+    }
     return adag_error(ADAG_ERR_TIMEOUT,
                       "collective %s (member %u of %u) for execution %llu did not complete "
-                      "within %lld ms",
+                      "within %lld ms%s",
                       which->name, which->op->member, which->op->nmembers,
-                      (unsigned long long)(which_seq1 - 1), (long long)(timeout_ns / 1000000));
+                      (unsigned long long)(which_seq1 - 1), (long long)(timeout_ns / 1000000),
+                      late);
 }

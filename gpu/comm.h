@@ -131,6 +131,11 @@ struct adag_comm_ops {
                                    adag_dev_stream_t *s);
     adag_status_t (*broadcast)(adag_comm_t *c, const void *send, void *recv, size_t count,
                                adag_dtype_t dtype, unsigned root, adag_dev_stream_t *s);
+    /* Optional (NULL where the backend cannot tell, as NCCL): the ranks the
+     * collectives wait for now, those behind the furthest rank, as bits of
+     * *ranks (bit r: rank r); returns how many. Any thread, never blocks
+     * (for a watchdog's message). */
+    unsigned (*laggards)(adag_comm_t *c, uint64_t *ranks);
     /* Any thread, any time, idempotent: see "abort" above. */
     void (*abort)(adag_comm_t *c);
     /* ADAG_OK, or the error that broke the communicator (abort:

@@ -686,6 +686,7 @@ const adag_comm_ops_t adag_comm_host_ops = {
     .allgather = adag_comm_host_allgather,
     .reducescatter = adag_comm_host_reducescatter,
     .broadcast = adag_comm_host_broadcast,
+    .laggards = adag_comm_host_laggards,
     .abort = host_abort,
     .status = host_status,
     .destroy = host_destroy,

@@ -444,3 +444,24 @@ adag_status_t adag_comm_host_broadcast(adag_comm_t *c, const void *send, void *r
 {
     return enqueue_coll(c, COLL_BROADCAST, send, recv, count, dtype, ADAG_REDUCE_SUM, root, s);
 }
+
+unsigned adag_comm_host_laggards(adag_comm_t *base, uint64_t *ranks)
+{
+    const host_comm_t *c = (const host_comm_t *)base;
+    uint64_t arrived[ADAG_COMM_MAX_RANKS], furthest = 0;
+    unsigned n = 0;
+    *ranks = 0;
+    /* a snapshot, acquire loads: a diagnosis, nothing is ordered by it */
+    for (unsigned r = 0; r < c->seg.nranks; r++) {
+        arrived[r] = atomic_load_explicit(&adag_comm_host_coll_rank(&c->seg, r)->arrived,
+                                          memory_order_acquire);
+        if (arrived[r] > furthest)
+            furthest = arrived[r];
+    }
+    for (unsigned r = 0; r < c->seg.nranks; r++)
+        if (arrived[r] < furthest) {
+            *ranks |= (uint64_t)1 << r;
+            n++;
+        }
+    return n;
+}

@@ -94,7 +94,9 @@ void adag_comm_host_unref(host_comm_t *c);
  * rounded (the slots follow), and rank's. */
 uint64_t adag_comm_host_coll_ctl_bytes(unsigned nranks);
 coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank);
-/* The collectives, as the ops table calls them. */
+/* The collectives, as the ops table calls them (laggards: the ranks behind
+ * the furthest one at the collective barriers). */
+unsigned adag_comm_host_laggards(adag_comm_t *c, uint64_t *ranks);
 adag_status_t adag_comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
                                        adag_dev_stream_t *s);
