@@ -44,7 +44,7 @@
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
  * the event socket, which carries DAG_FAILED */
-#define ADAG_PROTOCOL_VERSION 5u
+#define ADAG_PROTOCOL_VERSION 6u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
