@@ -31,15 +31,19 @@ static const char *const op_names[] = {"SUM", "PROD", "MIN", "MAX", "AVG"};
 
 /* ---- the group ---- */
 
-/* SKIP unless 2 devices; else PASS and *n = min(4, devices). */
+/* SKIP unless 2 devices ("needs 2 CUDA devices (found 0): <the probe's
+ * reason>" where there is none); else PASS and *n = min(4, devices). */
 static int tp_size(unsigned *n)
 {
+    unsigned count = 0;
+    if (adag_device_count(cdag_emulated ? "host" : "cuda", &count) == ADAG_OK && count == 0) {
+        snprintf(cdag_skip_reason, sizeof cdag_skip_reason, "needs 2 CUDA devices (found 0): %s",
+                 adag_last_error());
+        return SKIP;
+    }
     int rc = cdag_require(2);
     if (rc != PASS)
         return rc;
-    unsigned count = 0;
-    if (adag_device_count(cdag_emulated ? "host" : "cuda", &count) != ADAG_OK)
-        return FAIL;
     *n = count < MAXM ? count : MAXM;
     return PASS;
 }
