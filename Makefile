@@ -362,7 +362,7 @@ $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
 # cuda_stage.c (the class, by cc) and cuda_stage_kernels.cu, linked by nvcc
 # against the shared CUDA runtime, like libgpu_stages_cuda.so.
 GPU_DAG_SRCS := tests/gpu/test_cuda_dag.c tests/gpu/cuda_dag_common.c tests/gpu/cuda_dag_faults.c \
-    tests/probes.c
+    tests/gpu/cuda_dag_coll.c tests/probes.c
 $(GPU_DAG_TEST): $(GPU_DAG_SRCS) tests/gpu/cuda_dag.h tests/gpu/cuda_stage.h tests/modules/gpu_stage.h \
     tests/probes.h $(BUILD)/libadag.so $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
@@ -370,7 +370,7 @@ $(GPU_DAG_TEST): $(GPU_DAG_SRCS) tests/gpu/cuda_dag.h tests/gpu/cuda_stage.h tes
 	    -DADAG_TEST_CUDA_MODULE='"$(if $(GPU_DAG_MODULE),$(abspath $(GPU_DAG_MODULE)))"' \
 	    -DADAG_TEST_CUDA_EMULATED_MODULE='"$(abspath $(GPU_DAG_EMULATED_MODULE))"' \
 	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(GPU_DAG_SRCS) \
-	    -L$(BUILD) -ladag $(RPATH) $(LIBS)
+	    -L$(BUILD) -ladag $(RPATH) $(LIBS) -lm
 
 $(BUILD)/tests/gpu/libcuda_stage.so: tests/gpu/cuda_stage.c tests/gpu/cuda_stage_kernels.cu \
     tests/gpu/cuda_stage.h include/adag.h

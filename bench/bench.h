@@ -178,7 +178,8 @@ int allreduce_row_available(unsigned nranks, char *why, size_t len);
 int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m);
 /* The same allreduce (i32 SUM) inside a compiled DAG of nranks process
  * actors on host:0..n-1, one execution in flight (bench/device.c). */
-int run_allreduce_dag(const bench_opts_t *o, unsigned nranks, size_t bytes, long iters,
+int run_allreduce_dag(const bench_opts_t *o, const char *device, unsigned nranks, size_t bytes,
+                      long iters,
                       measure_t *m);
 /* MPI's figures for `bytes`: the peer runs once for every size of `sizes`
  * (the run's allreduce sizes) not measured yet. */
@@ -186,5 +187,18 @@ int baseline_mpi_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes,
                            const size_t *sizes, unsigned nsizes, measure_t *m);
 /* nccl-tests' bus bandwidth of an allreduce of `bytes` taking `us`, in GB/s. */
 double allreduce_bus_gbps(unsigned nranks, size_t bytes, double us);
+/* run_allreduce on other backends: device "cuda" with comm "nccl" (each
+ * rank then in a fresh copy of adag-bench, bench_coll_rank_main). */
+int run_allreduce_on(const bench_opts_t *o, const char *device, const char *comm,
+                     unsigned nranks, size_t bytes, measure_t *m);
+/* `adag-bench --coll-rank <fd> <rank>`: one rank of run_allreduce_on. */
+int bench_coll_rank_main(const char *fd_arg, const char *rank_arg);
+/* The NCCL allreduce rows (bench/collective_nccl.c), on cuda:0..n-1 with
+ * n = min(4, CUDA devices): 0 and *nranks set, or -1 saying why not
+ * ("needs 2 CUDA devices (found 0): <the probe's reason>"). */
+int nccl_allreduce_row_available(unsigned *nranks, char *why, size_t len);
+/* The allreduce inside a compiled DAG on CUDA, and NCCL called directly. */
+int run_nccl_allreduce_dag(const bench_opts_t *o, size_t bytes, long iters, measure_t *m);
+int run_nccl_allreduce_direct(const bench_opts_t *o, size_t bytes, measure_t *m);
 
 #endif

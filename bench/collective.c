@@ -42,6 +42,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define COLL_MAX_RANKS 8
 #define COLL_MAX_ITERS 20000
@@ -138,6 +141,7 @@ int allreduce_row_available(unsigned nranks, char *why, size_t len)
 /* ---- the adag side ---- */
 
 typedef struct {
+    char device[8], comm[8]; /* the backends: "host" and "host", or "cuda" and "nccl" */
     unsigned nranks;
     size_t bytes;
     double seconds;
@@ -194,8 +198,8 @@ static int coll_barrier(coll_ctl_t *c, unsigned rank, uint32_t k)
 /* One rank, in its own process: 0 on success. */
 static int coll_rank(coll_ctl_t *c, unsigned rank)
 {
-    const adag_device_ops_t *ops = adag_device_backend_named("host");
-    const adag_comm_ops_t *cops = adag_comm_backend_named("host");
+    const adag_device_ops_t *ops = adag_device_backend_named(c->device);
+    const adag_comm_ops_t *cops = adag_comm_backend_named(c->comm);
     adag_device_t *dev = NULL;
     adag_dev_stream_t *s = NULL;
     adag_dev_mem_t send = {0}, recv = {0};
@@ -203,15 +207,18 @@ static int coll_rank(coll_ctl_t *c, unsigned rank)
     size_t count = c->bytes / sizeof(float);
     float *host = malloc(c->bytes);
     int rc = -1;
-    if (!host) {
-        coll_fail(c, "allreduce rank %u: out of memory for %zu bytes", rank, c->bytes);
+    if (!host || !ops || !cops) {
+        coll_fail(c, "allreduce rank %u: out of memory for %zu bytes, or no %s/%s backend", rank,
+                  c->bytes, c->device, c->comm);
         goto fail;
     }
-    RANK_TRY(c, ops->open(rank, &dev), "opening host:%u", rank);
-    RANK_TRY(c, ops->bind_thread(dev), "binding to host:%u", rank);
-    RANK_TRY(c, ops->stream_create(dev, &s), "a stream on host:%u", rank);
-    RANK_TRY(c, ops->mem_alloc(dev, c->bytes, &send), "%zu bytes on host:%u", c->bytes, rank);
-    RANK_TRY(c, ops->mem_alloc(dev, c->bytes, &recv), "%zu bytes on host:%u", c->bytes, rank);
+    RANK_TRY(c, ops->open(rank, &dev), "opening %s:%u", c->device, rank);
+    RANK_TRY(c, ops->bind_thread(dev), "binding to %s:%u", c->device, rank);
+    RANK_TRY(c, ops->stream_create(dev, &s), "a stream on %s:%u", c->device, rank);
+    RANK_TRY(c, ops->mem_alloc(dev, c->bytes, &send), "%zu bytes on %s:%u", c->bytes, c->device,
+             rank);
+    RANK_TRY(c, ops->mem_alloc(dev, c->bytes, &recv), "%zu bytes on %s:%u", c->bytes, c->device,
+             rank);
     for (size_t i = 0; i < count; i++)
         host[i] = coll_element(rank, i);
     RANK_TRY(c, ops->copy_async(s, send.ptr, host, c->bytes), "filling the send buffer");
@@ -313,26 +320,63 @@ static int coll_reap(coll_ctl_t *c, pid_t *pids, unsigned n)
     return failed || atomic_load(&c->abort) ? -1 : 0;
 }
 
-int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m)
+/* A rank in a fresh copy of adag-bench (CUDA cannot be used in a child
+ * forked from a process that initialized it): `adag-bench --coll-rank
+ * <fd> <rank>`, the control page the memfd fd; pid or -1. */
+static pid_t coll_spawn(coll_ctl_t *c, int fd, unsigned rank)
 {
-    const adag_comm_ops_t *cops = adag_comm_backend_named("host");
+    char fds[16], ranks[16];
+    snprintf(fds, sizeof fds, "%d", fd);
+    snprintf(ranks, sizeof ranks, "%u", rank);
+    char *argv[] = {"adag-bench", "--coll-rank", fds, ranks, NULL};
+    pid_t pid;
+    int err = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ);
+    if (err) {
+        coll_fail(c, "allreduce: spawning rank %u: %s", rank, strerror(err));
+        return -1;
+    }
+    return pid;
+}
+
+int bench_coll_rank_main(const char *fd_arg, const char *rank_arg)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = atoi(fd_arg);
+    unsigned rank = (unsigned)atoi(rank_arg);
+    coll_ctl_t *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c == MAP_FAILED) {
+        perror("adag-bench --coll-rank: mmap");
+        return 3;
+    }
+    close(fd);
+    return coll_rank(c, rank) ? 1 : 0;
+}
+
+int run_allreduce_on(const bench_opts_t *o, const char *device, const char *comm,
+                     unsigned nranks, size_t bytes, measure_t *m)
+{
+    const adag_comm_ops_t *cops = adag_comm_backend_named(comm);
+    int spawned = strcmp(device, "host") != 0; /* fork for the host device */
     pid_t pids[COLL_MAX_RANKS];
     void *owner = NULL;
     double *lat = NULL;
     int rc = -1;
     unsigned started = 0;
-    coll_ctl_t *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                         -1, 0);
-    if (c == MAP_FAILED) {
-        perror("adag-bench: allreduce: mmap");
-        return -1;
+    coll_ctl_t *c = MAP_FAILED;
+    int fd = memfd_create("adag-bench-allreduce", 0); /* the ranks inherit it, across exec too */
+    if (fd < 0 || ftruncate(fd, sizeof(*c)) != 0 ||
+        (c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        perror("adag-bench: allreduce: the control page");
+        goto done;
     }
     if (!cops || !cops->allreduce || nranks < 2 || nranks > COLL_MAX_RANKS || bytes < 4 ||
         bytes % sizeof(float)) {
-        fprintf(stderr, "adag-bench: allreduce: %u ranks, %zu bytes: cannot run\n", nranks,
-                bytes);
+        fprintf(stderr, "adag-bench: allreduce: %u ranks, %zu bytes on %s: cannot run\n", nranks,
+                bytes, comm);
         goto done;
     }
+    snprintf(c->device, sizeof c->device, "%s", device);
+    snprintf(c->comm, sizeof c->comm, "%s", comm);
     c->nranks = nranks;
     c->bytes = bytes;
     c->seconds = coll_seconds(o);
@@ -344,7 +388,7 @@ int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_
     fflush(NULL); /* the ranks exit with _exit: nothing of ours is printed twice */
     pid_t parent = getpid();
     for (; started < nranks; started++) {
-        pids[started] = fork();
+        pids[started] = spawned ? coll_spawn(c, fd, started) : fork();
         if (pids[started] == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != parent)
@@ -352,7 +396,8 @@ int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_
             _exit(coll_rank(c, started) ? 1 : 0);
         }
         if (pids[started] < 0) {
-            coll_fail(c, "allreduce: fork of rank %u: %s", started, strerror(errno));
+            if (!spawned)
+                coll_fail(c, "allreduce: fork of rank %u: %s", started, strerror(errno));
             break;
         }
     }
@@ -376,8 +421,16 @@ int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_
     rc = 0;
 done:
     free(lat);
-    munmap(c, sizeof(*c));
+    if (c != MAP_FAILED)
+        munmap(c, sizeof(*c));
+    if (fd >= 0)
+        close(fd);
     return rc;
+}
+
+int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m)
+{
+    return run_allreduce_on(o, "host", "host", nranks, bytes, m);
 }
 
 /* ---- the MPI side ---- */

@@ -249,12 +249,13 @@ fail:
     return rc;
 }
 
-/* The allreduce of `bytes` (i32) of nranks process actors on host:0..n-1
+/* The allreduce of `bytes` (i32) of nranks process actors on device:0..n-1
+ * ("host", "cuda")
  * through a compiled DAG: stamp -> allreduce SUM -> member 0's ends back
  * to the driver, one execution in flight; the result's ends must be the
  * stamp summed n times. */
-int run_allreduce_dag(const bench_opts_t *o, unsigned nranks, size_t bytes, long iters,
-                      measure_t *m)
+int run_allreduce_dag(const bench_opts_t *o, const char *device, unsigned nranks, size_t bytes,
+                      long iters, measure_t *m)
 {
     adag_runtime_h rt = NULL;
     adag_actor_h a[8];
@@ -267,7 +268,7 @@ int run_allreduce_dag(const bench_opts_t *o, unsigned nranks, size_t bytes, long
         return -1;
     TRY(adag_runtime_create(&rp, &rt));
     for (unsigned r = 0; r < nranks; r++)
-        if (dev_actor(o, rt, "host", r, &a[r]))
+        if (dev_actor(o, rt, device, r, &a[r]))
             goto fail;
     TRY(adag_graph_create(rt, &g));
     TRY(adag_graph_input(g, 0, &x));

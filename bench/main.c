@@ -32,6 +32,7 @@ typedef enum {
     BASE_DEV_COPY,     /* one copy_async of the same bytes, the same way */
     BASE_MPI_ALLREDUCE, /* Open MPI's MPI_Allreduce, the same ranks, size and op */
     BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */
+    BASE_NCCL_ALLREDUCE_DIRECT, /* NCCL's allreduce through the nccl comm ops alone */
 } baseline_kind_t;
 
 typedef enum {
@@ -45,6 +46,7 @@ typedef enum {
     RUN_DEV_BW,
     RUN_ALLREDUCE,
     RUN_ALLREDUCE_DAG,
+    RUN_NCCL_ALLREDUCE_DAG,
 } run_kind_t;
 
 typedef struct {
@@ -155,6 +157,16 @@ static const scenario_t scenarios[] = {
      BASE_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
     {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, 16 * MiB, -1, METRIC_LATENCY,
      BASE_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
+    /* the same on CUDA (bench/collective_nccl.c): a compiled DAG of process
+     * actors on cuda:0..n-1, n = min(4, devices), against NCCL through the
+     * nccl communicator's ops alone (a rank per GPU), same run; skipped
+     * with fewer than 2 CUDA devices */
+    {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, 4096, -1, METRIC_LATENCY,
+     BASE_NCCL_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
+    {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, MiB, -1, METRIC_LATENCY,
+     BASE_NCCL_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
+    {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, 64 * MiB, -1, METRIC_LATENCY,
+     BASE_NCCL_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -264,6 +276,10 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
         rc = run_allreduce(o, n, bytes, &c->m);
         snprintf(c->label, sizeof c->label, "host comm allreduce called directly, %u procs", n);
         break;
+    case BASE_NCCL_ALLREDUCE_DIRECT:
+        rc = run_nccl_allreduce_direct(o, bytes, &c->m);
+        snprintf(c->label, sizeof c->label, "NCCL allreduce via the comm ops, a proc per GPU");
+        break;
     case BASE_MPI_ALLREDUCE: { /* one MPI run for every allreduce size of this run */
         size_t sizes[NSCENARIOS];
         unsigned nsizes = 0;
@@ -370,7 +386,10 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_ALLREDUCE:
         return run_allreduce(o, s->n, s->bytes, m);
     case RUN_ALLREDUCE_DAG:
-        return run_allreduce_dag(o, s->n, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000), m);
+        return run_allreduce_dag(o, "host", s->n, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000),
+                                 m);
+    case RUN_NCCL_ALLREDUCE_DAG:
+        return run_nccl_allreduce_dag(o, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000), m);
     }
     return -1;
 }
@@ -391,6 +410,12 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     }
     if ((s->run == RUN_ALLREDUCE || s->run == RUN_ALLREDUCE_DAG) && allreduce_row_available(s->n, r->skipped, sizeof r->skipped)) {
         fprintf(stderr, "adag-bench: %s (%u ranks): skipped: %s\n", s->name, s->n, r->skipped);
+        return 0;
+    }
+    unsigned nccl_ranks;
+    if (s->run == RUN_NCCL_ALLREDUCE_DAG &&
+        nccl_allreduce_row_available(&nccl_ranks, r->skipped, sizeof r->skipped)) {
+        fprintf(stderr, "adag-bench: %s: skipped: %s\n", s->name, r->skipped);
         return 0;
     }
     const base_cache_t *b = NULL;
@@ -458,6 +483,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         }
         break;
     case BASE_ALLREDUCE_DIRECT:
+    case BASE_NCCL_ALLREDUCE_DIRECT:
         if (!(b = baseline(o, s->baseline, s->n, s->bytes, NULL, DEV_PATH_NONE)))
             return -1;
         set_ratio(r, b->label, b->m.median_us);
@@ -610,6 +636,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && !strcmp(argv[1], "--raw-peer")) /* a process of a raw device baseline */
         return device_raw_peer_main(argc, argv);
+    if (argc == 4 && !strcmp(argv[1], "--coll-rank")) /* a rank of a raw allreduce on CUDA */
+        return bench_coll_rank_main(argv[2], argv[3]);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             o.quick = 1;

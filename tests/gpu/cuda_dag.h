@@ -68,6 +68,13 @@ int cdag_test_slow_kernel(void);
 int cdag_test_stuck_transfer(void);
 int cdag_test_sigkill(void);
 int cdag_test_leaks(void);
+/* cuda_dag_coll.c: collectives over cuda:0..min(4, devices)-1 */
+int cdag_test_coll_allreduce(void);
+int cdag_test_coll_reducescatter(void);
+int cdag_test_coll_allgather(void);
+int cdag_test_coll_broadcast(void);
+int cdag_test_coll_method_error(void);
+int cdag_test_coll_stuck(void);
 
 /* ---- where a test can run ---- */
 

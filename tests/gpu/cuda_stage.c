@@ -58,9 +58,10 @@ static adag_status_t cuda_stage_init(void *state, const void *data, size_t size)
     return ADAG_OK;
 }
 
-static adag_status_t cuda_stage_step(void *state, adag_call_h call)
+/* step, apply and apply_flaky: the kernels over argument 0 into output 0;
+ * with_info: output 1 is the cuda_stage_info_t. */
+static adag_status_t run_stage(const cuda_stage_state_t *s, adag_call_h call, int with_info)
 {
-    const cuda_stage_state_t *s = state;
     int64_t begin_ns = monotonic_ns();
     adag_value_t x;
     adag_status_t st = adag_call_arg(call, 0, &x);
@@ -100,13 +101,38 @@ static adag_status_t cuda_stage_step(void *state, adag_call_h call)
                           s->init.stage, s->init.spin_us, err, sizeof err) != 0)
         return adag_call_fail(call, "stage %d: %s", (int)s->init.stage, err);
 #endif
+    if (!with_info)
+        return ADAG_OK;
     cuda_stage_info_t info = {adag_call_ref(call), n, (uint32_t)x.dtype, adag_call_device(call),
                               begin_ns, monotonic_ns()};
     return adag_call_set_output(call, 1, &info, sizeof info);
 }
 
+static adag_status_t cuda_stage_step(void *state, adag_call_h call)
+{
+    return run_stage(state, call, 1);
+}
+
+static adag_status_t cuda_stage_apply(void *state, adag_call_h call)
+{
+    return run_stage(state, call, 0);
+}
+
+/* apply, except that stage 2 fails every execution whose ref % 4 == 1
+ * (before it enqueues anything) */
+static adag_status_t cuda_stage_apply_flaky(void *state, adag_call_h call)
+{
+    const cuda_stage_state_t *s = state;
+    if (s->init.stage == 2 && adag_call_ref(call) % 4 == 1)
+        return adag_call_fail(call, "stage 2 fails execution %llu on purpose",
+                              (unsigned long long)adag_call_ref(call));
+    return run_stage(s, call, 0);
+}
+
 static const adag_method_def_t cuda_stage_methods[] = {
     {"step", cuda_stage_step, 1, 2},
+    {"apply", cuda_stage_apply, 1, 1},
+    {"apply_flaky", cuda_stage_apply_flaky, 1, 1},
 };
 
 static const adag_class_def_t cuda_stage_class = {
@@ -115,7 +141,7 @@ static const adag_class_def_t cuda_stage_class = {
     .state_size = sizeof(cuda_stage_state_t),
     .init = cuda_stage_init,
     .methods = cuda_stage_methods,
-    .nmethods = 1,
+    .nmethods = 3,
 };
 
 ADAG_MODULE(&cuda_stage_class);

@@ -9,6 +9,10 @@
  *                         (tests/modules/gpu_stage.h, the C reference the
  *                         test checks against), the shape reversed; info
  *                         (host bytes) = cuda_stage_info_t
+ *   apply(x) -> y         the same kernels, y only (a collective member's
+ *                         part: tests/gpu/cuda_dag_coll.c)
+ *   apply_flaky(x) -> y   apply, except that stage 2 fails every execution
+ *                         whose ref % 4 == 1, enqueueing nothing
  *
  * Each call enqueues on the actor's compute stream (adag_call_stream) a
  * kernel that spins spin_us on the GPU (if > 0), then the stage kernel, and

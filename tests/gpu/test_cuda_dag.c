@@ -303,6 +303,12 @@ static const struct {
     {"no_device_memory_left", cdag_test_leaks, 180},
     {"peer_copy_two_devices", cdag_test_peer_copy, 120},
     {"comm_transport_two_devices", cdag_test_comm_transport, 120},
+    {"allreduce_every_op_and_dtype", cdag_test_coll_allreduce, 300},
+    {"reducescatter_every_op_and_dtype", cdag_test_coll_reducescatter, 300},
+    {"allgather_every_dtype", cdag_test_coll_allgather, 120},
+    {"broadcast_every_dtype", cdag_test_coll_broadcast, 120},
+    {"collective_method_error_fails_every_output", cdag_test_coll_method_error, 120},
+    {"stuck_collective_times_out", cdag_test_coll_stuck, 120},
 };
 #define NTESTS (sizeof(tests) / sizeof(tests[0]))
 
