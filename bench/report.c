@@ -39,7 +39,7 @@ static void params_text(const result_t *r, char *buf, size_t n)
     size_text(r->bytes, size, sizeof size);
     if (!strcmp(r->name, "allreduce")) /* "4 ranks f32 sum 4 KiB" */
         snprintf(buf, n, "%u ranks f32 sum %s", r->n, size);
-    else if (!strcmp(r->name, "allreduce-dag")) /* "4 members i32 sum 4 KiB" */
+    else if (!strcmp(r->name, "allreduce-dag") || !strcmp(r->name, "allreduce-nccl-dag"))
         snprintf(buf, n, "%u members i32 sum %s", r->n, size);
     else if (r->device[0] && r->hops) /* "host 0->0 zero-copy 64 B" */
         snprintf(buf, n, "%s 0->%d %s %s", r->device, r->path == DEV_PATH_PEER, bench_path_name(r->path),
