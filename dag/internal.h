@@ -297,6 +297,10 @@ struct adag_dag {
     int comm_keep;
 };
 
+/* install.c: PREPARE -> CONNECT -> START of a compiled DAG, each on every
+ * actor at once; the first failure (in actor order) is the result. */
+adag_status_t adag_dag_install(adag_dag_h dag);
+
 /* comm_lease.c: the driver's communicators, leased to one DAG at a time */
 typedef struct adag_comm_lease adag_comm_lease_t;
 /* A communicator of backend ops over the actors actor_ids[0..n) (ascending
