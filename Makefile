@@ -200,7 +200,7 @@ $(BUILD)/examples/lib%.so: examples/modules/%.c include/adag.h $(wildcard exampl
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
 
-$(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/modules/*.h)
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/modules/*.h) examples/example_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_EXAMPLE_DIR='"$(abspath $(BUILD))/examples"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)

@@ -21,6 +21,9 @@
  */
 #include <adag.h>
 
+#define EXAMPLE_NAME "gpu_pipeline"
+#include "example_util.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,24 +53,6 @@ typedef struct {
     const char *dot, *module;
 } options_t;
 
-static bool ok(adag_status_t s, const char *what)
-{
-    char msg[1024];
-    if (s == ADAG_OK)
-        return true;
-    snprintf(msg, sizeof msg, "%s", adag_last_error()); /* before the next adag call */
-    fprintf(stderr, "gpu_pipeline: %s failed: %s%s%s\n", what, adag_status_str(s),
-            msg[0] ? ": " : "", msg);
-    return false;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -84,21 +69,6 @@ static void usage(FILE *f)
             "  --module PATH       the stage module (default %s/libgpu_stages.so, or\n"
             "                      libgpu_stages_cuda.so for cuda)\n",
             MAX_STAGES, MAX_INFLIGHT, ADAG_EXAMPLE_DIR);
-}
-
-static bool parse_count(const char *opt, const char *arg, unsigned long min, unsigned long max,
-                        unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = arg ? strtoul(arg, &end, 10) : 0;
-    if (!arg || errno || end == arg || *end || arg[0] == '-' || v < min || v > max) {
-        fprintf(stderr, "gpu_pipeline: %s %s: expected a number in %lu..%lu\n", opt,
-                arg ? arg : "(missing)", min, max);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 /* "64x1024": up to ADAG_MAX_DIMS dimensions, each 1..2^24, at most 2^28
@@ -184,22 +154,6 @@ static int parse_options(int argc, char **argv, options_t *o)
 
 /* The device backend and module when not given: cuda where it has a device
  * and its module was built, else the emulated host device. */
-static void pick_device(options_t *o)
-{
-    static const char cuda_module[] = ADAG_EXAMPLE_DIR "/libgpu_stages_cuda.so";
-    unsigned n = 0;
-    if (!o->device) {
-        bool have_cuda = adag_device_count("cuda", &n) == ADAG_OK && n > 0;
-        o->device = have_cuda && access(cuda_module, R_OK) == 0 ? "cuda" : "host";
-        if (have_cuda && !strcmp(o->device, "host"))
-            printf("gpu_pipeline: %u CUDA devices, but %s was not built (no nvcc at build "
-                   "time): using the host device\n", n, cuda_module);
-    }
-    if (!o->module)
-        o->module = !strcmp(o->device, "cuda") ? cuda_module
-                                               : ADAG_EXAMPLE_DIR "/libgpu_stages.so";
-}
-
 /* ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -331,31 +285,6 @@ done:
     return good;
 }
 
-static bool write_dot(adag_dag_h dag, const options_t *o)
-{
-    char path[4096];
-    FILE *f = NULL;
-    if (o->dot) {
-        snprintf(path, sizeof path, "%s", o->dot);
-        f = fopen(path, "w");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/gpu_pipeline-XXXXXX.dot", tmp && *tmp ? tmp : "/tmp");
-        int fd = mkstemps(path, 4);
-        f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    }
-    if (!f) {
-        fprintf(stderr, "gpu_pipeline: cannot write %s: %s\n", path, strerror(errno));
-        return false;
-    }
-    bool good = ok(adag_dag_write_dot(dag, f), "adag_dag_write_dot");
-    if (fclose(f) != 0)
-        good = false;
-    if (good)
-        printf("gpu_pipeline: DOT graph in %s (dot -Tsvg %s > gpu_pipeline.svg)\n", path, path);
-    return good;
-}
-
 /* Runs the executions with up to inflight of them at once, checking each. */
 static bool run(adag_dag_h dag, const options_t *o, const pool_t *p, double *seconds)
 {
@@ -398,7 +327,8 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc)
         return rc == 2 ? 0 : 2;
-    pick_device(&o);
+    pick_backend(&o.device, &o.module, ADAG_EXAMPLE_DIR "/libgpu_stages_cuda.so",
+                 ADAG_EXAMPLE_DIR "/libgpu_stages.so");
     pool.cols = (size_t)o.shape[o.ndim - 1];
     pool.n = 1;
     for (unsigned d = 0; d < o.ndim; d++)
@@ -406,7 +336,7 @@ int main(int argc, char **argv)
     pool.rows = pool.n / pool.cols;
     rc = 1;
     if (!pool_fill(&pool, &o) || !ok(adag_runtime_create(NULL, &rt), "adag_runtime_create") ||
-        !build(rt, &o, pool.n * sizeof(float), &dag, devices) || !write_dot(dag, &o) ||
+        !build(rt, &o, pool.n * sizeof(float), &dag, devices) || !write_dot_file(dag, o.dot) ||
         !run(dag, &o, &pool, &seconds))
         goto done;
 

@@ -31,6 +31,9 @@
  */
 #include <adag.h>
 
+#define EXAMPLE_NAME "tp_pp"
+#include "example_util.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,24 +63,6 @@ typedef struct {
     const char *dot, *module;
 } options_t;
 
-static bool ok(adag_status_t s, const char *what)
-{
-    char msg[1024];
-    if (s == ADAG_OK)
-        return true;
-    snprintf(msg, sizeof msg, "%s", adag_last_error()); /* before the next adag call */
-    fprintf(stderr, "tp_pp: %s failed: %s%s%s\n", what, adag_status_str(s), msg[0] ? ": " : "",
-            msg);
-    return false;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -101,21 +86,6 @@ static void usage(FILE *f)
             "  --module PATH       the shard module (default %s/libtp_mlp.so, or\n"
             "                      libtp_mlp_cuda.so for cuda)\n",
             MAX_TP, MAX_PP, MAX_INFLIGHT, ADAG_EXAMPLE_DIR);
-}
-
-static bool parse_count(const char *opt, const char *arg, unsigned long min, unsigned long max,
-                        unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = arg ? strtoul(arg, &end, 10) : 0;
-    if (!arg || errno || end == arg || *end || arg[0] == '-' || v < min || v > max) {
-        fprintf(stderr, "tp_pp: %s %s: expected a number in %lu..%lu\n", opt,
-                arg ? arg : "(missing)", min, max);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 /* 0 to go on, 1 on a bad command line, 2 after --help. */
@@ -181,21 +151,6 @@ static int parse_options(int argc, char **argv, options_t *o)
 
 /* The device backend and module when not given: cuda where it has a device
  * and its module was built, else the emulated host device. */
-static void pick_device(options_t *o)
-{
-    static const char cuda_module[] = ADAG_EXAMPLE_DIR "/libtp_mlp_cuda.so";
-    unsigned n = 0;
-    if (!o->device) {
-        bool have_cuda = adag_device_count("cuda", &n) == ADAG_OK && n > 0;
-        o->device = have_cuda && access(cuda_module, R_OK) == 0 ? "cuda" : "host";
-        if (have_cuda && !strcmp(o->device, "host"))
-            printf("tp_pp: %u CUDA devices, but %s was not built (no nvcc at build time): "
-                   "using the host device\n", n, cuda_module);
-    }
-    if (!o->module)
-        o->module = !strcmp(o->device, "cuda") ? cuda_module : ADAG_EXAMPLE_DIR "/libtp_mlp.so";
-}
-
 /* ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -374,31 +329,6 @@ done:
     return good;
 }
 
-static bool write_dot(adag_dag_h dag, const options_t *o)
-{
-    char path[4096];
-    FILE *f = NULL;
-    if (o->dot) {
-        snprintf(path, sizeof path, "%s", o->dot);
-        f = fopen(path, "w");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/tp_pp-XXXXXX.dot", tmp && *tmp ? tmp : "/tmp");
-        int fd = mkstemps(path, 4);
-        f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    }
-    if (!f) {
-        fprintf(stderr, "tp_pp: cannot write %s: %s\n", path, strerror(errno));
-        return false;
-    }
-    bool good = ok(adag_dag_write_dot(dag, f), "adag_dag_write_dot");
-    if (fclose(f) != 0)
-        good = false;
-    if (good)
-        printf("tp_pp: DOT graph in %s (dot -Tsvg %s > tp_pp.svg)\n", path, path);
-    return good;
-}
-
 /* Runs the executions with up to inflight of them at once, checking each. */
 static bool run(adag_dag_h dag, const options_t *o, const pool_t *p, double *seconds)
 {
@@ -440,11 +370,12 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc)
         return rc == 2 ? 0 : 2;
-    pick_device(&o);
+    pick_backend(&o.device, &o.module, ADAG_EXAMPLE_DIR "/libtp_mlp_cuda.so",
+                 ADAG_EXAMPLE_DIR "/libtp_mlp.so");
     pool.n = (size_t)o.batch * o.dim;
     rc = 1;
     if (!pool_fill(&pool, &o) || !ok(adag_runtime_create(NULL, &rt), "adag_runtime_create") ||
-        !build(rt, &o, pool.n * sizeof(float), &dag, devices) || !write_dot(dag, &o) ||
+        !build(rt, &o, pool.n * sizeof(float), &dag, devices) || !write_dot_file(dag, o.dot) ||
         !run(dag, &o, &pool, &seconds))
         goto done;
 
