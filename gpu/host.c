@@ -21,7 +21,8 @@
  * Memory ordering: the counters are seq_cst, with the futex sleeper count
  * of common/event.h (the event's wake word lives in the same shared page),
  * so a waiter in any process never misses a completion. A stream's queue
- * is under its mutex; `done` is read under it too. The completion time is
+ * is under its mutex; its counts of queued and finished operations are
+ * seq_cst with the same handshake (gpu/host_stream.c). The completion time is
  * stored before the seq_cst store of `completed` that it goes with (see
  * complete_ticket).
  */

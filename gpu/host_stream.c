@@ -294,14 +294,34 @@ typedef struct stream_op {
     alignas(16) unsigned char args[]; /* OP_HOST_FN from launch_host: arg points here */
 } stream_op_t;
 
+/* The queue is under `lock`; the counters are seq_cst, each bumped after
+ * the step it counts (an operation queued; an operation run, its effects
+ * included) and before the matching wake word is notified, so a waiter
+ * that loads a count also sees what it counts (common/event.h's
+ * handshake). Waiters spin first, adaptively (the stream thread for the
+ * next operation, stream_sync for the end of the last): back-to-back work
+ * meets a spinning waiter, a futex wake-up costs tens of microseconds on a
+ * busy host; waits that keep sleeping long shrink the spin to a probe. */
 struct adag_dev_stream {
     host_dev_t *dev;
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t cond;       /* work arrived / work done */
     stream_op_t *head, *tail;
-    uint64_t enqueued, done;   /* under lock */
+    _Atomic uint64_t enqueued, done;
+    adag_event_t queued_wake, done_wake;
+    adag_spin_t idle_spin, sync_spin;
 };
+
+typedef struct {
+    const _Atomic uint64_t *count;
+    uint64_t want;
+} count_arg_t;
+
+static int count_reached(const void *p)
+{
+    const count_arg_t *a = p;
+    return atomic_load_explicit(a->count, memory_order_seq_cst) >= a->want;
+}
 
 /* Sleeps until adag_now_ns() reaches t. */
 static void sleep_until_ns(int64_t t)
@@ -328,9 +348,10 @@ static void *stream_main(void *arg)
 {
     adag_dev_stream_t *s = arg;
     for (;;) {
+        /* this thread alone moves `done`: past it, an operation is queued */
+        count_arg_t next = {&s->enqueued, atomic_load_explicit(&s->done, memory_order_relaxed) + 1};
+        adag_event_wait(&s->queued_wake, count_reached, &next, NULL, ADAG_FOREVER, &s->idle_spin);
         pthread_mutex_lock(&s->lock);
-        while (!s->head)
-            pthread_cond_wait(&s->cond, &s->lock);
         stream_op_t *op = s->head;
         s->head = op->next;
         if (!s->head)
@@ -356,10 +377,8 @@ static void *stream_main(void *arg)
         if (op->ev)
             event_unref(op->ev);
         free(op);
-        pthread_mutex_lock(&s->lock);
-        s->done++;
-        pthread_cond_broadcast(&s->cond);
-        pthread_mutex_unlock(&s->lock);
+        atomic_fetch_add_explicit(&s->done, 1, memory_order_seq_cst);
+        adag_event_notify(&s->done_wake);
         if (stop)
             return NULL;
     }
@@ -388,9 +407,9 @@ static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const
     else
         s->head = op;
     s->tail = op;
-    s->enqueued++;
-    pthread_cond_broadcast(&s->cond);
+    atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
+    adag_event_notify(&s->queued_wake);
     return ADAG_OK;
 }
 
@@ -406,14 +425,11 @@ adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
         return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
     s->dev = adag_host_dev(d);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    adag_wait_policy_t policy = {adag_settings()->spin_ns_crowded, 1};
+    adag_spin_init(&s->idle_spin, policy);
+    adag_spin_init(&s->sync_spin, policy);
     int err = pthread_create(&s->thread, NULL, stream_main, s);
     if (err) {
-        pthread_cond_destroy(&s->cond);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return adag_error_errno(err, "host device %u: stream thread", d->index);
@@ -430,7 +446,6 @@ void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
     while (enqueue(s, (stream_op_t){.kind = OP_STOP}) != ADAG_OK)
         usleep(1000); /* out of memory: the stream must still end */
     pthread_join(s->thread, NULL);
-    pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
     COUNT(adag_host_dev(d), streams, -1);
@@ -464,27 +479,16 @@ void *adag_host_stream_native(adag_dev_stream_t *s)
 
 adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
 {
-    adag_status_t st = ADAG_OK;
-    pthread_mutex_lock(&s->lock);
-    uint64_t want = s->enqueued;
-    while (s->done < want) {
-        if (deadline == ADAG_FOREVER) {
-            pthread_cond_wait(&s->cond, &s->lock);
-            continue;
-        }
-        if (adag_now_ns() >= deadline) {
-            st = adag_error(ADAG_ERR_TIMEOUT,
-                            "host device %u: stream work not done by the deadline (%llu of "
-                            "%llu operations)",
-                            s->dev->base.index, (unsigned long long)s->done,
-                            (unsigned long long)want);
-            break;
-        }
-        struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
-        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return st;
+    count_arg_t all = {&s->done, atomic_load_explicit(&s->enqueued, memory_order_seq_cst)};
+    adag_status_t st = adag_event_wait(&s->done_wake, count_reached, &all, NULL, deadline,
+                                       &s->sync_spin);
+    if (st != ADAG_OK)
+        return adag_error(st, "host device %u: stream work not done by the deadline (%llu of "
+                          "%llu operations)", s->dev->base.index,
+                          (unsigned long long)atomic_load_explicit(&s->done,
+                                                                   memory_order_seq_cst),
+                          (unsigned long long)all.want);
+    return ADAG_OK;
 }
 
 adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
