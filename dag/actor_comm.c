@@ -48,6 +48,21 @@ void adag_actor_comms_init(adag_actor_comms_t *t)
 {
     pthread_mutex_init(&t->lock, NULL);
     t->list = NULL;
+    t->host_device = NULL;
+}
+
+adag_status_t adag_actor_comms_host_device(adag_actor_comms_t *t, const char *actor,
+                                           const adag_chan_device_t **out)
+{
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&t->lock);
+    if (!t->host_device &&
+        (st = adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, &t->host_device)) != ADAG_OK)
+        adag_error_prefix("actor %s: the host device of its communicators (a host actor in a "
+                          "collective)", actor);
+    *out = t->host_device ? &t->host_device->chan : NULL;
+    pthread_mutex_unlock(&t->lock);
+    return st;
 }
 
 static void entry_free(adag_actor_comm_t *e)
@@ -293,5 +308,10 @@ void adag_actor_comms_destroy(adag_actor_comms_t *t)
             break;
         adag_actor_comm_drop(t, key);
     }
+    /* the entries' streams were on it: each was freed by its last put,
+     * which the DAG contexts (all destroyed) and the drops above gave */
+    adag_actor_device_close(t->host_device, "(a host actor's communicators)",
+                            adag_deadline_ms(adag_settings()->teardown_timeout_ms));
+    t->host_device = NULL;
     pthread_mutex_destroy(&t->lock);
 }

@@ -30,6 +30,7 @@
 #ifndef ADAG_DAG_ACTOR_COMM_H
 #define ADAG_DAG_ACTOR_COMM_H
 
+#include "dag/actor_device.h"
 #include "dag/program.h"
 #include "gpu/comm.h"
 #include "transport/channel.h"
@@ -43,12 +44,21 @@ typedef struct adag_actor_comm adag_actor_comm_t;
 typedef struct {
     pthread_mutex_t lock;
     adag_actor_comm_t *list;
+    /* A host actor (no device) that is a collective member runs its
+     * communicators on host device 0, opened here at its first one and
+     * closed with the table (under lock). */
+    adag_actor_device_t *host_device;
 } adag_actor_comms_t;
 
 void adag_actor_comms_init(adag_actor_comms_t *t);
 /* The actor stops (after every DAG context it had was destroyed): every
- * entry is dropped. Before its device closes. */
+ * entry is dropped, then the host device (if opened) closes. Before the
+ * actor's own device closes. */
 void adag_actor_comms_destroy(adag_actor_comms_t *t);
+/* The device a host actor's communicators run on (host:0, opened at the
+ * first call; its streams carry the collectives of host tensors). */
+adag_status_t adag_actor_comms_host_device(adag_actor_comms_t *t, const char *actor,
+                                           const adag_chan_device_t **out);
 
 /* Joins (or finds) communicator spec->key as `actor` on device dev (the
  * actor's; chan->dev), joining by `deadline`. ADAG_ERR_INVALID for a spec

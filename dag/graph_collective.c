@@ -31,6 +31,13 @@ static adag_actor_h writer_of(adag_node_h n)
     return n->kind == NODE_RETURN ? n->call->actor : n->actor;
 }
 
+/* Where an actor's collective tensors live, for messages. */
+static const char *memory_of(adag_actor_h a)
+{
+    return a->device_kind < 0 ? "host memory (a host actor)"
+                              : adag_device_kind_name((uint32_t)a->device_kind);
+}
+
 static int same_shape(const adag_tensor_decl_t *a, const adag_tensor_decl_t *b)
 {
     if (a->ndim != b->ndim)
@@ -63,12 +70,6 @@ static adag_status_t check_members(adag_graph_h g, const char *fn, adag_coll_kin
                               "that wrote its nodes, so each must be a method's result",
                               fn, i, d);
         adag_actor_h a = writer_of(x);
-        if (a->device_kind < 0)
-            return adag_error(ADAG_ERR_INVALID,
-                              "%s: node %u is %s, written by %s, which is not device-bound: "
-                              "collective members are device-bound actors (on a host without "
-                              "GPUs, give them host:N devices)",
-                              fn, i, d, a->name);
         for (unsigned j = 0; j < i; j++) {
             if (writer_of(nodes[j]) == a) {
                 adag_node_describe(nodes[j], e, sizeof(e));
@@ -79,13 +80,14 @@ static adag_status_t check_members(adag_graph_h g, const char *fn, adag_coll_kin
             }
             if (writer_of(nodes[j])->device_kind != a->device_kind)
                 return adag_error(ADAG_ERR_INVALID,
-                                  "%s: node %u (%s) is on a %s device, node 0 on a %s device: "
-                                  "the members of a collective use one device backend",
-                                  fn, i, d, adag_device_kind_name((uint32_t)a->device_kind),
-                                  adag_device_kind_name((uint32_t)writer_of(nodes[0])->device_kind));
+                                  "%s: node %u (%s) is in %s, node 0 in %s: the members of a "
+                                  "collective are all host actors or all on devices of one "
+                                  "backend",
+                                  fn, i, d, memory_of(a), memory_of(writer_of(nodes[0])));
         }
         const adag_tensor_decl_t *t = &x->tensor;
-        if ((t->flags & ADAG_TENSOR_DECLARED) && t->transport == ADAG_TRANSPORT_HOST)
+        if (a->device_kind >= 0 && (t->flags & ADAG_TENSOR_DECLARED) &&
+            t->transport == ADAG_TRANSPORT_HOST)
             return adag_error(ADAG_ERR_INVALID,
                               "%s: node %u (%s) is declared with transport ADAG_TRANSPORT_HOST: a "
                               "collective's tensors live on the members' devices",

@@ -372,10 +372,16 @@ static adag_status_t begin_comms(adag_loop_t *loop)
     uint32_t n = loop->prog.ncomms;
     if (n == 0)
         return ADAG_OK;
-    if (!loop->actor.comms || !loop->actor.device)
+    if (!loop->actor.comms)
         return adag_error(ADAG_ERR_PROTOCOL,
-                          "actor %s: DAG %s makes it a communicator rank, but it is not "
-                          "device-bound", loop->actor_name, loop->prog.dag_name);
+                          "actor %s: DAG %s makes it a communicator rank, but it has no "
+                          "table of communicators", loop->actor_name, loop->prog.dag_name);
+    loop->comm_device = loop->actor.device;
+    adag_status_t st;
+    if (!loop->comm_device && (st = adag_actor_comms_host_device(
+                                   loop->actor.comms, loop->actor_name, &loop->comm_device)) !=
+                                  ADAG_OK)
+        return st;
     loop->comm_entries = calloc(n, sizeof(*loop->comm_entries));
     loop->chan_comms = calloc(n, sizeof(*loop->chan_comms));
     if (!loop->comm_entries || !loop->chan_comms)
@@ -383,9 +389,8 @@ static adag_status_t begin_comms(adag_loop_t *loop)
     int64_t deadline = join_deadline(loop);
     for (uint32_t i = 0; i < n; i++) {
         adag_actor_comm_t *e;
-        adag_status_t st = adag_actor_comm_begin(loop->actor.comms, &loop->prog.comms[i],
-                                                 loop->actor.device, loop->actor_name,
-                                                 deadline, &e);
+        st = adag_actor_comm_begin(loop->actor.comms, &loop->prog.comms[i], loop->comm_device,
+                                   loop->actor_name, deadline, &e);
         if (st != ADAG_OK)
             return st;
         if ((st = adag_ctx_hold_comm(loop->ctx, e)) != ADAG_OK)
@@ -510,7 +515,7 @@ adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers)
 
 adag_status_t adag_loop_start(adag_loop_t *loop)
 {
-    if (loop->actor.device) {
+    if (loop->actor.device || loop->ncolls) {
         adag_status_t st = adag_watchdog_start(
             loop->chans, loop->prog.nchans, loop->ncolls ? adag_loop_coll_watch : NULL, loop,
             loop->prog.comm_timeout_ms, &loop->ctx->abort,

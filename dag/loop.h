@@ -37,7 +37,7 @@ typedef struct {
     unsigned nmethods;
     const char *name;
     const adag_chan_device_t *device;     /* NULL: not bound to a device */
-    adag_actor_comms_t *comms;            /* its communicators (NULL: a host actor) */
+    adag_actor_comms_t *comms;            /* its communicators */
 } adag_loop_actor_t;
 
 /* One method call in progress: what the adag_call_* functions see. */
@@ -93,6 +93,9 @@ struct adag_loop {
      * holds their references), found by the endpoints at CONNECT */
     adag_actor_comm_t **comm_entries;
     adag_chan_comm_t *chan_comms;
+    /* the device they run on: the actor's, or for a host actor (host
+     * tensors in a collective) its table's host device; NULL: none */
+    const adag_chan_device_t *comm_device;
     /* the program's collective operations (dag/loop_collective.c) */
     struct adag_loop_coll *colls;
     unsigned ncolls;

@@ -20,6 +20,14 @@
  * The watchdog checks each slot's `done` the way endpoints are watched. A
  * member that does not reach the agreement in time fails the DAG through
  * the loop's on_fail, naming itself and the member it waited for.
+ *
+ * A host actor (no device; its tensors in host memory) runs its
+ * collectives on its communicators' host device (loop->comm_device): its
+ * tensor is complete when its method returns, so step 3 enqueues at once,
+ * and the loop waits for `done` before it publishes the result, which
+ * lives in the output's host slot. A member that never comes is the
+ * watchdog's again: the DAG fails, its communicators are aborted and the
+ * collective, and so the wait, ends.
  */
 #include "dag/loop_collective.h"
 
@@ -79,7 +87,7 @@ static void events_free(const adag_chan_device_t *d, adag_dev_event_t **evs, uns
 
 void adag_loop_coll_close(adag_loop_t *loop)
 {
-    const adag_chan_device_t *d = loop->actor.device;
+    const adag_chan_device_t *d = loop->comm_device;
     for (unsigned i = 0; i < loop->ncolls; i++) {
         adag_loop_coll_t *c = &loop->colls[i];
         events_free(d, c->issued, loop->prog.nslots);
@@ -94,15 +102,15 @@ void adag_loop_coll_close(adag_loop_t *loop)
 adag_status_t adag_loop_coll_prepare(adag_loop_t *loop)
 {
     unsigned n = 0, ns = loop->prog.nslots;
-    const adag_chan_device_t *d = loop->actor.device;
+    const adag_chan_device_t *d = loop->comm_device;
     for (uint32_t i = 0; i < loop->prog.nops; i++)
         n += loop->prog.ops[i].kind == ADAG_OP_COLLECTIVE;
     if (n == 0)
         return ADAG_OK;
     if (!d)
         return adag_error(ADAG_ERR_PROTOCOL,
-                          "actor %s: DAG %s makes it a collective member, but it is not "
-                          "device-bound", loop->actor_name, loop->prog.dag_name);
+                          "actor %s: DAG %s makes it a collective member, but it joined no "
+                          "communicator", loop->actor_name, loop->prog.dag_name);
     if (!(loop->colls = calloc(n, sizeof(*loop->colls))))
         return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
     for (uint32_t i = 0; i < loop->prog.nops; i++) {
@@ -268,14 +276,15 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
                              const void *src, void *dst, size_t count, uint32_t dtype)
 {
     const adag_prog_op_t *op = c->op;
-    const adag_chan_device_t *d = loop->actor.device;
+    const adag_chan_device_t *d = loop->comm_device;
     const adag_device_ops_t *dev = d->dev->ops;
     adag_comm_t *comm = c->comm->comm;
     adag_dev_stream_t *s = c->comm->stream;
     unsigned slot = (unsigned)(seq % loop->prog.nslots);
+    int host = !loop->actor.device; /* host tensors: nothing to wait for on a device */
     adag_status_t st;
-    if ((st = dev->event_record(c->issued[slot], d->compute)) != ADAG_OK ||
-        (st = dev->stream_wait_event(s, c->issued[slot])) != ADAG_OK)
+    if (!host && ((st = dev->event_record(c->issued[slot], d->compute)) != ADAG_OK ||
+                  (st = dev->stream_wait_event(s, c->issued[slot])) != ADAG_OK))
         return st;
     switch ((adag_coll_kind_t)op->coll_kind) {
     case ADAG_COLL_ALLREDUCE:
@@ -300,6 +309,11 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
     atomic_store_explicit(&c->watch[slot].seq1, seq + 1, memory_order_seq_cst);
     if ((st = dev->event_record(c->done[slot], s)) != ADAG_OK)
         return st;
+    if (host) { /* the result is in host memory once done: the watchdog bounds the wait */
+        if ((st = dev->event_sync(c->done[slot], ADAG_FOREVER)) != ADAG_OK)
+            return st;
+        return comm->ops->status(comm); /* aborted: it did not run */
+    }
     return dev->stream_wait_event(d->compute, c->done[slot]);
 }
 
@@ -365,7 +379,7 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
 adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since)
 {
     adag_loop_t *loop = ctx;
-    const adag_device_ops_t *dev = loop->actor.device->dev->ops;
+    const adag_device_ops_t *dev = loop->comm_device->dev->ops;
     int64_t oldest = INT64_MAX;
     const adag_loop_coll_t *which = NULL;
     uint64_t which_seq1 = 0;

@@ -112,7 +112,7 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             .nmethods = a->nmethods,
             .name = a->name,
             .device = t->device ? &t->device->chan : NULL,
-            .comms = t->device ? &t->comms : NULL,
+            .comms = &t->comms,
         };
         st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;

@@ -260,7 +260,7 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         .nmethods = w->nmethods,
         .name = w->name,
         .device = w->device ? &w->device->chan : NULL,
-        .comms = w->device ? &w->comms : NULL,
+        .comms = &w->comms,
     };
     st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)

@@ -467,8 +467,10 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
         adag_class_register(rt, &test_gpu_stage_class); /* once; later calls say it exists */
     int init[2] = {stage, kernel_us};
     adag_actor_params_t p = h_actor_params_init("gpu_stage", pl, name, init, sizeof(init));
-    p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
-    p.device = device;
+    if (device) { /* NULL: a host actor (host tensors, computed in the method) */
+        p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
+        p.device = device;
+    }
     adag_actor_h a;
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     return a;

@@ -71,7 +71,8 @@ void h_counters(adag_runtime_h rt, adag_placement_t pl, const char *prefix, unsi
 
 /* Compiles g with cp; asserts success. (h_compile_params: builders.h) */
 /* A device-bound actor of the device pipeline stage (tests/modules/gpu_stage.h)
- * on `device`: stage number, kernel time in us; asserts success. */
+ * on `device` (NULL: a host actor, host tensors): stage number, kernel time
+ * in us; asserts success. */
 adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *name,
                          const char *device, int stage, int kernel_us);
 /* input 0 (a tensor) -> a[0].step -> ... -> a[n-1].step, every step's

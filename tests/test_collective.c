@@ -211,14 +211,20 @@ static void make_input(input_t *in, adag_dtype_t dt, unsigned n, uint64_t k)
 static adag_actor_h members[MAXM];
 static int stages[MAXM] = {1, 2, 3, 4};
 
-static void make_members(adag_runtime_h rt, adag_placement_t pl, unsigned n)
+/* n members on host:0..3, or (on_host) host actors: host tensors */
+static void make_members_on(adag_runtime_h rt, adag_placement_t pl, unsigned n, int on_host)
 {
     for (unsigned m = 0; m < n; m++) {
         char name[16], dev[16];
         snprintf(name, sizeof(name), "tp%u", m);
         snprintf(dev, sizeof(dev), "host:%u", m % 4);
-        members[m] = h_gpu_stage(rt, pl, name, dev, stages[m], 0);
+        members[m] = h_gpu_stage(rt, pl, name, on_host ? NULL : dev, stages[m], 0);
     }
+}
+
+static void make_members(adag_runtime_h rt, adag_placement_t pl, unsigned n)
+{
+    make_members_on(rt, pl, n, 0);
 }
 
 typedef enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST } kind_t;
@@ -338,10 +344,10 @@ static void run_checked(adag_dag_h dag, kind_t kind, adag_reduce_op_t op, unsign
     }
 }
 
-static void every_op(kind_t kind, adag_placement_t pl)
+static void every_op_on(kind_t kind, adag_placement_t pl, int on_host)
 {
     adag_runtime_h rt = h_runtime();
-    make_members(rt, pl, 4);
+    make_members_on(rt, pl, 4, on_host);
     int nops = kind == ALLREDUCE || kind == REDUCESCATTER ? 5 : 1;
     for (int op = 0; op < nops; op++) {
         adag_dag_h dag;
@@ -355,6 +361,11 @@ static void every_op(kind_t kind, adag_placement_t pl)
         ASSERT_OK(adag_dag_destroy(dag));
     }
     ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+static void every_op(kind_t kind, adag_placement_t pl)
+{
+    every_op_on(kind, pl, 0);
 }
 
 Test(collective, allreduce_every_op_and_dtype_process, .timeout = 240)
@@ -382,6 +393,20 @@ Test(collective, broadcast_every_dtype, .timeout = 120)
     every_op(BROADCAST, ADAG_PLACEMENT_THREAD);
 }
 
+/* Host actors (no device): their host tensors go through the host
+ * communicator on each one's private host device. */
+Test(collective, host_actors_allreduce_every_op_and_dtype_process, .timeout = 240)
+{
+    every_op_on(ALLREDUCE, ADAG_PLACEMENT_PROCESS, 1);
+}
+
+Test(collective, host_actors_reducescatter_allgather_broadcast_thread, .timeout = 240)
+{
+    every_op_on(REDUCESCATTER, ADAG_PLACEMENT_THREAD, 1);
+    every_op_on(ALLGATHER, ADAG_PLACEMENT_THREAD, 1);
+    every_op_on(BROADCAST, ADAG_PLACEMENT_PROCESS, 1);
+}
+
 /* Graphs the collective API refuses, each naming the node. */
 Test(collective, invalid_graphs, .timeout = 60)
 {
@@ -406,7 +431,9 @@ Test(collective, invalid_graphs, .timeout = 60)
     ASSERT_MSG_HAS("input field 0");
     two[1] = c;
     ASSERT_ST(adag_graph_allgather(g, two, 2, outs), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("written by plain, which is not device-bound");
+    ASSERT_MSG_HAS("node 1 (");
+    ASSERT_MSG_HAS("is in host memory (a host actor), node 0 in host: the members of a "
+                   "collective are all host actors or all on devices of one backend");
     two[1] = b;
     ASSERT_ST(adag_graph_allreduce(g, two, 1, ADAG_REDUCE_SUM, outs), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("2..64 members, not 1");

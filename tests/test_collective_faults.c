@@ -5,7 +5,8 @@
  * (SIGSTOP) before the collective or stuck inside it (a slow kernel) fails
  * the DAG within its comm timeout naming the collective and the member; a
  * member killed mid-stream fails the DAG with ADAG_ERR_ACTOR_DIED; other
- * DAGs go on; two live DAGs over one group both run.
+ * DAGs go on; two live DAGs over one group both run. Stopped and killed
+ * members also as host actors (host tensors, no device).
  */
 #include "common/clock.h"
 #include "gpu_stage.h"
@@ -19,6 +20,9 @@
 
 enum { N = 4, ELEMS = 16 };
 
+/* Members on host:0..3, or host actors when members_on_host is set. */
+static int members_on_host;
+
 static void members_make(adag_runtime_h rt, adag_placement_t pl, adag_actor_h *a, unsigned n,
                          const char *prefix, int slow_member_us)
 {
@@ -26,7 +30,8 @@ static void members_make(adag_runtime_h rt, adag_placement_t pl, adag_actor_h *a
         char name[16], dev[16];
         snprintf(name, sizeof(name), "%s%u", prefix, m);
         snprintf(dev, sizeof(dev), "host:%u", m % 4);
-        a[m] = h_gpu_stage(rt, pl, name, dev, (int)m + 1, m == 0 ? slow_member_us : 0);
+        a[m] = h_gpu_stage(rt, pl, name, members_on_host ? NULL : dev, (int)m + 1,
+                           m == 0 ? slow_member_us : 0);
     }
 }
 
@@ -138,7 +143,7 @@ Test(collective_faults, method_error_reaches_every_output, .timeout = 120)
  * before the members' agreement, on the device if after) until the comm
  * timeout, then the DAG fails naming the collective and the member;
  * another DAG over other actors goes on. */
-Test(collective_faults, stopped_member_fails_the_dag, .timeout = 120)
+static void stopped_member_fails_the_dag(void)
 {
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[N], b[2];
@@ -169,6 +174,17 @@ Test(collective_faults, stopped_member_fails_the_dag, .timeout = 120)
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 
+Test(collective_faults, stopped_member_fails_the_dag, .timeout = 120)
+{
+    stopped_member_fails_the_dag();
+}
+
+Test(collective_faults, stopped_host_actor_fails_the_dag, .timeout = 120)
+{
+    members_on_host = 1;
+    stopped_member_fails_the_dag();
+}
+
 /* A member whose kernel takes 4 s: the others' collective waits on the
  * device; the watchdog fails the DAG within the timeout, naming it. */
 Test(collective_faults, stuck_collective_times_out, .timeout = 120)
@@ -191,7 +207,7 @@ Test(collective_faults, stuck_collective_times_out, .timeout = 120)
 }
 
 /* SIGKILL of a member mid-stream: ADAG_ERR_ACTOR_DIED, prompt destroy. */
-Test(collective_faults, killed_member_fails_the_dag, .timeout = 120)
+static void killed_member_fails_the_dag(void)
 {
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[N];
@@ -208,6 +224,17 @@ Test(collective_faults, killed_member_fails_the_dag, .timeout = 120)
     ASSERT_OK(adag_dag_destroy(dag));
     cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 3000.0);
     ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+Test(collective_faults, killed_member_fails_the_dag, .timeout = 120)
+{
+    killed_member_fails_the_dag();
+}
+
+Test(collective_faults, killed_host_actor_fails_the_dag, .timeout = 120)
+{
+    members_on_host = 1;
+    killed_member_fails_the_dag();
 }
 
 /* Two live DAGs over one TP group (prefill and decode), interleaved. */

@@ -2,7 +2,8 @@
  * A pipeline stage for device-bound actors (tests/test_gpu_pipeline.c):
  * its "kernel" runs on the actor's compute stream (adag_call_enqueue), the
  * way a CUDA kernel would, so the method returns before the work is done
- * and the runtime's events order the next stage after it.
+ * and the runtime's events order the next stage after it. On a host actor
+ * (no device: host tensors) the method computes it itself.
  *
  *   step(x) -> (y, info)   y = stage_apply(stage, x) elementwise, with the
  *                          shape reversed; info (host bytes) = what the
@@ -74,7 +75,9 @@ static adag_status_t run(stage_state_t *s, adag_call_h call, int with_info)
     if (st != ADAG_OK)
         return st;
     kernel_args_t a = {x.data, out, n, (uint32_t)x.dtype, s->stage, s->kernel_us};
-    if ((st = adag_call_enqueue(call, kernel, &a, sizeof(a))) != ADAG_OK)
+    if (adag_call_device(call) == ADAG_DEVICE_HOST)
+        kernel(&a); /* a host actor: host tensors, computed now */
+    else if ((st = adag_call_enqueue(call, kernel, &a, sizeof(a))) != ADAG_OK)
         return st;
     if (with_info) {
         struct timespec now;
