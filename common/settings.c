@@ -32,7 +32,8 @@ static const setting_def_t setting_table[] = {
     {"ADAG_SPIN_NS", SETTING_INT, "100000", 0, 1000000000, FIELD(spin_ns),
      "most a channel wait spins before sleeping on a futex (ns); adaptive below it"},
     {"ADAG_SPIN_NS_CROWDED", SETTING_INT, "50000", 0, 1000000000, FIELD(spin_ns_crowded),
-     "the same, yielding the CPU between probes, for a DAG with more loops than CPUs"},
+     "the same, yielding the CPU between probes, for a DAG with more loops than CPUs, and "
+     "for the host device's stream threads and stream_sync"},
     {"ADAG_MAX_INFLIGHT", SETTING_INT, "8", 1, 4096, FIELD(max_inflight),
      "default executions in flight per compiled DAG"},
     {"ADAG_SLOT_CAPACITY", SETTING_INT, "1048576", 1, (int64_t)1 << 40, FIELD(slot_capacity),
