@@ -439,9 +439,10 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
     -O1 -g $(FUZZ_SAN) -I include -I .
 # what the decoders link against: wire, control, protocol, the channel backends
 # (the device channel uses the device backends), the program and the DAG
-# context (domain import), errors and settings
+# context (domain import, and the communicator table it holds, with the
+# host device that table may open), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c gpu/*.c) \
-    dag/program.c dag/context.c dag/actor_comm.c)
+    dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c)
 FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc
