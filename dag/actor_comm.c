@@ -33,6 +33,17 @@ struct adag_actor_comm {
     int refs;
     pthread_t joiner;             /* the joining thread (joined by entry_free) */
     int joiner_started;
+    /* turns (spec.shared), under lock: the ticket that runs next, the
+     * loop holding the turn, tickets given up before their turn, and
+     * the ticket channels of loops that ended (their tickets given up as
+     * the driver publishes them) */
+    pthread_cond_t turn_cond;
+    uint64_t next_turn;
+    const void *holder;
+    uint64_t *skipped;
+    unsigned nskipped, capskipped;
+    struct retired { adag_chan_t *order; uint64_t next_seq; const void *owner; } *retired;
+    unsigned nretired;
 };
 
 /* Live entries in this process; relaxed: a count for tests, nothing is
@@ -92,6 +103,9 @@ static void entry_free(adag_actor_comm_t *e)
     }
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
+    pthread_cond_destroy(&e->turn_cond);
+    free(e->skipped);
+    free(e->retired);
     free(e);
     atomic_fetch_sub_explicit(&live_entries, 1, memory_order_relaxed);
 }
@@ -107,12 +121,215 @@ void adag_actor_comm_put(adag_actor_comm_t *e)
         entry_free(e);
 }
 
-void adag_actor_comm_abort(adag_actor_comm_t *e)
+/* Under e->lock. */
+static void abort_locked(adag_actor_comm_t *e, const char *why)
 {
-    pthread_mutex_lock(&e->lock);
+    if (!e->aborted && why)
+        snprintf(e->why, sizeof(e->why), "%s", why);
     e->aborted = 1;
     if (e->comm)
         e->ops->abort(e->comm);
+    pthread_cond_broadcast(&e->turn_cond);
+}
+
+void adag_actor_comm_abort(adag_actor_comm_t *e)
+{
+    pthread_mutex_lock(&e->lock);
+    abort_locked(e, NULL);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void adag_actor_comm_abort_why(adag_actor_comm_t *e, const char *why)
+{
+    pthread_mutex_lock(&e->lock);
+    if (!e->aborted)
+        ADAG_LOG_WARN("actor %s: communicator %llu is aborted: %s", e->actor,
+                      (unsigned long long)e->spec.key, why);
+    abort_locked(e, why);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void adag_actor_comm_dag_aborted(adag_actor_comm_t *e, int failed)
+{
+    pthread_mutex_lock(&e->lock);
+    if (failed && !e->spec.shared)
+        abort_locked(e, NULL);
+    pthread_cond_broadcast(&e->turn_cond); /* its loops' turn waits see the abort word */
+    pthread_mutex_unlock(&e->lock);
+}
+
+int adag_actor_comm_shared(const adag_actor_comm_t *e)
+{
+    return (int)e->spec.shared;
+}
+
+/* ---- turns ---- */
+
+/* next_turn moves past tickets given up (under lock). */
+static void advance_locked(adag_actor_comm_t *e)
+{
+    for (unsigned i = 0; i < e->nskipped;) {
+        if (e->skipped[i] == e->next_turn) {
+            e->skipped[i] = e->skipped[--e->nskipped];
+            e->next_turn++;
+            i = 0;
+        } else if (e->skipped[i] < e->next_turn) {
+            e->skipped[i] = e->skipped[--e->nskipped];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void skip_locked(adag_actor_comm_t *e, uint64_t ticket)
+{
+    if (ticket < e->next_turn)
+        return;
+    if (ticket == e->next_turn) {
+        e->next_turn++;
+        advance_locked(e);
+        pthread_cond_broadcast(&e->turn_cond);
+        return;
+    }
+    if (e->nskipped == e->capskipped) {
+        unsigned cap = e->capskipped ? 2 * e->capskipped : 16;
+        uint64_t *s = realloc(e->skipped, cap * sizeof(*s));
+        if (!s) { /* cannot remember it: the turns cannot be kept */
+            abort_locked(e, "out of memory while giving up a turn");
+            return;
+        }
+        e->skipped = s;
+        e->capskipped = cap;
+    }
+    e->skipped[e->nskipped++] = ticket;
+}
+
+/* The tickets the driver published to loops that ended: given up. */
+static void sweep_locked(adag_actor_comm_t *e)
+{
+    for (unsigned i = 0; i < e->nretired; i++) {
+        struct retired *r = &e->retired[i];
+        adag_slot_view_t v;
+        while (adag_chan_ready(r->order, r->next_seq) &&
+               adag_chan_wait(r->order, r->next_seq, 0, &v) == ADAG_OK) {
+            uint64_t ticket;
+            if (v.status == ADAG_OK && v.size == sizeof(ticket)) {
+                memcpy(&ticket, v.data, sizeof(ticket));
+                skip_locked(e, ticket);
+            }
+            adag_chan_release(r->order, r->next_seq);
+            r->next_seq++;
+        }
+    }
+}
+
+adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
+                                        const void *holder, const _Atomic uint32_t *abort,
+                                        int64_t deadline)
+{
+    adag_status_t st;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        sweep_locked(e);
+        if (e->aborted) {
+            st = ADAG_ERR_CLOSED;
+            break;
+        }
+        /* seq_cst: the abort word's store comes before the broadcast that
+         * woke us (common/event.h) */
+        if (atomic_load_explicit(abort, memory_order_seq_cst)) {
+            st = ADAG_ERR_CLOSED;
+            break;
+        }
+        if (e->next_turn == ticket) {
+            e->holder = holder;
+            st = ADAG_OK;
+            break;
+        }
+        if (e->next_turn > ticket) {
+            st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: communicator %llu: ticket %llu came "
+                            "after its turn (%llu runs next)", e->actor,
+                            (unsigned long long)e->spec.key, (unsigned long long)ticket,
+                            (unsigned long long)e->next_turn);
+            break;
+        }
+        int64_t now = adag_now_ns();
+        if (deadline != ADAG_FOREVER && now >= deadline) {
+            st = adag_error(ADAG_ERR_TIMEOUT, "actor %s: communicator %llu: the turn of ticket "
+                            "%llu did not come: ticket %llu runs first, %s", e->actor,
+                            (unsigned long long)e->spec.key, (unsigned long long)ticket,
+                            (unsigned long long)e->next_turn,
+                            e->holder ? "held by a loop of another DAG"
+                                      : "not yet taken by a loop of this actor");
+            break;
+        }
+        /* loops that ended may be handed tickets at any time: looked at
+         * every millisecond while any is retired */
+        int64_t until = e->nretired ? now + 1000000 : deadline;
+        if (deadline != ADAG_FOREVER && until > deadline)
+            until = deadline;
+        if (until == ADAG_FOREVER) {
+            pthread_cond_wait(&e->turn_cond, &e->lock);
+        } else {
+            struct timespec ts = adag_timespec_at(until);
+            pthread_cond_timedwait(&e->turn_cond, &e->lock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+void adag_actor_comm_turn_end(adag_actor_comm_t *e, uint64_t ticket)
+{
+    pthread_mutex_lock(&e->lock);
+    e->holder = NULL;
+    skip_locked(e, ticket);
+    pthread_mutex_unlock(&e->lock);
+}
+
+int adag_actor_comm_turn_held_by(adag_actor_comm_t *e, const void *holder)
+{
+    pthread_mutex_lock(&e->lock);
+    int held = e->holder == holder;
+    pthread_mutex_unlock(&e->lock);
+    return held;
+}
+
+void adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len)
+{
+    pthread_mutex_lock(&e->lock);
+    if (e->aborted && e->why[0])
+        snprintf(buf, len, "%s", e->why);
+    else if (e->comm && e->ops->status(e->comm) != ADAG_OK) /* it broke itself */
+        snprintf(buf, len, "%s", adag_last_error());
+    else
+        snprintf(buf, len, "it was aborted");
+    pthread_mutex_unlock(&e->lock);
+}
+
+void adag_actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t next_seq,
+                            const void *owner)
+{
+    pthread_mutex_lock(&e->lock);
+    struct retired *r = realloc(e->retired, (e->nretired + 1) * sizeof(*r));
+    if (r) {
+        e->retired = r;
+        e->retired[e->nretired++] = (struct retired){order, next_seq, owner};
+        sweep_locked(e);
+    } else {
+        abort_locked(e, "out of memory while a loop ended");
+    }
+    pthread_cond_broadcast(&e->turn_cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void adag_actor_comm_unretire(adag_actor_comm_t *e, const void *owner)
+{
+    pthread_mutex_lock(&e->lock);
+    sweep_locked(e);
+    for (unsigned i = 0; i < e->nretired; i++)
+        if (e->retired[i].owner == owner)
+            e->retired[i--] = e->retired[--e->nretired];
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -200,6 +417,7 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&e->cond, &ca);
+    pthread_cond_init(&e->turn_cond, &ca);
     pthread_condattr_destroy(&ca);
     e->state = JOINING;
     e->refs = 2; /* the table and the caller */

@@ -1,10 +1,11 @@
 /*
  * The communicators an actor joined (gpu/comm.h), in the process where its
  * code runs: the driver for a thread actor, its adag-worker for a process
- * actor. A communicator is made for the device actors of a DAG whose
- * tensors travel by ADAG_TRANSPORT_COMM; the driver leases it to one DAG
- * at a time (dag/comm_lease.c) and the next DAG over the same actors gets
- * it again, already joined. Its `key` (the driver's number for it, unique
+ * actor. A communicator is made for the actors of a DAG whose tensors
+ * travel by ADAG_TRANSPORT_COMM (leased to one DAG at a time) or for the
+ * members of its collectives (shared by the live DAGs over them, which take
+ * turns on it); the next DAG over the same actors gets it again, already
+ * joined (dag/comm_lease.c). Its `key` (the driver's number for it, unique
  * in the runtime) names it in programs and channel geometries.
  *
  * An entry's life in an actor:
@@ -16,11 +17,13 @@
  *              operations never queue behind each other);
  *   CONNECT    adag_actor_comm_finish: waits for the join (by the
  *              deadline); the endpoints then find it by key;
- *   use        the DAG's endpoints send/recv; a failed DAG aborts it;
+ *   use        the DAG's endpoints send/recv, its loops run collectives
+ *              (shared: in turns); a failed DAG aborts one it does not
+ *              share (adag_actor_comm_dag_aborted);
  *   STOP       kept for the next DAG, or dropped (the driver says which:
- *              after a failure its state is undefined) -- aborted, out of
- *              the table, freed once the last DAG context holding it closed
- *              its endpoints (adag_actor_comm_put).
+ *              the last DAG over it left and one of them failed) --
+ *              aborted, out of the table, freed once the last DAG context
+ *              holding it closed its endpoints (adag_actor_comm_put).
  *
  * References: the table holds one on each entry it lists; every begin
  * gives the caller one (the DAG context keeps it until its endpoints are
@@ -74,6 +77,44 @@ adag_status_t adag_actor_comm_finish(adag_actor_comm_t *e, int64_t deadline,
                                      adag_chan_comm_t *out);
 /* Aborts it (any thread; idempotent): see gpu/comm.h "abort". */
 void adag_actor_comm_abort(adag_actor_comm_t *e);
+/* Aborts it, recording why (the first reason wins): what the loops of
+ * the other DAGs that share it report when they find it aborted. */
+void adag_actor_comm_abort_why(adag_actor_comm_t *e, const char *why);
+/* A DAG holding it was aborted in this process (failed: not a plain
+ * destroy): one it does not share is aborted (a send/recv may be half
+ * done); a shared one is left to the DAG's loops (dag/loop_collective.c:
+ * aborted only if the DAG was inside a collective on it). Wakes its turn
+ * waits either way. */
+void adag_actor_comm_dag_aborted(adag_actor_comm_t *e, int failed);
+int adag_actor_comm_shared(const adag_actor_comm_t *e);
+/* Why it was aborted ("it was aborted" if no reason was given). */
+void adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len);
+
+/*
+ * Turns, on a shared communicator (spec.shared): the driver hands each
+ * execution of each DAG over it a ticket (dag/comm_lease.c), 0, 1, 2, ...
+ * in one global order; a loop runs the collectives of its execution on it
+ * only while holding that ticket's turn, which comes once every earlier
+ * ticket's turn ended or was given up. Every rank runs the same tickets
+ * in the same order, so the DAGs' collectives match on every rank.
+ */
+/* Waits for the turn of `ticket` (by deadline: ADAG_ERR_TIMEOUT, naming
+ * it), then holds it for `holder` (the loop). ADAG_ERR_CLOSED once *abort
+ * is set or the communicator was aborted (adag_actor_comm_why). */
+adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
+                                        const void *holder, const _Atomic uint32_t *abort,
+                                        int64_t deadline);
+/* Ends the held turn of `ticket`: its collectives were issued (or none of
+ * them can have been issued by any rank). */
+void adag_actor_comm_turn_end(adag_actor_comm_t *e, uint64_t ticket);
+int adag_actor_comm_turn_held_by(adag_actor_comm_t *e, const void *holder);
+/* A loop ended (owner): the tickets the driver publishes on its ticket
+ * channel `order` from next_seq on are given up as they come, until
+ * adag_actor_comm_unretire (before the endpoint closes). */
+void adag_actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t next_seq,
+                            const void *owner);
+void adag_actor_comm_unretire(adag_actor_comm_t *e, const void *owner);
+
 /* Aborts entry `key` (if listed) and takes it out of the table. */
 void adag_actor_comm_drop(adag_actor_comms_t *t, uint64_t key);
 /* Gives back a reference from begin; the last one frees the entry (its

@@ -1,14 +1,28 @@
 /*
  * The driver's communicators (dag/actor_comm.h): one record per
- * communicator made for a set of device actors, leased to one DAG at a
- * time. Two DAGs alive at once over the same actors get two communicators:
- * their loops issue send/recv independently, and operations of one
- * communicator match in issue order on each pair of ranks, so sharing one
- * would pair one DAG's send with the other's recv. A DAG that ended cleanly
- * gives its communicator back for the next DAG over the same actors (that
- * DAG's actors find it joined: no new init); one that failed drops it (its
- * state is undefined after an abort). A record goes when one of its actors
- * stops. All under rt->lock.
+ * communicator made for a set of actors and a backend.
+ *
+ * Shared: a communicator that only collectives use is shared by every
+ * live DAG over the same actors (prefill and decode). Their executions
+ * take turns on it: each published execution of each such DAG draws the
+ * communicator's next ticket (adag_comm_lease_next_ticket, under
+ * rt->order_lock, for all of its communicators at once, so the turns of
+ * every communicator follow one global order and no two can wait on each
+ * other), and every rank runs the collectives of ticket t only after
+ * those of t - 1 (dag/actor_comm.h, "turns").
+ *
+ * Exclusive: one that carries ADAG_TRANSPORT_COMM tensors is leased to one
+ * DAG at a time: send/recv are issued by each rank's loop as values come,
+ * outside any turn, and operations of one communicator match in issue
+ * order on each pair of ranks, so sharing one would pair one DAG's send
+ * with the other's recv.
+ *
+ * A DAG that leaves cleanly keeps the communicator for the next DAG over
+ * the same actors (its actors find it joined: no new init). One that
+ * failed closes it to newcomers (the next DAG gets a new one); the DAGs
+ * still on it go on. The last DAG to leave a closed communicator drops it
+ * (its actors are told to). A record also goes when one of its actors
+ * stops. Under rt->lock; tickets under rt->order_lock.
  */
 #include "common/error.h"
 #include "dag/internal.h"
@@ -24,7 +38,10 @@ struct adag_comm_lease {
     unsigned actor_ids[ADAG_COMM_MAX_RANKS]; /* rank r is actor_ids[r] (ascending) */
     adag_comm_id_t id;
     void *owner;
-    int leased;
+    unsigned users;        /* DAGs holding it */
+    int exclusive;         /* leased to one DAG (ADAG_TRANSPORT_COMM tensors) */
+    int closed;            /* a DAG over it failed: no new users */
+    uint64_t next_ticket;  /* under rt->order_lock */
 };
 
 static void lease_free(adag_comm_lease_t *l)
@@ -34,7 +51,8 @@ static void lease_free(adag_comm_lease_t *l)
 }
 
 adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
-                                   const unsigned *actor_ids, unsigned n, adag_comm_lease_t **out)
+                                   const unsigned *actor_ids, unsigned n, int exclusive,
+                                   adag_comm_lease_t **out)
 {
     adag_comm_lease_t *l;
     *out = NULL;
@@ -43,11 +61,13 @@ adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops
                           ADAG_COMM_MAX_RANKS, n);
     pthread_mutex_lock(&rt->lock);
     for (l = rt->comm_leases; l; l = l->next)
-        if (!l->leased && l->ops == ops && l->nranks == n &&
+        if (!l->closed && l->ops == ops && l->nranks == n &&
+            (l->users == 0 || (!exclusive && !l->exclusive)) &&
             memcmp(l->actor_ids, actor_ids, n * sizeof(*actor_ids)) == 0)
             break;
     if (l) {
-        l->leased = 1;
+        l->users++;
+        l->exclusive = exclusive;
         pthread_mutex_unlock(&rt->lock);
         *out = l;
         return ADAG_OK;
@@ -60,7 +80,8 @@ adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops
     l->ops = ops;
     l->nranks = n;
     memcpy(l->actor_ids, actor_ids, n * sizeof(*actor_ids));
-    l->leased = 1;
+    l->users = 1;
+    l->exclusive = exclusive;
     adag_status_t st = ops->id_create(n, &l->id, &l->owner);
     if (st != ADAG_OK) {
         free(l);
@@ -112,17 +133,41 @@ static void unlink_lease(adag_runtime_h rt, adag_comm_lease_t *l)
         }
 }
 
-void adag_comm_lease_give_back(adag_runtime_h rt, adag_comm_lease_t *l, int keep)
+int adag_comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep)
 {
-    if (!l)
-        return;
     pthread_mutex_lock(&rt->lock);
-    l->leased = 0;
+    l->users--;
     if (!keep)
+        l->closed = 1;
+    int gone = l->users == 0 && l->closed;
+    if (gone)
         unlink_lease(rt, l);
     pthread_mutex_unlock(&rt->lock);
-    if (!keep)
+    return gone;
+}
+
+void adag_comm_lease_free(adag_comm_lease_t *l)
+{
+    if (l)
         lease_free(l);
+}
+
+unsigned adag_comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l)
+{
+    pthread_mutex_lock(&rt->lock);
+    unsigned n = l->users;
+    pthread_mutex_unlock(&rt->lock);
+    return n;
+}
+
+int adag_comm_lease_shared(const adag_comm_lease_t *l)
+{
+    return !l->exclusive;
+}
+
+uint64_t adag_comm_lease_next_ticket(adag_comm_lease_t *l)
+{
+    return l->next_ticket++;
 }
 
 void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id)
@@ -131,7 +176,7 @@ void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id)
         adag_comm_lease_t *l;
         pthread_mutex_lock(&rt->lock);
         for (l = rt->comm_leases; l; l = l->next)
-            if (!l->leased && adag_comm_lease_rank(l, actor_id) >= 0)
+            if (l->users == 0 && adag_comm_lease_rank(l, actor_id) >= 0)
                 break;
         if (l)
             unlink_lease(rt, l);

@@ -286,6 +286,44 @@ static adag_chan_kind_t choose_kind(const adag_dag_chan_t *c)
     return c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
 }
 
+/* Per shared communicator (dag/comm_lease.c) the DAG's collectives use:
+ * the channel by which the driver hands each execution its ticket, read
+ * by every rank ("<communicator>.order", in host memory). */
+static adag_status_t plan_order_channels(adag_dag_h dag)
+{
+    adag_status_t st;
+    if (!dag->ncomm_leases)
+        return ADAG_OK;
+    if (!(dag->lease_order_chan = calloc(dag->ncomm_leases, sizeof(*dag->lease_order_chan))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    for (unsigned i = 0; i < dag->ncomm_leases; i++) {
+        const adag_comm_lease_t *l = dag->comm_leases[i];
+        dag->lease_order_chan[i] = ADAG_PROG_NO_CHAN;
+        if (!adag_comm_lease_shared(l))
+            continue;
+        adag_dag_chan_t *chans = realloc(dag->chans, (dag->nchans + 1) * sizeof(*chans));
+        if (!chans)
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        dag->chans = chans;
+        adag_dag_chan_t *c = &dag->chans[dag->nchans];
+        memset(c, 0, sizeof(*c));
+        dag->lease_order_chan[i] = dag->nchans++;
+        dag->norders++;
+        c->writer = -1;
+        c->producer_node = UINT32_MAX;
+        snprintf(c->name, sizeof(c->name), "comm%llu.order",
+                 (unsigned long long)adag_comm_lease_key(l));
+        for (unsigned ai = 0; ai < dag->nactors; ai++)
+            if (adag_comm_lease_rank(l, dag->actors[ai].actor->id) >= 0 &&
+                (st = add_reader(c, (int)ai)) != ADAG_OK)
+                return st;
+        if ((st = place_channel(dag, c)) != ADAG_OK)
+            return st;
+        c->kind = choose_kind(c);
+    }
+    return ADAG_OK;
+}
+
 /* Channels: one per input field, one per return of every call and, if some
  * method takes no argument, the start channel. */
 static adag_status_t plan_channels(compile_ctx_t *cx)
@@ -389,8 +427,10 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             return st;
         dag->chans[c].kind = choose_kind(&dag->chans[c]);
     }
-    return adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
-                                  cx->actor_index);
+    if ((st = adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
+                                     cx->actor_index)) != ADAG_OK)
+        return st;
+    return plan_order_channels(dag);
 }
 
 /* Creates every backend's domain for the DAG (the shm segment) and gets
@@ -497,6 +537,11 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
             p->start_chan = p->nchans;
         local[c] = (int)p->nchans++;
     }
+    /* a shared communicator's ticket channel, by its local number */
+    for (uint32_t j = 0; j < p->ncomms; j++)
+        for (unsigned i = 0; p->comms[j].shared && i < dag->ncomm_leases; i++)
+            if (adag_comm_lease_key(dag->comm_leases[i]) == p->comms[j].key)
+                p->comms[j].order_chan = (uint32_t)local[dag->lease_order_chan[i]];
     p->descs = descs.data; /* the program owns it now */
     p->descs_len = (uint32_t)descs.len;
     if (descs.failed || descs.len > UINT32_MAX) {
@@ -589,6 +634,24 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
             dag->nouts++;
         }
         dag->output_of[o] = e;
+    }
+    if (dag->norders) {
+        dag->orders = calloc(dag->norders, sizeof(*dag->orders));
+        dag->order_leases = calloc(dag->norders, sizeof(*dag->order_leases));
+        dag->order_bufs = calloc((size_t)dag->max_inflight * dag->norders,
+                                 sizeof(*dag->order_bufs));
+        if (!dag->orders || !dag->order_leases || !dag->order_bufs)
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        unsigned k = 0;
+        for (unsigned i = 0; i < dag->ncomm_leases; i++) {
+            if (dag->lease_order_chan[i] == ADAG_PROG_NO_CHAN)
+                continue;
+            dag->order_leases[k] = dag->comm_leases[i];
+            if ((st = open_driver_endpoint(dag, dag->lease_order_chan[i], -1,
+                                           &dag->orders[k])) != ADAG_OK)
+                return st;
+            k++;
+        }
     }
     if (dag->start_chan != ADAG_PROG_NO_CHAN)
         return open_driver_endpoint(dag, dag->start_chan, -1, &dag->start);
@@ -695,7 +758,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     g->compiled = 1;
     dag->stats.max_inflight = dag->max_inflight;
     dag->stats.slot_capacity = dag->capacity;
-    dag->stats.nchannels = dag->nchans - (dag->start_chan != ADAG_PROG_NO_CHAN);
+    dag->stats.nchannels = dag->nchans - (dag->start_chan != ADAG_PROG_NO_CHAN) - dag->norders;
     dag->stats.shm_bytes = adag_ctx_domain_bytes(&dag->ctx);
     free(cx.chan_of);
     free(cx.actor_index);

@@ -62,7 +62,8 @@ static adag_status_t add_rank(unsigned *ids, unsigned *n, unsigned id)
 /* Leases the communicator of backend ops over ids[0..n) (rank order) for
  * the DAG, or finds the one it already leased over that list. */
 static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
-                                 const unsigned *ids, unsigned n, adag_comm_lease_t **out)
+                                 const unsigned *ids, unsigned n, int exclusive,
+                                 adag_comm_lease_t **out)
 {
     for (unsigned i = 0; i < dag->ncomm_leases; i++) {
         adag_comm_lease_t *l = dag->comm_leases[i];
@@ -78,7 +79,10 @@ static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
     if (!ls)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->comm_leases = ls;
-    adag_status_t st = adag_comm_lease_take(dag->rt, ops, ids, n, out);
+    if (dag->ncomm_leases == 64)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: a DAG uses at most 64 "
+                          "communicators (distinct member lists)");
+    adag_status_t st = adag_comm_lease_take(dag->rt, ops, ids, n, exclusive, out);
     if (st != ADAG_OK) {
         adag_error_prefix("adag_graph_compile");
         return st;
@@ -161,7 +165,7 @@ static adag_status_t plan_transfers(adag_dag_h dag)
         return st;
     qsort(ids, n, sizeof(ids[0]), cmp_unsigned);
     adag_comm_lease_t *l;
-    if ((st = lease_group(dag, ops, ids, n, &l)) != ADAG_OK)
+    if ((st = lease_group(dag, ops, ids, n, 1, &l)) != ADAG_OK)
         return st;
     for (unsigned ci = 0; ci < dag->nchans; ci++) {
         adag_dag_chan_t *c = &dag->chans[ci];
@@ -201,7 +205,7 @@ adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *co
         if ((st = backend_of(kind < 0 ? ADAG_DEVICE_KIND_HOST : kind, what, &ops)) != ADAG_OK)
             return st;
         adag_comm_lease_t *l;
-        if ((st = lease_group(dag, ops, ids, c->n, &l)) != ADAG_OK)
+        if ((st = lease_group(dag, ops, ids, c->n, 0, &l)) != ADAG_OK)
             return st;
         dag->coll_keys[k] = adag_comm_lease_key(l);
     }
@@ -219,12 +223,18 @@ adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_progra
         int rank = adag_comm_lease_rank(l, dag->actors[ai].actor->id);
         if (rank < 0)
             continue;
+        uint32_t ncolls = 0;
+        for (unsigned k = 0; k < dag->ncolls; k++)
+            ncolls += dag->coll_keys[k] == adag_comm_lease_key(l);
         p->comms[p->ncomms++] = (adag_comm_spec_t){
             .key = adag_comm_lease_key(l),
             .kind = adag_comm_lease_ops(l)->kind,
             .nranks = adag_comm_lease_nranks(l),
             .rank = (uint32_t)rank,
             .id = *adag_comm_lease_id(l),
+            .shared = (uint32_t)adag_comm_lease_shared(l),
+            .ncolls = ncolls,
+            .order_chan = ADAG_PROG_NO_CHAN, /* build_program: the local number */
         };
     }
     return ADAG_OK;

@@ -26,6 +26,9 @@ void adag_ctx_destroy(adag_dag_ctx_t *ctx)
     free(ctx->comms);
     ctx->comms = NULL;
     ctx->ncomms = 0;
+    free(ctx->hooks);
+    ctx->hooks = NULL;
+    ctx->nhooks = 0;
     for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++) {
         if (ctx->domains[k])
             ctx->domains[k]->ops->domain_destroy(ctx->domains[k]);
@@ -233,15 +236,42 @@ int adag_ctx_abort(adag_dag_ctx_t *ctx, adag_status_t status)
     int set = atomic_compare_exchange_strong_explicit(&ctx->abort, &none, (uint32_t)-status,
                                                       memory_order_seq_cst,
                                                       memory_order_seq_cst);
-    /* a failure (not a plain destroy) leaves the DAG's communicators in an
-     * undefined state: aborted, so no collective or send/recv of theirs
-     * waits on a member that stopped or died (the driver drops them) */
+    /* a failure (not a plain destroy) leaves a communicator only this DAG
+     * uses in an undefined state: aborted, so no collective or send/recv
+     * of it waits on a member that stopped or died (the driver drops it);
+     * a shared one only if the DAG was inside a collective on it (the
+     * loops' hooks tell) */
     uint32_t word = atomic_load_explicit(&ctx->abort, memory_order_seq_cst);
+    int failed = word != (uint32_t)-ADAG_ERR_CLOSED;
     pthread_mutex_lock(&ctx->lock);
     for (unsigned i = 0; i < ctx->neps; i++)
         ctx->eps[i]->ops->wake_all(ctx->eps[i]);
-    for (unsigned i = 0; word != (uint32_t)-ADAG_ERR_CLOSED && i < ctx->ncomms; i++)
-        adag_actor_comm_abort(ctx->comms[i]);
+    for (unsigned i = 0; i < ctx->ncomms; i++)
+        adag_actor_comm_dag_aborted(ctx->comms[i], failed);
+    for (unsigned i = 0; i < ctx->nhooks; i++)
+        ctx->hooks[i].fn(ctx->hooks[i].arg, failed);
     pthread_mutex_unlock(&ctx->lock);
     return set;
+}
+
+adag_status_t adag_ctx_add_abort_hook(adag_dag_ctx_t *ctx, void (*fn)(void *arg, int failed),
+                                      void *arg)
+{
+    pthread_mutex_lock(&ctx->lock);
+    struct adag_ctx_abort_hook *h = realloc(ctx->hooks, (ctx->nhooks + 1) * sizeof(*h));
+    if (h) {
+        ctx->hooks = h;
+        ctx->hooks[ctx->nhooks++] = (struct adag_ctx_abort_hook){fn, arg};
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return h ? ADAG_OK : adag_error(ADAG_ERR_NO_MEMORY, "DAG context: out of memory");
+}
+
+void adag_ctx_remove_abort_hook(adag_dag_ctx_t *ctx, void *arg)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < ctx->nhooks; i++)
+        if (ctx->hooks[i].arg == arg)
+            ctx->hooks[i--] = ctx->hooks[--ctx->nhooks];
+    pthread_mutex_unlock(&ctx->lock);
 }

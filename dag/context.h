@@ -31,6 +31,14 @@ typedef struct {
      * reference each, given back after the endpoints are closed */
     struct adag_actor_comm **comms;
     unsigned ncomms;
+    /* called by adag_ctx_abort, under lock, after the abort word is set:
+     * each running loop with collectives on shared communicators decides
+     * which of them its failure leaves broken (dag/loop_collective.c) */
+    struct adag_ctx_abort_hook {
+        void (*fn)(void *arg, int failed);
+        void *arg;
+    } *hooks;
+    unsigned nhooks;
 } adag_dag_ctx_t;
 
 void adag_ctx_init(adag_dag_ctx_t *ctx);
@@ -66,8 +74,14 @@ size_t adag_ctx_domain_bytes(const adag_dag_ctx_t *ctx);
 adag_status_t adag_ctx_open(adag_dag_ctx_t *ctx, uint32_t kind, adag_chan_open_params_t *p,
                             adag_wbuf_t *peer_info, adag_chan_t **out);
 
-/* Sets the abort word to -status unless it is set already and wakes every
- * endpoint. Returns nonzero if this call set it. */
+/* Registers (until removed) a hook adag_ctx_abort calls. */
+adag_status_t adag_ctx_add_abort_hook(adag_dag_ctx_t *ctx, void (*fn)(void *arg, int failed),
+                                      void *arg);
+void adag_ctx_remove_abort_hook(adag_dag_ctx_t *ctx, void *arg);
+/* Sets the abort word to -status unless it is set already, wakes every
+ * endpoint and, on a failure (not ADAG_ERR_CLOSED, a plain destroy),
+ * aborts the unshared communicators and runs the hooks. Returns nonzero if
+ * this call set it. */
 int adag_ctx_abort(adag_dag_ctx_t *ctx, adag_status_t status);
 
 static inline int adag_ctx_aborted(adag_dag_ctx_t *ctx)

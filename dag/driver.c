@@ -332,9 +332,32 @@ adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
     pthread_mutex_lock(&dag->lock);
     adag_dag_stats_t s = dag->stats;
     pthread_mutex_unlock(&dag->lock);
+    s.communicators = dag->ncomm_leases;
+    s.shared_communicators = 0;
+    for (unsigned i = 0; i < dag->ncomm_leases; i++)
+        s.shared_communicators += adag_comm_lease_users(dag->rt, dag->comm_leases[i]) > 1;
     s.struct_size = n;
     memcpy(stats, &s, n);
     return ADAG_OK;
+}
+
+void adag_dag_leave_leases(adag_dag_h dag)
+{
+    for (unsigned i = 0; i < dag->ncomm_leases; i++)
+        if (adag_comm_lease_leave(dag->rt, dag->comm_leases[i], dag->comm_keep))
+            dag->comm_gone |= 1ull << i;
+    dag->comm_left = 1;
+}
+
+uint64_t adag_dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog)
+{
+    uint64_t mask = 0;
+    for (uint32_t j = 0; j < prog->ncomms && j < 64; j++)
+        for (unsigned i = 0; i < dag->ncomm_leases; i++)
+            if ((dag->comm_gone >> i & 1) &&
+                adag_comm_lease_key(dag->comm_leases[i]) == prog->comms[j].key)
+                mask |= 1ull << j;
+    return mask;
 }
 
 void adag_dag_free(adag_dag_h dag)
@@ -342,9 +365,16 @@ void adag_dag_free(adag_dag_h dag)
     adag_ctx_destroy(&dag->ctx);
     adag_dag_driver_device_close(dag);
     /* before the actors may stop (which forgets their communicators) */
+    if (!dag->comm_left)
+        adag_dag_leave_leases(dag);
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
-        adag_comm_lease_give_back(dag->rt, dag->comm_leases[i], dag->comm_keep);
+        if (dag->comm_gone >> i & 1)
+            adag_comm_lease_free(dag->comm_leases[i]);
     free(dag->comm_leases);
+    free(dag->lease_order_chan);
+    free(dag->orders);
+    free(dag->order_leases);
+    free(dag->order_bufs);
     free(dag->coll_keys);
     for (unsigned i = 0; i < dag->nactors; i++) {
         adag_program_free(&dag->actors[i].prog);
@@ -419,10 +449,29 @@ out:
     free(why);
 }
 
+/* Every rank consumed the tickets of refs up to `last` (released them):
+ * nothing of this DAG is left to run on a shared communicator. */
+static int tickets_consumed(adag_dag_h dag, uint64_t last, int64_t deadline)
+{
+    for (unsigned i = 0; i < dag->norders; i++) {
+        void *buf;
+        if (adag_chan_acquire(dag->orders[i], last + dag->max_inflight, deadline, &buf) !=
+            ADAG_OK) {
+            ADAG_LOG_WARN("DAG %s: its collectives of execution %llu did not end within the "
+                          "teardown timeout (%d ms) of its destroy; its communicators are "
+                          "closed to new DAGs", dag->name, (unsigned long long)last,
+                          dag->teardown_timeout_ms);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* A DAG with a communicator gives it back for the next DAG only if no
  * send or recv of it is left half done: every execution published must
- * complete first (by the teardown timeout). Returns nonzero if they did
- * and the DAG has not failed. */
+ * complete first, and every rank must have run its collectives (by the
+ * teardown timeout). Returns nonzero if they did and the DAG has not
+ * failed. */
 static int settle_executions(adag_dag_h dag)
 {
     int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
@@ -436,7 +485,7 @@ static int settle_executions(adag_dag_h dag)
         if (failed)
             return 0;
         if (done)
-            return 1;
+            return last == 0 || tickets_consumed(dag, last - 1, deadline);
         if (adag_now_ns() >= deadline) {
             ADAG_LOG_WARN("DAG %s: execution %llu did not complete within the teardown timeout "
                           "(%d ms) of its destroy; its communicator is dropped",
@@ -470,6 +519,8 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     while (dag->api_users > 0)
         adag_dag_cond_wait(dag, ADAG_FOREVER);
     pthread_mutex_unlock(&dag->lock);
+    /* which communicators go is known before STOP tells the actors */
+    adag_dag_leave_leases(dag);
 
     stop_actors(dag);
     adag_dag_free(dag);

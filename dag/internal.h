@@ -46,6 +46,10 @@ struct adag_runtime {
     /* communicators made for DAGs (dag/comm_lease.c); under lock */
     struct adag_comm_lease *comm_leases;
     uint64_t next_comm_key;
+    /* the tickets of shared communicators (dag/comm_lease.c): taken for
+     * all communicators of one execution at once, so every communicator's
+     * turns follow one order (after a DAG's own lock, never before it) */
+    pthread_mutex_t order_lock;
 };
 
 /* The steps of installing and removing a DAG on an actor. */
@@ -238,6 +242,15 @@ struct adag_dag {
     unsigned start_chan;       /* channel published as each execution starts, or
                                   ADAG_PROG_NO_CHAN */
     adag_chan_t *start;        /* its writer endpoint */
+    /* The turns on shared communicators: per DAG lease, the channel by
+     * which the driver hands each execution its ticket (8 bytes, read by
+     * every rank), or ADAG_PROG_NO_CHAN (an exclusive lease); the writer
+     * endpoints, their leases and reserved slots ([ref % max_inflight][i]) */
+    unsigned *lease_order_chan;
+    adag_chan_t **orders;
+    struct adag_comm_lease **order_leases;
+    void **order_bufs;
+    unsigned norders;
     /* Once adag_dag_fd armed the output endpoints, their writers signal
      * notify_fds (the backends' pollable fds, distinct) after publishing;
      * the monitor then recomputes the state of user_fd, the fd adag_dag_fd
@@ -295,21 +308,43 @@ struct adag_dag {
     uint64_t *coll_keys;       /* per graph collective: its communicator's key */
     unsigned ncolls;
     int comm_keep;
+    /* set once the DAG left its leases (adag_dag_destroy, before STOP):
+     * bit i of comm_gone, lease i is gone (its actors drop it) */
+    int comm_left;
+    uint64_t comm_gone;
 };
+
+/* Bit i set: the actor whose program is prog drops prog->comms[i] at STOP
+ * (its lease is gone). */
+uint64_t adag_dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog);
+/* The DAG leaves its leases (keeping them if comm_keep); sets comm_gone. */
+void adag_dag_leave_leases(adag_dag_h dag);
 
 /* install.c: PREPARE -> CONNECT -> START of a compiled DAG, each on every
  * actor at once; the first failure (in actor order) is the result. */
 adag_status_t adag_dag_install(adag_dag_h dag);
 
-/* comm_lease.c: the driver's communicators, leased to one DAG at a time */
+/* comm_lease.c: the driver's communicators, shared by the DAGs whose
+ * collectives use them or leased to one DAG (ADAG_TRANSPORT_COMM tensors) */
 typedef struct adag_comm_lease adag_comm_lease_t;
-/* A communicator of backend ops over the actors actor_ids[0..n) (ascending
- * ids; rank r = actor_ids[r]): one that is not leased, or a new one. */
+/* A communicator of backend ops over the actors actor_ids[0..n) (rank r =
+ * actor_ids[r]): an open one over that list (shared, unless exclusive or
+ * exclusively held), or a new one. */
 adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
-                                   const unsigned *actor_ids, unsigned n, adag_comm_lease_t **out);
-/* keep: the DAG ended cleanly and every rank keeps it for the next DAG;
- * else it is forgotten (the actors were told to drop it). */
-void adag_comm_lease_give_back(adag_runtime_h rt, adag_comm_lease_t *l, int keep);
+                                   const unsigned *actor_ids, unsigned n, int exclusive,
+                                   adag_comm_lease_t **out);
+/* A DAG leaves it. keep: it ended cleanly (every rank keeps it for the next
+ * DAG); else it is closed to new DAGs. Nonzero: it is gone (no DAG holds
+ * it and it was closed): the DAG tells its actors to drop it, then frees it
+ * with adag_comm_lease_free. */
+int adag_comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep);
+void adag_comm_lease_free(adag_comm_lease_t *l);
+/* The DAGs holding it now. */
+unsigned adag_comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l);
+/* Nonzero if DAGs may share it (collectives only): its users take turns. */
+int adag_comm_lease_shared(const adag_comm_lease_t *l);
+/* The ticket of the next execution over it (under rt->order_lock). */
+uint64_t adag_comm_lease_next_ticket(adag_comm_lease_t *l);
 /* An actor stopped: the communicators it was a rank of go. */
 void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id);
 unsigned adag_comm_leases_count(adag_runtime_h rt);

@@ -1,5 +1,6 @@
 #include "dag/loop.h"
 #include "dag/loop_collective.h"
+#include "dag/loop_turns.h"
 #include "dag/watchdog.h"
 
 #include "common/clock.h"
@@ -320,6 +321,14 @@ static void drain_device(adag_loop_t *loop)
     }
 }
 
+void adag_loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg)
+{
+    if (loop->on_fail)
+        loop->on_fail(loop->fail_ctx, st, msg);
+    else if (loop->on_fatal)
+        loop->on_fatal(loop->fatal_ctx, st, msg);
+}
+
 static void *loop_main(void *arg)
 {
     adag_loop_t *loop = arg;
@@ -353,6 +362,7 @@ static void *loop_main(void *arg)
     if (st != ADAG_ERR_CLOSED && loop->on_fatal)
         loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
 out:
+    adag_loop_turns_end(loop);
     drain_device(loop);
     return NULL;
 }
@@ -456,7 +466,8 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
         st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", actor_name);
         goto fail;
     }
-    if ((st = adag_loop_coll_prepare(loop)) != ADAG_OK)
+    if ((st = adag_loop_coll_prepare(loop)) != ADAG_OK ||
+        (st = adag_loop_turns_prepare(loop)) != ADAG_OK)
         goto fail;
     return ADAG_OK;
 fail:
@@ -524,11 +535,15 @@ adag_status_t adag_loop_start(adag_loop_t *loop)
         if (st != ADAG_OK)
             return st;
     }
-    int err = pthread_create(&loop->thread, NULL, loop_main, loop);
-    if (err) {
+    adag_status_t st = adag_loop_turns_start(loop);
+    int err;
+    if (st == ADAG_OK && (err = pthread_create(&loop->thread, NULL, loop_main, loop)) != 0)
+        st = adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
+    if (st != ADAG_OK) {
+        adag_loop_turns_close(loop);
         adag_watchdog_stop(loop->watchdog);
         loop->watchdog = NULL;
-        return adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
+        return st;
     }
     loop->started = 1;
     return ADAG_OK;
@@ -540,6 +555,7 @@ void adag_loop_join(adag_loop_t *loop)
         pthread_join(loop->thread, NULL);
         loop->started = 0;
     }
+    adag_loop_turns_close(loop);
     adag_watchdog_stop(loop->watchdog);
     loop->watchdog = NULL;
 }

@@ -99,9 +99,16 @@ struct adag_loop {
     /* the program's collective operations (dag/loop_collective.c) */
     struct adag_loop_coll *colls;
     unsigned ncolls;
+    /* per program communicator: its turns if shared (dag/loop_turns.c);
+     * NULL: none */
+    struct adag_loop_turn *turns;
     pthread_t thread;
     int started;
 };
+
+/* Fails this DAG from the loop thread (on_fail, else on_fatal): never a
+ * hang; the loop then stops (its waits return ADAG_ERR_CLOSED). */
+void adag_loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg);
 
 /* PREPARE: starts joining the program's communicators (every rank at
  * once: a thread each), opens the loop's channel endpoints in ctx and

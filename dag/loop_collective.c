@@ -30,6 +30,7 @@
  * collective, and so the wait, ends.
  */
 #include "dag/loop_collective.h"
+#include "dag/loop_turns.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -336,13 +337,15 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
         in.err = "the tensor of a collective is plain bytes";
         in.err_len = strlen(in.err);
     }
+    /* a shared communicator: this execution's turn on it */
+    if ((st = adag_loop_turn_begin(loop, op, seq, c->name)) != ADAG_OK)
+        return st;
     st = agree(loop, c, seq, &in, metas, &fail, msg, sizeof(msg));
     if (st == ADAG_ERR_TIMEOUT) {
-        /* a member never came: the DAG fails (never a hang) */
-        if (loop->on_fail)
-            loop->on_fail(loop->fail_ctx, st, msg);
-        else if (loop->on_fatal)
-            loop->on_fatal(loop->fatal_ctx, st, msg);
+        /* a member never came: no member issues it; the DAG fails (never
+         * a hang) */
+        adag_loop_turn_give_up(loop, op, seq);
+        adag_loop_fail_dag(loop, st, msg);
         return ADAG_ERR_CLOSED;
     }
     if (st != ADAG_OK)
@@ -364,16 +367,41 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
         }
     }
     if (fail == ADAG_OK && count > 0 &&
-        (st = enqueue(loop, c, seq, in.data, out, count, meta.dtype)) != ADAG_OK) {
+        (st = enqueue(loop, c, seq, in.data, out, count, meta.dtype)) != ADAG_OK &&
+        c->comm->comm->ops->status(c->comm->comm) != ADAG_OK) {
+        /* the communicator was aborted (a member died or stopped, or a DAG
+         * sharing it failed inside a collective): this DAG fails too */
+        char why[ADAG_ERROR_MAX];
+        adag_actor_comm_why(loop->comm_entries[op->comm], why, sizeof(why));
+        snprintf(msg, sizeof(msg), "actor %s: collective %s, execution %llu: its communicator "
+                 "was aborted: %s", loop->actor_name, c->name, (unsigned long long)seq, why);
+        adag_loop_fail_dag(loop, ADAG_ERR_CLOSED, msg);
+        return ADAG_ERR_CLOSED;
+    }
+    if (st != ADAG_OK) {
         /* refused at enqueue (a dtype the backend cannot reduce): the same
          * on every member, so none of them waits for it */
         fail = st;
         snprintf(msg, sizeof(msg), "actor %s: collective %s: %s", loop->actor_name, c->name,
                  adag_last_error());
     }
+    adag_loop_turn_op_done(loop, op, seq);
     if (fail != ADAG_OK)
         return adag_chan_publish(out_ch, seq, 0, NULL, fail, msg);
     return adag_chan_publish(out_ch, seq, bytes, &meta, ADAG_OK, NULL);
+}
+
+int adag_loop_coll_pending(adag_loop_t *loop, uint32_t comm)
+{
+    const adag_device_ops_t *dev = loop->comm_device->dev->ops;
+    for (unsigned i = 0; i < loop->ncolls; i++) {
+        adag_loop_coll_t *c = &loop->colls[i];
+        for (unsigned s = 0; c->op->comm == comm && s < loop->prog.nslots; s++)
+            if (atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst) &&
+                dev->event_query(c->done[s]) != ADAG_OK)
+                return 1;
+    }
+    return 0;
 }
 
 adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since)

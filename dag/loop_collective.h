@@ -14,6 +14,10 @@ adag_status_t adag_loop_coll_prepare(adag_loop_t *loop);
 adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq);
 /* The watchdog's check of the loop's collectives (adag_watch_fn; ctx: the loop). */
 adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since);
+/* Nonzero if a collective of the loop on its communicator `comm` (an
+ * index into the program's) was issued and has not completed (any
+ * thread). */
+int adag_loop_coll_pending(adag_loop_t *loop, uint32_t comm);
 /* After the loop's streams drained. */
 void adag_loop_coll_close(adag_loop_t *loop);
 

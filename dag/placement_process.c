@@ -320,9 +320,9 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
     }
     case ADAG_STEP_START:
     case ADAG_STEP_STOP: {
-        /* STOP's status: nonzero, the worker drops the DAG's communicators */
-        adag_msg_dag_t m = {dag->id, step == ADAG_STEP_STOP && !dag->comm_keep
-                                         ? ADAG_ERR_CLOSED : ADAG_OK};
+        /* STOP's drop: the communicators the worker drops */
+        adag_msg_dag_t m = {dag->id, ADAG_OK,
+                            step == ADAG_STEP_STOP ? adag_dag_comm_drop_mask(dag, &da->prog) : 0};
         adag_msg_encode_dag(&wb, &m);
         break;
     }
@@ -368,7 +368,7 @@ static adag_status_t process_step_end(adag_actor_h a, adag_dag_h dag, unsigned a
 static void process_abort_dag(adag_actor_h a, adag_dag_h dag, adag_status_t status)
 {
     process_actor_t *p = proc_of(a);
-    adag_msg_dag_t m = {dag->id, status};
+    adag_msg_dag_t m = {dag->id, status, 0};
     adag_wbuf_t wb = {0};
     adag_msg_encode_dag(&wb, &m);
     /* Sent only when the socket has room, so this never blocks (the frame

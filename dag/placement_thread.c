@@ -122,15 +122,18 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
         return adag_loop_connect(&da->loop, (adag_blob_t){da->peers.data, da->peers.len});
     case ADAG_STEP_START:
         return adag_loop_start(&da->loop);
-    case ADAG_STEP_STOP:
+    case ADAG_STEP_STOP: {
         /* the DAG is aborted in this process: the loop ends at its next wait
          * (a method that never returns keeps it: teardown waits for it). A
-         * communicator the DAG does not give back is dropped first: aborted,
-         * nothing of it can keep the loop's streams waiting */
-        for (uint32_t i = 0; !dag->comm_keep && i < da->prog.ncomms; i++)
-            adag_actor_comm_drop(&t->comms, da->prog.comms[i].key);
+         * communicator the driver let go is dropped first: aborted, nothing
+         * of it can keep the loop's streams waiting */
+        uint64_t drop = adag_dag_comm_drop_mask(dag, &da->prog);
+        for (uint32_t i = 0; i < da->prog.ncomms; i++)
+            if (drop >> i & 1)
+                adag_actor_comm_drop(&t->comms, da->prog.comms[i].key);
         adag_loop_close(&da->loop);
         return ADAG_OK;
+    }
     }
     return adag_error(ADAG_ERR_INTERNAL, "actor %s: unknown step %d", a->name, (int)step);
 }

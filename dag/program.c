@@ -72,6 +72,9 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
         adag_wbuf_u32(b, s->nranks);
         adag_wbuf_u32(b, s->rank);
         adag_wbuf_bytes(b, s->id.bytes, s->id.len);
+        adag_wbuf_u32(b, s->shared);
+        adag_wbuf_u32(b, s->ncolls);
+        adag_wbuf_u32(b, s->order_chan);
     }
     adag_wbuf_u32(b, p->nops);
     for (uint32_t i = 0; i < p->nops; i++)
@@ -83,7 +86,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
  * the rest of the message cannot hold are refused before allocating. */
 #define MIN_CHAN_BYTES (8 + 10 * 4 + 8)
 #define MIN_OP_BYTES 4
-#define MIN_COMM_BYTES (8 + 4 * 4)
+#define MIN_COMM_BYTES (8 + 7 * 4)
 /* Most communicators one actor joins for one DAG. */
 #define MAX_PROGRAM_COMMS 64
 
@@ -102,7 +105,10 @@ static int decode_comm(adag_rbuf_t *b, adag_comm_spec_t *s)
         return 0;
     memcpy(s->id.bytes, id, len);
     s->id.len = (uint32_t)len;
-    return 1;
+    s->shared = adag_rbuf_u32(b);
+    s->ncolls = adag_rbuf_u32(b);
+    s->order_chan = adag_rbuf_u32(b);
+    return !b->failed && s->shared <= 1 && (s->order_chan == ADAG_PROG_NO_CHAN) == !s->shared;
 }
 
 /* Decodes one operation; 0 if it is malformed. */
@@ -231,6 +237,10 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         for (uint32_t j = 0; j < i; j++)
             if (p->comms[j].key == p->comms[i].key)
                 goto bad;
+        /* a shared one's tickets come on a channel this actor reads */
+        if (p->comms[i].shared &&
+            (p->comms[i].order_chan >= p->nchans || p->chans[p->comms[i].order_chan].reader < 0))
+            goto bad;
     }
     /* every channel's communicator is one of the program's */
     for (uint32_t i = 0; i < p->nchans; i++) {
@@ -253,6 +263,14 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
             goto bad;
     if (b->failed || b->pos != b->len)
         goto bad;
+    /* a communicator's turn ends after its ncolls collectives */
+    for (uint32_t c = 0; c < p->ncomms; c++) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < p->nops; i++)
+            n += p->ops[i].kind == ADAG_OP_COLLECTIVE && p->ops[i].comm == c;
+        if (n != p->comms[c].ncolls)
+            goto bad;
+    }
     return ADAG_OK;
 bad:
     adag_program_free(p);

@@ -55,6 +55,15 @@ typedef struct {
     uint32_t nranks;  /* 2..ADAG_COMM_MAX_RANKS */
     uint32_t rank;    /* this actor's */
     adag_comm_id_t id;
+    /* Shared by the DAGs whose collectives use it (dag/comm_lease.c): this
+     * DAG's executions take turns on it, each with the ticket the driver
+     * publishes on order_chan (8 bytes; this actor reads it), running its
+     * ncolls collectives on it per execution within the turn. Not shared
+     * (ADAG_TRANSPORT_COMM tensors; one DAG): order_chan is
+     * ADAG_PROG_NO_CHAN. */
+    uint32_t shared;
+    uint32_t ncolls;
+    uint32_t order_chan;
 } adag_comm_spec_t;
 
 typedef struct {

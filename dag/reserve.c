@@ -109,6 +109,22 @@ static void leave_locked(adag_dag_h dag)
 
 static void publish_ready(adag_dag_h dag);
 
+/* Ref seq's tickets on the DAG's shared communicators, drawn for all of
+ * them at once (dag/comm_lease.c: one global order), then published. */
+static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
+{
+    adag_status_t st = ADAG_OK;
+    void **bufs = &dag->order_bufs[(seq % dag->max_inflight) * dag->norders];
+    pthread_mutex_lock(&dag->rt->order_lock);
+    for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
+        uint64_t ticket = adag_comm_lease_next_ticket(dag->order_leases[i]);
+        memcpy(bufs[i], &ticket, sizeof(ticket));
+        st = adag_chan_publish(dag->orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
+    }
+    pthread_mutex_unlock(&dag->rt->order_lock);
+    return st;
+}
+
 /* Reserves the next ref. With `inputs` (adag_dag_execute) it also copies
  * them into their slots and commits, in the same pass. Otherwise the
  * caller counts as an API user until the ref is committed or cancelled.
@@ -185,6 +201,18 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         else if (st != ADAG_OK)
             st = adag_dag_wait_error(dag, st, fn);
     }
+    for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
+        st = adag_chan_acquire(dag->orders[i], seq, deadline,
+                               &dag->order_bufs[(seq % dag->max_inflight) * dag->norders + i]);
+        if (st == ADAG_ERR_TIMEOUT)
+            st = adag_error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
+                            "%s: %s: actors still run the collectives of ref %llu (channel %s)",
+                            fn, nonblock ? "no room now" : "no room in time",
+                            (unsigned long long)(seq - dag->max_inflight),
+                            dag->orders[i]->name);
+        else if (st != ADAG_OK)
+            st = adag_dag_wait_error(dag, st, fn);
+    }
     /* the slots are this caller's alone until the ref is published */
     for (unsigned i = 0; inputs && st == ADAG_OK && i < dag->ninputs; i++)
         if (inputs[i].size && !adag_dag_input_on_device(dag, i))
@@ -243,6 +271,9 @@ static void publish_ready(adag_dag_h dag)
             st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0,
                                    metas[i].dtype != ADAG_DTYPE_BYTES ? &metas[i] : NULL, status,
                                    "the execution was cancelled");
+        /* a cancelled ref gets its tickets too: its loops run it */
+        if (st == ADAG_OK && dag->norders)
+            st = publish_tickets(dag, seq);
         if (st == ADAG_OK && dag->start)
             st = adag_chan_publish(dag->start, seq, 0, NULL, ADAG_OK, NULL);
         if (st != ADAG_OK) {

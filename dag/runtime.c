@@ -86,6 +86,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     if (!rt)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
     pthread_mutex_init(&rt->lock, NULL);
+    pthread_mutex_init(&rt->order_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -114,6 +115,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
 fail:
     free(rt->worker_path);
     pthread_cond_destroy(&rt->cond);
+    pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->lock);
     free(rt);
     return st;
@@ -169,6 +171,7 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
     }
     free(rt->worker_path);
     pthread_cond_destroy(&rt->cond);
+    pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->lock);
     free(rt);
     return ADAG_OK;

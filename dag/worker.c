@@ -314,11 +314,11 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
             d->started = 1;
         return st;
     }
-    /* STOP_DAG's status: nonzero if the driver does not give the DAG's
-     * communicators back (the DAG failed): they are dropped first, so
-     * nothing of them keeps the loop's streams waiting */
-    for (uint32_t i = 0; m.status != ADAG_OK && i < d->loop.prog.ncomms; i++)
-        adag_actor_comm_drop(&w->comms, d->loop.prog.comms[i].key);
+    /* STOP_DAG's drop: the communicators the driver let go (dag/comm_lease.c)
+     * are dropped first, so nothing of them keeps the loop's streams waiting */
+    for (uint32_t i = 0; i < d->loop.prog.ncomms && i < 64; i++)
+        if (m.drop >> i & 1)
+            adag_actor_comm_drop(&w->comms, d->loop.prog.comms[i].key);
     *link = d->next;
     dag_free(d);
     return ADAG_OK;

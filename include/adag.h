@@ -700,6 +700,9 @@ typedef struct {
     size_t slot_capacity;
     unsigned nchannels;   /* channels carrying values (every backend: shm, self, ...) */
     size_t shm_bytes;     /* memory the channel backends hold for the DAG (the shm segment) */
+    /* newer fields (struct_size says whether they were filled): */
+    unsigned communicators;        /* communicators its collectives and tensors use */
+    unsigned shared_communicators; /* of them, used by other live DAGs too (now) */
 } adag_dag_stats_t;
 
 #define ADAG_DAG_STATS_INIT {.struct_size = sizeof(adag_dag_stats_t)}

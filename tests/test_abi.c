@@ -244,7 +244,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_class_def_t, nmethods, 48);
     PIN_AT(adag_class_def_t, reserved, 56);
 
-    PIN_SIZE(adag_dag_stats_t, 72);
+    PIN_SIZE(adag_dag_stats_t, 80);
     PIN_AT(adag_dag_stats_t, struct_size, 0);
     PIN_AT(adag_dag_stats_t, executed, 8);
     PIN_AT(adag_dag_stats_t, completed, 16);
@@ -254,6 +254,8 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_dag_stats_t, slot_capacity, 48);
     PIN_AT(adag_dag_stats_t, nchannels, 56);
     PIN_AT(adag_dag_stats_t, shm_bytes, 64);
+    PIN_AT(adag_dag_stats_t, communicators, 72);
+    PIN_AT(adag_dag_stats_t, shared_communicators, 76);
 
     PIN_SIZE(adag_runtime_params_t, 16);
     PIN_AT(adag_runtime_params_t, field_mask, 0);
@@ -526,9 +528,17 @@ ATEST(stats_struct_size)
     memset(&st, 0, sizeof(st));
     ASSERT_ST(adag_dag_stats(dag, &st), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("struct_size is 0");
-    st.struct_size = sizeof(st) - 1; /* below the first version */
+    size_t v1 = offsetof(adag_dag_stats_t, shm_bytes) + sizeof(size_t);
+    st.struct_size = v1 - 1; /* below the first version */
     ASSERT_ST(adag_dag_stats(dag, &st), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("struct_size");
+    /* a program built against the first header: its fields only */
+    memset(&st, 0xab, sizeof(st));
+    st.struct_size = v1;
+    ASSERT_OK(adag_dag_stats(dag, &st));
+    cr_assert_eq(st.struct_size, v1);
+    cr_assert_eq(st.executed, 1);
+    cr_assert_eq(st.communicators, 0xababababu, "a field past its struct_size was written");
 
     /* a program built against a newer header: a larger struct; the library
      * fills its own size and says so, and leaves the rest alone */

@@ -106,13 +106,13 @@ static adag_status_t dec_connect(const adag_ctl_msg_t *msg, int check)
 
 static void enc_dag_ok(adag_wbuf_t *b)
 {
-    adag_msg_dag_t m = {43, ADAG_OK};
+    adag_msg_dag_t m = {43, ADAG_OK, 0};
     adag_msg_encode_dag(b, &m);
 }
 
 static void enc_dag_abort(adag_wbuf_t *b)
 {
-    adag_msg_dag_t m = {43, ADAG_ERR_ACTOR_DIED};
+    adag_msg_dag_t m = {43, ADAG_ERR_ACTOR_DIED, 0};
     adag_msg_encode_dag(b, &m);
 }
 
@@ -271,7 +271,7 @@ Test(protocol, abort_dag_needs_an_error_status)
     const int32_t good[] = {ADAG_ERR_INVALID, ADAG_ERR_ACTOR_DIED, ADAG_ERR_INTERNAL};
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]) + 3; i++) {
         int is_bad = i < sizeof(bad) / sizeof(bad[0]);
-        adag_msg_dag_t m = {1, is_bad ? bad[i] : good[i - sizeof(bad) / sizeof(bad[0])]}, out;
+        adag_msg_dag_t m = {1, is_bad ? bad[i] : good[i - sizeof(bad) / sizeof(bad[0])], 0}, out;
         adag_wbuf_t b = {0};
         adag_msg_encode_dag(&b, &m);
         adag_ctl_msg_t msg = view(ADAG_MSG_ABORT_DAG, b.data, b.len);

@@ -82,17 +82,21 @@ Test(wire, program_roundtrip, .timeout = 30)
 
 /* The communicators of a program and the channels' keys survive the trip;
  * a key no communicator has, a rank outside the communicator, an unknown
- * backend, an empty id or two communicators with one key are malformed. */
+ * backend, an empty id or two communicators with one key are malformed; so
+ * is a shared one without a ticket channel this actor reads, an unshared
+ * one with one, or a count of collectives the operations do not have. */
 Test(wire, program_communicators, .timeout = 30)
 {
     adag_program_t p, q;
     adag_prog_chan_t chans[2];
     adag_prog_op_t ops[1];
     adag_comm_spec_t specs[2] = {
-        {.key = 5, .kind = ADAG_COMM_KIND_HOST, .nranks = 3, .rank = 2, .id = {{1, 2, 3}, 3}},
-        {.key = 9, .kind = ADAG_COMM_KIND_NCCL, .nranks = 2, .rank = 0, .id = {{7}, 128}},
+        {.key = 5, .kind = ADAG_COMM_KIND_HOST, .nranks = 3, .rank = 2, .id = {{1, 2, 3}, 3},
+         .shared = 1, .order_chan = 0},
+        {.key = 9, .kind = ADAG_COMM_KIND_NCCL, .nranks = 2, .rank = 0, .id = {{7}, 128},
+         .order_chan = ADAG_PROG_NO_CHAN},
     };
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 12; i++) {
         sample_program(&p, chans, ops);
         adag_comm_spec_t s[2] = {specs[0], specs[1]};
         p.comms = s;
@@ -106,6 +110,10 @@ Test(wire, program_communicators, .timeout = 30)
         case 5: s[1].key = 5; break;
         case 6: s[0].key = 0; chans[0].comm_key = 0; break;
         case 7: s[1].nranks = 1; s[1].rank = 0; break;
+        case 8: s[0].order_chan = ADAG_PROG_NO_CHAN; break;
+        case 9: s[0].order_chan = 1; break; /* a channel this actor writes */
+        case 10: s[1].order_chan = 0; break;
+        case 11: s[1].ncolls = 1; break;
         }
         adag_wbuf_t wb = {0};
         adag_program_encode(&p, &wb);
@@ -127,6 +135,9 @@ Test(wire, program_communicators, .timeout = 30)
         cr_assert_eq(memcmp(q.comms[0].id.bytes, specs[0].id.bytes, 3), 0);
         cr_assert_eq(q.comms[1].kind, ADAG_COMM_KIND_NCCL);
         cr_assert_eq(q.comms[1].id.len, 128);
+        cr_assert_eq(q.comms[0].shared, 1);
+        cr_assert_eq(q.comms[0].order_chan, 0);
+        cr_assert_eq(q.comms[1].order_chan, ADAG_PROG_NO_CHAN);
         adag_program_t c;
         cr_assert_eq(adag_program_copy(&c, &q), ADAG_OK);
         cr_assert_eq(c.comms[1].key, 9);

@@ -93,7 +93,7 @@ Test(worker_protocol, hello_first, .timeout = 30)
     worker_t w = spawn();
     char msg[256];
     adag_wbuf_t wb = {0};
-    adag_msg_dag_t m = {1, 0};
+    adag_msg_dag_t m = {1, 0, 0};
     adag_msg_encode_dag(&wb, &m);
     cr_assert_eq(ask(&w, ADAG_MSG_START_DAG, &wb, msg, sizeof msg, NULL), ADAG_ERR_PROTOCOL);
     cr_assert(strstr(msg, "first message must be HELLO, not START_DAG"), "message: %s", msg);
@@ -157,12 +157,12 @@ Test(worker_protocol, unknown_and_malformed_answered, .timeout = 30)
     cr_assert(strstr(msg, "REPLY"), "message: %s", msg);
     adag_wbuf_free(&junk);
     /* ABORT_DAG is one-way: nothing answers it, even for a DAG that is not there */
-    adag_msg_dag_t a = {42, ADAG_ERR_CLOSED};
+    adag_msg_dag_t a = {42, ADAG_ERR_CLOSED, 0};
     adag_msg_encode_dag(&wb, &a);
     cr_assert_eq(adag_ctl_send(w.sock, ADAG_MSG_ABORT_DAG, wb.data, wb.len, NULL, 0), ADAG_OK);
     adag_wbuf_free(&wb);
     /* STOP_DAG of a DAG that is not there: the next answer is its own */
-    adag_msg_dag_t s = {42, 0};
+    adag_msg_dag_t s = {42, 0, 0};
     adag_msg_encode_dag(&wb, &s);
     cr_assert_eq(ask(&w, ADAG_MSG_STOP_DAG, &wb, msg, sizeof msg, NULL), ADAG_ERR_NOT_FOUND);
     cr_assert(strstr(msg, "no DAG 42"), "message: %s", msg);

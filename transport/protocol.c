@@ -107,6 +107,7 @@ void adag_msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m)
 {
     adag_wbuf_u32(b, m->dag_id);
     adag_wbuf_u32(b, (uint32_t)m->status);
+    adag_wbuf_u64(b, m->drop);
 }
 
 void adag_msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg,
@@ -197,6 +198,7 @@ adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m)
     char buf[32];
     m->dag_id = adag_rbuf_u32(&rb);
     m->status = (int32_t)adag_rbuf_u32(&rb);
+    m->drop = adag_rbuf_u64(&rb);
     if (msg->type != ADAG_MSG_START_DAG && msg->type != ADAG_MSG_ABORT_DAG &&
         msg->type != ADAG_MSG_STOP_DAG)
         return adag_error(ADAG_ERR_PROTOCOL, "expected a DAG message, got %s",

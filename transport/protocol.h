@@ -43,8 +43,8 @@
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
- * the event socket, which carries DAG_FAILED */
-#define ADAG_PROTOCOL_VERSION 6u
+ * the event socket, which carries DAG_FAILED; 5-7: docs/design.md */
+#define ADAG_PROTOCOL_VERSION 7u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -116,6 +116,9 @@ typedef struct {
 typedef struct {
     uint32_t dag_id;
     int32_t status;      /* ABORT_DAG: why (an ADAG_ERR_* code) */
+    /* STOP_DAG: bit i set, the worker drops the program's communicator i
+     * (the driver let it go: dag/comm_lease.c) before the loop stops */
+    uint64_t drop;
 } adag_msg_dag_t;        /* START_DAG, ABORT_DAG, STOP_DAG */
 
 typedef struct {

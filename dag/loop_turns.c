@@ -1,0 +1,184 @@
+/*
+ * A loop's turns on shared communicators (dag/actor_comm.h, "turns"):
+ * several live DAGs over the same actors run their collectives on one
+ * communicator, each execution within the turn of the ticket the driver
+ * published for it on the communicator's ticket channel.
+ *
+ * Per execution seq and shared communicator, the loop takes the turn at
+ * its first collective on it and ends it after the last one (the
+ * program's ncolls), once each is issued (host tensors: completed).
+ *
+ * When the DAG fails, a shared communicator stays usable for the other
+ * DAGs unless this one was inside a collective on it: holding a turn, or
+ * with a collective issued on a device stream and not yet completed (a
+ * peer may never issue its side). Then it is aborted, with the reason the
+ * other DAGs' loops report when they find it so. A loop that ends gives
+ * up the tickets it did not run, also those the driver publishes after
+ * it ended (the communicator's entry reads its ticket channel from then
+ * on): no rank runs them, since no rank runs a collective before every
+ * member published its status for it, which this one never does.
+ */
+#include "dag/loop_turns.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "dag/loop_collective.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct adag_loop_turn {
+    uint64_t held_seq1; /* seq + 1 of the execution holding the turn; 0: none */
+    uint64_t ticket;    /* its ticket */
+    uint32_t ndone;     /* its collectives issued so far */
+    uint64_t next_seq;  /* the first execution whose ticket is not taken */
+    uint32_t ncolls;    /* 0: not shared, or no collective of this DAG on it */
+};
+
+static int64_t comm_deadline(const adag_loop_t *loop)
+{
+    return loop->prog.comm_timeout_ms > 0 ? adag_deadline_ms(loop->prog.comm_timeout_ms)
+                                          : ADAG_FOREVER;
+}
+
+adag_status_t adag_loop_turns_prepare(adag_loop_t *loop)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++)
+        n += loop->prog.comms[i].shared && loop->prog.comms[i].ncolls;
+    if (n == 0)
+        return ADAG_OK;
+    if (!(loop->turns = calloc(loop->prog.ncomms, sizeof(*loop->turns))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++)
+        if (loop->prog.comms[i].shared)
+            loop->turns[i].ncolls = loop->prog.comms[i].ncolls;
+    return ADAG_OK;
+}
+
+adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+                                   const char *coll)
+{
+    struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
+    if (!t || !t->ncolls || t->held_seq1 == seq + 1)
+        return ADAG_OK;
+    const adag_comm_spec_t *spec = &loop->prog.comms[op->comm];
+    adag_actor_comm_t *e = loop->comm_entries[op->comm];
+    adag_slot_view_t v;
+    uint64_t ticket;
+    adag_status_t st = adag_chan_wait(loop->chans[spec->order_chan], seq, ADAG_FOREVER, &v);
+    if (st != ADAG_OK)
+        return st;
+    if (v.status != ADAG_OK || v.size != sizeof(ticket))
+        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: %s: execution %llu has no ticket on "
+                          "%s", loop->actor_name, coll, (unsigned long long)seq,
+                          loop->chans[spec->order_chan]->name);
+    memcpy(&ticket, v.data, sizeof(ticket));
+    st = adag_actor_comm_turn_take(e, ticket, loop, &loop->ctx->abort, comm_deadline(loop));
+    if (st == ADAG_OK) {
+        t->held_seq1 = seq + 1;
+        t->ticket = ticket;
+        t->ndone = 0;
+        return ADAG_OK;
+    }
+    char msg[ADAG_ERROR_MAX + 256];
+    if (st == ADAG_ERR_TIMEOUT) {
+        snprintf(msg, sizeof(msg), "%s: %s of DAG %s, execution %llu, waited %lld ms for its "
+                 "turn on the communicator it shares with other DAGs",
+                 adag_last_error(), coll, loop->prog.dag_name, (unsigned long long)seq,
+                 (long long)loop->prog.comm_timeout_ms);
+    } else if (st == ADAG_ERR_CLOSED && !adag_ctx_aborted(loop->ctx)) {
+        char why[ADAG_ERROR_MAX];
+        adag_actor_comm_why(e, why, sizeof(why));
+        snprintf(msg, sizeof(msg), "actor %s: %s: its communicator %llu, shared with other "
+                 "DAGs, was aborted: %s", loop->actor_name, coll,
+                 (unsigned long long)spec->key, why);
+    } else {
+        return st;
+    }
+    adag_loop_fail_dag(loop, st, msg);
+    return ADAG_ERR_CLOSED;
+}
+
+void adag_loop_turn_op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+{
+    struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
+    if (!t || t->held_seq1 != seq + 1 || ++t->ndone < t->ncolls)
+        return;
+    adag_actor_comm_turn_end(loop->comm_entries[op->comm], t->ticket);
+    t->held_seq1 = 0;
+    t->next_seq = seq + 1;
+}
+
+void adag_loop_turn_give_up(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+{
+    struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
+    if (!t || t->held_seq1 != seq + 1)
+        return;
+    adag_actor_comm_turn_end(loop->comm_entries[op->comm], t->ticket);
+    t->held_seq1 = 0;
+    t->next_seq = seq + 1;
+}
+
+/* The DAG was aborted in this process (adag_ctx_abort, under the
+ * context's lock, any thread). */
+static void on_abort(void *arg, int failed)
+{
+    adag_loop_t *loop = arg;
+    if (!failed)
+        return;
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++) {
+        if (!loop->turns[i].ncolls)
+            continue;
+        adag_actor_comm_t *e = loop->comm_entries[i];
+        if (!adag_actor_comm_turn_held_by(e, loop) && !adag_loop_coll_pending(loop, i))
+            continue;
+        char why[ADAG_ERROR_MAX];
+        snprintf(why, sizeof(why), "DAG %s failed inside a collective on it (actor %s)",
+                 loop->prog.dag_name, loop->actor_name);
+        adag_actor_comm_abort_why(e, why);
+    }
+}
+
+adag_status_t adag_loop_turns_start(adag_loop_t *loop)
+{
+    return loop->turns ? adag_ctx_add_abort_hook(loop->ctx, on_abort, loop) : ADAG_OK;
+}
+
+void adag_loop_turns_end(adag_loop_t *loop)
+{
+    for (uint32_t i = 0; loop->turns && i < loop->prog.ncomms; i++) {
+        struct adag_loop_turn *t = &loop->turns[i];
+        if (!t->ncolls)
+            continue;
+        adag_actor_comm_t *e = loop->comm_entries[i];
+        adag_chan_t *order = loop->chans[loop->prog.comms[i].order_chan];
+        uint64_t next = t->next_seq;
+        if (t->held_seq1) {
+            /* it stops inside a collective: a peer may wait for it */
+            char why[ADAG_ERROR_MAX];
+            snprintf(why, sizeof(why), "the loop of actor %s for DAG %s ended inside a "
+                     "collective on it (execution %llu)", loop->actor_name,
+                     loop->prog.dag_name, (unsigned long long)(t->held_seq1 - 1));
+            adag_actor_comm_abort_why(e, why);
+            adag_actor_comm_turn_end(e, t->ticket);
+            adag_chan_release(order, t->held_seq1 - 1);
+            next = t->held_seq1;
+            t->held_seq1 = 0;
+        }
+        adag_actor_comm_retire(e, order, next, loop);
+    }
+}
+
+void adag_loop_turns_close(adag_loop_t *loop)
+{
+    if (!loop->turns)
+        return;
+    adag_ctx_remove_abort_hook(loop->ctx, loop);
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++)
+        if (loop->turns[i].ncolls && loop->comm_entries && loop->comm_entries[i])
+            adag_actor_comm_unretire(loop->comm_entries[i], loop);
+    free(loop->turns);
+    loop->turns = NULL;
+}
