@@ -165,20 +165,16 @@ int adag_actor_comm_shared(const adag_actor_comm_t *e)
 
 /* ---- turns ---- */
 
-/* next_turn moves past tickets given up (under lock). */
+/* next_turn moves past tickets given up (under lock; every remembered
+ * one is ahead of next_turn: skip_locked keeps no older one). */
 static void advance_locked(adag_actor_comm_t *e)
 {
-    for (unsigned i = 0; i < e->nskipped;) {
+    for (unsigned i = 0; i < e->nskipped; i++)
         if (e->skipped[i] == e->next_turn) {
             e->skipped[i] = e->skipped[--e->nskipped];
             e->next_turn++;
-            i = 0;
-        } else if (e->skipped[i] < e->next_turn) {
-            e->skipped[i] = e->skipped[--e->nskipped];
-        } else {
-            i++;
+            i = (unsigned)-1; /* the next one may be anywhere */
         }
-    }
 }
 
 static void skip_locked(adag_actor_comm_t *e, uint64_t ticket)

@@ -101,24 +101,26 @@ adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, 
     return ADAG_ERR_CLOSED;
 }
 
-void adag_loop_turn_op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+/* Ends seq's turn on op's communicator if held: after its last
+ * collective (last_only), or now. */
+static void end_turn(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq, int last_only)
 {
     struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
-    if (!t || t->held_seq1 != seq + 1 || ++t->ndone < t->ncolls)
+    if (!t || t->held_seq1 != seq + 1 || (last_only && ++t->ndone < t->ncolls))
         return;
     adag_actor_comm_turn_end(loop->comm_entries[op->comm], t->ticket);
     t->held_seq1 = 0;
     t->next_seq = seq + 1;
 }
 
+void adag_loop_turn_op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+{
+    end_turn(loop, op, seq, 1);
+}
+
 void adag_loop_turn_give_up(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
-    struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
-    if (!t || t->held_seq1 != seq + 1)
-        return;
-    adag_actor_comm_turn_end(loop->comm_entries[op->comm], t->ticket);
-    t->held_seq1 = 0;
-    t->next_seq = seq + 1;
+    end_turn(loop, op, seq, 0);
 }
 
 /* The DAG was aborted in this process (adag_ctx_abort, under the
