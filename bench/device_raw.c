@@ -137,6 +137,7 @@ typedef struct {
     adag_device_t *dev;
     adag_dev_stream_t *comm, *compute;
     adag_dev_mem_t in, out, imported;
+    adag_dev_mem_t pinned; /* the shared host memory it copies with, page-locked */
     adag_dev_event_t *ev_a, *ev_b, *ev_imported;
 } peer_t;
 
@@ -186,6 +187,8 @@ static void peer_close(raw_ctl_t *c, peer_t *p, uint32_t done, uint32_t other_do
         ops->event_destroy(p->dev, p->ev_a);
     if (p->ev_b)
         ops->event_destroy(p->dev, p->ev_b);
+    if (p->pinned.ptr)
+        ops->host_unregister(p->dev, &p->pinned);
     if (p->in.ptr)
         ops->mem_free(p->dev, &p->in);
     if (p->out.ptr)
@@ -195,6 +198,13 @@ static void peer_close(raw_ctl_t *c, peer_t *p, uint32_t done, uint32_t other_do
     if (p->compute)
         ops->stream_destroy(p->dev, p->compute);
     ops->close(p->dev);
+}
+
+/* Page-locks the shared host memory at host (c->bytes), as the device
+ * channels do with their rings: copies with it then never hold the host. */
+static adag_status_t pin_host(raw_ctl_t *c, peer_t *p, void *host)
+{
+    return p->ops->host_register(p->dev, host, c->bytes, &p->pinned);
 }
 
 static adag_status_t import_mem(peer_t *p, const adag_dev_handle_t *h)
@@ -235,6 +245,7 @@ static int role_hop_a(raw_ctl_t *c)
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_b), "an event"); /* ready */
     OPS_TRY(c, ops->mem_export(p.dev, &p.out, &c->a_out), "exporting memory");
     OPS_TRY(c, ops->event_export(p.dev, p.ev_b, &c->a_ready), "exporting an event");
+    OPS_TRY(c, pin_host(c, &p, host_in(c)), "page-locking the input");
     setup_set(c, SETUP_A);
     if (setup_wait(c, SETUP_B, "`consumed` event from B"))
         goto fail;
@@ -275,6 +286,7 @@ static int role_hop_b(raw_ctl_t *c)
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_a), "an event"); /* consumed */
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_b), "an event"); /* B's ready */
     OPS_TRY(c, ops->event_export(p.dev, p.ev_a, &c->b_consumed), "exporting an event");
+    OPS_TRY(c, pin_host(c, &p, host_out(c)), "page-locking the output");
     setup_set(c, SETUP_B | READY_B);
     for (long r = 1; r <= c->rounds; r++) {
         done_args_t done = {c, (uint32_t)r};
@@ -344,10 +356,12 @@ static int role_copy(raw_ctl_t *c)
     if (c->path == DEV_PATH_H2D) {
         src = host_in(c);
         dst = p.out.ptr;
+        OPS_TRY(c, pin_host(c, &p, host_in(c)), "page-locking the input");
     } else if (c->path == DEV_PATH_D2H) {
         OPS_TRY(c, p.ops->copy_async(p.comm, p.out.ptr, host_in(c), c->bytes), "filling");
         src = p.out.ptr;
         dst = host_out(c);
+        OPS_TRY(c, pin_host(c, &p, host_out(c)), "page-locking the output");
     } else {
         if (setup_wait(c, OWNER_READY, "memory from the owner"))
             goto fail;

@@ -299,7 +299,7 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
 {
     adag_dag_actor_t *da = &dag->actors[ai];
     adag_wbuf_t wb = {0}, prog = {0}, domains = {0};
-    int fds[ADAG_CTL_MAX_FDS];
+    int fds[ADAG_CTL_MAX_FDS] = {0}; /* gcc 13 cannot see that nfds guards it */
     unsigned nfds = 0;
     adag_status_t st = ADAG_OK;
     *pending = 0;

@@ -83,7 +83,7 @@ struct adag_comm_ops {
      * open shared object file", "no CUDA device"). */
     int (*probe)(char *why, size_t len);
     /* The driver: an id for a new communicator of nranks ranks
-     * (2..ADAG_COMM_MAX_RANKS); *owner keeps it valid until id_destroy,
+     * (1..ADAG_COMM_MAX_RANKS); *owner keeps it valid until id_destroy,
      * which may come as soon as every rank's init returned. */
     adag_status_t (*id_create)(unsigned nranks, adag_comm_id_t *id, void **owner);
     void (*id_destroy)(void *owner);

@@ -248,8 +248,8 @@ static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **
     seg_header_t g;
     adag_comm_host_id_t hid;
     adag_status_t st;
-    if (nranks < 2 || nranks > ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID, "host communicator: %u ranks (2 to %d)", nranks,
+    if (nranks < 1 || nranks > ADAG_COMM_MAX_RANKS)
+        return adag_error(ADAG_ERR_INVALID, "host communicator: %u ranks (1 to %d)", nranks,
                           ADAG_COMM_MAX_RANKS);
     memset(&g, 0, sizeof(g));
     seg_layout(nranks, &g);
@@ -444,8 +444,8 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
     adag_status_t st;
     *out = NULL;
     snprintf(who, sizeof(who), "host communicator (rank %u of %u)", rank, nranks);
-    if (!id || !dev || nranks < 2 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 2 to %d ranks and "
+    if (!id || !dev || nranks < 1 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
                           "a rank below them", who, ADAG_COMM_MAX_RANKS);
     if (dev->ops->kind != ADAG_DEVICE_KIND_HOST)
         return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on host devices, not %s", who,

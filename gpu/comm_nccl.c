@@ -232,8 +232,8 @@ static adag_status_t nccl_id_create(unsigned nranks, adag_comm_id_t *id, void **
     ncclUniqueId uid;
     _Static_assert(sizeof(uid) <= ADAG_COMM_ID_BYTES, "an ncclUniqueId does not fit an id");
     *owner = NULL;
-    if (nranks < 2 || nranks > ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID, "nccl communicator: %u ranks (2 to %d)", nranks,
+    if (nranks < 1 || nranks > ADAG_COMM_MAX_RANKS)
+        return adag_error(ADAG_ERR_INVALID, "nccl communicator: %u ranks (1 to %d)", nranks,
                           ADAG_COMM_MAX_RANKS);
     if (!nccl_probe(why, sizeof(why)))
         return adag_error(ADAG_ERR_NOT_FOUND, "nccl communicator of %u ranks: not usable: %s",
@@ -316,8 +316,8 @@ static adag_status_t nccl_init(const adag_comm_id_t *id, unsigned nranks, unsign
     adag_status_t st;
     *out = NULL;
     snprintf(who, sizeof(who), "nccl communicator (rank %u of %u)", rank, nranks);
-    if (!id || !dev || nranks < 2 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 2 to %d ranks and "
+    if (!id || !dev || nranks < 1 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
+        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
                           "a rank below them", who, ADAG_COMM_MAX_RANKS);
     if (dev->ops->kind != ADAG_DEVICE_KIND_CUDA)
         return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on cuda devices, not %s", who,

@@ -19,8 +19,10 @@
  *     destroying one waits for its work first;
  *   - copy_async is cudaMemcpyAsync(cudaMemcpyDefault): the addresses say the
  *     direction (unified addressing). With pageable host memory CUDA may
- *     stage the copy before it returns; device and pinned memory
- *     (host_alloc) copy without waiting;
+ *     return only after the stream reached the copy and did it (device to
+ *     pageable host memory always does); device and pinned memory
+ *     (host_alloc, host_register: cudaHostRegister, portable) copy without
+ *     the host waiting;
  *   - events are cudaEventDisableTiming | cudaEventInterprocess, so each can
  *     be exported; a handle is the 64-byte CUDA IPC handle (memory: plus the
  *     size, 8 bytes), no fds. Importing needs another process than the one
@@ -163,7 +165,7 @@ bool adag_cudart_loaded(void)
 /* ---- objects ---- */
 
 /* adag_dev_mem_t.impl says which kind of memory it is. */
-static char mem_tag_device, mem_tag_host, mem_tag_import;
+static char mem_tag_device, mem_tag_host, mem_tag_import, mem_tag_registered;
 
 #define MEM_HANDLE_LEN (sizeof(cudaIpcMemHandle_t) + sizeof(uint64_t))
 _Static_assert(MEM_HANDLE_LEN <= ADAG_DEVICE_HANDLE_BYTES, "a CUDA memory handle does not fit");
@@ -171,10 +173,15 @@ _Static_assert(MEM_HANDLE_LEN <= ADAG_DEVICE_HANDLE_BYTES, "a CUDA memory handle
 
 /* ---- errors ---- */
 
-/* "cuda device <i> (<name>): <what>: <error name>: <error text>" into buf. */
+/* "cuda device <i> (<name>): <what>: <error name>: <error text>" into buf.
+ * The runtime also keeps each thread's latest error until cudaGetLastError
+ * reads it; it is read (reset) here, so the program's own check after its
+ * next kernel launch does not report this failure as its own (a sticky
+ * error, which breaks the context, stays whatever is done). */
 static void cuda_vmsg(char *buf, size_t len, const cuda_dev_t *d, cudaError_t err,
                       const char *fmt, va_list ap)
 {
+    (void)adag_cudart.fn.GetLastError();
     char what[256];
     vsnprintf(what, sizeof(what), fmt, ap);
     const char *ename = adag_cudart.fn.GetErrorName(err);
@@ -236,6 +243,7 @@ static unsigned cuda_probe(char *why, size_t len)
                                                               : "cudaGetDeviceCount failed";
         snprintf(why, len, "%s (%s: %s)", kind, adag_cudart.fn.GetErrorName(err),
                  adag_cudart.fn.GetErrorString(err));
+        (void)adag_cudart.fn.GetLastError(); /* not the program's error (cuda_vmsg) */
         return 0;
     }
     if (n <= 0) {
@@ -301,15 +309,16 @@ static void cuda_close(adag_device_t *dev)
     if (!dev)
         return;
     cuda_dev_t *d = adag_cuda_dev(dev);
-    uint64_t live[6] = {d->mem, d->host_mem, d->streams, d->events, d->imported_mem,
-                        d->imported_events};
-    if (live[0] | live[1] | live[2] | live[3] | live[4] | live[5])
+    uint64_t live[7] = {d->mem,          d->host_mem,        d->streams,   d->events,
+                        d->imported_mem, d->imported_events, d->registered};
+    if (live[0] | live[1] | live[2] | live[3] | live[4] | live[5] | live[6])
         ADAG_LOG_WARN("cuda device %u (%s): closed with objects live: %llu memory, %llu host "
                       "memory, %llu streams, %llu events, %llu imported memory, %llu imported "
-                      "events",
+                      "events, %llu registered ranges",
                       dev->index, d->name, (unsigned long long)live[0], (unsigned long long)live[1],
                       (unsigned long long)live[2], (unsigned long long)live[3],
-                      (unsigned long long)live[4], (unsigned long long)live[5]);
+                      (unsigned long long)live[4], (unsigned long long)live[5],
+                      (unsigned long long)live[6]);
     free(d);
 }
 
@@ -382,6 +391,49 @@ static void cuda_host_free(adag_device_t *dev, adag_dev_mem_t *mem)
 {
     free_tagged(dev, mem, &mem_tag_host, adag_cudart.fn.FreeHost, "cudaFreeHost",
                 &adag_cuda_dev(dev)->host_mem);
+}
+
+/* The range rounded out to whole pages (what the driver pins anyway), so
+ * two ranges sharing a page are refused here as overlapping. */
+static void page_range(void *ptr, size_t size, char **base, size_t *len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(page - 1);
+    *base = (char *)lo;
+    *len = (size_t)(hi - lo);
+}
+
+static adag_status_t cuda_host_register(adag_device_t *dev, void *ptr, size_t size,
+                                        adag_dev_mem_t *reg)
+{
+    cuda_dev_t *d = adag_cuda_dev(dev);
+    memset(reg, 0, sizeof(*reg));
+    char *base;
+    size_t len;
+    page_range(ptr, size, &base, &len);
+    adag_status_t st = adag_cuda_set_device(d);
+    if (st != ADAG_OK)
+        return st;
+    cudaError_t err = adag_cudart.fn.HostRegister(base, len, cudaHostRegisterPortable);
+    if (err == cudaErrorHostMemoryAlreadyRegistered) {
+        (void)adag_cudart.fn.GetLastError();
+        return adag_error(ADAG_ERR_INVALID,
+                          "cuda device %u (%s): host_register of %zu bytes at %p: the range "
+                          "overlaps memory already registered",
+                          dev->index, d->name, len, (void *)base);
+    }
+    if (err != cudaSuccess)
+        return adag_cuda_fail(d, err, "cudaHostRegister(%p, %zu bytes)", (void *)base, len);
+    *reg = (adag_dev_mem_t){.ptr = base, .size = len, .impl = &mem_tag_registered};
+    atomic_fetch_add(&d->registered, 1);
+    return ADAG_OK;
+}
+
+static void cuda_host_unregister(adag_device_t *dev, adag_dev_mem_t *reg)
+{
+    free_tagged(dev, reg, &mem_tag_registered, adag_cudart.fn.HostUnregister,
+                "cudaHostUnregister", &adag_cuda_dev(dev)->registered);
 }
 
 static adag_status_t cuda_mem_export(adag_device_t *dev, const adag_dev_mem_t *mem,
@@ -465,6 +517,7 @@ static void cuda_counts(adag_device_t *dev, adag_device_counts_t *c)
         .events = atomic_load(&d->events),
         .imported_mem = atomic_load(&d->imported_mem),
         .imported_events = atomic_load(&d->imported_events),
+        .registered = atomic_load(&d->registered),
     };
 }
 
@@ -479,6 +532,8 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .mem_free = cuda_mem_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
     .mem_export = cuda_mem_export,
     .mem_import = cuda_mem_import,
     .mem_unimport = cuda_mem_unimport,

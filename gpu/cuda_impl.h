@@ -23,7 +23,7 @@
 #define CUDART_FUNCTIONS(X)                                                                        \
     X(GetErrorName) X(GetErrorString) X(RuntimeGetVersion) X(DriverGetVersion)                     \
     X(GetDeviceCount) X(SetDevice) X(GetDeviceProperties)                                          \
-    X(Malloc) X(Free) X(HostAlloc) X(FreeHost)                                                     \
+    X(GetLastError) X(Malloc) X(Free) X(HostAlloc) X(FreeHost) X(HostRegister) X(HostUnregister)   \
     X(IpcGetMemHandle) X(IpcOpenMemHandle) X(IpcCloseMemHandle)                                    \
     X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \
     X(StreamWaitEvent) X(MemcpyAsync) X(LaunchHostFunc)                                            \
@@ -53,7 +53,7 @@ bool adag_cudart_loaded(void);
 typedef struct {
     adag_device_t base;
     char name[128]; /* cudaDeviceProp.name, for messages */
-    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
 } cuda_dev_t;
 
 struct adag_dev_stream {

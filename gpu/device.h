@@ -69,6 +69,7 @@ typedef struct {
 
 typedef struct {
     uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+    uint64_t registered; /* host_register'ed ranges not yet unregistered */
 } adag_device_counts_t;
 
 typedef void (*adag_host_fn)(void *arg);
@@ -88,6 +89,18 @@ struct adag_device_ops {
     void (*mem_free)(adag_device_t *dev, adag_dev_mem_t *mem);
     adag_status_t (*host_alloc)(adag_device_t *dev, size_t size, adag_dev_mem_t *mem);
     void (*host_free)(adag_device_t *dev, adag_dev_mem_t *mem);
+    /* Page-locks host memory that something else allocated (a channel's
+     * shared-memory slots), for the whole process and every device of the
+     * backend (CUDA: cudaHostRegister, portable), so copy_async to and
+     * from it runs without the host waiting. copy_async with *pageable*
+     * host memory (neither host_alloc'd nor registered) may be synchronous:
+     * CUDA then returns only once the stream reached the copy and did it,
+     * and the host device does the same. ptr and size are rounded out to
+     * whole pages; a range that overlaps a registered one is refused
+     * (ADAG_ERR_INVALID). *reg records it for host_unregister. */
+    adag_status_t (*host_register)(adag_device_t *dev, void *ptr, size_t size,
+                                   adag_dev_mem_t *reg);
+    void (*host_unregister)(adag_device_t *dev, adag_dev_mem_t *reg);
     /* Export memory to another process / open it there / close the import. */
     adag_status_t (*mem_export)(adag_device_t *dev, const adag_dev_mem_t *mem,
                                 adag_dev_handle_t *h);

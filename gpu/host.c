@@ -16,7 +16,11 @@
  *            which `completed` last moved (event_elapsed_ns);
  *   copies   a memmove on the stream thread; with ADAG_HOST_COPY_MBPS the
  *            thread then sleeps until size / bandwidth has passed since it
- *            began, so a copy takes time without taking a CPU.
+ *            began, so a copy takes time without taking a CPU. Copies
+ *            with pageable memory (not device memory, host_alloc'd or
+ *            host_register'ed: gpu/host_ranges.c) follow CUDA's rules:
+ *            one to pageable memory returns only once done, one from it
+ *            stages the bytes at once;
  *
  * Memory ordering: the counters are seq_cst, with the futex sleeper count
  * of common/event.h (the event's wake word lives in the same shared page),
@@ -58,6 +62,8 @@ typedef struct {
     size_t map_size;
 } host_mem_t;
 
+static char host_registered_tag; /* adag_dev_mem_t.impl of a registration */
+
 size_t adag_host_page_round(size_t n)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -88,6 +94,10 @@ static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_
         st = adag_error_errno(errno, "host device %u: mapping %zu bytes", d->index, size);
         goto fail_fd;
     }
+    if ((st = adag_host_ranges_add(p, m->map_size, 1)) != ADAG_OK) {
+        munmap(p, m->map_size);
+        goto fail_fd;
+    }
     mem->ptr = p;
     mem->size = size;
     mem->impl = m;
@@ -105,6 +115,7 @@ static void host_mem_free(adag_device_t *d, adag_dev_mem_t *mem)
     host_mem_t *m = mem->impl;
     if (!m)
         return;
+    adag_host_ranges_remove(mem->ptr);
     munmap(mem->ptr, m->map_size);
     close(m->fd);
     free(m);
@@ -118,6 +129,11 @@ static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem
     if (posix_memalign(&p, 64, size ? size : 1) != 0)
         return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: %zu bytes of pinned memory",
                           d->index, size);
+    adag_status_t st = adag_host_ranges_add(p, size, 1);
+    if (st != ADAG_OK) {
+        free(p);
+        return st;
+    }
     mem->ptr = p;
     mem->size = size;
     mem->impl = NULL;
@@ -129,9 +145,39 @@ static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
 {
     if (!mem->ptr)
         return;
+    adag_host_ranges_remove(mem->ptr);
     free(mem->ptr);
     memset(mem, 0, sizeof(*mem));
     COUNT(adag_host_dev(d), host_mem, -1);
+}
+
+/* Locks nothing (the host device's memory is all host memory): it enters
+ * the range in the process's map, so copies with it run without waiting,
+ * as with CUDA's registered memory. */
+static adag_status_t host_host_register(adag_device_t *d, void *ptr, size_t size,
+                                        adag_dev_mem_t *reg)
+{
+    memset(reg, 0, sizeof(*reg));
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(page - 1);
+    adag_status_t st = adag_host_ranges_add((void *)lo, (size_t)(hi - lo), 0);
+    if (st != ADAG_OK) {
+        adag_error_prefix("host device %u", d->index);
+        return st;
+    }
+    *reg = (adag_dev_mem_t){.ptr = (void *)lo, .size = (size_t)(hi - lo), .impl = &host_registered_tag};
+    COUNT(adag_host_dev(d), registered, 1);
+    return ADAG_OK;
+}
+
+static void host_host_unregister(adag_device_t *d, adag_dev_mem_t *reg)
+{
+    if (reg->impl != &host_registered_tag)
+        return;
+    adag_host_ranges_remove(reg->ptr);
+    memset(reg, 0, sizeof(*reg));
+    COUNT(adag_host_dev(d), registered, -1);
 }
 
 /* ---- handles ----
@@ -212,6 +258,11 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
         free(m);
         goto out;
     }
+    if ((st = adag_host_ranges_add(p, m->map_size, 1)) != ADAG_OK) {
+        munmap(p, m->map_size);
+        free(m);
+        goto out;
+    }
     mem->ptr = p;
     mem->size = (size_t)size;
     mem->impl = m;
@@ -226,6 +277,7 @@ static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
     host_mem_t *m = mem->impl;
     if (!m)
         return;
+    adag_host_ranges_remove(mem->ptr);
     munmap(mem->ptr, m->map_size);
     free(m);
     memset(mem, 0, sizeof(*mem));
@@ -278,6 +330,7 @@ static void host_counts(adag_device_t *d, adag_device_counts_t *c)
     c->events = atomic_load_explicit(&h->events, memory_order_relaxed);
     c->imported_mem = atomic_load_explicit(&h->imported_mem, memory_order_relaxed);
     c->imported_events = atomic_load_explicit(&h->imported_events, memory_order_relaxed);
+    c->registered = atomic_load_explicit(&h->registered, memory_order_relaxed);
 }
 
 const adag_device_ops_t adag_device_host_ops = {
@@ -291,6 +344,8 @@ const adag_device_ops_t adag_device_host_ops = {
     .mem_free = host_mem_free,
     .host_alloc = host_host_alloc,
     .host_free = host_host_free,
+    .host_register = host_host_register,
+    .host_unregister = host_host_unregister,
     .mem_export = host_mem_export,
     .mem_import = host_mem_import,
     .mem_unimport = host_mem_unimport,

@@ -14,7 +14,7 @@
 
 /* What is live (relaxed: counts, read by tests after the work is joined). */
 typedef struct {
-    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
+    _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
 } host_counts_t;
 
 typedef struct {
@@ -48,6 +48,16 @@ adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, con
  * -1 and *st on failure. */
 int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
                           uint64_t *size, adag_status_t *st);
+
+/* The process's map of device and page-locked memory (gpu/host_ranges.c):
+ * add refuses a range that overlaps one in the map (ADAG_ERR_INVALID),
+ * unless the memory is fresh (just mapped or allocated: what it overlaps
+ * is stale and dropped);
+ * remove takes the range that begins at ptr; cover says whether
+ * [ptr, ptr + size) lies in one range. */
+adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh);
+void adag_host_ranges_remove(const void *ptr);
+int adag_host_ranges_cover(const void *ptr, size_t size);
 
 /* Events and streams (gpu/host_stream.c): the ops of gpu/device.h. */
 adag_status_t adag_host_event_create_timed(adag_device_t *d, adag_dev_event_t **out);

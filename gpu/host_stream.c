@@ -291,7 +291,9 @@ typedef struct stream_op {
     void *arg;
     adag_dev_event_t *ev;
     uint64_t ticket;
-    alignas(16) unsigned char args[]; /* OP_HOST_FN from launch_host: arg points here */
+    /* OP_HOST_FN from launch_host: arg points here; OP_COPY from pageable
+     * memory: the staged bytes (src is NULL) */
+    alignas(16) unsigned char args[];
 } stream_op_t;
 
 /* The queue is under `lock`; the counters are seq_cst, each bumped after
@@ -337,7 +339,7 @@ static void run_copy(const stream_op_t *op)
 {
     uint64_t mbps = (uint64_t)adag_settings()->host_copy_mbps;
     int64_t began = mbps ? adag_now_ns() : 0;
-    memmove(op->dst, op->src, op->size);
+    memmove(op->dst, op->src ? op->src : op->args, op->size);
     if (mbps) {
         uint64_t size = op->size;
         sleep_until_ns(began + (int64_t)(size / mbps * 1000 + size % mbps * 1000 / mbps));
@@ -451,10 +453,22 @@ void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
     COUNT(adag_host_dev(d), streams, -1);
 }
 
+/* CUDA's rules for cudaMemcpyAsync with pageable host memory (see
+ * gpu/host_ranges.c): to it, the call returns once the stream reached the
+ * copy and did it; from it, the bytes are staged at once and moved in
+ * stream order. Device and page-locked memory copy without waiting. */
 adag_status_t adag_host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
                                      size_t size)
 {
-    return enqueue(s, (stream_op_t){.kind = OP_COPY, .dst = dst, .src = src, .size = size});
+    stream_op_t copy = {.kind = OP_COPY, .dst = dst, .src = src, .size = size};
+    if (size == 0 || (adag_host_ranges_cover(dst, size) && adag_host_ranges_cover(src, size)))
+        return enqueue(s, copy);
+    if (!adag_host_ranges_cover(dst, size)) {
+        adag_status_t st = enqueue(s, copy);
+        return st == ADAG_OK ? adag_host_stream_sync(s, ADAG_FOREVER) : st;
+    }
+    copy.src = NULL;
+    return enqueue_args(s, copy, src, size);
 }
 
 adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)

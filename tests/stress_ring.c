@@ -608,6 +608,67 @@ static int run_host_device(void)
     return ok && !r.bad && r.round == 2000 && c.streams == 0 && c.events == 0;
 }
 
+/* Copies with pageable and registered plain memory (gpu/host_ranges.c): a
+ * staged copy in, a copy out to registered memory read after an event, a
+ * copy out to pageable memory read as the call returns, while another
+ * thread registers and unregisters ranges of its own. 1000 rounds. */
+static _Atomic int churn_stop;
+
+static void *range_churn(void *arg)
+{
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    adag_device_t *dev = arg;
+    static char mine[4 * 4096] __attribute__((aligned(4096)));
+    while (!atomic_load(&churn_stop)) {
+        adag_dev_mem_t reg;
+        if (o->host_register(dev, mine, sizeof mine, &reg) == ADAG_OK)
+            o->host_unregister(dev, &reg);
+    }
+    return NULL;
+}
+
+static int run_host_copies(void)
+{
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    adag_device_t *dev;
+    adag_dev_stream_t *s;
+    adag_dev_event_t *ev;
+    adag_dev_mem_t d = {0}, reg = {0};
+    static int64_t in[512], out_reg[512] __attribute__((aligned(4096))), out_page[512];
+    pthread_t churn;
+    if (o->open(0, &dev) || o->stream_create(dev, &s) || o->event_create(dev, &ev) ||
+        o->mem_alloc(dev, sizeof in, &d) || o->host_register(dev, out_reg, sizeof out_reg, &reg)) {
+        fprintf(stderr, "host device: %s\n", adag_last_error());
+        return 0;
+    }
+    atomic_store(&churn_stop, 0);
+    int ok = pthread_create(&churn, NULL, range_churn, dev) == 0;
+    for (int64_t round = 1; round <= 1000 && ok; round++) {
+        for (int i = 0; i < 512; i++)
+            in[i] = round * 512 + i;
+        ok &= o->copy_async(s, d.ptr, in, sizeof in) == ADAG_OK; /* staged: in is free now */
+        memset(in, 0, sizeof in);
+        ok &= o->copy_async(s, out_reg, d.ptr, sizeof in) == ADAG_OK &&
+              o->event_record(ev, s) == ADAG_OK &&
+              o->copy_async(s, out_page, d.ptr, sizeof in) == ADAG_OK; /* returns once done */
+        for (int i = 0; i < 512; i++)
+            ok &= out_page[i] == round * 512 + i;
+        ok &= o->event_sync(ev, adag_deadline_ms(10000)) == ADAG_OK;
+        for (int i = 0; i < 512; i++)
+            ok &= out_reg[i] == round * 512 + i;
+    }
+    atomic_store(&churn_stop, 1);
+    pthread_join(churn, NULL);
+    o->host_unregister(dev, &reg);
+    o->mem_free(dev, &d);
+    o->event_destroy(dev, ev);
+    o->stream_destroy(dev, s);
+    adag_device_counts_t c;
+    o->counts(dev, &c);
+    o->close(dev);
+    return ok && c.streams == 0 && c.events == 0 && c.mem == 0 && c.registered == 0;
+}
+
 /* A stream of device 1 waits on an import of device 0's event whose
  * stream is held by a gate; another thread abandons the import while the
  * wait runs (and while the main thread syncs): the wait ends, the stream
@@ -679,6 +740,7 @@ int main(void)
         {"thread-actor DAG", run_dag},
         {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},
         {"host device: two streams ordered by events", run_host_device},
+        {"host device: pageable and registered copies", run_host_copies},
         {"host device: an import abandoned while a stream waits on it", run_host_abandon},
     };
     unsigned n = sizeof(parts) / sizeof(parts[0]), passed = 0;

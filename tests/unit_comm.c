@@ -601,7 +601,7 @@ Test(comm, malformed_ids_are_refused, .timeout = 30)
     cr_assert_eq(ops->init(&bad, 3, 0, r.dev, soon, &r.comm), ADAG_ERR_PROTOCOL);
 
     cr_assert_eq(ops->init(&id, 2, 2, r.dev, soon, &r.comm), ADAG_ERR_INVALID);
-    cr_assert_eq(ops->id_create(1, &bad, &owner), ADAG_ERR_INVALID);
+    cr_assert_eq(ops->id_create(0, &bad, &owner), ADAG_ERR_INVALID);
     cr_assert_eq(ops->id_create(ADAG_COMM_MAX_RANKS + 1, &bad, &owner), ADAG_ERR_INVALID);
     cr_assert_null(r.comm);
     ops->id_destroy(owner);

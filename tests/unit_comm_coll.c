@@ -262,6 +262,14 @@ static void more_host_devices(void)
     cr_assert_eq(setenv("ADAG_HOST_DEVICES", "8", 1), 0);
 }
 
+/* One rank (a TP-1 group): every collective is a copy of its input, and
+ * on one GPU the only NCCL communicator there is (NCCL refuses two ranks
+ * on one device). */
+COMM_TEST(matrix_1_rank, 120)
+{
+    matrix_in_threads(*kind, 1);
+}
+
 COMM_TEST(matrix_2_ranks, 120)
 {
     matrix_in_threads(*kind, 2);

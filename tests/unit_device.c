@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,12 +67,13 @@ static void assert_no_live_objects(adag_device_t *dev)
     adag_device_counts_t c;
     dev->ops->counts(dev, &c);
     cr_assert(c.mem == 0 && c.host_mem == 0 && c.streams == 0 && c.events == 0 &&
-                  c.imported_mem == 0 && c.imported_events == 0,
+                  c.imported_mem == 0 && c.imported_events == 0 && c.registered == 0,
               "%s: live objects left: mem %llu host %llu streams %llu events %llu imported "
-              "%llu/%llu",
+              "%llu/%llu registered %llu",
               dev->ops->name, (unsigned long long)c.mem, (unsigned long long)c.host_mem,
               (unsigned long long)c.streams, (unsigned long long)c.events,
-              (unsigned long long)c.imported_mem, (unsigned long long)c.imported_events);
+              (unsigned long long)c.imported_mem, (unsigned long long)c.imported_events,
+              (unsigned long long)c.registered);
 }
 
 /* ---- host functions used as stream work ---- */
@@ -189,6 +191,72 @@ DEVICE_TEST(events_query_sync_and_rerecord, 30)
     cr_assert_eq(o->event_sync(ev, adag_deadline_ms(5000)), ADAG_OK);
     o->event_destroy(dev, ev);
     o->stream_destroy(dev, s);
+    assert_no_live_objects(dev);
+    o->close(dev);
+}
+
+static void *open_gate_later(void *arg)
+{
+    sleep_ms(*(int *)arg);
+    atomic_store(&gate_open, 1);
+    return NULL;
+}
+
+/* CUDA's rules for copies with host memory that is not page-locked, which
+ * the host device keeps too (a path that forgot host_register stalls on
+ * CPU-only machines as on a GPU): a copy to pageable memory returns once
+ * done, whatever is queued before it; one from pageable memory takes the
+ * bytes at the call; host_register'ed memory copies without waiting. */
+DEVICE_TEST(pageable_and_registered_copies, 30)
+{
+    adag_device_t *dev = open_or_skip(*kind);
+    const adag_device_ops_t *o = dev->ops;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 3 * page;
+    adag_dev_stream_t *s;
+    adag_dev_mem_t d, reg, reg2;
+    unsigned char *a = aligned_alloc(page, n), *b = aligned_alloc(page, n);
+    cr_assert(a && b);
+    memset(a, 0x11, n);
+    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
+    cr_assert_eq(o->mem_alloc(dev, n, &d), ADAG_OK);
+    /* from pageable a, behind a closed gate: the bytes are taken now */
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(o->host_fn(s, gate_fn, NULL), ADAG_OK);
+    pthread_t opener;
+    int after_ms = 300;
+    cr_assert_eq(pthread_create(&opener, NULL, open_gate_later, &after_ms), 0);
+    cr_assert_eq(o->copy_async(s, d.ptr, a, n), ADAG_OK, "%s", adag_last_error());
+    memset(a, 0x22, n);
+    /* to registered a (an unaligned range: whole pages are registered) */
+    cr_assert_eq(o->host_register(dev, a + 100, n - 200, &reg), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(reg.ptr, a, "the registration does not begin at the page");
+    cr_assert_eq(reg.size, n);
+    cr_assert_eq(o->host_register(dev, a + page, 10, &reg2), ADAG_ERR_INVALID,
+                 "registering a registered page twice");
+    double t0 = now_ms();
+    cr_assert_eq(o->copy_async(s, a, d.ptr, n), ADAG_OK, "%s", adag_last_error());
+    double took = now_ms() - t0;
+    cr_assert(!atomic_load(&gate_open), "the copy to registered memory waited %.0f ms for the "
+              "stream", took);
+    /* to pageable b: returns once done (the gate opens meanwhile) */
+    memset(b, 0, n);
+    cr_assert_eq(o->copy_async(s, b, d.ptr, n), ADAG_OK, "%s", adag_last_error());
+    cr_assert(atomic_load(&gate_open), "the copy to pageable memory returned before the stream "
+              "reached it");
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(b[i], 0x11, "b[%zu] = %#x at the return of its copy: not done, or the "
+                     "source's later bytes", i, b[i]);
+    cr_assert_eq(pthread_join(opener, NULL), 0);
+    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(a[0], 0x11);
+    cr_assert_eq(a[n - 1], 0x11);
+    o->host_unregister(dev, &reg);
+    cr_assert_eq(o->host_register(dev, a + page, 10, &reg2), ADAG_OK, "%s", adag_last_error());
+    o->host_unregister(dev, &reg2);
+    o->mem_free(dev, &d);
+    o->stream_destroy(dev, s);
+    free(a);
+    free(b);
     assert_no_live_objects(dev);
     o->close(dev);
 }

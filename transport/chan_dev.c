@@ -358,6 +358,11 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     case ROLE_HOST_READER:
         break;
     }
+    /* the roles that copy between the device and the ring's host slots:
+     * without the lock the copies are right but synchronous (logged) */
+    if ((c->role == ROLE_H2D || (c->role == ROLE_DEV_WRITER && c->payload)) &&
+        adag_chan_dev_pin(c) != ADAG_OK)
+        ADAG_LOG_WARN("%s: its copies will hold the loop until done", adag_last_error());
     /* the roles with communication operations on device streams */
     int watched = c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY ||
                   c->role == ROLE_H2D || c->role == ROLE_COMM_RECV ||
@@ -488,7 +493,8 @@ static void dev_close(adag_chan_t *ch)
     if (!c)
         return;
     if (!drain_streams(c))
-        return;
+        return; /* the pin too: a stream may still copy with the memory */
+    adag_chan_dev_unpin(c);
     unsigned n = ch->nslots;
     if (c->device) {
         adag_device_t *dev = c->device->dev;

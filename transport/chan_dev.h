@@ -133,9 +133,12 @@ typedef struct {
     char err[ADAG_SLOT_ERR_MAX];
 } deferred_t;
 
+typedef struct chan_pin chan_pin_t;
+
 typedef struct dev_chan {
     adag_chan_t base;
     adag_chan_t *ring;
+    chan_pin_t *pin;             /* the ring's memory page-locked (chan_dev_pin.c), or NULL */
     role_t role;
     int payload;                 /* the ring carries the bytes */
     unsigned nplaces;
@@ -224,6 +227,11 @@ adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_vie
 void adag_chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len);
 
 /* The hot path (transport/chan_dev_path.c). */
+/* Page-locks the ring's memory for this endpoint's copies with it (the
+ * process's registration, shared by its endpoints), and lets it go. */
+adag_status_t adag_chan_dev_pin(dev_chan_t *c);
+void adag_chan_dev_unpin(dev_chan_t *c);
+
 adag_status_t adag_chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
 adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                     const adag_tensor_meta_t *meta, adag_status_t status,

@@ -101,6 +101,16 @@ static size_t round64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/* A channel's share of its segment: whole pages (the segment header is
+ * one), so no two channels share a page and a device endpoint can
+ * page-lock its channel's memory alone (transport/chan_dev_pin.c). The
+ * pages a channel never touches take no memory. */
+static size_t ring_span(size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) & ~(page - 1);
+}
+
 static size_t slot_stride(size_t capacity)
 {
     return SLOT_HDR_SIZE + round64(capacity);
@@ -309,6 +319,13 @@ static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_
     return ADAG_OK;
 }
 
+void adag_shm_chan_memory(adag_chan_t *ch, void **base, size_t *size)
+{
+    shm_chan_t *s = shm_of(ch);
+    *base = s->hdr;
+    *size = adag_shm_chan_size(ch->nslots, s->hdr->nreaders, s->hdr->capacity);
+}
+
 static void shm_close_endpoint(adag_chan_t *ch)
 {
     free(ch);
@@ -343,7 +360,7 @@ static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geo
                                        adag_wbuf_t *descs, adag_chan_domain_t **out)
 {
     (void)places; /* host memory, whatever the endpoints' devices */
-    size_t off = SEGMENT_HDR_SIZE;
+    size_t off = ring_span(SEGMENT_HDR_SIZE); /* the header has a page */
     char name[96];
     adag_status_t st;
     shm_domain_t *d = domain_new();
@@ -351,14 +368,15 @@ static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geo
         return adag_error(ADAG_ERR_NO_MEMORY, "shm domain of DAG %s: out of memory", dag_name);
     for (unsigned i = 0; i < n; i++) {
         size_t sz = adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity);
-        if (sz == SIZE_MAX || off + sz < off) {
+        size_t span = ring_span(sz);
+        if (sz == SIZE_MAX || span < sz || off + span < off) {
             st = adag_error(ADAG_ERR_INVALID,
                             "DAG %s: shared-memory channels too large (%u slots of %zu bytes)",
                             dag_name, geoms[i].nslots, geoms[i].capacity);
             goto fail;
         }
         adag_wbuf_u64(&descs[i], off);
-        off += round64(sz);
+        off += span;
     }
     snprintf(name, sizeof(name), "adag:%s", dag_name);
     if ((st = adag_shm_segment_create(&d->seg, name, off)) != ADAG_OK) {
@@ -373,10 +391,10 @@ static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geo
     segment_hdr_t *sh = d->seg.base;
     sh->magic = SEGMENT_MAGIC;
     sh->size = d->seg.size;
-    off = SEGMENT_HDR_SIZE;
+    off = ring_span(SEGMENT_HDR_SIZE);
     for (unsigned i = 0; i < n; i++) {
         chan_init((char *)d->seg.base + off, &geoms[i]);
-        off += round64(adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity));
+        off += ring_span(adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity));
     }
     *out = &d->base;
     return ADAG_OK;

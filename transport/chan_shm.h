@@ -11,6 +11,9 @@
  * SIZE_MAX if that does not fit in a size_t. */
 size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity);
 
+/* The memory of an open shm channel: its header, cursors and slots. */
+void adag_shm_chan_memory(adag_chan_t *ch, void **base, size_t *size);
+
 /* A shared-memory segment: a memfd mapped MAP_SHARED, size rounded up to
  * pages. The fd is close-on-exec and passed to workers with SCM_RIGHTS. */
 typedef struct {

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -75,13 +76,15 @@ static int counts_zero(adag_device_t *dev)
 {
     adag_device_counts_t c;
     O->counts(dev, &c);
-    if (c.mem | c.host_mem | c.streams | c.events | c.imported_mem | c.imported_events) {
+    if (c.mem | c.host_mem | c.streams | c.events | c.imported_mem | c.imported_events |
+        c.registered) {
         fprintf(stderr,
                 "  live objects left: mem %llu host %llu streams %llu events %llu imported "
-                "mem %llu events %llu\n",
+                "mem %llu events %llu registered %llu\n",
                 (unsigned long long)c.mem, (unsigned long long)c.host_mem,
                 (unsigned long long)c.streams, (unsigned long long)c.events,
-                (unsigned long long)c.imported_mem, (unsigned long long)c.imported_events);
+                (unsigned long long)c.imported_mem, (unsigned long long)c.imported_events,
+                (unsigned long long)c.registered);
         return 0;
     }
     return 1;
@@ -510,6 +513,11 @@ static int test_scale_kernel(adag_device_t *dev)
     }
     CHECK_OK(O->copy_async(s, dx.ptr, hx.ptr, n * sizeof(float)));
     CHECK_OK(O->stream_sync(s, adag_deadline_ms(10000)));
+    /* a failed call of the backend first: the kernel's own check
+     * (cudaGetLastError after the launch) must not see it */
+    adag_dev_mem_t huge = {0};
+    CHECK(O->mem_alloc(dev, (size_t)1 << 50, &huge) == ADAG_ERR_NO_MEMORY,
+          "a 1 PiB cudaMalloc: %s", adag_last_error());
     char err[256] = "";
     int e = scale(0, dy.ptr, dx.ptr, a, b, n, err, sizeof err);
     CHECK(e == 0, "the kernel failed: %s", err);
@@ -534,6 +542,69 @@ out:
     return rc;
 }
 
+static void *open_gate_later(void *arg)
+{
+    sleep_ms(*(int *)arg);
+    atomic_store(&gate_open, 1);
+    return NULL;
+}
+
+/* tests/unit_device.c's pageable_and_registered_copies on CUDA: a copy to
+ * pageable memory returns once done; from pageable memory the bytes are
+ * taken at the call; to host_register'ed memory the call does not wait. */
+static int test_pageable_and_registered(adag_device_t *dev)
+{
+    int rc = PASS;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 3 * page;
+    adag_dev_stream_t *s = NULL;
+    adag_dev_mem_t d = {0}, reg = {0}, reg2 = {0};
+    unsigned char *a = aligned_alloc(page, n), *b = aligned_alloc(page, n);
+    pthread_t opener;
+    int opener_started = 0, after_ms = 300;
+    CHECK(a && b, "out of memory");
+    memset(a, 0x11, n);
+    CHECK_OK(O->stream_create(dev, &s));
+    CHECK_OK(O->mem_alloc(dev, n, &d));
+    atomic_store(&gate_open, 0);
+    CHECK_OK(O->host_fn(s, gate_fn, NULL));
+    CHECK(pthread_create(&opener, NULL, open_gate_later, &after_ms) == 0, "pthread_create");
+    opener_started = 1;
+    CHECK_OK(O->copy_async(s, d.ptr, a, n));
+    memset(a, 0x22, n);
+    CHECK_OK(O->host_register(dev, a + 100, n - 200, &reg));
+    CHECK(reg.ptr == a && reg.size == n, "registered %zu bytes at %p, want %zu at %p", reg.size,
+          reg.ptr, n, (void *)a);
+    CHECK(O->host_register(dev, a + page, 10, &reg2) == ADAG_ERR_INVALID,
+          "registering a registered page again: %s", adag_last_error());
+    double t0 = now_ms();
+    CHECK_OK(O->copy_async(s, a, d.ptr, n));
+    CHECK(!atomic_load(&gate_open), "the copy to registered memory waited %.0f ms for the stream",
+          now_ms() - t0);
+    memset(b, 0, n);
+    CHECK_OK(O->copy_async(s, b, d.ptr, n));
+    CHECK(atomic_load(&gate_open), "the copy to pageable memory returned before the stream got there");
+    for (size_t i = 0; i < n; i++)
+        CHECK(b[i] == 0x11, "b[%zu] = %#x when its copy returned", i, b[i]);
+    CHECK_OK(O->stream_sync(s, adag_deadline_ms(5000)));
+    CHECK(a[0] == 0x11 && a[n - 1] == 0x11, "the copy into registered memory: %#x %#x", a[0],
+          a[n - 1]);
+out:
+    atomic_store(&gate_open, 1);
+    if (opener_started)
+        pthread_join(opener, NULL);
+    if (s) {
+        O->stream_sync(s, adag_deadline_ms(5000));
+        O->stream_destroy(dev, s);
+    }
+    O->host_unregister(dev, &reg);
+    O->mem_free(dev, &d);
+    free(a);
+    free(b);
+    if (rc == PASS && !counts_zero(dev))
+        rc = FAIL;
+    return rc;
+}
+
 static const struct {
     const char *name;
     int (*fn)(adag_device_t *dev);
@@ -543,6 +614,7 @@ static const struct {
     {"stream_order_and_deadline", test_stream_order},
     {"events", test_events},
     {"ipc_memory_and_event_across_processes", test_ipc},
+    {"pageable_and_registered_copies", test_pageable_and_registered},
     {"scale_kernel_vs_c_reference", test_scale_kernel},
 };
 #define NTESTS (sizeof(tests) / sizeof(tests[0]))
