@@ -393,25 +393,14 @@ static void cuda_host_free(adag_device_t *dev, adag_dev_mem_t *mem)
                 &adag_cuda_dev(dev)->host_mem);
 }
 
-/* The range rounded out to whole pages (what the driver pins anyway), so
- * two ranges sharing a page are refused here as overlapping. */
-static void page_range(void *ptr, size_t size, char **base, size_t *len)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(page - 1);
-    *base = (char *)lo;
-    *len = (size_t)(hi - lo);
-}
-
 static adag_status_t cuda_host_register(adag_device_t *dev, void *ptr, size_t size,
                                         adag_dev_mem_t *reg)
 {
     cuda_dev_t *d = adag_cuda_dev(dev);
     memset(reg, 0, sizeof(*reg));
-    char *base;
+    void *base; /* whole pages (what the driver pins anyway): a shared page overlaps */
     size_t len;
-    page_range(ptr, size, &base, &len);
+    adag_device_page_span(ptr, size, &base, &len);
     adag_status_t st = adag_cuda_set_device(d);
     if (st != ADAG_OK)
         return st;

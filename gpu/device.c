@@ -5,6 +5,7 @@
 #include "common/error.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -110,4 +111,13 @@ adag_status_t adag_device_count(const char *backend, unsigned *count)
         adag_error(ADAG_OK, "adag_device_count: %s: no device: %s", ops->name,
                    why[0] ? why : "(no reason given)");
     return ADAG_OK;
+}
+
+void adag_device_page_span(void *ptr, size_t size, void **base, size_t *len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(page - 1);
+    *base = (void *)lo;
+    *len = (size_t)(hi - lo);
 }

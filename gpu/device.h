@@ -169,6 +169,9 @@ struct adag_device_ops {
 /* The backend of a kind (NULL if unknown). */
 const adag_device_ops_t *adag_device_backend(uint32_t kind);
 const char *adag_device_kind_name(uint32_t kind);
+/* [ptr, ptr + size) rounded out to whole pages (one page for size 0): what
+ * host_register registers, on every backend. */
+void adag_device_page_span(void *ptr, size_t size, void **base, size_t *len);
 /* Closes the fds a handle still holds (an importer's, after a failure). */
 void adag_dev_handle_close(adag_dev_handle_t *h);
 

@@ -158,15 +158,15 @@ static adag_status_t host_host_register(adag_device_t *d, void *ptr, size_t size
                                         adag_dev_mem_t *reg)
 {
     memset(reg, 0, sizeof(*reg));
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(page - 1);
-    adag_status_t st = adag_host_ranges_add((void *)lo, (size_t)(hi - lo), 0);
+    void *base;
+    size_t len;
+    adag_device_page_span(ptr, size, &base, &len);
+    adag_status_t st = adag_host_ranges_add(base, len, 0);
     if (st != ADAG_OK) {
         adag_error_prefix("host device %u", d->index);
         return st;
     }
-    *reg = (adag_dev_mem_t){.ptr = (void *)lo, .size = (size_t)(hi - lo), .impl = &host_registered_tag};
+    *reg = (adag_dev_mem_t){.ptr = base, .size = len, .impl = &host_registered_tag};
     COUNT(adag_host_dev(d), registered, 1);
     return ADAG_OK;
 }
