@@ -35,8 +35,17 @@
  *
  * Order and mismatches. Collectives are numbered per rank at enqueue
  * (under the enqueue lock send/recv use; their own sequence), and run on
- * the streams as launch_host work that first waits for its turn (the
- * rank's earlier collectives finished, whatever their stream). Each rank
+ * the streams as step work (adag_host_launch_steps) that first waits for
+ * its turn (the rank's earlier collectives finished, whatever their
+ * stream).
+ *
+ * Steps. The stream thread runs an op with no deadline; a thread waiting
+ * for the stream may run it with its own (gpu/host_stream.c, "helping").
+ * At that deadline the op returns ADAG_ERR_TIMEOUT with its progress in
+ * its coll_op_t (turn taken and call posted; barriers passed; arrived at
+ * the next one) and is continued later from there. Each step is
+ * idempotent until its barrier is passed: what it stages, reduces and
+ * gathers is rewritten only three barriers later. Each rank
  * posts its call before the op's first barrier; after it, every rank
  * compares every posted call with rank 0's, before reading any slot: a
  * difference breaks the communicator (ADAG_ERR_PROTOCOL naming both calls).
@@ -56,6 +65,7 @@
  */
 #include "gpu/comm_host_impl.h"
 #include "gpu/comm_reduce.h"
+#include "gpu/host_impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -117,22 +127,26 @@ coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank)
     return (coll_rank_t *)((char *)g->h + g->coll_offset) + rank;
 }
 
-/* The arguments of one collective, copied into the stream's work. */
+/* One collective: its arguments, copied into the stream's work, and its
+ * progress, kept there between the calls of coll_step. */
 typedef struct {
     host_comm_t *c;
     const unsigned char *send;
     unsigned char *recv;
     coll_desc_t desc;
+    int started;     /* its turn came; its call is posted */
+    int arrived;     /* it arrived at barrier `passed` and waits there */
+    uint64_t v0;     /* the rank's barriers passed when it started */
+    uint64_t passed; /* barriers of this op passed */
+    adag_spin_t spin;
 } coll_op_t;
 
-/* One collective as it runs on a stream. */
+/* One call of coll_step, over the op's progress. */
 typedef struct {
     const coll_op_t *op;
     const seg_t *g;
     unsigned n, me;
-    size_t es;        /* bytes per element */
-    uint64_t arrived; /* barriers this rank passed (its own counter) */
-    adag_spin_t spin;
+    size_t es; /* bytes per element */
 } coll_run_t;
 
 /* Rank q's slot that a rank staging after barrier v writes. */
@@ -158,20 +172,6 @@ static int all_arrived(const void *p)
     return 1;
 }
 
-/* Arrives at the next barrier and waits for every rank: ADAG_OK, or
- * ADAG_ERR_CLOSED once the communicator is aborted. */
-static adag_status_t barrier(coll_run_t *r)
-{
-    seg_header_t *h = r->g->h;
-    all_arrived_arg_t a = {r->g, ++r->arrived};
-    atomic_store_explicit(&adag_comm_host_coll_rank(r->g, r->me)->arrived, a.value,
-                          memory_order_seq_cst);
-    adag_event_notify(&h->coll_wake);
-    if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
-        return ADAG_ERR_CLOSED;
-    return adag_event_wait(&h->coll_wake, all_arrived, &a, &h->abort, ADAG_FOREVER, &r->spin);
-}
-
 /* After the op's first barrier: every rank's posted call against rank 0's.
  * Nonzero (the communicator broken) on a difference. */
 static int calls_differ(const coll_run_t *r)
@@ -193,15 +193,6 @@ static int calls_differ(const coll_run_t *r)
         return 1;
     }
     return 0;
-}
-
-/* The first barrier of an op, then the check of every rank's call. */
-static adag_status_t first_barrier(coll_run_t *r)
-{
-    adag_status_t st = barrier(r);
-    if (st == ADAG_OK && calls_differ(r))
-        st = ADAG_ERR_PROTOCOL;
-    return st;
 }
 
 /* dst = slot[0] op slot[1] op ... in rank order, n elements at byte `off`
@@ -230,49 +221,103 @@ static uint64_t chunks_of(uint64_t count, uint64_t per_chunk)
     return count == 0 ? 1 : (count + per_chunk - 1) / per_chunk;
 }
 
-/* ---- the flat algorithms: stage, barrier, read ---- */
+/* ---- the algorithms, as barriers and the work between them ---- */
 
-static adag_status_t run_flat(coll_run_t *r)
+/* An algorithm is nbarriers barriers: before barrier b the rank does
+ * before(b), after the last it does after_last. Slots staged before
+ * barrier b belong to v = v0 + b (the rank's barriers passed then). */
+typedef struct {
+    uint64_t (*nbarriers)(const coll_run_t *r);
+    void (*before)(const coll_run_t *r, uint64_t b);
+    void (*after_last)(const coll_run_t *r);
+} coll_algo_t;
+
+/* Flat: stage chunk j; barrier j; every rank reads what it needs of chunk
+ * j from every slot (before barrier j + 1, or after the last). */
+
+/* elements of each rank's send per chunk (reducescatter: of each block) */
+static uint64_t flat_per_chunk(const coll_run_t *r)
+{
+    const coll_desc_t *d = &r->op->desc;
+    return r->g->slot_bytes / r->es / (d->kind == COLL_REDUCESCATTER ? r->n : 1);
+}
+
+static uint64_t flat_nbarriers(const coll_run_t *r)
+{
+    return chunks_of(r->op->desc.count, flat_per_chunk(r));
+}
+
+static void flat_stage(const coll_run_t *r, uint64_t j)
 {
     const coll_desc_t *d = &r->op->desc;
     const unsigned char *send = r->op->send;
-    unsigned char *recv = r->op->recv;
+    uint64_t per = flat_per_chunk(r), off = j * per, m = min_u64(per, d->count - off);
+    unsigned char *mine = slot(r, r->me, r->op->v0 + j);
     size_t es = r->es;
-    /* elements of each rank's send per chunk (reducescatter: of each block) */
-    uint64_t per = r->g->slot_bytes / es / (d->kind == COLL_REDUCESCATTER ? r->n : 1);
-    for (uint64_t j = 0, k = chunks_of(d->count, per); j < k; j++) {
-        uint64_t off = j * per, m = min_u64(per, d->count - off);
-        uint64_t v = r->arrived;
-        unsigned char *mine = slot(r, r->me, v);
-        if (d->kind == COLL_REDUCESCATTER) {
-            for (unsigned b = 0; b < r->n; b++)
-                memcpy(mine + b * m * es, send + (b * d->count + off) * es, m * es);
-        } else if (d->kind != COLL_BROADCAST || r->me == d->root) {
-            memcpy(mine, send + off * es, m * es);
-        }
-        adag_status_t st = j == 0 ? first_barrier(r) : barrier(r);
-        if (st != ADAG_OK)
-            return st;
-        switch (d->kind) {
-        case COLL_ALLREDUCE:
-            reduce_slots(r, v, 0, recv + off * es, m);
-            break;
-        case COLL_REDUCESCATTER:
-            reduce_slots(r, v, r->me * m * es, recv + off * es, m);
-            break;
-        case COLL_ALLGATHER:
-            for (unsigned q = 0; q < r->n; q++)
-                memcpy(recv + (q * d->count + off) * es, slot(r, q, v), m * es);
-            break;
-        case COLL_BROADCAST:
-            memcpy(recv + off * es, slot(r, d->root, v), m * es);
-            break;
-        }
+    if (d->kind == COLL_REDUCESCATTER) {
+        for (unsigned b = 0; b < r->n; b++)
+            memcpy(mine + b * m * es, send + (b * d->count + off) * es, m * es);
+    } else if (d->kind != COLL_BROADCAST || r->me == d->root) {
+        memcpy(mine, send + off * es, m * es);
     }
-    return ADAG_OK;
 }
 
-/* ---- allreduce: reduce-scatter and allgather, pipelined ---- */
+static void flat_read(const coll_run_t *r, uint64_t j)
+{
+    const coll_desc_t *d = &r->op->desc;
+    unsigned char *recv = r->op->recv;
+    uint64_t per = flat_per_chunk(r), off = j * per, m = min_u64(per, d->count - off);
+    uint64_t v = r->op->v0 + j;
+    size_t es = r->es;
+    switch (d->kind) {
+    case COLL_ALLREDUCE:
+        reduce_slots(r, v, 0, recv + off * es, m);
+        break;
+    case COLL_REDUCESCATTER:
+        reduce_slots(r, v, r->me * m * es, recv + off * es, m);
+        break;
+    case COLL_ALLGATHER:
+        for (unsigned q = 0; q < r->n; q++)
+            memcpy(recv + (q * d->count + off) * es, slot(r, q, v), m * es);
+        break;
+    case COLL_BROADCAST:
+        memcpy(recv + off * es, slot(r, d->root, v), m * es);
+        break;
+    }
+}
+
+static void flat_before(const coll_run_t *r, uint64_t b)
+{
+    if (b > 0)
+        flat_read(r, b - 1);
+    flat_stage(r, b);
+}
+
+static void flat_after_last(const coll_run_t *r)
+{
+    flat_read(r, flat_nbarriers(r) - 1);
+}
+
+static const coll_algo_t flat_algo = {flat_nbarriers, flat_before, flat_after_last};
+
+/* Allreduce, pipelined: reduce-scatter then allgather with one barrier per
+ * chunk. Before barrier b (1..k) a rank reduces its block of chunk b - 1,
+ * stages chunk b and gathers the other blocks of chunk b - 2. */
+
+static uint64_t pipe_per_chunk(const coll_run_t *r)
+{
+    return r->g->slot_bytes / r->es;
+}
+
+static uint64_t pipe_chunks(const coll_run_t *r)
+{
+    return chunks_of(r->op->desc.count, pipe_per_chunk(r));
+}
+
+static uint64_t pipe_nbarriers(const coll_run_t *r)
+{
+    return pipe_chunks(r) + 1;
+}
 
 /* Block q of a chunk of m elements: [*lo, *lo + *len). */
 static void block_of(const coll_run_t *r, uint64_t m, unsigned q, uint64_t *lo, uint64_t *len)
@@ -281,22 +326,33 @@ static void block_of(const coll_run_t *r, uint64_t m, unsigned q, uint64_t *lo, 
     *len = m * (q + 1) / r->n - *lo;
 }
 
-/* Rank me's block of chunk j (staged after barrier v): reduced into recv,
- * then published in its own slot for the others. */
-static void reduce_block(coll_run_t *r, uint64_t v, uint64_t off, uint64_t m)
+/* Chunk j's offset and length in elements. */
+static void pipe_chunk(const coll_run_t *r, uint64_t j, uint64_t *off, uint64_t *m)
 {
-    uint64_t lo, len;
+    uint64_t per = pipe_per_chunk(r);
+    *off = j * per;
+    *m = min_u64(per, r->op->desc.count - *off);
+}
+
+/* Rank me's block of chunk j: reduced into recv, then published in its
+ * own slot for the others. */
+static void reduce_block(const coll_run_t *r, uint64_t j)
+{
+    uint64_t off, m, lo, len, v = r->op->v0 + j;
     size_t es = r->es;
+    pipe_chunk(r, j, &off, &m);
     block_of(r, m, r->me, &lo, &len);
     unsigned char *dst = r->op->recv + (off + lo) * es;
     reduce_slots(r, v, lo * es, dst, len);
     memcpy(slot(r, r->me, v) + lo * es, dst, len * es);
 }
 
-/* Every other rank's reduced block of a chunk staged after barrier v. */
-static void gather_blocks(coll_run_t *r, uint64_t v, uint64_t off, uint64_t m)
+/* Every other rank's reduced block of chunk j. */
+static void gather_blocks(const coll_run_t *r, uint64_t j)
 {
+    uint64_t off, m, v = r->op->v0 + j;
     size_t es = r->es;
+    pipe_chunk(r, j, &off, &m);
     for (unsigned q = 0; q < r->n; q++) {
         uint64_t lo, len;
         if (q == r->me)
@@ -306,32 +362,27 @@ static void gather_blocks(coll_run_t *r, uint64_t v, uint64_t off, uint64_t m)
     }
 }
 
-static adag_status_t run_allreduce_pipelined(coll_run_t *r)
+static void pipe_before(const coll_run_t *r, uint64_t b)
 {
-    uint64_t count = r->op->desc.count, per = r->g->slot_bytes / r->es;
-    uint64_t k = chunks_of(count, per), v0 = r->arrived;
-    adag_status_t st;
-    memcpy(slot(r, r->me, v0), r->op->send, min_u64(per, count) * r->es);
-    if ((st = first_barrier(r)) != ADAG_OK)
-        return st;
-    /* here: chunk j staged everywhere, chunk j - 1 reduced everywhere */
-    for (uint64_t j = 0; j < k; j++) {
-        uint64_t off = j * per, m = min_u64(per, count - off);
-        reduce_block(r, v0 + j, off, m);
-        if (j + 1 < k) {
-            uint64_t next = off + per;
-            memcpy(slot(r, r->me, v0 + j + 1), r->op->send + next * r->es,
-                   min_u64(per, count - next) * r->es);
-        }
-        if (j > 0)
-            gather_blocks(r, v0 + j - 1, off - per, per);
-        if ((st = barrier(r)) != ADAG_OK)
-            return st;
+    uint64_t k = pipe_chunks(r);
+    if (b > 0)
+        reduce_block(r, b - 1);
+    if (b < k) {
+        uint64_t off, m;
+        pipe_chunk(r, b, &off, &m);
+        memcpy(slot(r, r->me, r->op->v0 + b), r->op->send + off * r->es, m * r->es);
     }
-    uint64_t last = (k - 1) * per;
-    gather_blocks(r, v0 + k - 1, last, count - last);
-    return ADAG_OK;
+    if (b > 1)
+        gather_blocks(r, b - 2);
 }
+
+static void pipe_after_last(const coll_run_t *r)
+{
+    gather_blocks(r, pipe_chunks(r) - 1);
+}
+
+static const coll_algo_t pipelined_allreduce_algo = {pipe_nbarriers, pipe_before,
+                                                     pipe_after_last};
 
 /* ---- running and enqueueing ---- */
 
@@ -342,33 +393,65 @@ static int turn_reached(const void *p)
                                 memory_order_seq_cst) >= op->desc.seq;
 }
 
-static void coll_main(void *arg)
+/* Runs the op from where it stopped until it finishes (ADAG_OK, or a
+ * failure: the communicator is broken or aborted) or the deadline comes
+ * while it waits (ADAG_ERR_TIMEOUT, its progress kept in *op). */
+static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
 {
-    const coll_op_t *op = arg;
     host_comm_t *c = op->c;
     coll_rank_t *mine = adag_comm_host_coll_rank(&c->seg, c->base.rank);
     seg_header_t *h = c->seg.h;
-    coll_run_t r = {op, &c->seg, c->base.nranks, c->base.rank, adag_dtype_size(op->desc.dtype),
-                    0, {0}};
-    adag_spin_init(&r.spin, (adag_wait_policy_t){ADAG_COMM_HOST_SPIN_NS, 1});
-    if (atomic_load_explicit(&h->abort, memory_order_seq_cst) ||
-        adag_event_wait(&mine->turn_wake, turn_reached, op, &h->abort, ADAG_FOREVER,
-                        &r.spin) != ADAG_OK)
-        goto done;
-    r.arrived = atomic_load_explicit(&mine->arrived, memory_order_seq_cst);
-    mine->desc[op->desc.seq % 2] = op->desc;
     const coll_desc_t *d = &op->desc;
+    coll_run_t r = {op, &c->seg, c->base.nranks, c->base.rank, adag_dtype_size(d->dtype)};
     adag_status_t st;
-    if (d->kind == COLL_ALLREDUCE && d->count * r.es * r.n > FLAT_ALLREDUCE_BYTES)
-        st = run_allreduce_pipelined(&r);
-    else
-        st = run_flat(&r);
-    if (st == ADAG_OK) {
-        atomic_store_explicit(&mine->turn, d->seq + 1, memory_order_seq_cst);
-        adag_event_notify(&mine->turn_wake);
+    if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
+        return ADAG_ERR_CLOSED;
+    if (!op->started) {
+        if ((st = adag_event_wait(&mine->turn_wake, turn_reached, op, &h->abort, deadline,
+                                  &op->spin)) != ADAG_OK)
+            return st;
+        op->v0 = atomic_load_explicit(&mine->arrived, memory_order_seq_cst);
+        mine->desc[d->seq % 2] = *d;
+        op->started = 1;
     }
-done:
-    adag_comm_host_unref(c);
+    const coll_algo_t *algo = d->kind == COLL_ALLREDUCE &&
+                                      d->count * r.es * r.n > FLAT_ALLREDUCE_BYTES
+                                  ? &pipelined_allreduce_algo
+                                  : &flat_algo;
+    for (uint64_t nb = algo->nbarriers(&r); op->passed < nb;) {
+        all_arrived_arg_t a = {r.g, op->v0 + op->passed + 1};
+        if (!op->arrived) {
+            /* Barrier t: a rank stores arrived = t, then waits until every
+             * rank's arrived >= t. */
+            algo->before(&r, op->passed);
+            atomic_store_explicit(&mine->arrived, a.value, memory_order_seq_cst);
+            adag_event_notify(&h->coll_wake);
+            op->arrived = 1;
+            if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
+                return ADAG_ERR_CLOSED;
+        }
+        if ((st = adag_event_wait(&h->coll_wake, all_arrived, &a, &h->abort, deadline,
+                                  &op->spin)) != ADAG_OK)
+            return st;
+        op->arrived = 0;
+        if (++op->passed == 1 && calls_differ(&r))
+            return ADAG_ERR_PROTOCOL;
+    }
+    algo->after_last(&r);
+    atomic_store_explicit(&mine->turn, d->seq + 1, memory_order_seq_cst);
+    adag_event_notify(&mine->turn_wake);
+    return ADAG_OK;
+}
+
+/* The stream's work (adag_host_launch_steps): the op until it finishes
+ * or the deadline. */
+static adag_status_t coll_step(void *arg, int64_t deadline)
+{
+    coll_op_t *op = arg;
+    if (coll_advance(op, deadline) == ADAG_ERR_TIMEOUT)
+        return ADAG_ERR_TIMEOUT;
+    adag_comm_host_unref(op->c);
+    return ADAG_OK;
 }
 
 /* Checks a call and enqueues it on s, numbered. */
@@ -403,11 +486,13 @@ static adag_status_t enqueue_coll(adag_comm_t *base, coll_kind_t kind, const voi
     coll_op_t work = {c, send, recv,
                       (coll_desc_t){0, count, (uint32_t)kind, (uint32_t)dtype,
                                     reduces ? (uint32_t)op : 0,
-                                    kind == COLL_BROADCAST ? root : 0}};
+                                    kind == COLL_BROADCAST ? root : 0},
+                      0, 0, 0, 0, {0}};
+    adag_spin_init(&work.spin, (adag_wait_policy_t){ADAG_COMM_HOST_SPIN_NS, 1});
     pthread_mutex_lock(&c->enqueue_lock);
     work.desc.seq = c->coll_seq;
     atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-    st = base->dev->ops->launch_host(s, coll_main, &work, sizeof(work));
+    st = adag_host_launch_steps(s, coll_step, &work, sizeof(work));
     if (st == ADAG_OK)
         c->coll_seq++;
     else

@@ -6,7 +6,9 @@
  *            through /proc from a handle of bytes (the twin of a CUDA IPC
  *            memory handle; see "handles");
  *   stream   a FIFO of operations run one after the other by a thread of
- *            its own; enqueueing never waits for the work;
+ *            its own, or by a thread waiting for the stream while that one
+ *            is idle ("helping", gpu/host_stream.c); enqueueing never
+ *            waits for the work;
  *   event    two counters in a shared page: `recorded` (the ticket of the
  *            latest record, taken when it is enqueued) and `completed` (the
  *            highest ticket whose stream reached it). Waiting for an event

@@ -76,6 +76,15 @@ adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg
 adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args, size_t size);
 void *adag_host_stream_native(adag_dev_stream_t *s);
 adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+/* Work that keeps a deadline, on a host device's stream (gpu/host_stream.c,
+ * "helping"): fn(arg, deadline) returns ADAG_ERR_TIMEOUT if the deadline
+ * came first, having kept its progress in *arg, and is called again (with
+ * the same arg) to go on; anything else means it finished. The stream
+ * thread calls it with ADAG_FOREVER; a thread waiting for the stream may
+ * call it with its own deadline. args as launch_host's. */
+typedef adag_status_t (*adag_host_step_fn)(void *arg, int64_t deadline);
+adag_status_t adag_host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
+                                     const void *args, size_t size);
 adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
 adag_status_t adag_host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
 

@@ -49,7 +49,16 @@ struct adag_dev_event {
     /* the owner and every queued operation that names the event: destroying
      * it with work pending frees it once that work is done (as CUDA does) */
     _Atomic int refs;
+    /* the stream of its latest record (a reference; NULL for none), under
+     * stream_lock: event_sync helps it (see "helping" below) */
+    pthread_mutex_t stream_lock;
+    adag_dev_stream_t *stream;
 };
+
+static void stream_ref(adag_dev_stream_t *s);
+static void stream_unref(adag_dev_stream_t *s);
+static void stream_help(adag_dev_stream_t *s, adag_cond_fn done, const void *arg,
+                        int64_t deadline);
 
 typedef struct {
     const event_page_t *page;
@@ -121,6 +130,7 @@ static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_ev
     ev->dev = dev;
     ev->fd = keep_fd ? fd : -1;
     atomic_init(&ev->refs, 1);
+    pthread_mutex_init(&ev->stream_lock, NULL);
     *out = ev;
     return ADAG_OK;
 }
@@ -159,6 +169,9 @@ static void event_unref(adag_dev_event_t *ev)
     if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
         return;
     munmap(ev->page, adag_host_page_round(sizeof(event_page_t)));
+    if (ev->stream)
+        stream_unref(ev->stream);
+    pthread_mutex_destroy(&ev->stream_lock);
     if (ev->fd >= 0)
         close(ev->fd);
     if (ev->imported)
@@ -232,6 +245,18 @@ adag_status_t adag_host_event_query(adag_dev_event_t *ev)
 adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline)
 {
     uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    reached_arg_t a = {ev->page, want, &ev->abandoned};
+    if (!ticket_reached(&a)) {
+        pthread_mutex_lock(&ev->stream_lock);
+        adag_dev_stream_t *s = ev->stream;
+        if (s)
+            stream_ref(s);
+        pthread_mutex_unlock(&ev->stream_lock);
+        if (s) {
+            stream_help(s, ticket_reached, &a, deadline);
+            stream_unref(s);
+        }
+    }
     adag_status_t st = wait_ticket(ev, want, deadline);
     if (st == ADAG_ERR_TIMEOUT)
         return adag_error(ADAG_ERR_TIMEOUT, "host device %u: event not reached by the deadline",
@@ -279,7 +304,7 @@ adag_status_t adag_host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event
 
 /* ---- streams ---- */
 
-typedef enum { OP_COPY, OP_HOST_FN, OP_RECORD, OP_WAIT, OP_STOP } op_kind_t;
+typedef enum { OP_COPY, OP_HOST_FN, OP_STEPS, OP_RECORD, OP_WAIT, OP_STOP } op_kind_t;
 
 typedef struct stream_op {
     struct stream_op *next;
@@ -288,6 +313,7 @@ typedef struct stream_op {
     const void *src;
     size_t size;
     adag_host_fn fn;
+    adag_host_step_fn step; /* OP_STEPS */
     void *arg;
     adag_dev_event_t *ev;
     uint64_t ticket;
@@ -296,23 +322,58 @@ typedef struct stream_op {
     alignas(16) unsigned char args[];
 } stream_op_t;
 
-/* The queue is under `lock`; the counters are seq_cst, each bumped after
- * the step it counts (an operation queued; an operation run, its effects
- * included) and before the matching wake word is notified, so a waiter
- * that loads a count also sees what it counts (common/event.h's
- * handshake). Waiters spin first, adaptively (the stream thread for the
- * next operation, stream_sync for the end of the last): back-to-back work
- * meets a spinning waiter, a futex wake-up costs tens of microseconds on a
- * busy host; waits that keep sleeping long shrink the spin to a probe. */
+/* The queue is under `lock`, and so is `running` (an operation was taken
+ * from it and has not finished): operations run one at a time, in queue
+ * order, by whichever thread took them. The counters are seq_cst, each
+ * bumped after the step it counts (an operation queued; an operation run,
+ * its effects included) and before the matching wake word is notified, so
+ * a waiter that loads a count also sees what it counts (common/event.h's
+ * handshake); `running` is also stored seq_cst (under the lock) before
+ * queued_wake is notified. Waiters spin first, adaptively (the stream
+ * thread for the next operation, stream_sync for the end of the last):
+ * back-to-back work meets a spinning waiter, a futex wake-up costs tens of
+ * microseconds on a busy host; waits that keep sleeping long shrink the
+ * spin to a probe.
+ *
+ * Helping. A thread that waits for a stream (stream_sync; event_sync on an
+ * event a stream of this process recorded) runs the stream's queued
+ * operations itself while the stream thread is not running one, as long as
+ * each is bounded or keeps to the waiter's deadline: copies (not slowed by
+ * ADAG_HOST_COPY_MBPS), records, event waits and OP_STEPS work (launch_steps;
+ * at its deadline it keeps its progress, goes back to the head of the
+ * queue and the stream thread continues it). An opaque host function
+ * (host_fn, launch_host) or a slowed copy stops the helping: the waiter
+ * then waits as before. On a host with fewer cores than busy threads this
+ * saves the hand-off to the stream thread and back, which is most of a
+ * small collective's time. */
 struct adag_dev_stream {
     host_dev_t *dev;
     pthread_t thread;
     pthread_mutex_t lock;
     stream_op_t *head, *tail;
+    _Atomic int running;
     _Atomic uint64_t enqueued, done;
+    _Atomic uint64_t ended; /* runs that ended (finished or went back) */
     adag_event_t queued_wake, done_wake;
     adag_spin_t idle_spin, sync_spin;
+    /* the creator and every event whose latest record was here: the
+     * last drop (after stream_destroy ended the thread) frees it */
+    _Atomic int refs;
 };
+
+static void stream_ref(adag_dev_stream_t *s)
+{
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+/* acq_rel: every use of the stream by a dropper happens-before the free. */
+static void stream_unref(adag_dev_stream_t *s)
+{
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
 
 typedef struct {
     const _Atomic uint64_t *count;
@@ -346,44 +407,130 @@ static void run_copy(const stream_op_t *op)
     }
 }
 
-static void *stream_main(void *arg)
+/* Takes the head operation if none is running and `may` accepts it
+ * (NULL: any); else NULL, and *busy says whether one was running. */
+static stream_op_t *take(adag_dev_stream_t *s, int (*may)(const stream_op_t *), int *busy)
 {
-    adag_dev_stream_t *s = arg;
-    for (;;) {
-        /* this thread alone moves `done`: past it, an operation is queued */
-        count_arg_t next = {&s->enqueued, atomic_load_explicit(&s->done, memory_order_relaxed) + 1};
-        adag_event_wait(&s->queued_wake, count_reached, &next, NULL, ADAG_FOREVER, &s->idle_spin);
-        pthread_mutex_lock(&s->lock);
-        stream_op_t *op = s->head;
-        s->head = op->next;
-        if (!s->head)
-            s->tail = NULL;
+    pthread_mutex_lock(&s->lock);
+    stream_op_t *op = s->head;
+    *busy = atomic_load_explicit(&s->running, memory_order_relaxed);
+    if (!op || *busy || (may && !may(op))) {
         pthread_mutex_unlock(&s->lock);
-        int stop = op->kind == OP_STOP;
-        switch (op->kind) {
-        case OP_COPY:
-            run_copy(op);
-            break;
-        case OP_HOST_FN:
-            op->fn(op->arg);
-            break;
-        case OP_RECORD:
-            complete_ticket(op->ev, op->ticket);
-            break;
-        case OP_WAIT:
-            wait_ticket(op->ev, op->ticket, ADAG_FOREVER);
-            break;
-        case OP_STOP:
-            break;
-        }
+        return NULL;
+    }
+    s->head = op->next;
+    if (!s->head)
+        s->tail = NULL;
+    atomic_store_explicit(&s->running, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&s->lock);
+    return op;
+}
+
+/* Runs a taken operation (on the stream thread, or on a helper) until the
+ * deadline: 1 if it finished (counted in `done`), 0 if it is not done and
+ * went back to the head of the queue. */
+static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int helper, int64_t deadline)
+{
+    int finished = 1;
+    switch (op->kind) {
+    case OP_COPY:
+        run_copy(op);
+        break;
+    case OP_HOST_FN:
+        op->fn(op->arg);
+        break;
+    case OP_STEPS:
+        finished = op->step(op->arg, deadline) != ADAG_ERR_TIMEOUT;
+        break;
+    case OP_RECORD:
+        complete_ticket(op->ev, op->ticket);
+        break;
+    case OP_WAIT:
+        finished = wait_ticket(op->ev, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
+        break;
+    case OP_STOP:
+        break;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (!finished) {
+        op->next = s->head;
+        s->head = op;
+        if (!s->tail)
+            s->tail = op;
+    }
+    atomic_store_explicit(&s->running, 0, memory_order_seq_cst);
+    pthread_mutex_unlock(&s->lock);
+    if (finished) {
         if (op->ev)
             event_unref(op->ev);
         free(op);
         atomic_fetch_add_explicit(&s->done, 1, memory_order_seq_cst);
+    }
+    /* stream_sync waits for `done`; the stream thread, while a helper
+     * runs an operation, for `ended` */
+    atomic_fetch_add_explicit(&s->ended, 1, memory_order_seq_cst);
+    if (finished || helper)
         adag_event_notify(&s->done_wake);
+    return finished;
+}
+
+/* Two short waits rather than one long one when a helper takes the
+ * operation (wait for it, then for the next): each ends while the thread
+ * still spins, so back-to-back work keeps finding it awake. */
+static void *stream_main(void *arg)
+{
+    adag_dev_stream_t *s = arg;
+    for (;;) {
+        /* past `done`, an operation is queued (or a helper runs it) */
+        count_arg_t next = {&s->enqueued, atomic_load_explicit(&s->done, memory_order_seq_cst) + 1};
+        adag_event_wait(&s->queued_wake, count_reached, &next, NULL, ADAG_FOREVER, &s->idle_spin);
+        /* loaded before the take: a run that is on at the take ends past it */
+        count_arg_t ended = {&s->ended, atomic_load_explicit(&s->ended, memory_order_seq_cst) + 1};
+        int busy;
+        stream_op_t *op = take(s, NULL, &busy);
+        if (!op) {
+            /* a helper runs one: wait until that run ends; else helpers
+             * ran what was queued: wait for more */
+            if (busy)
+                adag_event_wait(&s->done_wake, count_reached, &ended, NULL, ADAG_FOREVER,
+                                &s->idle_spin);
+            continue;
+        }
+        int stop = op->kind == OP_STOP;
+        run_taken(s, op, 0, ADAG_FOREVER);
         if (stop)
             return NULL;
     }
+}
+
+/* What a helper may run: bounded work, or work that keeps a deadline. */
+static int helper_may_run(const stream_op_t *op)
+{
+    switch (op->kind) {
+    case OP_COPY:
+        return adag_settings()->host_copy_mbps == 0;
+    case OP_STEPS:
+    case OP_RECORD:
+    case OP_WAIT:
+        return 1;
+    case OP_HOST_FN:
+    case OP_STOP:
+        break;
+    }
+    return 0;
+}
+
+/* Runs s's queued operations on this thread until `done` holds, the
+ * stream thread runs one, the head is not the helper's to run, or one
+ * kept to the deadline without finishing. */
+static void stream_help(adag_dev_stream_t *s, adag_cond_fn done, const void *arg,
+                        int64_t deadline)
+{
+    stream_op_t *op;
+    int busy;
+    while (!done(arg) && (op = take(s, helper_may_run, &busy)) != NULL)
+        if (!run_taken(s, op, 1, deadline))
+            return;
 }
 
 /* Queues a copy of proto, with args[0..size) copied after it (arg then
@@ -426,6 +573,7 @@ adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
     if (!s)
         return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
     s->dev = adag_host_dev(d);
+    atomic_init(&s->refs, 1);
     pthread_mutex_init(&s->lock, NULL);
     adag_wait_policy_t policy = {adag_settings()->spin_ns_crowded, 1};
     adag_spin_init(&s->idle_spin, policy);
@@ -448,9 +596,8 @@ void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
     while (enqueue(s, (stream_op_t){.kind = OP_STOP}) != ADAG_OK)
         usleep(1000); /* out of memory: the stream must still end */
     pthread_join(s->thread, NULL);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
     COUNT(adag_host_dev(d), streams, -1);
+    stream_unref(s);
 }
 
 /* CUDA's rules for cudaMemcpyAsync with pageable host memory (see
@@ -491,11 +638,29 @@ void *adag_host_stream_native(adag_dev_stream_t *s)
     return s;
 }
 
+adag_status_t adag_host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
+                                     const void *args, size_t size)
+{
+    if (size > ADAG_DEVICE_ARGS_MAX)
+        return adag_error(ADAG_ERR_INVALID,
+                          "host device %u: launch_steps: %zu bytes of arguments, at most %d",
+                          s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
+    return enqueue_args(s, (stream_op_t){.kind = OP_STEPS, .step = fn}, args, size);
+}
+
 adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
 {
     count_arg_t all = {&s->done, atomic_load_explicit(&s->enqueued, memory_order_seq_cst)};
-    adag_status_t st = adag_event_wait(&s->done_wake, count_reached, &all, NULL, deadline,
-                                       &s->sync_spin);
+    adag_status_t st = ADAG_OK;
+    /* help, wait for the operation the stream thread runs, help again */
+    while (!count_reached(&all)) {
+        stream_help(s, count_reached, &all, deadline);
+        uint64_t done = atomic_load_explicit(&s->done, memory_order_seq_cst);
+        count_arg_t next = {&s->done, done + 1 < all.want ? done + 1 : all.want};
+        if ((st = adag_event_wait(&s->done_wake, count_reached, &next, NULL, deadline,
+                                  &s->sync_spin)) != ADAG_OK)
+            break;
+    }
     if (st != ADAG_OK)
         return adag_error(st, "host device %u: stream work not done by the deadline (%llu of "
                           "%llu operations)", s->dev->base.index,
@@ -512,9 +677,18 @@ adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
                                             "recorded", s->dev->base.index);
     uint64_t ticket = atomic_fetch_add_explicit(&ev->page->recorded, 1, memory_order_seq_cst) + 1;
     adag_status_t st = enqueue(s, (stream_op_t){.kind = OP_RECORD, .ev = ev, .ticket = ticket});
-    if (st != ADAG_OK)
+    if (st != ADAG_OK) {
         complete_ticket(ev, ticket); /* never leave a ticket nobody will reach */
-    return st;
+        return st;
+    }
+    stream_ref(s);
+    pthread_mutex_lock(&ev->stream_lock);
+    adag_dev_stream_t *was = ev->stream;
+    ev->stream = s;
+    pthread_mutex_unlock(&ev->stream_lock);
+    if (was)
+        stream_unref(was);
+    return ADAG_OK;
 }
 
 adag_status_t adag_host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev)

@@ -17,8 +17,15 @@
  *             drain and its status is ADAG_ERR_CLOSED naming rank 2;
  *   allreduce 4 ranks, 400 checked i32 allreduces from 0 elements to past
  *             a collective slot (several chunks), alternating between two
- *             streams (the turns) and in place every third; then the same,
- *             endless, until the abort through rank 2 mid-collective.
+ *             streams (the turns) and in place every third; a rank waits
+ *             for them in turn with stream_sync (which runs the collective
+ *             on the waiting thread when the stream thread is idle), with
+ *             event_sync on an event recorded after it (the same, through
+ *             the event's stream), and with syncs of 200 us that give up
+ *             until it is done (the collective goes back to the stream
+ *             thread, and maybe to the waiter again, mid-barrier); then
+ *             the same, endless, until the abort through rank 2
+ *             mid-collective.
  * The process gives itself 240 s (alarm): a hang is a failure.
  */
 #include "common/clock.h"
@@ -52,6 +59,7 @@ typedef struct {
     adag_device_t *dev;
     adag_dev_stream_t *send_s[SEND_STREAMS], *recv_s;
     adag_dev_mem_t send_buf[BATCH], recv_buf[BATCH];
+    adag_dev_event_t *ev; /* recorded after a collective, then waited for */
     adag_comm_t *comm;
     _Atomic int joined;    /* init returned (comm is set): seq_cst */
     _Atomic int finished;  /* the exchange ended */
@@ -101,6 +109,7 @@ static int rank_open(rank_t *r, const adag_comm_id_t *id, unsigned rank)
              r->d->stream_create(r->dev, &r->recv_s) == ADAG_OK;
     for (unsigned i = 0; ok && i < SEND_STREAMS; i++)
         ok = r->d->stream_create(r->dev, &r->send_s[i]) == ADAG_OK;
+    ok = ok && r->d->event_create(r->dev, &r->ev) == ADAG_OK;
     for (unsigned b = 0; ok && b < BATCH; b++)
         ok = r->d->mem_alloc(r->dev, max_size(), &r->send_buf[b]) == ADAG_OK &&
              r->d->mem_alloc(r->dev, max_size(), &r->recv_buf[b]) == ADAG_OK;
@@ -117,6 +126,8 @@ static void rank_close(rank_t *r)
             r->d->stream_destroy(r->dev, r->send_s[i]);
     if (r->recv_s)
         r->d->stream_destroy(r->dev, r->recv_s);
+    if (r->ev)
+        r->d->event_destroy(r->dev, r->ev);
     for (unsigned b = 0; b < BATCH; b++) {
         if (r->send_buf[b].ptr)
             r->d->mem_free(r->dev, &r->send_buf[b]);
@@ -239,6 +250,15 @@ static void *allreduce_main(void *arg)
         adag_dev_stream_t *s = r->send_s[j % SEND_STREAMS];
         adag_status_t st = r->ops->allreduce(r->comm, send, recv, n, ADAG_DTYPE_I32,
                                              ADAG_REDUCE_SUM, s);
+        if (st == ADAG_OK && j % 3 == 1) {
+            st = r->d->event_record(r->ev, s);
+            if (st == ADAG_OK)
+                st = r->d->event_sync(r->ev, adag_deadline_ms(DEADLINE_MS));
+        } else if (st == ADAG_OK && j % 3 == 2) {
+            for (int k = 0; k < 100000 && r->d->stream_sync(s, adag_now_ns() + 200000) ==
+                                              ADAG_ERR_TIMEOUT; k++) {
+            }
+        }
         adag_status_t synced = sync_all(r);
         EXPECT(synced == ADAG_OK, "rank %u: streams did not drain: %s", r->rank,
                adag_last_error());

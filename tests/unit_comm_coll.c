@@ -664,6 +664,50 @@ Test(comm_coll, a_rank_that_dies, .timeout = 60)
     assert_counts_zero();
 }
 
+/* ---- a wait that gives up ---- */
+
+/* Rank 0's stream_sync gives up (ADAG_ERR_TIMEOUT) while rank 1 has not
+ * called yet; the allreduce (3 chunks of the host backend's pipeline) goes
+ * on: rank 0 then waits in syncs of 1 ms that give up until it is done
+ * (on the host device, each hands the collective back to the stream
+ * thread mid-barrier, and a later one may take it again), and the result
+ * is exact on both ranks. */
+COMM_TEST(a_sync_that_gives_up_leaves_the_collective_running, 60)
+{
+    const adag_comm_ops_t *ops = ops_or_skip(*kind, 2);
+    call_t c = {ALLREDUCE, ADAG_DTYPE_I32, ADAG_REDUCE_SUM, 600000, 0, 0, 21};
+    size_t bytes = c.count * sizeof(int32_t);
+    rank_t r[2];
+    open_all(ops, 2, bytes, r);
+    unsigned char *h = r[0].hbuf.ptr;
+    for (size_t i = 0; i < c.count; i++)
+        element(&c, 0, i, h + i * sizeof(int32_t));
+    cr_assert_eq(r[0].d->copy_async(r[0].s, r[0].dsend.ptr, h, bytes), ADAG_OK);
+    cr_assert_eq(enqueue_call(&r[0], &c, r[0].dsend.ptr, r[0].drecv.ptr), ADAG_OK, "%s",
+                 adag_last_error());
+    cr_assert_eq(r[0].d->copy_async(r[0].s, h, r[0].drecv.ptr, bytes), ADAG_OK);
+    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag_deadline_ms(50)), ADAG_ERR_TIMEOUT,
+                 "an allreduce finished without rank 1");
+    r[1].calls = &c;
+    r[1].ncalls = 1;
+    pthread_t t;
+    void *res;
+    cr_assert_eq(pthread_create(&t, NULL, calls_main, &r[1]), 0);
+    int64_t give_up = adag_deadline_ms(30000);
+    adag_status_t st;
+    unsigned gave_up = 0;
+    while ((st = r[0].d->stream_sync(r[0].s, adag_deadline_ms(1))) == ADAG_ERR_TIMEOUT &&
+           adag_now_ns() < give_up)
+        gave_up++;
+    pthread_join(t, &res);
+    cr_assert_eq(st, ADAG_OK, "rank 0 (after %u syncs that gave up): %s", gave_up,
+                 adag_last_error());
+    cr_assert_null(res, "%s", r[1].err);
+    cr_assert_eq(check_recv(&c, 2, 0, h, *kind == ADAG_COMM_KIND_HOST, r[0].err,
+                            sizeof(r[0].err)), 0, "%s", r[0].err);
+    close_all(r, 2);
+}
+
 /* ---- refused at enqueue ---- */
 
 /* What no backend reduces (bool AVG, the bytes dtype, an unknown op or
