@@ -429,7 +429,7 @@ static stream_op_t *take(adag_dev_stream_t *s, int (*may)(const stream_op_t *), 
 /* Runs a taken operation (on the stream thread, or on a helper) until the
  * deadline: 1 if it finished (counted in `done`), 0 if it is not done and
  * went back to the head of the queue. */
-static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int helper, int64_t deadline)
+static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
 {
     int finished = 1;
     switch (op->kind) {
@@ -469,8 +469,7 @@ static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int helper, int64_t 
     /* stream_sync waits for `done`; the stream thread, while a helper
      * runs an operation, for `ended` */
     atomic_fetch_add_explicit(&s->ended, 1, memory_order_seq_cst);
-    if (finished || helper)
-        adag_event_notify(&s->done_wake);
+    adag_event_notify(&s->done_wake);
     return finished;
 }
 
@@ -497,7 +496,7 @@ static void *stream_main(void *arg)
             continue;
         }
         int stop = op->kind == OP_STOP;
-        run_taken(s, op, 0, ADAG_FOREVER);
+        run_taken(s, op, ADAG_FOREVER);
         if (stop)
             return NULL;
     }
@@ -529,7 +528,7 @@ static void stream_help(adag_dev_stream_t *s, adag_cond_fn done, const void *arg
     stream_op_t *op;
     int busy;
     while (!done(arg) && (op = take(s, helper_may_run, &busy)) != NULL)
-        if (!run_taken(s, op, 1, deadline))
+        if (!run_taken(s, op, deadline))
             return;
 }
 
