@@ -327,6 +327,7 @@ void adag_comm_host_unref(host_comm_t *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
         return;
+    adag_comm_host_peer_maps_release(c);
     munmap(c->seg.h, c->seg.size);
     pthread_mutex_destroy(&c->enqueue_lock);
     free(c);

@@ -5,12 +5,13 @@
 #ifndef ADAG_GPU_COMM_HOST_H
 #define ADAG_GPU_COMM_HOST_H
 
+#include "gpu/comm.h"
 #include "gpu/memfd_handle.h"
 
 #include <stdint.h>
 
 #define ADAG_COMM_HOST_ID_MAGIC 0x63676461u /* "adgc" */
-#define ADAG_COMM_HOST_VERSION 2
+#define ADAG_COMM_HOST_VERSION 3
 
 /* What adag_comm_id_t.bytes hold (len = sizeof): the segment, named like
  * a host device handle, and the number of ranks it was laid out for. */
@@ -32,5 +33,12 @@ uint64_t adag_comm_host_chunk_bytes(unsigned nranks);
  * in several chunks. */
 #define ADAG_COMM_HOST_COLL_SLOTS 3
 uint64_t adag_comm_host_slot_bytes(unsigned nranks);
+
+/* Peers' buffers a rank of the host communicator keeps mapped (allreduce
+ * reads them in place: gpu/comm_host_peers.c), at most this many per
+ * peer; and how many it holds now, for tests, with no collective
+ * running. */
+#define ADAG_COMM_HOST_PEER_MAPS 8
+unsigned adag_comm_host_peer_maps_live(const adag_comm_t *c);
 
 #endif

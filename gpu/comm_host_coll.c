@@ -4,7 +4,8 @@
  * (gpu/comm_host.c lays it out):
  *
  *   per rank    a coll_rank_t: `arrived` (the barriers it arrived at), its
- *               streams' `turn`, and the call it posted (desc[seq % 2]);
+ *               streams' `turn`, the call it posted (desc[seq % 2]) and,
+ *               for a large allreduce, where its buffers are (bufs[seq % 2]);
  *   per rank    ADAG_COMM_HOST_COLL_SLOTS (3) staging slots of slot_bytes
  *               (adag_comm_host_slot_bytes: 1 MiB up to 8 ranks, halved so
  *               all slots stay under 48 MiB, at least 64 KiB).
@@ -23,7 +24,10 @@
  *              (copy the root's), reducescatter (each rank reduces its
  *              piece of every slot) and small allreduce (each rank reduces
  *              the whole chunk: one barrier), all in rank order;
- *   allreduce  (past FLAT_ALLREDUCE_BYTES) reduce-scatter then allgather,
+ *   direct     (allreduce past FLAT_ALLREDUCE_BYTES, every rank's buffers
+ *              in memfds) reads the peers' send and recv in place: see
+ *              "Allreduce, direct" below;
+ *   allreduce  (past FLAT_ALLREDUCE_BYTES otherwise) reduce-scatter then allgather,
  *              pipelined with one barrier per chunk: block r of each chunk
  *              is reduced by rank r from every slot in rank order into its
  *              recv, and copied back into its own slot's block r; after the
@@ -54,15 +58,17 @@
  * its check of call seq.
  *
  * Memory ordering: arrived, turn and the abort word are seq_cst (the
- * discipline of common/event.h's futex handshake). A rank writes its slot
- * and its posted call, then stores arrived (release in effect); a peer
- * loads arrived (acquire in effect) before reading them. Reads of a slot
- * precede the reader's later arrived store, which the slot's owner loads
- * before it writes the slot again. Waiters sleep on the header's
+ * discipline of common/event.h's futex handshake). A rank writes its slot,
+ * its posted call and buffers (bufs, `failed`) and, direct, its recv
+ * block, then stores arrived (release in effect); a peer loads arrived
+ * (acquire in effect) before reading them. Reads of a slot (or of a
+ * peer's buffers) precede the reader's later arrived store, which the
+ * owner loads before it writes them again. Waiters sleep on the header's
  * coll_wake (every arrival notifies it) or their rank's turn_wake; every
  * wait gives up once the abort word is set (ADAG_ERR_CLOSED), and
  * adag_comm_host_fail wakes both.
  */
+#include "common/log.h"
 #include "gpu/comm_host_impl.h"
 #include "gpu/comm_reduce.h"
 #include "gpu/host_impl.h"
@@ -76,6 +82,9 @@
 #define SLOT_MIN ((uint64_t)64 << 10)
 #define SLOTS_BUDGET ((uint64_t)48 << 20)
 #define NSLOTS ADAG_COMM_HOST_COLL_SLOTS
+/* reduce_slots goes through its blocks in tiles of this size, so the
+ * partial result stays in the L1 cache while every slot is added to it */
+#define REDUCE_TILE_BYTES ((uint64_t)8 << 10)
 
 uint64_t adag_comm_host_slot_bytes(unsigned nranks)
 {
@@ -129,15 +138,18 @@ coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank)
 
 /* One collective: its arguments, copied into the stream's work, and its
  * progress, kept there between the calls of coll_step. */
+typedef struct coll_algo coll_algo_t;
 typedef struct {
     host_comm_t *c;
     const unsigned char *send;
     unsigned char *recv;
     coll_desc_t desc;
-    int started;     /* its turn came; its call is posted */
-    int arrived;     /* it arrived at barrier `passed` and waits there */
-    uint64_t v0;     /* the rank's barriers passed when it started */
-    uint64_t passed; /* barriers of this op passed */
+    int started;             /* its turn came; its call is posted */
+    int checked;             /* the calls were compared after the first barrier */
+    int arrived;             /* it arrived at barrier `passed` and waits there */
+    const coll_algo_t *algo; /* the phase it runs */
+    uint64_t v0;             /* the rank's barriers passed when the phase began */
+    uint64_t passed;         /* barriers of the phase passed */
     adag_spin_t spin;
 } coll_op_t;
 
@@ -195,23 +207,53 @@ static int calls_differ(const coll_run_t *r)
     return 0;
 }
 
-/* dst = slot[0] op slot[1] op ... in rank order, n elements at byte `off`
- * of every rank's slot staged after barrier v; then AVG's division. */
-static void reduce_slots(const coll_run_t *r, uint64_t v, uint64_t off, unsigned char *dst,
-                         uint64_t n)
-{
-    adag_dtype_t dtype = (adag_dtype_t)r->op->desc.dtype;
-    adag_reduce_op_t op = (adag_reduce_op_t)r->op->desc.op;
-    memcpy(dst, slot(r, 0, v) + off, n * r->es);
-    for (unsigned q = 1; q < r->n; q++)
-        adag_reduce_into(dtype, op, dst, slot(r, q, v) + off, n);
-    if (op == ADAG_REDUCE_AVG)
-        adag_reduce_divide(dtype, dst, n, r->n);
-}
-
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
     return a < b ? a : b;
+}
+
+/* dst = src[0] op src[1] op ... in rank order, n elements; then AVG's
+ * division. In tiles, so the partial result stays in the L1 cache while
+ * every source is added to it. One source may be dst itself (an in-place
+ * allreduce): its tile is copied aside before dst's is written. */
+static void reduce_from(const coll_run_t *r, const unsigned char *const *src, unsigned char *dst,
+                        uint64_t n)
+{
+    adag_dtype_t dtype = (adag_dtype_t)r->op->desc.dtype;
+    adag_reduce_op_t op = (adag_reduce_op_t)r->op->desc.op;
+    size_t es = r->es;
+    uint64_t tile = REDUCE_TILE_BYTES / es;
+    unsigned self = r->n;
+    _Alignas(64) unsigned char kept[REDUCE_TILE_BYTES];
+    for (unsigned q = 0; q < r->n; q++)
+        if (src[q] == dst)
+            self = q;
+    for (uint64_t i = 0; i < n; i += tile) {
+        uint64_t m = min_u64(tile, n - i);
+        unsigned char *d = dst + i * es;
+        if (self < r->n)
+            memcpy(kept, d, m * es);
+        for (unsigned q = 0; q < r->n; q++) {
+            const unsigned char *from = q == self ? kept : src[q] + i * es;
+            if (q == 0)
+                memcpy(d, from, m * es);
+            else
+                adag_reduce_into(dtype, op, d, from, m);
+        }
+        if (op == ADAG_REDUCE_AVG)
+            adag_reduce_divide(dtype, d, m, r->n);
+    }
+}
+
+/* The same over n elements at byte `off` of every rank's slot staged
+ * after barrier v. */
+static void reduce_slots(const coll_run_t *r, uint64_t v, uint64_t off, unsigned char *dst,
+                         uint64_t n)
+{
+    const unsigned char *src[ADAG_COMM_MAX_RANKS];
+    for (unsigned q = 0; q < r->n; q++)
+        src[q] = slot(r, q, v) + off;
+    reduce_from(r, src, dst, n);
 }
 
 /* Chunks of at most per_chunk elements that cover count (at least one: a
@@ -223,14 +265,19 @@ static uint64_t chunks_of(uint64_t count, uint64_t per_chunk)
 
 /* ---- the algorithms, as barriers and the work between them ---- */
 
-/* An algorithm is nbarriers barriers: before barrier b the rank does
- * before(b), after the last it does after_last. Slots staged before
- * barrier b belong to v = v0 + b (the rank's barriers passed then). */
-typedef struct {
+/* An algorithm is one or more phases. A phase is nbarriers barriers:
+ * before barrier b the rank does before(b); after the last, `then` (if
+ * any) names the phase that follows (NULL: none), else the rank does
+ * after_last and the op ends. Slots staged before barrier b of a phase
+ * belong to v = v0 + b (the rank's barriers passed then). Every rank
+ * reads the same posted state after a barrier, so every rank picks the
+ * same next phase. */
+struct coll_algo {
     uint64_t (*nbarriers)(const coll_run_t *r);
     void (*before)(const coll_run_t *r, uint64_t b);
+    const coll_algo_t *(*then)(const coll_run_t *r);
     void (*after_last)(const coll_run_t *r);
-} coll_algo_t;
+};
 
 /* Flat: stage chunk j; barrier j; every rank reads what it needs of chunk
  * j from every slot (before barrier j + 1, or after the last). */
@@ -298,7 +345,7 @@ static void flat_after_last(const coll_run_t *r)
     flat_read(r, flat_nbarriers(r) - 1);
 }
 
-static const coll_algo_t flat_algo = {flat_nbarriers, flat_before, flat_after_last};
+static const coll_algo_t flat_algo = {flat_nbarriers, flat_before, NULL, flat_after_last};
 
 /* Allreduce, pipelined: reduce-scatter then allgather with one barrier per
  * chunk. Before barrier b (1..k) a rank reduces its block of chunk b - 1,
@@ -381,8 +428,129 @@ static void pipe_after_last(const coll_run_t *r)
     gather_blocks(r, pipe_chunks(r) - 1);
 }
 
-static const coll_algo_t pipelined_allreduce_algo = {pipe_nbarriers, pipe_before,
+static const coll_algo_t pipelined_allreduce_algo = {pipe_nbarriers, pipe_before, NULL,
                                                      pipe_after_last};
+
+/* Allreduce, direct (past FLAT_ALLREDUCE_BYTES, when every rank's send
+ * and recv lie in memfds: the host device's memory, its own or imported).
+ * Three phases of one barrier each:
+ *   offer    every rank has posted, with its call, where its buffers are
+ *            (coll_bufs_t), or that they cannot be mapped. If one cannot,
+ *            the op goes on as the pipelined allreduce;
+ *   reduce   rank r maps its peers' buffers (gpu/comm_host_peers.c) and
+ *            reduces block r of every rank's send, in rank order, into its
+ *            recv: no staging, each byte of the sends is read once. A rank
+ *            that cannot map a peer's buffer posts `failed` (and logs why)
+ *            instead, and every rank then goes on with the pipelined
+ *            allreduce, which rewrites all of recv;
+ *   gather   every rank copies the other blocks from their owners' recv.
+ *            Its barrier ends the op: no rank's buffers are given back to
+ *            its stream before every peer has read them.
+ * A rank writes its own recv only; its send is read by all. In place
+ * (send == recv) that still holds: rank q reads block q of every send and
+ * writes block q of its own recv, which no other rank reads before the
+ * gather (reduce_from keeps its own tile before overwriting it); the
+ * gather rewrites the other blocks after the reduce barrier, when every
+ * read of the sends is done. */
+
+static uint64_t one_barrier(const coll_run_t *r)
+{
+    (void)r;
+    return 1;
+}
+
+static const coll_bufs_t *posted_bufs(const coll_run_t *r, unsigned q)
+{
+    return &adag_comm_host_coll_rank(r->g, q)->bufs[r->op->desc.seq % 2];
+}
+
+static void nothing_before(const coll_run_t *r, uint64_t b)
+{
+    (void)r;
+    (void)b;
+}
+
+static void nothing_after(const coll_run_t *r)
+{
+    (void)r;
+}
+
+/* Rank q's send (or recv) bytes of block `block`: its own pointers for
+ * this rank, else mapped from what q posted; NULL with the error
+ * recorded. */
+static const unsigned char *block_bytes(const coll_run_t *r, unsigned q, int recv, unsigned block)
+{
+    uint64_t lo, len;
+    block_of(r, r->op->desc.count, block, &lo, &len);
+    if (q == r->me)
+        return (recv ? r->op->recv : r->op->send) + lo * r->es;
+    coll_bufs_t b = *posted_bufs(r, q); /* another process writes it: a copy, then checked */
+    return adag_comm_host_peer_bytes(r->op->c, q, recv ? &b.recv : &b.send,
+                                     (recv ? b.recv_off : b.send_off) + lo * r->es, len * r->es);
+}
+
+static const coll_algo_t direct_reduce_phase, direct_gather_phase;
+
+static const coll_algo_t *after_offer(const coll_run_t *r)
+{
+    for (unsigned q = 0; q < r->n; q++)
+        if (posted_bufs(r, q)->offered != 1)
+            return &pipelined_allreduce_algo;
+    return &direct_reduce_phase;
+}
+
+static const coll_algo_t direct_offer_phase = {one_barrier, nothing_before, after_offer,
+                                               nothing_after};
+
+static void direct_reduce(const coll_run_t *r, uint64_t b)
+{
+    (void)b;
+    const unsigned char *src[ADAG_COMM_MAX_RANKS];
+    uint64_t lo, len;
+    for (unsigned q = 0; q < r->n; q++) {
+        /* the recv too, so a failure to map shows here, where every rank
+         * can still go another way */
+        if (!(src[q] = block_bytes(r, q, 0, r->me)) || !block_bytes(r, q, 1, q)) {
+            ADAG_LOG_WARN("%s; its allreduce stages its buffers from now on", adag_last_error());
+            r->op->c->direct_off = 1;
+            adag_comm_host_coll_rank(r->g, r->me)->bufs[r->op->desc.seq % 2].failed = 1;
+            return;
+        }
+    }
+    block_of(r, r->op->desc.count, r->me, &lo, &len);
+    reduce_from(r, src, r->op->recv + lo * r->es, len);
+}
+
+static const coll_algo_t *after_direct_reduce(const coll_run_t *r)
+{
+    for (unsigned q = 0; q < r->n; q++)
+        if (posted_bufs(r, q)->failed)
+            return &pipelined_allreduce_algo;
+    return &direct_gather_phase;
+}
+
+static const coll_algo_t direct_reduce_phase = {one_barrier, direct_reduce, after_direct_reduce,
+                                                nothing_after};
+
+static void direct_gather(const coll_run_t *r, uint64_t b)
+{
+    (void)b;
+    for (unsigned q = 0; q < r->n; q++) {
+        uint64_t lo, len;
+        const unsigned char *src;
+        if (q == r->me)
+            continue;
+        block_of(r, r->op->desc.count, q, &lo, &len);
+        if (!(src = block_bytes(r, q, 1, q))) { /* mapped in the reduce phase: not expected */
+            adag_comm_host_fail(r->g, ADAG_ERR_PROTOCOL, "rank %u lost its map of rank %u's "
+                                "buffer: %s", r->me, q, adag_last_error());
+            return;
+        }
+        memcpy(r->op->recv + lo * r->es, src, len * r->es);
+    }
+}
+
+static const coll_algo_t direct_gather_phase = {one_barrier, direct_gather, NULL, nothing_after};
 
 /* ---- running and enqueueing ---- */
 
@@ -391,6 +559,18 @@ static int turn_reached(const void *p)
     const coll_op_t *op = p;
     return atomic_load_explicit(&adag_comm_host_coll_rank(&op->c->seg, op->c->base.rank)->turn,
                                 memory_order_seq_cst) >= op->desc.seq;
+}
+
+/* What a rank posts for the direct allreduce: where its buffers are, if
+ * they lie in memfds its peers can map. */
+static void post_bufs(const coll_run_t *r, coll_bufs_t *mine)
+{
+    coll_bufs_t b = {0};
+    size_t bytes = (size_t)r->op->desc.count * r->es;
+    b.offered = !r->op->c->direct_off &&
+                adag_host_ranges_memfd(r->op->send, bytes, &b.send, &b.send_off) &&
+                adag_host_ranges_memfd(r->op->recv, bytes, &b.recv, &b.recv_off);
+    *mine = b;
 }
 
 /* Runs the op from where it stopped until it finishes (ADAG_OK, or a
@@ -412,13 +592,25 @@ static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
             return st;
         op->v0 = atomic_load_explicit(&mine->arrived, memory_order_seq_cst);
         mine->desc[d->seq % 2] = *d;
+        /* every rank picks the first phase from the call alone */
+        op->algo = &flat_algo;
+        if (d->kind == COLL_ALLREDUCE && d->count * r.es * r.n > FLAT_ALLREDUCE_BYTES) {
+            op->algo = &direct_offer_phase;
+            post_bufs(&r, &mine->bufs[d->seq % 2]);
+        }
         op->started = 1;
     }
-    const coll_algo_t *algo = d->kind == COLL_ALLREDUCE &&
-                                      d->count * r.es * r.n > FLAT_ALLREDUCE_BYTES
-                                  ? &pipelined_allreduce_algo
-                                  : &flat_algo;
-    for (uint64_t nb = algo->nbarriers(&r); op->passed < nb;) {
+    for (;;) {
+        const coll_algo_t *algo = op->algo;
+        if (op->passed == algo->nbarriers(&r)) {
+            const coll_algo_t *next = algo->then ? algo->then(&r) : NULL;
+            if (!next)
+                break;
+            op->algo = next;
+            op->v0 += op->passed;
+            op->passed = 0;
+            continue;
+        }
         all_arrived_arg_t a = {r.g, op->v0 + op->passed + 1};
         if (!op->arrived) {
             /* Barrier t: a rank stores arrived = t, then waits until every
@@ -434,10 +626,16 @@ static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
                                   &op->spin)) != ADAG_OK)
             return st;
         op->arrived = 0;
-        if (++op->passed == 1 && calls_differ(&r))
-            return ADAG_ERR_PROTOCOL;
+        op->passed++;
+        if (!op->checked) {
+            op->checked = 1;
+            if (calls_differ(&r))
+                return ADAG_ERR_PROTOCOL;
+        }
+        if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
+            return ADAG_ERR_CLOSED; /* a phase above failed the communicator */
     }
-    algo->after_last(&r);
+    op->algo->after_last(&r);
     atomic_store_explicit(&mine->turn, d->seq + 1, memory_order_seq_cst);
     adag_event_notify(&mine->turn_wake);
     return ADAG_OK;
@@ -487,7 +685,7 @@ static adag_status_t enqueue_coll(adag_comm_t *base, coll_kind_t kind, const voi
                       (coll_desc_t){0, count, (uint32_t)kind, (uint32_t)dtype,
                                     reduces ? (uint32_t)op : 0,
                                     kind == COLL_BROADCAST ? root : 0},
-                      0, 0, 0, 0, {0}};
+                      0, 0, 0, NULL, 0, 0, {0}};
     adag_spin_init(&work.spin, (adag_wait_policy_t){ADAG_COMM_HOST_SPIN_NS, 1});
     pthread_mutex_lock(&c->enqueue_lock);
     work.desc.seq = c->coll_seq;

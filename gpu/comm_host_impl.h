@@ -48,13 +48,32 @@ typedef struct {
     uint32_t kind, dtype, op, root;
 } coll_desc_t;
 
+/* Where a rank's buffers of one collective are, for peers that read them
+ * in place (gpu/comm_host_coll.c, "direct"): posted with its call. */
+typedef struct {
+    uint32_t offered; /* 1: send and recv lie in memfds, named below */
+    uint32_t failed;  /* 1: the rank could not map a peer's buffer */
+    adag_memfd_ref_t send, recv;
+    uint64_t send_off, recv_off; /* where the buffers begin in their memfds */
+} coll_bufs_t;
+
 /* A rank's collective state, in the collective area. */
 typedef struct {
     alignas(64) _Atomic uint64_t arrived; /* barriers this rank arrived at */
     alignas(64) _Atomic uint64_t turn;    /* its collectives that finished */
     adag_event_t turn_wake;               /* its streams wait for their turn here */
     coll_desc_t desc[2];                  /* collective seq is posted in desc[seq % 2] */
+    coll_bufs_t bufs[2];                  /* and its buffers in bufs[seq % 2] */
 } coll_rank_t;
+
+/* A peer's memfd mapped into this process (gpu/comm_host_peers.c). */
+typedef struct {
+    adag_memfd_ref_t ref;
+    void *base; /* NULL: a free entry */
+    size_t size;
+    uint64_t used; /* the peer clock at its last use */
+} peer_map_t;
+
 
 /* A rank's view of a mapped segment. The geometry is this process's copy,
  * checked against the header once at init: every address is computed from
@@ -78,6 +97,12 @@ typedef struct {
     uint64_t coll_seq;
     /* the rank and every queued operation; the last drop unmaps */
     _Atomic int refs;
+    /* Used by the collective holding the rank's turn only: the peers'
+     * buffers it mapped, and whether this rank gave up reading them in
+     * place (a peer's buffer could not be mapped). */
+    peer_map_t peer_maps[ADAG_COMM_MAX_RANKS][ADAG_COMM_HOST_PEER_MAPS];
+    uint64_t peer_clock;
+    int direct_off;
 } host_comm_t;
 
 /* Breaks the communicator: the first failure's status and text are kept
@@ -89,6 +114,13 @@ void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ..
 adag_status_t adag_comm_host_seg_status(seg_header_t *h, const char *who);
 /* Drops a reference to c; the last frees it. */
 void adag_comm_host_unref(host_comm_t *c);
+
+/* Bytes [off, off + len) of the memfd ref names, which rank posted: mapped
+ * (once, then from the peer maps), or NULL with the error recorded. */
+unsigned char *adag_comm_host_peer_bytes(host_comm_t *c, unsigned rank,
+                                         const adag_memfd_ref_t *ref, uint64_t off, uint64_t len);
+/* Unmaps every peer buffer (the communicator's last reference). */
+void adag_comm_host_peer_maps_release(host_comm_t *c);
 
 /* The collective area (gpu/comm_host_coll.c): its per-rank state, page-
  * rounded (the slots follow), and rank's. */

@@ -91,12 +91,17 @@ static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_
                               size);
         goto fail_fd;
     }
+    char who[32];
+    adag_memfd_ref_t ref;
+    snprintf(who, sizeof(who), "host device %u", d->index);
+    if ((st = adag_memfd_ref_make(m->fd, m->map_size, who, "memory", &ref)) != ADAG_OK)
+        goto fail_fd;
     void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     if (p == MAP_FAILED) {
         st = adag_error_errno(errno, "host device %u: mapping %zu bytes", d->index, size);
         goto fail_fd;
     }
-    if ((st = adag_host_ranges_add(p, m->map_size, 1)) != ADAG_OK) {
+    if ((st = adag_host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
         munmap(p, m->map_size);
         goto fail_fd;
     }
@@ -131,7 +136,7 @@ static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem
     if (posix_memalign(&p, 64, size ? size : 1) != 0)
         return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: %zu bytes of pinned memory",
                           d->index, size);
-    adag_status_t st = adag_host_ranges_add(p, size, 1);
+    adag_status_t st = adag_host_ranges_add(p, size, 1, NULL);
     if (st != ADAG_OK) {
         free(p);
         return st;
@@ -163,7 +168,7 @@ static adag_status_t host_host_register(adag_device_t *d, void *ptr, size_t size
     void *base;
     size_t len;
     adag_device_page_span(ptr, size, &base, &len);
-    adag_status_t st = adag_host_ranges_add(base, len, 0);
+    adag_status_t st = adag_host_ranges_add(base, len, 0, NULL);
     if (st != ADAG_OK) {
         adag_error_prefix("host device %u", d->index);
         return st;
@@ -245,6 +250,9 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     uint64_t size = 0;
     adag_status_t st = ADAG_OK;
     host_mem_t *m = NULL;
+    adag_memfd_ref_t ref = {0}; /* the owner's name for it: checked by the open */
+    if (h->len == sizeof(ref))
+        memcpy(&ref, h->bytes, sizeof(ref));
     int fd = adag_host_handle_open(d, h, "memory", 0, &size, &st);
     if (fd < 0)
         return st;
@@ -260,7 +268,7 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
         free(m);
         goto out;
     }
-    if ((st = adag_host_ranges_add(p, m->map_size, 1)) != ADAG_OK) {
+    if ((st = adag_host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
         munmap(p, m->map_size);
         free(m);
         goto out;

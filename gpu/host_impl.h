@@ -7,6 +7,7 @@
 #define ADAG_GPU_HOST_IMPL_H
 
 #include "gpu/device.h"
+#include "gpu/memfd_handle.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -53,11 +54,15 @@ int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *wh
  * add refuses a range that overlaps one in the map (ADAG_ERR_INVALID),
  * unless the memory is fresh (just mapped or allocated: what it overlaps
  * is stale and dropped);
+ * ref (NULL if none) names the memfd the range maps from its start;
  * remove takes the range that begins at ptr; cover says whether
- * [ptr, ptr + size) lies in one range. */
-adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh);
+ * [ptr, ptr + size) lies in one range; memfd whether it lies in one that
+ * maps a memfd, and gives that memfd's name and ptr's offset in it. */
+adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
+                                   const adag_memfd_ref_t *ref);
 void adag_host_ranges_remove(const void *ptr);
 int adag_host_ranges_cover(const void *ptr, size_t size);
+int adag_host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset);
 
 /* Events and streams (gpu/host_stream.c): the ops of gpu/device.h. */
 adag_status_t adag_host_event_create_timed(adag_device_t *d, adag_dev_event_t **out);

@@ -12,6 +12,11 @@
  * sorted array of disjoint [lo, hi) ranges under a mutex, searched by
  * binary search on every copy. Registration and allocation are rare; the
  * lookup is on the copy path but takes an uncontended lock and O(log n).
+ *
+ * A range of device memory also keeps the memfd that holds it (its
+ * gpu/memfd_handle.h name; an import keeps its owner's), so the host
+ * communicator can name a buffer that its peers map and read in place
+ * (adag_host_ranges_memfd).
  */
 #include "common/error.h"
 #include "gpu/host_impl.h"
@@ -23,6 +28,7 @@
 
 typedef struct {
     uintptr_t lo, hi;
+    adag_memfd_ref_t ref; /* magic 0: not in a memfd */
 } range_t;
 
 static struct {
@@ -45,7 +51,8 @@ static size_t first_above(uintptr_t p)
     return lo;
 }
 
-adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh)
+adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
+                                   const adag_memfd_ref_t *ref)
 {
     uintptr_t lo = (uintptr_t)ptr, hi = lo + (size ? size : 1);
     adag_status_t st = ADAG_OK;
@@ -76,7 +83,9 @@ adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh)
         table.cap = cap;
     }
     memmove(&table.r[i + 1], &table.r[i], (table.n - i) * sizeof(*table.r));
-    table.r[i] = (range_t){lo, hi};
+    table.r[i] = (range_t){lo, hi, {0}};
+    if (ref)
+        table.r[i].ref = *ref;
     table.n++;
 out:
     pthread_mutex_unlock(&table.lock);
@@ -106,6 +115,21 @@ int adag_host_ranges_cover(const void *ptr, size_t size)
     pthread_mutex_lock(&table.lock);
     size_t i = first_above(lo);
     int in = i < table.n && table.r[i].lo <= lo && hi <= table.r[i].hi;
+    pthread_mutex_unlock(&table.lock);
+    return in;
+}
+
+int adag_host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset)
+{
+    uintptr_t lo = (uintptr_t)ptr, hi = lo + (size ? size : 1);
+    pthread_mutex_lock(&table.lock);
+    size_t i = first_above(lo);
+    int in = i < table.n && table.r[i].lo <= lo && hi <= table.r[i].hi &&
+             table.r[i].ref.magic == ADAG_MEMFD_REF_MAGIC;
+    if (in) {
+        *ref = table.r[i].ref;
+        *offset = lo - table.r[i].lo;
+    }
     pthread_mutex_unlock(&table.lock);
     return in;
 }
