@@ -82,8 +82,7 @@
 #define SLOT_MIN ((uint64_t)64 << 10)
 #define SLOTS_BUDGET ((uint64_t)48 << 20)
 #define NSLOTS ADAG_COMM_HOST_COLL_SLOTS
-/* reduce_slots goes through its blocks in tiles of this size, so the
- * partial result stays in the L1 cache while every slot is added to it */
+/* reduce_from's tile (see there) */
 #define REDUCE_TILE_BYTES ((uint64_t)8 << 10)
 
 uint64_t adag_comm_host_slot_bytes(unsigned nranks)

@@ -109,27 +109,31 @@ void adag_host_ranges_remove(const void *ptr)
     pthread_mutex_unlock(&table.lock);
 }
 
-int adag_host_ranges_cover(const void *ptr, size_t size)
+/* Copies the range that holds [ptr, ptr + size) into *out: 0 if none. */
+static int find_range(const void *ptr, size_t size, range_t *out)
 {
     uintptr_t lo = (uintptr_t)ptr, hi = lo + (size ? size : 1);
     pthread_mutex_lock(&table.lock);
     size_t i = first_above(lo);
     int in = i < table.n && table.r[i].lo <= lo && hi <= table.r[i].hi;
+    if (in)
+        *out = table.r[i];
     pthread_mutex_unlock(&table.lock);
     return in;
 }
 
+int adag_host_ranges_cover(const void *ptr, size_t size)
+{
+    range_t r;
+    return find_range(ptr, size, &r);
+}
+
 int adag_host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset)
 {
-    uintptr_t lo = (uintptr_t)ptr, hi = lo + (size ? size : 1);
-    pthread_mutex_lock(&table.lock);
-    size_t i = first_above(lo);
-    int in = i < table.n && table.r[i].lo <= lo && hi <= table.r[i].hi &&
-             table.r[i].ref.magic == ADAG_MEMFD_REF_MAGIC;
-    if (in) {
-        *ref = table.r[i].ref;
-        *offset = lo - table.r[i].lo;
-    }
-    pthread_mutex_unlock(&table.lock);
-    return in;
+    range_t r;
+    if (!find_range(ptr, size, &r) || r.ref.magic != ADAG_MEMFD_REF_MAGIC)
+        return 0;
+    *ref = r.ref;
+    *offset = (uintptr_t)ptr - r.lo;
+    return 1;
 }
