@@ -26,7 +26,17 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 LDFLAGS_BASE := $(SANFLAGS)
 LIBS := -lpthread -ldl
 
-LIB_SRCS := $(wildcard common/*.c transport/*.c gpu/*.c dag/*.c)
+# UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
+# without it transport/chan_ucx_none.c says "built without UCX" at first use.
+HAVE_UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1)
+UCX_SRCS := transport/chan_ucx.c transport/ucx_domain.c
+ifeq ($(HAVE_UCX),1)
+LIBS += -lucp -lucs
+LIB_SKIP := transport/chan_ucx_none.c
+else
+LIB_SKIP := $(UCX_SRCS)
+endif
+LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libadag.so.$(VERSION_MAJOR)
 
@@ -251,10 +261,15 @@ $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
 # The channel and communicator stress tests under ThreadSanitizer (Criterion
 # cannot run under TSan, so these are plain programs; they fail on any
 # reported race).
+# UCX's memory hooks (libucm, loaded with libadag, patches mmap/malloc) crash
+# under TSan's interceptors: off for these runs (they serve RDMA registration
+# caches only).
 test-tsan:
 	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-comm
-	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
-	TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
@@ -306,7 +321,7 @@ install: all
 	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0755 $(BUILD)/adag-worker $(DESTDIR)$(PREFIX)/lib/adag/adag-worker
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' adag.pc.in \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' adag.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adag.pc
 
 # The installed files alone work: install into a scratch prefix, build
@@ -441,8 +456,8 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # (the device channel uses the device backends), the program and the DAG
 # context (domain import, and the communicator table it holds, with the
 # host device that table may open), errors and settings
-FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(wildcard common/*.c transport/*.c gpu/*.c) \
-    dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c)
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out $(LIB_SKIP),$(wildcard common/*.c \
+    transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c)
 FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc
@@ -460,10 +475,10 @@ $(FUZZ_DIR)/obj/%.o: %.c $(FUZZ_HDRS) | fuzz-cc
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS) $(FUZZ_HDRS) | fuzz-cc
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) -lpthread -ldl
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS)
 
 $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_OBJS) $(FUZZ_HDRS) | fuzz-cc
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJS) -lpthread -ldl
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS)
 
 # libFuzzer exits non-zero on a finding; its log and the input that caused it
 # (crash-*, leak-*, ...) stay in build/fuzz/<t>.log and build/fuzz/artifacts/<t>/.

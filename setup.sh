@@ -2,7 +2,9 @@
 # Installs what adag needs to build and test on Debian 12 (only what is missing).
 set -euo pipefail
 # openmpi-*: the baseline of adag-bench's allreduce rows (bench/peers/mpi_allreduce.c)
-pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev)
+# libucx-dev: the ucx channel (transport/chan_ucx.c)
+pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
+      libucx-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

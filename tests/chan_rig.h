@@ -48,6 +48,11 @@ enum {
      * writer's stream until its reader received, so a test's single thread
      * takes each value from every reader before the next one. */
     CAP_BY_COMM = 1u << 4,
+    /* Endpoints share no memory (another host): a publish reaches the
+     * readers a little later, not by the time it returns (ready turns true,
+     * a notify fd readable, shortly after), and an endpoint opened late
+     * has a ring of its own that nothing was sent to. */
+    CAP_ASYNC = 1u << 5,
 };
 
 /* A line: a backend, and where its writer and readers keep values (-1
@@ -161,6 +166,9 @@ adag_status_t rig_publish(adag_chan_t *ch, uint64_t seq, size_t size,
 #define adag_chan_acquire rig_acquire
 #define adag_chan_publish rig_publish
 #endif
+
+/* ready(seq), at once, or within PROMPT_MS on a CAP_ASYNC backend. */
+int rig_ready(const chan_backend_t *be, adag_chan_t *ch, uint64_t seq);
 
 /* milliseconds since t0 (adag_now_ns) */
 static inline double ms_since(int64_t t0)

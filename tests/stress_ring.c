@@ -46,9 +46,14 @@
 
 typedef struct {
     adag_dag_ctx_t drv, peer; /* the writer's and the readers' processes */
+    uint32_t kind;
     unsigned n;
     adag_chan_geom_t geom[MAX_CHANS];
     adag_wbuf_t desc[MAX_CHANS];
+    /* every endpoint opened and its peer info (writer 0, reader r at 1 + r),
+     * for a backend that connects (domain_connect) */
+    adag_chan_t *eps[MAX_CHANS][1 + MAX_READERS];
+    adag_wbuf_t info[MAX_CHANS][1 + MAX_READERS];
 } domain_t;
 
 static adag_chan_open_params_t params(domain_t *d, unsigned c, int reader, int yield)
@@ -59,18 +64,26 @@ static adag_chan_open_params_t params(domain_t *d, unsigned c, int reader, int y
     return p;
 }
 
-/* Lays out n shm channels in drv and imports them into peer. */
+/* Lays out n channels of d->kind in drv and imports them into peer. */
+static int domain_make_kind(domain_t *d, uint32_t kind, const adag_chan_geom_t *geom, unsigned n);
+
 static int domain_make(domain_t *d, const adag_chan_geom_t *geom, unsigned n)
+{
+    return domain_make_kind(d, ADAG_CHAN_SHM, geom, n);
+}
+
+static int domain_make_kind(domain_t *d, uint32_t kind, const adag_chan_geom_t *geom, unsigned n)
 {
     uint32_t kinds[MAX_CHANS];
     adag_wbuf_t blob = {0};
     int fds[ADAG_CTL_MAX_FDS];
     unsigned nfds = 0;
     memset(d, 0, sizeof(*d));
+    d->kind = kind;
     d->n = n;
     memcpy(d->geom, geom, n * sizeof(*geom));
     for (unsigned i = 0; i < n; i++)
-        kinds[i] = ADAG_CHAN_SHM;
+        kinds[i] = kind;
     adag_ctx_init(&d->drv);
     adag_ctx_init(&d->peer);
     if (adag_ctx_create_domains(&d->drv, "stress", kinds, geom, NULL, n, d->desc) != ADAG_OK ||
@@ -91,17 +104,48 @@ static void domain_free(domain_t *d)
 {
     adag_ctx_destroy(&d->peer);
     adag_ctx_destroy(&d->drv);
-    for (unsigned i = 0; i < d->n; i++)
+    for (unsigned i = 0; i < d->n; i++) {
         adag_wbuf_free(&d->desc[i]);
+        for (unsigned j = 0; j <= MAX_READERS; j++)
+            adag_wbuf_free(&d->info[i][j]);
+    }
+}
+
+/* CONNECT: every endpoint of a channel gets every endpoint's peer info. */
+static int domain_connect(domain_t *d)
+{
+    const adag_chan_ops_t *ops = adag_chan_backend(d->kind);
+    if (!ops->connect)
+        return 1;
+    for (unsigned c = 0; c < d->n; c++) {
+        adag_blob_t peers[1 + MAX_READERS];
+        unsigned np = 1 + d->geom[c].nreaders;
+        for (unsigned j = 0; j < np; j++)
+            peers[j] = (adag_blob_t){d->info[c][j].data, d->info[c][j].len};
+        for (unsigned j = 0; j < np; j++)
+            if (d->eps[c][j] && ops->connect(d->eps[c][j], peers, np) != ADAG_OK) {
+                EXPECT(0, "connect channel %u endpoint %u: %s", c, j, adag_last_error());
+                return 0;
+            }
+    }
+    return 1;
 }
 
 static adag_chan_t *endpoint(domain_t *d, adag_dag_ctx_t *ctx, unsigned c, int reader, int yield)
 {
     adag_chan_open_params_t p = params(d, c, reader, yield);
     adag_chan_t *ch = NULL;
-    if (adag_ctx_open(ctx, ADAG_CHAN_SHM, &p, NULL, &ch) != ADAG_OK) {
+    adag_wbuf_t info = {0};
+    if (adag_ctx_open(ctx, d->kind, &p, &info, &ch) != ADAG_OK) {
         EXPECT(0, "open channel %u reader %d: %s", c, reader, adag_last_error());
+        adag_wbuf_free(&info);
         return NULL;
+    }
+    if (!d->eps[c][reader + 1]) { /* the first endpoint of each is the one connected */
+        d->eps[c][reader + 1] = ch;
+        d->info[c][reader + 1] = info;
+    } else {
+        adag_wbuf_free(&info);
     }
     return ch;
 }
@@ -193,8 +237,9 @@ static void *writer_main(void *p)
 }
 
 /* Every channel at once: channel i has its writer thread and readers;
- * the last two channels are a chain through a relay thread. */
-static int run_channels(void)
+ * the last two channels are a chain through a relay thread. All of it
+ * over `kind`. */
+static int run_channels_of(uint32_t kind)
 {
     static const struct {
         adag_chan_geom_t g;
@@ -210,7 +255,7 @@ static int run_channels(void)
     int before = atomic_load(&failures);
     for (unsigned c = 0; c < NC; c++)
         geoms[c] = cases[c].g;
-    if (!domain_make(&d, geoms, NC))
+    if (!domain_make_kind(&d, kind, geoms, NC))
         return 0;
     for (unsigned c = 0; c < NC; c++) {
         unsigned words = (unsigned)(cases[c].g.capacity / 8);
@@ -218,23 +263,26 @@ static int run_channels(void)
             continue; /* fed by the relay below */
         w[nt] = (worker_t){.out = endpoint(&d, &d.drv, c, -1, c % 2), .n = cases[c].n,
                            .words = words, .salt = c};
-        pthread_create(&th[nt], NULL, writer_main, &w[nt]);
-        nt++;
+                nt++;
         for (unsigned r = 0; r < cases[c].g.nreaders; r++) {
             w[nt] = (worker_t){.in = endpoint(&d, &d.peer, c, (int)r, r % 2), .n = cases[c].n,
                                .words = words, .salt = c, .slow = r == 1};
             if (c == NC - 2 && r == 0) /* the relay: also the writer of the last channel */
                 w[nt].out = endpoint(&d, &d.peer, NC - 1, -1, 0);
-            pthread_create(&th[nt], NULL, reader_main, &w[nt]);
             nt++;
         }
     }
     for (unsigned r = 0; r < cases[NC - 1].g.nreaders; r++) {
         w[nt] = (worker_t){.in = endpoint(&d, &d.drv, NC - 1, (int)r, 1), .n = cases[NC - 1].n,
                            .words = (unsigned)(cases[NC - 1].g.capacity / 8), .salt = NC - 2};
-        pthread_create(&th[nt], NULL, reader_main, &w[nt]);
         nt++;
     }
+    if (!domain_connect(&d)) {
+        domain_free(&d);
+        return 0;
+    }
+    for (unsigned i = 0; i < nt; i++)
+        pthread_create(&th[i], NULL, w[i].in ? reader_main : writer_main, &w[i]);
     for (unsigned i = 0; i < nt; i++) {
         pthread_join(th[i], NULL);
         EXPECT(w[i].st == ADAG_OK, "channel thread %u: %s at seq %llu", i,
@@ -242,6 +290,18 @@ static int run_channels(void)
     }
     domain_free(&d);
     return atomic_load(&failures) == before;
+}
+
+static int run_channels(void)
+{
+    return run_channels_of(ADAG_CHAN_SHM);
+}
+
+/* The same over UCX (transport/chan_ucx.c): its AM callbacks, progress
+ * thread and waiters in one process, where TSan sees them all. */
+static int run_ucx_channels(void)
+{
+    return run_channels_of(ADAG_CHAN_UCX);
 }
 
 /* ---- adag_ctx_abort racing with everything ---- */
@@ -736,6 +796,7 @@ int main(void)
         int (*run)(void);
     } parts[] = {
         {"shm channels through the ops table", run_channels},
+        {"ucx channels through the ops table", run_ucx_channels},
         {"abort racing with waits", run_abort_races},
         {"thread-actor DAG", run_dag},
         {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},

@@ -415,6 +415,17 @@ int value_get(adag_chan_t *rd, uint64_t seq, int64_t deadline)
     return rc;
 }
 
+int rig_ready(const chan_backend_t *be, adag_chan_t *ch, uint64_t seq)
+{
+    int64_t t0 = adag_now_ns();
+    while (!adag_chan_ready(ch, seq)) {
+        if (!(be->caps & CAP_ASYNC) || ms_since(t0) > PROMPT_MS)
+            return 0;
+        usleep(100);
+    }
+    return 1;
+}
+
 /* ---- calls that block, in threads ---- */
 
 static void *blocked_main(void *p)

@@ -30,6 +30,7 @@
 const chan_backend_t chan_backends[] = {
     {ADAG_CHAN_SHM, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_FORK, "shm", -1, -1},
     {ADAG_CHAN_SELF, 0, "self", -1, -1},
+    {ADAG_CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx", -1, -1},
     /* the device channel on the emulated device, one line per arrangement */
     {ADAG_CHAN_DEVICE, DEV_CAPS, "device host->dev0 (async copy in)", -1, 0},
     {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
@@ -348,8 +349,10 @@ CONFORMANCE(abort_wakes_every_waiter, CAP_RING)
     cr_assert_eq(adag_chan_wait(late_r, 2, DEADLINE, &v), ADAG_ERR_CLOSED, "%s", NAME);
     cr_assert_eq(adag_chan_acquire(late_w, 2, DEADLINE, &buf), ADAG_ERR_CLOSED, "%s", NAME);
     cr_assert_lt(ms_since(t0), PROMPT_MS);
-    /* what was published is still there; ready never blocks */
-    cr_assert(adag_chan_ready(late_r, 1));
+    /* what was published is still there (a late endpoint of an async
+     * backend has its own ring: nothing was sent to it); ready never blocks */
+    if (!(be->caps & CAP_ASYNC))
+        cr_assert(adag_chan_ready(late_r, 1));
     cr_assert(!adag_chan_ready(late_r, 2));
     rig_close(&r);
 }
@@ -479,7 +482,7 @@ CONFORMANCE(ready_only_after_publish, 0)
                       (unsigned long long)s);
         cr_assert_eq(adag_chan_publish(r.w, s, 8, NULL, ADAG_OK, NULL), ADAG_OK);
         for (unsigned i = 0; i < r.nrd; i++) {
-            cr_assert(adag_chan_ready(r.rd[i], s), "%s: seq %llu published, not ready", NAME,
+            cr_assert(rig_ready(be, r.rd[i], s), "%s: seq %llu published, not ready", NAME,
                       (unsigned long long)s);
             cr_assert(!adag_chan_ready(r.rd[i], s + 1), "%s: seq %llu ready", NAME,
                       (unsigned long long)s + 1);
@@ -548,6 +551,14 @@ static int readable(int fd)
     return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
+/* readable at once, or within PROMPT_MS on a CAP_ASYNC backend */
+static int readable_soon(const chan_backend_t *be, int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int ms = be->caps & CAP_ASYNC ? (int)PROMPT_MS : 0;
+    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
 /* A reader arms the fd; it becomes readable after the writer's next
  * publish, not before (and not for a publish before it was armed). */
 CONFORMANCE(notify_fd_after_publish, CAP_NOTIFY_FD | CAP_RING)
@@ -555,6 +566,7 @@ CONFORMANCE(notify_fd_after_publish, CAP_NOTIFY_FD | CAP_RING)
     rig_t r;
     rig_open(&r, be, 4, 1, 64, 0);
     cr_assert_eq(value_put(r.w, 0, DEADLINE), ADAG_OK); /* not armed yet */
+    cr_assert(rig_ready(be, r.rd[0], 0), "%s", NAME);
     int fd = r.ops->notify_fd(r.rd[0]);
     cr_assert_geq(fd, 0, "%s: no notify fd", NAME);
     cr_assert(!readable(fd), "%s: readable before any publish since it was armed", NAME);
@@ -562,12 +574,12 @@ CONFORMANCE(notify_fd_after_publish, CAP_NOTIFY_FD | CAP_RING)
     cr_assert_eq(adag_chan_acquire(r.w, 1, DEADLINE, &buf), ADAG_OK);
     cr_assert(!readable(fd), "%s: readable after acquire, before publish", NAME);
     cr_assert_eq(adag_chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
-    cr_assert(readable(fd), "%s: not readable after a publish", NAME);
+    cr_assert(readable_soon(be, fd), "%s: not readable after a publish", NAME);
     uint64_t count;
     cr_assert_eq(read(fd, &count, sizeof(count)), (ssize_t)sizeof(count));
     cr_assert(!readable(fd));
     cr_assert_eq(value_put(r.w, 2, DEADLINE), ADAG_OK);
-    cr_assert(readable(fd), "%s: not readable after the second publish", NAME);
+    cr_assert(readable_soon(be, fd), "%s: not readable after the second publish", NAME);
     rig_close(&r);
 }
 

@@ -94,7 +94,7 @@ Test(ctx, abort_race_has_one_winner, .timeout = 60)
  * and a backend where nothing blocks keeps working. */
 Test(ctx, abort_wakes_every_endpoint_of_every_backend, .timeout = 60)
 {
-    enum { PER = 2, MAXCH = 2 * 8 };
+    enum { PER = 2, MAXCH = 2 * 12 };
     adag_dag_ctx_t ctx;
     uint32_t kinds[MAXCH];
     adag_chan_geom_t geoms[MAXCH];
@@ -123,12 +123,24 @@ Test(ctx, abort_wakes_every_endpoint_of_every_backend, .timeout = 60)
         adag_chan_open_params_t p = {.name = "every", .geom = geoms[c], .reader = -1,
                                      .desc = {descs[c].data, descs[c].len},
                                      .policy = {0, 0}}; /* no spinning: straight to sleep */
-        cr_assert_eq(adag_ctx_open(&ctx, kinds[c], &p, NULL, &w[c]), ADAG_OK, "%s",
+        adag_wbuf_t info[3] = {{0}, {0}, {0}};
+        cr_assert_eq(adag_ctx_open(&ctx, kinds[c], &p, &info[0], &w[c]), ADAG_OK, "%s",
                      adag_last_error());
         for (unsigned r = 0; r < geoms[c].nreaders; r++) {
             p.reader = (int)r;
-            cr_assert_eq(adag_ctx_open(&ctx, kinds[c], &p, NULL, &rd[c][r]), ADAG_OK);
+            cr_assert_eq(adag_ctx_open(&ctx, kinds[c], &p, &info[1 + r], &rd[c][r]), ADAG_OK);
         }
+        const adag_chan_ops_t *ops = adag_chan_backend(kinds[c]);
+        if (ops->connect) {
+            adag_blob_t peers[3];
+            for (unsigned i = 0; i <= geoms[c].nreaders; i++)
+                peers[i] = (adag_blob_t){info[i].data, info[i].len};
+            cr_assert_eq(ops->connect(w[c], peers, 1 + geoms[c].nreaders), ADAG_OK);
+            for (unsigned r = 0; r < geoms[c].nreaders; r++)
+                cr_assert_eq(ops->connect(rd[c][r], peers, 1 + geoms[c].nreaders), ADAG_OK);
+        }
+        for (unsigned i = 0; i < 3; i++)
+            adag_wbuf_free(&info[i]);
         if (!(line[c]->caps & CAP_RING))
             continue;
         /* fill the ring, then block its writer and its readers */

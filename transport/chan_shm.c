@@ -65,14 +65,7 @@ struct adag_shm_chan_hdr {
     _Atomic uint32_t notify_armed; /* signal the domain's eventfd after each publish */
 };
 
-typedef struct {
-    uint64_t seq;
-    uint64_t size;
-    int32_t status;
-    uint32_t err_len;
-    adag_tensor_meta_t meta;
-    char err[ADAG_SLOT_ERR_MAX];
-} slot_hdr_t;
+typedef adag_slot_hdr_t slot_hdr_t;
 
 _Static_assert(sizeof(slot_hdr_t) <= SLOT_HDR_SIZE, "slot header too large");
 _Static_assert(sizeof(struct adag_shm_chan_hdr) % 64 == 0, "header not cache aligned");

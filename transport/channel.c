@@ -7,11 +7,13 @@
 extern const adag_chan_ops_t adag_chan_self_ops;
 extern const adag_chan_ops_t adag_chan_shm_ops;
 extern const adag_chan_ops_t adag_chan_dev_ops;
+extern const adag_chan_ops_t adag_chan_ucx_ops;
 
 static const adag_chan_ops_t *const backends[ADAG_CHAN_NKINDS] = {
     [ADAG_CHAN_SELF] = &adag_chan_self_ops,
     [ADAG_CHAN_SHM] = &adag_chan_shm_ops,
     [ADAG_CHAN_DEVICE] = &adag_chan_dev_ops,
+    [ADAG_CHAN_UCX] = &adag_chan_ucx_ops,
 };
 
 const adag_chan_ops_t *adag_chan_backend(uint32_t kind)

@@ -58,6 +58,8 @@ typedef enum {
     ADAG_CHAN_SHM = 1,    /* same host: shared memory */
     ADAG_CHAN_DEVICE = 2, /* same host, a tensor with a device endpoint: device memory
                              over IPC, async host<->device copies (transport/chan_dev.c) */
+    ADAG_CHAN_UCX = 3,    /* between processes that share no memory (other hosts):
+                             UCP active messages (transport/chan_ucx.c) */
     ADAG_CHAN_NKINDS
 } adag_chan_kind_t;
 
@@ -73,6 +75,17 @@ typedef struct {
     uint32_t ndim;   /* 0..ADAG_MAX_DIMS */
     int64_t shape[ADAG_MAX_DIMS];
 } adag_tensor_meta_t;
+
+/* What a host ring keeps per slot besides the value (shm, ucx): which
+ * execution, its size, status, tensor metadata and error text. */
+typedef struct {
+    uint64_t seq;
+    uint64_t size;
+    int32_t status;
+    uint32_t err_len;
+    adag_tensor_meta_t meta;
+    char err[ADAG_SLOT_ERR_MAX];
+} adag_slot_hdr_t;
 
 typedef struct {
     const void *data;     /* in host memory, or in the reader's device memory */

@@ -1,0 +1,632 @@
+/*
+ * The "ucx" channel: the slot protocol of shm between processes that share
+ * no memory (other hosts), over UCP active messages.
+ *
+ * Every endpoint keeps its own ring of nslots slots (a slot header +
+ * capacity bytes), registered with UCX:
+ *   writer  acquire(seq) waits until every reader's credit says it released
+ *           seq - nslots and the sends out of that slot completed; returns
+ *           the slot's bytes (zero-copy write);
+ *           publish(seq) sends one AM per reader: the slot's header fields
+ *           in the AM header, its bytes (or a failure's message) as the data,
+ *           straight from the registered slot (zero-copy where the
+ *           transport can);
+ *   reader  the AM handler puts the value into slot seq % nslots: eager
+ *           data is copied there, rendezvous data is received straight into
+ *           it (ucp_am_recv_data_nbx); `written` counts the seqs landed
+ *           without a gap (a rendezvous may land after a later eager value);
+ *           wait(seq) returns a view of the slot (zero-copy read);
+ *           release(seq) sends a credit {released = seq + 1} to the writer.
+ * A writer never sends seq before every reader released seq - nslots, so a
+ * reader's slot is free when seq arrives; a value that would overwrite an
+ * unreleased slot, or does not fit, fails the endpoint (ADAG_ERR_PROTOCOL).
+ *
+ * Why active messages (docs/design.md, "UCX channels"): measured with
+ * ucx_perftest over veth, AM and tag matching have the same latency and
+ * bandwidth, RMA put is slower (TCP emulates it) and a put into the
+ * reader's ring wakes nobody; AM carries the slot header with the value
+ * and lets the handler route it, with no receives to post per slot.
+ *
+ * Waiting and progress: see transport/ucx.h. The conditions (written, a
+ * credit, a slot's sends, an endpoint's status) are atomics stored seq_cst
+ * by the callbacks (under the domain's lock) and loaded seq_cst by waiters,
+ * then the endpoint's event is notified: the handshake of common/event.h.
+ * The store of `written` also releases the slot's bytes to the reader.
+ */
+#include "transport/ucx.h"
+
+#include "common/error.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern const adag_chan_ops_t adag_chan_ucx_ops;
+
+#define SLOT_HDR_SIZE 576
+_Static_assert(sizeof(adag_ucx_slot_t) <= SLOT_HDR_SIZE, "slot header too large");
+
+static adag_ucx_chan_t *ucx_of(adag_chan_t *ch)
+{
+    return (adag_ucx_chan_t *)ch;
+}
+
+static adag_ucx_slot_t *slot_of(adag_ucx_chan_t *c, uint64_t seq)
+{
+    return (adag_ucx_slot_t *)(c->mem + (size_t)(seq % c->base.nslots) * c->stride);
+}
+
+static char *slot_data(adag_ucx_chan_t *c, uint64_t seq)
+{
+    return (char *)slot_of(c, seq) + SLOT_HDR_SIZE;
+}
+
+/* Fails the endpoint (the first reason stays) and wakes its waiters. */
+static void chan_fail(adag_ucx_chan_t *c, adag_status_t st, const char *fmt, ...)
+    ADAG_PRINTF(3, 4);
+static void chan_fail(adag_ucx_chan_t *c, adag_status_t st, const char *fmt, ...)
+{
+    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, sizeof(c->why), fmt, ap);
+    va_end(ap);
+    atomic_store_explicit(&c->status, st, memory_order_seq_cst);
+    adag_event_notify(&c->ev);
+}
+
+/* The endpoint's failure, reported (once, here) as the caller's error. */
+static adag_status_t chan_error(adag_ucx_chan_t *c)
+{
+    adag_status_t st = atomic_load_explicit(&c->status, memory_order_seq_cst);
+    return adag_error(st, "ucx channel %s: %s", c->base.name, c->why);
+}
+
+void adag_ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
+{
+    if (c->to_writer == conn) {
+        chan_fail(c, ADAG_ERR_IO, "its writer's process failed or is unreachable: %s",
+                  conn->why);
+        return;
+    }
+    for (unsigned r = 0; c->to_reader && r < c->nreaders; r++)
+        if (c->to_reader[r] == conn) {
+            chan_fail(c, ADAG_ERR_IO, "the process of its reader %u failed or is unreachable: %s",
+                      r, conn->why);
+            return;
+        }
+}
+
+/* ---- request callbacks (inside progress: under the domain's lock) ---- */
+
+static void request_done(adag_ucx_chan_t *c, void *req)
+{
+    ucp_request_free(req);
+    atomic_fetch_sub_explicit(&c->pending, 1, memory_order_relaxed);
+}
+
+static void sent(void *req, ucs_status_t us, void *arg)
+{
+    adag_ucx_req_ctx_t *x = arg;
+    adag_ucx_chan_t *c = x->ch;
+    if (us != UCS_OK)
+        chan_fail(c, ADAG_ERR_IO, "sending a value failed: %s", ucs_status_string(us));
+    atomic_fetch_sub_explicit(&c->slot_sends[x->slot], 1, memory_order_seq_cst);
+    adag_event_notify(&c->ev);
+    request_done(c, req);
+}
+
+static void credit_sent(void *req, ucs_status_t us, void *arg)
+{
+    adag_ucx_req_ctx_t *x = arg;
+    adag_ucx_chan_t *c = x->ch;
+    if (us != UCS_OK)
+        chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
+                  ucs_status_string(us));
+    atomic_store_explicit(&c->slot_credits[x->slot], 0, memory_order_seq_cst);
+    request_done(c, req);
+}
+
+/* seq landed in its slot: advance `written` over every landed seq. */
+static void landed(adag_ucx_chan_t *c, uint64_t seq)
+{
+    adag_ucx_domain_t *d = c->d;
+    c->landed[seq % c->base.nslots] = seq + 1;
+    uint64_t w = atomic_load_explicit(&c->written, memory_order_relaxed);
+    uint64_t was = w;
+    while (c->landed[w % c->base.nslots] == w + 1)
+        w++;
+    if (w == was)
+        return;
+    /* seq_cst: releases the slots' bytes; part of the event handshake */
+    atomic_store_explicit(&c->written, w, memory_order_seq_cst);
+    adag_event_notify(&c->ev);
+    if (atomic_load_explicit(&c->notify_armed, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        while (write(d->notify_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+static void received(void *req, ucs_status_t us, size_t length, void *arg)
+{
+    adag_ucx_req_ctx_t *x = arg;
+    adag_ucx_chan_t *c = x->ch;
+    (void)length;
+    if (us != UCS_OK)
+        chan_fail(c, ADAG_ERR_IO, "receiving a value failed: %s", ucs_status_string(us));
+    else
+        landed(c, slot_of(c, x->slot)->seq);
+    request_done(c, req);
+}
+
+/* ---- AM handlers (inside progress) ---- */
+
+ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param)
+{
+    adag_ucx_domain_t *d = arg;
+    int rndv = !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+    adag_ucx_data_hdr_t h;
+    if (header_length != sizeof(h)) {
+        ADAG_LOG_WARN("ucx: a value with a %zu-byte header dropped", header_length);
+        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+    }
+    memcpy(&h, header, sizeof(h));
+    adag_ucx_chan_t *c = adag_ucx_domain_find(d, h.chan, (int)h.reader);
+    if (!c || atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return UCS_OK; /* closed here, or failed: dropped (a rendezvous completes) */
+    uint64_t w = atomic_load_explicit(&c->written, memory_order_relaxed);
+    size_t max = h.status == ADAG_OK ? c->base.capacity : ADAG_SLOT_ERR_MAX - 1;
+    if (h.seq < w || h.seq >= c->released + c->base.nslots ||
+        c->landed[h.seq % c->base.nslots] == h.seq + 1) {
+        chan_fail(c, ADAG_ERR_PROTOCOL,
+                  "execution %llu arrived while the reader holds %llu..%llu (%u slots)",
+                  (unsigned long long)h.seq, (unsigned long long)c->released,
+                  (unsigned long long)w, c->base.nslots);
+        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+    }
+    if (length != h.size || length > max || h.meta.ndim > ADAG_MAX_DIMS ||
+        (h.status == ADAG_OK && rndv == 0 && !data && length)) {
+        chan_fail(c, ADAG_ERR_PROTOCOL,
+                  "execution %llu: %zu bytes (header says %llu, %u dims) do not fit a slot of "
+                  "%zu bytes",
+                  (unsigned long long)h.seq, length, (unsigned long long)h.size, h.meta.ndim,
+                  max);
+        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+    }
+    adag_ucx_slot_t *s = slot_of(c, h.seq);
+    s->seq = h.seq;
+    s->status = h.status;
+    adag_tensor_meta_store(&s->meta, h.status == ADAG_OK ? &h.meta : NULL);
+    char *dst = h.status == ADAG_OK ? slot_data(c, h.seq) : s->err;
+    s->size = h.status == ADAG_OK ? length : 0;
+    s->err_len = h.status == ADAG_OK ? 0 : (uint32_t)length;
+    s->err[h.status == ADAG_OK ? 0 : length] = '\0';
+    if (!rndv) {
+        if (length)
+            memcpy(dst, data, length);
+        landed(c, h.seq);
+        return UCS_OK;
+    }
+    adag_ucx_req_ctx_t *x = &c->req_ctx[h.seq % c->base.nslots];
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_MEMH,
+        .cb.recv_am = received,
+        .user_data = x,
+        .memh = c->memh,
+    };
+    void *req = ucp_am_recv_data_nbx(d->worker, data, dst, length, &p);
+    if (UCS_PTR_IS_ERR(req))
+        chan_fail(c, ADAG_ERR_IO, "receiving execution %llu failed: %s",
+                  (unsigned long long)h.seq, ucs_status_string(UCS_PTR_STATUS(req)));
+    else if (req)
+        atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
+    else
+        landed(c, h.seq);
+    return UCS_OK;
+}
+
+ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_length,
+                                void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+    adag_ucx_domain_t *d = arg;
+    adag_ucx_credit_hdr_t h;
+    (void)data;
+    (void)param;
+    if (header_length != sizeof(h) || length) {
+        ADAG_LOG_WARN("ucx: a malformed credit dropped (%zu + %zu bytes)",
+                 header_length, length);
+        return UCS_OK;
+    }
+    memcpy(&h, header, sizeof(h));
+    adag_ucx_chan_t *c = adag_ucx_domain_find(d, h.chan, -1);
+    if (!c)
+        return UCS_OK;
+    if (h.reader >= c->nreaders) {
+        chan_fail(c, ADAG_ERR_PROTOCOL, "a credit from reader %u of %u", h.reader, c->nreaders);
+        return UCS_OK;
+    }
+    _Atomic uint64_t *cr = &c->credit[h.reader];
+    if (h.released > atomic_load_explicit(cr, memory_order_relaxed)) {
+        atomic_store_explicit(cr, h.released, memory_order_seq_cst);
+        adag_event_notify(&c->ev);
+    }
+    return UCS_OK;
+}
+
+/* ---- the writer ---- */
+
+typedef struct {
+    adag_ucx_chan_t *c;
+    uint64_t need; /* every reader released at least this many */
+    unsigned slot;
+} space_arg_t;
+
+static int space_ready(const void *p)
+{
+    const space_arg_t *a = p;
+    adag_ucx_chan_t *c = a->c;
+    for (int pass = 0; pass < 2; pass++) {
+        if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+            return 1;
+        int ok = atomic_load_explicit(&c->slot_sends[a->slot], memory_order_seq_cst) == 0;
+        for (unsigned r = 0; ok && r < c->nreaders; r++)
+            ok = atomic_load_explicit(&c->credit[r], memory_order_seq_cst) >= a->need;
+        if (ok)
+            return 1;
+        if (!pass)
+            adag_ucx_try_progress(c->d);
+    }
+    return 0;
+}
+
+static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    space_arg_t a = {c, seq >= ch->nslots ? seq - ch->nslots + 1 : 0,
+                     (unsigned)(seq % ch->nslots)};
+    adag_status_t st = adag_event_wait(&c->ev, space_ready, &a, ch->abort, deadline, &ch->spin);
+    if (st != ADAG_OK)
+        return st;
+    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return chan_error(c);
+    *buf = slot_data(c, seq);
+    return ADAG_OK;
+}
+
+static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+                                 const adag_tensor_meta_t *meta, adag_status_t status,
+                                 const char *err)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    adag_ucx_domain_t *d = c->d;
+    unsigned slot = (unsigned)(seq % ch->nslots);
+    adag_ucx_slot_t *s = slot_of(c, seq);
+    const void *data = slot_data(c, seq);
+    size_t len = size <= ch->capacity ? size : 0;
+    if (status != ADAG_OK) {
+        len = err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;
+        memcpy(s->err, err ? err : "", len);
+        s->err[len] = '\0';
+        data = s->err;
+    }
+    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return chan_error(c);
+    /* the writer reads its own slot too (a later method of its actor) */
+    s->seq = seq;
+    s->size = status == ADAG_OK ? len : 0;
+    s->status = status;
+    s->err_len = status == ADAG_OK ? 0 : (uint32_t)len;
+    if (status == ADAG_OK)
+        s->err[0] = '\0';
+    adag_tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
+    atomic_store_explicit(&c->written, seq + 1, memory_order_seq_cst);
+    pthread_mutex_lock(&d->lock);
+    for (unsigned r = 0; r < c->nreaders; r++) {
+        adag_ucx_data_hdr_t *h = &c->hdrs[slot * c->nreaders + r];
+        *h = (adag_ucx_data_hdr_t){.chan = c->index, .reader = r, .seq = seq, .size = len,
+                                   .status = status};
+        adag_tensor_meta_store(&h->meta, status == ADAG_OK ? meta : NULL);
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            (status == ADAG_OK ? UCP_OP_ATTR_FIELD_MEMH : 0),
+            .cb.send = sent,
+            .user_data = &c->req_ctx[slot],
+            .memh = c->memh,
+        };
+        void *req = ucp_am_send_nbx(c->to_reader[r]->ep, ADAG_UCX_AM_DATA, h, sizeof(*h), data,
+                                    len, &p);
+        if (UCS_PTR_IS_ERR(req)) {
+            chan_fail(c, ADAG_ERR_IO, "sending execution %llu to reader %u failed: %s",
+                      (unsigned long long)seq, r, ucs_status_string(UCS_PTR_STATUS(req)));
+            break;
+        }
+        if (req) {
+            atomic_fetch_add_explicit(&c->slot_sends[slot], 1, memory_order_seq_cst);
+            atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
+        }
+    }
+    /* eager sends go out here; the rest moves with whoever progresses next */
+    ucp_worker_progress(d->worker);
+    pthread_mutex_unlock(&d->lock);
+    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return chan_error(c);
+    return ADAG_OK;
+}
+
+/* ---- readers ---- */
+
+typedef struct {
+    adag_ucx_chan_t *c;
+    uint64_t seq;
+} data_arg_t;
+
+static int data_ready(const void *p)
+{
+    const data_arg_t *a = p;
+    for (int pass = 0; pass < 2; pass++) {
+        if (atomic_load_explicit(&a->c->written, memory_order_seq_cst) > a->seq ||
+            atomic_load_explicit(&a->c->status, memory_order_seq_cst) != ADAG_OK)
+            return 1;
+        if (!pass)
+            adag_ucx_try_progress(a->c->d);
+    }
+    return 0;
+}
+
+static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+                              adag_slot_view_t *view)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    data_arg_t a = {c, seq};
+    adag_status_t st = adag_event_wait(&c->ev, data_ready, &a, ch->abort, deadline, &ch->spin);
+    if (st != ADAG_OK)
+        return st;
+    if (atomic_load_explicit(&c->written, memory_order_seq_cst) <= seq)
+        return chan_error(c);
+    adag_ucx_slot_t *s = slot_of(c, seq);
+    if (s->seq != seq)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "ucx channel %s: slot for execution %llu holds execution %llu",
+                          ch->name, (unsigned long long)seq, (unsigned long long)s->seq);
+    view->data = slot_data(c, seq);
+    view->size = s->size;
+    adag_tensor_meta_load(&view->meta, &s->meta);
+    view->device = ADAG_DEVICE_HOST;
+    view->status = s->status;
+    view->err = s->err;
+    view->err_len = s->err_len;
+    return ADAG_OK;
+}
+
+static void ucx_release(adag_chan_t *ch, uint64_t seq)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    adag_ucx_domain_t *d = c->d;
+    if (ch->reader < 0)
+        return;
+    unsigned slot = (unsigned)(seq % ch->nslots);
+    pthread_mutex_lock(&d->lock);
+    if (seq + 1 > c->released)
+        c->released = seq + 1;
+    /* the header of this slot's last credit must outlive its send: such a
+     * send (8 bytes, eager) is long done unless the peer is gone */
+    int64_t deadline = adag_now_ns() + 1000000000LL;
+    while (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) &&
+           adag_now_ns() < deadline)
+        ucp_worker_progress(d->worker);
+    if (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) ||
+        atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK) {
+        pthread_mutex_unlock(&d->lock);
+        return; /* the writer's waits end on the failure, not on credits */
+    }
+    adag_ucx_credit_hdr_t *h = &c->credits[slot];
+    *h = (adag_ucx_credit_hdr_t){c->index, (uint32_t)ch->reader, c->released};
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = credit_sent,
+        .user_data = &c->req_ctx[slot],
+        .flags = UCP_AM_SEND_FLAG_EAGER,
+    };
+    void *req = ucp_am_send_nbx(c->to_writer->ep, ADAG_UCX_AM_CREDIT, h, sizeof(*h), NULL, 0, &p);
+    if (UCS_PTR_IS_ERR(req)) {
+        chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    } else if (req) {
+        atomic_store_explicit(&c->slot_credits[slot], 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+static int ucx_ready(adag_chan_t *ch, uint64_t seq)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    if (atomic_load_explicit(&c->written, memory_order_seq_cst) > seq)
+        return 1;
+    adag_ucx_try_progress(c->d);
+    return atomic_load_explicit(&c->written, memory_order_seq_cst) > seq;
+}
+
+static int ucx_notify_fd(adag_chan_t *ch)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    if (ch->reader < 0)
+        return -1;
+    atomic_store_explicit(&c->notify_armed, 1, memory_order_seq_cst);
+    return c->d->notify_fd;
+}
+
+static void ucx_wake_all(adag_chan_t *ch)
+{
+    adag_event_notify(&ucx_of(ch)->ev);
+}
+
+/* ---- endpoints ---- */
+
+void adag_ucx_chan_free(adag_ucx_chan_t *c)
+{
+    if (c->memh)
+        ucp_mem_unmap(c->d->ctx, c->memh);
+    if (c->mem)
+        munmap(c->mem, c->mem_len);
+    free(c->req_ctx);
+    free(c->to_reader);
+    free(c->credit);
+    free(c->slot_sends);
+    free(c->hdrs);
+    free(c->landed);
+    free(c->credits);
+    free(c->slot_credits);
+    free(c);
+}
+
+static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_params_t *p,
+                              adag_wbuf_t *peer_info, adag_chan_t **out)
+{
+    adag_ucx_domain_t *d = (adag_ucx_domain_t *)dom;
+    const adag_chan_geom_t *g = &p->geom;
+    adag_rbuf_t rb = {p->desc.data, p->desc.len, 0, 0};
+    uint32_t index = adag_rbuf_u32(&rb);
+    uint32_t nslots = adag_rbuf_u32(&rb), nreaders = adag_rbuf_u32(&rb);
+    uint64_t capacity = adag_rbuf_u64(&rb);
+    adag_status_t st;
+    if (!d || rb.failed || rb.pos != rb.len)
+        return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %s", p->name,
+                          d ? "malformed descriptor" : "no UCX worker in this process");
+    if (nslots != g->nslots || nreaders != g->nreaders || capacity != g->capacity ||
+        g->nslots == 0 || p->reader >= (int)g->nreaders || p->reader < -1)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "ucx channel %s: descriptor does not match its geometry "
+                          "(%u slots, %u readers, %zu bytes, reader %d)",
+                          p->name, g->nslots, g->nreaders, g->capacity, p->reader);
+    adag_ucx_chan_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
+    adag_chan_init_common(&c->base, &adag_chan_ucx_ops, p);
+    c->d = d;
+    c->index = index;
+    c->nreaders = nreaders;
+    c->stride = SLOT_HDR_SIZE + ((g->capacity + 63) & ~(size_t)63);
+    c->mem_len = (size_t)nslots * c->stride;
+    c->mem = mmap(NULL, c->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (c->mem == MAP_FAILED) {
+        c->mem = NULL;
+        st = adag_error_errno(errno, "ucx channel %s: %u slots of %zu bytes", p->name, nslots,
+                              g->capacity);
+        goto fail;
+    }
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                             UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = c->mem,
+                               .length = c->mem_len};
+    ucs_status_t us = ucp_mem_map(d->ctx, &mp, &c->memh);
+    if (us != UCS_OK) {
+        c->memh = NULL;
+        st = adag_error(ADAG_ERR_IO, "ucx channel %s: registering %zu bytes: %s", p->name,
+                        c->mem_len, ucs_status_string(us));
+        goto fail;
+    }
+    c->req_ctx = calloc(nslots, sizeof(*c->req_ctx));
+    if (p->reader < 0) {
+        c->to_reader = calloc(nreaders ? nreaders : 1, sizeof(*c->to_reader));
+        c->credit = calloc(nreaders ? nreaders : 1, sizeof(*c->credit));
+        c->slot_sends = calloc(nslots, sizeof(*c->slot_sends));
+        c->hdrs = calloc((size_t)nslots * (nreaders ? nreaders : 1), sizeof(*c->hdrs));
+    } else {
+        c->landed = calloc(nslots, sizeof(*c->landed));
+        c->credits = calloc(nslots, sizeof(*c->credits));
+        c->slot_credits = calloc(nslots, sizeof(*c->slot_credits));
+    }
+    if (!c->req_ctx || (p->reader < 0 && (!c->to_reader || !c->credit || !c->slot_sends ||
+                                          !c->hdrs)) ||
+        (p->reader >= 0 && (!c->landed || !c->credits || !c->slot_credits))) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
+        goto fail;
+    }
+    for (unsigned i = 0; i < nslots; i++)
+        c->req_ctx[i] = (adag_ucx_req_ctx_t){c, i};
+    pthread_mutex_lock(&d->lock);
+    st = adag_ucx_domain_add(d, c);
+    pthread_mutex_unlock(&d->lock);
+    if (st != ADAG_OK)
+        goto fail;
+    if (peer_info)
+        adag_wbuf_bytes(peer_info, d->addr, d->addr_len);
+    *out = &c->base;
+    return ADAG_OK;
+fail:
+    adag_ucx_chan_free(c);
+    return st;
+}
+
+/* Where a peer's info says its worker is. */
+static adag_status_t peer_addr(adag_ucx_chan_t *c, const adag_blob_t *b, unsigned i,
+                               const void **addr, size_t *len)
+{
+    adag_rbuf_t rb = {b->data, b->len, 0, 0};
+    *addr = adag_rbuf_bytes(&rb, len);
+    if (rb.failed || rb.pos != rb.len || !*len || *len > ADAG_UCX_MAX_ADDR)
+        return adag_error(ADAG_ERR_PROTOCOL,
+                          "ucx channel %s: malformed peer info of %s (%zu bytes)", c->base.name,
+                          i ? "a reader" : "the writer", b->len);
+    return ADAG_OK;
+}
+
+static adag_status_t ucx_connect(adag_chan_t *ch, const adag_blob_t *peers, unsigned npeers)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    adag_ucx_domain_t *d = c->d;
+    const void *addr;
+    size_t len;
+    adag_status_t st = ADAG_OK;
+    if (npeers != 1 + c->nreaders)
+        return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %u peers for %u readers",
+                          ch->name, npeers, c->nreaders);
+    pthread_mutex_lock(&d->lock);
+    if (ch->reader < 0) {
+        for (unsigned r = 0; r < c->nreaders && st == ADAG_OK; r++)
+            if ((st = peer_addr(c, &peers[1 + r], 1 + r, &addr, &len)) == ADAG_OK)
+                st = adag_ucx_conn_get(d, addr, len, ch->name, &c->to_reader[r]);
+    } else if ((st = peer_addr(c, &peers[0], 0, &addr, &len)) == ADAG_OK) {
+        st = adag_ucx_conn_get(d, addr, len, ch->name, &c->to_writer);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static void ucx_close(adag_chan_t *ch)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    adag_ucx_domain_t *d = c->d;
+    pthread_mutex_lock(&d->lock);
+    adag_ucx_domain_remove(d, c);
+    pthread_mutex_unlock(&d->lock);
+}
+
+const adag_chan_ops_t adag_chan_ucx_ops = {
+    .name = "ucx",
+    .kind = ADAG_CHAN_UCX,
+    .domain_create = adag_ucx_domain_create,
+    .domain_export = adag_ucx_domain_export,
+    .domain_import = adag_ucx_domain_import,
+    .domain_destroy = adag_ucx_domain_destroy,
+    .open = ucx_open,
+    .connect = ucx_connect,
+    .close = ucx_close,
+    .wake_all = ucx_wake_all,
+    .notify_fd = ucx_notify_fd,
+    .acquire = ucx_acquire,
+    .publish = ucx_publish,
+    .wait = ucx_wait,
+    .release = ucx_release,
+    .ready = ucx_ready,
+};

@@ -1,0 +1,174 @@
+/*
+ * The UCX channel's per-DAG state in one process (transport/ucx_domain.c),
+ * shared with its endpoints (transport/chan_ucx.c).
+ *
+ * A domain is one UCP worker: every UCX endpoint of one DAG in one process
+ * sends and receives through it, with one UCP endpoint ("connection") per
+ * peer worker, made at CONNECT from the peer's worker address (the peer
+ * info of open) and shared by every channel to that peer.
+ *
+ * Progress: UCX only moves data inside ucp_worker_progress, so somebody
+ * must call it for as long as anything is in flight, also when no thread
+ * of this process waits on a UCX channel (a loop may sleep on an shm
+ * channel while a large value still streams out of it, or in). So:
+ *   - a waiter on a UCX channel progresses the worker itself while it
+ *     spins (a try-lock: one thread progresses at a time), so a value that
+ *     lands while it spins is seen at once;
+ *   - the domain's progress thread sleeps on the worker's event fd
+ *     (ucp_worker_arm + poll) and progresses whatever arrives when nobody
+ *     spins: waiters that stopped spinning sleep on their endpoint's event,
+ *     which the receive callbacks notify. An idle DAG uses no CPU.
+ * `lock` serializes every call on the worker (it is created single-
+ * threaded) and guards the endpoint list and the connections; the AM
+ * callbacks run inside progress, so under it.
+ */
+#ifndef ADAG_TRANSPORT_UCX_H
+#define ADAG_TRANSPORT_UCX_H
+
+#include "common/event.h"
+#include "transport/channel.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+/* Active message ids of the UCX channel. */
+#define ADAG_UCX_AM_DATA 21   /* writer -> reader: a value (or a failure) */
+#define ADAG_UCX_AM_CREDIT 22 /* reader -> writer: released up to a seq */
+
+/* Longest worker address accepted from a peer. */
+#define ADAG_UCX_MAX_ADDR 8192
+
+typedef struct adag_ucx_domain adag_ucx_domain_t;
+typedef struct adag_ucx_chan adag_ucx_chan_t;
+
+/* One UCP endpoint to a peer worker. `status` is ADAG_OK until UCX
+ * reports the peer failed (set once, seq_cst, after `why`). */
+typedef struct adag_ucx_conn {
+    struct adag_ucx_conn *next;
+    adag_ucx_domain_t *d;
+    ucp_ep_h ep;
+    void *addr;
+    size_t addr_len;
+    _Atomic int32_t status;
+    char why[192];
+} adag_ucx_conn_t;
+
+struct adag_ucx_domain {
+    adag_chan_domain_t base;
+    pthread_mutex_t lock;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_address_t *addr; /* this worker's address (peer info) */
+    size_t addr_len;
+    int efd;             /* the worker's event fd */
+    int stop_fd;         /* eventfd: the progress thread exits */
+    int notify_fd;       /* eventfd: readers' notify_fd */
+    int thread_started;
+    pthread_t progress;
+    adag_ucx_conn_t *conns;
+    /* endpoints opened here, and closed ones whose UCX requests are still
+     * in flight (freed when the domain goes, after every request ended) */
+    adag_ucx_chan_t **eps;
+    unsigned neps, cap;
+    adag_ucx_chan_t *zombies;
+};
+
+/* The slot header every UCX endpoint keeps per slot: what was published
+ * (the writer stages an error text here; a reader's lands here). */
+typedef adag_slot_hdr_t adag_ucx_slot_t;
+
+/* AM headers. A value's: which channel and reader, which execution, and
+ * what the slot says of it; its bytes (or, for a failure, its message)
+ * are the AM's data. A credit's: reader r released every seq below
+ * `released`. */
+typedef struct {
+    uint32_t chan;
+    uint32_t reader;
+    uint64_t seq;
+    uint64_t size;
+    int32_t status;
+    uint32_t pad;
+    adag_tensor_meta_t meta;
+} adag_ucx_data_hdr_t;
+
+typedef struct {
+    uint32_t chan;
+    uint32_t reader;
+    uint64_t released;
+} adag_ucx_credit_hdr_t;
+
+/* What a request's callback needs: its endpoint and slot. */
+typedef struct {
+    adag_ucx_chan_t *ch;
+    unsigned slot;
+} adag_ucx_req_ctx_t;
+
+struct adag_ucx_chan {
+    adag_chan_t base;
+    adag_ucx_domain_t *d;
+    uint32_t index;       /* the channel's index in its DAG */
+    unsigned nreaders;
+    size_t stride;        /* bytes per slot: header + capacity, 64-aligned */
+    char *mem;            /* nslots slots, registered with UCX */
+    size_t mem_len;
+    ucp_mem_h memh;
+    adag_event_t ev;      /* readers: a value landed; the writer: a credit or a send completed */
+    /* requests in flight that point at this endpoint (under d->lock) */
+    _Atomic unsigned pending;
+    adag_ucx_req_ctx_t *req_ctx;   /* per slot */
+    /* set once, seq_cst, after `why`: the endpoint cannot go on */
+    _Atomic int32_t status;
+    char why[320];
+    /* the writer: connection to each reader, each reader's released count
+     * (credits), sends of each slot still in flight, the AM headers */
+    adag_ucx_conn_t **to_reader;
+    _Atomic uint64_t *credit;
+    _Atomic unsigned *slot_sends;
+    adag_ucx_data_hdr_t *hdrs; /* [slot * nreaders + r] */
+    /* a reader: connection to the writer, seqs landed (contiguous),
+     * per slot the seq + 1 that landed there, credits in flight */
+    adag_ucx_conn_t *to_writer;
+    _Atomic uint64_t written;
+    uint64_t *landed;
+    uint64_t released;
+    adag_ucx_credit_hdr_t *credits; /* per slot */
+    _Atomic unsigned *slot_credits;
+    _Atomic uint32_t notify_armed;
+    adag_ucx_chan_t *next_zombie;
+};
+
+/* Progresses the worker once if no other thread does (never blocks). */
+void adag_ucx_try_progress(adag_ucx_domain_t *d);
+/* Under d->lock: the connection to the worker at addr (made on first use).
+ * `who` names the endpoint for messages. */
+adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,
+                                const char *who, adag_ucx_conn_t **out);
+/* Under d->lock: lists / unlists an endpoint for the AM callbacks. */
+adag_status_t adag_ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
+void adag_ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
+/* Under d->lock: the endpoint of channel `index` in this process (reader
+ * r, or the writer for r < 0), NULL if none. */
+adag_ucx_chan_t *adag_ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader);
+
+/* The domain operations of adag_chan_ucx_ops. */
+adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
+                                     const adag_chan_place_t *const *places, unsigned n,
+                                     adag_wbuf_t *descs, adag_chan_domain_t **out);
+adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
+                                     unsigned *nfds);
+adag_status_t adag_ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
+                                     adag_chan_domain_t **out);
+void adag_ucx_domain_destroy(adag_chan_domain_t *d);
+
+/* chan_ucx.c: the AM handlers (registered by the domain), what a
+ * connection's failure does to an endpoint, and freeing a closed one. */
+ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_length,
+                                void *data, size_t length, const ucp_am_recv_param_t *param);
+void adag_ucx_chan_peer_failed(adag_ucx_chan_t *ch, const adag_ucx_conn_t *c);
+void adag_ucx_chan_free(adag_ucx_chan_t *ch);
+
+#endif

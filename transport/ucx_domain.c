@@ -1,0 +1,397 @@
+/*
+ * The UCX channel's domain (transport/ucx.h): the process's UCP context,
+ * one worker per DAG, its progress thread, and the connections to peers.
+ */
+#include "transport/ucx.h"
+
+#include "common/error.h"
+#include "common/fd.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+extern const adag_chan_ops_t adag_chan_ucx_ops;
+
+#define DOMAIN_MAGIC 0x61647563u /* "aduc" */
+/* How long closing a connection may flush what is still in flight. */
+#define CLOSE_FLUSH_NS 1000000000LL
+
+/* ---- the process's UCP context: made by the first domain, shared ---- */
+
+static struct {
+    pthread_mutex_t lock;
+    ucp_context_h ctx;
+    unsigned refs;
+    pid_t pid; /* a forked child must not touch its parent's (UCX does not
+                * survive fork: workers are exec'd; this only keeps it from
+                * using the parent's context) */
+} context = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+static adag_status_t context_get(ucp_context_h *out)
+{
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&context.lock);
+    if (context.ctx && context.pid != getpid()) {
+        context.ctx = NULL; /* the parent's; never touched here */
+        context.refs = 0;
+    }
+    if (!context.ctx) {
+        ucp_config_t *config;
+        ucs_status_t us = ucp_config_read(NULL, NULL, &config);
+        if (us == UCS_OK) {
+            ucp_params_t p = {
+                .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                              UCP_PARAM_FIELD_NAME,
+                .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                .mt_workers_shared = 1, /* the workers of several DAGs, each used by its threads */
+                .name = "adag",
+            };
+            us = ucp_init(&p, config, &context.ctx);
+            ucp_config_release(config);
+        }
+        if (us != UCS_OK) {
+            context.ctx = NULL;
+            st = adag_error(ADAG_ERR_NOT_FOUND, "UCX: ucp_init: %s (check the UCX_* settings)",
+                            ucs_status_string(us));
+            goto out;
+        }
+        context.pid = getpid();
+    }
+    context.refs++;
+    *out = context.ctx;
+out:
+    pthread_mutex_unlock(&context.lock);
+    return st;
+}
+
+static void context_put(void)
+{
+    pthread_mutex_lock(&context.lock);
+    if (context.ctx && context.pid == getpid() && --context.refs == 0) {
+        ucp_cleanup(context.ctx);
+        context.ctx = NULL;
+    }
+    pthread_mutex_unlock(&context.lock);
+}
+
+/* ---- progress ---- */
+
+void adag_ucx_try_progress(adag_ucx_domain_t *d)
+{
+    if (pthread_mutex_trylock(&d->lock) != 0)
+        return;
+    while (ucp_worker_progress(d->worker)) {
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Sleeps on the worker's event fd whenever there is nothing to progress. */
+static void *progress_main(void *arg)
+{
+    adag_ucx_domain_t *d = arg;
+    struct pollfd fds[2] = {{.fd = d->efd, .events = POLLIN}, {.fd = d->stop_fd, .events = POLLIN}};
+    for (;;) {
+        pthread_mutex_lock(&d->lock);
+        while (ucp_worker_progress(d->worker)) {
+        }
+        ucs_status_t us = ucp_worker_arm(d->worker);
+        pthread_mutex_unlock(&d->lock);
+        if (us == UCS_ERR_BUSY)
+            continue; /* events came in meanwhile */
+        if (us != UCS_OK) {
+            ADAG_LOG_WARN("ucx: ucp_worker_arm: %s; progress thread polls",
+                     ucs_status_string(us));
+            usleep(1000);
+        } else if (poll(fds, 2, -1) < 0 && errno != EINTR) {
+            ADAG_LOG_WARN("ucx: poll on the worker's event fd: %s", strerror(errno));
+            usleep(1000);
+        }
+        if (fds[1].revents & POLLIN)
+            return NULL;
+    }
+}
+
+/* ---- connections ---- */
+
+static void conn_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    adag_ucx_conn_t *c = arg;
+    adag_ucx_domain_t *d = c->d;
+    (void)ep;
+    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return;
+    snprintf(c->why, sizeof(c->why), "%s", ucs_status_string(status));
+    /* seq_cst: every endpoint that sees the status sees `why` */
+    atomic_store_explicit(&c->status, ADAG_ERR_IO, memory_order_seq_cst);
+    ADAG_LOG_WARN("ucx: a peer of this process failed: %s", c->why);
+    for (unsigned i = 0; i < d->neps; i++) /* under d->lock: inside progress */
+        adag_ucx_chan_peer_failed(d->eps[i], c);
+}
+
+adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,
+                                const char *who, adag_ucx_conn_t **out)
+{
+    for (adag_ucx_conn_t *c = d->conns; c; c = c->next)
+        if (c->addr_len == len && !memcmp(c->addr, addr, len)) {
+            *out = c;
+            return ADAG_OK;
+        }
+    adag_ucx_conn_t *c = calloc(1, sizeof(*c));
+    if (!c || !(c->addr = malloc(len))) {
+        free(c);
+        return adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", who);
+    }
+    memcpy(c->addr, addr, len);
+    c->addr_len = len;
+    c->d = d;
+    atomic_init(&c->status, ADAG_OK);
+    ucp_ep_params_t p = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = c->addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = conn_failed, .arg = c},
+    };
+    ucs_status_t us = ucp_ep_create(d->worker, &p, &c->ep);
+    if (us != UCS_OK) {
+        free(c->addr);
+        free(c);
+        return adag_error(ADAG_ERR_IO, "ucx channel %s: cannot reach its peer: ucp_ep_create: %s",
+                          who, ucs_status_string(us));
+    }
+    c->next = d->conns;
+    d->conns = c;
+    *out = c;
+    return ADAG_OK;
+}
+
+/* Closes every connection, letting what is in flight finish for a while
+ * (then forced): the requests' callbacks all run before this returns. */
+static void conns_close(adag_ucx_domain_t *d)
+{
+    unsigned n = 0, nconns = 0;
+    for (adag_ucx_conn_t *c = d->conns; c; c = c->next)
+        nconns++;
+    void **reqs = calloc(nconns ? nconns : 1, sizeof(*reqs));
+    for (adag_ucx_conn_t *c = d->conns; c; c = c->next) {
+        int failed = atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK;
+        ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = failed ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+        void *r = ucp_ep_close_nbx(c->ep, &p);
+        if (UCS_PTR_IS_PTR(r) && reqs)
+            reqs[n++] = r;
+        else if (UCS_PTR_IS_PTR(r))
+            ucp_request_free(r); /* out of memory: not waited for */
+    }
+    int64_t deadline = adag_now_ns() + CLOSE_FLUSH_NS;
+    for (unsigned i = 0; i < n; i++) {
+        while (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && adag_now_ns() < deadline)
+            ucp_worker_progress(d->worker);
+        if (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS)
+            ADAG_LOG_INFO("ucx: a connection did not flush in %lld ms; dropped",
+                          CLOSE_FLUSH_NS / 1000000);
+        ucp_request_free(reqs[i]); /* freed by UCX when it ends, if it has not */
+    }
+    free(reqs);
+    while (d->conns) {
+        adag_ucx_conn_t *c = d->conns;
+        d->conns = c->next;
+        free(c->addr);
+        free(c);
+    }
+}
+
+/* ---- the endpoint list ---- */
+
+adag_status_t adag_ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
+{
+    if (d->neps == d->cap) {
+        unsigned cap = d->cap ? 2 * d->cap : 16;
+        adag_ucx_chan_t **eps = realloc(d->eps, cap * sizeof(*eps));
+        if (!eps)
+            return adag_error(ADAG_ERR_NO_MEMORY, "ucx domain: out of memory");
+        d->eps = eps;
+        d->cap = cap;
+    }
+    d->eps[d->neps++] = ch;
+    return ADAG_OK;
+}
+
+adag_ucx_chan_t *adag_ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader)
+{
+    for (unsigned i = 0; i < d->neps; i++)
+        if (d->eps[i]->index == index && d->eps[i]->base.reader == reader)
+            return d->eps[i];
+    return NULL;
+}
+
+void adag_ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
+{
+    for (unsigned i = 0; i < d->neps; i++)
+        if (d->eps[i] == ch) {
+            d->eps[i] = d->eps[--d->neps];
+            break;
+        }
+    if (atomic_load_explicit(&ch->pending, memory_order_relaxed)) {
+        /* its requests' callbacks still point at it */
+        ch->next_zombie = d->zombies;
+        d->zombies = ch;
+    } else {
+        adag_ucx_chan_free(ch);
+    }
+}
+
+/* ---- the domain's lifetime ---- */
+
+void adag_ucx_domain_destroy(adag_chan_domain_t *dom)
+{
+    adag_ucx_domain_t *d = (adag_ucx_domain_t *)dom;
+    if (!d)
+        return;
+    if (d->thread_started) {
+        uint64_t one = 1;
+        while (write(d->stop_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+        }
+        pthread_join(d->progress, NULL);
+    }
+    if (d->worker) {
+        conns_close(d);
+        while (d->zombies) {
+            adag_ucx_chan_t *z = d->zombies;
+            d->zombies = z->next_zombie;
+            adag_ucx_chan_free(z);
+        }
+        if (d->addr)
+            ucp_worker_release_address(d->worker, d->addr);
+        ucp_worker_destroy(d->worker);
+    }
+    if (d->ctx)
+        context_put();
+    /* the worker owns its event fd */
+    if (d->stop_fd >= 0)
+        close(d->stop_fd);
+    if (d->notify_fd >= 0)
+        close(d->notify_fd);
+    free(d->eps);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+static adag_status_t domain_new(const char *what, adag_chan_domain_t **out)
+{
+    adag_status_t st;
+    ucs_status_t us;
+    adag_ucx_domain_t *d = calloc(1, sizeof(*d));
+    if (!d)
+        return adag_error(ADAG_ERR_NO_MEMORY, "ucx domain of %s: out of memory", what);
+    d->base.ops = &adag_chan_ucx_ops;
+    d->efd = d->stop_fd = d->notify_fd = -1;
+    pthread_mutex_init(&d->lock, NULL);
+    if ((st = context_get(&d->ctx)) != ADAG_OK) {
+        d->ctx = NULL;
+        goto fail;
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE |
+                                            UCP_WORKER_PARAM_FIELD_EVENTS,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE, /* d->lock serializes */
+                              .events = UCP_WAKEUP_TX | UCP_WAKEUP_RX};
+    if ((us = ucp_worker_create(d->ctx, &wp, &d->worker)) != UCS_OK) {
+        d->worker = NULL;
+        st = adag_error(ADAG_ERR_IO, "ucx domain of %s: ucp_worker_create: %s", what,
+                        ucs_status_string(us));
+        goto fail;
+    }
+    if ((us = ucp_worker_get_address(d->worker, &d->addr, &d->addr_len)) != UCS_OK ||
+        (us = ucp_worker_get_efd(d->worker, &d->efd)) != UCS_OK) {
+        d->addr = NULL;
+        st = adag_error(ADAG_ERR_IO, "ucx domain of %s: worker address or event fd: %s", what,
+                        ucs_status_string(us));
+        goto fail;
+    }
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .arg = d,
+    };
+    hp.id = ADAG_UCX_AM_DATA;
+    hp.cb = adag_ucx_on_data;
+    if ((us = ucp_worker_set_am_recv_handler(d->worker, &hp)) == UCS_OK) {
+        hp.id = ADAG_UCX_AM_CREDIT;
+        hp.cb = adag_ucx_on_credit;
+        us = ucp_worker_set_am_recv_handler(d->worker, &hp);
+    }
+    if (us != UCS_OK) {
+        st = adag_error(ADAG_ERR_IO, "ucx domain of %s: AM handlers: %s", what,
+                        ucs_status_string(us));
+        goto fail;
+    }
+    d->stop_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    d->notify_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (d->stop_fd < 0 || d->notify_fd < 0) {
+        st = adag_error_errno(errno, "ucx domain of %s: eventfd", what);
+        goto fail;
+    }
+    int rc = pthread_create(&d->progress, NULL, progress_main, d);
+    if (rc != 0) {
+        st = adag_error_errno(rc, "ucx domain of %s: progress thread", what);
+        goto fail;
+    }
+    d->thread_started = 1;
+    *out = &d->base;
+    return ADAG_OK;
+fail:
+    adag_ucx_domain_destroy(&d->base);
+    return st;
+}
+
+adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
+                                   const adag_chan_place_t *const *places, unsigned n,
+                                   adag_wbuf_t *descs, adag_chan_domain_t **out)
+{
+    (void)places;
+    char what[96];
+    snprintf(what, sizeof(what), "DAG %s", dag_name);
+    /* a channel's descriptor: its index in the DAG (what the AM headers
+     * name) and its geometry, which every endpoint checks */
+    for (unsigned i = 0; i < n; i++) {
+        if (geoms[i].nslots == 0 || geoms[i].capacity > (size_t)1 << 40)
+            return adag_error(ADAG_ERR_INVALID, "DAG %s: ucx channel %u: %u slots of %zu bytes",
+                              dag_name, i, geoms[i].nslots, geoms[i].capacity);
+        adag_wbuf_u32(&descs[i], i);
+        adag_wbuf_u32(&descs[i], geoms[i].nslots);
+        adag_wbuf_u32(&descs[i], geoms[i].nreaders);
+        adag_wbuf_u64(&descs[i], geoms[i].capacity);
+    }
+    return domain_new(what, out);
+}
+
+adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
+                                   unsigned *nfds)
+{
+    (void)d;
+    (void)fds;
+    adag_wbuf_u32(blob, DOMAIN_MAGIC);
+    *nfds = 0;
+    return ADAG_OK;
+}
+
+adag_status_t adag_ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
+                                   adag_chan_domain_t **out)
+{
+    adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
+    uint32_t magic = adag_rbuf_u32(&rb);
+    for (unsigned i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (rb.failed || rb.pos != rb.len || magic != DOMAIN_MAGIC || nfds)
+        return adag_error(ADAG_ERR_PROTOCOL, "ucx domain: malformed (%zu bytes, %u fds)",
+                          blob.len, nfds);
+    return domain_new("an imported DAG", out);
+}
+
