@@ -2,9 +2,12 @@
 # Installs what adag needs to build and test on Debian 12 (only what is missing).
 set -euo pipefail
 # openmpi-*: the baseline of adag-bench's allreduce rows (bench/peers/mpi_allreduce.c)
-# libucx-dev: the ucx channel (transport/chan_ucx.c)
+# libucx-dev: the ucx channel (transport/chan_ucx.c); ucx-utils: ucx_perftest, the
+#   baseline of adag-bench's multi-host rows
+# libpmix-dev: workers launched by mpirun/srun find their driver through PMIx
+# iproute2: the multi-host tests build hosts out of network namespaces (ip netns)
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
-      libucx-dev)
+      libucx-dev ucx-utils libpmix-dev iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { SETTING_INT, SETTING_STRING } setting_type_t;
+/* SETTING_SECRET: a string never printed (adag-info -c says whether it is set) */
+typedef enum { SETTING_INT, SETTING_STRING, SETTING_SECRET } setting_type_t;
 
 typedef struct {
     const char *name;
@@ -55,6 +56,14 @@ static const setting_def_t setting_table[] = {
      "bandwidth of the host backend's copies (copy_async, every direction) in MB/s (10^6 "
      "bytes): a copy of n bytes takes at least n / bandwidth, its stream thread sleeping "
      "what the memmove left, to model a PCIe or NVLink link; 0: as fast as memmove"},
+    {"ADAG_TOKEN_FILE", SETTING_STRING, NULL, 0, 0, FIELD(token_file),
+     "file holding the token that remote workers and their agents check (mode 0600 or "
+     "0400, owned by this user); preferred to ADAG_TOKEN"},
+    {"ADAG_TOKEN", SETTING_SECRET, NULL, 0, 0, FIELD(token),
+     "the token itself (at most 256 bytes), when no ADAG_TOKEN_FILE is set; never printed"},
+    {"ADAG_REMOTE_TIMEOUT_MS", SETTING_INT, "5000", 1000, 600000, FIELD(remote_timeout_ms),
+     "a silent or cut link to a remote worker (or its driver) fails after this long (TCP "
+     "keepalive probes each second, and the same bound on unacknowledged data)"},
 };
 
 #define NSETTINGS (sizeof(setting_table) / sizeof(setting_table[0]))
@@ -79,7 +88,7 @@ static void settings_load(void)
         const setting_def_t *def = &setting_table[i];
         const char *env = getenv(def->name);
         void *field = (char *)&settings + def->offset;
-        if (def->type == SETTING_STRING) {
+        if (def->type != SETTING_INT) {
             const char *v = env && *env ? env : def->default_value;
             *(const char **)field = v ? strdup(v) : NULL;
             continue;
@@ -110,7 +119,11 @@ void adag_settings_print(FILE *out)
     for (size_t i = 0; i < NSETTINGS; i++) {
         const setting_def_t *def = &setting_table[i];
         const void *field = (const char *)s + def->offset;
-        if (def->type == SETTING_STRING) {
+        if (def->type == SETTING_SECRET) {
+            const char *v = *(const char *const *)field;
+            fprintf(out, "%-26s = %-12s (default (unset))\n", def->name,
+                    v ? "(set, hidden)" : "(unset)");
+        } else if (def->type == SETTING_STRING) {
             const char *v = *(const char *const *)field;
             fprintf(out, "%-26s = %-12s (default %s)\n", def->name, v ? v : "(unset)",
                     def->default_value ? def->default_value : "(unset)");

@@ -21,6 +21,9 @@ typedef struct {
     int64_t log_level;           /* ADAG_LOG_LEVEL */
     int64_t host_devices;        /* ADAG_HOST_DEVICES */
     int64_t host_copy_mbps;      /* ADAG_HOST_COPY_MBPS */
+    const char *token_file;      /* ADAG_TOKEN_FILE */
+    const char *token;           /* ADAG_TOKEN */
+    int64_t remote_timeout_ms;   /* ADAG_REMOTE_TIMEOUT_MS */
 } adag_settings_t;
 
 /* The settings in force (read once, thread-safe). */

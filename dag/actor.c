@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "dag/internal.h"
+#include "transport/tcp.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -211,7 +212,8 @@ void adag_actor_drop(adag_actor_h a)
 
 #define ACTOR_PARAMS_KNOWN                                                                     \
     (ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |                  \
-     ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE)
+     ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE |              \
+     ADAG_ACTOR_PARAM_HOST)
 
 static adag_status_t check_actor_params(const adag_actor_params_t *p)
 {
@@ -233,8 +235,23 @@ static adag_status_t check_actor_params(const adag_actor_params_t *p)
                           "%s: module_path is set (ADAG_ACTOR_PARAM_MODULE) but %s", fn,
                           p->module_path ? "empty" : "NULL");
     if ((p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) && p->placement != ADAG_PLACEMENT_THREAD &&
-        p->placement != ADAG_PLACEMENT_PROCESS)
+        p->placement != ADAG_PLACEMENT_PROCESS && p->placement != ADAG_PLACEMENT_REMOTE)
         return adag_error(ADAG_ERR_INVALID, "%s: unknown placement %d", fn, (int)p->placement);
+    int remote = (p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) &&
+                 p->placement == ADAG_PLACEMENT_REMOTE;
+    int has_host = (p->field_mask & ADAG_ACTOR_PARAM_HOST) != 0;
+    if (remote && (!has_host || !p->host || !strchr(p->host, ':') ||
+                   strlen(p->host) >= ADAG_HOSTPORT_MAX))
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: remote actor %s needs host (ADAG_ACTOR_PARAM_HOST): \"host:port\" "
+                          "of an agent, under %d bytes",
+                          fn, p->name && (p->field_mask & ADAG_ACTOR_PARAM_NAME) ? p->name : "",
+                          ADAG_HOSTPORT_MAX);
+    if (!remote && has_host)
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: host is set (ADAG_ACTOR_PARAM_HOST) but the placement is not "
+                          "ADAG_PLACEMENT_REMOTE",
+                          fn);
     if (p->field_mask & ADAG_ACTOR_PARAM_INIT) {
         if (p->init_size && !p->init_data)
             return adag_error(ADAG_ERR_INVALID, "%s: init_data is NULL", fn);
@@ -301,7 +318,9 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     if (!a)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     a->rt = rt;
-    a->ops = placement == ADAG_PLACEMENT_PROCESS ? &adag_placement_process : &adag_placement_thread;
+    a->ops = placement == ADAG_PLACEMENT_THREAD ? &adag_placement_thread : &adag_placement_process;
+    if (placement == ADAG_PLACEMENT_REMOTE)
+        snprintf(a->host, sizeof(a->host), "%s", p->host);
     a->refs = 1;
     a->live = 1;
     a->device_kind = has_device ? (int32_t)device_kind : -1;

@@ -278,12 +278,44 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
  * read only by its writer (consecutive methods of one actor): self;
  * otherwise the processes share a host: shm. UCX and NCCL add their cases
  * here (placement, hints). */
-static adag_chan_kind_t choose_kind(const adag_dag_chan_t *c)
+/* The host of a DAG actor (-1: the driver): its agent's address, "" for
+ * the driver's host. */
+static const char *host_of(adag_dag_h dag, int who)
 {
+    return who < 0 ? "" : dag->actors[who].actor->host;
+}
+
+/* The one decision of a channel's backend: ucx when its endpoints are on
+ * more than one host (a device tensor cannot cross hosts yet), else device
+ * when an endpoint keeps it in device memory, self when only its writer
+ * reads it, shm otherwise. */
+static adag_status_t choose_kind(adag_dag_h dag, adag_dag_chan_t *c)
+{
+    const char *h0 = host_of(dag, c->writer);
+    int across = 0;
+    for (unsigned r = 0; r < c->nreaders && !across; r++)
+        across = strcmp(h0, host_of(dag, c->readers[r])) != 0;
     for (unsigned i = 0; i <= c->nreaders; i++)
-        if (c->places[i].kind >= 0)
-            return ADAG_CHAN_DEVICE;
-    return c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
+        if (c->places[i].kind >= 0) {
+            if (across)
+                return adag_error(ADAG_ERR_INVALID,
+                                  "adag_graph_compile: %s is a device tensor that crosses hosts "
+                                  "(%s -> %s); declare it in host memory "
+                                  "(ADAG_TRANSPORT_HOST)",
+                                  c->name, *h0 ? h0 : "the driver's host",
+                                  c->nreaders && *host_of(dag, c->readers[0])
+                                      ? host_of(dag, c->readers[0])
+                                      : "the driver's host");
+            c->kind = ADAG_CHAN_DEVICE;
+            return ADAG_OK;
+        }
+    if (across)
+        c->kind = ADAG_CHAN_UCX;
+    else if (*h0 && c->nreaders)
+        c->kind = ADAG_CHAN_UCX; /* within another host: no segment of ours there */
+    else
+        c->kind = c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
+    return ADAG_OK;
 }
 
 /* Per shared communicator (dag/comm_lease.c) the DAG's collectives use:
@@ -317,9 +349,8 @@ static adag_status_t plan_order_channels(adag_dag_h dag)
             if (adag_comm_lease_rank(l, dag->actors[ai].actor->id) >= 0 &&
                 (st = add_reader(c, (int)ai)) != ADAG_OK)
                 return st;
-        if ((st = place_channel(dag, c)) != ADAG_OK)
+        if ((st = place_channel(dag, c)) != ADAG_OK || (st = choose_kind(dag, c)) != ADAG_OK)
             return st;
-        c->kind = choose_kind(c);
     }
     return ADAG_OK;
 }
@@ -423,13 +454,25 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             return st;
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
-        if ((st = place_channel(dag, &dag->chans[c])) != ADAG_OK)
+        if ((st = place_channel(dag, &dag->chans[c])) != ADAG_OK ||
+            (st = choose_kind(dag, &dag->chans[c])) != ADAG_OK)
             return st;
-        dag->chans[c].kind = choose_kind(&dag->chans[c]);
     }
     if ((st = adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
                                      cx->actor_index)) != ADAG_OK)
         return st;
+    /* communicators (collectives, ADAG_TRANSPORT_COMM) are the host
+     * communicator's shared memory or NCCL on one host: not across hosts */
+    for (unsigned i = 0; i < dag->ncomm_leases; i++)
+        for (unsigned ai = 0; ai < dag->nactors; ai++) {
+            adag_actor_h a = dag->actors[ai].actor;
+            if (a->host[0] && adag_comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
+                return adag_error(ADAG_ERR_INVALID,
+                                  "adag_graph_compile: actor %s (host %s) is in a collective or "
+                                  "a communicator tensor; those run within the driver's host "
+                                  "for now",
+                                  a->name, a->host);
+        }
     return plan_order_channels(dag);
 }
 

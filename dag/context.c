@@ -102,13 +102,19 @@ out:
 adag_status_t adag_ctx_export_domains(adag_dag_ctx_t *ctx, adag_wbuf_t *out, int *fds,
                                       unsigned *nfds, unsigned max)
 {
+    return adag_ctx_export_domains_of(ctx, UINT32_MAX, out, fds, nfds, max);
+}
+
+adag_status_t adag_ctx_export_domains_of(adag_dag_ctx_t *ctx, uint32_t kinds, adag_wbuf_t *out,
+                                         int *fds, unsigned *nfds, unsigned max)
+{
     uint32_t n = 0;
     for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
-        n += ctx->domains[k] != NULL;
+        n += ctx->domains[k] != NULL && (kinds >> k & 1);
     adag_wbuf_u32(out, n);
     for (uint32_t k = 0; k < ADAG_CHAN_NKINDS; k++) {
         adag_chan_domain_t *d = ctx->domains[k];
-        if (!d)
+        if (!d || !(kinds >> k & 1))
             continue;
         adag_wbuf_t blob = {0};
         int dfds[ADAG_CHAN_DOMAIN_MAX_FDS];

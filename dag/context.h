@@ -61,6 +61,9 @@ adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
  * (still owned by the context) to fds[*nfds..max). */
 adag_status_t adag_ctx_export_domains(adag_dag_ctx_t *ctx, adag_wbuf_t *out, int *fds,
                                       unsigned *nfds, unsigned max);
+/* The same for the kinds in the mask only (bit k: adag_chan_kind_t k). */
+adag_status_t adag_ctx_export_domains_of(adag_dag_ctx_t *ctx, uint32_t kinds, adag_wbuf_t *out,
+                                         int *fds, unsigned *nfds, unsigned max);
 /* Attaches exported domains; takes every fd (also on failure). On failure
  * nothing stays attached and every fd given is closed. */
 adag_status_t adag_ctx_import_domains(adag_dag_ctx_t *ctx, adag_blob_t blob, int *fds,

@@ -31,8 +31,12 @@ static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
 {
     const adag_dag_actor_t *da = &dag->actors[ai];
     const adag_program_t *p = &da->prog;
-    fprintf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
-            da->actor->ops->name);
+    if (da->actor->host[0]) /* a remote actor: where it runs */
+        fprintf(out, "  a%u [shape=box, label=\"%s (remote, host %s)\\l", ai, da->actor->name,
+                da->actor->host);
+    else
+        fprintf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
+                da->actor->ops->name);
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
         for (uint32_t a = 0; a < op->nargs; a++)

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/value.h"
 #include "dag/internal.h"
 
@@ -43,6 +44,14 @@ void adag_dag_update_fd(adag_dag_h dag)
 
 void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
 {
+    if (dag->abort_status == ADAG_ERR_IO && status == ADAG_ERR_ACTOR_DIED) {
+        /* a channel lost its peer (the symptom) before the monitor saw the
+         * peer's actor die (the cause): the cause is what callers get */
+        dag->abort_status = status;
+        snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
+        adag_dag_wake(dag);
+        return;
+    }
     if (dag->abort_status == ADAG_OK) {
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
@@ -74,9 +83,26 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
     return 0;
 }
 
-/* The DAG's failure as this call's error. Under dag->lock. */
+/* A ucx channel lost its peer (ADAG_ERR_IO, from the channel or as the
+ * DAG's failure): when an actor's death is behind it, the monitor learns so
+ * from the actor's own connection within ADAG_REMOTE_TIMEOUT_MS (at once
+ * for a process that died; by keepalive for a link cut). Waits that long
+ * for the cause; 1 when it came (dag->abort_status). Under dag->lock. */
+static int await_cause_locked(adag_dag_h dag)
+{
+    int64_t deadline = adag_deadline_ms((int)adag_settings()->remote_timeout_ms);
+    while (dag->abort_status != ADAG_ERR_ACTOR_DIED && !dag->closing &&
+           adag_now_ns() < deadline)
+        adag_dag_cond_wait(dag, deadline);
+    return dag->abort_status == ADAG_ERR_ACTOR_DIED;
+}
+
+/* The DAG's failure as this call's error (behind a lost peer, the actor
+ * death that caused it, when one comes). Under dag->lock. */
 adag_status_t adag_dag_abort_error(adag_dag_h dag, const char *fn)
 {
+    if (dag->abort_status == ADAG_ERR_IO)
+        await_cause_locked(dag);
     return adag_error(dag->abort_status, "%s: DAG %s: %s", fn, dag->name, dag->abort_msg);
 }
 
@@ -103,6 +129,13 @@ void adag_dag_api_leave(adag_dag_h dag)
 /* A wait on a channel ended without data: the DAG failed or is closing. */
 adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
 {
+    if (st == ADAG_ERR_IO) { /* reported where detected, unless a death explains it */
+        pthread_mutex_lock(&dag->lock);
+        if (await_cause_locked(dag))
+            st = adag_dag_abort_error(dag, fn);
+        pthread_mutex_unlock(&dag->lock);
+        return st;
+    }
     if (st != ADAG_ERR_CLOSED)
         return st; /* reported where detected */
     pthread_mutex_lock(&dag->lock);

@@ -11,6 +11,7 @@
 #include "dag/program.h"
 #include "transport/channel.h"
 #include "transport/protocol.h"
+#include "transport/tcp.h"
 
 #include <adag.h>
 #include <pthread.h>
@@ -129,6 +130,9 @@ struct adag_actor {
     int dead;                  /* under rt->lock */
     int reaped;                /* under rt->lock */
     char death[160];           /* why it died; under rt->lock */
+    /* ADAG_PLACEMENT_REMOTE: its agent's "host:port" (its host, for the
+     * compiler); "" on the driver's host */
+    char host[ADAG_HOSTPORT_MAX];
 };
 
 typedef enum { NODE_INPUT, NODE_CALL, NODE_RETURN } adag_node_kind_t;

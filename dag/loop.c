@@ -359,7 +359,12 @@ static void *loop_main(void *arg)
             for (unsigned i = 0; i < loop->nreads; i++)
                 adag_chan_release(loop->chans[loop->reads[i]], seq);
     }
-    if (st != ADAG_ERR_CLOSED && loop->on_fatal)
+    /* A channel that lost its peer (ADAG_ERR_IO: a ucx endpoint whose other
+     * process failed or became unreachable) fails this DAG only; the
+     * process and its other DAGs go on. Anything else is fatal. */
+    if (st == ADAG_ERR_IO)
+        adag_loop_fail_dag(loop, st, adag_last_error());
+    else if (st != ADAG_ERR_CLOSED && loop->on_fatal)
         loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
 out:
     adag_loop_turns_end(loop);

@@ -17,7 +17,9 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "dag/internal.h"
+#include "dag/remote_link.h"
 #include "transport/spawn.h"
+#include "transport/tcp.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -31,6 +33,9 @@
 typedef struct {
     int pid, pidfd, ctl;
     int events; /* the driver's end of the event socket (the monitor reads it), -1: none */
+    /* a remote actor (ADAG_PLACEMENT_REMOTE): its TCP link, in place of
+     * the pidfd; ctl is the local end of the link's relay */
+    adag_remote_link_t *remote;
     pthread_mutex_t ctl_lock;
     pthread_mutex_t send_lock;
 } process_actor_t;
@@ -156,6 +161,17 @@ static adag_status_t hello(adag_actor_h a)
     adag_blob_t body;
     adag_msg_hello_t h = {ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION, {NULL, 0}};
     adag_msg_hello_reply_t hr;
+    char token[ADAG_TOKEN_MAX];
+    size_t token_len = 0;
+    process_actor_t *p = proc_of(a);
+    if (p->remote) { /* the agent checks it */
+        adag_status_t st = adag_token_load(token, &token_len);
+        if (st != ADAG_OK) {
+            adag_error_prefix("actor %s on host %s", a->name, a->host);
+            return st;
+        }
+        h.token = (adag_blob_t){token, token_len};
+    }
     adag_msg_encode_hello(&wb, &h);
     adag_status_t st = request(a, ADAG_MSG_HELLO, &wb, control_deadline(), &reply, &body);
     adag_wbuf_free(&wb);
@@ -172,6 +188,11 @@ static adag_status_t hello(adag_actor_h a)
                           "actor %s: the worker speaks control protocol %u, this library %u",
                           a->name, hr.version, ADAG_PROTOCOL_VERSION);
     a->ncpus = hr.ncpus;
+    if (p->remote) {
+        pthread_mutex_lock(&a->rt->lock);
+        p->pid = (int)hr.pid; /* its pid on its host */
+        pthread_mutex_unlock(&a->rt->lock);
+    }
     return ADAG_OK;
 }
 
@@ -258,7 +279,13 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     pthread_mutex_init(&pa->ctl_lock, NULL);
     pthread_mutex_init(&pa->send_lock, NULL);
     a->impl = pa;
-    st = adag_monitor_spawn(a->rt, &pid, &pidfd, &ctl);
+    if (a->host[0]) {
+        pid = 0;
+        pidfd = -1;
+        st = adag_remote_open(a->host, control_deadline(), &ctl, &pa->remote);
+    } else {
+        st = adag_monitor_spawn(a->rt, &pid, &pidfd, &ctl);
+    }
     if (st != ADAG_OK) {
         adag_error_prefix("adag_actor_create %s", a->name);
         return st;
@@ -306,7 +333,12 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
     switch (step) {
     case ADAG_STEP_PREPARE: {
         adag_program_encode(&da->prog, &prog);
-        st = adag_ctx_export_domains(&dag->ctx, &domains, fds, &nfds, ADAG_CTL_MAX_FDS);
+        /* only the domains its channels use (a remote worker's carry no fds) */
+        uint32_t kinds = 0;
+        for (uint32_t c = 0; c < da->prog.nchans; c++)
+            kinds |= 1u << da->prog.chans[c].kind;
+        st = adag_ctx_export_domains_of(&dag->ctx, kinds, &domains, fds, &nfds,
+                                        ADAG_CTL_MAX_FDS);
         adag_msg_prepare_t m = {dag->id, {prog.data, prog.len}, {domains.data, domains.len}};
         adag_msg_encode_prepare(&wb, &m);
         if (prog.failed)
@@ -392,11 +424,14 @@ static void process_kill(adag_actor_h a, const char *why)
     pthread_mutex_lock(&a->rt->lock);
     if (!a->dead)
         adag_actor_mark_dead_locked(a, "actor %s (pid %d) was killed: %s", a->name, p->pid, why);
-    int reaped = a->reaped || p->pidfd < 0;
+    int reaped = a->reaped || (p->pidfd < 0 && !p->remote);
     pthread_mutex_unlock(&a->rt->lock);
     if (reaped)
         return;
-    adag_pidfd_kill(p->pidfd, SIGKILL);
+    if (p->remote)
+        adag_remote_kill(p->remote); /* its worker reads EOF and exits */
+    else
+        adag_pidfd_kill(p->pidfd, SIGKILL);
     if (!adag_actor_wait_reaped(a, adag_deadline_ms(5000)))
         ADAG_LOG_ERROR("actor %s (pid %d) was not reaped after SIGKILL", a->name, p->pid);
 }
@@ -415,12 +450,18 @@ static void process_stop(adag_actor_h a)
 
 static int process_liveness_fd(adag_actor_h a)
 {
-    return proc_of(a) ? proc_of(a)->pidfd : -1;
+    process_actor_t *p = proc_of(a);
+    if (!p)
+        return -1;
+    return p->remote ? adag_remote_dead_fd(p->remote) : p->pidfd;
 }
 
 static int process_reap(adag_actor_h a, char *how, size_t len)
 {
-    return adag_reap(proc_of(a)->pidfd, 1, how, len);
+    process_actor_t *p = proc_of(a);
+    if (p->remote)
+        return adag_remote_reap(p->remote, how, len);
+    return adag_reap(p->pidfd, 1, how, len);
 }
 
 static int process_pid(adag_actor_h a)
@@ -450,6 +491,7 @@ static void process_free(adag_actor_h a)
     process_events_close(a);
     if (p->ctl >= 0)
         close(p->ctl);
+    adag_remote_close(p->remote);
     if (p->pidfd >= 0)
         close(p->pidfd);
     pthread_mutex_destroy(&p->ctl_lock);
@@ -458,6 +500,9 @@ static void process_free(adag_actor_h a)
     a->impl = NULL;
 }
 
+/* A remote actor (ADAG_PLACEMENT_REMOTE) uses this table too: its impl
+ * holds a TCP link to an agent's worker (dag/remote_link.h) whose relay is
+ * its control socket, and the link's dead fd in place of a pidfd. */
 const adag_placement_ops_t adag_placement_process = {
     .name = "process",
     .create = process_create,

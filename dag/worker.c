@@ -62,9 +62,24 @@ static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const
         adag_wbuf_free(&wb);
         return adag_error(ADAG_ERR_NO_MEMORY, "worker: reply");
     }
+    /* under events_lock: a remote worker's events share this socket */
+    pthread_mutex_lock(&w->events_lock);
     st = adag_ctl_send(w->ctl, ADAG_MSG_REPLY, wb.data, wb.len, NULL, 0);
+    pthread_mutex_unlock(&w->events_lock);
     adag_wbuf_free(&wb);
     return st;
+}
+
+/* HELLO's answer: this worker's protocol, pid and CPUs. */
+static void hello_answer(worker_t *w, adag_wbuf_t *body)
+{
+    cpu_set_t cpus;
+    adag_msg_hello_reply_t r = {ADAG_PROTOCOL_VERSION, (uint32_t)getpid(),
+                                sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                                    ? (uint32_t)CPU_COUNT(&cpus)
+                                    : 1};
+    adag_msg_encode_hello_reply(body, &r);
+    w->hello = 1;
 }
 
 static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
@@ -77,13 +92,7 @@ static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *
         return adag_error(ADAG_ERR_PROTOCOL,
                           "the driver speaks control protocol %u (magic 0x%x), this worker %u",
                           h.version, h.magic, ADAG_PROTOCOL_VERSION);
-    cpu_set_t cpus;
-    adag_msg_hello_reply_t r = {ADAG_PROTOCOL_VERSION, (uint32_t)getpid(),
-                                sched_getaffinity(0, sizeof(cpus), &cpus) == 0
-                                    ? (uint32_t)CPU_COUNT(&cpus)
-                                    : 1};
-    adag_msg_encode_hello_reply(body, &r);
-    w->hello = 1;
+    hello_answer(w, body);
     return ADAG_OK;
 }
 
@@ -333,15 +342,43 @@ int adag_worker_main(int argc, char **argv)
     pthread_mutex_init(&w.call_lock, NULL);
     pthread_mutex_init(&w.events_lock, NULL);
     adag_actor_comms_init(&w.comms);
-    for (int i = 1; i + 1 < argc; i++)
+    const char *agent = NULL, *port_file = NULL;
+    int remote = 0;
+    for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--control-fd") == 0)
             w.ctl = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--remote-fd") == 0)
+            w.ctl = atoi(argv[i + 1]), remote = 1;
+        else if (strcmp(argv[i], "--agent") == 0)
+            agent = argv[i + 1];
+        else if (strcmp(argv[i], "--port-file") == 0)
+            port_file = argv[i + 1];
+    }
+    if (agent)
+        return adag_agent_main(agent, port_file);
     if (w.ctl < 0) {
-        fprintf(stderr, "adag-worker hosts a process actor for libadag; it is started by the "
-                        "runtime as: adag-worker --control-fd N\n");
+        fprintf(stderr,
+                "adag-worker hosts a process actor for libadag.\n"
+                "  adag-worker --agent HOST:PORT [--port-file FILE]\n"
+                "      serves drivers on other hosts: each that presents the token of\n"
+                "      ADAG_TOKEN_FILE (or ADAG_TOKEN) gets a worker; FILE receives the\n"
+                "      address bound (port 0: one the kernel picks)\n"
+                "  adag-worker --control-fd N\n"
+                "      how the runtime starts it on its own host (not by hand)\n");
         return 2;
     }
     snprintf(w.name, sizeof(w.name), "(worker %d)", (int)getpid());
+    if (remote) {
+        /* the agent checked HELLO; the answer is ours. Events (DAG_FAILED)
+         * share the connection: nothing else can cross hosts */
+        adag_wbuf_t body = {0};
+        w.events = w.ctl;
+        hello_answer(&w, &body);
+        adag_status_t st = reply(&w, ADAG_OK, NULL, &body);
+        adag_wbuf_free(&body);
+        if (st != ADAG_OK)
+            _exit(0);
+    }
     for (;;) {
         adag_ctl_msg_t msg;
         adag_wbuf_t body = {0};

@@ -5,5 +5,7 @@
 #define ADAG_DAG_WORKER_H
 
 int adag_worker_main(int argc, char **argv);
+/* adag-worker --agent (dag/agent.c): never returns unless it cannot start. */
+int adag_agent_main(const char *addr, const char *port_file);
 
 #endif

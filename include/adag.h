@@ -368,6 +368,10 @@ ADAG_API adag_status_t adag_class_register(adag_runtime_h runtime, const adag_cl
 typedef enum {
     ADAG_PLACEMENT_THREAD = 0,  /* state and loops live in the driver process */
     ADAG_PLACEMENT_PROCESS = 1, /* an adag-worker process of its own */
+    /* an adag-worker on another host, started by the agent named in
+     * adag_actor_params_t.host (adag-worker --agent); its values travel
+     * over UCX */
+    ADAG_PLACEMENT_REMOTE = 2,
 } adag_placement_t;
 
 enum {
@@ -377,6 +381,7 @@ enum {
     ADAG_ACTOR_PARAM_PLACEMENT = 1u << 3,
     ADAG_ACTOR_PARAM_INIT = 1u << 4,
     ADAG_ACTOR_PARAM_DEVICE = 1u << 5,
+    ADAG_ACTOR_PARAM_HOST = 1u << 6,
 };
 
 typedef struct {
@@ -393,6 +398,13 @@ typedef struct {
      * DAG's loop) is bound to it, and the actor gets a compute stream and a
      * communication stream. Default: none (a host actor). */
     const char *device;
+    /* ADAG_PLACEMENT_REMOTE: "host:port" of the agent that starts its
+     * worker (adag-worker --agent host:port on that host); the driver
+     * presents the token of ADAG_TOKEN_FILE or ADAG_TOKEN. module_path is a
+     * path on that host. Actors naming the same agent share a host: the
+     * compiler gives UCX channels to every value that crosses hosts and
+     * keeps shared memory within the driver's host. */
+    const char *host;
 } adag_actor_params_t;
 
 /* Creates an actor: for a process actor, spawns adag-worker, loads the module
@@ -409,7 +421,8 @@ ADAG_API adag_status_t adag_actor_create(adag_runtime_h runtime, const adag_acto
 /* The actor's name (never NULL). */
 ADAG_API const char *adag_actor_name(adag_actor_h actor);
 
-/* The worker's process id for a process actor, 0 for a thread actor. */
+/* The worker's process id for a process actor (for a remote actor, its pid
+ * on its host), 0 for a thread actor. */
 ADAG_API int adag_actor_pid(adag_actor_h actor);
 
 /* How many devices the backend "cuda" or "host" has here (0, with the

@@ -261,7 +261,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_runtime_params_t, field_mask, 0);
     PIN_AT(adag_runtime_params_t, worker_path, 8);
 
-    PIN_SIZE(adag_actor_params_t, 64);
+    PIN_SIZE(adag_actor_params_t, 72);
     PIN_AT(adag_actor_params_t, field_mask, 0);
     PIN_AT(adag_actor_params_t, class_name, 8);
     PIN_AT(adag_actor_params_t, name, 16);
@@ -270,6 +270,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_params_t, init_data, 40);
     PIN_AT(adag_actor_params_t, init_size, 48);
     PIN_AT(adag_actor_params_t, device, 56);
+    PIN_AT(adag_actor_params_t, host, 64);
 
     PIN_SIZE(adag_compile_params_t, 64); /* comm_timeout_ms, driver_device appended (bits 6, 7) */
     PIN_AT(adag_compile_params_t, field_mask, 0);

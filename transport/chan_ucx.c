@@ -87,19 +87,20 @@ static adag_status_t chan_error(adag_ucx_chan_t *c)
     return adag_error(st, "ucx channel %s: %s", c->base.name, c->why);
 }
 
-void adag_ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
+int adag_ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
 {
     if (c->to_writer == conn) {
         chan_fail(c, ADAG_ERR_IO, "its writer's process failed or is unreachable: %s",
                   conn->why);
-        return;
+        return 1;
     }
     for (unsigned r = 0; c->to_reader && r < c->nreaders; r++)
         if (c->to_reader[r] == conn) {
             chan_fail(c, ADAG_ERR_IO, "the process of its reader %u failed or is unreachable: %s",
                       r, conn->why);
-            return;
+            return 1;
         }
+    return 0;
 }
 
 /* ---- request callbacks (inside progress: under the domain's lock) ---- */

@@ -168,7 +168,8 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
                               size_t length, const ucp_am_recv_param_t *param);
 ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_length,
                                 void *data, size_t length, const ucp_am_recv_param_t *param);
-void adag_ucx_chan_peer_failed(adag_ucx_chan_t *ch, const adag_ucx_conn_t *c);
+/* 1 when the endpoint used that connection (now failed) */
+int adag_ucx_chan_peer_failed(adag_ucx_chan_t *ch, const adag_ucx_conn_t *c);
 void adag_ucx_chan_free(adag_ucx_chan_t *ch);
 
 #endif

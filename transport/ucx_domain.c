@@ -129,9 +129,16 @@ static void conn_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
     snprintf(c->why, sizeof(c->why), "%s", ucs_status_string(status));
     /* seq_cst: every endpoint that sees the status sees `why` */
     atomic_store_explicit(&c->status, ADAG_ERR_IO, memory_order_seq_cst);
-    ADAG_LOG_WARN("ucx: a peer of this process failed: %s", c->why);
+    unsigned hit = 0;
     for (unsigned i = 0; i < d->neps; i++) /* under d->lock: inside progress */
-        adag_ucx_chan_peer_failed(d->eps[i], c);
+        hit += (unsigned)adag_ucx_chan_peer_failed(d->eps[i], c);
+    /* a peer that goes when no open channel needs it (a DAG torn down, its
+     * workers exiting) is no news */
+    if (hit)
+        ADAG_LOG_WARN("ucx: a peer of this process failed (%u channel endpoints lost): %s",
+                      hit, c->why);
+    else
+        ADAG_LOG_DEBUG("ucx: a peer no channel uses went: %s", c->why);
 }
 
 adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,

@@ -13,6 +13,7 @@
  */
 #include "gpu_stage.h"
 
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,7 +37,8 @@ static void kernel(void *p)
     size_t es = adag_dtype_size((adag_dtype_t)a->dtype);
     if (a->kernel_us) {
         struct timespec ts = {a->kernel_us / 1000000, (a->kernel_us % 1000000) * 1000L};
-        nanosleep(&ts, NULL);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ; /* a signal ends the sleep early: sleep what is left */
     }
     for (uint64_t i = 0; i < a->n; i++)
         stage_apply(a->dtype, a->stage, (const char *)a->in + i * es, (char *)a->out + i * es);

@@ -1,0 +1,162 @@
+/*
+ * adag-worker --agent HOST:PORT: how a driver gets process actors on a host
+ * that has no launcher of its own (a container, a machine reached by ssh).
+ *
+ * The agent listens on TCP. A driver connects and sends HELLO {magic,
+ * version, token}; the agent reads it within AUTH_TIMEOUT_MS with the
+ * protocol's bounded decoder, checks the version and compares the token
+ * with its own (ADAG_TOKEN_FILE or ADAG_TOKEN; constant time). A driver
+ * that fails any check gets a REPLY with the reason and the connection is
+ * closed; the agent logs it on stderr with the peer's address. One that
+ * passes gets a worker: the agent execs `adag-worker --remote-fd 3` with
+ * the connection as its control socket, and that worker answers the HELLO
+ * and serves one actor (dag/worker.c), with its events on the same socket.
+ * The agent keeps nothing of it but the child to reap: a driver that dies
+ * or whose host becomes unreachable makes the worker's control socket fail
+ * (EOF, or the keepalive of ADAG_REMOTE_TIMEOUT_MS), and the worker exits.
+ */
+#include "dag/worker.h"
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/fd.h"
+#include "common/settings.h"
+#include "transport/control.h"
+#include "transport/protocol.h"
+#include "transport/tcp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define AUTH_TIMEOUT_MS 5000
+
+static void refuse(int c, const char *peer, const char *bound, const char *why)
+{
+    adag_wbuf_t wb = {0};
+    char msg[256];
+    snprintf(msg, sizeof(msg), "the agent at %s refused this driver: %s", bound, why);
+    adag_msg_encode_reply(&wb, ADAG_ERR_INVALID, msg, (adag_blob_t){NULL, 0});
+    if (!wb.failed)
+        (void)adag_ctl_send(c, ADAG_MSG_REPLY, wb.data, wb.len, NULL, 0);
+    adag_wbuf_free(&wb);
+    fprintf(stderr, "adag-worker agent %s: refused %s: %s\n", bound, peer, why);
+}
+
+/* Checks one connection's HELLO: NULL if it may have a worker, else why not. */
+static const char *authenticate(int c, const char *token, size_t token_len, char *why,
+                                size_t why_len)
+{
+    adag_ctl_msg_t msg;
+    adag_msg_hello_t h;
+    adag_status_t st = adag_ctl_recv(c, adag_deadline_ms(AUTH_TIMEOUT_MS), &msg);
+    if (st != ADAG_OK) {
+        snprintf(why, why_len, "no HELLO: %s", adag_last_error());
+        return why;
+    }
+    if (msg.type != ADAG_MSG_HELLO || msg.nfds || adag_msg_decode_hello(&msg, &h) != ADAG_OK) {
+        snprintf(why, why_len, "the first message is not a well-formed HELLO");
+    } else if (h.magic != ADAG_PROTOCOL_MAGIC || h.version != ADAG_PROTOCOL_VERSION) {
+        snprintf(why, why_len, "it speaks control protocol %u (magic 0x%x), this agent %u",
+                 h.version, h.magic, ADAG_PROTOCOL_VERSION);
+    } else if (h.token.len == 0) {
+        snprintf(why, why_len, "no token (set ADAG_TOKEN_FILE or ADAG_TOKEN for the driver)");
+    } else if (!adag_token_equal(h.token.data, h.token.len, token, token_len)) {
+        snprintf(why, why_len, "wrong token");
+    } else {
+        why = NULL;
+    }
+    adag_ctl_msg_free(&msg);
+    return why;
+}
+
+/* A worker for an authenticated connection: this executable again, with the
+ * connection at fd 3. */
+static void serve(int c, const char *peer, const char *bound)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        refuse(c, peer, bound, "it cannot find its own executable");
+        return;
+    }
+    self[n] = '\0';
+    pid_t pid = fork();
+    if (pid < 0) {
+        refuse(c, peer, bound, "fork failed");
+        return;
+    }
+    if (pid == 0) {
+        if (dup2(c, 3) < 0)
+            _exit(127);
+        fcntl(3, F_SETFD, 0);
+        signal(SIGPIPE, SIG_DFL);
+        char *argv[] = {self, "--remote-fd", "3", NULL};
+        execv(self, argv);
+        _exit(127);
+    }
+    fprintf(stderr, "adag-worker agent %s: worker pid %d serves %s\n", bound, (int)pid, peer);
+}
+
+static int write_port_file(const char *path, const char *bound)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(bound);
+    int ok = write(fd, bound, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int adag_agent_main(const char *addr, const char *port_file)
+{
+    char token[ADAG_TOKEN_MAX], bound[ADAG_HOSTPORT_MAX];
+    size_t token_len;
+    int lfd;
+    if (adag_token_load(token, &token_len) != ADAG_OK ||
+        adag_tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
+        fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
+        return 2;
+    }
+    if (port_file && write_port_file(port_file, bound) != 0) {
+        fprintf(stderr, "adag-worker --agent: cannot write %s: %s\n", port_file, strerror(errno));
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr, "adag-worker agent: listening on %s (pid %d)\n", bound, (int)getpid());
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        int c = adag_fd_above_stdio(accept4(lfd, NULL, NULL, SOCK_CLOEXEC));
+        if (c < 0)
+            continue;
+        char peer[ADAG_HOSTPORT_MAX], why[256];
+        adag_tcp_peer_name(c, peer, sizeof(peer));
+        const char *refused = adag_tcp_tune(c, adag_settings()->remote_timeout_ms) != ADAG_OK
+                                  ? adag_last_error()
+                                  : authenticate(c, token, token_len, why, sizeof(why));
+        if (refused)
+            refuse(c, peer, bound, refused);
+        else
+            serve(c, peer, bound);
+        close(c);
+    }
+}

@@ -1,0 +1,271 @@
+/*
+ * Remote actors (ADAG_PLACEMENT_REMOTE) through a real agent
+ * (`adag-worker --agent`) on loopback: the compiler's UCX edges, values
+ * through a chain that crosses "hosts" several times, two DAGs sharing
+ * remote actors, the token refused or missing, a remote worker killed, an
+ * agent restarted, and remote workers ending with their driver. The same
+ * across network namespaces: tests/netns/.
+ */
+#include "common/clock.h"
+#include "helpers.h"
+#include "remote_rig.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TOKEN "correct horse battery staple"
+
+/* The driver presents the token of file (NULL: none at all). */
+static adag_runtime_h runtime_with_token(const char *file)
+{
+    unsetenv("ADAG_TOKEN");
+    if (file)
+        setenv("ADAG_TOKEN_FILE", file, 1);
+    else
+        unsetenv("ADAG_TOKEN_FILE");
+    return h_runtime();
+}
+
+static adag_actor_h remote_counter(adag_runtime_h rt, const h_agent_t *ag, const char *name,
+                                   int64_t offset)
+{
+    adag_actor_params_t p = h_remote_params(ag, name, &offset);
+    adag_actor_h a = NULL;
+    ASSERT_OK(adag_actor_create(rt, &p, &a));
+    cr_assert_gt(adag_actor_pid(a), 0, "a remote actor reports its pid on its host");
+    return a;
+}
+
+/* input -> local process (+1) -> remote (+10) -> remote (+100) -> driver,
+ * and the remote ones' values to the driver too: 64 executions in flight
+ * 8 at a time, every value checked. */
+Test(remote, chain_across_hosts, .timeout = 90)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    adag_actor_h a[3];
+    a[0] = h_counter(rt, ADAG_PLACEMENT_PROCESS, "local", 1);
+    a[1] = remote_counter(rt, &ag, "far1", 10);
+    a[2] = remote_counter(rt, &ag, "far2", 100);
+    adag_graph_h g = h_chain_graph(rt, a, 3, "add");
+    adag_dag_h dag = h_compile(g, 8, 4096);
+    char *dot = h_dot(dag);
+    cr_assert(strstr(dot, "ucx"), "no ucx channel in:\n%s", dot);
+    cr_assert(strstr(dot, "shm"), "the local hop should stay shm:\n%s", dot);
+    cr_assert(strstr(dot, "remote, host 127.0.0.1:"), "DOT does not show the host:\n%s", dot);
+    free(dot);
+    adag_ref_t refs[64];
+    for (int64_t i = 0; i < 64; i++) {
+        if (i >= 8)
+            ASSERT_OK(adag_dag_release(dag, refs[i - 8]));
+        refs[i] = h_execute(dag, i * 1000);
+        if (i >= 7)
+            cr_assert_eq(h_get_i64(dag, refs[i - 7], 20000), (i - 7) * 1000 + 111);
+    }
+    for (int64_t i = 57; i < 64; i++) {
+        cr_assert_eq(h_get_i64(dag, refs[i], 20000), i * 1000 + 111);
+        ASSERT_OK(adag_dag_release(dag, refs[i]));
+    }
+    for (int64_t i = 56; i < 57; i++)
+        ASSERT_OK(adag_dag_release(dag, refs[i]));
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(adag_actor_destroy(a[i]));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(&ag);
+    h_assert_clean(&snap);
+}
+
+/* Two DAGs over the same remote actors, executed in turns. */
+Test(remote, two_dags_share_remote_actors, .timeout = 90)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    adag_actor_h a[2] = {remote_counter(rt, &ag, "r0", 5), remote_counter(rt, &ag, "r1", 7)};
+    adag_actor_h b[2] = {a[1], a[0]};
+    adag_graph_h g1 = h_chain_graph(rt, a, 2, "add"), g2 = h_chain_graph(rt, b, 1, "add");
+    adag_dag_h d1 = h_compile(g1, 4, 64), d2 = h_compile(g2, 4, 64);
+    for (int64_t i = 0; i < 50; i++) {
+        cr_assert_eq(h_roundtrip(d1, i), i + 12);
+        cr_assert_eq(h_roundtrip(d2, i), i + 7);
+    }
+    ASSERT_OK(adag_dag_destroy(d1));
+    cr_assert_eq(h_roundtrip(d2, 1), 8, "the other DAG goes on");
+    ASSERT_OK(adag_dag_destroy(d2));
+    ASSERT_OK(adag_graph_destroy(g1));
+    ASSERT_OK(adag_graph_destroy(g2));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(&ag);
+}
+
+/* A wrong token, and none: refused with a message on both sides. */
+Test(remote, token_refused, .timeout = 60)
+{
+    h_agent_t ag;
+    char wrong[128];
+    h_agent_start(&ag, TOKEN, 0);
+    h_token_file(wrong, sizeof(wrong), "not the token");
+    adag_runtime_h rt = runtime_with_token(wrong);
+    int64_t off = 0;
+    adag_actor_params_t p = h_remote_params(&ag, "intruder", &off);
+    adag_actor_h a = NULL;
+    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("refused");
+    ASSERT_MSG_HAS("wrong token");
+    ASSERT_MSG_HAS("intruder");
+    cr_assert_null(a);
+    for (int i = 0; i < 100 && !h_agent_logged(&ag, "wrong token"); i++)
+        usleep(10000);
+    cr_assert(h_agent_logged(&ag, "refused 127.0.0.1:"), "the agent did not log the refusal");
+    cr_assert(h_agent_logged(&ag, "wrong token"));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    unlink(wrong);
+    h_agent_cleanup(&ag);
+}
+
+Test(remote, token_missing, .timeout = 60)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(NULL);
+    int64_t off = 0;
+    adag_actor_params_t p = h_remote_params(&ag, "anon", &off);
+    adag_actor_h a = NULL;
+    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_NOT_FOUND);
+    ASSERT_MSG_HAS("ADAG_TOKEN_FILE");
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(&ag);
+}
+
+/* A token file others may read is refused before anything is sent. */
+Test(remote, token_file_mode_checked, .timeout = 60)
+{
+    h_agent_t ag;
+    char loose[128];
+    h_agent_start(&ag, TOKEN, 0);
+    h_token_file(loose, sizeof(loose), TOKEN);
+    cr_assert_eq(chmod(loose, 0644), 0);
+    adag_runtime_h rt = runtime_with_token(loose);
+    int64_t off = 0;
+    adag_actor_params_t p = h_remote_params(&ag, "loose", &off);
+    adag_actor_h a = NULL;
+    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("chmod 600");
+    ASSERT_OK(adag_runtime_destroy(rt));
+    unlink(loose);
+    h_agent_cleanup(&ag);
+}
+
+/* SIGKILL of a remote worker: the DAG fails with ADAG_ERR_ACTOR_DIED naming
+ * the actor and its host within 2 s; teardown completes. */
+Test(remote, killed_remote_worker, .timeout = 60)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    adag_actor_h a[2] = {h_counter(rt, ADAG_PLACEMENT_PROCESS, "near", 1),
+                         remote_counter(rt, &ag, "victim", 2)};
+    adag_graph_h g = h_chain_graph(rt, a, 2, "add");
+    adag_dag_h dag = h_compile(g, 4, 64);
+    cr_assert_eq(h_roundtrip(dag, 1), 4);
+    cr_assert_eq(kill(adag_actor_pid(a[1]), SIGKILL), 0);
+    int64_t t0 = adag_now_ns();
+    adag_ref_t ref;
+    adag_value_t out;
+    int64_t x = 5;
+    adag_value_t in = h_i64v(&x);
+    adag_status_t st = adag_dag_execute(dag, &in, 1, 0, &ref);
+    if (st == ADAG_OK)
+        st = adag_dag_get(dag, ref, &out, 1, 10000);
+    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("victim");
+    ASSERT_MSG_HAS(ag.addr);
+    cr_assert_lt(ms, 2000.0, "the death was reported after %.0f ms", ms);
+    t0 = adag_now_ns();
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 10000.0);
+    h_agent_cleanup(&ag);
+}
+
+/* The agent restarts (on the same port): new actors come from the new one,
+ * and a remote actor created before goes on (its worker is not the
+ * agent's to end). */
+Test(remote, agent_restart, .timeout = 90)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    unsigned port = (unsigned)atoi(strrchr(ag.addr, ':') + 1);
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    adag_actor_h before = remote_counter(rt, &ag, "before", 1);
+    char token[128];
+    snprintf(token, sizeof(token), "%s", ag.token);
+    h_agent_stop(&ag);
+    h_agent_t ag2;
+    h_agent_start(&ag2, TOKEN, port);
+    adag_actor_h after = remote_counter(rt, &ag2, "after", 2);
+    adag_actor_h a[2] = {before, after};
+    adag_graph_h g = h_chain_graph(rt, a, 2, "add");
+    adag_dag_h dag = h_compile(g, 2, 64);
+    for (int64_t i = 0; i < 20; i++)
+        cr_assert_eq(h_roundtrip(dag, i), i + 3);
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    unlink(token);
+    h_agent_cleanup(&ag);
+    h_agent_cleanup(&ag2);
+}
+
+/* A driver SIGKILLed: its remote worker exits (its connection closes). */
+Test(remote, workers_end_with_their_driver, .timeout = 60)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    pid_t drv = fork();
+    cr_assert_geq(drv, 0);
+    if (drv == 0) {
+        adag_runtime_h rt = runtime_with_token(ag.token);
+        int64_t off = 3;
+        adag_actor_params_t p = h_remote_params(&ag, "orphan", &off);
+        adag_actor_h a;
+        if (adag_actor_create(rt, &p, &a) != ADAG_OK)
+            _exit(1);
+        int pid = adag_actor_pid(a);
+        if (write(pfd[1], &pid, sizeof(pid)) != sizeof(pid))
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    close(pfd[1]);
+    int wpid = 0;
+    cr_assert_eq(read(pfd[0], &wpid, sizeof(wpid)), (ssize_t)sizeof(wpid),
+                 "the child driver did not create its remote actor");
+    cr_assert_gt(wpid, 0);
+    cr_assert_eq(kill(wpid, 0), 0, "the remote worker is not running");
+    kill(drv, SIGKILL);
+    waitpid(drv, NULL, 0);
+    int gone = 0;
+    for (int i = 0; i < 300 && !gone; i++) { /* the agent reaps it within its 1 s poll */
+        gone = kill(wpid, 0) != 0 && errno == ESRCH;
+        usleep(10000);
+    }
+    cr_assert(gone, "remote worker %d outlived its driver by 3 s", wpid);
+    close(pfd[0]);
+    h_agent_cleanup(&ag);
+}
