@@ -96,6 +96,13 @@ static int relay_in(adag_remote_link_t *l)
                   l->host);
         return 0;
     }
+    if (st != ADAG_OK && errno == ETIMEDOUT) { /* the keepalive gave up */
+        link_down(l,
+                  "host %s is unreachable: no answer within ADAG_REMOTE_TIMEOUT_MS=%lld ms "
+                  "(a link or the host is down)",
+                  l->host, (long long)adag_settings()->remote_timeout_ms);
+        return 0;
+    }
     if (st != ADAG_OK) {
         link_down(l, "the connection to host %s failed: %s", l->host, adag_last_error());
         return 0;

@@ -2,6 +2,7 @@
 #include "remote_rig.h"
 
 #include "helpers.h"
+#include "netns_rig.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -28,6 +29,12 @@ void h_token_file(char *path, size_t len, const char *token)
 
 void h_agent_start(h_agent_t *ag, const char *token, unsigned port)
 {
+    h_agent_start_in(ag, token, "127.0.0.1", port, NULL);
+}
+
+void h_agent_start_in(h_agent_t *ag, const char *token, const char *ip, unsigned port,
+                      const char *netns)
+{
     char portfile[128];
     memset(ag, 0, sizeof(*ag));
     h_token_file(ag->token, sizeof(ag->token), token);
@@ -35,13 +42,15 @@ void h_agent_start(h_agent_t *ag, const char *token, unsigned port)
     snprintf(portfile, sizeof(portfile), "%s.port", ag->token);
     unlink(portfile);
     char listen[64];
-    snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
+    snprintf(listen, sizeof(listen), "%s:%u", ip, port);
     ag->pid = fork();
     cr_assert_geq(ag->pid, 0);
     if (ag->pid == 0) {
         /* the agent dies with the test (a test killed by its timeout
          * leaves none behind); its output goes to its log */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (netns && h_netns_join(netns) != 0)
+            _exit(125);
         int log = open(ag->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (log < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
             _exit(126);

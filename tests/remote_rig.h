@@ -10,7 +10,7 @@
 
 typedef struct {
     pid_t pid;
-    char addr[64];      /* "127.0.0.1:port" */
+    char addr[64];      /* "ip:port" */
     char log[128];      /* its stderr */
     char token[128];    /* its token file */
 } h_agent_t;
@@ -20,6 +20,10 @@ void h_token_file(char *path, size_t len, const char *token);
 /* Starts an agent on 127.0.0.1 (port 0: any; else that one) checking the
  * token `token`; waits until it listens. */
 void h_agent_start(h_agent_t *ag, const char *token, unsigned port);
+/* The same listening on `ip` (port 0: any; else that one) inside the
+ * network namespace named netns (NULL: this one's). */
+void h_agent_start_in(h_agent_t *ag, const char *token, const char *ip, unsigned port,
+                      const char *netns);
 /* SIGKILLs and reaps the agent (its workers are not its children's
  * concern: they end with their drivers' connections). */
 void h_agent_stop(h_agent_t *ag);

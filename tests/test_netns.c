@@ -1,0 +1,340 @@
+/*
+ * Multi-host DAGs across network namespaces (tests/netns_rig.h): the
+ * driver in host h0, agents (`adag-worker --agent`) in h1 and h2, every
+ * value between hosts over UCX on TCP through a bridge. A 3-host chain and
+ * a scatter-gather checked value by value, payloads 8 B .. 64 MiB, two
+ * DAGs sharing remote actors, a remote worker SIGKILLed, a link cut, a
+ * wrong token, an agent restart. Where namespaces cannot be made (not
+ * root, no iproute2, a kernel or container that refuses them) each test
+ * says "skipped: <reason>".
+ */
+#include "common/clock.h"
+#include "helpers.h"
+#include "netns_rig.h"
+#include "remote_rig.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOKEN "a token only the tests know"
+
+typedef struct {
+    h_netns_t hosts;
+    h_agent_t ag[H_NETNS_MAX]; /* ag[i] in hosts.ns[i], i >= 1 */
+    unsigned nagents;
+    adag_runtime_h rt;
+} world_t;
+
+/* The test's hosts: torn down after it even when an assertion failed. */
+static world_t *current;
+
+/* Hosts h0 (this process: the driver) .. h<nagents>, an agent in each
+ * but h0, a runtime presenting the token in driver_token (NULL: the
+ * agents' own). Skips where namespaces cannot be made. */
+static void world_up(world_t *w, unsigned nagents, const char *driver_token)
+{
+    char why[256];
+    memset(w, 0, sizeof(*w));
+    current = w;
+    if (h_netns_up(&w->hosts, nagents + 1, why, sizeof(why)) != 0)
+        cr_skip_test("skipped: %s", why);
+    h_netns_ucx_env();
+    cr_assert_eq(h_netns_join(w->hosts.ns[0]), 0, "joining %s: %s", w->hosts.ns[0],
+                 strerror(errno));
+    w->nagents = nagents;
+    for (unsigned i = 1; i <= nagents; i++)
+        h_agent_start_in(&w->ag[i], TOKEN, w->hosts.ip[i], 0, w->hosts.ns[i]);
+    unsetenv("ADAG_TOKEN");
+    setenv("ADAG_TOKEN_FILE", driver_token ? driver_token : w->ag[1].token, 1);
+    w->rt = h_runtime();
+}
+
+static void world_down(world_t *w)
+{
+    if (w->rt)
+        ASSERT_OK(adag_runtime_destroy(w->rt));
+    w->rt = NULL;
+    for (unsigned i = 1; i <= w->nagents; i++)
+        h_agent_cleanup(&w->ag[i]);
+    w->nagents = 0;
+    h_netns_down(&w->hosts);
+    current = NULL;
+}
+
+/* After a failed assertion: agents and namespaces go (the runtime's
+ * workers end with this process). */
+static void world_fini(void)
+{
+    if (!current)
+        return;
+    for (unsigned i = 1; i <= current->nagents; i++)
+        h_agent_cleanup(&current->ag[i]);
+    h_netns_down(&current->hosts);
+}
+
+TestSuite(netns, .fini = world_fini);
+
+static adag_actor_h remote_counter(world_t *w, unsigned host, const char *name, int64_t offset)
+{
+    adag_actor_params_t p = h_remote_params(&w->ag[host], name, &offset);
+    adag_actor_h a = NULL;
+    ASSERT_OK(adag_actor_create(w->rt, &p, &a));
+    return a;
+}
+
+/* h0 (a process actor, +1) -> h1 (+10) -> h2 (+100) -> h1 (+1000) -> the
+ * driver in h0: 200 executions, 8 in flight, each value checked. */
+Test(netns, chain_3hosts, .timeout = 120)
+{
+    world_t w;
+    world_up(&w, 2, NULL);
+    adag_actor_h a[4] = {h_counter(w.rt, ADAG_PLACEMENT_PROCESS, "h0", 1),
+                         remote_counter(&w, 1, "h1a", 10), remote_counter(&w, 2, "h2", 100),
+                         remote_counter(&w, 1, "h1b", 1000)};
+    adag_graph_h g = h_chain_graph(w.rt, a, 4, "add");
+    adag_dag_h dag = h_compile(g, 8, 64);
+    char *dot = h_dot(dag);
+    cr_assert(strstr(dot, w.hosts.ip[1]) && strstr(dot, w.hosts.ip[2]),
+              "DOT does not name the hosts:\n%s", dot);
+    free(dot);
+    adag_ref_t refs[8];
+    for (int64_t i = 0; i < 200 + 8; i++) {
+        if (i >= 8) {
+            cr_assert_eq(h_get_i64(dag, refs[i % 8], 20000), (i - 8) * 7 + 1111,
+                         "execution %lld", (long long)(i - 8));
+            ASSERT_OK(adag_dag_release(dag, refs[i % 8]));
+        }
+        if (i < 200)
+            refs[i % 8] = h_execute(dag, i * 7);
+    }
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    world_down(&w);
+}
+
+/* input -> h1.add(+10) and h2.add(+100) -> h1.sum2 -> output, and h2's
+ * value as a second output: the gather reads from two hosts. */
+Test(netns, scatter_gather, .timeout = 120)
+{
+    world_t w;
+    world_up(&w, 2, NULL);
+    adag_actor_h s1 = remote_counter(&w, 1, "s1", 10), s2 = remote_counter(&w, 2, "s2", 100),
+                 g1 = remote_counter(&w, 1, "gather", 0);
+    adag_graph_h g = NULL;
+    ASSERT_OK(adag_graph_create(w.rt, &g));
+    adag_node_h in = h_input(g, 0);
+    adag_node_h parts[2] = {h_bind1(g, s1, "add", in), h_bind1(g, s2, "add", in)};
+    adag_node_h outs[2] = {h_bind(g, g1, "sum2", parts, 2), parts[1]};
+    ASSERT_OK(adag_graph_output(g, outs, 2));
+    adag_dag_h dag = h_compile(g, 4, 64);
+    for (int64_t i = 0; i < 100; i++) {
+        int64_t out[2];
+        h_run_i64(dag, &i, 1, out, 2);
+        cr_assert_eq(out[0], 2 * i + 110, "execution %lld: gathered %lld", (long long)i,
+                     (long long)out[0]);
+        cr_assert_eq(out[1], i + 100);
+    }
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    world_down(&w);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (unsigned char)x;
+    }
+}
+
+/* Bytes through h1 and h2 and back (echo): 8 B .. 64 MiB, three
+ * executions per size with different contents, each compared whole. */
+Test(netns, payloads_8B_to_64MiB, .timeout = 240)
+{
+    world_t w;
+    world_up(&w, 2, NULL);
+    int64_t zero = 0;
+    adag_actor_h a[2];
+    for (unsigned i = 0; i < 2; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "e%u", i + 1);
+        adag_actor_params_t p = h_remote_params(&w.ag[i + 1], name, &zero);
+        ASSERT_OK(adag_actor_create(w.rt, &p, &a[i]));
+    }
+    const size_t max = 64u << 20;
+    adag_graph_h g = h_chain_graph(w.rt, a, 2, "echo");
+    adag_dag_h dag = h_compile(g, 2, max);
+    unsigned char *in = malloc(max);
+    cr_assert_not_null(in);
+    static const size_t sizes[] = {8, 4096, 65536, 1u << 20, 16u << 20, 64u << 20};
+    for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+        for (unsigned k = 0; k < 3; k++) {
+            fill(in, sizes[s], s * 3 + k);
+            adag_value_t v = {.data = in, .size = sizes[s]};
+            adag_ref_t ref;
+            adag_value_t out;
+            ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+            ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 60000));
+            cr_assert_eq(out.size, sizes[s]);
+            cr_assert(memcmp(out.data, in, sizes[s]) == 0, "%zu bytes came back changed",
+                      sizes[s]);
+            ASSERT_OK(adag_dag_release(dag, ref));
+        }
+    free(in);
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    world_down(&w);
+}
+
+/* Two DAGs over the same remote actors on two hosts, in turns; one
+ * destroyed, the other goes on. */
+Test(netns, two_dags_share_remote_actors, .timeout = 120)
+{
+    world_t w;
+    world_up(&w, 2, NULL);
+    adag_actor_h a[2] = {remote_counter(&w, 1, "r1", 5), remote_counter(&w, 2, "r2", 7)};
+    adag_actor_h b[2] = {a[1], a[0]};
+    adag_graph_h g1 = h_chain_graph(w.rt, a, 2, "add"), g2 = h_chain_graph(w.rt, b, 2, "add");
+    adag_dag_h d1 = h_compile(g1, 4, 64), d2 = h_compile(g2, 4, 64);
+    for (int64_t i = 0; i < 50; i++) {
+        cr_assert_eq(h_roundtrip(d1, i), i + 12);
+        cr_assert_eq(h_roundtrip(d2, -i), -i + 12);
+    }
+    ASSERT_OK(adag_dag_destroy(d1));
+    cr_assert_eq(h_roundtrip(d2, 1), 13, "the other DAG goes on");
+    ASSERT_OK(adag_dag_destroy(d2));
+    ASSERT_OK(adag_graph_destroy(g1));
+    ASSERT_OK(adag_graph_destroy(g2));
+    world_down(&w);
+}
+
+/* One execution that fails (asserts the status); the time it took, ms. */
+static double failing_execution(adag_dag_h dag, adag_status_t want, int timeout_ms)
+{
+    int64_t t0 = adag_now_ns();
+    int64_t x = 5;
+    adag_value_t in = h_i64v(&x);
+    adag_ref_t ref;
+    adag_value_t out;
+    adag_status_t st = adag_dag_execute(dag, &in, 1, 0, &ref);
+    if (st == ADAG_OK)
+        st = adag_dag_get(dag, ref, &out, 1, timeout_ms);
+    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    ASSERT_ST(st, want);
+    return ms;
+}
+
+/* A remote worker SIGKILLed in h2: ADAG_ERR_ACTOR_DIED naming it and its
+ * host within 2 s; the other host's actor lives on in a new DAG. */
+Test(netns, sigkill_remote_worker, .timeout = 120)
+{
+    world_t w;
+    world_up(&w, 2, NULL);
+    adag_actor_h a[2] = {remote_counter(&w, 1, "keeper", 1), remote_counter(&w, 2, "victim", 2)};
+    adag_graph_h g = h_chain_graph(w.rt, a, 2, "add");
+    adag_dag_h dag = h_compile(g, 4, 64);
+    cr_assert_eq(h_roundtrip(dag, 1), 4);
+    cr_assert_eq(kill(adag_actor_pid(a[1]), SIGKILL), 0);
+    double ms = failing_execution(dag, ADAG_ERR_ACTOR_DIED, 10000);
+    ASSERT_MSG_HAS("victim");
+    ASSERT_MSG_HAS(w.hosts.ip[2]);
+    cr_assert_lt(ms, 2000.0, "the death was reported after %.0f ms", ms);
+    cr_log_info("SIGKILL reported after %.0f ms: %s", ms, h_msg());
+    ASSERT_OK(adag_dag_destroy(dag));
+    adag_graph_h g2 = h_chain_graph(w.rt, a, 1, "add");
+    adag_dag_h d2 = h_compile(g2, 2, 64);
+    cr_assert_eq(h_roundtrip(d2, 1), 2, "the survivor on h1 goes on");
+    ASSERT_OK(adag_dag_destroy(d2));
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_graph_destroy(g2));
+    world_down(&w);
+}
+
+/* h2's link cut (its bridge port down: packets vanish, nothing resets):
+ * the DAG fails within ADAG_REMOTE_TIMEOUT_MS (2 s here) plus a second,
+ * naming h2's host; teardown completes; the worker on the far side gives
+ * up by itself. */
+Test(netns, link_cut, .timeout = 120)
+{
+    setenv("ADAG_REMOTE_TIMEOUT_MS", "2000", 1);
+    world_t w;
+    world_up(&w, 2, NULL);
+    adag_actor_h a[2] = {remote_counter(&w, 1, "near", 1), remote_counter(&w, 2, "cut", 2)};
+    int cut_pid = adag_actor_pid(a[1]);
+    adag_graph_h g = h_chain_graph(w.rt, a, 2, "add");
+    adag_dag_h dag = h_compile(g, 4, 64);
+    cr_assert_eq(h_roundtrip(dag, 1), 4);
+    h_netns_link(&w.hosts, 2, 0);
+    double ms = failing_execution(dag, ADAG_ERR_ACTOR_DIED, 20000);
+    ASSERT_MSG_HAS("cut");
+    ASSERT_MSG_HAS("unreachable");
+    ASSERT_MSG_HAS(w.hosts.ip[2]);
+    cr_assert_lt(ms, 3000.0 + 2000.0, "the cut link was reported after %.0f ms", ms);
+    cr_log_info("link cut reported after %.0f ms: %s", ms, h_msg());
+    int64_t t0 = adag_now_ns();
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_runtime_destroy(w.rt));
+    w.rt = NULL;
+    cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 5000.0, "teardown after a cut link");
+    int gone = 0; /* the worker's keepalive fails too: it exits */
+    for (int i = 0; i < 1000 && !gone; i++) {
+        gone = kill(cut_pid, 0) != 0 && errno == ESRCH;
+        usleep(10000);
+    }
+    cr_assert(gone, "the worker behind the cut link did not exit within 10 s");
+    world_down(&w);
+}
+
+/* A driver with the wrong token is refused by the agent in h1, which logs
+ * the driver's address. */
+Test(netns, wrong_token, .timeout = 60)
+{
+    world_t w;
+    char wrong[128];
+    h_token_file(wrong, sizeof(wrong), "guessed");
+    world_up(&w, 1, wrong);
+    int64_t off = 0;
+    adag_actor_params_t p = h_remote_params(&w.ag[1], "intruder", &off);
+    adag_actor_h a = NULL;
+    ASSERT_ST(adag_actor_create(w.rt, &p, &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("wrong token");
+    ASSERT_MSG_HAS(w.hosts.ip[1]);
+    char needle[64];
+    snprintf(needle, sizeof(needle), "refused %s:", w.hosts.ip[0]);
+    for (int i = 0; i < 100 && !h_agent_logged(&w.ag[1], needle); i++)
+        usleep(10000);
+    cr_assert(h_agent_logged(&w.ag[1], needle), "the agent did not log \"%s\"", needle);
+    unlink(wrong);
+    world_down(&w);
+}
+
+/* The agent in h1 killed and started again on its port: an actor made
+ * before it goes on, new ones come from the new agent. */
+Test(netns, agent_restart, .timeout = 120)
+{
+    world_t w;
+    world_up(&w, 1, NULL);
+    adag_actor_h before = remote_counter(&w, 1, "before", 1);
+    unsigned port = (unsigned)atoi(strrchr(w.ag[1].addr, ':') + 1);
+    h_agent_t old = w.ag[1]; /* its token file stays: the driver's */
+    h_agent_stop(&w.ag[1]);
+    h_agent_start_in(&w.ag[1], TOKEN, w.hosts.ip[1], port, w.hosts.ns[1]);
+    adag_actor_h after = remote_counter(&w, 1, "after", 2);
+    adag_actor_h a[2] = {before, after};
+    adag_graph_h g = h_chain_graph(w.rt, a, 2, "add");
+    adag_dag_h dag = h_compile(g, 2, 64);
+    for (int64_t i = 0; i < 20; i++)
+        cr_assert_eq(h_roundtrip(dag, i), i + 3);
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    world_down(&w);
+    h_agent_cleanup(&old);
+}
