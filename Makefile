@@ -36,6 +36,14 @@ LIB_SKIP := transport/chan_ucx_none.c
 else
 LIB_SKIP := $(UCX_SRCS)
 endif
+# PMIx (Debian's libpmix-dev): adag-worker --pmix (tools/worker_pmix.c), only in
+# adag-worker; without it that mode says "built without PMIx".
+HAVE_PMIX := $(shell pkg-config --exists pmix 2>/dev/null && echo 1)
+ifeq ($(HAVE_PMIX),1)
+PMIX_CFLAGS := -DADAG_HAVE_PMIX $(shell pkg-config --cflags pmix)
+PMIX_LIBS := $(shell pkg-config --libs pmix)
+endif
+
 LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libadag.so.$(VERSION_MAJOR)
@@ -73,7 +81,7 @@ LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
-    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm
+    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/pmix-driver
 
 # ---- CUDA ----
 # gpu/cuda.c (the cuda device backend) takes the types of the toolkit's headers
@@ -168,9 +176,13 @@ $(BUILD)/adag-worker.dynlist: adag.map
 	@mkdir -p $(dir $@)
 	{ echo '{'; sed -n 's/^ *\(adag_[a-z0-9_]*\);.*/  \1;/p' $<; echo '};'; } > $@
 
-$(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/libadag.a $(BUILD)/adag-worker.dynlist
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -Wl,--dynamic-list=$(BUILD)/adag-worker.dynlist -o $@ $< \
-	    -Wl,--whole-archive $(BUILD)/libadag.a -Wl,--no-whole-archive $(LIBS)
+$(BUILD)/obj/tools/worker_pmix.o: CFLAGS += $(PMIX_CFLAGS)
+
+$(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/obj/tools/worker_pmix.o \
+    $(BUILD)/libadag.a $(BUILD)/adag-worker.dynlist
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -Wl,--dynamic-list=$(BUILD)/adag-worker.dynlist -o $@ \
+	    $(BUILD)/obj/tools/adag-worker.o $(BUILD)/obj/tools/worker_pmix.o \
+	    -Wl,--whole-archive $(BUILD)/libadag.a -Wl,--no-whole-archive $(LIBS) $(PMIX_LIBS)
 
 # adag-info reads internal tables (settings), so it links the static library.
 $(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/libadag.a
@@ -201,6 +213,13 @@ $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspat
 $(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) -L$(BUILD) -ladag $(RPATH) -lcriterion $(LIBS)
+
+# The driver that tests/test_pmix.c runs under mpirun (rank 0 of
+# `adag-worker --pmix -- pmix-driver`): a program of the public API only.
+$(BUILD)/tests/pmix-driver: tests/programs/pmix_driver.c $(BUILD)/libadag.so $(TEST_MODULE) include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' $(LDFLAGS_BASE) $(LDFLAGS) \
+	    -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
 $(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(BUILD)/libadag.a
 	@mkdir -p $(dir $@)

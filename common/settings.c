@@ -61,6 +61,10 @@ static const setting_def_t setting_table[] = {
      "0400, owned by this user); preferred to ADAG_TOKEN"},
     {"ADAG_TOKEN", SETTING_SECRET, NULL, 0, 0, FIELD(token),
      "the token itself (at most 256 bytes), when no ADAG_TOKEN_FILE is set; never printed"},
+    {"ADAG_HOSTS", SETTING_STRING, NULL, 0, 0, FIELD(hosts),
+     "names for agents, \"name=host:port,name=host:port\": an actor's host may be one of "
+     "the names; `adag-worker --pmix` sets it for its driver, naming each rank's agent by "
+     "its rank (\"1\", \"2\", ...)"},
     {"ADAG_REMOTE_TIMEOUT_MS", SETTING_INT, "5000", 1000, 600000, FIELD(remote_timeout_ms),
      "a silent or cut link to a remote worker (or its driver) fails after this long (TCP "
      "keepalive probes each second, and the same bound on unacknowledged data)"},

@@ -23,6 +23,7 @@ typedef struct {
     int64_t host_copy_mbps;      /* ADAG_HOST_COPY_MBPS */
     const char *token_file;      /* ADAG_TOKEN_FILE */
     const char *token;           /* ADAG_TOKEN */
+    const char *hosts;           /* ADAG_HOSTS */
     int64_t remote_timeout_ms;   /* ADAG_REMOTE_TIMEOUT_MS */
 } adag_settings_t;
 

@@ -215,6 +215,38 @@ void adag_actor_drop(adag_actor_h a)
      ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE |              \
      ADAG_ACTOR_PARAM_HOST)
 
+/* An actor's host: "host:port" as it is, or a name of ADAG_HOSTS
+ * ("name=host:port,..."), e.g. a rank under `adag-worker --pmix`. */
+static adag_status_t resolve_host(const char *host, char *out, size_t len)
+{
+    if (strchr(host, ':')) {
+        snprintf(out, len, "%s", host);
+        return ADAG_OK;
+    }
+    const char *table = adag_settings()->hosts;
+    size_t nlen = strlen(host);
+    for (const char *e = table; e && *e;) {
+        const char *end = strchr(e, ',');
+        size_t elen = end ? (size_t)(end - e) : strlen(e);
+        const char *eq = memchr(e, '=', elen);
+        if (eq && (size_t)(eq - e) == nlen && !memcmp(e, host, nlen)) {
+            size_t alen = elen - nlen - 1;
+            if (alen == 0 || alen >= len || !memchr(eq + 1, ':', alen))
+                return adag_error(ADAG_ERR_INVALID,
+                                  "adag_actor_create: ADAG_HOSTS gives host %s the address "
+                                  "\"%.*s\", not host:port",
+                                  host, (int)alen, eq + 1);
+            snprintf(out, len, "%.*s", (int)alen, eq + 1);
+            return ADAG_OK;
+        }
+        e = end ? end + 1 : e + elen;
+    }
+    return adag_error(ADAG_ERR_NOT_FOUND,
+                      "adag_actor_create: host \"%s\" is neither host:port nor a name in "
+                      "ADAG_HOSTS (%s)",
+                      host, table && *table ? table : "not set");
+}
+
 static adag_status_t check_actor_params(const adag_actor_params_t *p)
 {
     static const char *fn = "adag_actor_create";
@@ -240,11 +272,10 @@ static adag_status_t check_actor_params(const adag_actor_params_t *p)
     int remote = (p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) &&
                  p->placement == ADAG_PLACEMENT_REMOTE;
     int has_host = (p->field_mask & ADAG_ACTOR_PARAM_HOST) != 0;
-    if (remote && (!has_host || !p->host || !strchr(p->host, ':') ||
-                   strlen(p->host) >= ADAG_HOSTPORT_MAX))
+    if (remote && (!has_host || !p->host || !p->host[0] || strlen(p->host) >= ADAG_HOSTPORT_MAX))
         return adag_error(ADAG_ERR_INVALID,
                           "%s: remote actor %s needs host (ADAG_ACTOR_PARAM_HOST): \"host:port\" "
-                          "of an agent, under %d bytes",
+                          "of an agent or a name in ADAG_HOSTS, under %d bytes",
                           fn, p->name && (p->field_mask & ADAG_ACTOR_PARAM_NAME) ? p->name : "",
                           ADAG_HOSTPORT_MAX);
     if (!remote && has_host)
@@ -314,13 +345,16 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
         init_data = p->init_data;
         init_size = p->init_size;
     }
+    char host[ADAG_HOSTPORT_MAX] = "";
+    if (placement == ADAG_PLACEMENT_REMOTE &&
+        (st = resolve_host(p->host, host, sizeof(host))) != ADAG_OK)
+        return st;
     a = calloc(1, sizeof(*a));
     if (!a)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     a->rt = rt;
     a->ops = placement == ADAG_PLACEMENT_THREAD ? &adag_placement_thread : &adag_placement_process;
-    if (placement == ADAG_PLACEMENT_REMOTE)
-        snprintf(a->host, sizeof(a->host), "%s", p->host);
+    snprintf(a->host, sizeof(a->host), "%s", host);
     a->refs = 1;
     a->live = 1;
     a->device_kind = has_device ? (int32_t)device_kind : -1;

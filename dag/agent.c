@@ -123,28 +123,19 @@ static int write_port_file(const char *path, const char *bound)
     return 0;
 }
 
-int adag_agent_main(const char *addr, const char *port_file)
+int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token_len,
+                     int stop_fd)
 {
-    char token[ADAG_TOKEN_MAX], bound[ADAG_HOSTPORT_MAX];
-    size_t token_len;
-    int lfd;
-    if (adag_token_load(token, &token_len) != ADAG_OK ||
-        adag_tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
-        fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
-        return 2;
-    }
-    if (port_file && write_port_file(port_file, bound) != 0) {
-        fprintf(stderr, "adag-worker --agent: cannot write %s: %s\n", port_file, strerror(errno));
-        return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
     fprintf(stderr, "adag-worker agent: listening on %s (pid %d)\n", bound, (int)getpid());
     for (;;) {
         while (waitpid(-1, NULL, WNOHANG) > 0) {
         }
-        struct pollfd p = {.fd = lfd, .events = POLLIN};
-        if (poll(&p, 1, 1000) <= 0)
+        struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = stop_fd, .events = POLLIN}};
+        if (poll(p, stop_fd >= 0 ? 2 : 1, 1000) <= 0)
             continue;
+        if (stop_fd >= 0 && p[1].revents)
+            return 0;
         int c = adag_fd_above_stdio(accept4(lfd, NULL, NULL, SOCK_CLOEXEC));
         if (c < 0)
             continue;
@@ -159,4 +150,21 @@ int adag_agent_main(const char *addr, const char *port_file)
             serve(c, peer, bound);
         close(c);
     }
+}
+
+int adag_agent_main(const char *addr, const char *port_file)
+{
+    char token[ADAG_TOKEN_MAX], bound[ADAG_HOSTPORT_MAX];
+    size_t token_len;
+    int lfd;
+    if (adag_token_load(token, &token_len) != ADAG_OK ||
+        adag_tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
+        fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
+        return 2;
+    }
+    if (port_file && write_port_file(port_file, bound) != 0) {
+        fprintf(stderr, "adag-worker --agent: cannot write %s: %s\n", port_file, strerror(errno));
+        return 2;
+    }
+    return adag_agent_serve(lfd, bound, token, token_len, -1);
 }
