@@ -81,7 +81,8 @@ LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
-    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/pmix-driver
+    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/pmix-driver \
+    $(BUILD)/adag-bench-hosts
 
 # ---- CUDA ----
 # gpu/cuda.c (the cuda device backend) takes the types of the toolkit's headers
@@ -136,7 +137,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp bench bench-smoke \
+.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp bench bench-smoke bench-hosts \
     test-gpu
 all: $(ALL)
 
@@ -213,6 +214,17 @@ $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspat
 $(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) -L$(BUILD) -ladag $(RPATH) -lcriterion $(LIBS)
+
+# adag-bench-hosts (bench/hosts/bench_hosts.c): DAGs across two network
+# namespaces against ucx_perftest over the same link (root; `make bench-hosts`).
+$(BUILD)/adag-bench-hosts: bench/hosts/bench_hosts.c tests/netns_rig.c tests/netns_rig.h \
+    $(BUILD)/libadag.so $(BENCH_MODULE) include/adag.h
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests -DADAG_BENCH_BUILD_DIR='"$(abspath $(BUILD))"' \
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ bench/hosts/bench_hosts.c tests/netns_rig.c \
+	    -L$(BUILD) -ladag $(RPATH) $(LIBS)
+
+bench-hosts: $(BUILD)/adag-bench-hosts $(BUILD)/adag-worker
+	$(BUILD)/adag-bench-hosts
 
 # The driver that tests/test_pmix.c runs under mpirun (rank 0 of
 # `adag-worker --pmix -- pmix-driver`): a program of the public API only.

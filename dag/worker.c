@@ -363,6 +363,9 @@ int adag_worker_main(int argc, char **argv)
                 "      serves drivers on other hosts: each that presents the token of\n"
                 "      ADAG_TOKEN_FILE (or ADAG_TOKEN) gets a worker; FILE receives the\n"
                 "      address bound (port 0: one the kernel picks)\n"
+                "  adag-worker --pmix -- PROGRAM [ARGS...]\n"
+                "      one rank of an mpirun/srun job: rank 0 runs PROGRAM (the driver),\n"
+                "      the others serve it as agents (addresses and token through PMIx)\n"
                 "  adag-worker --control-fd N\n"
                 "      how the runtime starts it on its own host (not by hand)\n");
         return 2;

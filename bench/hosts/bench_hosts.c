@@ -1,0 +1,354 @@
+/*
+ * adag-bench-hosts: DAGs across two hosts made of network namespaces
+ * (tests/netns_rig.h: veth pairs on a bridge, UCX over TCP on eth0), each
+ * row against ucx_perftest (Debian's ucx-utils) over the same link in the
+ * same run:
+ *
+ *   rtt-8B      driver (h0) -> actor in h1 -> driver, 8 bytes, one in
+ *               flight: median round trip vs 2 x ucx_perftest tag_lat's
+ *               median (it reports half a round trip)
+ *   bw-1MiB     driver -> actor in h1 ("check": reads the payload in place,
+ *   bw-16MiB    returns 8 bytes), 8 in flight: payload bytes per second vs
+ *               ucx_perftest tag_bw at that size
+ *   chain-4     h0 process actor -> h1 -> h0 -> h1 -> driver, 8 bytes:
+ *               executions per second at 1 and 8 in flight (no peer: the
+ *               ratio is in flight 8 over 1)
+ *
+ * Needs root (namespaces); elsewhere it prints "skipped: <reason>" and
+ * exits 0. --quick: fewer iterations; --json: one JSON object.
+ */
+#include "netns_rig.h"
+
+#include <adag.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WORKER ADAG_BENCH_BUILD_DIR "/adag-worker"
+#define MODULE ADAG_BENCH_BUILD_DIR "/bench/libbench_actors.so"
+#define PERFTEST_PORT 13391
+
+static h_netns_t hosts;
+static pid_t agent = -1, perf_server = -1;
+static char token_path[64] = "", port_path[80] = "";
+static int quick;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void cleanup(void)
+{
+    if (agent > 0) {
+        kill(agent, SIGKILL);
+        waitpid(agent, NULL, 0);
+    }
+    if (perf_server > 0) {
+        kill(perf_server, SIGKILL);
+        waitpid(perf_server, NULL, 0);
+    }
+    if (token_path[0])
+        unlink(token_path);
+    if (port_path[0])
+        unlink(port_path);
+    h_netns_down(&hosts);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "adag-bench-hosts: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    cleanup();
+    exit(1);
+}
+
+/* A child in namespace ns running argv, output to /dev/null; dies with us. */
+static pid_t spawn_in(const char *ns, char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 || h_netns_join(ns) != 0)
+            _exit(126);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    return pid;
+}
+
+static void start_agent(char *addr, size_t len)
+{
+    snprintf(token_path, sizeof(token_path), "/tmp/adag-bench-token-XXXXXX");
+    int fd = mkstemp(token_path);
+    unsigned char raw[16];
+    FILE *r = fopen("/dev/urandom", "r");
+    if (fd < 0 || !r || fread(raw, 1, sizeof(raw), r) != sizeof(raw))
+        die("making a token file: %s", strerror(errno));
+    fclose(r);
+    for (size_t i = 0; i < sizeof(raw); i++)
+        dprintf(fd, "%02x", raw[i]);
+    close(fd);
+    chmod(token_path, 0600);
+    setenv("ADAG_TOKEN_FILE", token_path, 1);
+    snprintf(port_path, sizeof(port_path), "%s.port", token_path);
+    char listen[64];
+    snprintf(listen, sizeof(listen), "%s:0", hosts.ip[1]);
+    char *argv[] = {WORKER, "--agent", listen, "--port-file", port_path, NULL};
+    agent = spawn_in(hosts.ns[1], argv);
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(port_path, "r");
+        if (f) {
+            int ok = fgets(addr, (int)len, f) != NULL;
+            fclose(f);
+            if (ok) {
+                addr[strcspn(addr, "\n")] = '\0';
+                return;
+            }
+        }
+        usleep(10000);
+    }
+    die("the agent in %s did not start", hosts.ns[1]);
+}
+
+/* ucx_perftest's "Final:" line for one test against the server in h1:
+ * [0] median latency us, [1] overall bandwidth MB/s (2^20 bytes). */
+static int perftest(const char *test, size_t size, long iters, double out[2])
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "ucx_perftest %s -p %d -t %s -s %zu -n %ld -w %ld 2>&1",
+             hosts.ip[1], PERFTEST_PORT, test, size, iters, iters / 10 + 1);
+    char *argv[] = {"ucx_perftest", "-p", NULL, NULL};
+    char port[16];
+    snprintf(port, sizeof(port), "%d", PERFTEST_PORT);
+    argv[2] = port;
+    perf_server = spawn_in(hosts.ns[1], argv);
+    usleep(300000);
+    FILE *f = popen(cmd, "r");
+    int found = 0;
+    char line[512];
+    while (f && fgets(line, sizeof(line), f)) {
+        long n;
+        double lat50, latavg, latall, bwavg, bwall;
+        if (sscanf(line, "Final: %ld %lf %lf %lf %lf %lf", &n, &lat50, &latavg, &latall, &bwavg,
+                   &bwall) == 6) {
+            out[0] = lat50;
+            out[1] = bwall;
+            found = 1;
+        }
+    }
+    if (f)
+        pclose(f);
+    waitpid(perf_server, NULL, 0);
+    perf_server = -1;
+    return found ? 0 : -1;
+}
+
+static adag_actor_h actor(adag_runtime_h rt, const char *name, const char *host)
+{
+    adag_actor_params_t p = {
+        .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |
+                      ADAG_ACTOR_PARAM_PLACEMENT | (host ? ADAG_ACTOR_PARAM_HOST : 0),
+        .class_name = "bench",
+        .name = name,
+        .module_path = MODULE,
+        .placement = host ? ADAG_PLACEMENT_REMOTE : ADAG_PLACEMENT_PROCESS,
+        .host = host,
+    };
+    adag_actor_h a;
+    adag_status_t st = adag_actor_create(rt, &p, &a);
+    if (st != ADAG_OK)
+        die("actor %s: %s", name, adag_last_error());
+    return a;
+}
+
+static adag_dag_h chain(adag_runtime_h rt, adag_actor_h *a, const char *const *methods,
+                        unsigned n, unsigned inflight, size_t cap)
+{
+    adag_graph_h g;
+    adag_node_h cur, next;
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
+                                              ADAG_COMPILE_PARAM_SLOT_CAPACITY,
+                                .max_inflight = inflight,
+                                .slot_capacity = cap};
+    adag_dag_h dag;
+    if (adag_graph_create(rt, &g) != ADAG_OK || adag_graph_input(g, 0, &cur) != ADAG_OK)
+        die("graph: %s", adag_last_error());
+    for (unsigned i = 0; i < n; i++) {
+        if (adag_graph_bind(g, a[i], methods[i], &cur, 1, &next) != ADAG_OK)
+            die("bind: %s", adag_last_error());
+        cur = next;
+    }
+    if (adag_graph_output(g, &cur, 1) != ADAG_OK || adag_graph_compile(g, &cp, &dag) != ADAG_OK)
+        die("compile: %s", adag_last_error());
+    adag_graph_destroy(g);
+    return dag;
+}
+
+/* n executions of `in` (stamped with its index at both ends when stamp),
+ * `inflight` at a time; the seconds they took. Each output checked. */
+static double run(adag_dag_h dag, unsigned char *in, size_t size, long n, unsigned inflight,
+                  int stamp, double *lat_median)
+{
+    adag_ref_t refs[64];
+    double *lat = lat_median ? calloc((size_t)n, sizeof(double)) : NULL, t_start[64];
+    double t0 = now_s();
+    for (long i = 0; i < n + (long)inflight; i++) {
+        if (i >= (long)inflight) {
+            long k = i - inflight;
+            adag_value_t out;
+            if (adag_dag_get(dag, refs[k % 64], &out, 1, 60000) != ADAG_OK)
+                die("get: %s", adag_last_error());
+            uint64_t want = (uint64_t)k, got;
+            memcpy(&got, out.data, 8);
+            if (stamp && got != want)
+                die("execution %ld came back as %llu", k, (unsigned long long)got);
+            if (lat)
+                lat[k] = now_s() - t_start[k % 64];
+            adag_dag_release(dag, refs[k % 64]);
+        }
+        if (i < n) {
+            uint64_t s = (uint64_t)i;
+            memcpy(in, &s, 8);
+            if (stamp)
+                memcpy(in + size - 8, &s, 8);
+            adag_value_t v = {.data = in, .size = size};
+            t_start[i % 64] = now_s();
+            if (adag_dag_execute(dag, &v, 1, 0, &refs[i % 64]) != ADAG_OK)
+                die("execute: %s", adag_last_error());
+        }
+    }
+    double dt = now_s() - t0;
+    if (lat) {
+        for (long i = 1; i < n; i++) /* insertion sort is fine for these n */
+            for (long j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
+                double t = lat[j];
+                lat[j] = lat[j - 1];
+                lat[j - 1] = t;
+            }
+        *lat_median = lat[n / 2];
+        free(lat);
+    }
+    return dt;
+}
+
+int main(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else {
+            fprintf(stderr, "usage: adag-bench-hosts [--quick] [--json]\n");
+            return 2;
+        }
+    }
+    char why[256];
+    if (system("command -v ucx_perftest >/dev/null 2>&1") != 0) {
+        printf("skipped: no ucx_perftest (Debian's ucx-utils)\n");
+        return 0;
+    }
+    if (h_netns_up(&hosts, 2, why, sizeof(why)) != 0) {
+        printf("skipped: %s\n", why);
+        return 0;
+    }
+    h_netns_ucx_env();
+    char addr[96];
+    start_agent(addr, sizeof(addr));
+    if (h_netns_join(hosts.ns[0]) != 0)
+        die("joining %s: %s", hosts.ns[0], strerror(errno));
+
+    double lat_ucx[2], bw1_ucx[2], bw16_ucx[2];
+    long lat_n = quick ? 2000 : 20000;
+    if (perftest("tag_lat", 8, lat_n, lat_ucx) || perftest("tag_bw", 1 << 20, quick ? 200 : 2000, bw1_ucx) ||
+        perftest("tag_bw", 16 << 20, quick ? 20 : 200, bw16_ucx))
+        die("ucx_perftest gave no result");
+
+    adag_runtime_h rt;
+    if (adag_runtime_create(NULL, &rt) != ADAG_OK)
+        die("runtime: %s", adag_last_error());
+    adag_actor_h far = actor(rt, "far", addr), far2 = actor(rt, "far2", addr);
+    adag_actor_h near1 = actor(rt, "near1", NULL), near2 = actor(rt, "near2", NULL);
+    unsigned char *buf = calloc(1, 16 << 20);
+    if (!buf)
+        die("out of memory");
+
+    static const char *const pass[4] = {"pass", "pass", "pass", "pass"};
+    static const char *const check[1] = {"check"};
+    adag_dag_h d = chain(rt, &far, pass, 1, 1, 64);
+    double rtt = 0;
+    run(d, buf, 8, lat_n / 10, 1, 1, NULL); /* warm-up */
+    run(d, buf, 8, lat_n, 1, 1, &rtt);
+    adag_dag_destroy(d);
+
+    double bw[2];
+    size_t sizes[2] = {1 << 20, 16 << 20};
+    long counts[2] = {quick ? 100 : 1000, quick ? 12 : 120};
+    d = chain(rt, &far, check, 1, 8, 16 << 20);
+    for (int s = 0; s < 2; s++) {
+        run(d, buf, sizes[s], counts[s] / 10 + 1, 8, 1, NULL);
+        bw[s] = (double)sizes[s] * (double)counts[s] / run(d, buf, sizes[s], counts[s], 8, 1, NULL);
+    }
+    adag_dag_destroy(d);
+
+    adag_actor_h four[4] = {near1, far, near2, far2};
+    double rate[2];
+    unsigned inflight[2] = {1, 8};
+    long chain_n = quick ? 500 : 5000;
+    for (int k = 0; k < 2; k++) {
+        d = chain(rt, four, pass, 4, inflight[k], 64);
+        run(d, buf, 8, chain_n / 10, inflight[k], 1, NULL);
+        rate[k] = (double)chain_n / run(d, buf, 8, chain_n, inflight[k], 1, NULL);
+        adag_dag_destroy(d);
+    }
+    adag_runtime_destroy(rt);
+    free(buf);
+    cleanup();
+
+    double ucx_rtt = 2 * lat_ucx[0] * 1e-6;
+    double ucx_bw1 = bw1_ucx[1] * 1048576.0, ucx_bw16 = bw16_ucx[1] * 1048576.0;
+    if (json) {
+        printf("{\"link\": \"veth+bridge, UCX_TLS=tcp\", "
+               "\"rtt_8B_us\": {\"adag\": %.2f, \"ucx_perftest\": %.2f, \"ratio\": %.3f}, "
+               "\"bw_1MiB_MBps\": {\"adag\": %.1f, \"ucx_perftest\": %.1f, \"ratio\": %.3f}, "
+               "\"bw_16MiB_MBps\": {\"adag\": %.1f, \"ucx_perftest\": %.1f, \"ratio\": %.3f}, "
+               "\"chain4_2hosts_execs_per_s\": {\"inflight1\": %.0f, \"inflight8\": %.0f}}\n",
+               rtt * 1e6, ucx_rtt * 1e6, rtt / ucx_rtt, bw[0] / 1e6, ucx_bw1 / 1e6,
+               bw[0] / ucx_bw1, bw[1] / 1e6, ucx_bw16 / 1e6, bw[1] / ucx_bw16, rate[0], rate[1]);
+        return 0;
+    }
+    printf("two hosts (network namespaces, veth + bridge), UCX over TCP; ucx_perftest same run\n");
+    printf("%-28s %14s %14s %8s  %s\n", "row", "adag", "ucx_perftest", "ratio", "goal");
+    printf("%-28s %11.2f us %11.2f us %8.2f  <= 1.20\n", "round trip 8 B (median)", rtt * 1e6,
+           ucx_rtt * 1e6, rtt / ucx_rtt);
+    printf("%-28s %9.0f MB/s %9.0f MB/s %8.2f  >= 0.90\n", "bandwidth 1 MiB", bw[0] / 1e6,
+           ucx_bw1 / 1e6, bw[0] / ucx_bw1);
+    printf("%-28s %9.0f MB/s %9.0f MB/s %8.2f  >= 0.90\n", "bandwidth 16 MiB", bw[1] / 1e6,
+           ucx_bw16 / 1e6, bw[1] / ucx_bw16);
+    printf("%-28s %9.0f /s   (in flight 1)\n", "4-stage chain on 2 hosts", rate[0]);
+    printf("%-28s %9.0f /s   (in flight 8: %.2fx)\n", "", rate[1], rate[1] / rate[0]);
+    return 0;
+}
