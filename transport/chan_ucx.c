@@ -274,18 +274,12 @@ static int space_ready(const void *p)
 {
     const space_arg_t *a = p;
     adag_ucx_chan_t *c = a->c;
-    for (int pass = 0; pass < 2; pass++) {
-        if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-            return 1;
-        int ok = atomic_load_explicit(&c->slot_sends[a->slot], memory_order_seq_cst) == 0;
-        for (unsigned r = 0; ok && r < c->nreaders; r++)
-            ok = atomic_load_explicit(&c->credit[r], memory_order_seq_cst) >= a->need;
-        if (ok)
-            return 1;
-        if (!pass)
-            adag_ucx_try_progress(c->d);
-    }
-    return 0;
+    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return 1;
+    int ok = atomic_load_explicit(&c->slot_sends[a->slot], memory_order_seq_cst) == 0;
+    for (unsigned r = 0; ok && r < c->nreaders; r++)
+        ok = atomic_load_explicit(&c->credit[r], memory_order_seq_cst) >= a->need;
+    return ok;
 }
 
 static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
@@ -293,7 +287,7 @@ static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     adag_ucx_chan_t *c = ucx_of(ch);
     space_arg_t a = {c, seq >= ch->nslots ? seq - ch->nslots + 1 : 0,
                      (unsigned)(seq % ch->nslots)};
-    adag_status_t st = adag_event_wait(&c->ev, space_ready, &a, ch->abort, deadline, &ch->spin);
+    adag_status_t st = adag_ucx_wait(c->d, &c->ev, space_ready, &a, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
@@ -372,14 +366,8 @@ typedef struct {
 static int data_ready(const void *p)
 {
     const data_arg_t *a = p;
-    for (int pass = 0; pass < 2; pass++) {
-        if (atomic_load_explicit(&a->c->written, memory_order_seq_cst) > a->seq ||
-            atomic_load_explicit(&a->c->status, memory_order_seq_cst) != ADAG_OK)
-            return 1;
-        if (!pass)
-            adag_ucx_try_progress(a->c->d);
-    }
-    return 0;
+    return atomic_load_explicit(&a->c->written, memory_order_seq_cst) > a->seq ||
+           atomic_load_explicit(&a->c->status, memory_order_seq_cst) != ADAG_OK;
 }
 
 static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
@@ -387,7 +375,7 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     data_arg_t a = {c, seq};
-    adag_status_t st = adag_event_wait(&c->ev, data_ready, &a, ch->abort, deadline, &ch->spin);
+    adag_status_t st = adag_ucx_wait(c->d, &c->ev, data_ready, &a, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     if (atomic_load_explicit(&c->written, memory_order_seq_cst) <= seq)

@@ -18,6 +18,12 @@
  *     (ucp_worker_arm + poll) and progresses whatever arrives when nobody
  *     spins: waiters that stopped spinning sleep on their endpoint's event,
  *     which the receive callbacks notify. An idle DAG uses no CPU.
+ *   - while a waiter spins, or one left with its value less than PARK_NS
+ *     ago (it will be back: the next execution), and none sleeps, the
+ *     progress thread stands aside, parked: the spinners see every event
+ *     first, and a message costs no wake-up of a second thread (on a busy
+ *     host that wake-up, a context switch per message on each side, was
+ *     most of a round trip). A waiter that goes to sleep wakes it.
  * `lock` serializes every call on the worker (it is created single-
  * threaded) and guards the endpoint list and the connections; the AM
  * callbacks run inside progress, so under it.
@@ -67,6 +73,17 @@ struct adag_ucx_domain {
     int notify_fd;       /* eventfd: readers' notify_fd */
     int thread_started;
     pthread_t progress;
+    /* Who progresses (adag_ucx_wait): waiters spinning (they progress the
+     * worker themselves), waiters asleep (they need the progress thread),
+     * when a spinner last left with its value (ns; it will be back soon),
+     * and the word the progress thread parks on (bumped, then woken if
+     * `parked`, by a waiter that goes to sleep and by destroy). */
+    _Atomic uint32_t spinners;
+    _Atomic uint32_t sleepers;
+    _Atomic int64_t last_found;
+    _Atomic uint32_t park_seq;
+    _Atomic uint32_t parked;
+    _Atomic uint32_t stopping;
     adag_ucx_conn_t *conns;
     /* endpoints opened here, and closed ones whose UCX requests are still
      * in flight (freed when the domain goes, after every request ended) */
@@ -141,6 +158,14 @@ struct adag_ucx_chan {
 
 /* Progresses the worker once if no other thread does (never blocks). */
 void adag_ucx_try_progress(adag_ucx_domain_t *d);
+/* A waiter on one of the domain's endpoints: until `ready(arg)`, the
+ * abort word or the deadline, spins up to spin->max progressing the worker
+ * itself (the progress thread stands aside), then sleeps on ev, which the
+ * receive callbacks notify, while the progress thread progresses. ready
+ * only looks; it never progresses. */
+adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
+                            const void *arg, const _Atomic uint32_t *abort, int64_t deadline,
+                            adag_spin_t *spin);
 /* Under d->lock: the connection to the worker at addr (made on first use).
  * `who` names the endpoint for messages. */
 adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -21,6 +22,10 @@ extern const adag_chan_ops_t adag_chan_ucx_ops;
 #define DOMAIN_MAGIC 0x61647563u /* "aduc" */
 /* How long closing a connection may flush what is still in flight. */
 #define CLOSE_FLUSH_NS 1000000000LL
+/* How long after a spinner left with its value the progress thread still
+ * stands aside (the spinner's next wait usually comes sooner; transfers
+ * nobody waits for move again after this). */
+#define PARK_NS 1000000LL
 
 /* ---- the process's UCP context: made by the first domain, shared ---- */
 
@@ -91,12 +96,79 @@ void adag_ucx_try_progress(adag_ucx_domain_t *d)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* Sleeps on the worker's event fd whenever there is nothing to progress. */
+adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
+                            const void *arg, const _Atomic uint32_t *abort, int64_t deadline,
+                            adag_spin_t *spin)
+{
+    if (ready(arg))
+        return ADAG_OK;
+    if (spin->max > 0) {
+        /* seq_cst throughout with the progress thread's checks: either it
+         * sees this waiter (spinning, or asleep) or this waiter sees it
+         * parked and wakes it */
+        atomic_fetch_add_explicit(&d->spinners, 1, memory_order_seq_cst);
+        int64_t now = adag_now_ns(), until = now + spin->max;
+        if (deadline != ADAG_FOREVER && until > deadline)
+            until = deadline;
+        int found = 0;
+        while (!(found = ready(arg)) && now < until &&
+               !(abort && atomic_load_explicit(abort, memory_order_acquire))) {
+            adag_ucx_try_progress(d);
+            if ((found = ready(arg)))
+                break;
+            if (spin->yield)
+                sched_yield();
+            else
+                adag_cpu_relax();
+            now = adag_now_ns();
+        }
+        if (found) {
+            atomic_store_explicit(&d->last_found, adag_now_ns(), memory_order_seq_cst);
+            atomic_fetch_sub_explicit(&d->spinners, 1, memory_order_seq_cst);
+            return ADAG_OK;
+        }
+        atomic_fetch_sub_explicit(&d->spinners, 1, memory_order_seq_cst);
+    }
+    /* asleep on the endpoint's event; the progress thread has the worker */
+    atomic_fetch_add_explicit(&d->sleepers, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&d->park_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&d->parked, memory_order_seq_cst))
+        adag_futex_wake_all(&d->park_seq);
+    static adag_spin_t no_spin; /* max 0: sleep at once (never written) */
+    adag_status_t st = adag_event_wait(ev, ready, arg, abort, deadline, &no_spin);
+    atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_seq_cst);
+    return st;
+}
+
+/* Whether the progress thread may stand aside: a waiter spins, or one
+ * left with its value less than PARK_NS ago, and nobody sleeps. */
+static int others_progress(adag_ucx_domain_t *d)
+{
+    if (atomic_load_explicit(&d->sleepers, memory_order_seq_cst))
+        return 0;
+    return atomic_load_explicit(&d->spinners, memory_order_seq_cst) ||
+           adag_now_ns() - atomic_load_explicit(&d->last_found, memory_order_seq_cst) < PARK_NS;
+}
+
+/* Sleeps on the worker's event fd whenever there is nothing to progress,
+ * and stands aside (parked on park_seq) while waiters progress. */
 static void *progress_main(void *arg)
 {
     adag_ucx_domain_t *d = arg;
     struct pollfd fds[2] = {{.fd = d->efd, .events = POLLIN}, {.fd = d->stop_fd, .events = POLLIN}};
     for (;;) {
+        if (atomic_load_explicit(&d->stopping, memory_order_acquire))
+            return NULL;
+        uint32_t seen = atomic_load_explicit(&d->park_seq, memory_order_seq_cst);
+        if (others_progress(d)) {
+            atomic_store_explicit(&d->parked, 1, memory_order_seq_cst);
+            /* a waiter that went to sleep after `seen` bumped the word:
+             * no sleep here. Else back within PARK_NS to look again */
+            if (others_progress(d))
+                adag_futex_wait(&d->park_seq, seen, adag_now_ns() + PARK_NS);
+            atomic_store_explicit(&d->parked, 0, memory_order_seq_cst);
+            continue;
+        }
         pthread_mutex_lock(&d->lock);
         while (ucp_worker_progress(d->worker)) {
         }
@@ -263,6 +335,9 @@ void adag_ucx_domain_destroy(adag_chan_domain_t *dom)
         return;
     if (d->thread_started) {
         uint64_t one = 1;
+        atomic_store_explicit(&d->stopping, 1, memory_order_release);
+        atomic_fetch_add_explicit(&d->park_seq, 1, memory_order_seq_cst);
+        adag_futex_wake_all(&d->park_seq);
         while (write(d->stop_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
         }
         pthread_join(d->progress, NULL);

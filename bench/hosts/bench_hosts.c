@@ -9,13 +9,17 @@
  *               median (it reports half a round trip)
  *   bw-1MiB     driver -> actor in h1 ("check": reads the payload in place,
  *   bw-16MiB    returns 8 bytes), 8 in flight: payload bytes per second vs
- *               ucx_perftest tag_bw at that size
+ *               ucx_perftest tag_bw at that size; with adag_dag_execute
+ *               (a copy of the caller's buffer into the slot) and zero-copy
+ *               (prepare/commit: the driver writes into the slot, as
+ *               ucx_perftest sends from its buffer)
  *   chain-4     h0 process actor -> h1 -> h0 -> h1 -> driver, 8 bytes:
  *               executions per second at 1 and 8 in flight (no peer: the
  *               ratio is in flight 8 over 1)
  *
  * Needs root (namespaces); elsewhere it prints "skipped: <reason>" and
- * exits 0. --quick: fewer iterations; --json: one JSON object.
+ * exits 0. --quick: fewer iterations; --json: one JSON object; --rtt N /
+ * --bw N: only adag's 8 B round trip / 16 MiB stream, N times (to profile).
  */
 #include "netns_rig.h"
 
@@ -206,8 +210,16 @@ static adag_dag_h chain(adag_runtime_h rt, adag_actor_h *a, const char *const *m
     return dag;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* n executions of `in` (stamped with its index at both ends when stamp),
  * `inflight` at a time; the seconds they took. Each output checked. */
+static int zero_copy; /* run(): the driver writes into the slot (prepare/commit) */
+
 static double run(adag_dag_h dag, unsigned char *in, size_t size, long n, unsigned inflight,
                   int stamp, double *lat_median)
 {
@@ -233,20 +245,26 @@ static double run(adag_dag_h dag, unsigned char *in, size_t size, long n, unsign
             memcpy(in, &s, 8);
             if (stamp)
                 memcpy(in + size - 8, &s, 8);
-            adag_value_t v = {.data = in, .size = size};
             t_start[i % 64] = now_s();
-            if (adag_dag_execute(dag, &v, 1, 0, &refs[i % 64]) != ADAG_OK)
-                die("execute: %s", adag_last_error());
+            if (zero_copy) {
+                /* the stamps go straight into the slot: no copy of the payload */
+                void *slot;
+                if (adag_dag_execute_prepare(dag, 0, &slot, 1) != ADAG_OK)
+                    die("prepare: %s", adag_last_error());
+                memcpy(slot, in, 8);
+                memcpy((unsigned char *)slot + size - 8, in + size - 8, 8);
+                if (adag_dag_execute_commit(dag, &size, 1, &refs[i % 64]) != ADAG_OK)
+                    die("commit: %s", adag_last_error());
+            } else {
+                adag_value_t v = {.data = in, .size = size};
+                if (adag_dag_execute(dag, &v, 1, 0, &refs[i % 64]) != ADAG_OK)
+                    die("execute: %s", adag_last_error());
+            }
         }
     }
     double dt = now_s() - t0;
     if (lat) {
-        for (long i = 1; i < n; i++) /* insertion sort is fine for these n */
-            for (long j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
-                double t = lat[j];
-                lat[j] = lat[j - 1];
-                lat[j - 1] = t;
-            }
+        qsort(lat, (size_t)n, sizeof(*lat), cmp_double);
         *lat_median = lat[n / 2];
         free(lat);
     }
@@ -256,13 +274,18 @@ static double run(adag_dag_h dag, unsigned char *in, size_t size, long n, unsign
 int main(int argc, char **argv)
 {
     int json = 0;
+    long rtt_only = 0, bw_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--rtt") && i + 1 < argc)
+            rtt_only = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--bw") && i + 1 < argc)
+            bw_only = atol(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
-            fprintf(stderr, "usage: adag-bench-hosts [--quick] [--json]\n");
+            fprintf(stderr, "usage: adag-bench-hosts [--quick] [--json] [--rtt N | --bw N]\n");
             return 2;
         }
     }
@@ -283,6 +306,28 @@ int main(int argc, char **argv)
 
     double lat_ucx[2], bw1_ucx[2], bw16_ucx[2];
     long lat_n = quick ? 2000 : 20000;
+    if (rtt_only || bw_only) {
+        adag_runtime_h rt;
+        if (adag_runtime_create(NULL, &rt) != ADAG_OK)
+            die("runtime: %s", adag_last_error());
+        adag_actor_h far = actor(rt, "far", addr);
+        static const char *const pass1[1] = {"pass"}, *const check1[1] = {"check"};
+        size_t size = rtt_only ? 8 : 16 << 20;
+        adag_dag_h d = chain(rt, &far, rtt_only ? pass1 : check1, 1, rtt_only ? 1 : 8, size);
+        unsigned char *b = calloc(1, size);
+        if (rtt_only) {
+            double rtt = 0;
+            run(d, b, 8, rtt_only, 1, 1, &rtt);
+            printf("adag round trip 8 B (median of %ld): %.2f us\n", rtt_only, rtt * 1e6);
+        } else {
+            double dt = run(d, b, size, bw_only, 8, 1, NULL);
+            printf("adag 16 MiB x %ld: %.0f MB/s\n", bw_only, (double)size * bw_only / dt / 1e6);
+        }
+        free(b);
+        adag_runtime_destroy(rt);
+        cleanup();
+        return 0;
+    }
     if (perftest("tag_lat", 8, lat_n, lat_ucx) || perftest("tag_bw", 1 << 20, quick ? 200 : 2000, bw1_ucx) ||
         perftest("tag_bw", 16 << 20, quick ? 20 : 200, bw16_ucx))
         die("ucx_perftest gave no result");
@@ -304,13 +349,17 @@ int main(int argc, char **argv)
     run(d, buf, 8, lat_n, 1, 1, &rtt);
     adag_dag_destroy(d);
 
-    double bw[2];
+    double bw[2], bw_zc[2];
     size_t sizes[2] = {1 << 20, 16 << 20};
     long counts[2] = {quick ? 100 : 1000, quick ? 12 : 120};
     d = chain(rt, &far, check, 1, 8, 16 << 20);
     for (int s = 0; s < 2; s++) {
         run(d, buf, sizes[s], counts[s] / 10 + 1, 8, 1, NULL);
         bw[s] = (double)sizes[s] * (double)counts[s] / run(d, buf, sizes[s], counts[s], 8, 1, NULL);
+        zero_copy = 1;
+        bw_zc[s] =
+            (double)sizes[s] * (double)counts[s] / run(d, buf, sizes[s], counts[s], 8, 1, NULL);
+        zero_copy = 0;
     }
     adag_dag_destroy(d);
 
@@ -335,9 +384,11 @@ int main(int argc, char **argv)
                "\"rtt_8B_us\": {\"adag\": %.2f, \"ucx_perftest\": %.2f, \"ratio\": %.3f}, "
                "\"bw_1MiB_MBps\": {\"adag\": %.1f, \"ucx_perftest\": %.1f, \"ratio\": %.3f}, "
                "\"bw_16MiB_MBps\": {\"adag\": %.1f, \"ucx_perftest\": %.1f, \"ratio\": %.3f}, "
+               "\"bw_zero_copy_MBps\": {\"1MiB\": %.1f, \"16MiB\": %.1f}, "
                "\"chain4_2hosts_execs_per_s\": {\"inflight1\": %.0f, \"inflight8\": %.0f}}\n",
                rtt * 1e6, ucx_rtt * 1e6, rtt / ucx_rtt, bw[0] / 1e6, ucx_bw1 / 1e6,
-               bw[0] / ucx_bw1, bw[1] / 1e6, ucx_bw16 / 1e6, bw[1] / ucx_bw16, rate[0], rate[1]);
+               bw[0] / ucx_bw1, bw[1] / 1e6, ucx_bw16 / 1e6, bw[1] / ucx_bw16, bw_zc[0] / 1e6,
+               bw_zc[1] / 1e6, rate[0], rate[1]);
         return 0;
     }
     printf("two hosts (network namespaces, veth + bridge), UCX over TCP; ucx_perftest same run\n");
@@ -348,6 +399,10 @@ int main(int argc, char **argv)
            ucx_bw1 / 1e6, bw[0] / ucx_bw1);
     printf("%-28s %9.0f MB/s %9.0f MB/s %8.2f  >= 0.90\n", "bandwidth 16 MiB", bw[1] / 1e6,
            ucx_bw16 / 1e6, bw[1] / ucx_bw16);
+    printf("%-28s %9.0f MB/s %9.0f MB/s %8.2f  >= 0.90\n", "bandwidth 1 MiB, zero-copy",
+           bw_zc[0] / 1e6, ucx_bw1 / 1e6, bw_zc[0] / ucx_bw1);
+    printf("%-28s %9.0f MB/s %9.0f MB/s %8.2f  >= 0.90\n", "bandwidth 16 MiB, zero-copy",
+           bw_zc[1] / 1e6, ucx_bw16 / 1e6, bw_zc[1] / ucx_bw16);
     printf("%-28s %9.0f /s   (in flight 1)\n", "4-stage chain on 2 hosts", rate[0]);
     printf("%-28s %9.0f /s   (in flight 8: %.2fx)\n", "", rate[1], rate[1] / rate[0]);
     return 0;
