@@ -1,6 +1,6 @@
 /*
  * The compiler: validates a graph, gives every produced value one channel
- * with all its readers and picks its backend (choose_kind), plans the
+ * with all its readers and picks its backend (dag/compile_place.c), plans the
  * communicator of ADAG_TRANSPORT_COMM tensors (dag/compile_comm.c), has each
  * backend lay its channels out (their domains), builds each actor's program
  * (its bind-ordered schedule) and installs it on every actor at once
@@ -215,109 +215,6 @@ static int reader_index(const adag_dag_chan_t *c, int who)
     return -1;
 }
 
-/* Where endpoint `who` (a DAG actor index, -1 the driver) keeps channel
- * c's values: a declared tensor lives on the device of a device-bound
- * actor (unless its transport is HOST); everything else in host memory. */
-static const char *endpoint_name(adag_dag_h dag, int who)
-{
-    return who < 0 ? "the driver" : dag->actors[who].actor->name;
-}
-
-static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
-{
-    adag_chan_place_t host = {-1, 0, endpoint_name(dag, who), 0};
-    if (!(c->tensor.flags & ADAG_TENSOR_DECLARED) || c->tensor.transport == ADAG_TRANSPORT_HOST)
-        return host;
-    if (who < 0) /* the driver's tensors live on its device, if it has one */
-        return dag->driver_dev ? (adag_chan_place_t){dag->driver_dev_kind,
-                                                     dag->driver_dev_index, host.who, 0}
-                               : host;
-    adag_actor_h a = dag->actors[who].actor;
-    if (a->device_kind < 0)
-        return host;
-    return (adag_chan_place_t){a->device_kind, a->device_index, host.who, 0};
-}
-
-/* The places of c's writer (places[0]) and readers (1 + r). */
-static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
-{
-    c->places = calloc(1 + c->nreaders, sizeof(*c->places));
-    if (!c->places)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    c->places[0] = place_of(dag, c, c->writer);
-    int dev = c->places[0].kind >= 0 ? 0 : -1; /* an endpoint on a device */
-    for (unsigned r = 0; r < c->nreaders; r++) {
-        adag_chan_place_t p = place_of(dag, c, c->readers[r]);
-        c->places[1 + r] = p;
-        if (p.kind < 0)
-            continue;
-        if (dev < 0)
-            dev = (int)(1 + r);
-        else if (c->places[dev].kind != p.kind)
-            return adag_error(ADAG_ERR_INVALID,
-                              "adag_graph_compile: tensor %s goes from %s (%s:%u) to %s (%s:%u): "
-                              "a tensor cannot move between device backends; declare it with "
-                              "transport ADAG_TRANSPORT_HOST",
-                              c->name, endpoint_name(dag, dev ? c->readers[dev - 1] : c->writer),
-                              adag_device_kind_name((uint32_t)c->places[dev].kind),
-                              c->places[dev].index, endpoint_name(dag, c->readers[r]),
-                              adag_device_kind_name((uint32_t)p.kind), p.index);
-    }
-    if (dev < 0 && (c->tensor.flags & ADAG_TENSOR_DECLARED) &&
-        c->tensor.transport == ADAG_TRANSPORT_IPC)
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_graph_compile: tensor %s is declared with transport "
-                          "ADAG_TRANSPORT_IPC, but neither its writer (%s) nor a reader is a "
-                          "device-bound actor",
-                          c->name, endpoint_name(dag, c->writer));
-    return ADAG_OK;
-}
-
-/* The backend of a channel: the one decision of a channel's kind. A value
- * with an endpoint on a device: the device channel (IPC, async copies);
- * read only by its writer (consecutive methods of one actor): self;
- * otherwise the processes share a host: shm. UCX and NCCL add their cases
- * here (placement, hints). */
-/* The host of a DAG actor (-1: the driver): its agent's address, "" for
- * the driver's host. */
-static const char *host_of(adag_dag_h dag, int who)
-{
-    return who < 0 ? "" : dag->actors[who].actor->host;
-}
-
-/* The one decision of a channel's backend: ucx when its endpoints are on
- * more than one host (a device tensor cannot cross hosts yet), else device
- * when an endpoint keeps it in device memory, self when only its writer
- * reads it, shm otherwise. */
-static adag_status_t choose_kind(adag_dag_h dag, adag_dag_chan_t *c)
-{
-    const char *h0 = host_of(dag, c->writer);
-    int across = 0;
-    for (unsigned r = 0; r < c->nreaders && !across; r++)
-        across = strcmp(h0, host_of(dag, c->readers[r])) != 0;
-    for (unsigned i = 0; i <= c->nreaders; i++)
-        if (c->places[i].kind >= 0) {
-            if (across)
-                return adag_error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: %s is a device tensor that crosses hosts "
-                                  "(%s -> %s); declare it in host memory "
-                                  "(ADAG_TRANSPORT_HOST)",
-                                  c->name, *h0 ? h0 : "the driver's host",
-                                  c->nreaders && *host_of(dag, c->readers[0])
-                                      ? host_of(dag, c->readers[0])
-                                      : "the driver's host");
-            c->kind = ADAG_CHAN_DEVICE;
-            return ADAG_OK;
-        }
-    if (across)
-        c->kind = ADAG_CHAN_UCX;
-    else if (*h0 && c->nreaders)
-        c->kind = ADAG_CHAN_UCX; /* within another host: no segment of ours there */
-    else
-        c->kind = c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
-    return ADAG_OK;
-}
-
 /* Per shared communicator (dag/comm_lease.c) the DAG's collectives use:
  * the channel by which the driver hands each execution its ticket, read
  * by every rank ("<communicator>.order", in host memory). */
@@ -349,7 +246,7 @@ static adag_status_t plan_order_channels(adag_dag_h dag)
             if (adag_comm_lease_rank(l, dag->actors[ai].actor->id) >= 0 &&
                 (st = add_reader(c, (int)ai)) != ADAG_OK)
                 return st;
-        if ((st = place_channel(dag, c)) != ADAG_OK || (st = choose_kind(dag, c)) != ADAG_OK)
+        if ((st = adag_compile_place_channel(dag, c)) != ADAG_OK)
             return st;
     }
     return ADAG_OK;
@@ -362,7 +259,9 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     adag_graph_h g = cx->g;
     adag_dag_h dag = cx->dag;
     unsigned n = 0;
-    adag_status_t st;
+    adag_status_t st = adag_compile_check_collective_hosts(g);
+    if (st != ADAG_OK)
+        return st;
 
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
@@ -454,23 +353,22 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             return st;
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
-        if ((st = place_channel(dag, &dag->chans[c])) != ADAG_OK ||
-            (st = choose_kind(dag, &dag->chans[c])) != ADAG_OK)
+        if ((st = adag_compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
             return st;
     }
     if ((st = adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
                                      cx->actor_index)) != ADAG_OK)
         return st;
-    /* communicators (collectives, ADAG_TRANSPORT_COMM) are the host
-     * communicator's shared memory or NCCL on one host: not across hosts */
+    /* communicator tensors (ADAG_TRANSPORT_COMM) are the host communicator's
+     * shared memory or NCCL on one host: not on another host either */
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
         for (unsigned ai = 0; ai < dag->nactors; ai++) {
             adag_actor_h a = dag->actors[ai].actor;
             if (a->host[0] && adag_comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
                 return adag_error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: actor %s (host %s) is in a collective or "
-                                  "a communicator tensor; those run within the driver's host "
-                                  "for now",
+                                  "adag_graph_compile: actor %s (host %s) has a communicator "
+                                  "tensor (ADAG_TRANSPORT_COMM); those run within the driver's "
+                                  "host for now",
                                   a->name, a->host);
         }
     return plan_order_channels(dag);

@@ -358,6 +358,14 @@ const adag_comm_id_t *adag_comm_lease_id(const adag_comm_lease_t *l);
 unsigned adag_comm_lease_nranks(const adag_comm_lease_t *l);
 int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id); /* -1: not one */
 
+/* compile_place.c: a channel's places (c->places: writer, then readers)
+ * and its backend (c->kind); ADAG_ERR_INVALID for a channel no backend
+ * can carry. */
+adag_status_t adag_compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c);
+/* ADAG_ERR_INVALID when a collective has a member on another host (the
+ * communicators are one host's). */
+adag_status_t adag_compile_check_collective_hosts(adag_graph_h g);
+
 /* compile_comm.c: tensors with ADAG_TRANSPORT_COMM */
 /* After every channel was placed: checks the ADAG_TRANSPORT_COMM tensors
  * and leases their communicator (each such channel gets its key, its

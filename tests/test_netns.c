@@ -160,14 +160,7 @@ Test(netns, payloads_8B_to_64MiB, .timeout = 240)
 {
     world_t w;
     world_up(&w, 2, NULL);
-    int64_t zero = 0;
-    adag_actor_h a[2];
-    for (unsigned i = 0; i < 2; i++) {
-        char name[8];
-        snprintf(name, sizeof(name), "e%u", i + 1);
-        adag_actor_params_t p = h_remote_params(&w.ag[i + 1], name, &zero);
-        ASSERT_OK(adag_actor_create(w.rt, &p, &a[i]));
-    }
+    adag_actor_h a[2] = {remote_counter(&w, 1, "e1", 0), remote_counter(&w, 2, "e2", 0)};
     const size_t max = 64u << 20;
     adag_graph_h g = h_chain_graph(w.rt, a, 2, "echo");
     adag_dag_h dag = h_compile(g, 2, max);

@@ -8,6 +8,8 @@
  */
 #include "common/clock.h"
 #include "helpers.h"
+#include "builders.h"
+#include "gpu_stage.h"
 #include "remote_rig.h"
 
 #include <errno.h>
@@ -40,6 +42,18 @@ static adag_actor_h remote_counter(adag_runtime_h rt, const h_agent_t *ag, const
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     cr_assert_gt(adag_actor_pid(a), 0, "a remote actor reports its pid on its host");
     return a;
+}
+
+/* Creating remote actor `name` fails with `want` (the message saved for
+ * ASSERT_MSG_HAS) and yields no actor. */
+static void create_refused(adag_runtime_h rt, const h_agent_t *ag, const char *name,
+                           adag_status_t want)
+{
+    int64_t off = 0;
+    adag_actor_params_t p = h_remote_params(ag, name, &off);
+    adag_actor_h a = NULL;
+    ASSERT_ST(adag_actor_create(rt, &p, &a), want);
+    cr_assert_null(a);
 }
 
 /* input -> local process (+1) -> remote (+10) -> remote (+100) -> driver,
@@ -117,14 +131,10 @@ Test(remote, token_refused, .timeout = 60)
     h_agent_start(&ag, TOKEN, 0);
     h_token_file(wrong, sizeof(wrong), "not the token");
     adag_runtime_h rt = runtime_with_token(wrong);
-    int64_t off = 0;
-    adag_actor_params_t p = h_remote_params(&ag, "intruder", &off);
-    adag_actor_h a = NULL;
-    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
+    create_refused(rt, &ag, "intruder", ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("refused");
     ASSERT_MSG_HAS("wrong token");
     ASSERT_MSG_HAS("intruder");
-    cr_assert_null(a);
     for (int i = 0; i < 100 && !h_agent_logged(&ag, "wrong token"); i++)
         usleep(10000);
     cr_assert(h_agent_logged(&ag, "refused 127.0.0.1:"), "the agent did not log the refusal");
@@ -139,10 +149,7 @@ Test(remote, token_missing, .timeout = 60)
     h_agent_t ag;
     h_agent_start(&ag, TOKEN, 0);
     adag_runtime_h rt = runtime_with_token(NULL);
-    int64_t off = 0;
-    adag_actor_params_t p = h_remote_params(&ag, "anon", &off);
-    adag_actor_h a = NULL;
-    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_NOT_FOUND);
+    create_refused(rt, &ag, "anon", ADAG_ERR_NOT_FOUND);
     ASSERT_MSG_HAS("ADAG_TOKEN_FILE");
     ASSERT_OK(adag_runtime_destroy(rt));
     h_agent_cleanup(&ag);
@@ -157,10 +164,7 @@ Test(remote, token_file_mode_checked, .timeout = 60)
     h_token_file(loose, sizeof(loose), TOKEN);
     cr_assert_eq(chmod(loose, 0644), 0);
     adag_runtime_h rt = runtime_with_token(loose);
-    int64_t off = 0;
-    adag_actor_params_t p = h_remote_params(&ag, "loose", &off);
-    adag_actor_h a = NULL;
-    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
+    create_refused(rt, &ag, "loose", ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("chmod 600");
     ASSERT_OK(adag_runtime_destroy(rt));
     unlink(loose);
@@ -267,5 +271,106 @@ Test(remote, workers_end_with_their_driver, .timeout = 60)
     }
     cr_assert(gone, "remote worker %d outlived its driver by 3 s", wpid);
     close(pfd[0]);
+    h_agent_cleanup(&ag);
+}
+
+/* A remote gpu_stage: device-bound on `device` of its host (NULL: a host
+ * actor, host tensors). */
+static adag_actor_h remote_gpu_stage(adag_runtime_h rt, const h_agent_t *ag, const char *name,
+                                     int stage, const char *device)
+{
+    int init[2] = {stage, 0};
+    adag_actor_params_t p = h_actor_params_init("gpu_stage", ADAG_PLACEMENT_REMOTE, name, init,
+                                                sizeof(init));
+    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+    p.module_path = ADAG_TEST_MODULE;
+    p.host = ag->addr;
+    if (device) {
+        p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
+        p.device = device;
+    }
+    adag_actor_h a = NULL;
+    ASSERT_OK(adag_actor_create(rt, &p, &a));
+    return a;
+}
+
+/* A device tensor cannot cross hosts (yet): compile refuses it naming the
+ * tensor, both endpoints and both hosts. Tensors in host memory do cross. */
+Test(remote, tensors_across_hosts, .timeout = 90)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "near", "host:0", 1, 0),
+                         remote_gpu_stage(rt, &ag, "far", 2, "host:1")};
+    adag_compile_params_t cp = h_compile_params(2, 4096, 0, 0);
+    adag_dag_h dag = NULL;
+    ASSERT_ST(h_gpu_chain_via(rt, a, 2, &cp, ADAG_TRANSPORT_AUTO, &dag), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("crosses hosts");
+    ASSERT_MSG_HAS("near on the driver's host -> far on 127.0.0.1:");
+    ASSERT_MSG_HAS("ADAG_TRANSPORT_HOST");
+    cr_assert_null(dag);
+    /* tensors in host memory cross: host actors of the same class on both
+     * sides, every element checked */
+    adag_actor_h h[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "hnear", NULL, 1, 0),
+                         remote_gpu_stage(rt, &ag, "hfar", 2, NULL)};
+    ASSERT_OK(h_gpu_chain_via(rt, h, 2, &cp, ADAG_TRANSPORT_AUTO, &dag));
+    char *dot = h_dot(dag);
+    cr_assert(strstr(dot, "ucx"), "no ucx channel in:\n%s", dot);
+    free(dot);
+    enum { N = 256 };
+    static int32_t in[N];
+    for (int i = 0; i < N; i++)
+        in[i] = i * 3 - 100;
+    adag_value_t v = {.data = in, .size = sizeof(in), .kind = ADAG_VALUE_TENSOR,
+                      .dtype = ADAG_DTYPE_I32, .ndim = 1, .shape = {N}};
+    adag_ref_t ref;
+    adag_value_t out[2];
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
+    ASSERT_OK(adag_dag_get(dag, ref, out, 2, 20000));
+    cr_assert_eq(out[0].size, sizeof(in));
+    cr_assert_eq(out[0].kind, ADAG_VALUE_TENSOR);
+    for (int i = 0; i < N; i++) {
+        int32_t want = in[i], got;
+        stage_apply(ADAG_DTYPE_I32, 1, &want, &want);
+        stage_apply(ADAG_DTYPE_I32, 2, &want, &want);
+        memcpy(&got, (const char *)out[0].data + 4 * i, 4);
+        cr_assert_eq(got, want, "element %d", i);
+    }
+    ASSERT_OK(adag_dag_release(dag, ref));
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(&ag);
+}
+
+/* A collective with a member on another host is refused at compile time
+ * (communicators stay within the driver's host for now), naming it. */
+Test(remote, collective_with_remote_member_refused, .timeout = 90)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "m0", "host:0", 1, 0),
+                         remote_gpu_stage(rt, &ag, "m1", 2, "host:1")};
+    adag_graph_h g;
+    adag_node_h x, parts[2], outs[2];
+    ASSERT_OK(adag_graph_create(rt, &g));
+    ASSERT_OK(adag_graph_input(g, 0, &x));
+    adag_tensor_params_t host = {.field_mask = ADAG_TENSOR_PARAM_TRANSPORT,
+                                 .transport = ADAG_TRANSPORT_HOST};
+    ASSERT_OK(adag_node_tensor(x, &host)); /* the input may cross; the collective not */
+    for (int m = 0; m < 2; m++) {
+        ASSERT_OK(adag_graph_bind(g, a[m], "apply", &x, 1, &parts[m]));
+        ASSERT_OK(adag_node_tensor(parts[m], NULL));
+    }
+    ASSERT_OK(adag_graph_allreduce(g, parts, 2, ADAG_REDUCE_SUM, outs));
+    ASSERT_OK(adag_graph_output(g, outs, 2));
+    adag_compile_params_t cp = h_compile_params(2, 4096, 0, 0);
+    adag_dag_h dag = NULL;
+    ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("collective allreduce#0 has member m1 on host 127.0.0.1:");
+    cr_assert_null(dag);
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_runtime_destroy(rt));
     h_agent_cleanup(&ag);
 }
