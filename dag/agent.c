@@ -2,13 +2,15 @@
  * adag-worker --agent HOST:PORT: how a driver gets process actors on a host
  * that has no launcher of its own (a container, a machine reached by ssh).
  *
- * The agent listens on TCP. A driver connects and sends HELLO {magic,
- * version, token}; the agent reads it within AUTH_TIMEOUT_MS with the
+ * The agent listens on TCP and hands each connection to a child of its own
+ * (at most 64 authenticating at once: a silent client holds up nobody). A
+ * driver sends HELLO {magic, version, token}; the child reads it within
+ * AUTH_TIMEOUT_MS with the
  * protocol's bounded decoder, checks the version and compares the token
  * with its own (ADAG_TOKEN_FILE or ADAG_TOKEN; constant time). A driver
  * that fails any check gets a REPLY with the reason and the connection is
  * closed; the agent logs it on stderr with the peer's address. One that
- * passes gets a worker: the agent execs `adag-worker --remote-fd 3` with
+ * passes gets a worker: the child execs `adag-worker --remote-fd 3` with
  * the connection as its control socket, and that worker answers the HELLO
  * and serves one actor (dag/worker.c), with its events on the same socket.
  * The agent keeps nothing of it but the child to reap: a driver that dies
@@ -78,32 +80,62 @@ static const char *authenticate(int c, const char *token, size_t token_len, char
     return why;
 }
 
-/* A worker for an authenticated connection: this executable again, with the
- * connection at fd 3. */
-static void serve(int c, const char *peer, const char *bound)
+/* A worker for an authenticated connection: this executable again, with
+ * the connection at fd 3 (in the child that authenticated it). */
+static void exec_worker(int c, const char *self)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
-        refuse(c, peer, bound, "it cannot find its own executable");
+    if (dup2(c, 3) < 0)
+        _exit(127);
+    fcntl(3, F_SETFD, 0);
+    signal(SIGPIPE, SIG_DFL);
+    char *argv[] = {(char *)self, "--remote-fd", "3", NULL};
+    execv(self, argv);
+    _exit(127);
+}
+
+/* Connections being authenticated (each in a child of its own, which
+ * execs a worker or exits within AUTH_TIMEOUT_MS): a slow or silent client
+ * holds up no other, and at most MAX_AUTHENTICATING wait at once. */
+#define MAX_AUTHENTICATING 64
+static int64_t auth_started[MAX_AUTHENTICATING];
+
+static int auth_slot(void)
+{
+    int64_t now = adag_now_ns();
+    for (int i = 0; i < MAX_AUTHENTICATING; i++)
+        if (now - auth_started[i] > (int64_t)AUTH_TIMEOUT_MS * 1000000) {
+            auth_started[i] = now;
+            return i;
+        }
+    return -1;
+}
+
+/* One accepted connection: authenticated and served in a child. */
+static void serve(int c, const char *peer, const char *bound, const char *self,
+                  const char *token, size_t token_len)
+{
+    if (auth_slot() < 0) {
+        refuse(c, peer, bound, "too many connections are authenticating; try again");
         return;
     }
-    self[n] = '\0';
     pid_t pid = fork();
     if (pid < 0) {
         refuse(c, peer, bound, "fork failed");
         return;
     }
-    if (pid == 0) {
-        if (dup2(c, 3) < 0)
-            _exit(127);
-        fcntl(3, F_SETFD, 0);
-        signal(SIGPIPE, SIG_DFL);
-        char *argv[] = {self, "--remote-fd", "3", NULL};
-        execv(self, argv);
-        _exit(127);
+    if (pid > 0)
+        return;
+    char why[256];
+    const char *refused = adag_tcp_tune(c, adag_settings()->remote_timeout_ms) != ADAG_OK
+                              ? adag_last_error()
+                              : authenticate(c, token, token_len, why, sizeof(why));
+    if (refused) {
+        refuse(c, peer, bound, refused);
+        _exit(0);
     }
-    fprintf(stderr, "adag-worker agent %s: worker pid %d serves %s\n", bound, (int)pid, peer);
+    fprintf(stderr, "adag-worker agent %s: worker pid %d serves %s\n", bound, (int)getpid(),
+            peer);
+    exec_worker(c, self);
 }
 
 static int write_port_file(const char *path, const char *bound)
@@ -126,6 +158,14 @@ static int write_port_file(const char *path, const char *bound)
 int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token_len,
                      int stop_fd)
 {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "adag-worker agent %s: cannot find its own executable: %s\n", bound,
+                strerror(errno));
+        return 2;
+    }
+    self[n] = '\0';
     signal(SIGPIPE, SIG_IGN);
     fprintf(stderr, "adag-worker agent: listening on %s (pid %d)\n", bound, (int)getpid());
     for (;;) {
@@ -139,15 +179,9 @@ int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token
         int c = adag_fd_above_stdio(accept4(lfd, NULL, NULL, SOCK_CLOEXEC));
         if (c < 0)
             continue;
-        char peer[ADAG_HOSTPORT_MAX], why[256];
+        char peer[ADAG_HOSTPORT_MAX];
         adag_tcp_peer_name(c, peer, sizeof(peer));
-        const char *refused = adag_tcp_tune(c, adag_settings()->remote_timeout_ms) != ADAG_OK
-                                  ? adag_last_error()
-                                  : authenticate(c, token, token_len, why, sizeof(why));
-        if (refused)
-            refuse(c, peer, bound, refused);
-        else
-            serve(c, peer, bound);
+        serve(c, peer, bound, self, token, token_len);
         close(c);
     }
 }

@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -370,6 +373,60 @@ Test(remote, collective_with_remote_member_refused, .timeout = 90)
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("collective allreduce#0 has member m1 on host 127.0.0.1:");
     cr_assert_null(dag);
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(&ag);
+}
+
+/* A TCP connection to the agent's address (asserts success). */
+static int connect_to(const h_agent_t *ag)
+{
+    char host[64];
+    snprintf(host, sizeof(host), "%s", ag->addr);
+    char *colon = strrchr(host, ':');
+    cr_assert_not_null(colon);
+    *colon = '\0';
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    cr_assert_eq(inet_pton(AF_INET, host, &sa.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+    return fd;
+}
+
+/* Clients that say nothing, or send garbage (a huge length first), hold up
+ * no driver: a remote actor is created at once beside them; the garbage is
+ * refused and logged; the agent goes on serving. */
+Test(remote, hostile_clients_hold_up_nobody, .timeout = 60)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, TOKEN, 0);
+    int silent[3];
+    for (int i = 0; i < 3; i++)
+        silent[i] = connect_to(&ag);
+    int junk = connect_to(&ag);
+    unsigned char bytes[64];
+    memset(bytes, 0xff, sizeof(bytes)); /* a frame "length" of 4 GiB, then junk */
+    cr_assert_eq(write(junk, bytes, sizeof(bytes)), (ssize_t)sizeof(bytes));
+    adag_runtime_h rt = runtime_with_token(ag.token);
+    int64_t t0 = adag_now_ns();
+    adag_actor_h a = remote_counter(rt, &ag, "beside", 5);
+    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    cr_assert_lt(ms, 2000.0, "creating a remote actor beside silent clients took %.0f ms", ms);
+    adag_graph_h g = h_chain_graph(rt, &a, 1, "add");
+    adag_dag_h dag = h_compile(g, 2, 64);
+    cr_assert_eq(h_roundtrip(dag, 1), 6);
+    char buf[256];
+    ssize_t n = 0;
+    for (int i = 0; i < 100 && !h_agent_logged(&ag, "refused 127.0.0.1:"); i++)
+        usleep(10000);
+    cr_assert(h_agent_logged(&ag, "refused 127.0.0.1:"), "the garbage was not refused and logged");
+    n = read(junk, buf, sizeof(buf)); /* the refusal (a REPLY), then the close */
+    cr_assert_geq(n, 0);
+    close(junk);
+    for (int i = 0; i < 3; i++)
+        close(silent[i]);
+    ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(rt));
     h_agent_cleanup(&ag);
