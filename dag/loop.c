@@ -215,6 +215,13 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
     return ADAG_OK;
 }
 
+/* This execution's inputs are no longer read here. */
+static void release_reads(adag_loop_t *loop, uint64_t seq)
+{
+    for (unsigned i = 0; i < loop->nreads; i++)
+        adag_chan_release(loop->chans[loop->reads[i]], seq);
+}
+
 /* Runs one CALL of execution seq. Returns ADAG_ERR_CLOSED when the DAG is
  * aborted, another error on a fatal failure. */
 static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
@@ -246,6 +253,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     }
     if (upstream != ADAG_OK)
         return publish_all(loop, op, seq, call, upstream, upstream_err);
+    /* the last op of a host actor is done with every input once its method
+     * returns: released before its outputs go, a ucx credit rides with them
+     * (a device actor's enqueued work may still read its inputs; an
+     * upstream failure's message above is read from an input slot) */
+    int release_early = op == &loop->prog.ops[loop->prog.nops - 1] && !loop->actor.device;
     /* COMPUTE */
     call->op = op;
     call->seq = seq;
@@ -286,7 +298,15 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
             }
         }
     }
-    return publish_all(loop, op, seq, call, st, call->msg);
+    if (!release_early)
+        return publish_all(loop, op, seq, call, st, call->msg);
+    for (unsigned i = 0; i < loop->nreads; i++)
+        adag_chan_release_held(loop->chans[loop->reads[i]], seq);
+    loop->released = seq + 1;
+    st = publish_all(loop, op, seq, call, st, call->msg);
+    for (unsigned i = 0; i < loop->nreads; i++)
+        adag_chan_flush(loop->chans[loop->reads[i]]);
+    return st;
 }
 
 static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
@@ -355,9 +375,8 @@ static void *loop_main(void *arg)
             st = adag_chan_wait(loop->chans[loop->prog.start_chan], seq, ADAG_FOREVER, &start);
         for (uint32_t i = 0; i < loop->prog.nops && st == ADAG_OK; i++)
             st = run_op(loop, &loop->prog.ops[i], seq, &call);
-        if (st == ADAG_OK)
-            for (unsigned i = 0; i < loop->nreads; i++)
-                adag_chan_release(loop->chans[loop->reads[i]], seq);
+        if (st == ADAG_OK && loop->released <= seq)
+            release_reads(loop, seq);
     }
     /* A channel that lost its peer (ADAG_ERR_IO: a ucx endpoint whose other
      * process failed or became unreachable) fails this DAG only; the

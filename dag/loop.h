@@ -75,6 +75,7 @@ struct adag_loop {
     adag_chan_t **chans;      /* one endpoint per prog.chans entry (the context owns them) */
     uint32_t *reads;          /* channels this actor reads (released per execution) */
     unsigned nreads;
+    uint64_t released;        /* executions below this released already (loop thread) */
     adag_loop_actor_t actor;
     void *state;              /* = actor.state, ... (the names the loop uses) */
     pthread_mutex_t *call_lock;

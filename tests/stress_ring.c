@@ -173,10 +173,11 @@ static adag_status_t put(adag_chan_t *w, uint64_t seq, unsigned max, unsigned sa
     return adag_chan_publish(w, seq, n * 8, NULL, ADAG_OK, NULL);
 }
 
-/* wait + check (+ copy into out, if given) + release: ADAG_OK, a wait's
- * status, or ADAG_ERR_INTERNAL for wrong data */
+/* wait + check (+ copy into out, if given) + release (held: release_held,
+ * the caller publishes and flushes, as a worker loop does): ADAG_OK, a
+ * wait's status, or ADAG_ERR_INTERNAL for wrong data */
 static adag_status_t get(adag_chan_t *rd, uint64_t seq, unsigned max, unsigned salt,
-                         uint64_t *out)
+                         uint64_t *out, int held)
 {
     adag_slot_view_t v;
     adag_status_t st = adag_chan_wait(rd, seq, adag_deadline_ms(DEADLINE_MS), &v);
@@ -190,7 +191,10 @@ static adag_status_t get(adag_chan_t *rd, uint64_t seq, unsigned max, unsigned s
             st = ADAG_ERR_INTERNAL;
     if (out && st == ADAG_OK)
         memcpy(out, v.data, n * 8);
-    adag_chan_release(rd, seq);
+    if (held)
+        adag_chan_release_held(rd, seq);
+    else
+        adag_chan_release(rd, seq);
     return st;
 }
 
@@ -209,15 +213,18 @@ static void *reader_main(void *p)
     uint64_t copy[64];
     for (uint64_t s = 0; s < a->n; s++) {
         a->at = s;
-        if ((a->st = get(a->in, s, a->words, a->salt, a->out ? copy : NULL)) != ADAG_OK)
+        if ((a->st = get(a->in, s, a->words, a->salt, a->out ? copy : NULL, !!a->out)) !=
+            ADAG_OK)
             return NULL;
         if (a->out) {
-            /* a relay: forward the value on the next channel (same words) */
+            /* a relay: forward the value on the next channel (same words),
+             * its input released before, held for this publish */
             void *buf;
             if ((a->st = adag_chan_acquire(a->out, s, adag_deadline_ms(DEADLINE_MS), &buf)))
                 return NULL;
             memcpy(buf, copy, words_of(s, a->words) * 8);
             adag_chan_publish(a->out, s, words_of(s, a->words) * 8, NULL, ADAG_OK, NULL);
+            adag_chan_flush(a->in);
         }
         if (a->slow && s % 64 == 0)
             usleep(100);

@@ -5,7 +5,8 @@
  * bytes to past the rendezvous threshold checked byte by byte; progress
  * without any waiter (the domain's progress thread); an idle reader that
  * uses no CPU; a peer killed with SIGKILL failing the waits with a clear
- * error; and messages a peer should never send refused.
+ * error; messages a peer should never send refused; and credits riding
+ * with a value that goes the writer's way.
  */
 #include "chan_rig.h"
 
@@ -351,21 +352,27 @@ Test(ucx, killed_writer_fails_the_reader, .timeout = 60)
 
 /* ---- what a peer must never send ---- */
 
-/* Sends one AM from the rig's writer to reader 0, as a broken peer would. */
-static void send_raw(rig_t *r, unsigned id, const void *hdr, size_t hlen, const void *data,
-                     size_t len)
+/* Sends one AM over conn, as a broken peer would, and waits until it left. */
+static void send_am(adag_ucx_domain_t *d, adag_ucx_conn_t *conn, unsigned id, const void *hdr,
+                    size_t hlen, const void *data, size_t len)
 {
-    adag_ucx_chan_t *w = (adag_ucx_chan_t *)r->w;
-    adag_ucx_domain_t *d = w->d;
     ucp_request_param_t p = {0};
     pthread_mutex_lock(&d->lock);
-    void *req = ucp_am_send_nbx(w->to_reader[0]->ep, id, hdr, hlen, data, len, &p);
+    void *req = ucp_am_send_nbx(conn->ep, id, hdr, hlen, data, len, &p);
     cr_assert(!UCS_PTR_IS_ERR(req));
     while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS)
         ucp_worker_progress(d->worker);
     if (UCS_PTR_IS_PTR(req))
         ucp_request_free(req);
     pthread_mutex_unlock(&d->lock);
+}
+
+/* One AM from the rig's writer to reader 0. */
+static void send_raw(rig_t *r, unsigned id, const void *hdr, size_t hlen, const void *data,
+                     size_t len)
+{
+    adag_ucx_chan_t *w = (adag_ucx_chan_t *)r->w;
+    send_am(w->d, w->to_reader[0], id, hdr, hlen, data, len);
 }
 
 /* The reader's next wait: the status it failed with, or ADAG_OK. */
@@ -419,5 +426,58 @@ Test(ucx, malformed_values_are_refused, .timeout = 60)
     cr_assert_eq(adag_chan_wait(r.rd[0], 0, adag_deadline_ms(200), &v), ADAG_ERR_TIMEOUT);
     cr_assert_eq(value_put(r.w, 0, adag_deadline_ms(3000)), ADAG_OK);
     cr_assert_eq(value_get(r.rd[0], 0, adag_deadline_ms(3000)), 0, "the channel still works");
+    rig_close(&r);
+}
+
+/* ---- credits riding with values ---- */
+
+/* A value sent from the reader's process to the writer's (a channel the
+ * other way; here one the writer's process has no endpoint of, so only
+ * its credits count) carries the reader's credit: the writer's slot comes
+ * back without a credit message. Carried credits out of bounds (more than
+ * ADAG_UCX_MAX_CARRIED, a header length that does not match) drop the
+ * whole message; one for a reader the channel does not have fails the
+ * writer's endpoint. */
+static void send_back(rig_t *r, const adag_ucx_data_hdr_t *h, const adag_ucx_credit_hdr_t *cr,
+                      unsigned ncr, size_t hlen)
+{
+    adag_ucx_chan_t *rd = (adag_ucx_chan_t *)r->rd[0];
+    char hdr[sizeof(adag_ucx_data_msg_t) + 2 * sizeof(adag_ucx_credit_hdr_t)];
+    cr_assert_leq(hlen, sizeof(hdr));
+    memcpy(hdr, h, sizeof(*h));
+    memcpy(hdr + sizeof(*h), cr, ncr * sizeof(*cr));
+    send_am(rd->d, rd->to_writer, ADAG_UCX_AM_DATA, hdr, hlen, NULL, 0);
+}
+
+Test(ucx, credits_ride_with_values, .timeout = 60)
+{
+    static const chan_backend_t line = UCX_LINE;
+    rig_t r;
+    void *buf;
+    adag_slot_view_t v;
+    rig_open(&r, &line, 1, 1, 64, 0);
+    cr_assert_eq(value_put(r.w, 0, adag_deadline_ms(3000)), ADAG_OK);
+    cr_assert_eq(adag_chan_wait(r.rd[0], 0, adag_deadline_ms(3000), &v), ADAG_OK);
+    /* the reader holds seq 0 and sends nothing of its own */
+    adag_ucx_data_hdr_t h = {.chan = 77, .reader = 0, .seq = 0, .size = 0, .status = ADAG_OK};
+    adag_ucx_credit_hdr_t cr[ADAG_UCX_MAX_CARRIED + 1];
+    for (unsigned i = 0; i <= ADAG_UCX_MAX_CARRIED; i++)
+        cr[i] = (adag_ucx_credit_hdr_t){0, 0, 1};
+    h.ncredits = ADAG_UCX_MAX_CARRIED + 1;
+    send_back(&r, &h, cr, 0, sizeof(h)); /* too many: dropped */
+    h.ncredits = 1;
+    send_back(&r, &h, cr, 1, sizeof(h) + sizeof(cr[0]) + 4); /* length mismatch: dropped */
+    cr_assert_eq(adag_chan_acquire(r.w, 1, adag_deadline_ms(200), &buf), ADAG_ERR_TIMEOUT,
+                 "a malformed message's credit was taken");
+    send_back(&r, &h, cr, 1, sizeof(h) + sizeof(cr[0]));
+    cr_assert_eq(adag_chan_acquire(r.w, 1, adag_deadline_ms(3000), &buf), ADAG_OK,
+                 "the carried credit did not free the slot: %s", adag_last_error());
+    /* a credit from a reader the channel does not have */
+    cr[0] = (adag_ucx_credit_hdr_t){0, 5, 2};
+    send_back(&r, &h, cr, 1, sizeof(h) + sizeof(cr[0]));
+    adag_status_t st = adag_chan_acquire(r.w, 2, adag_deadline_ms(3000), &buf);
+    cr_assert_eq(st, ADAG_ERR_PROTOCOL, "%s", adag_status_str(st));
+    cr_assert(strstr(adag_last_error(), "a credit from reader 5 of 1"), "message: %s",
+              adag_last_error());
     rig_close(&r);
 }

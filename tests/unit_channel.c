@@ -281,6 +281,43 @@ CONFORMANCE(slot_reuse_waits_for_every_reader, CAP_RING)
     rig_close(&r);
 }
 
+/* A release held back for the publishes that follow it (release_held,
+ * what a worker loop does before its last outputs) takes effect at the
+ * latest with flush: the writer's acquire of seq + nslots then returns,
+ * also to a writer already asleep in it. */
+CONFORMANCE(held_release_frees_the_slot_after_flush, CAP_RING)
+{
+    rig_t r;
+    adag_slot_view_t v;
+    rig_open(&r, be, 1, 2, 64, 0);
+    cr_assert_eq(value_put(r.w, 0, DEADLINE), ADAG_OK);
+    cr_assert_eq(value_get(r.rd[0], 0, DEADLINE), 0);
+    cr_assert_eq(adag_chan_wait(r.rd[1], 0, DEADLINE, &v), ADAG_OK);
+    _Atomic int done = 0;
+    blocked_t b;
+    blocked_start(&b, r.w, 1, 1, adag_deadline_ms(10000), &done);
+    usleep(20000);
+    cr_assert_eq(atomic_load(&done), 0, "%s: acquire(1) returned while reader 1 holds seq 0",
+                 NAME);
+    adag_chan_release_held(r.rd[1], 0);
+    int64_t t0 = adag_now_ns();
+    adag_chan_flush(r.rd[1]);
+    blocked_join(&b);
+    cr_assert_eq(b.st, ADAG_OK, "%s: %s", NAME, adag_status_str(b.st));
+    cr_assert_lt(ms_since(t0), PROMPT_MS, "%s: the flushed release did not reach the writer",
+                 NAME);
+    /* and the channel goes on */
+    cr_assert_eq(adag_chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
+    for (unsigned i = 0; i < 2; i++) {
+        cr_assert_eq(adag_chan_wait(r.rd[i], 1, DEADLINE, &v), ADAG_OK, "%s", NAME);
+        cr_assert_eq(v.size, 0);
+        adag_chan_release_held(r.rd[i], 1);
+        adag_chan_flush(r.rd[i]);
+    }
+    cr_assert_eq(value_put(r.w, 2, DEADLINE), ADAG_OK, "%s: seq 1's slot came back", NAME);
+    rig_close(&r);
+}
+
 /* ---- oversize values ---- */
 
 /* A publish larger than the slot is stored as 0 bytes (its status as

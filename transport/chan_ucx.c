@@ -16,10 +16,25 @@
  *           it (ucp_am_recv_data_nbx); `written` counts the seqs landed
  *           without a gap (a rendezvous may land after a later eager value);
  *           wait(seq) returns a view of the slot (zero-copy read);
- *           release(seq) sends a credit {released = seq + 1} to the writer.
+ *           release(seq) makes a credit {released = seq + 1} due to the
+ *           writer (see Credits).
  * A writer never sends seq before every reader released seq - nslots, so a
  * reader's slot is free when seq arrives; a value that would overwrite an
  * unreleased slot, or does not fit, fails the endpoint (ADAG_ERR_PROTOCOL).
+ *
+ * Credits. Over TCP every message costs a send and a receive on both
+ * hosts, so a credit rides with a value going to its writer's process
+ * when one follows soon: a round trip (driver -> actor -> driver) then
+ * carries two messages, not four (a worker loop releases its inputs
+ * before it publishes its last outputs, so its credits ride with them;
+ * the driver's ride with its next execution). A due credit goes on its
+ * own right after a worker loop's publishes (flush), when its reader's
+ * process next waits on a ucx endpoint (before a wait for a value;
+ * before a wait for room that has to wait), at a release when the
+ * progress thread is not parked (nobody spins: nothing is sure to
+ * follow), and else when the parked progress thread next wakes (within
+ * PARK_NS). A credit only ever arrives later than it could, so the
+ * writer waits, it never overwrites.
  *
  * Why active messages (docs/design.md, "UCX channels"): measured with
  * ucx_perftest over veth, AM and tag matching have the same latency and
@@ -105,10 +120,20 @@ int adag_ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
 
 /* ---- request callbacks (inside progress: under the domain's lock) ---- */
 
+/* A UCX request that points at c started / ended (its callback ran).
+ * Relaxed: `pending` is read under the lock, `requests` only as a hint
+ * for how long a waiter spins. */
+static void request_started(adag_ucx_chan_t *c)
+{
+    atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->d->requests, 1, memory_order_relaxed);
+}
+
 static void request_done(adag_ucx_chan_t *c, void *req)
 {
     ucp_request_free(req);
     atomic_fetch_sub_explicit(&c->pending, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&c->d->requests, 1, memory_order_relaxed);
 }
 
 static void sent(void *req, ucs_status_t us, void *arg)
@@ -168,17 +193,43 @@ static void received(void *req, ucs_status_t us, size_t length, void *arg)
 
 /* ---- AM handlers (inside progress) ---- */
 
+/* Reader r of a channel whose writer is here released below `released`. */
+static void credit_apply(adag_ucx_domain_t *d, const adag_ucx_credit_hdr_t *h)
+{
+    adag_ucx_chan_t *c = adag_ucx_domain_find(d, h->chan, -1);
+    if (!c)
+        return;
+    if (h->reader >= c->nreaders) {
+        chan_fail(c, ADAG_ERR_PROTOCOL, "a credit from reader %u of %u", h->reader,
+                  c->nreaders);
+        return;
+    }
+    _Atomic uint64_t *cr = &c->credit[h->reader];
+    if (h->released > atomic_load_explicit(cr, memory_order_relaxed)) {
+        atomic_store_explicit(cr, h->released, memory_order_seq_cst);
+        adag_event_notify(&c->ev);
+    }
+}
+
+
 ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param)
 {
     adag_ucx_domain_t *d = arg;
     int rndv = !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
     adag_ucx_data_hdr_t h;
-    if (header_length != sizeof(h)) {
+    if (header_length >= sizeof(h))
+        memcpy(&h, header, sizeof(h));
+    if (header_length < sizeof(h) || h.ncredits > ADAG_UCX_MAX_CARRIED ||
+        header_length != sizeof(h) + h.ncredits * sizeof(adag_ucx_credit_hdr_t)) {
         ADAG_LOG_WARN("ucx: a value with a %zu-byte header dropped", header_length);
         return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
     }
-    memcpy(&h, header, sizeof(h));
+    for (uint32_t i = 0; i < h.ncredits; i++) {
+        adag_ucx_credit_hdr_t cr;
+        memcpy(&cr, (const char *)header + sizeof(h) + i * sizeof(cr), sizeof(cr));
+        credit_apply(d, &cr);
+    }
     adag_ucx_chan_t *c = adag_ucx_domain_find(d, h.chan, (int)h.reader);
     if (!c || atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return UCS_OK; /* closed here, or failed: dropped (a rendezvous completes) */
@@ -228,7 +279,7 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
         chan_fail(c, ADAG_ERR_IO, "receiving execution %llu failed: %s",
                   (unsigned long long)h.seq, ucs_status_string(UCS_PTR_STATUS(req)));
     else if (req)
-        atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
+        request_started(c);
     else
         landed(c, h.seq);
     return UCS_OK;
@@ -237,7 +288,6 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
 ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_length,
                                 void *data, size_t length, const ucp_am_recv_param_t *param)
 {
-    adag_ucx_domain_t *d = arg;
     adag_ucx_credit_hdr_t h;
     (void)data;
     (void)param;
@@ -247,19 +297,93 @@ ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_len
         return UCS_OK;
     }
     memcpy(&h, header, sizeof(h));
-    adag_ucx_chan_t *c = adag_ucx_domain_find(d, h.chan, -1);
-    if (!c)
-        return UCS_OK;
-    if (h.reader >= c->nreaders) {
-        chan_fail(c, ADAG_ERR_PROTOCOL, "a credit from reader %u of %u", h.reader, c->nreaders);
-        return UCS_OK;
-    }
-    _Atomic uint64_t *cr = &c->credit[h.reader];
-    if (h.released > atomic_load_explicit(cr, memory_order_relaxed)) {
-        atomic_store_explicit(cr, h.released, memory_order_seq_cst);
-        adag_event_notify(&c->ev);
-    }
+    credit_apply(arg, &h);
     return UCS_OK;
+}
+
+/* ---- credits going out (under d->lock) ---- */
+
+/* The reader's due credit is on its way (or lost with its endpoint). */
+static void credit_taken(adag_ucx_chan_t *c)
+{
+    c->credited = c->released;
+    atomic_fetch_sub_explicit(&c->d->credits_due, 1, memory_order_relaxed);
+}
+
+static int credit_is_due(const adag_ucx_chan_t *c)
+{
+    return c->base.reader >= 0 && c->released > c->credited;
+}
+
+/* Sends the reader's due credit on its own. */
+static void credit_send(adag_ucx_chan_t *c)
+{
+    adag_ucx_domain_t *d = c->d;
+    unsigned slot = (unsigned)((c->released - 1) % c->base.nslots);
+    credit_taken(c);
+    /* the header of this slot's last credit must outlive its send: such a
+     * send (16 bytes, eager) is long done unless the peer is gone */
+    int64_t deadline = adag_now_ns() + 1000000000LL;
+    while (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) &&
+           adag_now_ns() < deadline)
+        ucp_worker_progress(d->worker);
+    if (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) ||
+        atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+        return; /* the writer's waits end on the failure, not on credits */
+    adag_ucx_credit_hdr_t *h = &c->credits[slot];
+    *h = (adag_ucx_credit_hdr_t){c->index, (uint32_t)c->base.reader, c->released};
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = credit_sent,
+        .user_data = &c->req_ctx[slot],
+        .flags = UCP_AM_SEND_FLAG_EAGER,
+    };
+    void *req = ucp_am_send_nbx(c->to_writer->ep, ADAG_UCX_AM_CREDIT, h, sizeof(*h), NULL, 0, &p);
+    if (UCS_PTR_IS_ERR(req)) {
+        chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
+                  ucs_status_string(UCS_PTR_STATUS(req)));
+    } else if (req) {
+        atomic_store_explicit(&c->slot_credits[slot], 1, memory_order_seq_cst);
+        request_started(c);
+    }
+}
+
+void adag_ucx_credits_flush_locked(adag_ucx_domain_t *d)
+{
+    for (unsigned i = 0;
+         i < d->neps && atomic_load_explicit(&d->credits_due, memory_order_relaxed); i++)
+        if (credit_is_due(d->eps[i]))
+            credit_send(d->eps[i]);
+}
+
+void adag_ucx_credits_flush(adag_ucx_domain_t *d)
+{
+    /* relaxed: a hint; the thread that made a credit due flushes its own
+     * later in program order, the progress thread under the lock */
+    if (!atomic_load_explicit(&d->credits_due, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&d->lock);
+    adag_ucx_credits_flush_locked(d);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Takes the due credits whose writer is at the other end of `to` into
+ * `out` (at most ADAG_UCX_MAX_CARRIED); how many. */
+static uint32_t credits_carry(adag_ucx_domain_t *d, const adag_ucx_conn_t *to,
+                              adag_ucx_credit_hdr_t *out)
+{
+    uint32_t n = 0;
+    for (unsigned i = 0; i < d->neps && n < ADAG_UCX_MAX_CARRIED &&
+                         atomic_load_explicit(&d->credits_due, memory_order_relaxed);
+         i++) {
+        adag_ucx_chan_t *e = d->eps[i];
+        if (!credit_is_due(e) || e->to_writer != to)
+            continue;
+        out[n++] = (adag_ucx_credit_hdr_t){e->index, (uint32_t)e->base.reader, e->released};
+        credit_taken(e);
+    }
+    return n;
 }
 
 /* ---- the writer ---- */
@@ -325,10 +449,11 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     atomic_store_explicit(&c->written, seq + 1, memory_order_seq_cst);
     pthread_mutex_lock(&d->lock);
     for (unsigned r = 0; r < c->nreaders; r++) {
-        adag_ucx_data_hdr_t *h = &c->hdrs[slot * c->nreaders + r];
-        *h = (adag_ucx_data_hdr_t){.chan = c->index, .reader = r, .seq = seq, .size = len,
-                                   .status = status};
-        adag_tensor_meta_store(&h->meta, status == ADAG_OK ? meta : NULL);
+        adag_ucx_data_msg_t *m = &c->hdrs[slot * c->nreaders + r];
+        m->h = (adag_ucx_data_hdr_t){.chan = c->index, .reader = r, .seq = seq, .size = len,
+                                     .status = status};
+        adag_tensor_meta_store(&m->h.meta, status == ADAG_OK ? meta : NULL);
+        m->h.ncredits = credits_carry(d, c->to_reader[r], m->credits);
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                             (status == ADAG_OK ? UCP_OP_ATTR_FIELD_MEMH : 0),
@@ -336,7 +461,8 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
             .user_data = &c->req_ctx[slot],
             .memh = c->memh,
         };
-        void *req = ucp_am_send_nbx(c->to_reader[r]->ep, ADAG_UCX_AM_DATA, h, sizeof(*h), data,
+        void *req = ucp_am_send_nbx(c->to_reader[r]->ep, ADAG_UCX_AM_DATA, m,
+                                    sizeof(m->h) + m->h.ncredits * sizeof(m->credits[0]), data,
                                     len, &p);
         if (UCS_PTR_IS_ERR(req)) {
             chan_fail(c, ADAG_ERR_IO, "sending execution %llu to reader %u failed: %s",
@@ -345,11 +471,15 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         }
         if (req) {
             atomic_fetch_add_explicit(&c->slot_sends[slot], 1, memory_order_seq_cst);
-            atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
+            request_started(c);
         }
     }
-    /* eager sends go out here; the rest moves with whoever progresses next */
-    ucp_worker_progress(d->worker);
+    /* a send UCX could not finish in the call (a rendezvous, a full
+     * socket) starts moving here; the rest moves with whoever progresses
+     * next. One that finished (an eager value) needs no progress: over
+     * TCP that would be one more syscall on the round trip */
+    if (atomic_load_explicit(&c->slot_sends[slot], memory_order_seq_cst))
+        ucp_worker_progress(d->worker);
     pthread_mutex_unlock(&d->lock);
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
@@ -375,6 +505,7 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     data_arg_t a = {c, seq};
+    adag_ucx_credits_flush(c->d);
     adag_status_t st = adag_ucx_wait(c->d, &c->ev, data_ready, &a, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
@@ -395,50 +526,46 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     return ADAG_OK;
 }
 
-static void ucx_release(adag_chan_t *ch, uint64_t seq)
+/* Makes the reader's credit due; sends it now when `now` (see Credits). */
+static void release(adag_chan_t *ch, uint64_t seq, int now)
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     adag_ucx_domain_t *d = c->d;
     if (ch->reader < 0)
         return;
-    unsigned slot = (unsigned)(seq % ch->nslots);
     pthread_mutex_lock(&d->lock);
-    if (seq + 1 > c->released)
+    if (seq + 1 > c->released) {
+        if (!credit_is_due(c))
+            atomic_fetch_add_explicit(&d->credits_due, 1, memory_order_relaxed);
         c->released = seq + 1;
-    /* the header of this slot's last credit must outlive its send: such a
-     * send (8 bytes, eager) is long done unless the peer is gone */
-    int64_t deadline = adag_now_ns() + 1000000000LL;
-    while (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) &&
-           adag_now_ns() < deadline)
-        ucp_worker_progress(d->worker);
-    if (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) ||
-        atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK) {
-        pthread_mutex_unlock(&d->lock);
-        return; /* the writer's waits end on the failure, not on credits */
     }
-    adag_ucx_credit_hdr_t *h = &c->credits[slot];
-    *h = (adag_ucx_credit_hdr_t){c->index, (uint32_t)ch->reader, c->released};
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = credit_sent,
-        .user_data = &c->req_ctx[slot],
-        .flags = UCP_AM_SEND_FLAG_EAGER,
-    };
-    void *req = ucp_am_send_nbx(c->to_writer->ep, ADAG_UCX_AM_CREDIT, h, sizeof(*h), NULL, 0, &p);
-    if (UCS_PTR_IS_ERR(req)) {
-        chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-    } else if (req) {
-        atomic_store_explicit(&c->slot_credits[slot], 1, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
-    }
+    if (now && credit_is_due(c))
+        credit_send(c);
     pthread_mutex_unlock(&d->lock);
+}
+
+static void ucx_release(adag_chan_t *ch, uint64_t seq)
+{
+    /* parked: a value going the writer's way is likely to follow (this
+     * process spins on its channels), and the progress thread flushes
+     * within PARK_NS if none does; else nothing is sure to follow */
+    release(ch, seq, !atomic_load_explicit(&ucx_of(ch)->d->parked, memory_order_seq_cst));
+}
+
+static void ucx_release_held(adag_chan_t *ch, uint64_t seq)
+{
+    release(ch, seq, 0); /* the caller publishes, then flushes */
+}
+
+static void ucx_flush(adag_chan_t *ch)
+{
+    adag_ucx_credits_flush(ucx_of(ch)->d);
 }
 
 static int ucx_ready(adag_chan_t *ch, uint64_t seq)
 {
     adag_ucx_chan_t *c = ucx_of(ch);
+    adag_ucx_credits_flush(c->d);
     if (atomic_load_explicit(&c->written, memory_order_seq_cst) > seq)
         return 1;
     adag_ucx_try_progress(c->d);
@@ -597,6 +724,8 @@ static void ucx_close(adag_chan_t *ch)
     adag_ucx_chan_t *c = ucx_of(ch);
     adag_ucx_domain_t *d = c->d;
     pthread_mutex_lock(&d->lock);
+    if (credit_is_due(c))
+        credit_taken(c); /* nobody needs it: the DAG goes */
     adag_ucx_domain_remove(d, c);
     pthread_mutex_unlock(&d->lock);
 }
@@ -617,5 +746,7 @@ const adag_chan_ops_t adag_chan_ucx_ops = {
     .publish = ucx_publish,
     .wait = ucx_wait,
     .release = ucx_release,
+    .release_held = ucx_release_held,
+    .flush = ucx_flush,
     .ready = ucx_ready,
 };

@@ -249,6 +249,13 @@ struct adag_chan_ops {
     adag_status_t (*wait)(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           adag_slot_view_t *view);
     void (*release)(adag_chan_t *ch, uint64_t seq);
+    /* Optional: release(seq) by a thread whose next steps are publishes
+     * and then flush: what the release owes the writer's process (a ucx
+     * credit) may wait for them, riding with a value that goes its way.
+     * Without it, release. */
+    void (*release_held)(adag_chan_t *ch, uint64_t seq);
+    /* Optional: sends what release_held kept back and no publish took. */
+    void (*flush)(adag_chan_t *ch);
     /* nonzero if seq is published (never blocks) */
     int (*ready)(adag_chan_t *ch, uint64_t seq);
 };
@@ -299,6 +306,18 @@ static inline adag_status_t adag_chan_wait(adag_chan_t *ch, uint64_t seq, int64_
 static inline void adag_chan_release(adag_chan_t *ch, uint64_t seq)
 {
     ch->ops->release(ch, seq);
+}
+static inline void adag_chan_release_held(adag_chan_t *ch, uint64_t seq)
+{
+    if (ch->ops->release_held)
+        ch->ops->release_held(ch, seq);
+    else
+        ch->ops->release(ch, seq);
+}
+static inline void adag_chan_flush(adag_chan_t *ch)
+{
+    if (ch->ops->flush)
+        ch->ops->flush(ch);
 }
 static inline int adag_chan_ready(adag_chan_t *ch, uint64_t seq)
 {

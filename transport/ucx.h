@@ -13,7 +13,10 @@
  * channel while a large value still streams out of it, or in). So:
  *   - a waiter on a UCX channel progresses the worker itself while it
  *     spins (a try-lock: one thread progresses at a time), so a value that
- *     lands while it spins is seen at once;
+ *     lands while it spins is seen at once; it spins until spin->max
+ *     passed without an event (1 ms while requests are in flight), so a
+ *     large value streaming in or out keeps its waiter progressing, and
+ *     only an idle wait sleeps;
  *   - the domain's progress thread sleeps on the worker's event fd
  *     (ucp_worker_arm + poll) and progresses whatever arrives when nobody
  *     spins: waiters that stopped spinning sleep on their endpoint's event,
@@ -84,6 +87,11 @@ struct adag_ucx_domain {
     _Atomic uint32_t park_seq;
     _Atomic uint32_t parked;
     _Atomic uint32_t stopping;
+    /* readers whose credit is due (changed under lock; read without it
+     * only as a hint: whoever flushes looks again under the lock) */
+    _Atomic uint32_t credits_due;
+    /* UCX requests in flight (sends and receives not yet completed) */
+    _Atomic uint32_t requests;
     adag_ucx_conn_t *conns;
     /* endpoints opened here, and closed ones whose UCX requests are still
      * in flight (freed when the domain goes, after every request ended) */
@@ -98,15 +106,17 @@ typedef adag_slot_hdr_t adag_ucx_slot_t;
 
 /* AM headers. A value's: which channel and reader, which execution, and
  * what the slot says of it; its bytes (or, for a failure, its message)
- * are the AM's data. A credit's: reader r released every seq below
- * `released`. */
+ * are the AM's data; `ncredits` credits follow the header (credits of
+ * this process's readers whose writer is where the value goes, carried
+ * along instead of sent on their own). A credit's: reader r of channel
+ * `chan` released every seq below `released`. */
 typedef struct {
     uint32_t chan;
     uint32_t reader;
     uint64_t seq;
     uint64_t size;
     int32_t status;
-    uint32_t pad;
+    uint32_t ncredits;
     adag_tensor_meta_t meta;
 } adag_ucx_data_hdr_t;
 
@@ -115,6 +125,15 @@ typedef struct {
     uint32_t reader;
     uint64_t released;
 } adag_ucx_credit_hdr_t;
+
+/* Most credits one value carries. */
+#define ADAG_UCX_MAX_CARRIED 4
+
+/* A value's AM header as sent: the header and the credits it carries. */
+typedef struct {
+    adag_ucx_data_hdr_t h;
+    adag_ucx_credit_hdr_t credits[ADAG_UCX_MAX_CARRIED];
+} adag_ucx_data_msg_t;
 
 /* What a request's callback needs: its endpoint and slot. */
 typedef struct {
@@ -143,21 +162,31 @@ struct adag_ucx_chan {
     adag_ucx_conn_t **to_reader;
     _Atomic uint64_t *credit;
     _Atomic unsigned *slot_sends;
-    adag_ucx_data_hdr_t *hdrs; /* [slot * nreaders + r] */
+    adag_ucx_data_msg_t *hdrs; /* [slot * nreaders + r] */
     /* a reader: connection to the writer, seqs landed (contiguous),
-     * per slot the seq + 1 that landed there, credits in flight */
+     * per slot the seq + 1 that landed there, what it released and what
+     * its last credit said (under d->lock; a credit is due while they
+     * differ), credits in flight */
     adag_ucx_conn_t *to_writer;
     _Atomic uint64_t written;
     uint64_t *landed;
     uint64_t released;
+    uint64_t credited;
     adag_ucx_credit_hdr_t *credits; /* per slot */
     _Atomic unsigned *slot_credits;
     _Atomic uint32_t notify_armed;
     adag_ucx_chan_t *next_zombie;
 };
 
-/* Progresses the worker once if no other thread does (never blocks). */
-void adag_ucx_try_progress(adag_ucx_domain_t *d);
+/* Sends every due credit on its own (chan_ucx.c; the _locked one under
+ * d->lock). Credits wait for a value going the same way while the
+ * progress thread is parked (it flushes them when it wakes): see
+ * "Credits" in chan_ucx.c. */
+void adag_ucx_credits_flush(adag_ucx_domain_t *d);
+void adag_ucx_credits_flush_locked(adag_ucx_domain_t *d);
+/* Progresses the worker if no other thread does (never blocks); how many
+ * events it handled. */
+unsigned adag_ucx_try_progress(adag_ucx_domain_t *d);
 /* A waiter on one of the domain's endpoints: until `ready(arg)`, the
  * abort word or the deadline, spins up to spin->max progressing the worker
  * itself (the progress thread stands aside), then sleeps on ev, which the

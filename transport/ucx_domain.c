@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -26,8 +27,39 @@ extern const adag_chan_ops_t adag_chan_ucx_ops;
  * stands aside (the spinner's next wait usually comes sooner; transfers
  * nobody waits for move again after this). */
 #define PARK_NS 1000000LL
+/* How long a waiter goes on spinning without an event while transfers of
+ * its domain are in flight (spin_until). */
+#define TRANSFER_SPIN_NS 1000000LL
 
 /* ---- the process's UCP context: made by the first domain, shared ---- */
+
+/* UCX settings adag chooses for its context where the user set none
+ * (a UCX_* variable of that name, with or without the transport's
+ * prefix, wins). RX_SEG_SIZE (TCP's): the largest fragment a value moves
+ * in over TCP; UCX's 64 KiB makes a 1 MiB tensor 17 sends and receives.
+ * Under UCP_ERR_HANDLING_MODE_PEER (which adag needs: a peer's death must
+ * fail a channel, not the process) UCX moves rendezvous data in such
+ * fragments instead of one zero-copy put, so their size sets the
+ * bandwidth (docs/design.md, "UCX channels"). The cost: receive buffers
+ * of that size, a few per worker. (ucp_config_modify applies a
+ * transport's setting by its name without the prefix.) */
+static const struct {
+    const char *name, *env[2], *value;
+} ucx_defaults[] = {
+    {"RX_SEG_SIZE", {"UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE"}, "512K"},
+};
+
+static void tune_config(ucp_config_t *config)
+{
+    for (size_t i = 0; i < sizeof(ucx_defaults) / sizeof(ucx_defaults[0]); i++) {
+        if (getenv(ucx_defaults[i].env[0]) || getenv(ucx_defaults[i].env[1]))
+            continue;
+        ucs_status_t us = ucp_config_modify(config, ucx_defaults[i].name, ucx_defaults[i].value);
+        if (us != UCS_OK) /* a UCX without it: its default stays */
+            ADAG_LOG_DEBUG("ucx: %s=%s not applied: %s", ucx_defaults[i].env[0],
+                           ucx_defaults[i].value, ucs_status_string(us));
+    }
+}
 
 static struct {
     pthread_mutex_t lock;
@@ -49,6 +81,8 @@ static adag_status_t context_get(ucp_context_h *out)
     if (!context.ctx) {
         ucp_config_t *config;
         ucs_status_t us = ucp_config_read(NULL, NULL, &config);
+        if (us == UCS_OK)
+            tune_config(config);
         if (us == UCS_OK) {
             ucp_params_t p = {
                 .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
@@ -87,13 +121,31 @@ static void context_put(void)
 
 /* ---- progress ---- */
 
-void adag_ucx_try_progress(adag_ucx_domain_t *d)
+unsigned adag_ucx_try_progress(adag_ucx_domain_t *d)
 {
     if (pthread_mutex_trylock(&d->lock) != 0)
-        return;
-    while (ucp_worker_progress(d->worker)) {
-    }
+        return 0;
+    /* once: a spinner looks at its condition between calls (each is a
+     * poll of the sockets over TCP: a syscall on the round trip) */
+    unsigned n = ucp_worker_progress(d->worker);
     pthread_mutex_unlock(&d->lock);
+    return n;
+}
+
+/* When a spinning waiter stops: spin->max after the last event its
+ * progress handled, or TRANSFER_SPIN_NS while requests of the domain are
+ * in flight (a large value streaming in or out: the gaps between its
+ * fragments' events are short, and a waiter that slept would hand every
+ * one to the progress thread, a wake-up each); never past the deadline.
+ * An idle wait (nothing in flight, no event) sleeps after spin->max. */
+static int64_t spin_until(adag_ucx_domain_t *d, const adag_spin_t *spin, int64_t last_event,
+                          int64_t deadline)
+{
+    int64_t window = spin->max;
+    if (window < TRANSFER_SPIN_NS && atomic_load_explicit(&d->requests, memory_order_relaxed))
+        window = TRANSFER_SPIN_NS;
+    int64_t until = last_event + window;
+    return deadline != ADAG_FOREVER && until > deadline ? deadline : until;
 }
 
 adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
@@ -102,18 +154,18 @@ adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn
 {
     if (ready(arg))
         return ADAG_OK;
+    /* what this process owes its peers goes before it waits on them */
+    adag_ucx_credits_flush(d);
     if (spin->max > 0) {
         /* seq_cst throughout with the progress thread's checks: either it
          * sees this waiter (spinning, or asleep) or this waiter sees it
          * parked and wakes it */
         atomic_fetch_add_explicit(&d->spinners, 1, memory_order_seq_cst);
-        int64_t now = adag_now_ns(), until = now + spin->max;
-        if (deadline != ADAG_FOREVER && until > deadline)
-            until = deadline;
+        int64_t now = adag_now_ns(), last_event = now;
         int found = 0;
-        while (!(found = ready(arg)) && now < until &&
+        while (!(found = ready(arg)) && now < spin_until(d, spin, last_event, deadline) &&
                !(abort && atomic_load_explicit(abort, memory_order_acquire))) {
-            adag_ucx_try_progress(d);
+            unsigned events = adag_ucx_try_progress(d);
             if ((found = ready(arg)))
                 break;
             if (spin->yield)
@@ -121,6 +173,8 @@ adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn
             else
                 adag_cpu_relax();
             now = adag_now_ns();
+            if (events)
+                last_event = now;
         }
         if (found) {
             atomic_store_explicit(&d->last_found, adag_now_ns(), memory_order_seq_cst);
@@ -167,9 +221,12 @@ static void *progress_main(void *arg)
             if (others_progress(d))
                 adag_futex_wait(&d->park_seq, seen, adag_now_ns() + PARK_NS);
             atomic_store_explicit(&d->parked, 0, memory_order_seq_cst);
+            /* credits left due while parked (none followed them) go now */
+            adag_ucx_credits_flush(d);
             continue;
         }
         pthread_mutex_lock(&d->lock);
+        adag_ucx_credits_flush_locked(d);
         while (ucp_worker_progress(d->worker)) {
         }
         ucs_status_t us = ucp_worker_arm(d->worker);
