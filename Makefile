@@ -44,7 +44,7 @@ PMIX_CFLAGS := -DADAG_HAVE_PMIX $(shell pkg-config --cflags pmix)
 PMIX_LIBS := $(shell pkg-config --libs pmix)
 endif
 
-LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c))
+LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c data/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libadag.so.$(VERSION_MAJOR)
 
@@ -81,7 +81,8 @@ LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
-    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/pmix-driver \
+    $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
+    $(BUILD)/tests/pmix-driver \
     $(BUILD)/adag-bench-hosts
 
 # ---- CUDA ----
@@ -289,6 +290,12 @@ $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# tests/stress_data.c: the data source's threads, budget and consumer under
+# ThreadSanitizer.
+$(BUILD)/tests/stress-data: $(BUILD)/obj/tests/stress_data.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 # The channel and communicator stress tests under ThreadSanitizer (Criterion
 # cannot run under TSan, so these are plain programs; they fail on any
 # reported race).
@@ -296,11 +303,14 @@ $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
 # under TSan's interceptors: off for these runs (they serve RDMA registration
 # caches only).
 test-tsan:
-	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-comm
+	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-comm \
+	    build/san-thread/tests/stress-data
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-data
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
@@ -350,6 +360,8 @@ install: all
 	ln -sf libadag.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libadag.so
 	install -m 0644 $(BUILD)/libadag.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/adag
+	install -m 0644 include/adag/data.h $(DESTDIR)$(PREFIX)/include/adag/
 	install -m 0755 $(BUILD)/adag-worker $(DESTDIR)$(PREFIX)/lib/adag/adag-worker
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' adag.pc.in \
@@ -467,8 +479,9 @@ test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/a
 	fi
 
 # ---- fuzzing (libFuzzer, clang) ----
-# Fuzz targets for the decoders that read a peer's bytes (tests/fuzz/README.md):
-#   make fuzz        builds build/fuzz/fuzz_{wire,program,control} (clang, ASan+UBSan)
+# Fuzz targets for the decoders that read a peer's bytes, and the data stage's
+# header parsers (tests/fuzz/README.md):
+#   make fuzz        builds build/fuzz/fuzz_{wire,program,control,npy,megatron} (clang, ASan+UBSan)
 #   make fuzz-run    runs each for FUZZ_SECONDS (default 20), one after the other,
 #                    on a scratch copy of its seeds (build/fuzz/work/<t>); fails on
 #                    any crash, leak, sanitizer report or failed check
@@ -477,7 +490,7 @@ test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/a
 #                    tests/fuzz/corpus (review the size before committing)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_TARGETS := wire program control
+FUZZ_TARGETS := wire program control npy megatron
 FUZZ_DIR := build/fuzz
 FUZZ_CORPUS ?= tests/fuzz/corpus
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -488,8 +501,10 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # context (domain import, and the communicator table it holds, with the
 # host device that table may open), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out $(LIB_SKIP),$(wildcard common/*.c \
-    transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c)
-FUZZ_HDRS := $(wildcard include/*.h common/*.h transport/*.h dag/*.h tests/fuzz/*.h)
+    transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c \
+    data/npy.c data/megatron_idx.c data/why.c)
+FUZZ_HDRS := $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h dag/*.h data/*.h \
+    tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc
 fuzz: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)

@@ -111,10 +111,10 @@ static void strip_comments_and_directives(char *t)
     }
 }
 
-/* The functions include/adag.h declares with ADAG_API. */
-static void header_api(symset_t *out)
+/* The functions a public header declares with ADAG_API. */
+static void header_file_api(const char *path, symset_t *out)
 {
-    char *text = read_file(ADAG_TEST_SRC_DIR "/include/adag.h");
+    char *text = read_file(path);
     strip_comments_and_directives(text);
     for (char *p = strstr(text, "ADAG_API"); p; p = strstr(p + 1, "ADAG_API")) {
         char *semi = strchr(p, ';');
@@ -131,10 +131,19 @@ static void header_api(symset_t *out)
         symset_add(out, b, (size_t)(e - b));
     }
     free(text);
+}
+
+/* The functions the public headers (include/adag.h, include/adag/data.h)
+ * declare with ADAG_API. */
+static void header_api(symset_t *out)
+{
+    header_file_api(ADAG_TEST_SRC_DIR "/include/adag.h", out);
+    header_file_api(ADAG_TEST_SRC_DIR "/include/adag/data.h", out);
     /* a parser that found nothing would make the comparisons vacuous */
     cr_assert(out->n >= 30, "found only %u ADAG_API functions in adag.h", out->n);
-    cr_assert(symset_has(out, "adag_dag_execute") && symset_has(out, "adag_call_arg"),
-              "the adag.h parser missed known functions");
+    cr_assert(symset_has(out, "adag_dag_execute") && symset_has(out, "adag_call_arg") &&
+                  symset_has(out, "adag_data_open"),
+              "the header parser missed known functions");
 }
 
 /* The dynamic symbols an ELF file defines (nm -D --defined-only), those

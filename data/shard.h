@@ -1,0 +1,54 @@
+/*
+ * A data source's shards (data/source.c) and the formats that read them:
+ * one ops table per format (data/format_*.c), as transport/ has one per
+ * channel backend.
+ */
+#ifndef ADAG_DATA_SHARD_H
+#define ADAG_DATA_SHARD_H
+
+#include <adag/data.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A file mapped read-only (data/shard.c). */
+typedef struct {
+    const unsigned char *base;
+    size_t len;
+} adag_data_map_t;
+
+/* Maps path whole (an empty file maps to base NULL, len 0). */
+adag_status_t adag_data_map(const char *path, adag_data_map_t *out);
+void adag_data_unmap(adag_data_map_t *m);
+
+typedef struct adag_data_shard {
+    char *path;
+    /* what open found: samples, each sample_size bytes of dtype */
+    uint64_t nsamples;
+    size_t sample_size;
+    adag_dtype_t dtype;
+    /* the format's state: the mapped files and where samples start */
+    adag_data_map_t data, index;
+    uint64_t data_offset;
+    /* bad records skipped at open (ADAG_DATA_BAD_SKIP) */
+    uint64_t skipped;
+} adag_data_shard_t;
+
+typedef struct {
+    adag_data_format_t format;
+    const char *name;
+    /* Opens sh->path: validates it and fills nsamples, sample_size and
+     * dtype. A bad file fails with ADAG_ERR_INVALID naming it and the
+     * offset; with ADAG_DATA_BAD_SKIP what can be kept is kept (a broken
+     * tail: sh->skipped counts what was dropped), else it fails too and
+     * the caller skips the shard. */
+    adag_status_t (*open)(adag_data_shard_t *sh, const adag_data_params_t *p);
+    /* Sample i (< nsamples): its bytes, in place (never fails once open). */
+    const void *(*sample)(const adag_data_shard_t *sh, uint64_t i);
+    void (*close)(adag_data_shard_t *sh);
+} adag_data_format_ops_t;
+
+/* The ops of a format, NULL for an unknown one. */
+const adag_data_format_ops_t *adag_data_format(adag_data_format_t f);
+
+#endif

@@ -1,0 +1,718 @@
+/*
+ * The data source (include/adag/data.h): shards opened by their format
+ * (data/shard.h), the order of data/order.h, and a pool of threads that
+ * fill batches in a ring of slots while the consumer takes them in order.
+ *
+ * Batches are numbered per rank from the source's start cursor (seq 0 is
+ * batch start_batch of epoch start_epoch). Seq s lives in slot s % nslots
+ * (nslots = prefetch + threads). A thread takes the next seq only once its
+ * slot is free and a buffer is free or the budget allows one more: so the
+ * oldest seq not yet delivered always has its buffer and a thread filling
+ * it, and the consumer, which takes seqs in order, never waits on a batch
+ * that waits for memory held by later ones. A buffer goes back to the free
+ * list when its batch is released; every buffer ever allocated is counted
+ * (bytes_held), and that count never passes the budget.
+ *
+ * Every field below `lock` is guarded by it. A thread fills its batch
+ * without the lock; the slot is its own (FILLING) until it marks it READY.
+ */
+#include <adag/data.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "data/order.h"
+#include "data/shard.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct adag_data_source adag_data_source_t;
+
+#define MAX_THREADS 64
+#define DEFAULT_PREFETCH 2
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct {
+    uint64_t seq;
+    int state;
+    void *buf;
+} slot_t;
+
+struct adag_data_source {
+    adag_data_params_t p; /* the caller's, shards excepted */
+    const adag_data_format_ops_t *fmt;
+    adag_data_shard_t *shards; /* the usable ones, in file order */
+    uint32_t nshards;
+    size_t sample_size, batch_bytes;
+    uint64_t nsamples;       /* per epoch */
+    uint64_t batches_global; /* per epoch, every rank's */
+    uint64_t batches_rank;   /* per epoch, this rank's */
+    uint64_t skipped;        /* bad records and shards skipped at open */
+
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv;  /* threads: a slot or budget came free, or stop */
+    pthread_cond_t ready_cv; /* the consumer: a batch is ready, or a failure */
+    slot_t *slots;
+    unsigned nslots;
+    /* batch buffers not in a slot (a slot has one from taken to released) */
+    void **free_bufs;
+    unsigned nfree;
+    uint64_t next_assign, next_deliver;
+    unsigned held;
+    size_t bytes_held, bytes_peak;
+    int stopping;
+    adag_status_t failed;
+    char why[ADAG_ERROR_MAX];
+    uint64_t batches, samples, bytes_read;
+    int64_t starved_ns, blocked_ns;
+    /* threads waiting now, and the sum of when they began (their waits so
+     * far count in the stats before they end) */
+    unsigned nwaiting;
+    int64_t wait_start_sum;
+
+    pthread_t *threads;
+    unsigned nthreads, started;
+};
+
+/* ---- order: which sample goes where ---- */
+
+/* A thread's view of one epoch's shard order: order[k] is the shard read
+ * k-th, prefix[k] the samples before it (prefix[nshards] = nsamples). */
+typedef struct {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;
+    uint64_t *prefix;
+} epoch_view_t;
+
+static void view_set(const adag_data_source_t *src, epoch_view_t *v, uint64_t epoch)
+{
+    if (v->valid && v->epoch == epoch)
+        return;
+    if (src->p.shuffle_shards)
+        adag_order_shuffle(v->order, src->nshards, adag_order_key(src->p.seed, epoch, 0, 0));
+    else
+        for (uint32_t k = 0; k < src->nshards; k++)
+            v->order[k] = k;
+    v->prefix[0] = 0;
+    for (uint32_t k = 0; k < src->nshards; k++)
+        v->prefix[k + 1] = v->prefix[k] + src->shards[v->order[k]].nsamples;
+    v->epoch = epoch;
+    v->valid = 1;
+}
+
+/* The shard and index of the epoch's ord-th sample in its order. */
+static const adag_data_shard_t *locate(const adag_data_source_t *src, const epoch_view_t *v,
+                                       uint64_t ord, uint64_t *local)
+{
+    uint32_t lo = 0, hi = src->nshards; /* prefix[lo] <= ord < prefix[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v->prefix[mid] <= ord)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *local = ord - v->prefix[lo];
+    return &src->shards[v->order[lo]];
+}
+
+/* The epoch and the epoch's batch number of seq. */
+static void seq_place(const adag_data_source_t *src, uint64_t seq, uint64_t *epoch,
+                      uint64_t *batch, uint64_t *global)
+{
+    uint64_t q = src->p.start_batch + seq;
+    *epoch = src->p.start_epoch + q / src->batches_rank;
+    *batch = q % src->batches_rank;
+    uint64_t g = *batch * src->p.world + src->p.rank;
+    *global = g % src->batches_global; /* past the end (PAD): the first ones again */
+}
+
+/* Fills seq's batch into buf (no lock held). */
+static adag_status_t fill(adag_data_source_t *src, epoch_view_t *v, uint64_t seq,
+                          unsigned char *buf, uint64_t *bytes)
+{
+    uint64_t epoch, batch, g;
+    seq_place(src, seq, &epoch, &batch, &g);
+    view_set(src, v, epoch);
+    unsigned bs = src->p.batch_size;
+    for (unsigned j = 0; j < bs; j++) {
+        uint64_t pos = (g * bs + j) % src->nsamples; /* PAD: completed from the start */
+        uint64_t ord = adag_order_window(pos, src->nsamples, src->p.shuffle_window,
+                                         src->p.seed, epoch);
+        uint64_t local;
+        const adag_data_shard_t *sh = locate(src, v, ord, &local);
+        adag_data_sample_t s = {
+            .data = src->fmt->sample(sh, local),
+            .size = sh->sample_size,
+            .dtype = sh->dtype,
+            .index = pos,
+            .shard = sh->path,
+        };
+        unsigned char *out = buf + (size_t)j * src->sample_size;
+        *bytes += sh->sample_size;
+        if (!src->p.map) {
+            memcpy(out, s.data, src->sample_size);
+            continue;
+        }
+        uint64_t rng = adag_order_key(src->p.seed, epoch, 2, pos);
+        adag_error_clear();
+        adag_status_t st = src->p.map(src->p.map_arg, &s, &rng, out, src->sample_size);
+        if (st != ADAG_OK) {
+            const char *msg = adag_last_error();
+            if (!msg || !msg[0])
+                return adag_error(st, "%s: sample %llu: the map callback returned %s",
+                                  sh->path, (unsigned long long)pos, adag_status_str(st));
+            return st; /* adag_data_fail said what */
+        }
+    }
+    return ADAG_OK;
+}
+
+/* ---- the threads ---- */
+
+/* Under the lock: the source fails (the first failure stays). */
+static void fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg)
+{
+    if (src->failed != ADAG_OK)
+        return;
+    src->failed = st;
+    snprintf(src->why, sizeof(src->why), "%s", msg ? msg : "");
+    pthread_cond_broadcast(&src->ready_cv);
+    pthread_cond_broadcast(&src->work_cv);
+}
+
+/* Under the lock: whether a thread may take next_assign now (its slot is
+ * free, and a buffer is free or the budget allows one more). */
+static int can_take(const adag_data_source_t *src)
+{
+    const slot_t *s = &src->slots[src->next_assign % src->nslots];
+    return s->state == SLOT_FREE &&
+           (src->nfree || src->bytes_held + src->batch_bytes <= src->p.budget);
+}
+
+static void *thread_main(void *arg)
+{
+    adag_data_source_t *src = arg;
+    epoch_view_t v = {0};
+    v.order = calloc(src->nshards, sizeof(*v.order));
+    v.prefix = calloc((size_t)src->nshards + 1, sizeof(*v.prefix));
+    pthread_mutex_lock(&src->lock);
+    if (!v.order || !v.prefix)
+        fail_locked(src, ADAG_ERR_NO_MEMORY, "data source: out of memory (a thread's shard order)");
+    for (;;) {
+        int64_t t0 = adag_now_ns();
+        src->nwaiting++;
+        src->wait_start_sum += t0;
+        while (!src->stopping && src->failed == ADAG_OK && !can_take(src))
+            pthread_cond_wait(&src->work_cv, &src->lock);
+        src->nwaiting--;
+        src->wait_start_sum -= t0;
+        src->blocked_ns += adag_now_ns() - t0;
+        if (src->stopping || src->failed != ADAG_OK)
+            break;
+        uint64_t seq = src->next_assign++;
+        slot_t *slot = &src->slots[seq % src->nslots];
+        slot->state = SLOT_FILLING;
+        slot->seq = seq;
+        slot->buf = src->nfree ? src->free_bufs[--src->nfree] : NULL;
+        int fresh = !slot->buf;
+        if (fresh) {
+            src->bytes_held += src->batch_bytes; /* reserved before it exists */
+            if (src->bytes_held > src->bytes_peak)
+                src->bytes_peak = src->bytes_held;
+        }
+        pthread_mutex_unlock(&src->lock);
+
+        adag_status_t st = ADAG_OK;
+        if (fresh && !(slot->buf = malloc(src->batch_bytes)))
+            st = adag_error(ADAG_ERR_NO_MEMORY, "data source: a batch of %zu bytes",
+                            src->batch_bytes);
+        uint64_t bytes = 0;
+        if (st == ADAG_OK)
+            st = fill(src, &v, seq, slot->buf, &bytes);
+
+        pthread_mutex_lock(&src->lock);
+        if (fresh && !slot->buf)
+            src->bytes_held -= src->batch_bytes;
+        src->bytes_read += bytes;
+        if (st != ADAG_OK) {
+            fail_locked(src, st, adag_last_error());
+            break;
+        }
+        src->samples += src->p.batch_size;
+        slot->state = SLOT_READY;
+        pthread_cond_broadcast(&src->ready_cv);
+    }
+    pthread_mutex_unlock(&src->lock);
+    free(v.order);
+    free(v.prefix);
+    return NULL;
+}
+
+/* ---- opening ---- */
+
+static int has_glob(const char *s)
+{
+    return strpbrk(s, "*?[") != NULL;
+}
+
+/* Appends a shard path (owned copy); for token datasets "x.bin" and "x"
+ * both mean the pair x.bin + x.idx. */
+static adag_status_t add_path(adag_data_source_t *src, const char *path, uint32_t *cap)
+{
+    if (src->nshards == *cap) {
+        uint32_t n = *cap ? 2 * *cap : 16;
+        adag_data_shard_t *sh = realloc(src->shards, n * sizeof(*sh));
+        if (!sh)
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+        src->shards = sh;
+        *cap = n;
+    }
+    adag_data_shard_t *sh = &src->shards[src->nshards];
+    memset(sh, 0, sizeof(*sh));
+    if (!(sh->path = strdup(path)))
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+    size_t n = strlen(sh->path);
+    if (src->p.format == ADAG_DATA_FORMAT_TOKENS && n > 4 && !strcmp(sh->path + n - 4, ".bin"))
+        sh->path[n - 4] = '\0';
+    src->nshards++;
+    return ADAG_OK;
+}
+
+static adag_status_t expand_shards(adag_data_source_t *src, const adag_data_params_t *p)
+{
+    uint32_t cap = 0;
+    adag_status_t st = ADAG_OK;
+    for (unsigned i = 0; i < p->nshards && st == ADAG_OK; i++) {
+        const char *s = p->shards[i];
+        if (!s || !s[0])
+            return adag_error(ADAG_ERR_INVALID, "adag_data_open: shard %u is empty", i);
+        if (!has_glob(s)) {
+            st = add_path(src, s, &cap);
+            continue;
+        }
+        glob_t g;
+        int rc = glob(s, GLOB_ERR, NULL, &g);
+        if (rc == GLOB_NOMATCH)
+            return adag_error(ADAG_ERR_INVALID, "adag_data_open: no file matches %s", s);
+        if (rc != 0)
+            return adag_error(ADAG_ERR_IO, "adag_data_open: cannot expand %s (glob error %d)",
+                              s, rc);
+        for (size_t k = 0; k < g.gl_pathc && st == ADAG_OK; k++) {
+            const char *m = g.gl_pathv[k];
+            size_t n = strlen(m);
+            /* a token dataset's glob names its .bin files; the .idx go along */
+            if (p->format == ADAG_DATA_FORMAT_TOKENS && (n < 4 || strcmp(m + n - 4, ".bin")))
+                continue;
+            st = add_path(src, m, &cap);
+        }
+        globfree(&g);
+    }
+    return st;
+}
+
+/* Opens every shard; a bad one fails the source or, with
+ * ADAG_DATA_BAD_SKIP, is left out and counted. */
+static adag_status_t open_shards(adag_data_source_t *src)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < src->nshards; i++) {
+        adag_data_shard_t sh = src->shards[i];
+        adag_status_t st = src->fmt->open(&sh, &src->p);
+        if (st == ADAG_OK && sh.nsamples && !src->p.map && src->p.sample_size &&
+            sh.sample_size != src->p.sample_size)
+            st = adag_error(ADAG_ERR_INVALID,
+                            "data shard %s: samples of %zu bytes, but the batch takes %zu "
+                            "(sample_size; a map callback may convert)",
+                            sh.path, sh.sample_size, src->p.sample_size);
+        if (st != ADAG_OK) {
+            src->fmt->close(&sh);
+            if (src->p.bad_policy != ADAG_DATA_BAD_SKIP) {
+                free(sh.path);
+                for (uint32_t k = i + 1; k < src->nshards; k++)
+                    free(src->shards[k].path);
+                src->nshards = kept;
+                return st;
+            }
+            src->skipped++;
+            free(sh.path);
+            continue;
+        }
+        src->skipped += sh.skipped;
+        if (!src->p.sample_size)
+            src->p.sample_size = sh.sample_size; /* the first shard's, checked on the rest */
+        src->nsamples += sh.nsamples;
+        src->shards[kept++] = sh;
+    }
+    src->nshards = kept;
+    return ADAG_OK;
+}
+
+static adag_status_t check_params(const adag_data_params_t *p)
+{
+    adag_status_t st = adag_check_field_mask(
+        "adag_data_open", "adag_data_params_t", p->field_mask,
+        ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_SEQ_LEN | ADAG_DATA_PARAM_MAP |
+            ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_SHUFFLE |
+            ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
+            ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START);
+    if (st != ADAG_OK)
+        return st;
+    if (!p->shards || p->nshards == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: no shards");
+    if (!adag_data_format(p->format))
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: unknown format %d", (int)p->format);
+    if (p->batch_size == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: batch_size is 0");
+    if (p->format == ADAG_DATA_FORMAT_RECORDS &&
+        (!(p->field_mask & ADAG_DATA_PARAM_RECORD_SIZE) || p->record_size == 0))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: the records format needs record_size > 0");
+    if (p->format == ADAG_DATA_FORMAT_TOKENS &&
+        (!(p->field_mask & ADAG_DATA_PARAM_SEQ_LEN) || p->seq_len == 0))
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: the tokens format needs seq_len > 0");
+    if ((p->field_mask & ADAG_DATA_PARAM_MAP) && (!p->map || p->sample_size == 0))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: a map callback needs the callback and sample_size");
+    if ((p->field_mask & ADAG_DATA_PARAM_THREADS) && (p->threads == 0 || p->threads > MAX_THREADS))
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: threads %u is not in 1..%d",
+                          p->threads, MAX_THREADS);
+    if ((p->field_mask & ADAG_DATA_PARAM_RANKS) &&
+        (p->world == 0 || p->rank >= p->world ||
+         (p->ranks_policy != ADAG_DATA_RANKS_DROP && p->ranks_policy != ADAG_DATA_RANKS_PAD)))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: rank %u of world %u (policy %d) is not a rank",
+                          p->rank, p->world, (int)p->ranks_policy);
+    if ((p->field_mask & ADAG_DATA_PARAM_PREFETCH) && p->prefetch == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: prefetch is 0");
+    if ((p->field_mask & ADAG_DATA_PARAM_BAD_POLICY) && p->bad_policy != ADAG_DATA_BAD_FAIL &&
+        p->bad_policy != ADAG_DATA_BAD_SKIP)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: unknown bad_policy %d",
+                          (int)p->bad_policy);
+    return ADAG_OK;
+}
+
+/* The caller's params with every default filled in. */
+static void defaults(adag_data_params_t *p)
+{
+    uint64_t m = p->field_mask;
+    if (!(m & ADAG_DATA_PARAM_MAP)) {
+        p->map = NULL;
+        p->map_arg = NULL;
+    }
+    if (!(m & ADAG_DATA_PARAM_THREADS)) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        p->threads = (unsigned)(1 + (cpus > 0 ? cpus : 1) / 2);
+        if (p->threads > 16)
+            p->threads = 16;
+    }
+    if (!(m & ADAG_DATA_PARAM_SEED))
+        p->seed = 0;
+    if (!(m & ADAG_DATA_PARAM_SHUFFLE)) {
+        p->shuffle_shards = 0;
+        p->shuffle_window = 0;
+    }
+    if (!(m & ADAG_DATA_PARAM_RANKS)) {
+        p->rank = 0;
+        p->world = 1;
+        p->ranks_policy = ADAG_DATA_RANKS_DROP;
+    }
+    if (!(m & ADAG_DATA_PARAM_PREFETCH))
+        p->prefetch = DEFAULT_PREFETCH;
+    if (!(m & ADAG_DATA_PARAM_BAD_POLICY))
+        p->bad_policy = ADAG_DATA_BAD_FAIL;
+    if (!(m & ADAG_DATA_PARAM_START)) {
+        p->start_epoch = 0;
+        p->start_batch = 0;
+    }
+    if (!(m & ADAG_DATA_PARAM_RECORD_SIZE))
+        p->record_size = 0;
+    if (!(m & ADAG_DATA_PARAM_SEQ_LEN))
+        p->seq_len = 0;
+}
+
+/* Batches per epoch, every rank's and this one's. */
+static adag_status_t count_batches(adag_data_source_t *src)
+{
+    const adag_data_params_t *p = &src->p;
+    if (src->nsamples == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: no samples in %u shard(s)%s",
+                          src->nshards, src->skipped ? " (some were skipped as bad)" : "");
+    int pad = p->ranks_policy == ADAG_DATA_RANKS_PAD;
+    src->batches_global = pad ? (src->nsamples + p->batch_size - 1) / p->batch_size
+                              : src->nsamples / p->batch_size;
+    src->batches_rank = pad ? (src->batches_global + p->world - 1) / p->world
+                            : src->batches_global / p->world;
+    if (src->batches_rank == 0)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: %llu samples make %llu batches of %u, fewer than "
+                          "the %u ranks (ADAG_DATA_RANKS_PAD would repeat some)",
+                          (unsigned long long)src->nsamples,
+                          (unsigned long long)src->batches_global, p->batch_size, p->world);
+    if (p->start_batch >= src->batches_rank)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: start_batch %llu is past the %llu batches of an "
+                          "epoch of this rank",
+                          (unsigned long long)p->start_batch,
+                          (unsigned long long)src->batches_rank);
+    return ADAG_OK;
+}
+
+static void source_free(adag_data_source_t *src)
+{
+    for (uint32_t i = 0; i < src->nshards; i++) {
+        src->fmt->close(&src->shards[i]);
+        free(src->shards[i].path);
+    }
+    free(src->shards);
+    for (unsigned i = 0; src->slots && i < src->nslots; i++)
+        free(src->slots[i].buf);
+    for (unsigned i = 0; i < src->nfree; i++)
+        free(src->free_bufs[i]);
+    free(src->free_bufs);
+    free(src->slots);
+    free(src->threads);
+    pthread_mutex_destroy(&src->lock);
+    pthread_cond_destroy(&src->work_cv);
+    pthread_cond_destroy(&src->ready_cv);
+    free(src);
+}
+
+static void stop_threads(adag_data_source_t *src)
+{
+    pthread_mutex_lock(&src->lock);
+    src->stopping = 1;
+    pthread_cond_broadcast(&src->work_cv);
+    pthread_mutex_unlock(&src->lock);
+    for (unsigned i = 0; i < src->started; i++)
+        pthread_join(src->threads[i], NULL);
+    src->started = 0;
+}
+
+adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_h *out)
+{
+    adag_status_t st;
+    if (!params || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_open: params or out is NULL");
+    *out = NULL;
+    if ((st = check_params(params)) != ADAG_OK)
+        return st;
+    adag_data_source_t *src = calloc(1, sizeof(*src));
+    if (!src)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+    src->p = *params;
+    src->p.shards = NULL;
+    defaults(&src->p);
+    src->fmt = adag_data_format(params->format);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* adag_timespec_at */
+    pthread_mutex_init(&src->lock, NULL);
+    pthread_cond_init(&src->work_cv, NULL);
+    pthread_cond_init(&src->ready_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if ((st = expand_shards(src, params)) != ADAG_OK || (st = open_shards(src)) != ADAG_OK ||
+        (st = count_batches(src)) != ADAG_OK)
+        goto fail;
+    src->sample_size = src->p.sample_size;
+    if (src->sample_size == 0 || src->sample_size > SIZE_MAX / src->p.batch_size) {
+        st = adag_error(ADAG_ERR_INVALID, "adag_data_open: samples of %zu bytes in batches of %u",
+                        src->sample_size, src->p.batch_size);
+        goto fail;
+    }
+    src->batch_bytes = src->sample_size * src->p.batch_size;
+    src->nthreads = src->p.threads;
+    src->nslots = src->p.prefetch + src->nthreads;
+    if (!(params->field_mask & ADAG_DATA_PARAM_BUDGET))
+        src->p.budget = src->batch_bytes * src->nslots;
+    if (src->p.budget < src->batch_bytes) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_data_open: a budget of %zu bytes does not hold one batch of %zu",
+                        src->p.budget, src->batch_bytes);
+        goto fail;
+    }
+    src->slots = calloc(src->nslots, sizeof(*src->slots));
+    src->free_bufs = calloc(src->nslots, sizeof(*src->free_bufs));
+    src->threads = calloc(src->nthreads, sizeof(*src->threads));
+    if (!src->slots || !src->free_bufs || !src->threads) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+        goto fail;
+    }
+    for (unsigned i = 0; i < src->nthreads; i++) {
+        int rc = pthread_create(&src->threads[i], NULL, thread_main, src);
+        if (rc != 0) {
+            st = adag_error_errno(rc, "adag_data_open: starting thread %u", i);
+            goto fail;
+        }
+        src->started++;
+    }
+    *out = src;
+    return ADAG_OK;
+fail:
+    stop_threads(src);
+    source_free(src);
+    return st;
+}
+
+/* ---- the consumer ---- */
+
+static adag_status_t failed_error(const adag_data_source_t *src)
+{
+    return adag_error(src->failed, "%s", src->why);
+}
+
+adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch, int timeout_ms)
+{
+    if (!src || !batch)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_next: source or batch is NULL");
+    if (timeout_ms < -1)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_next: timeout_ms %d", timeout_ms);
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&src->lock);
+    if (src->held >= src->p.prefetch) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_data_next: %u batches held already (prefetch %u): release one",
+                        src->held, src->p.prefetch);
+        goto out;
+    }
+    int64_t t0 = adag_now_ns();
+    int64_t deadline = timeout_ms < 0 ? ADAG_FOREVER : adag_deadline_ms(timeout_ms);
+    slot_t *slot;
+    while (slot = &src->slots[src->next_deliver % src->nslots],
+           src->failed == ADAG_OK &&
+               !(slot->state == SLOT_READY && slot->seq == src->next_deliver)) {
+        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline) {
+            st = adag_error(ADAG_ERR_TIMEOUT,
+                            "adag_data_next: batch %llu not ready within %d ms",
+                            (unsigned long long)src->next_deliver, timeout_ms);
+            break;
+        }
+        if (deadline == ADAG_FOREVER) {
+            pthread_cond_wait(&src->ready_cv, &src->lock);
+        } else {
+            struct timespec ts = adag_timespec_at(deadline);
+            pthread_cond_timedwait(&src->ready_cv, &src->lock, &ts);
+        }
+    }
+    src->starved_ns += adag_now_ns() - t0;
+    if (st != ADAG_OK)
+        goto out;
+    if (src->failed != ADAG_OK) {
+        st = failed_error(src);
+        goto out;
+    }
+    uint64_t epoch, b, g, seq = src->next_deliver++;
+    seq_place(src, seq, &epoch, &b, &g);
+    slot->state = SLOT_HELD;
+    src->held++;
+    src->batches++;
+    *batch = (adag_data_batch_t){
+        .data = slot->buf,
+        .size = src->batch_bytes,
+        .nsamples = src->p.batch_size,
+        .epoch = epoch,
+        .batch = b,
+        .epoch_batch = g,
+        .next_epoch = b + 1 == src->batches_rank ? epoch + 1 : epoch,
+        .next_batch = b + 1 == src->batches_rank ? 0 : b + 1,
+    };
+out:
+    pthread_mutex_unlock(&src->lock);
+    return st;
+}
+
+adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch)
+{
+    if (!src || !batch)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_release: source or batch is NULL");
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&src->lock);
+    slot_t *slot = NULL;
+    for (unsigned i = 0; i < src->nslots && !slot; i++)
+        if (src->slots[i].state == SLOT_HELD && src->slots[i].buf == batch->data)
+            slot = &src->slots[i];
+    if (!slot) {
+        st = adag_error(ADAG_ERR_INVALID,
+                        "adag_data_release: batch %llu of epoch %llu is not held (released "
+                        "twice, or not from this source)",
+                        (unsigned long long)batch->batch, (unsigned long long)batch->epoch);
+    } else {
+        slot->state = SLOT_FREE;
+        src->free_bufs[src->nfree++] = slot->buf;
+        slot->buf = NULL;
+        src->held--;
+        batch->data = NULL;
+        pthread_cond_broadcast(&src->work_cv);
+    }
+    pthread_mutex_unlock(&src->lock);
+    return st;
+}
+
+adag_status_t adag_data_size(adag_data_source_h src, uint64_t *batches_per_epoch,
+                             uint64_t *samples_per_epoch)
+{
+    if (!src)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_size: source is NULL");
+    if (batches_per_epoch)
+        *batches_per_epoch = src->batches_rank;
+    if (samples_per_epoch)
+        *samples_per_epoch = src->nsamples;
+    return ADAG_OK;
+}
+
+adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
+{
+    if (!src || !stats)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_stats: source or stats is NULL");
+    pthread_mutex_lock(&src->lock);
+    *stats = (adag_data_stats_t){
+        .batches = src->batches,
+        .samples = src->samples,
+        .bytes_read = src->bytes_read,
+        .bad_skipped = src->skipped,
+        .budget = src->p.budget,
+        .bytes_held = src->bytes_held,
+        .bytes_peak = src->bytes_peak,
+        .starved_s = (double)src->starved_ns / 1e9,
+        .blocked_s = (double)(src->blocked_ns + (int64_t)src->nwaiting * adag_now_ns() -
+                              src->wait_start_sum) / 1e9,
+    };
+    pthread_mutex_unlock(&src->lock);
+    return ADAG_OK;
+}
+
+adag_status_t adag_data_fail(const adag_data_sample_t *sample, const char *fmt, ...)
+{
+    char text[ADAG_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt ? fmt : "(no message)", ap);
+    va_end(ap);
+    if (!sample)
+        return adag_error(ADAG_ERR_INVALID, "%s", text);
+    return adag_error(ADAG_ERR_INVALID, "%s: sample %llu: %s", sample->shard ? sample->shard : "?",
+                      (unsigned long long)sample->index, text);
+}
+
+uint64_t adag_data_rand(uint64_t *rng)
+{
+    *rng += 0x9e3779b97f4a7c15ull;
+    return adag_order_mix(*rng);
+}
+
+adag_status_t adag_data_close(adag_data_source_h src)
+{
+    if (!src)
+        return ADAG_OK;
+    stop_threads(src);
+    source_free(src);
+    return ADAG_OK;
+}

@@ -1,0 +1,213 @@
+/*
+ * adag data front stage: streams preprocessed batches out of shards
+ * (files, globs; http(s) URLs in a later step) into a compiled DAG, or to
+ * a caller that iterates them.
+ *
+ * A source is a list of shards in one format, a batch shape and options.
+ * Its output is a sequence of batches, each a pure function of
+ * (seed, epoch, batch index): the same with 1 or 16 threads, and a source
+ * opened at a cursor continues exactly where another stopped without
+ * reading what came before. Threads decode into the batches in parallel;
+ * batches come out in order. Everything the source holds (batches being
+ * filled and waiting, read buffers) fits a byte budget that is never
+ * exceeded: a slow consumer makes the source wait, never grow.
+ *
+ * Order. The epoch's samples are the shards' samples, the shards taken in
+ * a permutation of (seed, epoch) when shuffle_shards, each shard's in file
+ * order; then, with a shuffle window W > 1, position p of the epoch holds
+ * sample w*W + perm(p % W) of its window w = p / W, perm a pseudorandom
+ * permutation keyed by (seed, epoch, w) (the last, shorter window too). A
+ * window never spans more than W consecutive samples, so a shard is read
+ * almost in order. Batch b of the epoch holds positions b*B .. b*B+B-1.
+ *
+ * Data-parallel ranks (rank, world): the epoch's batches are dealt out
+ * round-robin, batch b to rank b % world, and every rank gets the same
+ * number (ADAG_DATA_RANKS_DROP: the last incomplete round is dropped;
+ * _PAD: missing batches are the epoch's first ones again, so every batch
+ * is seen and some twice; a sample count that is not a multiple of the
+ * batch size is completed the same way). Each rank computes its share
+ * alone: there is no coordinator.
+ */
+#ifndef ADAG_DATA_H
+#define ADAG_DATA_H
+
+#include <adag.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct adag_data_source *adag_data_source_h;
+
+/* Shard formats. */
+typedef enum {
+    /* fixed-size binary records: a sample is record_size bytes; a file
+     * whose size is not a multiple is refused (or, with
+     * ADAG_DATA_BAD_SKIP, its tail is skipped and counted) */
+    ADAG_DATA_FORMAT_RECORDS = 1,
+    /* NumPy .npy (format versions 1-3, little-endian, C order): a sample
+     * is one row, i.e. the array indexed on its first axis */
+    ADAG_DATA_FORMAT_NPY = 2,
+    /* Megatron-style token dataset: shard "x" names x.bin (the tokens) and
+     * x.idx (the index: dtype, document sizes and offsets); the documents'
+     * tokens, concatenated in order, are packed into samples of seq_len
+     * tokens (the tail that does not fill one is dropped) */
+    ADAG_DATA_FORMAT_TOKENS = 3,
+} adag_data_format_t;
+
+/* What a rank does with a share that would be shorter than the others'. */
+typedef enum {
+    ADAG_DATA_RANKS_DROP = 0,
+    ADAG_DATA_RANKS_PAD = 1,
+} adag_data_ranks_policy_t;
+
+/* What a bad record (a truncated file, a malformed header) does. */
+typedef enum {
+    /* the source fails, naming file and offset */
+    ADAG_DATA_BAD_FAIL = 0,
+    /* the shard (or its broken tail) is skipped and counted in the stats;
+     * the order of what remains is still a pure function of the seed */
+    ADAG_DATA_BAD_SKIP = 1,
+} adag_data_bad_policy_t;
+
+/* One sample handed to a map callback. */
+typedef struct {
+    const void *data; /* its bytes (a record; a row of an .npy; seq_len tokens) */
+    size_t size;
+    adag_dtype_t dtype; /* the element type (.npy and tokens; BYTES for records) */
+    uint64_t index;     /* its position in the epoch's sample order */
+    const char *shard;  /* the file it came from */
+} adag_data_sample_t;
+
+/* Fills `out` (sample_size bytes inside the batch) from a sample. `rng` is
+ * a per-sample random state, a pure function of (seed, epoch, sample
+ * index): draw from it with adag_data_rand. A status other than ADAG_OK
+ * fails the source (its message through adag_last_error: call
+ * adag_data_fail from the callback to set one). */
+typedef adag_status_t (*adag_data_map_fn)(void *arg, const adag_data_sample_t *sample,
+                                          uint64_t *rng, void *out, size_t out_size);
+
+/* The next 64 random bits of a per-sample state. */
+ADAG_API uint64_t adag_data_rand(uint64_t *rng);
+
+/* Field mask of adag_data_params_t. */
+enum {
+    ADAG_DATA_PARAM_RECORD_SIZE = 1u << 0,
+    ADAG_DATA_PARAM_SEQ_LEN = 1u << 1,
+    ADAG_DATA_PARAM_MAP = 1u << 2,
+    ADAG_DATA_PARAM_THREADS = 1u << 3,
+    ADAG_DATA_PARAM_SEED = 1u << 4,
+    ADAG_DATA_PARAM_SHUFFLE = 1u << 5,
+    ADAG_DATA_PARAM_RANKS = 1u << 6,
+    ADAG_DATA_PARAM_BUDGET = 1u << 7,
+    ADAG_DATA_PARAM_PREFETCH = 1u << 8,
+    ADAG_DATA_PARAM_BAD_POLICY = 1u << 9,
+    ADAG_DATA_PARAM_START = 1u << 10,
+};
+
+typedef struct {
+    uint64_t field_mask;
+    /* required: the shards (paths; a path with * ? [ is a glob, expanded
+     * and sorted), their format, and the batch shape: batch_size samples
+     * of sample_size bytes each (without a map: the sample's own size,
+     * which must then be the same for every sample) */
+    const char *const *shards;
+    unsigned nshards;
+    adag_data_format_t format;
+    unsigned batch_size;
+    size_t sample_size;
+    /* RECORD_SIZE: bytes per record (ADAG_DATA_FORMAT_RECORDS, required) */
+    size_t record_size;
+    /* SEQ_LEN: tokens per sample (ADAG_DATA_FORMAT_TOKENS, required) */
+    uint32_t seq_len;
+    /* MAP: a callback that writes each sample into the batch (else the
+     * sample's bytes are copied) */
+    adag_data_map_fn map;
+    void *map_arg;
+    /* THREADS: decoding threads (default 1 + online CPUs / 2, at most 16) */
+    unsigned threads;
+    /* SEED: the seed (default 0) */
+    uint64_t seed;
+    /* SHUFFLE: shuffle the shard order, and samples within windows of
+     * shuffle_window consecutive ones (0 or 1: in order; default: none) */
+    int shuffle_shards;
+    unsigned shuffle_window;
+    /* RANKS: this consumer's share (rank < world; default 0 of 1) */
+    unsigned rank, world;
+    adag_data_ranks_policy_t ranks_policy;
+    /* BUDGET: bytes the source may hold at once, every buffer counted
+     * (default: prefetch + threads batches plus read buffers); too small
+     * for one batch per thread and its buffers is ADAG_ERR_INVALID */
+    size_t budget;
+    /* PREFETCH: finished batches it may hold ahead of the consumer
+     * (default 2) */
+    unsigned prefetch;
+    /* BAD_POLICY: what a bad record does (default ADAG_DATA_BAD_FAIL) */
+    adag_data_bad_policy_t bad_policy;
+    /* START: where to begin: the epoch and the number of this rank's
+     * batches of that epoch already consumed (a cursor saved from
+     * adag_data_batch_t; default epoch 0, batch 0) */
+    uint64_t start_epoch;
+    uint64_t start_batch;
+} adag_data_params_t;
+
+/* Opens a source: expands globs, opens every shard and reads its header
+ * (what is malformed fails here, naming the file, or is skipped with
+ * ADAG_DATA_BAD_SKIP), then starts the threads. */
+ADAG_API adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_h *out);
+
+/* One batch, valid until adag_data_release. */
+typedef struct {
+    void *data;           /* batch_size * sample_size bytes */
+    size_t size;
+    unsigned nsamples;    /* batch_size (a batch is always full) */
+    uint64_t epoch;
+    uint64_t batch;       /* this rank's batch number within the epoch */
+    uint64_t epoch_batch; /* the batch's number among the epoch's batches */
+    /* the cursor to resume after this batch: start_epoch, start_batch */
+    uint64_t next_epoch, next_batch;
+} adag_data_batch_t;
+
+/* The next batch of this rank, in order, waiting up to timeout_ms (-1:
+ * forever). Epochs follow each other (the next epoch reshuffles).
+ * ADAG_ERR_TIMEOUT if none is ready in time; a failure of the source
+ * (a bad record with ADAG_DATA_BAD_FAIL, a map callback's error) is
+ * returned here once, with its message, and by every later call. At most
+ * `prefetch` batches may be held (not yet released) at once. */
+ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch,
+                                      int timeout_ms);
+/* Gives a batch back (its memory goes to the next one). */
+ADAG_API adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch);
+
+/* This rank's batches per epoch, and the epoch's samples. */
+ADAG_API adag_status_t adag_data_size(adag_data_source_h src, uint64_t *batches_per_epoch,
+                                      uint64_t *samples_per_epoch);
+
+typedef struct {
+    uint64_t batches;       /* delivered by adag_data_next */
+    uint64_t samples;       /* decoded into batches */
+    uint64_t bytes_read;    /* from shards */
+    uint64_t bad_skipped;   /* records or shards skipped (ADAG_DATA_BAD_SKIP) */
+    size_t budget;          /* bytes it may hold */
+    size_t bytes_held;      /* now */
+    size_t bytes_peak;      /* most ever held at once (never above budget) */
+    double starved_s;       /* time adag_data_next waited for a batch */
+    double blocked_s;       /* time threads waited for budget or a consumer (summed
+                               over the threads, waits still going included) */
+} adag_data_stats_t;
+
+ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats);
+
+/* Inside a map callback: sets the message the source fails with
+ * ("<shard>: sample <index>: <text>"), returns ADAG_ERR_INVALID. */
+ADAG_API adag_status_t adag_data_fail(const adag_data_sample_t *sample, const char *fmt, ...)
+    ADAG_PRINTF(2, 3);
+
+/* Stops the threads, frees everything (batches still held included). */
+ADAG_API adag_status_t adag_data_close(adag_data_source_h src);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
