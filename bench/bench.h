@@ -119,6 +119,10 @@ int baseline_relay(unsigned parties, wait_policy_t policy, long rounds, measure_
 int baseline_fanout(unsigned n, wait_policy_t policy, long rounds, measure_t *m);
 /* memcpy bandwidth for `bytes` between two buffers. */
 int baseline_memcpy(size_t bytes, long reps, measure_t *m);
+/* bench/data.c: a token dataset's epoch through a data source, and a
+ * memcpy of the same samples in the same order */
+int run_data_tokens(const bench_opts_t *o, measure_t *m);
+int baseline_tokens_memcpy(const bench_opts_t *o, measure_t *m);
 const char *wait_policy_name(wait_policy_t p);
 
 /* adag scenarios (bench/scenarios.c) */

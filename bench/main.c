@@ -33,6 +33,7 @@ typedef enum {
     BASE_MPI_ALLREDUCE, /* Open MPI's MPI_Allreduce, the same ranks, size and op */
     BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */
     BASE_NCCL_ALLREDUCE_DIRECT, /* NCCL's allreduce through the nccl comm ops alone */
+    BASE_TOKENS_MEMCPY, /* memcpy of the same token samples in the same order, one thread */
 } baseline_kind_t;
 
 typedef enum {
@@ -47,6 +48,7 @@ typedef enum {
     RUN_ALLREDUCE,
     RUN_ALLREDUCE_DAG,
     RUN_NCCL_ALLREDUCE_DAG,
+    RUN_DATA_TOKENS,
 } run_kind_t;
 
 typedef struct {
@@ -167,6 +169,11 @@ static const scenario_t scenarios[] = {
      BASE_NCCL_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
     {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, 64 * MiB, -1, METRIC_LATENCY,
      BASE_NCCL_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
+    /* the data front stage (bench/data.c): a shuffled epoch of a Megatron
+     * token dataset (uint16, 100 M tokens) in batches of 8 x 2048 against
+     * memcpy of the same samples in the same order; issue 11's goal >= 0.8 */
+    {"data-tokens", RUN_DATA_TOKENS, 1, 1, 1, 8 * 2048 * 2, -1, METRIC_BANDWIDTH,
+     BASE_TOKENS_MEMCPY, 1, NULL, DEV_PATH_NONE},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -280,6 +287,10 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
         rc = run_nccl_allreduce_direct(o, bytes, &c->m);
         snprintf(c->label, sizeof c->label, "NCCL allreduce via the comm ops, a proc per GPU");
         break;
+    case BASE_TOKENS_MEMCPY:
+        rc = baseline_tokens_memcpy(o, &c->m);
+        snprintf(c->label, sizeof c->label, "memcpy of the same samples, 1 thread");
+        break;
     case BASE_MPI_ALLREDUCE: { /* one MPI run for every allreduce size of this run */
         size_t sizes[NSCENARIOS];
         unsigned nsizes = 0;
@@ -390,6 +401,9 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
                                  m);
     case RUN_NCCL_ALLREDUCE_DAG:
         return run_nccl_allreduce_dag(o, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000), m);
+    case RUN_DATA_TOKENS:
+        (void)pl;
+        return run_data_tokens(o, m);
     }
     return -1;
 }
@@ -488,6 +502,13 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
             return -1;
         set_ratio(r, b->label, b->m.median_us);
         r->per_collective = 1;
+        break;
+    case BASE_TOKENS_MEMCPY:
+        if (!(b = baseline(o, s->baseline, 0, s->bytes, NULL, DEV_PATH_NONE)))
+            return -1;
+        set_ratio(r, b->label, b->m.gbps);
+        snprintf(r->goal, sizeof r->goal, ">= 0.8x memcpy");
+        r->goal_met = r->ratio >= 0.8;
         break;
     case BASE_INFLIGHT_ONE:
         r2 = find_result(s->name, r->placement, s->n, 1, s->bytes, s->spin_ns);

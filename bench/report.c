@@ -108,10 +108,13 @@ void bench_print_table(FILE *out, const result_t *results, unsigned nresults)
         if (r->per_collective && r->baseline_value > 0)
             fprintf(out, "%-16s %-7s %-26s   the DAG's cost per collective: %.1f us\n", "", "",
                     "", r->m.median_us - r->baseline_value);
-        if (r->goal[0])
+        if (r->goal[0] && r->baseline_gbps > 0)
             fprintf(out, "%-16s %-7s %-26s   bus bandwidth: adag %.3f GB/s, MPI %.3f GB/s; "
                          "goal %s: %s\n",
                     "", "", "", r->m.gbps, r->baseline_gbps, r->goal,
+                    r->goal_met ? "met" : "NOT met");
+        else if (r->goal[0])
+            fprintf(out, "%-16s %-7s %-26s   goal %s: %s\n", "", "", "", r->goal,
                     r->goal_met ? "met" : "NOT met");
     }
 }

@@ -2,8 +2,10 @@
  * The data source's threads under ThreadSanitizer (make test-tsan): many
  * threads filling batches under a tight budget while a consumer takes them
  * in order, holds two at once and releases them out of order, checks each
- * sample, and closes the source while threads are busy. Fails on a wrong
- * batch or any race TSan reports.
+ * sample, and closes the source while threads are busy; then a source
+ * feeding a thread-actor DAG (reserve/fill/commit from its threads while
+ * the driver gets and releases). Fails on a wrong batch or any race TSan
+ * reports.
  */
 #include <adag/data.h>
 
@@ -104,6 +106,86 @@ static int run(unsigned threads, size_t budget_batches, unsigned nbatches, int c
     return 0;
 }
 
+/* copy(batch) -> the same bytes, checked on the way */
+static adag_status_t copy(void *state, adag_call_h call)
+{
+    adag_value_t in;
+    (void)state;
+    if (adag_call_arg(call, 0, &in) != ADAG_OK)
+        return adag_call_fail(call, "no argument");
+    return adag_call_set_output(call, 0, in.data, in.size);
+}
+
+static const adag_method_def_t copy_methods[] = {{"copy", copy, 1, 1}};
+static const adag_class_def_t copy_class = {.abi_version = ADAG_ABI_VERSION, .name = "copy",
+                                            .state_size = 8, .methods = copy_methods,
+                                            .nmethods = 1};
+
+/* A source with `threads` threads feeding input -> a.copy -> b.copy. */
+static int run_feed(unsigned threads, unsigned nexec)
+{
+    const unsigned bs = 16;
+    adag_runtime_h rt;
+    adag_actor_h a, b;
+    adag_graph_h g;
+    adag_node_h in, x, y;
+    adag_dag_h dag;
+    adag_actor_params_t ap = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = "copy"};
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
+                                              ADAG_COMPILE_PARAM_SLOT_CAPACITY,
+                                .max_inflight = 4,
+                                .slot_capacity = bs * RS};
+    if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &copy_class) ||
+        adag_actor_create(rt, &ap, &a) || adag_actor_create(rt, &ap, &b) ||
+        adag_graph_create(rt, &g) || adag_graph_input(g, 0, &in) ||
+        adag_graph_bind(g, a, "copy", &in, 1, &x) || adag_graph_bind(g, b, "copy", &x, 1, &y) ||
+        adag_graph_output(g, &y, 1) || adag_graph_compile(g, &cp, &dag)) {
+        fprintf(stderr, "stress_data: DAG: %s\n", adag_last_error());
+        return -1;
+    }
+    adag_graph_destroy(g);
+    const char *shards[1] = {path};
+    adag_data_params_t p = {
+        .field_mask = ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_THREADS |
+                      ADAG_DATA_PARAM_SHUFFLE | ADAG_DATA_PARAM_DAG,
+        .shards = shards,
+        .nshards = 1,
+        .format = ADAG_DATA_FORMAT_RECORDS,
+        .batch_size = bs,
+        .record_size = RS,
+        .threads = threads,
+        .shuffle_window = 50,
+        .dag = dag,
+    };
+    adag_data_source_h src;
+    int rc = 0;
+    if (adag_data_open(&p, &src) != ADAG_OK) {
+        fprintf(stderr, "stress_data: open: %s\n", adag_last_error());
+        return -1;
+    }
+    for (unsigned n = 0; n < nexec && rc == 0; n++) {
+        adag_ref_t ref;
+        adag_data_batch_t bt;
+        adag_value_t out;
+        if (adag_data_next_exec(src, &ref, &bt, 20000) != ADAG_OK ||
+            adag_dag_get(dag, ref, &out, 1, 20000) != ADAG_OK) {
+            fprintf(stderr, "stress_data: execution %u: %s\n", n, adag_last_error());
+            rc = -1;
+            break;
+        }
+        bt.data = (void *)out.data;
+        if (check(&bt, bs) || out.size != bs * RS) {
+            fprintf(stderr, "stress_data: execution %u came back wrong\n", n);
+            rc = -1;
+        }
+        adag_dag_release(dag, ref);
+    }
+    adag_data_close(src);
+    adag_dag_destroy(dag);
+    adag_runtime_destroy(rt);
+    return rc;
+}
+
 int main(void)
 {
     if (write_records() != 0) {
@@ -120,6 +202,11 @@ int main(void)
         int rc = run(cases[i].threads, cases[i].budget, cases[i].batches, (int)(i & 1));
         printf("stress_data: %u threads, budget of %zu batches: %s\n", cases[i].threads,
                cases[i].budget, rc ? "FAILED" : "ok");
+        failed |= rc != 0;
+    }
+    for (unsigned threads = 1; threads <= 8; threads *= 4) {
+        int rc = run_feed(threads, 400);
+        printf("stress_data: %u threads feeding a DAG: %s\n", threads, rc ? "FAILED" : "ok");
         failed |= rc != 0;
     }
     unlink(path);

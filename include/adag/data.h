@@ -103,6 +103,7 @@ enum {
     ADAG_DATA_PARAM_PREFETCH = 1u << 8,
     ADAG_DATA_PARAM_BAD_POLICY = 1u << 9,
     ADAG_DATA_PARAM_START = 1u << 10,
+    ADAG_DATA_PARAM_DAG = 1u << 11,
 };
 
 typedef struct {
@@ -149,6 +150,9 @@ typedef struct {
      * adag_data_batch_t; default epoch 0, batch 0) */
     uint64_t start_epoch;
     uint64_t start_batch;
+    /* DAG: feed this compiled DAG (see adag_data_next_exec) instead of
+     * handing batches to adag_data_next */
+    adag_dag_h dag;
 } adag_data_params_t;
 
 /* Opens a source: expands globs, opens every shard and reads its header
@@ -176,6 +180,22 @@ typedef struct {
  * `prefetch` batches may be held (not yet released) at once. */
 ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch,
                                       int timeout_ms);
+/* With ADAG_DATA_PARAM_DAG: the source feeds a compiled DAG with one
+ * input field (of slot_capacity >= a batch). Its threads reserve the DAG's
+ * executions (adag_dag_reserve) in batch order, write each batch straight
+ * into the execution's input slot and commit it: no batch passes through
+ * memory of the source's own, and several threads fill several executions
+ * at once. adag_data_next_exec returns the next execution started, in batch
+ * order, with the batch it carries (batch->data NULL: its bytes are in the
+ * DAG); take its results with adag_dag_get and adag_dag_release as usual.
+ * Executions not released hold the DAG's window, and the source waits for
+ * room: a slow consumer slows the source, never grows it. At most the
+ * DAG's max_inflight executions are started ahead of adag_data_next_exec.
+ * adag_data_next is refused on such a source. Close the source before
+ * destroying the DAG. */
+ADAG_API adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
+                                           adag_data_batch_t *batch, int timeout_ms);
+
 /* Gives a batch back (its memory goes to the next one). */
 ADAG_API adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch);
 
