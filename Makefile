@@ -25,6 +25,9 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
     -fvisibility=hidden -fPIC $(OPT) $(SANFLAGS) -I include -I .
 LDFLAGS_BASE := $(SANFLAGS)
 LIBS := -lpthread -ldl
+# libarchive (Debian's libarchive-dev): the data stage's WebDataset shards
+# (data/format_tar.c)
+LIBS += $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
 
 # UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
 # without it transport/chan_ucx_none.c says "built without UCX" at first use.
@@ -142,7 +145,7 @@ ALL += $(MPI_PEER)
     test-gpu
 all: $(ALL)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h common/*.h transport/*.h gpu/*.h dag/*.h tests/*.h tests/modules/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h gpu/*.h dag/*.h data/*.h tests/*.h tests/modules/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
@@ -258,7 +261,7 @@ $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
 $(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h tests/modules/shared_methods.h \
-    $(BUILD)/libadag.a $(BUILD)/adag-worker $(wildcard include/*.h common/*.h gpu/*.h)
+    $(BUILD)/libadag.a $(BUILD)/adag-worker $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(BUILD)/libadag.a $(LIBS)
 
@@ -481,7 +484,7 @@ test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/a
 # ---- fuzzing (libFuzzer, clang) ----
 # Fuzz targets for the decoders that read a peer's bytes, and the data stage's
 # header parsers (tests/fuzz/README.md):
-#   make fuzz        builds build/fuzz/fuzz_{wire,program,control,npy,megatron} (clang, ASan+UBSan)
+#   make fuzz        builds build/fuzz/fuzz_{wire,program,control,npy,megatron,tar} (clang, ASan+UBSan)
 #   make fuzz-run    runs each for FUZZ_SECONDS (default 20), one after the other,
 #                    on a scratch copy of its seeds (build/fuzz/work/<t>); fails on
 #                    any crash, leak, sanitizer report or failed check
@@ -490,7 +493,7 @@ test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/a
 #                    tests/fuzz/corpus (review the size before committing)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_TARGETS := wire program control npy megatron
+FUZZ_TARGETS := wire program control npy megatron tar
 FUZZ_DIR := build/fuzz
 FUZZ_CORPUS ?= tests/fuzz/corpus
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -502,7 +505,7 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # host device that table may open), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out $(LIB_SKIP),$(wildcard common/*.c \
     transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c \
-    data/npy.c data/megatron_idx.c data/why.c)
+    data/npy.c data/megatron_idx.c data/why.c data/shard.c data/formats.c data/format_tar.c)
 FUZZ_HDRS := $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h dag/*.h data/*.h \
     tests/fuzz/*.h)
 

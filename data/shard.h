@@ -32,6 +32,7 @@ typedef struct adag_data_shard {
     uint64_t data_offset;
     /* bad records skipped at open (ADAG_DATA_BAD_SKIP) */
     uint64_t skipped;
+    void *priv; /* the format's own (WebDataset: the sample index) */
 } adag_data_shard_t;
 
 typedef struct {
@@ -45,8 +46,18 @@ typedef struct {
     adag_status_t (*open)(adag_data_shard_t *sh, const adag_data_params_t *p);
     /* Sample i (< nsamples): its bytes, in place (never fails once open). */
     const void *(*sample)(const adag_data_shard_t *sh, uint64_t i);
+    /* Optional, formats whose samples differ in size: fills data, size,
+     * key and fields of sample i (in place; fields stay valid while the
+     * shard is open) instead of `sample`. */
+    void (*fields)(const adag_data_shard_t *sh, uint64_t i, adag_data_sample_t *out);
     void (*close)(adag_data_shard_t *sh);
 } adag_data_format_ops_t;
+
+/* WebDataset (data/format_tar.c): indexes the tar already in sh->data
+ * (what open does after mapping the file; the fuzz target calls it on its
+ * input), and frees the index. */
+adag_status_t adag_data_tar_index(adag_data_shard_t *sh, const adag_data_params_t *p);
+void adag_data_tar_unindex(adag_data_shard_t *sh);
 
 /* The ops of a format, NULL for an unknown one. */
 const adag_data_format_ops_t *adag_data_format(adag_data_format_t f);

@@ -158,14 +158,19 @@ static adag_status_t fill(adag_data_source_t *src, epoch_view_t *v, uint64_t seq
         uint64_t local;
         const adag_data_shard_t *sh = locate(src, v, ord, &local);
         adag_data_sample_t s = {
-            .data = src->fmt->sample(sh, local),
             .size = sh->sample_size,
             .dtype = sh->dtype,
             .index = pos,
             .shard = sh->path,
         };
+        if (src->fmt->fields)
+            src->fmt->fields(sh, local, &s);
+        else
+            s.data = src->fmt->sample(sh, local);
         unsigned char *out = buf + (size_t)j * src->sample_size;
-        *bytes += sh->sample_size;
+        for (unsigned f = 0; f < s.nfields; f++)
+            *bytes += s.fields[f].size;
+        *bytes += s.nfields ? 0 : s.size;
         if (!src->p.map) {
             memcpy(out, s.data, src->sample_size);
             continue;
@@ -461,7 +466,8 @@ static adag_status_t check_params(const adag_data_params_t *p)
         ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_SEQ_LEN | ADAG_DATA_PARAM_MAP |
             ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_SHUFFLE |
             ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
-            ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG);
+            ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
+            ADAG_DATA_PARAM_FIELDS);
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)
@@ -477,6 +483,22 @@ static adag_status_t check_params(const adag_data_params_t *p)
     if (p->format == ADAG_DATA_FORMAT_TOKENS &&
         (!(p->field_mask & ADAG_DATA_PARAM_SEQ_LEN) || p->seq_len == 0))
         return adag_error(ADAG_ERR_INVALID, "adag_data_open: the tokens format needs seq_len > 0");
+    if (p->format == ADAG_DATA_FORMAT_WEBDATASET) {
+        if (!(p->field_mask & ADAG_DATA_PARAM_FIELDS) || !p->fields || p->nfields == 0 ||
+            p->nfields > ADAG_DATA_MAX_FIELDS)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_data_open: WebDataset shards need 1..%d fields (the "
+                              "extensions a sample must have)",
+                              ADAG_DATA_MAX_FIELDS);
+        for (unsigned i = 0; i < p->nfields; i++)
+            if (!p->fields[i] || !p->fields[i][0] || strlen(p->fields[i]) > 31)
+                return adag_error(ADAG_ERR_INVALID, "adag_data_open: field %u is not an extension",
+                                  i);
+        if (!(p->field_mask & ADAG_DATA_PARAM_MAP))
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_data_open: WebDataset samples differ in size: a map "
+                              "callback writes them into the batch");
+    }
     if ((p->field_mask & ADAG_DATA_PARAM_MAP) && (!p->map || p->sample_size == 0))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_open: a map callback needs the callback and sample_size");
@@ -539,6 +561,10 @@ static void defaults(adag_data_params_t *p)
         p->seq_len = 0;
     if (!(m & ADAG_DATA_PARAM_DAG))
         p->dag = NULL;
+    if (!(m & ADAG_DATA_PARAM_FIELDS)) {
+        p->fields = NULL; /* the caller's array is used only during open */
+        p->nfields = 0;
+    }
 }
 
 /* Batches per epoch, every rank's and this one's. */
@@ -645,6 +671,7 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
     if ((st = expand_shards(src, params)) != ADAG_OK || (st = open_shards(src)) != ADAG_OK ||
         (st = count_batches(src)) != ADAG_OK)
         goto fail;
+    src->p.fields = NULL; /* the formats copied what they need at open */
     src->sample_size = src->p.sample_size;
     if (src->sample_size == 0 || src->sample_size > SIZE_MAX / src->p.batch_size) {
         st = adag_error(ADAG_ERR_INVALID, "adag_data_open: samples of %zu bytes in batches of %u",

@@ -8,6 +8,8 @@
  */
 #include <adag/data.h>
 
+#include "data_rig.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,50 +20,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[64];
-
-static void dir_make(void)
-{
-    snprintf(dir, sizeof(dir), "/tmp/adag-data-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void dir_remove(void)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    rmdir(dir);
-}
-
-TestSuite(data, .init = dir_make, .fini = dir_remove, .timeout = 60);
+TestSuite(data, .init = data_dir_make, .fini = data_dir_remove, .timeout = 60);
 
 static void write_file(const char *name, const void *p, size_t n)
 {
     char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(path, sizeof(path), "%s/%s", data_dir, name);
     FILE *f = fopen(path, "wb");
     cr_assert_not_null(f, "%s", path);
     cr_assert_eq(fwrite(p, 1, n, f), n);
     fclose(f);
 }
 
-static const char *path_of(const char *name)
-{
-    static char paths[8][512];
-    static unsigned next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
 
 /* Record k (global id) of RS bytes: its id in the first 8 bytes, then a
  * pattern of it. */
@@ -102,7 +72,7 @@ static uint64_t write_records(unsigned nshards, const unsigned *per)
 static adag_data_params_t records_params(unsigned batch)
 {
     static const char *glob[1];
-    glob[0] = path_of("r*.bin");
+    glob[0] = data_path("r*.bin");
     return (adag_data_params_t){
         .field_mask = ADAG_DATA_PARAM_RECORD_SIZE,
         .shards = glob,
@@ -361,7 +331,7 @@ Test(data, npy_rows_and_bad_files)
 {
     write_npy("a.npy", 6, 3);
     write_npy("b.npy", 4, 3);
-    const char *shards[3] = {path_of("a.npy"), path_of("b.npy"), path_of("c.npy")};
+    const char *shards[3] = {data_path("a.npy"), data_path("b.npy"), data_path("c.npy")};
     adag_data_params_t p = {
         .shards = shards,
         .nshards = 2,
@@ -450,7 +420,7 @@ Test(data, tokens_packed_into_sequences)
 {
     uint32_t sizes[4] = {5, 17, 3, 40};
     uint64_t total = write_tokens("t", sizes, 4); /* 65 tokens */
-    const char *shards[1] = {path_of("t.bin")};
+    const char *shards[1] = {data_path("t.bin")};
     adag_data_params_t p = {
         .field_mask = ADAG_DATA_PARAM_SEQ_LEN,
         .shards = shards,
@@ -479,7 +449,7 @@ Test(data, tokens_packed_into_sequences)
     uint32_t bad[2] = {5, 100};
     write_tokens("u", bad, 2);
     write_file("u.bin", "abcd", 4);
-    shards[0] = path_of("u");
+    shards[0] = data_path("u");
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "u.idx"), "%s", adag_last_error());
 }
@@ -581,7 +551,7 @@ Test(data, bad_params_and_misuse_are_refused)
     p = records_params(4);
     p.field_mask |= 1u << 30;
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
-    const char *none[1] = {path_of("nothing*.bin")};
+    const char *none[1] = {data_path("nothing*.bin")};
     p = records_params(4);
     p.shards = none;
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
@@ -593,7 +563,7 @@ Test(data, bad_params_and_misuse_are_refused)
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "r1.bin") && strstr(adag_last_error(), "offset 64"),
               "%s", adag_last_error());
-    unlink(path_of("r1.bin"));
+    unlink(data_path("r1.bin"));
 
     p = records_params(4);
     p.field_mask |= ADAG_DATA_PARAM_PREFETCH;

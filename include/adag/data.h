@@ -53,6 +53,13 @@ typedef enum {
      * tokens, concatenated in order, are packed into samples of seq_len
      * tokens (the tail that does not fill one is dropped) */
     ADAG_DATA_FORMAT_TOKENS = 3,
+    /* WebDataset: an uncompressed .tar whose members are grouped into
+     * samples by key (the path up to the first '.' of its file name:
+     * "d/000017.jpg" and "d/000017.cls" are fields "jpg" and "cls" of
+     * sample "d/000017"); a sample is the fields named in `fields`, read
+     * in place from the mapped file; samples differ in size, so a map
+     * callback writes them into the batch */
+    ADAG_DATA_FORMAT_WEBDATASET = 4,
 } adag_data_format_t;
 
 /* What a rank does with a share that would be shorter than the others'. */
@@ -70,13 +77,28 @@ typedef enum {
     ADAG_DATA_BAD_SKIP = 1,
 } adag_data_bad_policy_t;
 
+/* Most fields a WebDataset sample may be asked for. */
+#define ADAG_DATA_MAX_FIELDS 8
+
+/* One field of a WebDataset sample. */
+typedef struct {
+    const char *ext;  /* "jpg", "cls", ... */
+    const void *data;
+    size_t size;
+} adag_data_field_t;
+
 /* One sample handed to a map callback. */
 typedef struct {
-    const void *data; /* its bytes (a record; a row of an .npy; seq_len tokens) */
+    const void *data; /* its bytes (a record; a row of an .npy; seq_len tokens;
+                         WebDataset: its first field's) */
     size_t size;
-    adag_dtype_t dtype; /* the element type (.npy and tokens; BYTES for records) */
+    adag_dtype_t dtype; /* the element type (.npy and tokens; BYTES otherwise) */
     uint64_t index;     /* its position in the epoch's sample order */
     const char *shard;  /* the file it came from */
+    /* WebDataset: the key and the fields, in the order of params.fields */
+    const char *key;
+    const adag_data_field_t *fields;
+    unsigned nfields;
 } adag_data_sample_t;
 
 /* Fills `out` (sample_size bytes inside the batch) from a sample. `rng` is
@@ -104,6 +126,7 @@ enum {
     ADAG_DATA_PARAM_BAD_POLICY = 1u << 9,
     ADAG_DATA_PARAM_START = 1u << 10,
     ADAG_DATA_PARAM_DAG = 1u << 11,
+    ADAG_DATA_PARAM_FIELDS = 1u << 12,
 };
 
 typedef struct {
@@ -121,6 +144,11 @@ typedef struct {
     size_t record_size;
     /* SEQ_LEN: tokens per sample (ADAG_DATA_FORMAT_TOKENS, required) */
     uint32_t seq_len;
+    /* FIELDS: the extensions every sample must have (ADAG_DATA_FORMAT_
+     * WEBDATASET, required, at most 8); a sample missing one is a bad
+     * record */
+    const char *const *fields;
+    unsigned nfields;
     /* MAP: a callback that writes each sample into the batch (else the
      * sample's bytes are copied) */
     adag_data_map_fn map;
