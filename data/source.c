@@ -22,10 +22,9 @@
 #include "common/error.h"
 #include "dag/internal.h"
 #include "data/order.h"
-#include "data/shard.h"
+#include "data/source.h"
 
 #include <errno.h>
-#include <glob.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,61 +32,6 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct adag_data_source adag_data_source_t;
-
-#define MAX_THREADS 64
-#define DEFAULT_PREFETCH 2
-/* Small batches: the ring holds up to this many bytes of batches (at most
- * RING_MAX), so threads fill several per wake-up while what they write
- * stays in cache (the default budget is the ring; measured with adag-bench
- * data-tokens, 32 KiB batches: 1 MiB 5.0-5.4 GB/s, 4 MiB 2.8-5.8) */
-#define RING_BYTES ((size_t)1024 << 10)
-#define RING_MAX 64u
-
-enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
-
-typedef struct {
-    uint64_t seq;
-    int state;
-    void *buf;
-    adag_ref_t ref; /* feeding a DAG: the execution the batch is in */
-} slot_t;
-
-struct adag_data_source {
-    adag_data_params_t p; /* the caller's, shards excepted */
-    const adag_data_format_ops_t *fmt;
-    adag_data_shard_t *shards; /* the usable ones, in file order */
-    uint32_t nshards;
-    size_t sample_size, batch_bytes;
-    uint64_t nsamples;       /* per epoch */
-    uint64_t batches_global; /* per epoch, every rank's */
-    uint64_t batches_rank;   /* per epoch, this rank's */
-    uint64_t skipped;        /* bad records and shards skipped at open */
-
-    pthread_mutex_t lock;
-    pthread_cond_t work_cv;  /* threads: a slot or budget came free, or stop */
-    pthread_cond_t ready_cv; /* the consumer: a batch is ready, or a failure */
-    slot_t *slots;
-    unsigned nslots;
-    /* batch buffers not in a slot (a slot has one from taken to released) */
-    void **free_bufs;
-    unsigned nfree;
-    uint64_t next_assign, next_deliver;
-    unsigned held;
-    size_t bytes_held, bytes_peak;
-    int stopping;
-    adag_status_t failed;
-    char why[ADAG_ERROR_MAX];
-    uint64_t batches, samples, bytes_read;
-    int64_t starved_ns, blocked_ns;
-    /* threads waiting now, and the sum of when they began (their waits so
-     * far count in the stats before they end) */
-    unsigned nwaiting;
-    int64_t wait_start_sum;
-
-    pthread_t *threads;
-    unsigned nthreads, started;
-};
 
 /* ---- order: which sample goes where ---- */
 
@@ -360,261 +304,6 @@ out:
     return NULL;
 }
 
-/* ---- opening ---- */
-
-static int has_glob(const char *s)
-{
-    return strpbrk(s, "*?[") != NULL;
-}
-
-/* Appends a shard path (owned copy); for token datasets "x.bin" and "x"
- * both mean the pair x.bin + x.idx. */
-static adag_status_t add_path(adag_data_source_t *src, const char *path, uint32_t *cap)
-{
-    if (src->nshards == *cap) {
-        uint32_t n = *cap ? 2 * *cap : 16;
-        adag_data_shard_t *sh = realloc(src->shards, n * sizeof(*sh));
-        if (!sh)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
-        src->shards = sh;
-        *cap = n;
-    }
-    adag_data_shard_t *sh = &src->shards[src->nshards];
-    memset(sh, 0, sizeof(*sh));
-    if (!(sh->path = strdup(path)))
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
-    size_t n = strlen(sh->path);
-    if (src->p.format == ADAG_DATA_FORMAT_TOKENS && n > 4 && !strcmp(sh->path + n - 4, ".bin"))
-        sh->path[n - 4] = '\0';
-    src->nshards++;
-    return ADAG_OK;
-}
-
-static adag_status_t expand_shards(adag_data_source_t *src, const adag_data_params_t *p)
-{
-    uint32_t cap = 0;
-    adag_status_t st = ADAG_OK;
-    for (unsigned i = 0; i < p->nshards && st == ADAG_OK; i++) {
-        const char *s = p->shards[i];
-        if (!s || !s[0])
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: shard %u is empty", i);
-        if (!has_glob(s)) {
-            st = add_path(src, s, &cap);
-            continue;
-        }
-        glob_t g;
-        int rc = glob(s, GLOB_ERR, NULL, &g);
-        if (rc == GLOB_NOMATCH)
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: no file matches %s", s);
-        if (rc != 0)
-            return adag_error(ADAG_ERR_IO, "adag_data_open: cannot expand %s (glob error %d)",
-                              s, rc);
-        for (size_t k = 0; k < g.gl_pathc && st == ADAG_OK; k++) {
-            const char *m = g.gl_pathv[k];
-            size_t n = strlen(m);
-            /* a token dataset's glob names its .bin files; the .idx go along */
-            if (p->format == ADAG_DATA_FORMAT_TOKENS && (n < 4 || strcmp(m + n - 4, ".bin")))
-                continue;
-            st = add_path(src, m, &cap);
-        }
-        globfree(&g);
-    }
-    return st;
-}
-
-/* Opens every shard; a bad one fails the source or, with
- * ADAG_DATA_BAD_SKIP, is left out and counted. */
-static adag_status_t open_shards(adag_data_source_t *src)
-{
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < src->nshards; i++) {
-        adag_data_shard_t sh = src->shards[i];
-        adag_status_t st = src->fmt->open(&sh, &src->p);
-        if (st == ADAG_OK && sh.nsamples && !src->p.map && src->p.sample_size &&
-            sh.sample_size != src->p.sample_size)
-            st = adag_error(ADAG_ERR_INVALID,
-                            "data shard %s: samples of %zu bytes, but the batch takes %zu "
-                            "(sample_size; a map callback may convert)",
-                            sh.path, sh.sample_size, src->p.sample_size);
-        if (st != ADAG_OK) {
-            src->fmt->close(&sh);
-            if (src->p.bad_policy != ADAG_DATA_BAD_SKIP) {
-                free(sh.path);
-                for (uint32_t k = i + 1; k < src->nshards; k++)
-                    free(src->shards[k].path);
-                src->nshards = kept;
-                return st;
-            }
-            src->skipped++;
-            free(sh.path);
-            continue;
-        }
-        src->skipped += sh.skipped;
-        if (!src->p.sample_size)
-            src->p.sample_size = sh.sample_size; /* the first shard's, checked on the rest */
-        src->nsamples += sh.nsamples;
-        src->shards[kept++] = sh;
-    }
-    src->nshards = kept;
-    return ADAG_OK;
-}
-
-static adag_status_t check_params(const adag_data_params_t *p)
-{
-    adag_status_t st = adag_check_field_mask(
-        "adag_data_open", "adag_data_params_t", p->field_mask,
-        ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_SEQ_LEN | ADAG_DATA_PARAM_MAP |
-            ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_SHUFFLE |
-            ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
-            ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
-            ADAG_DATA_PARAM_FIELDS);
-    if (st != ADAG_OK)
-        return st;
-    if (!p->shards || p->nshards == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: no shards");
-    if (!adag_data_format(p->format))
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: unknown format %d", (int)p->format);
-    if (p->batch_size == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: batch_size is 0");
-    if (p->format == ADAG_DATA_FORMAT_RECORDS &&
-        (!(p->field_mask & ADAG_DATA_PARAM_RECORD_SIZE) || p->record_size == 0))
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: the records format needs record_size > 0");
-    if (p->format == ADAG_DATA_FORMAT_TOKENS &&
-        (!(p->field_mask & ADAG_DATA_PARAM_SEQ_LEN) || p->seq_len == 0))
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: the tokens format needs seq_len > 0");
-    if (p->format == ADAG_DATA_FORMAT_WEBDATASET) {
-        if (!(p->field_mask & ADAG_DATA_PARAM_FIELDS) || !p->fields || p->nfields == 0 ||
-            p->nfields > ADAG_DATA_MAX_FIELDS)
-            return adag_error(ADAG_ERR_INVALID,
-                              "adag_data_open: WebDataset shards need 1..%d fields (the "
-                              "extensions a sample must have)",
-                              ADAG_DATA_MAX_FIELDS);
-        for (unsigned i = 0; i < p->nfields; i++)
-            if (!p->fields[i] || !p->fields[i][0] || strlen(p->fields[i]) > 31)
-                return adag_error(ADAG_ERR_INVALID, "adag_data_open: field %u is not an extension",
-                                  i);
-        if (!(p->field_mask & ADAG_DATA_PARAM_MAP))
-            return adag_error(ADAG_ERR_INVALID,
-                              "adag_data_open: WebDataset samples differ in size: a map "
-                              "callback writes them into the batch");
-    }
-    if ((p->field_mask & ADAG_DATA_PARAM_MAP) && (!p->map || p->sample_size == 0))
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: a map callback needs the callback and sample_size");
-    if ((p->field_mask & ADAG_DATA_PARAM_THREADS) && (p->threads == 0 || p->threads > MAX_THREADS))
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: threads %u is not in 1..%d",
-                          p->threads, MAX_THREADS);
-    if ((p->field_mask & ADAG_DATA_PARAM_RANKS) &&
-        (p->world == 0 || p->rank >= p->world ||
-         (p->ranks_policy != ADAG_DATA_RANKS_DROP && p->ranks_policy != ADAG_DATA_RANKS_PAD)))
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: rank %u of world %u (policy %d) is not a rank",
-                          p->rank, p->world, (int)p->ranks_policy);
-    if ((p->field_mask & ADAG_DATA_PARAM_DAG) && !p->dag)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: ADAG_DATA_PARAM_DAG with no DAG");
-    if ((p->field_mask & ADAG_DATA_PARAM_PREFETCH) && p->prefetch == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: prefetch is 0");
-    if ((p->field_mask & ADAG_DATA_PARAM_BAD_POLICY) && p->bad_policy != ADAG_DATA_BAD_FAIL &&
-        p->bad_policy != ADAG_DATA_BAD_SKIP)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: unknown bad_policy %d",
-                          (int)p->bad_policy);
-    return ADAG_OK;
-}
-
-/* The caller's params with every default filled in. */
-static void defaults(adag_data_params_t *p)
-{
-    uint64_t m = p->field_mask;
-    if (!(m & ADAG_DATA_PARAM_MAP)) {
-        p->map = NULL;
-        p->map_arg = NULL;
-    }
-    if (!(m & ADAG_DATA_PARAM_THREADS)) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        p->threads = (unsigned)(1 + (cpus > 0 ? cpus : 1) / 2);
-        if (p->threads > 16)
-            p->threads = 16;
-    }
-    if (!(m & ADAG_DATA_PARAM_SEED))
-        p->seed = 0;
-    if (!(m & ADAG_DATA_PARAM_SHUFFLE)) {
-        p->shuffle_shards = 0;
-        p->shuffle_window = 0;
-    }
-    if (!(m & ADAG_DATA_PARAM_RANKS)) {
-        p->rank = 0;
-        p->world = 1;
-        p->ranks_policy = ADAG_DATA_RANKS_DROP;
-    }
-    if (!(m & ADAG_DATA_PARAM_PREFETCH))
-        p->prefetch = DEFAULT_PREFETCH;
-    if (!(m & ADAG_DATA_PARAM_BAD_POLICY))
-        p->bad_policy = ADAG_DATA_BAD_FAIL;
-    if (!(m & ADAG_DATA_PARAM_START)) {
-        p->start_epoch = 0;
-        p->start_batch = 0;
-    }
-    if (!(m & ADAG_DATA_PARAM_RECORD_SIZE))
-        p->record_size = 0;
-    if (!(m & ADAG_DATA_PARAM_SEQ_LEN))
-        p->seq_len = 0;
-    if (!(m & ADAG_DATA_PARAM_DAG))
-        p->dag = NULL;
-    if (!(m & ADAG_DATA_PARAM_FIELDS)) {
-        p->fields = NULL; /* the caller's array is used only during open */
-        p->nfields = 0;
-    }
-}
-
-/* Batches per epoch, every rank's and this one's. */
-static adag_status_t count_batches(adag_data_source_t *src)
-{
-    const adag_data_params_t *p = &src->p;
-    if (src->nsamples == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: no samples in %u shard(s)%s",
-                          src->nshards, src->skipped ? " (some were skipped as bad)" : "");
-    int pad = p->ranks_policy == ADAG_DATA_RANKS_PAD;
-    src->batches_global = pad ? (src->nsamples + p->batch_size - 1) / p->batch_size
-                              : src->nsamples / p->batch_size;
-    src->batches_rank = pad ? (src->batches_global + p->world - 1) / p->world
-                            : src->batches_global / p->world;
-    if (src->batches_rank == 0)
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: %llu samples make %llu batches of %u, fewer than "
-                          "the %u ranks (ADAG_DATA_RANKS_PAD would repeat some)",
-                          (unsigned long long)src->nsamples,
-                          (unsigned long long)src->batches_global, p->batch_size, p->world);
-    if (p->start_batch >= src->batches_rank)
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: start_batch %llu is past the %llu batches of an "
-                          "epoch of this rank",
-                          (unsigned long long)p->start_batch,
-                          (unsigned long long)src->batches_rank);
-    return ADAG_OK;
-}
-
-/* A DAG to feed: one input field whose slots hold a batch; the source's
- * ring then has a slot per execution the DAG may have in flight, and holds
- * no buffer of its own. */
-static adag_status_t check_dag(adag_data_source_t *src)
-{
-    const struct adag_dag *dag = src->p.dag;
-    if (dag->ninputs != 1)
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: DAG %s has %u input fields; a source feeds a DAG "
-                          "with one",
-                          dag->name, dag->ninputs);
-    if (dag->capacity < src->batch_bytes)
-        return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: a batch of %zu bytes does not fit DAG %s's slots of "
-                          "%zu bytes (slot_capacity)",
-                          src->batch_bytes, dag->name, dag->capacity);
-    src->nslots = dag->max_inflight;
-    src->p.budget = 0; /* the batches live in the DAG's slots */
-    return ADAG_OK;
-}
-
 static void source_free(adag_data_source_t *src)
 {
     for (uint32_t i = 0; i < src->nshards; i++) {
@@ -652,14 +341,14 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
     if (!params || !out)
         return adag_error(ADAG_ERR_INVALID, "adag_data_open: params or out is NULL");
     *out = NULL;
-    if ((st = check_params(params)) != ADAG_OK)
+    if ((st = adag_data_check_params(params)) != ADAG_OK)
         return st;
     adag_data_source_t *src = calloc(1, sizeof(*src));
     if (!src)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
     src->p = *params;
     src->p.shards = NULL;
-    defaults(&src->p);
+    adag_data_defaults(&src->p);
     src->fmt = adag_data_format(params->format);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -668,8 +357,8 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
     pthread_cond_init(&src->work_cv, &ca);
     pthread_cond_init(&src->ready_cv, &ca);
     pthread_condattr_destroy(&ca);
-    if ((st = expand_shards(src, params)) != ADAG_OK || (st = open_shards(src)) != ADAG_OK ||
-        (st = count_batches(src)) != ADAG_OK)
+    if ((st = adag_data_expand_shards(src, params)) != ADAG_OK || (st = adag_data_open_shards(src)) != ADAG_OK ||
+        (st = adag_data_count_batches(src)) != ADAG_OK)
         goto fail;
     src->p.fields = NULL; /* the formats copied what they need at open */
     src->sample_size = src->p.sample_size;
@@ -687,7 +376,7 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
         src->nslots = RING_BYTES / src->batch_bytes > RING_MAX ? RING_MAX
                                                                 : (unsigned)(RING_BYTES /
                                                                              src->batch_bytes);
-    if (src->p.dag && (st = check_dag(src)) != ADAG_OK)
+    if (src->p.dag && (st = adag_data_check_dag(src)) != ADAG_OK)
         goto fail;
     if (!(params->field_mask & ADAG_DATA_PARAM_BUDGET) && !src->p.dag)
         src->p.budget = src->batch_bytes * src->nslots;
