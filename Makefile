@@ -28,6 +28,9 @@ LIBS := -lpthread -ldl
 # libarchive (Debian's libarchive-dev): the data stage's WebDataset shards
 # (data/format_tar.c)
 LIBS += $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
+# libjpeg-turbo (Debian's libturbojpeg0-dev): the data stage's image map
+# (data/image.c); libm for its crop draws
+LIBS += $(shell pkg-config --libs libturbojpeg 2>/dev/null || echo -lturbojpeg) -lm
 
 # UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
 # without it transport/chan_ucx_none.c says "built without UCX" at first use.
@@ -484,7 +487,7 @@ test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/a
 # ---- fuzzing (libFuzzer, clang) ----
 # Fuzz targets for the decoders that read a peer's bytes, and the data stage's
 # header parsers (tests/fuzz/README.md):
-#   make fuzz        builds build/fuzz/fuzz_{wire,program,control,npy,megatron,tar} (clang, ASan+UBSan)
+#   make fuzz        builds build/fuzz/fuzz_{wire,program,control,npy,megatron,tar,jpeg} (clang, ASan+UBSan)
 #   make fuzz-run    runs each for FUZZ_SECONDS (default 20), one after the other,
 #                    on a scratch copy of its seeds (build/fuzz/work/<t>); fails on
 #                    any crash, leak, sanitizer report or failed check
@@ -493,7 +496,7 @@ test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/a
 #                    tests/fuzz/corpus (review the size before committing)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_TARGETS := wire program control npy megatron tar
+FUZZ_TARGETS := wire program control npy megatron tar jpeg
 FUZZ_DIR := build/fuzz
 FUZZ_CORPUS ?= tests/fuzz/corpus
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -505,7 +508,8 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # host device that table may open), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out $(LIB_SKIP),$(wildcard common/*.c \
     transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c \
-    data/npy.c data/megatron_idx.c data/why.c data/shard.c data/formats.c data/format_tar.c)
+    data/npy.c data/megatron_idx.c data/why.c data/shard.c data/formats.c data/format_tar.c \
+    data/image.c data/sample.c data/order.c)
 FUZZ_HDRS := $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h dag/*.h data/*.h \
     tests/fuzz/*.h)
 

@@ -7,8 +7,9 @@ set -euo pipefail
 # libpmix-dev: workers launched by mpirun/srun find their driver through PMIx
 # iproute2: the multi-host tests build hosts out of network namespaces (ip netns)
 # libarchive-dev: the data stage reads WebDataset .tar shards with libarchive
+# libturbojpeg0-dev: the data stage decodes JPEGs with libjpeg-turbo
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
-      libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev)
+      libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

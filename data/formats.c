@@ -130,3 +130,34 @@ const adag_data_format_ops_t adag_data_tokens_ops = {
     .sample = tokens_sample,
     .close = close_maps,
 };
+
+/* ---- files: one file, one sample ---- */
+
+static adag_status_t files_open(adag_data_shard_t *sh, const adag_data_params_t *p)
+{
+    (void)p;
+    adag_status_t st = adag_data_map(sh->path, &sh->data);
+    if (st != ADAG_OK)
+        return st;
+    if (sh->data.len == 0)
+        return adag_error(ADAG_ERR_INVALID, "data shard %s: an empty file is not a sample",
+                          sh->path);
+    sh->nsamples = 1;
+    sh->sample_size = sh->data.len;
+    sh->dtype = ADAG_DTYPE_BYTES;
+    return ADAG_OK;
+}
+
+static const void *files_sample(const adag_data_shard_t *sh, uint64_t i)
+{
+    (void)i;
+    return sh->data.base;
+}
+
+const adag_data_format_ops_t adag_data_files_ops = {
+    .format = ADAG_DATA_FORMAT_FILES,
+    .name = "files",
+    .open = files_open,
+    .sample = files_sample,
+    .close = close_maps,
+};

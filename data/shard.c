@@ -52,7 +52,7 @@ void adag_data_unmap(adag_data_map_t *m)
 }
 
 extern const adag_data_format_ops_t adag_data_records_ops, adag_data_npy_ops,
-    adag_data_tokens_ops, adag_data_webdataset_ops;
+    adag_data_tokens_ops, adag_data_webdataset_ops, adag_data_files_ops;
 
 const adag_data_format_ops_t *adag_data_format(adag_data_format_t f)
 {
@@ -61,6 +61,7 @@ const adag_data_format_ops_t *adag_data_format(adag_data_format_t f)
         &adag_data_npy_ops,
         &adag_data_tokens_ops,
         &adag_data_webdataset_ops,
+        &adag_data_files_ops,
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (table[i]->format == f)

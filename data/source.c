@@ -87,47 +87,81 @@ static void seq_place(const adag_data_source_t *src, uint64_t seq, uint64_t *epo
     *global = g % src->batches_global; /* past the end (PAD): the first ones again */
 }
 
-/* Fills seq's batch into buf (no lock held). */
-static adag_status_t fill(adag_data_source_t *src, epoch_view_t *v, uint64_t seq,
-                          unsigned char *buf, uint64_t *bytes)
+/* A thread's memory for filling: its view of the epoch's order, its
+ * scratch for the map callback, and what it counted since it last took the
+ * lock. */
+typedef struct {
+    epoch_view_t view;
+    void *scratch;
+    uint64_t bytes, bad;
+} filler_t;
+
+/* Samples tried in a batch's place when maps call them bad (BAD_SKIP). */
+#define BAD_TRIES 16
+
+/* Writes the sample at position pos of the epoch into out. */
+static adag_status_t fill_one(adag_data_source_t *src, filler_t *f, uint64_t epoch, uint64_t pos,
+                              unsigned char *out)
+{
+    uint64_t ord = adag_order_window(pos, src->nsamples, src->p.shuffle_window, src->p.seed,
+                                     epoch);
+    uint64_t local;
+    const adag_data_shard_t *sh = locate(src, &f->view, ord, &local);
+    adag_data_sample_t s = {
+        .size = sh->sample_size,
+        .dtype = sh->dtype,
+        .index = pos,
+        .shard = sh->path,
+        .scratch = f->scratch,
+        .scratch_size = f->scratch ? src->p.scratch_size : 0,
+    };
+    if (src->fmt->fields)
+        src->fmt->fields(sh, local, &s);
+    else
+        s.data = src->fmt->sample(sh, local);
+    for (unsigned k = 0; k < s.nfields; k++)
+        f->bytes += s.fields[k].size;
+    f->bytes += s.nfields ? 0 : s.size;
+    if (!src->p.map) {
+        memcpy(out, s.data, src->sample_size);
+        return ADAG_OK;
+    }
+    uint64_t rng = adag_order_key(src->p.seed, epoch, 2, pos);
+    adag_error_clear();
+    adag_status_t st = src->p.map(src->p.map_arg, &s, &rng, out, src->sample_size);
+    if (st != ADAG_OK) {
+        const char *msg = adag_last_error();
+        if (!msg || !msg[0])
+            return adag_error(st, "%s: sample %llu: the map callback returned %s", sh->path,
+                              (unsigned long long)pos, adag_status_str(st));
+        return st; /* adag_data_fail said what */
+    }
+    return ADAG_OK;
+}
+
+/* Fills seq's batch into buf (no lock held). A sample a map calls bad is,
+ * with ADAG_DATA_BAD_SKIP, replaced by the next of the epoch's order. */
+static adag_status_t fill(adag_data_source_t *src, filler_t *f, uint64_t seq, unsigned char *buf)
 {
     uint64_t epoch, batch, g;
     seq_place(src, seq, &epoch, &batch, &g);
-    view_set(src, v, epoch);
+    view_set(src, &f->view, epoch);
     unsigned bs = src->p.batch_size;
     for (unsigned j = 0; j < bs; j++) {
         uint64_t pos = (g * bs + j) % src->nsamples; /* PAD: completed from the start */
-        uint64_t ord = adag_order_window(pos, src->nsamples, src->p.shuffle_window,
-                                         src->p.seed, epoch);
-        uint64_t local;
-        const adag_data_shard_t *sh = locate(src, v, ord, &local);
-        adag_data_sample_t s = {
-            .size = sh->sample_size,
-            .dtype = sh->dtype,
-            .index = pos,
-            .shard = sh->path,
-        };
-        if (src->fmt->fields)
-            src->fmt->fields(sh, local, &s);
-        else
-            s.data = src->fmt->sample(sh, local);
         unsigned char *out = buf + (size_t)j * src->sample_size;
-        for (unsigned f = 0; f < s.nfields; f++)
-            *bytes += s.fields[f].size;
-        *bytes += s.nfields ? 0 : s.size;
-        if (!src->p.map) {
-            memcpy(out, s.data, src->sample_size);
-            continue;
-        }
-        uint64_t rng = adag_order_key(src->p.seed, epoch, 2, pos);
-        adag_error_clear();
-        adag_status_t st = src->p.map(src->p.map_arg, &s, &rng, out, src->sample_size);
-        if (st != ADAG_OK) {
-            const char *msg = adag_last_error();
-            if (!msg || !msg[0])
-                return adag_error(st, "%s: sample %llu: the map callback returned %s",
-                                  sh->path, (unsigned long long)pos, adag_status_str(st));
-            return st; /* adag_data_fail said what */
+        for (unsigned tries = 1;; tries++) {
+            adag_status_t st = fill_one(src, f, epoch, pos, out);
+            if (st == ADAG_OK)
+                break;
+            if (st != ADAG_ERR_INVALID || src->p.bad_policy != ADAG_DATA_BAD_SKIP)
+                return st;
+            f->bad++;
+            if (tries == BAD_TRIES)
+                return adag_error(st, "%s (and the %d samples after it were bad too: "
+                                      "ADAG_DATA_BAD_SKIP gives up)",
+                                  adag_last_error(), BAD_TRIES - 1);
+            pos = (pos + 1) % src->nsamples;
         }
     }
     return ADAG_OK;
@@ -172,6 +206,14 @@ static void wait_end(adag_data_source_t *src, int64_t t0)
     src->blocked_ns += adag_now_ns() - t0;
 }
 
+/* Under the lock: what a thread counted while filling goes to the stats. */
+static void counted(adag_data_source_t *src, filler_t *f)
+{
+    src->bytes_read += f->bytes;
+    src->bad_samples += f->bad;
+    f->bytes = f->bad = 0;
+}
+
 /* How long a thread feeding a DAG whose window is full waits before it
  * tries to reserve again (reserving without waiting keeps the source's
  * lock from being held across the DAG's wait, and close prompt). */
@@ -204,7 +246,7 @@ static int feed_reserve(adag_data_source_t *src)
 
 /* A thread feeding a DAG: reserve in batch order, fill in the slot,
  * commit (a failure cancels the execution and fails the source). */
-static void feed_loop(adag_data_source_t *src, epoch_view_t *v)
+static void feed_loop(adag_data_source_t *src, filler_t *f)
 {
     for (;;) {
         int64_t t0 = wait_begin(src);
@@ -220,8 +262,7 @@ static void feed_loop(adag_data_source_t *src, epoch_view_t *v)
         uint64_t seq = slot->seq;
         pthread_mutex_unlock(&src->lock);
 
-        uint64_t bytes = 0;
-        adag_status_t st = fill(src, v, seq, slot->buf, &bytes);
+        adag_status_t st = fill(src, f, seq, slot->buf);
         if (st == ADAG_OK) {
             size_t size = src->batch_bytes;
             st = adag_dag_commit(src->p.dag, slot->ref, &size, 1);
@@ -233,7 +274,7 @@ static void feed_loop(adag_data_source_t *src, epoch_view_t *v)
         }
 
         pthread_mutex_lock(&src->lock);
-        src->bytes_read += bytes;
+        counted(src, f);
         if (st != ADAG_OK) {
             fail_locked(src, st, adag_last_error());
             return;
@@ -247,14 +288,17 @@ static void feed_loop(adag_data_source_t *src, epoch_view_t *v)
 static void *thread_main(void *arg)
 {
     adag_data_source_t *src = arg;
-    epoch_view_t v = {0};
-    v.order = calloc(src->nshards, sizeof(*v.order));
-    v.prefix = calloc((size_t)src->nshards + 1, sizeof(*v.prefix));
+    filler_t f = {0};
+    f.view.order = calloc(src->nshards, sizeof(*f.view.order));
+    f.view.prefix = calloc((size_t)src->nshards + 1, sizeof(*f.view.prefix));
+    /* the scratch is counted in bytes_held since open */
+    f.scratch = src->p.scratch_size ? malloc(src->p.scratch_size) : NULL;
     pthread_mutex_lock(&src->lock);
-    if (!v.order || !v.prefix)
-        fail_locked(src, ADAG_ERR_NO_MEMORY, "data source: out of memory (a thread's shard order)");
+    if (!f.view.order || !f.view.prefix || (src->p.scratch_size && !f.scratch))
+        fail_locked(src, ADAG_ERR_NO_MEMORY,
+                    "data source: out of memory (a thread's shard order and scratch)");
     if (src->p.dag) {
-        feed_loop(src, &v);
+        feed_loop(src, &f);
         goto out;
     }
     for (;;) {
@@ -281,14 +325,13 @@ static void *thread_main(void *arg)
         if (fresh && !(slot->buf = malloc(src->batch_bytes)))
             st = adag_error(ADAG_ERR_NO_MEMORY, "data source: a batch of %zu bytes",
                             src->batch_bytes);
-        uint64_t bytes = 0;
         if (st == ADAG_OK)
-            st = fill(src, &v, seq, slot->buf, &bytes);
+            st = fill(src, &f, seq, slot->buf);
 
         pthread_mutex_lock(&src->lock);
         if (fresh && !slot->buf)
             src->bytes_held -= src->batch_bytes;
-        src->bytes_read += bytes;
+        counted(src, &f);
         if (st != ADAG_OK) {
             fail_locked(src, st, adag_last_error());
             break;
@@ -299,8 +342,9 @@ static void *thread_main(void *arg)
     }
 out:
     pthread_mutex_unlock(&src->lock);
-    free(v.order);
-    free(v.prefix);
+    free(f.view.order);
+    free(f.view.prefix);
+    free(f.scratch);
     return NULL;
 }
 
@@ -376,16 +420,21 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
         src->nslots = RING_BYTES / src->batch_bytes > RING_MAX ? RING_MAX
                                                                 : (unsigned)(RING_BYTES /
                                                                              src->batch_bytes);
+    src->scratch_bytes = src->p.scratch_size * src->nthreads;
     if (src->p.dag && (st = adag_data_check_dag(src)) != ADAG_OK)
         goto fail;
-    if (!(params->field_mask & ADAG_DATA_PARAM_BUDGET) && !src->p.dag)
-        src->p.budget = src->batch_bytes * src->nslots;
-    if (!src->p.dag && src->p.budget < src->batch_bytes) {
+    if (src->p.dag)
+        src->p.budget = src->scratch_bytes; /* the batches live in the DAG's slots */
+    else if (!(params->field_mask & ADAG_DATA_PARAM_BUDGET))
+        src->p.budget = src->batch_bytes * src->nslots + src->scratch_bytes;
+    if (!src->p.dag && src->p.budget < src->batch_bytes + src->scratch_bytes) {
         st = adag_error(ADAG_ERR_INVALID,
-                        "adag_data_open: a budget of %zu bytes does not hold one batch of %zu",
-                        src->p.budget, src->batch_bytes);
+                        "adag_data_open: a budget of %zu bytes does not hold one batch of %zu "
+                        "and the threads' scratch (%u x %zu)",
+                        src->p.budget, src->batch_bytes, src->nthreads, src->p.scratch_size);
         goto fail;
     }
+    src->bytes_held = src->bytes_peak = src->scratch_bytes;
     src->slots = calloc(src->nslots, sizeof(*src->slots));
     src->free_bufs = calloc(src->nslots, sizeof(*src->free_bufs));
     src->threads = calloc(src->nthreads, sizeof(*src->threads));
@@ -576,7 +625,7 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
         .batches = src->batches,
         .samples = src->samples,
         .bytes_read = src->bytes_read,
-        .bad_skipped = src->skipped,
+        .bad_skipped = src->skipped + src->bad_samples,
         .budget = src->p.budget,
         .bytes_held = src->bytes_held,
         .bytes_peak = src->bytes_peak,
@@ -586,25 +635,6 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
     };
     pthread_mutex_unlock(&src->lock);
     return ADAG_OK;
-}
-
-adag_status_t adag_data_fail(const adag_data_sample_t *sample, const char *fmt, ...)
-{
-    char text[ADAG_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt ? fmt : "(no message)", ap);
-    va_end(ap);
-    if (!sample)
-        return adag_error(ADAG_ERR_INVALID, "%s", text);
-    return adag_error(ADAG_ERR_INVALID, "%s: sample %llu: %s", sample->shard ? sample->shard : "?",
-                      (unsigned long long)sample->index, text);
-}
-
-uint64_t adag_data_rand(uint64_t *rng)
-{
-    *rng += 0x9e3779b97f4a7c15ull;
-    return adag_order_mix(*rng);
 }
 
 adag_status_t adag_data_close(adag_data_source_h src)

@@ -45,6 +45,7 @@ struct adag_data_source {
     uint64_t batches_global; /* per epoch, every rank's */
     uint64_t batches_rank;   /* per epoch, this rank's */
     uint64_t skipped;        /* bad records and shards skipped at open */
+    size_t scratch_bytes;    /* every thread's scratch (held from open to close) */
 
     pthread_mutex_t lock;
     pthread_cond_t work_cv;  /* threads: a slot or budget came free, or stop */
@@ -61,6 +62,7 @@ struct adag_data_source {
     adag_status_t failed;
     char why[ADAG_ERROR_MAX];
     uint64_t batches, samples, bytes_read;
+    uint64_t bad_samples; /* samples a map called bad, replaced (ADAG_DATA_BAD_SKIP) */
     int64_t starved_ns, blocked_ns;
     /* threads waiting now, and the sum of when they began (their waits so
      * far count in the stats before they end) */

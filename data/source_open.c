@@ -119,7 +119,7 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
             ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_SHUFFLE |
             ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
             ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
-            ADAG_DATA_PARAM_FIELDS);
+            ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH);
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)
@@ -151,9 +151,31 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
                               "adag_data_open: WebDataset samples differ in size: a map "
                               "callback writes them into the batch");
     }
+    if (p->format == ADAG_DATA_FORMAT_FILES && !(p->field_mask & ADAG_DATA_PARAM_MAP))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: files differ in size: a map callback writes them "
+                          "into the batch");
+    if ((p->field_mask & ADAG_DATA_PARAM_SCRATCH) &&
+        (!(p->field_mask & ADAG_DATA_PARAM_MAP) || p->scratch_size == 0))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_open: scratch is for a map callback: a map and "
+                          "scratch_size > 0");
     if ((p->field_mask & ADAG_DATA_PARAM_MAP) && (!p->map || p->sample_size == 0))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_open: a map callback needs the callback and sample_size");
+    if ((p->field_mask & ADAG_DATA_PARAM_MAP) && p->map == adag_data_image_map) {
+        /* the built-in image map: its transform and output size, once */
+        if (adag_data_image_check(p->map_arg) != ADAG_OK) {
+            adag_error_prefix("adag_data_open");
+            return ADAG_ERR_INVALID;
+        }
+        size_t need = adag_data_image_size(p->map_arg);
+        if (p->sample_size < need)
+            return adag_error(ADAG_ERR_INVALID,
+                              "adag_data_open: sample_size %zu does not hold the image map's "
+                              "output of %zu bytes (adag_data_image_size)",
+                              p->sample_size, need);
+    }
     if ((p->field_mask & ADAG_DATA_PARAM_THREADS) && (p->threads == 0 || p->threads > MAX_THREADS))
         return adag_error(ADAG_ERR_INVALID, "adag_data_open: threads %u is not in 1..%d",
                           p->threads, MAX_THREADS);
@@ -213,6 +235,8 @@ void adag_data_defaults(adag_data_params_t *p)
         p->seq_len = 0;
     if (!(m & ADAG_DATA_PARAM_DAG))
         p->dag = NULL;
+    if (!(m & ADAG_DATA_PARAM_SCRATCH))
+        p->scratch_size = 0;
     if (!(m & ADAG_DATA_PARAM_FIELDS)) {
         p->fields = NULL; /* the caller's array is used only during open */
         p->nfields = 0;
@@ -263,6 +287,5 @@ adag_status_t adag_data_check_dag(adag_data_source_t *src)
                           "%zu bytes (slot_capacity)",
                           src->batch_bytes, dag->name, dag->capacity);
     src->nslots = dag->max_inflight;
-    src->p.budget = 0; /* the batches live in the DAG's slots */
     return ADAG_OK;
 }

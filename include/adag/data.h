@@ -60,6 +60,10 @@ typedef enum {
      * in place from the mapped file; samples differ in size, so a map
      * callback writes them into the batch */
     ADAG_DATA_FORMAT_WEBDATASET = 4,
+    /* one file, one sample: its bytes (shards given as a
+     * glob over a directory of JPEGs); samples differ in size, so a map callback
+     * writes them into the batch (adag_data_image_map decodes images) */
+    ADAG_DATA_FORMAT_FILES = 5,
 } adag_data_format_t;
 
 /* What a rank does with a share that would be shorter than the others'. */
@@ -99,13 +103,21 @@ typedef struct {
     const char *key;
     const adag_data_field_t *fields;
     unsigned nfields;
+    /* the calling thread's scratch memory (ADAG_DATA_PARAM_SCRATCH bytes,
+     * counted in the budget; NULL, 0 without) */
+    void *scratch;
+    size_t scratch_size;
 } adag_data_sample_t;
 
 /* Fills `out` (sample_size bytes inside the batch) from a sample. `rng` is
  * a per-sample random state, a pure function of (seed, epoch, sample
  * index): draw from it with adag_data_rand. A status other than ADAG_OK
  * fails the source (its message through adag_last_error: call
- * adag_data_fail from the callback to set one). */
+ * adag_data_fail from the callback to set one), except that with
+ * ADAG_DATA_BAD_SKIP a sample the callback calls bad (ADAG_ERR_INVALID,
+ * what adag_data_fail returns) is counted in bad_skipped and its place in
+ * the batch taken by the next sample of the epoch's order that maps (at
+ * most 16 tried): the batch stays a pure function of seed and data. */
 typedef adag_status_t (*adag_data_map_fn)(void *arg, const adag_data_sample_t *sample,
                                           uint64_t *rng, void *out, size_t out_size);
 
@@ -127,6 +139,7 @@ enum {
     ADAG_DATA_PARAM_START = 1u << 10,
     ADAG_DATA_PARAM_DAG = 1u << 11,
     ADAG_DATA_PARAM_FIELDS = 1u << 12,
+    ADAG_DATA_PARAM_SCRATCH = 1u << 13,
 };
 
 typedef struct {
@@ -153,6 +166,9 @@ typedef struct {
      * sample's bytes are copied) */
     adag_data_map_fn map;
     void *map_arg;
+    /* SCRATCH: bytes of scratch memory each thread hands its map callback
+     * (adag_data_image_scratch for the image map); counted in the budget */
+    size_t scratch_size;
     /* THREADS: decoding threads (default 1 + online CPUs / 2, at most 16) */
     unsigned threads;
     /* SEED: the seed (default 0) */
@@ -165,8 +181,8 @@ typedef struct {
     unsigned rank, world;
     adag_data_ranks_policy_t ranks_policy;
     /* BUDGET: bytes the source may hold at once, every buffer counted
-     * (default: prefetch + threads batches plus read buffers); too small
-     * for one batch per thread and its buffers is ADAG_ERR_INVALID */
+     * (default: prefetch + threads batches plus the threads' scratch); too
+     * small for one batch and the scratch is ADAG_ERR_INVALID */
     size_t budget;
     /* PREFETCH: finished batches it may hold ahead of the consumer
      * (default 2) */
@@ -250,6 +266,68 @@ ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t
  * ("<shard>: sample <index>: <text>"), returns ADAG_ERR_INVALID. */
 ADAG_API adag_status_t adag_data_fail(const adag_data_sample_t *sample, const char *fmt, ...)
     ADAG_PRINTF(2, 3);
+
+/* ---- images: JPEG decode -> random-resized crop -> flip -> normalize ---- */
+
+/* Field mask of adag_data_image_t. */
+enum {
+    ADAG_DATA_IMAGE_FIELD = 1u << 0,
+    ADAG_DATA_IMAGE_SCALE = 1u << 1,
+    ADAG_DATA_IMAGE_RATIO = 1u << 2,
+    ADAG_DATA_IMAGE_FLIP = 1u << 3,
+    ADAG_DATA_IMAGE_NORMALIZE = 1u << 4,
+    ADAG_DATA_IMAGE_DTYPE = 1u << 5,
+    ADAG_DATA_IMAGE_MAX_PIXELS = 1u << 6,
+};
+
+/* The vision models' usual training transform, as a map callback
+ * (adag_data_image_map, its arg a const adag_data_image_t *): a JPEG
+ * (libjpeg-turbo) -> a random crop of scale x the image's area and aspect
+ * ratio w/h in ratio (log-uniform; 10 draws, then the centre crop of the
+ * nearest allowed ratio, as torchvision's RandomResizedCrop) resized to
+ * height x width (bilinear, pixel centres aligned) -> flipped left-right
+ * with probability flip -> (v / 255 - mean[c]) / std[c] -> a CHW tensor of
+ * dtype (f32, f16 or bf16, rounded to nearest even). Every draw comes from
+ * the sample's rng, so the output is a pure function of (seed, epoch,
+ * sample). The JPEG is decoded at the smallest of libjpeg-turbo's scales
+ * (1/8 .. 1) whose crop still covers the output, into the thread's scratch.
+ * A bad JPEG (corrupt, truncated, CMYK, larger than max_pixels) is a bad
+ * sample: ADAG_ERR_INVALID with the shard, sample and libjpeg-turbo's
+ * words (skipped and counted with ADAG_DATA_BAD_SKIP). */
+typedef struct {
+    uint64_t field_mask;
+    /* required: the output size */
+    unsigned height, width;
+    /* FIELD: which of params.fields holds the JPEG (WebDataset; default 0;
+     * other formats: the sample's bytes) */
+    unsigned field;
+    /* SCALE: area fraction range (default 0.08 .. 1) */
+    float scale_min, scale_max;
+    /* RATIO: aspect ratio range (default 3/4 .. 4/3) */
+    float ratio_min, ratio_max;
+    /* FLIP: probability of a left-right flip (default 0.5) */
+    float flip;
+    /* NORMALIZE: per channel R, G, B (default ImageNet's: mean 0.485 0.456
+     * 0.406, std 0.229 0.224 0.225) */
+    float mean[3], std[3];
+    /* DTYPE: ADAG_DTYPE_F32 (default), _F16 or _BF16 */
+    adag_dtype_t dtype;
+    /* MAX_PIXELS: largest decoded image accepted, in pixels (default
+     * 4096 x 4096); sizes the scratch */
+    uint64_t max_pixels;
+} adag_data_image_t;
+
+/* Checks an image transform: ADAG_ERR_INVALID saying what is wrong. */
+ADAG_API adag_status_t adag_data_image_check(const adag_data_image_t *img);
+/* Bytes of one output tensor (the source's sample_size), 0 if invalid. */
+ADAG_API size_t adag_data_image_size(const adag_data_image_t *img);
+/* Scratch bytes a thread needs to decode images of up to max_pixels (the
+ * source's scratch_size), 0 if invalid. */
+ADAG_API size_t adag_data_image_scratch(const adag_data_image_t *img);
+/* The map callback: arg is a const adag_data_image_t * (checked once with
+ * adag_data_image_check; it must outlive the source). */
+ADAG_API adag_status_t adag_data_image_map(void *arg, const adag_data_sample_t *sample,
+                                           uint64_t *rng, void *out, size_t out_size);
 
 /* Stops the threads, frees everything (batches still held included). */
 ADAG_API adag_status_t adag_data_close(adag_data_source_h src);

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <turbojpeg.h>
 
 static const char *outdir;
 
@@ -331,9 +332,9 @@ static void control_seeds(const adag_wbuf_t *program)
     adag_msg_encode_prepare(&prepare, &(adag_msg_prepare_t){7, {program->data, program->len},
                                                             {domains.data, domains.len}});
     adag_msg_encode_connect(&connect, &(adag_msg_connect_t){7, {"\0\0\0\0", 4}});
-    adag_msg_encode_dag(&start, &(adag_msg_dag_t){7, ADAG_OK});
-    adag_msg_encode_dag(&abort_dag, &(adag_msg_dag_t){7, ADAG_ERR_ACTOR_DIED});
-    adag_msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK});
+    adag_msg_encode_dag(&start, &(adag_msg_dag_t){7, ADAG_OK, 0});
+    adag_msg_encode_dag(&abort_dag, &(adag_msg_dag_t){7, ADAG_ERR_ACTOR_DIED, 0});
+    adag_msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK, 0});
     adag_msg_encode_failed(&failed, &(adag_msg_failed_t){7, ADAG_ERR_TIMEOUT,
                                                         "actor s2: device channel s1.step[0]: "
                                                         "the peer copy from s1 (host:0) for "
@@ -423,6 +424,37 @@ static void control_seeds(const adag_wbuf_t *program)
         adag_wbuf_free(all[i]);
 }
 
+/* ---- fuzz_jpeg: [options][8 rng bytes][JPEG] ---- */
+
+static void jpeg_seed(const char *name, int w, int h, int pf, int samp, int flags, uint8_t opt)
+{
+    int ch = pf == TJPF_GRAY ? 1 : 3;
+    unsigned char *px = malloc((size_t)w * h * ch), *jpeg = NULL;
+    unsigned long len = 0;
+    tjhandle t = tjInitCompress();
+    if (!px || !t)
+        die("jpeg seed");
+    for (int i = 0; i < w * h * ch; i++)
+        px[i] = (unsigned char)(i * 7 + i / (w * ch) * 13);
+    if (tjCompress2(t, px, w, 0, h, pf, &jpeg, &len, samp, 90, flags) != 0)
+        die(tjGetErrorStr2(t));
+    uint8_t prefix[9] = {opt, 1, 2, 3, 4, 5, 6, 7, 8};
+    save("jpeg", name, prefix, sizeof(prefix), jpeg, len);
+    tjFree(jpeg);
+    tjDestroy(t);
+    free(px);
+}
+
+static void jpeg_seeds(void)
+{
+    jpeg_seed("rgb-444", 24, 16, TJPF_RGB, TJSAMP_444, 0, 0);
+    jpeg_seed("rgb-420-f16", 40, 40, TJPF_RGB, TJSAMP_420, 0, 1 | 4);
+    jpeg_seed("rgb-422-bf16-flip", 33, 17, TJPF_RGB, TJSAMP_422, 0, 2 | 8);
+    jpeg_seed("gray", 16, 16, TJPF_GRAY, TJSAMP_GRAY, 0, 0);
+    jpeg_seed("progressive", 64, 48, TJPF_RGB, TJSAMP_420, TJFLAG_PROGRESSIVE, 4);
+    jpeg_seed("large-scaled", 300, 200, TJPF_RGB, TJSAMP_420, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -437,6 +469,7 @@ int main(int argc, char **argv)
     wire_seeds();
     program_seeds(&program);
     control_seeds(&program);
+    jpeg_seeds();
     adag_wbuf_free(&program);
     for (unsigned i = 0; i < FUZZ_NCHANS; i++)
         adag_wbuf_free(&descs[i]);
