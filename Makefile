@@ -31,6 +31,9 @@ LIBS += $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
 # libjpeg-turbo (Debian's libturbojpeg0-dev): the data stage's image map
 # (data/image.c); libm for its crop draws
 LIBS += $(shell pkg-config --libs libturbojpeg 2>/dev/null || echo -lturbojpeg) -lm
+# libcurl (Debian's libcurl4-openssl-dev) and xxHash (libxxhash-dev): the data
+# stage's http(s) shards and their disk cache's checksums (data/fetch.c, cache.c)
+LIBS += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl) -lxxhash
 
 # UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
 # without it transport/chan_ucx_none.c says "built without UCX" at first use.

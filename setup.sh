@@ -8,8 +8,11 @@ set -euo pipefail
 # iproute2: the multi-host tests build hosts out of network namespaces (ip netns)
 # libarchive-dev: the data stage reads WebDataset .tar shards with libarchive
 # libturbojpeg0-dev: the data stage decodes JPEGs with libjpeg-turbo
+# libcurl4-openssl-dev, libxxhash-dev: it fetches http(s) shards into a disk cache
+#   whose entries carry XXH3 checksums
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
-      libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev)
+      libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev
+      libcurl4-openssl-dev libxxhash-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

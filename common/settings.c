@@ -68,6 +68,21 @@ static const setting_def_t setting_table[] = {
     {"ADAG_REMOTE_TIMEOUT_MS", SETTING_INT, "5000", 1000, 600000, FIELD(remote_timeout_ms),
      "a silent or cut link to a remote worker (or its driver) fails after this long (TCP "
      "keepalive probes each second, and the same bound on unacknowledged data)"},
+    {"ADAG_DATA_CACHE_DIR", SETTING_STRING, NULL, 0, 0, FIELD(data_cache_dir),
+     "the data stage's cache of http(s) shards (default $XDG_CACHE_HOME/adag/shards, else "
+     "~/.cache/adag/shards); created 0700, shared by processes through file locks"},
+    {"ADAG_DATA_CACHE_BYTES", SETTING_INT, "10737418240", 1048576, (int64_t)1 << 50,
+     FIELD(data_cache_bytes),
+     "bytes the shard cache keeps; least recently used shards no source uses are evicted"},
+    {"ADAG_DATA_FETCHES", SETTING_INT, "4", 1, 64, FIELD(data_fetches),
+     "http(s) shards a data source fetches at once"},
+    {"ADAG_DATA_HTTP_RETRIES", SETTING_INT, "4", 0, 20, FIELD(data_http_retries),
+     "retries of a shard fetch that failed transiently (no connection, cut transfer, "
+     "timeout, HTTP 408/429/5xx), with backoff from 200 ms doubling to 5 s"},
+    {"ADAG_DATA_HTTP_TIMEOUT_MS", SETTING_INT, "30000", 100, 3600000,
+     FIELD(data_http_timeout_ms),
+     "a shard fetch fails (and is retried) when connecting or a stalled transfer takes "
+     "this long"},
 };
 
 #define NSETTINGS (sizeof(setting_table) / sizeof(setting_table[0]))

@@ -25,6 +25,11 @@ typedef struct {
     const char *token;           /* ADAG_TOKEN */
     const char *hosts;           /* ADAG_HOSTS */
     int64_t remote_timeout_ms;   /* ADAG_REMOTE_TIMEOUT_MS */
+    const char *data_cache_dir;  /* ADAG_DATA_CACHE_DIR */
+    int64_t data_cache_bytes;    /* ADAG_DATA_CACHE_BYTES */
+    int64_t data_fetches;        /* ADAG_DATA_FETCHES */
+    int64_t data_http_retries;   /* ADAG_DATA_HTTP_RETRIES */
+    int64_t data_http_timeout_ms; /* ADAG_DATA_HTTP_TIMEOUT_MS */
 } adag_settings_t;
 
 /* The settings in force (read once, thread-safe). */

@@ -355,6 +355,7 @@ static void source_free(adag_data_source_t *src)
         free(src->shards[i].path);
     }
     free(src->shards);
+    adag_data_cache_close(src->cache); /* after the shards' mappings */
     for (unsigned i = 0; src->slots && i < src->nslots && !src->p.dag; i++)
         free(src->slots[i].buf);
     for (unsigned i = 0; i < src->nfree; i++)
@@ -401,7 +402,9 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
     pthread_cond_init(&src->work_cv, &ca);
     pthread_cond_init(&src->ready_cv, &ca);
     pthread_condattr_destroy(&ca);
-    if ((st = adag_data_expand_shards(src, params)) != ADAG_OK || (st = adag_data_open_shards(src)) != ADAG_OK ||
+    if ((st = adag_data_expand_shards(src, params)) != ADAG_OK ||
+        (st = adag_data_fetch_shards(src)) != ADAG_OK ||
+        (st = adag_data_open_shards(src)) != ADAG_OK ||
         (st = adag_data_count_batches(src)) != ADAG_OK)
         goto fail;
     src->p.fields = NULL; /* the formats copied what they need at open */
@@ -620,8 +623,14 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
 {
     if (!src || !stats)
         return adag_error(ADAG_ERR_INVALID, "adag_data_stats: source or stats is NULL");
+    adag_data_cache_stats_t cs = {0};
+    if (src->cache)
+        adag_data_cache_stats(src->cache, &cs);
     pthread_mutex_lock(&src->lock);
     *stats = (adag_data_stats_t){
+        .cache_hits = cs.hits,
+        .cache_misses = cs.misses,
+        .bytes_fetched = cs.bytes_fetched,
         .batches = src->batches,
         .samples = src->samples,
         .bytes_read = src->bytes_read,

@@ -9,6 +9,7 @@
 #include <adag/data.h>
 
 #include "common/error.h"
+#include "data/cache.h"
 #include "data/shard.h"
 
 #include <pthread.h>
@@ -46,6 +47,7 @@ struct adag_data_source {
     uint64_t batches_rank;   /* per epoch, this rank's */
     uint64_t skipped;        /* bad records and shards skipped at open */
     size_t scratch_bytes;    /* every thread's scratch (held from open to close) */
+    adag_data_cache_t *cache; /* http(s) shards: their entries, held until close */
 
     pthread_mutex_t lock;
     pthread_cond_t work_cv;  /* threads: a slot or budget came free, or stop */
@@ -81,6 +83,9 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p);
 void adag_data_defaults(adag_data_params_t *p);
 /* The shard paths, globs expanded and sorted. */
 adag_status_t adag_data_expand_shards(adag_data_source_t *src, const adag_data_params_t *p);
+/* Fetches http(s) shards into the cache (several at once, in the order
+ * of the first epoch); their paths become the cached files'. */
+adag_status_t adag_data_fetch_shards(adag_data_source_t *src);
 /* Opens every shard with its format (bad ones fail or are skipped). */
 adag_status_t adag_data_open_shards(adag_data_source_t *src);
 /* Batches per epoch, every rank's and this one's; the start cursor. */

@@ -50,7 +50,7 @@ adag_status_t adag_data_expand_shards(adag_data_source_t *src, const adag_data_p
         const char *s = p->shards[i];
         if (!s || !s[0])
             return adag_error(ADAG_ERR_INVALID, "adag_data_open: shard %u is empty", i);
-        if (!has_glob(s)) {
+        if (!has_glob(s) || adag_data_is_url(s)) { /* a URL's ? is a query */
             st = add_path(src, s, &cap);
             continue;
         }
@@ -119,7 +119,8 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
             ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_SHUFFLE |
             ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
             ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
-            ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH);
+            ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH |
+            ADAG_DATA_PARAM_CACHE);
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)
@@ -237,6 +238,10 @@ void adag_data_defaults(adag_data_params_t *p)
         p->dag = NULL;
     if (!(m & ADAG_DATA_PARAM_SCRATCH))
         p->scratch_size = 0;
+    if (!(m & ADAG_DATA_PARAM_CACHE)) {
+        p->cache_dir = NULL; /* the caller's string is used only during open */
+        p->cache_bytes = 0;
+    }
     if (!(m & ADAG_DATA_PARAM_FIELDS)) {
         p->fields = NULL; /* the caller's array is used only during open */
         p->nfields = 0;

