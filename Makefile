@@ -147,7 +147,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp bench bench-smoke bench-hosts \
+.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
     test-gpu
 all: $(ALL)
 
@@ -267,7 +267,8 @@ $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
 $(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h tests/modules/shared_methods.h \
-    $(BUILD)/libadag.a $(BUILD)/adag-worker $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
+    $(BUILD)/libadag.a $(BUILD)/adag-worker examples/jpeg_shards.h \
+    $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(BUILD)/libadag.a $(LIBS)
 
@@ -342,6 +343,7 @@ bench-smoke: all
 	    "$$(grep -c '"skipped": "' $(BUILD)/bench-quick.json) skipped (not counted), valid JSON"
 	$(MAKE) --no-print-directory demo-gpu
 	$(MAKE) --no-print-directory demo-tp
+	$(MAKE) --no-print-directory demo-loader
 
 demo: all
 	$(BUILD)/examples/pipeline_demo
@@ -360,6 +362,11 @@ demo-gpu: all
 TP_DEMO_ARGS ?= --device host
 demo-tp: all
 	$(BUILD)/examples/tp_pp $(TP_DEMO_ARGS) --iters 500 --inflight 4 --dot $(BUILD)/tp_pp.dot
+
+# examples/loader_pipeline: the data front stage (JPEGs it writes itself) feeding
+# a 2-stage process DAG, a progress bar on a terminal, the source's stats
+demo-loader: all
+	$(BUILD)/examples/loader_pipeline --epochs 2 --dot $(BUILD)/loader.dot
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/adag $(DESTDIR)$(PREFIX)/include \

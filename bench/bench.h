@@ -123,6 +123,16 @@ int baseline_memcpy(size_t bytes, long reps, measure_t *m);
  * memcpy of the same samples in the same order */
 int run_data_tokens(const bench_opts_t *o, measure_t *m);
 int baseline_tokens_memcpy(const bench_opts_t *o, measure_t *m);
+/* bench/data_images.c: the image rows (samples/s) */
+int run_data_images(const bench_opts_t *o, measure_t *m);
+int baseline_images_ideal(const bench_opts_t *o, measure_t *m);
+/* 0 with its samples/s, 1 not installed (why says so), -1 failed */
+int run_images_peer(const bench_opts_t *o, const char *peer, measure_t *m, char *why,
+                    size_t why_len);
+/* 0 if the peer's Python modules import; else why not */
+int images_peer_available(const char *peer, char *why, size_t why_len);
+/* mode 0 local files, 1 http with an empty cache, 2 http with a warm one */
+int run_data_remote(const bench_opts_t *o, int mode, measure_t *m);
 const char *wait_policy_name(wait_policy_t p);
 
 /* adag scenarios (bench/scenarios.c) */

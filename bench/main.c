@@ -34,6 +34,9 @@ typedef enum {
     BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */
     BASE_NCCL_ALLREDUCE_DIRECT, /* NCCL's allreduce through the nccl comm ops alone */
     BASE_TOKENS_MEMCPY, /* memcpy of the same token samples in the same order, one thread */
+    BASE_IMAGES_IDEAL, /* the image map on one thread, times the source's threads */
+    BASE_IMAGES_TORCH, /* torch's DataLoader + PIL (bench/peers/images_torch.py) */
+    BASE_IMAGES_LOCAL, /* an open + one epoch of the same shards as local files */
 } baseline_kind_t;
 
 typedef enum {
@@ -49,6 +52,9 @@ typedef enum {
     RUN_ALLREDUCE_DAG,
     RUN_NCCL_ALLREDUCE_DAG,
     RUN_DATA_TOKENS,
+    RUN_DATA_IMAGES,
+    RUN_DATA_REMOTE_COLD,
+    RUN_DATA_REMOTE_WARM,
 } run_kind_t;
 
 typedef struct {
@@ -174,6 +180,20 @@ static const scenario_t scenarios[] = {
      * memcpy of the same samples in the same order; issue 11's goal >= 0.8 */
     {"data-tokens", RUN_DATA_TOKENS, 1, 1, 1, 8 * 2048 * 2, -1, METRIC_BANDWIDTH,
      BASE_TOKENS_MEMCPY, 1, NULL, DEV_PATH_NONE},
+    /* images (bench/data_images.c): WebDataset JPEGs 256 -> random-resized
+     * crop 224, flip, normalize, f32, batches of 64, samples/s: against the
+     * ideal (one thread's rate x threads; Ray Data in the "ray" column) and
+     * torch's DataLoader + PIL; issue 11's goals >= 0.9x ideal, >= 2x Ray */
+    {"data-images", RUN_DATA_IMAGES, 1, 1, 1, 64, -1, METRIC_THROUGHPUT, BASE_IMAGES_IDEAL, 1,
+     NULL, DEV_PATH_NONE},
+    {"data-images", RUN_DATA_IMAGES, 1, 2, 1, 64, -1, METRIC_THROUGHPUT, BASE_IMAGES_TORCH, 1,
+     NULL, DEV_PATH_NONE},
+    /* the same shards over loopback http through the cache, an open + an
+     * epoch, cold and warm, against local files; goal warm >= 0.95x */
+    {"data-remote-cold", RUN_DATA_REMOTE_COLD, 1, 1, 1, 64, -1, METRIC_THROUGHPUT,
+     BASE_IMAGES_LOCAL, 1, NULL, DEV_PATH_NONE},
+    {"data-remote-warm", RUN_DATA_REMOTE_WARM, 1, 1, 1, 64, -1, METRIC_THROUGHPUT,
+     BASE_IMAGES_LOCAL, 1, NULL, DEV_PATH_NONE},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
@@ -291,6 +311,20 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
         rc = baseline_tokens_memcpy(o, &c->m);
         snprintf(c->label, sizeof c->label, "memcpy of the same samples, 1 thread");
         break;
+    case BASE_IMAGES_IDEAL:
+        rc = baseline_images_ideal(o, &c->m);
+        snprintf(c->label, sizeof c->label, "ideal: image map on 1 thread x threads");
+        break;
+    case BASE_IMAGES_TORCH: {
+        char why[160];
+        rc = run_images_peer(o, "torch", &c->m, why, sizeof why) ? -1 : 0;
+        snprintf(c->label, sizeof c->label, "torch DataLoader + PIL, same workers");
+        break;
+    }
+    case BASE_IMAGES_LOCAL:
+        rc = run_data_remote(o, 0, &c->m);
+        snprintf(c->label, sizeof c->label, "open + epoch of local files");
+        break;
     case BASE_MPI_ALLREDUCE: { /* one MPI run for every allreduce size of this run */
         size_t sizes[NSCENARIOS];
         unsigned nsizes = 0;
@@ -404,6 +438,11 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_DATA_TOKENS:
         (void)pl;
         return run_data_tokens(o, m);
+    case RUN_DATA_IMAGES:
+        return run_data_images(o, m);
+    case RUN_DATA_REMOTE_COLD:
+    case RUN_DATA_REMOTE_WARM:
+        return run_data_remote(o, s->run == RUN_DATA_REMOTE_COLD ? 1 : 2, m);
     }
     return -1;
 }
@@ -424,6 +463,11 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     }
     if ((s->run == RUN_ALLREDUCE || s->run == RUN_ALLREDUCE_DAG) && allreduce_row_available(s->n, r->skipped, sizeof r->skipped)) {
         fprintf(stderr, "adag-bench: %s (%u ranks): skipped: %s\n", s->name, s->n, r->skipped);
+        return 0;
+    }
+    if (s->baseline == BASE_IMAGES_TORCH &&
+        images_peer_available("torch", r->skipped, sizeof r->skipped)) {
+        fprintf(stderr, "adag-bench: %s vs torch: skipped: %s\n", s->name, r->skipped);
         return 0;
     }
     unsigned nccl_ranks;
@@ -509,6 +553,42 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         set_ratio(r, b->label, b->m.gbps);
         snprintf(r->goal, sizeof r->goal, ">= 0.8x memcpy");
         r->goal_met = r->ratio >= 0.8;
+        break;
+    case BASE_IMAGES_IDEAL: {
+        if (!(b = baseline(o, s->baseline, 0, 0, NULL, DEV_PATH_NONE)))
+            return -1;
+        set_ratio(r, b->label, b->m.per_s);
+        /* Ray Data, the same workload, in the "ray" column */
+        char why[160];
+        measure_t ray;
+        int peer = images_peer_available("ray", why, sizeof why)
+                       ? 1
+                       : run_images_peer(o, "ray", &ray, why, sizeof why);
+        if (peer == 0) {
+            r->has_ray = 1;
+            r->ray = ray;
+            r->ray_ratio = r->m.per_s / ray.per_s;
+        } else {
+            fprintf(stderr, "adag-bench: %s vs Ray Data: %s%s\n", s->name,
+                    peer > 0 ? "skipped: " : "failed", peer > 0 ? why : "");
+        }
+        snprintf(r->goal, sizeof r->goal, ">= 0.9x ideal, >= 2x Ray Data");
+        r->goal_met = r->ratio >= 0.9 && (!r->has_ray || r->ray_ratio >= 2);
+        break;
+    }
+    case BASE_IMAGES_TORCH:
+        if (!(b = baseline(o, s->baseline, 0, 0, NULL, DEV_PATH_NONE)))
+            return -1;
+        set_ratio(r, b->label, b->m.per_s);
+        break;
+    case BASE_IMAGES_LOCAL:
+        if (!(b = baseline(o, s->baseline, 0, 0, NULL, DEV_PATH_NONE)))
+            return -1;
+        set_ratio(r, b->label, b->m.per_s);
+        if (s->run == RUN_DATA_REMOTE_WARM) {
+            snprintf(r->goal, sizeof r->goal, "warm >= 0.95x local");
+            r->goal_met = r->ratio >= 0.95;
+        }
         break;
     case BASE_INFLIGHT_ONE:
         r2 = find_result(s->name, r->placement, s->n, 1, s->bytes, s->spin_ns);

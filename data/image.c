@@ -22,7 +22,7 @@
 
 #define MAX_SIDE 8192u
 #define MAX_PIXELS_LIMIT ((uint64_t)1 << 28)
-#define DEFAULT_MAX_PIXELS ((uint64_t)4096 * 4096)
+#define DEFAULT_MAX_PIXELS ((uint64_t)2048 * 2048)
 /* torchvision's RandomResizedCrop: draws before the centre-crop fallback */
 #define CROP_TRIES 10
 
@@ -229,20 +229,29 @@ static void resample(const image_t *t, const unsigned char *px, size_t pitch, co
 }
 
 /* The smallest of libjpeg-turbo's scales whose crop still covers the
- * output (scale 1 if none does: the crop is then upsampled). */
-static tjscalingfactor pick_scale(const image_t *t, unsigned cw, unsigned ch)
+ * output (scale 1 if none does: the crop is then upsampled); if the W x H
+ * image at that scale is over max_pixels, the largest scale under it
+ * (a very large image: its crop is then upsampled a little). {0, 0} if
+ * even 1/8 is over. */
+static tjscalingfactor pick_scale(const image_t *t, unsigned W, unsigned H, unsigned cw,
+                                  unsigned ch)
 {
     int n = 0;
-    tjscalingfactor *sf = tjGetScalingFactors(&n), best = {1, 1};
+    tjscalingfactor *sf = tjGetScalingFactors(&n), best = {1, 1}, fits = {0, 0};
     for (int i = 0; sf && i < n; i++) {
         if (sf[i].num > sf[i].denom)
             continue; /* only reductions */
         double f = (double)sf[i].num / sf[i].denom;
-        if (cw * f >= t->width && ch * f >= t->height &&
-            f < (double)best.num / best.denom)
+        if (cw * f >= t->width && ch * f >= t->height && f < (double)best.num / best.denom)
             best = sf[i];
+        if ((uint64_t)TJSCALED((int)W, sf[i]) * (uint64_t)TJSCALED((int)H, sf[i]) <=
+                t->max_pixels &&
+            (!fits.denom || f > (double)fits.num / fits.denom))
+            fits = sf[i];
     }
-    return best;
+    if (fits.denom && (double)fits.num / fits.denom < (double)best.num / best.denom)
+        return fits;
+    return fits.denom ? best : fits;
 }
 
 adag_status_t adag_data_image_map(void *arg, const adag_data_sample_t *s, uint64_t *rng,
@@ -280,9 +289,8 @@ adag_status_t adag_data_image_map(void *arg, const adag_data_sample_t *s, uint64
         st = adag_data_fail(s, "not a JPEG: %s", tjGetErrorStr2(h));
         goto out;
     }
-    if (W <= 0 || H <= 0 || (uint64_t)W * (uint64_t)H > t.max_pixels) {
-        st = adag_data_fail(s, "a %dx%d image is larger than max_pixels %llu", W, H,
-                            (unsigned long long)t.max_pixels);
+    if (W <= 0 || H <= 0) {
+        st = adag_data_fail(s, "a %dx%d JPEG", W, H);
         goto out;
     }
     if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
@@ -292,7 +300,12 @@ adag_status_t adag_data_image_map(void *arg, const adag_data_sample_t *s, uint64
     unsigned cx, cy, cw, ch;
     choose_crop(&t, (unsigned)W, (unsigned)H, rng, &cx, &cy, &cw, &ch);
     int flip = unit(rng) < t.flip;
-    tjscalingfactor sf = pick_scale(&t, cw, ch);
+    tjscalingfactor sf = pick_scale(&t, (unsigned)W, (unsigned)H, cw, ch);
+    if (!sf.denom) {
+        st = adag_data_fail(s, "a %dx%d image is over max_pixels %llu even decoded at 1/8", W,
+                            H, (unsigned long long)t.max_pixels);
+        goto out;
+    }
     unsigned SW = (unsigned)TJSCALED(W, sf), SH = (unsigned)TJSCALED(H, sf);
     size_t pitch = (size_t)SW * 3, pixels = pitch * SH;
     size_t room = s->scratch_size > tables_size(&t) ? s->scratch_size - tables_size(&t) : 0;

@@ -393,6 +393,7 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
     src->p = *params;
     src->p.shards = NULL;
+    src->opened_ns = adag_now_ns();
     adag_data_defaults(&src->p);
     src->fmt = adag_data_format(params->format);
     pthread_condattr_t ca;
@@ -628,6 +629,7 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
         adag_data_cache_stats(src->cache, &cs);
     pthread_mutex_lock(&src->lock);
     *stats = (adag_data_stats_t){
+        .elapsed_s = (double)(adag_now_ns() - src->opened_ns) / 1e9,
         .cache_hits = cs.hits,
         .cache_misses = cs.misses,
         .bytes_fetched = cs.bytes_fetched,
@@ -650,6 +652,8 @@ adag_status_t adag_data_close(adag_data_source_h src)
 {
     if (!src)
         return ADAG_OK;
+    if (src->progress_out) /* the bar's line ends */
+        fputc('\n', src->progress_out);
     stop_threads(src);
     source_free(src);
     return ADAG_OK;

@@ -73,6 +73,11 @@ struct adag_data_source {
 
     pthread_t *threads;
     unsigned nthreads, started;
+
+    int64_t opened_ns;
+    /* adag_data_progress (the consumer's): the terminal drawn on, when */
+    FILE *progress_out;
+    int64_t progress_ns;
 };
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */

@@ -100,6 +100,27 @@ static adag_status_t open_images(const char *glob, const adag_data_image_t *img,
     return adag_data_open(&p, src);
 }
 
+/* A one-thread source over one JPEG file, batches of 1, with the scratch
+ * given. */
+static adag_status_t open_one(const char *path, const adag_data_image_t *img, size_t scratch,
+                              adag_data_source_h *src)
+{
+    const char *shards[] = {path};
+    adag_data_params_t p = {
+        .field_mask = ADAG_DATA_PARAM_MAP | ADAG_DATA_PARAM_SCRATCH | ADAG_DATA_PARAM_THREADS,
+        .shards = shards,
+        .nshards = 1,
+        .format = ADAG_DATA_FORMAT_FILES,
+        .batch_size = 1,
+        .sample_size = adag_data_image_size(img),
+        .map = adag_data_image_map,
+        .map_arg = (void *)img,
+        .scratch_size = scratch,
+        .threads = 1,
+    };
+    return adag_data_open(&p, src);
+}
+
 /* The first batch of a source (copied; the caller frees it). */
 static float *first_batch(adag_data_source_h src, size_t *size)
 {
@@ -269,20 +290,9 @@ Test(data_image, dct_scaling_keeps_the_scratch_small)
     };
     for (int big = 0; big < 2; big++) {
         img.height = img.width = big ? 512 : 64;
-        adag_data_params_t p = {
-            .field_mask = ADAG_DATA_PARAM_MAP | ADAG_DATA_PARAM_SCRATCH | ADAG_DATA_PARAM_THREADS,
-            .shards = shards,
-            .nshards = 1,
-            .format = ADAG_DATA_FORMAT_FILES,
-            .batch_size = 1,
-            .sample_size = adag_data_image_size(&img),
-            .map = adag_data_image_map,
-            .map_arg = &img,
-            .scratch_size = 200 << 10,
-            .threads = 1,
-        };
         adag_data_source_h src;
-        cr_assert_eq(adag_data_open(&p, &src), ADAG_OK, "%s", adag_last_error());
+        cr_assert_eq(open_one(shards[0], &img, 200 << 10, &src), ADAG_OK, "%s",
+                     adag_last_error());
         adag_data_batch_t b;
         adag_status_t st = adag_data_next(src, &b, 20000);
         if (!big) {
@@ -296,6 +306,29 @@ Test(data_image, dct_scaling_keeps_the_scratch_small)
                           strstr(adag_last_error(), "scale 1/2") &&
                           strstr(adag_last_error(), "scratch"),
                       "%s", adag_last_error());
+        }
+        adag_data_close(src);
+    }
+    /* max_pixels below what the covering scale (1/4 for 256) decodes: the
+     * largest scale under it (1/8) is used; below even 1/8: a bad sample */
+    for (int tiny = 0; tiny < 2; tiny++) {
+        img.field_mask |= ADAG_DATA_IMAGE_MAX_PIXELS;
+        img.height = img.width = 256;
+        img.max_pixels = tiny ? 100 : 200 * 200;
+        adag_data_source_h src;
+        cr_assert_eq(open_one(shards[0], &img, adag_data_image_scratch(&img), &src), ADAG_OK,
+                     "%s", adag_last_error());
+        adag_data_batch_t b;
+        adag_status_t st = adag_data_next(src, &b, 20000);
+        if (!tiny) {
+            cr_assert_eq(st, ADAG_OK, "256 from 1024 within 200x200 pixels: %s",
+                         adag_last_error());
+            const float *B = (const float *)b.data + 2 * 256 * 256;
+            cr_assert(fabsf(pixel_of(B[1000], 2) - 30) < 3);
+            adag_data_release(src, &b);
+        } else {
+            cr_assert_eq(st, ADAG_ERR_INVALID);
+            cr_assert(strstr(adag_last_error(), "even decoded at 1/8"), "%s", adag_last_error());
         }
         adag_data_close(src);
     }

@@ -272,9 +272,22 @@ typedef struct {
                                over the threads, waits still going included) */
     /* http(s) shards: found valid in the cache, fetched, bytes fetched */
     uint64_t cache_hits, cache_misses, bytes_fetched;
+    double elapsed_s;       /* since the source was opened (rates: samples / elapsed_s) */
 } adag_data_stats_t;
 
 ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats);
+
+/* Prints the source (shards, format, batches per epoch, rank) and its
+ * stats, as adag-info prints, to out: rates, waits, memory against the
+ * budget, bad records, the cache. */
+ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out);
+
+/* Redraws a one-line progress bar for the batches delivered so far (epoch,
+ * position in it, samples/s, MB/s read, memory held of the budget, time
+ * starved) on out when out is a terminal, at most 10 times a second;
+ * nothing when it is not (a log stays clean). Call it after each batch;
+ * adag_data_print_stats and adag_data_close end the line. */
+ADAG_API adag_status_t adag_data_progress(adag_data_source_h src, FILE *out);
 
 /* Inside a map callback: sets the message the source fails with
  * ("<shard>: sample <index>: <text>"), returns ADAG_ERR_INVALID. */
@@ -305,7 +318,7 @@ enum {
  * the sample's rng, so the output is a pure function of (seed, epoch,
  * sample). The JPEG is decoded at the smallest of libjpeg-turbo's scales
  * (1/8 .. 1) whose crop still covers the output, into the thread's scratch.
- * A bad JPEG (corrupt, truncated, CMYK, larger than max_pixels) is a bad
+ * A bad JPEG (corrupt, truncated, CMYK, over max_pixels at 1/8) is a bad
  * sample: ADAG_ERR_INVALID with the shard, sample and libjpeg-turbo's
  * words (skipped and counted with ADAG_DATA_BAD_SKIP). */
 typedef struct {
@@ -326,8 +339,11 @@ typedef struct {
     float mean[3], std[3];
     /* DTYPE: ADAG_DTYPE_F32 (default), _F16 or _BF16 */
     adag_dtype_t dtype;
-    /* MAX_PIXELS: largest decoded image accepted, in pixels (default
-     * 4096 x 4096); sizes the scratch */
+    /* MAX_PIXELS: most pixels decoded at once (default 2048 x 2048): sizes
+     * the scratch (3 bytes a pixel). An image whose crop needs more at the
+     * scale that covers the output is decoded at the largest scale that
+     * fits (its crop then upsampled a little); one over it even at 1/8 is
+     * a bad sample */
     uint64_t max_pixels;
 } adag_data_image_t;
 

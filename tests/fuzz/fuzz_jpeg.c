@@ -6,8 +6,9 @@
  *
  * Byte 0 picks the output (bits 0-1: f32, f16, bf16; bit 2: 7 x 5, else
  * 16 x 16; bit 3: always flip); bytes 1-8 seed the sample's rng; the rest
- * is the JPEG, in a heap block of exactly its size. Images above 512 x 512
- * pixels are refused (max_pixels), so every run is bounded. Invariants: on
+ * is the JPEG, in a heap block of exactly its size. At most 512 x 512
+ * pixels are decoded (max_pixels; larger images at a smaller scale, and
+ * refused if even 1/8 is larger), so every run is bounded. Invariants: on
  * success every output element is finite and within the normalized range
  * of pixel values 0..255; on failure the status is ADAG_ERR_INVALID and the
  * message names the sample.

@@ -1,0 +1,359 @@
+/*
+ * adag-bench image rows (include/adag/data.h): a WebDataset of JPEGs the
+ * bench writes once per run (8 shards x 1000 images of 256 x 256, fixed
+ * seed; --quick: 2 x 250) read by a source with the built-in image map
+ * (decode -> random-resized crop to 224 -> flip -> normalize to f32 CHW),
+ * batches of 64, a thread per online CPU, shuffled. Measured in samples/s
+ * over the source's second epoch (the first warms the page cache) against:
+ *   - the ideal: the image map called in a loop on one thread over the same
+ *     samples, its rate times the source's threads (same run);
+ *   - Ray Data and torch's DataLoader with PIL (bench/peers/images_*.py,
+ *     the same shards and transform, the same parallelism), where
+ *     installed;
+ *   - remote: the same shards over http:// from a loopback server
+ *     (Python's http.server) through the cache, cold (empty cache: the
+ *     fetch is in the time) and warm, each an open plus one epoch, against
+ *     an open plus one epoch of the local files.
+ */
+#include "bench.h"
+
+#include <adag/data.h>
+
+#include "data/order.h"
+#include "examples/jpeg_shards.h"
+
+#include <archive.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef ADAG_BENCH_PEERS
+#define ADAG_BENCH_PEERS "bench/peers"
+#endif
+
+#define SIDE 256
+#define OUT 224
+#define BATCH 64
+#define SEED 23
+
+static char dir[64];
+static unsigned nshards, per_shard;
+static pid_t server_pid;
+static int server_port;
+
+static void cleanup(void)
+{
+    if (server_pid > 0) {
+        kill(server_pid, SIGKILL);
+        waitpid(server_pid, NULL, 0);
+    }
+    if (dir[0])
+        jpeg_shards_remove(dir);
+}
+
+static int dataset(const bench_opts_t *o)
+{
+    if (dir[0])
+        return 0;
+    nshards = o->quick ? 2 : 8;
+    per_shard = o->quick ? 250 : 1000;
+    snprintf(dir, sizeof dir, "/tmp/adag-bench-images-%d", (int)getpid());
+    if (mkdir(dir, 0700) != 0)
+        return dir[0] = '\0', -1;
+    atexit(cleanup);
+    fprintf(stderr, "adag-bench: writing %u WebDataset shards x %u JPEGs (%ux%u) in %s\n",
+            nshards, per_shard, SIDE, SIDE, dir);
+    return jpeg_shards_write(dir, nshards, per_shard, SIDE, SEED);
+}
+
+static unsigned threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
+}
+
+static const adag_data_image_t transform = {.height = OUT, .width = OUT};
+
+static adag_status_t open_source(const char *const *shards, unsigned n, const char *cache,
+                                 adag_data_source_h *src)
+{
+    static const char *fields[] = {"jpg"};
+    adag_data_params_t p = {
+        .field_mask = ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_MAP | ADAG_DATA_PARAM_SCRATCH |
+                      ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SHUFFLE | ADAG_DATA_PARAM_SEED |
+                      (cache ? ADAG_DATA_PARAM_CACHE : 0),
+        .shards = shards,
+        .nshards = n,
+        .format = ADAG_DATA_FORMAT_WEBDATASET,
+        .batch_size = BATCH,
+        .sample_size = adag_data_image_size(&transform),
+        .fields = fields,
+        .nfields = 1,
+        .map = adag_data_image_map,
+        .map_arg = (void *)&transform,
+        .scratch_size = adag_data_image_scratch(&transform),
+        .threads = threads(),
+        .shuffle_shards = 1,
+        .shuffle_window = 1000,
+        .seed = SEED,
+        .cache_dir = cache,
+        .cache_bytes = (uint64_t)1 << 32,
+    };
+    return adag_data_open(&p, src);
+}
+
+/* Consumes `epochs` epochs; the samples/s of the last. */
+static int run_epochs(adag_data_source_h src, int epochs, double t_open, double *per_s)
+{
+    uint64_t nb;
+    TRY(adag_data_size(src, &nb, NULL));
+    double t0 = t_open;
+    for (uint64_t b = 0; b < nb * (uint64_t)epochs; b++) {
+        if (epochs > 1 && b == nb * (uint64_t)(epochs - 1))
+            t0 = bench_now_us();
+        adag_data_batch_t bt;
+        TRY(adag_data_next(src, &bt, 120000));
+        volatile float touch = ((const float *)bt.data)[b % 1000];
+        (void)touch;
+        TRY(adag_data_release(src, &bt));
+    }
+    *per_s = (double)(nb * BATCH) / ((bench_now_us() - t0) / 1e6);
+    return 0;
+fail:
+    return -1;
+}
+
+/* Closes the source and reports an epoch's samples/s. */
+static int measured(adag_data_source_h src, double per_s, measure_t *m)
+{
+    adag_data_close(src);
+    memset(m, 0, sizeof(*m));
+    m->per_s = per_s;
+    m->iterations = (long)(nshards * per_shard);
+    return 0;
+}
+
+static const char **local_shards(void)
+{
+    static char paths[16][96];
+    static const char *ptrs[16];
+    for (unsigned k = 0; k < nshards; k++) {
+        snprintf(paths[k], sizeof paths[k], "%s/shard-%02u.tar", dir, k);
+        ptrs[k] = paths[k];
+    }
+    return ptrs;
+}
+
+int run_data_images(const bench_opts_t *o, measure_t *m)
+{
+    if (dataset(o))
+        return -1;
+    adag_data_source_h src = NULL;
+    double per_s;
+    TRY(open_source(local_shards(), nshards, NULL, &src));
+    if (run_epochs(src, 2, 0, &per_s))
+        goto fail;
+    return measured(src, per_s, m);
+fail:
+    adag_data_close(src);
+    return -1;
+}
+
+/* The ideal: the same transform of the same samples by one thread, with
+ * nothing around it, times the source's threads. */
+int baseline_images_ideal(const bench_opts_t *o, measure_t *m)
+{
+    if (dataset(o))
+        return -1;
+    /* the samples through a one-thread source with a map that only copies
+     * the JPEG out would add the source; read them from the tar directly
+     * instead, with libarchive, into memory */
+    char path[128];
+    snprintf(path, sizeof path, "%s/shard-00.tar", dir);
+    struct archive *a = archive_read_new();
+    struct archive_entry *e;
+    unsigned n = 0, cap = per_shard;
+    unsigned char **jpegs = calloc(cap, sizeof(*jpegs));
+    size_t *lens = calloc(cap, sizeof(*lens));
+    void *scratch = malloc(adag_data_image_scratch(&transform));
+    void *out = malloc(adag_data_image_size(&transform));
+    int rc = -1;
+    archive_read_support_format_tar(a);
+    if (!jpegs || !lens || !scratch || !out || archive_read_open_filename(a, path, 1 << 16))
+        goto out;
+    while (n < cap && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+        const char *name = archive_entry_pathname(e);
+        size_t len = (size_t)archive_entry_size(e);
+        if (strlen(name) < 4 || strcmp(name + strlen(name) - 4, ".jpg"))
+            continue;
+        if (!(jpegs[n] = malloc(len)) || archive_read_data(a, jpegs[n], len) != (la_ssize_t)len)
+            goto out;
+        lens[n++] = len;
+    }
+    double best = 0;
+    for (int pass = 0; pass < 2; pass++) { /* the first warms the caches */
+        double t0 = bench_now_us();
+        for (unsigned i = 0; i < n; i++) {
+            adag_data_sample_t s = {.data = jpegs[i], .size = lens[i], .index = i,
+                                    .shard = path, .scratch = scratch,
+                                    .scratch_size = adag_data_image_scratch(&transform)};
+            uint64_t rng = adag_order_key(SEED, 0, 2, i);
+            if (adag_data_image_map((void *)&transform, &s, &rng, out,
+                                    adag_data_image_size(&transform)) != ADAG_OK) {
+                fprintf(stderr, "adag-bench: image map: %s\n", adag_last_error());
+                goto out;
+            }
+        }
+        best = n / ((bench_now_us() - t0) / 1e6);
+    }
+    memset(m, 0, sizeof(*m));
+    m->per_s = best * threads();
+    m->iterations = n;
+    rc = 0;
+out:
+    for (unsigned i = 0; i < n; i++)
+        free(jpegs[i]);
+    free(jpegs);
+    free(lens);
+    free(scratch);
+    free(out);
+    archive_read_free(a);
+    return rc;
+}
+
+/* ---- peers: bench/peers/images_{ray,torch}.py ---- */
+
+/* Runs a peer on the dataset: 0 and its samples/s, 1 if it is not
+ * installed (why says so), -1 if it failed. */
+int run_images_peer(const bench_opts_t *o, const char *peer, measure_t *m, char *why,
+                    size_t why_len)
+{
+    if (dataset(o))
+        return -1;
+    char cmd[PATH_MAX + 256];
+    snprintf(cmd, sizeof cmd,
+             "python3 %s/images_%s.py --shards '%s/shard-*.tar' --threads %u --batch %d "
+             "--seconds %d",
+             ADAG_BENCH_PEERS, peer, dir, threads(), BATCH, o->quick ? 5 : 15);
+    fprintf(stderr, "adag-bench: running %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char line[1024] = "";
+    double per_s = 0;
+    while (fgets(line, sizeof line, p)) {
+        const char *k = strstr(line, "\"samples_per_s\":");
+        if (k)
+            per_s = strtod(k + strlen("\"samples_per_s\":"), NULL);
+    }
+    int status = pclose(p);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+        snprintf(why, why_len, "%s or its libraries are not installed (pip install %s)", peer,
+                 strcmp(peer, "ray") ? "torch torchvision pillow" : "'ray[data]' pillow");
+        return 1;
+    }
+    if (status != 0 || per_s <= 0) {
+        fprintf(stderr, "adag-bench: the %s peer failed (status %d)\n", peer, status);
+        return -1;
+    }
+    memset(m, 0, sizeof(*m));
+    m->per_s = per_s;
+    return 0;
+}
+
+/* ---- remote: the shards over loopback http ---- */
+
+static const char server_py[] =
+    "import http.server, os, sys\n"
+    "os.chdir(sys.argv[1])\n"
+    "class H(http.server.SimpleHTTPRequestHandler):\n"
+    "    def log_message(self, *a):\n"
+    "        pass\n"
+    "s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)\n"
+    "open(sys.argv[2] + '.tmp', 'w').write(str(s.server_address[1]))\n"
+    "os.rename(sys.argv[2] + '.tmp', sys.argv[2])\n"
+    "s.serve_forever()\n";
+
+static int start_server(void)
+{
+    if (server_pid > 0)
+        return 0;
+    char script[128], portfile[128];
+    snprintf(script, sizeof script, "%s/.server.py", dir);
+    snprintf(portfile, sizeof portfile, "%s/.port", dir);
+    FILE *f = fopen(script, "w");
+    if (!f)
+        return -1;
+    fputs(server_py, f);
+    fclose(f);
+    if ((server_pid = fork()) < 0)
+        return -1;
+    if (server_pid == 0) {
+        execlp("python3", "python3", script, dir, portfile, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 1000; i++) {
+        if ((f = fopen(portfile, "r"))) {
+            int ok = fscanf(f, "%d", &server_port) == 1;
+            fclose(f);
+            if (ok)
+                return 0;
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* An open plus one epoch: local files (mode 0), http cold (1: an empty
+ * cache), http warm (2: the cache of the cold run). */
+int run_data_remote(const bench_opts_t *o, int mode, measure_t *m)
+{
+    if (dataset(o) || (mode && start_server()))
+        return -1;
+    char cache[96], urls[16][128];
+    const char *shards[16];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    if (mode == 1)
+        jpeg_shards_remove(cache);
+    for (unsigned k = 0; k < nshards; k++) {
+        snprintf(urls[k], sizeof urls[k], "http://127.0.0.1:%d/shard-%02u.tar", server_port, k);
+        shards[k] = urls[k];
+    }
+    adag_data_source_h src = NULL;
+    if (mode == 2) { /* warm: whatever ran before, the cache holds the shards */
+        TRY(open_source(shards, nshards, cache, &src));
+        adag_data_close(src);
+        src = NULL;
+    }
+    double per_s, t0 = bench_now_us();
+    TRY(open_source(mode ? shards : local_shards(), nshards, mode ? cache : NULL, &src));
+    if (run_epochs(src, 1, t0, &per_s))
+        goto fail;
+    adag_data_stats_t st;
+    adag_data_stats(src, &st);
+    if (mode)
+        fprintf(stderr, "adag-bench: data-remote %s: %llu cache hits, %llu misses, %.1f MB fetched\n",
+                mode == 1 ? "cold" : "warm", (unsigned long long)st.cache_hits,
+                (unsigned long long)st.cache_misses, st.bytes_fetched / 1e6);
+    return measured(src, per_s, m);
+fail:
+    adag_data_close(src);
+    return -1;
+}
+
+int images_peer_available(const char *peer, char *why, size_t why_len)
+{
+    const char *mods = strcmp(peer, "ray") ? "torch, torchvision, PIL" : "ray.data, PIL";
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "python3 -c 'import %s' >/dev/null 2>&1", mods);
+    if (system(cmd) == 0)
+        return 0;
+    snprintf(why, why_len, "python3 cannot import %s (pip install %s)", mods,
+             strcmp(peer, "ray") ? "torch torchvision pillow" : "'ray[data]' pillow");
+    return 1;
+}

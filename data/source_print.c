@@ -1,0 +1,87 @@
+/*
+ * Showing a data source (include/adag/data.h): its stats printed as
+ * adag-info prints, and a progress bar on a terminal.
+ */
+#include "data/source.h"
+
+#include "common/clock.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+/* Redraws at most this often. */
+#define PROGRESS_EVERY_NS 100000000LL
+#define BAR_WIDTH 24
+
+static double mb(double bytes)
+{
+    return bytes / 1e6;
+}
+
+adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out)
+{
+    if (!src || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_print_stats: source or out is NULL");
+    adag_data_stats_t st;
+    adag_status_t rc = adag_data_stats(src, &st);
+    if (rc != ADAG_OK)
+        return rc;
+    if (src->progress_out) { /* a progress bar's line ends first */
+        fputc('\n', src->progress_out);
+        src->progress_out = NULL;
+    }
+    double t = st.elapsed_s > 0 ? st.elapsed_s : 1e-9;
+    fprintf(out, "data source: %u shard%s (%s), %llu samples an epoch, %llu batches of %u for "
+                 "rank %u of %u, %u threads\n",
+            src->nshards, src->nshards == 1 ? "" : "s", src->fmt->name,
+            (unsigned long long)src->nsamples, (unsigned long long)src->batches_rank,
+            src->p.batch_size, src->p.rank, src->p.world, src->nthreads);
+    fprintf(out, "  delivered   %llu batches, %llu samples decoded in %.1f s: %.0f samples/s, "
+                 "%.1f MB/s read\n",
+            (unsigned long long)st.batches, (unsigned long long)st.samples, st.elapsed_s,
+            (double)st.samples / t, mb((double)st.bytes_read) / t);
+    fprintf(out, "  waiting     consumer starved %.2f s; threads blocked %.2f s (on the budget, "
+                 "the consumer or the DAG's window)\n",
+            st.starved_s, st.blocked_s);
+    fprintf(out, "  memory      %.1f MB held of a %.1f MB budget (peak %.1f MB)\n",
+            mb((double)st.bytes_held), mb((double)st.budget), mb((double)st.bytes_peak));
+    fprintf(out, "  bad records %llu skipped\n", (unsigned long long)st.bad_skipped);
+    if (src->cache)
+        fprintf(out, "  cache       %llu hits, %llu misses, %.1f MB fetched\n",
+                (unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses,
+                mb((double)st.bytes_fetched));
+    return ADAG_OK;
+}
+
+adag_status_t adag_data_progress(adag_data_source_h src, FILE *out)
+{
+    if (!src || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_progress: source or out is NULL");
+    int64_t now = adag_now_ns();
+    if (!isatty(fileno(out)) || now - src->progress_ns < PROGRESS_EVERY_NS)
+        return ADAG_OK;
+    src->progress_ns = now;
+    src->progress_out = out;
+    adag_data_stats_t st;
+    adag_data_stats(src, &st);
+    uint64_t done = src->p.start_batch + st.batches, per = src->batches_rank;
+    uint64_t epoch = src->p.start_epoch + done / per, in_epoch = done % per;
+    if (in_epoch == 0 && done > 0) { /* an epoch just ended: show it full */
+        epoch--;
+        in_epoch = per;
+    }
+    unsigned fill = (unsigned)(in_epoch * BAR_WIDTH / per);
+    char bar[BAR_WIDTH + 1];
+    for (unsigned i = 0; i < BAR_WIDTH; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[BAR_WIDTH] = '\0';
+    double t = st.elapsed_s > 0 ? st.elapsed_s : 1e-9;
+    fprintf(out,
+            "\r\033[Kepoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  held %.0f/%.0f MB  "
+            "starved %.1f s",
+            (unsigned long long)epoch, bar, (unsigned long long)in_epoch,
+            (unsigned long long)per, (double)st.samples / t, mb((double)st.bytes_read) / t,
+            mb((double)st.bytes_held), mb((double)st.budget), st.starved_s);
+    fflush(out);
+    return ADAG_OK;
+}
