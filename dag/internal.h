@@ -431,6 +431,15 @@ adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsign
  * (bufs: the acquired slots); waits for those from host memory. */
 adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, void *const *bufs,
                                           const adag_value_t *inputs, int64_t deadline);
+/* The data stage's feeding (data/source.c, dag/reserve.c): adag_dag_reserve,
+ * an input on the driver's device included (its buffer is then device
+ * memory, filled on the driver's compute stream before the commit), and
+ * adag_dag_commit with each input's tensor description (NULL: bytes),
+ * checked against what the field declares. */
+adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffers,
+                                    uint64_t *ref);
+adag_status_t adag_dag_commit_feed(adag_dag_h dag, uint64_t ref, const size_t *sizes,
+                                   const adag_tensor_meta_t *metas);
 /* The wait policy of a loop on `ncpus` CPUs in this DAG. */
 adag_wait_policy_t adag_dag_policy(adag_dag_h dag, unsigned ncpus);
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);

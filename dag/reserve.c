@@ -322,14 +322,21 @@ static adag_status_t check_sizes(adag_dag_h dag, const char *fn, const size_t *s
 
 /* Commits reservation ref with its sizes (checked) and ends the caller's
  * count as an API user. */
-static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes)
+/* metas: each input's tensor description (NULL: bytes, as zero-copy
+ * inputs of the API are) */
+static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
+                   const adag_tensor_meta_t *given)
 {
     pthread_mutex_lock(&dag->lock);
     unsigned s = (unsigned)(ref % dag->max_inflight);
     memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
     adag_tensor_meta_t *metas = slot_metas(dag, ref);
-    for (unsigned i = 0; i < dag->ninputs; i++)
-        metas[i].dtype = metas[i].ndim = 0; /* zero-copy inputs are bytes */
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        if (given)
+            metas[i] = given[i];
+        else
+            metas[i].dtype = metas[i].ndim = 0;
+    }
     dag->ref_flags[s] |= REF_COMMITTED;
     dag->nlegacy -= dag->slot_legacy[s];
     dag->stats.executed++;
@@ -468,7 +475,7 @@ adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const size_t *size
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
         return st; /* a size error leaves it reserved: fix the size, or cancel */
-    commit(dag, ref, sizes);
+    commit(dag, ref, sizes, NULL);
     return ADAG_OK;
 }
 
@@ -535,7 +542,7 @@ adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsig
     if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
         return st; /* still prepared: fix the size, or cancel */
     /* only this thread ends its reservation: seq stays reserved meanwhile */
-    commit(dag, seq, sizes);
+    commit(dag, seq, sizes, NULL);
     *ref = seq;
     return ADAG_OK;
 }
@@ -552,4 +559,41 @@ adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
         cancel_locked(dag, seq);
     pthread_mutex_unlock(&dag->lock);
     return st;
+}
+
+/* ---- the data stage's feeding (dag/internal.h) ---- */
+
+adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffers,
+                                    uint64_t *ref)
+{
+    static const char *fn = "adag_dag_reserve (data source)";
+    uint64_t seq;
+    adag_status_t st = reserve(dag, flags, fn, 0, 0, NULL, &seq);
+    if (st != ADAG_OK)
+        return st;
+    memcpy(buffers, slot_bufs(dag, seq), dag->ninputs * sizeof(*buffers));
+    *ref = seq;
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_commit_feed(adag_dag_h dag, uint64_t ref, const size_t *sizes,
+                                   const adag_tensor_meta_t *metas)
+{
+    static const char *fn = "adag_dag_commit (data source)";
+    pthread_mutex_lock(&dag->lock);
+    adag_status_t st = check_reserved(dag, ref, fn);
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, dag->ninputs)) != ADAG_OK)
+        return st;
+    for (unsigned i = 0; metas && i < dag->ninputs; i++) {
+        adag_value_t v = {.size = sizes[i],
+                          .kind = metas[i].dtype ? ADAG_VALUE_TENSOR : ADAG_VALUE_BYTES,
+                          .dtype = (adag_dtype_t)metas[i].dtype,
+                          .ndim = metas[i].ndim};
+        memcpy(v.shape, metas[i].shape, sizeof(v.shape));
+        if ((st = check_declared(dag, fn, i, &v)) != ADAG_OK)
+            return st;
+    }
+    commit(dag, ref, sizes, metas);
+    return ADAG_OK;
 }

@@ -35,15 +35,6 @@
 
 /* ---- order: which sample goes where ---- */
 
-/* A thread's view of one epoch's shard order: order[k] is the shard read
- * k-th, prefix[k] the samples before it (prefix[nshards] = nsamples). */
-typedef struct {
-    uint64_t epoch;
-    int valid;
-    uint32_t *order;
-    uint64_t *prefix;
-} epoch_view_t;
-
 static void view_set(const adag_data_source_t *src, epoch_view_t *v, uint64_t epoch)
 {
     if (v->valid && v->epoch == epoch)
@@ -86,15 +77,6 @@ static void seq_place(const adag_data_source_t *src, uint64_t seq, uint64_t *epo
     uint64_t g = *batch * src->p.world + src->p.rank;
     *global = g % src->batches_global; /* past the end (PAD): the first ones again */
 }
-
-/* A thread's memory for filling: its view of the epoch's order, its
- * scratch for the map callback, and what it counted since it last took the
- * lock. */
-typedef struct {
-    epoch_view_t view;
-    void *scratch;
-    uint64_t bytes, bad;
-} filler_t;
 
 /* Samples tried in a batch's place when maps call them bad (BAD_SKIP). */
 #define BAD_TRIES 16
@@ -141,7 +123,7 @@ static adag_status_t fill_one(adag_data_source_t *src, filler_t *f, uint64_t epo
 
 /* Fills seq's batch into buf (no lock held). A sample a map calls bad is,
  * with ADAG_DATA_BAD_SKIP, replaced by the next of the epoch's order. */
-static adag_status_t fill(adag_data_source_t *src, filler_t *f, uint64_t seq, unsigned char *buf)
+adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq, unsigned char *buf)
 {
     uint64_t epoch, batch, g;
     seq_place(src, seq, &epoch, &batch, &g);
@@ -170,7 +152,7 @@ static adag_status_t fill(adag_data_source_t *src, filler_t *f, uint64_t seq, un
 /* ---- the threads ---- */
 
 /* Under the lock: the source fails (the first failure stays). */
-static void fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg)
+void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg)
 {
     if (src->failed != ADAG_OK)
         return;
@@ -191,7 +173,7 @@ static int can_take(const adag_data_source_t *src)
 
 /* Under the lock: a thread starts / ends waiting for room (blocked_s
  * counts waits still going too). */
-static int64_t wait_begin(adag_data_source_t *src)
+int64_t adag_data_wait_begin(adag_data_source_t *src)
 {
     int64_t t0 = adag_now_ns();
     src->nwaiting++;
@@ -199,7 +181,7 @@ static int64_t wait_begin(adag_data_source_t *src)
     return t0;
 }
 
-static void wait_end(adag_data_source_t *src, int64_t t0)
+void adag_data_wait_end(adag_data_source_t *src, int64_t t0)
 {
     src->nwaiting--;
     src->wait_start_sum -= t0;
@@ -207,82 +189,11 @@ static void wait_end(adag_data_source_t *src, int64_t t0)
 }
 
 /* Under the lock: what a thread counted while filling goes to the stats. */
-static void counted(adag_data_source_t *src, filler_t *f)
+void adag_data_counted(adag_data_source_t *src, filler_t *f)
 {
     src->bytes_read += f->bytes;
     src->bad_samples += f->bad;
     f->bytes = f->bad = 0;
-}
-
-/* How long a thread feeding a DAG whose window is full waits before it
- * tries to reserve again (reserving without waiting keeps the source's
- * lock from being held across the DAG's wait, and close prompt). */
-#define FEED_RETRY_NS 1000000LL
-
-/* Feeding a DAG, under the lock: reserves the execution of next_assign if
- * its slot is free and the DAG has room. 1: reserved (slot FILLING with
- * the ref and the input buffer); 0: not now; -1: failed (the source). */
-static int feed_reserve(adag_data_source_t *src)
-{
-    slot_t *slot = &src->slots[src->next_assign % src->nslots];
-    if (slot->state != SLOT_FREE)
-        return 0;
-    void *buf;
-    adag_ref_t ref;
-    adag_status_t st = adag_dag_reserve(src->p.dag, ADAG_EXECUTE_NONBLOCK, &buf, 1, &ref);
-    if (st == ADAG_ERR_AGAIN)
-        return 0;
-    if (st != ADAG_OK) {
-        adag_error_prefix("data source feeding DAG %s", src->p.dag->name);
-        fail_locked(src, st, adag_last_error());
-        return -1;
-    }
-    slot->state = SLOT_FILLING;
-    slot->seq = src->next_assign++;
-    slot->buf = buf;
-    slot->ref = ref;
-    return 1;
-}
-
-/* A thread feeding a DAG: reserve in batch order, fill in the slot,
- * commit (a failure cancels the execution and fails the source). */
-static void feed_loop(adag_data_source_t *src, filler_t *f)
-{
-    for (;;) {
-        int64_t t0 = wait_begin(src);
-        int got = 0;
-        while (!src->stopping && src->failed == ADAG_OK && (got = feed_reserve(src)) == 0) {
-            struct timespec ts = adag_timespec_at(adag_now_ns() + FEED_RETRY_NS);
-            pthread_cond_timedwait(&src->work_cv, &src->lock, &ts);
-        }
-        wait_end(src, t0);
-        if (got != 1)
-            return;
-        slot_t *slot = &src->slots[(src->next_assign - 1) % src->nslots];
-        uint64_t seq = slot->seq;
-        pthread_mutex_unlock(&src->lock);
-
-        adag_status_t st = fill(src, f, seq, slot->buf);
-        if (st == ADAG_OK) {
-            size_t size = src->batch_bytes;
-            st = adag_dag_commit(src->p.dag, slot->ref, &size, 1);
-        } else {
-            char why[ADAG_ERROR_MAX];
-            snprintf(why, sizeof(why), "%s", adag_last_error());
-            adag_dag_cancel(src->p.dag, slot->ref);
-            adag_error(st, "%s", why); /* the fill's failure is the one to report */
-        }
-
-        pthread_mutex_lock(&src->lock);
-        counted(src, f);
-        if (st != ADAG_OK) {
-            fail_locked(src, st, adag_last_error());
-            return;
-        }
-        src->samples += src->p.batch_size;
-        slot->state = SLOT_READY;
-        pthread_cond_broadcast(&src->ready_cv);
-    }
 }
 
 static void *thread_main(void *arg)
@@ -295,17 +206,17 @@ static void *thread_main(void *arg)
     f.scratch = src->p.scratch_size ? malloc(src->p.scratch_size) : NULL;
     pthread_mutex_lock(&src->lock);
     if (!f.view.order || !f.view.prefix || (src->p.scratch_size && !f.scratch))
-        fail_locked(src, ADAG_ERR_NO_MEMORY,
+        adag_data_fail_locked(src, ADAG_ERR_NO_MEMORY,
                     "data source: out of memory (a thread's shard order and scratch)");
     if (src->p.dag) {
-        feed_loop(src, &f);
+        adag_data_feed_loop(src, &f);
         goto out;
     }
     for (;;) {
-        int64_t t0 = wait_begin(src);
+        int64_t t0 = adag_data_wait_begin(src);
         while (!src->stopping && src->failed == ADAG_OK && !can_take(src))
             pthread_cond_wait(&src->work_cv, &src->lock);
-        wait_end(src, t0);
+        adag_data_wait_end(src, t0);
         if (src->stopping || src->failed != ADAG_OK)
             break;
         uint64_t seq = src->next_assign++;
@@ -326,14 +237,14 @@ static void *thread_main(void *arg)
             st = adag_error(ADAG_ERR_NO_MEMORY, "data source: a batch of %zu bytes",
                             src->batch_bytes);
         if (st == ADAG_OK)
-            st = fill(src, &f, seq, slot->buf);
+            st = adag_data_fill(src, &f, seq, slot->buf);
 
         pthread_mutex_lock(&src->lock);
         if (fresh && !slot->buf)
             src->bytes_held -= src->batch_bytes;
-        counted(src, &f);
+        adag_data_counted(src, &f);
         if (st != ADAG_OK) {
-            fail_locked(src, st, adag_last_error());
+            adag_data_fail_locked(src, st, adag_last_error());
             break;
         }
         src->samples += src->p.batch_size;
@@ -350,6 +261,7 @@ out:
 
 static void source_free(adag_data_source_t *src)
 {
+    adag_data_feed_close(src);
     for (uint32_t i = 0; i < src->nshards; i++) {
         src->fmt->close(&src->shards[i]);
         free(src->shards[i].path);
@@ -439,6 +351,8 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
         goto fail;
     }
     src->bytes_held = src->bytes_peak = src->scratch_bytes;
+    if ((st = adag_data_feed_open(src)) != ADAG_OK) /* after the budget: adds the staging */
+        goto fail;
     src->slots = calloc(src->nslots, sizeof(*src->slots));
     src->free_bufs = calloc(src->nslots, sizeof(*src->free_bufs));
     src->threads = calloc(src->nthreads, sizeof(*src->threads));

@@ -10,6 +10,8 @@
 
 #include "common/error.h"
 #include "data/cache.h"
+#include "gpu/device.h"
+#include "transport/channel.h"
 #include "data/shard.h"
 
 #include <pthread.h>
@@ -17,6 +19,25 @@
 #include <stdint.h>
 
 typedef struct adag_data_source adag_data_source_t;
+
+/* A thread's view of one epoch's shard order: order[k] is the shard read
+ * k-th, prefix[k] the samples before it (prefix[nshards] = nsamples). */
+typedef struct {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;
+    uint64_t *prefix;
+} epoch_view_t;
+
+/* A thread's memory for filling: its view of the epoch's order, its
+ * scratch for the map callback, and what it counted since it last took the
+ * lock. */
+typedef struct {
+    epoch_view_t view;
+    void *scratch;
+    uint64_t bytes, bad;
+} filler_t;
+
 
 #define MAX_THREADS 64
 #define DEFAULT_PREFETCH 2
@@ -34,6 +55,7 @@ typedef struct {
     int state;
     void *buf;
     adag_ref_t ref; /* feeding a DAG: the execution the batch is in */
+    void *dev_buf;  /* its input slot on the driver's device (buf: the staging) */
 } slot_t;
 
 struct adag_data_source {
@@ -74,11 +96,46 @@ struct adag_data_source {
     pthread_t *threads;
     unsigned nthreads, started;
 
+    /* feeding a DAG (data/source_feed.c): the batch's tensor description,
+     * and for an input on the driver's device, its device and streams and
+     * per slot a pinned staging buffer and the event of its last copy */
+    adag_tensor_meta_t meta;
+    int has_meta;
+    const adag_chan_device_t *dev;
+    adag_dev_mem_t *staging;
+    adag_dev_event_t **staged;
+    uint8_t *staged_pending;
+
     int64_t opened_ns;
     /* adag_data_progress (the consumer's): the terminal drawn on, when */
     FILE *progress_out;
     int64_t progress_ns;
 };
+
+/* ---- the threads (data/source.c), shared with data/source_feed.c ---- */
+
+/* Fills seq's batch into buf (no lock held). */
+adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
+                             unsigned char *buf);
+/* Under the lock: the source fails (the first failure stays). */
+void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg);
+/* Under the lock: a thread starts / ends waiting for room (blocked_s
+ * counts waits still going too). */
+int64_t adag_data_wait_begin(adag_data_source_t *src);
+void adag_data_wait_end(adag_data_source_t *src, int64_t t0);
+/* Under the lock: what a thread counted while filling goes to the stats. */
+void adag_data_counted(adag_data_source_t *src, filler_t *f);
+
+/* ---- feeding a DAG (data/source_feed.c) ---- */
+
+/* After the ring is sized: a DAG whose input lives on the driver's device
+ * gets pinned staging buffers and events, one per slot (counted in the
+ * budget), and the batch's tensor description is set. */
+adag_status_t adag_data_feed_open(adag_data_source_t *src);
+/* A thread's loop: reserve in batch order, fill, commit. */
+void adag_data_feed_loop(adag_data_source_t *src, filler_t *f);
+/* After the threads: waits for the staged copies, frees the staging. */
+void adag_data_feed_close(adag_data_source_t *src);
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */
 

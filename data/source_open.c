@@ -120,7 +120,7 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
             ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
             ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
             ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH |
-            ADAG_DATA_PARAM_CACHE);
+            ADAG_DATA_PARAM_CACHE | ADAG_DATA_PARAM_TENSOR);
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)
@@ -238,6 +238,10 @@ void adag_data_defaults(adag_data_params_t *p)
         p->dag = NULL;
     if (!(m & ADAG_DATA_PARAM_SCRATCH))
         p->scratch_size = 0;
+    if (!(m & ADAG_DATA_PARAM_TENSOR)) {
+        p->sample_dtype = ADAG_DTYPE_BYTES;
+        p->sample_ndim = 0;
+    }
     if (!(m & ADAG_DATA_PARAM_CACHE)) {
         p->cache_dir = NULL; /* the caller's string is used only during open */
         p->cache_bytes = 0;

@@ -144,6 +144,7 @@ enum {
     ADAG_DATA_PARAM_FIELDS = 1u << 12,
     ADAG_DATA_PARAM_SCRATCH = 1u << 13,
     ADAG_DATA_PARAM_CACHE = 1u << 14,
+    ADAG_DATA_PARAM_TENSOR = 1u << 15,
 };
 
 typedef struct {
@@ -206,6 +207,14 @@ typedef struct {
     /* DAG: feed this compiled DAG (see adag_data_next_exec) instead of
      * handing batches to adag_data_next */
     adag_dag_h dag;
+    /* TENSOR: a sample is a tensor of sample_dtype and shape
+     * sample_shape[0..sample_ndim) (sample_ndim < ADAG_MAX_DIMS; its bytes
+     * are sample_size), so a batch fed to a DAG is the tensor [batch_size,
+     * sample_shape...] its first stage sees (without: bytes); e.g. the image
+     * map's F32 {3, height, width} */
+    adag_dtype_t sample_dtype;
+    unsigned sample_ndim;
+    int64_t sample_shape[ADAG_MAX_DIMS - 1];
 } adag_data_params_t;
 
 /* Opens a source: expands globs, fetches http(s) shards into the cache
@@ -247,6 +256,11 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
  * Executions not released hold the DAG's window, and the source waits for
  * room: a slow consumer slows the source, never grows it. At most the
  * DAG's max_inflight executions are started ahead of adag_data_next_exec.
+ * When the DAG's input lives on the driver's device
+ * (adag_compile_params_t.driver_device: a device first stage), the threads
+ * fill pinned host buffers (one per execution in flight, in the budget)
+ * and enqueue their copies to the device slot on the DAG's stream without
+ * waiting for them; a buffer is filled again once its copy is done.
  * adag_data_next is refused on such a source. Close the source before
  * destroying the DAG. */
 ADAG_API adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
