@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -36,26 +37,56 @@ int adag_data_is_url(const char *s)
     return s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8));
 }
 
+/* libcurl hands the body over in pieces of at most 16 KiB: they are
+ * gathered into writes of SINK_BUF (fewer system calls, and the file's page
+ * cache is filled in large pieces, as a local copy's is) */
+#define SINK_BUF ((size_t)1 << 20)
+
 typedef struct {
     int fd;
     XXH3_state_t *xxh;
     uint64_t bytes;
     int write_errno;
+    char *buf;
+    size_t used;
 } sink_t;
 
-static size_t sink_write(char *data, size_t one, size_t n, void *arg)
+/* Writes n bytes at p to the file. */
+static int sink_out(sink_t *s, const char *p, size_t n)
 {
-    sink_t *s = arg;
-    size_t len = one * n, done = 0;
-    while (done < len) {
-        ssize_t w = write(s->fd, data + done, len - done);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(s->fd, p + done, n - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             s->write_errno = w < 0 ? errno : ENOSPC;
-            return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+            return -1;
         }
         done += (size_t)w;
+    }
+    return 0;
+}
+
+static int sink_flush(sink_t *s)
+{
+    int rc = sink_out(s, s->buf, s->used);
+    s->used = 0;
+    return rc;
+}
+
+static size_t sink_write(char *data, size_t one, size_t n, void *arg)
+{
+    sink_t *s = arg;
+    size_t len = one * n;
+    if (s->used + len > SINK_BUF && sink_flush(s) != 0)
+        return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+    if (len > SINK_BUF) { /* larger than the buffer (libcurl's are 16 KiB): straight out */
+        if (sink_out(s, data, len) != 0)
+            return 0;
+    } else {
+        memcpy(s->buf + s->used, data, len);
+        s->used += len;
     }
     XXH3_64bits_update(s->xxh, data, len);
     s->bytes += len;
@@ -99,9 +130,9 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
                           curl_easy_strerror(curl_init_rc));
     adag_status_t st = ADAG_OK;
     char errbuf[CURL_ERROR_SIZE];
-    sink_t sink = {.fd = fd, .xxh = XXH3_createState()};
+    sink_t sink = {.fd = fd, .xxh = XXH3_createState(), .buf = malloc(SINK_BUF)};
     CURL *h = curl_easy_init();
-    if (!h || !sink.xxh) {
+    if (!h || !sink.xxh || !sink.buf) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "fetching %s: out of memory", url);
         goto out;
     }
@@ -129,6 +160,7 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
         tries++;
         errbuf[0] = '\0';
         sink.bytes = 0;
+        sink.used = 0;
         sink.write_errno = 0;
         XXH3_64bits_reset(sink.xxh);
         if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
@@ -136,6 +168,8 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
             goto out;
         }
         rc = curl_easy_perform(h);
+        if (rc == CURLE_OK && sink_flush(&sink) != 0)
+            rc = CURLE_WRITE_ERROR;
         http = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
         if (rc == CURLE_OK)
@@ -164,6 +198,7 @@ out:
     if (h)
         curl_easy_cleanup(h);
     XXH3_freeState(sink.xxh);
+    free(sink.buf);
     return st;
 }
 
@@ -177,7 +212,6 @@ adag_status_t adag_data_file_hash(int fd, uint64_t len, uint64_t *hash)
     if (p == MAP_FAILED)
         return adag_error_errno(errno, "mapping a cache file of %llu bytes",
                                 (unsigned long long)len);
-    madvise(p, len, MADV_SEQUENTIAL);
     *hash = XXH3_64bits(p, len);
     munmap(p, len);
     return ADAG_OK;
