@@ -25,6 +25,7 @@
 #include "data/source.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -249,6 +250,7 @@ static void *thread_main(void *arg)
         }
         src->samples += src->p.batch_size;
         slot->state = SLOT_READY;
+        atomic_fetch_add_explicit(&src->readies, 1, memory_order_release);
         pthread_cond_broadcast(&src->ready_cv);
     }
 out:
@@ -383,6 +385,9 @@ static adag_status_t failed_error(const adag_data_source_t *src)
     return adag_error(src->failed, "%s", src->why);
 }
 
+/* How long the consumer watches for its batch before it sleeps. */
+#define CONSUMER_SPIN_NS 50000LL
+
 /* Under the lock, after a slot came free: wakes the threads once half the
  * ring is free (or less than half is filled ahead), not for every batch:
  * with small batches a wake-up per batch costs more than filling it. The
@@ -402,6 +407,7 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
     adag_status_t st = ADAG_OK;
     int64_t t0 = adag_now_ns();
     int64_t deadline = timeout_ms < 0 ? ADAG_FOREVER : adag_deadline_ms(timeout_ms);
+    int spun = 0;
     slot_t *slot;
     while (slot = &src->slots[src->next_deliver % src->nslots],
            src->failed == ADAG_OK &&
@@ -413,6 +419,20 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
         }
         if (src->nwaiting)
             pthread_cond_broadcast(&src->work_cv); /* see wake_fillers */
+        if (!spun) {
+            /* a batch is usually microseconds away: watch for it a while,
+             * yielding the CPU, before sleeping (a futex wake-up per batch
+             * costs more than a small batch) */
+            spun = 1;
+            uint64_t seen = atomic_load_explicit(&src->readies, memory_order_relaxed);
+            int64_t until = adag_now_ns() + CONSUMER_SPIN_NS;
+            pthread_mutex_unlock(&src->lock);
+            while (atomic_load_explicit(&src->readies, memory_order_acquire) == seen &&
+                   adag_now_ns() < until)
+                sched_yield();
+            pthread_mutex_lock(&src->lock);
+            continue;
+        }
         if (deadline == ADAG_FOREVER) {
             pthread_cond_wait(&src->ready_cv, &src->lock);
         } else {

@@ -15,6 +15,7 @@
 #include "data/shard.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,10 @@ struct adag_data_source {
     void **free_bufs;
     unsigned nfree;
     uint64_t next_assign, next_deliver;
+    /* batches marked READY so far: bumped (release) after each, under the
+     * lock; the consumer watches it (acquire) while it spins before it
+     * sleeps, without the lock */
+    _Atomic uint64_t readies;
     unsigned held;
     size_t bytes_held, bytes_peak;
     int stopping;

@@ -213,6 +213,7 @@ void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
         }
         src->samples += src->p.batch_size;
         slot->state = SLOT_READY;
+        atomic_fetch_add_explicit(&src->readies, 1, memory_order_release);
         pthread_cond_broadcast(&src->ready_cv);
     }
 }
