@@ -105,19 +105,30 @@ static adag_status_t fill_one(adag_data_source_t *src, filler_t *f, uint64_t epo
     for (unsigned k = 0; k < s.nfields; k++)
         f->bytes += s.fields[k].size;
     f->bytes += s.nfields ? 0 : s.size;
-    if (!src->p.map) {
+    if (!src->p.map && !src->p.nsteps) {
         memcpy(out, s.data, src->sample_size);
         return ADAG_OK;
     }
+    if (!src->p.map)
+        memcpy(out, s.data, src->sample_size);
     uint64_t rng = adag_order_key(src->p.seed, epoch, 2, pos);
-    adag_error_clear();
-    adag_status_t st = src->p.map(src->p.map_arg, &s, &rng, out, src->sample_size);
-    if (st != ADAG_OK) {
-        const char *msg = adag_last_error();
-        if (!msg || !msg[0])
-            return adag_error(st, "%s: sample %llu: the map callback returned %s", sh->path,
-                              (unsigned long long)pos, adag_status_str(st));
-        return st; /* adag_data_fail said what */
+    /* the map (k = 0), then the steps (k = 1..nsteps), each timed */
+    for (unsigned k = src->p.map ? 0 : 1; k <= src->p.nsteps; k++) {
+        adag_data_map_fn fn = k ? src->steps[k - 1].fn : src->p.map;
+        void *arg = k ? src->steps[k - 1].arg : src->p.map_arg;
+        int64_t t0 = adag_now_ns();
+        adag_error_clear();
+        adag_status_t st = fn(arg, &s, &rng, out, src->sample_size);
+        f->step_ns[k] += adag_now_ns() - t0;
+        if (st != ADAG_OK) {
+            const char *msg = adag_last_error();
+            if (!msg || !msg[0])
+                return adag_error(st, "%s: sample %llu: %s returned %s", sh->path,
+                                  (unsigned long long)pos,
+                                  k ? src->steps[k - 1].name : "the map callback",
+                                  adag_status_str(st));
+            return st; /* adag_data_fail said what */
+        }
     }
     return ADAG_OK;
 }
@@ -195,6 +206,10 @@ void adag_data_counted(adag_data_source_t *src, filler_t *f)
     src->bytes_read += f->bytes;
     src->bad_samples += f->bad;
     f->bytes = f->bad = 0;
+    for (unsigned k = 0; k <= src->p.nsteps; k++) {
+        src->step_ns[k] += f->step_ns[k];
+        f->step_ns[k] = 0;
+    }
 }
 
 static void *thread_main(void *arg)
@@ -308,6 +323,15 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
     src->p = *params;
     src->p.shards = NULL;
     src->opened_ns = adag_now_ns();
+    for (unsigned k = 0; k < src->p.nsteps && (params->field_mask & ADAG_DATA_PARAM_STEPS); k++) {
+        src->steps[k] = params->steps[k];
+        if (params->steps[k].name)
+            snprintf(src->step_names[k], sizeof(src->step_names[k]), "%s",
+                     params->steps[k].name);
+        else
+            snprintf(src->step_names[k], sizeof(src->step_names[k]), "step %u", k + 1);
+        src->steps[k].name = src->step_names[k];
+    }
     adag_data_defaults(&src->p);
     src->fmt = adag_data_format(params->format);
     pthread_condattr_t ca;
@@ -564,6 +588,7 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
     pthread_mutex_lock(&src->lock);
     *stats = (adag_data_stats_t){
         .elapsed_s = (double)(adag_now_ns() - src->opened_ns) / 1e9,
+        .nsteps = src->p.nsteps,
         .cache_hits = cs.hits,
         .cache_misses = cs.misses,
         .bytes_fetched = cs.bytes_fetched,
@@ -578,6 +603,8 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
         .blocked_s = (double)(src->blocked_ns + (int64_t)src->nwaiting * adag_now_ns() -
                               src->wait_start_sum) / 1e9,
     };
+    for (unsigned k = 0; k <= src->p.nsteps; k++)
+        stats->step_s[k] = (double)src->step_ns[k] / 1e9;
     pthread_mutex_unlock(&src->lock);
     return ADAG_OK;
 }

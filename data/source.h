@@ -37,6 +37,7 @@ typedef struct {
     epoch_view_t view;
     void *scratch;
     uint64_t bytes, bad;
+    int64_t step_ns[1 + ADAG_DATA_MAX_STEPS]; /* the map's and each step's time */
 } filler_t;
 
 
@@ -92,6 +93,10 @@ struct adag_data_source {
     char why[ADAG_ERROR_MAX];
     uint64_t batches, samples, bytes_read;
     uint64_t bad_samples; /* samples a map called bad, replaced (ADAG_DATA_BAD_SKIP) */
+    int64_t step_ns[1 + ADAG_DATA_MAX_STEPS];
+    /* the steps (ADAG_DATA_PARAM_STEPS), copied at open with their names */
+    adag_data_step_t steps[ADAG_DATA_MAX_STEPS];
+    char step_names[ADAG_DATA_MAX_STEPS][32];
     int64_t starved_ns, blocked_ns;
     /* threads waiting now, and the sum of when they began (their waits so
      * far count in the stats before they end) */

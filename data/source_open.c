@@ -120,7 +120,7 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
             ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
             ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
             ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH |
-            ADAG_DATA_PARAM_CACHE | ADAG_DATA_PARAM_TENSOR);
+            ADAG_DATA_PARAM_CACHE | ADAG_DATA_PARAM_TENSOR | ADAG_DATA_PARAM_STEPS);
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)
@@ -156,11 +156,23 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_open: files differ in size: a map callback writes them "
                           "into the batch");
+    if (p->field_mask & ADAG_DATA_PARAM_STEPS) {
+        if (!p->steps || p->nsteps == 0 || p->nsteps > ADAG_DATA_MAX_STEPS)
+            return adag_error(ADAG_ERR_INVALID, "adag_data_open: 1..%d steps, %u given",
+                              ADAG_DATA_MAX_STEPS, p->nsteps);
+        for (unsigned k = 0; k < p->nsteps; k++)
+            if (!p->steps[k].fn)
+                return adag_error(ADAG_ERR_INVALID, "adag_data_open: step %u has no function",
+                                  k + 1);
+        if (p->sample_size == 0)
+            return adag_error(ADAG_ERR_INVALID, "adag_data_open: steps need sample_size");
+    }
     if ((p->field_mask & ADAG_DATA_PARAM_SCRATCH) &&
-        (!(p->field_mask & ADAG_DATA_PARAM_MAP) || p->scratch_size == 0))
+        (!(p->field_mask & (ADAG_DATA_PARAM_MAP | ADAG_DATA_PARAM_STEPS)) ||
+         p->scratch_size == 0))
         return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: scratch is for a map callback: a map and "
-                          "scratch_size > 0");
+                          "adag_data_open: scratch is for a map callback or steps: one of them "
+                          "and scratch_size > 0");
     if ((p->field_mask & ADAG_DATA_PARAM_MAP) && (!p->map || p->sample_size == 0))
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_open: a map callback needs the callback and sample_size");
@@ -238,6 +250,11 @@ void adag_data_defaults(adag_data_params_t *p)
         p->dag = NULL;
     if (!(m & ADAG_DATA_PARAM_SCRATCH))
         p->scratch_size = 0;
+    if (!(m & ADAG_DATA_PARAM_STEPS)) {
+        p->steps = NULL;
+        p->nsteps = 0;
+    }
+    p->steps = NULL; /* copied into the source at open */
     if (!(m & ADAG_DATA_PARAM_TENSOR)) {
         p->sample_dtype = ADAG_DTYPE_BYTES;
         p->sample_ndim = 0;

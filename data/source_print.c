@@ -43,6 +43,15 @@ adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out)
     fprintf(out, "  waiting     consumer starved %.2f s; threads blocked %.2f s (on the budget, "
                  "the consumer or the DAG's window)\n",
             st.starved_s, st.blocked_s);
+    if (st.batches)
+        fprintf(out, "  per batch   consumer starved %.2f ms, threads blocked %.2f ms\n",
+                1e3 * st.starved_s / (double)st.batches, 1e3 * st.blocked_s / (double)st.batches);
+    for (unsigned k = src->p.map ? 0 : 1; st.samples && (src->p.map || src->p.nsteps) &&
+                                           k <= st.nsteps;
+         k++)
+        fprintf(out, "  %-11s %.1f us a sample (%.2f s over the threads)\n",
+                k ? src->steps[k - 1].name : "map", 1e6 * st.step_s[k] / (double)st.samples,
+                st.step_s[k]);
     fprintf(out, "  memory      %.1f MB held of a %.1f MB budget (peak %.1f MB)\n",
             mb((double)st.bytes_held), mb((double)st.budget), mb((double)st.bytes_peak));
     fprintf(out, "  bad records %llu skipped\n", (unsigned long long)st.bad_skipped);

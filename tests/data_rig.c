@@ -1,10 +1,12 @@
 /*
- * The data suites' scratch directory (tests/data_rig.h).
+ * The data suites' scratch directory and the files they write
+ * (tests/data_rig.h).
  */
 #include "data_rig.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,4 +42,53 @@ const char *data_path(const char *name)
     char *p = paths[next++ % 8];
     snprintf(p, 512, "%s/%s", data_dir, name);
     return p;
+}
+
+void data_write_file(const char *name, const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* A token dataset "t" of int32 tokens: documents of the given sizes, token
+ * values counting up from 0 across them. */
+uint64_t data_write_tokens(const char *name, const uint32_t *sizes, unsigned ndocs)
+{
+    uint64_t total = 0;
+    for (unsigned d = 0; d < ndocs; d++)
+        total += sizes[d];
+    int32_t *bin = malloc(total * 4 + 4);
+    for (uint64_t i = 0; i < total; i++)
+        bin[i] = (int32_t)i;
+    char file[64];
+    snprintf(file, sizeof(file), "%s.bin", name);
+    data_write_file(file, bin, total * 4);
+    free(bin);
+    size_t len = 9 + 8 + 1 + 8 + 8 + ndocs * 4 + ndocs * 8 + (ndocs + 1) * 8;
+    unsigned char *idx = calloc(1, len), *q = idx;
+    memcpy(q, "MMIDIDX\0\0", 9), q += 9;
+    uint64_t v = 1;
+    memcpy(q, &v, 8), q += 8;
+    *q++ = 4; /* int32 */
+    v = ndocs;
+    memcpy(q, &v, 8), q += 8;
+    v = ndocs + 1;
+    memcpy(q, &v, 8), q += 8;
+    for (unsigned d = 0; d < ndocs; d++, q += 4)
+        memcpy(q, &sizes[d], 4);
+    int64_t off = 0;
+    for (unsigned d = 0; d < ndocs; d++, q += 8) {
+        memcpy(q, &off, 8);
+        off += (int64_t)sizes[d] * 4;
+    }
+    for (int64_t d = 0; d <= (int64_t)ndocs; d++, q += 8)
+        memcpy(q, &d, 8);
+    snprintf(file, sizeof(file), "%s.idx", name);
+    data_write_file(file, idx, len);
+    free(idx);
+    return total;
 }

@@ -6,6 +6,9 @@
 #ifndef ADAG_TESTS_DATA_RIG_H
 #define ADAG_TESTS_DATA_RIG_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* The directory ("" before data_dir_make). */
 extern char data_dir[64];
 
@@ -15,5 +18,13 @@ void data_dir_remove(void);
 
 /* "<data_dir>/<name>" in one of 8 rotating buffers. */
 const char *data_path(const char *name);
+
+/* Writes n bytes at p to "<data_dir>/<name>" (asserts). */
+void data_write_file(const char *name, const void *p, size_t n);
+
+/* A Megatron token dataset "<name>.bin" + "<name>.idx" (name relative to
+ * data_dir) of int32 tokens: documents of the given sizes, token values
+ * counting up from 0 across them. Returns the tokens. */
+uint64_t data_write_tokens(const char *name, const uint32_t *sizes, unsigned ndocs);
 
 #endif

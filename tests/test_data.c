@@ -22,17 +22,6 @@
 
 TestSuite(data, .init = data_dir_make, .fini = data_dir_remove, .timeout = 60);
 
-static void write_file(const char *name, const void *p, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", data_dir, name);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-
 /* Record k (global id) of RS bytes: its id in the first 8 bytes, then a
  * pattern of it. */
 #define RS 32
@@ -63,7 +52,7 @@ static uint64_t write_records(unsigned nshards, const unsigned *per)
             record_fill(buf + (size_t)k * RS, id++);
         char name[32];
         snprintf(name, sizeof(name), "r%u.bin", s);
-        write_file(name, buf, (size_t)per[s] * RS);
+        data_write_file(name, buf, (size_t)per[s] * RS);
         free(buf);
     }
     return id;
@@ -321,7 +310,7 @@ static void write_npy(const char *name, unsigned rows, unsigned cols)
     for (unsigned r = 0; r < rows; r++)
         for (unsigned c = 0; c < cols; c++)
             data[(size_t)r * cols + c] = (float)(r * 1000 + c);
-    write_file(name, buf, total);
+    data_write_file(name, buf, total);
     free(buf);
 }
 
@@ -356,7 +345,7 @@ Test(data, npy_rows_and_bad_files)
 
     /* a third file whose header is cut short */
     unsigned char junk[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 200, 0, '{', '\''};
-    write_file("c.npy", junk, sizeof(junk));
+    data_write_file("c.npy", junk, sizeof(junk));
     p.nshards = 3;
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "c.npy"), "the message names the file: %s",
@@ -375,51 +364,12 @@ Test(data, npy_rows_and_bad_files)
 
 /* ---- Megatron tokens ---- */
 
-/* A token dataset "t" of int32 tokens: documents of the given sizes, token
- * values counting up from 0 across them. */
-static uint64_t write_tokens(const char *name, const uint32_t *sizes, unsigned ndocs)
-{
-    uint64_t total = 0;
-    for (unsigned d = 0; d < ndocs; d++)
-        total += sizes[d];
-    int32_t *bin = malloc(total * 4 + 4);
-    for (uint64_t i = 0; i < total; i++)
-        bin[i] = (int32_t)i;
-    char file[64];
-    snprintf(file, sizeof(file), "%s.bin", name);
-    write_file(file, bin, total * 4);
-    free(bin);
-    size_t len = 9 + 8 + 1 + 8 + 8 + ndocs * 4 + ndocs * 8 + (ndocs + 1) * 8;
-    unsigned char *idx = calloc(1, len), *q = idx;
-    memcpy(q, "MMIDIDX\0\0", 9), q += 9;
-    uint64_t v = 1;
-    memcpy(q, &v, 8), q += 8;
-    *q++ = 4; /* int32 */
-    v = ndocs;
-    memcpy(q, &v, 8), q += 8;
-    v = ndocs + 1;
-    memcpy(q, &v, 8), q += 8;
-    for (unsigned d = 0; d < ndocs; d++, q += 4)
-        memcpy(q, &sizes[d], 4);
-    int64_t off = 0;
-    for (unsigned d = 0; d < ndocs; d++, q += 8) {
-        memcpy(q, &off, 8);
-        off += (int64_t)sizes[d] * 4;
-    }
-    for (int64_t d = 0; d <= (int64_t)ndocs; d++, q += 8)
-        memcpy(q, &d, 8);
-    snprintf(file, sizeof(file), "%s.idx", name);
-    write_file(file, idx, len);
-    free(idx);
-    return total;
-}
-
 /* Documents are packed into samples of seq_len tokens across document
  * bounds; the tail is dropped; "t.bin" and "t" name the same dataset. */
 Test(data, tokens_packed_into_sequences)
 {
     uint32_t sizes[4] = {5, 17, 3, 40};
-    uint64_t total = write_tokens("t", sizes, 4); /* 65 tokens */
+    uint64_t total = data_write_tokens("t", sizes, 4); /* 65 tokens */
     const char *shards[1] = {data_path("t.bin")};
     adag_data_params_t p = {
         .field_mask = ADAG_DATA_PARAM_SEQ_LEN,
@@ -447,8 +397,8 @@ Test(data, tokens_packed_into_sequences)
 
     /* an index whose last document runs past the .bin */
     uint32_t bad[2] = {5, 100};
-    write_tokens("u", bad, 2);
-    write_file("u.bin", "abcd", 4);
+    data_write_tokens("u", bad, 2);
+    data_write_file("u.bin", "abcd", 4);
     shards[0] = data_path("u");
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "u.idx"), "%s", adag_last_error());
@@ -558,7 +508,7 @@ Test(data, bad_params_and_misuse_are_refused)
     cr_assert(strstr(adag_last_error(), "no file matches"), "%s", adag_last_error());
     /* a record file with a partial record at its end */
     unsigned char part[RS * 2 + 5] = {0};
-    write_file("r1.bin", part, sizeof(part));
+    data_write_file("r1.bin", part, sizeof(part));
     p = records_params(4);
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "r1.bin") && strstr(adag_last_error(), "offset 64"),

@@ -315,3 +315,41 @@ Test(data_http, two_processes_fetch_a_shard_once)
     cr_assert_eq(http_count(&server, "/files/shared.bin"), 1, "fetched %d times",
                  http_count(&server, "/files/shared.bin"));
 }
+
+/* A token dataset's URL "u" is two files, u.bin and u.idx: both fetched,
+ * once, and the batches equal those of the local files. */
+Test(data_http, a_token_dataset_is_fetched_as_bin_and_idx)
+{
+    const uint32_t sizes[] = {300, 17, 1000, 211};
+    data_write_tokens("srv/t", sizes, 4);
+    char local[512];
+    snprintf(local, sizeof(local), "%s/t", data_path("srv"));
+    const char *url = http_url(&server, "/files/t");
+    /* 1528 tokens: 47 samples of 32, 23 batches of 2 int32 sequences */
+    static unsigned char epoch[2][23 * 2 * 32 * 4];
+    for (int remote = 0; remote < 2; remote++) {
+        const char *shards[] = {remote ? url : local};
+        adag_data_params_t p = {
+            .field_mask = ADAG_DATA_PARAM_SEQ_LEN | ADAG_DATA_PARAM_CACHE,
+            .shards = shards,
+            .nshards = 1,
+            .format = ADAG_DATA_FORMAT_TOKENS,
+            .batch_size = 2,
+            .seq_len = 32,
+            .cache_dir = data_path("cache"),
+            .cache_bytes = 1 << 20,
+        };
+        adag_data_source_h src;
+        cr_assert_eq(adag_data_open(&p, &src), ADAG_OK, "%s", adag_last_error());
+        size_t n;
+        unsigned char *all = read_epoch(src, &n);
+        cr_assert_eq(n, sizeof(epoch[0]), "%zu bytes an epoch", n);
+        memcpy(epoch[remote], all, n);
+        free(all);
+        adag_data_close(src);
+    }
+    cr_assert_eq(memcmp(epoch[0], epoch[1], sizeof(epoch[0])), 0,
+                 "the fetched dataset's batches differ from the local one's");
+    cr_assert_eq(http_count(&server, "/files/t.bin"), 1);
+    cr_assert_eq(http_count(&server, "/files/t.idx"), 1);
+}

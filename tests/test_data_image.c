@@ -492,3 +492,90 @@ Test(data_image, bad_transforms_are_refused_with_a_reason)
     float out[3 * 64];
     cr_assert_eq(adag_data_image_map(&ok, &s, &rng, out, sizeof(out)), ADAG_ERR_INVALID);
 }
+
+/* Steps after the map: each sees what the map (and the steps before it)
+ * wrote, in order; their time is in the stats, under their names. */
+static adag_status_t plus_one(void *arg, const adag_data_sample_t *s, uint64_t *rng, void *out,
+                              size_t out_size)
+{
+    (void)arg;
+    (void)s;
+    (void)rng;
+    for (size_t i = 0; i < out_size / 4; i++)
+        ((float *)out)[i] += 1.0f;
+    return ADAG_OK;
+}
+
+static adag_status_t times(void *arg, const adag_data_sample_t *s, uint64_t *rng, void *out,
+                           size_t out_size)
+{
+    (void)s;
+    (void)rng;
+    for (size_t i = 0; i < out_size / 4; i++)
+        ((float *)out)[i] *= *(const float *)arg;
+    return ADAG_OK;
+}
+
+Test(data_image, steps_run_after_the_map_in_order)
+{
+    write_jpeg("coords.jpg", 256, 256, paint_coords, NULL);
+    adag_data_image_t img = {.height = 16, .width = 16};
+    size_t n = 3 * 16 * 16;
+    float *plain, *stepped;
+    adag_data_source_h src;
+    cr_assert_eq(open_images("coords.jpg", &img, 1, 1, 5, ADAG_DATA_BAD_FAIL, &src), ADAG_OK);
+    size_t size;
+    plain = first_batch(src, &size);
+    adag_data_close(src);
+
+    static const float two = 2.0f;
+    const adag_data_step_t steps[2] = {{.fn = plus_one, .name = "plus one"},
+                                       {.fn = times, .arg = (void *)&two}};
+    const char *shards[] = {data_path("coords.jpg")};
+    adag_data_params_t p = {
+        .field_mask = ADAG_DATA_PARAM_MAP | ADAG_DATA_PARAM_SCRATCH | ADAG_DATA_PARAM_THREADS |
+                      ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_STEPS,
+        .shards = shards,
+        .nshards = 1,
+        .format = ADAG_DATA_FORMAT_FILES,
+        .batch_size = 1,
+        .sample_size = adag_data_image_size(&img),
+        .map = adag_data_image_map,
+        .map_arg = &img,
+        .scratch_size = adag_data_image_scratch(&img),
+        .threads = 1,
+        .seed = 5,
+        .steps = steps,
+        .nsteps = 2,
+    };
+    cr_assert_eq(adag_data_open(&p, &src), ADAG_OK, "%s", adag_last_error());
+    stepped = first_batch(src, &size);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(stepped[i] == (plain[i] + 1.0f) * 2.0f, "element %zu: %g, want (%g + 1) * 2", i,
+                  stepped[i], plain[i]);
+    adag_data_stats_t st;
+    adag_data_stats(src, &st);
+    cr_assert_eq(st.nsteps, 2);
+    cr_assert(st.step_s[0] > 0 && st.step_s[1] > 0 && st.step_s[2] > 0, "step times %g %g %g",
+              st.step_s[0], st.step_s[1], st.step_s[2]);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_eq(adag_data_print_stats(src, f), ADAG_OK);
+    fclose(f);
+    cr_assert(strstr(text, "plus one") && strstr(text, "step 2") && strstr(text, "map"), "%s",
+              text);
+    free(text);
+    adag_data_close(src);
+    free(plain);
+    free(stepped);
+
+    /* refused: too many steps, a step without a function */
+    p.nsteps = ADAG_DATA_MAX_STEPS + 1;
+    cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
+    const adag_data_step_t none[1] = {{.fn = NULL}};
+    p.steps = none;
+    p.nsteps = 1;
+    cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "no function"), "%s", adag_last_error());
+}

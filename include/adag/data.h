@@ -124,6 +124,16 @@ typedef struct {
 typedef adag_status_t (*adag_data_map_fn)(void *arg, const adag_data_sample_t *sample,
                                           uint64_t *rng, void *out, size_t out_size);
 
+/* Most preprocessing steps after the map (ADAG_DATA_PARAM_STEPS). */
+#define ADAG_DATA_MAX_STEPS 8
+
+/* A preprocessing step run after the map, on what the map wrote. */
+typedef struct {
+    adag_data_map_fn fn;
+    void *arg;
+    const char *name; /* names it in messages and stats (NULL: "step <i>") */
+} adag_data_step_t;
+
 /* The next 64 random bits of a per-sample state. */
 ADAG_API uint64_t adag_data_rand(uint64_t *rng);
 
@@ -145,6 +155,7 @@ enum {
     ADAG_DATA_PARAM_SCRATCH = 1u << 13,
     ADAG_DATA_PARAM_CACHE = 1u << 14,
     ADAG_DATA_PARAM_TENSOR = 1u << 15,
+    ADAG_DATA_PARAM_STEPS = 1u << 16,
 };
 
 typedef struct {
@@ -176,6 +187,14 @@ typedef struct {
      * (default: the settings ADAG_DATA_CACHE_DIR and ADAG_DATA_CACHE_BYTES) */
     const char *cache_dir;
     uint64_t cache_bytes;
+    /* STEPS: a chain of steps run after the map (or the copy of the
+     * sample's bytes), in order, on the sample's place in the batch: each
+     * gets the same sample, the random state where the step before left it,
+     * and `out` holding what was written before it (at most
+     * ADAG_DATA_MAX_STEPS; the array is copied at open, names too). A step
+     * fails and is counted like the map. */
+    const adag_data_step_t *steps;
+    unsigned nsteps;
     /* SCRATCH: bytes of scratch memory each thread hands its map callback
      * (adag_data_image_scratch for the image map); counted in the budget */
     size_t scratch_size;
@@ -287,6 +306,10 @@ typedef struct {
     /* http(s) shards: found valid in the cache, fetched, bytes fetched */
     uint64_t cache_hits, cache_misses, bytes_fetched;
     double elapsed_s;       /* since the source was opened (rates: samples / elapsed_s) */
+    /* time in the map (0) and each step (1..nsteps), summed over the
+     * threads; 0 without a map and steps */
+    double step_s[1 + ADAG_DATA_MAX_STEPS];
+    unsigned nsteps;
 } adag_data_stats_t;
 
 ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats);
