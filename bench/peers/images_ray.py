@@ -32,9 +32,6 @@ peer; one "skipped: <reason>" line on stderr), 2 on bad arguments, 1 on any
 other failure.
 """
 
-import argparse
-import glob
-import json
 import logging
 import math
 import os
@@ -42,39 +39,17 @@ import signal
 import sys
 import time
 
-EXIT_FAIL = 1
-EXIT_USAGE = 2
-EXIT_SKIPPED = 3
+from images_peer import (CROP, EXIT_SKIPPED, MEAN, STD, consume,
+                         logger, parse_args, report)
+import images_peer
 
 PEER = "ray-data"
-CROP = 224
 SCALE = (0.08, 1.0)
 RATIO = (3.0 / 4.0, 4.0 / 3.0)
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
 OBJECT_STORE_BYTES = 1536 * 1024 * 1024
 
 
-def log(msg):
-    print(f"images_ray: {msg}", file=sys.stderr, flush=True)
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(description="Ray Data image-loading peer")
-    p.add_argument("--shards", required=True,
-                   help="glob naming the WebDataset .tar shards")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="CPUs given to Ray and map_batches concurrency")
-    p.add_argument("--seconds", type=float, default=10.0,
-                   help="length of the timed part (default 10)")
-    p.add_argument("--batch", type=int, default=64, help="batch size")
-    p.add_argument("--warmup", type=int, default=2,
-                   help="untimed batches before timing starts (default 2)")
-    a = p.parse_args(argv)
-    if a.threads < 1 or a.seconds <= 0 or a.batch < 1 or a.warmup < 0:
-        p.error("--threads and --batch must be >= 1, --seconds > 0, "
-                "--warmup >= 0")
-    return a
+log = logger("images_ray")
 
 
 def crop_box(width, height, rng):
@@ -217,7 +192,7 @@ def run(args, paths, result_out):
 
         it = epochs(ds, args.batch)
         try:
-            samples, elapsed, checksum = consume(it, args)
+            samples, elapsed, checksum = consume(it, args, lambda b: (b["image"], b["label"]), log)
         finally:
             # Stop the streaming executor before Ray goes away (a live
             # iterator would otherwise keep calling into Ray after shutdown).
@@ -231,67 +206,18 @@ def run(args, paths, result_out):
     rate = samples / elapsed
     log(f"{samples} samples in {elapsed:.2f} s = {rate:.1f} samples/s "
         f"(label sum {checksum})")
-    result_out.write(json.dumps({
-        "peer": PEER,
-        "samples_per_s": round(rate, 1),
-        "samples": samples,
-        "seconds": round(elapsed, 2),
-        "threads": args.threads,
-        "version": ray.__version__,
-    }) + "\n")
-    result_out.flush()
+    report(result_out, PEER, args, samples, elapsed, ray.__version__)
     return 0
 
 
-def consume(it, args):
-    """Warm up on the first batches, then time batches for args.seconds.
-    Returns (samples, seconds, label checksum) of the timed part."""
-    t0 = time.monotonic()
-    for _ in range(args.warmup):
-        b = next(it)
-        float(b["image"][0, 0, 0, 0])
-    log(f"start-up + {args.warmup} warm-up batches took "
-        f"{time.monotonic() - t0:.1f} s")
-
-    samples = 0
-    checksum = 0
-    start = time.monotonic()
-    elapsed = 0.0
-    while elapsed < args.seconds:
-        b = next(it)
-        # Touch the batch so nothing is skipped lazily.
-        float(b["image"][-1, 0, 0, 0])
-        checksum += int(b["label"].sum())
-        samples += len(b["label"])
-        elapsed = time.monotonic() - start
-    return samples, elapsed, checksum
-
-
 def main(argv):
-    args = parse_args(argv)
-    paths = sorted(glob.glob(args.shards))
-    if not paths:
-        log(f"no shards match {args.shards!r}")
-        return EXIT_USAGE
-
-    # Keep stdout for the JSON line only: whatever is written to fd 1 from
-    # here on (Python, Ray's C++ core, processes that inherit it) goes to
-    # stderr; the result goes to a private duplicate of the original stdout.
-    sys.stdout.flush()
-    result_out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+    args = parse_args(argv, "Ray Data image-loading peer",
+                      "CPUs given to Ray and map_batches concurrency")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Never let a stray Ray call start a second local cluster behind our back
     # (e.g. from a background thread after ray.shutdown()).
     os.environ["RAY_ENABLE_AUTO_CONNECT"] = "0"
-    try:
-        return run(args, paths, result_out)
-    except KeyboardInterrupt as e:
-        log(f"interrupted ({e})")
-        return EXIT_FAIL
-    except Exception as e:
-        log(f"failed: {type(e).__name__}: {e}")
-        return EXIT_FAIL
+    return images_peer.main(argv, args, run, log)
 
 
 if __name__ == "__main__":

@@ -34,45 +34,20 @@ torchvision / Pillow is not importable (the bench skips the peer; one
 failure.
 """
 
-import argparse
-import glob
 import io
-import json
 import os
 import sys
 import tarfile
 import time
 
-EXIT_FAIL = 1
-EXIT_USAGE = 2
-EXIT_SKIPPED = 3
+from images_peer import (CROP, EXIT_SKIPPED, EXIT_USAGE, MEAN, STD, consume,
+                         logger, parse_args, report)
+import images_peer
 
 PEER = "torch-dataloader"
-CROP = 224
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
 
 
-def log(msg):
-    print(f"images_torch: {msg}", file=sys.stderr, flush=True)
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(description="PyTorch DataLoader image peer")
-    p.add_argument("--shards", required=True,
-                   help="glob naming the WebDataset .tar shards")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="DataLoader num_workers")
-    p.add_argument("--seconds", type=float, default=10.0,
-                   help="length of the timed part (default 10)")
-    p.add_argument("--batch", type=int, default=64, help="batch size")
-    p.add_argument("--warmup", type=int, default=2,
-                   help="untimed batches before timing starts (default 2)")
-    a = p.parse_args(argv)
-    if a.threads < 1 or a.seconds <= 0 or a.batch < 1 or a.warmup < 0:
-        p.error("--threads and --batch must be >= 1, --seconds > 0, "
-                "--warmup >= 0")
-    return a
+log = logger("images_torch")
 
 
 def index_shards(paths):
@@ -136,30 +111,6 @@ def epochs(loader):
         yield from loader
 
 
-def consume(it, args):
-    """Warm up on the first batches, then time batches for args.seconds.
-    Returns (samples, seconds, label checksum) of the timed part."""
-    t0 = time.monotonic()
-    for _ in range(args.warmup):
-        images, _labels = next(it)
-        float(images[0, 0, 0, 0])
-    log(f"worker start-up + {args.warmup} warm-up batches took "
-        f"{time.monotonic() - t0:.1f} s")
-
-    samples = 0
-    checksum = 0
-    start = time.monotonic()
-    elapsed = 0.0
-    while elapsed < args.seconds:
-        images, labels = next(it)
-        # Touch the batch so nothing is skipped lazily.
-        float(images[-1, 0, 0, 0])
-        checksum += int(labels.sum())
-        samples += len(labels)
-        elapsed = time.monotonic() - start
-    return samples, elapsed, checksum
-
-
 def run(args, paths, result_out):
     try:
         import torch
@@ -185,7 +136,7 @@ def run(args, paths, result_out):
         num_workers=args.threads, persistent_workers=True, prefetch_factor=2)
     it = epochs(loader)
     try:
-        samples, elapsed, checksum = consume(it, args)
+        samples, elapsed, checksum = consume(it, args, lambda b: b, log)
     finally:
         it.close()
         # Shut the persistent workers down now rather than at exit.
@@ -197,39 +148,13 @@ def run(args, paths, result_out):
     rate = samples / elapsed
     log(f"{samples} samples in {elapsed:.2f} s = {rate:.1f} samples/s "
         f"(label sum {checksum}); total {time.monotonic() - t0:.1f} s")
-    result_out.write(json.dumps({
-        "peer": PEER,
-        "samples_per_s": round(rate, 1),
-        "samples": samples,
-        "seconds": round(elapsed, 2),
-        "threads": args.threads,
-        "version": torch.__version__,
-    }) + "\n")
-    result_out.flush()
+    report(result_out, PEER, args, samples, elapsed, torch.__version__)
     return 0
 
 
 def main(argv):
-    args = parse_args(argv)
-    paths = sorted(glob.glob(args.shards))
-    if not paths:
-        log(f"no shards match {args.shards!r}")
-        return EXIT_USAGE
-
-    # Keep stdout for the JSON line only: whatever is written to fd 1 from
-    # here on (Python, native libraries, the DataLoader workers) goes to
-    # stderr; the result goes to a private duplicate of the original stdout.
-    sys.stdout.flush()
-    result_out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    try:
-        return run(args, paths, result_out)
-    except KeyboardInterrupt:
-        log("interrupted")
-        return EXIT_FAIL
-    except Exception as e:
-        log(f"failed: {type(e).__name__}: {e}")
-        return EXIT_FAIL
+    args = parse_args(argv, "PyTorch DataLoader image peer", "DataLoader num_workers")
+    return images_peer.main(argv, args, run, log)
 
 
 if __name__ == "__main__":
