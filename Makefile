@@ -34,6 +34,9 @@ LIBS += $(shell pkg-config --libs libturbojpeg 2>/dev/null || echo -lturbojpeg) 
 # libcurl (Debian's libcurl4-openssl-dev) and xxHash (libxxhash-dev): the data
 # stage's http(s) shards and their disk cache's checksums (data/fetch.c, cache.c)
 LIBS += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl) -lxxhash
+# hwloc (Debian's libhwloc-dev; libhwloc-plugins finds PCI devices) and
+# libibverbs (libibverbs-dev): the topology map and placement (gpu/topo*.c)
+LIBS += $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -libverbs
 
 # UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
 # without it transport/chan_ucx_none.c says "built without UCX" at first use.
@@ -67,7 +70,7 @@ TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,
 # tensor_actors.c is the "tensor" class (tests/test_tensor.c), gpu_stage.c the
 # device pipeline stage (tests/test_gpu_pipeline.c).
 TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c \
-                   tests/modules/gpu_stage.c
+                   tests/modules/gpu_stage.c tests/modules/probe_actors.c
 # The device-bound actor class (tests/test_device_actor.c): in adag-tests, and
 # in a module of its own, libdevice_actors.so, for process actors.
 DEVICE_ACTOR_SRCS := tests/modules/device_actors.c
@@ -196,7 +199,7 @@ $(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/obj/tools/worker
 	    -Wl,--whole-archive $(BUILD)/libadag.a -Wl,--no-whole-archive $(LIBS) $(PMIX_LIBS)
 
 # adag-info reads internal tables (settings), so it links the static library.
-$(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/libadag.a
+$(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/obj/tools/info_topo.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h
@@ -266,7 +269,7 @@ $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
-$(BUILD)/adag-bench: $(BENCH_SRCS) bench/bench.h bench/modules/bench_actors.h tests/modules/shared_methods.h \
+$(BUILD)/adag-bench: $(BENCH_SRCS) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
     $(BUILD)/libadag.a $(BUILD)/adag-worker examples/jpeg_shards.h \
     $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \

@@ -10,9 +10,11 @@ set -euo pipefail
 # libturbojpeg0-dev: the data stage decodes JPEGs with libjpeg-turbo
 # libcurl4-openssl-dev, libxxhash-dev: it fetches http(s) shards into a disk cache
 #   whose entries carry XXH3 checksums
+# libhwloc-dev, libhwloc-plugins (PCI discovery), libibverbs-dev: the topology map
+#   that places actors next to their GPU and NIC
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev
-      libcurl4-openssl-dev libxxhash-dev)
+      libcurl4-openssl-dev libxxhash-dev libhwloc-dev libhwloc-plugins libibverbs-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,7 @@
  * adag-bench: every overhead of the runtime measured against what the
  * machine can do (baselines measured in the same run) and, with --vs-ray,
  * against Ray Compiled Graphs. A scenario and its baseline are declared
- * together in one table (bench/main.c); later transports add rows.
+ * together in one table (bench/table.c); later transports add rows.
  */
 #ifndef ADAG_BENCH_H
 #define ADAG_BENCH_H
@@ -61,7 +61,19 @@ typedef struct {
     char goal[64];       /* "" for the other rows */
     int per_collective;  /* allreduce-dag: print adag - baseline as the DAG's cost */
     int goal_met;
+    /* placement rows: the scenario measured ("chain", "payload",
+     * "device-hop") and the variant against placement off ("on", "pinned") */
+    char scenario[16];
+    char variant[8];
 } result_t;
+
+/* How the actors a scenario creates are placed (the placement rows,
+ * bench/placement.c; every other row: BENCH_PLACE_ON). ON leaves the
+ * placement parameters out: adag's placement decides (ADAG_PLACEMENT=1: an
+ * actor with a GPU on the CPUs and memory of its GPU's NUMA node, one
+ * without unbound). OFF binds nothing: cpus = every CPU the process may use,
+ * numa -1, nic "". PINNED: actor i on the i-th of those CPUs, round robin. */
+typedef enum { BENCH_PLACE_ON = 0, BENCH_PLACE_OFF, BENCH_PLACE_PINNED } bench_place_t;
 
 typedef struct {
     int quick;
@@ -71,6 +83,9 @@ typedef struct {
     int reps;            /* measurements per scenario; the median one is kept (--reps) */
     const char *module;  /* the bench actor module .so */
     const char *only;    /* --only NAME, or NULL */
+    bench_place_t place; /* how the scenario's actors are placed */
+    /* when set, where the placement of the scenario's first actor goes */
+    adag_actor_placement_t *place_seen;
 } bench_opts_t;
 
 /* Runs an adag call; on failure prints it with its status and message and
@@ -95,6 +110,8 @@ void bench_exe_dir(char *dir, size_t len);
  * internal device ops table). */
 const char *bench_worker_path(void);
 void bench_summarize(double *lat_us, long n, double total_s, measure_t *m);
+/* The figure a metric is judged by: median_us, per_s, gbps or cpu_pct. */
+double bench_primary(metric_t metric, const measure_t *m);
 
 /* baselines (bench/baselines.c): raw shared memory between processes */
 typedef enum { WAIT_SPIN, WAIT_FUTEX } wait_policy_t;
@@ -146,6 +163,13 @@ int run_payload(const bench_opts_t *o, adag_placement_t pl, size_t bytes, int ze
 int run_idle(const bench_opts_t *o, adag_placement_t pl, double seconds, measure_t *m);
 int run_compile(const bench_opts_t *o, adag_placement_t pl, unsigned n, int reps,
                 measure_t *compile, measure_t *teardown);
+
+/* placement (bench/placement.c) */
+/* Creates actor `nth` of a scenario (0, 1, ...) with params, their
+ * placement fields set for o->place; records actor 0's placement in
+ * o->place_seen. 0, or -1 (printed). */
+int bench_actor_create(const bench_opts_t *o, adag_runtime_h rt, unsigned nth,
+                       const adag_actor_params_t *params, adag_actor_h *out);
 
 /* device rows, adag side (bench/device.c): process actors bound to devices
  * of `backend` ("host" or "cuda"), tensors of `bytes`, every result checked.

@@ -35,8 +35,9 @@ typedef struct {
     adag_actor_h a, b;
 } dev_fixture_t;
 
+/* The nth actor (0, 1, ...) of a row, on device `index` of backend. */
 static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backend,
-                     unsigned index, adag_actor_h *out)
+                     unsigned nth, unsigned index, adag_actor_h *out)
 {
     char device[32];
     int32_t cuda = !strcmp(backend, "cuda");
@@ -47,10 +48,7 @@ static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backe
         .class_name = "bench_dev", .module_path = o->module,
         .placement = ADAG_PLACEMENT_PROCESS, .init_data = &cuda, .init_size = sizeof cuda,
         .device = device};
-    TRY(adag_actor_create(rt, &p, out));
-    return 0;
-fail:
-    return -1;
+    return bench_actor_create(o, rt, nth, &p, out);
 }
 
 /* A on device 0; B (when wanted) on device 0 or, for a peer copy, 1. */
@@ -61,8 +59,8 @@ static int dev_fixture(dev_fixture_t *f, const bench_opts_t *o, const char *back
                                 .worker_path = bench_worker_path()};
     memset(f, 0, sizeof(*f));
     TRY(adag_runtime_create(&rp, &f->rt));
-    if (dev_actor(o, f->rt, backend, 0, &f->a) ||
-        (with_b && dev_actor(o, f->rt, backend, path == DEV_PATH_PEER ? 1 : 0, &f->b)))
+    if (dev_actor(o, f->rt, backend, 0, 0, &f->a) ||
+        (with_b && dev_actor(o, f->rt, backend, 1, path == DEV_PATH_PEER ? 1 : 0, &f->b)))
         goto fail;
     return 0;
 fail:
@@ -268,7 +266,7 @@ int run_allreduce_dag(const bench_opts_t *o, const char *device, unsigned nranks
         return -1;
     TRY(adag_runtime_create(&rp, &rt));
     for (unsigned r = 0; r < nranks; r++)
-        if (dev_actor(o, rt, device, r, &a[r]))
+        if (dev_actor(o, rt, device, r, r, &a[r]))
             goto fail;
     TRY(adag_graph_create(rt, &g));
     TRY(adag_graph_input(g, 0, &x));

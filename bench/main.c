@@ -4,10 +4,11 @@
  *
  *   adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--seed N]
  *
- * The scenario table (scenarios[] below) declares each scenario together
- * with its baseline; a later transport adds its rows and baselines there.
+ * The scenario table (bench_scenarios[], bench/table.c) declares each
+ * scenario together with its baseline; this file runs the rows it selects.
  */
 #include "bench.h"
+#include "table.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -20,184 +21,7 @@
 #define ADAG_BENCH_PEERS "bench/peers"
 #endif
 
-typedef enum {
-    BASE_RELAY_SPIN,   /* raw token relay through n+1 processes, spinning */
-    BASE_RELAY_FUTEX,  /* the same, sleeping on a futex */
-    BASE_RELAY_BEST,   /* the better of the two (more processes than cores) */
-    BASE_FANOUT_BEST,  /* raw one-to-n-and-back, the better wait policy */
-    BASE_MEMCPY,       /* memcpy of the same bytes */
-    BASE_INFLIGHT_ONE, /* the same chain with one execution in flight */
-    BASE_BUDGET,       /* a budget: 1 % of a core, 100 ms */
-    BASE_DEV_RAW_BEST, /* the same hand-offs on the device ops alone, the better wait policy */
-    BASE_DEV_COPY,     /* one copy_async of the same bytes, the same way */
-    BASE_MPI_ALLREDUCE, /* Open MPI's MPI_Allreduce, the same ranks, size and op */
-    BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */
-    BASE_NCCL_ALLREDUCE_DIRECT, /* NCCL's allreduce through the nccl comm ops alone */
-    BASE_TOKENS_MEMCPY, /* memcpy of the same token samples in the same order, one thread */
-    BASE_IMAGES_IDEAL, /* the image map on one thread, times the source's threads */
-    BASE_IMAGES_TORCH, /* torch's DataLoader + PIL (bench/peers/images_torch.py) */
-    BASE_IMAGES_LOCAL, /* an open + one epoch of the same shards as local files */
-} baseline_kind_t;
-
-typedef enum {
-    RUN_CHAIN,
-    RUN_SCATTER,
-    RUN_PAYLOAD,
-    RUN_PAYLOAD_ZC,
-    RUN_IDLE,
-    RUN_COMPILE,
-    RUN_DEV_HOP,
-    RUN_DEV_BW,
-    RUN_ALLREDUCE,
-    RUN_ALLREDUCE_DAG,
-    RUN_NCCL_ALLREDUCE_DAG,
-    RUN_DATA_TOKENS,
-    RUN_DATA_IMAGES,
-    RUN_DATA_REMOTE_COLD,
-    RUN_DATA_REMOTE_WARM,
-} run_kind_t;
-
-typedef struct {
-    const char *name;
-    run_kind_t run;
-    int process_only;
-    unsigned n, inflight;
-    size_t bytes;
-    int64_t spin_ns; /* -1: the default policy */
-    metric_t metric;
-    baseline_kind_t baseline;
-    int quick;       /* part of --quick */
-    const char *device; /* device rows: the backend ("host", "cuda"), else NULL */
-    dev_path_t path;    /* device rows: which way the bytes go */
-} scenario_t;
-
-#define MiB ((size_t)1 << 20)
-static const scenario_t scenarios[] = {
-    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1,
-     NULL, DEV_PATH_NONE},
-    {"roundtrip", RUN_CHAIN, 0, 1, 1, 8, 0, METRIC_LATENCY, BASE_RELAY_FUTEX, 1,
-     NULL, DEV_PATH_NONE},
-    {"chain", RUN_CHAIN, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_BEST, 1, NULL, DEV_PATH_NONE},
-    {"chain", RUN_CHAIN, 0, 4, 8, 8, -1, METRIC_THROUGHPUT, BASE_INFLIGHT_ONE, 1,
-     NULL, DEV_PATH_NONE},
-    {"scatter-gather", RUN_SCATTER, 0, 4, 1, 8, -1, METRIC_LATENCY, BASE_FANOUT_BEST, 1,
-     NULL, DEV_PATH_NONE},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 8, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 1,
-     NULL, DEV_PATH_NONE},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 1024, -1, METRIC_LATENCY, BASE_RELAY_SPIN, 0,
-     NULL, DEV_PATH_NONE},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * 1024, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
-     NULL, DEV_PATH_NONE},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
-     NULL, DEV_PATH_NONE},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
-     NULL, DEV_PATH_NONE},
-    {"payload", RUN_PAYLOAD, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0,
-     NULL, DEV_PATH_NONE},
-    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 0,
-     NULL, DEV_PATH_NONE},
-    {"payload-zc", RUN_PAYLOAD_ZC, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_MEMCPY, 1,
-     NULL, DEV_PATH_NONE},
-    {"idle", RUN_IDLE, 0, 4, 8, 8, -1, METRIC_CPU, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
-    {"compile", RUN_COMPILE, 0, 2, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0, NULL, DEV_PATH_NONE},
-    {"compile", RUN_COMPILE, 0, 8, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0, NULL, DEV_PATH_NONE},
-    {"compile", RUN_COMPILE, 0, 16, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
-    {"compile", RUN_COMPILE, 0, 64, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
-    /* device rows: process actors bound to devices, tensors in device memory
-     * (bench/device.c) against the same hand-offs or copies on the device
-     * ops table alone (bench/device_raw.c). "host" is the emulated device;
-     * the "cuda" rows say "skipped: <reason>" where CUDA has no device.
-     * A hop row is a round trip of 3 hand-offs: copy in, A -> B, copy out;
-     * --quick divides the bandwidth rows' bytes by 4. */
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "host",
-     DEV_PATH_SAME},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "host",
-     DEV_PATH_PEER},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "host", DEV_PATH_H2D},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "host", DEV_PATH_D2H},
-    {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "host", DEV_PATH_PEER},
-    {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 0,
-     "host", DEV_PATH_PEER},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
-     DEV_PATH_SAME},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
-     DEV_PATH_PEER},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "cuda", DEV_PATH_H2D},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "cuda", DEV_PATH_D2H},
-    {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "cuda", DEV_PATH_PEER},
-    /* allreduce rows (bench/collective.c): the host communicator, 4 ranks in
-     * processes on host:0..3, SUM over f32, out of place, against Open MPI
-     * (4 processes, shared memory) measured in the same run; time per call,
-     * ratio = adag / MPI time. The issue's goal, printed, never asserted:
-     * adag's bus bandwidth >= MPI's from 1 MiB up, time <= 2x MPI's below. */
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 8, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 1, NULL,
-     DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 64, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0, NULL,
-     DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 512, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0, NULL,
-     DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 4096, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 1, NULL,
-     DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 64 * 1024, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0,
-     NULL, DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, MiB, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 1, NULL,
-     DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 4 * MiB, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0,
-     NULL, DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 16 * MiB, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0,
-     NULL, DEV_PATH_NONE},
-    {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 64 * MiB, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0,
-     NULL, DEV_PATH_NONE},
-    /* the same allreduce inside a compiled DAG (4 process actors on host:0..3:
-     * stamp -> allreduce SUM i32 -> member 0's ends back to the driver, one
-     * execution at a time) against the allreduce called directly, same run:
-     * the difference is the DAG's cost per collective (its hand-offs, the
-     * members' agreement, the copy out of 16 bytes) */
-    {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, 4096, -1, METRIC_LATENCY,
-     BASE_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
-    {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, MiB, -1, METRIC_LATENCY,
-     BASE_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
-    {"allreduce-dag", RUN_ALLREDUCE_DAG, 1, 4, 1, 16 * MiB, -1, METRIC_LATENCY,
-     BASE_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
-    /* the same on CUDA (bench/collective_nccl.c): a compiled DAG of process
-     * actors on cuda:0..n-1, n = min(4, devices), against NCCL through the
-     * nccl communicator's ops alone (a rank per GPU), same run; skipped
-     * with fewer than 2 CUDA devices */
-    {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, 4096, -1, METRIC_LATENCY,
-     BASE_NCCL_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
-    {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, MiB, -1, METRIC_LATENCY,
-     BASE_NCCL_ALLREDUCE_DIRECT, 1, NULL, DEV_PATH_NONE},
-    {"allreduce-nccl-dag", RUN_NCCL_ALLREDUCE_DAG, 1, 4, 1, 64 * MiB, -1, METRIC_LATENCY,
-     BASE_NCCL_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
-    /* the data front stage (bench/data.c): a shuffled epoch of a Megatron
-     * token dataset (uint16, 100 M tokens) in batches of 8 x 2048 against
-     * memcpy of the same samples in the same order; issue 11's goal >= 0.8 */
-    {"data-tokens", RUN_DATA_TOKENS, 1, 1, 1, 8 * 2048 * 2, -1, METRIC_BANDWIDTH,
-     BASE_TOKENS_MEMCPY, 1, NULL, DEV_PATH_NONE},
-    /* images (bench/data_images.c): WebDataset JPEGs 256 -> random-resized
-     * crop 224, flip, normalize, f32, batches of 64, samples/s: against the
-     * ideal (one thread's rate x threads; Ray Data in the "ray" column) and
-     * torch's DataLoader + PIL; issue 11's goals >= 0.9x ideal, >= 2x Ray */
-    {"data-images", RUN_DATA_IMAGES, 1, 1, 1, 64, -1, METRIC_THROUGHPUT, BASE_IMAGES_IDEAL, 1,
-     NULL, DEV_PATH_NONE},
-    {"data-images", RUN_DATA_IMAGES, 1, 2, 1, 64, -1, METRIC_THROUGHPUT, BASE_IMAGES_TORCH, 1,
-     NULL, DEV_PATH_NONE},
-    /* the same shards over loopback http through the cache, an open + an
-     * epoch, cold and warm, against local files; goal warm >= 0.95x */
-    {"data-remote-cold", RUN_DATA_REMOTE_COLD, 1, 1, 1, 64, -1, METRIC_THROUGHPUT,
-     BASE_IMAGES_LOCAL, 1, NULL, DEV_PATH_NONE},
-    {"data-remote-warm", RUN_DATA_REMOTE_WARM, 1, 2, 1, 64, -1, METRIC_THROUGHPUT,
-     BASE_IMAGES_LOCAL, 1, NULL, DEV_PATH_NONE},
-};
-#define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
-
-static result_t results[2 * NSCENARIOS + NSCENARIOS];
+static result_t results[3 * BENCH_MAX_SCENARIOS];
 static unsigned nresults;
 
 /* Copies of the bytes a device-bandwidth row's runtime path makes: an input
@@ -326,12 +150,12 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
         snprintf(c->label, sizeof c->label, "open + epoch of local files, same rounds");
         break;
     case BASE_MPI_ALLREDUCE: { /* one MPI run for every allreduce size of this run */
-        size_t sizes[NSCENARIOS];
+        size_t sizes[BENCH_MAX_SCENARIOS];
         unsigned nsizes = 0;
-        for (unsigned i = 0; i < NSCENARIOS; i++)
-            if (scenarios[i].baseline == BASE_MPI_ALLREDUCE && scenarios[i].n == n &&
-                selected(o, &scenarios[i]))
-                sizes[nsizes++] = scenarios[i].bytes;
+        for (unsigned i = 0; i < bench_nscenarios; i++)
+            if (bench_scenarios[i].baseline == BASE_MPI_ALLREDUCE &&
+                bench_scenarios[i].n == n && selected(o, &bench_scenarios[i]))
+                sizes[nsizes++] = bench_scenarios[i].bytes;
         rc = baseline_mpi_allreduce(o, n, bytes, sizes, nsizes, &c->m);
         snprintf(c->label, sizeof c->label, "Open MPI %u procs (vader)", n);
         break;
@@ -367,6 +191,11 @@ static result_t *new_result(const scenario_t *s, adag_placement_t pl)
         r->hops = s->run == RUN_DEV_HOP ? 3 : 0;
         r->copies = s->run == RUN_DEV_BW ? path_copies(s->path) : 0;
     }
+    if (s->baseline == BASE_PLACE_OFF) /* the variant: placement_rows */
+        snprintf(r->scenario, sizeof r->scenario, "%s",
+                 s->run == RUN_PLACE_CHAIN     ? "chain"
+                 : s->run == RUN_PLACE_PAYLOAD ? "payload"
+                                               : "device-hop");
     return r;
 }
 
@@ -393,14 +222,24 @@ static void set_ratio(result_t *r, const char *label, double base)
     r->ratio = base > 0 ? v / base : 0;
 }
 
-static double primary(metric_t metric, const measure_t *m)
+/* A placement row: on against off, and pinned against off (a second
+ * result after r), the medians of rounds alternating the three. */
+static int placement_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                          result_t *r)
 {
-    switch (metric) {
-    case METRIC_THROUGHPUT: return m->per_s;
-    case METRIC_BANDWIDTH: return m->gbps;
-    case METRIC_CPU: return m->cpu_pct;
-    default: return m->median_us;
+    measure_t m[3];
+    if (run_placement(o, s, m)) {
+        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
+        return -1;
     }
+    result_t *rows[2] = {r, new_result(s, pl)};
+    for (int i = 0; i < 2; i++) {
+        snprintf(rows[i]->variant, sizeof rows[i]->variant, "%s", i ? "pinned" : "on");
+        rows[i]->m = m[i ? BENCH_PLACE_PINNED : BENCH_PLACE_ON];
+        set_ratio(rows[i], "placement off, same run",
+                  bench_primary(s->metric, &m[BENCH_PLACE_OFF]));
+    }
+    return 0;
 }
 
 static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
@@ -443,6 +282,10 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_DATA_REMOTE_COLD:
     case RUN_DATA_REMOTE_WARM:
         return run_data_remote(o, s->run == RUN_DATA_REMOTE_COLD ? 1 : 2, m);
+    case RUN_PLACE_CHAIN: /* rounds of their own: placement_rows */
+    case RUN_PLACE_PAYLOAD:
+    case RUN_PLACE_DEV_HOP:
+        break;
     }
     return -1;
 }
@@ -476,6 +319,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         fprintf(stderr, "adag-bench: %s: skipped: %s\n", s->name, r->skipped);
         return 0;
     }
+    if (s->baseline == BASE_PLACE_OFF)
+        return placement_rows(o, s, pl, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -488,7 +333,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         for (int i = 0; i < reps; i++) {
             int below = 0;
             for (int j = 0; j < reps; j++)
-                below += primary(s->metric, &ms[j]) < primary(s->metric, &ms[i]);
+                below += bench_primary(s->metric, &ms[j]) < bench_primary(s->metric, &ms[i]);
             if (below == reps / 2)
                 best = i;
         }
@@ -607,6 +452,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
             set_ratio(t, "budget: 100 ms", 100000);
         }
         break;
+    case BASE_PLACE_OFF: /* measured with the row: placement_rows */
+        break;
     }
     return 0;
 }
@@ -723,7 +570,7 @@ static void usage(FILE *out)
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
             "  --only     run only scenarios with this name (roundtrip, chain, ...,\n"
-            "             device-hop, device-bandwidth, allreduce)\n"
+            "             device-hop, device-bandwidth, allreduce, placement)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
             "  --seed N   seed of the payload bytes (default 42)\n");
@@ -778,8 +625,8 @@ int main(int argc, char **argv)
     srand(o.seed);
     double t0 = bench_now_us();
     int failed = 0;
-    for (unsigned i = 0; i < NSCENARIOS; i++) {
-        const scenario_t *s = &scenarios[i];
+    for (unsigned i = 0; i < bench_nscenarios; i++) {
+        const scenario_t *s = &bench_scenarios[i];
         if (!selected(&o, s))
             continue;
         for (int p = 0; p < 2; p++) {

@@ -37,7 +37,15 @@ static void params_text(const result_t *r, char *buf, size_t n)
     if (r->spin_ns >= 0)
         snprintf(spin, sizeof spin, " spin=%lld", (long long)r->spin_ns);
     size_text(r->bytes, size, sizeof size);
-    if (!strcmp(r->name, "allreduce")) /* "4 ranks f32 sum 4 KiB" */
+    /* placement rows: "chain n=4 k=8 pinned", "device-hop host on", "payload 1 MiB on"
+     * (no variant when skipped) */
+    if (r->scenario[0] && !strcmp(r->scenario, "chain"))
+        snprintf(buf, n, "chain n=%u k=%u %s", r->n, r->inflight, r->variant);
+    else if (r->scenario[0] && r->device[0])
+        snprintf(buf, n, "%s %s %s", r->scenario, r->device, r->variant);
+    else if (r->scenario[0])
+        snprintf(buf, n, "%s %s %s", r->scenario, size, r->variant);
+    else if (!strcmp(r->name, "allreduce")) /* "4 ranks f32 sum 4 KiB" */
         snprintf(buf, n, "%u ranks f32 sum %s", r->n, size);
     else if (!strcmp(r->name, "allreduce-dag") || !strcmp(r->name, "allreduce-nccl-dag"))
         snprintf(buf, n, "%u members i32 sum %s", r->n, size);
@@ -156,6 +164,9 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
         if (r->device[0])
             fprintf(out, ", \"device\": \"%s\", \"path\": \"%s\", \"hops\": %u, \"copies\": %u",
                     r->device, bench_path_name(r->path), r->hops, r->copies);
+        if (r->scenario[0]) /* placement rows; variant "" when skipped */
+            fprintf(out, ", \"scenario\": \"%s\", \"variant\": \"%s\"", r->scenario,
+                    r->variant);
         fprintf(out, "}, \"metric\": \"%s\", \"skipped\": ", metric_name(r->metric));
         if (r->skipped[0]) { /* not run: no figures */
             fprintf(out, "\"");

@@ -29,7 +29,8 @@ static int fixture_make(fixture_t *f, const bench_opts_t *o, adag_placement_t pl
             .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_PLACEMENT |
                           ADAG_ACTOR_PARAM_MODULE,
             .class_name = "bench", .module_path = o->module, .placement = pl};
-        TRY(adag_actor_create(f->rt, &p, &f->actors[i]));
+        if (bench_actor_create(o, f->rt, i, &p, &f->actors[i]))
+            goto fail;
         f->n++;
     }
     return 0;

@@ -31,6 +31,16 @@ void bench_summarize(double *lat_us, long n, double total_s, measure_t *m)
     m->cpu_pct = 0;
 }
 
+double bench_primary(metric_t metric, const measure_t *m)
+{
+    switch (metric) {
+    case METRIC_THROUGHPUT: return m->per_s;
+    case METRIC_BANDWIDTH: return m->gbps;
+    case METRIC_CPU: return m->cpu_pct;
+    default: return m->median_us;
+    }
+}
+
 void bench_exe_dir(char *dir, size_t len)
 {
     char exe[PATH_MAX];

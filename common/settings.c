@@ -83,6 +83,17 @@ static const setting_def_t setting_table[] = {
      FIELD(data_http_timeout_ms),
      "a shard fetch fails (and is retried) when connecting or a stalled transfer takes "
      "this long"},
+    {"ADAG_PLACEMENT", SETTING_INT, "1", 0, 1, FIELD(placement),
+     "1: place each actor by the topology (a GPU actor on the CPUs and NUMA node of its "
+     "GPU, UCX on the nearest RDMA NIC), and loader threads next to the first stage; 0: "
+     "bind nothing (an actor's explicit cpus/numa/nic still apply)"},
+    {"ADAG_TOPO_XML", SETTING_STRING, NULL, 0, 0, FIELD(topo_xml),
+     "an hwloc XML file to use as the machine's topology instead of the live one (export "
+     "one with `adag-info topo --xml FILE`); placements are computed from it, and bound "
+     "only with ADAG_TOPO_XML_THIS_SYSTEM=1"},
+    {"ADAG_TOPO_XML_THIS_SYSTEM", SETTING_INT, "0", 0, 1, FIELD(topo_xml_this_system),
+     "1: the ADAG_TOPO_XML file describes this machine, so its CPUs and NUMA nodes are "
+     "bound as it says"},
 };
 
 #define NSETTINGS (sizeof(setting_table) / sizeof(setting_table[0]))

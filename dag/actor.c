@@ -213,7 +213,8 @@ void adag_actor_drop(adag_actor_h a)
 #define ACTOR_PARAMS_KNOWN                                                                     \
     (ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |                  \
      ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE |              \
-     ADAG_ACTOR_PARAM_HOST)
+     ADAG_ACTOR_PARAM_HOST | ADAG_ACTOR_PARAM_CPUS | ADAG_ACTOR_PARAM_NUMA |                     \
+     ADAG_ACTOR_PARAM_NIC)
 
 /* An actor's host: "host:port" as it is, or a name of ADAG_HOSTS
  * ("name=host:port,..."), e.g. a rank under `adag-worker --pmix`. */
@@ -293,7 +294,7 @@ static adag_status_t check_actor_params(const adag_actor_params_t *p)
     if ((p->field_mask & ADAG_ACTOR_PARAM_DEVICE) && !p->device)
         return adag_error(ADAG_ERR_INVALID, "%s: device is set (ADAG_ACTOR_PARAM_DEVICE) but NULL",
                           fn);
-    return ADAG_OK;
+    return adag_actor_place_check(p, fn);
 }
 
 /* The name is taken and the actor listed, in one step under rt->lock: two
@@ -384,6 +385,87 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
 const char *adag_actor_name(adag_actor_h a)
 {
     return a ? a->name : "";
+}
+
+static adag_status_t check_placement_out(const char *fn, const adag_actor_placement_t *out)
+{
+    if (out->struct_size < sizeof(adag_actor_placement_t))
+        return adag_error(ADAG_ERR_INVALID, "%s: struct_size %zu is below %zu (set it to "
+                          "sizeof(adag_actor_placement_t))", fn, out->struct_size,
+                          sizeof(adag_actor_placement_t));
+    return ADAG_OK;
+}
+
+static void placement_report(const adag_place_t *p, adag_actor_placement_t *out)
+{
+    adag_actor_placement_t r;
+    memset(&r, 0, sizeof(r));
+    r.struct_size = sizeof(r);
+    adag_cpulist_format(&p->cpus, r.cpus, sizeof(r.cpus));
+    r.bound = p->bound;
+    r.numa = p->numa;
+    snprintf(r.gpu, sizeof(r.gpu), "%s", p->gpu_bus_id);
+    snprintf(r.nic, sizeof(r.nic), "%s", p->nic);
+    if (p->nic[0])
+        snprintf(r.nic_distance, sizeof(r.nic_distance), "%s", adag_topo_dist_name(p->nic_dist));
+    r.this_machine = p->this_system;
+    memcpy(out, &r, sizeof(r)); /* this version: every field */
+}
+
+adag_status_t adag_actor_placement(adag_actor_h a, adag_actor_placement_t *out)
+{
+    if (!a || !out)
+        return adag_error(ADAG_ERR_INVALID, "adag_actor_placement: actor and out must not be NULL");
+    adag_status_t st = check_placement_out("adag_actor_placement", out);
+    if (st == ADAG_OK)
+        placement_report(&a->place, out);
+    return st;
+}
+
+/* Adds actor b's placement to the union `u` (first: nb == 0). */
+static void place_union(adag_place_t *u, unsigned nb, const adag_place_t *b)
+{
+    if (nb == 0) {
+        *u = *b;
+        return;
+    }
+    CPU_OR(&u->cpus, &u->cpus, &b->cpus);
+    u->bound = u->bound || b->bound;
+    if (u->numa != b->numa)
+        u->numa = -1;
+    if (strcmp(u->gpu_bus_id, b->gpu_bus_id) != 0)
+        u->gpu_bus_id[0] = '\0';
+    if (strcmp(u->nic, b->nic) != 0)
+        u->nic[0] = '\0';
+    u->this_system = u->this_system && b->this_system;
+}
+
+adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *out)
+{
+    const char *fn = "adag_dag_input_placement";
+    if (!dag || !out)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+    adag_status_t st = check_placement_out(fn, out);
+    if (st != ADAG_OK)
+        return st;
+    adag_place_t u;
+    unsigned n = 0;
+    adag_place_none(&u);
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
+        for (unsigned r = 0; r < c->nreaders; r++) {
+            adag_actor_h a = c->readers[r] >= 0 ? dag->actors[c->readers[r]].actor : NULL;
+            if (a && !a->host[0]) /* an actor on another host: not this machine's CPUs */
+                place_union(&u, n++, &a->place);
+        }
+    }
+    cpu_set_t mine;
+    adag_cpus_allowed(&mine);
+    if (n == 0)
+        adag_place_none(&u);
+    u.bound = u.bound && CPU_COUNT(&u.cpus) > 0 && !CPU_EQUAL(&u.cpus, &mine);
+    placement_report(&u, out);
+    return ADAG_OK;
 }
 
 int adag_actor_pid(adag_actor_h a)

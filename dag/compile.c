@@ -166,30 +166,52 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     return ADAG_OK;
 }
 
-/* The wait policy of a loop (or the driver) on `ncpus` CPUs. While the
- * DAG's loops and the driver fit on those CPUs, waiters spin (pausing) up
- * to ADAG_SPIN_NS. With more of them than CPUs, a spinner would hold the
- * core its producer needs, so waiters spin up to ADAG_SPIN_NS_CROWDED
- * calling sched_yield between probes (measured on 2 cores: a 4-stage chain
- * runs several times faster than with short spins or futex sleeps, and
- * keeps working when other processes load the machine). An explicit
- * spin_ns replaces the maximum only. Each actor decides on the CPUs it
- * runs on (a worker reports its own in HELLO). */
-adag_wait_policy_t adag_dag_policy(adag_dag_h dag, unsigned ncpus)
+/* How many of the DAG's loops may run on the CPUs of actor `self` (-1:
+ * the driver): itself, each actor on its host whose CPUs meet its own,
+ * and the driver if its CPUs do (dag/actor_place.h). */
+static unsigned loops_sharing(adag_dag_h dag, int self, const adag_place_t *mine,
+                              const char *host)
+{
+    adag_place_t driver;
+    adag_place_none(&driver); /* the driver's own CPUs */
+    unsigned n = self < 0 || adag_place_share(mine, host, &driver, "") ? 1 : 0;
+    for (unsigned j = 0; j < dag->nactors; j++) {
+        adag_actor_h b = dag->actors[j].actor;
+        if ((int)j == self || adag_place_share(mine, host, &b->place, b->host))
+            n++;
+    }
+    return n;
+}
+
+/* The wait policy of actor `ai`'s loop (-1: the driver's). While the
+ * loops that may run on its CPUs (its own, the driver's, other actors'
+ * of this DAG placed on CPUs that meet them) fit those CPUs, waiters spin
+ * (pausing) up to ADAG_SPIN_NS. With more of them than CPUs, a spinner
+ * would hold the core its producer needs, so waiters spin up to
+ * ADAG_SPIN_NS_CROWDED calling sched_yield between probes (measured on 2
+ * cores: a 4-stage chain runs several times faster than with short spins
+ * or futex sleeps, and keeps working when other processes load the
+ * machine). An explicit spin_ns replaces the maximum only. Each actor's
+ * CPUs are those its host placed it on (adag_actor_placement). */
+adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai)
 {
     adag_wait_policy_t p;
-    int crowded = dag->nactors + 1 > (ncpus ? ncpus : 1);
+    adag_place_t driver;
+    const adag_place_t *mine = &driver;
+    const char *host = "";
+    if (ai >= 0) {
+        mine = &dag->actors[ai].actor->place;
+        host = dag->actors[ai].actor->host;
+    } else {
+        adag_place_none(&driver);
+    }
+    unsigned ncpus = (unsigned)CPU_COUNT(&mine->cpus);
+    int crowded = loops_sharing(dag, ai, mine, host) > (ncpus ? ncpus : 1);
     p.yield = crowded;
     p.spin_ns = dag->wait.spin_ns >= 0 ? dag->wait.spin_ns
                 : crowded            ? adag_settings()->spin_ns_crowded
                                      : adag_settings()->spin_ns;
     return p;
-}
-
-static unsigned driver_cpus(void)
-{
-    cpu_set_t cpus;
-    return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
 }
 
 static adag_status_t add_reader(adag_dag_chan_t *c, int who)
@@ -440,7 +462,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     memset(p, 0, sizeof(*p));
     p->dag_id = dag->id;
     snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->name);
-    adag_wait_policy_t policy = adag_dag_policy(dag, dag->actors[ai].actor->ncpus);
+    adag_wait_policy_t policy = adag_dag_policy(dag, (int)ai);
     adag_wbuf_t descs = {0};
     p->nslots = dag->max_inflight;
     p->capacity = dag->capacity;
@@ -654,7 +676,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         dag->actors[dag->nactors++].actor = g->actors[i];
     }
     pthread_mutex_unlock(&g->rt->lock);
-    dag->wait = adag_dag_policy(dag, driver_cpus());
+    dag->wait = adag_dag_policy(dag, -1);
     for (unsigned i = 0; i < g->nnodes; i++)
         cx.actor_index[i] = g->nodes[i]->kind == NODE_CALL ? dag_actor_index(dag, g->nodes[i]->actor)
                                                            : -1;

@@ -37,6 +37,10 @@ static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
     else
         fprintf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
                 da->actor->ops->name);
+    /* where it runs and how its loop waits (dag/actor_place.h, adag_dag_policy) */
+    char where[ADAG_CPULIST_MAX + 160];
+    adag_place_format(&da->actor->place, where, sizeof(where));
+    fprintf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
         for (uint32_t a = 0; a < op->nargs; a++)

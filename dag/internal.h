@@ -6,6 +6,7 @@
 #include "common/names.h"
 #include "common/value.h"
 #include "dag/actor_device.h"
+#include "dag/actor_place.h"
 #include "dag/context.h"
 #include "dag/loop.h"
 #include "dag/program.h"
@@ -73,7 +74,7 @@ typedef enum {
  */
 typedef struct adag_placement_ops {
     const char *name; /* "thread", "process" */
-    /* Creates the actor's state (and worker); fills methods/nmethods/ncpus. */
+    /* Creates the actor's state (and worker); fills methods/nmethods and place. */
     adag_status_t (*create)(adag_actor_h a, const adag_actor_params_t *p, adag_blob_t init);
     void (*lock)(adag_actor_h a);
     void (*unlock)(adag_actor_h a);
@@ -116,7 +117,8 @@ struct adag_actor {
     char class_name[ADAG_MAX_NAME];
     adag_method_info_t *methods;
     unsigned nmethods;
-    unsigned ncpus;            /* CPUs its loops may run on (decides its wait policy) */
+    adag_place_t place;        /* where it runs (dag/actor_place.h), as its host decided;
+                                * its CPUs decide its loops' wait policy */
     /* Its device (adag_actor_params_t.device) as the driver knows it: the
      * backend (adag_device_kind_t), -1 for a host actor, and the index. The
      * device is opened where the actor's code runs (the placement's). */
@@ -440,8 +442,8 @@ adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffe
                                     uint64_t *ref);
 adag_status_t adag_dag_commit_feed(adag_dag_h dag, uint64_t ref, const size_t *sizes,
                                    const adag_tensor_meta_t *metas);
-/* The wait policy of a loop on `ncpus` CPUs in this DAG. */
-adag_wait_policy_t adag_dag_policy(adag_dag_h dag, unsigned ncpus);
+/* The wait policy of actor ai's loop in this DAG (-1: the driver's). */
+adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai);
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
 /* Makes user_fd readable exactly while some live ref is ready and not got
  * (or the DAG failed). Under dag->lock. */

@@ -474,6 +474,8 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
             .device = actor->device,
             .comms = loop->chan_comms,
             .ncomms = loop->prog.ncomms,
+            .has_numa = actor->has_numa,
+            .numa = actor->numa,
         };
         adag_wbuf_t info = {0};
         st = adag_ctx_open(ctx, pc->kind, &op, &info, &loop->chans[i]);
@@ -560,9 +562,19 @@ adag_status_t adag_loop_start(adag_loop_t *loop)
             return st;
     }
     adag_status_t st = adag_loop_turns_start(loop);
-    int err;
-    if (st == ADAG_OK && (err = pthread_create(&loop->thread, NULL, loop_main, loop)) != 0)
-        st = adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
+    int err = 0;
+    pthread_attr_t attr;
+    if (st == ADAG_OK && (err = pthread_attr_init(&attr)) != 0)
+        st = adag_error_errno(err, "actor %s: loop thread attributes", loop->actor_name);
+    if (st == ADAG_OK) {
+        /* a thread actor placed on some CPUs: its loop starts there */
+        if (loop->actor.cpus &&
+            (err = pthread_attr_setaffinity_np(&attr, sizeof(*loop->actor.cpus), loop->actor.cpus)))
+            st = adag_error_errno(err, "actor %s: loop thread CPUs", loop->actor_name);
+        if (st == ADAG_OK && (err = pthread_create(&loop->thread, &attr, loop_main, loop)) != 0)
+            st = adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
+        pthread_attr_destroy(&attr);
+    }
     if (st != ADAG_OK) {
         adag_loop_turns_close(loop);
         adag_watchdog_stop(loop->watchdog);

@@ -19,6 +19,7 @@
 
 #include <adag.h>
 #include <pthread.h>
+#include <sched.h>
 
 typedef struct {
     char name[ADAG_MAX_NAME];
@@ -38,6 +39,8 @@ typedef struct {
     const char *name;
     const adag_chan_device_t *device;     /* NULL: not bound to a device */
     adag_actor_comms_t *comms;            /* its communicators */
+    const cpu_set_t *cpus;                /* the loop thread's CPUs; NULL: its starter's */
+    int has_numa, numa;                   /* its NUMA node: the slots it writes prefer it */
 } adag_loop_actor_t;
 
 /* One method call in progress: what the adag_call_* functions see. */

@@ -187,7 +187,6 @@ static adag_status_t hello(adag_actor_h a)
         return adag_error(ADAG_ERR_PROTOCOL,
                           "actor %s: the worker speaks control protocol %u, this library %u",
                           a->name, hr.version, ADAG_PROTOCOL_VERSION);
-    a->ncpus = hr.ncpus;
     if (p->remote) {
         pthread_mutex_lock(&a->rt->lock);
         p->pid = (int)hr.pid; /* its pid on its host */
@@ -196,8 +195,11 @@ static adag_status_t hello(adag_actor_h a)
     return ADAG_OK;
 }
 
-static adag_status_t create_worker_actor(adag_actor_h a, const char *module, adag_blob_t init)
+static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params_t *params,
+                                         adag_blob_t init)
 {
+    const char *module = params->module_path;
+    adag_msg_place_t place;
     adag_wbuf_t wb = {0};
     adag_ctl_msg_t reply;
     adag_blob_t body;
@@ -207,7 +209,8 @@ static adag_status_t create_worker_actor(adag_actor_h a, const char *module, ada
     if (a->device_kind >= 0)
         snprintf(device, sizeof(device), "%s:%u", adag_device_kind_name((uint32_t)a->device_kind),
                  a->device_index);
-    adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init);
+    adag_actor_place_request(params, &place);
+    adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init, &place);
     /* the event socket: the worker's end goes with CREATE_ACTOR */
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -236,8 +239,10 @@ static adag_status_t create_worker_actor(adag_actor_h a, const char *module, ada
     p->events = sv[0];
     pthread_mutex_unlock(&a->rt->lock);
     adag_monitor_poke(a->rt);
-    st = adag_msg_decode_methods(body, &m, &n);
+    st = adag_msg_decode_methods(body, &m, &n, &place);
     adag_ctl_msg_free(&reply);
+    if (st == ADAG_OK && (st = adag_place_from_msg(&place, &a->place)) != ADAG_OK)
+        free(m);
     if (st != ADAG_OK) {
         adag_error_prefix("actor %s", a->name);
         return st;
@@ -297,7 +302,7 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     pa->ctl = ctl;
     pthread_mutex_unlock(&a->rt->lock);
     adag_monitor_poke(a->rt);
-    if ((st = hello(a)) != ADAG_OK || (st = create_worker_actor(a, p->module_path, init)) != ADAG_OK)
+    if ((st = hello(a)) != ADAG_OK || (st = create_worker_actor(a, p, init)) != ADAG_OK)
         return creation_failed(a, st, p->module_path);
     return ADAG_OK;
 }

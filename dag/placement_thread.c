@@ -40,7 +40,14 @@ static adag_class_entry_t *find_class(adag_runtime_h rt, const char *name)
 
 static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p, adag_blob_t init)
 {
-    (void)p;
+    adag_msg_place_t req;
+    char who[ADAG_MAX_NAME + 8];
+    snprintf(who, sizeof(who), "actor %s", a->name);
+    adag_actor_place_request(p, &req);
+    adag_status_t pst = adag_actor_place_decide(who, a->device_kind, a->device_index, &req,
+                                                &a->place);
+    if (pst != ADAG_OK)
+        return pst;
     pthread_mutex_lock(&a->rt->lock);
     adag_class_entry_t *e = find_class(a->rt, a->class_name);
     pthread_mutex_unlock(&a->rt->lock);
@@ -63,8 +70,6 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: state of %zu bytes for %s",
                           e->def.state_size, a->name);
     memcpy(a->methods, e->methods, a->nmethods * sizeof(*a->methods));
-    cpu_set_t cpus;
-    a->ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
     /* binds this thread, which runs init */
     if (a->device_kind >= 0) {
         adag_status_t st = adag_actor_device_open((adag_device_kind_t)a->device_kind,
@@ -113,6 +118,9 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             .name = a->name,
             .device = t->device ? &t->device->chan : NULL,
             .comms = &t->comms,
+            .cpus = a->place.bound && a->place.this_system ? &a->place.cpus : NULL,
+            .has_numa = a->place.numa >= 0 && a->place.this_system,
+            .numa = a->place.numa,
         };
         st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;

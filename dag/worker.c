@@ -45,6 +45,7 @@ typedef struct worker {
     worker_dag_t *dags;
     adag_actor_device_t *device; /* a device-bound actor's, opened here; NULL: none */
     adag_actor_comms_t comms;    /* its communicators (dag/actor_comm.h) */
+    adag_place_t place;          /* where it runs (dag/actor_place.h) */
 } worker_t;
 
 static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const adag_wbuf_t *body)
@@ -109,8 +110,8 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     const adag_class_def_t *def = NULL;
     adag_method_info_t *methods = NULL;
     adag_actor_device_t *device = NULL;
-    adag_device_kind_t kind;
-    unsigned index;
+    adag_device_kind_t kind = 0;
+    unsigned index = 0;
     int init_ran = 0;
     adag_status_t st;
 
@@ -125,6 +126,20 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     /* the driver checked the text; the device is looked for here */
     if (req.device[0] && (st = adag_device_parse(req.device, &kind, &index)) != ADAG_OK)
         return st;
+
+    /* placed before anything of the actor runs: this thread, and every
+     * thread it starts (device streams, DAG loops), is bound; UCX is told
+     * its NIC before it reads its configuration */
+    char who[96] = "on host ";
+    /* the driver names the actor; the host tells a remote actor's apart */
+    if (gethostname(who + 8, sizeof(who) - 8) != 0)
+        snprintf(who, sizeof(who), "on its host");
+    who[sizeof(who) - 1] = '\0';
+    if ((st = adag_actor_place_decide(who, req.device[0] ? (int32_t)kind : -1, index, &req.place,
+                                      &w->place)) != ADAG_OK ||
+        (st = adag_place_apply(&w->place, who)) != ADAG_OK)
+        return st;
+    adag_place_nic_env(&w->place);
 
     /* load, check the ABI, find and validate the class: dag/class.c */
     if ((st = adag_module_load(module, class_name, &handle, &def)) != ADAG_OK)
@@ -164,7 +179,9 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
         mt[i].nargs = w->methods[i].nargs;
         mt[i].nreturns = w->methods[i].nreturns;
     }
-    adag_msg_encode_methods(body, mt, w->nmethods);
+    adag_msg_place_t placed;
+    adag_place_to_msg(&w->place, &placed);
+    adag_msg_encode_methods(body, mt, w->nmethods, &placed);
     free(mt);
     return ADAG_OK;
 fail:
@@ -270,6 +287,8 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         .name = w->name,
         .device = w->device ? &w->device->chan : NULL,
         .comms = &w->comms,
+        .has_numa = w->place.numa >= 0 && w->place.this_system,
+        .numa = w->place.numa,
     };
     st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)

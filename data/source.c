@@ -386,14 +386,27 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
         st = adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
         goto fail;
     }
+    if ((st = adag_data_choose_cpus(src, params)) != ADAG_OK)
+        goto fail;
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0 && src->bound_cpus)
+        rc = pthread_attr_setaffinity_np(&attr, sizeof(src->cpus), &src->cpus);
+    if (rc != 0) {
+        st = adag_error_errno(rc, "adag_data_open: thread attributes");
+        goto fail;
+    }
     for (unsigned i = 0; i < src->nthreads; i++) {
-        int rc = pthread_create(&src->threads[i], NULL, thread_main, src);
+        rc = pthread_create(&src->threads[i], &attr, thread_main, src);
         if (rc != 0) {
             st = adag_error_errno(rc, "adag_data_open: starting thread %u", i);
-            goto fail;
+            break;
         }
         src->started++;
     }
+    pthread_attr_destroy(&attr);
+    if (st != ADAG_OK)
+        goto fail;
     *out = src;
     return ADAG_OK;
 fail:
@@ -566,6 +579,16 @@ adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch
     return st;
 }
 
+adag_status_t adag_data_cpus(adag_data_source_h src, char *buf, size_t len)
+{
+    if (!src || !buf || len == 0)
+        return adag_error(ADAG_ERR_INVALID, "adag_data_cpus: source or buffer is NULL");
+    buf[0] = '\0';
+    if (src->bound_cpus)
+        adag_cpulist_format(&src->cpus, buf, len);
+    return ADAG_OK;
+}
+
 adag_status_t adag_data_size(adag_data_source_h src, uint64_t *batches_per_epoch,
                              uint64_t *samples_per_epoch)
 {
@@ -616,6 +639,12 @@ adag_status_t adag_data_close(adag_data_source_h src)
     if (src->progress_out) /* the bar's line ends */
         fputc('\n', src->progress_out);
     stop_threads(src);
+    /* executions the threads started that adag_data_next_exec never handed
+     * out: only the source knows their refs, so it releases them (their
+     * results dropped), and the DAG's window is free for what comes next */
+    for (unsigned k = 0; src->p.dag && src->slots && k < src->nslots; k++)
+        if (src->slots[k].state == SLOT_READY)
+            adag_dag_release(src->p.dag, src->slots[k].ref);
     source_free(src);
     return ADAG_OK;
 }

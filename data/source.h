@@ -8,6 +8,7 @@
 
 #include <adag/data.h>
 
+#include "common/cpuset.h"
 #include "common/error.h"
 #include "data/cache.h"
 #include "gpu/device.h"
@@ -105,6 +106,8 @@ struct adag_data_source {
 
     pthread_t *threads;
     unsigned nthreads, started;
+    cpu_set_t cpus; /* where the threads run (bound_cpus); data/source_open.c */
+    int bound_cpus;
 
     /* feeding a DAG (data/source_feed.c): the batch's tensor description,
      * and for an input on the driver's device, its device and streams and
@@ -151,6 +154,9 @@ void adag_data_feed_close(adag_data_source_t *src);
 
 /* The caller's params are usable (field mask, formats, sizes, ranks). */
 adag_status_t adag_data_check_params(const adag_data_params_t *p);
+/* Where the threads run: ADAG_DATA_PARAM_CPUS, else next to the first
+ * stage of the DAG fed (ADAG_PLACEMENT=1), else anywhere. */
+adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_params_t *p);
 /* Fills in every default the field mask leaves out. */
 void adag_data_defaults(adag_data_params_t *p);
 /* The shard paths, globs expanded and sorted. */

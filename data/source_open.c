@@ -5,6 +5,7 @@
  */
 #include "data/source.h"
 
+#include "common/settings.h"
 #include "dag/internal.h"
 
 #include <glob.h>
@@ -111,6 +112,43 @@ adag_status_t adag_data_open_shards(adag_data_source_t *src)
     return ADAG_OK;
 }
 
+adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_params_t *p)
+{
+    cpu_set_t allowed, outside;
+    adag_cpus_allowed(&allowed);
+    if (p->field_mask & ADAG_DATA_PARAM_CPUS) {
+        const char *bad = "";
+        char list[ADAG_CPULIST_MAX], ok[ADAG_CPULIST_MAX];
+        if (!p->cpus || adag_cpulist_parse(p->cpus, &src->cpus, &bad) != 0)
+            return adag_error(ADAG_ERR_INVALID, "adag_data_open: cpus \"%.64s\" is not a CPU "
+                              "list like \"0-3,8\" (at \"%.32s\")", p->cpus ? p->cpus : "(null)",
+                              bad);
+        CPU_XOR(&outside, &src->cpus, &allowed);
+        CPU_AND(&outside, &outside, &src->cpus);
+        if (CPU_COUNT(&outside)) {
+            adag_cpulist_format(&outside, list, sizeof(list));
+            adag_cpulist_format(&allowed, ok, sizeof(ok));
+            return adag_error(ADAG_ERR_INVALID, "adag_data_open: cpus \"%s\" names CPUs %s, "
+                              "outside those this process may use (%s)", p->cpus, list, ok);
+        }
+        src->bound_cpus = !CPU_EQUAL(&src->cpus, &allowed);
+        return ADAG_OK;
+    }
+    adag_actor_placement_t first = ADAG_ACTOR_PLACEMENT_INIT;
+    if (!p->dag || !adag_settings()->placement)
+        return ADAG_OK;
+    adag_status_t st = adag_dag_input_placement(p->dag, &first);
+    if (st != ADAG_OK)
+        return st;
+    /* the first stage's CPUs, when bound on this machine */
+    if (first.bound && first.this_machine &&
+        adag_cpulist_parse(first.cpus, &src->cpus, NULL) == 0) {
+        CPU_AND(&src->cpus, &src->cpus, &allowed);
+        src->bound_cpus = CPU_COUNT(&src->cpus) > 0 && !CPU_EQUAL(&src->cpus, &allowed);
+    }
+    return ADAG_OK;
+}
+
 adag_status_t adag_data_check_params(const adag_data_params_t *p)
 {
     adag_status_t st = adag_check_field_mask(
@@ -120,7 +158,8 @@ adag_status_t adag_data_check_params(const adag_data_params_t *p)
             ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
             ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
             ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH |
-            ADAG_DATA_PARAM_CACHE | ADAG_DATA_PARAM_TENSOR | ADAG_DATA_PARAM_STEPS);
+            ADAG_DATA_PARAM_CACHE | ADAG_DATA_PARAM_TENSOR | ADAG_DATA_PARAM_STEPS |
+            ADAG_DATA_PARAM_CPUS);
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)

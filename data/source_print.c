@@ -31,11 +31,15 @@ adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out)
         src->progress_out = NULL;
     }
     double t = st.elapsed_s > 0 ? st.elapsed_s : 1e-9;
+    char cpus[ADAG_CPULIST_MAX] = "any CPU";
+    if (src->bound_cpus)
+        adag_cpulist_format(&src->cpus, cpus, sizeof(cpus));
     fprintf(out, "data source: %u shard%s (%s), %llu samples an epoch, %llu batches of %u for "
-                 "rank %u of %u, %u threads\n",
+                 "rank %u of %u, %u threads on %s%s\n",
             src->nshards, src->nshards == 1 ? "" : "s", src->fmt->name,
             (unsigned long long)src->nsamples, (unsigned long long)src->batches_rank,
-            src->p.batch_size, src->p.rank, src->p.world, src->nthreads);
+            src->p.batch_size, src->p.rank, src->p.world, src->nthreads,
+            src->bound_cpus ? "CPUs " : "", cpus);
     fprintf(out, "  delivered   %llu batches, %llu samples decoded in %.1f s: %.0f samples/s, "
                  "%.1f MB/s read\n",
             (unsigned long long)st.batches, (unsigned long long)st.samples, st.elapsed_s,

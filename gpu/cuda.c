@@ -222,6 +222,19 @@ adag_status_t adag_cuda_set_device(cuda_dev_t *d)
 
 /* ---- probe, open, close ---- */
 
+static adag_status_t cuda_pci_bus_id(unsigned index, char *buf, size_t len)
+{
+    if (!adag_cudart_loaded())
+        return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: %s", index, adag_cudart.error);
+    cudaError_t err = adag_cudart.fn.DeviceGetPCIBusId(buf, (int)len, (int)index);
+    if (err != cudaSuccess) {
+        (void)adag_cudart.fn.GetLastError(); /* not the program's error (cuda_vmsg) */
+        return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: cudaDeviceGetPCIBusId: %s",
+                          index, adag_cudart.fn.GetErrorString(err));
+    }
+    return ADAG_OK;
+}
+
 /* The number of devices; 0 and why not. On success `why` says what runs
  * them ("libcudart.so.13: runtime 13.0, driver 13.0"). */
 static unsigned cuda_probe(char *why, size_t len)
@@ -516,6 +529,7 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .probe = cuda_probe,
     .open = cuda_open,
     .close = cuda_close,
+    .pci_bus_id = cuda_pci_bus_id,
     .bind_thread = cuda_bind_thread,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,

@@ -22,7 +22,7 @@
  * header's prototype, and is resolved as "cuda" #name. */
 #define CUDART_FUNCTIONS(X)                                                                        \
     X(GetErrorName) X(GetErrorString) X(RuntimeGetVersion) X(DriverGetVersion)                     \
-    X(GetDeviceCount) X(SetDevice) X(GetDeviceProperties)                                          \
+    X(GetDeviceCount) X(SetDevice) X(GetDeviceProperties) X(DeviceGetPCIBusId)                                          \
     X(GetLastError) X(Malloc) X(Free) X(HostAlloc) X(FreeHost) X(HostRegister) X(HostUnregister)   \
     X(IpcGetMemHandle) X(IpcOpenMemHandle) X(IpcCloseMemHandle)                                    \
     X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \

@@ -82,6 +82,9 @@ struct adag_device_ops {
     unsigned (*probe)(char *why, size_t len);
     adag_status_t (*open)(unsigned index, adag_device_t **out);
     void (*close)(adag_device_t *dev);
+    /* Device index's PCI bus id ("0000:07:00.0"), without opening it, for
+     * the topology map; NULL (or ADAG_ERR_NOT_FOUND): not a PCI device. */
+    adag_status_t (*pci_bus_id)(unsigned index, char *buf, size_t len);
     /* Makes the calling thread use dev (CUDA: cudaSetDevice). */
     adag_status_t (*bind_thread)(adag_device_t *dev);
 

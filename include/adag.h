@@ -382,6 +382,9 @@ enum {
     ADAG_ACTOR_PARAM_INIT = 1u << 4,
     ADAG_ACTOR_PARAM_DEVICE = 1u << 5,
     ADAG_ACTOR_PARAM_HOST = 1u << 6,
+    ADAG_ACTOR_PARAM_CPUS = 1u << 7,
+    ADAG_ACTOR_PARAM_NUMA = 1u << 8,
+    ADAG_ACTOR_PARAM_NIC = 1u << 9,
 };
 
 typedef struct {
@@ -405,7 +408,38 @@ typedef struct {
      * compiler gives UCX channels to every value that crosses hosts and
      * keeps shared memory within the driver's host. */
     const char *host;
+    /* Placement (docs: README "Placement"). By default (ADAG_PLACEMENT=1)
+     * an actor with a GPU runs on the CPUs of its GPU's NUMA node, its
+     * memory prefers that node, and its worker's UCX uses the nearest RDMA
+     * NIC with an active port; an actor without one is not bound. Each of
+     * these overrides its part, for process and remote actors (decided on
+     * their host) and thread actors (their DAG loop threads):
+     * cpus: a CPU list, "0-7,16" (every CPU must be one the process may
+     * use); numa: a NUMA node's number (its memory, and its CPUs unless
+     * cpus is given), -1 for none (memory where the kernel puts it); nic: an RDMA device "mlx5_0" (or "mlx5_0:1" for a
+     * port) or a network interface for UCX_NET_DEVICES, "" for UCX's own
+     * choice. A request that cannot be met fails adag_actor_create. */
+    const char *cpus;
+    int numa;
+    const char *nic;
 } adag_actor_params_t;
+
+/* Where an actor was placed (adag_actor_placement). Set struct_size to
+ * sizeof(adag_actor_placement_t) first (ADAG_ACTOR_PLACEMENT_INIT): as
+ * with adag_dag_stats_t, later versions only append fields. */
+typedef struct {
+    size_t struct_size;    /* in: the caller's sizeof; out: bytes filled */
+    char cpus[512];        /* the CPUs its loops run on, as a list ("0-15,32-47") */
+    int bound;             /* 1: bound to them; 0: runs wherever its process may */
+    int numa;              /* the NUMA node its memory prefers; -1: none */
+    char gpu[16];          /* its GPU's PCI bus id in the topology; "" */
+    char nic[40];          /* what its UCX was told (UCX_NET_DEVICES); "": UCX's choice */
+    char nic_distance[24]; /* from its GPU (or node) to that NIC: "same PCI switch", "same PCI
+                            * root", "same NUMA node", "same socket", "across sockets"; "" */
+    int this_machine;      /* 0: placed on an XML topology of another machine (nothing bound) */
+} adag_actor_placement_t;
+
+#define ADAG_ACTOR_PLACEMENT_INIT {.struct_size = sizeof(adag_actor_placement_t)}
 
 /* Creates an actor: for a process actor, spawns adag-worker, loads the module
  * and runs the class's init there. A worker dies with its driver, whatever
@@ -424,6 +458,10 @@ ADAG_API const char *adag_actor_name(adag_actor_h actor);
 /* The worker's process id for a process actor (for a remote actor, its pid
  * on its host), 0 for a thread actor. */
 ADAG_API int adag_actor_pid(adag_actor_h actor);
+
+/* Where the actor runs: decided when it was created, on its own host.
+ * ADAG_ERR_INVALID if out->struct_size is below the first version's. */
+ADAG_API adag_status_t adag_actor_placement(adag_actor_h actor, adag_actor_placement_t *out);
 
 /* How many devices the backend "cuda" or "host" has here (0, with the
  * reason in adag_last_error(), when it has none); ADAG_ERR_NOT_FOUND for
@@ -695,6 +733,13 @@ ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 /* Writes the compiled graph in Graphviz DOT: each actor with its
  * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
 ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
+
+/* Where the DAG's first stage runs: the placement of the actors that read
+ * its input fields (their CPUs together; their NUMA node, GPU and NIC if
+ * they share one). What a front stage feeding the DAG (the data source's
+ * threads) binds to. A DAG whose inputs only the driver reads gives the
+ * driver's CPUs, not bound. */
+ADAG_API adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *out);
 
 /* Set struct_size to sizeof(adag_dag_stats_t) before the call (or
  * initialize with ADAG_DAG_STATS_INIT). The library fills the first

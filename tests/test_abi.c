@@ -270,7 +270,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_runtime_params_t, field_mask, 0);
     PIN_AT(adag_runtime_params_t, worker_path, 8);
 
-    PIN_SIZE(adag_actor_params_t, 72);
+    PIN_SIZE(adag_actor_params_t, 96); /* cpus, numa, nic appended (bits 7-9) */
     PIN_AT(adag_actor_params_t, field_mask, 0);
     PIN_AT(adag_actor_params_t, class_name, 8);
     PIN_AT(adag_actor_params_t, name, 16);
@@ -280,6 +280,19 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_params_t, init_size, 48);
     PIN_AT(adag_actor_params_t, device, 56);
     PIN_AT(adag_actor_params_t, host, 64);
+    PIN_AT(adag_actor_params_t, cpus, 72);
+    PIN_AT(adag_actor_params_t, numa, 80);
+    PIN_AT(adag_actor_params_t, nic, 88);
+
+    PIN_SIZE(adag_actor_placement_t, 616);
+    PIN_AT(adag_actor_placement_t, struct_size, 0);
+    PIN_AT(adag_actor_placement_t, cpus, 8);
+    PIN_AT(adag_actor_placement_t, bound, 520);
+    PIN_AT(adag_actor_placement_t, numa, 524);
+    PIN_AT(adag_actor_placement_t, gpu, 528);
+    PIN_AT(adag_actor_placement_t, nic, 544);
+    PIN_AT(adag_actor_placement_t, nic_distance, 584);
+    PIN_AT(adag_actor_placement_t, this_machine, 608);
 
     PIN_SIZE(adag_compile_params_t, 64); /* comm_timeout_ms, driver_device appended (bits 6, 7) */
     PIN_AT(adag_compile_params_t, field_mask, 0);

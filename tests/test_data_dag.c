@@ -312,3 +312,31 @@ Test(data_dag, feeds_a_device_first_stage_through_pinned_staging)
     cr_assert_eq(probe_device_objects(getpid()), 0, "device objects left in the driver");
     h_assert_clean(&snap);
 }
+
+/* A source closed after a few executions has started more than it handed
+ * out; close releases those, so a second source feeds the same DAG. */
+Test(data_dag, close_releases_executions_never_handed_out)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_dag_h dag = echo_dag(rt, 4, BATCH * RS);
+    for (int round = 0; round < 3; round++) {
+        adag_data_params_t p = params(dag);
+        adag_data_source_h src;
+        cr_assert_eq(adag_data_open(&p, &src), ADAG_OK, "%s", adag_last_error());
+        for (unsigned b = 0; b < 10; b++) {
+            adag_ref_t ref;
+            adag_data_batch_t bt;
+            adag_value_t out;
+            cr_assert_eq(adag_data_next_exec(src, &ref, &bt, 10000), ADAG_OK,
+                         "round %d, batch %u: %s", round, b, adag_last_error());
+            cr_assert_eq(bt.batch, b, "each source starts at batch 0");
+            cr_assert_eq(adag_dag_get(dag, ref, &out, 1, 10000), ADAG_OK, "%s",
+                         adag_last_error());
+            cr_assert_eq(adag_dag_release(dag, ref), ADAG_OK);
+        }
+        usleep(50000); /* the threads start executions ahead, up to the window */
+        adag_data_close(src);
+    }
+    adag_dag_destroy(dag);
+    adag_runtime_destroy(rt);
+}

@@ -52,10 +52,17 @@ static adag_status_t dec_hello(const adag_ctl_msg_t *msg, int check)
     return st;
 }
 
+static const adag_msg_place_t place_req = {
+    .flags = ADAG_MSG_PLACE_CPUS | ADAG_MSG_PLACE_NIC | ADAG_MSG_PLACE_AUTOMATIC,
+    .numa = 1,
+    .cpus = "0-3,8",
+    .nic = "mlx5_2:1",
+};
+
 static void enc_create(adag_wbuf_t *b)
 {
     adag_msg_encode_create(b, "/lib/libx.so", "Stage", "stage1", "cuda:1",
-                           (adag_blob_t){init_bytes, sizeof(init_bytes)});
+                           (adag_blob_t){init_bytes, sizeof(init_bytes)}, &place_req);
 }
 
 static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
@@ -68,6 +75,9 @@ static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
         cr_assert_str_eq(m.actor, "stage1");
         cr_assert_str_eq(m.device, "cuda:1");
         cr_assert(blob_is(m.init, init_bytes, sizeof(init_bytes)));
+        cr_assert(m.place.flags == place_req.flags && m.place.numa == 1);
+        cr_assert_str_eq(m.place.cpus, "0-3,8");
+        cr_assert_str_eq(m.place.nic, "mlx5_2:1");
     }
     return st;
 }
@@ -308,18 +318,32 @@ Test(protocol, bounds_are_enforced)
     for (int which = 0; which < 4; which++) {
         adag_msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
                                which == 2 ? longname : "a", which == 3 ? longname : "host:0",
-                               (adag_blob_t){NULL, 0});
+                               (adag_blob_t){NULL, 0}, NULL);
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
         cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);
         assert_names(ADAG_MSG_CREATE_ACTOR, "malformed");
         adag_wbuf_free(&b);
     }
     /* an actor without a device: NULL travels as "" */
-    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0});
+    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL);
     m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
     cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_OK, "%s", adag_last_error());
     cr_assert_str_eq(c.device, "");
+    cr_assert(c.place.flags == 0 && c.place.numa == -1 && !c.place.cpus[0]);
     adag_wbuf_free(&b);
+    /* placements a peer may not send: unknown flags, a node below -1 or
+     * past 4095, a distance past the table */
+    adag_msg_place_t bad_places[4] = {place_req, place_req, place_req, place_req};
+    bad_places[0].flags |= 1u << 20;
+    bad_places[1].numa = -2;
+    bad_places[2].numa = 4096;
+    bad_places[3].nic_dist = 9;
+    for (int i = 0; i < 4; i++) {
+        adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, &bad_places[i]);
+        m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
+        cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "place %d", i);
+        adag_wbuf_free(&b);
+    }
     /* HELLO's reply: round trip, prefixes, no CPUs */
     adag_msg_hello_reply_t hr = {ADAG_PROTOCOL_VERSION, 1234, 8}, hout;
     adag_msg_encode_hello_reply(&b, &hr);
@@ -342,14 +366,20 @@ Test(protocol, method_table)
     adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}}, *out;
     unsigned n;
     adag_wbuf_t b = {0};
-    adag_msg_encode_methods(&b, ms, 2);
-    cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n), ADAG_OK);
+    adag_msg_place_t placed = {.flags = ADAG_MSG_PLACE_BOUND | ADAG_MSG_PLACE_THIS_SYSTEM,
+                               .numa = 0, .cpus = "1", .nic = "mlx5_0:1", .gpu = "0000:07:00.0",
+                               .nic_dist = 1}, got;
+    adag_msg_encode_methods(&b, ms, 2, &placed);
+    cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got), ADAG_OK);
     cr_assert_eq(n, 2);
+    cr_assert(got.flags == placed.flags && got.numa == 0 && got.nic_dist == 1);
+    cr_assert_str_eq(got.cpus, "1");
+    cr_assert_str_eq(got.gpu, "0000:07:00.0");
     cr_assert_str_eq(out[1].name, "stats");
     cr_assert(out[0].nargs == 1 && out[1].nreturns == 2);
     free(out);
     for (size_t len = 0; len < b.len; len++)
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, len}, &out, &n),
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, len}, &out, &n, &got),
                      ADAG_ERR_PROTOCOL, "prefix %zu", len);
     adag_wbuf_free(&b);
     /* bad tables */
@@ -358,8 +388,8 @@ Test(protocol, method_table)
                                {"m", 1, 0},
                                {"m", 1, ADAG_MAX_RETURNS + 1}};
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        adag_msg_encode_methods(&b, &bad[i], 1);
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n),
+        adag_msg_encode_methods(&b, &bad[i], 1, NULL);
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
                      ADAG_ERR_PROTOCOL, "method %u", i);
         cr_assert(strstr(adag_last_error(), "CREATE_ACTOR"), "%s", adag_last_error());
         adag_wbuf_free(&b);
@@ -369,8 +399,8 @@ Test(protocol, method_table)
     for (unsigned i = 0; i < 4097; i++)
         big[i] = (adag_msg_method_t){"m", 1, 1};
     for (unsigned count = 4096; count <= 4097; count++) {
-        adag_msg_encode_methods(&b, big, count);
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n),
+        adag_msg_encode_methods(&b, big, count, NULL);
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
                      count <= 4096 ? ADAG_OK : ADAG_ERR_PROTOCOL, "%u methods", count);
         if (count <= 4096)
             free(out);
@@ -384,7 +414,7 @@ Test(protocol, method_table)
         adag_wbuf_str(&b, "m");
         adag_wbuf_u32(&b, 1);
         adag_wbuf_u32(&b, 1);
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n),
+        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
                      ADAG_ERR_PROTOCOL, "count %u", counts[i]);
         adag_wbuf_free(&b);
     }

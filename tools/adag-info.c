@@ -1,8 +1,10 @@
 /* adag-info: what this build of adag knows. `adag-info -c` lists the
- * ADAG_* settings with their values in force and defaults. */
+ * ADAG_* settings with their values in force and defaults; `adag-info
+ * topo` the machine's topology and the placements actors get on it. */
 #include "common/settings.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
+#include "tools/info_topo.h"
 
 #include <adag.h>
 #include <stdio.h>
@@ -54,14 +56,16 @@ int main(int argc, char **argv)
         adag_settings_print(stdout);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "topo") == 0)
+        return adag_info_topo(argc - 2, argv + 2);
     if (argc == 1) {
         printf("adag %d.%d\n", ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
         printf("transports: shm (memfd rings), self (same actor), device (device memory over IPC, async copies)\n");
         print_devices();
         print_comms();
-        printf("run `adag-info -c` for the settings\n");
+        printf("run `adag-info -c` for the settings, `adag-info topo` for the topology\n");
         return 0;
     }
-    fprintf(stderr, "usage: adag-info [-c]\n");
+    fprintf(stderr, "usage: adag-info [-c | topo [FILE.xml] [--xml OUT.xml]]\n");
     return 2;
 }

@@ -26,6 +26,8 @@
 #include "common/error.h"
 #include "common/event.h"
 #include "common/fd.h"
+#include "common/log.h"
+#include "common/mempolicy.h"
 
 #include <errno.h>
 #include <stdalign.h>
@@ -308,6 +310,14 @@ static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_
     s->hdr = hdr;
     s->slots = (char *)(hdr + 1) + (size_t)g->nreaders * CURSOR_STRIDE;
     s->notify_fd = d->notify_fd;
+    if (p->reader < 0 && p->has_numa) {
+        /* the writer's node: its pages are placed when first written */
+        size_t span = adag_shm_chan_size(g->nslots, g->nreaders, g->capacity) -
+                      (size_t)(s->slots - (char *)hdr);
+        if (adag_mempolicy_range(s->slots, span, p->numa) != 0)
+            ADAG_LOG_WARN("shm channel %s: its slots stay where the kernel puts them: mbind "
+                          "to NUMA node %d: %s", p->name, p->numa, strerror(errno));
+    }
     *out = &s->base;
     return ADAG_OK;
 }

@@ -175,6 +175,10 @@ typedef struct {
      * endpoint). */
     const adag_chan_comm_t *comms;
     unsigned ncomms;
+    /* has_numa: the endpoint's actor was placed on NUMA node `numa`; a
+     * writer's slots then prefer that node (the pages are written there;
+     * readers on other nodes read them across once) */
+    int has_numa, numa;
 } adag_chan_open_params_t;
 
 /* One process's endpoint of a channel: what every backend shares. Backends

@@ -70,17 +70,48 @@ void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m
     adag_wbuf_u32(b, m->ncpus);
 }
 
+static void write_place(adag_wbuf_t *b, const adag_msg_place_t *p)
+{
+    static const adag_msg_place_t none = {.numa = -1};
+    if (!p)
+        p = &none;
+    adag_wbuf_u32(b, p->flags);
+    adag_wbuf_u32(b, (uint32_t)p->numa);
+    adag_wbuf_str(b, p->cpus);
+    adag_wbuf_str(b, p->nic);
+    adag_wbuf_str(b, p->gpu);
+    adag_wbuf_u32(b, p->nic_dist);
+}
+
+/* Bounded like every field: flags known, the node -1 or small, strings
+ * within their buffers (adag_rbuf_str fails the buffer otherwise). */
+static void read_place(adag_rbuf_t *rb, adag_msg_place_t *p)
+{
+    p->flags = adag_rbuf_u32(rb);
+    p->numa = (int32_t)adag_rbuf_u32(rb);
+    adag_rbuf_str(rb, p->cpus, sizeof(p->cpus));
+    adag_rbuf_str(rb, p->nic, sizeof(p->nic));
+    adag_rbuf_str(rb, p->gpu, sizeof(p->gpu));
+    p->nic_dist = adag_rbuf_u32(rb);
+    if ((p->flags & ~(uint32_t)ADAG_MSG_PLACE_ALL) || p->numa < -1 || p->numa > 4095 ||
+        p->nic_dist > 8)
+        rb->failed = 1;
+}
+
 void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
-                            const char *actor, const char *device, adag_blob_t init)
+                            const char *actor, const char *device, adag_blob_t init,
+                            const adag_msg_place_t *place)
 {
     adag_wbuf_str(b, module);
     adag_wbuf_str(b, class_name);
     adag_wbuf_str(b, actor);
     adag_wbuf_str(b, device ? device : "");
     adag_wbuf_bytes(b, init.data, init.len);
+    write_place(b, place);
 }
 
-void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n)
+void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n,
+                             const adag_msg_place_t *place)
 {
     adag_wbuf_u32(b, n);
     for (unsigned i = 0; i < n; i++) {
@@ -88,6 +119,7 @@ void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigne
         adag_wbuf_u32(b, m[i].nargs);
         adag_wbuf_u32(b, m[i].nreturns);
     }
+    write_place(b, place);
 }
 
 void adag_msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m)
@@ -172,6 +204,7 @@ adag_status_t adag_msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_
     adag_rbuf_str(&rb, m->actor, sizeof(m->actor));
     adag_rbuf_str(&rb, m->device, sizeof(m->device));
     m->init = read_blob(&rb);
+    read_place(&rb, &m->place);
     return finish(msg, ADAG_MSG_CREATE_ACTOR, &rb);
 }
 
@@ -239,7 +272,8 @@ adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply
     return ADAG_OK;
 }
 
-adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n)
+adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n,
+                                      adag_msg_place_t *place)
 {
     adag_rbuf_t rb = {body.data, body.len, 0, 0};
     uint32_t count = adag_rbuf_u32(&rb);
@@ -257,7 +291,8 @@ adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out,
         if (rb.failed || !adag_method_shape_ok(m[i].name, m[i].nargs, m[i].nreturns))
             goto bad;
     }
-    if (rb.pos != rb.len)
+    read_place(&rb, place);
+    if (rb.failed || rb.pos != rb.len)
         goto bad;
     *out = m;
     *n = count;

@@ -43,8 +43,8 @@
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
- * the event socket, which carries DAG_FAILED; 5-7: docs/design.md */
-#define ADAG_PROTOCOL_VERSION 7u
+ * the event socket, which carries DAG_FAILED; 5-8: docs/design.md */
+#define ADAG_PROTOCOL_VERSION 8u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -89,12 +89,37 @@ typedef struct {
     uint32_t version, pid, ncpus; /* the worker's */
 } adag_msg_hello_reply_t;
 
+/* An actor's placement on the wire: what the driver asks for in
+ * CREATE_ACTOR, and what the worker did, after the method table of its
+ * reply (dag/actor_place.c turns it into a gpu/place.h placement). */
+enum {
+    ADAG_MSG_PLACE_CPUS = 1u << 0,        /* request: cpus given */
+    ADAG_MSG_PLACE_NIC = 1u << 1,         /* request: nic given ("" = none) */
+    ADAG_MSG_PLACE_AUTOMATIC = 1u << 2,   /* request: choose the rest (ADAG_PLACEMENT) */
+    ADAG_MSG_PLACE_BOUND = 1u << 3,       /* reply: its CPUs were bound */
+    ADAG_MSG_PLACE_THIS_SYSTEM = 1u << 4, /* reply: placed on a map of its machine */
+    ADAG_MSG_PLACE_NUMA_GIVEN = 1u << 5,  /* the NUMA node is the user's (-1: none) */
+    ADAG_MSG_PLACE_ALL = (1u << 6) - 1,
+};
+#define ADAG_MSG_CPUS_MAX 512
+#define ADAG_MSG_NIC_MAX 40
+
+typedef struct {
+    uint32_t flags;              /* ADAG_MSG_PLACE_* */
+    int32_t numa;                /* -1: none */
+    char cpus[ADAG_MSG_CPUS_MAX]; /* CPU list; "" */
+    char nic[ADAG_MSG_NIC_MAX];  /* "mlx5_0:1"; "" */
+    char gpu[16];                /* reply: its GPU's bus id; "" */
+    uint32_t nic_dist;           /* reply: gpu/topo.h adag_topo_dist_t; 0 */
+} adag_msg_place_t;
+
 typedef struct {
     char module[PATH_MAX];
     char class_name[ADAG_MAX_NAME];
     char actor[ADAG_MAX_NAME];
     char device[ADAG_DEVICE_SPEC_MAX]; /* "<backend>:<index>", "" for none */
     adag_blob_t init;
+    adag_msg_place_t place;
 } adag_msg_create_t;
 
 typedef struct {
@@ -137,8 +162,11 @@ void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
 void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
 /* device: "<backend>:<index>", or NULL / "" for none */
 void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
-                            const char *actor, const char *device, adag_blob_t init);
-void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n);
+                            const char *actor, const char *device, adag_blob_t init,
+                            const adag_msg_place_t *place);
+/* CREATE_ACTOR's reply: the method table, then the placement */
+void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n,
+                             const adag_msg_place_t *place);
 void adag_msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m);
 void adag_msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m);
 void adag_msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m);
@@ -158,6 +186,7 @@ adag_status_t adag_msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_
 /* Reply bodies. */
 adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
 /* The method table: *out is malloc'd (n in 1..ADAG_MAX_METHODS). */
-adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n);
+adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n,
+                                      adag_msg_place_t *place);
 
 #endif

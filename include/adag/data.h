@@ -156,6 +156,7 @@ enum {
     ADAG_DATA_PARAM_CACHE = 1u << 14,
     ADAG_DATA_PARAM_TENSOR = 1u << 15,
     ADAG_DATA_PARAM_STEPS = 1u << 16,
+    ADAG_DATA_PARAM_CPUS = 1u << 17,
 };
 
 typedef struct {
@@ -234,6 +235,11 @@ typedef struct {
     adag_dtype_t sample_dtype;
     unsigned sample_ndim;
     int64_t sample_shape[ADAG_MAX_DIMS - 1];
+    /* CPUS: the CPUs the threads run on, as a list ("8-15"; each one this
+     * process may use). Default: feeding a DAG with ADAG_PLACEMENT=1, the
+     * CPUs of the actors that read its input (adag_dag_input_placement:
+     * next to the first stage and its GPU); otherwise not bound. */
+    const char *cpus;
 } adag_data_params_t;
 
 /* Opens a source: expands globs, fetches http(s) shards into the cache
@@ -281,12 +287,18 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
  * and enqueue their copies to the device slot on the DAG's stream without
  * waiting for them; a buffer is filled again once its copy is done.
  * adag_data_next is refused on such a source. Close the source before
- * destroying the DAG. */
+ * destroying the DAG; close releases the executions it started but never
+ * handed out (their results dropped), so the DAG's window is free again for
+ * the caller or another source. */
 ADAG_API adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
                                            adag_data_batch_t *batch, int timeout_ms);
 
 /* Gives a batch back (its memory goes to the next one). */
 ADAG_API adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch);
+
+/* The CPUs the source's threads run on, as a list ("0-15"), or "" when
+ * they are not bound (they run wherever the process may). */
+ADAG_API adag_status_t adag_data_cpus(adag_data_source_h src, char *buf, size_t len);
 
 /* This rank's batches per epoch, and the epoch's samples. */
 ADAG_API adag_status_t adag_data_size(adag_data_source_h src, uint64_t *batches_per_epoch,

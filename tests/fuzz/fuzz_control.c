@@ -100,8 +100,9 @@ static void reply_bodies(adag_blob_t body)
         adag_wbuf_free(&b);
     }
     adag_msg_method_t *m;
+    adag_msg_place_t place;
     unsigned n;
-    if (adag_msg_decode_methods(body, &m, &n) == ADAG_OK) {
+    if (adag_msg_decode_methods(body, &m, &n, &place) == ADAG_OK) {
         adag_wbuf_t b = {0};
         CHECK(n >= 1 && n <= 4096);
         for (unsigned i = 0; i < n; i++) {
@@ -109,7 +110,9 @@ static void reply_bodies(adag_blob_t body)
             CHECK(m[i].nargs <= ADAG_MAX_ARGS);
             CHECK(m[i].nreturns >= 1 && m[i].nreturns <= ADAG_MAX_RETURNS);
         }
-        adag_msg_encode_methods(&b, m, n);
+        CHECK(terminated(place.cpus, sizeof(place.cpus)) && terminated(place.nic, sizeof(place.nic)));
+        CHECK(place.numa >= -1 && !(place.flags & ~(uint32_t)ADAG_MSG_PLACE_ALL));
+        adag_msg_encode_methods(&b, m, n, &place);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
         adag_wbuf_free(&b);
         free(m);
@@ -153,7 +156,8 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
         CHECK(terminated(m.class_name, sizeof(m.class_name)));
         CHECK(terminated(m.actor, sizeof(m.actor)) && inside(m.init, msg));
         CHECK(terminated(m.device, sizeof(m.device)));
-        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init);
+        CHECK(terminated(m.place.cpus, sizeof(m.place.cpus)));
+        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init, &m.place);
         check_canonical(msg, &b);
         return;
     }

@@ -322,9 +322,15 @@ static void control_seeds(const adag_wbuf_t *program)
     adag_msg_encode_hello_reply(&hello_reply,
                                 &(adag_msg_hello_reply_t){ADAG_PROTOCOL_VERSION, 4242, 2});
     adag_msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1", "cuda:0",
-                           (adag_blob_t){"\x01\x02\x03\x04", 4});
+                           (adag_blob_t){"\x01\x02\x03\x04", 4},
+                           &(adag_msg_place_t){.flags = ADAG_MSG_PLACE_AUTOMATIC |
+                                                        ADAG_MSG_PLACE_CPUS,
+                                               .numa = 1, .cpus = "0-3"});
     const adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}};
-    adag_msg_encode_methods(&methods, ms, 2);
+    adag_msg_encode_methods(&methods, ms, 2,
+                            &(adag_msg_place_t){.flags = ADAG_MSG_PLACE_BOUND, .numa = 0,
+                                                .cpus = "0-3", .nic = "mlx5_0:1",
+                                                .gpu = "0000:07:00.0", .nic_dist = 1});
     adag_msg_encode_reply(&reply, ADAG_OK, NULL, (adag_blob_t){methods.data, methods.len});
     adag_msg_encode_reply(&fail, ADAG_ERR_NOT_FOUND, "module x has no class Y",
                           (adag_blob_t){NULL, 0});

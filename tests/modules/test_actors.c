@@ -8,6 +8,7 @@
 #include "shared_methods.h"
 #include "tensor_actors.h"
 #include "gpu_stage.h"
+#include "probe_actors.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -318,4 +319,4 @@ const adag_class_def_t test_crashy_class = {
 };
 
 ADAG_MODULE(&test_counter_class, &test_broken_class, &test_crashy_class, &test_tensor_class,
-            &test_gpu_stage_class);
+            &test_gpu_stage_class, &test_probe_class);

@@ -1,0 +1,83 @@
+/*
+ * adag-bench's scenario table (bench/table.c): each scenario declared with
+ * the baseline it is judged against; bench/main.c runs the rows this run
+ * selects (--quick, --only). A later transport adds its rows and baselines
+ * there.
+ */
+#ifndef ADAG_BENCH_TABLE_H
+#define ADAG_BENCH_TABLE_H
+
+#include "bench.h"
+
+#ifndef MiB
+#define MiB ((size_t)1 << 20)
+#endif
+
+typedef enum {
+    BASE_RELAY_SPIN,   /* raw token relay through n+1 processes, spinning */
+    BASE_RELAY_FUTEX,  /* the same, sleeping on a futex */
+    BASE_RELAY_BEST,   /* the better of the two (more processes than cores) */
+    BASE_FANOUT_BEST,  /* raw one-to-n-and-back, the better wait policy */
+    BASE_MEMCPY,       /* memcpy of the same bytes */
+    BASE_INFLIGHT_ONE, /* the same chain with one execution in flight */
+    BASE_BUDGET,       /* a budget: 1 % of a core, 100 ms */
+    BASE_DEV_RAW_BEST, /* the same hand-offs on the device ops alone, the better wait policy */
+    BASE_DEV_COPY,     /* one copy_async of the same bytes, the same way */
+    BASE_MPI_ALLREDUCE, /* Open MPI's MPI_Allreduce, the same ranks, size and op */
+    BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */
+    BASE_NCCL_ALLREDUCE_DIRECT, /* NCCL's allreduce through the nccl comm ops alone */
+    BASE_TOKENS_MEMCPY, /* memcpy of the same token samples in the same order, one thread */
+    BASE_IMAGES_IDEAL, /* the image map on one thread, times the source's threads */
+    BASE_IMAGES_TORCH, /* torch's DataLoader + PIL (bench/peers/images_torch.py) */
+    BASE_IMAGES_LOCAL, /* an open + one epoch of the same shards as local files */
+    BASE_PLACE_OFF,    /* the same scenario with placement off, rounds alternating with it */
+} baseline_kind_t;
+
+typedef enum {
+    RUN_CHAIN,
+    RUN_SCATTER,
+    RUN_PAYLOAD,
+    RUN_PAYLOAD_ZC,
+    RUN_IDLE,
+    RUN_COMPILE,
+    RUN_DEV_HOP,
+    RUN_DEV_BW,
+    RUN_ALLREDUCE,
+    RUN_ALLREDUCE_DAG,
+    RUN_NCCL_ALLREDUCE_DAG,
+    RUN_DATA_TOKENS,
+    RUN_DATA_IMAGES,
+    RUN_DATA_REMOTE_COLD,
+    RUN_DATA_REMOTE_WARM,
+    RUN_PLACE_CHAIN,   /* placement rows (bench/placement.c): a chain, */
+    RUN_PLACE_PAYLOAD, /* a payload, */
+    RUN_PLACE_DEV_HOP, /* a device hop, each with every bench_place_t */
+} run_kind_t;
+
+typedef struct {
+    const char *name;
+    run_kind_t run;
+    int process_only;
+    unsigned n, inflight;
+    size_t bytes;
+    int64_t spin_ns; /* -1: the default policy */
+    metric_t metric;
+    baseline_kind_t baseline;
+    int quick;       /* part of --quick */
+    const char *device; /* device rows: the backend ("host", "cuda"), else NULL */
+    dev_path_t path;    /* device rows: which way the bytes go */
+} scenario_t;
+
+/* The table, in the order the rows run and print. */
+extern const scenario_t bench_scenarios[];
+extern const unsigned bench_nscenarios;
+/* At least bench_nscenarios (table.c checks): sizes main.c's arrays. */
+#define BENCH_MAX_SCENARIOS 96
+
+/* A placement row (bench/placement.c): scenario s with its actors placed
+ * each way of bench_place_t, in rounds alternating the variants; out[v]:
+ * variant v's round with the median figure. Prints on stderr where each
+ * variant put the first actor. 0, or -1 (printed). */
+int run_placement(const bench_opts_t *o, const scenario_t *s, measure_t out[3]);
+
+#endif
