@@ -367,7 +367,7 @@ int adag_topo_gpu_by_bus(const adag_topo_t *t, const char *id)
     for (unsigned i = 0; i < t->ngpus; i++) {
         size_t m = strlen(t->gpus[i].bus_id);
         if (n > m && strcasecmp(full + n - m, t->gpus[i].bus_id) == 0 &&
-            strspn(full, "0") == n - m)
+            strspn(full, "0") >= n - m)
             return (int)i;
     }
     return -1;

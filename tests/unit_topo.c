@@ -69,6 +69,12 @@ Test(topo, server_map)
         cr_assert_eq(t->nics[j].numa, (int)j / 2);
         cr_assert_eq(adag_topo_nic_by_name(t, name), (int)j);
     }
+    /* as CUDA writes bus ids (8-digit domain, capitals) and short forms */
+    cr_assert_eq(adag_topo_gpu_by_bus(t, "00000000:0B:00.0"), 2);
+    cr_assert_eq(adag_topo_gpu_by_bus(t, "0000:0b:00.0"), 2);
+    cr_assert_eq(adag_topo_gpu_by_bus(t, "0b:00.0"), 2);
+    cr_assert_eq(adag_topo_gpu_by_bus(t, "0000:0b:00.1"), -1);
+    cr_assert_eq(adag_topo_gpu_by_bus(t, "00010000:0b:00.0"), -1);
     cr_assert_str_eq(t->nics[4].name, "eno1");
     cr_assert(!t->nics[4].rdma);
     cr_assert(strstr(t->rdma_note, "4 RDMA devices, 4 with an active port"), "%s", t->rdma_note);
