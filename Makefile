@@ -94,6 +94,7 @@ LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
+    $(BUILD)/tests/stress-trace \
     $(BUILD)/tests/pmix-driver \
     $(BUILD)/adag-bench-hosts
 
@@ -309,6 +310,12 @@ $(BUILD)/tests/stress-data: $(BUILD)/obj/tests/stress_data.o $(BUILD)/libadag.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# tests/stress_trace.c: trace rings written and copied at once, and a traced
+# DAG whose trace is written while it runs, under ThreadSanitizer.
+$(BUILD)/tests/stress-trace: $(BUILD)/obj/tests/stress_trace.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 # The channel and communicator stress tests under ThreadSanitizer (Criterion
 # cannot run under TSan, so these are plain programs; they fail on any
 # reported race).
@@ -317,13 +324,15 @@ $(BUILD)/tests/stress-data: $(BUILD)/obj/tests/stress_data.o $(BUILD)/libadag.a
 # caches only).
 test-tsan:
 	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-comm \
-	    build/san-thread/tests/stress-data
+	    build/san-thread/tests/stress-data build/san-thread/tests/stress-trace
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-data
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-trace
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.

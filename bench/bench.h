@@ -65,6 +65,13 @@ typedef struct {
      * "device-hop") and the variant against placement off ("on", "pinned") */
     char scenario[16];
     char variant[8];
+    /* tracing rows: what tracing costs, in percent (latency: on / off - 1;
+     * throughput: off / on - 1), of the medians and of the best rounds,
+     * and the wider spread of either variant's rounds (best / worst); the
+     * goal is judged on the medians, unless the spread says noise */
+    int has_cost;
+    double cost_pct, best_cost_pct, spread;
+    int noisy;
 } result_t;
 
 /* How the actors a scenario creates are placed (the placement rows,
@@ -74,6 +81,16 @@ typedef struct {
  * without unbound). OFF binds nothing: cpus = every CPU the process may use,
  * numa -1, nic "". PINNED: actor i on the i-th of those CPUs, round robin. */
 typedef enum { BENCH_PLACE_ON = 0, BENCH_PLACE_OFF, BENCH_PLACE_PINNED } bench_place_t;
+
+/* What writing a traced DAG's trace gave (the tracing rows,
+ * bench/tracing.c): the time of adag_dag_write_trace to /dev/null, and the
+ * bytes and complete spans of the JSON it writes. */
+typedef struct {
+    int written;
+    double write_us;
+    size_t bytes;
+    unsigned long spans;
+} bench_trace_seen_t;
 
 typedef struct {
     int quick;
@@ -86,6 +103,15 @@ typedef struct {
     bench_place_t place; /* how the scenario's actors are placed */
     /* when set, where the placement of the scenario's first actor goes */
     adag_actor_placement_t *place_seen;
+    /* tracing (the tracing rows; every other row: trace_param 0, and
+     * compile leaves ADAG_COMPILE_PARAM_TRACE out): when trace_param is
+     * set, the scenario's DAG is compiled with ADAG_COMPILE_PARAM_TRACE and
+     * trace_spans (0: off) */
+    int trace_param;
+    uint64_t trace_spans;
+    /* when set, run_chain writes its DAG's trace after its executions
+     * (bench_trace_write) and says what that gave here */
+    bench_trace_seen_t *trace_seen;
 } bench_opts_t;
 
 /* Runs an adag call; on failure prints it with its status and message and
@@ -170,6 +196,12 @@ int run_compile(const bench_opts_t *o, adag_placement_t pl, unsigned n, int reps
  * o->place_seen. 0, or -1 (printed). */
 int bench_actor_create(const bench_opts_t *o, adag_runtime_h rt, unsigned nth,
                        const adag_actor_params_t *params, adag_actor_h *out);
+
+/* tracing (bench/tracing.c) */
+/* Writes dag's trace to /dev/null (timed) and to memory (its bytes and
+ * spans counted) into *seen; both writes must return ADAG_OK and the JSON
+ * hold a span. 0, or -1 (printed). */
+int bench_trace_write(adag_dag_h dag, bench_trace_seen_t *seen);
 
 /* device rows, adag side (bench/device.c): process actors bound to devices
  * of `backend` ("host" or "cuda"), tensors of `bytes`, every result checked.

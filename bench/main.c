@@ -196,6 +196,9 @@ static result_t *new_result(const scenario_t *s, adag_placement_t pl)
                  s->run == RUN_PLACE_CHAIN     ? "chain"
                  : s->run == RUN_PLACE_PAYLOAD ? "payload"
                                                : "device-hop");
+    if (s->baseline == BASE_TRACE_OFF) /* the variant: tracing_rows */
+        snprintf(r->scenario, sizeof r->scenario, "%s",
+                 s->n == 1 && s->inflight == 1 ? "roundtrip" : "chain");
     return r;
 }
 
@@ -242,6 +245,29 @@ static int placement_rows(const bench_opts_t *o, const scenario_t *s, adag_place
     return 0;
 }
 
+/* A tracing row: on against off, the medians of rounds alternating the
+ * two. Rounds that spread over 3x say noise (a round trip whose loops
+ * slept in some rounds): the goal is then not judged. */
+static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
+{
+    bench_trace_rounds_t t;
+    if (run_tracing(o, s, &t)) {
+        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
+        return -1;
+    }
+    snprintf(r->variant, sizeof r->variant, "on");
+    r->m = t.median[BENCH_TRACE_ON];
+    set_ratio(r, "tracing off, same run", bench_primary(s->metric, &t.median[BENCH_TRACE_OFF]));
+    r->has_cost = 1;
+    r->cost_pct = t.cost_pct;
+    r->best_cost_pct = t.best_cost_pct;
+    r->spread = t.spread;
+    r->noisy = t.spread == 0 || t.spread > 3.0;
+    snprintf(r->goal, sizeof r->goal, "cost <= 5 %%");
+    r->goal_met = !r->noisy && r->cost_pct <= 5.0;
+    return 0;
+}
+
 static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
                         measure_t *m, measure_t *teardown)
 {
@@ -285,6 +311,7 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_PLACE_CHAIN: /* rounds of their own: placement_rows */
     case RUN_PLACE_PAYLOAD:
     case RUN_PLACE_DEV_HOP:
+    case RUN_TRACE_CHAIN: /* the same: tracing_rows */
         break;
     }
     return -1;
@@ -321,6 +348,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     }
     if (s->baseline == BASE_PLACE_OFF)
         return placement_rows(o, s, pl, r);
+    if (s->baseline == BASE_TRACE_OFF)
+        return tracing_rows(o, s, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -453,6 +482,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         }
         break;
     case BASE_PLACE_OFF: /* measured with the row: placement_rows */
+    case BASE_TRACE_OFF: /* and tracing_rows */
         break;
     }
     return 0;
@@ -570,7 +600,8 @@ static void usage(FILE *out)
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
             "  --only     run only scenarios with this name (roundtrip, chain, ...,\n"
-            "             device-hop, device-bandwidth, allreduce, placement)\n"
+            "             device-hop, device-bandwidth, allreduce, placement,\n"
+            "             tracing)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
             "  --seed N   seed of the payload bytes (default 42)\n");

@@ -45,7 +45,9 @@ static void fixture_free(fixture_t *f)
     f->rt = NULL;
 }
 
-static adag_dag_h compile(adag_graph_h g, unsigned inflight, size_t cap, int64_t spin_ns)
+/* o: the scenario's options (o->trace_param: tracing, see bench_opts_t) */
+static adag_dag_h compile(const bench_opts_t *o, adag_graph_h g, unsigned inflight, size_t cap,
+                          int64_t spin_ns)
 {
     adag_dag_h dag = NULL;
     adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT};
@@ -57,6 +59,10 @@ static adag_dag_h compile(adag_graph_h g, unsigned inflight, size_t cap, int64_t
     if (spin_ns >= 0) {
         cp.field_mask |= ADAG_COMPILE_PARAM_SPIN;
         cp.spin_ns = spin_ns;
+    }
+    if (o->trace_param) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_TRACE;
+        cp.trace_spans = o->trace_spans;
     }
     TRY(adag_graph_compile(g, &cp, &dag));
     return dag;
@@ -133,9 +139,11 @@ int run_chain(const bench_opts_t *o, adag_placement_t pl, unsigned n, unsigned i
     for (unsigned i = 0; i < n; i++)
         TRY(adag_graph_bind(g, f.actors[i], "pass", &x, 1, &x));
     TRY(adag_graph_output(g, &x, 1));
-    adag_dag_h dag = compile(g, inflight, 64, spin_ns);
+    adag_dag_h dag = compile(o, g, inflight, 64, spin_ns);
     if (dag)
         rc = drive(dag, 1, inflight, warmup_of(iters), iters, m);
+    if (rc == 0 && o->trace_seen) /* the tracing rows: the trace, after the executions */
+        rc = bench_trace_write(dag, o->trace_seen);
 fail:
     fixture_free(&f);
     return rc;
@@ -155,7 +163,7 @@ int run_scatter_gather(const bench_opts_t *o, adag_placement_t pl, unsigned n, l
     for (unsigned i = 0; i < n; i++)
         TRY(adag_graph_bind(g, f.actors[i], "pass", &in, 1, &outs[i]));
     TRY(adag_graph_output(g, outs, n));
-    adag_dag_h dag = compile(g, 1, 64, -1);
+    adag_dag_h dag = compile(o, g, 1, 64, -1);
     if (dag)
         rc = drive(dag, n, 1, warmup_of(iters), iters, m);
 fail:
@@ -183,7 +191,7 @@ int run_payload(const bench_opts_t *o, adag_placement_t pl, size_t bytes, int ze
     TRY(adag_graph_input(g, 0, &x));
     TRY(adag_graph_bind(g, f.actors[0], "check", &x, 1, &x));
     TRY(adag_graph_output(g, &x, 1));
-    adag_dag_h dag = compile(g, 1, bytes, -1); /* one slot, as the memcpy baseline reuses one buffer */
+    adag_dag_h dag = compile(o, g, 1, bytes, -1); /* one slot, as the memcpy baseline reuses one buffer */
     if (!dag)
         goto fail;
     for (long i = 0; i < warmup + iters; i++) {
@@ -272,7 +280,7 @@ int run_idle(const bench_opts_t *o, adag_placement_t pl, double seconds, measure
     for (unsigned i = 0; i < 4; i++)
         TRY(adag_graph_bind(g, f.actors[i], "pass", &x, 1, &x));
     TRY(adag_graph_output(g, &x, 1));
-    adag_dag_h dag = compile(g, 8, 64, -1);
+    adag_dag_h dag = compile(o, g, 8, 64, -1);
     if (!dag || drive(dag, 1, 8, 0, 200, &warm)) /* busy, then idle */
         goto fail;
     double c0 = self_cpu_s(), t0 = bench_now_us();
@@ -308,7 +316,7 @@ int run_compile(const bench_opts_t *o, adag_placement_t pl, unsigned n, int reps
             TRY(adag_graph_bind(g, f.actors[i], "pass", &x, 1, &x));
         TRY(adag_graph_output(g, &x, 1));
         double t0 = bench_now_us();
-        adag_dag_h dag = compile(g, 8, 4096, -1);
+        adag_dag_h dag = compile(o, g, 8, 4096, -1);
         double t1 = bench_now_us();
         if (!dag)
             goto fail;

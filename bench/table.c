@@ -143,6 +143,17 @@ const scenario_t bench_scenarios[] = {
      DEV_PATH_SAME},
     {"placement", RUN_PLACE_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_PLACE_OFF, 1, "cuda",
      DEV_PATH_SAME},
+    /* tracing (bench/tracing.c): process actors, the DAG compiled with
+     * tracing on (trace_spans 65536) against off (trace_spans 0); 5 rounds
+     * (--reps R: R) alternating on, off, medians; ratio on / off, and the
+     * cost of tracing (latency: on / off - 1; executions/s: off / on - 1)
+     * against the issue's goal, <= 5 %, printed, never asserted. A round
+     * trip (1 actor, 8 B, in-flight 1) and a chain of 4 (8 B, in-flight 8);
+     * the last on round's trace is written, and must be a real one. */
+    {"tracing", RUN_TRACE_CHAIN, 1, 1, 1, 8, -1, METRIC_LATENCY, BASE_TRACE_OFF, 1, NULL,
+     DEV_PATH_NONE},
+    {"tracing", RUN_TRACE_CHAIN, 1, 4, 8, 8, -1, METRIC_THROUGHPUT, BASE_TRACE_OFF, 1, NULL,
+     DEV_PATH_NONE},
 };
 
 const unsigned bench_nscenarios = sizeof(bench_scenarios) / sizeof(bench_scenarios[0]);

@@ -31,6 +31,7 @@ typedef enum {
     BASE_IMAGES_TORCH, /* torch's DataLoader + PIL (bench/peers/images_torch.py) */
     BASE_IMAGES_LOCAL, /* an open + one epoch of the same shards as local files */
     BASE_PLACE_OFF,    /* the same scenario with placement off, rounds alternating with it */
+    BASE_TRACE_OFF,    /* the same scenario with tracing off, rounds alternating with it */
 } baseline_kind_t;
 
 typedef enum {
@@ -52,6 +53,7 @@ typedef enum {
     RUN_PLACE_CHAIN,   /* placement rows (bench/placement.c): a chain, */
     RUN_PLACE_PAYLOAD, /* a payload, */
     RUN_PLACE_DEV_HOP, /* a device hop, each with every bench_place_t */
+    RUN_TRACE_CHAIN,   /* tracing rows (bench/tracing.c): a chain, traced and not */
 } run_kind_t;
 
 typedef struct {
@@ -79,5 +81,24 @@ extern const unsigned bench_nscenarios;
  * variant v's round with the median figure. Prints on stderr where each
  * variant put the first actor. 0, or -1 (printed). */
 int run_placement(const bench_opts_t *o, const scenario_t *s, measure_t out[3]);
+
+/* A tracing row (bench/tracing.c): scenario s (a chain of process actors)
+ * compiled with tracing on (BENCH_TRACE_SPANS spans) and off, in rounds
+ * alternating on, off. Per variant (BENCH_TRACE_ON, BENCH_TRACE_OFF): the
+ * round with the median figure; the cost of tracing in percent (latency:
+ * on / off - 1; executions/s: off / on - 1) of the medians and of the best
+ * rounds; spread: the wider spread (best / worst figure, >= 1; 0 unknown)
+ * of either variant's rounds. The last on round writes its trace after
+ * its executions (bench_trace_write); the rounds and what that write gave
+ * go to stderr. 0, or -1 (printed). */
+#ifndef BENCH_TRACE_SPANS
+#define BENCH_TRACE_SPANS 65536
+#endif
+enum { BENCH_TRACE_ON = 0, BENCH_TRACE_OFF = 1 };
+typedef struct {
+    measure_t median[2];
+    double cost_pct, best_cost_pct, spread;
+} bench_trace_rounds_t;
+int run_tracing(const bench_opts_t *o, const scenario_t *s, bench_trace_rounds_t *out);
 
 #endif

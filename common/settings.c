@@ -83,6 +83,9 @@ static const setting_def_t setting_table[] = {
      FIELD(data_http_timeout_ms),
      "a shard fetch fails (and is retried) when connecting or a stalled transfer takes "
      "this long"},
+    {"ADAG_TRACE_SPANS", SETTING_INT, "0", 0, 1 << 20, FIELD(trace_spans),
+     "default spans each actor loop and the driver keep for adag_dag_write_trace (0: tracing "
+     "off; rounded up to a power of two)"},
     {"ADAG_PLACEMENT", SETTING_INT, "1", 0, 1, FIELD(placement),
      "1: place each actor by the topology (a GPU actor on the CPUs and NUMA node of its "
      "GPU, UCX on the nearest RDMA NIC), and loader threads next to the first stage; 0: "

@@ -106,7 +106,7 @@ static adag_status_t validate(adag_graph_h g)
     (ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |                        \
      ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT | ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT |                  \
      ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN | ADAG_COMPILE_PARAM_COMM_TIMEOUT |    \
-     ADAG_COMPILE_PARAM_DRIVER_DEVICE)
+     ADAG_COMPILE_PARAM_DRIVER_DEVICE | ADAG_COMPILE_PARAM_TRACE)
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
@@ -138,6 +138,12 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->comm_timeout_ms = (mask & ADAG_COMPILE_PARAM_COMM_TIMEOUT) ? p->comm_timeout_ms
                                                                      : (int)s->comm_timeout_ms;
     dag->wait.spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
+    dag->trace_spans = (mask & ADAG_COMPILE_PARAM_TRACE) ? p->trace_spans
+                                                          : (uint64_t)s->trace_spans;
+    if (dag->trace_spans > ADAG_TRACE_MAX_SPANS)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: trace_spans %llu is not in "
+                          "0..%llu", (unsigned long long)dag->trace_spans,
+                          (unsigned long long)ADAG_TRACE_MAX_SPANS);
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
     if (dag->max_inflight < 1 || dag->max_inflight > 4096)
@@ -468,6 +474,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     p->capacity = dag->capacity;
     p->spin_ns = policy.spin_ns;
     p->spin_yield = (uint32_t)policy.yield;
+    p->trace_spans = dag->trace_spans;
     p->comm_timeout_ms = dag->comm_timeout_ms;
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
@@ -660,6 +667,12 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     snprintf(dag->name, sizeof(dag->name), "dag%u", dag->id);
     if ((st = read_params(params, dag)) != ADAG_OK)
         goto fail;
+    if (dag->trace_spans &&
+        (!(dag->trace = calloc(1, sizeof(*dag->trace))) ||
+         adag_trace_ring_init(dag->trace, dag->trace_spans, 0) != ADAG_OK)) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: the driver's trace ring");
+        goto fail;
+    }
     if (params && (params->field_mask & ADAG_COMPILE_PARAM_DRIVER_DEVICE) &&
         (st = adag_dag_driver_device_open(dag, params->driver_device)) != ADAG_OK)
         goto fail;

@@ -233,6 +233,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     if (st != ADAG_OK)
         goto out;
     int64_t deadline = adag_deadline_ms(timeout_ms);
+    uint64_t t0 = dag->trace ? (uint64_t)adag_now_ns() : 0;
     for (unsigned o = 0; o < n; o++) {
         adag_slot_view_t view;
         st = adag_chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
@@ -271,6 +272,8 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         adag_dag_update_fd(dag);
     }
     pthread_mutex_unlock(&dag->lock);
+    if (dag->trace && st == ADAG_OK)
+        adag_trace_add(dag->trace, ADAG_SPAN_GET, 0, 0, ref, t0, (uint64_t)adag_now_ns());
     if (st == ADAG_OK && result != ADAG_OK)
         st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
                      : adag_error(result, "%s", adag_status_str(result));
@@ -395,6 +398,10 @@ uint64_t adag_dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog)
 
 void adag_dag_free(adag_dag_h dag)
 {
+    if (dag->trace) {
+        adag_trace_ring_free(dag->trace);
+        free(dag->trace);
+    }
     adag_ctx_destroy(&dag->ctx);
     adag_dag_driver_device_close(dag);
     /* before the actors may stop (which forgets their communicators) */

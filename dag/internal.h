@@ -101,6 +101,11 @@ typedef struct adag_placement_ops {
     int (*events_fd)(adag_actor_h a);
     void (*events_close)(adag_actor_h a);
     int (*pid)(adag_actor_h a);
+    /* A copy of the spans of the actor's loop of DAG `dag` (actor index ai),
+     * taken while it runs: *spans malloc'd (NULL if none), *lost the spans
+     * overwritten, *offset_ns what maps its clock to the driver's. */
+    adag_status_t (*trace)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_span_t **spans,
+                           uint64_t *n, uint64_t *lost, int64_t *offset_ns);
     void (*free)(adag_actor_h a);
 } adag_placement_ops_t;
 
@@ -235,6 +240,8 @@ struct adag_dag {
     int execute_timeout_ms, teardown_timeout_ms;
     int comm_timeout_ms; /* <= 0: device communication ops are not watched */
     adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
+    uint64_t trace_spans;      /* per loop and the driver; 0: tracing off */
+    adag_trace_ring_t *trace;  /* the driver's spans (execute, get); NULL: off */
 
     adag_dag_actor_t *actors;
     unsigned nactors;

@@ -199,20 +199,40 @@ const char *adag_call_actor_name(adag_call_h call)
 
 /* Publishes the op's returns; a channel that cannot take the value fails
  * the loop (the DAG then fails). */
+/* Now, for a span: 0 (no clock read) with tracing off. */
+static inline uint64_t span_clock(const adag_loop_t *loop)
+{
+    return loop->trace ? (uint64_t)adag_now_ns() : 0;
+}
+
+static inline void span(adag_loop_t *loop, adag_span_kind_t kind, const adag_prog_op_t *op,
+                        uint32_t arg, uint64_t seq, uint64_t *since)
+{
+    if (!loop->trace)
+        return;
+    uint64_t now = (uint64_t)adag_now_ns();
+    adag_trace_add(loop->trace, kind, (uint32_t)(op - loop->prog.ops), arg, seq, *since, now);
+    *since = now;
+}
+
+/* t: when the publish began (the method's end: its span shares the clock
+ * read), 0 to read the clock here */
 static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
                                  const struct adag_call *call, adag_status_t status,
-                                 const char *err)
+                                 const char *err, uint64_t t)
 {
-    for (uint32_t r = 0; r < op->nrets; r++) {
+    if (!t)
+        t = span_clock(loop);
+    adag_status_t st = ADAG_OK;
+    for (uint32_t r = 0; r < op->nrets && st == ADAG_OK; r++) {
         const adag_tensor_meta_t *meta =
             status == ADAG_OK && call->metas[r].dtype != ADAG_DTYPE_BYTES ? &call->metas[r] : NULL;
-        adag_status_t st = adag_chan_publish(loop->chans[op->rets[r]], seq,
-                                             status == ADAG_OK ? call->sizes[r] : 0, meta, status,
-                                             err);
-        if (st != ADAG_OK)
-            return st;
+        st = adag_chan_publish(loop->chans[op->rets[r]], seq,
+                               status == ADAG_OK ? call->sizes[r] : 0, meta, status, err);
     }
-    return ADAG_OK;
+    if (op->nrets)
+        span(loop, ADAG_SPAN_PUBLISH, op, op->rets[0], seq, &t);
+    return st;
 }
 
 /* This execution's inputs are no longer read here. */
@@ -231,10 +251,12 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     const char *upstream_err = NULL;
 
     /* READ */
+    uint64_t t = span_clock(loop);
     for (uint32_t a = 0; a < op->nargs; a++) {
         st = adag_chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
         if (st != ADAG_OK)
             return st;
+        span(loop, ADAG_SPAN_WAIT_INPUT, op, op->args[a], seq, &t);
         /* the slot's metadata is in memory other processes write: checked here */
         st = adag_value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
         if (st != ADAG_OK)
@@ -249,10 +271,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
         st = adag_chan_acquire(loop->chans[op->rets[r]], seq, ADAG_FOREVER, &call->bufs[r]);
         if (st != ADAG_OK)
             return st;
+        span(loop, ADAG_SPAN_WAIT_ROOM, op, op->rets[r], seq, &t);
         call->sizes[r] = 0;
     }
     if (upstream != ADAG_OK)
-        return publish_all(loop, op, seq, call, upstream, upstream_err);
+        return publish_all(loop, op, seq, call, upstream, upstream_err, 0);
     /* the last op of a host actor is done with every input once its method
      * returns: released before its outputs go, a ucx credit rides with them
      * (a device actor's enqueued work may still read its inputs; an
@@ -266,8 +289,12 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     call->msg[0] = '\0';
     call->call_err[0] = '\0';
     const adag_method_info_t *m = &loop->methods[op->method];
+    /* compute starts where the last wait ended (one clock read less; the
+     * actor's lock, contended only by another DAG's call on this actor, is
+     * in it), and publish where compute ended */
     pthread_mutex_lock(loop->call_lock);
     st = m->fn(loop->state, call);
+    span(loop, ADAG_SPAN_COMPUTE, op, op->method, seq, &t);
     pthread_mutex_unlock(loop->call_lock);
     /* WRITE. A method's own failure always reaches the caller as
      * ADAG_ERR_METHOD: the code it returned (a TIMEOUT that would invite
@@ -299,11 +326,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
         }
     }
     if (!release_early)
-        return publish_all(loop, op, seq, call, st, call->msg);
+        return publish_all(loop, op, seq, call, st, call->msg, t);
     for (unsigned i = 0; i < loop->nreads; i++)
         adag_chan_release_held(loop->chans[loop->reads[i]], seq);
     loop->released = seq + 1;
-    st = publish_all(loop, op, seq, call, st, call->msg);
+    st = publish_all(loop, op, seq, call, st, call->msg, t);
     for (unsigned i = 0; i < loop->nreads; i++)
         adag_chan_flush(loop->chans[loop->reads[i]]);
     return st;
@@ -452,6 +479,16 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
     loop->methods = actor->methods;
     loop->nmethods = actor->nmethods;
     loop->actor_name = actor_name;
+    if (loop->prog.trace_spans) {
+        loop->trace = calloc(1, sizeof(*loop->trace));
+        if (!loop->trace || adag_trace_ring_init(loop->trace, loop->prog.trace_spans, 1) != ADAG_OK) {
+            free(loop->trace);
+            loop->trace = NULL;
+            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: trace ring of %llu spans", actor_name,
+                            (unsigned long long)loop->prog.trace_spans);
+            goto fail;
+        }
+    }
     loop->chans = calloc(loop->prog.nchans + 1, sizeof(*loop->chans));
     loop->reads = calloc(loop->prog.nchans + 1, sizeof(*loop->reads));
     if (!loop->chans || !loop->reads) {
@@ -604,6 +641,11 @@ void adag_loop_close(adag_loop_t *loop)
     free(loop->reads);
     free(loop->comm_entries);
     free(loop->chan_comms);
+    if (loop->trace) {
+        adag_trace_ring_free(loop->trace);
+        free(loop->trace);
+        loop->trace = NULL;
+    }
     loop->chans = NULL;
     loop->reads = NULL;
     loop->comm_entries = NULL;

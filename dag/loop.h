@@ -14,6 +14,7 @@
 
 #include "dag/actor_comm.h"
 #include "dag/context.h"
+#include "common/trace.h"
 #include "dag/program.h"
 #include "transport/channel.h"
 
@@ -74,6 +75,10 @@ typedef void (*adag_loop_fatal_fn)(void *ctx, adag_status_t status, const char *
 
 struct adag_loop {
     adag_program_t prog;
+    /* its spans (common/trace.h) when prog.trace_spans > 0, else NULL: the
+     * loop thread writes, adag_dag_write_trace (thread actors) or the
+     * worker's TRACE_DAG answer (process actors) copies */
+    adag_trace_ring_t *trace;
     adag_dag_ctx_t *ctx;      /* the DAG in this process: abort word, endpoints */
     adag_chan_t **chans;      /* one endpoint per prog.chans entry (the context owns them) */
     uint32_t *reads;          /* channels this actor reads (released per execution) */

@@ -469,6 +469,35 @@ static int process_reap(adag_actor_h a, char *how, size_t len)
     return adag_reap(p->pidfd, 1, how, len);
 }
 
+/* TRACE_DAG. A remote worker's clock is mapped to the driver's by the
+ * middle of the round trip (its error is half the round trip); a local
+ * worker shares CLOCK_MONOTONIC with the driver. */
+static adag_status_t process_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                   adag_span_t **spans, uint64_t *n, uint64_t *lost,
+                                   int64_t *offset_ns)
+{
+    (void)ai;
+    adag_wbuf_t wb = {0};
+    adag_ctl_msg_t reply;
+    adag_blob_t body;
+    uint64_t worker_now;
+    adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
+    int64_t t0 = adag_now_ns();
+    adag_status_t st = request(a, ADAG_MSG_TRACE_DAG, &wb, control_deadline(), &reply, &body);
+    int64_t t2 = adag_now_ns();
+    adag_wbuf_free(&wb);
+    if (st != ADAG_OK)
+        return st;
+    st = adag_msg_decode_spans(body, &worker_now, lost, spans, n);
+    adag_ctl_msg_free(&reply);
+    if (st != ADAG_OK) {
+        adag_error_prefix("actor %s", a->name);
+        return st;
+    }
+    *offset_ns = proc_of(a)->remote ? t0 + (t2 - t0) / 2 - (int64_t)worker_now : 0;
+    return ADAG_OK;
+}
+
 static int process_pid(adag_actor_h a)
 {
     return proc_of(a) ? proc_of(a)->pid : 0;
@@ -524,5 +553,6 @@ const adag_placement_ops_t adag_placement_process = {
     .events_fd = process_events_fd,
     .events_close = process_events_close,
     .pid = process_pid,
+    .trace = process_trace,
     .free = process_free,
 };

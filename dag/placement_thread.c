@@ -181,10 +181,29 @@ static void thread_free(adag_actor_h a)
     a->impl = NULL;
 }
 
+/* The loop is in this process: its ring is copied directly. */
+static adag_status_t thread_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                  adag_span_t **spans, uint64_t *n, uint64_t *lost,
+                                  int64_t *offset_ns)
+{
+    adag_trace_ring_t *r = dag->actors[ai].loop.trace;
+    *spans = NULL;
+    *n = *lost = 0;
+    *offset_ns = 0;
+    if (!r)
+        return adag_error(ADAG_ERR_INVALID, "actor %s: DAG %s has no trace", a->name, dag->name);
+    if (!(*spans = malloc((r->mask + 1) * sizeof(**spans))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "a copy of %llu spans",
+                          (unsigned long long)(r->mask + 1));
+    *n = adag_trace_ring_copy(r, *spans, lost);
+    return ADAG_OK;
+}
+
 const adag_placement_ops_t adag_placement_thread = {
     .name = "thread",
     .create = thread_create,
     .step_begin = thread_step_begin,
     .stop = thread_stop,
+    .trace = thread_trace,
     .free = thread_free,
 };

@@ -1,5 +1,7 @@
 #include "dag/program.h"
 
+#include "common/trace.h"
+
 #include "common/error.h"
 
 #include <stdlib.h>
@@ -43,6 +45,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
     adag_wbuf_u64(b, p->capacity);
     adag_wbuf_u64(b, (uint64_t)p->spin_ns);
     adag_wbuf_u32(b, p->spin_yield);
+    adag_wbuf_u64(b, p->trace_spans);
     adag_wbuf_u64(b, (uint64_t)p->comm_timeout_ms);
     adag_wbuf_u32(b, p->start_chan);
     adag_wbuf_bytes(b, p->descs, p->descs_len);
@@ -177,11 +180,13 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     p->capacity = adag_rbuf_u64(b);
     p->spin_ns = (int64_t)adag_rbuf_u64(b);
     p->spin_yield = adag_rbuf_u32(b) != 0;
+    p->trace_spans = adag_rbuf_u64(b);
     p->comm_timeout_ms = (int64_t)adag_rbuf_u64(b);
     p->start_chan = adag_rbuf_u32(b);
     descs = adag_rbuf_bytes(b, &descs_len);
     p->nchans = adag_rbuf_u32(b);
     if (b->failed || p->nchans > MAX_PROGRAM_ITEMS || p->nslots == 0 ||
+        p->trace_spans > ADAG_TRACE_MAX_SPANS ||
         descs_len > UINT32_MAX || p->nchans > (b->len - b->pos) / MIN_CHAN_BYTES ||
         (p->start_chan != ADAG_PROG_NO_CHAN && p->start_chan >= p->nchans))
         goto bad;

@@ -95,6 +95,7 @@ typedef struct {
     uint64_t capacity;  /* bytes per slot */
     int64_t spin_ns;    /* this actor's wait policy */
     uint32_t spin_yield;
+    uint64_t trace_spans; /* spans of the loop's trace ring; 0: tracing off */
     /* a device communication op of this actor not done in this many ms
      * fails the DAG (dag/watchdog.h); <= 0: not watched */
     int64_t comm_timeout_ms;

@@ -352,6 +352,30 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
     return ADAG_OK;
 }
 
+/* TRACE_DAG: a copy of the DAG's loop spans, taken while the loop runs
+ * (common/trace.h), with this process's clock for the driver's offset. */
+static adag_status_t trace_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
+{
+    adag_msg_dag_t m;
+    adag_status_t st = adag_msg_decode_dag(msg, &m);
+    if (st != ADAG_OK)
+        return st;
+    worker_dag_t *d = find_dag(w, m.dag_id, NULL);
+    if (!d)
+        return adag_error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
+    adag_trace_ring_t *r = d->loop.trace;
+    if (!r)
+        return adag_error(ADAG_ERR_INVALID, "DAG %u was compiled without tracing", m.dag_id);
+    adag_span_t *spans = malloc((r->mask + 1) * sizeof(*spans));
+    if (!spans)
+        return adag_error(ADAG_ERR_NO_MEMORY, "a copy of %llu spans",
+                          (unsigned long long)(r->mask + 1));
+    uint64_t lost, n = adag_trace_ring_copy(r, spans, &lost);
+    adag_msg_encode_spans(body, (uint64_t)adag_now_ns(), lost, spans, n);
+    free(spans);
+    return ADAG_OK;
+}
+
 int adag_worker_main(int argc, char **argv)
 {
     worker_t w;
@@ -449,6 +473,9 @@ int adag_worker_main(int argc, char **argv)
             case ADAG_MSG_ABORT_DAG:
             case ADAG_MSG_STOP_DAG:
                 st = dag_message(&w, &msg);
+                break;
+            case ADAG_MSG_TRACE_DAG:
+                st = trace_dag(&w, &msg, &body);
                 break;
             case ADAG_MSG_SHUTDOWN:
                 while (w.dags) {

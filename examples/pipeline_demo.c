@@ -16,7 +16,12 @@
  * driver by the same C function the stages run (examples/modules/stages.h).
  *
  * Usage: pipeline_demo [--stages N] [--batch BYTES] [--iters N]
- *                      [--inflight K] [--thread] [--dot FILE] [--module PATH]
+ *                      [--inflight K] [--thread] [--dot FILE] [--trace FILE]
+ *                      [--module PATH]
+ *
+ * --trace FILE compiles the DAG with tracing and writes the spans of the
+ * last executions (every stage's input waits, computes and publishes, and
+ * the driver's) as Chrome trace JSON: open it in https://ui.perfetto.dev.
  */
 #include <adag.h>
 
@@ -48,6 +53,7 @@ typedef struct {
     unsigned inflight;
     bool thread;
     const char *dot;
+    const char *trace;
     const char *module;
 } options_t;
 
@@ -109,6 +115,8 @@ static void usage(FILE *f)
             "  --inflight K    executions kept in flight in the pipelined run (default 8)\n"
             "  --thread        thread actors in this process instead of adag-worker processes\n"
             "  --dot FILE      write the compiled DAG in Graphviz DOT to FILE\n"
+            "  --trace FILE    trace the DAG and write its last spans as Chrome trace JSON\n"
+            "                  (open in https://ui.perfetto.dev or chrome://tracing)\n"
             "  --module PATH   the stages module (default %s/libstages.so)\n",
             MAX_STAGES, ADAG_EXAMPLE_DIR);
 }
@@ -150,13 +158,16 @@ static int parse_options(int argc, char **argv, options_t *o)
         } else if (strcmp(opt, "--thread") == 0) {
             o->thread = true;
             continue;
-        } else if (strcmp(opt, "--dot") == 0 || strcmp(opt, "--module") == 0) {
+        } else if (strcmp(opt, "--dot") == 0 || strcmp(opt, "--module") == 0 ||
+                   strcmp(opt, "--trace") == 0) {
             if (arg == NULL) {
                 fprintf(stderr, "pipeline_demo: %s needs a value\n", opt);
                 return 1;
             }
             if (strcmp(opt, "--dot") == 0)
                 o->dot = arg;
+            else if (strcmp(opt, "--trace") == 0)
+                o->trace = arg;
             else
                 o->module = arg;
         } else if (strcmp(opt, "--stages") == 0) {
@@ -426,10 +437,12 @@ static bool build(adag_runtime_h rt, const options_t *o, adag_actor_h *actors, a
 
     adag_compile_params_t cp = {
         .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |
-                      ADAG_COMPILE_PARAM_NAME,
+                      ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_TRACE,
         .max_inflight = o->inflight,
         .slot_capacity = o->batch,
         .name = "pipeline",
+        /* the latest 64 Ki spans of each loop: the end of the pipelined run */
+        .trace_spans = o->trace ? 65536 : 0,
     };
     good = ok(adag_graph_compile(g, &cp, dag), "adag_graph_compile");
 out:
@@ -438,7 +451,8 @@ out:
     return good;
 }
 
-static bool write_dot(adag_dag_h dag, const char *path)
+/* Writes the DAG as DOT (trace false) or its trace as JSON (trace true). */
+static bool write_file(adag_dag_h dag, const char *path, bool trace)
 {
     FILE *f = fopen(path, "w");
     bool good;
@@ -447,7 +461,8 @@ static bool write_dot(adag_dag_h dag, const char *path)
         fprintf(stderr, "pipeline_demo: cannot create %s: %s\n", path, strerror(errno));
         return false;
     }
-    good = ok(adag_dag_write_dot(dag, f), "adag_dag_write_dot");
+    good = trace ? ok(adag_dag_write_trace(dag, f), "adag_dag_write_trace")
+                 : ok(adag_dag_write_dot(dag, f), "adag_dag_write_dot");
     if (fclose(f) != 0 && good) {
         fprintf(stderr, "pipeline_demo: cannot write %s: %s\n", path, strerror(errno));
         good = false;
@@ -518,7 +533,7 @@ int main(int argc, char **argv)
         goto out;
     printf("  setup    actors created and DAG compiled in %.1f ms\n", (now_s() - t0) * 1e3);
     if (o.dot != NULL) {
-        if (!write_dot(dag, o.dot))
+        if (!write_file(dag, o.dot, false))
             goto out;
         printf("  dot      compiled DAG written to %s\n", o.dot);
     }
@@ -547,6 +562,13 @@ int main(int argc, char **argv)
                serial, serial * par, par);
     }
 
+    if (o.trace != NULL) {
+        if (!write_file(dag, o.trace, true))
+            goto out;
+        printf("  trace    the last executions' spans written to %s (open it in "
+               "https://ui.perfetto.dev)\n",
+               o.trace);
+    }
     if (!ok(adag_dag_stats(dag, &st), "adag_dag_stats"))
         goto out;
     printf("dag: %llu executed, %llu completed, %llu failed; %u channels, %zu KiB of shared "

@@ -584,6 +584,7 @@ enum {
     ADAG_COMPILE_PARAM_SPIN = 1u << 5,
     ADAG_COMPILE_PARAM_COMM_TIMEOUT = 1u << 6,
     ADAG_COMPILE_PARAM_DRIVER_DEVICE = 1u << 7,
+    ADAG_COMPILE_PARAM_TRACE = 1u << 8,
 };
 
 typedef struct {
@@ -617,6 +618,11 @@ typedef struct {
      * order of the DAG's stream (adag_dag_stream); default none: tensors
      * reach the driver in host memory */
     const char *driver_device;
+    /* tracing (adag_dag_write_trace): the spans each actor loop and the
+     * driver keep, in memory, the oldest overwritten (rounded up to a power
+     * of two, 16 .. 2^20; 0: off, and tracing then costs nothing); default
+     * ADAG_TRACE_SPANS (0) */
+    uint64_t trace_spans;
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,
@@ -733,6 +739,18 @@ ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 /* Writes the compiled graph in Graphviz DOT: each actor with its
  * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
 ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
+
+/* Writes the DAG's trace (compiled with ADAG_COMPILE_PARAM_TRACE or
+ * ADAG_TRACE_SPANS) as Chrome trace-event JSON, which Perfetto UI
+ * (ui.perfetto.dev) and chrome://tracing open: one track per actor loop
+ * and one for the driver, each span (wait input, compute, wait room,
+ * publish; the driver's execute and get) with the execution's ref, the op
+ * and the channel in its args; times on the driver's clock (a remote
+ * worker's mapped by the middle of a round trip). The spans are copied
+ * while the DAG runs, without stopping it; each loop keeps its latest
+ * trace_spans, and a track's name says how many older ones were lost.
+ * ADAG_ERR_INVALID on a DAG compiled without tracing. */
+ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
 
 /* Where the DAG's first stage runs: the placement of the actors that read
  * its input fields (their CPUs together; their NUMA node, GPU and NIC if

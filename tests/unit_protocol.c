@@ -184,6 +184,7 @@ static const msg_case_t cases[] = {
     {ADAG_MSG_SHUTDOWN, NULL, NULL},
     {ADAG_MSG_REPLY, enc_reply, dec_reply},
     {ADAG_MSG_DAG_FAILED, enc_failed, dec_failed},
+    {ADAG_MSG_TRACE_DAG, enc_dag_ok, dec_dag},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -499,4 +500,52 @@ Test(protocol, recv_refuses_unknown_types_and_fds, .timeout = 30)
     close(sv[1]);
     close(p[0]);
     close(p[1]);
+}
+
+/* TRACE_DAG's reply: spans round trip; every prefix, a count the bytes do
+ * not hold and a count past the ring's limit are refused. */
+Test(protocol, trace_spans)
+{
+    adag_span_t spans[3] = {
+        {.start_ns = 10, .end_ns = 20, .seq = 1, .kind = ADAG_SPAN_WAIT_INPUT, .op = 2, .arg = 7},
+        {.start_ns = 20, .end_ns = 95, .seq = 1, .kind = ADAG_SPAN_COMPUTE, .op = 2, .arg = 0},
+        {.start_ns = 95, .end_ns = 99, .seq = 1, .kind = ADAG_SPAN_BACKEND + 3, .op = 65535,
+         .arg = 0xfffffffe},
+    }, *out;
+    uint64_t now, lost, n;
+    adag_wbuf_t b = {0};
+    adag_msg_encode_spans(&b, 12345, 6, spans, 3);
+    cr_assert_eq(adag_msg_decode_spans((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
+                 ADAG_OK, "%s", adag_last_error());
+    cr_assert(now == 12345 && lost == 6 && n == 3);
+    cr_assert_eq(memcmp(out, spans, sizeof(spans)), 0);
+    free(out);
+    for (size_t len = 0; len < b.len; len++)
+        cr_assert_eq(adag_msg_decode_spans((adag_blob_t){b.data, len}, &now, &lost, &out, &n),
+                     ADAG_ERR_PROTOCOL, "prefix %zu", len);
+    adag_wbuf_free(&b);
+    /* no spans */
+    adag_msg_encode_spans(&b, 1, 0, NULL, 0);
+    cr_assert_eq(adag_msg_decode_spans((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
+                 ADAG_OK);
+    cr_assert(n == 0 && out == NULL);
+    adag_wbuf_free(&b);
+    /* counts that lie */
+    const uint64_t counts[] = {2, 4, ADAG_TRACE_MAX_SPANS + 1, UINT64_MAX};
+    for (unsigned i = 0; i < 4; i++) {
+        adag_wbuf_u64(&b, 1);
+        adag_wbuf_u64(&b, 0);
+        adag_wbuf_u64(&b, counts[i]);
+        for (int k = 0; k < 3; k++) {
+            adag_wbuf_u64(&b, 1);
+            adag_wbuf_u64(&b, 2);
+            adag_wbuf_u64(&b, 3);
+            adag_wbuf_u32(&b, 1);
+            adag_wbuf_u32(&b, 0);
+        }
+        cr_assert_eq(adag_msg_decode_spans((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
+                     ADAG_ERR_PROTOCOL, "count %llu", (unsigned long long)counts[i]);
+        cr_assert(strstr(adag_last_error(), "TRACE_DAG"), "%s", adag_last_error());
+        adag_wbuf_free(&b);
+    }
 }

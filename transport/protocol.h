@@ -37,14 +37,16 @@
 #include "transport/control.h"
 #include "transport/wire.h"
 
+#include "common/trace.h"
+
 #include <adag.h>
 #include <limits.h>
 #include <stdint.h>
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
- * the event socket, which carries DAG_FAILED; 5-8: docs/design.md */
-#define ADAG_PROTOCOL_VERSION 8u
+ * the event socket, which carries DAG_FAILED; 5-9: docs/design.md */
+#define ADAG_PROTOCOL_VERSION 9u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -58,6 +60,7 @@ typedef enum {
     ADAG_MSG_SHUTDOWN,
     ADAG_MSG_REPLY,
     ADAG_MSG_DAG_FAILED,
+    ADAG_MSG_TRACE_DAG,
     ADAG_MSG_END
 } adag_msg_type_t;
 
@@ -144,7 +147,7 @@ typedef struct {
     /* STOP_DAG: bit i set, the worker drops the program's communicator i
      * (the driver let it go: dag/comm_lease.c) before the loop stops */
     uint64_t drop;
-} adag_msg_dag_t;        /* START_DAG, ABORT_DAG, STOP_DAG */
+} adag_msg_dag_t;        /* START_DAG, ABORT_DAG, STOP_DAG, TRACE_DAG */
 
 typedef struct {
     int32_t status;
@@ -185,6 +188,13 @@ adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t 
 adag_status_t adag_msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_t *m);
 /* Reply bodies. */
 adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
+/* TRACE_DAG's reply: the worker's clock when it copied, the spans it lost
+ * (overwritten), and the spans, oldest first (at most ADAG_TRACE_MAX_SPANS;
+ * decode: *spans malloc'd, NULL when n is 0). */
+void adag_msg_encode_spans(adag_wbuf_t *b, uint64_t now_ns, uint64_t lost,
+                           const adag_span_t *spans, uint64_t n);
+adag_status_t adag_msg_decode_spans(adag_blob_t body, uint64_t *now_ns, uint64_t *lost,
+                                    adag_span_t **spans, uint64_t *n);
 /* The method table: *out is malloc'd (n in 1..ADAG_MAX_METHODS). */
 adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n,
                                       adag_msg_place_t *place);

@@ -99,6 +99,16 @@ static void reply_bodies(adag_blob_t body)
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
         adag_wbuf_free(&b);
     }
+    adag_span_t *spans;
+    uint64_t now, lost, nspans;
+    if (adag_msg_decode_spans(body, &now, &lost, &spans, &nspans) == ADAG_OK) {
+        adag_wbuf_t b = {0};
+        CHECK(nspans <= ADAG_TRACE_MAX_SPANS && (nspans == 0) == (spans == NULL));
+        adag_msg_encode_spans(&b, now, lost, spans, nspans);
+        CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
+        adag_wbuf_free(&b);
+        free(spans);
+    }
     adag_msg_method_t *m;
     adag_msg_place_t place;
     unsigned n;
@@ -187,7 +197,8 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
     }
     case ADAG_MSG_START_DAG:
     case ADAG_MSG_ABORT_DAG:
-    case ADAG_MSG_STOP_DAG: {
+    case ADAG_MSG_STOP_DAG:
+    case ADAG_MSG_TRACE_DAG: {
         adag_msg_dag_t m;
         if (adag_msg_decode_dag(msg, &m) != ADAG_OK)
             return;
@@ -251,7 +262,7 @@ static void run_payload(const uint8_t *data, size_t len)
                                      ADAG_MSG_PREPARE_DAG, ADAG_MSG_CONNECT_DAG,
                                      ADAG_MSG_START_DAG, ADAG_MSG_ABORT_DAG,
                                      ADAG_MSG_STOP_DAG,  ADAG_MSG_REPLY,
-                                     ADAG_MSG_DAG_FAILED};
+                                     ADAG_MSG_DAG_FAILED, ADAG_MSG_TRACE_DAG};
     for (unsigned t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         adag_ctl_msg_t msg;
         int fds[ADAG_CTL_MAX_FDS];

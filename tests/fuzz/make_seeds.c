@@ -369,6 +369,17 @@ static void control_seeds(const adag_wbuf_t *program)
     save("control", "payload-reply-hello", "\x01", 1, ok.data, ok.len);
     save("control", "payload-reply-error", "\x01", 1, fail.data, fail.len);
     save("control", "payload-dag-failed", "\x01", 1, failed.data, failed.len);
+    /* TRACE_DAG and its reply: two spans */
+    adag_wbuf_t spans = {0}, spans_reply = {0};
+    const adag_span_t two[2] = {
+        {.start_ns = 100, .end_ns = 250, .seq = 3, .kind = ADAG_SPAN_WAIT_INPUT, .arg = 1},
+        {.start_ns = 250, .end_ns = 900, .seq = 3, .kind = ADAG_SPAN_COMPUTE, .arg = 0}};
+    adag_msg_encode_spans(&spans, 123456789, 0, two, 2);
+    adag_msg_encode_reply(&spans_reply, ADAG_OK, NULL, (adag_blob_t){spans.data, spans.len});
+    save("control", "payload-trace-dag", "\x01", 1, stop.data, stop.len);
+    save("control", "payload-reply-spans", "\x01", 1, spans_reply.data, spans_reply.len);
+    adag_wbuf_free(&spans);
+    adag_wbuf_free(&spans_reply);
 
     /* stream mode: a worker's whole session, no fds */
     framer_t f;

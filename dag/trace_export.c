@@ -1,0 +1,179 @@
+/*
+ * adag_dag_write_trace: the spans of the driver and of every actor loop of
+ * a DAG (common/trace.h) as Chrome trace-event JSON, which Perfetto UI and
+ * chrome://tracing open. One track per actor loop and one for the driver;
+ * each span a complete event ("ph":"X") with the execution's ref, the op
+ * and the channel (or method) in its args. Times are the driver's
+ * CLOCK_MONOTONIC, in microseconds from the first span: a remote worker's
+ * clock is mapped by the offset its placement measured.
+ */
+#include "common/clock.h"
+#include "dag/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct {
+    adag_span_t *spans;
+    uint64_t n, lost;
+    int64_t offset_ns;
+} track_t;
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static const char *kind_name(unsigned kind)
+{
+    switch (kind) {
+    case ADAG_SPAN_WAIT_INPUT: return "wait input";
+    case ADAG_SPAN_COMPUTE: return "compute";
+    case ADAG_SPAN_WAIT_ROOM: return "wait room";
+    case ADAG_SPAN_PUBLISH: return "publish";
+    case ADAG_SPAN_COLLECTIVE: return "collective";
+    case ADAG_SPAN_EXECUTE: return "execute";
+    case ADAG_SPAN_GET: return "get";
+    }
+    return "backend";
+}
+
+/* One span of actor ai (-1: the driver) as a complete event. */
+static void write_span(FILE *out, adag_dag_h dag, int ai, const adag_span_t *s, int64_t offset,
+                       uint64_t base)
+{
+    const adag_program_t *p = ai >= 0 ? &dag->actors[ai].prog : NULL;
+    adag_actor_h a = ai >= 0 ? dag->actors[ai].actor : NULL;
+    double ts = (double)((int64_t)s->start_ns + offset - (int64_t)base) / 1e3;
+    double dur = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) / 1e3 : 0;
+    const char *what = kind_name(s->kind);
+    fprintf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":", ai + 2,
+            ts, dur);
+    json_str(out, s->kind == ADAG_SPAN_COMPUTE ? "compute" : what);
+    fprintf(out, ",\"name\":");
+    if (s->kind == ADAG_SPAN_COMPUTE && a && s->arg < a->nmethods)
+        json_str(out, a->methods[s->arg].name);
+    else
+        json_str(out, what);
+    fprintf(out, ",\"args\":{\"ref\":%llu", (unsigned long long)s->seq);
+    if (p) {
+        fprintf(out, ",\"op\":%u", s->op);
+        if ((s->kind == ADAG_SPAN_WAIT_INPUT || s->kind == ADAG_SPAN_WAIT_ROOM ||
+             s->kind == ADAG_SPAN_PUBLISH) &&
+            s->arg < p->nchans) {
+            fprintf(out, ",\"channel\":");
+            json_str(out, p->chans[s->arg].name);
+        }
+        if (s->kind >= ADAG_SPAN_BACKEND)
+            fprintf(out, ",\"kind\":%u,\"arg\":%u", s->kind, s->arg);
+    }
+    fprintf(out, "}}");
+}
+
+static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *t)
+{
+    char label[ADAG_MAX_NAME + 96];
+    if (ai < 0) {
+        snprintf(label, sizeof(label), "driver (pid %d)", (int)getpid());
+    } else {
+        adag_actor_h a = dag->actors[ai].actor;
+        int pid = a->ops->pid ? a->ops->pid(a) : 0;
+        if (a->host[0])
+            snprintf(label, sizeof(label), "actor %s (remote, host %s, pid %d)", a->name, a->host,
+                     pid);
+        else if (pid)
+            snprintf(label, sizeof(label), "actor %s (process, pid %d)", a->name, pid);
+        else
+            snprintf(label, sizeof(label), "actor %s (thread)", a->name);
+    }
+    fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
+            ai + 2);
+    json_str(out, label);
+    fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":"
+                 "{\"sort_index\":%d}}",
+            ai + 2, ai + 2);
+    fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{"
+                 "\"name\":",
+            ai + 2);
+    snprintf(label, sizeof(label), "%s of %s (%llu spans lost)", ai < 0 ? "execute/get" : "loop",
+             dag->name, (unsigned long long)t->lost);
+    json_str(out, label);
+    fprintf(out, "}}");
+}
+
+static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks)
+{
+    /* tracks[0]: the driver; tracks[1 + ai]: actor ai */
+    adag_status_t st = ADAG_OK;
+    adag_trace_ring_t *r = dag->trace;
+    if (!(tracks[0].spans = malloc((r->mask + 1) * sizeof(adag_span_t))))
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
+    tracks[0].n = adag_trace_ring_copy(r, tracks[0].spans, &tracks[0].lost);
+    for (unsigned ai = 0; ai < dag->nactors && st == ADAG_OK; ai++) {
+        adag_actor_h a = dag->actors[ai].actor;
+        track_t *t = &tracks[1 + ai];
+        st = a->ops->trace(a, dag, ai, &t->spans, &t->n, &t->lost, &t->offset_ns);
+    }
+    if (st != ADAG_OK) {
+        adag_error_prefix("adag_dag_write_trace: DAG %s", dag->name);
+        return st;
+    }
+    uint64_t base = UINT64_MAX;
+    for (unsigned k = 0; k <= dag->nactors; k++)
+        for (uint64_t i = 0; i < tracks[k].n; i++) {
+            int64_t t = (int64_t)tracks[k].spans[i].start_ns + tracks[k].offset_ns;
+            if (t >= 0 && (uint64_t)t < base)
+                base = (uint64_t)t;
+        }
+    if (base == UINT64_MAX)
+        base = 0;
+    fprintf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
+    json_str(out, dag->name);
+    fprintf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"},"
+                 "\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,\"args\":{}}",
+            (unsigned long long)base);
+    for (unsigned k = 0; k <= dag->nactors; k++) {
+        int ai = (int)k - 1;
+        write_track_names(out, dag, ai, &tracks[k]);
+        for (uint64_t i = 0; i < tracks[k].n; i++)
+            write_span(out, dag, ai, &tracks[k].spans[i], tracks[k].offset_ns, base);
+    }
+    fprintf(out, "\n]}\n");
+    if (fflush(out) != 0 || ferror(out))
+        return adag_error(ADAG_ERR_IO, "adag_dag_write_trace: writing the trace failed");
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out)
+{
+    static const char *fn = "adag_dag_write_trace";
+    if (!dag || !out)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+    if (!dag->trace)
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: DAG %s was compiled without tracing (ADAG_COMPILE_PARAM_TRACE "
+                          "or ADAG_TRACE_SPANS)",
+                          fn, dag->name);
+    adag_status_t st = adag_dag_api_enter(dag, fn);
+    if (st != ADAG_OK)
+        return st;
+    track_t *tracks = calloc(dag->nactors + 1, sizeof(*tracks));
+    st = tracks ? write_trace(dag, out, tracks)
+                : adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+    for (unsigned k = 0; tracks && k <= dag->nactors; k++)
+        free(tracks[k].spans);
+    free(tracks);
+    adag_dag_api_leave(dag);
+    return st;
+}

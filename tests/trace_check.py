@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Checks a trace written by adag_dag_write_trace (tests/test_trace.c).
+
+    trace_check.py TRACE.json STAGES METHOD
+
+The DAG is a chain: input -> stage 1 .. stage STAGES (each calls METHOD) -> output.
+Checks, with Python's own JSON parser: every track is named; the spans of one
+track follow each other (a loop does one thing at a time); each execution the
+driver started has, in every stage, its input wait, its compute and its publish,
+in that order; a stage sees a value only after the stage before began to publish
+it; the driver's get ends after the last stage began to publish. Prints "ok ..."
+or the first thing wrong (exit 1).
+"""
+import json
+import sys
+
+
+def fail(msg):
+    print("trace_check: " + msg)
+    sys.exit(1)
+
+
+def main():
+    path, stages, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "process_name"}
+    if not names.get(1, "").startswith("driver"):
+        fail("no driver track: %r" % names)
+    for s in range(stages):
+        if not names.get(2 + s, "").startswith("actor "):
+            fail("no track for stage %d: %r" % (s + 1, names))
+    spans = {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        for k in ("ts", "dur", "pid", "tid", "name", "args"):
+            if k not in e:
+                fail("span without %s: %r" % (k, e))
+        if e["dur"] < 0:
+            fail("negative duration: %r" % e)
+        spans.setdefault(e["pid"], []).append(e)
+    # a loop does one thing at a time: its spans follow each other
+    for pid in range(2, 2 + stages):
+        track = sorted(spans.get(pid, []), key=lambda e: e["ts"])
+        for a, b in zip(track, track[1:]):
+            if b["ts"] + 0.001 < a["ts"] + a["dur"]:
+                fail("track %d: %s (ref %d) overlaps %s (ref %d)" %
+                     (pid, a["name"], a["args"]["ref"], b["name"], b["args"]["ref"]))
+    refs = sorted(e["args"]["ref"] for e in spans.get(1, []) if e["name"] == "execute")
+    gets = {e["args"]["ref"]: e for e in spans.get(1, []) if e["name"] == "get"}
+    if not refs:
+        fail("the driver started no execution")
+
+    def one(pid, name, ref):
+        got = [e for e in spans.get(pid, []) if e["name"] == name and e["args"]["ref"] == ref]
+        if len(got) != 1:
+            fail("track %d (%s): %d %r spans of ref %d" % (pid, names[pid], len(got), name, ref))
+        return got[0]
+
+    end = lambda e: e["ts"] + e["dur"]
+    checked = 0
+    for ref in refs:
+        prev_publish = None
+        for s in range(stages):
+            pid = 2 + s
+            wait = one(pid, "wait input", ref)
+            comp = one(pid, method, ref)
+            pub = one(pid, "publish", ref)
+            if not (end(wait) <= comp["ts"] + 0.001 and end(comp) <= pub["ts"] + 0.001):
+                fail("stage %d, ref %d: wait, compute, publish out of order" % (s + 1, ref))
+            if s == 0 and wait["args"].get("channel") != "input[0]":
+                fail("stage 1 waits on %r" % wait["args"].get("channel"))
+            if prev_publish is not None and end(wait) + 0.001 < prev_publish["ts"]:
+                fail("stage %d got ref %d before stage %d published it" % (s + 1, ref, s))
+            prev_publish = pub
+            checked += 3
+        if ref in gets and end(gets[ref]) + 0.001 < prev_publish["ts"]:
+            fail("the driver's get of ref %d ended before the last stage published it" % ref)
+    print("ok %d executions, %d spans checked, %d events" % (len(refs), checked, len(events)))
+
+
+if __name__ == "__main__":
+    main()
