@@ -29,8 +29,13 @@
 #ifndef ADAG_COMMON_TRACE_H
 #define ADAG_COMMON_TRACE_H
 
+#include "common/clock.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <adag.h>
 
@@ -44,6 +49,24 @@ typedef enum {
     ADAG_SPAN_GET = 7,        /* the driver waits for a result (arg: -) */
     ADAG_SPAN_BACKEND = 16,   /* and up: a backend's own spans */
 } adag_span_kind_t;
+
+/* The span clock: the TSC where it is invariant (x86-64: 13 ns a read on
+ * this VM against 33 for clock_gettime's vDSO), else CLOCK_MONOTONIC in
+ * ns. adag_trace_to_ns turns a copy's stamps into CLOCK_MONOTONIC ns by
+ * the line through two (TSC, CLOCK_MONOTONIC) pairs of this process: one
+ * read when its first ring was made, one at the conversion; every span
+ * lies between them, so a stamp is off by about the error of one clock
+ * read, tens of ns. Set by the first adag_trace_ring_init. */
+extern int adag_trace_tsc;
+
+static inline uint64_t adag_trace_clock(void)
+{
+#if defined(__x86_64__)
+    if (adag_trace_tsc)
+        return __rdtsc();
+#endif
+    return (uint64_t)adag_now_ns();
+}
 
 /* One span, as copied out of a ring. */
 typedef struct {
@@ -108,7 +131,12 @@ static inline void adag_trace_add(adag_trace_ring_t *r, adag_span_kind_t kind, u
 
 /* Copies the spans still whole in the ring, oldest first, into out (room
  * for mask + 1 spans); returns how many. *lost: spans claimed so far that
- * were overwritten or are being written (so not copied). */
+ * were overwritten or are being written (so not copied). The stamps are
+ * the span clock's: adag_trace_to_ns converts them. */
 uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_span_t *out, uint64_t *lost);
+
+/* The stamps of n spans copied in this process, from the span clock to
+ * CLOCK_MONOTONIC ns. */
+void adag_trace_to_ns(adag_span_t *spans, uint64_t n);
 
 #endif

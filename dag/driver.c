@@ -233,7 +233,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     if (st != ADAG_OK)
         goto out;
     int64_t deadline = adag_deadline_ms(timeout_ms);
-    uint64_t t0 = dag->trace ? (uint64_t)adag_now_ns() : 0;
+    uint64_t t0 = dag->trace ? adag_trace_clock() : 0;
     for (unsigned o = 0; o < n; o++) {
         adag_slot_view_t view;
         st = adag_chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
@@ -273,7 +273,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     }
     pthread_mutex_unlock(&dag->lock);
     if (dag->trace && st == ADAG_OK)
-        adag_trace_add(dag->trace, ADAG_SPAN_GET, 0, 0, ref, t0, (uint64_t)adag_now_ns());
+        adag_trace_add(dag->trace, ADAG_SPAN_GET, 0, 0, ref, t0, adag_trace_clock());
     if (st == ADAG_OK && result != ADAG_OK)
         st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
                      : adag_error(result, "%s", adag_status_str(result));

@@ -202,7 +202,7 @@ const char *adag_call_actor_name(adag_call_h call)
 /* Now, for a span: 0 (no clock read) with tracing off. */
 static inline uint64_t span_clock(const adag_loop_t *loop)
 {
-    return loop->trace ? (uint64_t)adag_now_ns() : 0;
+    return loop->trace ? adag_trace_clock() : 0;
 }
 
 static inline void span(adag_loop_t *loop, adag_span_kind_t kind, const adag_prog_op_t *op,
@@ -210,7 +210,7 @@ static inline void span(adag_loop_t *loop, adag_span_kind_t kind, const adag_pro
 {
     if (!loop->trace)
         return;
-    uint64_t now = (uint64_t)adag_now_ns();
+    uint64_t now = adag_trace_clock();
     adag_trace_add(loop->trace, kind, (uint32_t)(op - loop->prog.ops), arg, seq, *since, now);
     *since = now;
 }

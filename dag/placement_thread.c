@@ -196,6 +196,7 @@ static adag_status_t thread_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
         return adag_error(ADAG_ERR_NO_MEMORY, "a copy of %llu spans",
                           (unsigned long long)(r->mask + 1));
     *n = adag_trace_ring_copy(r, *spans, lost);
+    adag_trace_to_ns(*spans, *n);
     return ADAG_OK;
 }
 

@@ -437,10 +437,10 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
                               "slot capacity of %zu bytes",
                               fn, i, i, inputs[i].size, dag->capacity);
     }
-    uint64_t t0 = dag->trace ? (uint64_t)adag_now_ns() : 0;
+    uint64_t t0 = dag->trace ? adag_trace_clock() : 0;
     st = reserve(dag, flags, fn, 0, 1, inputs, ref);
     if (dag->trace && st == ADAG_OK)
-        adag_trace_add(dag->trace, ADAG_SPAN_EXECUTE, 0, 0, *ref, t0, (uint64_t)adag_now_ns());
+        adag_trace_add(dag->trace, ADAG_SPAN_EXECUTE, 0, 0, *ref, t0, adag_trace_clock());
     return st;
 }
 

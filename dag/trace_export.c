@@ -120,6 +120,7 @@ static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks)
     if (!(tracks[0].spans = malloc((r->mask + 1) * sizeof(adag_span_t))))
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
     tracks[0].n = adag_trace_ring_copy(r, tracks[0].spans, &tracks[0].lost);
+    adag_trace_to_ns(tracks[0].spans, tracks[0].n);
     for (unsigned ai = 0; ai < dag->nactors && st == ADAG_OK; ai++) {
         adag_actor_h a = dag->actors[ai].actor;
         track_t *t = &tracks[1 + ai];

@@ -371,6 +371,7 @@ static adag_status_t trace_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf
         return adag_error(ADAG_ERR_NO_MEMORY, "a copy of %llu spans",
                           (unsigned long long)(r->mask + 1));
     uint64_t lost, n = adag_trace_ring_copy(r, spans, &lost);
+    adag_trace_to_ns(spans, n);
     adag_msg_encode_spans(body, (uint64_t)adag_now_ns(), lost, spans, n);
     free(spans);
     return ADAG_OK;
