@@ -17,6 +17,8 @@
 #include "bench.h"
 #include "table.h"
 
+#include "common/cpuset.h"
+
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,38 +27,6 @@
 #define PLACE_MAX_ROUNDS 15
 
 static const char *const variant_name[] = {"on", "off", "pinned"};
-
-/* The CPUs this process may use: 0, or -1 (printed). */
-static int allowed_cpus(cpu_set_t *set)
-{
-    CPU_ZERO(set);
-    if (sched_getaffinity(0, sizeof(*set), set) != 0 || CPU_COUNT(set) == 0) {
-        perror("adag-bench: sched_getaffinity");
-        return -1;
-    }
-    return 0;
-}
-
-/* set as a CPU list, "0-3,8"; 0, or -1 if it does not fit in len. */
-static int cpu_list(const cpu_set_t *set, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, set))
-            continue;
-        int last = c;
-        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
-            last++;
-        int k = last == c ? snprintf(buf + used, len - used, "%s%d", used ? "," : "", c)
-                          : snprintf(buf + used, len - used, "%s%d-%d", used ? "," : "", c, last);
-        if (k < 0 || (size_t)k >= len - used)
-            return -1;
-        used += (size_t)k;
-        c = last;
-    }
-    return 0;
-}
 
 /* The nth CPU of set, counting round robin. */
 static int nth_cpu(const cpu_set_t *set, unsigned nth)
@@ -71,19 +41,15 @@ static int nth_cpu(const cpu_set_t *set, unsigned nth)
 int bench_actor_create(const bench_opts_t *o, adag_runtime_h rt, unsigned nth,
                        const adag_actor_params_t *params, adag_actor_h *out)
 {
-    char cpus[1024];
+    char cpus[ADAG_CPULIST_MAX];
     adag_actor_params_t q = *params, *p = &q;
     if (o->place != BENCH_PLACE_ON) {
         cpu_set_t set;
-        if (allowed_cpus(&set))
-            return -1;
+        adag_cpus_allowed(&set); /* the CPU list text of the library (common/cpuset.h) */
         if (o->place == BENCH_PLACE_PINNED)
             snprintf(cpus, sizeof cpus, "%d", nth_cpu(&set, nth));
-        else if (cpu_list(&set, cpus, sizeof cpus)) {
-            fprintf(stderr, "adag-bench: this process's CPU list is over %zu bytes\n",
-                    sizeof cpus);
-            return -1;
-        }
+        else
+            adag_cpulist_format(&set, cpus, sizeof cpus);
         p->field_mask |= ADAG_ACTOR_PARAM_CPUS | ADAG_ACTOR_PARAM_NUMA | ADAG_ACTOR_PARAM_NIC;
         p->cpus = cpus;
         p->numa = -1;
