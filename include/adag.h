@@ -740,15 +740,11 @@ ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
  * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
 ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
 
-/* Writes the DAG's trace (compiled with ADAG_COMPILE_PARAM_TRACE or
- * ADAG_TRACE_SPANS) as Chrome trace-event JSON, which Perfetto UI
- * (ui.perfetto.dev) and chrome://tracing open: one track per actor loop
- * and one for the driver, each span (wait input, compute, wait room,
- * publish; the driver's execute and get) with the execution's ref, the op
- * and the channel in its args; times on the driver's clock (a remote
- * worker's mapped by the middle of a round trip). The spans are copied
- * while the DAG runs, without stopping it; each loop keeps its latest
- * trace_spans, and a track's name says how many older ones were lost.
+/* Writes the DAG's trace (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS) as
+ * Chrome trace-event JSON (Perfetto, chrome://tracing): a track per actor
+ * loop and the driver, each span (wait input, compute, wait room, publish;
+ * execute, get) with its ref, op and channel, on the driver's clock. Copied
+ * while the DAG runs; a track's name counts the spans lost (overwritten).
  * ADAG_ERR_INVALID on a DAG compiled without tracing. */
 ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
 
