@@ -200,7 +200,8 @@ $(BUILD)/adag-worker: $(BUILD)/obj/tools/adag-worker.o $(BUILD)/obj/tools/worker
 	    -Wl,--whole-archive $(BUILD)/libadag.a -Wl,--no-whole-archive $(LIBS) $(PMIX_LIBS)
 
 # adag-info reads internal tables (settings), so it links the static library.
-$(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/obj/tools/info_topo.o $(BUILD)/libadag.a
+$(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/obj/tools/info_topo.o \
+    $(BUILD)/obj/tools/info_attach.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h
@@ -389,7 +390,7 @@ install: all
 	install -m 0644 $(BUILD)/libadag.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/adag
-	install -m 0644 include/adag/data.h $(DESTDIR)$(PREFIX)/include/adag/
+	install -m 0644 include/adag/data.h include/adag/stats.h $(DESTDIR)$(PREFIX)/include/adag/
 	install -m 0755 $(BUILD)/adag-worker $(DESTDIR)$(PREFIX)/lib/adag/adag-worker
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' adag.pc.in \

@@ -112,6 +112,10 @@ typedef struct {
     /* when set, run_chain writes its DAG's trace after its executions
      * (bench_trace_write) and says what that gave here */
     bench_trace_seen_t *trace_seen;
+    /* --stats: the chain rows print their DAG's figures (adag_stats_print)
+     * to stderr after their executions (a tracing row: its last on round,
+     * timed) */
+    int print_stats;
 } bench_opts_t;
 
 /* Runs an adag call; on failure prints it with its status and message and
@@ -202,6 +206,8 @@ int bench_actor_create(const bench_opts_t *o, adag_runtime_h rt, unsigned nth,
  * spans counted) into *seen; both writes must return ADAG_OK and the JSON
  * hold a span. 0, or -1 (printed). */
 int bench_trace_write(adag_dag_h dag, bench_trace_seen_t *seen);
+/* The chain's figures (adag_stats_print) on stderr. */
+int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight);
 
 /* device rows, adag side (bench/device.c): process actors bound to devices
  * of `backend` ("host" or "cuda"), tensors of `bytes`, every result checked.

@@ -595,7 +595,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--n N] [--reps R] "
-            "[--seed N] [--module PATH]\n"
+            "[--seed N] [--stats] [--module PATH]\n"
             "  --quick    fewer iterations and sizes (under 60 s)\n"
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
@@ -604,7 +604,9 @@ static void usage(FILE *out)
             "             tracing)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
-            "  --seed N   seed of the payload bytes (default 42)\n");
+            "  --seed N   seed of the payload bytes (default 42)\n"
+            "  --stats    print each chain's figures (adag_stats_print) after it runs; the\n"
+            "             tracing rows' are timed and name the bottleneck\n");
 }
 
 int main(int argc, char **argv)
@@ -624,6 +626,8 @@ int main(int argc, char **argv)
             json = 1;
         else if (!strcmp(argv[i], "--vs-ray"))
             vs_ray = 1;
+        else if (!strcmp(argv[i], "--stats"))
+            o.print_stats = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             o.only = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)

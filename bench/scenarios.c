@@ -144,6 +144,8 @@ int run_chain(const bench_opts_t *o, adag_placement_t pl, unsigned n, unsigned i
         rc = drive(dag, 1, inflight, warmup_of(iters), iters, m);
     if (rc == 0 && o->trace_seen) /* the tracing rows: the trace, after the executions */
         rc = bench_trace_write(dag, o->trace_seen);
+    if (rc == 0 && o->print_stats && (!o->trace_param || o->trace_seen))
+        rc = bench_print_stats(dag, n, inflight);
 fail:
     fixture_free(&f);
     return rc;

@@ -88,6 +88,20 @@ fail:
     return rc;
 }
 
+int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight)
+{
+    adag_stats_h s;
+    TRY(adag_dag_stats_take(dag, &s));
+    fprintf(stderr, "adag-bench: figures of the chain n=%u k=%u after its executions:\n", n,
+            inflight);
+    adag_status_t st = adag_stats_print(s, stderr);
+    adag_stats_free(s);
+    TRY(st);
+    return 0;
+fail:
+    return -1;
+}
+
 static long scaled(const bench_opts_t *o, long full)
 {
     return o->quick ? full / 10 : full;

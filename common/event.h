@@ -53,6 +53,10 @@ typedef struct {
     int64_t max;
     int yield;              /* crowded: give the core away between probes */
     _Atomic int64_t budget; /* relaxed: a hint, shared by threads using one endpoint */
+    /* waits that did not find their condition true at once (relaxed: a
+     * loop's tracing reads its own endpoints' to skip a clock read after
+     * a wait that did not wait) */
+    _Atomic uint64_t waited;
 } adag_spin_t;
 
 #define ADAG_SPIN_PROBE_NS 1000
@@ -62,6 +66,7 @@ static inline void adag_spin_init(adag_spin_t *spin, adag_wait_policy_t policy)
     spin->max = policy.spin_ns;
     spin->yield = policy.yield;
     atomic_store_explicit(&spin->budget, policy.spin_ns, memory_order_relaxed);
+    atomic_store_explicit(&spin->waited, 0, memory_order_relaxed);
 }
 
 /* Returns nonzero once the awaited condition holds. */

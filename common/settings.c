@@ -84,8 +84,12 @@ static const setting_def_t setting_table[] = {
      "a shard fetch fails (and is retried) when connecting or a stalled transfer takes "
      "this long"},
     {"ADAG_TRACE_SPANS", SETTING_INT, "0", 0, 1 << 20, FIELD(trace_spans),
-     "default spans each actor loop and the driver keep for adag_dag_write_trace (0: tracing "
-     "off; rounded up to a power of two)"},
+     "default trace records each actor loop and the driver keep for adag_dag_write_trace (an "
+     "op's wait, compute, room and publish make one; 0: tracing off; rounded up to a power of "
+     "two); traced DAGs also time their statistics"},
+    {"ADAG_LIVE", SETTING_INT, "0", 0, 1, FIELD(live),
+     "1: every runtime opens its live view at creation (a 0600 unix socket in "
+     "$XDG_RUNTIME_DIR/adag or /tmp/adag-<uid>) for `adag-info attach`"},
     {"ADAG_PLACEMENT", SETTING_INT, "1", 0, 1, FIELD(placement),
      "1: place each actor by the topology (a GPU actor on the CPUs and NUMA node of its "
      "GPU, UCX on the nearest RDMA NIC), and loader threads next to the first stage; 0: "

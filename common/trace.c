@@ -3,13 +3,15 @@
 #include "common/error.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
-#define MIN_SPANS 16
-#define MAX_SPANS ADAG_TRACE_MAX_SPANS
+#define MIN_RECORDS 16
+#define MAX_RECORDS ADAG_TRACE_MAX_SPANS
 
 int adag_trace_tsc;
 static uint64_t anchor_tsc, anchor_ns; /* when the span clock was chosen */
@@ -29,37 +31,59 @@ static void clock_choose(void)
 #endif
 }
 
-void adag_trace_to_ns(adag_span_t *spans, uint64_t n)
+/* ns per tick, measured from the anchor to now (0 before a tick passed) */
+static double ns_per_tick(void)
+{
+#if defined(__x86_64__)
+    uint64_t ns1 = (uint64_t)adag_now_ns(), tsc1 = __rdtsc();
+    return tsc1 > anchor_tsc ? (double)(ns1 - anchor_ns) / (double)(tsc1 - anchor_tsc) : 0;
+#else
+    return 1;
+#endif
+}
+
+uint64_t adag_trace_ticks_to_ns(uint64_t ticks)
+{
+    pthread_once(&clock_once, clock_choose);
+    if (!adag_trace_tsc)
+        return ticks;
+    return (uint64_t)((double)ticks * ns_per_tick());
+}
+
+/* stamps a record of this kind carries */
+static unsigned stamps_of(unsigned kind)
+{
+    return kind == ADAG_SPAN_OP ? 5 : 2;
+}
+
+void adag_trace_to_ns(adag_trace_rec_t *recs, uint64_t n)
 {
     pthread_once(&clock_once, clock_choose);
     if (!adag_trace_tsc || n == 0)
         return;
-#if defined(__x86_64__)
-    uint64_t ns1 = (uint64_t)adag_now_ns(), tsc1 = __rdtsc();
-    double per_tick = tsc1 > anchor_tsc ? (double)(ns1 - anchor_ns) / (double)(tsc1 - anchor_tsc)
-                                        : 0;
+    double per_tick = ns_per_tick();
     for (uint64_t i = 0; i < n; i++) {
-        spans[i].start_ns = anchor_ns + (uint64_t)((double)(spans[i].start_ns - anchor_tsc) *
-                                                   per_tick);
-        spans[i].end_ns = anchor_ns + (uint64_t)((double)(spans[i].end_ns - anchor_tsc) *
-                                                 per_tick);
+        unsigned k = stamps_of(adag_trace_rec_kind(&recs[i]));
+        for (unsigned j = 0; j < k; j++)
+            recs[i].t[j] = anchor_ns + (uint64_t)((double)(int64_t)(recs[i].t[j] - anchor_tsc) *
+                                                  per_tick);
     }
-#endif
 }
 
-adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t spans, int one_writer)
+adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed)
 {
     pthread_once(&clock_once, clock_choose);
-    uint64_t n = MIN_SPANS;
-    while (n < spans && n < MAX_SPANS)
+    uint64_t n = MIN_RECORDS;
+    while (n < records && n < MAX_RECORDS)
         n <<= 1;
     atomic_init(&r->head, 0);
     r->mask = n - 1;
-    r->one_writer = one_writer;
-    r->slots = calloc(n, sizeof(*r->slots));
+    r->indexed = indexed;
+    r->slots = aligned_alloc(64, n * sizeof(*r->slots));
     if (!r->slots)
-        return adag_error(ADAG_ERR_NO_MEMORY, "trace ring of %llu spans",
+        return adag_error(ADAG_ERR_NO_MEMORY, "trace ring of %llu records",
                           (unsigned long long)n);
+    memset(r->slots, 0, n * sizeof(*r->slots));
     return ADAG_OK;
 }
 
@@ -69,28 +93,121 @@ void adag_trace_ring_free(adag_trace_ring_t *r)
     r->slots = NULL;
 }
 
-uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_span_t *out, uint64_t *lost)
+/* Slot s's record if whole (stamp nonzero and unchanged around the copy). */
+static int copy_slot(adag_trace_slot_t *s, adag_trace_rec_t *out, uint64_t *stamp)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    uint64_t n = r->mask + 1, first = head > n ? head - n : 0, got = 0;
-    for (uint64_t i = first; i < head; i++) {
-        adag_trace_slot_t *s = &r->slots[i & r->mask];
-        uint64_t s1 = atomic_load_explicit(&s->stamp, memory_order_acquire);
-        adag_span_t sp = {
-            .start_ns = atomic_load_explicit(&s->start_ns, memory_order_acquire),
-            .end_ns = atomic_load_explicit(&s->end_ns, memory_order_acquire),
-            .seq = atomic_load_explicit(&s->seq, memory_order_acquire),
-        };
-        uint64_t packed = atomic_load_explicit(&s->packed, memory_order_acquire);
-        uint64_t s2 = atomic_load_explicit(&s->stamp, memory_order_relaxed);
-        if (s1 != i + 1 || s2 != i + 1)
-            continue; /* overwritten meanwhile, or still being written */
-        sp.kind = (uint16_t)(packed & 0xffff);
-        sp.op = (uint16_t)(packed >> 16 & 0xffff);
-        sp.arg = (uint32_t)(packed >> 32);
-        out[got++] = sp;
+    uint64_t s1 = atomic_load_explicit(&s->stamp, memory_order_acquire);
+    out->seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    for (unsigned j = 0; j < 5; j++)
+        out->t[j] = atomic_load_explicit(&s->t[j], memory_order_acquire);
+    out->packed = atomic_load_explicit(&s->packed, memory_order_acquire);
+    uint64_t s2 = atomic_load_explicit(&s->stamp, memory_order_relaxed);
+    *stamp = s1;
+    return s1 != 0 && s1 == s2;
+}
+
+/* an indexed ring's records in index order: by ref, then kind (its
+ * execute before its get) */
+static int by_ref(const void *a, const void *b)
+{
+    const adag_trace_rec_t *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    unsigned kx = adag_trace_rec_kind(x), ky = adag_trace_rec_kind(y);
+    return kx < ky ? -1 : kx > ky;
+}
+
+uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_trace_rec_t *out, uint64_t *lost)
+{
+    uint64_t n = r->mask + 1, got = 0, stamp;
+    if (r->indexed) {
+        for (uint64_t i = 0; i < n; i++)
+            if (copy_slot(&r->slots[i], &out[got], &stamp))
+                got++;
+        qsort(out, got, sizeof(*out), by_ref);
+        if (lost)
+            *lost = 0;
+        return got;
     }
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t first = head > n ? head - n : 0;
+    for (uint64_t i = first; i < head; i++)
+        if (copy_slot(&r->slots[i & r->mask], &out[got], &stamp) && stamp == i + 1)
+            got++;
     if (lost)
         *lost = head - got;
     return got;
+}
+
+static char boot_id[ADAG_BOOT_ID_MAX];
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+
+static void boot_read(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    if (!fgets(boot_id, sizeof(boot_id), f))
+        boot_id[0] = '\0';
+    fclose(f);
+    boot_id[strcspn(boot_id, "\n")] = '\0';
+}
+
+const char *adag_boot_id(void)
+{
+    pthread_once(&boot_once, boot_read);
+    return boot_id;
+}
+
+int64_t adag_clock_offset(const int64_t (*samples)[3], unsigned n)
+{
+    unsigned best = 0;
+    for (unsigned i = 1; i < n; i++)
+        if (samples[i][2] - samples[i][0] < samples[best][2] - samples[best][0])
+            best = i;
+    if (n == 0)
+        return 0;
+    const int64_t *s = samples[best];
+    return s[0] + (s[2] - s[0]) / 2 - s[1];
+}
+
+const char *adag_span_kind_name(unsigned kind)
+{
+    switch (kind) {
+    case ADAG_SPAN_WAIT_INPUT: return "wait input";
+    case ADAG_SPAN_COMPUTE: return "compute";
+    case ADAG_SPAN_WAIT_ROOM: return "wait room";
+    case ADAG_SPAN_PUBLISH: return "publish";
+    case ADAG_SPAN_COLLECTIVE: return "collective";
+    case ADAG_SPAN_EXECUTE: return "execute";
+    case ADAG_SPAN_GET: return "get";
+    case ADAG_SPAN_UCX_SEND: return "ucx send";
+    case ADAG_SPAN_DEVICE_COPY: return "device copy";
+    }
+    return "backend";
+}
+
+uint64_t adag_trace_expand(const adag_trace_rec_t *recs, uint64_t n, adag_span_t *out)
+{
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const adag_trace_rec_t *r = &recs[i];
+        unsigned kind = adag_trace_rec_kind(r), flags = (unsigned)(r->packed >> 8 & 0xff);
+        uint16_t op = (uint16_t)(r->packed >> 16 & 0xffff);
+        if (kind != ADAG_SPAN_OP) {
+            out[k++] = (adag_span_t){r->t[0], r->t[1], r->seq, (uint16_t)kind, op,
+                                     (uint32_t)(r->packed >> 32)};
+            continue;
+        }
+        uint32_t in = (uint32_t)(r->packed >> 32 & 0xffff), ret = (uint32_t)(r->packed >> 48);
+        if (flags & ADAG_OP_HAS_INPUT)
+            out[k++] = (adag_span_t){r->t[0], r->t[1], r->seq, ADAG_SPAN_WAIT_INPUT, op, in};
+        if (flags & ADAG_OP_HAS_OUTPUT)
+            out[k++] = (adag_span_t){r->t[1], r->t[2], r->seq, ADAG_SPAN_WAIT_ROOM, op, ret};
+        if (flags & ADAG_OP_COMPUTED)
+            out[k++] = (adag_span_t){r->t[2], r->t[3], r->seq, ADAG_SPAN_COMPUTE, op, 0};
+        if (flags & ADAG_OP_HAS_OUTPUT)
+            out[k++] = (adag_span_t){r->t[3], r->t[4], r->seq, ADAG_SPAN_PUBLISH, op, ret};
+    }
+    return k;
 }

@@ -1,30 +1,40 @@
 /*
- * Trace rings: spans of what a thread does (waiting for an input, running a
- * method, waiting for room, publishing), kept in memory, the oldest
- * overwritten. Adding a span takes no lock, no system call and no
- * allocation: two clock reads (vDSO) by the caller and one atomic
- * increment. Any thread may copy a ring while it is written.
+ * Trace rings: what a thread does (waiting for an input, running a method,
+ * waiting for room, publishing), kept in memory, the oldest overwritten.
+ * Adding a record takes no lock, no system call, no allocation and no
+ * locked instruction: the caller reads the span clock, the ring stores
+ * one 64-byte record (one cache line).
  *
- * A layer below dag/ adds spans of its own with adag_trace_add and a kind
- * from ADAG_SPAN_BACKEND up (a backend's transfer, a device copy); the
- * exporter names them by kind.
+ * A record is either one span (a kind, start and end: a collective, an
+ * execute or get of the driver, a backend's transfer) or an actor loop's
+ * whole op (ADAG_SPAN_OP): five stamps, wait start, inputs in, room got,
+ * method done, published, which adag_trace_expand turns into up to four
+ * spans (wait input, wait room, compute, publish). An op's record costs
+ * one clock read per boundary and one store of a line, where four spans
+ * cost four.
+ *
+ * A layer below dag/ adds spans of its own with one call, adag_trace_add,
+ * and a kind from ADAG_SPAN_BACKEND up (a backend's transfer, a device
+ * copy), into the ring of the thread it runs on; the exporter names them
+ * by kind.
+ *
+ * Two kinds of ring:
+ *   - one writer (an actor loop's): records get indices 0, 1, 2, ... in
+ *     the order added; head counts them.
+ *   - indexed (the driver's: execute and get run on any thread): the
+ *     caller gives each record its index (2 ref for an execute, 2 ref + 1
+ *     for its get), which only one thread ever writes at a time, so no
+ *     claim is needed either; slots must outnumber twice the executions in
+ *     flight (a ref's index is reused once ref + slots / 2 executes, after
+ *     ref was released).
  *
  * Memory ordering: each slot is a seqlock without fences (TSan models
- * them poorly). The writer claims index h, sets the slot's stamp to 0,
- * stores the fields with release (so a reader that reads any of them
- * also sees the stamp's 0, which precedes them), then stamp h + 1
- * (release). A reader loads the stamp (acquire), the fields (acquire),
- * then the stamp again: i + 1 both times, the fields are span i's, whole.
- * A ring with one writer (an actor loop) claims h with a plain load and
- * store of head and stores the 0: no locked instruction (on x86 every
- * access above is a plain move). A ring with several writers (the
- * driver's: execute and get run on any thread) claims h with fetch_add and
- * the slot with a compare-exchange of its stamp from a whole span's to 0;
- * a slot another writer still holds (stamp 0: a writer lapped while it
- * wrote) is not touched and span h is lost instead (two writers in one
- * slot could leave halves of each under a stamp that looks whole).
- * Several threads may write one ring (the driver's: execute and get run
- * on any thread).
+ * them poorly). The writer of index i stores the slot's stamp 0, the
+ * fields with release (so a reader that reads any of them also sees the
+ * stamp's 0, which precedes them), then stamp i + 1 (release). A reader
+ * loads the stamp (acquire), the fields (acquire), then the stamp again:
+ * the same nonzero value both times, the fields are that record's, whole.
+ * On x86 every access is a plain move.
  */
 #ifndef ADAG_COMMON_TRACE_H
 #define ADAG_COMMON_TRACE_H
@@ -41,14 +51,41 @@
 
 typedef enum {
     ADAG_SPAN_WAIT_INPUT = 1, /* a loop waits for an input value (arg: channel) */
-    ADAG_SPAN_COMPUTE = 2,    /* a method runs (arg: method) */
+    ADAG_SPAN_COMPUTE = 2,    /* a method runs (op: which; arg: -) */
     ADAG_SPAN_WAIT_ROOM = 3,  /* waiting for a free output slot (arg: channel) */
     ADAG_SPAN_PUBLISH = 4,    /* publishing an output (arg: channel) */
-    ADAG_SPAN_COLLECTIVE = 5, /* a collective operation (arg: its index) */
+    ADAG_SPAN_COLLECTIVE = 5, /* a collective operation (op: which) */
     ADAG_SPAN_EXECUTE = 6,    /* the driver starts an execution (arg: -) */
     ADAG_SPAN_GET = 7,        /* the driver waits for a result (arg: -) */
-    ADAG_SPAN_BACKEND = 16,   /* and up: a backend's own spans */
+    ADAG_SPAN_OP = 8,         /* a record of a loop's whole op (never a span) */
+    ADAG_SPAN_BACKEND = 16,   /* and up: a backend's own spans (arg: channel) */
+    ADAG_SPAN_UCX_SEND = ADAG_SPAN_BACKEND,         /* posting a value's sends to its readers */
+    ADAG_SPAN_DEVICE_COPY = ADAG_SPAN_BACKEND + 1,  /* enqueuing a value's device copy */
 } adag_span_kind_t;
+
+/* Clocks of two processes. Two on one kernel (one boot: the same
+ * /proc/sys/kernel/random/boot_id, network namespaces included) share
+ * CLOCK_MONOTONIC: the offset is 0. Otherwise it is estimated from
+ * samples {t0, remote now, t2} (t0, t2: this process's clock around a
+ * request that read the remote one) by the sample with the shortest round
+ * trip, its remote reading taken at the middle (off by at most half that
+ * round trip). */
+#define ADAG_BOOT_ID_MAX 40
+const char *adag_boot_id(void); /* "" if unreadable */
+int64_t adag_clock_offset(const int64_t (*samples)[3], unsigned n);
+
+/* A span's op when its layer does not know the op (a backend's). */
+#define ADAG_SPAN_NO_OP 0xffffu
+
+/* What the exporter calls a kind ("wait input", "ucx send", ...). */
+const char *adag_span_kind_name(unsigned kind);
+
+/* An op record's parts (its flags). */
+enum {
+    ADAG_OP_HAS_INPUT = 1,  /* waited for inputs: wait input [t0, t1] */
+    ADAG_OP_HAS_OUTPUT = 2, /* has returns: wait room [t1, t2], publish [t3, t4] */
+    ADAG_OP_COMPUTED = 4,   /* the method ran: compute [t2, t3] */
+};
 
 /* The span clock: the TSC where it is invariant (x86-64: 13 ns a read on
  * this VM against 33 for clock_gettime's vDSO), else CLOCK_MONOTONIC in
@@ -68,75 +105,125 @@ static inline uint64_t adag_trace_clock(void)
     return (uint64_t)adag_now_ns();
 }
 
-/* One span, as copied out of a ring. */
+/* A duration of the span clock in ns (the ratio measured since the first
+ * ring was made). */
+uint64_t adag_trace_ticks_to_ns(uint64_t ticks);
+
+/* One record as copied out of a ring (and sent over the control
+ * connection). packed: kind (8 bits), flags (8), op (16), then a span's
+ * arg (32 bits), or an op record's input channel (16) and output channel
+ * (16). */
+typedef struct {
+    uint64_t seq;  /* the execution's ref */
+    uint64_t t[5]; /* a span: start, end; an op: the five stamps above */
+    uint64_t packed;
+} adag_trace_rec_t;
+
+static inline unsigned adag_trace_rec_kind(const adag_trace_rec_t *r)
+{
+    return (unsigned)(r->packed & 0xff);
+}
+
+/* One span, as expanded from records. */
 typedef struct {
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC of the process that wrote it */
     uint64_t seq;              /* the execution's ref */
-    uint16_t kind;             /* adag_span_kind_t */
+    uint16_t kind;             /* adag_span_kind_t, never ADAG_SPAN_OP */
     uint16_t op;               /* the op's index in its actor's program */
-    uint32_t arg;              /* kind's argument: a channel or method index */
+    uint32_t arg;              /* kind's argument: a channel */
 } adag_span_t;
 
-/* The most spans a ring keeps (its copy fits one control frame). */
+/* The most spans one record expands to. */
+#define ADAG_TRACE_SPANS_PER_REC 4
+/* The most records a ring keeps (its copy fits one control frame). */
 #define ADAG_TRACE_MAX_SPANS ((uint64_t)1 << 20)
 
 typedef struct {
     _Atomic uint64_t stamp; /* index + 1 once whole; 0 while written */
-    _Atomic uint64_t start_ns, end_ns, seq, packed;
-} adag_trace_slot_t;
+    _Atomic uint64_t seq;
+    _Atomic uint64_t t[5];
+    _Atomic uint64_t packed;
+} __attribute__((aligned(64))) adag_trace_slot_t;
 
 typedef struct adag_trace_ring {
-    _Atomic uint64_t head; /* spans claimed so far */
+    _Atomic uint64_t head; /* one writer: records added so far */
     uint64_t mask;         /* slots - 1 */
-    int one_writer;        /* only one thread ever adds spans */
+    int indexed;           /* the caller gives each record's index */
     adag_trace_slot_t *slots;
 } adag_trace_ring_t;
 
-/* A ring of `spans` slots rounded up to a power of two (16 ..
- * ADAG_TRACE_MAX_SPANS); one_writer: only one thread will add spans. */
-adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t spans, int one_writer);
+/* A ring of `records` slots rounded up to a power of two (16 ..
+ * ADAG_TRACE_MAX_SPANS); indexed: see above. */
+adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed);
 void adag_trace_ring_free(adag_trace_ring_t *r);
 
-/* Adds a span; r NULL: nothing (tracing off). */
-static inline void adag_trace_add(adag_trace_ring_t *r, adag_span_kind_t kind, uint32_t op,
-                                  uint32_t arg, uint64_t seq, uint64_t start_ns, uint64_t end_ns)
+static inline void adag_trace_store(adag_trace_slot_t *s, uint64_t index, uint64_t seq,
+                                    const uint64_t *t, unsigned nt, uint64_t packed)
+{
+    atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, seq, memory_order_release);
+    for (unsigned i = 0; i < nt; i++)
+        atomic_store_explicit(&s->t[i], t[i], memory_order_release);
+    atomic_store_explicit(&s->packed, packed, memory_order_release);
+    atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
+}
+
+/* The next slot of a one-writer ring and its index. */
+static inline adag_trace_slot_t *adag_trace_claim(adag_trace_ring_t *r, uint64_t *index)
+{
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    atomic_store_explicit(&r->head, h + 1, memory_order_release);
+    *index = h;
+    return &r->slots[h & r->mask];
+}
+
+/* Adds a span to a one-writer ring; r NULL: nothing (tracing off). The one
+ * call a backend makes for a span of its own. */
+static inline void adag_trace_add(adag_trace_ring_t *r, unsigned kind, uint32_t op, uint32_t arg,
+                                  uint64_t seq, uint64_t start, uint64_t end)
 {
     if (!r)
         return;
-    uint64_t h;
-    adag_trace_slot_t *s;
-    if (r->one_writer) {
-        h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        atomic_store_explicit(&r->head, h + 1, memory_order_relaxed);
-        s = &r->slots[h & r->mask];
-        atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
-    } else {
-        h = atomic_fetch_add_explicit(&r->head, 1, memory_order_relaxed);
-        s = &r->slots[h & r->mask];
-        uint64_t was = atomic_load_explicit(&s->stamp, memory_order_relaxed);
-        if (was == 0 && h >= r->mask + 1)
-            return; /* held by a lapped writer: this span is lost */
-        if (!atomic_compare_exchange_strong_explicit(&s->stamp, &was, 0, memory_order_relaxed,
-                                                     memory_order_relaxed))
-            return; /* taken meanwhile: lost */
-    }
-    atomic_store_explicit(&s->start_ns, start_ns, memory_order_release);
-    atomic_store_explicit(&s->end_ns, end_ns, memory_order_release);
-    atomic_store_explicit(&s->seq, seq, memory_order_release);
-    atomic_store_explicit(&s->packed,
-                          (uint64_t)kind | (uint64_t)(op & 0xffff) << 16 | (uint64_t)arg << 32,
-                          memory_order_release);
-    atomic_store_explicit(&s->stamp, h + 1, memory_order_release);
+    uint64_t i, t[2] = {start, end};
+    adag_trace_slot_t *s = adag_trace_claim(r, &i);
+    adag_trace_store(s, i, seq, t, 2,
+                     (uint64_t)(kind & 0xff) | (uint64_t)(op & 0xffff) << 16 | (uint64_t)arg << 32);
 }
 
-/* Copies the spans still whole in the ring, oldest first, into out (room
- * for mask + 1 spans); returns how many. *lost: spans claimed so far that
- * were overwritten or are being written (so not copied). The stamps are
- * the span clock's: adag_trace_to_ns converts them. */
-uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_span_t *out, uint64_t *lost);
+/* Adds a loop's op record: flags ADAG_OP_*, t the five stamps. */
+static inline void adag_trace_add_op(adag_trace_ring_t *r, uint32_t op, unsigned flags,
+                                     uint32_t in_chan, uint32_t out_chan, uint64_t seq,
+                                     const uint64_t t[5])
+{
+    uint64_t i;
+    adag_trace_slot_t *s = adag_trace_claim(r, &i);
+    adag_trace_store(s, i, seq, t, 5,
+                     (uint64_t)ADAG_SPAN_OP | (uint64_t)(flags & 0xff) << 8 |
+                         (uint64_t)(op & 0xffff) << 16 | (uint64_t)(in_chan & 0xffff) << 32 |
+                         (uint64_t)(out_chan & 0xffff) << 48);
+}
 
-/* The stamps of n spans copied in this process, from the span clock to
+/* Adds a span as record `index` of an indexed ring. */
+static inline void adag_trace_put(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+                                  uint64_t seq, uint64_t start, uint64_t end)
+{
+    uint64_t t[2] = {start, end};
+    adag_trace_store(&r->slots[index & r->mask], index, seq, t, 2, (uint64_t)(kind & 0xff));
+}
+
+/* Copies the records still whole in the ring, oldest first, into out
+ * (room for mask + 1); returns how many. A one-writer ring's *lost: the
+ * records added so far that were overwritten or are being written (so not
+ * copied); an indexed ring's: 0 (its owner knows how many it wrote). The
+ * stamps are the span clock's: adag_trace_to_ns converts them. */
+uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_trace_rec_t *out, uint64_t *lost);
+
+/* The stamps of n records copied in this process, from the span clock to
  * CLOCK_MONOTONIC ns. */
-void adag_trace_to_ns(adag_span_t *spans, uint64_t n);
+void adag_trace_to_ns(adag_trace_rec_t *recs, uint64_t n);
+
+/* The spans of n records into out (room for ADAG_TRACE_SPANS_PER_REC n);
+ * returns how many. A record of an unknown kind is a span of that kind. */
+uint64_t adag_trace_expand(const adag_trace_rec_t *recs, uint64_t n, adag_span_t *out);
 
 #endif

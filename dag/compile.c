@@ -567,6 +567,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
 
     dag->inputs = calloc(dag->ninputs + 1, sizeof(*dag->inputs));
     dag->input_chan = calloc(dag->ninputs + 1, sizeof(*dag->input_chan));
+    dag->input_counts = calloc(dag->ninputs + 1, sizeof(*dag->input_counts));
     size_t per_ref = (size_t)dag->max_inflight * (dag->ninputs + 1);
     dag->slot_bufs = calloc(per_ref, sizeof(*dag->slot_bufs));
     dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
@@ -577,7 +578,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
     dag->ref_flags = calloc(dag->max_inflight, 1);
-    if (!dag->inputs || !dag->input_chan || !dag->slot_bufs || !dag->slot_sizes ||
+    if (!dag->inputs || !dag->input_chan || !dag->input_counts || !dag->slot_bufs || !dag->slot_sizes ||
         !dag->slot_metas || !dag->slot_owner || !dag->slot_legacy ||
         !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
@@ -667,9 +668,15 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     snprintf(dag->name, sizeof(dag->name), "dag%u", dag->id);
     if ((st = read_params(params, dag)) != ADAG_OK)
         goto fail;
+    /* the driver's ring is indexed by ref (two records each): it holds at
+     * least twice the executions in flight, so a ref's records are reused
+     * only long after it was released */
+    uint64_t driver_records = dag->trace_spans > 4ull * dag->max_inflight
+                                  ? dag->trace_spans
+                                  : 4ull * dag->max_inflight;
     if (dag->trace_spans &&
         (!(dag->trace = calloc(1, sizeof(*dag->trace))) ||
-         adag_trace_ring_init(dag->trace, dag->trace_spans, 0) != ADAG_OK)) {
+         adag_trace_ring_init(dag->trace, driver_records, 1) != ADAG_OK)) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: the driver's trace ring");
         goto fail;
     }

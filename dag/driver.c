@@ -234,6 +234,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         goto out;
     int64_t deadline = adag_deadline_ms(timeout_ms);
     uint64_t t0 = dag->trace ? adag_trace_clock() : 0;
+    int first_get = 0;
     for (unsigned o = 0; o < n; o++) {
         adag_slot_view_t view;
         st = adag_chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
@@ -264,6 +265,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
         if (!(*flags & REF_GOTTEN)) {
             *flags |= REF_GOTTEN;
+            first_get = 1;
             if (result == ADAG_OK)
                 dag->stats.completed++;
             else
@@ -272,8 +274,9 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         adag_dag_update_fd(dag);
     }
     pthread_mutex_unlock(&dag->lock);
-    if (dag->trace && st == ADAG_OK)
-        adag_trace_add(dag->trace, ADAG_SPAN_GET, 0, 0, ref, t0, adag_trace_clock());
+    /* record 2 ref + 1 of the indexed ring, written by the first get only */
+    if (dag->trace && st == ADAG_OK && first_get)
+        adag_trace_put(dag->trace, 2 * ref + 1, ADAG_SPAN_GET, ref, t0, adag_trace_clock());
     if (st == ADAG_OK && result != ADAG_OK)
         st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
                      : adag_error(result, "%s", adag_status_str(result));
@@ -372,6 +375,8 @@ adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
     s.shared_communicators = 0;
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
         s.shared_communicators += adag_comm_lease_users(dag->rt, dag->comm_leases[i]) > 1;
+    if (n >= offsetof(adag_dag_stats_t, timed) + sizeof(s.timed))
+        adag_dag_stats_bottleneck(dag, &s);
     s.struct_size = n;
     memcpy(stats, &s, n);
     return ADAG_OK;
@@ -435,6 +440,7 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->chans);
     free(dag->node_labels);
     free(dag->inputs);
+    free(dag->input_counts);
     free(dag->slot_bufs);
     free(dag->slot_sizes);
     free(dag->slot_metas);

@@ -38,6 +38,9 @@ struct adag_runtime {
     char *worker_path;
     adag_class_entry_t *classes;
     adag_list_t actors, graphs, dags;
+    /* its live view (dag/live_view.c), NULL: closed; under live_lock */
+    struct adag_live_view *live;
+    pthread_mutex_t live_lock;
     unsigned next_actor_id, next_dag_id;
     /* the monitor thread (dag/monitor.c): spawns workers, watches their
      * pidfds and reaps them, keeps armed DAG fds exact */
@@ -101,11 +104,15 @@ typedef struct adag_placement_ops {
     int (*events_fd)(adag_actor_h a);
     void (*events_close)(adag_actor_h a);
     int (*pid)(adag_actor_h a);
-    /* A copy of the spans of the actor's loop of DAG `dag` (actor index ai),
-     * taken while it runs: *spans malloc'd (NULL if none), *lost the spans
-     * overwritten, *offset_ns what maps its clock to the driver's. */
-    adag_status_t (*trace)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_span_t **spans,
+    /* A copy of the trace records of the actor's loop of DAG `dag` (actor
+     * index ai), taken while it runs, stamps in its process's ns: *recs
+     * malloc'd (NULL if none), *lost the records overwritten, *offset_ns
+     * what maps its clock to the driver's. */
+    adag_status_t (*trace)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_trace_rec_t **recs,
                            uint64_t *n, uint64_t *lost, int64_t *offset_ns);
+    /* The figures of the actor's loop of DAG `dag` now (dag/loop_stats.h). */
+    adag_status_t (*figures)(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                             adag_loop_figures_t *out);
     void (*free)(adag_actor_h a);
 } adag_placement_ops_t;
 
@@ -277,6 +284,7 @@ struct adag_dag {
 
     /* driver endpoints */
     adag_chan_t **inputs;      /* writer endpoint per input field */
+    uint64_t (*input_counts)[2]; /* per input field: values, bytes published (under lock) */
     /* the driver's device (driver_device), opened here; NULL: none
      * (dag/driver_device.c) */
     adag_actor_device_t *driver_dev;
@@ -457,6 +465,12 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
 void adag_dag_update_fd(adag_dag_h dag);
 /* Shared by driver.c and reserve.c. */
 adag_status_t adag_dag_api_enter(adag_dag_h dag, const char *fn); /* not closing: count a user */
+/* adag_dag_stats_t's version-3 fields: the bottleneck of a snapshot
+ * (dag/stats.c). */
+void adag_dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out);
+/* A snapshot's DAG counts and name (for dag/stats_print.c). */
+const adag_dag_stats_t *adag_stats_counts(adag_stats_h s);
+const char *adag_stats_dag_name(adag_stats_h s);
 void adag_dag_api_leave(adag_dag_h dag);
 adag_status_t adag_dag_abort_error(adag_dag_h dag, const char *fn); /* under lock */
 adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn);

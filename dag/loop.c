@@ -197,41 +197,92 @@ const char *adag_call_actor_name(adag_call_h call)
 
 /* ---- the loop ---- */
 
-/* Publishes the op's returns; a channel that cannot take the value fails
- * the loop (the DAG then fails). */
-/* Now, for a span: 0 (no clock read) with tracing off. */
-static inline uint64_t span_clock(const adag_loop_t *loop)
+/* The span clock, read only when the loop is traced (0 otherwise). */
+static inline uint64_t trace_clock(const adag_loop_t *loop)
 {
     return loop->trace ? adag_trace_clock() : 0;
 }
 
-static inline void span(adag_loop_t *loop, adag_span_kind_t kind, const adag_prog_op_t *op,
-                        uint32_t arg, uint64_t seq, uint64_t *since)
+/* How many waits of ch waited, so far (backends that count them; else
+ * UINT64_MAX: a wait whose time cannot be skipped). */
+static inline uint64_t waits_of(const adag_chan_t *ch)
 {
-    if (!loop->trace)
-        return;
-    uint64_t now = adag_trace_clock();
-    adag_trace_add(loop->trace, kind, (uint32_t)(op - loop->prog.ops), arg, seq, *since, now);
-    *since = now;
+    return ch->ops->counts_waits ? atomic_load_explicit(&ch->spin.waited, memory_order_relaxed)
+                                 : UINT64_MAX;
 }
 
-/* t: when the publish began (the method's end: its span shares the clock
- * read), 0 to read the clock here */
+static inline void doing(adag_loop_t *loop, const adag_prog_op_t *op, unsigned what)
+{
+    if (loop->trace)
+        atomic_store_explicit(&loop->doing, (uint32_t)(op - loop->prog.ops) << 8 | what,
+                              memory_order_relaxed);
+}
+
+/* An op's five stamps (common/trace.h: wait start, inputs in, room got,
+ * computed, published), the input it waited for longest, its parts. */
+typedef struct {
+    uint64_t t[5];
+    uint32_t in_chan;
+    unsigned flags;
+} op_times_t;
+
+/* An op is about to publish: its counters (before its values go, so a
+ * caller that got the result reads them counted). */
+static void op_counted(adag_loop_t *loop, const adag_prog_op_t *op, const op_times_t *ot)
+{
+    adag_op_counters_t *c = &loop->op_counters[op - loop->prog.ops];
+    adag_counter_add(&c->count, 1);
+    if (!loop->trace)
+        return;
+    const uint64_t *t = ot->t;
+    adag_counter_add(&c->wait_input, t[1] - t[0]);
+    adag_counter_add(&c->wait_room, t[2] - t[1]);
+    if (ot->flags & ADAG_OP_COMPUTED) {
+        uint64_t d = t[3] - t[2];
+        adag_counter_add(&c->compute, d);
+        if (d > atomic_load_explicit(&c->compute_max, memory_order_relaxed))
+            atomic_store_explicit(&c->compute_max, d, memory_order_relaxed);
+        adag_hist_add(&c->compute_hist, d);
+    }
+}
+
+/* A traced op published: its record, its publish time; the next wait
+ * begins where it ended. */
+static void op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq, op_times_t *ot)
+{
+    uint32_t oi = (uint32_t)(op - loop->prog.ops);
+    const uint64_t *t = ot->t;
+    adag_trace_add_op(loop->trace, oi, ot->flags, ot->in_chan, op->nrets ? op->rets[0] : 0, seq,
+                      t);
+    adag_counter_add(&loop->op_counters[oi].publish, t[4] - t[3]);
+    atomic_store_explicit(&loop->t_last, t[4], memory_order_relaxed);
+}
+
+/* Publishes the op's returns; a channel that cannot take the value fails
+ * the loop (the DAG then fails). Traced: ot's last two stamps (the
+ * method's end, here if it did not run, and the publish's). */
 static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
                                  const struct adag_call *call, adag_status_t status,
-                                 const char *err, uint64_t t)
+                                 const char *err, op_times_t *ot)
 {
-    if (!t)
-        t = span_clock(loop);
+    if (loop->trace && !(ot->flags & ADAG_OP_COMPUTED))
+        ot->t[3] = ot->t[2];
+    op_counted(loop, op, ot);
+    doing(loop, op, ADAG_DOING_PUBLISH);
     adag_status_t st = ADAG_OK;
     for (uint32_t r = 0; r < op->nrets && st == ADAG_OK; r++) {
         const adag_tensor_meta_t *meta =
             status == ADAG_OK && call->metas[r].dtype != ADAG_DTYPE_BYTES ? &call->metas[r] : NULL;
-        st = adag_chan_publish(loop->chans[op->rets[r]], seq,
-                               status == ADAG_OK ? call->sizes[r] : 0, meta, status, err);
+        size_t size = status == ADAG_OK ? call->sizes[r] : 0;
+        adag_chan_counters_t *cc = &loop->chan_counters[op->rets[r]];
+        adag_counter_add(&cc->values, 1);
+        adag_counter_add(&cc->bytes, size);
+        st = adag_chan_publish(loop->chans[op->rets[r]], seq, size, meta, status, err);
     }
-    if (op->nrets)
-        span(loop, ADAG_SPAN_PUBLISH, op, op->rets[0], seq, &t);
+    if (loop->trace) {
+        ot->t[4] = op->nrets ? adag_trace_clock() : ot->t[3];
+        op_done(loop, op, seq, ot);
+    }
     return st;
 }
 
@@ -243,20 +294,36 @@ static void release_reads(adag_loop_t *loop, uint64_t seq)
 }
 
 /* Runs one CALL of execution seq. Returns ADAG_ERR_CLOSED when the DAG is
- * aborted, another error on a fatal failure. */
+ * aborted, another error on a fatal failure. Traced, each boundary of the
+ * op costs one clock read (the wait begins where the last op ended). */
 static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
                               struct adag_call *call)
 {
     adag_status_t st, upstream = ADAG_OK;
     const char *upstream_err = NULL;
+    op_times_t ot;
+    ot.t[0] = ot.t[1] = atomic_load_explicit(&loop->t_last, memory_order_relaxed);
+    ot.in_chan = 0;
+    ot.flags = (op->nargs ? ADAG_OP_HAS_INPUT : 0) | (op->nrets ? ADAG_OP_HAS_OUTPUT : 0);
+    doing(loop, op, ADAG_DOING_INPUT);
 
-    /* READ */
-    uint64_t t = span_clock(loop);
+    /* READ (with several inputs, the one waited for longest is named). The
+     * clock is read after every wait, even one that did not wait: its
+     * value may have come after the last op ended, and the trace must not
+     * show it taken before it was published. */
+    uint64_t longest = 0;
     for (uint32_t a = 0; a < op->nargs; a++) {
         st = adag_chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
         if (st != ADAG_OK)
             return st;
-        span(loop, ADAG_SPAN_WAIT_INPUT, op, op->args[a], seq, &t);
+        if (loop->trace) {
+            uint64_t now = adag_trace_clock();
+            if (a == 0 || now - ot.t[1] > longest) {
+                longest = now - ot.t[1];
+                ot.in_chan = op->args[a];
+            }
+            ot.t[1] = now;
+        }
         /* the slot's metadata is in memory other processes write: checked here */
         st = adag_value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
         if (st != ADAG_OK)
@@ -266,16 +333,23 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
             upstream_err = call->args[a].err;
         }
     }
-    /* acquire the return slots (zero-copy writes go straight into them) */
+    doing(loop, op, ADAG_DOING_ROOM);
+    /* acquire the return slots (zero-copy writes go straight into them);
+     * traced, an acquire that did not wait reads no clock: the method's
+     * span begins where the inputs came */
+    int waited = 0;
     for (uint32_t r = 0; r < op->nrets; r++) {
-        st = adag_chan_acquire(loop->chans[op->rets[r]], seq, ADAG_FOREVER, &call->bufs[r]);
+        adag_chan_t *ch = loop->chans[op->rets[r]];
+        uint64_t waits = loop->trace ? waits_of(ch) : 0;
+        st = adag_chan_acquire(ch, seq, ADAG_FOREVER, &call->bufs[r]);
         if (st != ADAG_OK)
             return st;
-        span(loop, ADAG_SPAN_WAIT_ROOM, op, op->rets[r], seq, &t);
+        waited |= loop->trace && (waits != waits_of(ch) || waits == UINT64_MAX);
         call->sizes[r] = 0;
     }
+    ot.t[2] = waited ? adag_trace_clock() : ot.t[1];
     if (upstream != ADAG_OK)
-        return publish_all(loop, op, seq, call, upstream, upstream_err, 0);
+        return publish_all(loop, op, seq, call, upstream, upstream_err, &ot);
     /* the last op of a host actor is done with every input once its method
      * returns: released before its outputs go, a ucx credit rides with them
      * (a device actor's enqueued work may still read its inputs; an
@@ -289,12 +363,13 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     call->msg[0] = '\0';
     call->call_err[0] = '\0';
     const adag_method_info_t *m = &loop->methods[op->method];
-    /* compute starts where the last wait ended (one clock read less; the
-     * actor's lock, contended only by another DAG's call on this actor, is
-     * in it), and publish where compute ended */
+    /* the actor's lock, contended only by another DAG's call on this
+     * actor, is in the compute span */
+    doing(loop, op, ADAG_DOING_COMPUTE);
     pthread_mutex_lock(loop->call_lock);
     st = m->fn(loop->state, call);
-    span(loop, ADAG_SPAN_COMPUTE, op, op->method, seq, &t);
+    ot.t[3] = trace_clock(loop);
+    ot.flags |= ADAG_OP_COMPUTED;
     pthread_mutex_unlock(loop->call_lock);
     /* WRITE. A method's own failure always reaches the caller as
      * ADAG_ERR_METHOD: the code it returned (a TIMEOUT that would invite
@@ -326,13 +401,34 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
         }
     }
     if (!release_early)
-        return publish_all(loop, op, seq, call, st, call->msg, t);
+        return publish_all(loop, op, seq, call, st, call->msg, &ot);
     for (unsigned i = 0; i < loop->nreads; i++)
         adag_chan_release_held(loop->chans[loop->reads[i]], seq);
     loop->released = seq + 1;
-    st = publish_all(loop, op, seq, call, st, call->msg, t);
+    st = publish_all(loop, op, seq, call, st, call->msg, &ot);
     for (unsigned i = 0; i < loop->nreads; i++)
         adag_chan_flush(loop->chans[loop->reads[i]]);
+    return st;
+}
+
+/* A collective op: one span; its time counts as the op's compute. */
+static adag_status_t run_collective(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+{
+    uint32_t oi = (uint32_t)(op - loop->prog.ops);
+    doing(loop, op, ADAG_DOING_COMPUTE);
+    adag_status_t st = adag_loop_coll_run(loop, op, seq);
+    adag_op_counters_t *c = &loop->op_counters[oi];
+    adag_counter_add(&c->count, 1);
+    if (loop->trace) {
+        uint64_t t0 = atomic_load_explicit(&loop->t_last, memory_order_relaxed);
+        uint64_t t1 = adag_trace_clock();
+        adag_trace_add(loop->trace, ADAG_SPAN_COLLECTIVE, oi, 0, seq, t0, t1);
+        adag_counter_add(&c->compute, t1 - t0);
+        if (t1 - t0 > atomic_load_explicit(&c->compute_max, memory_order_relaxed))
+            atomic_store_explicit(&c->compute_max, t1 - t0, memory_order_relaxed);
+        adag_hist_add(&c->compute_hist, t1 - t0);
+        atomic_store_explicit(&loop->t_last, t1, memory_order_relaxed);
+    }
     return st;
 }
 
@@ -343,7 +439,7 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     case ADAG_OP_CALL:
         return run_call(loop, op, seq, call);
     case ADAG_OP_COLLECTIVE:
-        return adag_loop_coll_run(loop, op, seq);
+        return run_collective(loop, op, seq);
     }
     return adag_error(ADAG_ERR_INTERNAL, "actor %s: operation of unknown kind %u",
                       loop->actor_name, op->kind);
@@ -481,14 +577,23 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
     loop->actor_name = actor_name;
     if (loop->prog.trace_spans) {
         loop->trace = calloc(1, sizeof(*loop->trace));
-        if (!loop->trace || adag_trace_ring_init(loop->trace, loop->prog.trace_spans, 1) != ADAG_OK) {
+        if (!loop->trace || adag_trace_ring_init(loop->trace, loop->prog.trace_spans, 0) != ADAG_OK) {
             free(loop->trace);
             loop->trace = NULL;
-            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: trace ring of %llu spans", actor_name,
-                            (unsigned long long)loop->prog.trace_spans);
+            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: trace ring of %llu records",
+                            actor_name, (unsigned long long)loop->prog.trace_spans);
             goto fail;
         }
     }
+    loop->op_counters = aligned_alloc(64, ((loop->prog.nops * sizeof(adag_op_counters_t) + 63) |
+                                           63) + 1);
+    loop->chan_counters = calloc(loop->prog.nchans + 1, sizeof(*loop->chan_counters));
+    if (!loop->op_counters || !loop->chan_counters) {
+        st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: counters of %u ops", actor_name,
+                        loop->prog.nops);
+        goto fail;
+    }
+    memset(loop->op_counters, 0, loop->prog.nops * sizeof(adag_op_counters_t));
     loop->chans = calloc(loop->prog.nchans + 1, sizeof(*loop->chans));
     loop->reads = calloc(loop->prog.nchans + 1, sizeof(*loop->reads));
     if (!loop->chans || !loop->reads) {
@@ -608,6 +713,17 @@ adag_status_t adag_loop_start(adag_loop_t *loop)
         if (loop->actor.cpus &&
             (err = pthread_attr_setaffinity_np(&attr, sizeof(*loop->actor.cpus), loop->actor.cpus)))
             st = adag_error_errno(err, "actor %s: loop thread CPUs", loop->actor_name);
+        /* set before the thread: readers of t_started see it after START;
+         * the endpoints add their backends' spans to the loop's ring */
+        if (loop->trace) {
+            loop->t_started = adag_trace_clock();
+            atomic_store_explicit(&loop->t_last, loop->t_started, memory_order_relaxed);
+            for (uint32_t i = 0; i < loop->prog.nchans; i++)
+                if (loop->chans[i]) {
+                    loop->chans[i]->trace = loop->trace;
+                    loop->chans[i]->trace_chan = i;
+                }
+        }
         if (st == ADAG_OK && (err = pthread_create(&loop->thread, &attr, loop_main, loop)) != 0)
             st = adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
         pthread_attr_destroy(&attr);
@@ -641,6 +757,10 @@ void adag_loop_close(adag_loop_t *loop)
     free(loop->reads);
     free(loop->comm_entries);
     free(loop->chan_comms);
+    free(loop->op_counters);
+    free(loop->chan_counters);
+    loop->op_counters = NULL;
+    loop->chan_counters = NULL;
     if (loop->trace) {
         adag_trace_ring_free(loop->trace);
         free(loop->trace);

@@ -14,6 +14,7 @@
 
 #include "dag/actor_comm.h"
 #include "dag/context.h"
+#include "dag/loop_stats.h"
 #include "common/trace.h"
 #include "dag/program.h"
 #include "transport/channel.h"
@@ -79,6 +80,17 @@ struct adag_loop {
      * loop thread writes, adag_dag_write_trace (thread actors) or the
      * worker's TRACE_DAG answer (process actors) copies */
     adag_trace_ring_t *trace;
+    /* its counters (dag/loop_stats.h): per op and per program channel;
+     * times too when trace is set */
+    adag_op_counters_t *op_counters;
+    adag_chan_counters_t *chan_counters;
+    uint64_t t_started; /* span clock: when the loop began (traced) */
+    /* span clock: where its next wait begins (traced; the loop thread
+     * stores, relaxed; figures read how long ago) */
+    _Atomic uint64_t t_last;
+    /* what it does now (traced): op << 8 | ADAG_DOING_* (the loop thread
+     * stores, relaxed; figures read it) */
+    _Atomic uint32_t doing;
     adag_dag_ctx_t *ctx;      /* the DAG in this process: abort word, endpoints */
     adag_chan_t **chans;      /* one endpoint per prog.chans entry (the context owns them) */
     uint32_t *reads;          /* channels this actor reads (released per execution) */
@@ -114,6 +126,15 @@ struct adag_loop {
     pthread_t thread;
     int started;
 };
+
+/* A copy of the loop's trace records (taken while it runs; stamps in
+ * this process's ns): *recs malloc'd, *lost the records overwritten.
+ * ADAG_ERR_INVALID for a loop not traced. */
+adag_status_t adag_loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, uint64_t *n,
+                                   uint64_t *lost);
+/* The loop's figures now (any thread; its counters are read while it
+ * runs). */
+adag_status_t adag_loop_figures(adag_loop_t *loop, adag_loop_figures_t *out);
 
 /* Fails this DAG from the loop thread (on_fail, else on_fatal): never a
  * hang; the loop then stops (its waits return ADAG_ERR_CLOSED). */

@@ -386,6 +386,9 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
                  adag_last_error());
     }
     adag_loop_turn_op_done(loop, op, seq);
+    adag_chan_counters_t *cc = &loop->chan_counters[op->rets[0]];
+    adag_counter_add(&cc->values, 1);
+    adag_counter_add(&cc->bytes, fail == ADAG_OK ? bytes : 0);
     if (fail != ADAG_OK)
         return adag_chan_publish(out_ch, seq, 0, NULL, fail, msg);
     return adag_chan_publish(out_ch, seq, bytes, &meta, ADAG_OK, NULL);

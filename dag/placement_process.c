@@ -469,11 +469,46 @@ static int process_reap(adag_actor_h a, char *how, size_t len)
     return adag_reap(p->pidfd, 1, how, len);
 }
 
-/* TRACE_DAG. A remote worker's clock is mapped to the driver's by the
- * middle of the round trip (its error is half the round trip); a local
- * worker shares CLOCK_MONOTONIC with the driver. */
+/* What maps a worker's CLOCK_MONOTONIC to the driver's: 0 for a local
+ * worker, or a remote one on this kernel (its boot id: another network
+ * namespace); else the middle of the shortest of CLOCK_SAMPLES round trips
+ * (common/trace.h). */
+#define CLOCK_SAMPLES 8
+static adag_status_t clock_offset(adag_actor_h a, int64_t *offset_ns)
+{
+    int64_t samples[CLOCK_SAMPLES][3];
+    *offset_ns = 0;
+    if (!proc_of(a)->remote)
+        return ADAG_OK;
+    for (unsigned i = 0; i < CLOCK_SAMPLES; i++) {
+        adag_wbuf_t wb = {0};
+        adag_ctl_msg_t reply;
+        adag_blob_t body;
+        uint64_t now;
+        char boot[ADAG_BOOT_ID_MAX];
+        samples[i][0] = adag_now_ns();
+        adag_status_t st = request(a, ADAG_MSG_CLOCK, &wb, control_deadline(), &reply, &body);
+        samples[i][2] = adag_now_ns();
+        adag_wbuf_free(&wb);
+        if (st != ADAG_OK)
+            return st;
+        st = adag_msg_decode_clock(body, &now, boot);
+        adag_ctl_msg_free(&reply);
+        if (st != ADAG_OK) {
+            adag_error_prefix("actor %s", a->name);
+            return st;
+        }
+        if (adag_boot_id()[0] && strcmp(boot, adag_boot_id()) == 0)
+            return ADAG_OK;
+        samples[i][1] = (int64_t)now;
+    }
+    *offset_ns = adag_clock_offset((const int64_t(*)[3])samples, CLOCK_SAMPLES);
+    return ADAG_OK;
+}
+
+/* TRACE_DAG, its clock mapped by clock_offset. */
 static adag_status_t process_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                                   adag_span_t **spans, uint64_t *n, uint64_t *lost,
+                                   adag_trace_rec_t **recs, uint64_t *n, uint64_t *lost,
                                    int64_t *offset_ns)
 {
     (void)ai;
@@ -482,20 +517,42 @@ static adag_status_t process_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
     adag_blob_t body;
     uint64_t worker_now;
     adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
-    int64_t t0 = adag_now_ns();
     adag_status_t st = request(a, ADAG_MSG_TRACE_DAG, &wb, control_deadline(), &reply, &body);
-    int64_t t2 = adag_now_ns();
     adag_wbuf_free(&wb);
     if (st != ADAG_OK)
         return st;
-    st = adag_msg_decode_spans(body, &worker_now, lost, spans, n);
+    st = adag_msg_decode_trace(body, &worker_now, lost, recs, n);
     adag_ctl_msg_free(&reply);
     if (st != ADAG_OK) {
         adag_error_prefix("actor %s", a->name);
         return st;
     }
-    *offset_ns = proc_of(a)->remote ? t0 + (t2 - t0) / 2 - (int64_t)worker_now : 0;
-    return ADAG_OK;
+    if ((st = clock_offset(a, offset_ns)) != ADAG_OK) {
+        free(*recs);
+        *recs = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
+/* STATS_DAG */
+static adag_status_t process_figures(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                     adag_loop_figures_t *out)
+{
+    (void)ai;
+    adag_wbuf_t wb = {0};
+    adag_ctl_msg_t reply;
+    adag_blob_t body;
+    adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
+    adag_status_t st = request(a, ADAG_MSG_STATS_DAG, &wb, control_deadline(), &reply, &body);
+    adag_wbuf_free(&wb);
+    if (st != ADAG_OK)
+        return st;
+    st = adag_msg_decode_figures(body, out);
+    adag_ctl_msg_free(&reply);
+    if (st != ADAG_OK)
+        adag_error_prefix("actor %s", a->name);
+    return st;
 }
 
 static int process_pid(adag_actor_h a)
@@ -554,5 +611,6 @@ const adag_placement_ops_t adag_placement_process = {
     .events_close = process_events_close,
     .pid = process_pid,
     .trace = process_trace,
+    .figures = process_figures,
     .free = process_free,
 };

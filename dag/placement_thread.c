@@ -183,21 +183,19 @@ static void thread_free(adag_actor_h a)
 
 /* The loop is in this process: its ring is copied directly. */
 static adag_status_t thread_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                                  adag_span_t **spans, uint64_t *n, uint64_t *lost,
+                                  adag_trace_rec_t **recs, uint64_t *n, uint64_t *lost,
                                   int64_t *offset_ns)
 {
-    adag_trace_ring_t *r = dag->actors[ai].loop.trace;
-    *spans = NULL;
-    *n = *lost = 0;
+    (void)a;
     *offset_ns = 0;
-    if (!r)
-        return adag_error(ADAG_ERR_INVALID, "actor %s: DAG %s has no trace", a->name, dag->name);
-    if (!(*spans = malloc((r->mask + 1) * sizeof(**spans))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "a copy of %llu spans",
-                          (unsigned long long)(r->mask + 1));
-    *n = adag_trace_ring_copy(r, *spans, lost);
-    adag_trace_to_ns(*spans, *n);
-    return ADAG_OK;
+    return adag_loop_trace_copy(&dag->actors[ai].loop, recs, n, lost);
+}
+
+static adag_status_t thread_figures(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                    adag_loop_figures_t *out)
+{
+    (void)a;
+    return adag_loop_figures(&dag->actors[ai].loop, out);
 }
 
 const adag_placement_ops_t adag_placement_thread = {
@@ -206,5 +204,6 @@ const adag_placement_ops_t adag_placement_thread = {
     .step_begin = thread_step_begin,
     .stop = thread_stop,
     .trace = thread_trace,
+    .figures = thread_figures,
     .free = thread_free,
 };

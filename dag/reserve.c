@@ -267,10 +267,14 @@ static void publish_ready(adag_dag_h dag)
         const size_t *sizes = slot_sizes(dag, seq);
         const adag_tensor_meta_t *metas = slot_metas(dag, seq);
         adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
-        for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++)
-            st = adag_chan_publish(dag->inputs[i], seq, status == ADAG_OK ? sizes[i] : 0,
+        for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
+            size_t size = status == ADAG_OK ? sizes[i] : 0;
+            st = adag_chan_publish(dag->inputs[i], seq, size,
                                    metas[i].dtype != ADAG_DTYPE_BYTES ? &metas[i] : NULL, status,
                                    "the execution was cancelled");
+            dag->input_counts[i][0]++;
+            dag->input_counts[i][1] += size;
+        }
         /* a cancelled ref gets its tickets too: its loops run it */
         if (st == ADAG_OK && dag->norders)
             st = publish_tickets(dag, seq);
@@ -439,8 +443,9 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
     }
     uint64_t t0 = dag->trace ? adag_trace_clock() : 0;
     st = reserve(dag, flags, fn, 0, 1, inputs, ref);
+    /* the driver's ring is indexed: ref's execute is record 2 ref */
     if (dag->trace && st == ADAG_OK)
-        adag_trace_add(dag->trace, ADAG_SPAN_EXECUTE, 0, 0, *ref, t0, adag_trace_clock());
+        adag_trace_put(dag->trace, 2 * *ref, ADAG_SPAN_EXECUTE, *ref, t0, adag_trace_clock());
     return st;
 }
 

@@ -87,6 +87,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->order_lock, NULL);
+    pthread_mutex_init(&rt->live_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -110,10 +111,15 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     st = adag_monitor_start(rt);
     if (st != ADAG_OK)
         goto fail;
+    /* ADAG_LIVE=1: the live view, for an operator; a runtime without it
+     * still works (said once) */
+    if (adag_settings()->live && adag_runtime_live_open(rt, NULL) != ADAG_OK)
+        ADAG_LOG_WARN("ADAG_LIVE=1, but %s", adag_last_error());
     *out = rt;
     return ADAG_OK;
 fail:
     free(rt->worker_path);
+    pthread_mutex_destroy(&rt->live_lock);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->lock);
@@ -131,6 +137,8 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
 {
     if (!rt)
         return adag_error(ADAG_ERR_INVALID, "adag_runtime_destroy: runtime is NULL");
+    /* the live view first: it reads the DAGs */
+    adag_runtime_live_close(rt);
     /* DAGs first (they hold actors), then graphs, then the actors left */
     for (;;) {
         pthread_mutex_lock(&rt->lock);
@@ -172,6 +180,7 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
     free(rt->worker_path);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->order_lock);
+    pthread_mutex_destroy(&rt->live_lock);
     pthread_mutex_destroy(&rt->lock);
     free(rt);
     return ADAG_OK;

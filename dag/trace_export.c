@@ -15,8 +15,9 @@
 #include <unistd.h>
 
 typedef struct {
-    adag_span_t *spans;
-    uint64_t n, lost;
+    adag_trace_rec_t *recs; /* as copied */
+    adag_span_t *spans;     /* expanded */
+    uint64_t nrecs, n, lost;
     int64_t offset_ns;
 } track_t;
 
@@ -35,20 +36,6 @@ static void json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static const char *kind_name(unsigned kind)
-{
-    switch (kind) {
-    case ADAG_SPAN_WAIT_INPUT: return "wait input";
-    case ADAG_SPAN_COMPUTE: return "compute";
-    case ADAG_SPAN_WAIT_ROOM: return "wait room";
-    case ADAG_SPAN_PUBLISH: return "publish";
-    case ADAG_SPAN_COLLECTIVE: return "collective";
-    case ADAG_SPAN_EXECUTE: return "execute";
-    case ADAG_SPAN_GET: return "get";
-    }
-    return "backend";
-}
-
 /* One span of actor ai (-1: the driver) as a complete event. */
 static void write_span(FILE *out, adag_dag_h dag, int ai, const adag_span_t *s, int64_t offset,
                        uint64_t base)
@@ -57,26 +44,28 @@ static void write_span(FILE *out, adag_dag_h dag, int ai, const adag_span_t *s, 
     adag_actor_h a = ai >= 0 ? dag->actors[ai].actor : NULL;
     double ts = (double)((int64_t)s->start_ns + offset - (int64_t)base) / 1e3;
     double dur = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) / 1e3 : 0;
-    const char *what = kind_name(s->kind);
+    const char *what = adag_span_kind_name(s->kind);
     fprintf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":", ai + 2,
             ts, dur);
     json_str(out, s->kind == ADAG_SPAN_COMPUTE ? "compute" : what);
     fprintf(out, ",\"name\":");
-    if (s->kind == ADAG_SPAN_COMPUTE && a && s->arg < a->nmethods)
-        json_str(out, a->methods[s->arg].name);
+    if (s->kind == ADAG_SPAN_COMPUTE && a && p && s->op < p->nops &&
+        p->ops[s->op].method < a->nmethods)
+        json_str(out, a->methods[p->ops[s->op].method].name);
     else
         json_str(out, what);
     fprintf(out, ",\"args\":{\"ref\":%llu", (unsigned long long)s->seq);
     if (p) {
-        fprintf(out, ",\"op\":%u", s->op);
+        if (s->op != ADAG_SPAN_NO_OP)
+            fprintf(out, ",\"op\":%u", s->op);
         if ((s->kind == ADAG_SPAN_WAIT_INPUT || s->kind == ADAG_SPAN_WAIT_ROOM ||
-             s->kind == ADAG_SPAN_PUBLISH) &&
+             s->kind == ADAG_SPAN_PUBLISH || s->kind >= ADAG_SPAN_BACKEND) &&
             s->arg < p->nchans) {
             fprintf(out, ",\"channel\":");
             json_str(out, p->chans[s->arg].name);
         }
         if (s->kind >= ADAG_SPAN_BACKEND)
-            fprintf(out, ",\"kind\":%u,\"arg\":%u", s->kind, s->arg);
+            fprintf(out, ",\"kind\":%u", s->kind);
     }
     fprintf(out, "}}");
 }
@@ -106,8 +95,8 @@ static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *
     fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{"
                  "\"name\":",
             ai + 2);
-    snprintf(label, sizeof(label), "%s of %s (%llu spans lost)", ai < 0 ? "execute/get" : "loop",
-             dag->name, (unsigned long long)t->lost);
+    snprintf(label, sizeof(label), "%s of %s (%llu records lost)",
+             ai < 0 ? "execute/get" : "loop", dag->name, (unsigned long long)t->lost);
     json_str(out, label);
     fprintf(out, "}}");
 }
@@ -117,18 +106,30 @@ static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks)
     /* tracks[0]: the driver; tracks[1 + ai]: actor ai */
     adag_status_t st = ADAG_OK;
     adag_trace_ring_t *r = dag->trace;
-    if (!(tracks[0].spans = malloc((r->mask + 1) * sizeof(adag_span_t))))
+    if (!(tracks[0].recs = malloc((r->mask + 1) * sizeof(adag_trace_rec_t))))
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
-    tracks[0].n = adag_trace_ring_copy(r, tracks[0].spans, &tracks[0].lost);
-    adag_trace_to_ns(tracks[0].spans, tracks[0].n);
+    tracks[0].nrecs = adag_trace_ring_copy(r, tracks[0].recs, NULL);
+    adag_trace_to_ns(tracks[0].recs, tracks[0].nrecs);
+    /* the driver's ring is indexed by ref: what it lost is what it wrote
+     * (an execute per ref, a get per ref got) less what is left */
+    pthread_mutex_lock(&dag->lock);
+    uint64_t wrote = dag->stats.executed + dag->stats.completed + dag->stats.failed;
+    pthread_mutex_unlock(&dag->lock);
+    tracks[0].lost = wrote > tracks[0].nrecs ? wrote - tracks[0].nrecs : 0;
     for (unsigned ai = 0; ai < dag->nactors && st == ADAG_OK; ai++) {
         adag_actor_h a = dag->actors[ai].actor;
         track_t *t = &tracks[1 + ai];
-        st = a->ops->trace(a, dag, ai, &t->spans, &t->n, &t->lost, &t->offset_ns);
+        st = a->ops->trace(a, dag, ai, &t->recs, &t->nrecs, &t->lost, &t->offset_ns);
     }
     if (st != ADAG_OK) {
         adag_error_prefix("adag_dag_write_trace: DAG %s", dag->name);
         return st;
+    }
+    for (unsigned k = 0; k <= dag->nactors; k++) {
+        track_t *t = &tracks[k];
+        if (!(t->spans = malloc((t->nrecs * ADAG_TRACE_SPANS_PER_REC + 1) * sizeof(*t->spans))))
+            return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
+        t->n = adag_trace_expand(t->recs, t->nrecs, t->spans);
     }
     uint64_t base = UINT64_MAX;
     for (unsigned k = 0; k <= dag->nactors; k++)
@@ -172,8 +173,10 @@ adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out)
     track_t *tracks = calloc(dag->nactors + 1, sizeof(*tracks));
     st = tracks ? write_trace(dag, out, tracks)
                 : adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
-    for (unsigned k = 0; tracks && k <= dag->nactors; k++)
+    for (unsigned k = 0; tracks && k <= dag->nactors; k++) {
+        free(tracks[k].recs);
         free(tracks[k].spans);
+    }
     free(tracks);
     adag_dag_api_leave(dag);
     return st;

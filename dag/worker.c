@@ -352,28 +352,43 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
     return ADAG_OK;
 }
 
-/* TRACE_DAG: a copy of the DAG's loop spans, taken while the loop runs
- * (common/trace.h), with this process's clock for the driver's offset. */
-static adag_status_t trace_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
+/* The installed DAG a TRACE_DAG or STATS_DAG names. */
+static adag_status_t named_dag(worker_t *w, const adag_ctl_msg_t *msg, worker_dag_t **d)
 {
     adag_msg_dag_t m;
     adag_status_t st = adag_msg_decode_dag(msg, &m);
     if (st != ADAG_OK)
         return st;
-    worker_dag_t *d = find_dag(w, m.dag_id, NULL);
-    if (!d)
+    if (!(*d = find_dag(w, m.dag_id, NULL)))
         return adag_error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
-    adag_trace_ring_t *r = d->loop.trace;
-    if (!r)
-        return adag_error(ADAG_ERR_INVALID, "DAG %u was compiled without tracing", m.dag_id);
-    adag_span_t *spans = malloc((r->mask + 1) * sizeof(*spans));
-    if (!spans)
-        return adag_error(ADAG_ERR_NO_MEMORY, "a copy of %llu spans",
-                          (unsigned long long)(r->mask + 1));
-    uint64_t lost, n = adag_trace_ring_copy(r, spans, &lost);
-    adag_trace_to_ns(spans, n);
-    adag_msg_encode_spans(body, (uint64_t)adag_now_ns(), lost, spans, n);
-    free(spans);
+    return ADAG_OK;
+}
+
+/* TRACE_DAG: a copy of the DAG's loop records, taken while the loop runs
+ * (common/trace.h), with this process's clock. */
+static adag_status_t trace_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
+{
+    worker_dag_t *d;
+    adag_trace_rec_t *recs;
+    uint64_t n, lost;
+    adag_status_t st = named_dag(w, msg, &d);
+    if (st != ADAG_OK || (st = adag_loop_trace_copy(&d->loop, &recs, &n, &lost)) != ADAG_OK)
+        return st;
+    adag_msg_encode_trace(body, (uint64_t)adag_now_ns(), lost, recs, n);
+    free(recs);
+    return ADAG_OK;
+}
+
+/* STATS_DAG: the DAG's loop figures now (dag/loop_stats.h). */
+static adag_status_t stats_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
+{
+    worker_dag_t *d;
+    adag_loop_figures_t f;
+    adag_status_t st = named_dag(w, msg, &d);
+    if (st != ADAG_OK || (st = adag_loop_figures(&d->loop, &f)) != ADAG_OK)
+        return st;
+    adag_msg_encode_figures(body, &f);
+    adag_loop_figures_free(&f);
     return ADAG_OK;
 }
 
@@ -477,6 +492,12 @@ int adag_worker_main(int argc, char **argv)
                 break;
             case ADAG_MSG_TRACE_DAG:
                 st = trace_dag(&w, &msg, &body);
+                break;
+            case ADAG_MSG_STATS_DAG:
+                st = stats_dag(&w, &msg, &body);
+                break;
+            case ADAG_MSG_CLOCK:
+                adag_msg_encode_clock(&body, (uint64_t)adag_now_ns(), adag_boot_id());
                 break;
             case ADAG_MSG_SHUTDOWN:
                 while (w.dags) {

@@ -17,11 +17,14 @@
  *
  * Usage: pipeline_demo [--stages N] [--batch BYTES] [--iters N]
  *                      [--inflight K] [--thread] [--dot FILE] [--trace FILE]
- *                      [--module PATH]
+ *                      [--stats] [--module PATH]
  *
  * --trace FILE compiles the DAG with tracing and writes the spans of the
  * last executions (every stage's input waits, computes and publishes, and
  * the driver's) as Chrome trace JSON: open it in https://ui.perfetto.dev.
+ * --stats prints the figures of every actor, op and channel at the end
+ * (adag_stats_print; with --trace, their times and the bottleneck too).
+ * With ADAG_LIVE=1 in the environment, `adag-info attach` shows them live.
  */
 #include <adag.h>
 
@@ -54,6 +57,7 @@ typedef struct {
     bool thread;
     const char *dot;
     const char *trace;
+    bool stats;
     const char *module;
 } options_t;
 
@@ -116,6 +120,8 @@ static void usage(FILE *f)
             "  --thread        thread actors in this process instead of adag-worker processes\n"
             "  --dot FILE      write the compiled DAG in Graphviz DOT to FILE\n"
             "  --trace FILE    trace the DAG and write its last spans as Chrome trace JSON\n"
+            "  --stats         print per actor, op and channel figures at the end (timed with "
+            "--trace)\n"
             "                  (open in https://ui.perfetto.dev or chrome://tracing)\n"
             "  --module PATH   the stages module (default %s/libstages.so)\n",
             MAX_STAGES, ADAG_EXAMPLE_DIR);
@@ -157,6 +163,9 @@ static int parse_options(int argc, char **argv, options_t *o)
             return 2;
         } else if (strcmp(opt, "--thread") == 0) {
             o->thread = true;
+            continue;
+        } else if (strcmp(opt, "--stats") == 0) {
+            o->stats = true;
             continue;
         } else if (strcmp(opt, "--dot") == 0 || strcmp(opt, "--module") == 0 ||
                    strcmp(opt, "--trace") == 0) {
@@ -568,6 +577,15 @@ int main(int argc, char **argv)
         printf("  trace    the last executions' spans written to %s (open it in "
                "https://ui.perfetto.dev)\n",
                o.trace);
+    }
+    if (o.stats) {
+        adag_stats_h figures;
+        if (!ok(adag_dag_stats_take(dag, &figures), "adag_dag_stats_take"))
+            goto out;
+        bool printed = ok(adag_stats_print(figures, stdout), "adag_stats_print");
+        adag_stats_free(figures);
+        if (!printed)
+            goto out;
     }
     if (!ok(adag_dag_stats(dag, &st), "adag_dag_stats"))
         goto out;

@@ -755,31 +755,8 @@ ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
  * driver's CPUs, not bound. */
 ADAG_API adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *out);
 
-/* Set struct_size to sizeof(adag_dag_stats_t) before the call (or
- * initialize with ADAG_DAG_STATS_INIT). The library fills the first
- * min(struct_size, its own size) bytes and sets struct_size to that count,
- * so a program built against a newer header (a larger struct) still works
- * with this library: fields past the returned struct_size were not filled.
- * A struct_size of 0, or below the size of the first version of this
- * struct (the fields up to shm_bytes), is ADAG_ERR_INVALID. */
-typedef struct {
-    size_t struct_size;   /* in: the caller's sizeof; out: bytes filled */
-    uint64_t executed;    /* refs handed out by execute */
-    uint64_t completed;   /* refs got successfully */
-    uint64_t failed;      /* refs whose get reported a method/size error */
-    uint64_t released;    /* refs released */
-    unsigned max_inflight;
-    size_t slot_capacity;
-    unsigned nchannels;   /* channels carrying values (every backend: shm, self, ...) */
-    size_t shm_bytes;     /* memory the channel backends hold for the DAG (the shm segment) */
-    /* newer fields (struct_size says whether they were filled): */
-    unsigned communicators;        /* communicators its collectives and tensors use */
-    unsigned shared_communicators; /* of them, used by other live DAGs too (now) */
-} adag_dag_stats_t;
-
-#define ADAG_DAG_STATS_INIT {.struct_size = sizeof(adag_dag_stats_t)}
-
-ADAG_API adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats);
+/* adag_dag_stats and the per actor, op and channel figures: adag/stats.h
+ * (included below). */
 
 /* Stops every actor loop of this DAG (executions in flight are abandoned)
  * and frees its channels. The stop goes to every worker at once and each
@@ -790,6 +767,8 @@ ADAG_API adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats);
  * (adag_dag_execute_prepare) by another thread must be committed or
  * cancelled first, one prepared by the calling thread is dropped. */
 ADAG_API adag_status_t adag_dag_destroy(adag_dag_h dag);
+
+#include "adag/stats.h"
 
 #ifdef __cplusplus
 }

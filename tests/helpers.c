@@ -509,3 +509,28 @@ adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
     ASSERT_OK(h_gpu_chain_via(rt, a, n, cp, ADAG_TRANSPORT_AUTO, &dag));
     return dag;
 }
+
+void h_trace_check(adag_dag_h dag, const char *args, const char *want)
+{
+    /* a loop writes an op's record just after publishing its value, so the
+     * driver may get a result a moment before the records of it are all
+     * there: the trace is taken once the loops had time to write them */
+    usleep(100 * 1000);
+    char path[] = "/tmp/adag-trace-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ASSERT_OK(adag_dag_write_trace(dag, f));
+    fclose(f);
+    char cmd[512], out[512] = "";
+    snprintf(cmd, sizeof(cmd), "python3 %s/tests/trace_check.py %s %s 2>&1", ADAG_TEST_SRC_DIR,
+             path, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    unlink(path);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+    cr_assert(strstr(out, want), "%s", out);
+}

@@ -89,6 +89,12 @@ adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);
 
+/* After 100 ms (the loops' last records written), writes the DAG's trace
+ * to a temporary file and checks it with
+ * tests/trace_check.py ARGS ("STAGES METHOD [backend]"); its output must
+ * hold want. */
+void h_trace_check(adag_dag_h dag, const char *args, const char *want);
+
 /* The most actors the graph builders below take. */
 #define H_MAX_ACTORS 8
 

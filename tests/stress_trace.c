@@ -1,10 +1,13 @@
 /*
  * stress_trace: trace rings (common/trace.h) under ThreadSanitizer
- * (make test-tsan): several writers on one ring (the driver's: execute and
- * get on any thread) while readers copy it, every copied span whole; and a
+ * (make test-tsan): an indexed ring (the driver's: execute and get on any
+ * thread) written by three threads that lap each other and a one-writer
+ * ring (a loop's: op records and spans) while two readers copy both,
+ * every copied record whole and in order; and a
  * traced DAG of thread actors run from two threads while a third writes
  * its trace again and again.
  */
+#include "common/live.h"
 #include "common/trace.h"
 #include "stress.h"
 
@@ -13,49 +16,95 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define WRITERS 3
-#define SPANS_EACH 200000
+#define RECORDS_EACH 200000
 
-static adag_trace_ring_t ring;
+static adag_trace_ring_t ring;    /* indexed: WRITERS threads */
+static adag_trace_ring_t one;     /* one writer */
 static _Atomic int writers_done;
 
-static void *writer(void *arg)
+/* Every field of record v is derived from v: a torn copy would not agree. */
+static void *indexed_writer(void *arg)
 {
     uint64_t w = (uint64_t)(uintptr_t)arg;
-    for (uint64_t i = 0; i < SPANS_EACH; i++) {
-        uint64_t v = w << 40 | i;
-        /* every field derived from v: a torn copy would not agree */
-        adag_trace_add(&ring, ADAG_SPAN_COMPUTE, (uint32_t)w, (uint32_t)i, v, v * 3, v * 3 + 7);
+    for (uint64_t i = 0; i < RECORDS_EACH; i++) {
+        /* writer w owns the slots w mod 4 (the driver's writers never share
+         * a slot: a ref's records are reused long after it was released) */
+        uint64_t v = i * 4 + w;
+        adag_trace_put(&ring, v, ADAG_SPAN_EXECUTE + (unsigned)(v & 1), v, v * 3, v * 3 + 7);
     }
     atomic_fetch_add(&writers_done, 1);
     return NULL;
 }
 
+static void *one_writer(void *arg)
+{
+    (void)arg;
+    for (uint64_t v = 0; v < (uint64_t)WRITERS * RECORDS_EACH; v++) {
+        uint64_t t[5] = {v, v + 1, v + 2, v + 3, v + 4};
+        if (v & 1)
+            adag_trace_add_op(&one, (uint32_t)(v & 0xffff), 0, (uint32_t)(v * 7), 0, v, t);
+        else
+            adag_trace_add(&one, ADAG_SPAN_BACKEND, (uint32_t)v, (uint32_t)(v * 7), v, v, v + 1);
+    }
+    atomic_fetch_add(&writers_done, 1);
+    return NULL;
+}
+
+static void check_indexed(const adag_trace_rec_t *r, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t v = r[i].seq;
+        EXPECT(adag_trace_rec_kind(&r[i]) == ADAG_SPAN_EXECUTE + (v & 1) && r[i].t[0] == v * 3 &&
+                   r[i].t[1] == v * 3 + 7,
+               "torn record: seq %llx start %llu end %llu", (unsigned long long)v,
+               (unsigned long long)r[i].t[0], (unsigned long long)r[i].t[1]);
+        EXPECT(i == 0 || r[i - 1].seq < v, "indexed copy out of order at %llu",
+               (unsigned long long)i);
+    }
+}
+
+static void check_one(const adag_trace_rec_t *r, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t v = r[i].seq, p = r[i].packed;
+        int ok = r[i].t[0] == v && r[i].t[1] == v + 1 && (p >> 16 & 0xffff) == (v & 0xffff);
+        if (v & 1)
+            ok = ok && adag_trace_rec_kind(&r[i]) == ADAG_SPAN_OP &&
+                 (p >> 32 & 0xffff) == ((v * 7) & 0xffff) && p >> 48 == 0 &&
+                 r[i].t[2] == v + 2 && r[i].t[3] == v + 3 && r[i].t[4] == v + 4;
+        else
+            ok = ok && adag_trace_rec_kind(&r[i]) == ADAG_SPAN_BACKEND &&
+                 p >> 32 == (uint32_t)(v * 7);
+        EXPECT(ok, "torn record in the one-writer ring: seq %llu", (unsigned long long)v);
+        EXPECT(i == 0 || r[i - 1].seq < v, "one-writer copy out of order at %llu",
+               (unsigned long long)i);
+    }
+}
+
 static void *reader(void *arg)
 {
     (void)arg;
-    adag_span_t *out = malloc((ring.mask + 1) * sizeof(*out));
-    uint64_t copies = 0, spans = 0;
-    while (atomic_load(&writers_done) < WRITERS) {
+    adag_trace_rec_t *out = malloc((ring.mask + 1) * sizeof(*out));
+    adag_trace_rec_t *out1 = malloc((one.mask + 1) * sizeof(*out1));
+    uint64_t copies = 0, recs = 0;
+    while (atomic_load(&writers_done) < WRITERS + 1) {
         uint64_t lost, n = adag_trace_ring_copy(&ring, out, &lost);
-        for (uint64_t i = 0; i < n; i++) {
-            const adag_span_t *s = &out[i];
-            uint64_t w = s->seq >> 40, k = s->seq & ((1ull << 40) - 1);
-            EXPECT(s->kind == ADAG_SPAN_COMPUTE && s->op == w && s->arg == (uint32_t)k &&
-                       s->start_ns == s->seq * 3 && s->end_ns == s->seq * 3 + 7,
-                   "torn span: seq %llx start %llu end %llu op %u arg %u",
-                   (unsigned long long)s->seq, (unsigned long long)s->start_ns,
-                   (unsigned long long)s->end_ns, s->op, s->arg);
-        }
+        check_indexed(out, n);
         EXPECT(n <= ring.mask + 1, "copied %llu of a ring of %llu", (unsigned long long)n,
                (unsigned long long)(ring.mask + 1));
+        recs += n;
+        n = adag_trace_ring_copy(&one, out1, &lost);
+        check_one(out1, n);
+        recs += n;
         copies++;
-        spans += n;
     }
-    printf("stress_trace: %llu copies, %llu spans checked\n", (unsigned long long)copies,
-           (unsigned long long)spans);
+    printf("stress_trace: %llu copies, %llu records checked\n", (unsigned long long)copies,
+           (unsigned long long)recs);
     free(out);
+    free(out1);
     return NULL;
 }
 
@@ -77,6 +126,36 @@ static const adag_class_def_t stage_class = {.abi_version = ADAG_ABI_VERSION, .n
                                              .state_size = 8, .methods = methods, .nmethods = 1};
 static adag_dag_h dag;
 static _Atomic int runners_done;
+
+static _Atomic int stop_viewing;
+
+/* an operator's `adag-info attach`: views of the live DAG, again and
+ * again, while it runs and while it is destroyed */
+static void *viewer(void *arg)
+{
+    const char *path = arg;
+    int views = 0, empty = 0;
+    while (!atomic_load(&stop_viewing)) {
+        int fd;
+        char *text = NULL;
+        size_t len = 0;
+        EXPECT(adag_live_connect(path, &fd) == ADAG_OK, "%s", adag_last_error());
+        FILE *out = open_memstream(&text, &len);
+        EXPECT(adag_live_request(fd, out, 10000) == ADAG_OK, "%s", adag_last_error());
+        fclose(out);
+        views++;
+        if (strstr(text, ": 0 DAGs"))
+            empty++;
+        else
+            EXPECT(strstr(text, ": 1 DAG\n") && strstr(text, "DAG dag"), "a view of %.300s",
+                   text);
+        free(text);
+        close(fd);
+    }
+    printf("stress_trace: %d live views taken while the DAG ran and was destroyed (%d after)\n",
+           views, empty);
+    return NULL;
+}
 
 static void *runner(void *arg)
 {
@@ -118,9 +197,17 @@ static int traced_dag(void)
                                 .max_inflight = 4, .trace_spans = 256};
     if (adag_graph_compile(g, &cp, &dag) != ADAG_OK)
         return -1;
-    pthread_t t[2];
+    char dir[] = "/tmp/adag-stress-XXXXXX";
+    if (!mkdtemp(dir))
+        return -1;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/live.sock", dir);
+    if (adag_runtime_live_open(rt, path) != ADAG_OK)
+        return -1;
+    pthread_t t[3];
     pthread_create(&t[0], NULL, runner, (void *)(intptr_t)0);
     pthread_create(&t[1], NULL, runner, (void *)(intptr_t)1000000);
+    pthread_create(&t[2], NULL, viewer, path);
     int writes = 0;
     while (atomic_load(&runners_done) < 2) {
         FILE *f = fopen("/dev/null", "w");
@@ -131,35 +218,44 @@ static int traced_dag(void)
     pthread_join(t[0], NULL);
     pthread_join(t[1], NULL);
     printf("stress_trace: a traced DAG run from 2 threads, its trace written %d times\n", writes);
-    adag_dag_destroy(dag);
+    adag_dag_destroy(dag); /* while the viewer views */
+    usleep(20 * 1000);
+    atomic_store(&stop_viewing, 1);
+    pthread_join(t[2], NULL);
     adag_graph_destroy(g);
-    adag_runtime_destroy(rt);
+    adag_runtime_destroy(rt); /* closes the live view */
+    rmdir(dir);
     return 0;
 }
 
 int main(void)
 {
-    if (adag_trace_ring_init(&ring, 4096, 0) != ADAG_OK)
+    if (adag_trace_ring_init(&ring, 4096, 1) != ADAG_OK ||
+        adag_trace_ring_init(&one, 4096, 0) != ADAG_OK)
         return 2;
-    pthread_t w[WRITERS], r[2];
+    pthread_t w[WRITERS + 1], r[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&r[i], NULL, reader, NULL);
     for (uintptr_t i = 0; i < WRITERS; i++)
-        pthread_create(&w[i], NULL, writer, (void *)i);
-    for (int i = 0; i < WRITERS; i++)
+        pthread_create(&w[i], NULL, indexed_writer, (void *)i);
+    pthread_create(&w[WRITERS], NULL, one_writer, NULL);
+    for (int i = 0; i <= WRITERS; i++)
         pthread_join(w[i], NULL);
     for (int i = 0; i < 2; i++)
         pthread_join(r[i], NULL);
     uint64_t lost;
-    adag_span_t *all = malloc((ring.mask + 1) * sizeof(*all));
+    adag_trace_rec_t *all = malloc((ring.mask + 1) * sizeof(*all));
     uint64_t n = adag_trace_ring_copy(&ring, all, &lost);
-    /* every span claimed is kept or counted lost (a slot a lapped writer
-     * held keeps its older span, which is not the ring's latest lap) */
-    EXPECT(n <= ring.mask + 1 && n > ring.mask / 2 && n + lost == WRITERS * (uint64_t)SPANS_EACH,
-           "after the writers: %llu kept, %llu lost", (unsigned long long)n,
-           (unsigned long long)lost);
+    /* at rest every slot written holds a whole record: the latest lap's */
+    EXPECT(n == (ring.mask + 1) / 4 * WRITERS && all[n - 1].seq == (RECORDS_EACH - 1) * 4ull + 2,
+           "after the writers: %llu kept of %llu, last %llu", (unsigned long long)n,
+           (unsigned long long)(ring.mask + 1), (unsigned long long)(n ? all[n - 1].seq : 0));
+    n = adag_trace_ring_copy(&one, all, &lost);
+    EXPECT(n == one.mask + 1 && n + lost == (uint64_t)WRITERS * RECORDS_EACH,
+           "one writer: %llu kept, %llu lost", (unsigned long long)n, (unsigned long long)lost);
     free(all);
     adag_trace_ring_free(&ring);
+    adag_trace_ring_free(&one);
     EXPECT(traced_dag() == 0, "traced DAG: %s", adag_last_error());
     int f = atomic_load(&failures);
     printf("stress_trace: %s\n", f ? "FAILED" : "ok");

@@ -133,12 +133,13 @@ static void header_file_api(const char *path, symset_t *out)
     free(text);
 }
 
-/* The functions the public headers (include/adag.h, include/adag/data.h)
+/* The functions the public headers (include/adag.h, include/adag/data.h, stats.h)
  * declare with ADAG_API. */
 static void header_api(symset_t *out)
 {
     header_file_api(ADAG_TEST_SRC_DIR "/include/adag.h", out);
     header_file_api(ADAG_TEST_SRC_DIR "/include/adag/data.h", out);
+    header_file_api(ADAG_TEST_SRC_DIR "/include/adag/stats.h", out);
     /* a parser that found nothing would make the comparisons vacuous */
     cr_assert(out->n >= 30, "found only %u ADAG_API functions in adag.h", out->n);
     cr_assert(symset_has(out, "adag_dag_execute") && symset_has(out, "adag_call_arg") &&
@@ -253,7 +254,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_class_def_t, nmethods, 48);
     PIN_AT(adag_class_def_t, reserved, 56);
 
-    PIN_SIZE(adag_dag_stats_t, 80);
+    PIN_SIZE(adag_dag_stats_t, 160); /* timed, bottleneck appended (version 3) */
     PIN_AT(adag_dag_stats_t, struct_size, 0);
     PIN_AT(adag_dag_stats_t, executed, 8);
     PIN_AT(adag_dag_stats_t, completed, 16);
@@ -265,6 +266,27 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_dag_stats_t, shm_bytes, 64);
     PIN_AT(adag_dag_stats_t, communicators, 72);
     PIN_AT(adag_dag_stats_t, shared_communicators, 76);
+    PIN_AT(adag_dag_stats_t, timed, 80);
+    PIN_AT(adag_dag_stats_t, bottleneck_busy, 88);
+    PIN_AT(adag_dag_stats_t, bottleneck, 96);
+
+    PIN_SIZE(adag_actor_stats_t, 96);
+    PIN_AT(adag_actor_stats_t, doing, 88);
+    PIN_AT(adag_actor_stats_t, idle_ns, 80);
+    PIN_AT(adag_actor_stats_t, name, 8);
+    PIN_AT(adag_actor_stats_t, nops, 24);
+    PIN_AT(adag_actor_stats_t, count, 32);
+    PIN_AT(adag_actor_stats_t, elapsed_ns, 64);
+    PIN_AT(adag_actor_stats_t, busy, 72);
+    PIN_SIZE(adag_op_stats_t, 104);
+    PIN_AT(adag_op_stats_t, index, 24);
+    PIN_AT(adag_op_stats_t, count, 32);
+    PIN_AT(adag_op_stats_t, compute_p99_ns, 64);
+    PIN_AT(adag_op_stats_t, publish_ns, 96);
+    PIN_SIZE(adag_channel_stats_t, 56);
+    PIN_AT(adag_channel_stats_t, writer, 24);
+    PIN_AT(adag_channel_stats_t, bytes, 40);
+    PIN_AT(adag_channel_stats_t, in_use, 52);
 
     PIN_SIZE(adag_runtime_params_t, 16);
     PIN_AT(adag_runtime_params_t, field_mask, 0);

@@ -105,7 +105,7 @@ static void check_output(const input_t *in, const adag_value_t *out, int first_s
  * -> s4 (host:2) -> output; every stage also returns host bytes (info),
  * the last stage's info is an output too. */
 static adag_dag_h four_stages(adag_runtime_h rt, adag_placement_t pl, adag_actor_h *a,
-                              unsigned inflight)
+                              unsigned inflight, uint64_t trace_spans)
 {
     static const char *devs[4] = {"host:0", "host:0", "host:1", "host:2"};
     /* kernels that take time, so that work the runtime failed to order
@@ -118,17 +118,19 @@ static adag_dag_h four_stages(adag_runtime_h rt, adag_placement_t pl, adag_actor
         a[s] = h_gpu_stage(rt, pl, name, devs[s], s + 1, kernel_us[s]);
     }
     adag_compile_params_t cp = h_compile_params(inflight, 4096, 0, 0);
+    cp.field_mask |= ADAG_COMPILE_PARAM_TRACE;
+    cp.trace_spans = trace_spans;
     return h_gpu_chain(rt, a, 4, &cp);
 }
 
-static void run_pipeline(adag_placement_t pl, unsigned executions)
+static void run_pipeline(adag_placement_t pl, unsigned executions, uint64_t trace_spans)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[4];
     enum { INFLIGHT = 4 };
-    adag_dag_h dag = four_stages(rt, pl, a, INFLIGHT);
+    adag_dag_h dag = four_stages(rt, pl, a, INFLIGHT, trace_spans);
     char *dot = h_dot(dag);
     cr_assert(strstr(dot, "zero copy") && strstr(dot, "peer copy") && strstr(dot, "copy in") &&
                   strstr(dot, "copy out"),
@@ -156,6 +158,10 @@ static void run_pipeline(adag_placement_t pl, unsigned executions)
             ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[k % INFLIGHT]));
         }
     }
+    /* traced: the device channels' copies are spans inside the waits and
+     * publishes of their loops */
+    if (trace_spans)
+        h_trace_check(dag, "4 step backend", "ok ");
     if (pl == ADAG_PLACEMENT_PROCESS) {
         /* every worker holds its device's objects while the DAG lives, and
          * none once it is destroyed */
@@ -180,12 +186,24 @@ static void run_pipeline(adag_placement_t pl, unsigned executions)
  * emulated devices, every dtype, shapes changing each execution. */
 Test(gpu_pipeline, four_process_stages_every_dtype, .timeout = 240)
 {
-    run_pipeline(ADAG_PLACEMENT_PROCESS, 10000);
+    run_pipeline(ADAG_PLACEMENT_PROCESS, 10000, 0);
 }
 
 Test(gpu_pipeline, four_thread_stages_every_dtype, .timeout = 120)
 {
-    run_pipeline(ADAG_PLACEMENT_THREAD, 2000);
+    run_pipeline(ADAG_PLACEMENT_THREAD, 2000, 0);
+}
+
+/* Traced: every stage's spans checked (tests/trace_check.py), the device
+ * copies between emulated devices among them. */
+Test(gpu_pipeline, traced_thread_stages, .timeout = 120)
+{
+    run_pipeline(ADAG_PLACEMENT_THREAD, 200, 4096);
+}
+
+Test(gpu_pipeline, traced_process_stages, .timeout = 120)
+{
+    run_pipeline(ADAG_PLACEMENT_PROCESS, 200, 4096);
 }
 
 /* driver -> device -> driver, one stage, one return. */

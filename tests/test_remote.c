@@ -59,6 +59,18 @@ static void create_refused(adag_runtime_h rt, const h_agent_t *ag, const char *n
     cr_assert_null(a);
 }
 
+/* An agent, a runtime with its token, and the chain's actors: a local
+ * process actor (+1), two on the agent's host (+10, +100). */
+static adag_runtime_h three_stage_hosts(h_agent_t *ag, adag_actor_h *a)
+{
+    h_agent_start(ag, TOKEN, 0);
+    adag_runtime_h rt = runtime_with_token(ag->token);
+    a[0] = h_counter(rt, ADAG_PLACEMENT_PROCESS, "local", 1);
+    a[1] = remote_counter(rt, ag, "far1", 10);
+    a[2] = remote_counter(rt, ag, "far2", 100);
+    return rt;
+}
+
 /* input -> local process (+1) -> remote (+10) -> remote (+100) -> driver,
  * and the remote ones' values to the driver too: 64 executions in flight
  * 8 at a time, every value checked. */
@@ -67,12 +79,8 @@ Test(remote, chain_across_hosts, .timeout = 90)
     h_snapshot_t snap;
     h_snapshot(&snap);
     h_agent_t ag;
-    h_agent_start(&ag, TOKEN, 0);
-    adag_runtime_h rt = runtime_with_token(ag.token);
     adag_actor_h a[3];
-    a[0] = h_counter(rt, ADAG_PLACEMENT_PROCESS, "local", 1);
-    a[1] = remote_counter(rt, &ag, "far1", 10);
-    a[2] = remote_counter(rt, &ag, "far2", 100);
+    adag_runtime_h rt = three_stage_hosts(&ag, a);
     adag_graph_h g = h_chain_graph(rt, a, 3, "add");
     adag_dag_h dag = h_compile(g, 8, 4096);
     char *dot = h_dot(dag);
@@ -101,6 +109,30 @@ Test(remote, chain_across_hosts, .timeout = 90)
     ASSERT_OK(adag_runtime_destroy(rt));
     h_agent_cleanup(&ag);
     h_assert_clean(&snap);
+}
+
+/* Traced across hosts: the remote loops' records come over the control
+ * connection with their clocks mapped, and the ucx sends are spans inside
+ * their publishes (tests/trace_check.py). */
+Test(remote, traced_chain_across_hosts, .timeout = 90)
+{
+    h_agent_t ag;
+    adag_actor_h a[3];
+    adag_runtime_h rt = three_stage_hosts(&ag, a);
+    adag_graph_h g = h_chain_graph(rt, a, 3, "add");
+    adag_compile_params_t cp = h_compile_params(4, 4096, 0, 0);
+    cp.field_mask |= ADAG_COMPILE_PARAM_TRACE;
+    cp.trace_spans = 4096;
+    adag_dag_h dag = h_compile_with(g, &cp);
+    for (int64_t i = 0; i < 20; i++)
+        cr_assert_eq(h_roundtrip(dag, i), i + 111);
+    h_trace_check(dag, "3 add backend", "ok 20 executions");
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(adag_actor_destroy(a[i]));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(&ag);
 }
 
 /* Two DAGs over the same remote actors, executed in turns. */

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Checks a trace written by adag_dag_write_trace (tests/test_trace.c).
 
-    trace_check.py TRACE.json STAGES METHOD
+    trace_check.py TRACE.json STAGES METHOD [backend]
 
 The DAG is a chain: input -> stage 1 .. stage STAGES (each calls METHOD) -> output.
 Checks, with Python's own JSON parser: every track is named; the spans of one
 track follow each other (a loop does one thing at a time); each execution the
 driver started has, in every stage, its input wait, its compute and its publish,
 in that order; a stage sees a value only after the stage before began to publish
-it; the driver's get ends after the last stage began to publish. Prints "ok ..."
+it; the driver's get ends after the last stage began to publish; a backend's
+span (device copy, ucx send) names its channel and lies inside a wait or
+publish of its execution ("backend": at least one is there). Prints "ok ..."
 or the first thing wrong (exit 1).
 """
 import json
@@ -22,6 +24,7 @@ def fail(msg):
 
 def main():
     path, stages, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    want_backend = len(sys.argv) > 4 and sys.argv[4] == "backend"
     with open(path) as f:
         trace = json.load(f)
     events = trace["traceEvents"]
@@ -42,13 +45,31 @@ def main():
         if e["dur"] < 0:
             fail("negative duration: %r" % e)
         spans.setdefault(e["pid"], []).append(e)
-    # a loop does one thing at a time: its spans follow each other
+    # a loop does one thing at a time: its spans follow each other, a
+    # backend's (a device copy, a ucx send) inside the wait or publish of
+    # the loop that called it
+    backend = ("device copy", "ucx send")
+    nbackend = 0
     for pid in range(2, 2 + stages):
         track = sorted(spans.get(pid, []), key=lambda e: e["ts"])
-        for a, b in zip(track, track[1:]):
+        outer = [e for e in track if e["name"] not in backend]
+        for a, b in zip(outer, outer[1:]):
             if b["ts"] + 0.001 < a["ts"] + a["dur"]:
                 fail("track %d: %s (ref %d) overlaps %s (ref %d)" %
                      (pid, a["name"], a["args"]["ref"], b["name"], b["args"]["ref"]))
+        for e in track:
+            if e["name"] not in backend:
+                continue
+            nbackend += 1
+            if "channel" not in e["args"]:
+                fail("track %d: a %s span names no channel: %r" % (pid, e["name"], e))
+            if not any(o["name"] in ("wait input", "publish") and o["args"]["ref"] == e["args"]["ref"]
+                       and o["ts"] <= e["ts"] + 0.001
+                       and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 0.001 for o in outer):
+                fail("track %d: %s of ref %d is not inside a wait or publish of that ref" %
+                     (pid, e["name"], e["args"]["ref"]))
+    if want_backend and nbackend == 0:
+        fail("no backend span (device copy, ucx send) in the trace")
     refs = sorted(e["args"]["ref"] for e in spans.get(1, []) if e["name"] == "execute")
     gets = {e["args"]["ref"]: e for e in spans.get(1, []) if e["name"] == "get"}
     if not refs:
@@ -79,7 +100,8 @@ def main():
             checked += 3
         if ref in gets and end(gets[ref]) + 0.001 < prev_publish["ts"]:
             fail("the driver's get of ref %d ended before the last stage published it" % ref)
-    print("ok %d executions, %d spans checked, %d events" % (len(refs), checked, len(events)))
+    print("ok %d executions, %d spans checked, %d backend spans, %d events" %
+          (len(refs), checked, nbackend, len(events)))
 
 
 if __name__ == "__main__":

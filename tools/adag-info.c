@@ -1,9 +1,11 @@
 /* adag-info: what this build of adag knows. `adag-info -c` lists the
  * ADAG_* settings with their values in force and defaults; `adag-info
- * topo` the machine's topology and the placements actors get on it. */
+ * topo` the machine's topology and the placements actors get on it;
+ * `adag-info attach` a running driver's live view. */
 #include "common/settings.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
+#include "tools/info_attach.h"
 #include "tools/info_topo.h"
 
 #include <adag.h>
@@ -58,6 +60,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "topo") == 0)
         return adag_info_topo(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "attach") == 0)
+        return adag_info_attach(argc - 2, argv + 2);
     if (argc == 1) {
         printf("adag %d.%d\n", ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
         printf("transports: shm (memfd rings), self (same actor), device (device memory over IPC, async copies)\n");
@@ -66,6 +70,7 @@ int main(int argc, char **argv)
         printf("run `adag-info -c` for the settings, `adag-info topo` for the topology\n");
         return 0;
     }
-    fprintf(stderr, "usage: adag-info [-c | topo [FILE.xml] [--xml OUT.xml]]\n");
+    fprintf(stderr, "usage: adag-info [-c | topo [FILE.xml] [--xml OUT.xml] |\n"
+                    "                  attach [PID | SOCKET-PATH] [--interval S] [--count N]]\n");
     return 2;
 }

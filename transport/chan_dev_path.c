@@ -86,11 +86,15 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         adag_dev_stream_t *comm = c->device->comm;
         watch_arm(c->watch, s, seq);
         if (status == ADAG_OK && p->size) {
+            uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
             if ((st = c->ops->stream_wait_event(comm, c->ready[s])) != ADAG_OK ||
                 (st = c->ops->copy_async(comm, c->ring_bufs[s], (char *)c->slots.ptr +
                                                                    (size_t)s * c->stride,
                                          p->size)) != ADAG_OK)
                 return stream_fail(c, st, "copying the value to host memory", seq);
+            if (ch->trace)
+                adag_trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan,
+                               seq, t0, adag_trace_clock());
         }
         if ((st = c->ops->event_record(c->copied[s], comm)) != ADAG_OK ||
             (st = c->ops->host_fn(comm, deferred_publish, p)) != ADAG_OK)
@@ -134,6 +138,7 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
     watch_arm(c->watch, s, seq);
     char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
     view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+    uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
     switch (c->role) {
     case ROLE_SAME_DEVICE:
         /* `arrived` completes when the wait did (the watchdog's view) */
@@ -161,6 +166,9 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
     if ((st = c->ops->event_record(c->local_ready[s], comm)) != ADAG_OK ||
         (st = c->ops->stream_wait_event(compute, c->local_ready[s])) != ADAG_OK)
         return stream_fail(c, st, "ordering the copy", seq);
+    if (ch->trace)
+        adag_trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
+                       adag_trace_clock());
     view->data = local;
     return ADAG_OK;
 }

@@ -183,6 +183,18 @@ static adag_status_t shm_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     return ADAG_OK;
 }
 
+static uint32_t shm_in_use(adag_chan_t *ch)
+{
+    shm_chan_t *s = shm_of(ch);
+    uint64_t w = atomic_load_explicit(&s->hdr->written, memory_order_acquire), low = w;
+    for (uint32_t r = 0; r < s->hdr->nreaders; r++) {
+        uint64_t c = atomic_load_explicit(cursor(s->hdr, r), memory_order_acquire);
+        if (c < low)
+            low = c;
+    }
+    return (uint32_t)(w - low);
+}
+
 static adag_status_t shm_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                  const adag_tensor_meta_t *meta, adag_status_t status,
                                  const char *err)
@@ -476,6 +488,8 @@ const adag_chan_ops_t adag_chan_shm_ops = {
     .wait = shm_wait,
     .release = shm_release,
     .ready = shm_ready,
+    .in_use = shm_in_use,
+    .counts_waits = 1,
 };
 
 /* ---- segments ---- */

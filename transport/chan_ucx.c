@@ -420,6 +420,18 @@ static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     return ADAG_OK;
 }
 
+static uint32_t ucx_in_use(adag_chan_t *ch)
+{
+    adag_ucx_chan_t *c = ucx_of(ch);
+    uint64_t w = atomic_load_explicit(&c->written, memory_order_seq_cst), low = w;
+    for (unsigned r = 0; r < c->nreaders; r++) {
+        uint64_t cr = atomic_load_explicit(&c->credit[r], memory_order_seq_cst);
+        if (cr < low)
+            low = cr;
+    }
+    return (uint32_t)(w - low);
+}
+
 static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                  const adag_tensor_meta_t *meta, adag_status_t status,
                                  const char *err)
@@ -438,6 +450,7 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     }
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
+    uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
     /* the writer reads its own slot too (a later method of its actor) */
     s->seq = seq;
     s->size = status == ADAG_OK ? len : 0;
@@ -481,6 +494,9 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     if (atomic_load_explicit(&c->slot_sends[slot], memory_order_seq_cst))
         ucp_worker_progress(d->worker);
     pthread_mutex_unlock(&d->lock);
+    if (ch->trace)
+        adag_trace_add(ch->trace, ADAG_SPAN_UCX_SEND, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
+                       adag_trace_clock());
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
     return ADAG_OK;
@@ -749,4 +765,6 @@ const adag_chan_ops_t adag_chan_ucx_ops = {
     .release_held = ucx_release_held,
     .flush = ucx_flush,
     .ready = ucx_ready,
+    .in_use = ucx_in_use,
+    .counts_waits = 1,
 };

@@ -44,6 +44,7 @@
 #define ADAG_TRANSPORT_CHANNEL_H
 
 #include "common/event.h"
+#include "common/trace.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
 #include "transport/wire.h"
@@ -190,12 +191,21 @@ struct adag_chan {
     int reader;        /* this endpoint's reader index, -1 for the writer */
     const _Atomic uint32_t *abort;
     adag_spin_t spin;  /* this endpoint's adaptive wait policy */
+    /* The trace ring of the loop that uses this endpoint (NULL: not traced,
+     * or the driver's endpoint) and the channel's index in its program: a
+     * backend adds spans of its own there, from the loop's thread only
+     * (adag_trace_add, op ADAG_SPAN_NO_OP, arg trace_chan). */
+    struct adag_trace_ring *trace;
+    uint32_t trace_chan;
     char name[96];
 };
 
 struct adag_chan_ops {
     const char *name;
     adag_chan_kind_t kind;
+    /* its acquire and wait count every wait that waited in the endpoint's
+     * spin.waited (a wait that did not is not timed by a traced loop) */
+    int counts_waits;
 
     /* ---- per DAG and process (optional) ---- */
     /* The driver: lays out n channels of this kind for DAG `dag_name` and
@@ -262,6 +272,9 @@ struct adag_chan_ops {
     void (*flush)(adag_chan_t *ch);
     /* nonzero if seq is published (never blocks) */
     int (*ready)(adag_chan_t *ch, uint64_t seq);
+    /* Optional, the writer: its slots published and not yet released by
+     * every reader, now (statistics; any thread). */
+    uint32_t (*in_use)(adag_chan_t *ch);
 };
 
 /* Copies meta into a slot's (NULL: plain bytes); copies only the used dims. */
@@ -322,6 +335,11 @@ static inline void adag_chan_flush(adag_chan_t *ch)
 {
     if (ch->ops->flush)
         ch->ops->flush(ch);
+}
+/* UINT32_MAX where the backend cannot tell. */
+static inline uint32_t adag_chan_in_use(adag_chan_t *ch)
+{
+    return ch->reader < 0 && ch->ops->in_use ? ch->ops->in_use(ch) : UINT32_MAX;
 }
 static inline int adag_chan_ready(adag_chan_t *ch, uint64_t seq)
 {

@@ -19,6 +19,8 @@ static const adag_msg_info_t msg_table[ADAG_MSG_END] = {
     [ADAG_MSG_REPLY] = {"REPLY", "reply", 1, 0},
     [ADAG_MSG_DAG_FAILED] = {"DAG_FAILED", "report a failed DAG", 1, 0},
     [ADAG_MSG_TRACE_DAG] = {"TRACE_DAG", "copy a DAG's trace", 0, 0},
+    [ADAG_MSG_STATS_DAG] = {"STATS_DAG", "read a DAG's figures", 0, 0},
+    [ADAG_MSG_CLOCK] = {"CLOCK", "read its clock", 0, 0},
 };
 
 const adag_msg_info_t *adag_msg_info(uint32_t type)
@@ -234,7 +236,8 @@ adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m)
     m->status = (int32_t)adag_rbuf_u32(&rb);
     m->drop = adag_rbuf_u64(&rb);
     if (msg->type != ADAG_MSG_START_DAG && msg->type != ADAG_MSG_ABORT_DAG &&
-        msg->type != ADAG_MSG_STOP_DAG && msg->type != ADAG_MSG_TRACE_DAG)
+        msg->type != ADAG_MSG_STOP_DAG && msg->type != ADAG_MSG_TRACE_DAG &&
+        msg->type != ADAG_MSG_STATS_DAG)
         return adag_error(ADAG_ERR_PROTOCOL, "expected a DAG message, got %s",
                           adag_msg_name(msg->type, buf, sizeof(buf)));
     if (msg->type == ADAG_MSG_ABORT_DAG && (m->status >= 0 || m->status < ADAG_ERR_INTERNAL))
@@ -303,54 +306,3 @@ bad:
     return adag_error(ADAG_ERR_PROTOCOL, "malformed method table in the reply to CREATE_ACTOR");
 }
 
-/* a span on the wire: start, end, seq, then kind | op << 16, arg */
-#define SPAN_WIRE_BYTES (3 * 8 + 2 * 4)
-
-void adag_msg_encode_spans(adag_wbuf_t *b, uint64_t now_ns, uint64_t lost,
-                           const adag_span_t *spans, uint64_t n)
-{
-    adag_wbuf_u64(b, now_ns);
-    adag_wbuf_u64(b, lost);
-    adag_wbuf_u64(b, n);
-    for (uint64_t i = 0; i < n; i++) {
-        adag_wbuf_u64(b, spans[i].start_ns);
-        adag_wbuf_u64(b, spans[i].end_ns);
-        adag_wbuf_u64(b, spans[i].seq);
-        adag_wbuf_u32(b, (uint32_t)spans[i].kind | (uint32_t)spans[i].op << 16);
-        adag_wbuf_u32(b, spans[i].arg);
-    }
-}
-
-adag_status_t adag_msg_decode_spans(adag_blob_t body, uint64_t *now_ns, uint64_t *lost,
-                                    adag_span_t **spans, uint64_t *n)
-{
-    adag_rbuf_t rb = {body.data, body.len, 0, 0};
-    adag_span_t *s = NULL;
-    *spans = NULL;
-    *now_ns = adag_rbuf_u64(&rb);
-    *lost = adag_rbuf_u64(&rb);
-    uint64_t count = adag_rbuf_u64(&rb);
-    /* the count is bounded by the ring's limit and by the bytes there are */
-    if (rb.failed || count > ADAG_TRACE_MAX_SPANS || count != (rb.len - rb.pos) / SPAN_WIRE_BYTES ||
-        (rb.len - rb.pos) % SPAN_WIRE_BYTES)
-        goto bad;
-    if (count && !(s = malloc(count * sizeof(*s))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "a trace of %llu spans", (unsigned long long)count);
-    for (uint64_t i = 0; i < count; i++) {
-        s[i].start_ns = adag_rbuf_u64(&rb);
-        s[i].end_ns = adag_rbuf_u64(&rb);
-        s[i].seq = adag_rbuf_u64(&rb);
-        uint32_t packed = adag_rbuf_u32(&rb);
-        s[i].kind = (uint16_t)(packed & 0xffff);
-        s[i].op = (uint16_t)(packed >> 16);
-        s[i].arg = adag_rbuf_u32(&rb);
-    }
-    if (rb.failed || rb.pos != rb.len)
-        goto bad;
-    *spans = s;
-    *n = count;
-    return ADAG_OK;
-bad:
-    free(s);
-    return adag_error(ADAG_ERR_PROTOCOL, "malformed reply to TRACE_DAG");
-}

@@ -37,6 +37,7 @@
 #include "transport/control.h"
 #include "transport/wire.h"
 
+#include "common/figures.h"
 #include "common/trace.h"
 
 #include <adag.h>
@@ -45,8 +46,8 @@
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
- * the event socket, which carries DAG_FAILED; 5-9: docs/design.md */
-#define ADAG_PROTOCOL_VERSION 9u
+ * the event socket, which carries DAG_FAILED; 5-10: docs/design.md */
+#define ADAG_PROTOCOL_VERSION 10u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -61,6 +62,8 @@ typedef enum {
     ADAG_MSG_REPLY,
     ADAG_MSG_DAG_FAILED,
     ADAG_MSG_TRACE_DAG,
+    ADAG_MSG_STATS_DAG,
+    ADAG_MSG_CLOCK,
     ADAG_MSG_END
 } adag_msg_type_t;
 
@@ -188,13 +191,24 @@ adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t 
 adag_status_t adag_msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_t *m);
 /* Reply bodies. */
 adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
-/* TRACE_DAG's reply: the worker's clock when it copied, the spans it lost
- * (overwritten), and the spans, oldest first (at most ADAG_TRACE_MAX_SPANS;
- * decode: *spans malloc'd, NULL when n is 0). */
-void adag_msg_encode_spans(adag_wbuf_t *b, uint64_t now_ns, uint64_t lost,
-                           const adag_span_t *spans, uint64_t n);
-adag_status_t adag_msg_decode_spans(adag_blob_t body, uint64_t *now_ns, uint64_t *lost,
-                                    adag_span_t **spans, uint64_t *n);
+/* TRACE_DAG's reply (transport/protocol_trace.c): the worker's clock
+ * when it copied, the records it lost (overwritten), and the records,
+ * oldest first, stamps in its ns (at most ADAG_TRACE_MAX_SPANS; decode:
+ * *recs malloc'd, NULL when n is 0). */
+void adag_msg_encode_trace(adag_wbuf_t *b, uint64_t now_ns, uint64_t lost,
+                           const adag_trace_rec_t *recs, uint64_t n);
+adag_status_t adag_msg_decode_trace(adag_blob_t body, uint64_t *now_ns, uint64_t *lost,
+                                    adag_trace_rec_t **recs, uint64_t *n);
+/* STATS_DAG's reply: a loop's figures (common/figures.h), at most
+ * ADAG_MSG_FIGURES_MAX ops and channels (decode: arrays malloc'd). */
+#define ADAG_MSG_FIGURES_MAX 65536
+/* CLOCK (no body)'s reply: the worker's CLOCK_MONOTONIC and boot id
+ * (common/trace.h: adag_clock_offset). */
+void adag_msg_encode_clock(adag_wbuf_t *b, uint64_t now_ns, const char *boot_id);
+adag_status_t adag_msg_decode_clock(adag_blob_t body, uint64_t *now_ns,
+                                    char boot_id[ADAG_BOOT_ID_MAX]);
+void adag_msg_encode_figures(adag_wbuf_t *b, const adag_loop_figures_t *f);
+adag_status_t adag_msg_decode_figures(adag_blob_t body, adag_loop_figures_t *f);
 /* The method table: *out is malloc'd (n in 1..ADAG_MAX_METHODS). */
 adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n,
                                       adag_msg_place_t *place);

@@ -99,15 +99,36 @@ static void reply_bodies(adag_blob_t body)
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
         adag_wbuf_free(&b);
     }
-    adag_span_t *spans;
-    uint64_t now, lost, nspans;
-    if (adag_msg_decode_spans(body, &now, &lost, &spans, &nspans) == ADAG_OK) {
+    adag_trace_rec_t *recs;
+    uint64_t now, lost, nrecs;
+    if (adag_msg_decode_trace(body, &now, &lost, &recs, &nrecs) == ADAG_OK) {
         adag_wbuf_t b = {0};
-        CHECK(nspans <= ADAG_TRACE_MAX_SPANS && (nspans == 0) == (spans == NULL));
-        adag_msg_encode_spans(&b, now, lost, spans, nspans);
+        CHECK(nrecs <= ADAG_TRACE_MAX_SPANS && (nrecs == 0) == (recs == NULL));
+        adag_msg_encode_trace(&b, now, lost, recs, nrecs);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
         adag_wbuf_free(&b);
+        /* whatever the records say, expanding them stays in bounds */
+        adag_span_t *spans = malloc((nrecs * ADAG_TRACE_SPANS_PER_REC + 1) * sizeof(*spans));
+        CHECK(spans && adag_trace_expand(recs, nrecs, spans) <= nrecs * ADAG_TRACE_SPANS_PER_REC);
         free(spans);
+        free(recs);
+    }
+    adag_loop_figures_t fig;
+    if (adag_msg_decode_figures(body, &fig) == ADAG_OK) {
+        adag_wbuf_t b = {0};
+        CHECK(fig.nops <= ADAG_MSG_FIGURES_MAX && fig.nchans <= ADAG_MSG_FIGURES_MAX);
+        adag_msg_encode_figures(&b, &fig);
+        CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
+        adag_wbuf_free(&b);
+        adag_loop_figures_free(&fig);
+    }
+    char boot[ADAG_BOOT_ID_MAX];
+    if (adag_msg_decode_clock(body, &now, boot) == ADAG_OK) {
+        adag_wbuf_t b = {0};
+        CHECK(terminated(boot, sizeof(boot)));
+        adag_msg_encode_clock(&b, now, boot);
+        CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
+        adag_wbuf_free(&b);
     }
     adag_msg_method_t *m;
     adag_msg_place_t place;
@@ -198,7 +219,8 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
     case ADAG_MSG_START_DAG:
     case ADAG_MSG_ABORT_DAG:
     case ADAG_MSG_STOP_DAG:
-    case ADAG_MSG_TRACE_DAG: {
+    case ADAG_MSG_TRACE_DAG:
+    case ADAG_MSG_STATS_DAG: {
         adag_msg_dag_t m;
         if (adag_msg_decode_dag(msg, &m) != ADAG_OK)
             return;
@@ -262,7 +284,8 @@ static void run_payload(const uint8_t *data, size_t len)
                                      ADAG_MSG_PREPARE_DAG, ADAG_MSG_CONNECT_DAG,
                                      ADAG_MSG_START_DAG, ADAG_MSG_ABORT_DAG,
                                      ADAG_MSG_STOP_DAG,  ADAG_MSG_REPLY,
-                                     ADAG_MSG_DAG_FAILED, ADAG_MSG_TRACE_DAG};
+                                     ADAG_MSG_DAG_FAILED, ADAG_MSG_TRACE_DAG,
+                                     ADAG_MSG_STATS_DAG, ADAG_MSG_CLOCK};
     for (unsigned t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         adag_ctl_msg_t msg;
         int fds[ADAG_CTL_MAX_FDS];

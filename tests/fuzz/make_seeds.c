@@ -369,17 +369,32 @@ static void control_seeds(const adag_wbuf_t *program)
     save("control", "payload-reply-hello", "\x01", 1, ok.data, ok.len);
     save("control", "payload-reply-error", "\x01", 1, fail.data, fail.len);
     save("control", "payload-dag-failed", "\x01", 1, failed.data, failed.len);
-    /* TRACE_DAG and its reply: two spans */
-    adag_wbuf_t spans = {0}, spans_reply = {0};
-    const adag_span_t two[2] = {
-        {.start_ns = 100, .end_ns = 250, .seq = 3, .kind = ADAG_SPAN_WAIT_INPUT, .arg = 1},
-        {.start_ns = 250, .end_ns = 900, .seq = 3, .kind = ADAG_SPAN_COMPUTE, .arg = 0}};
-    adag_msg_encode_spans(&spans, 123456789, 0, two, 2);
-    adag_msg_encode_reply(&spans_reply, ADAG_OK, NULL, (adag_blob_t){spans.data, spans.len});
+    /* TRACE_DAG and its reply: an op record and a span; STATS_DAG's and
+     * CLOCK's replies */
+    adag_wbuf_t recs = {0}, recs_reply = {0}, figs = {0}, figs_reply = {0}, clk = {0},
+                clk_reply = {0};
+    const adag_trace_rec_t two[2] = {
+        {.seq = 3, .t = {100, 250, 260, 900, 950},
+         .packed = ADAG_SPAN_OP | 7u << 8 | 1ull << 32 | 2ull << 48},
+        {.seq = 3, .t = {300, 400}, .packed = ADAG_SPAN_COLLECTIVE | 1u << 16}};
+    adag_msg_encode_trace(&recs, 123456789, 0, two, 2);
+    adag_msg_encode_reply(&recs_reply, ADAG_OK, NULL, (adag_blob_t){recs.data, recs.len});
+    adag_op_figures_t ops[1] = {{10, 1000, 20, 500, 30, 90, 50, 80}};
+    adag_chan_figures_t chans[1] = {{.chan = 1, .in_use = 2, .values = 10, .bytes = 80}};
+    adag_loop_figures_t fig = {.timed = 1, .elapsed_ns = 5000, .idle_ns = 40,
+                               .doing = 1u << 8 | ADAG_DOING_INPUT, .nops = 1, .nchans = 1,
+                               .ops = ops, .chans = chans};
+    adag_msg_encode_figures(&figs, &fig);
+    adag_msg_encode_reply(&figs_reply, ADAG_OK, NULL, (adag_blob_t){figs.data, figs.len});
+    adag_msg_encode_clock(&clk, 987654321, "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab");
+    adag_msg_encode_reply(&clk_reply, ADAG_OK, NULL, (adag_blob_t){clk.data, clk.len});
     save("control", "payload-trace-dag", "\x01", 1, stop.data, stop.len);
-    save("control", "payload-reply-spans", "\x01", 1, spans_reply.data, spans_reply.len);
-    adag_wbuf_free(&spans);
-    adag_wbuf_free(&spans_reply);
+    save("control", "payload-reply-spans", "\x01", 1, recs_reply.data, recs_reply.len);
+    save("control", "payload-reply-figures", "\x01", 1, figs_reply.data, figs_reply.len);
+    save("control", "payload-reply-clock", "\x01", 1, clk_reply.data, clk_reply.len);
+    adag_wbuf_t *tmp[6] = {&recs, &recs_reply, &figs, &figs_reply, &clk, &clk_reply};
+    for (int i = 0; i < 6; i++)
+        adag_wbuf_free(tmp[i]);
 
     /* stream mode: a worker's whole session, no fds */
     framer_t f;

@@ -1,0 +1,308 @@
+/*
+ * adag_dag_stats_take (include/adag/stats.h): every actor loop's figures
+ * (dag/loop_stats.h) gathered into a snapshot, the channels' from their
+ * writers (the driver's inputs from its own counts), the busiest actor
+ * named; adag_stats_print's tables.
+ */
+#include "dag/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct adag_stats {
+    char dag_name[64];
+    adag_dag_stats_t counts;
+    int timed;
+    unsigned nactors, nops, nchans;
+    adag_actor_stats_t *actors;
+    adag_op_stats_t *ops;
+    adag_channel_stats_t *chans;
+    /* what the strings point into */
+    char (*actor_names)[ADAG_MAX_NAME];
+    char (*placements)[ADAG_HOSTPORT_MAX + 16];
+    char (*doings)[ADAG_MAX_NAME + 32];
+    char (*op_names)[ADAG_MAX_NAME];
+    char (*chan_names)[96];
+    int bottleneck; /* actor index; -1: none */
+};
+
+void adag_stats_free(adag_stats_h s)
+{
+    if (!s)
+        return;
+    free(s->actors);
+    free(s->ops);
+    free(s->chans);
+    free(s->actor_names);
+    free(s->placements);
+    free(s->doings);
+    free(s->op_names);
+    free(s->chan_names);
+    free(s);
+}
+
+/* What a loop does now, in words ("computing forward"). */
+static void doing_text(uint32_t doing, const adag_program_t *p, char (*op_names)[ADAG_MAX_NAME],
+                       char *out, size_t len)
+{
+    static const char *const what[] = {"", "waiting for input", "waiting for room", "computing",
+                                       "publishing"};
+    unsigned part = doing & 0xff, op = doing >> 8;
+    if (part == ADAG_DOING_UNKNOWN || part > ADAG_DOING_PUBLISH || op >= p->nops) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out, len, "%s %s", what[part], op_names[op]);
+}
+
+/* Actor ai's figures into the snapshot: its ops from s->nops on. */
+static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
+                               const adag_loop_figures_t *f)
+{
+    adag_actor_h a = dag->actors[ai].actor;
+    const adag_program_t *p = &dag->actors[ai].prog;
+    if (f->nops != p->nops)
+        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: figures of %u ops for a schedule of %u",
+                          a->name, f->nops, p->nops);
+    adag_actor_stats_t *as = &s->actors[ai];
+    snprintf(s->actor_names[ai], sizeof(s->actor_names[ai]), "%s", a->name);
+    if (a->host[0])
+        snprintf(s->placements[ai], sizeof(s->placements[ai]), "remote host %s", a->host);
+    else
+        snprintf(s->placements[ai], sizeof(s->placements[ai]), "%s", a->ops->name);
+    as->struct_size = sizeof(*as);
+    as->name = s->actor_names[ai];
+    as->placement = s->placements[ai];
+    as->nops = p->nops;
+    as->elapsed_ns = f->elapsed_ns;
+    as->idle_ns = f->idle_ns;
+    for (uint32_t i = 0; i < p->nops; i++) {
+        const adag_op_figures_t *o = &f->ops[i];
+        const adag_prog_op_t *po = &p->ops[i];
+        adag_op_stats_t *os = &s->ops[s->nops];
+        if (po->kind == ADAG_OP_CALL && po->method < a->nmethods)
+            snprintf(s->op_names[s->nops], ADAG_MAX_NAME, "%s", a->methods[po->method].name);
+        else
+            snprintf(s->op_names[s->nops], ADAG_MAX_NAME, "%s",
+                     adag_coll_kind_name((adag_coll_kind_t)po->coll_kind));
+        *os = (adag_op_stats_t){
+            .struct_size = sizeof(*os),
+            .actor = as->name,
+            .name = s->op_names[s->nops],
+            .index = i,
+            .count = o->count,
+            .compute_ns = o->compute_ns,
+            .compute_mean_ns = o->count ? o->compute_ns / o->count : 0,
+            .compute_p50_ns = o->compute_p50_ns,
+            .compute_p99_ns = o->compute_p99_ns,
+            .compute_max_ns = o->compute_max_ns,
+            .wait_input_ns = o->wait_input_ns,
+            .wait_room_ns = o->wait_room_ns,
+            .publish_ns = o->publish_ns,
+        };
+        s->nops++;
+        as->busy_ns += o->compute_ns + o->publish_ns;
+        as->wait_input_ns += o->wait_input_ns;
+        as->wait_room_ns += o->wait_room_ns;
+        as->count = o->count;
+    }
+    as->busy = as->elapsed_ns ? (double)as->busy_ns / (double)as->elapsed_ns : 0;
+    as->doing = s->doings[ai];
+    doing_text(f->doing, p, s->op_names + (s->nops - p->nops), s->doings[ai],
+               sizeof(s->doings[ai]));
+    if (as->busy > 1)
+        as->busy = 1;
+    /* the channels it writes */
+    for (uint32_t k = 0; k < f->nchans; k++) {
+        const adag_chan_figures_t *cf = &f->chans[k];
+        if (cf->chan >= p->nchans || p->chans[cf->chan].id >= dag->nchans)
+            return adag_error(ADAG_ERR_PROTOCOL, "actor %s: figures of channel %u of %u",
+                              a->name, cf->chan, p->nchans);
+        adag_channel_stats_t *cs = &s->chans[p->chans[cf->chan].id];
+        cs->values = cf->values;
+        cs->bytes = cf->bytes;
+        cs->in_use = cf->in_use == UINT32_MAX ? -1 : (int)cf->in_use;
+    }
+    return ADAG_OK;
+}
+
+static adag_status_t take(adag_dag_h dag, adag_stats_h s)
+{
+    unsigned total_ops = 0;
+    for (unsigned ai = 0; ai < dag->nactors; ai++)
+        total_ops += dag->actors[ai].prog.nops;
+    s->actors = calloc(dag->nactors + 1, sizeof(*s->actors));
+    s->actor_names = calloc(dag->nactors + 1, sizeof(*s->actor_names));
+    s->placements = calloc(dag->nactors + 1, sizeof(*s->placements));
+    s->doings = calloc(dag->nactors + 1, sizeof(*s->doings));
+    s->ops = calloc(total_ops + 1, sizeof(*s->ops));
+    s->op_names = calloc(total_ops + 1, sizeof(*s->op_names));
+    s->chans = calloc(dag->nchans + 1, sizeof(*s->chans));
+    s->chan_names = calloc(dag->nchans + 1, sizeof(*s->chan_names));
+    if (!s->actors || !s->actor_names || !s->placements || !s->doings || !s->ops || !s->op_names ||
+        !s->chans || !s->chan_names)
+        return adag_error(ADAG_ERR_NO_MEMORY, "out of memory");
+    snprintf(s->dag_name, sizeof(s->dag_name), "%s", dag->name);
+    s->timed = dag->trace != NULL;
+    s->nactors = dag->nactors;
+    s->nchans = dag->nchans;
+    for (unsigned c = 0; c < dag->nchans; c++) {
+        const adag_dag_chan_t *dc = &dag->chans[c];
+        snprintf(s->chan_names[c], sizeof(s->chan_names[c]), "%s", dc->name);
+        s->chans[c] = (adag_channel_stats_t){
+            .struct_size = sizeof(s->chans[c]),
+            .name = s->chan_names[c],
+            .kind = adag_chan_kind_name(dc->kind),
+            .writer = "driver",
+            .slots = dag->max_inflight,
+            .in_use = -1,
+        };
+    }
+    for (unsigned ai = 0; ai < dag->nactors; ai++) {
+        adag_actor_h a = dag->actors[ai].actor;
+        adag_loop_figures_t f;
+        adag_status_t st = a->ops->figures(a, dag, ai, &f);
+        if (st != ADAG_OK)
+            return st;
+        st = add_actor(s, dag, ai, &f);
+        adag_loop_figures_free(&f);
+        if (st != ADAG_OK)
+            return st;
+    }
+    for (unsigned c = 0; c < dag->nchans; c++)
+        if (dag->chans[c].writer >= 0 && (unsigned)dag->chans[c].writer < dag->nactors)
+            s->chans[c].writer = s->actor_names[dag->chans[c].writer];
+    pthread_mutex_lock(&dag->lock);
+    s->counts = dag->stats;
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        adag_channel_stats_t *cs = &s->chans[dag->input_chan[i]];
+        cs->values = dag->input_counts[i][0];
+        cs->bytes = dag->input_counts[i][1];
+        uint32_t used = adag_chan_in_use(dag->inputs[i]);
+        cs->in_use = used == UINT32_MAX ? -1 : (int)used;
+    }
+    pthread_mutex_unlock(&dag->lock);
+    s->counts.struct_size = sizeof(s->counts);
+    /* the bottleneck: the actor busy the longest */
+    s->bottleneck = -1;
+    for (unsigned ai = 0; s->timed && ai < s->nactors; ai++)
+        if (s->actors[ai].busy_ns > 0 &&
+            (s->bottleneck < 0 || s->actors[ai].busy_ns > s->actors[s->bottleneck].busy_ns))
+            s->bottleneck = (int)ai;
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_stats_take(adag_dag_h dag, adag_stats_h *out)
+{
+    static const char *fn = "adag_dag_stats_take";
+    if (!dag || !out)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+    *out = NULL;
+    adag_status_t st = adag_dag_api_enter(dag, fn);
+    if (st != ADAG_OK)
+        return st;
+    adag_stats_h s = calloc(1, sizeof(*s));
+    st = s ? take(dag, s) : adag_error(ADAG_ERR_NO_MEMORY, "out of memory");
+    adag_dag_api_leave(dag);
+    if (st != ADAG_OK) {
+        adag_error_prefix("%s: DAG %s", fn, dag->name);
+        adag_stats_free(s);
+        return st;
+    }
+    *out = s;
+    return ADAG_OK;
+}
+
+void adag_dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
+{
+    adag_stats_h s;
+    out->timed = dag->trace != NULL;
+    out->bottleneck[0] = '\0';
+    out->bottleneck_busy = 0;
+    if (!out->timed || adag_dag_stats_take(dag, &s) != ADAG_OK)
+        return;
+    const char *name = adag_stats_bottleneck(s, &out->bottleneck_busy);
+    snprintf(out->bottleneck, sizeof(out->bottleneck), "%s", name ? name : "");
+    adag_stats_free(s);
+}
+
+const adag_dag_stats_t *adag_stats_counts(adag_stats_h s)
+{
+    return &s->counts;
+}
+
+const char *adag_stats_dag_name(adag_stats_h s)
+{
+    return s->dag_name;
+}
+
+int adag_stats_timed(adag_stats_h s)
+{
+    return s ? s->timed : 0;
+}
+
+unsigned adag_stats_nactors(adag_stats_h s)
+{
+    return s ? s->nactors : 0;
+}
+
+unsigned adag_stats_nops(adag_stats_h s)
+{
+    return s ? s->nops : 0;
+}
+
+unsigned adag_stats_nchannels(adag_stats_h s)
+{
+    return s ? s->nchans : 0;
+}
+
+/* Copies min(out's struct_size, size) bytes of element src into out. */
+static adag_status_t fill(const char *fn, adag_stats_h s, unsigned i, unsigned n,
+                          const void *src, size_t size, size_t first_size, void *out)
+{
+    size_t *out_size = out;
+    if (!s || !out)
+        return adag_error(ADAG_ERR_INVALID, "%s: stats and out must not be NULL", fn);
+    if (i >= n)
+        return adag_error(ADAG_ERR_INVALID, "%s: index %u, the snapshot has %u", fn, i, n);
+    if (*out_size < first_size)
+        return adag_error(ADAG_ERR_INVALID, "%s: out->struct_size is %zu; set it to the "
+                          "struct's sizeof (at least %zu)", fn, *out_size, first_size);
+    size_t k = *out_size < size ? *out_size : size;
+    memcpy(out, src, k);
+    *out_size = k;
+    return ADAG_OK;
+}
+
+adag_status_t adag_stats_actor(adag_stats_h s, unsigned i, adag_actor_stats_t *out)
+{
+    unsigned n = s ? s->nactors : 0;
+    return fill("adag_stats_actor", s, i, n, i < n ? &s->actors[i] : NULL, sizeof(*out),
+                sizeof(*out), out);
+}
+
+adag_status_t adag_stats_op(adag_stats_h s, unsigned i, adag_op_stats_t *out)
+{
+    unsigned n = s ? s->nops : 0;
+    return fill("adag_stats_op", s, i, n, i < n ? &s->ops[i] : NULL, sizeof(*out), sizeof(*out),
+                out);
+}
+
+adag_status_t adag_stats_channel(adag_stats_h s, unsigned i, adag_channel_stats_t *out)
+{
+    unsigned n = s ? s->nchans : 0;
+    return fill("adag_stats_channel", s, i, n, i < n ? &s->chans[i] : NULL, sizeof(*out),
+                sizeof(*out), out);
+}
+
+const char *adag_stats_bottleneck(adag_stats_h s, double *busy)
+{
+    if (busy)
+        *busy = 0;
+    if (!s || s->bottleneck < 0)
+        return NULL;
+    if (busy)
+        *busy = s->actors[s->bottleneck].busy;
+    return s->actors[s->bottleneck].name;
+}
