@@ -68,9 +68,11 @@ typedef struct {
     /* tracing rows: what tracing costs, in percent (latency: on / off - 1;
      * throughput: off / on - 1), of the medians and of the best rounds,
      * and the wider spread of either variant's rounds (best / worst); the
-     * goal is judged on the medians, unless the spread says noise */
+     * goal is judged on the median of the rounds' own costs (paired_cost_pct:
+     * each round on against the off round run right after it), unless the
+     * spread says noise */
     int has_cost;
-    double cost_pct, best_cost_pct, spread;
+    double cost_pct, best_cost_pct, spread, paired_cost_pct;
     int noisy;
 } result_t;
 

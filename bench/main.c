@@ -264,7 +264,8 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
     r->spread = t.spread;
     r->noisy = t.spread == 0 || t.spread > 3.0;
     snprintf(r->goal, sizeof r->goal, "cost <= 5 %%");
-    r->goal_met = !r->noisy && r->cost_pct <= 5.0;
+    r->paired_cost_pct = t.paired_cost_pct;
+    r->goal_met = !r->noisy && r->paired_cost_pct <= 5.0;
     return 0;
 }
 

@@ -117,12 +117,12 @@ void bench_print_table(FILE *out, const result_t *results, unsigned nresults)
             fprintf(out, "%-16s %-7s %-26s   the DAG's cost per collective: %.1f us\n", "", "",
                     "", r->m.median_us - r->baseline_value);
         if (r->has_cost) /* tracing rows */
-            fprintf(out, "%-16s %-7s %-26s   cost of tracing: %+.1f %% (%s), best rounds "
-                         "%+.1f %%, rounds spread %.1fx; goal %s: %s\n",
-                    "", "", "", r->cost_pct,
-                    r->metric == METRIC_LATENCY ? "median on / off - 1"
-                                                : "executions/s off / on - 1",
-                    r->best_cost_pct, r->spread, r->goal,
+            fprintf(out, "%-16s %-7s %-26s   cost of tracing: %+.1f %% (median of the rounds' "
+                         "%s), medians %+.1f %%, best rounds %+.1f %%, rounds spread %.1fx; "
+                         "goal %s: %s\n",
+                    "", "", "", r->paired_cost_pct,
+                    r->metric == METRIC_LATENCY ? "on / off - 1" : "executions/s off / on - 1",
+                    r->cost_pct, r->best_cost_pct, r->spread, r->goal,
                     r->noisy ? "not judged (noise)" : r->goal_met ? "met" : "NOT met");
         else if (r->goal[0] && r->baseline_gbps > 0)
             fprintf(out, "%-16s %-7s %-26s   bus bandwidth: adag %.3f GB/s, MPI %.3f GB/s; "
@@ -199,8 +199,9 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
             fprintf(out, "\"dag_cost_per_collective_us\": %.3f, ",
                     r->m.median_us - r->baseline_value);
         if (r->has_cost) /* goal_met null: not judged, the rounds too spread */
-            fprintf(out, "\"cost_pct\": %.3f, \"best_cost_pct\": %.3f, \"rounds_spread\": %.3f, ",
-                    r->cost_pct, r->best_cost_pct, r->spread);
+            fprintf(out, "\"cost_pct\": %.3f, \"paired_cost_pct\": %.3f, \"best_cost_pct\": %.3f, "
+                         "\"rounds_spread\": %.3f, ",
+                    r->cost_pct, r->paired_cost_pct, r->best_cost_pct, r->spread);
         if (r->goal[0])
             fprintf(out, "\"baseline_gbps\": %.4f, \"goal\": \"%s\", \"goal_met\": %s, ",
                     r->baseline_gbps, r->goal,

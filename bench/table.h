@@ -98,6 +98,10 @@ enum { BENCH_TRACE_ON = 0, BENCH_TRACE_OFF = 1 };
 typedef struct {
     measure_t median[2];
     double cost_pct, best_cost_pct, spread;
+    /* the median of the rounds' own costs (round r on against round r off,
+     * run back to back on the same machine state): what the goal is
+     * judged by, as it is less at the mercy of the machine's drift */
+    double paired_cost_pct;
 } bench_trace_rounds_t;
 int run_tracing(const bench_opts_t *o, const scenario_t *s, bench_trace_rounds_t *out);
 

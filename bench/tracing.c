@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRACE_ROUNDS 5 /* rounds of each variant; more with --reps */
+#define TRACE_ROUNDS 11 /* rounds of each variant; more with --reps */
 #define TRACE_MAX_ROUNDS 15
 
 static const char *const variant_name[] = {"on", "off"};
@@ -208,6 +208,15 @@ int run_tracing(const bench_opts_t *o, const scenario_t *s, bench_trace_rounds_t
     }
     out->cost_pct =
         cost_pct(s->metric, &out->median[BENCH_TRACE_ON], &out->median[BENCH_TRACE_OFF]);
+    double paired[TRACE_MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        double c = cost_pct(s->metric, &m[BENCH_TRACE_ON][r], &m[BENCH_TRACE_OFF][r]);
+        int k = r;
+        for (; k > 0 && paired[k - 1] > c; k--) /* insertion: sorted */
+            paired[k] = paired[k - 1];
+        paired[k] = c;
+    }
+    out->paired_cost_pct = paired[rounds / 2];
     out->best_cost_pct = cost_pct(s->metric, &best[BENCH_TRACE_ON], &best[BENCH_TRACE_OFF]);
     out->spread = spread[0] == 0 || spread[1] == 0 ? 0
                   : spread[0] > spread[1]          ? spread[0]

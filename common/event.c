@@ -37,7 +37,9 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
                                    const _Atomic uint32_t *abort, int64_t deadline,
                                    adag_spin_t *spin)
 {
-    atomic_fetch_add_explicit(&spin->waited, 1, memory_order_relaxed);
+    /* a hint: a plain increment (one loop thread per endpoint counts it) */
+    atomic_store_explicit(&spin->waited, atomic_load_explicit(&spin->waited, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     int64_t budget = atomic_load_explicit(&spin->budget, memory_order_relaxed);
     int64_t start = adag_now_ns();
     if (budget < ADAG_SPIN_PROBE_NS)

@@ -211,11 +211,11 @@ static inline uint64_t waits_of(const adag_chan_t *ch)
                                  : UINT64_MAX;
 }
 
-static inline void doing(adag_loop_t *loop, const adag_prog_op_t *op, unsigned what)
+/* What the loop does now (traced): op index oi, ADAG_DOING_*. */
+static inline void doing(adag_loop_t *loop, uint32_t oi, unsigned what)
 {
     if (loop->trace)
-        atomic_store_explicit(&loop->doing, (uint32_t)(op - loop->prog.ops) << 8 | what,
-                              memory_order_relaxed);
+        atomic_store_explicit(&loop->doing, oi << 8 | what, memory_order_relaxed);
 }
 
 /* An op's five stamps (common/trace.h: wait start, inputs in, room got,
@@ -223,17 +223,15 @@ static inline void doing(adag_loop_t *loop, const adag_prog_op_t *op, unsigned w
 typedef struct {
     uint64_t t[5];
     uint32_t in_chan;
+    uint32_t oi; /* the op's index in the program */
     unsigned flags;
 } op_times_t;
 
-/* An op is about to publish: its counters (before its values go, so a
- * caller that got the result reads them counted). */
-static void op_counted(adag_loop_t *loop, const adag_prog_op_t *op, const op_times_t *ot)
+/* A traced op published: its times into its counters (after its values
+ * went, off the path to its readers; its count went before). */
+static void op_timed(adag_loop_t *loop, const op_times_t *ot)
 {
-    adag_op_counters_t *c = &loop->op_counters[op - loop->prog.ops];
-    adag_counter_add(&c->count, 1);
-    if (!loop->trace)
-        return;
+    adag_op_counters_t *c = &loop->op_counters[ot->oi];
     const uint64_t *t = ot->t;
     adag_counter_add(&c->wait_input, t[1] - t[0]);
     adag_counter_add(&c->wait_room, t[2] - t[1]);
@@ -250,10 +248,11 @@ static void op_counted(adag_loop_t *loop, const adag_prog_op_t *op, const op_tim
  * begins where it ended. */
 static void op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq, op_times_t *ot)
 {
-    uint32_t oi = (uint32_t)(op - loop->prog.ops);
+    uint32_t oi = ot->oi;
     const uint64_t *t = ot->t;
     adag_trace_add_op(loop->trace, oi, ot->flags, ot->in_chan, op->nrets ? op->rets[0] : 0, seq,
                       t);
+    op_timed(loop, ot);
     adag_counter_add(&loop->op_counters[oi].publish, t[4] - t[3]);
     atomic_store_explicit(&loop->t_last, t[4], memory_order_relaxed);
 }
@@ -267,8 +266,10 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
 {
     if (loop->trace && !(ot->flags & ADAG_OP_COMPUTED))
         ot->t[3] = ot->t[2];
-    op_counted(loop, op, ot);
-    doing(loop, op, ADAG_DOING_PUBLISH);
+    /* counted before its values go: a caller that got the result reads it
+     * counted */
+    adag_counter_add(&loop->op_counters[ot->oi].count, 1);
+    doing(loop, ot->oi, ADAG_DOING_PUBLISH);
     adag_status_t st = ADAG_OK;
     for (uint32_t r = 0; r < op->nrets && st == ADAG_OK; r++) {
         const adag_tensor_meta_t *meta =
@@ -304,8 +305,9 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     op_times_t ot;
     ot.t[0] = ot.t[1] = atomic_load_explicit(&loop->t_last, memory_order_relaxed);
     ot.in_chan = 0;
+    ot.oi = (uint32_t)(op - loop->prog.ops);
     ot.flags = (op->nargs ? ADAG_OP_HAS_INPUT : 0) | (op->nrets ? ADAG_OP_HAS_OUTPUT : 0);
-    doing(loop, op, ADAG_DOING_INPUT);
+    doing(loop, ot.oi, ADAG_DOING_INPUT);
 
     /* READ (with several inputs, the one waited for longest is named). The
      * clock is read after every wait, even one that did not wait: its
@@ -333,7 +335,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
             upstream_err = call->args[a].err;
         }
     }
-    doing(loop, op, ADAG_DOING_ROOM);
+    doing(loop, ot.oi, ADAG_DOING_ROOM);
     /* acquire the return slots (zero-copy writes go straight into them);
      * traced, an acquire that did not wait reads no clock: the method's
      * span begins where the inputs came */
@@ -365,7 +367,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     const adag_method_info_t *m = &loop->methods[op->method];
     /* the actor's lock, contended only by another DAG's call on this
      * actor, is in the compute span */
-    doing(loop, op, ADAG_DOING_COMPUTE);
+    doing(loop, ot.oi, ADAG_DOING_COMPUTE);
     pthread_mutex_lock(loop->call_lock);
     st = m->fn(loop->state, call);
     ot.t[3] = trace_clock(loop);
@@ -415,7 +417,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
 static adag_status_t run_collective(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
     uint32_t oi = (uint32_t)(op - loop->prog.ops);
-    doing(loop, op, ADAG_DOING_COMPUTE);
+    doing(loop, oi, ADAG_DOING_COMPUTE);
     adag_status_t st = adag_loop_coll_run(loop, op, seq);
     adag_op_counters_t *c = &loop->op_counters[oi];
     adag_counter_add(&c->count, 1);

@@ -46,6 +46,17 @@ static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
     return &dag->slot_metas[(ref % dag->max_inflight) * dag->ninputs];
 }
 
+/* When this thread's execution began to wait for room (span clock; 0: it
+ * did not), for its traced execute span: read only at a wait, so that an
+ * execute that does not wait reads the clock once, after its inputs went. */
+static _Thread_local uint64_t blocked_at;
+
+static inline void note_blocked(adag_dag_h dag)
+{
+    if (dag->trace && !blocked_at)
+        blocked_at = adag_trace_clock();
+}
+
 /* Waits (under dag->lock) until ref `seq` fits in the window. */
 static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline,
                                    const char *fn)
@@ -53,6 +64,7 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
     while (seq >= dag->next_release + dag->max_inflight) {
         if (dag->abort_status != ADAG_OK)
             return adag_dag_abort_error(dag, fn);
+        note_blocked(dag);
         uint64_t oldest = dag->next_release;
         uint8_t f = dag->ref_flags[oldest % dag->max_inflight];
         if ((f & REF_RELEASED) && oldest < dag->next_publish) {
@@ -177,6 +189,7 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
                                        (unsigned long long)dag->next_reserve, dag->name);
             goto fail_locked;
         }
+        note_blocked(dag);
         adag_dag_cond_wait(dag, deadline);
     }
     if (dag->abort_status != ADAG_OK) {
@@ -441,11 +454,17 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
                               "slot capacity of %zu bytes",
                               fn, i, i, inputs[i].size, dag->capacity);
     }
-    uint64_t t0 = dag->trace ? adag_trace_clock() : 0;
+    blocked_at = 0;
     st = reserve(dag, flags, fn, 0, 1, inputs, ref);
-    /* the driver's ring is indexed: ref's execute is record 2 ref */
-    if (dag->trace && st == ADAG_OK)
-        adag_trace_put(dag->trace, 2 * *ref, ADAG_SPAN_EXECUTE, *ref, t0, adag_trace_clock());
+    /* the driver's ring is indexed: ref's execute is record 2 ref. Its
+     * span: from when it began to wait for room (if it did) to when its
+     * inputs were published; the clock is read after they went, off the
+     * path to the first stage */
+    if (dag->trace && st == ADAG_OK) {
+        uint64_t t1 = adag_trace_clock();
+        adag_trace_put(dag->trace, 2 * *ref, ADAG_SPAN_EXECUTE, *ref, blocked_at ? blocked_at : t1,
+                       t1);
+    }
     return st;
 }
 

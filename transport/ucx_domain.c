@@ -154,7 +154,8 @@ adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn
 {
     if (ready(arg))
         return ADAG_OK;
-    atomic_fetch_add_explicit(&spin->waited, 1, memory_order_relaxed);
+    atomic_store_explicit(&spin->waited, atomic_load_explicit(&spin->waited, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     /* what this process owes its peers goes before it waits on them */
     adag_ucx_credits_flush(d);
     if (spin->max > 0) {
