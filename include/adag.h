@@ -618,10 +618,11 @@ typedef struct {
      * order of the DAG's stream (adag_dag_stream); default none: tensors
      * reach the driver in host memory */
     const char *driver_device;
-    /* tracing (adag_dag_write_trace): the spans each actor loop and the
-     * driver keep, in memory, the oldest overwritten (rounded up to a power
-     * of two, 16 .. 2^20; 0: off, and tracing then costs nothing); default
-     * ADAG_TRACE_SPANS (0) */
+    /* tracing (adag_dag_write_trace): the records each actor loop and the
+     * driver keep, in memory, the oldest overwritten (one per op: its four
+     * spans; rounded up to a power of two, 16 .. 2^20; 64 bytes each; 0:
+     * off, and tracing then costs nothing); a traced DAG also times its
+     * statistics (adag/stats.h); default ADAG_TRACE_SPANS (0) */
     uint64_t trace_spans;
 } adag_compile_params_t;
 
@@ -742,10 +743,12 @@ ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
 
 /* Writes the DAG's trace (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS) as
  * Chrome trace-event JSON (Perfetto, chrome://tracing): a track per actor
- * loop and the driver, each span (wait input, compute, wait room, publish;
- * execute, get) with its ref, op and channel, on the driver's clock. Copied
- * while the DAG runs; a track's name counts the spans lost (overwritten).
- * ADAG_ERR_INVALID on a DAG compiled without tracing. */
+ * loop and the driver, each span (wait input, compute, wait room, publish,
+ * collective; a backend's ucx send or device copy inside them; execute,
+ * get) with its ref, op and channel, on the driver's clock. Copied while
+ * the DAG runs; a track's name counts the records lost (overwritten; one
+ * record holds an op's four spans). ADAG_ERR_INVALID on a DAG compiled
+ * without tracing. Statistics of the same DAG: adag/stats.h. */
 ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
 
 /* Where the DAG's first stage runs: the placement of the actors that read
