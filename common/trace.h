@@ -157,13 +157,20 @@ typedef struct adag_trace_ring {
 adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed);
 void adag_trace_ring_free(adag_trace_ring_t *r);
 
+/* Writes a record's fields into slot s as index; t: nt (2 or 5) stamps
+ * (written out: the writer's path stays a run of moves). */
 static inline void adag_trace_store(adag_trace_slot_t *s, uint64_t index, uint64_t seq,
                                     const uint64_t *t, unsigned nt, uint64_t packed)
 {
     atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
     atomic_store_explicit(&s->seq, seq, memory_order_release);
-    for (unsigned i = 0; i < nt; i++)
-        atomic_store_explicit(&s->t[i], t[i], memory_order_release);
+    atomic_store_explicit(&s->t[0], t[0], memory_order_release);
+    atomic_store_explicit(&s->t[1], t[1], memory_order_release);
+    if (nt > 2) {
+        atomic_store_explicit(&s->t[2], t[2], memory_order_release);
+        atomic_store_explicit(&s->t[3], t[3], memory_order_release);
+        atomic_store_explicit(&s->t[4], t[4], memory_order_release);
+    }
     atomic_store_explicit(&s->packed, packed, memory_order_release);
     atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
 }
