@@ -42,12 +42,15 @@ static double ns_per_tick(void)
 #endif
 }
 
-uint64_t adag_trace_ticks_to_ns(uint64_t ticks)
+double adag_trace_ns_per_tick(void)
 {
     pthread_once(&clock_once, clock_choose);
-    if (!adag_trace_tsc)
-        return ticks;
-    return (uint64_t)((double)ticks * ns_per_tick());
+    return adag_trace_tsc ? ns_per_tick() : 1.0;
+}
+
+uint64_t adag_trace_ticks_to_ns(uint64_t ticks)
+{
+    return (uint64_t)((double)ticks * adag_trace_ns_per_tick());
 }
 
 /* stamps a record of this kind carries */

@@ -106,8 +106,10 @@ static inline uint64_t adag_trace_clock(void)
 }
 
 /* A duration of the span clock in ns (the ratio measured since the first
- * ring was made). */
+ * ring was made, measured again at each call: convert figures that are
+ * compared with each other by one adag_trace_ns_per_tick). */
 uint64_t adag_trace_ticks_to_ns(uint64_t ticks);
+double adag_trace_ns_per_tick(void);
 
 /* One record as copied out of a ring (and sent over the control
  * connection). packed: kind (8 bits), flags (8), op (16), then a span's

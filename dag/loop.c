@@ -227,6 +227,15 @@ typedef struct {
     unsigned flags;
 } op_times_t;
 
+/* A method's (or collective's) time d into its op's counters. */
+static void compute_timed(adag_op_counters_t *c, uint64_t d)
+{
+    adag_counter_add(&c->compute, d);
+    if (d > atomic_load_explicit(&c->compute_max, memory_order_relaxed))
+        atomic_store_explicit(&c->compute_max, d, memory_order_relaxed);
+    adag_hist_add(&c->compute_hist, d);
+}
+
 /* A traced op published: its times into its counters (after its values
  * went, off the path to its readers; its count went before). */
 static void op_timed(adag_loop_t *loop, const op_times_t *ot)
@@ -235,13 +244,8 @@ static void op_timed(adag_loop_t *loop, const op_times_t *ot)
     const uint64_t *t = ot->t;
     adag_counter_add(&c->wait_input, t[1] - t[0]);
     adag_counter_add(&c->wait_room, t[2] - t[1]);
-    if (ot->flags & ADAG_OP_COMPUTED) {
-        uint64_t d = t[3] - t[2];
-        adag_counter_add(&c->compute, d);
-        if (d > atomic_load_explicit(&c->compute_max, memory_order_relaxed))
-            atomic_store_explicit(&c->compute_max, d, memory_order_relaxed);
-        adag_hist_add(&c->compute_hist, d);
-    }
+    if (ot->flags & ADAG_OP_COMPUTED)
+        compute_timed(c, t[3] - t[2]);
 }
 
 /* A traced op published: its record, its publish time; the next wait
@@ -413,22 +417,21 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     return st;
 }
 
-/* A collective op: one span; its time counts as the op's compute. */
+/* A collective op: one span; its time counts as the op's compute. Counted
+ * before it runs (it publishes its result), as a call is before its
+ * publish. */
 static adag_status_t run_collective(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
     uint32_t oi = (uint32_t)(op - loop->prog.ops);
-    doing(loop, oi, ADAG_DOING_COMPUTE);
-    adag_status_t st = adag_loop_coll_run(loop, op, seq);
     adag_op_counters_t *c = &loop->op_counters[oi];
+    doing(loop, oi, ADAG_DOING_COMPUTE);
     adag_counter_add(&c->count, 1);
+    adag_status_t st = adag_loop_coll_run(loop, op, seq);
     if (loop->trace) {
         uint64_t t0 = atomic_load_explicit(&loop->t_last, memory_order_relaxed);
         uint64_t t1 = adag_trace_clock();
         adag_trace_add(loop->trace, ADAG_SPAN_COLLECTIVE, oi, 0, seq, t0, t1);
-        adag_counter_add(&c->compute, t1 - t0);
-        if (t1 - t0 > atomic_load_explicit(&c->compute_max, memory_order_relaxed))
-            atomic_store_explicit(&c->compute_max, t1 - t0, memory_order_relaxed);
-        adag_hist_add(&c->compute_hist, t1 - t0);
+        compute_timed(c, t1 - t0);
         atomic_store_explicit(&loop->t_last, t1, memory_order_relaxed);
     }
     return st;

@@ -26,22 +26,23 @@ adag_status_t adag_loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, u
     return ADAG_OK;
 }
 
-static void op_figures(const adag_op_counters_t *c, uint64_t *hist, adag_op_figures_t *f)
+/* One op's figures, its durations converted by one ratio (so p50 <= p99
+ * <= max hold in ns as in ticks). */
+static void op_figures(const adag_op_counters_t *c, uint64_t *hist, double ns_per_tick,
+                       adag_op_figures_t *f)
 {
+#define NS(ticks) ((uint64_t)((double)(ticks) * ns_per_tick))
     f->count = atomic_load_explicit(&c->count, memory_order_relaxed);
-    f->wait_input_ns = adag_trace_ticks_to_ns(atomic_load_explicit(&c->wait_input,
-                                                                   memory_order_relaxed));
-    f->wait_room_ns = adag_trace_ticks_to_ns(atomic_load_explicit(&c->wait_room,
-                                                                  memory_order_relaxed));
-    f->compute_ns = adag_trace_ticks_to_ns(atomic_load_explicit(&c->compute,
-                                                                memory_order_relaxed));
-    f->publish_ns = adag_trace_ticks_to_ns(atomic_load_explicit(&c->publish,
-                                                                memory_order_relaxed));
+    f->wait_input_ns = NS(atomic_load_explicit(&c->wait_input, memory_order_relaxed));
+    f->wait_room_ns = NS(atomic_load_explicit(&c->wait_room, memory_order_relaxed));
+    f->compute_ns = NS(atomic_load_explicit(&c->compute, memory_order_relaxed));
+    f->publish_ns = NS(atomic_load_explicit(&c->publish, memory_order_relaxed));
     uint64_t max = atomic_load_explicit(&c->compute_max, memory_order_relaxed);
-    f->compute_max_ns = adag_trace_ticks_to_ns(max);
+    f->compute_max_ns = NS(max);
     adag_hist_copy(&c->compute_hist, hist);
-    f->compute_p50_ns = adag_trace_ticks_to_ns(adag_hist_quantile(hist, 0.5, max));
-    f->compute_p99_ns = adag_trace_ticks_to_ns(adag_hist_quantile(hist, 0.99, max));
+    f->compute_p50_ns = NS(adag_hist_quantile(hist, 0.5, max));
+    f->compute_p99_ns = NS(adag_hist_quantile(hist, 0.99, max));
+#undef NS
 }
 
 adag_status_t adag_loop_figures(adag_loop_t *loop, adag_loop_figures_t *out)
@@ -60,8 +61,9 @@ adag_status_t adag_loop_figures(adag_loop_t *loop, adag_loop_figures_t *out)
     }
     out->timed = loop->trace != NULL;
     out->nops = p->nops;
+    double ns_per_tick = adag_trace_ns_per_tick();
     for (uint32_t i = 0; i < p->nops; i++)
-        op_figures(&loop->op_counters[i], hist, &out->ops[i]);
+        op_figures(&loop->op_counters[i], hist, ns_per_tick, &out->ops[i]);
     free(hist);
     if (out->timed && loop->started) {
         uint64_t t0 = loop->t_started, now = adag_trace_clock();

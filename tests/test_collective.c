@@ -229,6 +229,9 @@ static void make_members(adag_runtime_h rt, adag_placement_t pl, unsigned n)
 
 typedef enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST } kind_t;
 
+/* trace records per loop the DAGs compile_coll makes keep (0: untraced) */
+static uint64_t coll_trace_spans;
+
 /* input 0 -> member m: apply (its stage) -> the collective -> every output */
 static adag_status_t compile_coll(adag_runtime_h rt, unsigned n, kind_t kind,
                                   adag_reduce_op_t op, unsigned root, adag_dag_h *dag)
@@ -251,6 +254,8 @@ static adag_status_t compile_coll(adag_runtime_h rt, unsigned n, kind_t kind,
     }
     ASSERT_OK(adag_graph_output(g, outs, n));
     adag_compile_params_t cp = h_compile_params(2, 8192, 0, 0);
+    cp.field_mask |= ADAG_COMPILE_PARAM_TRACE;
+    cp.trace_spans = coll_trace_spans;
     adag_status_t st = adag_graph_compile(g, &cp, dag);
     ASSERT_OK(adag_graph_destroy(g));
     return st;
@@ -522,6 +527,47 @@ Test(collective, inconsistent_order_is_rejected, .timeout = 60)
         cr_assert_eq(got, e, "element %u of the tensor sent by communicator", i);
     }
     ASSERT_OK(adag_dag_release(dag, ref));
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+/* Traced: each member's allreduce is a "collective" span of its loop and an
+ * op of its statistics named "allreduce", counted once per execution. */
+Test(collective, traced_allreduce_spans_and_stats, .timeout = 120)
+{
+    enum { EXECS = 2 * NDTYPES };
+    adag_runtime_h rt = h_runtime();
+    make_members(rt, ADAG_PLACEMENT_THREAD, 2);
+    coll_trace_spans = 4096;
+    adag_dag_h dag;
+    ASSERT_OK(compile_coll(rt, 2, ALLREDUCE, ADAG_REDUCE_SUM, 0, &dag));
+    run_checked(dag, ALLREDUCE, ADAG_REDUCE_SUM, 0, 2, EXECS);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_OK(adag_dag_write_trace(dag, f));
+    fclose(f);
+    unsigned spans = 0;
+    for (const char *p = text; (p = strstr(p, "\"name\":\"collective\"")); p++)
+        spans++;
+    free(text);
+    cr_assert_eq(spans, 2 * EXECS, "%u collective spans, want one per member and execution",
+                 spans);
+    adag_stats_h s;
+    ASSERT_OK(adag_dag_stats_take(dag, &s));
+    unsigned found = 0;
+    for (unsigned i = 0; i < adag_stats_nops(s); i++) {
+        adag_op_stats_t o = ADAG_OP_STATS_INIT;
+        ASSERT_OK(adag_stats_op(s, i, &o));
+        if (strcmp(o.name, "allreduce") != 0)
+            continue;
+        found++;
+        cr_assert(o.count == EXECS && o.compute_ns > 0 && o.compute_p50_ns <= o.compute_max_ns,
+                  "%s's allreduce: count %llu, %llu ns", o.actor, (unsigned long long)o.count,
+                  (unsigned long long)o.compute_ns);
+    }
+    cr_assert_eq(found, 2, "an allreduce op per member");
+    adag_stats_free(s);
     ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_runtime_destroy(rt));
 }

@@ -71,6 +71,18 @@ static adag_runtime_h three_stage_hosts(h_agent_t *ag, adag_actor_h *a)
     return rt;
 }
 
+/* Destroys what three_stage_hosts made and the chain over it. */
+static void three_stage_hosts_end(h_agent_t *ag, adag_runtime_h rt, adag_actor_h *a,
+                                  adag_graph_h g, adag_dag_h dag)
+{
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(adag_actor_destroy(a[i]));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_cleanup(ag);
+}
+
 /* input -> local process (+1) -> remote (+10) -> remote (+100) -> driver,
  * and the remote ones' values to the driver too: 64 executions in flight
  * 8 at a time, every value checked. */
@@ -102,12 +114,7 @@ Test(remote, chain_across_hosts, .timeout = 90)
     }
     for (int64_t i = 56; i < 57; i++)
         ASSERT_OK(adag_dag_release(dag, refs[i]));
-    ASSERT_OK(adag_dag_destroy(dag));
-    ASSERT_OK(adag_graph_destroy(g));
-    for (int i = 0; i < 3; i++)
-        ASSERT_OK(adag_actor_destroy(a[i]));
-    ASSERT_OK(adag_runtime_destroy(rt));
-    h_agent_cleanup(&ag);
+    three_stage_hosts_end(&ag, rt, a, g, dag);
     h_assert_clean(&snap);
 }
 
@@ -127,12 +134,7 @@ Test(remote, traced_chain_across_hosts, .timeout = 90)
     for (int64_t i = 0; i < 20; i++)
         cr_assert_eq(h_roundtrip(dag, i), i + 111);
     h_trace_check(dag, "3 add backend", "ok 20 executions");
-    ASSERT_OK(adag_dag_destroy(dag));
-    ASSERT_OK(adag_graph_destroy(g));
-    for (int i = 0; i < 3; i++)
-        ASSERT_OK(adag_actor_destroy(a[i]));
-    ASSERT_OK(adag_runtime_destroy(rt));
-    h_agent_cleanup(&ag);
+    three_stage_hosts_end(&ag, rt, a, g, dag);
 }
 
 /* Two DAGs over the same remote actors, executed in turns. */
