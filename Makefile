@@ -362,12 +362,15 @@ demo: all
 	$(BUILD)/examples/pipeline_demo
 
 # examples/gpu_pipeline, small: 4 device-bound process actors on the
-# emulated host device (zero-copy and peer-copy edges), every element checked.
+# emulated host device (zero-copy and peer-copy edges), every element checked,
+# traced: every span of its trace checked (tests/trace_check.py; its device
+# copies inside their waits and publishes), its figures printed.
 # GPU_DEMO_ARGS="--device cuda" runs it on CUDA where there is one.
 GPU_DEMO_ARGS ?= --device host
 demo-gpu: all
 	$(BUILD)/examples/gpu_pipeline $(GPU_DEMO_ARGS) --shape 16x256 --iters 300 \
-	    --dot $(BUILD)/gpu_pipeline.dot
+	    --dot $(BUILD)/gpu_pipeline.dot --trace $(BUILD)/gpu_pipeline_trace.json --stats
+	python3 tests/trace_check.py $(BUILD)/gpu_pipeline_trace.json 4 forward backend
 
 # examples/tp_pp: TP-2 x PP-2 MLP blocks, 4 device-bound process actors on
 # host:0..3, an allreduce per stage, every element checked.
@@ -476,8 +479,8 @@ $(GPU_DAG_EMULATED_MODULE): tests/gpu/cuda_stage.c tests/gpu/cuda_stage.h tests/
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DCUDA_STAGE_EMULATED -I tests/modules -shared -o $@ $< \
 	    $(LDFLAGS_BASE)
 
-# Not part of `make check` (CI has no GPU). Runs both programs, each under
-# a hard limit; each exits 0 (none failed, one passed at least), 77 (every
+# Not part of `make check` (CI has no GPU). Runs both programs
+# (tests/gpu/run-tests.sh), each under a hard limit; each exits 0 (none failed, one passed at least), 77 (every
 # test skipped: "skipped: <reason>" per test) or 1 (one failed). A program
 # that skipped everything is SKIPPED, never passed; TEST_GPU_REQUIRE=1 (a
 # runner that has a GPU) makes that a failure, and test-cuda-dag then fails
@@ -487,25 +490,7 @@ TEST_GPU_REQUIRE ?=
 GPU_TEST_ENV := TEST_GPU_REQUIRE="$(TEST_GPU_REQUIRE)" \
     $(if $(findstring address,$(SAN)),ASAN_OPTIONS=protect_shadow_gap=0)
 test-gpu: $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(BUILD)/adag-worker
-	@passed=0; skipped=0; failed=0; \
-	for run in $(GPU_TEST):300 $(GPU_DAG_TEST):1200; do \
-	    prog=$${run%:*}; limit=$${run##*:}; name=$$(basename $$prog); rc=0; \
-	    $(GPU_TEST_ENV) timeout --kill-after=10 $$limit $$prog || rc=$$?; \
-	    case $$rc in \
-	    0) passed=$$((passed + 1)); echo "test-gpu: $$name: passed" ;; \
-	    77) skipped=$$((skipped + 1)); echo "test-gpu: $$name: SKIPPED, not passed (the reason is above)" ;; \
-	    *) failed=$$((failed + 1)); echo "test-gpu: $$name: FAILED (exit $$rc)" >&2 ;; \
-	    esac; \
-	done; \
-	if [ $$failed -ne 0 ]; then \
-	    echo "test-gpu: FAILED ($$failed failed, $$passed passed, $$skipped skipped)" >&2; exit 1; \
-	elif [ $$skipped -ne 0 ]; then \
-	    echo "test-gpu: SKIPPED, not passed: $$skipped of $$((passed + skipped)) programs ran no test" \
-	        "(no CUDA device here: the reason is above)"; \
-	    if [ -n "$(TEST_GPU_REQUIRE)" ]; then echo "test-gpu: TEST_GPU_REQUIRE is set: failing" >&2; exit 1; fi; \
-	else \
-	    echo "test-gpu: passed ($$passed programs)"; \
-	fi
+	@$(GPU_TEST_ENV) tests/gpu/run-tests.sh $(BUILD)
 
 # ---- fuzzing (libFuzzer, clang) ----
 # Fuzz targets for the decoders that read a peer's bytes, and the data stage's

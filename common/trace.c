@@ -17,13 +17,26 @@ int adag_trace_tsc;
 static uint64_t anchor_tsc, anchor_ns; /* when the span clock was chosen */
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
+/* The kernel keeps time with the TSC: it found it stable and the same on
+ * every CPU (a virtual machine's CPUID often hides the invariant bit). */
+static int kernel_uses_tsc(void)
+{
+    char name[32] = "";
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f)
+        return 0;
+    int got = fgets(name, sizeof name, f) != NULL;
+    fclose(f);
+    return got && strcmp(name, "tsc\n") == 0;
+}
+
 static void clock_choose(void)
 {
 #if defined(__x86_64__)
     unsigned a, b, c, d;
     /* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every
-     * power state, the same on every core */
-    if (__get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8))) {
+     * power state, the same on every core; or the kernel's own clock is it */
+    if ((__get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8))) || kernel_uses_tsc()) {
         anchor_ns = (uint64_t)adag_now_ns();
         anchor_tsc = __rdtsc();
         adag_trace_tsc = 1;

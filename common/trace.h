@@ -228,6 +228,37 @@ static inline void adag_trace_put(adag_trace_ring_t *r, uint64_t index, unsigned
     adag_trace_store(&r->slots[index & r->mask], index, seq, t, 2, (uint64_t)(kind & 0xff));
 }
 
+/* Begins record `index` of an indexed ring for a span that ends later (off
+ * the path where it ends): its kind and seq now; not whole, so skipped by
+ * a copy, until adag_trace_put_begun finishes it. The finishing thread
+ * must see these stores (happen after them). */
+static inline void adag_trace_begin(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+                                    uint64_t seq)
+{
+    adag_trace_slot_t *s = &r->slots[index & r->mask];
+    atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, seq, memory_order_release);
+    atomic_store_explicit(&s->packed, (uint64_t)(kind & 0xff), memory_order_release);
+}
+
+/* Adds a span as record `index` of an indexed ring: when adag_trace_begin
+ * began it for this kind and seq, only its stamps and its stamp; else
+ * whole. */
+static inline void adag_trace_put_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+                                        uint64_t seq, uint64_t start, uint64_t end)
+{
+    adag_trace_slot_t *s = &r->slots[index & r->mask];
+    if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq ||
+        atomic_load_explicit(&s->stamp, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&s->packed, memory_order_relaxed) != (uint64_t)(kind & 0xff)) {
+        adag_trace_put(r, index, kind, seq, start, end);
+        return;
+    }
+    atomic_store_explicit(&s->t[0], start, memory_order_release);
+    atomic_store_explicit(&s->t[1], end, memory_order_release);
+    atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
+}
+
 /* Copies the records still whole in the ring, oldest first, into out
  * (room for mask + 1); returns how many. A one-writer ring's *lost: the
  * records added so far that were overwritten or are being written (so not

@@ -274,9 +274,10 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         adag_dag_update_fd(dag);
     }
     pthread_mutex_unlock(&dag->lock);
-    /* record 2 ref + 1 of the indexed ring, written by the first get only */
+    /* record 2 ref + 1 of the indexed ring, written by the first get only
+     * (begun by its execute) */
     if (dag->trace && st == ADAG_OK && first_get)
-        adag_trace_put(dag->trace, 2 * ref + 1, ADAG_SPAN_GET, ref, t0, adag_trace_clock());
+        adag_trace_put_begun(dag->trace, 2 * ref + 1, ADAG_SPAN_GET, ref, t0, adag_trace_clock());
     if (st == ADAG_OK && result != ADAG_OK)
         st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
                      : adag_error(result, "%s", adag_status_str(result));

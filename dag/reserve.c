@@ -46,25 +46,24 @@ static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
     return &dag->slot_metas[(ref % dag->max_inflight) * dag->ninputs];
 }
 
-/* When this thread's execution began to wait for room (span clock; 0: it
+/* Notes when an execution began to wait for room (span clock; *at 0: it
  * did not), for its traced execute span: read only at a wait, so that an
- * execute that does not wait reads the clock once, after its inputs went. */
-static _Thread_local uint64_t blocked_at;
-
-static inline void note_blocked(adag_dag_h dag)
+ * execute that does not wait reads the clock once, after its inputs went.
+ * at NULL: not asked (reserve without execute). */
+static inline void note_blocked(adag_dag_h dag, uint64_t *at)
 {
-    if (dag->trace && !blocked_at)
-        blocked_at = adag_trace_clock();
+    if (dag->trace && at && !*at)
+        *at = adag_trace_clock();
 }
 
 /* Waits (under dag->lock) until ref `seq` fits in the window. */
 static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline,
-                                   const char *fn)
+                                   const char *fn, uint64_t *blocked_at)
 {
     while (seq >= dag->next_release + dag->max_inflight) {
         if (dag->abort_status != ADAG_OK)
             return adag_dag_abort_error(dag, fn);
-        note_blocked(dag);
+        note_blocked(dag, blocked_at);
         uint64_t oldest = dag->next_release;
         uint8_t f = dag->ref_flags[oldest % dag->max_inflight];
         if ((f & REF_RELEASED) && oldest < dag->next_publish) {
@@ -144,7 +143,8 @@ static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
  * thread holding such a reservation is refused (it would wait for itself).
  * Two short critical sections; none held across a wait. */
 static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int legacy,
-                             int refuse_if_prepared, const adag_value_t *inputs, uint64_t *ref)
+                             int refuse_if_prepared, const adag_value_t *inputs, uint64_t *ref,
+                             uint64_t *blocked_at)
 {
     adag_status_t st = ADAG_OK;
     if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
@@ -189,7 +189,7 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
                                        (unsigned long long)dag->next_reserve, dag->name);
             goto fail_locked;
         }
-        note_blocked(dag);
+        note_blocked(dag, blocked_at);
         adag_dag_cond_wait(dag, deadline);
     }
     if (dag->abort_status != ADAG_OK) {
@@ -198,7 +198,13 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
     }
     dag->acquiring = 1;
     uint64_t seq = dag->next_reserve;
-    st = wait_for_room(dag, seq, nonblock, deadline, fn);
+    /* its get's record (2 seq + 1 of the indexed ring), begun before its
+     * inputs can go: the get, on the path to the caller's next execute,
+     * writes only its stamps (a get on another thread sees this through
+     * the values it waited for) */
+    if (dag->trace)
+        adag_trace_begin(dag->trace, 2 * seq + 1, ADAG_SPAN_GET, seq);
+    st = wait_for_room(dag, seq, nonblock, deadline, fn, blocked_at);
     pthread_mutex_unlock(&dag->lock);
     void **bufs = slot_bufs(dag, seq);
     for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
@@ -360,6 +366,12 @@ static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
     publish_ready(dag);
     leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
+    /* traced: its execute record (2 ref of the indexed ring), a mark at
+     * the commit (its inputs were written in place since the reserve) */
+    if (dag->trace) {
+        uint64_t t = adag_trace_clock();
+        adag_trace_put(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, t, t);
+    }
 }
 
 /* Cancels reservation ref and ends the caller's count as an API user
@@ -454,8 +466,8 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
                               "slot capacity of %zu bytes",
                               fn, i, i, inputs[i].size, dag->capacity);
     }
-    blocked_at = 0;
-    st = reserve(dag, flags, fn, 0, 1, inputs, ref);
+    uint64_t blocked_at = 0;
+    st = reserve(dag, flags, fn, 0, 1, inputs, ref, &blocked_at);
     /* the driver's ring is indexed: ref's execute is record 2 ref. Its
      * span: from when it began to wait for room (if it did) to when its
      * inputs were published; the clock is read after they went, off the
@@ -480,7 +492,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, u
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
-        (st = reserve(dag, flags, fn, 0, 0, NULL, &seq)) != ADAG_OK)
+        (st = reserve(dag, flags, fn, 0, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     *ref = seq;
@@ -550,7 +562,7 @@ adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **bu
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
-        (st = reserve(dag, flags, fn, 1, 1, NULL, &seq)) != ADAG_OK)
+        (st = reserve(dag, flags, fn, 1, 1, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     return ADAG_OK;
@@ -596,7 +608,7 @@ adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffe
 {
     static const char *fn = "adag_dag_reserve (data source)";
     uint64_t seq;
-    adag_status_t st = reserve(dag, flags, fn, 0, 0, NULL, &seq);
+    adag_status_t st = reserve(dag, flags, fn, 0, 0, NULL, &seq, NULL);
     if (st != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), dag->ninputs * sizeof(*buffers));

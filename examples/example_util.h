@@ -102,4 +102,33 @@ static inline bool write_dot_file(adag_dag_h dag, const char *dot)
     return good;
 }
 
+/* Writes the DAG's trace (compiled with trace_spans) as Chrome trace JSON. */
+static inline bool write_trace_file(adag_dag_h dag, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, EXAMPLE_NAME ": cannot create %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    bool good = ok(adag_dag_write_trace(dag, f), "adag_dag_write_trace");
+    if (fclose(f) != 0 && good) {
+        fprintf(stderr, EXAMPLE_NAME ": cannot write %s: %s\n", path, strerror(errno));
+        good = false;
+    }
+    if (good)
+        printf(EXAMPLE_NAME ": trace in %s (open it in https://ui.perfetto.dev)\n", path);
+    return good;
+}
+
+/* Prints the DAG's figures: each actor, op and channel (adag_stats_print). */
+static inline bool print_stats(adag_dag_h dag)
+{
+    adag_stats_h figures;
+    if (!ok(adag_dag_stats_take(dag, &figures), "adag_dag_stats_take"))
+        return false;
+    bool good = ok(adag_stats_print(figures, stdout), "adag_stats_print");
+    adag_stats_free(figures);
+    return good;
+}
+
 #endif

@@ -16,8 +16,13 @@
  * Every element of every result is compared with the driver's own C
  * computation of the same stages (gpu_stages.h), bit for bit.
  *
+ * --trace FILE traces the DAG and writes the last executions' spans (each
+ * stage's waits, compute and publish, its device copies, the driver's) as
+ * Chrome trace JSON; --stats prints each actor's, op's and channel's figures.
+ *
  * Usage: gpu_pipeline [--device host|cuda] [--shape 64x1024] [--stages 4]
- *                     [--iters N] [--inflight K] [--dot FILE] [--module PATH]
+ *                     [--iters N] [--inflight K] [--dot FILE] [--trace FILE]
+ *                     [--stats] [--module PATH]
  */
 #include <adag.h>
 
@@ -50,7 +55,8 @@ typedef struct {
     int64_t shape[ADAG_MAX_DIMS];
     unsigned stages, inflight;
     unsigned long iters;
-    const char *dot, *module;
+    const char *dot, *module, *trace;
+    bool stats;
 } options_t;
 
 static void usage(FILE *f)
@@ -66,6 +72,8 @@ static void usage(FILE *f)
             "  --inflight K        executions in flight (default 4, at most %d)\n"
             "  --dot FILE          where to write the DOT graph (default a new file in\n"
             "                      $TMPDIR or /tmp)\n"
+            "  --trace FILE        trace the DAG; write its last spans as Chrome trace JSON\n"
+            "  --stats             print each actor's, op's and channel's figures at the end\n"
             "  --module PATH       the stage module (default %s/libgpu_stages.so, or\n"
             "                      libgpu_stages_cuda.so for cuda)\n",
             MAX_STAGES, MAX_INFLIGHT, ADAG_EXAMPLE_DIR);
@@ -111,8 +119,11 @@ static int parse_options(int argc, char **argv, options_t *o)
         if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
             usage(stdout);
             return 2;
+        } else if (!strcmp(opt, "--stats")) {
+            o->stats = true;
+            continue; /* no value */
         } else if (!strcmp(opt, "--device") || !strcmp(opt, "--dot") ||
-                   !strcmp(opt, "--module")) {
+                   !strcmp(opt, "--module") || !strcmp(opt, "--trace")) {
             if (!arg) {
                 fprintf(stderr, "gpu_pipeline: %s needs a value\n", opt);
                 return 1;
@@ -125,6 +136,8 @@ static int parse_options(int argc, char **argv, options_t *o)
                 o->device = arg;
             else if (!strcmp(opt, "--dot"))
                 o->dot = arg;
+            else if (!strcmp(opt, "--trace"))
+                o->trace = arg;
             else
                 o->module = arg;
         } else if (!strcmp(opt, "--shape")) {
@@ -275,8 +288,9 @@ static bool build(adag_runtime_h rt, const options_t *o, size_t bytes, adag_dag_
     }
     adag_compile_params_t cp = {
         .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |
-                      ADAG_COMPILE_PARAM_NAME,
-        .max_inflight = o->inflight, .slot_capacity = bytes, .name = "gpu_pipeline"};
+                      ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_TRACE,
+        .max_inflight = o->inflight, .slot_capacity = bytes, .name = "gpu_pipeline",
+        .trace_spans = o->trace ? 65536 : 0}; /* each loop's latest 64 Ki records */
     good = ok(adag_graph_output(g, &x, 1), "adag_graph_output") &&
            ok(adag_graph_compile(g, &cp, dag), "adag_graph_compile");
 done:
@@ -352,6 +366,8 @@ int main(int argc, char **argv)
            "%.3f GB/s of input; every element matched the C reference\n",
            o.iters, o.inflight, seconds, (double)o.iters / seconds,
            (double)o.iters * (double)pool.n * 4 / seconds * 1e-9);
+    if ((o.trace && !write_trace_file(dag, o.trace)) || (o.stats && !print_stats(dag)))
+        goto done;
     rc = 0;
 done:
     if (rt)

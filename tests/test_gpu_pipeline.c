@@ -160,8 +160,26 @@ static void run_pipeline(adag_placement_t pl, unsigned executions, uint64_t trac
     }
     /* traced: the device channels' copies are spans inside the waits and
      * publishes of their loops */
-    if (trace_spans)
+    if (trace_spans) {
         h_trace_check(dag, "4 step backend", "ok ");
+        /* each channel's writer counted every value (the tensors' device
+         * channels, the info bytes' shm or self ones), and none is in use
+         * once every ref was released */
+        adag_stats_h s;
+        ASSERT_OK(adag_dag_stats_take(dag, &s));
+        unsigned ndevice = 0;
+        for (unsigned i = 0; i < adag_stats_nchannels(s); i++) {
+            adag_channel_stats_t c = ADAG_CHANNEL_STATS_INIT;
+            ASSERT_OK(adag_stats_channel(s, i, &c));
+            ndevice += strcmp(c.kind, "device") == 0;
+            cr_assert_eq(c.values, executions, "%s: %llu values", c.name,
+                         (unsigned long long)c.values);
+            if (strcmp(c.kind, "self") != 0) /* a loop's own values: not counted */
+                cr_assert_eq(c.in_use, 0, "%s (%s): %d in use", c.name, c.kind, c.in_use);
+        }
+        cr_assert_eq(ndevice, 5, "input, s1..s4's tensors: %u device channels", ndevice);
+        adag_stats_free(s);
+    }
     if (pl == ADAG_PLACEMENT_PROCESS) {
         /* every worker holds its device's objects while the DAG lives, and
          * none once it is destroyed */

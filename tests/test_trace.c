@@ -74,6 +74,36 @@ Test(trace, process_actor_chain, .timeout = 60)
 }
 
 /* Results do not depend on tracing. */
+/* The zero-copy API's executions are traced too: a ref reserved and
+ * committed (adag_dag_reserve/commit, adag_dag_execute_prepare/commit)
+ * has its execute record, at the commit, and its get's. */
+Test(trace, zero_copy_commits_are_traced, .timeout = 60)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a[3];
+    adag_dag_h dag = chain(rt, ADAG_PLACEMENT_THREAD, 4096, a);
+    for (int64_t i = 0; i < 20; i++) {
+        void *buf;
+        adag_ref_t ref;
+        size_t size = sizeof(i);
+        if (i % 2) {
+            ASSERT_OK(adag_dag_reserve(dag, 0, &buf, 1, &ref));
+            memcpy(buf, &i, sizeof(i));
+            ASSERT_OK(adag_dag_commit(dag, ref, &size, 1));
+        } else {
+            ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
+            memcpy(buf, &i, sizeof(i));
+            ASSERT_OK(adag_dag_execute_commit(dag, &size, 1, &ref));
+        }
+        cr_assert_eq(h_get_i64(dag, ref, 10000), i + 111);
+        ASSERT_OK(adag_dag_release(dag, ref));
+    }
+    /* every ref: the driver's execute and get, each stage's three spans */
+    write_and_check(dag, "ok 20 executions, 180 spans checked");
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+}
+
 Test(trace, results_identical_on_and_off, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();

@@ -641,6 +641,14 @@ static int dev_notify_fd(adag_chan_t *ch)
     return ring->ops->notify_fd ? ring->ops->notify_fd(ring) : -1;
 }
 
+/* The ring's slots published and not yet released by every reader: a
+ * device value counts from when its ring slot is published (after its
+ * copy, if any) until every reader released it. */
+static uint32_t dev_in_use(adag_chan_t *ch)
+{
+    return adag_chan_in_use(dev_of(ch)->ring);
+}
+
 const adag_chan_ops_t adag_chan_dev_ops = {
     .name = "device",
     .kind = ADAG_CHAN_DEVICE,
@@ -660,4 +668,5 @@ const adag_chan_ops_t adag_chan_dev_ops = {
     .wait = adag_chan_dev_wait,
     .release = adag_chan_dev_release,
     .ready = adag_chan_dev_ready,
+    .in_use = dev_in_use,
 };
