@@ -230,8 +230,8 @@ static inline void adag_trace_put(adag_trace_ring_t *r, uint64_t index, unsigned
 
 /* Begins record `index` of an indexed ring for a span that ends later (off
  * the path where it ends): its kind and seq now; not whole, so skipped by
- * a copy, until adag_trace_put_begun finishes it. The finishing thread
- * must see these stores (happen after them). */
+ * a copy, until adag_trace_put_begun or adag_trace_end_begun finishes it.
+ * The finishing thread must see these stores (happen after them). */
 static inline void adag_trace_begin(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                     uint64_t seq)
 {
@@ -241,20 +241,50 @@ static inline void adag_trace_begin(adag_trace_ring_t *r, uint64_t index, unsign
     atomic_store_explicit(&s->packed, (uint64_t)(kind & 0xff), memory_order_release);
 }
 
+/* Begins it with its start known now (adag_trace_end_begun ends it). */
+static inline void adag_trace_begin_at(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+                                       uint64_t seq, uint64_t start)
+{
+    adag_trace_begin(r, index, kind, seq);
+    atomic_store_explicit(&r->slots[index & r->mask].t[0], start, memory_order_release);
+}
+
+/* Whether record `index` was begun for this kind and seq and not finished. */
+static inline int adag_trace_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+                                   uint64_t seq)
+{
+    adag_trace_slot_t *s = &r->slots[index & r->mask];
+    return atomic_load_explicit(&s->seq, memory_order_relaxed) == seq &&
+           atomic_load_explicit(&s->stamp, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&s->packed, memory_order_relaxed) == (uint64_t)(kind & 0xff);
+}
+
 /* Adds a span as record `index` of an indexed ring: when adag_trace_begin
  * began it for this kind and seq, only its stamps and its stamp; else
  * whole. */
 static inline void adag_trace_put_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                         uint64_t seq, uint64_t start, uint64_t end)
 {
-    adag_trace_slot_t *s = &r->slots[index & r->mask];
-    if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq ||
-        atomic_load_explicit(&s->stamp, memory_order_relaxed) != 0 ||
-        atomic_load_explicit(&s->packed, memory_order_relaxed) != (uint64_t)(kind & 0xff)) {
+    if (!adag_trace_begun(r, index, kind, seq)) {
         adag_trace_put(r, index, kind, seq, start, end);
         return;
     }
+    adag_trace_slot_t *s = &r->slots[index & r->mask];
     atomic_store_explicit(&s->t[0], start, memory_order_release);
+    atomic_store_explicit(&s->t[1], end, memory_order_release);
+    atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
+}
+
+/* Ends a record begun with its start (adag_trace_begin_at): its end and
+ * its stamp; one not begun so is a span [end, end]. */
+static inline void adag_trace_end_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+                                        uint64_t seq, uint64_t end)
+{
+    if (!adag_trace_begun(r, index, kind, seq)) {
+        adag_trace_put(r, index, kind, seq, end, end);
+        return;
+    }
+    adag_trace_slot_t *s = &r->slots[index & r->mask];
     atomic_store_explicit(&s->t[1], end, memory_order_release);
     atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
 }

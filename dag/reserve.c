@@ -48,11 +48,10 @@ static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
 
 /* Notes when an execution began to wait for room (span clock; *at 0: it
  * did not), for its traced execute span: read only at a wait, so that an
- * execute that does not wait reads the clock once, after its inputs went.
- * at NULL: not asked (reserve without execute). */
+ * execute that does not wait reads the clock once, after its inputs went. */
 static inline void note_blocked(adag_dag_h dag, uint64_t *at)
 {
-    if (dag->trace && at && !*at)
+    if (dag->trace && !*at)
         *at = adag_trace_clock();
 }
 
@@ -147,6 +146,9 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
                              uint64_t *blocked_at)
 {
     adag_status_t st = ADAG_OK;
+    uint64_t own_blocked_at = 0;
+    if (!blocked_at)
+        blocked_at = &own_blocked_at;
     if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
         return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
     int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
@@ -263,6 +265,11 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         dag->stats.executed++;
         publish_ready(dag);
         leave_locked(dag);
+    } else if (dag->trace) {
+        /* the zero-copy API: its execute record runs from the reserve (its
+         * wait for room, if any) to the commit, which ends it */
+        adag_trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
+                            *blocked_at ? *blocked_at : adag_trace_clock());
     }
     pthread_mutex_unlock(&dag->lock);
     *ref = seq;
@@ -366,12 +373,10 @@ static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
     publish_ready(dag);
     leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
-    /* traced: its execute record (2 ref of the indexed ring), a mark at
-     * the commit (its inputs were written in place since the reserve) */
-    if (dag->trace) {
-        uint64_t t = adag_trace_clock();
-        adag_trace_put(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, t, t);
-    }
+    /* traced: its execute record (2 ref of the indexed ring), begun at the
+     * reserve, ends here (its inputs were written in place meanwhile) */
+    if (dag->trace)
+        adag_trace_end_begun(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, adag_trace_clock());
 }
 
 /* Cancels reservation ref and ends the caller's count as an API user

@@ -510,18 +510,25 @@ adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
     return dag;
 }
 
+void h_trace_write(adag_dag_h dag, char *path)
+{
+    strcpy(path, "/tmp/adag-trace-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_not_null(f);
+    ASSERT_OK(adag_dag_write_trace(dag, f));
+    cr_assert_eq(fclose(f), 0);
+}
+
 void h_trace_check(adag_dag_h dag, const char *args, const char *want)
 {
     /* a loop writes an op's record just after publishing its value, so the
      * driver may get a result a moment before the records of it are all
      * there: the trace is taken once the loops had time to write them */
     usleep(100 * 1000);
-    char path[] = "/tmp/adag-trace-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    ASSERT_OK(adag_dag_write_trace(dag, f));
-    fclose(f);
+    char path[H_TRACE_PATH_MAX];
+    h_trace_write(dag, path);
     char cmd[512], out[512] = "";
     snprintf(cmd, sizeof(cmd), "python3 %s/tests/trace_check.py %s %s 2>&1", ADAG_TEST_SRC_DIR,
              path, args);

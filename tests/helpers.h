@@ -89,6 +89,10 @@ adag_dag_h h_compile_with(adag_graph_h g, const adag_compile_params_t *cp);
 /* Compiles g; max_inflight 0 and cap 0 mean defaults. Asserts success. */
 adag_dag_h h_compile(adag_graph_h g, unsigned max_inflight, size_t cap);
 
+/* Writes the DAG's trace to a new file; path (room for H_TRACE_PATH_MAX)
+ * gets its name: the caller unlinks it. */
+#define H_TRACE_PATH_MAX 32
+void h_trace_write(adag_dag_h dag, char *path);
 /* After 100 ms (the loops' last records written), writes the DAG's trace
  * to a temporary file and checks it with
  * tests/trace_check.py ARGS ("STAGES METHOD [backend]"); its output must

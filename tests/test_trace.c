@@ -74,9 +74,35 @@ Test(trace, process_actor_chain, .timeout = 60)
 }
 
 /* Results do not depend on tracing. */
+/* The duration (us) of the driver's execute span of ref, read from the
+ * trace with Python's JSON parser. */
+static double execute_span_us(adag_dag_h dag, uint64_t ref)
+{
+    char path[H_TRACE_PATH_MAX];
+    h_trace_write(dag, path);
+    char cmd[1024], out[128] = "";
+    snprintf(cmd, sizeof(cmd),
+             "python3 -c 'import json, sys\n"
+             "t = json.load(open(sys.argv[1]))\n"
+             "d = [e[\"dur\"] for e in t[\"traceEvents\"] if e.get(\"ph\") == \"X\" and "
+             "e[\"name\"] == \"execute\" and e[\"args\"][\"ref\"] == int(sys.argv[2])]\n"
+             "print(d[0] if len(d) == 1 else -1)' %s %llu 2>&1",
+             path, (unsigned long long)ref);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    unlink(path);
+    char *end;
+    double us = strtod(out, &end);
+    cr_assert(end != out && us >= 0, "ref %llu: %s", (unsigned long long)ref, out);
+    return us;
+}
+
 /* The zero-copy API's executions are traced too: a ref reserved and
  * committed (adag_dag_reserve/commit, adag_dag_execute_prepare/commit)
- * has its execute record, at the commit, and its get's. */
+ * has its execute record, from the reserve to the commit, and its get's. */
 Test(trace, zero_copy_commits_are_traced, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
@@ -89,6 +115,8 @@ Test(trace, zero_copy_commits_are_traced, .timeout = 60)
         if (i % 2) {
             ASSERT_OK(adag_dag_reserve(dag, 0, &buf, 1, &ref));
             memcpy(buf, &i, sizeof(i));
+            if (i == 5)
+                usleep(30 * 1000); /* a slow fill: in its execute span */
             ASSERT_OK(adag_dag_commit(dag, ref, &size, 1));
         } else {
             ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
@@ -100,6 +128,9 @@ Test(trace, zero_copy_commits_are_traced, .timeout = 60)
     }
     /* every ref: the driver's execute and get, each stage's three spans */
     write_and_check(dag, "ok 20 executions, 180 spans checked");
+    double slow = execute_span_us(dag, 5), quick = execute_span_us(dag, 7);
+    cr_assert(slow >= 30000 && quick < 30000, "execute spans: ref 5 %.0f us, ref 7 %.0f us", slow,
+              quick);
     ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_runtime_destroy(rt));
 }
