@@ -38,25 +38,32 @@ int64_t adag_watchdog_period_ns(int64_t timeout_ms)
     return p;
 }
 
-/* One pass: the oldest overdue operation of every endpoint, or ADAG_OK. */
+/* One pass: the loop's own overdue operation (a collective), else the
+ * oldest overdue operation of its endpoints, or ADAG_OK. A collective is
+ * the cause to name: the device work queued after it on its streams (an
+ * endpoint's copy of its result) waits for it, so while one is pending an
+ * endpoint's overdue operation is not reported; the collective is, once
+ * overdue itself (at most a timeout later). */
 static adag_status_t check(adag_watchdog_t *w, char *msg, size_t len)
 {
-    int64_t now = adag_now_ns(), oldest = INT64_MAX;
+    int64_t now = adag_now_ns(), oldest = INT64_MAX, since = INT64_MAX;
+    if (w->extra && w->extra(w->extra_ctx, now, w->timeout_ns, &since) == ADAG_ERR_TIMEOUT) {
+        snprintf(msg, len, "%s", adag_last_error());
+        return ADAG_ERR_TIMEOUT;
+    }
     for (unsigned i = 0; i < w->n; i++) {
-        int64_t since = INT64_MAX;
         adag_chan_t *ch = w->chans[i];
+        since = INT64_MAX;
         if (ch->ops->watch(ch, now, w->timeout_ns, &since) == ADAG_ERR_TIMEOUT &&
             since < oldest) {
             oldest = since;
             snprintf(msg, len, "%s", adag_last_error());
         }
     }
-    int64_t since = INT64_MAX;
-    if (w->extra && w->extra(w->extra_ctx, now, w->timeout_ns, &since) == ADAG_ERR_TIMEOUT &&
-        since < oldest) {
-        oldest = since;
-        snprintf(msg, len, "%s", adag_last_error());
-    }
+    /* timeout 0: any collective still pending counts */
+    if (oldest != INT64_MAX && w->extra &&
+        w->extra(w->extra_ctx, now, 0, &since) == ADAG_ERR_TIMEOUT)
+        return ADAG_OK;
     return oldest == INT64_MAX ? ADAG_OK : ADAG_ERR_TIMEOUT;
 }
 

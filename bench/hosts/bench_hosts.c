@@ -19,8 +19,9 @@
  *               executions per second at 1 and 8 in flight (no peer: the
  *               ratio is in flight 8 over 1)
  *
- * Rounds (3; --quick: 1) alternate ucx_perftest and adag; each figure is
- * the median over the rounds (--verbose: each round's figures on stderr).
+ * Rounds (3; --quick: 1; --rounds R: R, at most 9) alternate ucx_perftest
+ * and adag; each figure is the median over the rounds (--verbose: each
+ * round's figures on stderr).
  * Needs root (namespaces); elsewhere it prints "skipped: <reason>" and
  * exits 0. --quick: fewer iterations; --json: one JSON object; --rtt N /
  * --bw N / --chain N: only adag's 8 B round trip / a 16 MiB stream (--size
@@ -231,10 +232,13 @@ static double median(double *v, unsigned n)
     return v[n / 2];
 }
 
-/* n executions of `in` (stamped with its index at both ends when stamp),
- * `inflight` at a time; the seconds they took. Each output checked. */
+/* Rounds of ucx_perftest and adag, alternating: 3 (--quick 1), or --rounds R. */
+#define ROUNDS_MAX 9
+
 static int zero_copy; /* run(): the driver writes into the slot (prepare/commit) */
 
+/* n executions of `in` (stamped with its index at both ends when stamp),
+ * `inflight` at a time; the seconds they took. Each output checked. */
 static double run(adag_dag_h dag, unsigned char *in, size_t size, long n, unsigned inflight,
                   int stamp, double *lat_median)
 {
@@ -293,6 +297,7 @@ int main(int argc, char **argv)
     size_t bw_size = 16 << 20;
     unsigned bw_inflight = 8;
     size_t bw_capacity = 0; /* 0: the value's size */
+    int rounds_asked = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
@@ -310,15 +315,23 @@ int main(int argc, char **argv)
             zero_copy = 1;
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
             bw_size = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds_asked = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--verbose"))
             verbose = 1;
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
-            fprintf(stderr, "usage: adag-bench-hosts [--quick] [--json] [--verbose] [--rtt N | --bw N "
-                            "[--size BYTES] [--zero-copy] | --chain N] [--inflight K]\n");
+            fprintf(stderr, "usage: adag-bench-hosts [--quick] [--json] [--verbose] [--rounds R] "
+                            "[--rtt N | --bw N [--size BYTES] [--zero-copy] | --chain N] "
+                            "[--inflight K]\n");
             return 2;
         }
+    }
+    if (rounds_asked && (rounds_asked < 1 || rounds_asked > ROUNDS_MAX)) {
+        fprintf(stderr, "adag-bench-hosts: --rounds %d: expected 1 to %d\n", rounds_asked,
+                ROUNDS_MAX);
+        return 2;
     }
     char why[256];
     if (system("command -v ucx_perftest >/dev/null 2>&1") != 0) {
@@ -384,8 +397,7 @@ int main(int argc, char **argv)
     /* Rounds alternate ucx_perftest and adag, each row's figure is the
      * median over the rounds: this host is shared and noisy, and a slow
      * spell then hits both sides alike. */
-    enum { ROUNDS_MAX = 5 };
-    unsigned rounds = quick ? 1 : 3;
+    unsigned rounds = rounds_asked ? (unsigned)rounds_asked : quick ? 1 : 3;
     double p_lat[ROUNDS_MAX], p_bw[2][ROUNDS_MAX], a_lat[ROUNDS_MAX], a_bw[2][ROUNDS_MAX],
         a_zc[2][ROUNDS_MAX], noerr[2] = {0, 0};
     size_t sizes[2] = {1 << 20, 16 << 20};
