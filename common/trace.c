@@ -30,6 +30,27 @@ static int kernel_uses_tsc(void)
     return got && strcmp(name, "tsc\n") == 0;
 }
 
+#if defined(__x86_64__)
+/* A (TSC, CLOCK_MONOTONIC) pair read at one moment: of 8 tries, the TSC
+ * read between the two clock reads closest together, against their
+ * middle. A pair read across a preemption would shift every stamp this
+ * process converts (by microseconds on a loaded machine), and the stamps
+ * of two processes must agree to well under the time a value takes from
+ * one to the other. */
+static void tsc_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 8; i++) {
+        uint64_t n0 = (uint64_t)adag_now_ns(), t = __rdtsc(), n1 = (uint64_t)adag_now_ns();
+        if (n1 - n0 < best) {
+            best = n1 - n0;
+            *tsc = t;
+            *ns = n0 + (n1 - n0) / 2;
+        }
+    }
+}
+#endif
+
 static void clock_choose(void)
 {
 #if defined(__x86_64__)
@@ -37,8 +58,7 @@ static void clock_choose(void)
     /* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every
      * power state, the same on every core; or the kernel's own clock is it */
     if ((__get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8))) || kernel_uses_tsc()) {
-        anchor_ns = (uint64_t)adag_now_ns();
-        anchor_tsc = __rdtsc();
+        tsc_pair(&anchor_tsc, &anchor_ns);
         adag_trace_tsc = 1;
     }
 #endif
@@ -48,7 +68,8 @@ static void clock_choose(void)
 static double ns_per_tick(void)
 {
 #if defined(__x86_64__)
-    uint64_t ns1 = (uint64_t)adag_now_ns(), tsc1 = __rdtsc();
+    uint64_t ns1, tsc1;
+    tsc_pair(&tsc1, &ns1);
     return tsc1 > anchor_tsc ? (double)(ns1 - anchor_ns) / (double)(tsc1 - anchor_tsc) : 0;
 #else
     return 1;
