@@ -17,6 +17,7 @@ int adag_trace_tsc;
 static uint64_t anchor_tsc, anchor_ns; /* when the span clock was chosen */
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
+#if defined(__x86_64__)
 /* The kernel keeps time with the TSC: it found it stable and the same on
  * every CPU (a virtual machine's CPUID often hides the invariant bit). */
 static int kernel_uses_tsc(void)
@@ -30,7 +31,6 @@ static int kernel_uses_tsc(void)
     return got && strcmp(name, "tsc\n") == 0;
 }
 
-#if defined(__x86_64__)
 /* A (TSC, CLOCK_MONOTONIC) pair read at one moment: of 8 tries, the TSC
  * read between the two clock reads closest together, against their
  * middle. A pair read across a preemption would shift every stamp this

@@ -259,6 +259,13 @@ static inline int adag_trace_begun(adag_trace_ring_t *r, uint64_t index, unsigne
            atomic_load_explicit(&s->packed, memory_order_relaxed) == (uint64_t)(kind & 0xff);
 }
 
+/* Ends begun record `index` in slot s: its end, then its stamp (whole). */
+static inline void adag_trace_finish(adag_trace_slot_t *s, uint64_t index, uint64_t end)
+{
+    atomic_store_explicit(&s->t[1], end, memory_order_release);
+    atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
+}
+
 /* Adds a span as record `index` of an indexed ring: when adag_trace_begin
  * began it for this kind and seq, only its stamps and its stamp; else
  * whole. */
@@ -271,22 +278,18 @@ static inline void adag_trace_put_begun(adag_trace_ring_t *r, uint64_t index, un
     }
     adag_trace_slot_t *s = &r->slots[index & r->mask];
     atomic_store_explicit(&s->t[0], start, memory_order_release);
-    atomic_store_explicit(&s->t[1], end, memory_order_release);
-    atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
+    adag_trace_finish(s, index, end);
 }
 
-/* Ends a record begun with its start (adag_trace_begin_at): its end and
- * its stamp; one not begun so is a span [end, end]. */
+/* Ends a record begun with its start (adag_trace_begin_at); one not begun
+ * so is a span [end, end]. */
 static inline void adag_trace_end_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                         uint64_t seq, uint64_t end)
 {
-    if (!adag_trace_begun(r, index, kind, seq)) {
+    if (!adag_trace_begun(r, index, kind, seq))
         adag_trace_put(r, index, kind, seq, end, end);
-        return;
-    }
-    adag_trace_slot_t *s = &r->slots[index & r->mask];
-    atomic_store_explicit(&s->t[1], end, memory_order_release);
-    atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
+    else
+        adag_trace_finish(&r->slots[index & r->mask], index, end);
 }
 
 /* Copies the records still whole in the ring, oldest first, into out

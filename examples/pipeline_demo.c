@@ -28,6 +28,9 @@
  */
 #include <adag.h>
 
+#define EXAMPLE_NAME "pipeline_demo"
+#include "example_util.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -78,27 +81,6 @@ typedef struct {
 } phase_result_t;
 
 /* ---------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Reports a failed adag call; returns false if it failed. */
-static bool ok(adag_status_t s, const char *what)
-{
-    char msg[1024];
-
-    if (s == ADAG_OK)
-        return true;
-    /* Copy the message first: the next adag call may replace it. */
-    snprintf(msg, sizeof msg, "%s", adag_last_error());
-    fprintf(stderr, "pipeline_demo: %s failed: %s%s%s\n", what, adag_status_str(s),
-            msg[0] ? ": " : "", msg);
-    return false;
-}
 
 static float stage_scale(unsigned i)
 {
@@ -460,25 +442,6 @@ out:
     return good;
 }
 
-/* Writes the DAG as DOT (trace false) or its trace as JSON (trace true). */
-static bool write_file(adag_dag_h dag, const char *path, bool trace)
-{
-    FILE *f = fopen(path, "w");
-    bool good;
-
-    if (f == NULL) {
-        fprintf(stderr, "pipeline_demo: cannot create %s: %s\n", path, strerror(errno));
-        return false;
-    }
-    good = trace ? ok(adag_dag_write_trace(dag, f), "adag_dag_write_trace")
-                 : ok(adag_dag_write_dot(dag, f), "adag_dag_write_dot");
-    if (fclose(f) != 0 && good) {
-        fprintf(stderr, "pipeline_demo: cannot write %s: %s\n", path, strerror(errno));
-        good = false;
-    }
-    return good;
-}
-
 /* ---------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -541,11 +504,8 @@ int main(int argc, char **argv)
     if (!build(rt, &o, actors, &dag))
         goto out;
     printf("  setup    actors created and DAG compiled in %.1f ms\n", (now_s() - t0) * 1e3);
-    if (o.dot != NULL) {
-        if (!write_file(dag, o.dot, false))
-            goto out;
-        printf("  dot      compiled DAG written to %s\n", o.dot);
-    }
+    if (o.dot != NULL && !write_dot_file(dag, o.dot))
+        goto out;
 
     if (!run(dag, &pool, o.inflight, warmup, &next_iter, lat, &rw))
         goto out;
@@ -571,22 +531,8 @@ int main(int argc, char **argv)
                serial, serial * par, par);
     }
 
-    if (o.trace != NULL) {
-        if (!write_file(dag, o.trace, true))
-            goto out;
-        printf("  trace    the last executions' spans written to %s (open it in "
-               "https://ui.perfetto.dev)\n",
-               o.trace);
-    }
-    if (o.stats) {
-        adag_stats_h figures;
-        if (!ok(adag_dag_stats_take(dag, &figures), "adag_dag_stats_take"))
-            goto out;
-        bool printed = ok(adag_stats_print(figures, stdout), "adag_stats_print");
-        adag_stats_free(figures);
-        if (!printed)
-            goto out;
-    }
+    if ((o.trace != NULL && !write_trace_file(dag, o.trace)) || (o.stats && !print_stats(dag)))
+        goto out;
     if (!ok(adag_dag_stats(dag, &st), "adag_dag_stats"))
         goto out;
     printf("dag: %llu executed, %llu completed, %llu failed; %u channels, %zu KiB of shared "
