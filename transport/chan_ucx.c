@@ -2,8 +2,9 @@
  * The "ucx" channel: the slot protocol of shm between processes that share
  * no memory (other hosts), over UCP active messages.
  *
- * Every endpoint keeps its own ring of nslots slots (a slot header +
- * capacity bytes), registered with UCX:
+ * Every endpoint keeps its own ring of nslots slots of capacity bytes,
+ * registered with UCX (slot_stride: a slot of a page or more starts on a
+ * page), and apart from it a header per slot:
  *   writer  acquire(seq) waits until every reader's credit says it released
  *           seq - nslots and the sends out of that slot completed; returns
  *           the slot's bytes (zero-copy write);
@@ -62,9 +63,6 @@
 
 extern const adag_chan_ops_t adag_chan_ucx_ops;
 
-#define SLOT_HDR_SIZE 576
-_Static_assert(sizeof(adag_ucx_slot_t) <= SLOT_HDR_SIZE, "slot header too large");
-
 static adag_ucx_chan_t *ucx_of(adag_chan_t *ch)
 {
     return (adag_ucx_chan_t *)ch;
@@ -72,12 +70,27 @@ static adag_ucx_chan_t *ucx_of(adag_chan_t *ch)
 
 static adag_ucx_slot_t *slot_of(adag_ucx_chan_t *c, uint64_t seq)
 {
-    return (adag_ucx_slot_t *)(c->mem + (size_t)(seq % c->base.nslots) * c->stride);
+    return &c->slots[seq % c->base.nslots];
 }
 
 static char *slot_data(adag_ucx_chan_t *c, uint64_t seq)
 {
-    return (char *)slot_of(c, seq) + SLOT_HDR_SIZE;
+    return c->mem + (size_t)(seq % c->base.nslots) * c->stride;
+}
+
+/* Bytes between two slots' values in the registered ring: a slot of a
+ * page or more starts on a page. A copy into a slot then keeps the
+ * distance from its source that a page-aligned buffer has: UCX's TCP
+ * fragments are copied from their receive segment at a page offset of
+ * ~530 (UCX 1.13), and with the slot's bytes 43 bytes after that offset
+ * (behind a 576-byte header, as before) the copy ran at a third of its
+ * speed here (docs/design.md, "UCX channels"). Smaller slots stay packed. */
+static size_t slot_stride(size_t capacity)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (capacity >= page)
+        return (capacity + page - 1) / page * page;
+    return capacity ? (capacity + 63) & ~(size_t)63 : 64;
 }
 
 /* Fails the endpoint (the first reason stays) and wakes its waiters. */
@@ -269,7 +282,7 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
     adag_ucx_req_ctx_t *x = &c->req_ctx[h.seq % c->base.nslots];
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_MEMH,
+                        (h.status == ADAG_OK ? UCP_OP_ATTR_FIELD_MEMH : 0),
         .cb.recv_am = received,
         .user_data = x,
         .memh = c->memh,
@@ -610,6 +623,7 @@ void adag_ucx_chan_free(adag_ucx_chan_t *c)
         ucp_mem_unmap(c->d->ctx, c->memh);
     if (c->mem)
         munmap(c->mem, c->mem_len);
+    free(c->slots);
     free(c->req_ctx);
     free(c->to_reader);
     free(c->credit);
@@ -647,7 +661,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     c->d = d;
     c->index = index;
     c->nreaders = nreaders;
-    c->stride = SLOT_HDR_SIZE + ((g->capacity + 63) & ~(size_t)63);
+    c->stride = slot_stride(g->capacity);
     c->mem_len = (size_t)nslots * c->stride;
     c->mem = mmap(NULL, c->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c->mem == MAP_FAILED) {
@@ -667,6 +681,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
                         c->mem_len, ucs_status_string(us));
         goto fail;
     }
+    c->slots = calloc(nslots, sizeof(*c->slots));
     c->req_ctx = calloc(nslots, sizeof(*c->req_ctx));
     if (p->reader < 0) {
         c->to_reader = calloc(nreaders ? nreaders : 1, sizeof(*c->to_reader));
@@ -678,7 +693,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
         c->credits = calloc(nslots, sizeof(*c->credits));
         c->slot_credits = calloc(nslots, sizeof(*c->slot_credits));
     }
-    if (!c->req_ctx || (p->reader < 0 && (!c->to_reader || !c->credit || !c->slot_sends ||
+    if (!c->slots || !c->req_ctx || (p->reader < 0 && (!c->to_reader || !c->credit || !c->slot_sends ||
                                           !c->hdrs)) ||
         (p->reader >= 0 && (!c->landed || !c->credits || !c->slot_credits))) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);

@@ -146,8 +146,9 @@ struct adag_ucx_chan {
     adag_ucx_domain_t *d;
     uint32_t index;       /* the channel's index in its DAG */
     unsigned nreaders;
-    size_t stride;        /* bytes per slot: header + capacity, 64-aligned */
-    char *mem;            /* nslots slots, registered with UCX */
+    adag_ucx_slot_t *slots; /* per slot: what was published / landed there */
+    size_t stride;        /* bytes per slot's value (slot_stride) */
+    char *mem;            /* nslots slots' values, registered with UCX */
     size_t mem_len;
     ucp_mem_h memh;
     adag_event_t ev;      /* readers: a value landed; the writer: a credit or a send completed */

@@ -9,24 +9,29 @@
  *               flight: median round trip vs 2 x ucx_perftest ucp_am_lat's
  *               median (it reports half a round trip)
  *   bw-1MiB     driver -> actor in h1 ("check": reads the payload in place,
- *   bw-16MiB    returns 8 bytes), 8 in flight: payload bytes per second vs
- *               ucx_perftest ucp_am_bw at that size; zero-copy
- *               (prepare/commit: the driver writes into the slot, as
- *               ucx_perftest sends from its buffer) and with
- *               adag_dag_execute (a copy of the caller's buffer into the
- *               slot)
+ *   bw-16MiB    returns 8 bytes), 2 in flight (a DAG compiled for values of
+ *               that size): payload bytes per second vs ucx_perftest
+ *               ucp_am_bw at that size; zero-copy (prepare/commit: the
+ *               driver writes into the slot, as ucx_perftest sends from its
+ *               buffer) and with adag_dag_execute (a copy of the caller's
+ *               buffer into the slot). Two in flight keep the link busy (one
+ *               value streams while the other's reply comes back); more
+ *               spread the same bytes over more memory (each in flight
+ *               holds a slot on both sides), which costs the copies their
+ *               cache: 1 MiB with 8 in flight is printed for the record
  *   chain-4     h0 process actor -> h1 -> h0 -> h1 -> driver, 8 bytes:
  *               executions per second at 1 and 8 in flight (no peer: the
  *               ratio is in flight 8 over 1)
  *
  * Rounds (3; --quick: 1; --rounds R: R, at most 9) alternate ucx_perftest
- * and adag; each figure is the median over the rounds (--verbose: each
- * round's figures on stderr).
+ * and adag; each figure is the median over the rounds, each ratio the
+ * median of the rounds' ratios (adag over ucx_perftest in the same round)
+ * (--verbose: each round's figures on stderr).
  * Needs root (namespaces); elsewhere it prints "skipped: <reason>" and
  * exits 0. --quick: fewer iterations; --json: one JSON object; --rtt N /
  * --bw N / --chain N: only adag's 8 B round trip / a 16 MiB stream (--size
- * BYTES, --zero-copy) / the 4-stage chain, N times (--inflight K), to
- * profile.
+ * BYTES, --zero-copy; 2 in flight) / the 4-stage chain (8 in flight), N
+ * times (--inflight K), to profile.
  */
 #include "netns_rig.h"
 
@@ -220,22 +225,41 @@ static adag_dag_h chain(adag_runtime_h rt, adag_actor_h *a, const char *const *m
     return dag;
 }
 
+/* Rounds of ucx_perftest and adag, alternating: 3 (--quick 1), or --rounds R. */
+#define ROUNDS_MAX 9
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, unsigned n)
+static double median(const double *v, unsigned n)
 {
-    qsort(v, n, sizeof(*v), cmp_double);
-    return v[n / 2];
+    double s[ROUNDS_MAX];
+    memcpy(s, v, n * sizeof(*v));
+    qsort(s, n, sizeof(*s), cmp_double);
+    return s[n / 2];
 }
 
-/* Rounds of ucx_perftest and adag, alternating: 3 (--quick 1), or --rounds R. */
-#define ROUNDS_MAX 9
+/* The median over the rounds of adag's figure over ucx_perftest's in the
+ * same round: a slow spell of this shared host that spans a round hits
+ * both, and drops out of its ratio. */
+static double median_ratio(const double *adag, const double *peer, unsigned n)
+{
+    double r[ROUNDS_MAX];
+    for (unsigned i = 0; i < n; i++)
+        r[i] = adag[i] / peer[i];
+    return median(r, n);
+}
+
 
 static int zero_copy; /* run(): the driver writes into the slot (prepare/commit) */
+
+/* Values in flight in the bandwidth rows (see the top comment), and the
+ * most run() keeps track of. */
+#define BW_INFLIGHT 2
+#define INFLIGHT_MAX 64
 
 /* n executions of `in` (stamped with its index at both ends when stamp),
  * `inflight` at a time; the seconds they took. Each output checked. */
@@ -295,7 +319,7 @@ int main(int argc, char **argv)
     int json = 0, verbose = 0;
     long rtt_only = 0, bw_only = 0, chain_only = 0;
     size_t bw_size = 16 << 20;
-    unsigned bw_inflight = 8;
+    unsigned inflight_asked = 0; /* 0: the mode's own */
     size_t bw_capacity = 0; /* 0: the value's size */
     int rounds_asked = 0;
     for (int i = 1; i < argc; i++) {
@@ -308,7 +332,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--chain") && i + 1 < argc)
             chain_only = atol(argv[++i]);
         else if (!strcmp(argv[i], "--inflight") && i + 1 < argc)
-            bw_inflight = (unsigned)atoi(argv[++i]);
+            inflight_asked = (unsigned)atoi(argv[++i]) ? (unsigned)atoi(argv[i]) : ~0u;
         else if (!strcmp(argv[i], "--capacity") && i + 1 < argc)
             bw_capacity = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--zero-copy"))
@@ -327,6 +351,10 @@ int main(int argc, char **argv)
                             "[--inflight K]\n");
             return 2;
         }
+    }
+    if (inflight_asked > INFLIGHT_MAX) {
+        fprintf(stderr, "adag-bench-hosts: --inflight: expected 1 to %d\n", INFLIGHT_MAX);
+        return 2;
     }
     if (rounds_asked && (rounds_asked < 1 || rounds_asked > ROUNDS_MAX)) {
         fprintf(stderr, "adag-bench-hosts: --rounds %d: expected 1 to %d\n", rounds_asked,
@@ -360,11 +388,12 @@ int main(int argc, char **argv)
         adag_actor_h four[4] = {actor(rt, "near1", NULL), actor(rt, "far", addr),
                                 actor(rt, "near2", NULL), actor(rt, "far2", addr)};
         static const char *const pass4[4] = {"pass", "pass", "pass", "pass"};
-        adag_dag_h d = chain(rt, four, pass4, 4, bw_inflight, 64);
+        unsigned inflight = inflight_asked ? inflight_asked : 8;
+        adag_dag_h d = chain(rt, four, pass4, 4, inflight, 64);
         unsigned char b[64] = {0};
-        run(d, b, 8, chain_only / 10 + 1, bw_inflight, 1, NULL);
-        double dt = run(d, b, 8, chain_only, bw_inflight, 1, NULL);
-        printf("adag 4-stage chain, in flight %u: %.0f /s\n", bw_inflight, chain_only / dt);
+        run(d, b, 8, chain_only / 10 + 1, inflight, 1, NULL);
+        double dt = run(d, b, 8, chain_only, inflight, 1, NULL);
+        printf("adag 4-stage chain, in flight %u: %.0f /s\n", inflight, chain_only / dt);
         adag_runtime_destroy(rt);
         cleanup();
         return 0;
@@ -376,7 +405,8 @@ int main(int argc, char **argv)
         adag_actor_h far = actor(rt, "far", addr);
         static const char *const pass1[1] = {"pass"}, *const check1[1] = {"check"};
         size_t size = rtt_only ? 8 : bw_size;
-        adag_dag_h d = chain(rt, &far, rtt_only ? pass1 : check1, 1, rtt_only ? 1 : bw_inflight,
+        unsigned inflight = rtt_only ? 1 : inflight_asked ? inflight_asked : BW_INFLIGHT;
+        adag_dag_h d = chain(rt, &far, rtt_only ? pass1 : check1, 1, inflight,
                               bw_capacity > size ? bw_capacity : size);
         unsigned char *b = calloc(1, size);
         if (rtt_only) {
@@ -384,9 +414,9 @@ int main(int argc, char **argv)
             run(d, b, 8, rtt_only, 1, 1, &rtt);
             printf("adag round trip 8 B (median of %ld): %.2f us\n", rtt_only, rtt * 1e6);
         } else {
-            double dt = run(d, b, size, bw_only, bw_inflight, 1, NULL);
-            printf("adag %zu B x %ld%s: %.0f MB/s\n", size, bw_only,
-                   zero_copy ? " (zero-copy)" : "", (double)size * bw_only / dt / 1e6);
+            double dt = run(d, b, size, bw_only, inflight, 1, NULL);
+            printf("adag %zu B x %ld%s, in flight %u: %.0f MB/s\n", size, bw_only,
+                   zero_copy ? " (zero-copy)" : "", inflight, (double)size * bw_only / dt / 1e6);
         }
         free(b);
         adag_runtime_destroy(rt);
@@ -399,7 +429,7 @@ int main(int argc, char **argv)
      * spell then hits both sides alike. */
     unsigned rounds = rounds_asked ? (unsigned)rounds_asked : quick ? 1 : 3;
     double p_lat[ROUNDS_MAX], p_bw[2][ROUNDS_MAX], a_lat[ROUNDS_MAX], a_bw[2][ROUNDS_MAX],
-        a_zc[2][ROUNDS_MAX], noerr[2] = {0, 0};
+        a_zc[2][ROUNDS_MAX], a_zc8[ROUNDS_MAX], noerr[2] = {0, 0};
     size_t sizes[2] = {1 << 20, 16 << 20};
     long counts[2] = {quick ? 100 : 1000, quick ? 12 : 120};
 
@@ -414,10 +444,15 @@ int main(int argc, char **argv)
     static const char *const pass[4] = {"pass", "pass", "pass", "pass"};
     static const char *const check[1] = {"check"};
     adag_dag_h d_rtt = chain(rt, &far, pass, 1, 1, 64);
-    adag_dag_h d_bw = chain(rt, &far, check, 1, 8, 16 << 20);
+    /* a DAG per value size (its slots that size), BW_INFLIGHT in flight;
+     * and 1 MiB with 8 in flight, for the record */
+    adag_dag_h d_bw[2], d_bw8 = chain(rt, &far, check, 1, 8, sizes[0]);
+    for (int s = 0; s < 2; s++)
+        d_bw[s] = chain(rt, &far, check, 1, BW_INFLIGHT, sizes[s]);
     run(d_rtt, buf, 8, lat_n / 10, 1, 1, NULL); /* warm-up */
     for (int s = 0; s < 2; s++)
-        run(d_bw, buf, sizes[s], counts[s] / 10 + 1, 8, 1, NULL);
+        run(d_bw[s], buf, sizes[s], counts[s] / 10 + 1, BW_INFLIGHT, 1, NULL);
+    run(d_bw8, buf, sizes[0], counts[0] / 10 + 1, 8, 1, NULL);
     for (unsigned r = 0; r < rounds; r++) {
         double out[2];
         if (perftest("ucp_am_lat", 8, lat_n, 0, out))
@@ -430,9 +465,11 @@ int main(int argc, char **argv)
             p_bw[s][r] = out[1] * 1048576.0;
             double n = (double)sizes[s] * (double)counts[s];
             zero_copy = 1;
-            a_zc[s][r] = n / run(d_bw, buf, sizes[s], counts[s], 8, 1, NULL);
+            a_zc[s][r] = n / run(d_bw[s], buf, sizes[s], counts[s], BW_INFLIGHT, 1, NULL);
+            if (s == 0)
+                a_zc8[r] = n / run(d_bw8, buf, sizes[s], counts[s], 8, 1, NULL);
             zero_copy = 0;
-            a_bw[s][r] = n / run(d_bw, buf, sizes[s], counts[s], 8, 1, NULL);
+            a_bw[s][r] = n / run(d_bw[s], buf, sizes[s], counts[s], BW_INFLIGHT, 1, NULL);
         }
     }
     /* for the record: UCX without peer-failure handling (which adag cannot
@@ -443,7 +480,9 @@ int main(int argc, char **argv)
     if (!perftest("ucp_am_bw", sizes[0], counts[0] * 2, 1, out))
         noerr[1] = out[1] * 1048576.0 / 1e6;
     adag_dag_destroy(d_rtt);
-    adag_dag_destroy(d_bw);
+    for (int s = 0; s < 2; s++)
+        adag_dag_destroy(d_bw[s]);
+    adag_dag_destroy(d_bw8);
 
     adag_actor_h four[4] = {near1, far, near2, far2};
     double rate[2];
@@ -461,49 +500,62 @@ int main(int argc, char **argv)
 
     if (verbose)
         for (unsigned r = 0; r < rounds; r++)
-            fprintf(stderr, "round %u: rtt %.2f/%.2f us, 1 MiB %.0f/%.0f/%.0f, 16 MiB %.0f/%.0f/%.0f MB/s\n",
+            fprintf(stderr,
+                    "round %u: rtt %.2f/%.2f us, 1 MiB %.0f/%.0f/%.0f (8 in flight %.0f), "
+                    "16 MiB %.0f/%.0f/%.0f MB/s\n",
                     r, a_lat[r] * 1e6, p_lat[r] * 1e6, a_zc[0][r] / 1e6, a_bw[0][r] / 1e6,
-                    p_bw[0][r] / 1e6, a_zc[1][r] / 1e6, a_bw[1][r] / 1e6, p_bw[1][r] / 1e6);
+                    p_bw[0][r] / 1e6, a_zc8[r] / 1e6, a_zc[1][r] / 1e6, a_bw[1][r] / 1e6,
+                    p_bw[1][r] / 1e6);
+    /* figures: medians over the rounds; ratios: medians of each round's */
     double rtt = median(a_lat, rounds), ucx_rtt = median(p_lat, rounds);
-    double bw[2], bw_zc[2], ucx_bw[2];
+    double r_rtt = median_ratio(a_lat, p_lat, rounds);
+    double bw[2], bw_zc[2], ucx_bw[2], r_bw[2], r_zc[2];
     for (int s = 0; s < 2; s++) {
         bw[s] = median(a_bw[s], rounds);
         bw_zc[s] = median(a_zc[s], rounds);
         ucx_bw[s] = median(p_bw[s], rounds);
+        r_bw[s] = median_ratio(a_bw[s], p_bw[s], rounds);
+        r_zc[s] = median_ratio(a_zc[s], p_bw[s], rounds);
     }
+    double zc8 = median(a_zc8, rounds), r_zc8 = median_ratio(a_zc8, p_bw[0], rounds);
     const char *seg = getenv("UCX_TCP_RX_SEG_SIZE");
     if (json) {
         printf("{\"link\": \"veth+bridge, UCX_TLS=tcp\", \"rounds\": %u, "
-               "\"ucx_tcp_rx_seg_size\": \"%s\", "
+               "\"ucx_tcp_rx_seg_size\": \"%s\", \"bw_inflight\": %d, "
                "\"rtt_8B_us\": {\"adag\": %.2f, \"ucx_perftest\": %.2f, \"ratio\": %.3f}, "
                "\"bw_1MiB_MBps\": {\"adag\": %.1f, \"zero_copy\": %.1f, \"ucx_perftest\": %.1f, "
-               "\"ratio\": %.3f, \"ratio_zero_copy\": %.3f}, "
+               "\"ratio\": %.3f, \"ratio_zero_copy\": %.3f, \"zero_copy_inflight8\": %.1f, "
+               "\"ratio_zero_copy_inflight8\": %.3f}, "
                "\"bw_16MiB_MBps\": {\"adag\": %.1f, \"zero_copy\": %.1f, \"ucx_perftest\": %.1f, "
                "\"ratio\": %.3f, \"ratio_zero_copy\": %.3f}, "
                "\"ucx_perftest_without_peer_errors\": {\"rtt_8B_us\": %.2f, \"bw_1MiB_MBps\": %.1f}, "
                "\"chain4_2hosts_execs_per_s\": {\"inflight1\": %.0f, \"inflight8\": %.0f}}\n",
-               rounds, seg ? seg : "", rtt * 1e6, ucx_rtt * 1e6, rtt / ucx_rtt, bw[0] / 1e6,
-               bw_zc[0] / 1e6, ucx_bw[0] / 1e6, bw[0] / ucx_bw[0], bw_zc[0] / ucx_bw[0],
-               bw[1] / 1e6, bw_zc[1] / 1e6, ucx_bw[1] / 1e6, bw[1] / ucx_bw[1],
-               bw_zc[1] / ucx_bw[1], noerr[0], noerr[1], rate[0], rate[1]);
+               rounds, seg ? seg : "", BW_INFLIGHT, rtt * 1e6, ucx_rtt * 1e6, r_rtt,
+               bw[0] / 1e6, bw_zc[0] / 1e6, ucx_bw[0] / 1e6, r_bw[0], r_zc[0], zc8 / 1e6, r_zc8,
+               bw[1] / 1e6, bw_zc[1] / 1e6, ucx_bw[1] / 1e6, r_bw[1], r_zc[1], noerr[0],
+               noerr[1], rate[0], rate[1]);
         return 0;
     }
     printf("two hosts (network namespaces, veth + bridge), UCX over TCP, UCX_TCP_RX_SEG_SIZE=%s;\n"
-           "ucx_perftest -e (peer-failure handling, as adag) in the same run; medians of %u "
-           "rounds\n",
-           seg ? seg : "(UCX default)", rounds);
+           "ucx_perftest -e (peer-failure handling, as adag) in the same run, alternating: "
+           "medians of %u rounds\n(ratio: the median of each round's); bandwidth: %d values "
+           "in flight\n",
+           seg ? seg : "(UCX default)", rounds, BW_INFLIGHT);
     printf("%-30s %14s %14s %8s  %s\n", "row", "adag", "ucx_perftest", "ratio", "goal");
     printf("%-30s %11.2f us %11.2f us %8.2f  <= 1.20\n", "round trip 8 B (median)", rtt * 1e6,
-           ucx_rtt * 1e6, rtt / ucx_rtt);
+           ucx_rtt * 1e6, r_rtt);
     const char *names[2] = {"1 MiB", "16 MiB"};
     for (int s = 0; s < 2; s++) {
         char row[64];
         snprintf(row, sizeof(row), "bandwidth %s, zero-copy", names[s]);
         printf("%-30s %9.0f MB/s %9.0f MB/s %8.2f  >= 0.90\n", row, bw_zc[s] / 1e6,
-               ucx_bw[s] / 1e6, bw_zc[s] / ucx_bw[s]);
+               ucx_bw[s] / 1e6, r_zc[s]);
         snprintf(row, sizeof(row), "bandwidth %s, copy", names[s]);
         printf("%-30s %9.0f MB/s %9.0f MB/s %8.2f\n", row, bw[s] / 1e6, ucx_bw[s] / 1e6,
-               bw[s] / ucx_bw[s]);
+               r_bw[s]);
+        if (s == 0)
+            printf("%-30s %9.0f MB/s %9.0f MB/s %8.2f  (8 in flight)\n",
+                   "bandwidth 1 MiB, zero-copy", zc8 / 1e6, ucx_bw[0] / 1e6, r_zc8);
     }
     printf("%-30s %9.0f /s   (in flight 1)\n", "4-stage chain on 2 hosts", rate[0]);
     printf("%-30s %9.0f /s   (in flight 8: %.2fx)\n", "", rate[1], rate[1] / rate[0]);
