@@ -319,7 +319,7 @@ int main(int argc, char **argv)
     int json = 0, verbose = 0;
     long rtt_only = 0, bw_only = 0, chain_only = 0;
     size_t bw_size = 16 << 20;
-    unsigned inflight_asked = 0; /* 0: the mode's own */
+    long inflight_asked = 0; /* 0: the mode's own */
     size_t bw_capacity = 0; /* 0: the value's size */
     int rounds_asked = 0;
     for (int i = 1; i < argc; i++) {
@@ -332,7 +332,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--chain") && i + 1 < argc)
             chain_only = atol(argv[++i]);
         else if (!strcmp(argv[i], "--inflight") && i + 1 < argc)
-            inflight_asked = (unsigned)atoi(argv[++i]) ? (unsigned)atoi(argv[i]) : ~0u;
+            inflight_asked = strtol(argv[++i], NULL, 10) ? strtol(argv[i], NULL, 10) : -1;
         else if (!strcmp(argv[i], "--capacity") && i + 1 < argc)
             bw_capacity = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--zero-copy"))
@@ -352,7 +352,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (inflight_asked > INFLIGHT_MAX) {
+    if (inflight_asked < 0 || inflight_asked > INFLIGHT_MAX) {
         fprintf(stderr, "adag-bench-hosts: --inflight: expected 1 to %d\n", INFLIGHT_MAX);
         return 2;
     }
@@ -388,7 +388,7 @@ int main(int argc, char **argv)
         adag_actor_h four[4] = {actor(rt, "near1", NULL), actor(rt, "far", addr),
                                 actor(rt, "near2", NULL), actor(rt, "far2", addr)};
         static const char *const pass4[4] = {"pass", "pass", "pass", "pass"};
-        unsigned inflight = inflight_asked ? inflight_asked : 8;
+        unsigned inflight = inflight_asked ? (unsigned)inflight_asked : 8;
         adag_dag_h d = chain(rt, four, pass4, 4, inflight, 64);
         unsigned char b[64] = {0};
         run(d, b, 8, chain_only / 10 + 1, inflight, 1, NULL);
@@ -405,7 +405,7 @@ int main(int argc, char **argv)
         adag_actor_h far = actor(rt, "far", addr);
         static const char *const pass1[1] = {"pass"}, *const check1[1] = {"check"};
         size_t size = rtt_only ? 8 : bw_size;
-        unsigned inflight = rtt_only ? 1 : inflight_asked ? inflight_asked : BW_INFLIGHT;
+        unsigned inflight = rtt_only ? 1 : inflight_asked ? (unsigned)inflight_asked : BW_INFLIGHT;
         adag_dag_h d = chain(rt, &far, rtt_only ? pass1 : check1, 1, inflight,
                               bw_capacity > size ? bw_capacity : size);
         unsigned char *b = calloc(1, size);
