@@ -9,16 +9,18 @@
  *               flight: median round trip vs 2 x ucx_perftest ucp_am_lat's
  *               median (it reports half a round trip)
  *   bw-1MiB     driver -> actor in h1 ("check": reads the payload in place,
- *   bw-16MiB    returns 8 bytes), 2 in flight (a DAG compiled for values of
- *               that size): payload bytes per second vs ucx_perftest
- *               ucp_am_bw at that size; zero-copy (prepare/commit: the
- *               driver writes into the slot, as ucx_perftest sends from its
- *               buffer) and with adag_dag_execute (a copy of the caller's
- *               buffer into the slot). Two in flight keep the link busy (one
- *               value streams while the other's reply comes back); more
- *               spread the same bytes over more memory (each in flight
- *               holds a slot on both sides), which costs the copies their
- *               cache: 1 MiB with 8 in flight is printed for the record
+ *   bw-16MiB    returns 8 bytes), a DAG compiled for values of that size
+ *               with 2 in flight at 1 MiB, 1 at 16 MiB (bw_inflight_for):
+ *               payload bytes per second vs ucx_perftest ucp_am_bw at that
+ *               size; zero-copy (prepare/commit: the driver writes into the
+ *               slot, as ucx_perftest sends from its buffer) and with
+ *               adag_dag_execute (a copy of the caller's buffer into the
+ *               slot). Each value in flight holds a slot on both sides:
+ *               past what covers the reply's round trip, more only spread
+ *               the bytes over more memory and cost the copies their cache
+ *               (16 MiB with 2 in flight: 64 MiB touched per value pair, vs
+ *               ucx_perftest's one buffer per side); 1 MiB with 8 in flight
+ *               is printed for the record
  *   chain-4     h0 process actor -> h1 -> h0 -> h1 -> driver, 8 bytes:
  *               executions per second at 1 and 8 in flight (no peer: the
  *               ratio is in flight 8 over 1)
@@ -30,8 +32,9 @@
  * Needs root (namespaces); elsewhere it prints "skipped: <reason>" and
  * exits 0. --quick: fewer iterations; --json: one JSON object; --rtt N /
  * --bw N / --chain N: only adag's 8 B round trip / a 16 MiB stream (--size
- * BYTES, --zero-copy; 2 in flight) / the 4-stage chain (8 in flight), N
- * times (--inflight K), to profile.
+ * BYTES, --zero-copy; in flight as in the table) / the 4-stage chain (8 in
+ * flight), N times (--inflight K), to profile; in the table --inflight K
+ * sets both bandwidth rows' values in flight.
  */
 #include "netns_rig.h"
 
@@ -256,9 +259,17 @@ static double median_ratio(const double *adag, const double *peer, unsigned n)
 
 static int zero_copy; /* run(): the driver writes into the slot (prepare/commit) */
 
-/* Values in flight in the bandwidth rows (see the top comment), and the
- * most run() keeps track of. */
-#define BW_INFLIGHT 2
+/* Values in flight in a bandwidth row of values this size (see the top
+ * comment): a value of 4 MiB or more takes a millisecond or more to move,
+ * against a reply's round trip of 10-30 us, so one in flight keeps the
+ * link busy and a second only adds a slot per side (16 MiB, 16-core Xeon:
+ * 1 in flight 0.91-1.02 of ucx_perftest, 2: 0.77-0.86, 4: 0.80); a smaller
+ * one streams while the previous one's reply comes back. And the most
+ * run() keeps track of. */
+static unsigned bw_inflight_for(size_t size)
+{
+    return size >= (4u << 20) ? 1 : 2;
+}
 #define INFLIGHT_MAX 64
 
 /* n executions of `in` (stamped with its index at both ends when stamp),
@@ -405,7 +416,9 @@ int main(int argc, char **argv)
         adag_actor_h far = actor(rt, "far", addr);
         static const char *const pass1[1] = {"pass"}, *const check1[1] = {"check"};
         size_t size = rtt_only ? 8 : bw_size;
-        unsigned inflight = rtt_only ? 1 : inflight_asked ? (unsigned)inflight_asked : BW_INFLIGHT;
+        unsigned inflight = rtt_only         ? 1
+                            : inflight_asked ? (unsigned)inflight_asked
+                                             : bw_inflight_for(size);
         adag_dag_h d = chain(rt, &far, rtt_only ? pass1 : check1, 1, inflight,
                               bw_capacity > size ? bw_capacity : size);
         unsigned char *b = calloc(1, size);
@@ -432,6 +445,11 @@ int main(int argc, char **argv)
         a_zc[2][ROUNDS_MAX], a_zc8[ROUNDS_MAX], noerr[2] = {0, 0};
     size_t sizes[2] = {1 << 20, 16 << 20};
     long counts[2] = {quick ? 100 : 1000, quick ? 12 : 120};
+    /* --inflight K: both bandwidth rows' values in flight (not the 8 of the
+     * row printed for the record) */
+    unsigned bw_inflight[2];
+    for (int s = 0; s < 2; s++)
+        bw_inflight[s] = inflight_asked ? (unsigned)inflight_asked : bw_inflight_for(sizes[s]);
 
     adag_runtime_h rt;
     if (adag_runtime_create(NULL, &rt) != ADAG_OK)
@@ -444,14 +462,14 @@ int main(int argc, char **argv)
     static const char *const pass[4] = {"pass", "pass", "pass", "pass"};
     static const char *const check[1] = {"check"};
     adag_dag_h d_rtt = chain(rt, &far, pass, 1, 1, 64);
-    /* a DAG per value size (its slots that size), BW_INFLIGHT in flight;
+    /* a DAG per value size (its slots that size), bw_inflight in flight;
      * and 1 MiB with 8 in flight, for the record */
     adag_dag_h d_bw[2], d_bw8 = chain(rt, &far, check, 1, 8, sizes[0]);
     for (int s = 0; s < 2; s++)
-        d_bw[s] = chain(rt, &far, check, 1, BW_INFLIGHT, sizes[s]);
+        d_bw[s] = chain(rt, &far, check, 1, bw_inflight[s], sizes[s]);
     run(d_rtt, buf, 8, lat_n / 10, 1, 1, NULL); /* warm-up */
     for (int s = 0; s < 2; s++)
-        run(d_bw[s], buf, sizes[s], counts[s] / 10 + 1, BW_INFLIGHT, 1, NULL);
+        run(d_bw[s], buf, sizes[s], counts[s] / 10 + 1, bw_inflight[s], 1, NULL);
     run(d_bw8, buf, sizes[0], counts[0] / 10 + 1, 8, 1, NULL);
     for (unsigned r = 0; r < rounds; r++) {
         double out[2];
@@ -465,11 +483,11 @@ int main(int argc, char **argv)
             p_bw[s][r] = out[1] * 1048576.0;
             double n = (double)sizes[s] * (double)counts[s];
             zero_copy = 1;
-            a_zc[s][r] = n / run(d_bw[s], buf, sizes[s], counts[s], BW_INFLIGHT, 1, NULL);
+            a_zc[s][r] = n / run(d_bw[s], buf, sizes[s], counts[s], bw_inflight[s], 1, NULL);
             if (s == 0)
                 a_zc8[r] = n / run(d_bw8, buf, sizes[s], counts[s], 8, 1, NULL);
             zero_copy = 0;
-            a_bw[s][r] = n / run(d_bw[s], buf, sizes[s], counts[s], BW_INFLIGHT, 1, NULL);
+            a_bw[s][r] = n / run(d_bw[s], buf, sizes[s], counts[s], bw_inflight[s], 1, NULL);
         }
     }
     /* for the record: UCX without peer-failure handling (which adag cannot
@@ -521,7 +539,7 @@ int main(int argc, char **argv)
     const char *seg = getenv("UCX_TCP_RX_SEG_SIZE");
     if (json) {
         printf("{\"link\": \"veth+bridge, UCX_TLS=tcp\", \"rounds\": %u, "
-               "\"ucx_tcp_rx_seg_size\": \"%s\", \"bw_inflight\": %d, "
+               "\"ucx_tcp_rx_seg_size\": \"%s\", \"bw_inflight\": [%u, %u], "
                "\"rtt_8B_us\": {\"adag\": %.2f, \"ucx_perftest\": %.2f, \"ratio\": %.3f}, "
                "\"bw_1MiB_MBps\": {\"adag\": %.1f, \"zero_copy\": %.1f, \"ucx_perftest\": %.1f, "
                "\"ratio\": %.3f, \"ratio_zero_copy\": %.3f, \"zero_copy_inflight8\": %.1f, "
@@ -530,7 +548,8 @@ int main(int argc, char **argv)
                "\"ratio\": %.3f, \"ratio_zero_copy\": %.3f}, "
                "\"ucx_perftest_without_peer_errors\": {\"rtt_8B_us\": %.2f, \"bw_1MiB_MBps\": %.1f}, "
                "\"chain4_2hosts_execs_per_s\": {\"inflight1\": %.0f, \"inflight8\": %.0f}}\n",
-               rounds, seg ? seg : "", BW_INFLIGHT, rtt * 1e6, ucx_rtt * 1e6, r_rtt,
+               rounds, seg ? seg : "", bw_inflight[0], bw_inflight[1], rtt * 1e6,
+               ucx_rtt * 1e6, r_rtt,
                bw[0] / 1e6, bw_zc[0] / 1e6, ucx_bw[0] / 1e6, r_bw[0], r_zc[0], zc8 / 1e6, r_zc8,
                bw[1] / 1e6, bw_zc[1] / 1e6, ucx_bw[1] / 1e6, r_bw[1], r_zc[1], noerr[0],
                noerr[1], rate[0], rate[1]);
@@ -538,9 +557,9 @@ int main(int argc, char **argv)
     }
     printf("two hosts (network namespaces, veth + bridge), UCX over TCP, UCX_TCP_RX_SEG_SIZE=%s;\n"
            "ucx_perftest -e (peer-failure handling, as adag) in the same run, alternating: "
-           "medians of %u rounds\n(ratio: the median of each round's); bandwidth: %d values "
-           "in flight\n",
-           seg ? seg : "(UCX default)", rounds, BW_INFLIGHT);
+           "medians of %u rounds\n(ratio: the median of each round's); bandwidth: %u values "
+           "in flight at 1 MiB, %u at 16 MiB\n",
+           seg ? seg : "(UCX default)", rounds, bw_inflight[0], bw_inflight[1]);
     printf("%-30s %14s %14s %8s  %s\n", "row", "adag", "ucx_perftest", "ratio", "goal");
     printf("%-30s %11.2f us %11.2f us %8.2f  <= 1.20\n", "round trip 8 B (median)", rtt * 1e6,
            ucx_rtt * 1e6, r_rtt);
