@@ -259,17 +259,21 @@ static double median_ratio(const double *adag, const double *peer, unsigned n)
 
 static int zero_copy; /* run(): the driver writes into the slot (prepare/commit) */
 
-/* Values in flight in a bandwidth row of values this size (see the top
- * comment): a value of 4 MiB or more takes a millisecond or more to move,
- * against a reply's round trip of 10-30 us, so one in flight keeps the
- * link busy and a second only adds a slot per side (16 MiB, 16-core Xeon:
- * 1 in flight 0.91-1.02 of ucx_perftest, 2: 0.77-0.86, 4: 0.80); a smaller
- * one streams while the previous one's reply comes back. And the most
- * run() keeps track of. */
-static unsigned bw_inflight_for(size_t size)
+/* Values in flight in a bandwidth run of values this size: `asked`
+ * (--inflight K) if not 0, else by size (see the top comment): a value of
+ * 4 MiB or more takes a millisecond or more to move, against a reply's
+ * round trip of 10-30 us, so one in flight keeps the link busy and a
+ * second only adds a slot per side (16 MiB, 16-core Xeon: 1 in flight
+ * 0.91-1.02 of ucx_perftest, 2: 0.77-0.86, 4: 0.80); a smaller one streams
+ * while the previous one's reply comes back. */
+static unsigned bw_inflight_for(size_t size, long asked)
 {
+    if (asked)
+        return (unsigned)asked;
     return size >= (4u << 20) ? 1 : 2;
 }
+
+/* The most values in flight run() keeps track of. */
 #define INFLIGHT_MAX 64
 
 /* n executions of `in` (stamped with its index at both ends when stamp),
@@ -416,9 +420,7 @@ int main(int argc, char **argv)
         adag_actor_h far = actor(rt, "far", addr);
         static const char *const pass1[1] = {"pass"}, *const check1[1] = {"check"};
         size_t size = rtt_only ? 8 : bw_size;
-        unsigned inflight = rtt_only         ? 1
-                            : inflight_asked ? (unsigned)inflight_asked
-                                             : bw_inflight_for(size);
+        unsigned inflight = rtt_only ? 1 : bw_inflight_for(size, inflight_asked);
         adag_dag_h d = chain(rt, &far, rtt_only ? pass1 : check1, 1, inflight,
                               bw_capacity > size ? bw_capacity : size);
         unsigned char *b = calloc(1, size);
@@ -449,7 +451,7 @@ int main(int argc, char **argv)
      * row printed for the record) */
     unsigned bw_inflight[2];
     for (int s = 0; s < 2; s++)
-        bw_inflight[s] = inflight_asked ? (unsigned)inflight_asked : bw_inflight_for(sizes[s]);
+        bw_inflight[s] = bw_inflight_for(sizes[s], inflight_asked);
 
     adag_runtime_h rt;
     if (adag_runtime_create(NULL, &rt) != ADAG_OK)
