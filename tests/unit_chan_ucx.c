@@ -3,11 +3,10 @@
  * conformance suite (suite "chan"): endpoints in separate processes that
  * share no memory, over TCP only (as between hosts), with values from 0
  * bytes to past the rendezvous threshold checked byte by byte; progress
- * without any waiter (the domain's progress thread), also right after a
- * stream of values kept it parked; an idle reader that uses no CPU; a
- * peer killed with SIGKILL failing the waits with a clear error; messages
- * a peer should never send refused; and credits riding with a value that
- * goes the writer's way.
+ * without any waiter (the domain's progress thread); an idle reader that
+ * uses no CPU; a peer killed with SIGKILL failing the waits with a clear
+ * error; messages a peer should never send refused; and credits riding
+ * with a value that goes the writer's way.
  */
 #include "chan_rig.h"
 
@@ -72,10 +71,6 @@ typedef struct {
     int sock;
 } pair_t;
 
-/* How both endpoints wait: the rig's short spin, unless a test asks for
- * a loop's (set before pair_open: the child is forked with it). */
-static adag_wait_policy_t pair_policy = RIG_POLICY;
-
 static adag_chan_open_params_t ep_params(pair_t *p, adag_dag_ctx_t *ctx, int reader)
 {
     return (adag_chan_open_params_t){.name = "remote.m[0]",
@@ -83,7 +78,7 @@ static adag_chan_open_params_t ep_params(pair_t *p, adag_dag_ctx_t *ctx, int rea
                                      .reader = reader,
                                      .desc = {p->desc.data, p->desc.len},
                                      .abort = &ctx->abort,
-                                     .policy = pair_policy};
+                                     .policy = RIG_POLICY};
 }
 
 /* The child: receive the descriptor and the domain, attach, open its
@@ -260,66 +255,6 @@ Test(ucx, progress_without_waiters, .timeout = 60)
     char done;
     cr_assert_eq(read(p.sock, &done, 1), 1);
     cr_assert_eq(pair_join(&p), 0, "the value did not land without a waiter");
-}
-
-/* ---- a streaming writer's progress thread ---- */
-
-#define STREAM_MS 500
-
-/* Reads 64-byte values until a BIG one, each checked. */
-static int read_until_big(adag_chan_t *rd)
-{
-    for (uint64_t s = 0;; s++) {
-        adag_slot_view_t v;
-        if (adag_chan_wait(rd, s, adag_deadline_ms(s ? 3000 : 20000), &v) != ADAG_OK)
-            return 1;
-        size_t size = v.size == BIG ? BIG : 64;
-        if (value_check(&v, s, size))
-            return 2;
-        adag_chan_release(rd, s);
-        if (size == BIG)
-            return 0;
-    }
-}
-
-/* While a writer streams (its waits follow each other without a gap),
- * its domain's parked progress thread looks whether it is needed less
- * and less often (every millisecond was a wake-up on the writer's core);
- * and once the writer stops touching the channel, a rendezvous it left in
- * flight still moves (the thread's next look finds nobody, and
- * progresses). */
-Test(ucx, streaming_writer_leaves_the_progress_thread_parked, .timeout = 60)
-{
-    pair_t p;
-    pair_policy = (adag_wait_policy_t){100000, 0}; /* ADAG_SPIN_NS's default */
-    pair_open(&p, 2, BIG, 1, read_until_big);
-    adag_ucx_domain_t *d = ((adag_ucx_chan_t *)p.ep)->d;
-    uint64_t s = 0, looks0 = atomic_load(&d->idle_looks), parks0 = atomic_load(&d->parks);
-    int64_t t0 = adag_now_ns();
-    void *buf;
-    for (; ms_since(t0) < STREAM_MS; s++) {
-        cr_assert_eq(adag_chan_acquire(p.ep, s, adag_deadline_ms(20000), &buf), ADAG_OK,
-                     "seq %llu: %s", (unsigned long long)s, adag_last_error());
-        value_fill(buf, s, 64);
-        cr_assert_eq(adag_chan_publish(p.ep, s, 64, NULL, ADAG_OK, NULL), ADAG_OK);
-    }
-    double ms = ms_since(t0);
-    uint64_t looks = atomic_load(&d->idle_looks) - looks0, parks = atomic_load(&d->parks) - parks0;
-    /* a look every PARK_NS (1 ms) would be ~ms of them. Backing off, each
-     * park looks after 1, 3, 7 and 15 ms, then every PARK_MAX_NS (8 ms)
-     * (a waiter that sleeps, on a crowded host, starts a new park) */
-    cr_assert_leq((double)looks, 4.0 * (double)parks + ms / 8 + 2,
-                  "%llu values in %.0f ms: the parked progress thread looked %llu times for "
-                  "nothing (%llu parks)", (unsigned long long)s, ms, (unsigned long long)looks,
-                  (unsigned long long)parks);
-    cr_assert_eq(adag_chan_acquire(p.ep, s, adag_deadline_ms(20000), &buf), ADAG_OK);
-    value_fill(buf, s, BIG);
-    cr_assert_eq(adag_chan_publish(p.ep, s, BIG, NULL, ADAG_OK, NULL), ADAG_OK);
-    /* from here only the progress thread moves this side (the reader
-     * gives up after 3 s) */
-    char done;
-    cr_assert_eq(read(p.sock, &done, 1), 1, "the reader process did not finish");
-    cr_assert_eq(pair_join(&p), 0, "the reader saw a wrong value or none (code above)");
 }
 
 /* ---- idle ---- */

@@ -34,8 +34,8 @@
  * before a wait for room that has to wait), at a release when the
  * progress thread is not parked (nobody spins: nothing is sure to
  * follow), and else when the parked progress thread next wakes (within
- * PARK_NS, or PARK_MAX_NS while waits keep coming). A credit only ever
- * arrives later than it could, so the writer waits, it never overwrites.
+ * PARK_NS). A credit only ever arrives later than it could, so the
+ * writer waits, it never overwrites.
  *
  * Why active messages (docs/design.md, "UCX channels"): measured with
  * ucx_perftest over veth, AM and tag matching have the same latency and
@@ -577,8 +577,7 @@ static void ucx_release(adag_chan_t *ch, uint64_t seq)
 {
     /* parked: a value going the writer's way is likely to follow (this
      * process spins on its channels), and the progress thread flushes
-     * within PARK_NS to PARK_MAX_NS if none does; else nothing is sure to
-     * follow */
+     * within PARK_NS if none does; else nothing is sure to follow */
     release(ch, seq, !atomic_load_explicit(&ucx_of(ch)->d->parked, memory_order_seq_cst));
 }
 

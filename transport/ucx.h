@@ -26,10 +26,7 @@
  *     progress thread stands aside, parked: the spinners see every event
  *     first, and a message costs no wake-up of a second thread (on a busy
  *     host that wake-up, a context switch per message on each side, was
- *     most of a round trip). A waiter that goes to sleep wakes it. It
- *     looks by itself after PARK_NS, and while the waiters keep coming
- *     less often, up to PARK_MAX_NS (8 ms) apart: a transfer left in
- *     flight when they stop moves within that.
+ *     most of a round trip). A waiter that goes to sleep wakes it.
  * `lock` serializes every call on the worker (it is created single-
  * threaded) and guards the endpoint list and the connections; the AM
  * callbacks run inside progress, so under it.
@@ -89,11 +86,6 @@ struct adag_ucx_domain {
     _Atomic int64_t last_found;
     _Atomic uint32_t park_seq;
     _Atomic uint32_t parked;
-    /* times the progress thread parked afresh (a back-off began), and
-     * woke to look and found waiters still progressing (progress_main;
-     * for tests) */
-    _Atomic uint64_t parks;
-    _Atomic uint64_t idle_looks;
     _Atomic uint32_t stopping;
     /* readers whose credit is due (changed under lock; read without it
      * only as a hint: whoever flushes looks again under the lock) */

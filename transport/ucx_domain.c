@@ -27,10 +27,6 @@ extern const adag_chan_ops_t adag_chan_ucx_ops;
  * stands aside (the spinner's next wait usually comes sooner; transfers
  * nobody waits for move again after this). */
 #define PARK_NS 1000000LL
-/* The longest the parked progress thread sleeps before it looks whether
- * it is needed: each look that finds waiters still progressing doubles
- * its next sleep, from PARK_NS up to this (progress_main). */
-#define PARK_MAX_NS 8000000LL
 /* How long a waiter goes on spinning without an event while transfers of
  * its domain are in flight (spin_until). */
 #define TRANSFER_SPIN_NS 1000000LL
@@ -211,53 +207,26 @@ static int others_progress(adag_ucx_domain_t *d)
 }
 
 /* Sleeps on the worker's event fd whenever there is nothing to progress,
- * and stands aside (parked on park_seq) while waiters progress.
- *
- * Parked, it wakes now and then to look whether the waiters are gone
- * (nobody would move a transfer still in flight): after PARK_NS, and
- * after twice as long each time it found them still there, up to
- * PARK_MAX_NS. While a DAG streams, waits follow each other without a
- * gap; a look every millisecond was a wake-up and a switch back on a
- * core a loop spins on (2 cores: 1,000 a second per process, 1.5 context
- * switches per 1 MiB value, against 0.2 for ucx_perftest). A waiter that
- * goes to sleep wakes it at once, and a look that finds nobody sets it
- * back to PARK_NS. */
+ * and stands aside (parked on park_seq) while waiters progress. */
 static void *progress_main(void *arg)
 {
     adag_ucx_domain_t *d = arg;
     struct pollfd fds[2] = {{.fd = d->efd, .events = POLLIN}, {.fd = d->stop_fd, .events = POLLIN}};
-    int64_t park_ns = PARK_NS;
-    int fresh = 1; /* the next park starts a back-off */
     for (;;) {
         if (atomic_load_explicit(&d->stopping, memory_order_acquire))
             return NULL;
         uint32_t seen = atomic_load_explicit(&d->park_seq, memory_order_seq_cst);
         if (others_progress(d)) {
             atomic_store_explicit(&d->parked, 1, memory_order_seq_cst);
-            if (fresh)
-                atomic_fetch_add_explicit(&d->parks, 1, memory_order_relaxed);
-            fresh = 0;
             /* a waiter that went to sleep after `seen` bumped the word:
-             * no sleep here. Else back within park_ns to look again */
+             * no sleep here. Else back within PARK_NS to look again */
             if (others_progress(d))
-                adag_futex_wait(&d->park_seq, seen, adag_now_ns() + park_ns);
+                adag_futex_wait(&d->park_seq, seen, adag_now_ns() + PARK_NS);
             atomic_store_explicit(&d->parked, 0, memory_order_seq_cst);
             /* credits left due while parked (none followed them) go now */
             adag_ucx_credits_flush(d);
-            /* nobody bumped the word and the waiters still progress: this
-             * look was for nothing, the next one comes later */
-            if (atomic_load_explicit(&d->park_seq, memory_order_seq_cst) == seen &&
-                others_progress(d)) {
-                atomic_fetch_add_explicit(&d->idle_looks, 1, memory_order_relaxed);
-                park_ns = park_ns * 2 < PARK_MAX_NS ? park_ns * 2 : PARK_MAX_NS;
-            } else {
-                park_ns = PARK_NS;
-                fresh = 1;
-            }
             continue;
         }
-        park_ns = PARK_NS;
-        fresh = 1;
         pthread_mutex_lock(&d->lock);
         adag_ucx_credits_flush_locked(d);
         while (ucp_worker_progress(d->worker)) {
