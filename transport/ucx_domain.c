@@ -40,13 +40,18 @@ extern const adag_chan_ops_t adag_chan_ucx_ops;
  * Under UCP_ERR_HANDLING_MODE_PEER (which adag needs: a peer's death must
  * fail a channel, not the process) UCX moves rendezvous data in such
  * fragments instead of one zero-copy put, so their size sets the
- * bandwidth (docs/design.md, "UCX channels"). The cost: receive buffers
- * of that size, a few per worker. (ucp_config_modify applies a
- * transport's setting by its name without the prefix.) */
+ * bandwidth (docs/design.md, "UCX channels"). 512 KiB of data plus 64
+ * bytes: each fragment also carries UCX's 16-byte rendezvous header, so
+ * with exactly 512 KiB a 1 MiB tensor (any power of two from 1 MiB)
+ * needed one more fragment for its last 32 bytes, a send and a receive
+ * of its own (~16 us of the sender's time per MiB on the 2-core VM).
+ * The cost: receive buffers of that size, a few per worker.
+ * (ucp_config_modify applies a transport's setting by its name without
+ * the prefix.) */
 static const struct {
     const char *name, *env[2], *value;
 } ucx_defaults[] = {
-    {"RX_SEG_SIZE", {"UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE"}, "512K"},
+    {"RX_SEG_SIZE", {"UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE"}, "524352"},
 };
 
 static void tune_config(ucp_config_t *config)

@@ -389,7 +389,7 @@ int main(int argc, char **argv)
     /* the TCP fragment size adag's UCX context uses unless told otherwise
      * (transport/ucx_domain.c), given to ucx_perftest too: both sides run
      * the same transport settings */
-    setenv("UCX_TCP_RX_SEG_SIZE", "512K", 0);
+    setenv("UCX_TCP_RX_SEG_SIZE", "524352", 0); /* 512 KiB + 64 B */
     char addr[96];
     start_agent(addr, sizeof(addr));
     if (h_netns_join(hosts.ns[0]) != 0)
