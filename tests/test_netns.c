@@ -251,9 +251,10 @@ Test(netns, sigkill_remote_worker, .timeout = 120)
 }
 
 /* h2's link cut (its bridge port down: packets vanish, nothing resets):
- * the DAG fails within ADAG_REMOTE_TIMEOUT_MS (2 s here) plus a second,
- * naming h2's host; teardown completes; the worker on the far side gives
- * up by itself. */
+ * the DAG fails after ADAG_REMOTE_TIMEOUT_MS (2 s here; 2.01-2.03 s
+ * measured), asserted with 3 s of slack for a loaded host, naming h2's
+ * host; teardown completes; the worker on the far side gives up by
+ * itself. */
 Test(netns, link_cut, .timeout = 120)
 {
     setenv("ADAG_REMOTE_TIMEOUT_MS", "2000", 1);

@@ -10,7 +10,7 @@
  *               median (it reports half a round trip)
  *   bw-1MiB     driver -> actor in h1 ("check": reads the payload in place,
  *   bw-16MiB    returns 8 bytes), a DAG compiled for values of that size
- *               with 2 in flight at 1 MiB, 1 at 16 MiB (bw_inflight_for):
+ *               with 3 in flight at 1 MiB, 1 at 16 MiB (bw_inflight_for):
  *               payload bytes per second vs ucx_perftest ucp_am_bw at that
  *               size; zero-copy (prepare/commit: the driver writes into the
  *               slot, as ucx_perftest sends from its buffer) and with
@@ -264,13 +264,16 @@ static int zero_copy; /* run(): the driver writes into the slot (prepare/commit)
  * 4 MiB or more takes a millisecond or more to move, against a reply's
  * round trip of 10-30 us, so one in flight keeps the link busy and a
  * second only adds a slot per side (16 MiB, 16-core Xeon: 1 in flight
- * 0.91-1.02 of ucx_perftest, 2: 0.77-0.86, 4: 0.80); a smaller one streams
- * while the previous one's reply comes back. */
+ * 0.91-1.02 of ucx_perftest, 2: 0.77-0.86, 4: 0.80). A smaller one streams
+ * while the previous one's reply comes back, and with 3 in flight the next
+ * value's rendezvous request leaves before the current one's bytes (at 2
+ * it queues behind them and the link waits a round trip per value:
+ * docs/design.md, "The rendezvous handshake at 2 in flight"). */
 static unsigned bw_inflight_for(size_t size, long asked)
 {
     if (asked)
         return (unsigned)asked;
-    return size >= (4u << 20) ? 1 : 2;
+    return size >= (4u << 20) ? 1 : 3;
 }
 
 /* The most values in flight run() keeps track of. */
