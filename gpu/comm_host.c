@@ -51,6 +51,8 @@
  *   error_code  claimed by compare-and-swap (the first failure wins), then
  *               its text is written and error_ready stored (release);
  *               status loads error_ready (acquire) before reading the text.
+ *               A later failure waits (bounded) for error_ready before it
+ *               stores abort, so abort implies a complete text.
  * Waiters sleep on adag_event_t words in the segment (process-shared
  * futexes): recv_wake (head or recv_turn moved), send_wake (tail or
  * send_turn moved), join_wake; the collectives' coll_wake and turn_wake,
@@ -179,7 +181,8 @@ static void wake_everyone(const seg_t *g)
 }
 
 /* Breaks the communicator: the first failure's status and text are kept
- * (later ones only abort), then every waiter of every rank gives up. */
+ * (later ones wait until its text is complete, then abort), then every
+ * waiter of every rank gives up. */
 void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
 {
     seg_header_t *h = g->h;
@@ -191,6 +194,18 @@ void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ..
         vsnprintf(h->error_text, sizeof(h->error_text), fmt, ap);
         va_end(ap);
         atomic_store_explicit(&h->error_ready, 1, memory_order_release);
+        adag_futex_wake_all(&h->error_ready);
+    } else {
+        /* Another failure claimed the record (two ranks often detect one
+         * mismatch together): wait until its text is complete before abort
+         * is stored, so that a rank which sees abort (its stream drained)
+         * reads the whole text: error_ready's release store, this acquire
+         * load, then the seq_cst abort store chain happens-before. The
+         * writer only formats; the bound covers one killed in between. */
+        int64_t deadline = adag_deadline_ms(1000);
+        while (!atomic_load_explicit(&h->error_ready, memory_order_acquire) &&
+               adag_now_ns() < deadline)
+            adag_futex_wait(&h->error_ready, 0, deadline);
     }
     atomic_store_explicit(&h->abort, 1, memory_order_seq_cst);
     wake_everyone(g);

@@ -106,7 +106,8 @@ typedef struct {
 } host_comm_t;
 
 /* Breaks the communicator: the first failure's status and text are kept
- * (later ones only abort), then every waiter of every rank gives up. */
+ * (later ones wait until its text is complete, then abort), then every
+ * waiter of every rank gives up. */
 void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
     ADAG_PRINTF(3, 4);
 /* ADAG_OK, or the record's status with its text as this thread's error

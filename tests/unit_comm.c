@@ -7,12 +7,14 @@
 #include "common/clock.h"
 #include "gpu/comm.h"
 #include "gpu/comm_host.h"
+#include "gpu/comm_host_impl.h"
 #include "gpu/device.h"
 #include "comm_rig.h"
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,6 +432,48 @@ Test(comm, abort_reaches_another_process, .timeout = 60)
               "the child's recv did not end with ADAG_ERR_CLOSED (status 0x%x)", status);
     rank_close(&r0);
     assert_counts_zero();
+}
+
+/* Two failures at once (two ranks often detect one mismatch together):
+ * the second returns only once the first one's text is complete, so a rank
+ * whose wait the abort ended reads the whole text, never "its message is
+ * being written". The first text formats a 64 MiB argument, which
+ * vsnprintf measures whole: milliseconds, against the abort's microseconds. */
+typedef struct {
+    host_comm_t *c;
+    const char *big;
+} slow_fail_t;
+
+static void *slow_fail_main(void *arg)
+{
+    slow_fail_t *a = arg;
+    adag_comm_host_fail(&a->c->seg, ADAG_ERR_PROTOCOL, "the first failure %s", a->big);
+    return NULL;
+}
+
+Test(comm, a_second_failure_waits_for_the_first_text, .timeout = 60)
+{
+    const adag_comm_ops_t *ops = host_ops();
+    rank_t r[2];
+    pair_up(ops, r, 64);
+    size_t n = (size_t)64 << 20;
+    char *big = malloc(n + 1);
+    cr_assert_not_null(big);
+    memset(big, 'x', n);
+    big[n] = 0;
+    slow_fail_t a = {(host_comm_t *)r[0].comm, big};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, slow_fail_main, &a), 0);
+    /* claimed: the first failure is formatting its text now */
+    while (atomic_load_explicit(&a.c->seg.h->error_code, memory_order_acquire) == 0)
+        sched_yield();
+    ops->abort(r[1].comm);
+    cr_assert_eq(ops->status(r[1].comm), ADAG_ERR_PROTOCOL, "%s", adag_last_error());
+    cr_assert(strstr(adag_last_error(), "the first failure xxxx"),
+              "rank 1 read \"%s\" after its abort returned", adag_last_error());
+    pthread_join(t, NULL);
+    free(big);
+    pair_close(r);
 }
 
 /* ---- size mismatch ---- */
