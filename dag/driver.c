@@ -556,15 +556,30 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
 
     pthread_mutex_lock(&dag->lock);
     /* executions this thread reserved and never committed are dropped */
-    adag_dag_drop_own_reservations(dag);
+    adag_dag_drop_reservations(dag, 1);
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
     if (dag->ncomm_leases)
         dag->comm_keep = settle_executions(dag);
     adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
+    /* Calls in progress end at once (the failure woke their waits).
+     * Reservations of other threads end when those threads commit or
+     * cancel them (a commit now cancels: ADAG_ERR_CLOSED); one still open
+     * after the teardown timeout (its thread gone or stuck) is dropped
+     * here, so destroy is bounded whatever a client left reserved. */
     pthread_mutex_lock(&dag->lock);
-    while (dag->api_users > 0)
-        adag_dag_cond_wait(dag, ADAG_FOREVER);
+    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    while (dag->api_users > 0 || dag->nreserved > 0) {
+        if (dag->api_users == 0 && adag_now_ns() >= deadline) {
+            unsigned n = adag_dag_drop_reservations(dag, 0);
+            ADAG_LOG_WARN("DAG %s: destroy dropped %u execution%s that other threads reserved "
+                          "and neither committed nor cancelled within the teardown timeout "
+                          "(%d ms)",
+                          dag->name, n, n == 1 ? "" : "s", dag->teardown_timeout_ms);
+            break;
+        }
+        adag_dag_cond_wait(dag, dag->api_users > 0 ? ADAG_FOREVER : deadline);
+    }
     pthread_mutex_unlock(&dag->lock);
     /* which communicators go is known before STOP tells the actors */
     adag_dag_leave_leases(dag);

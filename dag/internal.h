@@ -304,6 +304,8 @@ struct adag_dag {
     pthread_t *slot_owner;     /* [ref % max_inflight]: the thread that reserved it */
     uint8_t *slot_legacy;      /* [ref % max_inflight]: reserved by adag_dag_execute_prepare */
     unsigned nlegacy;          /* such reservations not yet committed or cancelled */
+    unsigned nreserved;        /* reservations not yet committed or cancelled (destroy
+                                * waits for them, up to the teardown timeout) */
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
@@ -485,8 +487,9 @@ static inline void adag_dag_wake(adag_dag_h dag)
 }
 void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg);
 adag_status_t adag_dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn); /* under lock */
-/* reserve.c: cancels the reservations of the calling thread (destroy). Under lock. */
-void adag_dag_drop_own_reservations(adag_dag_h dag);
+/* reserve.c: cancels the open reservations of the calling thread
+ * (own_only) or of every thread (destroy); returns how many. Under lock. */
+unsigned adag_dag_drop_reservations(adag_dag_h dag, int own_only);
 /* Frees a DAG whose loops have stopped (or never started). */
 void adag_dag_free(adag_dag_h dag);
 

@@ -339,6 +339,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
             upstream_err = call->args[a].err;
         }
     }
+    /* a method of no argument runs as its execution's start says */
+    if (op->nargs == 0 && loop->start_status != ADAG_OK) {
+        upstream = loop->start_status;
+        upstream_err = loop->start_err;
+    }
     doing(loop, ot.oi, ADAG_DOING_ROOM);
     /* acquire the return slots (zero-copy writes go straight into them);
      * traced, an acquire that did not wait reads no clock: the method's
@@ -490,8 +495,7 @@ static void *loop_main(void *arg)
         st = d->dev->ops->bind_thread(d->dev);
         if (st != ADAG_OK) {
             adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
-            if (loop->on_fatal)
-                loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
+            adag_loop_fail_dag(loop, st, adag_last_error());
             return NULL;
         }
     }
@@ -499,20 +503,30 @@ static void *loop_main(void *arg)
         /* an aborted DAG abandons executions already queued in its channels */
         if (adag_ctx_aborted(loop->ctx))
             goto out;
-        if (loop->prog.start_chan != ADAG_PROG_NO_CHAN)
-            st = adag_chan_wait(loop->chans[loop->prog.start_chan], seq, ADAG_FOREVER, &start);
+        if (loop->prog.start_chan != ADAG_PROG_NO_CHAN) {
+            adag_chan_t *sc = loop->chans[loop->prog.start_chan];
+            st = adag_chan_wait(sc, seq, ADAG_FOREVER, &start);
+            if (st == ADAG_OK)
+                st = adag_value_check_slot(&start, sc->name);
+            /* a cancelled execution's start carries its status */
+            loop->start_status = st == ADAG_OK ? start.status : ADAG_OK;
+            loop->start_err = st == ADAG_OK ? start.err : NULL;
+        }
         for (uint32_t i = 0; i < loop->prog.nops && st == ADAG_OK; i++)
             st = run_op(loop, &loop->prog.ops[i], seq, &call);
         if (st == ADAG_OK && loop->released <= seq)
             release_reads(loop, seq);
     }
-    /* A channel that lost its peer (ADAG_ERR_IO: a ucx endpoint whose other
-     * process failed or became unreachable) fails this DAG only; the
-     * process and its other DAGs go on. Anything else is fatal. */
-    if (st == ADAG_ERR_IO)
+    /* Whatever the loop meets (a channel that lost its peer, a malformed
+     * slot, a protocol error) fails this DAG only, with the message: the
+     * process and its other DAGs go on. ADAG_ERR_CLOSED: the DAG was
+     * aborted, by its driver or by this failure elsewhere. */
+    if (st != ADAG_ERR_CLOSED) {
+        if (st != ADAG_ERR_IO) /* a lost peer's message names the channel and host */
+            adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name,
+                              loop->prog.dag_name);
         adag_loop_fail_dag(loop, st, adag_last_error());
-    else if (st != ADAG_ERR_CLOSED && loop->on_fatal)
-        loop->on_fatal(loop->fatal_ctx, st, adag_last_error());
+    }
 out:
     adag_loop_turns_end(loop);
     drain_device(loop);

@@ -96,6 +96,12 @@ struct adag_loop {
     uint32_t *reads;          /* channels this actor reads (released per execution) */
     unsigned nreads;
     uint64_t released;        /* executions below this released already (loop thread) */
+    /* the current execution's start (loop thread): not ADAG_OK for a
+     * cancelled one, whose methods of no argument are then skipped; the
+     * text lies in the start slot, held until the execution's reads are
+     * released */
+    adag_status_t start_status;
+    const char *start_err;
     adag_loop_actor_t actor;
     void *state;              /* = actor.state, ... (the names the loop uses) */
     pthread_mutex_t *call_lock;

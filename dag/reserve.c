@@ -110,10 +110,18 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
 }
 
 /* Leaves the API (under dag->lock): the counterpart of the count taken by
- * reserve, when the reservation ends. */
+ * reserve, when its call ends. */
 static void leave_locked(adag_dag_h dag)
 {
     if (--dag->api_users == 0 && dag->closing)
+        pthread_cond_broadcast(&dag->cond);
+}
+
+/* A reservation ended, committed or cancelled (under dag->lock): destroy
+ * may be waiting for it. */
+static void reservation_ended_locked(adag_dag_h dag)
+{
+    if (--dag->nreserved == 0 && dag->closing)
         pthread_cond_broadcast(&dag->cond);
 }
 
@@ -135,15 +143,16 @@ static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
     return st;
 }
 
-/* Reserves the next ref. With `inputs` (adag_dag_execute) it also copies
- * them into their slots and commits, in the same pass. Otherwise the
- * caller counts as an API user until the ref is committed or cancelled.
+/* Reserves the next ref. With `commit_now` (adag_dag_execute) it also
+ * copies `inputs` (NULL for a DAG without inputs) into their slots and
+ * commits, in the same pass. Otherwise the reservation stays open (counted
+ * in dag->nreserved) until the ref is committed or cancelled.
  * legacy: reserved by adag_dag_execute_prepare; refuse_if_prepared: a
  * thread holding such a reservation is refused (it would wait for itself).
  * Two short critical sections; none held across a wait. */
 static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int legacy,
-                             int refuse_if_prepared, const adag_value_t *inputs, uint64_t *ref,
-                             uint64_t *blocked_at)
+                             int refuse_if_prepared, int commit_now, const adag_value_t *inputs,
+                             uint64_t *ref, uint64_t *blocked_at)
 {
     adag_status_t st = ADAG_OK;
     uint64_t own_blocked_at = 0;
@@ -222,6 +231,21 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         else if (st != ADAG_OK)
             st = adag_dag_wait_error(dag, st, fn);
     }
+    /* the start channel (read by actors with a method of no argument) is
+     * written like an input: its slot for seq is free once every such
+     * actor released seq - max_inflight, which may be after the DAG's
+     * outputs of that ref came back */
+    if (dag->start && st == ADAG_OK) {
+        void *start_buf;
+        st = adag_chan_acquire(dag->start, seq, deadline, &start_buf);
+        if (st == ADAG_ERR_TIMEOUT)
+            st = adag_error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
+                            "%s: %s: actors still run ref %llu (channel %s)", fn,
+                            nonblock ? "no room now" : "no room in time",
+                            (unsigned long long)(seq - dag->max_inflight), dag->start->name);
+        else if (st != ADAG_OK)
+            st = adag_dag_wait_error(dag, st, fn);
+    }
     for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
         st = adag_chan_acquire(dag->orders[i], seq, deadline,
                                &dag->order_bufs[(seq % dag->max_inflight) * dag->norders + i]);
@@ -235,10 +259,10 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
             st = adag_dag_wait_error(dag, st, fn);
     }
     /* the slots are this caller's alone until the ref is published */
-    for (unsigned i = 0; inputs && st == ADAG_OK && i < dag->ninputs; i++)
+    for (unsigned i = 0; commit_now && st == ADAG_OK && i < dag->ninputs; i++)
         if (inputs[i].size && !adag_dag_input_on_device(dag, i))
             memcpy(bufs[i], inputs[i].data, inputs[i].size);
-    if (inputs && st == ADAG_OK && dag->driver_dev)
+    if (commit_now && st == ADAG_OK && dag->driver_dev)
         st = adag_dag_copy_device_inputs(dag, bufs, inputs, deadline);
     pthread_mutex_lock(&dag->lock);
     dag->acquiring = 0;
@@ -251,7 +275,7 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
     dag->slot_legacy[s] = (uint8_t)legacy;
     dag->nlegacy += (unsigned)legacy;
     dag->next_reserve = seq + 1;
-    if (inputs) {
+    if (commit_now) {
         size_t *sizes = slot_sizes(dag, seq);
         adag_tensor_meta_t *metas = slot_metas(dag, seq);
         for (unsigned i = 0; i < dag->ninputs; i++) {
@@ -264,13 +288,15 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         dag->ref_flags[s] |= REF_COMMITTED;
         dag->stats.executed++;
         publish_ready(dag);
-        leave_locked(dag);
-    } else if (dag->trace) {
+    } else {
+        dag->nreserved++;
         /* the zero-copy API: its execute record runs from the reserve (its
          * wait for room, if any) to the commit, which ends it */
-        adag_trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
-                            *blocked_at ? *blocked_at : adag_trace_clock());
+        if (dag->trace)
+            adag_trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
+                                *blocked_at ? *blocked_at : adag_trace_clock());
     }
+    leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
     *ref = seq;
     return ADAG_OK;
@@ -304,8 +330,11 @@ static void publish_ready(adag_dag_h dag)
         /* a cancelled ref gets its tickets too: its loops run it */
         if (st == ADAG_OK && dag->norders)
             st = publish_tickets(dag, seq);
+        /* a cancelled ref's start carries its status: methods of no
+         * argument are skipped like those whose inputs failed */
         if (st == ADAG_OK && dag->start)
-            st = adag_chan_publish(dag->start, seq, 0, NULL, ADAG_OK, NULL);
+            st = adag_chan_publish(dag->start, seq, 0, NULL, status,
+                                   "the execution was cancelled");
         if (st != ADAG_OK) {
             adag_dag_fail_locked(dag, st, adag_last_error());
             break;
@@ -350,14 +379,28 @@ static adag_status_t check_sizes(adag_dag_h dag, const char *fn, const size_t *s
     return ADAG_OK;
 }
 
-/* Commits reservation ref with its sizes (checked) and ends the caller's
- * count as an API user. */
-/* metas: each input's tensor description (NULL: bytes, as zero-copy
- * inputs of the API are) */
-static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
-                   const adag_tensor_meta_t *given)
+static void cancel_locked(adag_dag_h dag, uint64_t ref);
+
+/* Commits reservation ref with its sizes (checked by the caller), unless
+ * it ended meanwhile (another thread cancelled it, or destroy dropped it)
+ * or the DAG is being destroyed (then it is cancelled: ADAG_ERR_CLOSED).
+ * metas: each input's tensor description (NULL: bytes, as zero-copy inputs
+ * of the API are). Nothing of the DAG is touched after its lock is let go:
+ * destroy may free it once the reservation ended. */
+static adag_status_t commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
+                            const adag_tensor_meta_t *given, const char *fn)
 {
     pthread_mutex_lock(&dag->lock);
+    adag_status_t st = check_reserved(dag, ref, fn);
+    if (st == ADAG_OK && dag->closing) {
+        cancel_locked(dag, ref);
+        st = adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed: ref %llu was cancelled",
+                        fn, dag->name, (unsigned long long)ref);
+    }
+    if (st != ADAG_OK) {
+        pthread_mutex_unlock(&dag->lock);
+        return st;
+    }
     unsigned s = (unsigned)(ref % dag->max_inflight);
     memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
     adag_tensor_meta_t *metas = slot_metas(dag, ref);
@@ -371,16 +414,16 @@ static void commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
     dag->nlegacy -= dag->slot_legacy[s];
     dag->stats.executed++;
     publish_ready(dag);
-    leave_locked(dag);
-    pthread_mutex_unlock(&dag->lock);
     /* traced: its execute record (2 ref of the indexed ring), begun at the
      * reserve, ends here (its inputs were written in place meanwhile) */
     if (dag->trace)
         adag_trace_end_begun(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, adag_trace_clock());
+    reservation_ended_locked(dag);
+    pthread_mutex_unlock(&dag->lock);
+    return ADAG_OK;
 }
 
-/* Cancels reservation ref and ends the caller's count as an API user
- * (under dag->lock). */
+/* Cancels reservation ref (under dag->lock). */
 static void cancel_locked(adag_dag_h dag, uint64_t ref)
 {
     unsigned s = (unsigned)(ref % dag->max_inflight);
@@ -394,19 +437,22 @@ static void cancel_locked(adag_dag_h dag, uint64_t ref)
         publish_ready(dag);
     }
     adag_dag_wake(dag);
-    leave_locked(dag);
+    reservation_ended_locked(dag);
 }
 
-void adag_dag_drop_own_reservations(adag_dag_h dag)
+unsigned adag_dag_drop_reservations(adag_dag_h dag, int own_only)
 {
+    unsigned n = 0;
     for (uint64_t r = dag->next_reserve; r-- > dag->next_publish;) {
         unsigned s = (unsigned)(r % dag->max_inflight);
         uint8_t f = dag->ref_flags[s];
         if ((f & REF_RESERVED) && !(f & (REF_COMMITTED | REF_CANCELLED)) &&
-            pthread_equal(dag->slot_owner[s], pthread_self())) {
+            (!own_only || pthread_equal(dag->slot_owner[s], pthread_self()))) {
             cancel_locked(dag, r);
+            n++;
         }
     }
+    return n;
 }
 
 /* Input i against a static dtype/shape declared for its field. */
@@ -472,7 +518,7 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
                               fn, i, i, inputs[i].size, dag->capacity);
     }
     uint64_t blocked_at = 0;
-    st = reserve(dag, flags, fn, 0, 1, inputs, ref, &blocked_at);
+    st = reserve(dag, flags, fn, 0, 1, 1, inputs, ref, &blocked_at);
     /* the driver's ring is indexed: ref's execute is record 2 ref. Its
      * span: from when it began to wait for room (if it did) to when its
      * inputs were published; the clock is read after they went, off the
@@ -497,7 +543,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, u
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
-        (st = reserve(dag, flags, fn, 0, 0, NULL, &seq, NULL)) != ADAG_OK)
+        (st = reserve(dag, flags, fn, 0, 0, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     *ref = seq;
@@ -520,8 +566,7 @@ adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const size_t *size
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
         return st; /* a size error leaves it reserved: fix the size, or cancel */
-    commit(dag, ref, sizes, NULL);
-    return ADAG_OK;
+    return commit(dag, ref, sizes, NULL, fn);
 }
 
 adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref)
@@ -567,7 +612,7 @@ adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **bu
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
-        (st = reserve(dag, flags, fn, 1, 1, NULL, &seq, NULL)) != ADAG_OK)
+        (st = reserve(dag, flags, fn, 1, 1, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     return ADAG_OK;
@@ -586,8 +631,9 @@ adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsig
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
         return st; /* still prepared: fix the size, or cancel */
-    /* only this thread ends its reservation: seq stays reserved meanwhile */
-    commit(dag, seq, sizes, NULL);
+    /* only this thread (or destroy) ends its reservation */
+    if ((st = commit(dag, seq, sizes, NULL, fn)) != ADAG_OK)
+        return st;
     *ref = seq;
     return ADAG_OK;
 }
@@ -613,7 +659,7 @@ adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffe
 {
     static const char *fn = "adag_dag_reserve (data source)";
     uint64_t seq;
-    adag_status_t st = reserve(dag, flags, fn, 0, 0, NULL, &seq, NULL);
+    adag_status_t st = reserve(dag, flags, fn, 0, 0, 0, NULL, &seq, NULL);
     if (st != ADAG_OK)
         return st;
     memcpy(buffers, slot_bufs(dag, seq), dag->ninputs * sizeof(*buffers));
@@ -637,8 +683,7 @@ adag_status_t adag_dag_commit_feed(adag_dag_h dag, uint64_t ref, const size_t *s
                           .ndim = metas[i].ndim};
         memcpy(v.shape, metas[i].shape, sizeof(v.shape));
         if ((st = check_declared(dag, fn, i, &v)) != ADAG_OK)
-            return st;
+            return st; /* still reserved: the source cancels it */
     }
-    commit(dag, ref, sizes, metas);
-    return ADAG_OK;
+    return commit(dag, ref, sizes, metas, fn);
 }

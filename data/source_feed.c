@@ -196,13 +196,15 @@ void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
         }
         if (st == ADAG_OK)
             st = adag_data_fill(src, f, seq, slot->buf);
-        if (st == ADAG_OK) {
+        if (st == ADAG_OK)
             st = deliver(src, k, slot);
-        } else {
+        if (st != ADAG_OK) {
+            /* a reservation not committed (the batch failed, or the DAG
+             * refused it) is cancelled, so the DAG's window moves on */
             char why[ADAG_ERROR_MAX];
             snprintf(why, sizeof(why), "%s", adag_last_error());
             adag_dag_cancel(src->p.dag, slot->ref);
-            adag_error(st, "%s", why); /* the fill's failure is the one to report */
+            adag_error(st, "%s", why); /* the first failure is the one to report */
         }
 
         pthread_mutex_lock(&src->lock);

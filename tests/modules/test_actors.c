@@ -23,6 +23,7 @@
 typedef struct {
     int64_t offset;
     uint64_t calls;
+    int64_t ticks; /* tick() calls */
 } counter_state_t;
 
 static adag_status_t counter_init(void *state, const void *data, size_t size)
@@ -89,6 +90,32 @@ static adag_status_t counter_calls(void *state, adag_call_h call)
 {
     counter_state_t *s = state;
     return adag_call_set_output(call, 0, &s->calls, sizeof(s->calls));
+}
+
+/* tick() -> how many times tick() ran on this actor, this call included */
+static adag_status_t counter_tick(void *state, adag_call_h call)
+{
+    counter_state_t *s = state;
+    s->ticks++;
+    return adag_call_set_output(call, 0, &s->ticks, sizeof(s->ticks));
+}
+
+/* base() -> offset */
+static adag_status_t counter_base(void *state, adag_call_h call)
+{
+    counter_state_t *s = state;
+    return adag_call_set_output(call, 0, &s->offset, sizeof(s->offset));
+}
+
+/* sum3(a, b, c) -> a + b + c + offset */
+static adag_status_t counter_sum3(void *state, adag_call_h call)
+{
+    counter_state_t *s = state;
+    int64_t a, b, c;
+    if (read_i64(call, 0, &a) || read_i64(call, 1, &b) || read_i64(call, 2, &c))
+        return adag_call_fail(call, "sum3 expects three int64");
+    int64_t y = a + b + c + s->offset;
+    return adag_call_set_output(call, 0, &y, sizeof(y));
 }
 
 /* fail_if_negative(x) -> x, fails when x < 0 */
@@ -265,6 +292,9 @@ static const adag_method_def_t counter_methods[] = {
     {"spin_ms", counter_spin_ms, 1, 1},
     {"call_lib", counter_call_lib, 0, 1},
     {"arg_value", counter_arg_value, 1, 1},
+    {"tick", counter_tick, 0, 1},
+    {"base", counter_base, 0, 1},
+    {"sum3", counter_sum3, 3, 1},
 };
 
 const adag_class_def_t test_counter_class = {

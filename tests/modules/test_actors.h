@@ -9,7 +9,9 @@
  * say(x) (prints to stdout and stderr), ret_status(x) (returns status x; 0: outputs x),
  * bad_arg(x) (returns adag_call_arg(call, 3)), spin_ms(x) (busy loop; x < 0 forever),
  * call_lib() (the path of the object adag_call_arg binds to, NUL-terminated),
- * arg_value(x) (the adag_value_t adag_call_arg filled for x, over 0xff bytes). */
+ * arg_value(x) (the adag_value_t adag_call_arg filled for x, over 0xff bytes),
+ * tick() (how many times tick ran on this actor, this call included), base() (the
+ * offset), sum3(a,b,c)->a+b+c+offset. */
 extern const adag_class_def_t test_counter_class;
 /* "broken": init always fails */
 extern const adag_class_def_t test_broken_class;
