@@ -20,6 +20,7 @@ void *adag_call_stream(adag_call_h call)
     if (!call || !call->loop->actor.device)
         return NULL;
     const adag_chan_device_t *d = call->loop->actor.device;
+    call->used_stream = 1;
     return d->dev->ops->stream_native(d->compute);
 }
 
@@ -48,6 +49,7 @@ adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args), const 
                                "actor %s.%s: adag_call_enqueue: args is NULL for %zu bytes", actor,
                                method, size);
     adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
+    call->used_stream = 1;
     if (st != ADAG_OK)
         return adag_call_error(call, st, "actor %s.%s: adag_call_enqueue: %s", actor, method,
                                adag_last_error());

@@ -85,6 +85,7 @@ static adag_status_t give_output(adag_call_h call, unsigned i, size_t size, cons
     }
     call->sizes[i] = size;
     call->written |= 1u << i;
+    call->handed |= 1u << i;
     *buf = call->bufs[i];
     return ADAG_OK;
 }
@@ -165,6 +166,8 @@ adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *dat
     adag_status_t st = adag_call_output(call, i, size, &buf);
     if (st == ADAG_OK && size)
         memcpy(buf, data, size);
+    if (st == ADAG_OK) /* its bytes are final now: no device work writes them */
+        call->handed &= ~(1u << i);
     return st;
 }
 
@@ -291,8 +294,7 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
     return st;
 }
 
-/* This execution's inputs are no longer read here. */
-static void release_reads(adag_loop_t *loop, uint64_t seq)
+void adag_loop_release_reads(adag_loop_t *loop, uint64_t seq)
 {
     for (unsigned i = 0; i < loop->nreads; i++)
         adag_chan_release(loop->chans[loop->reads[i]], seq);
@@ -370,6 +372,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     call->op = op;
     call->seq = seq;
     call->written = 0;
+    call->handed = 0;
     call->fail_status = ADAG_OK;
     call->msg[0] = '\0';
     call->call_err[0] = '\0';
@@ -377,11 +380,18 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     /* the actor's lock, contended only by another DAG's call on this
      * actor, is in the compute span */
     doing(loop, ot.oi, ADAG_DOING_COMPUTE);
+    call->used_stream = 0;
     pthread_mutex_lock(loop->call_lock);
     st = m->fn(loop->state, call);
+    pthread_mutex_unlock(loop->call_lock);
+    if (call->used_stream) {
+        loop->stream_dirty = 1;
+        adag_status_t sst = adag_loop_settle_returns(loop, op, call);
+        if (sst != ADAG_OK)
+            return sst; /* aborted */
+    }
     ot.t[3] = trace_clock(loop);
     ot.flags |= ADAG_OP_COMPUTED;
-    pthread_mutex_unlock(loop->call_lock);
     /* WRITE. A method's own failure always reaches the caller as
      * ADAG_ERR_METHOD: the code it returned (a TIMEOUT that would invite
      * retries, a positive value that would look like success) goes in the
@@ -499,10 +509,19 @@ static void *loop_main(void *arg)
             return NULL;
         }
     }
+    if (st == ADAG_OK && (st = adag_loop_hold_open(loop)) != ADAG_OK) {
+        adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
+        adag_loop_fail_dag(loop, st, adag_last_error());
+        goto out;
+    }
     for (uint64_t seq = 0; st == ADAG_OK; seq++) {
         /* an aborted DAG abandons executions already queued in its channels */
         if (adag_ctx_aborted(loop->ctx))
             goto out;
+        /* executions whose host inputs were held for device work: those
+         * done, and those whose slots seq's writers need */
+        if (loop->held_to > loop->held_from && (st = adag_loop_release_held(loop, seq)) != ADAG_OK)
+            break;
         if (loop->prog.start_chan != ADAG_PROG_NO_CHAN) {
             adag_chan_t *sc = loop->chans[loop->prog.start_chan];
             st = adag_chan_wait(sc, seq, ADAG_FOREVER, &start);
@@ -515,7 +534,7 @@ static void *loop_main(void *arg)
         for (uint32_t i = 0; i < loop->prog.nops && st == ADAG_OK; i++)
             st = run_op(loop, &loop->prog.ops[i], seq, &call);
         if (st == ADAG_OK && loop->released <= seq)
-            release_reads(loop, seq);
+            st = adag_loop_end_reads(loop, seq);
     }
     /* Whatever the loop meets (a channel that lost its peer, a malformed
      * slot, a protocol error) fails this DAG only, with the message: the
@@ -530,6 +549,7 @@ static void *loop_main(void *arg)
 out:
     adag_loop_turns_end(loop);
     drain_device(loop);
+    adag_loop_hold_close(loop);
     return NULL;
 }
 

@@ -55,6 +55,9 @@ struct adag_call {
     size_t sizes[ADAG_MAX_RETURNS];
     adag_tensor_meta_t metas[ADAG_MAX_RETURNS]; /* dtype 0: bytes */
     uint32_t written; /* bit i: return i was given a buffer */
+    uint32_t handed;  /* bit i: ... that the method (or its device work) fills
+                         itself (adag_call_output/_tensor, not set_output) */
+    int used_stream;  /* the method took its compute stream or enqueued on it */
     adag_status_t fail_status; /* set: the execution fails whatever the method returns */
     char msg[ADAG_SLOT_ERR_MAX];
     char call_err[ADAG_SLOT_ERR_MAX]; /* the last failing adag_call_* (reported if the
@@ -102,6 +105,16 @@ struct adag_loop {
      * released */
     adag_status_t start_status;
     const char *start_err;
+    /* Host values of a device-bound actor (dag/loop_host_values.c; loop
+     * thread only): a method used the compute stream since the loop last
+     * knew it idle (stream_dirty); its methods take arguments in host
+     * memory (host_args); executions [held_from, held_to) whose reads are
+     * held until the event recorded after their work (held_ev[seq %
+     * nslots]) completed. */
+    int stream_dirty;
+    int host_args;
+    uint64_t held_from, held_to;
+    struct adag_dev_event **held_ev;
     adag_loop_actor_t actor;
     void *state;              /* = actor.state, ... (the names the loop uses) */
     pthread_mutex_t *call_lock;
@@ -141,6 +154,27 @@ adag_status_t adag_loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, u
 /* The loop's figures now (any thread; its counters are read while it
  * runs). */
 adag_status_t adag_loop_figures(adag_loop_t *loop, adag_loop_figures_t *out);
+
+/* Releases every slot execution seq read here (the loop thread). */
+void adag_loop_release_reads(adag_loop_t *loop, uint64_t seq);
+
+/* Host values and device work (dag/loop_host_values.c), loop thread only.
+ * hold_open: at the loop's start (its thread bound to the device), notes
+ * whether its methods take host arguments and, if so, makes the events
+ * that hold their release; hold_close frees them. settle_returns: before
+ * op's returns are published, waits for the device work of a call that
+ * used the stream when one of them is a host buffer the method was handed
+ * (a failed stream fails the execution; ADAG_ERR_CLOSED: aborted).
+ * end_reads: execution seq's reads released now, or held behind an event
+ * when device work may still read its host arguments. release_held: before
+ * execution seq waits, releases held executions whose work is done, and
+ * (waiting for it) those whose slots seq's writers need. */
+adag_status_t adag_loop_hold_open(adag_loop_t *loop);
+void adag_loop_hold_close(adag_loop_t *loop);
+adag_status_t adag_loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
+                                       struct adag_call *call);
+adag_status_t adag_loop_end_reads(adag_loop_t *loop, uint64_t seq);
+adag_status_t adag_loop_release_held(adag_loop_t *loop, uint64_t seq);
 
 /* Fails this DAG from the loop thread (on_fail, else on_fatal): never a
  * hang; the loop then stops (its waits return ADAG_ERR_CLOSED). */

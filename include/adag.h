@@ -301,9 +301,15 @@ ADAG_API int32_t adag_call_device(adag_call_h call);
 /* Inside a method of a device-bound actor: its compute stream, in the
  * backend's own type (a cudaStream_t on "cuda"; an opaque handle on the
  * emulated "host" device, for adag_call_enqueue). A method enqueues its
- * work there and returns at once: the runtime orders the next stage's use
- * of the returns after that work (events, not host waits), and the inputs
- * stay valid for the work enqueued on this stream. NULL for other actors. */
+ * work there and returns at once, and the runtime orders every use of its
+ * values after that work: returns and arguments declared as device
+ * tensors (adag_node_tensor) by events on the device, with no host wait;
+ * values in host memory (not declared): a return filled through
+ * adag_call_output/_tensor is published once the stream ran the work (the
+ * loop waits for it; adag_call_set_output's bytes are final and go at
+ * once), and arguments go back to their writers only after that work. A
+ * method that enqueues work must call this (or adag_call_enqueue) in that
+ * call. NULL for other actors. */
 ADAG_API void *adag_call_stream(adag_call_h call);
 
 /* Inside a method of a device-bound actor: runs fn(args') on the compute

@@ -213,6 +213,96 @@ static adag_status_t dev_try_enqueue(void *state, adag_call_h call)
     return st == ADAG_OK ? out_i64(call, x) : st;
 }
 
+typedef struct {
+    int64_t ms;
+    int64_t *out; /* the return's host buffer */
+} stamp_args_t;
+
+static void late_stamp_kernel(void *p)
+{
+    stamp_args_t *a = p;
+    sleep_ms(a->ms);
+    *a->out = now_ns();
+}
+
+/* late_stamp(ms) -> the time a kernel that first sleeps ms wrote into the
+ * return's host buffer (adag_call_output: the return is not declared) */
+static adag_status_t dev_late_stamp(void *state, adag_call_h call)
+{
+    (void)state;
+    stamp_args_t args;
+    adag_status_t st = arg_i64(call, &args.ms);
+    if (st != ADAG_OK)
+        return st;
+    void *out;
+    if ((st = adag_call_output(call, 0, sizeof(int64_t), &out)) != ADAG_OK)
+        return st;
+    args.out = out;
+    *args.out = 0;
+    return adag_call_enqueue(call, late_stamp_kernel, &args, sizeof(args));
+}
+
+typedef struct {
+    const int64_t *in;
+    int64_t *out;
+    size_t n;
+    int64_t us;
+} affine_args_t;
+
+static void affine_kernel(void *p)
+{
+    affine_args_t *a = p;
+    struct timespec ts = {0, (long)(a->us * 1000)};
+    nanosleep(&ts, NULL);
+    for (size_t i = 0; i < a->n; i++)
+        a->out[i] = a->in[i] * 3 + 1;
+}
+
+/* affine_host(v) -> v * 3 + 1 for each int64 of v, computed by a kernel
+ * (which first sleeps 300 us) from the input slot into the return's host
+ * buffer: neither value is declared a tensor */
+static adag_status_t dev_affine_host(void *state, adag_call_h call)
+{
+    (void)state;
+    adag_value_t v;
+    adag_status_t st = adag_call_arg(call, 0, &v);
+    if (st != ADAG_OK)
+        return st;
+    if (v.size % sizeof(int64_t))
+        return adag_call_fail(call, "expects int64s, got %zu bytes", v.size);
+    void *out;
+    if ((st = adag_call_output(call, 0, v.size, &out)) != ADAG_OK)
+        return st;
+    affine_args_t args = {v.data, out, v.size / sizeof(int64_t), 300};
+    return adag_call_enqueue(call, affine_kernel, &args, sizeof(args));
+}
+
+static void log_late_kernel(void *p)
+{
+    late_args_t *a = p;
+    sleep_ms(2);
+    append(a->s, *a->in);
+}
+
+/* log_late(x) -> an i64 tensor [1] on the device that nothing writes (declare
+ * it); a kernel appends x to the log, read from the input slot 2 ms after
+ * the method returned */
+static adag_status_t dev_log_late(void *state, adag_call_h call)
+{
+    adag_value_t v;
+    adag_status_t st = adag_call_arg(call, 0, &v);
+    if (st != ADAG_OK)
+        return st;
+    if (v.size != sizeof(int64_t))
+        return adag_call_fail(call, "expects one int64, got %zu bytes", v.size);
+    late_args_t args = {.s = state, .in = v.data};
+    const int64_t shape[1] = {1};
+    void *out;
+    if ((st = adag_call_output_tensor(call, 0, ADAG_DTYPE_I64, 1, shape, &out)) != ADAG_OK)
+        return st;
+    return adag_call_enqueue(call, log_late_kernel, &args, sizeof(args));
+}
+
 static const adag_method_def_t dev_methods[] = {
     {.name = "device", .fn = dev_device, .nargs = 1, .nreturns = 1},
     {.name = "has_stream", .fn = dev_has_stream, .nargs = 1, .nreturns = 1},
@@ -222,6 +312,9 @@ static const adag_method_def_t dev_methods[] = {
     {.name = "drain", .fn = dev_drain, .nargs = 1, .nreturns = 1},
     {.name = "try_enqueue", .fn = dev_try_enqueue, .nargs = 1, .nreturns = 1},
     {.name = "late_read", .fn = dev_late_read, .nargs = 1, .nreturns = 1},
+    {.name = "late_stamp", .fn = dev_late_stamp, .nargs = 1, .nreturns = 1},
+    {.name = "affine_host", .fn = dev_affine_host, .nargs = 1, .nreturns = 1},
+    {.name = "log_late", .fn = dev_log_late, .nargs = 1, .nreturns = 1},
 };
 
 const adag_class_def_t test_device_class = {
