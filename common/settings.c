@@ -68,6 +68,10 @@ static const setting_def_t setting_table[] = {
     {"ADAG_REMOTE_TIMEOUT_MS", SETTING_INT, "5000", 1000, 600000, FIELD(remote_timeout_ms),
      "a silent or cut link to a remote worker (or its driver) fails after this long (TCP "
      "keepalive probes each second, and the same bound on unacknowledged data)"},
+    {"ADAG_AGENT_AUTH_TIMEOUT_MS", SETTING_INT, "5000", 100, 600000,
+     FIELD(agent_auth_timeout_ms),
+     "an agent (adag-worker --agent) refuses and drops a connection whose HELLO has not "
+     "arrived within this long; the agent reads it, the driver does not"},
     {"ADAG_DATA_CACHE_DIR", SETTING_STRING, NULL, 0, 0, FIELD(data_cache_dir),
      "the data stage's cache of http(s) shards (default $XDG_CACHE_HOME/adag/shards, else "
      "~/.cache/adag/shards); created 0700, shared by processes through file locks"},

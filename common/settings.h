@@ -25,6 +25,7 @@ typedef struct {
     const char *token;           /* ADAG_TOKEN */
     const char *hosts;           /* ADAG_HOSTS */
     int64_t remote_timeout_ms;   /* ADAG_REMOTE_TIMEOUT_MS */
+    int64_t agent_auth_timeout_ms; /* ADAG_AGENT_AUTH_TIMEOUT_MS */
     const char *data_cache_dir;  /* ADAG_DATA_CACHE_DIR */
     int64_t data_cache_bytes;    /* ADAG_DATA_CACHE_BYTES */
     int64_t data_fetches;        /* ADAG_DATA_FETCHES */

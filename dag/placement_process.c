@@ -154,6 +154,25 @@ static adag_status_t creation_failed(adag_actor_h a, adag_status_t st, const cha
     return st;
 }
 
+/* The HELLO of a remote actor whose link ended before it was answered
+ * (st: ADAG_ERR_ACTOR_DIED). An agent that refused the driver (no slot
+ * free, wrong token) sent its REPLY before it closed, and the relay passes
+ * a frame on before it marks the link down, so that refusal is already on
+ * the control socket, even when the HELLO itself never left: it is the
+ * answer. Else the death stands, with its message. */
+static adag_status_t remote_refusal(adag_actor_h a, adag_status_t st)
+{
+    process_actor_t *p = proc_of(a);
+    char died[ADAG_ERROR_MAX];
+    snprintf(died, sizeof(died), "%s", adag_last_error());
+    pthread_mutex_lock(&p->ctl_lock);
+    adag_status_t got = request_recv(a, ADAG_MSG_HELLO, adag_now_ns(), NULL, NULL);
+    pthread_mutex_unlock(&p->ctl_lock);
+    if (got == ADAG_OK || got == ADAG_ERR_ACTOR_DIED || got == ADAG_ERR_TIMEOUT)
+        return adag_error(st, "%s", died);
+    return got;
+}
+
 static adag_status_t hello(adag_actor_h a)
 {
     adag_wbuf_t wb = {0};
@@ -175,6 +194,8 @@ static adag_status_t hello(adag_actor_h a)
     adag_msg_encode_hello(&wb, &h);
     adag_status_t st = request(a, ADAG_MSG_HELLO, &wb, control_deadline(), &reply, &body);
     adag_wbuf_free(&wb);
+    if (st == ADAG_ERR_ACTOR_DIED && p->remote)
+        st = remote_refusal(a, st);
     if (st != ADAG_OK)
         return st;
     st = adag_msg_decode_hello_reply(body, &hr);

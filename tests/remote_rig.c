@@ -4,12 +4,16 @@
 #include "helpers.h"
 #include "netns_rig.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,16 +97,58 @@ void h_agent_cleanup(h_agent_t *ag)
     unlink(ag->log);
 }
 
-int h_agent_logged(const h_agent_t *ag, const char *needle)
+int h_agent_log_count(const h_agent_t *ag, const char *needle)
 {
-    char buf[16384];
     FILE *f = fopen(ag->log, "r");
     if (!f)
         return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    char *text = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (cap - n < 4096) {
+            cap = cap ? 2 * cap : 65536;
+            char *grown = realloc(text, cap);
+            cr_assert_not_null(grown);
+            text = grown;
+        }
+        size_t k = fread(text + n, 1, cap - n - 1, f);
+        if (k == 0)
+            break;
+        n += k;
+    }
     fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
+    text[n] = '\0';
+    int count = 0;
+    for (const char *at = text; (at = strstr(at, needle)) != NULL; at += strlen(needle))
+        count++;
+    free(text);
+    return count;
+}
+
+int h_agent_logged(const h_agent_t *ag, const char *needle)
+{
+    return h_agent_log_count(ag, needle) > 0;
+}
+
+int h_agent_connect(const h_agent_t *ag)
+{
+    char host[64];
+    snprintf(host, sizeof(host), "%s", ag->addr);
+    char *colon = strrchr(host, ':');
+    cr_assert_not_null(colon);
+    *colon = '\0';
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    cr_assert_eq(inet_pton(AF_INET, host, &sa.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+                 "connecting to the agent at %s: %s", ag->addr, strerror(errno));
+    return fd;
+}
+
+int h_agent_children(const h_agent_t *ag)
+{
+    return probe_children(ag->pid, NULL, 0, NULL);
 }
 
 adag_actor_params_t h_remote_params(const h_agent_t *ag, const char *name, const int64_t *offset)

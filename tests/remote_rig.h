@@ -31,6 +31,12 @@ void h_agent_stop(h_agent_t *ag);
 void h_agent_cleanup(h_agent_t *ag);
 /* Whether the agent's log has `needle`. */
 int h_agent_logged(const h_agent_t *ag, const char *needle);
+/* How many times the agent's log has `needle`. */
+int h_agent_log_count(const h_agent_t *ag, const char *needle);
+/* A TCP connection to the agent's address, saying nothing (asserts success). */
+int h_agent_connect(const h_agent_t *ag);
+/* Children of the agent: connections being authenticated, and workers. */
+int h_agent_children(const h_agent_t *ag);
 /* Params of a remote "counter" (tests/modules/test_actors.c) with its offset. */
 adag_actor_params_t h_remote_params(const h_agent_t *ag, const char *name, const int64_t *offset);
 

@@ -14,6 +14,7 @@
 #include "remote_rig.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ typedef struct {
     adag_runtime_h rt;
 } world_t;
 
-/* The test's hosts: torn down after it even when an assertion failed. */
+/* The test's hosts: torn down after it even when an assertion failed
+ * (each test's world is static, so it outlives the failed test's frame). */
 static world_t *current;
 
 /* Hosts h0 (this process: the driver) .. h<nagents>, an agent in each
@@ -90,7 +92,7 @@ static adag_actor_h remote_counter(world_t *w, unsigned host, const char *name, 
  * driver in h0: 200 executions, 8 in flight, each value checked. */
 Test(netns, chain_3hosts, .timeout = 120)
 {
-    world_t w;
+    static world_t w;
     world_up(&w, 2, NULL);
     adag_actor_h a[4] = {h_counter(w.rt, ADAG_PLACEMENT_PROCESS, "h0", 1),
                          remote_counter(&w, 1, "h1a", 10), remote_counter(&w, 2, "h2", 100),
@@ -120,7 +122,7 @@ Test(netns, chain_3hosts, .timeout = 120)
  * value as a second output: the gather reads from two hosts. */
 Test(netns, scatter_gather, .timeout = 120)
 {
-    world_t w;
+    static world_t w;
     world_up(&w, 2, NULL);
     adag_actor_h s1 = remote_counter(&w, 1, "s1", 10), s2 = remote_counter(&w, 2, "s2", 100),
                  g1 = remote_counter(&w, 1, "gather", 0);
@@ -158,7 +160,7 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
  * executions per size with different contents, each compared whole. */
 Test(netns, payloads_8B_to_64MiB, .timeout = 240)
 {
-    world_t w;
+    static world_t w;
     world_up(&w, 2, NULL);
     adag_actor_h a[2] = {remote_counter(&w, 1, "e1", 0), remote_counter(&w, 2, "e2", 0)};
     const size_t max = 64u << 20;
@@ -190,7 +192,7 @@ Test(netns, payloads_8B_to_64MiB, .timeout = 240)
  * destroyed, the other goes on. */
 Test(netns, two_dags_share_remote_actors, .timeout = 120)
 {
-    world_t w;
+    static world_t w;
     world_up(&w, 2, NULL);
     adag_actor_h a[2] = {remote_counter(&w, 1, "r1", 5), remote_counter(&w, 2, "r2", 7)};
     adag_actor_h b[2] = {a[1], a[0]};
@@ -228,7 +230,7 @@ static double failing_execution(adag_dag_h dag, adag_status_t want, int timeout_
  * host within 2 s; the other host's actor lives on in a new DAG. */
 Test(netns, sigkill_remote_worker, .timeout = 120)
 {
-    world_t w;
+    static world_t w;
     world_up(&w, 2, NULL);
     adag_actor_h a[2] = {remote_counter(&w, 1, "keeper", 1), remote_counter(&w, 2, "victim", 2)};
     adag_graph_h g = h_chain_graph(w.rt, a, 2, "add");
@@ -258,7 +260,7 @@ Test(netns, sigkill_remote_worker, .timeout = 120)
 Test(netns, link_cut, .timeout = 120)
 {
     setenv("ADAG_REMOTE_TIMEOUT_MS", "2000", 1);
-    world_t w;
+    static world_t w;
     world_up(&w, 2, NULL);
     adag_actor_h a[2] = {remote_counter(&w, 1, "near", 1), remote_counter(&w, 2, "cut", 2)};
     int cut_pid = adag_actor_pid(a[1]);
@@ -291,7 +293,7 @@ Test(netns, link_cut, .timeout = 120)
  * the driver's address. */
 Test(netns, wrong_token, .timeout = 60)
 {
-    world_t w;
+    static world_t w;
     char wrong[128];
     h_token_file(wrong, sizeof(wrong), "guessed");
     world_up(&w, 1, wrong);
@@ -314,7 +316,7 @@ Test(netns, wrong_token, .timeout = 60)
  * before it goes on, new ones come from the new agent. */
 Test(netns, agent_restart, .timeout = 120)
 {
-    world_t w;
+    static world_t w;
     world_up(&w, 1, NULL);
     adag_actor_h before = remote_counter(&w, 1, "before", 1);
     unsigned port = (unsigned)atoi(strrchr(w.ag[1].addr, ':') + 1);
@@ -331,4 +333,98 @@ Test(netns, agent_restart, .timeout = 120)
     ASSERT_OK(adag_graph_destroy(g));
     world_down(&w);
     h_agent_cleanup(&old);
+}
+
+/* Connections to port `port` in the network namespace of pid whose bytes
+ * wait unread (/proc/<pid>/net/tcp: established, rx_queue > 0). */
+static int unread_connections(pid_t pid, unsigned port)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/net/tcp", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned lport, st, txq, rxq;
+        if (sscanf(line, " %*u: %*x:%x %*x:%*x %x %x:%x", &lport, &st, &txq, &rxq) == 4 &&
+            lport == port && st == 1 && rxq > 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+typedef struct {
+    adag_runtime_h rt;
+    const h_agent_t *ag;
+    adag_status_t st;
+    char msg[512];
+    int done[2]; /* a pipe: written once the attempt returned */
+} attempt_t;
+
+static void *attempt_main(void *arg)
+{
+    attempt_t *t = arg;
+    int64_t off = 0;
+    adag_actor_params_t p = h_remote_params(t->ag, "latecomer", &off);
+    adag_actor_h a = NULL;
+    t->st = adag_actor_create(t->rt, &p, &a);
+    snprintf(t->msg, sizeof(t->msg), "%s", adag_last_error());
+    if (write(t->done[1], "x", 1) != 1)
+        abort();
+    return NULL;
+}
+
+/* The agent's refusal is lost on the wire (the driver's link is down) and
+ * the driver's HELLO waits unread in the agent: the refusal still arrives
+ * once the link is back, retransmitted, since the agent reads the HELLO
+ * rather than close with it unread, which resets the connection and
+ * discards the refusal for good. The agent refuses this driver itself:
+ * 64 silent clients hold every slot. */
+Test(netns, refusal_survives_a_lost_segment, .timeout = 90)
+{
+    enum { SLOTS = 64 };
+    static world_t w;
+    setenv("ADAG_AGENT_AUTH_TIMEOUT_MS", "30000", 1); /* the silent ones hold on */
+    world_up(&w, 1, NULL);
+    unsetenv("ADAG_AGENT_AUTH_TIMEOUT_MS");
+    h_agent_t *ag = &w.ag[1];
+    unsigned port = (unsigned)atoi(strrchr(ag->addr, ':') + 1);
+    int silent[SLOTS];
+    for (int i = 0; i < SLOTS; i++)
+        silent[i] = h_agent_connect(ag);
+    for (int i = 0; i < 300 && h_agent_children(ag) < SLOTS; i++)
+        usleep(10000);
+    cr_assert_eq(h_agent_children(ag), SLOTS);
+    cr_assert_eq(kill(ag->pid, SIGSTOP), 0);
+    attempt_t t = {.rt = w.rt, .ag = ag};
+    cr_assert_eq(pipe(t.done), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, attempt_main, &t), 0);
+    /* the driver connected (the kernel accepts for the stopped agent) and
+     * its HELLO arrived, unread */
+    int waiting = 0;
+    for (int i = 0; i < 500 && !(waiting = unread_connections(ag->pid, port)); i++)
+        usleep(10000);
+    int refusals = h_agent_log_count(ag, "too many connections");
+    h_netns_link(&w.hosts, 0, 0);
+    kill(ag->pid, SIGCONT);
+    cr_assert_eq(waiting, 1, "the driver's HELLO did not reach the agent within 5 s");
+    for (int i = 0; i < 300 && h_agent_log_count(ag, "too many connections") == refusals; i++)
+        usleep(10000);
+    cr_assert_gt(h_agent_log_count(ag, "too many connections"), refusals,
+                 "the agent did not refuse the driver");
+    usleep(100000); /* it has closed the connection, or lingers on it */
+    h_netns_link(&w.hosts, 0, 1);
+    cr_assert(h_fd_readable(t.done[0], 20000), "the driver got no answer within 20 s");
+    pthread_join(th, NULL);
+    cr_log_info("the driver got: %s", t.msg);
+    cr_assert_eq(t.st, ADAG_ERR_INVALID, "status %d: %s", (int)t.st, t.msg);
+    cr_assert(strstr(t.msg, "refused this driver: too many connections"), "%s", t.msg);
+    close(t.done[0]);
+    close(t.done[1]);
+    for (int i = 0; i < SLOTS; i++)
+        close(silent[i]);
+    world_down(&w);
 }

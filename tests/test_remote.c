@@ -17,9 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -412,22 +409,6 @@ Test(remote, collective_with_remote_member_refused, .timeout = 90)
     h_agent_cleanup(&ag);
 }
 
-/* A TCP connection to the agent's address (asserts success). */
-static int connect_to(const h_agent_t *ag)
-{
-    char host[64];
-    snprintf(host, sizeof(host), "%s", ag->addr);
-    char *colon = strrchr(host, ':');
-    cr_assert_not_null(colon);
-    *colon = '\0';
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
-    cr_assert_eq(inet_pton(AF_INET, host, &sa.sin_addr), 1);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
-    return fd;
-}
-
 /* Clients that say nothing, or send garbage (a huge length first), hold up
  * no driver: a remote actor is created at once beside them; the garbage is
  * refused and logged; the agent goes on serving. */
@@ -437,8 +418,8 @@ Test(remote, hostile_clients_hold_up_nobody, .timeout = 60)
     h_agent_start(&ag, TOKEN, 0);
     int silent[3];
     for (int i = 0; i < 3; i++)
-        silent[i] = connect_to(&ag);
-    int junk = connect_to(&ag);
+        silent[i] = h_agent_connect(&ag);
+    int junk = h_agent_connect(&ag);
     unsigned char bytes[64];
     memset(bytes, 0xff, sizeof(bytes)); /* a frame "length" of 4 GiB, then junk */
     cr_assert_eq(write(junk, bytes, sizeof(bytes)), (ssize_t)sizeof(bytes));
