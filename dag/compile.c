@@ -547,7 +547,9 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
     adag_dag_chan_t *dc = &dag->chans[c];
     adag_chan_open_params_t p = {
         .name = dc->name,
-        .geom = {dag->max_inflight, dc->nreaders, dag->capacity},
+        /* the channel's whole geometry: a host endpoint of a channel by
+         * communicator (the driver is never a rank) agrees on its key too */
+        .geom = {dag->max_inflight, dc->nreaders, dag->capacity, dc->comm_key},
         .reader = reader,
         .desc = {dc->desc.data, dc->desc.len},
         .policy = dag->wait,

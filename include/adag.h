@@ -508,8 +508,11 @@ typedef enum {
      * between CUDA devices, the host communicator between emulated ones.
      * The writer and every device reader are ranks of one communicator per
      * DAG over the actors that use it, created at compile time and reused
-     * by the next DAG over the same actors (host readers still get the
-     * value by an async copy). The path across hosts; here, a choice. */
+     * by the next DAG over the same actors. Host readers (host actors,
+     * and the driver when the tensor is an output) still get the value in
+     * host memory by the writer's async copy; the driver cannot read it
+     * on a driver device (ADAG_ERR_INVALID naming the tensor and its
+     * edge). The path across hosts; here, a choice. */
     ADAG_TRANSPORT_COMM = 3,
 } adag_transport_t;
 
