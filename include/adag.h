@@ -25,7 +25,15 @@
  *   - out-parameters come last; handles are opaque;
  *   - every params struct starts with a field_mask: a bit per field that the
  *     caller set; fields whose bit is clear take their defaults, so new
- *     fields can be added without breaking existing callers;
+ *     fields can be added without breaking existing callers. A field whose
+ *     bit is clear must be zero (NULL, 0, all bytes zero: what a designated
+ *     initializer or memset leaves): a nonzero one is refused with
+ *     ADAG_ERR_INVALID naming the struct, the field and its bit
+ *     ("adag_actor_params_t.device is set, but its bit
+ *     ADAG_ACTOR_PARAM_DEVICE is clear in field_mask"), never ignored; so
+ *     is a bit this library does not know, and a bit set for a pointer
+ *     field left NULL. Fields without a bit are required (e.g. the
+ *     shards of adag_data_params_t);
  *   - the other structs that cross the library boundary carry their version:
  *     adag_dag_stats_t a struct_size, adag_class_def_t an abi_version (which
  *     also covers its method table), a module its adag_module_abi_version;
@@ -329,8 +337,8 @@ typedef struct adag_dag *adag_dag_h;
 enum {
     ADAG_RUNTIME_PARAM_WORKER_PATH = 1u << 0,
 };
-/* Every params struct rejects (ADAG_ERR_INVALID) a field_mask bit this
- * library does not know, and a bit set for a pointer field left NULL. */
+/* Like every params struct (see "Conventions" at the top): a set field
+ * needs its bit, a bit needs a known field. */
 
 typedef struct {
     uint64_t field_mask;     /* ADAG_RUNTIME_PARAM_* bits of the fields set */
