@@ -106,7 +106,7 @@ static adag_status_t open_source(const char *const *shards, unsigned n, const ch
         .shuffle_window = 1000,
         .seed = SEED,
         .cache_dir = cache,
-        .cache_bytes = (uint64_t)1 << 32,
+        .cache_bytes = cache ? (uint64_t)1 << 32 : 0,
     };
     return adag_data_open(&p, src);
 }

@@ -99,14 +99,3 @@ void adag_error_prefix(const char *fmt, ...)
     memcpy(old, last_error, sizeof(old));
     snprintf(last_error, sizeof(last_error), "%s: %s", prefix, old);
 }
-
-adag_status_t adag_check_field_mask(const char *fn, const char *params, uint64_t mask,
-                                    uint64_t known)
-{
-    uint64_t unknown = mask & ~known;
-    if (!unknown)
-        return ADAG_OK;
-    return adag_error(ADAG_ERR_INVALID,
-                      "%s: unknown field_mask bit 0x%llx in %s (this library knows 0x%llx)", fn,
-                      (unsigned long long)(unknown & -unknown), params, (unsigned long long)known);
-}

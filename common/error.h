@@ -27,9 +27,4 @@ void adag_error_clear(void);
  * caller that knows more, e.g. which actor a control call was for). */
 void adag_error_prefix(const char *fmt, ...) ADAG_PRINTF(1, 2);
 
-/* ADAG_ERR_INVALID naming the lowest bit of `mask` outside `known`
- * ("fn: unknown field_mask bit 0x40 in <params>"), ADAG_OK if none. */
-adag_status_t adag_check_field_mask(const char *fn, const char *params, uint64_t mask,
-                                    uint64_t known);
-
 #endif

@@ -1,6 +1,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/params.h"
 #include "common/settings.h"
 #include "dag/internal.h"
 #include "transport/tcp.h"
@@ -210,11 +211,20 @@ void adag_actor_drop(adag_actor_h a)
     adag_actor_unref(a);
 }
 
-#define ACTOR_PARAMS_KNOWN                                                                     \
-    (ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |                  \
-     ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE |              \
-     ADAG_ACTOR_PARAM_HOST | ADAG_ACTOR_PARAM_CPUS | ADAG_ACTOR_PARAM_NUMA |                     \
-     ADAG_ACTOR_PARAM_NIC)
+#define ACTOR_FIELD(m, bit) ADAG_PARAM_FIELD(adag_actor_params_t, m, bit)
+static const adag_param_field_t actor_fields[] = {
+    ACTOR_FIELD(class_name, ADAG_ACTOR_PARAM_CLASS),
+    ACTOR_FIELD(name, ADAG_ACTOR_PARAM_NAME),
+    ACTOR_FIELD(module_path, ADAG_ACTOR_PARAM_MODULE),
+    ACTOR_FIELD(placement, ADAG_ACTOR_PARAM_PLACEMENT),
+    ACTOR_FIELD(init_data, ADAG_ACTOR_PARAM_INIT),
+    ACTOR_FIELD(init_size, ADAG_ACTOR_PARAM_INIT),
+    ACTOR_FIELD(device, ADAG_ACTOR_PARAM_DEVICE),
+    ACTOR_FIELD(host, ADAG_ACTOR_PARAM_HOST),
+    ACTOR_FIELD(cpus, ADAG_ACTOR_PARAM_CPUS),
+    ACTOR_FIELD(numa, ADAG_ACTOR_PARAM_NUMA),
+    ACTOR_FIELD(nic, ADAG_ACTOR_PARAM_NIC),
+};
 
 /* An actor's host: "host:port" as it is, or a name of ADAG_HOSTS
  * ("name=host:port,..."), e.g. a rank under `adag-worker --pmix`. */
@@ -251,8 +261,8 @@ static adag_status_t resolve_host(const char *host, char *out, size_t len)
 static adag_status_t check_actor_params(const adag_actor_params_t *p)
 {
     static const char *fn = "adag_actor_create";
-    adag_status_t st = adag_check_field_mask(fn, "adag_actor_params_t", p->field_mask,
-                                             ACTOR_PARAMS_KNOWN);
+    adag_status_t st = adag_params_check(fn, "adag_actor_params_t", p, p->field_mask,
+                                         actor_fields, ADAG_PARAM_COUNT(actor_fields));
     if (st != ADAG_OK)
         return st;
     if (!(p->field_mask & ADAG_ACTOR_PARAM_CLASS) || !adag_valid_name(p->class_name))

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/fd.h"
+#include "common/params.h"
 #include "common/settings.h"
 #include "dag/internal.h"
 #include "transport/wire.h"
@@ -102,18 +103,25 @@ static adag_status_t validate(adag_graph_h g)
     return ADAG_OK;
 }
 
-#define COMPILE_PARAMS_KNOWN                                                                   \
-    (ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |                        \
-     ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT | ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT |                  \
-     ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_SPIN | ADAG_COMPILE_PARAM_COMM_TIMEOUT |    \
-     ADAG_COMPILE_PARAM_DRIVER_DEVICE | ADAG_COMPILE_PARAM_TRACE)
+#define COMPILE_FIELD(m, bit) ADAG_PARAM_FIELD(adag_compile_params_t, m, bit)
+static const adag_param_field_t compile_fields[] = {
+    COMPILE_FIELD(max_inflight, ADAG_COMPILE_PARAM_MAX_INFLIGHT),
+    COMPILE_FIELD(slot_capacity, ADAG_COMPILE_PARAM_SLOT_CAPACITY),
+    COMPILE_FIELD(execute_timeout_ms, ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT),
+    COMPILE_FIELD(teardown_timeout_ms, ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT),
+    COMPILE_FIELD(name, ADAG_COMPILE_PARAM_NAME),
+    COMPILE_FIELD(spin_ns, ADAG_COMPILE_PARAM_SPIN),
+    COMPILE_FIELD(comm_timeout_ms, ADAG_COMPILE_PARAM_COMM_TIMEOUT),
+    COMPILE_FIELD(driver_device, ADAG_COMPILE_PARAM_DRIVER_DEVICE),
+    COMPILE_FIELD(trace_spans, ADAG_COMPILE_PARAM_TRACE),
+};
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
     const adag_settings_t *s = adag_settings();
     uint64_t mask = p ? p->field_mask : 0;
-    adag_status_t st = adag_check_field_mask("adag_graph_compile", "adag_compile_params_t", mask,
-                                             COMPILE_PARAMS_KNOWN);
+    adag_status_t st = adag_params_check("adag_graph_compile", "adag_compile_params_t", p, mask,
+                                         compile_fields, ADAG_PARAM_COUNT(compile_fields));
     if (st != ADAG_OK)
         return st;
     if ((mask & ADAG_COMPILE_PARAM_DRIVER_DEVICE) && (!p->driver_device || !*p->driver_device))
@@ -547,7 +555,9 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
     adag_dag_chan_t *dc = &dag->chans[c];
     adag_chan_open_params_t p = {
         .name = dc->name,
-        .geom = {dag->max_inflight, dc->nreaders, dag->capacity},
+        /* the channel's whole geometry: a host endpoint of a channel by
+         * communicator (the driver is never a rank) agrees on its key too */
+        .geom = {dag->max_inflight, dc->nreaders, dag->capacity, dc->comm_key},
         .reader = reader,
         .desc = {dc->desc.data, dc->desc.len},
         .policy = dag->wait,

@@ -34,14 +34,20 @@ static int cmp_unsigned(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static adag_status_t comm_error(const adag_dag_chan_t *c, const char *fmt, const char *arg)
+/* A refusal of tensor c, naming its edge: the writer and reader r (-1:
+ * its readers). */
+static adag_status_t comm_error(adag_dag_h dag, const adag_dag_chan_t *c, int r,
+                                const char *fmt, const char *arg)
 {
     char why[256];
     snprintf(why, sizeof(why), fmt, arg);
     return adag_error(ADAG_ERR_INVALID,
-                      "adag_graph_compile: tensor %s is declared with transport "
+                      "adag_graph_compile: tensor %s (%s -> %s%s) is declared with transport "
                       "ADAG_TRANSPORT_COMM, but %s",
-                      c->name, why);
+                      c->name, who(dag, c->writer),
+                      r >= 0 ? who(dag, c->readers[r])
+                      : c->nreaders ? who(dag, c->readers[0]) : "no reader",
+                      r < 0 && c->nreaders > 1 ? " and others" : "", why);
 }
 
 /* Adds actor id to the set ids[0..*n) if absent. */
@@ -123,22 +129,24 @@ static adag_status_t plan_transfers(adag_dag_h dag)
         if (!is_comm(c))
             continue;
         if (c->writer < 0)
-            return comm_error(c, "%s writes it: a communicator joins device-bound actors",
-                              "the driver");
+            return comm_error(dag, c, -1, "%s writes it: a communicator joins device-bound "
+                              "actors", "the driver");
         if (c->places[0].kind < 0)
-            return comm_error(c, "its writer %s is not a device-bound actor", who(dag, c->writer));
+            return comm_error(dag, c, -1, "its writer %s is not a device-bound actor",
+                              who(dag, c->writer));
         unsigned ndev = 0;
         for (unsigned r = 0; r < c->nreaders; r++) {
             if (c->places[1 + r].kind < 0)
                 continue; /* host memory: by the ring's copy */
             if (c->readers[r] < 0)
-                return comm_error(c, "%s reads it on its device: a communicator joins actors "
-                                     "only", "the driver");
+                return comm_error(dag, c, (int)r, "%s reads it on its driver device: a "
+                                  "communicator joins actors only (without a driver device "
+                                  "the driver reads it in host memory)", "the driver");
             ndev++;
         }
         if (ndev == 0)
-            return comm_error(c, "none of its readers is a device-bound actor (writer %s)",
-                              who(dag, c->writer));
+            return comm_error(dag, c, -1, "none of its readers is a device-bound actor "
+                              "(writer %s)", who(dag, c->writer));
         if (kind >= 0 && c->places[0].kind != kind)
             return adag_error(ADAG_ERR_INVALID,
                               "adag_graph_compile: tensors %s (%s devices) and %s (%s devices) "

@@ -1,4 +1,5 @@
 #include "common/error.h"
+#include "common/params.h"
 #include "dag/internal.h"
 
 #include <stdlib.h>
@@ -322,8 +323,12 @@ adag_tensor_decl_t adag_node_value_tensor(adag_node_h n, unsigned r)
     return n->returns && n->returns[r] ? n->returns[r]->tensor : none;
 }
 
-#define TENSOR_PARAMS_KNOWN                                                                   \
-    (ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE | ADAG_TENSOR_PARAM_TRANSPORT)
+static const adag_param_field_t tensor_fields[] = {
+    ADAG_PARAM_FIELD(adag_tensor_params_t, dtype, ADAG_TENSOR_PARAM_DTYPE),
+    ADAG_PARAM_FIELD(adag_tensor_params_t, ndim, ADAG_TENSOR_PARAM_SHAPE),
+    ADAG_PARAM_FIELD(adag_tensor_params_t, shape, ADAG_TENSOR_PARAM_SHAPE),
+    ADAG_PARAM_FIELD(adag_tensor_params_t, transport, ADAG_TENSOR_PARAM_TRANSPORT),
+};
 
 /* The declaration params ask for, checked; "node ...: <what is wrong>" */
 static adag_status_t tensor_decl(const adag_tensor_params_t *p, const char *d,
@@ -331,7 +336,8 @@ static adag_status_t tensor_decl(const adag_tensor_params_t *p, const char *d,
 {
     static const char *fn = "adag_node_tensor";
     uint64_t mask = p ? p->field_mask : 0;
-    adag_status_t st = adag_check_field_mask(fn, "adag_tensor_params_t", mask, TENSOR_PARAMS_KNOWN);
+    adag_status_t st = adag_params_check(fn, "adag_tensor_params_t", p, mask, tensor_fields,
+                                         ADAG_PARAM_COUNT(tensor_fields));
     if (st != ADAG_OK)
         return st;
     memset(out, 0, sizeof(*out));

@@ -247,12 +247,18 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
             (p->comms[i].order_chan >= p->nchans || p->chans[p->comms[i].order_chan].reader < 0))
             goto bad;
     }
-    /* every channel's communicator is one of the program's */
+    /* the communicator of every channel this actor writes is one of the
+     * program's (a writer by communicator is always a rank); a channel it
+     * reads may name one it does not join: it reads the value in host
+     * memory (the device channel checks at connect that a device reader's
+     * communicator is its actor's) */
     for (uint32_t i = 0; i < p->nchans; i++) {
         uint32_t j = 0;
-        while (p->chans[i].comm_key && j < p->ncomms && p->comms[j].key != p->chans[i].comm_key)
+        if (!p->chans[i].comm_key || p->chans[i].reader >= 0)
+            continue;
+        while (j < p->ncomms && p->comms[j].key != p->chans[i].comm_key)
             j++;
-        if (p->chans[i].comm_key && j == p->ncomms)
+        if (j == p->ncomms)
             goto bad;
     }
     p->nops = adag_rbuf_u32(b);

@@ -109,8 +109,9 @@ typedef struct {
     adag_prog_op_t *ops;
     char *descs;        /* every channel's descriptor bytes */
     uint32_t descs_len;
-    /* the communicators this actor joins (every comm_key of its channels
-     * is one of them) */
+    /* the communicators this actor joins (the comm_key of every channel
+     * it writes, and of every channel it reads on its device, is one of
+     * them; a host reader of a channel by communicator joins none) */
     uint32_t ncomms;
     adag_comm_spec_t *comms;
 } adag_program_t;

@@ -1,5 +1,6 @@
 #include "common/error.h"
 #include "common/log.h"
+#include "common/params.h"
 #include "common/settings.h"
 #include "dag/class.h"
 #include "dag/internal.h"
@@ -73,8 +74,11 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
                           "this library is %u.%u",
                           major, minor, ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
     if (params) {
-        st = adag_check_field_mask("adag_runtime_create", "adag_runtime_params_t",
-                                   params->field_mask, ADAG_RUNTIME_PARAM_WORKER_PATH);
+        static const adag_param_field_t fields[] = {
+            ADAG_PARAM_FIELD(adag_runtime_params_t, worker_path, ADAG_RUNTIME_PARAM_WORKER_PATH),
+        };
+        st = adag_params_check("adag_runtime_create", "adag_runtime_params_t", params,
+                               params->field_mask, fields, ADAG_PARAM_COUNT(fields));
         if (st != ADAG_OK)
             return st;
         if ((params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH) &&

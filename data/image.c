@@ -12,6 +12,7 @@
  */
 #include <adag/data.h>
 
+#include "common/params.h"
 #include "gpu/comm_reduce.h"
 
 #include <limits.h>
@@ -53,16 +54,30 @@ static void resolve(const adag_data_image_t *in, image_t *o)
     o->max_pixels = m & ADAG_DATA_IMAGE_MAX_PIXELS ? in->max_pixels : DEFAULT_MAX_PIXELS;
 }
 
+/* The fields with a bit (height and width are required, without one). */
+#define IMAGE_FIELD(m, bit) ADAG_PARAM_FIELD(adag_data_image_t, m, bit)
+static const adag_param_field_t image_fields[] = {
+    IMAGE_FIELD(field, ADAG_DATA_IMAGE_FIELD),
+    IMAGE_FIELD(scale_min, ADAG_DATA_IMAGE_SCALE),
+    IMAGE_FIELD(scale_max, ADAG_DATA_IMAGE_SCALE),
+    IMAGE_FIELD(ratio_min, ADAG_DATA_IMAGE_RATIO),
+    IMAGE_FIELD(ratio_max, ADAG_DATA_IMAGE_RATIO),
+    IMAGE_FIELD(flip, ADAG_DATA_IMAGE_FLIP),
+    IMAGE_FIELD(mean, ADAG_DATA_IMAGE_NORMALIZE),
+    IMAGE_FIELD(std, ADAG_DATA_IMAGE_NORMALIZE),
+    IMAGE_FIELD(dtype, ADAG_DATA_IMAGE_DTYPE),
+    IMAGE_FIELD(max_pixels, ADAG_DATA_IMAGE_MAX_PIXELS),
+};
+
 adag_status_t adag_data_image_check(const adag_data_image_t *img)
 {
     if (!img)
         return adag_data_fail(NULL, "adag_data_image: the transform is NULL");
-    if (img->field_mask & ~(uint64_t)(ADAG_DATA_IMAGE_FIELD | ADAG_DATA_IMAGE_SCALE |
-                                      ADAG_DATA_IMAGE_RATIO | ADAG_DATA_IMAGE_FLIP |
-                                      ADAG_DATA_IMAGE_NORMALIZE | ADAG_DATA_IMAGE_DTYPE |
-                                      ADAG_DATA_IMAGE_MAX_PIXELS))
-        return adag_data_fail(NULL, "adag_data_image: unknown bits 0x%llx in field_mask",
-                              (unsigned long long)img->field_mask);
+    adag_status_t st = adag_params_check("adag_data_image", "adag_data_image_t", img,
+                                         img->field_mask, image_fields,
+                                         ADAG_PARAM_COUNT(image_fields));
+    if (st != ADAG_OK)
+        return st;
     image_t t;
     resolve(img, &t);
     if (t.height == 0 || t.width == 0 || t.height > MAX_SIDE || t.width > MAX_SIDE)

@@ -5,6 +5,7 @@
  */
 #include "data/source.h"
 
+#include "common/params.h"
 #include "common/settings.h"
 #include "dag/internal.h"
 
@@ -149,17 +150,45 @@ adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_par
     return ADAG_OK;
 }
 
+/* The fields with a bit (shards, nshards, format, batch_size and
+ * sample_size are required, without one). */
+#define DATA_FIELD(m, bit) ADAG_PARAM_FIELD(adag_data_params_t, m, bit)
+static const adag_param_field_t data_fields[] = {
+    DATA_FIELD(record_size, ADAG_DATA_PARAM_RECORD_SIZE),
+    DATA_FIELD(seq_len, ADAG_DATA_PARAM_SEQ_LEN),
+    DATA_FIELD(fields, ADAG_DATA_PARAM_FIELDS),
+    DATA_FIELD(nfields, ADAG_DATA_PARAM_FIELDS),
+    DATA_FIELD(map, ADAG_DATA_PARAM_MAP),
+    DATA_FIELD(map_arg, ADAG_DATA_PARAM_MAP),
+    DATA_FIELD(cache_dir, ADAG_DATA_PARAM_CACHE),
+    DATA_FIELD(cache_bytes, ADAG_DATA_PARAM_CACHE),
+    DATA_FIELD(steps, ADAG_DATA_PARAM_STEPS),
+    DATA_FIELD(nsteps, ADAG_DATA_PARAM_STEPS),
+    DATA_FIELD(scratch_size, ADAG_DATA_PARAM_SCRATCH),
+    DATA_FIELD(threads, ADAG_DATA_PARAM_THREADS),
+    DATA_FIELD(seed, ADAG_DATA_PARAM_SEED),
+    DATA_FIELD(shuffle_shards, ADAG_DATA_PARAM_SHUFFLE),
+    DATA_FIELD(shuffle_window, ADAG_DATA_PARAM_SHUFFLE),
+    DATA_FIELD(rank, ADAG_DATA_PARAM_RANKS),
+    DATA_FIELD(world, ADAG_DATA_PARAM_RANKS),
+    DATA_FIELD(ranks_policy, ADAG_DATA_PARAM_RANKS),
+    DATA_FIELD(budget, ADAG_DATA_PARAM_BUDGET),
+    DATA_FIELD(prefetch, ADAG_DATA_PARAM_PREFETCH),
+    DATA_FIELD(bad_policy, ADAG_DATA_PARAM_BAD_POLICY),
+    DATA_FIELD(start_epoch, ADAG_DATA_PARAM_START),
+    DATA_FIELD(start_batch, ADAG_DATA_PARAM_START),
+    DATA_FIELD(dag, ADAG_DATA_PARAM_DAG),
+    DATA_FIELD(sample_dtype, ADAG_DATA_PARAM_TENSOR),
+    DATA_FIELD(sample_ndim, ADAG_DATA_PARAM_TENSOR),
+    DATA_FIELD(sample_shape, ADAG_DATA_PARAM_TENSOR),
+    DATA_FIELD(cpus, ADAG_DATA_PARAM_CPUS),
+};
+
 adag_status_t adag_data_check_params(const adag_data_params_t *p)
 {
-    adag_status_t st = adag_check_field_mask(
-        "adag_data_open", "adag_data_params_t", p->field_mask,
-        ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_SEQ_LEN | ADAG_DATA_PARAM_MAP |
-            ADAG_DATA_PARAM_THREADS | ADAG_DATA_PARAM_SEED | ADAG_DATA_PARAM_SHUFFLE |
-            ADAG_DATA_PARAM_RANKS | ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_PREFETCH |
-            ADAG_DATA_PARAM_BAD_POLICY | ADAG_DATA_PARAM_START | ADAG_DATA_PARAM_DAG |
-            ADAG_DATA_PARAM_FIELDS | ADAG_DATA_PARAM_SCRATCH |
-            ADAG_DATA_PARAM_CACHE | ADAG_DATA_PARAM_TENSOR | ADAG_DATA_PARAM_STEPS |
-            ADAG_DATA_PARAM_CPUS);
+    adag_status_t st = adag_params_check("adag_data_open", "adag_data_params_t", p,
+                                         p->field_mask, data_fields,
+                                         ADAG_PARAM_COUNT(data_fields));
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)

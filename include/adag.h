@@ -25,7 +25,15 @@
  *   - out-parameters come last; handles are opaque;
  *   - every params struct starts with a field_mask: a bit per field that the
  *     caller set; fields whose bit is clear take their defaults, so new
- *     fields can be added without breaking existing callers;
+ *     fields can be added without breaking existing callers. A field whose
+ *     bit is clear must be zero (NULL, 0, all bytes zero: what a designated
+ *     initializer or memset leaves): a nonzero one is refused with
+ *     ADAG_ERR_INVALID naming the struct, the field and its bit
+ *     ("adag_actor_params_t.device is set, but its bit
+ *     ADAG_ACTOR_PARAM_DEVICE is clear in field_mask"), never ignored; so
+ *     is a bit this library does not know, and a bit set for a pointer
+ *     field left NULL. Fields without a bit are required (e.g. the
+ *     shards of adag_data_params_t);
  *   - the other structs that cross the library boundary carry their version:
  *     adag_dag_stats_t a struct_size, adag_class_def_t an abi_version (which
  *     also covers its method table), a module its adag_module_abi_version;
@@ -224,7 +232,9 @@ typedef struct {
     const char *name;       /* class name, unique within a runtime/module */
     size_t state_size;      /* bytes of zeroed state given to init and methods */
     /* Optional. Called once when the actor is created, with the actor's
-     * init bytes; a non-OK return fails adag_actor_create. */
+     * init bytes; a non-OK return fails adag_actor_create with
+     * ADAG_ERR_INVALID (ADAG_ERR_NO_MEMORY stays itself), the message
+     * naming the class and the status init returned. */
     adag_status_t (*init)(void *state, const void *init_data, size_t init_size);
     /* Optional. Called once when the actor is destroyed. */
     void (*fini)(void *state);
@@ -285,7 +295,8 @@ ADAG_API adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const 
 
 /* Inside a method: record why it failed. Returns ADAG_ERR_METHOD so a method
  * can `return adag_call_fail(call, "bad shape %d", n);`. The execution's
- * results then carry "actor <name>.<method>: <message>". */
+ * results then carry "actor <name>.<method>: <message>". A NULL call (not
+ * inside a method): ADAG_ERR_INVALID. */
 ADAG_API adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...) ADAG_PRINTF(2, 3);
 
 /* Inside a method: the ref (sequence number) of the execution it serves. */
@@ -335,8 +346,8 @@ typedef struct adag_dag *adag_dag_h;
 enum {
     ADAG_RUNTIME_PARAM_WORKER_PATH = 1u << 0,
 };
-/* Every params struct rejects (ADAG_ERR_INVALID) a field_mask bit this
- * library does not know, and a bit set for a pointer field left NULL. */
+/* Like every params struct (see "Conventions" at the top): a set field
+ * needs its bit, a bit needs a known field. */
 
 typedef struct {
     uint64_t field_mask;     /* ADAG_RUNTIME_PARAM_* bits of the fields set */
@@ -364,7 +375,8 @@ ADAG_API adag_status_t adag_runtime_destroy(adag_runtime_h runtime);
 
 /* Registers a class for thread actors. The definition is copied (names and
  * method table); the function pointers must stay valid. Its abi_version
- * must be ADAG_ABI_VERSION (see adag_class_def_t). */
+ * must be ADAG_ABI_VERSION (see adag_class_def_t). A name already
+ * registered in this runtime is ADAG_ERR_INVALID. */
 ADAG_API adag_status_t adag_class_register(adag_runtime_h runtime, const adag_class_def_t *def);
 
 /* ------------------------------------------------------------------ */
@@ -454,7 +466,18 @@ typedef struct {
  * with fds 0-2 open (on /dev/null where the driver's are closed). Names are
  * unique per runtime, also between threads creating actors at once. A
  * worker that dies in its class's init fails this call with
- * ADAG_ERR_ACTOR_DIED saying how it died (signal or exit status). */
+ * ADAG_ERR_ACTOR_DIED saying how it died (signal or exit status).
+ * Refusals, each with its one status and a message naming what failed:
+ *   ADAG_ERR_INVALID    params that break their rules (a field without its
+ *                       bit, a name taken or not 1..63 bytes, a process
+ *                       actor without module_path, a placement request
+ *                       the machine cannot meet), and a class's init that
+ *                       failed (see adag_class_def_t.init);
+ *   ADAG_ERR_NOT_FOUND  a class not registered (thread actor) or not in its
+ *                       module, a module that cannot be loaded;
+ *   ADAG_ERR_TOO_LARGE  init bytes over 16 MiB;
+ *   ADAG_ERR_IO         an adag-worker that cannot be started (the worker
+ *                       path is not executable). */
 ADAG_API adag_status_t adag_actor_create(adag_runtime_h runtime, const adag_actor_params_t *params,
                                          adag_actor_h *actor);
 
@@ -514,8 +537,11 @@ typedef enum {
      * between CUDA devices, the host communicator between emulated ones.
      * The writer and every device reader are ranks of one communicator per
      * DAG over the actors that use it, created at compile time and reused
-     * by the next DAG over the same actors (host readers still get the
-     * value by an async copy). The path across hosts; here, a choice. */
+     * by the next DAG over the same actors. Host readers (host actors,
+     * and the driver when the tensor is an output) still get the value in
+     * host memory by the writer's async copy; the driver cannot read it
+     * on a driver device (ADAG_ERR_INVALID naming the tensor and its
+     * edge). The path across hosts; here, a choice. */
     ADAG_TRANSPORT_COMM = 3,
 } adag_transport_t;
 
@@ -633,7 +659,11 @@ typedef struct {
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,
- * then starts every actor's loop. A graph compiles once. */
+ * then starts every actor's loop. A graph compiles once. A graph the
+ * compiler cannot run (empty, no outputs, an unused input field, an actor
+ * destroyed or dead, a channel its endpoints cannot have) is
+ * ADAG_ERR_INVALID naming the node, actor or tensor; a backend that cannot
+ * run here (no libnccl) ADAG_ERR_NOT_FOUND. */
 ADAG_API adag_status_t adag_graph_compile(adag_graph_h graph, const adag_compile_params_t *params,
                                           adag_dag_h *dag);
 

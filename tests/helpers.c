@@ -36,16 +36,6 @@ void h_check_status(adag_status_t got, adag_status_t want, const char *expr, con
               adag_status_str(want), saved_msg);
 }
 
-void h_check_status2(adag_status_t got, adag_status_t want1, adag_status_t want2,
-                     const char *expr, const char *file, int line)
-{
-    save_msg();
-    cr_assert(got == want1 || got == want2,
-              "%s:%d: %s returned %d (%s), expected %s or %s; last error: \"%s\"", file, line,
-              expr, (int)got, adag_status_str(got), adag_status_str(want1),
-              adag_status_str(want2), saved_msg);
-}
-
 void h_check_fails(adag_status_t got, const char *expr, const char *file, int line)
 {
     save_msg();

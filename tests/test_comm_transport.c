@@ -284,8 +284,8 @@ Test(comm_transport, invalid_graphs, .timeout = 60)
     ASSERT_OK(adag_graph_bind(g, a, "apply", &x, 1, &y));
     ASSERT_OK(adag_graph_output(g, &y, 1));
     ASSERT_ST(adag_graph_compile(g, NULL, &dag), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("input[0] is declared with transport ADAG_TRANSPORT_COMM, but the driver "
-                   "writes it");
+    ASSERT_MSG_HAS("input[0] (the driver -> a) is declared with transport "
+                   "ADAG_TRANSPORT_COMM, but the driver writes it");
     ASSERT_OK(adag_graph_destroy(g));
 
     /* only the driver reads it */

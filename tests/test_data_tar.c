@@ -181,12 +181,16 @@ Test(data_tar, params_refused)
     write_shard("f.tar", "f", 0, 4, 0);
     const char *shards[1] = {data_path("f.tar")};
     adag_data_params_t p = tar_params(shards, 1, 2);
-    p.field_mask &= ~(uint64_t)ADAG_DATA_PARAM_FIELDS;
+    p.field_mask &= ~(uint64_t)ADAG_DATA_PARAM_FIELDS; /* and the fields left zero */
+    p.fields = NULL;
+    p.nfields = 0;
     adag_data_source_h src;
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "fields"), "%s", adag_last_error());
     p = tar_params(shards, 1, 2);
-    p.field_mask &= ~(uint64_t)ADAG_DATA_PARAM_MAP;
+    p.field_mask &= ~(uint64_t)ADAG_DATA_PARAM_MAP; /* and no callback */
+    p.map = NULL;
+    p.map_arg = NULL;
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "map callback"), "%s", adag_last_error());
 }

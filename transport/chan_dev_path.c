@@ -64,16 +64,18 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                     const char *err)
 {
     dev_chan_t *c = dev_of(ch);
+    adag_status_t st = adag_chan_publish_fits(ch, seq, size, status);
+    if (st != ADAG_OK)
+        return st; /* before any event or copy: nothing of seq is on a stream */
     if (c->role != ROLE_DEV_WRITER)
         return c->ring->ops->publish(c->ring, seq, size, meta, status, err);
     unsigned s = slot_index(c, seq);
-    adag_status_t st;
     /* pending[s] is free: the ring publish of seq - nslots ran before the
      * readers released it, which acquire(seq) waited for */
     deferred_t *p = &c->pending[s];
     p->ch = c;
     p->seq = seq;
-    p->size = status == ADAG_OK && size <= ch->capacity ? size : 0;
+    p->size = status == ADAG_OK ? size : 0;
     p->has_meta = status == ADAG_OK && meta != NULL;
     adag_tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
     p->status = status;

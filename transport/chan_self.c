@@ -38,8 +38,11 @@ static adag_status_t self_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                   const char *err)
 {
     self_chan_t *s = self_of(ch);
+    adag_status_t st = adag_chan_publish_fits(ch, seq, size, status);
+    if (st != ADAG_OK)
+        return st;
     s->published = seq + 1;
-    s->size = size <= ch->capacity ? size : 0;
+    s->size = status == ADAG_OK ? size : 0;
     adag_tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
     s->status = status;
     s->err[0] = '\0';

@@ -200,9 +200,12 @@ static adag_status_t shm_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                  const char *err)
 {
     shm_chan_t *s = shm_of(ch);
+    adag_status_t st = adag_chan_publish_fits(ch, seq, size, status);
+    if (st != ADAG_OK)
+        return st;
     slot_hdr_t *slot = slot_of(s, seq);
     slot->seq = seq;
-    slot->size = size <= ch->capacity ? size : 0;
+    slot->size = status == ADAG_OK ? size : 0;
     adag_tensor_meta_store(&slot->meta, status == ADAG_OK ? meta : NULL);
     slot->status = status;
     size_t n = status != ADAG_OK && err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;

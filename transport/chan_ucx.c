@@ -454,7 +454,10 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     unsigned slot = (unsigned)(seq % ch->nslots);
     adag_ucx_slot_t *s = slot_of(c, seq);
     const void *data = slot_data(c, seq);
-    size_t len = size <= ch->capacity ? size : 0;
+    adag_status_t fits = adag_chan_publish_fits(ch, seq, size, status);
+    if (fits != ADAG_OK)
+        return fits;
+    size_t len = size;
     if (status != ADAG_OK) {
         len = err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;
         memcpy(s->err, err ? err : "", len);

@@ -1,6 +1,8 @@
 /* The table of channel backends, by kind. */
 #include "transport/channel.h"
 
+#include "common/error.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -37,4 +39,12 @@ void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
     ch->abort = p->abort;
     adag_spin_init(&ch->spin, p->policy);
     snprintf(ch->name, sizeof(ch->name), "%s", p->name ? p->name : "?");
+}
+
+adag_status_t adag_chan_too_large(const adag_chan_t *ch, uint64_t seq, size_t size)
+{
+    return adag_error(ADAG_ERR_TOO_LARGE,
+                      "channel %s: execution %llu's value is %zu bytes, larger than the slot "
+                      "capacity of %zu bytes; nothing was published",
+                      ch->name, (unsigned long long)seq, size, ch->capacity);
 }

@@ -255,7 +255,11 @@ struct adag_chan_ops {
     /* ---- the hot path ---- */
     adag_status_t (*acquire)(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
     /* Publishes seq: size bytes described by meta (NULL: plain bytes) or,
-     * status != ADAG_OK, the failure and its message. A failure here means
+     * status != ADAG_OK, the failure and its message (size then says
+     * nothing). A value larger than the slot (size > capacity, status
+     * ADAG_OK) is ADAG_ERR_TOO_LARGE naming the channel, the execution and
+     * both sizes (adag_chan_publish_fits), and nothing is published: no
+     * reader sees seq until it is published again. Any failure here means
      * the value could not be sent: the caller fails the DAG. */
     adag_status_t (*publish)(adag_chan_t *ch, uint64_t seq, size_t size,
                              const adag_tensor_meta_t *meta, adag_status_t status,
@@ -303,6 +307,21 @@ const char *adag_chan_kind_name(uint32_t kind);
 /* Fills the shared part of an endpoint (backends call it from open). */
 void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
                            const adag_chan_open_params_t *p);
+
+/* ADAG_ERR_TOO_LARGE for seq's value of `size` bytes on ch: "channel <name>:
+ * execution <seq>'s value is <size> bytes, larger than the slot capacity of
+ * <capacity> bytes". */
+adag_status_t adag_chan_too_large(const adag_chan_t *ch, uint64_t seq, size_t size);
+
+/* The publish contract every backend checks first: an OK value fits the
+ * slot (else ADAG_ERR_TOO_LARGE, nothing published); a failure's size is
+ * not looked at. */
+static inline adag_status_t adag_chan_publish_fits(const adag_chan_t *ch, uint64_t seq,
+                                                   size_t size, adag_status_t status)
+{
+    return status != ADAG_OK || size <= ch->capacity ? ADAG_OK
+                                                     : adag_chan_too_large(ch, seq, size);
+}
 
 static inline adag_status_t adag_chan_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                               void **buf)
