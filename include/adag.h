@@ -678,7 +678,9 @@ enum {
 };
 
 /* Starts one execution with `inputs` (one per input field; copied into the
- * input channels) and returns its ref at once. An input is host bytes or a
+ * input channels; NULL with n 0 for a DAG without input fields, whose
+ * methods take no argument or the values of other methods) and returns
+ * its ref at once. An input is host bytes or a
  * host tensor (device ADAG_DEVICE_HOST; its size must be its shape's
  * bytes) and must match a static dtype/shape declared for its field. With a
  * driver device (adag_compile_params_t.driver_device), a tensor field's
@@ -708,8 +710,11 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  * earlier one is committed or cancelled (a cancelled ref never becomes a
  * result: get and release refuse it). Only taking the next ref is done one
  * thread at a time, briefly; no lock is held across any wait.
- * adag_dag_destroy waits for reservations of other threads to be committed
- * or cancelled, and drops those of the calling thread. Zero-copy inputs are
+ * adag_dag_destroy drops the reservations of the calling thread at once
+ * and waits up to the teardown timeout for those of other threads to be
+ * committed or cancelled (a commit it meets cancels the ref and returns
+ * ADAG_ERR_CLOSED); it then drops what is left and returns, after which
+ * those buffers and the DAG handle are gone. Zero-copy inputs are
  * bytes: on a DAG with an input field declared with a static dtype or shape
  * (adag_node_tensor), reserve and prepare fail with ADAG_ERR_INVALID; send
  * tensors with adag_dag_execute. */
@@ -802,9 +807,12 @@ ADAG_API adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_place
  * has the whole teardown timeout: only a worker whose method does not
  * return by then is killed (which fails the other DAGs it serves); healthy
  * workers, and the other DAGs they serve, go on. Blocked execute/get
- * calls on other threads return ADAG_ERR_CLOSED; an execution prepared
- * (adag_dag_execute_prepare) by another thread must be committed or
- * cancelled first, one prepared by the calling thread is dropped. */
+ * calls on other threads return ADAG_ERR_CLOSED; executions reserved or
+ * prepared by the calling thread are dropped, those of other threads are
+ * waited for up to the teardown timeout and then dropped (adag_dag_reserve):
+ * destroy returns whatever a client left reserved. A worker's loop that
+ * fails (a malformed slot, a protocol error) fails its DAG with the loop's
+ * message; the worker and its other DAGs go on. */
 ADAG_API adag_status_t adag_dag_destroy(adag_dag_h dag);
 
 #include "adag/stats.h"

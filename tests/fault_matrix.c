@@ -3,7 +3,9 @@
  * them; its files are listed in fault_matrix.h) that runs many seeded
  * rounds. Each round forks a child "driver" that creates a runtime, 1-4
  * process actors of class "counter" (and maybe a thread actor), builds a
- * random chain or fan-out graph, compiles it and executes it; the parent,
+ * random chain or fan-out graph (half of them with one more output from a
+ * method of no argument, "+0" in the shape), compiles it and executes it;
+ * the parent,
  * the "checker", injects one fault at one phase:
  *
  *   faults: driver-kill        SIGKILL the driver
@@ -215,8 +217,8 @@ int main(int argc, char **argv)
         if (res.secs > worst)
             worst = res.secs;
         char shape[64];
-        snprintf(shape, sizeof(shape), "%u%s %s k=%u%s%s", c.nproc, c.thread_actor ? "+T" : "",
-                 c.fanout ? "fanout" : "chain", c.max_inflight,
+        snprintf(shape, sizeof(shape), "%u%s %s%s k=%u%s%s", c.nproc, c.thread_actor ? "+T" : "",
+                 c.fanout ? "fanout" : "chain", c.zero_arg ? "+0" : "", c.max_inflight,
                  c.chld != CHLD_DEFAULT ? " chld=" : "", c.chld != CHLD_DEFAULT ? chld_names[c.chld] : "");
         char det[32] = "-";
         if (res.detect_ms >= 0)

@@ -164,6 +164,11 @@ typedef struct {
     unsigned nlong;
     int exec_ms;       /* execute phase length when no death must be awaited */
     int chld;          /* the driver's SIGCHLD disposition (CHLD_*) */
+    /* a method of no argument ("base", reading the DAG's start channel) on
+     * actor zero_actor, one more output (drawn last: earlier fields of a
+     * seed are what they were before it existed) */
+    int zero_arg;
+    unsigned zero_actor;
 } config_t;
 
 /* How the driver program treats SIGCHLD: the runtime must notice deaths

@@ -107,6 +107,8 @@ void make_config(config_t *c, uint64_t seed, unsigned round, fault_t f, phase_t 
         }
         pick -= w[i];
     }
+    c->zero_arg = rnd(&s, 2) == 0;
+    c->zero_actor = c->order[rnd(&s, c->norder)];
 }
 
 const char *code_meaning(int code)

@@ -167,7 +167,7 @@ typedef struct {
     adag_ref_t ref;
     int64_t t0;
     int poison;
-    int64_t expect[MAXP + 2];
+    int64_t expect[MAXP + 3];
 } pending_t;
 
 /* Expected outputs of input v, sleep s. */
@@ -185,6 +185,8 @@ static void expected(const config_t *c, const drv_t *d, int64_t v, int64_t s, in
                 x += offset_of(c, c->order[i]);
         out[k++] = x;
     }
+    if (d->has_zero)
+        out[k++] = offset_of(c, c->zero_actor);
     if (d->has_sleep)
         out[k++] = s;
 }
@@ -193,7 +195,7 @@ static int build_graph(const config_t *c, drv_t *d)
 {
     adag_status_t st;
     int64_t t0 = now_ns();
-    adag_node_h in0 = NULL, in1 = NULL, outs[MAXP + 2];
+    adag_node_h in0 = NULL, in1 = NULL, outs[MAXP + 3];
     unsigned n = 0;
     drv_activity("building the graph");
     if ((st = adag_graph_create(d->rt, &d->g)) != ADAG_OK ||
@@ -228,6 +230,12 @@ static int build_graph(const config_t *c, drv_t *d)
     }
     if (!c->fanout)
         outs[n++] = cur;
+    if (d->has_zero) {
+        adag_node_h z = NULL;
+        if ((st = adag_graph_bind(d->g, d->actor[c->zero_actor], "base", NULL, 0, &z)) != ADAG_OK)
+            goto fail;
+        outs[n++] = z;
+    }
     if (d->has_sleep) {
         adag_node_h s = NULL;
         if ((st = adag_graph_input(d->g, 1, &in1)) != ADAG_OK ||
@@ -293,7 +301,7 @@ static void run_batch(const config_t *c, drv_t *d, unsigned *count, int poison_d
         p[j] = t;
     }
     for (unsigned i = 0; i < np; i++) {
-        adag_value_t out[MAXP + 2];
+        adag_value_t out[MAXP + 3];
         memset(out, 0, sizeof(out));
         drv_activity("adag_dag_get ref %" PRIu64 " (timeout %d ms)", (uint64_t)p[i].ref,
                      GET_TIMEOUT_MS);
@@ -470,6 +478,7 @@ int driver_main(const config_t *c, shared_t *sh, int wfd, int gofd)
             }
     }
     d->has_sleep = d->actor[d->sleeper] != NULL;
+    d->has_zero = c->zero_arg && d->actor[c->zero_actor] != NULL;
     int any = 0;
     for (unsigned i = 0; i <= c->nproc; i++)
         any |= d->actor[i] != NULL;

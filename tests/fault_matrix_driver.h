@@ -73,6 +73,7 @@ typedef struct {
     adag_dag_h dag, pre_dag;
     unsigned nouts;
     int has_sleep;
+    int has_zero; /* the "base" output (config_t.zero_arg, its actor created) */
     unsigned sleeper;
     int victim_in_dag;
     int64_t prefix; /* value at die_if = input + prefix */
