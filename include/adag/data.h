@@ -120,7 +120,8 @@ typedef struct {
  * ADAG_DATA_BAD_SKIP a sample the callback calls bad (ADAG_ERR_INVALID,
  * what adag_data_fail returns) is counted in bad_skipped and its place in
  * the batch taken by the next sample of the epoch's order that maps (at
- * most 16 tried): the batch stays a pure function of seed and data. */
+ * most 16 tried): the batch stays a pure function of seed and data; when
+ * all 16 are bad the source fails with the first one's message. */
 typedef adag_status_t (*adag_data_map_fn)(void *arg, const adag_data_sample_t *sample,
                                           uint64_t *rng, void *out, size_t out_size);
 
@@ -264,9 +265,11 @@ typedef struct {
 
 /* The next batch of this rank, in order, waiting up to timeout_ms (-1:
  * forever). Epochs follow each other (the next epoch reshuffles).
- * ADAG_ERR_TIMEOUT if none is ready in time; a failure of the source
- * (a bad record with ADAG_DATA_BAD_FAIL, a map callback's error) is
- * returned here once, with its message, and by every later call. At most
+ * ADAG_ERR_TIMEOUT if none is ready in time. A failure of the source (a
+ * bad record with ADAG_DATA_BAD_FAIL, a map callback's error) belongs to
+ * the batch it happened in: every batch before that one is delivered
+ * first, in order, whatever the threads' timing; then the failure is
+ * returned, with its message, by this and every later call. At most
  * `prefetch` batches may be held (not yet released) at once. */
 ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch,
                                       int timeout_ms);
@@ -277,7 +280,9 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
  * memory of the source's own, and several threads fill several executions
  * at once. adag_data_next_exec returns the next execution started, in batch
  * order, with the batch it carries (batch->data NULL: its bytes are in the
- * DAG); take its results with adag_dag_get and adag_dag_release as usual.
+ * DAG); take its results with adag_dag_get and adag_dag_release as usual
+ * (adag_data_release is not for these batches). A failure comes after the
+ * executions of the batches before it, as with adag_data_next.
  * Executions not released hold the DAG's window, and the source waits for
  * room: a slow consumer slows the source, never grows it. At most the
  * DAG's max_inflight executions are started ahead of adag_data_next_exec.
