@@ -572,6 +572,13 @@ adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch
 {
     if (!src || !batch)
         return adag_error(ADAG_ERR_INVALID, "adag_data_release: source or batch is NULL");
+    if (src->p.dag)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_release: batch %llu of epoch %llu came from "
+                          "adag_data_next_exec: it is in an execution of DAG %s, released "
+                          "with adag_dag_release(dag, ref)",
+                          (unsigned long long)batch->batch, (unsigned long long)batch->epoch,
+                          src->p.dag->name);
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&src->lock);
     slot_t *slot = NULL;

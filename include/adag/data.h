@@ -164,9 +164,12 @@ typedef struct {
     uint64_t field_mask;
     /* required: the shards (paths, a path with * ? [ being a glob, expanded
      * and sorted; or http:// and https:// URLs, which are not globs; a
-     * token dataset's URL "u" is fetched as u.bin and u.idx), their format, and the batch shape: batch_size samples
-     * of sample_size bytes each (without a map: the sample's own size,
-     * which must then be the same for every sample) */
+     * token dataset's URL "u" is fetched as u.bin and u.idx), their format,
+     * and batch_size, the samples in a batch.
+     * sample_size: the bytes a sample takes in the batch. Needed with a map
+     * or steps (what they write). Without them it may be 0: it is then the
+     * shards' own (record_size, an .npy row, seq_len tokens), which must be
+     * the same in every shard; a value given is checked against them. */
     const char *const *shards;
     unsigned nshards;
     adag_data_format_t format;
@@ -232,7 +235,10 @@ typedef struct {
      * sample_shape[0..sample_ndim) (sample_ndim < ADAG_MAX_DIMS; its bytes
      * are sample_size), so a batch fed to a DAG is the tensor [batch_size,
      * sample_shape...] its first stage sees (without: bytes); e.g. the image
-     * map's F32 {3, height, width} */
+     * map's F32 {3, height, width}. Without a map or steps the batch holds
+     * the files' elements as they are: a dtype or shape other than what an
+     * .npy header (a row) or a token index (seq_len tokens) says is refused
+     * at open, as are shards whose headers disagree with each other */
     adag_dtype_t sample_dtype;
     unsigned sample_ndim;
     int64_t sample_shape[ADAG_MAX_DIMS - 1];
@@ -298,7 +304,9 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
 ADAG_API adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
                                            adag_data_batch_t *batch, int timeout_ms);
 
-/* Gives a batch back (its memory goes to the next one). */
+/* Gives a batch of adag_data_next back (its memory goes to the next one).
+ * A batch of adag_data_next_exec is in its execution: adag_dag_release
+ * gives that back (this call refuses it, saying so). */
 ADAG_API adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch);
 
 /* The CPUs the source's threads run on, as a list ("0-15"), or "" when
@@ -333,7 +341,8 @@ ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t
 
 /* Prints the source (shards, format, batches per epoch, rank) and its
  * stats, as adag-info prints, to out: rates, waits, memory against the
- * budget, bad records, the cache. */
+ * budget (feeding a DAG: the batches in its input slots, and the source's
+ * own scratch and staging against its budget), bad records, the cache. */
 ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out);
 
 /* Redraws a one-line progress bar for the batches delivered so far (epoch,
