@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 char data_dir[64];
@@ -77,6 +78,21 @@ void data_write_npy(const char *name, const char *descr, unsigned ndim, const un
     memcpy(buf + hlen + pad, data, size);
     data_write_file(name, buf, total);
     free(buf);
+}
+
+void data_write_jpeg(const char *name, const unsigned char *px, unsigned w, unsigned h,
+                     int subsamp, int quality, int flags)
+{
+    tjhandle t = tjInitCompress();
+    cr_assert_not_null(t);
+    unsigned char *jpeg = NULL;
+    unsigned long size = 0;
+    cr_assert_eq(tjCompress2(t, px, (int)w, 0, (int)h, TJPF_RGB, &jpeg, &size, subsamp, quality,
+                             flags),
+                 0, "tjCompress2: %s", tjGetErrorStr2(t));
+    data_write_file(name, jpeg, size);
+    tjFree(jpeg);
+    tjDestroy(t);
 }
 
 /* A token dataset "t" of int32 tokens: documents of the given sizes, token

@@ -381,9 +381,14 @@ enum {
  * the sample's rng, so the output is a pure function of (seed, epoch,
  * sample). The JPEG is decoded at the smallest of libjpeg-turbo's scales
  * (1/8 .. 1) whose crop still covers the output, into the thread's scratch.
- * A bad JPEG (corrupt, truncated, CMYK, over max_pixels at 1/8) is a bad
- * sample: ADAG_ERR_INVALID with the shard, sample and libjpeg-turbo's
- * words (skipped and counted with ADAG_DATA_BAD_SKIP). */
+ * A progressive (multi-scan) JPEG is decoded by libjpeg-turbo out of a
+ * coefficient buffer for the whole image (2 bytes a coefficient at any
+ * scale: 3 bytes a pixel at 4:2:0, 6 at 4:4:4), which the scratch counts
+ * too. A bad JPEG (corrupt, truncated, CMYK, over max_pixels at 1/8, or
+ * progressive with a coefficient buffer that does not fit the scratch
+ * beside its pixels) is a bad sample: ADAG_ERR_INVALID with the shard,
+ * sample and libjpeg-turbo's words or the sizes (skipped and counted with
+ * ADAG_DATA_BAD_SKIP). */
 typedef struct {
     uint64_t field_mask;
     /* required: the output size */
@@ -403,10 +408,11 @@ typedef struct {
     /* DTYPE: ADAG_DTYPE_F32 (default), _F16 or _BF16 */
     adag_dtype_t dtype;
     /* MAX_PIXELS: most pixels decoded at once (default 2048 x 2048): sizes
-     * the scratch (3 bytes a pixel). An image whose crop needs more at the
-     * scale that covers the output is decoded at the largest scale that
-     * fits (its crop then upsampled a little); one over it even at 1/8 is
-     * a bad sample */
+     * the scratch (3 bytes a pixel, and as much again for a progressive
+     * JPEG's coefficients: one of up to max_pixels at 4:2:0 fits whole).
+     * An image whose crop needs more at the scale that covers the output
+     * is decoded at the largest scale that fits (its crop then upsampled a
+     * little); one over it even at 1/8 is a bad sample */
     uint64_t max_pixels;
 } adag_data_image_t;
 
@@ -415,7 +421,10 @@ ADAG_API adag_status_t adag_data_image_check(const adag_data_image_t *img);
 /* Bytes of one output tensor (the source's sample_size), 0 if invalid. */
 ADAG_API size_t adag_data_image_size(const adag_data_image_t *img);
 /* Scratch bytes a thread needs to decode images of up to max_pixels (the
- * source's scratch_size), 0 if invalid. */
+ * source's scratch_size), 0 if invalid: 6 bytes a pixel (the decoded
+ * pixels, and room for a progressive JPEG's coefficient buffer, which
+ * libjpeg-turbo allocates itself: that part is counted, never touched)
+ * and the resampler's tables. */
 ADAG_API size_t adag_data_image_scratch(const adag_data_image_t *img);
 /* The map callback: arg is a const adag_data_image_t * (checked once with
  * adag_data_image_check; it must outlive the source). */
