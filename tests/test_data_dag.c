@@ -402,6 +402,7 @@ Test(data_dag, a_feeding_source_fails_in_order_and_explains_its_batches)
         cr_assert_eq(id, (uint64_t)b * BATCH, "execution %u holds record %llu first", b,
                      (unsigned long long)id);
         cr_assert_eq(adag_dag_release(dag, ref), ADAG_OK);
+        usleep(20000); /* the window's next execution is started, batch 6 fails meanwhile */
     }
     cr_assert_eq(adag_data_next_exec(src, &ref, &bt, 20000), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "sample 99: refusing this one"), "%s", adag_last_error());
