@@ -33,6 +33,18 @@ static const char *amount(char *buf, size_t len, double bytes)
     return buf;
 }
 
+/* Feeding a DAG: the executions the source is filling or holding ready
+ * (started, not handed out). */
+static unsigned dag_busy(adag_data_source_t *src)
+{
+    unsigned busy = 0;
+    pthread_mutex_lock(&src->lock);
+    for (unsigned k = 0; src->slots && k < src->nslots; k++)
+        busy += src->slots[k].state == SLOT_FILLING || src->slots[k].state == SLOT_READY;
+    pthread_mutex_unlock(&src->lock);
+    return busy;
+}
+
 /* The memory line(s). Feeding a DAG, the batches are in its input slots,
  * not in the source's budget (which then holds the threads' scratch and a
  * device input's pinned staging): both are shown. */
@@ -46,11 +58,7 @@ static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, F
         fprintf(out, "  memory      %s held of a %s budget (peak %s)\n", held, budget, peak);
         return;
     }
-    unsigned busy = 0;
-    pthread_mutex_lock(&src->lock);
-    for (unsigned k = 0; src->slots && k < src->nslots; k++)
-        busy += src->slots[k].state == SLOT_FILLING || src->slots[k].state == SLOT_READY;
-    pthread_mutex_unlock(&src->lock);
+    unsigned busy = dag_busy(src);
     fprintf(out, "  memory      batches of %s in DAG %s's input slots of %s: %u of its %u "
                  "executions filling or ready here (%s)\n",
             amount(a, sizeof(a), (double)src->batch_bytes), src->p.dag->name,
@@ -131,12 +139,17 @@ adag_status_t adag_data_progress(adag_data_source_h src, FILE *out)
         bar[i] = i < fill ? '#' : '.';
     bar[BAR_WIDTH] = '\0';
     double t = st.elapsed_s > 0 ? st.elapsed_s : 1e-9;
+    char held[64];
+    if (src->p.dag) /* the batches are in the DAG's slots */
+        snprintf(held, sizeof(held), "filling %u/%u executions", dag_busy(src), src->nslots);
+    else
+        snprintf(held, sizeof(held), "held %.0f/%.0f MB", mb((double)st.bytes_held),
+                 mb((double)st.budget));
     fprintf(out,
-            "\r\033[Kepoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  held %.0f/%.0f MB  "
-            "starved %.1f s",
+            "\r\033[Kepoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  %s  starved %.1f s",
             (unsigned long long)epoch, bar, (unsigned long long)in_epoch,
-            (unsigned long long)per, (double)st.samples / t, mb((double)st.bytes_read) / t,
-            mb((double)st.bytes_held), mb((double)st.budget), st.starved_s);
+            (unsigned long long)per, (double)st.samples / t, mb((double)st.bytes_read) / t, held,
+            st.starved_s);
     fflush(out);
     return ADAG_OK;
 }

@@ -346,8 +346,8 @@ ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t
 ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out);
 
 /* Redraws a one-line progress bar for the batches delivered so far (epoch,
- * position in it, samples/s, MB/s read, memory held of the budget, time
- * starved) on out when out is a terminal, at most 10 times a second;
+ * position in it, samples/s, MB/s read, memory held of the budget or,
+ * feeding a DAG, the executions being filled, time starved) on out when out is a terminal, at most 10 times a second;
  * nothing when it is not (a log stays clean). Call it after each batch;
  * adag_data_print_stats and adag_data_close end the line. */
 ADAG_API adag_status_t adag_data_progress(adag_data_source_h src, FILE *out);
