@@ -6,9 +6,10 @@
  * exponential backoff. The body is hashed (XXH3-64) as it is written.
  *
  * The stall is timed here, not by libcurl's low-speed check (which
- * averages over whole seconds and took 4-5 s past a 1.5 s setting): a
- * try runs on a multi handle polled at most until timeout_ms after the
- * last byte received (headers or body), and is abandoned then.
+ * averages over whole seconds: a try stalled under a 1.5 s setting failed
+ * after 5-7 s): a try runs on a multi handle polled at most until
+ * timeout_ms after the last byte received (headers or body), and is
+ * abandoned then.
  */
 #include "data/cache.h"
 
