@@ -63,12 +63,17 @@ const char *adag_last_error(void)
     return last_error;
 }
 
+/* Formatted into a buffer of its own first: the arguments may quote
+ * adag_last_error() itself (a caller adding what it knows), which writing
+ * straight into last_error would overwrite while it is read. */
 adag_status_t adag_error(adag_status_t status, const char *fmt, ...)
 {
+    char msg[ADAG_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, strlen(msg) + 1);
     return status;
 }
 

@@ -13,7 +13,9 @@
  * table in common/error.c. */
 const char *adag_status_name(adag_status_t status);
 
-/* Records "message" as this thread's last error and returns status. */
+/* Records "message" as this thread's last error and returns status. The
+ * arguments may quote adag_last_error() (the old text is read whole before
+ * the new one is stored). */
 adag_status_t adag_error(adag_status_t status, const char *fmt, ...) ADAG_PRINTF(2, 3);
 
 /* Like adag_error, appending ": <strerror(err)>". Returns ADAG_ERR_IO unless

@@ -85,8 +85,8 @@ static const setting_def_t setting_table[] = {
      "timeout, HTTP 408/429/5xx), with backoff from 200 ms doubling to 5 s"},
     {"ADAG_DATA_HTTP_TIMEOUT_MS", SETTING_INT, "30000", 100, 3600000,
      FIELD(data_http_timeout_ms),
-     "a shard fetch fails (and is retried) when connecting or a stalled transfer takes "
-     "this long"},
+     "a shard fetch's try fails (and is retried) when connecting takes this long, or a "
+     "transfer receives nothing for this long"},
     {"ADAG_TRACE_SPANS", SETTING_INT, "0", 0, 1 << 20, FIELD(trace_spans),
      "default trace records each actor loop and the driver keep for adag_dag_write_trace (an "
      "op's wait, compute, room and publish make one; 0: tracing off; rounded up to a power of "

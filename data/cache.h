@@ -29,7 +29,7 @@
 
 typedef struct {
     int retries;           /* after the first try */
-    int64_t timeout_ms;    /* connect, and a transfer making no progress */
+    int64_t timeout_ms;    /* connecting; a try receiving nothing for this long */
     uint64_t max_bytes;    /* a larger body is refused */
 } adag_data_fetch_opts_t;
 

@@ -1,12 +1,19 @@
 /*
  * Fetching a remote shard into a file with libcurl (data/cache.h): http and
  * https only (redirects too), TLS verified as libcurl does by default, a
- * transfer that stalls for timeout_ms fails, a body larger than max_bytes
- * is refused, and transient failures are retried with exponential
- * backoff. The body is hashed (XXH3-64) as it is written.
+ * transfer that receives nothing for timeout_ms fails, a body larger than
+ * max_bytes is refused, and transient failures are retried with
+ * exponential backoff. The body is hashed (XXH3-64) as it is written.
+ *
+ * The stall is timed here, not by libcurl's low-speed check (which
+ * averages over whole seconds: a try stalled under a 1.5 s setting failed
+ * after 5-7 s): a try runs on a multi handle polled at most until
+ * timeout_ms after the last byte received (headers or body), and is
+ * abandoned then.
  */
 #include "data/cache.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 
 #include <curl/curl.h>
@@ -49,6 +56,7 @@ typedef struct {
     int write_errno;
     char *buf;
     size_t used;
+    int64_t last_ns; /* when the last bytes (headers or body) arrived */
 } sink_t;
 
 /* Writes n bytes at p to the file. */
@@ -79,6 +87,7 @@ static size_t sink_write(char *data, size_t one, size_t n, void *arg)
 {
     sink_t *s = arg;
     size_t len = one * n;
+    s->last_ns = adag_now_ns();
     if (s->used + len > SINK_BUF && sink_flush(s) != 0)
         return 0; /* libcurl stops with CURLE_WRITE_ERROR */
     if (len > SINK_BUF) { /* larger than the buffer (libcurl's are 16 KiB): straight out */
@@ -91,6 +100,51 @@ static size_t sink_write(char *data, size_t one, size_t n, void *arg)
     XXH3_64bits_update(s->xxh, data, len);
     s->bytes += len;
     return len;
+}
+
+static size_t sink_header(char *data, size_t one, size_t n, void *arg)
+{
+    (void)data;
+    ((sink_t *)arg)->last_ns = adag_now_ns();
+    return one * n;
+}
+
+/* One try: runs h on m until it ends, or until nothing has arrived for
+ * timeout_ms (CURLE_OPERATION_TIMEDOUT, *stalled set). */
+static CURLcode perform(CURLM *m, CURL *h, sink_t *sink, int64_t timeout_ms, int *stalled)
+{
+    CURLcode rc = CURLE_OK;
+    *stalled = 0;
+    sink->last_ns = adag_now_ns();
+    if (curl_multi_add_handle(m, h) != CURLM_OK)
+        return CURLE_OUT_OF_MEMORY;
+    for (;;) {
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(m, &running);
+        if (mc != CURLM_OK) {
+            rc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_RECV_ERROR;
+            break;
+        }
+        if (!running) {
+            int left;
+            CURLMsg *msg;
+            while ((msg = curl_multi_info_read(m, &left)))
+                if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+                    rc = msg->data.result;
+            break;
+        }
+        int64_t idle_left = sink->last_ns + timeout_ms * 1000000 - adag_now_ns();
+        if (idle_left <= 0) {
+            *stalled = 1;
+            rc = CURLE_OPERATION_TIMEDOUT;
+            break;
+        }
+        /* wakes for the socket, libcurl's own timers, or the stall's time */
+        int wait_ms = (int)((idle_left + 999999) / 1000000);
+        (void)curl_multi_poll(m, NULL, 0, wait_ms < 1000 ? wait_ms : 1000, NULL);
+    }
+    curl_multi_remove_handle(m, h);
+    return rc;
 }
 
 static void sleep_ms(int64_t ms)
@@ -132,11 +186,11 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
     char errbuf[CURL_ERROR_SIZE];
     sink_t sink = {.fd = fd, .xxh = XXH3_createState(), .buf = malloc(SINK_BUF)};
     CURL *h = curl_easy_init();
-    if (!h || !sink.xxh || !sink.buf) {
+    CURLM *m = curl_multi_init();
+    if (!h || !m || !sink.xxh || !sink.buf) {
         st = adag_error(ADAG_ERR_NO_MEMORY, "fetching %s: out of memory", url);
         goto out;
     }
-    long timeout_s = (long)((opts->timeout_ms + 999) / 1000);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -145,11 +199,11 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
     curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)opts->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L); /* < 1 B/s for timeout_s: stalled */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout_s > 0 ? timeout_s : 1L);
     curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)opts->max_bytes);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, sink_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "adag-data/1");
 
@@ -167,7 +221,13 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
             st = adag_error_errno(errno, "fetching %s: truncating the temporary file", url);
             goto out;
         }
-        rc = curl_easy_perform(h);
+        int stalled;
+        rc = perform(m, h, &sink, opts->timeout_ms, &stalled);
+        if (stalled)
+            snprintf(errbuf, sizeof(errbuf),
+                     "nothing received for %lld ms (ADAG_DATA_HTTP_TIMEOUT_MS) after %llu bytes "
+                     "of the body",
+                     (long long)opts->timeout_ms, (unsigned long long)sink.bytes);
         if (rc == CURLE_OK && sink_flush(&sink) != 0)
             rc = CURLE_WRITE_ERROR;
         http = 0;
@@ -197,6 +257,8 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
 out:
     if (h)
         curl_easy_cleanup(h);
+    if (m)
+        curl_multi_cleanup(m);
     XXH3_freeState(sink.xxh);
     free(sink.buf);
     return st;

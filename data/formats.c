@@ -75,6 +75,10 @@ static adag_status_t npy_open(adag_data_shard_t *sh, const adag_data_params_t *p
     sh->nsamples = h.shape[0];
     sh->sample_size = h.shape[0] ? (size_t)(h.data_size / h.shape[0]) : 0;
     sh->dtype = h.dtype;
+    sh->has_shape = 1;
+    sh->ndim = h.ndim - 1; /* a row: the shape after the first axis */
+    for (unsigned d = 1; d < h.ndim; d++)
+        sh->shape[d - 1] = h.shape[d];
     sh->data_offset = h.data_offset;
     return ADAG_OK;
 }
@@ -115,6 +119,9 @@ static adag_status_t tokens_open(adag_data_shard_t *sh, const adag_data_params_t
     sh->nsamples = idx.total_tokens / p->seq_len;
     sh->sample_size = (size_t)p->seq_len * idx.item_size;
     sh->dtype = idx.dtype;
+    sh->has_shape = 1;
+    sh->ndim = 1;
+    sh->shape[0] = p->seq_len;
     return ADAG_OK;
 }
 

@@ -7,8 +7,16 @@
  * tensor of f32, f16 or bf16 in one pass.
  *
  * The decoded image lives in the calling thread's scratch (the source's
- * ADAG_DATA_PARAM_SCRATCH, counted in its budget): nothing is allocated
- * here but libjpeg-turbo's own decoder state.
+ * ADAG_DATA_PARAM_SCRATCH, counted in its budget). libjpeg-turbo allocates
+ * its own state: small for a baseline JPEG (a row of MCUs), but a
+ * progressive or otherwise multi-scan one is decoded out of a coefficient
+ * buffer for the whole image, 2 bytes a coefficient whatever the DCT
+ * scale (28 MB for 3072 x 3072 at 4:2:0). The scratch's size counts that
+ * buffer as well as the pixels (adag_data_image_scratch: room for both at
+ * max_pixels), and an image whose pixels and coefficients together would
+ * not fit in it is refused from its header, before anything is decoded.
+ * The coefficients' part of the scratch is address space the thread never
+ * touches: libjpeg-turbo holds the bytes it stands for.
  */
 #include <adag/data.h>
 
@@ -130,6 +138,9 @@ static size_t tables_size(const image_t *t)
     return ((size_t)t->width + t->height) * sizeof(tap_t);
 }
 
+/* The scratch: the decoded pixels (3 bytes each) and, as much again, room
+ * for a multi-scan JPEG's coefficient buffer (2 bytes a coefficient: 3
+ * bytes a pixel at 4:2:0, so a whole image of max_pixels), then the tables. */
 size_t adag_data_image_scratch(const adag_data_image_t *img)
 {
     if (adag_data_image_check(img) != ADAG_OK)
@@ -137,7 +148,83 @@ size_t adag_data_image_scratch(const adag_data_image_t *img)
     image_t t;
     resolve(img, &t);
     size_t pixels = (size_t)t.max_pixels * 3;
-    return (pixels + 63) / 64 * 64 + tables_size(&t);
+    return 2 * ((pixels + 63) / 64 * 64) + tables_size(&t);
+}
+
+/* ---- what libjpeg-turbo will allocate: the JPEG's frame and first scan ---- */
+
+/* The bytes of libjpeg-turbo's whole-image coefficient buffer for this
+ * JPEG: 0 for a single-scan (baseline) one, which decodes a row of MCUs at
+ * a time; else, per component, its blocks (rounded up to its sampling
+ * factors, as jdcoefct.c allocates them) x 64 coefficients x 2 bytes.
+ * *progressive says which kind of multi-scan it is. Reads the markers up
+ * to the first scan's header, every length bounded; -1 when they are not
+ * there (libjpeg-turbo's header read then says what is wrong). */
+static int64_t coef_bytes(const unsigned char *p, size_t n, int *progressive)
+{
+    unsigned ncomp = 0, hs[4] = {0}, vs[4] = {0}, hmax = 1, vmax = 1;
+    uint64_t W = 0, H = 0;
+    int have_frame = 0;
+    *progressive = 0;
+    if (n < 4 || p[0] != 0xFF || p[1] != 0xD8)
+        return -1;
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (p[i] != 0xFF)
+            return -1;
+        unsigned m = p[i + 1];
+        if (m == 0xFF) { /* fill byte */
+            i++;
+            continue;
+        }
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) { /* no length */
+            i += 2;
+            continue;
+        }
+        if (m == 0xD9)
+            return -1;
+        size_t len = (size_t)p[i + 2] << 8 | p[i + 3];
+        const unsigned char *seg = p + i + 4;
+        if (len < 2 || i + 2 + len > n)
+            return -1;
+        size_t body = len - 2;
+        /* SOF0..15 but DHT (C4), JPG (C8) and DAC (CC) */
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (body < 6)
+                return -1;
+            H = (uint64_t)seg[1] << 8 | seg[2];
+            W = (uint64_t)seg[3] << 8 | seg[4];
+            ncomp = seg[5];
+            if (ncomp == 0 || ncomp > 4 || body < 6 + 3 * (size_t)ncomp)
+                return -1;
+            for (unsigned c = 0; c < ncomp; c++) {
+                hs[c] = seg[6 + 3 * c + 1] >> 4;
+                vs[c] = seg[6 + 3 * c + 1] & 15;
+                if (hs[c] < 1 || hs[c] > 4 || vs[c] < 1 || vs[c] > 4)
+                    return -1;
+                hmax = hs[c] > hmax ? hs[c] : hmax;
+                vmax = vs[c] > vmax ? vs[c] : vmax;
+            }
+            *progressive = (m & 3) == 2; /* C2, C6, CA, CE */
+            have_frame = 1;
+        } else if (m == 0xDA) { /* the first scan: how many components it has */
+            if (!have_frame || body < 1)
+                return -1;
+            if (!*progressive && seg[0] >= ncomp)
+                return 0; /* one interleaved scan: no whole-image buffer */
+            uint64_t total = 0;
+            for (unsigned c = 0; c < ncomp; c++) {
+                uint64_t bw = (W * hs[c] + 8 * hmax - 1) / (8 * hmax);
+                uint64_t bh = (H * vs[c] + 8 * vmax - 1) / (8 * vmax);
+                bw = (bw + hs[c] - 1) / hs[c] * hs[c];
+                bh = (bh + vs[c] - 1) / vs[c] * vs[c];
+                total += bw * bh * 64 * 2;
+            }
+            return (int64_t)total;
+        }
+        i += 2 + len;
+    }
+    return -1;
 }
 
 /* A uniform draw in [0, 1). */
@@ -325,6 +412,19 @@ adag_status_t adag_data_image_map(void *arg, const adag_data_sample_t *s, uint64
     size_t pitch = (size_t)SW * 3, pixels = pitch * SH;
     size_t room = s->scratch_size > tables_size(&t) ? s->scratch_size - tables_size(&t) : 0;
     room = room / 64 * 64;
+    int progressive;
+    int64_t coefs = coef_bytes(jpeg, size, &progressive);
+    if (coefs > 0 && (!s->scratch || pixels > room || (uint64_t)coefs > room - pixels)) {
+        st = adag_data_fail(s,
+                            "a %dx%d %s JPEG: libjpeg-turbo's coefficient buffer for the "
+                            "whole image (%lld bytes) and its pixels at scale %d/%d (%zu "
+                            "bytes) do not fit the thread's scratch of %zu bytes (max_pixels "
+                            "%llu sizes it: adag_data_image_scratch)",
+                            W, H, progressive ? "progressive" : "multi-scan",
+                            (long long)coefs, sf.num, sf.denom, pixels, s->scratch_size,
+                            (unsigned long long)t.max_pixels);
+        goto out;
+    }
     if (!s->scratch || pixels > room) {
         st = adag_data_fail(s,
                             "decoding a %dx%d JPEG at scale %d/%d needs %zu bytes of scratch, "

@@ -11,13 +11,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* What a file that is not a regular one is, for a refusal. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode)  ? "a FIFO (named pipe)"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISDIR(mode)  ? "a directory"
+                            : "not a regular file";
+}
+
+/* Only regular files are shards: the type is checked before open (opening
+ * a FIFO with no writer would block, a device's open may act), and open
+ * is non-blocking in case the path changed in between, its type checked
+ * again on the descriptor. */
 adag_status_t adag_data_map(const char *path, adag_data_map_t *out)
 {
     adag_status_t st = ADAG_OK;
     struct stat sb;
     out->base = NULL;
     out->len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (stat(path, &sb) != 0)
+        return adag_error_errno(errno, "data shard %s: stat", path);
+    if (!S_ISREG(sb.st_mode))
+        return adag_error(ADAG_ERR_INVALID, "data shard %s is %s, not a regular file", path,
+                          file_kind(sb.st_mode));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return adag_error_errno(errno, "data shard %s: open", path);
     if (fstat(fd, &sb) != 0) {
@@ -25,7 +45,8 @@ adag_status_t adag_data_map(const char *path, adag_data_map_t *out)
         goto out;
     }
     if (!S_ISREG(sb.st_mode)) {
-        st = adag_error(ADAG_ERR_INVALID, "data shard %s: not a regular file", path);
+        st = adag_error(ADAG_ERR_INVALID, "data shard %s is %s, not a regular file", path,
+                        file_kind(sb.st_mode));
         goto out;
     }
     if (sb.st_size == 0)

@@ -23,10 +23,16 @@ void adag_data_unmap(adag_data_map_t *m);
 
 typedef struct adag_data_shard {
     char *path;
-    /* what open found: samples, each sample_size bytes of dtype */
+    /* what open found: samples, each sample_size bytes of dtype (BYTES:
+     * the file does not say); has_shape: the file states a sample's
+     * dimensions (.npy: a row's, 0 of them for a 1-D array; tokens:
+     * seq_len), shape[0..ndim) */
     uint64_t nsamples;
     size_t sample_size;
     adag_dtype_t dtype;
+    int has_shape;
+    unsigned ndim;
+    uint64_t shape[ADAG_MAX_DIMS];
     /* the format's state: the mapped files and where samples start */
     adag_data_map_t data, index;
     uint64_t data_offset;

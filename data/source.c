@@ -141,6 +141,7 @@ adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
     seq_place(src, seq, &epoch, &batch, &g);
     view_set(src, &f->view, epoch);
     unsigned bs = src->p.batch_size;
+    char first[ADAG_ERROR_MAX]; /* the first bad sample's text, if all tries fail */
     for (unsigned j = 0; j < bs; j++) {
         uint64_t pos = (g * bs + j) % src->nsamples; /* PAD: completed from the start */
         unsigned char *out = buf + (size_t)j * src->sample_size;
@@ -151,10 +152,12 @@ adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
             if (st != ADAG_ERR_INVALID || src->p.bad_policy != ADAG_DATA_BAD_SKIP)
                 return st;
             f->bad++;
+            if (tries == 1)
+                snprintf(first, sizeof(first), "%s", adag_last_error());
             if (tries == BAD_TRIES)
                 return adag_error(st, "%s (and the %d samples after it were bad too: "
                                       "ADAG_DATA_BAD_SKIP gives up)",
-                                  adag_last_error(), BAD_TRIES - 1);
+                                  first, BAD_TRIES - 1);
             pos = (pos + 1) % src->nsamples;
         }
     }
@@ -163,12 +166,17 @@ adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
 
 /* ---- the threads ---- */
 
-/* Under the lock: the source fails (the first failure stays). */
-void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg)
+/* Under the lock: the source fails at batch seq (ADAG_DATA_NO_SEQ: at the
+ * next one not taken yet); a failure at an earlier batch replaces it. */
+void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
+                           uint64_t seq)
 {
-    if (src->failed != ADAG_OK)
+    if (seq == ADAG_DATA_NO_SEQ)
+        seq = src->next_assign;
+    if (src->failed != ADAG_OK && seq >= src->failed_seq)
         return;
     src->failed = st;
+    src->failed_seq = seq;
     snprintf(src->why, sizeof(src->why), "%s", msg ? msg : "");
     pthread_cond_broadcast(&src->ready_cv);
     pthread_cond_broadcast(&src->work_cv);
@@ -223,7 +231,8 @@ static void *thread_main(void *arg)
     pthread_mutex_lock(&src->lock);
     if (!f.view.order || !f.view.prefix || (src->p.scratch_size && !f.scratch))
         adag_data_fail_locked(src, ADAG_ERR_NO_MEMORY,
-                    "data source: out of memory (a thread's shard order and scratch)");
+                              "data source: out of memory (a thread's shard order and scratch)",
+                              ADAG_DATA_NO_SEQ);
     if (src->p.dag) {
         adag_data_feed_loop(src, &f);
         goto out;
@@ -260,7 +269,7 @@ static void *thread_main(void *arg)
             src->bytes_held -= src->batch_bytes;
         adag_data_counted(src, &f);
         if (st != ADAG_OK) {
-            adag_data_fail_locked(src, st, adag_last_error());
+            adag_data_fail_locked(src, st, adag_last_error(), seq);
             break;
         }
         src->samples += src->p.batch_size;
@@ -417,6 +426,12 @@ fail:
 
 /* ---- the consumer ---- */
 
+/* Under the lock: whether the consumer has reached the failure's batch. */
+static int failed_here(const adag_data_source_t *src)
+{
+    return src->failed != ADAG_OK && src->next_deliver >= src->failed_seq;
+}
+
 static adag_status_t failed_error(const adag_data_source_t *src)
 {
     return adag_error(src->failed, "%s", src->why);
@@ -446,9 +461,10 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
     int64_t deadline = timeout_ms < 0 ? ADAG_FOREVER : adag_deadline_ms(timeout_ms);
     int spun = 0;
     slot_t *slot;
+    /* the batches before a failure's are delivered first (their threads
+     * finish them: every one of them was taken before the failure) */
     while (slot = &src->slots[src->next_deliver % src->nslots],
-           src->failed == ADAG_OK &&
-               !(slot->state == SLOT_READY && slot->seq == src->next_deliver)) {
+           !failed_here(src) && !(slot->state == SLOT_READY && slot->seq == src->next_deliver)) {
         if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline) {
             st = adag_error(ADAG_ERR_TIMEOUT, "%s: batch %llu not ready within %d ms", fn,
                             (unsigned long long)src->next_deliver, timeout_ms);
@@ -480,7 +496,7 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
     src->starved_ns += adag_now_ns() - t0;
     if (st != ADAG_OK)
         return st;
-    if (src->failed != ADAG_OK)
+    if (failed_here(src))
         return failed_error(src);
     uint64_t epoch, b, g, seq = src->next_deliver++;
     seq_place(src, seq, &epoch, &b, &g);
@@ -556,6 +572,13 @@ adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch
 {
     if (!src || !batch)
         return adag_error(ADAG_ERR_INVALID, "adag_data_release: source or batch is NULL");
+    if (src->p.dag)
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_data_release: batch %llu of epoch %llu came from "
+                          "adag_data_next_exec: it is in an execution of DAG %s, released "
+                          "with adag_dag_release(dag, ref)",
+                          (unsigned long long)batch->batch, (unsigned long long)batch->epoch,
+                          src->p.dag->name);
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&src->lock);
     slot_t *slot = NULL;

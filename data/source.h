@@ -90,7 +90,11 @@ struct adag_data_source {
     unsigned held;
     size_t bytes_held, bytes_peak;
     int stopping;
+    /* the failure, and the batch it belongs to: the consumer gets every
+     * batch before failed_seq, then the failure (threads take no batch
+     * after a failure; those taken before it are finished) */
     adag_status_t failed;
+    uint64_t failed_seq;
     char why[ADAG_ERROR_MAX];
     uint64_t batches, samples, bytes_read;
     uint64_t bad_samples; /* samples a map called bad, replaced (ADAG_DATA_BAD_SKIP) */
@@ -130,8 +134,13 @@ struct adag_data_source {
 /* Fills seq's batch into buf (no lock held). */
 adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
                              unsigned char *buf);
-/* Under the lock: the source fails (the first failure stays). */
-void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg);
+/* A failure that belongs to no batch (a thread's start, the DAG's
+ * reservation): it comes after the batches already taken. */
+#define ADAG_DATA_NO_SEQ UINT64_MAX
+/* Under the lock: the source fails at batch seq (ADAG_DATA_NO_SEQ: after
+ * those taken so far); the failure of the earliest batch is the one kept. */
+void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
+                           uint64_t seq);
 /* Under the lock: a thread starts / ends waiting for room (blocked_s
  * counts waits still going too). */
 int64_t adag_data_wait_begin(adag_data_source_t *src);

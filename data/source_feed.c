@@ -132,7 +132,7 @@ static int feed_reserve(adag_data_source_t *src)
         return 0;
     if (st != ADAG_OK) {
         adag_error_prefix("data source feeding DAG %s", src->p.dag->name);
-        adag_data_fail_locked(src, st, adag_last_error());
+        adag_data_fail_locked(src, st, adag_last_error(), ADAG_DATA_NO_SEQ);
         return -1;
     }
     slot->state = SLOT_FILLING;
@@ -167,7 +167,7 @@ void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
     if (src->dev && src->dev->dev->ops->bind_thread) {
         adag_status_t st = src->dev->dev->ops->bind_thread(src->dev->dev);
         if (st != ADAG_OK) {
-            adag_data_fail_locked(src, st, adag_last_error());
+            adag_data_fail_locked(src, st, adag_last_error(), ADAG_DATA_NO_SEQ);
             return;
         }
     }
@@ -210,7 +210,7 @@ void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
         pthread_mutex_lock(&src->lock);
         adag_data_counted(src, f);
         if (st != ADAG_OK) {
-            adag_data_fail_locked(src, st, adag_last_error());
+            adag_data_fail_locked(src, st, adag_last_error(), seq);
             return;
         }
         src->samples += src->p.batch_size;

@@ -76,6 +76,63 @@ adag_status_t adag_data_expand_shards(adag_data_source_t *src, const adag_data_p
     return st;
 }
 
+/* "[3, 4]" (the dimensions of a sample; "[]" for a scalar) into buf. */
+static const char *shape_str(char *buf, size_t len, unsigned ndim, const uint64_t *shape)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (unsigned d = 0; d < ndim && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%llu", d ? ", " : "",
+                              (unsigned long long)shape[d]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+/* Without a map or steps a batch holds the files' elements as they are:
+ * what a shard's header says of them (the dtype, a sample's shape) must
+ * agree with the declared tensor (ADAG_DATA_PARAM_TENSOR) and with the
+ * first shard kept (NULL for the first). */
+static adag_status_t check_layout(const adag_data_params_t *p, const adag_data_shard_t *sh,
+                                  const adag_data_shard_t *first)
+{
+    char a[128], b[128];
+    if (p->map || p->nsteps || !sh->nsamples)
+        return ADAG_OK;
+    if (p->field_mask & ADAG_DATA_PARAM_TENSOR) {
+        uint64_t want[ADAG_MAX_DIMS];
+        int same = sh->ndim == p->sample_ndim;
+        for (unsigned d = 0; d < p->sample_ndim && d < ADAG_MAX_DIMS - 1; d++) {
+            want[d] = (uint64_t)p->sample_shape[d];
+            same = same && sh->shape[d] == want[d];
+        }
+        if (sh->dtype != ADAG_DTYPE_BYTES && sh->dtype != p->sample_dtype)
+            return adag_error(ADAG_ERR_INVALID,
+                              "data shard %s: its header says %s elements, but sample_dtype "
+                              "is %s (the bytes are not converted; a map callback may convert)",
+                              sh->path, adag_dtype_name(sh->dtype),
+                              adag_dtype_name(p->sample_dtype));
+        if (sh->has_shape && !same && p->sample_ndim < ADAG_MAX_DIMS)
+            return adag_error(ADAG_ERR_INVALID,
+                              "data shard %s: its header makes a sample %s, but sample_shape "
+                              "is %s",
+                              sh->path, shape_str(a, sizeof(a), sh->ndim, sh->shape),
+                              shape_str(b, sizeof(b), p->sample_ndim, want));
+    }
+    if (first && (sh->dtype != first->dtype || sh->has_shape != first->has_shape ||
+                  (sh->has_shape && (sh->ndim != first->ndim ||
+                                     memcmp(sh->shape, first->shape,
+                                            sh->ndim * sizeof(sh->shape[0]))))))
+        return adag_error(ADAG_ERR_INVALID,
+                          "data shard %s: samples of %s %s, but those of %s are %s %s (the "
+                          "shards of a source without a map share one layout)",
+                          sh->path, adag_dtype_name(sh->dtype),
+                          shape_str(a, sizeof(a), sh->has_shape ? sh->ndim : 0, sh->shape),
+                          first->path, adag_dtype_name(first->dtype),
+                          shape_str(b, sizeof(b), first->has_shape ? first->ndim : 0,
+                                    first->shape));
+    return ADAG_OK;
+}
+
 /* Opens every shard; a bad one fails the source or, with
  * ADAG_DATA_BAD_SKIP, is left out and counted. */
 adag_status_t adag_data_open_shards(adag_data_source_t *src)
@@ -90,6 +147,8 @@ adag_status_t adag_data_open_shards(adag_data_source_t *src)
                             "data shard %s: samples of %zu bytes, but the batch takes %zu "
                             "(sample_size; a map callback may convert)",
                             sh.path, sh.sample_size, src->p.sample_size);
+        if (st == ADAG_OK)
+            st = check_layout(&src->p, &sh, kept ? &src->shards[0] : NULL);
         if (st != ADAG_OK) {
             src->fmt->close(&sh);
             if (src->p.bad_policy != ADAG_DATA_BAD_SKIP) {

@@ -5,6 +5,7 @@
 #include "data/source.h"
 
 #include "common/clock.h"
+#include "dag/internal.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -16,6 +17,56 @@
 static double mb(double bytes)
 {
     return bytes / 1e6;
+}
+
+/* "768 B", "3.1 kB", "25.2 MB", "1.50 GB" (small budgets read as what they are). */
+static const char *amount(char *buf, size_t len, double bytes)
+{
+    if (bytes >= 1e9)
+        snprintf(buf, len, "%.2f GB", bytes / 1e9);
+    else if (bytes >= 1e6)
+        snprintf(buf, len, "%.1f MB", bytes / 1e6);
+    else if (bytes >= 1e3)
+        snprintf(buf, len, "%.1f kB", bytes / 1e3);
+    else
+        snprintf(buf, len, "%.0f B", bytes);
+    return buf;
+}
+
+/* Feeding a DAG: the executions the source is filling or holding ready
+ * (started, not handed out). */
+static unsigned dag_busy(adag_data_source_t *src)
+{
+    unsigned busy = 0;
+    pthread_mutex_lock(&src->lock);
+    for (unsigned k = 0; src->slots && k < src->nslots; k++)
+        busy += src->slots[k].state == SLOT_FILLING || src->slots[k].state == SLOT_READY;
+    pthread_mutex_unlock(&src->lock);
+    return busy;
+}
+
+/* The memory line(s). Feeding a DAG, the batches are in its input slots,
+ * not in the source's budget (which then holds the threads' scratch and a
+ * device input's pinned staging): both are shown. */
+static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, FILE *out)
+{
+    char held[32], budget[32], peak[32], a[32], b[32], c[32];
+    amount(held, sizeof(held), (double)st->bytes_held);
+    amount(budget, sizeof(budget), (double)st->budget);
+    amount(peak, sizeof(peak), (double)st->bytes_peak);
+    if (!src->p.dag) {
+        fprintf(out, "  memory      %s held of a %s budget (peak %s)\n", held, budget, peak);
+        return;
+    }
+    unsigned busy = dag_busy(src);
+    fprintf(out, "  memory      batches of %s in DAG %s's input slots of %s: %u of its %u "
+                 "executions filling or ready here (%s)\n",
+            amount(a, sizeof(a), (double)src->batch_bytes), src->p.dag->name,
+            amount(b, sizeof(b), (double)src->p.dag->capacity), busy, src->nslots,
+            amount(c, sizeof(c), (double)busy * (double)src->batch_bytes));
+    fprintf(out, "              the source's own %s held of a %s budget (peak %s: %s)\n", held,
+            budget, peak,
+            src->dev ? "the threads' scratch and pinned staging" : "the threads' scratch");
 }
 
 adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out)
@@ -56,8 +107,7 @@ adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out)
         fprintf(out, "  %-11s %.1f us a sample (%.2f s over the threads)\n",
                 k ? src->steps[k - 1].name : "map", 1e6 * st.step_s[k] / (double)st.samples,
                 st.step_s[k]);
-    fprintf(out, "  memory      %.1f MB held of a %.1f MB budget (peak %.1f MB)\n",
-            mb((double)st.bytes_held), mb((double)st.budget), mb((double)st.bytes_peak));
+    print_memory(src, &st, out);
     fprintf(out, "  bad records %llu skipped\n", (unsigned long long)st.bad_skipped);
     if (src->cache)
         fprintf(out, "  cache       %llu hits, %llu misses, %.1f MB fetched\n",
@@ -89,12 +139,17 @@ adag_status_t adag_data_progress(adag_data_source_h src, FILE *out)
         bar[i] = i < fill ? '#' : '.';
     bar[BAR_WIDTH] = '\0';
     double t = st.elapsed_s > 0 ? st.elapsed_s : 1e-9;
+    char held[64];
+    if (src->p.dag) /* the batches are in the DAG's slots */
+        snprintf(held, sizeof(held), "filling %u/%u executions", dag_busy(src), src->nslots);
+    else
+        snprintf(held, sizeof(held), "held %.0f/%.0f MB", mb((double)st.bytes_held),
+                 mb((double)st.budget));
     fprintf(out,
-            "\r\033[Kepoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  held %.0f/%.0f MB  "
-            "starved %.1f s",
+            "\r\033[Kepoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  %s  starved %.1f s",
             (unsigned long long)epoch, bar, (unsigned long long)in_epoch,
-            (unsigned long long)per, (double)st.samples / t, mb((double)st.bytes_read) / t,
-            mb((double)st.bytes_held), mb((double)st.budget), st.starved_s);
+            (unsigned long long)per, (double)st.samples / t, mb((double)st.bytes_read) / t, held,
+            st.starved_s);
     fflush(out);
     return ADAG_OK;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 char data_dir[64];
@@ -52,6 +53,46 @@ void data_write_file(const char *name, const void *p, size_t n)
     cr_assert_not_null(f, "%s", path);
     cr_assert_eq(fwrite(p, 1, n, f), n);
     fclose(f);
+}
+
+void data_write_npy(const char *name, const char *descr, unsigned ndim, const unsigned *shape,
+                    const void *data, size_t size)
+{
+    char dims[96] = "";
+    for (unsigned d = 0, n = 0; d < ndim && d < 4; d++)
+        n += (unsigned)snprintf(dims + n, sizeof(dims) - n, "%u, ", shape[d]);
+    char dict[192];
+    int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                     descr, dims);
+    size_t hlen = 10 + (size_t)n + 1;
+    size_t pad = (64 - hlen % 64) % 64;
+    size_t total = hlen + pad + size;
+    unsigned char *buf = calloc(1, total);
+    cr_assert_not_null(buf);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    uint16_t h = (uint16_t)(n + 1 + pad);
+    memcpy(buf + 8, &h, 2);
+    memcpy(buf + 10, dict, (size_t)n);
+    memset(buf + 10 + n, ' ', pad);
+    buf[hlen + pad - 1] = '\n';
+    memcpy(buf + hlen + pad, data, size);
+    data_write_file(name, buf, total);
+    free(buf);
+}
+
+void data_write_jpeg(const char *name, const unsigned char *px, unsigned w, unsigned h,
+                     int subsamp, int quality, int flags)
+{
+    tjhandle t = tjInitCompress();
+    cr_assert_not_null(t);
+    unsigned char *jpeg = NULL;
+    unsigned long size = 0;
+    cr_assert_eq(tjCompress2(t, px, (int)w, 0, (int)h, TJPF_RGB, &jpeg, &size, subsamp, quality,
+                             flags),
+                 0, "tjCompress2: %s", tjGetErrorStr2(t));
+    data_write_file(name, jpeg, size);
+    tjFree(jpeg);
+    tjDestroy(t);
 }
 
 /* A token dataset "t" of int32 tokens: documents of the given sizes, token

@@ -22,6 +22,17 @@ const char *data_path(const char *name);
 /* Writes n bytes at p to "<data_dir>/<name>" (asserts). */
 void data_write_file(const char *name, const void *p, size_t n);
 
+/* A .npy v1 file "<data_dir>/<name>" of the given descr ('<f4', '<f8',
+ * ...) and shape (ndim 1..4) whose data is the `size` bytes at data. */
+void data_write_npy(const char *name, const char *descr, unsigned ndim, const unsigned *shape,
+                    const void *data, size_t size);
+
+/* Encodes the w x h RGB pixels at px (w * h * 3 bytes) with libjpeg-turbo
+ * into "<data_dir>/<name>": quality 1..100, chroma subsampling TJSAMP_*,
+ * TurboJPEG flags (TJFLAG_PROGRESSIVE, ...). Asserts. */
+void data_write_jpeg(const char *name, const unsigned char *px, unsigned w, unsigned h,
+                     int subsamp, int quality, int flags);
+
 /* A Megatron token dataset "<name>.bin" + "<name>.idx" (name relative to
  * data_dir) of int32 tokens: documents of the given sizes, token values
  * counting up from 0 across them. Returns the tokens. */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 static const char server_py[] =
-    "import http.server, os, signal, sys, threading\n"
+    "import http.server, os, signal, sys, threading, time\n"
     "root, portfile, logfile, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])\n"
     "counts, lock = {}, threading.Lock()\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
@@ -39,6 +39,18 @@ static const char server_py[] =
     "        self.send_response(200)\n"
     "        self.send_header('Content-Length', str(len(data)))\n"
     "        self.end_headers()\n"
+    "        if mode == 'stall':\n"
+    "            self.wfile.write(data[:len(data) // 2])\n"
+    "            self.wfile.flush()\n"
+    "            time.sleep(120)\n"
+    "            return\n"
+    "        if mode == 'slow':\n"
+    "            step = (len(data) + 7) // 8\n"
+    "            for i in range(0, len(data), step):\n"
+    "                self.wfile.write(data[i:i + step])\n"
+    "                self.wfile.flush()\n"
+    "                time.sleep(float(parts[2]) / 1000)\n"
+    "            return\n"
     "        marker = path + '.died'\n"
     "        if mode == 'die' and not os.path.exists(marker):\n"
     "            open(marker, 'w').close()\n"

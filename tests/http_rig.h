@@ -6,6 +6,9 @@
  *   /flaky/K/NAME     HTTP 503 for the first K requests of this path, then the file
  *   /die/NAME         the first time (per marker file): the headers and half the body,
  *                     then the server kills itself with SIGKILL; later: the file
+ *   /stall/NAME       the headers and half the body, then nothing (the connection
+ *                     stays open for two minutes)
+ *   /slow/MS/NAME     the file in 8 pieces, MS milliseconds apart
  */
 #ifndef ADAG_TESTS_HTTP_RIG_H
 #define ADAG_TESTS_HTTP_RIG_H

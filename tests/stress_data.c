@@ -4,8 +4,10 @@
  * in order, holds two at once and releases them out of order, checks each
  * sample, and closes the source while threads are busy; then a source
  * feeding a thread-actor DAG (reserve/fill/commit from its threads while
- * the driver gets and releases). Fails on a wrong batch or any race TSan
- * reports.
+ * the driver gets and releases); and sources whose batches fail from
+ * batch 50 on, several threads failing at once, which must hand out
+ * batches 0..49 and then the first failure. Fails on a wrong batch or any
+ * race TSan reports.
  */
 #include <adag/data.h>
 
@@ -106,6 +108,71 @@ static int run(unsigned threads, size_t budget_batches, unsigned nbatches, int c
     return 0;
 }
 
+/* Copies the record; refuses every sample from index 800 on. */
+static adag_status_t refuse_late(void *arg, const adag_data_sample_t *s, uint64_t *rng, void *out,
+                                 size_t out_size)
+{
+    (void)arg;
+    (void)rng;
+    if (s->index >= 800)
+        return adag_data_fail(s, "refused");
+    memcpy(out, s->data, out_size);
+    return ADAG_OK;
+}
+
+/* Every batch from 50 on fails, several threads failing at once, later
+ * batches often first: the consumer gets batches 0..49 whole and in order,
+ * then the failure of sample 800. */
+static int run_failing(unsigned threads)
+{
+    const char *shards[1] = {path};
+    const unsigned bs = 16;
+    adag_data_params_t p = {
+        .field_mask = ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_THREADS |
+                      ADAG_DATA_PARAM_BUDGET | ADAG_DATA_PARAM_MAP,
+        .shards = shards,
+        .nshards = 1,
+        .format = ADAG_DATA_FORMAT_RECORDS,
+        .batch_size = bs,
+        .sample_size = RS,
+        .record_size = RS,
+        .map = refuse_late,
+        .threads = threads,
+        .budget = 3 * bs * RS,
+    };
+    adag_data_source_h src;
+    if (adag_data_open(&p, &src) != ADAG_OK) {
+        fprintf(stderr, "stress_data: open: %s\n", adag_last_error());
+        return -1;
+    }
+    int rc = 0;
+    for (unsigned n = 0; n <= 50 && rc == 0; n++) {
+        adag_data_batch_t b;
+        adag_status_t st = adag_data_next(src, &b, 20000);
+        if (n == 50) {
+            if (st != ADAG_ERR_INVALID || !strstr(adag_last_error(), "sample 800: refused")) {
+                fprintf(stderr, "stress_data: after 50 batches: %s (%s)\n",
+                        adag_status_str(st), adag_last_error());
+                rc = -1;
+            }
+            break;
+        }
+        uint64_t id;
+        if (st == ADAG_OK)
+            memcpy(&id, b.data, 8);
+        if (st != ADAG_OK || check(&b, bs) || b.batch != n || id != (uint64_t)n * bs) {
+            fprintf(stderr, "stress_data: batch %u before the failure: %s\n", n,
+                    st == ADAG_OK ? "wrong" : adag_last_error());
+            rc = -1;
+        }
+        if (st == ADAG_OK)
+            adag_data_release(src, &b);
+        usleep(100); /* the threads get ahead, to the failing batches */
+    }
+    adag_data_close(src);
+    return rc;
+}
+
 /* copy(batch) -> the same bytes, checked on the way */
 static adag_status_t copy(void *state, adag_call_h call)
 {
@@ -202,6 +269,14 @@ int main(void)
         int rc = run(cases[i].threads, cases[i].budget, cases[i].batches, (int)(i & 1));
         printf("stress_data: %u threads, budget of %zu batches: %s\n", cases[i].threads,
                cases[i].budget, rc ? "FAILED" : "ok");
+        failed |= rc != 0;
+    }
+    for (unsigned threads = 2; threads <= 16; threads *= 2) {
+        int rc = 0;
+        for (int k = 0; k < 5 && rc == 0; k++)
+            rc = run_failing(threads);
+        printf("stress_data: %u threads, failures from batch 50 on: %s\n", threads,
+               rc ? "FAILED" : "ok");
         failed |= rc != 0;
     }
     for (unsigned threads = 1; threads <= 8; threads *= 4) {

@@ -293,25 +293,13 @@ Test(data, budget_is_never_exceeded)
 /* A .npy v1 file of rows x cols float32, element (r, c) = r * 1000 + c. */
 static void write_npy(const char *name, unsigned rows, unsigned cols)
 {
-    char dict[128];
-    int n = snprintf(dict, sizeof(dict), "{'descr': '<f4', 'fortran_order': False, 'shape': (%u, %u), }",
-                     rows, cols);
-    size_t hlen = 10 + (size_t)n + 1;
-    size_t pad = (64 - hlen % 64) % 64;
-    size_t total = hlen + pad + (size_t)rows * cols * 4;
-    unsigned char *buf = calloc(1, total);
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    uint16_t h = (uint16_t)(n + 1 + pad);
-    memcpy(buf + 8, &h, 2);
-    memcpy(buf + 10, dict, (size_t)n);
-    memset(buf + 10 + n, ' ', pad);
-    buf[hlen + pad - 1] = '\n';
-    float *data = (float *)(buf + hlen + pad);
+    float *data = malloc((size_t)rows * cols * sizeof(float));
     for (unsigned r = 0; r < rows; r++)
         for (unsigned c = 0; c < cols; c++)
             data[(size_t)r * cols + c] = (float)(r * 1000 + c);
-    data_write_file(name, buf, total);
-    free(buf);
+    unsigned shape[2] = {rows, cols};
+    data_write_npy(name, "<f4", 2, shape, data, (size_t)rows * cols * sizeof(float));
+    free(data);
 }
 
 /* Rows of .npy files are the samples; a corrupt file among them fails the

@@ -340,3 +340,73 @@ Test(data_dag, close_releases_executions_never_handed_out)
     adag_dag_destroy(dag);
     adag_runtime_destroy(rt);
 }
+
+/* out = the record (RS bytes); refuses sample *fail_at */
+static adag_status_t refuse_at(void *arg, const adag_data_sample_t *s, uint64_t *rng, void *out,
+                               size_t out_size)
+{
+    (void)rng;
+    if (s->index == *(const uint64_t *)arg)
+        return adag_data_fail(s, "refusing this one");
+    usleep(300); /* the other threads reach the failing batch first */
+    memcpy(out, s->data, out_size);
+    return ADAG_OK;
+}
+
+/* Feeding a DAG, a failure comes after the executions of every batch
+ * before it, in order; adag_data_release of such a batch says it is
+ * released with adag_dag_release; the stats printed show the batches in
+ * the DAG's slots, not "0.0 MB held of a 0.0 MB budget". */
+Test(data_dag, a_feeding_source_fails_in_order_and_explains_its_batches)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_dag_h dag = echo_dag(rt, 4, 2 * BATCH * RS);
+    uint64_t fail_at = 6 * BATCH + 3; /* batch 6 (no shuffle) */
+    adag_data_params_t p = params(dag);
+    p.field_mask &= ~(uint64_t)(ADAG_DATA_PARAM_SHUFFLE | ADAG_DATA_PARAM_SEED);
+    p.field_mask |= ADAG_DATA_PARAM_MAP;
+    p.map = refuse_at;
+    p.map_arg = &fail_at;
+    p.sample_size = RS;
+    adag_data_source_h src;
+    cr_assert_eq(adag_data_open(&p, &src), ADAG_OK, "%s", adag_last_error());
+    adag_ref_t ref;
+    adag_data_batch_t bt;
+    for (unsigned b = 0; b < 6; b++) {
+        adag_status_t st = adag_data_next_exec(src, &ref, &bt, 20000);
+        cr_assert_eq(st, ADAG_OK, "execution %u of the 6 before the failure: %s", b,
+                     adag_last_error());
+        cr_assert_eq(bt.batch, b);
+        if (b == 0) {
+            adag_data_batch_t copy = bt;
+            cr_assert_eq(adag_data_release(src, &copy), ADAG_ERR_INVALID);
+            cr_assert(strstr(adag_last_error(), "adag_dag_release") &&
+                          strstr(adag_last_error(), "adag_data_next_exec"),
+                      "%s", adag_last_error());
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            cr_assert_eq(adag_data_print_stats(src, f), ADAG_OK);
+            fclose(f);
+            cr_assert(!strstr(text, "0.0 MB held of a 0.0 MB budget"), "%s", text);
+            char want[128];
+            snprintf(want, sizeof(want), "batches of %u B in DAG", BATCH * RS);
+            cr_assert(strstr(text, want) && strstr(text, "of its 4 executions"), "%s", text);
+            free(text);
+        }
+        adag_value_t out;
+        cr_assert_eq(adag_dag_get(dag, ref, &out, 1, 20000), ADAG_OK, "%s", adag_last_error());
+        cr_assert_eq(out.size, BATCH * RS);
+        uint64_t id;
+        memcpy(&id, out.data, 8);
+        cr_assert_eq(id, (uint64_t)b * BATCH, "execution %u holds record %llu first", b,
+                     (unsigned long long)id);
+        cr_assert_eq(adag_dag_release(dag, ref), ADAG_OK);
+        usleep(20000); /* the window's next execution is started, batch 6 fails meanwhile */
+    }
+    cr_assert_eq(adag_data_next_exec(src, &ref, &bt, 20000), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "sample 99: refusing this one"), "%s", adag_last_error());
+    cr_assert_eq(adag_data_close(src), ADAG_OK);
+    cr_assert_eq(adag_dag_destroy(dag), ADAG_OK);
+    adag_runtime_destroy(rt);
+}

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static http_server_t server;
@@ -218,6 +219,51 @@ Test(data_http, a_server_killed_mid_download_leaves_nothing_used)
     cr_assert_eq(n, 4096 * REC);
     for (int i = 0; i < 4096; i++)
         cr_assert_eq(all[(size_t)i * REC + 1], (unsigned char)(5 + i), "record %d", i);
+    free(all);
+    adag_data_close(src);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A server that sends half the body and then nothing: with
+ * ADAG_DATA_HTTP_TIMEOUT_MS=1500 each try fails once nothing has come for
+ * 1.5 s (libcurl's low-speed check, which averages over whole seconds,
+ * took 5-7 s), and the message says so; a transfer that takes longer than
+ * the timeout but never pauses that long is not cut. */
+Test(data_http, a_stalled_download_fails_after_the_timeout)
+{
+    setenv("ADAG_DATA_HTTP_TIMEOUT_MS", "1500", 1);
+    setenv("ADAG_DATA_HTTP_RETRIES", "1", 1);
+    write_records("big.bin", 4096, 5); /* 256 KiB */
+    const char *urls[] = {http_url(&server, "/stall/big.bin")};
+    adag_data_source_h src;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(open_records(urls, 1, 64, 1 << 22, &src), ADAG_ERR_IO);
+    double took = seconds_since(&t0);
+    const char *why = adag_last_error();
+    cr_assert(strstr(why, urls[0]) && strstr(why, "1500 ms") && strstr(why, "2 tries"), "%s",
+              why);
+    cr_assert_eq(http_count(&server, "/stall/big.bin"), 2);
+    /* two tries of 1.5 s and a 0.2 s backoff: 3.2 s; a bound of 3.5 s a try */
+    cr_assert(took >= 2.9 && took < 2 * 3.5 + 0.2, "two stalled tries took %.2f s", took);
+    cr_assert_eq(cache_files(".tmp.", NULL, 0), 0, "a stalled fetch left a temporary file");
+
+    /* 8 pieces 0.5 s apart: 3.5 s in all, never 1.5 s without a byte */
+    write_records("slow.bin", 1024, 9);
+    const char *slow[] = {http_url(&server, "/slow/500/slow.bin")};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(open_records(slow, 1, 64, 1 << 22, &src), ADAG_OK, "%s", adag_last_error());
+    cr_assert_geq(seconds_since(&t0), 3.0, "the slow body came too fast to mean anything");
+    cr_assert_eq(http_count(&server, "/slow/500/slow.bin"), 1, "a slow transfer was retried");
+    size_t n;
+    unsigned char *all = read_epoch(src, &n);
+    cr_assert_eq(n, 1024 * REC);
     free(all);
     adag_data_close(src);
 }

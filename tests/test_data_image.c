@@ -30,18 +30,7 @@ static void write_jpeg(const char *name, unsigned w, unsigned h, paint_fn paint,
     for (unsigned y = 0; y < h; y++)
         for (unsigned x = 0; x < w; x++)
             paint(x, y, px + ((size_t)y * w + x) * 3, arg);
-    tjhandle t = tjInitCompress();
-    cr_assert_not_null(t);
-    unsigned char *jpeg = NULL;
-    unsigned long size = 0;
-    cr_assert_eq(tjCompress2(t, px, (int)w, 0, (int)h, TJPF_RGB, &jpeg, &size, TJSAMP_444, 100, 0),
-                 0, "tjCompress2: %s", tjGetErrorStr2(t));
-    FILE *f = fopen(data_path(name), "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(jpeg, 1, size, f), size);
-    fclose(f);
-    tjFree(jpeg);
-    tjDestroy(t);
+    data_write_jpeg(name, px, w, h, TJSAMP_444, 100, 0);
     free(px);
 }
 

@@ -120,7 +120,8 @@ typedef struct {
  * ADAG_DATA_BAD_SKIP a sample the callback calls bad (ADAG_ERR_INVALID,
  * what adag_data_fail returns) is counted in bad_skipped and its place in
  * the batch taken by the next sample of the epoch's order that maps (at
- * most 16 tried): the batch stays a pure function of seed and data. */
+ * most 16 tried): the batch stays a pure function of seed and data; when
+ * all 16 are bad the source fails with the first one's message. */
 typedef adag_status_t (*adag_data_map_fn)(void *arg, const adag_data_sample_t *sample,
                                           uint64_t *rng, void *out, size_t out_size);
 
@@ -163,9 +164,12 @@ typedef struct {
     uint64_t field_mask;
     /* required: the shards (paths, a path with * ? [ being a glob, expanded
      * and sorted; or http:// and https:// URLs, which are not globs; a
-     * token dataset's URL "u" is fetched as u.bin and u.idx), their format, and the batch shape: batch_size samples
-     * of sample_size bytes each (without a map: the sample's own size,
-     * which must then be the same for every sample) */
+     * token dataset's URL "u" is fetched as u.bin and u.idx), their format,
+     * and batch_size, the samples in a batch.
+     * sample_size: the bytes a sample takes in the batch. Needed with a map
+     * or steps (what they write). Without them it may be 0: it is then the
+     * shards' own (record_size, an .npy row, seq_len tokens), which must be
+     * the same in every shard; a value given is checked against them. */
     const char *const *shards;
     unsigned nshards;
     adag_data_format_t format;
@@ -231,7 +235,10 @@ typedef struct {
      * sample_shape[0..sample_ndim) (sample_ndim < ADAG_MAX_DIMS; its bytes
      * are sample_size), so a batch fed to a DAG is the tensor [batch_size,
      * sample_shape...] its first stage sees (without: bytes); e.g. the image
-     * map's F32 {3, height, width} */
+     * map's F32 {3, height, width}. Without a map or steps the batch holds
+     * the files' elements as they are: a dtype or shape other than what an
+     * .npy header (a row) or a token index (seq_len tokens) says is refused
+     * at open, as are shards whose headers disagree with each other */
     adag_dtype_t sample_dtype;
     unsigned sample_ndim;
     int64_t sample_shape[ADAG_MAX_DIMS - 1];
@@ -264,9 +271,11 @@ typedef struct {
 
 /* The next batch of this rank, in order, waiting up to timeout_ms (-1:
  * forever). Epochs follow each other (the next epoch reshuffles).
- * ADAG_ERR_TIMEOUT if none is ready in time; a failure of the source
- * (a bad record with ADAG_DATA_BAD_FAIL, a map callback's error) is
- * returned here once, with its message, and by every later call. At most
+ * ADAG_ERR_TIMEOUT if none is ready in time. A failure of the source (a
+ * bad record with ADAG_DATA_BAD_FAIL, a map callback's error) belongs to
+ * the batch it happened in: every batch before that one is delivered
+ * first, in order, whatever the threads' timing; then the failure is
+ * returned, with its message, by this and every later call. At most
  * `prefetch` batches may be held (not yet released) at once. */
 ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch,
                                       int timeout_ms);
@@ -277,7 +286,9 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
  * memory of the source's own, and several threads fill several executions
  * at once. adag_data_next_exec returns the next execution started, in batch
  * order, with the batch it carries (batch->data NULL: its bytes are in the
- * DAG); take its results with adag_dag_get and adag_dag_release as usual.
+ * DAG); take its results with adag_dag_get and adag_dag_release as usual
+ * (adag_data_release is not for these batches). A failure comes after the
+ * executions of the batches before it, as with adag_data_next.
  * Executions not released hold the DAG's window, and the source waits for
  * room: a slow consumer slows the source, never grows it. At most the
  * DAG's max_inflight executions are started ahead of adag_data_next_exec.
@@ -293,7 +304,9 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
 ADAG_API adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
                                            adag_data_batch_t *batch, int timeout_ms);
 
-/* Gives a batch back (its memory goes to the next one). */
+/* Gives a batch of adag_data_next back (its memory goes to the next one).
+ * A batch of adag_data_next_exec is in its execution: adag_dag_release
+ * gives that back (this call refuses it, saying so). */
 ADAG_API adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch);
 
 /* The CPUs the source's threads run on, as a list ("0-15"), or "" when
@@ -328,12 +341,13 @@ ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t
 
 /* Prints the source (shards, format, batches per epoch, rank) and its
  * stats, as adag-info prints, to out: rates, waits, memory against the
- * budget, bad records, the cache. */
+ * budget (feeding a DAG: the batches in its input slots, and the source's
+ * own scratch and staging against its budget), bad records, the cache. */
 ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out);
 
 /* Redraws a one-line progress bar for the batches delivered so far (epoch,
- * position in it, samples/s, MB/s read, memory held of the budget, time
- * starved) on out when out is a terminal, at most 10 times a second;
+ * position in it, samples/s, MB/s read, memory held of the budget or,
+ * feeding a DAG, the executions being filled, time starved) on out when out is a terminal, at most 10 times a second;
  * nothing when it is not (a log stays clean). Call it after each batch;
  * adag_data_print_stats and adag_data_close end the line. */
 ADAG_API adag_status_t adag_data_progress(adag_data_source_h src, FILE *out);
@@ -367,9 +381,14 @@ enum {
  * the sample's rng, so the output is a pure function of (seed, epoch,
  * sample). The JPEG is decoded at the smallest of libjpeg-turbo's scales
  * (1/8 .. 1) whose crop still covers the output, into the thread's scratch.
- * A bad JPEG (corrupt, truncated, CMYK, over max_pixels at 1/8) is a bad
- * sample: ADAG_ERR_INVALID with the shard, sample and libjpeg-turbo's
- * words (skipped and counted with ADAG_DATA_BAD_SKIP). */
+ * A progressive (multi-scan) JPEG is decoded by libjpeg-turbo out of a
+ * coefficient buffer for the whole image (2 bytes a coefficient at any
+ * scale: 3 bytes a pixel at 4:2:0, 6 at 4:4:4), which the scratch counts
+ * too. A bad JPEG (corrupt, truncated, CMYK, over max_pixels at 1/8, or
+ * progressive with a coefficient buffer that does not fit the scratch
+ * beside its pixels) is a bad sample: ADAG_ERR_INVALID with the shard,
+ * sample and libjpeg-turbo's words or the sizes (skipped and counted with
+ * ADAG_DATA_BAD_SKIP). */
 typedef struct {
     uint64_t field_mask;
     /* required: the output size */
@@ -389,10 +408,11 @@ typedef struct {
     /* DTYPE: ADAG_DTYPE_F32 (default), _F16 or _BF16 */
     adag_dtype_t dtype;
     /* MAX_PIXELS: most pixels decoded at once (default 2048 x 2048): sizes
-     * the scratch (3 bytes a pixel). An image whose crop needs more at the
-     * scale that covers the output is decoded at the largest scale that
-     * fits (its crop then upsampled a little); one over it even at 1/8 is
-     * a bad sample */
+     * the scratch (3 bytes a pixel, and as much again for a progressive
+     * JPEG's coefficients: one of up to max_pixels at 4:2:0 fits whole).
+     * An image whose crop needs more at the scale that covers the output
+     * is decoded at the largest scale that fits (its crop then upsampled a
+     * little); one over it even at 1/8 is a bad sample */
     uint64_t max_pixels;
 } adag_data_image_t;
 
@@ -401,7 +421,10 @@ ADAG_API adag_status_t adag_data_image_check(const adag_data_image_t *img);
 /* Bytes of one output tensor (the source's sample_size), 0 if invalid. */
 ADAG_API size_t adag_data_image_size(const adag_data_image_t *img);
 /* Scratch bytes a thread needs to decode images of up to max_pixels (the
- * source's scratch_size), 0 if invalid. */
+ * source's scratch_size), 0 if invalid: 6 bytes a pixel (the decoded
+ * pixels, and room for a progressive JPEG's coefficient buffer, which
+ * libjpeg-turbo allocates itself: that part is counted, never touched)
+ * and the resampler's tables. */
 ADAG_API size_t adag_data_image_scratch(const adag_data_image_t *img);
 /* The map callback: arg is a const adag_data_image_t * (checked once with
  * adag_data_image_check; it must outlive the source). */
