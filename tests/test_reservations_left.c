@@ -120,6 +120,21 @@ static void *hold(void *arg)
     return NULL;
 }
 
+/* input -> r.echo -> output (teardown timeout teardown_ms), and a thread
+ * *t running hold(h) that has reserved an execution of it. */
+static adag_dag_h echo_with_holder(adag_runtime_h rt, adag_placement_t pl, int teardown_ms,
+                                   struct holder *h, pthread_t *t)
+{
+    adag_actor_h a = h_counter(rt, pl, "r", 0);
+    adag_compile_params_t cp = h_compile_params(4, 64, 2000, teardown_ms);
+    h->dag = h_compile_with(h_chain_graph(rt, &a, 1, "echo"), &cp);
+    pthread_barrier_init(h->reserved, NULL, 2);
+    cr_assert_eq(pthread_create(t, NULL, hold, h), 0);
+    pthread_barrier_wait(h->reserved);
+    ASSERT_OK(h->reserve_st);
+    return h->dag;
+}
+
 /* A reservation another thread never ends: destroy drops it after the
  * teardown timeout and returns. */
 static void destroy_drops_abandoned(adag_placement_t pl)
@@ -127,17 +142,11 @@ static void destroy_drops_abandoned(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, pl, "r", 0);
-    adag_compile_params_t cp = h_compile_params(4, 64, 2000, 500);
-    adag_dag_h dag = h_compile_with(h_chain_graph(rt, &a, 1, "echo"), &cp);
     pthread_barrier_t reserved;
-    pthread_barrier_init(&reserved, NULL, 2);
-    struct holder h = {.dag = dag, .reserved = &reserved, .commit_after_ms = -1};
+    struct holder h = {.reserved = &reserved, .commit_after_ms = -1};
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, hold, &h), 0);
-    pthread_barrier_wait(&reserved);
+    adag_dag_h dag = echo_with_holder(rt, pl, 500, &h, &t);
     pthread_join(t, NULL);
-    ASSERT_OK(h.reserve_st);
     double t0 = now_ms();
     ASSERT_OK(adag_dag_destroy(dag));
     double took = now_ms() - t0;
@@ -169,16 +178,10 @@ static void *destroy_it(void *arg)
 static void commit_races_destroy(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_counter(rt, pl, "r", 0);
-    adag_compile_params_t cp = h_compile_params(4, 64, 2000, 20000);
-    adag_dag_h dag = h_compile_with(h_chain_graph(rt, &a, 1, "echo"), &cp);
     pthread_barrier_t reserved;
-    pthread_barrier_init(&reserved, NULL, 2);
-    struct holder h = {.dag = dag, .reserved = &reserved, .commit_after_ms = 1000};
+    struct holder h = {.reserved = &reserved, .commit_after_ms = 1000};
     pthread_t t, d;
-    cr_assert_eq(pthread_create(&t, NULL, hold, &h), 0);
-    pthread_barrier_wait(&reserved);
-    ASSERT_OK(h.reserve_st);
+    adag_dag_h dag = echo_with_holder(rt, pl, 20000, &h, &t);
     struct destroyer ds = {.dag = dag};
     cr_assert_eq(pthread_create(&d, NULL, destroy_it, &ds), 0);
     pthread_join(t, NULL);

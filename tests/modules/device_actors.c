@@ -109,8 +109,9 @@ static void late_kernel(void *p)
     append(a->s, *a->in);
 }
 
-/* late_read(x): a kernel reads the input in its slot 200 ms later */
-static adag_status_t dev_late_read(void *state, adag_call_h call)
+/* Enqueues kernel(late_args_t) over the int64 input where it lies in its
+ * slot. */
+static adag_status_t enqueue_input_reader(void *state, adag_call_h call, void (*kernel)(void *))
 {
     adag_value_t v;
     adag_status_t st = adag_call_arg(call, 0, &v);
@@ -119,9 +120,14 @@ static adag_status_t dev_late_read(void *state, adag_call_h call)
     if (v.size != sizeof(int64_t))
         return adag_call_fail(call, "expects one int64, got %zu bytes", v.size);
     late_args_t args = {.s = state, .in = v.data};
-    if ((st = adag_call_enqueue(call, late_kernel, &args, sizeof(args))) != ADAG_OK)
-        return st;
-    return out_i64(call, 0);
+    return adag_call_enqueue(call, kernel, &args, sizeof(args));
+}
+
+/* late_read(x): a kernel reads the input in its slot 200 ms later */
+static adag_status_t dev_late_read(void *state, adag_call_h call)
+{
+    adag_status_t st = enqueue_input_reader(state, call, late_kernel);
+    return st == ADAG_OK ? out_i64(call, 0) : st;
 }
 
 static void post_kernel(void *p)
@@ -289,18 +295,10 @@ static void log_late_kernel(void *p)
  * the method returned */
 static adag_status_t dev_log_late(void *state, adag_call_h call)
 {
-    adag_value_t v;
-    adag_status_t st = adag_call_arg(call, 0, &v);
-    if (st != ADAG_OK)
-        return st;
-    if (v.size != sizeof(int64_t))
-        return adag_call_fail(call, "expects one int64, got %zu bytes", v.size);
-    late_args_t args = {.s = state, .in = v.data};
     const int64_t shape[1] = {1};
     void *out;
-    if ((st = adag_call_output_tensor(call, 0, ADAG_DTYPE_I64, 1, shape, &out)) != ADAG_OK)
-        return st;
-    return adag_call_enqueue(call, log_late_kernel, &args, sizeof(args));
+    adag_status_t st = adag_call_output_tensor(call, 0, ADAG_DTYPE_I64, 1, shape, &out);
+    return st == ADAG_OK ? enqueue_input_reader(state, call, log_late_kernel) : st;
 }
 
 static const adag_method_def_t dev_methods[] = {
