@@ -438,11 +438,18 @@ static adag_status_t sum2(void *state, adag_call_h call)
     return adag_call_set_output(call, 0, &x, sizeof x);
 }
 
-static const adag_method_def_t stress_methods[] = {{"add_one", add_one, 1, 1},
-                                                   {"sum2", sum2, 2, 1}};
+/* tick() -> how many methods of this actor ran, this one included */
+static adag_status_t tick(void *state, adag_call_h call)
+{
+    int64_t x = ++*(int64_t *)state;
+    return adag_call_set_output(call, 0, &x, sizeof x);
+}
+
+static const adag_method_def_t stress_methods[] = {
+    {"add_one", add_one, 1, 1}, {"sum2", sum2, 2, 1}, {"tick", tick, 0, 1}};
 static const adag_class_def_t stress_class = {.abi_version = ADAG_ABI_VERSION,
                                               .name = "stress", .state_size = sizeof(int64_t),
-                                              .methods = stress_methods, .nmethods = 2};
+                                              .methods = stress_methods, .nmethods = 3};
 
 /* input -> a.add_one -> {b.add_one, c.add_one} -> a.sum2 -> driver; a second
  * DAG shares actor a. Returns 1 if every value came back right. */
@@ -615,6 +622,125 @@ static int run_concurrent_drivers(void)
     /* destroyed by the thread holding a prepared execution */
     void *buf;
     ok &= adag_dag_execute_prepare(dag, 0, &buf, 1) == ADAG_OK;
+    ok &= adag_dag_destroy(dag) == ADAG_OK;
+    return ok && adag_runtime_destroy(rt) == ADAG_OK;
+}
+
+/* Several threads drive one DAG without inputs: b.add_one(a.tick()) ->
+ * driver, and c.tick() that nobody reads (its loop may lag: the start
+ * channel's slots). Plain and NONBLOCK executes, reserve/commit with every
+ * fifth reservation cancelled (its tick must not run); every result is
+ * a.tick + 1, each tick once. Then a thread leaves a reservation behind
+ * and destroy drops it after the teardown timeout. */
+#define ZI_THREADS 4
+#define ZI_PER 1000
+
+typedef struct {
+    adag_dag_h dag;
+    int mode; /* 0 execute, 1 NONBLOCK execute, 3 reserve/commit/cancel */
+    int64_t got[ZI_PER];
+    unsigned n;
+    int ok;
+} zi_thread_t;
+
+static void *drive_zero_input(void *arg)
+{
+    zi_thread_t *t = arg;
+    t->ok = 1;
+    for (int i = 0; i < ZI_PER; i++) {
+        adag_ref_t ref;
+        adag_status_t st;
+        if (t->mode == 3) {
+            while ((st = adag_dag_reserve(t->dag, 0, NULL, 0, &ref)) == ADAG_ERR_TIMEOUT) {
+            }
+            if (st != ADAG_OK)
+                return (t->ok = 0, NULL);
+            if (i % 5 == 4) {
+                t->ok &= adag_dag_cancel(t->dag, ref) == ADAG_OK;
+                continue;
+            }
+            st = adag_dag_commit(t->dag, ref, NULL, 0);
+        } else {
+            unsigned flags = t->mode == 1 ? ADAG_EXECUTE_NONBLOCK : 0;
+            while ((st = adag_dag_execute(t->dag, NULL, 0, flags, &ref)) == ADAG_ERR_AGAIN ||
+                   st == ADAG_ERR_TIMEOUT)
+                sched_yield();
+        }
+        adag_value_t o;
+        if (st != ADAG_OK || adag_dag_get(t->dag, ref, &o, 1, 20000) != ADAG_OK ||
+            o.size != sizeof(int64_t)) {
+            fprintf(stderr, "zero-input driver thread %d: %s\n", t->mode, adag_last_error());
+            return (t->ok = 0, NULL);
+        }
+        memcpy(&t->got[t->n], o.data, sizeof(int64_t));
+        t->ok &= t->n == 0 || t->got[t->n] > t->got[t->n - 1];
+        t->n++;
+        adag_dag_release(t->dag, ref);
+    }
+    return NULL;
+}
+
+static void *reserve_and_leave(void *arg)
+{
+    adag_ref_t ref;
+    return adag_dag_reserve(arg, 0, NULL, 0, &ref) == ADAG_OK ? arg : NULL;
+}
+
+static int run_zero_input_drivers(void)
+{
+    adag_runtime_h rt;
+    adag_actor_h a, b, c;
+    adag_graph_h g;
+    adag_node_h t, u, unread;
+    adag_dag_h dag;
+    adag_actor_params_t p = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = "stress"};
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
+                                              ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT |
+                                              ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT,
+                                .max_inflight = 3, .execute_timeout_ms = 50,
+                                .teardown_timeout_ms = 300};
+    if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &stress_class) ||
+        adag_actor_create(rt, &p, &a) || adag_actor_create(rt, &p, &b) ||
+        adag_actor_create(rt, &p, &c) || adag_graph_create(rt, &g) ||
+        adag_graph_bind(g, a, "tick", NULL, 0, &t) || adag_graph_bind(g, b, "add_one", &t, 1, &u) ||
+        adag_graph_bind(g, c, "tick", NULL, 0, &unread) || adag_graph_output(g, &u, 1) ||
+        adag_graph_compile(g, &cp, &dag)) {
+        fprintf(stderr, "setup: %s\n", adag_last_error());
+        return 0;
+    }
+    static zi_thread_t zt[ZI_THREADS];
+    const int modes[ZI_THREADS] = {0, 1, 3, 3};
+    pthread_t th[ZI_THREADS];
+    for (int i = 0; i < ZI_THREADS; i++) {
+        memset(&zt[i], 0, sizeof(zt[i]));
+        zt[i].dag = dag;
+        zt[i].mode = modes[i];
+        pthread_create(&th[i], NULL, drive_zero_input, &zt[i]);
+    }
+    int ok = 1;
+    unsigned total = 0;
+    static unsigned char seen[ZI_THREADS * ZI_PER + 2];
+    memset(seen, 0, sizeof(seen));
+    for (int i = 0; i < ZI_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ok &= zt[i].ok;
+        for (unsigned k = 0; k < zt[i].n; k++) {
+            int64_t v = zt[i].got[k] - 1; /* a's tick */
+            ok &= v >= 1 && v <= ZI_THREADS * ZI_PER && !seen[v];
+            if (v >= 1 && v <= ZI_THREADS * ZI_PER)
+                seen[v] = 1;
+        }
+        total += zt[i].n;
+    }
+    /* the ticks of the executions that ran are 1..total: no cancelled one ran */
+    for (unsigned v = 1; v <= total; v++)
+        ok &= seen[v];
+    EXPECT(ok, "zero-input DAG: a result out of place (%u executions)", total);
+    pthread_t leaver;
+    void *left = NULL;
+    pthread_create(&leaver, NULL, reserve_and_leave, dag);
+    pthread_join(leaver, &left);
+    ok &= left == dag;
     ok &= adag_dag_destroy(dag) == ADAG_OK;
     return ok && adag_runtime_destroy(rt) == ADAG_OK;
 }
@@ -807,6 +933,8 @@ int main(void)
         {"abort racing with waits", run_abort_races},
         {"thread-actor DAG", run_dag},
         {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},
+        {"four threads driving a DAG without inputs; a reservation left at destroy",
+         run_zero_input_drivers},
         {"host device: two streams ordered by events", run_host_device},
         {"host device: pageable and registered copies", run_host_copies},
         {"host device: an import abandoned while a stream waits on it", run_host_abandon},
