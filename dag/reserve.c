@@ -402,7 +402,8 @@ static adag_status_t commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
         return st;
     }
     unsigned s = (unsigned)(ref % dag->max_inflight);
-    memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
+    if (dag->ninputs) /* sizes may be NULL for a DAG without inputs */
+        memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
     adag_tensor_meta_t *metas = slot_metas(dag, ref);
     for (unsigned i = 0; i < dag->ninputs; i++) {
         if (given)
@@ -545,7 +546,8 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, u
     if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
         (st = reserve(dag, flags, fn, 0, 0, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
-    memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
+    if (n) /* buffers may be NULL for a DAG without inputs */
+        memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     *ref = seq;
     return ADAG_OK;
 }
@@ -614,7 +616,8 @@ adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **bu
     if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
         (st = reserve(dag, flags, fn, 1, 1, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
-    memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
+    if (n) /* buffers may be NULL for a DAG without inputs */
+        memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
     return ADAG_OK;
 }
 
@@ -662,7 +665,8 @@ adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffe
     adag_status_t st = reserve(dag, flags, fn, 0, 0, 0, NULL, &seq, NULL);
     if (st != ADAG_OK)
         return st;
-    memcpy(buffers, slot_bufs(dag, seq), dag->ninputs * sizeof(*buffers));
+    if (dag->ninputs)
+        memcpy(buffers, slot_bufs(dag, seq), dag->ninputs * sizeof(*buffers));
     *ref = seq;
     return ADAG_OK;
 }

@@ -364,6 +364,8 @@ Test(data_dag, a_feeding_source_fails_in_order_and_explains_its_batches)
     uint64_t fail_at = 6 * BATCH + 3; /* batch 6 (no shuffle) */
     adag_data_params_t p = params(dag);
     p.field_mask &= ~(uint64_t)(ADAG_DATA_PARAM_SHUFFLE | ADAG_DATA_PARAM_SEED);
+    p.shuffle_window = 0; /* in order: fields without their bits stay zero */
+    p.seed = 0;
     p.field_mask |= ADAG_DATA_PARAM_MAP;
     p.map = refuse_at;
     p.map_arg = &fail_at;

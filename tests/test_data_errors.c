@@ -281,7 +281,10 @@ Test(data_errors, a_declared_tensor_that_contradicts_the_npy_header_is_refused)
     p.nshards = 2;
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID, "an f32 file after an f64 one");
     cr_assert(strstr(adag_last_error(), "f.npy"), "%s", adag_last_error());
-    p.field_mask &= ~(uint64_t)ADAG_DATA_PARAM_TENSOR;
+    p.field_mask &= ~(uint64_t)ADAG_DATA_PARAM_TENSOR; /* and its fields zero */
+    p.sample_dtype = ADAG_DTYPE_BYTES;
+    p.sample_ndim = 0;
+    memset(p.sample_shape, 0, sizeof(p.sample_shape));
     cr_assert_eq(adag_data_open(&p, &src), ADAG_ERR_INVALID, "shards of two layouts");
     cr_assert(strstr(adag_last_error(), "f.npy") && strstr(adag_last_error(), "d.npy"), "%s",
               adag_last_error());
