@@ -5,8 +5,10 @@
  * executions in flight; and seeded random graphs that mix methods of 0-3
  * arguments over 1-4 actors, every output checked against a reference. */
 #include "helpers.h"
+#include "remote_rig.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -418,9 +420,25 @@ static void rg_run(adag_runtime_h rt, adag_actor_h *actors, const int64_t *offse
     ASSERT_OK(adag_dag_destroy(dag));
 }
 
-/* Random graphs over 4 actors (placement pl, or alternating thread and
- * process when mixed), one runtime: 300 graphs, each compiled, run and
+/* ngraphs random graphs over actors[] (offsets[]), each compiled, run and
  * destroyed while the actors live on. */
+static void rg_many(adag_runtime_h rt, adag_actor_h *actors, const int64_t *offsets,
+                    uint64_t seed0, unsigned ngraphs)
+{
+    for (unsigned k = 0; k < ngraphs; k++) {
+        uint64_t s = seed0 + k;
+        unsigned nactors = 1 + pick(&s, RG_ACTORS);
+        rg_run(rt, actors, offsets, nactors, seed0 + k);
+    }
+}
+
+static int64_t rg_offset(unsigned i)
+{
+    return (int64_t)(i + 1) * 1000000;
+}
+
+/* Random graphs over 4 actors (placement pl, or alternating thread and
+ * process when mixed), one runtime. */
 static void random_graphs(adag_placement_t pl, int mixed, uint64_t seed0, unsigned ngraphs)
 {
     h_snapshot_t snap;
@@ -431,15 +449,11 @@ static void random_graphs(adag_placement_t pl, int mixed, uint64_t seed0, unsign
     for (unsigned i = 0; i < RG_ACTORS; i++) {
         char name[16];
         snprintf(name, sizeof(name), "rg%u", i);
-        offsets[i] = (int64_t)(i + 1) * 1000000;
+        offsets[i] = rg_offset(i);
         adag_placement_t p = mixed ? (i % 2 ? ADAG_PLACEMENT_PROCESS : ADAG_PLACEMENT_THREAD) : pl;
         actors[i] = h_counter(rt, p, name, offsets[i]);
     }
-    for (unsigned k = 0; k < ngraphs; k++) {
-        uint64_t s = seed0 + k;
-        unsigned nactors = 1 + pick(&s, RG_ACTORS);
-        rg_run(rt, actors, offsets, nactors, seed0 + k);
-    }
+    rg_many(rt, actors, offsets, seed0, ngraphs);
     ASSERT_OK(adag_runtime_destroy(rt));
     h_assert_clean(&snap);
 }
@@ -457,4 +471,34 @@ Test(zero_input, random_graphs_process, .timeout = 120)
 Test(zero_input, random_graphs_mixed, .timeout = 120)
 {
     random_graphs(ADAG_PLACEMENT_THREAD, 1, 3000, 300);
+}
+
+/* The same over a thread actor, a process actor and two remote actors on
+ * an agent (loopback): the start channel and the other edges to the
+ * remote actors are ucx channels. */
+Test(zero_input, random_graphs_remote, .timeout = 180)
+{
+    h_agent_t ag;
+    h_agent_start(&ag, "zero input token", 0);
+    unsetenv("ADAG_TOKEN");
+    setenv("ADAG_TOKEN_FILE", ag.token, 1);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h actors[RG_ACTORS];
+    int64_t offsets[RG_ACTORS];
+    for (unsigned i = 0; i < RG_ACTORS; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "rg%u", i);
+        offsets[i] = rg_offset(i);
+        if (i < 2) {
+            actors[i] = h_counter(rt, i ? ADAG_PLACEMENT_PROCESS : ADAG_PLACEMENT_THREAD, name,
+                                  offsets[i]);
+        } else {
+            adag_actor_params_t p = h_remote_params(&ag, name, &offsets[i]);
+            ASSERT_OK(adag_actor_create(rt, &p, &actors[i]));
+        }
+    }
+    rg_many(rt, actors, offsets, 4000, 80);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_stop(&ag);
+    h_agent_cleanup(&ag);
 }
