@@ -324,13 +324,14 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
  * knows why: it reports its DAG's failure before it aborts (the
  * communicator's blame, dag/actor_comm.h), and the DAGs sharing the
  * communicator fail from its watchdog within a period. Waits up to two
- * periods and a round trip to the driver for this DAG to be aborted by
- * that report; 1 when it was (nothing to add), 0: this loop reports the
- * symptom itself. Polled: a failure path, bounded. */
+ * periods and a second (the report's way through the driver and back on
+ * a loaded host) for this DAG to be aborted by that report; 1 when it was
+ * (nothing to add), 0: this loop reports the symptom itself. Polled: a
+ * failure path, bounded. */
 static int peer_reported(adag_loop_t *loop)
 {
     int64_t ms = loop->prog.comm_timeout_ms > 0 ? loop->prog.comm_timeout_ms : 0;
-    int64_t deadline = adag_now_ns() + 2 * adag_watchdog_period_ns(ms) + 100000000;
+    int64_t deadline = adag_now_ns() + 2 * adag_watchdog_period_ns(ms) + 1000000000;
     while (!adag_ctx_aborted(loop->ctx) && adag_now_ns() < deadline) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
