@@ -94,6 +94,10 @@ static const setting_def_t setting_table[] = {
     {"ADAG_LIVE", SETTING_INT, "0", 0, 1, FIELD(live),
      "1: every runtime opens its live view at creation (a 0600 unix socket in "
      "$XDG_RUNTIME_DIR/adag or /tmp/adag-<uid>) for `adag-info attach`"},
+    {"ADAG_STATS_TIMEOUT_MS", SETTING_INT, "1000", 1, 600000, FIELD(stats_timeout_ms),
+     "how long statistics, the trace and the live view wait for the actors' answers (all "
+     "asked at once); one that has not answered by then is named as such, the others' "
+     "figures are given"},
     {"ADAG_PLACEMENT", SETTING_INT, "1", 0, 1, FIELD(placement),
      "1: place each actor by the topology (a GPU actor on the CPUs and NUMA node of its "
      "GPU, UCX on the nearest RDMA NIC), and loader threads next to the first stage; 0: "

@@ -33,6 +33,7 @@ typedef struct {
     int64_t data_http_timeout_ms; /* ADAG_DATA_HTTP_TIMEOUT_MS */
     int64_t trace_spans;         /* ADAG_TRACE_SPANS */
     int64_t live;                /* ADAG_LIVE */
+    int64_t stats_timeout_ms;    /* ADAG_STATS_TIMEOUT_MS */
     int64_t placement;           /* ADAG_PLACEMENT */
     const char *topo_xml;        /* ADAG_TOPO_XML */
     int64_t topo_xml_this_system; /* ADAG_TOPO_XML_THIS_SYSTEM */

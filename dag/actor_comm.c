@@ -27,6 +27,8 @@ struct adag_actor_comm {
     join_state_t state;
     adag_status_t join_status;
     char why[ADAG_ERROR_MAX];
+    adag_status_t why_status;     /* the status the abort's reason carries */
+    const void *why_by;           /* the loop that gave the reason (NULL: none) */
     adag_comm_t *comm;            /* JOINED */
     adag_dev_stream_t *stream;    /* its send/recv; made before the join starts */
     int aborted;
@@ -40,6 +42,7 @@ struct adag_actor_comm {
     pthread_cond_t turn_cond;
     uint64_t next_turn;
     const void *holder;
+    char holder_dag[ADAG_MAX_NAME]; /* the DAG of the loop holding it */
     uint64_t *skipped;
     unsigned nskipped, capskipped;
     struct retired { adag_chan_t *order; uint64_t next_seq; const void *owner; } *retired;
@@ -121,11 +124,23 @@ void adag_actor_comm_put(adag_actor_comm_t *e)
         entry_free(e);
 }
 
-/* Under e->lock. */
-static void abort_locked(adag_actor_comm_t *e, const char *why)
+/* Under e->lock: the first reason is kept. */
+static void blame_locked(adag_actor_comm_t *e, adag_status_t status, const char *why,
+                         const void *by)
 {
-    if (!e->aborted && why)
-        snprintf(e->why, sizeof(e->why), "%s", why);
+    if (e->why[0] || !why || !why[0])
+        return;
+    snprintf(e->why, sizeof(e->why), "%s", why);
+    e->why_status = status;
+    e->why_by = by;
+}
+
+/* Under e->lock. */
+static void abort_locked(adag_actor_comm_t *e, adag_status_t status, const char *why,
+                         const void *by)
+{
+    if (!e->aborted)
+        blame_locked(e, status, why, by);
     e->aborted = 1;
     if (e->comm)
         e->ops->abort(e->comm);
@@ -135,17 +150,36 @@ static void abort_locked(adag_actor_comm_t *e, const char *why)
 void adag_actor_comm_abort(adag_actor_comm_t *e)
 {
     pthread_mutex_lock(&e->lock);
-    abort_locked(e, NULL);
+    abort_locked(e, ADAG_ERR_CLOSED, NULL, NULL);
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comm_abort_why(adag_actor_comm_t *e, const char *why)
+void adag_actor_comm_abort_why(adag_actor_comm_t *e, adag_status_t status, const char *why,
+                               const void *by)
+{
+    pthread_mutex_lock(&e->lock);
+    int first = !e->aborted;
+    abort_locked(e, status, why, by);
+    if (first)
+        ADAG_LOG_WARN("actor %s: communicator %llu is aborted: %s", e->actor,
+                      (unsigned long long)e->spec.key, e->why);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void adag_actor_comm_blame(adag_actor_comm_t *e, adag_status_t status, const char *why,
+                           const void *by)
 {
     pthread_mutex_lock(&e->lock);
     if (!e->aborted)
-        ADAG_LOG_WARN("actor %s: communicator %llu is aborted: %s", e->actor,
-                      (unsigned long long)e->spec.key, why);
-    abort_locked(e, why);
+        blame_locked(e, status, why, by);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void adag_actor_comm_unblame(adag_actor_comm_t *e, const void *by)
+{
+    pthread_mutex_lock(&e->lock);
+    if (!e->aborted && e->why[0] && e->why_by == by)
+        e->why[0] = '\0';
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -153,7 +187,7 @@ void adag_actor_comm_dag_aborted(adag_actor_comm_t *e, int failed)
 {
     pthread_mutex_lock(&e->lock);
     if (failed && !e->spec.shared)
-        abort_locked(e, NULL);
+        abort_locked(e, ADAG_ERR_CLOSED, NULL, NULL);
     pthread_cond_broadcast(&e->turn_cond); /* its loops' turn waits see the abort word */
     pthread_mutex_unlock(&e->lock);
 }
@@ -191,7 +225,7 @@ static void skip_locked(adag_actor_comm_t *e, uint64_t ticket)
         unsigned cap = e->capskipped ? 2 * e->capskipped : 16;
         uint64_t *s = realloc(e->skipped, cap * sizeof(*s));
         if (!s) { /* cannot remember it: the turns cannot be kept */
-            abort_locked(e, "out of memory while giving up a turn");
+            abort_locked(e, ADAG_ERR_NO_MEMORY, "out of memory while giving up a turn", NULL);
             return;
         }
         e->skipped = s;
@@ -220,8 +254,8 @@ static void sweep_locked(adag_actor_comm_t *e)
 }
 
 adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
-                                        const void *holder, const _Atomic uint32_t *abort,
-                                        int64_t deadline)
+                                        const void *holder, const char *dag,
+                                        const _Atomic uint32_t *abort, int64_t deadline)
 {
     adag_status_t st;
     pthread_mutex_lock(&e->lock);
@@ -239,6 +273,7 @@ adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
         }
         if (e->next_turn == ticket) {
             e->holder = holder;
+            snprintf(e->holder_dag, sizeof(e->holder_dag), "%s", dag);
             st = ADAG_OK;
             break;
         }
@@ -252,11 +287,12 @@ adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
         int64_t now = adag_now_ns();
         if (deadline != ADAG_FOREVER && now >= deadline) {
             st = adag_error(ADAG_ERR_TIMEOUT, "actor %s: communicator %llu: the turn of ticket "
-                            "%llu did not come: ticket %llu runs first, %s", e->actor,
+                            "%llu did not come: ticket %llu runs first, %s%s%s", e->actor,
                             (unsigned long long)e->spec.key, (unsigned long long)ticket,
                             (unsigned long long)e->next_turn,
-                            e->holder ? "held by a loop of another DAG"
-                                      : "not yet taken by a loop of this actor");
+                            e->holder ? "held by the loop of DAG " : "not yet taken by a loop "
+                            "of this actor", e->holder ? e->holder_dag : "",
+                            e->holder ? " (in a collective)" : "");
             break;
         }
         /* loops that ended may be handed tickets at any time: looked at
@@ -291,16 +327,47 @@ int adag_actor_comm_turn_held_by(adag_actor_comm_t *e, const void *holder)
     return held;
 }
 
-void adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len)
+/* Under e->lock: why it cannot be used (ADAG_OK: it can); *peer set when
+ * the only sign is a peer rank's abort (the communicator's status
+ * ADAG_ERR_CLOSED, no reason recorded here). */
+static adag_status_t why_locked(adag_actor_comm_t *e, char *buf, size_t len, int *peer)
 {
-    pthread_mutex_lock(&e->lock);
-    if (e->aborted && e->why[0])
+    adag_status_t st;
+    *peer = 0;
+    if (e->aborted && e->why[0]) {
         snprintf(buf, len, "%s", e->why);
-    else if (e->comm && e->ops->status(e->comm) != ADAG_OK) /* it broke itself */
+        return e->why_status;
+    }
+    if (e->comm && (st = e->ops->status(e->comm)) != ADAG_OK) { /* it broke itself */
         snprintf(buf, len, "%s", adag_last_error());
-    else
-        snprintf(buf, len, "it was aborted");
+        *peer = !e->aborted && st == ADAG_ERR_CLOSED;
+        return st;
+    }
+    snprintf(buf, len, "it was aborted");
+    return e->aborted ? ADAG_ERR_CLOSED : ADAG_OK;
+}
+
+adag_status_t adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len, int *peer)
+{
+    int p;
+    pthread_mutex_lock(&e->lock);
+    adag_status_t st = why_locked(e, buf, len, &p);
     pthread_mutex_unlock(&e->lock);
+    if (peer)
+        *peer = p;
+    return st == ADAG_OK ? ADAG_ERR_CLOSED : st;
+}
+
+adag_status_t adag_actor_comm_broken(adag_actor_comm_t *e, const void *by, char *buf,
+                                     size_t len)
+{
+    int peer = 0;
+    adag_status_t st = ADAG_OK;
+    pthread_mutex_lock(&e->lock);
+    if (e->state == JOINED && (!e->aborted || !e->why[0] || e->why_by != by))
+        st = why_locked(e, buf, len, &peer);
+    pthread_mutex_unlock(&e->lock);
+    return peer ? ADAG_OK : st;
 }
 
 void adag_actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t next_seq,
@@ -313,7 +380,7 @@ void adag_actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t n
         e->retired[e->nretired++] = (struct retired){order, next_seq, owner};
         sweep_locked(e);
     } else {
-        abort_locked(e, "out of memory while a loop ended");
+        abort_locked(e, ADAG_ERR_NO_MEMORY, "out of memory while a loop ended", NULL);
     }
     pthread_cond_broadcast(&e->turn_cond);
     pthread_mutex_unlock(&e->lock);

@@ -77,9 +77,12 @@ adag_status_t adag_actor_comm_finish(adag_actor_comm_t *e, int64_t deadline,
                                      adag_chan_comm_t *out);
 /* Aborts it (any thread; idempotent): see gpu/comm.h "abort". */
 void adag_actor_comm_abort(adag_actor_comm_t *e);
-/* Aborts it, recording why (the first reason wins): what the loops of
- * the other DAGs that share it report when they find it aborted. */
-void adag_actor_comm_abort_why(adag_actor_comm_t *e, const char *why);
+/* Aborts it, recording why and with what status (the first reason wins):
+ * what the loops of the other DAGs that share it report when they find it
+ * aborted. `by` is the loop that gives the reason (it fails its own DAG
+ * itself; NULL: none). */
+void adag_actor_comm_abort_why(adag_actor_comm_t *e, adag_status_t status, const char *why,
+                               const void *by);
 /* A DAG holding it was aborted in this process (failed: not a plain
  * destroy): one it does not share is aborted (a send/recv may be half
  * done); a shared one is left to the DAG's loops (dag/loop_collective.c:
@@ -87,8 +90,29 @@ void adag_actor_comm_abort_why(adag_actor_comm_t *e, const char *why);
  * waits either way. */
 void adag_actor_comm_dag_aborted(adag_actor_comm_t *e, int failed);
 int adag_actor_comm_shared(const adag_actor_comm_t *e);
-/* Why it was aborted ("it was aborted" if no reason was given). */
-void adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len);
+/* Records why it is about to be aborted, and with what status, without
+ * aborting it yet (the first reason wins; `by` as for abort_why): a loop
+ * whose DAG fails in a collective first reports its failure, then its
+ * abort (the DAG's hook, dag/loop_turns.c) carries this reason, so the
+ * peers that the abort stops report after the cause. */
+void adag_actor_comm_blame(adag_actor_comm_t *e, adag_status_t status, const char *why,
+                           const void *by);
+/* Forgets the reason `by` recorded if the communicator was not aborted
+ * after all (its collective completed). */
+void adag_actor_comm_unblame(adag_actor_comm_t *e, const void *by);
+/* Why it was aborted ("it was aborted" if no reason was given) and the
+ * status its reason carries (ADAG_ERR_CLOSED if none). *peer (may be NULL)
+ * is set when the only sign is a peer rank's abort: the reason is known in
+ * that peer's process, which reports it. */
+adag_status_t adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len, int *peer);
+/* ADAG_OK while it can be used; else the status and reason of its abort
+ * (or of its own failure), except an abort whose reason loop `by` gave
+ * (that loop fails its DAG itself) and a peer rank's abort (that peer's
+ * process reports it, with the reason). What every loop of a DAG sharing
+ * it checks, from its watchdog, so that each of them fails within a
+ * watchdog period of the abort wherever its loop waits (any thread). */
+adag_status_t adag_actor_comm_broken(adag_actor_comm_t *e, const void *by, char *buf,
+                                     size_t len);
 
 /*
  * Turns, on a shared communicator (spec.shared): the driver hands each
@@ -99,11 +123,12 @@ void adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len);
  * in the same order, so the DAGs' collectives match on every rank.
  */
 /* Waits for the turn of `ticket` (by deadline: ADAG_ERR_TIMEOUT, naming
- * it), then holds it for `holder` (the loop). ADAG_ERR_CLOSED once *abort
- * is set or the communicator was aborted (adag_actor_comm_why). */
+ * it and the DAG whose loop holds the turn before it), then holds it for
+ * `holder` (the loop) of DAG `dag`. ADAG_ERR_CLOSED once *abort is set or
+ * the communicator was aborted (adag_actor_comm_why). */
 adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
-                                        const void *holder, const _Atomic uint32_t *abort,
-                                        int64_t deadline);
+                                        const void *holder, const char *dag,
+                                        const _Atomic uint32_t *abort, int64_t deadline);
 /* Ends the held turn of `ticket`: its collectives were issued (or none of
  * them can have been issued by any rank). */
 void adag_actor_comm_turn_end(adag_actor_comm_t *e, uint64_t ticket);

@@ -20,7 +20,9 @@
  * A DAG that leaves cleanly keeps the communicator for the next DAG over
  * the same actors (its actors find it joined: no new init). One that
  * failed closes it to newcomers (the next DAG gets a new one); the DAGs
- * still on it go on. The last DAG to leave a closed communicator drops it
+ * still on it go on, unless the failure broke it (a collective on it that
+ * a member did not come to or did not complete: every DAG on it fails
+ * then, dag/loop_turns.c). The last DAG to leave a closed communicator drops it
  * (its actors are told to). A record also goes when one of its actors
  * stops. Under rt->lock; tickets under rt->order_lock.
  */

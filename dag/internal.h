@@ -65,6 +65,25 @@ typedef enum {
     ADAG_STEP_STOP,    /* stop the loop (the DAG is aborted) and free the actor's part */
 } adag_step_t;
 
+/* What an observation asks each actor of a DAG (adag_actors_ask). */
+typedef enum {
+    ADAG_ASK_FIGURES, /* its loop's figures (dag/loop_stats.h) */
+    ADAG_ASK_TRACE,   /* a copy of its loop's trace records */
+} adag_ask_t;
+
+/* An actor's answer: figures (ADAG_ASK_FIGURES), or trace records
+ * (ADAG_ASK_TRACE: recs malloc'd, NULL if none, stamps in its process's
+ * ns; lost: the records overwritten; offset_ns maps its clock to the
+ * driver's). adag_answer_free frees either. */
+typedef struct {
+    adag_loop_figures_t figures;
+    adag_trace_rec_t *recs;
+    uint64_t nrecs, lost;
+    int64_t offset_ns;
+} adag_answer_t;
+
+void adag_answer_free(adag_answer_t *ans);
+
 /*
  * Where an actor runs: a thread of the driver (dag/placement_thread.c) or
  * an adag-worker process (dag/placement_process.c); an actor on another
@@ -104,15 +123,20 @@ typedef struct adag_placement_ops {
     int (*events_fd)(adag_actor_h a);
     void (*events_close)(adag_actor_h a);
     int (*pid)(adag_actor_h a);
-    /* A copy of the trace records of the actor's loop of DAG `dag` (actor
-     * index ai), taken while it runs, stamps in its process's ns: *recs
-     * malloc'd (NULL if none), *lost the records overwritten, *offset_ns
-     * what maps its clock to the driver's. */
-    adag_status_t (*trace)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_trace_rec_t **recs,
-                           uint64_t *n, uint64_t *lost, int64_t *offset_ns);
-    /* The figures of the actor's loop of DAG `dag` now (dag/loop_stats.h). */
-    adag_status_t (*figures)(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                             adag_loop_figures_t *out);
+    /* Observation (statistics, the trace, the live view): what the
+     * actor's loop of DAG `dag` (actor index ai) says now, asked of every
+     * actor at once by one deadline (adag_actors_ask), so that one that
+     * does not answer costs the others nothing. ask_begin answers at once
+     * (*pending 0, out filled), fails, or sends the request (*pending 1):
+     * step_fd then polls readable once an answer begins; ask_end takes it
+     * (by the deadline), or ask_cancel leaves it unanswered at the
+     * deadline (dropped when it comes). Every ask_begin that left
+     * *pending 1 is followed by exactly one of the two. */
+    adag_status_t (*ask_begin)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_ask_t what,
+                               int64_t deadline, int *pending, adag_answer_t *out);
+    adag_status_t (*ask_end)(adag_actor_h a, adag_dag_h dag, unsigned ai, adag_ask_t what,
+                             int64_t deadline, adag_answer_t *out);
+    void (*ask_cancel)(adag_actor_h a);
     void (*free)(adag_actor_h a);
 } adag_placement_ops_t;
 
@@ -419,6 +443,22 @@ int adag_actor_method(adag_actor_h actor, const char *name);
  * a failure, "" on success) per actor. */
 void adag_actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
                       int64_t deadline, adag_status_t *st, char (*why)[ADAG_ERROR_MAX]);
+/* observe.c: asks every actor of dag for `what` at once, waiting for
+ * the answers at most timeout_ms. Per actor ai of the n: st[ai] ADAG_OK
+ * and ans[ai] filled, else why[ai] says why not ("actor s1 (pid 4242,
+ * stopped) did not answer within 1000 ms"). ADAG_ERR_NO_MEMORY (nothing
+ * asked, *out empty) if the arrays cannot be made; adag_answers_free
+ * frees them and every answer. */
+typedef struct {
+    adag_answer_t *ans;
+    adag_status_t *st;
+    char (*why)[ADAG_ERROR_MAX];
+    unsigned n;
+} adag_answers_t;
+
+adag_status_t adag_actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_ms,
+                              adag_answers_t *out);
+void adag_answers_free(adag_answers_t *as);
 /* Waits until the monitor collected the actor; 0 if not by the deadline. */
 int adag_actor_wait_reaped(adag_actor_h a, int64_t deadline);
 /* Marks a live actor dead with `why` (under rt->lock). */

@@ -2,7 +2,10 @@
  * A runtime's live view (include/adag/stats.h: adag_runtime_live_open):
  * the socket of common/live.c, whose view is the figures of every DAG the
  * runtime holds now (adag_stats_print) and each one's executions a second
- * since the last view.
+ * since the last view. The DAGs' figures are taken one DAG after another,
+ * each bounded by ADAG_STATS_TIMEOUT_MS (dag/observe.c): an actor that does
+ * not answer costs the first DAG that asks it that long and the later
+ * ones (and later views, until it answers) nothing.
  */
 #include "common/clock.h"
 #include "common/live.h"

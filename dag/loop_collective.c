@@ -31,6 +31,7 @@
  */
 #include "dag/loop_collective.h"
 #include "dag/loop_turns.h"
+#include "dag/watchdog.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -39,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A slot's latest collective: seq1 = seq + 1 (0: none), enqueued at
  * `since`; the loop thread stores since (relaxed) then seq1 (seq_cst), the
@@ -318,6 +320,25 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
     return dev->stream_wait_event(d->compute, c->done[slot]);
 }
 
+/* A peer rank aborted the communicator, and only that peer's process
+ * knows why: it reports its DAG's failure before it aborts (the
+ * communicator's blame, dag/actor_comm.h), and the DAGs sharing the
+ * communicator fail from its watchdog within a period. Waits up to two
+ * periods and a second (the report's way through the driver and back on
+ * a loaded host) for this DAG to be aborted by that report; 1 when it was
+ * (nothing to add), 0: this loop reports the symptom itself. Polled: a
+ * failure path, bounded. */
+static int peer_reported(adag_loop_t *loop)
+{
+    int64_t ms = loop->prog.comm_timeout_ms > 0 ? loop->prog.comm_timeout_ms : 0;
+    int64_t deadline = adag_now_ns() + 2 * adag_watchdog_period_ns(ms) + 1000000000;
+    while (!adag_ctx_aborted(loop->ctx) && adag_now_ns() < deadline) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return adag_ctx_aborted(loop->ctx);
+}
+
 adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
     adag_loop_coll_t *c = coll_of(loop, op);
@@ -343,9 +364,12 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
     st = agree(loop, c, seq, &in, metas, &fail, msg, sizeof(msg));
     if (st == ADAG_ERR_TIMEOUT) {
         /* a member never came: no member issues it; the DAG fails (never
-         * a hang) */
+         * a hang), and so does every DAG sharing the communicator (the
+         * member they wait for, or that holds their inputs' slots, is
+         * the same) */
+        adag_loop_turn_blame(loop, op, c->name, st, msg);
+        adag_loop_fail_dag(loop, st, msg); /* its hook aborts the shared one: turn held */
         adag_loop_turn_give_up(loop, op, seq);
-        adag_loop_fail_dag(loop, st, msg);
         return ADAG_ERR_CLOSED;
     }
     if (st != ADAG_OK)
@@ -372,10 +396,14 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
         /* the communicator was aborted (a member died or stopped, or a DAG
          * sharing it failed inside a collective): this DAG fails too */
         char why[ADAG_ERROR_MAX];
-        adag_actor_comm_why(loop->comm_entries[op->comm], why, sizeof(why));
-        snprintf(msg, sizeof(msg), "actor %s: collective %s, execution %llu: its communicator "
-                 "was aborted: %s", loop->actor_name, c->name, (unsigned long long)seq, why);
-        adag_loop_fail_dag(loop, ADAG_ERR_CLOSED, msg);
+        int peer;
+        st = adag_actor_comm_why(loop->comm_entries[op->comm], why, sizeof(why), &peer);
+        if (peer && peer_reported(loop))
+            return ADAG_ERR_CLOSED;
+        snprintf(msg, sizeof(msg), "actor %s: collective %s of DAG %s, execution %llu: its "
+                 "communicator was aborted: %s", loop->actor_name, c->name,
+                 loop->prog.dag_name, (unsigned long long)seq, why);
+        adag_loop_fail_dag(loop, st, msg);
         return ADAG_ERR_CLOSED;
     }
     if (st != ADAG_OK) {
@@ -412,6 +440,10 @@ adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, i
     adag_loop_t *loop = ctx;
     const adag_device_ops_t *dev = loop->comm_device->dev->ops;
     int64_t oldest = INT64_MAX;
+    /* a shared communicator another DAG broke: the cause to name */
+    adag_status_t broken = adag_loop_turns_watch(loop);
+    if (broken != ADAG_OK)
+        return broken;
     const adag_loop_coll_t *which = NULL;
     uint64_t which_seq1 = 0;
     for (unsigned i = 0; i < loop->ncolls; i++) {
@@ -449,10 +481,14 @@ adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, i
         if (k < sizeof(late))
             snprintf(late + k, sizeof(late) - k, ")");
     }
-    return adag_error(ADAG_ERR_TIMEOUT,
-                      "collective %s (member %u of %u) for execution %llu did not complete "
-                      "within %lld ms%s",
-                      which->name, which->op->member, which->op->nmembers,
-                      (unsigned long long)(which_seq1 - 1), (long long)(timeout_ns / 1000000),
-                      late);
+    char msg[ADAG_ERROR_MAX];
+    snprintf(msg, sizeof(msg), "collective %s (member %u of %u) for execution %llu did not "
+             "complete within %lld ms%s", which->name, which->op->member, which->op->nmembers,
+             (unsigned long long)(which_seq1 - 1), (long long)(timeout_ns / 1000000), late);
+    if (timeout_ns > 0) { /* reported: the DAG fails, and so do those sharing the communicator */
+        char why[ADAG_ERROR_MAX];
+        snprintf(why, sizeof(why), "actor %s: %s", loop->actor_name, msg);
+        adag_loop_turn_blame(loop, which->op, which->name, ADAG_ERR_TIMEOUT, why);
+    }
+    return adag_error(ADAG_ERR_TIMEOUT, "%s", msg);
 }

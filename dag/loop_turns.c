@@ -9,10 +9,14 @@
  * program's ncolls), once each is issued (host tensors: completed).
  *
  * When the DAG fails, a shared communicator stays usable for the other
- * DAGs unless this one was inside a collective on it: holding a turn, or
- * with a collective issued on a device stream and not yet completed (a
- * peer may never issue its side). Then it is aborted, with the reason the
- * other DAGs' loops report when they find it so. A loop that ends gives
+ * DAGs unless this one was inside a collective on it: holding a turn (a
+ * member did not come to the agreement), or with a collective issued on a
+ * device stream and not yet completed (a peer may never issue its side).
+ * Then it is aborted, with the reason the loop that failed recorded first
+ * (adag_loop_turn_blame), and every loop of every other DAG on it fails
+ * its DAG with that reason: from its watchdog (adag_loop_turns_watch), so
+ * within a period wherever the loop waits, or at its next turn or
+ * collective, whichever comes first. A loop that ends gives
  * up the tickets it did not run, also those the driver publishes after
  * it ended (the communicator's entry reads its ticket channel from then
  * on): no rank runs them, since no rank runs a collective before every
@@ -75,7 +79,8 @@ adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, 
                           "%s", loop->actor_name, coll, (unsigned long long)seq,
                           loop->chans[spec->order_chan]->name);
     memcpy(&ticket, v.data, sizeof(ticket));
-    st = adag_actor_comm_turn_take(e, ticket, loop, &loop->ctx->abort, comm_deadline(loop));
+    st = adag_actor_comm_turn_take(e, ticket, loop, loop->prog.dag_name, &loop->ctx->abort,
+                                    comm_deadline(loop));
     if (st == ADAG_OK) {
         t->held_seq1 = seq + 1;
         t->ticket = ticket;
@@ -90,10 +95,10 @@ adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, 
                  (long long)loop->prog.comm_timeout_ms);
     } else if (st == ADAG_ERR_CLOSED && !adag_ctx_aborted(loop->ctx)) {
         char why[ADAG_ERROR_MAX];
-        adag_actor_comm_why(e, why, sizeof(why));
-        snprintf(msg, sizeof(msg), "actor %s: %s: its communicator %llu, shared with other "
-                 "DAGs, was aborted: %s", loop->actor_name, coll,
-                 (unsigned long long)spec->key, why);
+        st = adag_actor_comm_why(e, why, sizeof(why), NULL);
+        snprintf(msg, sizeof(msg), "actor %s: %s of DAG %s: its communicator %llu, shared "
+                 "with other DAGs, was aborted: %s", loop->actor_name, coll,
+                 loop->prog.dag_name, (unsigned long long)spec->key, why);
     } else {
         return st;
     }
@@ -123,6 +128,43 @@ void adag_loop_turn_give_up(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     end_turn(loop, op, seq, 0);
 }
 
+/* The entry of the loop's communicator i if shared with other DAGs
+ * (collectives only), else NULL. From the program and the entries, which
+ * outlive the watchdog (loop->turns does not: freed before it stops). */
+static adag_actor_comm_t *shared_entry(const adag_loop_t *loop, uint32_t i)
+{
+    const adag_comm_spec_t *spec = &loop->prog.comms[i];
+    return spec->shared && spec->ncolls && loop->comm_entries ? loop->comm_entries[i] : NULL;
+}
+
+void adag_loop_turn_blame(adag_loop_t *loop, const adag_prog_op_t *op, const char *coll,
+                          adag_status_t st, const char *msg)
+{
+    adag_actor_comm_t *e = shared_entry(loop, op->comm);
+    if (!e)
+        return;
+    char why[ADAG_ERROR_MAX];
+    snprintf(why, sizeof(why), "DAG %s failed in its collective %s on it: %s",
+             loop->prog.dag_name, coll, msg);
+    adag_actor_comm_blame(e, st, why, loop);
+}
+
+adag_status_t adag_loop_turns_watch(adag_loop_t *loop)
+{
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++) {
+        adag_actor_comm_t *e = shared_entry(loop, i);
+        if (!e)
+            continue;
+        char why[ADAG_ERROR_MAX];
+        adag_status_t st = adag_actor_comm_broken(e, loop, why, sizeof(why));
+        if (st != ADAG_OK)
+            return adag_error(st, "DAG %s: its communicator %llu, shared with other DAGs, was "
+                              "aborted: %s", loop->prog.dag_name,
+                              (unsigned long long)loop->prog.comms[i].key, why);
+    }
+    return ADAG_OK;
+}
+
 /* The DAG was aborted in this process (adag_ctx_abort, under the
  * context's lock, any thread). */
 static void on_abort(void *arg, int failed)
@@ -134,12 +176,17 @@ static void on_abort(void *arg, int failed)
         if (!loop->turns[i].ncolls)
             continue;
         adag_actor_comm_t *e = loop->comm_entries[i];
-        if (!adag_actor_comm_turn_held_by(e, loop) && !adag_loop_coll_pending(loop, i))
+        if (!adag_actor_comm_turn_held_by(e, loop) && !adag_loop_coll_pending(loop, i)) {
+            adag_actor_comm_unblame(e, loop); /* its collective completed after all */
             continue;
+        }
+        /* the abort word holds -status (seq_cst, stored before the hooks run) */
+        adag_status_t st =
+            -(adag_status_t)atomic_load_explicit(&loop->ctx->abort, memory_order_seq_cst);
         char why[ADAG_ERROR_MAX];
-        snprintf(why, sizeof(why), "DAG %s failed inside a collective on it (actor %s)",
-                 loop->prog.dag_name, loop->actor_name);
-        adag_actor_comm_abort_why(e, why);
+        snprintf(why, sizeof(why), "DAG %s failed (%s) inside a collective on it (actor %s)",
+                 loop->prog.dag_name, adag_status_str(st), loop->actor_name);
+        adag_actor_comm_abort_why(e, st, why, loop);
     }
 }
 
@@ -163,7 +210,7 @@ void adag_loop_turns_end(adag_loop_t *loop)
             snprintf(why, sizeof(why), "the loop of actor %s for DAG %s ended inside a "
                      "collective on it (execution %llu)", loop->actor_name,
                      loop->prog.dag_name, (unsigned long long)(t->held_seq1 - 1));
-            adag_actor_comm_abort_why(e, why);
+            adag_actor_comm_abort_why(e, ADAG_ERR_CLOSED, why, loop);
             adag_actor_comm_turn_end(e, t->ticket);
             adag_chan_release(order, t->held_seq1 - 1);
             next = t->held_seq1;

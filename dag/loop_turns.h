@@ -23,6 +23,18 @@ adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, 
 void adag_loop_turn_op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq);
 /* A member never came to op: no rank issues it, the turn ends now. */
 void adag_loop_turn_give_up(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq);
+/* The DAG is about to fail in op (named coll) with st, msg in a way its
+ * peers cannot go past (a member did not come to it, or it did not
+ * complete): records that reason on a shared communicator, which the
+ * DAG's abort (its hook, with the turn held or the collective pending)
+ * then aborts, failing every other DAG sharing it. Call before the
+ * failure is reported (any thread of the loop). */
+void adag_loop_turn_blame(adag_loop_t *loop, const adag_prog_op_t *op, const char *coll,
+                          adag_status_t st, const char *msg);
+/* The watchdog's check (any thread): ADAG_OK, or the status of a shared
+ * communicator of the loop that another DAG's failure (or its own)
+ * aborted, with the message set: this DAG then fails too. */
+adag_status_t adag_loop_turns_watch(adag_loop_t *loop);
 /* The loop thread ends: a held turn aborts its communicator; later
  * tickets are given up. */
 void adag_loop_turns_end(adag_loop_t *loop);

@@ -23,11 +23,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -38,6 +40,11 @@ typedef struct {
     adag_remote_link_t *remote;
     pthread_mutex_t ctl_lock;
     pthread_mutex_t send_lock;
+    /* replies owed to requests given up on (an observation's deadline, a
+     * step's), in the order asked: the next reader drops that many frames
+     * first; since when the oldest is owed. Under ctl_lock. */
+    unsigned owed;
+    int64_t owed_since;
 } process_actor_t;
 
 static process_actor_t *proc_of(adag_actor_h a)
@@ -83,15 +90,42 @@ static adag_status_t request_send(adag_actor_h a, uint32_t type, const adag_wbuf
     return st;
 }
 
-/* Receives the reply to a request sent (ctl_lock held). On success *reply
- * (when given) owns the message and body points into it. */
-static adag_status_t request_recv(adag_actor_h a, uint32_t type, int64_t deadline,
-                                  adag_ctl_msg_t *reply, adag_blob_t *body)
+/* 1 once fd is readable (a frame begins, or the peer hung up) by
+ * `deadline`, else 0. */
+static int frame_begins(int fd, int64_t deadline)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int r;
+    while ((r = poll(&pfd, 1, adag_ms_left(deadline))) < 0 && errno == EINTR) {
+    }
+    return r > 0;
+}
+
+/* Receives the reply to a request sent (ctl_lock held), after dropping
+ * the replies owed to requests given up on. Each frame must begin by
+ * `begin` -- else ADAG_ERR_TIMEOUT and this reply is owed too -- and once
+ * begun end by `deadline` (an answer under way is read whole). On success
+ * *reply (when given) owns the message and body points into it. */
+static adag_status_t request_recv_by(adag_actor_h a, uint32_t type, int64_t begin,
+                                     int64_t deadline, adag_ctl_msg_t *reply, adag_blob_t *body)
 {
     process_actor_t *p = proc_of(a);
     adag_ctl_msg_t msg;
     adag_msg_reply_t r;
-    adag_status_t st = adag_msg_recv(p->ctl, deadline, &msg);
+    adag_status_t st;
+    for (;;) {
+        if (!frame_begins(p->ctl, begin)) {
+            if (p->owed++ == 0)
+                p->owed_since = adag_now_ns();
+            return adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time",
+                              a->name, p->pid, purpose(type));
+        }
+        st = adag_msg_recv(p->ctl, deadline, &msg);
+        if (st != ADAG_OK || !p->owed)
+            break;
+        adag_ctl_msg_free(&msg); /* the late answer to a request given up on */
+        p->owed--;
+    }
     if (st == ADAG_ERR_CLOSED)
         return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
                           a->name, p->pid, purpose(type));
@@ -119,6 +153,12 @@ static adag_status_t request_recv(adag_actor_h a, uint32_t type, int64_t deadlin
         adag_ctl_msg_free(&msg);
     }
     return st;
+}
+
+static adag_status_t request_recv(adag_actor_h a, uint32_t type, int64_t deadline,
+                                  adag_ctl_msg_t *reply, adag_blob_t *body)
+{
+    return request_recv_by(a, type, deadline, deadline, reply, body);
 }
 
 static adag_status_t request(adag_actor_h a, uint32_t type, const adag_wbuf_t *payload,
@@ -495,7 +535,7 @@ static int process_reap(adag_actor_h a, char *how, size_t len)
  * namespace); else the middle of the shortest of CLOCK_SAMPLES round trips
  * (common/trace.h). */
 #define CLOCK_SAMPLES 8
-static adag_status_t clock_offset(adag_actor_h a, int64_t *offset_ns)
+static adag_status_t clock_offset(adag_actor_h a, int64_t begin, int64_t *offset_ns)
 {
     int64_t samples[CLOCK_SAMPLES][3];
     *offset_ns = 0;
@@ -508,7 +548,9 @@ static adag_status_t clock_offset(adag_actor_h a, int64_t *offset_ns)
         uint64_t now;
         char boot[ADAG_BOOT_ID_MAX];
         samples[i][0] = adag_now_ns();
-        adag_status_t st = request(a, ADAG_MSG_CLOCK, &wb, control_deadline(), &reply, &body);
+        adag_status_t st = request_send(a, ADAG_MSG_CLOCK, &wb, NULL, 0);
+        if (st == ADAG_OK)
+            st = request_recv_by(a, ADAG_MSG_CLOCK, begin, control_deadline(), &reply, &body);
         samples[i][2] = adag_now_ns();
         adag_wbuf_free(&wb);
         if (st != ADAG_OK)
@@ -527,53 +569,92 @@ static adag_status_t clock_offset(adag_actor_h a, int64_t *offset_ns)
     return ADAG_OK;
 }
 
-/* TRACE_DAG, its clock mapped by clock_offset. */
-static adag_status_t process_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                                   adag_trace_rec_t **recs, uint64_t *n, uint64_t *lost,
-                                   int64_t *offset_ns)
+/* ---- observation (dag/observe.c) ---- */
+
+static const uint32_t ask_msg[] = {
+    [ADAG_ASK_FIGURES] = ADAG_MSG_STATS_DAG,
+    [ADAG_ASK_TRACE] = ADAG_MSG_TRACE_DAG,
+};
+
+/* Takes m by the deadline; 0 on success. */
+static int lock_by(pthread_mutex_t *m, int64_t deadline)
 {
+    if (deadline == ADAG_FOREVER)
+        return pthread_mutex_lock(m);
+    struct timespec ts = adag_timespec_at(deadline);
+    return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
+}
+
+/* STATS_DAG or TRACE_DAG sent, ctl_lock held until ask_end or ask_cancel.
+ * An actor that still owes the answer to an earlier request, which has
+ * not begun to come, is not asked again (its requests would pile up in
+ * its socket while it is stopped): it has not answered, at once. */
+static adag_status_t process_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                       adag_ask_t what, int64_t deadline, int *pending,
+                                       adag_answer_t *out)
+{
+    process_actor_t *p = proc_of(a);
     (void)ai;
+    (void)out;
+    *pending = 0;
+    if (lock_by(&p->ctl_lock, deadline) != 0)
+        return adag_error(ADAG_ERR_TIMEOUT, "its control connection was busy with another "
+                          "request all that time");
+    if (p->owed && !frame_begins(p->ctl, 0)) {
+        double s = (double)(adag_now_ns() - p->owed_since) / 1e9;
+        pthread_mutex_unlock(&p->ctl_lock);
+        return adag_error(ADAG_ERR_TIMEOUT, "its answer to a request of %.1f s ago has not come",
+                          s);
+    }
     adag_wbuf_t wb = {0};
+    adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
+    adag_status_t st = request_send(a, ask_msg[what], &wb, NULL, 0);
+    adag_wbuf_free(&wb);
+    if (st != ADAG_OK) {
+        pthread_mutex_unlock(&p->ctl_lock);
+        return st;
+    }
+    *pending = 1;
+    return ADAG_OK;
+}
+
+/* The control socket polled readable: answers owed to earlier requests
+ * are dropped (then ours must begin by the deadline), ours is read whole. */
+static adag_status_t process_ask_end(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                     adag_ask_t what, int64_t deadline, adag_answer_t *out)
+{
+    process_actor_t *p = proc_of(a);
     adag_ctl_msg_t reply;
     adag_blob_t body;
     uint64_t worker_now;
-    adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
-    adag_status_t st = request(a, ADAG_MSG_TRACE_DAG, &wb, control_deadline(), &reply, &body);
-    adag_wbuf_free(&wb);
+    (void)dag;
+    (void)ai;
+    adag_status_t st =
+        request_recv_by(a, ask_msg[what], deadline, control_deadline(), &reply, &body);
+    if (st == ADAG_ERR_TIMEOUT) /* owed now; dag/observe.c says how long it waited */
+        st = adag_error(ADAG_ERR_TIMEOUT, "%s", "");
     if (st != ADAG_OK)
-        return st;
-    st = adag_msg_decode_trace(body, &worker_now, lost, recs, n);
+        goto out;
+    if (what == ADAG_ASK_FIGURES)
+        st = adag_msg_decode_figures(body, &out->figures);
+    else
+        st = adag_msg_decode_trace(body, &worker_now, &out->lost, &out->recs, &out->nrecs);
     adag_ctl_msg_free(&reply);
-    if (st != ADAG_OK) {
+    if (st != ADAG_OK)
         adag_error_prefix("actor %s", a->name);
-        return st;
-    }
-    if ((st = clock_offset(a, offset_ns)) != ADAG_OK) {
-        free(*recs);
-        *recs = NULL;
-        *n = 0;
-    }
+    else if (what == ADAG_ASK_TRACE)
+        st = clock_offset(a, deadline, &out->offset_ns);
+out:
+    pthread_mutex_unlock(&p->ctl_lock);
     return st;
 }
 
-/* STATS_DAG */
-static adag_status_t process_figures(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                                     adag_loop_figures_t *out)
+static void process_ask_cancel(adag_actor_h a)
 {
-    (void)ai;
-    adag_wbuf_t wb = {0};
-    adag_ctl_msg_t reply;
-    adag_blob_t body;
-    adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
-    adag_status_t st = request(a, ADAG_MSG_STATS_DAG, &wb, control_deadline(), &reply, &body);
-    adag_wbuf_free(&wb);
-    if (st != ADAG_OK)
-        return st;
-    st = adag_msg_decode_figures(body, out);
-    adag_ctl_msg_free(&reply);
-    if (st != ADAG_OK)
-        adag_error_prefix("actor %s", a->name);
-    return st;
+    process_actor_t *p = proc_of(a);
+    if (p->owed++ == 0)
+        p->owed_since = adag_now_ns();
+    pthread_mutex_unlock(&p->ctl_lock);
 }
 
 static int process_pid(adag_actor_h a)
@@ -631,7 +712,8 @@ const adag_placement_ops_t adag_placement_process = {
     .events_fd = process_events_fd,
     .events_close = process_events_close,
     .pid = process_pid,
-    .trace = process_trace,
-    .figures = process_figures,
+    .ask_begin = process_ask_begin,
+    .ask_end = process_ask_end,
+    .ask_cancel = process_ask_cancel,
     .free = process_free,
 };

@@ -181,21 +181,19 @@ static void thread_free(adag_actor_h a)
     a->impl = NULL;
 }
 
-/* The loop is in this process: its ring is copied directly. */
-static adag_status_t thread_trace(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                                  adag_trace_rec_t **recs, uint64_t *n, uint64_t *lost,
-                                  int64_t *offset_ns)
+/* The loop is in this process: its figures or its ring, read at once. */
+static adag_status_t thread_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+                                      adag_ask_t what, int64_t deadline, int *pending,
+                                      adag_answer_t *out)
 {
     (void)a;
-    *offset_ns = 0;
-    return adag_loop_trace_copy(&dag->actors[ai].loop, recs, n, lost);
-}
-
-static adag_status_t thread_figures(adag_actor_h a, adag_dag_h dag, unsigned ai,
-                                    adag_loop_figures_t *out)
-{
-    (void)a;
-    return adag_loop_figures(&dag->actors[ai].loop, out);
+    (void)deadline;
+    *pending = 0;
+    adag_loop_t *loop = &dag->actors[ai].loop;
+    if (what == ADAG_ASK_FIGURES)
+        return adag_loop_figures(loop, &out->figures);
+    out->offset_ns = 0;
+    return adag_loop_trace_copy(loop, &out->recs, &out->nrecs, &out->lost);
 }
 
 const adag_placement_ops_t adag_placement_thread = {
@@ -203,7 +201,6 @@ const adag_placement_ops_t adag_placement_thread = {
     .create = thread_create,
     .step_begin = thread_step_begin,
     .stop = thread_stop,
-    .trace = thread_trace,
-    .figures = thread_figures,
+    .ask_begin = thread_ask_begin,
     .free = thread_free,
 };

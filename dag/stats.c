@@ -4,8 +4,11 @@
  * writers (the driver's inputs from its own counts), the busiest actor
  * named; adag_stats_print's tables.
  */
+#include "common/log.h"
+#include "common/settings.h"
 #include "dag/internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@ struct adag_stats {
     char (*doings)[ADAG_MAX_NAME + 32];
     char (*op_names)[ADAG_MAX_NAME];
     char (*chan_names)[96];
+    char (*unanswered)[ADAG_ERROR_MAX];
     int bottleneck; /* actor index; -1: none */
 };
 
@@ -39,6 +43,7 @@ void adag_stats_free(adag_stats_h s)
     free(s->doings);
     free(s->op_names);
     free(s->chan_names);
+    free(s->unanswered);
     free(s);
 }
 
@@ -56,15 +61,10 @@ static void doing_text(uint32_t doing, const adag_program_t *p, char (*op_names)
     snprintf(out, len, "%s %s", what[part], op_names[op]);
 }
 
-/* Actor ai's figures into the snapshot: its ops from s->nops on. */
-static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
-                               const adag_loop_figures_t *f)
+/* Actor ai's entry: who it is, no figures yet. */
+static adag_actor_stats_t *actor_entry(adag_stats_h s, adag_dag_h dag, unsigned ai)
 {
     adag_actor_h a = dag->actors[ai].actor;
-    const adag_program_t *p = &dag->actors[ai].prog;
-    if (f->nops != p->nops)
-        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: figures of %u ops for a schedule of %u",
-                          a->name, f->nops, p->nops);
     adag_actor_stats_t *as = &s->actors[ai];
     snprintf(s->actor_names[ai], sizeof(s->actor_names[ai]), "%s", a->name);
     if (a->host[0])
@@ -74,7 +74,21 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
     as->struct_size = sizeof(*as);
     as->name = s->actor_names[ai];
     as->placement = s->placements[ai];
-    as->nops = p->nops;
+    as->nops = dag->actors[ai].prog.nops;
+    as->doing = s->doings[ai];
+    return as;
+}
+
+/* Actor ai's figures into the snapshot: its ops from s->nops on. */
+static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
+                               const adag_loop_figures_t *f)
+{
+    adag_actor_h a = dag->actors[ai].actor;
+    const adag_program_t *p = &dag->actors[ai].prog;
+    if (f->nops != p->nops)
+        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: figures of %u ops for a schedule of %u",
+                          a->name, f->nops, p->nops);
+    adag_actor_stats_t *as = actor_entry(s, dag, ai);
     as->elapsed_ns = f->elapsed_ns;
     as->idle_ns = f->idle_ns;
     for (uint32_t i = 0; i < p->nops; i++) {
@@ -108,7 +122,6 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
         as->count = o->count;
     }
     as->busy = as->elapsed_ns ? (double)as->busy_ns / (double)as->elapsed_ns : 0;
-    as->doing = s->doings[ai];
     doing_text(f->doing, p, s->op_names + (s->nops - p->nops), s->doings[ai],
                sizeof(s->doings[ai]));
     if (as->busy > 1)
@@ -127,6 +140,32 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
     return ADAG_OK;
 }
 
+/* Every actor's figures, asked at once by ADAG_STATS_TIMEOUT_MS; an actor
+ * that did not answer (or whose answer does not fit its schedule) is
+ * named with why, its figures left out. */
+static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
+{
+    adag_answers_t as;
+    adag_status_t st =
+        adag_actors_ask(dag, ADAG_ASK_FIGURES, adag_settings()->stats_timeout_ms, &as);
+    if (st != ADAG_OK)
+        return st;
+    for (unsigned ai = 0; ai < as.n; ai++) {
+        if (as.st[ai] == ADAG_OK && add_actor(s, dag, ai, &as.ans[ai].figures) != ADAG_OK) {
+            as.st[ai] = ADAG_ERR_PROTOCOL;
+            snprintf(as.why[ai], sizeof(as.why[ai]), "%s", adag_last_error());
+        }
+        if (as.st[ai] == ADAG_OK)
+            continue;
+        snprintf(s->unanswered[ai], sizeof(s->unanswered[ai]), "%s", as.why[ai]);
+        actor_entry(s, dag, ai)->unanswered = s->unanswered[ai];
+        ADAG_LOG_DEBUG("DAG %s: no figures of actor %s: %s", dag->name,
+                       dag->actors[ai].actor->name, as.why[ai]);
+    }
+    adag_answers_free(&as);
+    return ADAG_OK;
+}
+
 static adag_status_t take(adag_dag_h dag, adag_stats_h s)
 {
     unsigned total_ops = 0;
@@ -140,8 +179,9 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
     s->op_names = calloc(total_ops + 1, sizeof(*s->op_names));
     s->chans = calloc(dag->nchans + 1, sizeof(*s->chans));
     s->chan_names = calloc(dag->nchans + 1, sizeof(*s->chan_names));
+    s->unanswered = calloc(dag->nactors + 1, sizeof(*s->unanswered));
     if (!s->actors || !s->actor_names || !s->placements || !s->doings || !s->ops || !s->op_names ||
-        !s->chans || !s->chan_names)
+        !s->chans || !s->chan_names || !s->unanswered)
         return adag_error(ADAG_ERR_NO_MEMORY, "out of memory");
     snprintf(s->dag_name, sizeof(s->dag_name), "%s", dag->name);
     s->timed = dag->trace != NULL;
@@ -159,17 +199,9 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
             .in_use = -1,
         };
     }
-    for (unsigned ai = 0; ai < dag->nactors; ai++) {
-        adag_actor_h a = dag->actors[ai].actor;
-        adag_loop_figures_t f;
-        adag_status_t st = a->ops->figures(a, dag, ai, &f);
-        if (st != ADAG_OK)
-            return st;
-        st = add_actor(s, dag, ai, &f);
-        adag_loop_figures_free(&f);
-        if (st != ADAG_OK)
-            return st;
-    }
+    adag_status_t st = ask_actors(dag, s);
+    if (st != ADAG_OK)
+        return st;
     for (unsigned c = 0; c < dag->nchans; c++)
         if (dag->chans[c].writer >= 0 && (unsigned)dag->chans[c].writer < dag->nactors)
             s->chans[c].writer = s->actor_names[dag->chans[c].writer];
@@ -184,8 +216,12 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
     }
     pthread_mutex_unlock(&dag->lock);
     s->counts.struct_size = sizeof(s->counts);
-    /* the bottleneck: the actor busy the longest */
+    /* the bottleneck: the actor busy the longest (not known while one did
+     * not answer: a stuck one may be it) */
     s->bottleneck = -1;
+    for (unsigned ai = 0; ai < s->nactors; ai++)
+        if (s->actors[ai].unanswered)
+            return ADAG_OK;
     for (unsigned ai = 0; s->timed && ai < s->nactors; ai++)
         if (s->actors[ai].busy_ns > 0 &&
             (s->bottleneck < 0 || s->actors[ai].busy_ns > s->actors[s->bottleneck].busy_ns))
@@ -278,8 +314,9 @@ static adag_status_t fill(const char *fn, adag_stats_h s, unsigned i, unsigned n
 adag_status_t adag_stats_actor(adag_stats_h s, unsigned i, adag_actor_stats_t *out)
 {
     unsigned n = s ? s->nactors : 0;
+    /* a struct without `unanswered` (the version before it) is filled up to it */
     return fill("adag_stats_actor", s, i, n, i < n ? &s->actors[i] : NULL, sizeof(*out),
-                sizeof(*out), out);
+                offsetof(adag_actor_stats_t, unanswered), out);
 }
 
 adag_status_t adag_stats_op(adag_stats_h s, unsigned i, adag_op_stats_t *out)

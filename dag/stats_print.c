@@ -31,6 +31,11 @@ static void print_actors(adag_stats_h s, FILE *out)
         adag_actor_stats_t a = ADAG_ACTOR_STATS_INIT;
         if (adag_stats_actor(s, i, &a) != ADAG_OK)
             continue;
+        if (a.unanswered) { /* no figures: say why, in their place */
+            fprintf(out, "%-20s %-16s %10s  no answer: %s\n", a.name, a.placement, "?",
+                    a.unanswered);
+            continue;
+        }
         fprintf(out, "%-20s %-16s %10llu", a.name, a.placement, (unsigned long long)a.count);
         if (timed)
             fprintf(out, " %7.1f%% %9.1f%% %9.1f%% %10.1f %15.3f  %s", 100.0 * a.busy,
@@ -90,7 +95,15 @@ adag_status_t adag_stats_print(adag_stats_h s, FILE *out)
             (unsigned long long)c->completed, (unsigned long long)c->failed, c->max_inflight);
     double busy;
     const char *b = adag_stats_bottleneck(s, &busy);
-    if (!adag_stats_timed(s))
+    unsigned silent = 0;
+    for (unsigned i = 0; i < adag_stats_nactors(s); i++) {
+        adag_actor_stats_t a = ADAG_ACTOR_STATS_INIT;
+        silent += adag_stats_actor(s, i, &a) == ADAG_OK && a.unanswered;
+    }
+    if (silent)
+        fprintf(out, "%u actor%s did not answer (below): their figures are missing and the "
+                     "bottleneck is not known\n", silent, silent == 1 ? "" : "s");
+    else if (!adag_stats_timed(s))
         fprintf(out, "times not measured: compile the DAG with tracing (ADAG_COMPILE_PARAM_TRACE "
                      "or ADAG_TRACE_SPANS) to see them and the bottleneck\n");
     else if (b)

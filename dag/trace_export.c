@@ -5,13 +5,19 @@
  * each span a complete event ("ph":"X") with the execution's ref, the op
  * and the channel (or method) in its args. Times are the driver's
  * CLOCK_MONOTONIC, in microseconds from the first span: a remote worker's
- * clock is mapped by the offset its placement measured.
+ * clock is mapped by the offset its placement measured. Every actor is
+ * asked at once (dag/observe.c); one that does not answer within
+ * ADAG_STATS_TIMEOUT_MS keeps an empty track named "...: no answer", and
+ * otherData's "unanswered" maps its name to why.
  */
 #include "common/clock.h"
+#include "common/log.h"
+#include "common/settings.h"
 #include "dag/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 typedef struct {
@@ -19,6 +25,7 @@ typedef struct {
     adag_span_t *spans;     /* expanded */
     uint64_t nrecs, n, lost;
     int64_t offset_ns;
+    const char *unanswered; /* the actor's records are not in: why; NULL: they are */
 } track_t;
 
 static void json_str(FILE *out, const char *s)
@@ -85,6 +92,8 @@ static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *
             snprintf(label, sizeof(label), "actor %s (process, pid %d)", a->name, pid);
         else
             snprintf(label, sizeof(label), "actor %s (thread)", a->name);
+        if (t->unanswered) /* its track is there, empty, saying so */
+            snprintf(label + strlen(label), sizeof(label) - strlen(label), ": no answer");
     }
     fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
             ai + 2);
@@ -101,7 +110,54 @@ static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *
     fprintf(out, "}}");
 }
 
-static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks)
+/* Every actor's records, asked at once by ADAG_STATS_TIMEOUT_MS: an actor
+ * that did not answer keeps an empty track, why[ai] saying why. */
+static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADAG_ERROR_MAX])
+{
+    adag_answers_t as;
+    adag_status_t st = adag_actors_ask(dag, ADAG_ASK_TRACE, adag_settings()->stats_timeout_ms, &as);
+    if (st != ADAG_OK) {
+        adag_error_prefix("adag_dag_write_trace");
+        return st;
+    }
+    for (unsigned ai = 0; ai < as.n; ai++) {
+        track_t *t = &tracks[1 + ai];
+        if (as.st[ai] == ADAG_OK) {
+            t->recs = as.ans[ai].recs; /* taken */
+            t->nrecs = as.ans[ai].nrecs;
+            t->lost = as.ans[ai].lost;
+            t->offset_ns = as.ans[ai].offset_ns;
+            as.ans[ai].recs = NULL;
+            continue;
+        }
+        snprintf(why[ai], ADAG_ERROR_MAX, "%s", as.why[ai]);
+        t->unanswered = why[ai];
+        ADAG_LOG_DEBUG("DAG %s: no trace of actor %s: %s", dag->name,
+                       dag->actors[ai].actor->name, why[ai]);
+    }
+    adag_answers_free(&as);
+    return ADAG_OK;
+}
+
+/* otherData's "unanswered": each actor whose records are not in, and why. */
+static void write_unanswered(FILE *out, adag_dag_h dag, const track_t *tracks)
+{
+    int first = 1;
+    for (unsigned ai = 0; ai < dag->nactors; ai++) {
+        if (!tracks[1 + ai].unanswered)
+            continue;
+        fprintf(out, "%s", first ? ",\"unanswered\":{" : ",");
+        json_str(out, dag->actors[ai].actor->name);
+        fputc(':', out);
+        json_str(out, tracks[1 + ai].unanswered);
+        first = 0;
+    }
+    if (!first)
+        fputc('}', out);
+}
+
+static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks,
+                                 char (*why)[ADAG_ERROR_MAX])
 {
     /* tracks[0]: the driver; tracks[1 + ai]: actor ai */
     adag_status_t st = ADAG_OK;
@@ -116,15 +172,8 @@ static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks)
     uint64_t wrote = dag->stats.executed + dag->stats.completed + dag->stats.failed;
     pthread_mutex_unlock(&dag->lock);
     tracks[0].lost = wrote > tracks[0].nrecs ? wrote - tracks[0].nrecs : 0;
-    for (unsigned ai = 0; ai < dag->nactors && st == ADAG_OK; ai++) {
-        adag_actor_h a = dag->actors[ai].actor;
-        track_t *t = &tracks[1 + ai];
-        st = a->ops->trace(a, dag, ai, &t->recs, &t->nrecs, &t->lost, &t->offset_ns);
-    }
-    if (st != ADAG_OK) {
-        adag_error_prefix("adag_dag_write_trace: DAG %s", dag->name);
+    if ((st = ask_actors(dag, tracks, why)) != ADAG_OK)
         return st;
-    }
     for (unsigned k = 0; k <= dag->nactors; k++) {
         track_t *t = &tracks[k];
         if (!(t->spans = malloc((t->nrecs * ADAG_TRACE_SPANS_PER_REC + 1) * sizeof(*t->spans))))
@@ -142,9 +191,11 @@ static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks)
         base = 0;
     fprintf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
     json_str(out, dag->name);
-    fprintf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"},"
-                 "\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,\"args\":{}}",
+    fprintf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"",
             (unsigned long long)base);
+    write_unanswered(out, dag, tracks);
+    fprintf(out, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,"
+                 "\"args\":{}}");
     for (unsigned k = 0; k <= dag->nactors; k++) {
         int ai = (int)k - 1;
         write_track_names(out, dag, ai, &tracks[k]);
@@ -171,13 +222,15 @@ adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out)
     if (st != ADAG_OK)
         return st;
     track_t *tracks = calloc(dag->nactors + 1, sizeof(*tracks));
-    st = tracks ? write_trace(dag, out, tracks)
-                : adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+    char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
+    st = tracks && why ? write_trace(dag, out, tracks, why)
+                       : adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
     for (unsigned k = 0; tracks && k <= dag->nactors; k++) {
         free(tracks[k].recs);
         free(tracks[k].spans);
     }
     free(tracks);
+    free(why);
     adag_dag_api_leave(dag);
     return st;
 }

@@ -47,9 +47,10 @@ int64_t adag_watchdog_period_ns(int64_t timeout_ms)
 static adag_status_t check(adag_watchdog_t *w, char *msg, size_t len)
 {
     int64_t now = adag_now_ns(), oldest = INT64_MAX, since = INT64_MAX;
-    if (w->extra && w->extra(w->extra_ctx, now, w->timeout_ns, &since) == ADAG_ERR_TIMEOUT) {
+    adag_status_t st = w->extra ? w->extra(w->extra_ctx, now, w->timeout_ns, &since) : ADAG_OK;
+    if (st != ADAG_OK) {
         snprintf(msg, len, "%s", adag_last_error());
-        return ADAG_ERR_TIMEOUT;
+        return st;
     }
     for (unsigned i = 0; i < w->n; i++) {
         adag_chan_t *ch = w->chans[i];

@@ -23,7 +23,9 @@ typedef void (*adag_watchdog_fail_fn)(void *ctx, adag_status_t status, const cha
 
 /* Operations of the loop itself (its collectives), checked like an
  * endpoint's `watch`: ADAG_ERR_TIMEOUT with the message set and *since the
- * oldest overdue one's enqueue time, else ADAG_OK. */
+ * oldest overdue one's enqueue time, else ADAG_OK. Another status (with
+ * the message set) is a failure found otherwise (a shared communicator
+ * another DAG broke): reported at once, like an overdue operation. */
 typedef adag_status_t (*adag_watch_fn)(void *ctx, int64_t now, int64_t timeout_ns,
                                        int64_t *since);
 

@@ -788,8 +788,12 @@ ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
  * collective; a backend's ucx send or device copy inside them; execute,
  * get) with its ref, op and channel, on the driver's clock. Copied while
  * the DAG runs; a track's name counts the records lost (overwritten; one
- * record holds an op's four spans). ADAG_ERR_INVALID on a DAG compiled
- * without tracing. Statistics of the same DAG: adag/stats.h. */
+ * record holds an op's four spans). Every actor is asked at once; one
+ * that has not answered within ADAG_STATS_TIMEOUT_MS (1000 ms: stopped,
+ * busy with a long control request) keeps an empty track named
+ * "...: no answer", otherData's "unanswered" maps its name to why, and the
+ * call still succeeds. ADAG_ERR_INVALID on a DAG compiled without
+ * tracing. Statistics of the same DAG: adag/stats.h. */
 ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
 
 /* Where the DAG's first stage runs: the placement of the actors that read

@@ -270,7 +270,8 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_dag_stats_t, bottleneck_busy, 88);
     PIN_AT(adag_dag_stats_t, bottleneck, 96);
 
-    PIN_SIZE(adag_actor_stats_t, 96);
+    PIN_SIZE(adag_actor_stats_t, 104); /* unanswered appended */
+    PIN_AT(adag_actor_stats_t, unanswered, 96);
     PIN_AT(adag_actor_stats_t, doing, 88);
     PIN_AT(adag_actor_stats_t, idle_ns, 80);
     PIN_AT(adag_actor_stats_t, name, 8);

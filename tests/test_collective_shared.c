@@ -5,8 +5,9 @@
  * (the executions take turns on it, dag/loop_turns.c): every result is
  * checked against a C reference. A DAG that fails for a reason outside
  * the group, with executions published that its members never ran, leaves
- * the other DAG working; a member killed fails both. Process and thread
- * actors, members on emulated devices and host actors.
+ * the other DAG working; a member killed fails both, and so does a member
+ * stopped (SIGSTOP), within the comm timeout, each naming the cause.
+ * Process and thread actors, members on emulated devices and host actors.
  */
 #include "common/clock.h"
 #include "gpu_stage.h"
@@ -312,4 +313,120 @@ Test(collective_shared, a_killed_member_fails_both, .timeout = 180)
     ASSERT_OK(adag_dag_destroy(decode));
     cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 6000.0);
     ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+/* Runs r on a thread of its own, recording when it stopped. */
+typedef struct {
+    runner_t *r;
+    _Atomic int64_t ended_ns;
+} timed_runner_t;
+
+static void *run_timed(void *arg)
+{
+    timed_runner_t *t = arg;
+    run(t->r);
+    atomic_store(&t->ended_ns, adag_now_ns());
+    return NULL;
+}
+
+/* "DAG <name>" of the DAG named after the API call that reported msg
+ * ("adag_dag_get: DAG dag3: ..."). */
+static void failed_dag(const char *msg, char *out, size_t len)
+{
+    const char *p = strstr(msg, ": DAG ");
+    cr_assert(p, "no DAG named in %s", msg);
+    p += strlen(": DAG ");
+    int n = (int)strcspn(p, ":");
+    snprintf(out, len, "DAG %.*s", n, p);
+}
+
+/* One member SIGSTOPped while both DAGs run (each from its own thread,
+ * with executions in flight): both DAGs fail within the comm timeout plus
+ * slack -- one names the collective and the stopped member, the other the
+ * member too or the DAG whose failure broke the communicator they share --
+ * and neither runs out its gets' own 20 s. Once the member is continued,
+ * teardown is prompt and leaves nothing behind. */
+static void a_stopped_member_fails_both(int on_host)
+{
+    enum { COMM_TIMEOUT_MS = 1000 };
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a[N];
+    members_make(rt, ADAG_PLACEMENT_PROCESS, on_host, a);
+    adag_dag_h prefill = build(rt, a, PREFILL, NULL, COMM_TIMEOUT_MS);
+    adag_dag_h decode = build(rt, a, DECODE, NULL, COMM_TIMEOUT_MS);
+    runner_t r1 = {.dag = prefill, .shape = PREFILL, .runs = 100000000, .salt = 1};
+    runner_t r2 = {.dag = decode, .shape = DECODE, .runs = 100000000, .salt = 2};
+    timed_runner_t t1 = {.r = &r1}, t2 = {.r = &r2};
+    pthread_t th1, th2;
+    cr_assert_eq(pthread_create(&th1, NULL, run_timed, &t1), 0);
+    cr_assert_eq(pthread_create(&th2, NULL, run_timed, &t2), 0);
+    while ((r1.ok < 20 || r2.ok < 20) && !atomic_load(&t1.ended_ns) &&
+           !atomic_load(&t2.ended_ns))
+        usleep(1000);
+    pid_t m2 = adag_actor_pid(a[2]);
+    cr_assert_eq(kill(m2, SIGSTOP), 0);
+    int64_t t0 = adag_now_ns();
+    pthread_join(th1, NULL);
+    pthread_join(th2, NULL);
+    double ms1 = (double)(atomic_load(&t1.ended_ns) - t0) / 1e6;
+    double ms2 = (double)(atomic_load(&t2.ended_ns) - t0) / 1e6;
+    cr_log_info("prefill failed after %.0f ms: %s: %s", ms1, adag_status_str(r1.st), r1.msg);
+    cr_log_info("decode failed after %.0f ms: %s: %s", ms2, adag_status_str(r2.st), r2.msg);
+    cr_assert_neq(r1.st, ADAG_OK, "prefill did not fail");
+    cr_assert_neq(r2.st, ADAG_OK, "decode did not fail");
+    /* each fails for the communication fault (a get's own timeout would
+     * be ADAG_ERR_TIMEOUT too: the bound below tells them apart) */
+    cr_assert(r1.st == ADAG_ERR_TIMEOUT || r1.st == ADAG_ERR_CLOSED, "prefill: %s: %s",
+              adag_status_str(r1.st), r1.msg);
+    cr_assert(r2.st == ADAG_ERR_TIMEOUT || r2.st == ADAG_ERR_CLOSED, "decode: %s: %s",
+              adag_status_str(r2.st), r2.msg);
+    /* the comm timeout, once per DAG at most, plus generous slack; a get
+     * that runs out its own 20 s is far past it */
+    cr_assert_lt(ms1, 4.0 * COMM_TIMEOUT_MS + 6000.0, "prefill failed after %.0f ms: %s", ms1,
+                 r1.msg);
+    cr_assert_lt(ms2, 4.0 * COMM_TIMEOUT_MS + 6000.0, "decode failed after %.0f ms: %s", ms2,
+                 r2.msg);
+    /* each message names the cause: the stopped member, or the other DAG
+     * (whose failure in a collective broke the communicator they share, or
+     * whose turn on it did not end) */
+    char pname[80], dname[80];
+    failed_dag(r1.msg, pname, sizeof(pname));
+    failed_dag(r2.msg, dname, sizeof(dname));
+    cr_assert(strstr(r1.msg, "m2") || strstr(r1.msg, dname), "prefill: %s", r1.msg);
+    cr_assert(strstr(r2.msg, "m2") || strstr(r2.msg, pname), "decode: %s", r2.msg);
+    cr_assert(strstr(r1.msg, "m2") || strstr(r2.msg, "m2"),
+              "neither message names the stopped member m2:\nprefill: %s\ndecode: %s", r1.msg,
+              r2.msg);
+    /* a failed DAG refuses new executions with its failure, not AGAIN */
+    int32_t x[ELEMS];
+    input_of(0, 0, x);
+    adag_value_t v = {.data = x, .size = sizeof(x), .kind = ADAG_VALUE_TENSOR,
+                      .dtype = ADAG_DTYPE_I32, .ndim = 1, .shape = {ELEMS}};
+    adag_ref_t ref;
+    adag_status_t st = adag_dag_execute(decode, &v, 1, 0, &ref);
+    cr_assert(st != ADAG_OK && st != ADAG_ERR_AGAIN, "decode's execute after it failed: %s: %s",
+              adag_status_str(st), adag_last_error());
+    st = adag_dag_execute(prefill, &v, 1, 0, &ref);
+    cr_assert(st != ADAG_OK && st != ADAG_ERR_AGAIN, "prefill's execute after it failed: %s: %s",
+              adag_status_str(st), adag_last_error());
+    cr_assert_eq(kill(m2, SIGCONT), 0);
+    int64_t t1_ns = adag_now_ns();
+    ASSERT_OK(adag_dag_destroy(prefill));
+    ASSERT_OK(adag_dag_destroy(decode));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    double down = (double)(adag_now_ns() - t1_ns) / 1e6;
+    cr_assert_lt(down, 10000.0, "teardown took %.0f ms", down);
+    h_assert_clean(&snap);
+}
+
+Test(collective_shared, a_stopped_member_fails_both, .timeout = 180)
+{
+    a_stopped_member_fails_both(0);
+}
+
+Test(collective_shared, a_stopped_host_actor_fails_both, .timeout = 180)
+{
+    a_stopped_member_fails_both(1);
 }

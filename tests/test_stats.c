@@ -4,23 +4,29 @@
  * process actors: counts per op and channel, compute times and their
  * quantiles, the waits they cause, the bottleneck named (also by
  * adag_dag_stats' version-3 fields and the printed table); an untraced
- * DAG counts but does not time; refusals.
+ * DAG counts but does not time; refusals; the live view; a stopped process
+ * actor: statistics, the trace and `adag-info attach` answer within
+ * ADAG_STATS_TIMEOUT_MS with the others' figures, naming it.
  */
+#include "common/clock.h"
 #include "helpers.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define RUNS 60
 #define SLOW_MS 1
 
-/* input -> s0.add -> s1.sleep_ms -> s2.add -> output, 4 in flight */
-static adag_dag_h slow_chain(adag_runtime_h rt, adag_placement_t pl, int traced)
+/* input -> s0.add -> s1.sleep_ms -> s2.add -> output, 4 in flight; the
+ * actors in a */
+static adag_dag_h slow_chain_of(adag_runtime_h rt, adag_placement_t pl, int traced,
+                                adag_actor_h *a)
 {
-    adag_actor_h a[3];
     h_counters(rt, pl, "s", 3, NULL, a);
     h_stage_t st[3] = {{a[0], "add"}, {a[1], "sleep_ms"}, {a[2], "add"}};
     adag_graph_h g = h_stages_graph(rt, st, 3);
@@ -30,6 +36,12 @@ static adag_dag_h slow_chain(adag_runtime_h rt, adag_placement_t pl, int traced)
     adag_dag_h dag = h_compile_with(g, &cp);
     ASSERT_OK(adag_graph_destroy(g));
     return dag;
+}
+
+static adag_dag_h slow_chain(adag_runtime_h rt, adag_placement_t pl, int traced)
+{
+    adag_actor_h a[3];
+    return slow_chain_of(rt, pl, traced, a);
 }
 
 static void run(adag_dag_h dag)
@@ -220,6 +232,14 @@ Test(stats, refusals, .timeout = 60)
     ASSERT_ST(adag_stats_print(s, NULL), ADAG_ERR_INVALID);
     /* nothing ran: no bottleneck yet */
     cr_assert_null(adag_stats_bottleneck(s, NULL));
+    /* a caller built before `unanswered`: only its bytes are written */
+    adag_actor_stats_t old;
+    memset(&old, 0xab, sizeof(old));
+    old.struct_size = offsetof(adag_actor_stats_t, unanswered);
+    ASSERT_OK(adag_stats_actor(s, 0, &old));
+    cr_assert(old.struct_size == offsetof(adag_actor_stats_t, unanswered) &&
+              strcmp(old.name, "s0") == 0);
+    cr_assert_eq(((unsigned char *)&old)[offsetof(adag_actor_stats_t, unanswered)], 0xab);
     adag_stats_free(s);
     adag_stats_free(NULL);
     ASSERT_OK(adag_dag_destroy(dag));
@@ -302,4 +322,164 @@ Test(stats, live_setting_opens_it, .timeout = 60)
     struct stat sb;
     cr_assert_neq(stat(sock, &sb), 0, "destroy closes the live view");
     remove_dir(dir);
+}
+
+/* ---- observation of a stuck actor ---- */
+
+static double ms_since(int64_t t0)
+{
+    return (double)(adag_now_ns() - t0) / 1e6;
+}
+
+/* The figures of actor `name` in s (asserts it is there). */
+static void find_actor(adag_stats_h s, const char *name, adag_actor_stats_t *out)
+{
+    for (unsigned i = 0; i < adag_stats_nactors(s); i++) {
+        *out = (adag_actor_stats_t)ADAG_ACTOR_STATS_INIT;
+        ASSERT_OK(adag_stats_actor(s, i, out));
+        if (strcmp(out->name, name) == 0)
+            return;
+    }
+    cr_assert_fail("no actor %s", name);
+}
+
+/* A snapshot with s1 stopped: within the bound, s0's and s2's figures,
+ * s1 named as not answering (in the struct and the printed table). */
+static void stats_without_s1(adag_dag_h dag, int bound_ms, uint64_t ran)
+{
+    adag_stats_h s;
+    int64_t t0 = adag_now_ns();
+    adag_status_t st = adag_dag_stats_take(dag, &s);
+    double ms = ms_since(t0);
+    cr_assert_eq(st, ADAG_OK, "stats_take with s1 stopped: %s (after %.0f ms)",
+                 adag_last_error(), ms);
+    cr_assert_lt(ms, bound_ms + 4000.0, "stats_take took %.0f ms with s1 stopped (bound %d ms)",
+                 ms, bound_ms);
+    cr_assert_eq(adag_stats_nactors(s), 3);
+    adag_actor_stats_t as;
+    find_actor(s, "s1", &as);
+    cr_assert_not_null(as.unanswered, "s1 is stopped, yet it is not marked as not answering");
+    cr_assert_null(adag_stats_bottleneck(s, NULL), "a bottleneck named without s1's figures");
+    char want[64];
+    snprintf(want, sizeof(want), "did not answer within %d ms", bound_ms);
+    cr_assert(strstr(as.unanswered, want), "s1: %s", as.unanswered);
+    for (int i = 0; i < 3; i += 2) {
+        find_actor(s, i ? "s2" : "s0", &as);
+        cr_assert_null(as.unanswered, "%s: %s", as.name, as.unanswered);
+        cr_assert_geq(as.count, ran, "%s: %llu executions", as.name,
+                      (unsigned long long)as.count);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_OK(adag_stats_print(s, f));
+    fclose(f);
+    cr_assert(strstr(text, "s1") && strstr(text, want) && strstr(text, "s0") &&
+                  strstr(text, "1 actor did not answer"),
+              "%s", text);
+    free(text);
+    adag_stats_free(s);
+}
+
+/* The trace with s1 stopped: within the bound, s0's and s2's spans, s1's
+ * track there and empty, s1 named in otherData as not answering
+ * (tests/trace_check.py --unanswered). */
+static void trace_without_s1(adag_dag_h dag, int bound_ms)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "did not answer within %d ms", bound_ms);
+    int64_t t0 = adag_now_ns();
+    h_trace_check(dag, "--unanswered s1", want);
+    double ms = ms_since(t0);
+    cr_assert_lt(ms, bound_ms + 4000.0, "write_trace took %.0f ms with s1 stopped", ms);
+}
+
+/* `adag-info attach` with s1 stopped: a view within the bound, s0 and s2
+ * in it, s1 said not to answer. */
+static void attach_without_s1(int bound_ms)
+{
+    char cmd[512], out[16384] = "";
+    snprintf(cmd, sizeof(cmd), "%s/adag-info attach %d --count 1 2>&1", ADAG_TEST_BUILD_DIR,
+             (int)getpid());
+    int64_t t0 = adag_now_ns();
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    double ms = ms_since(t0);
+    cr_assert_lt(ms, bound_ms + 4000.0, "attach took %.0f ms with s1 stopped", ms);
+    char want[64];
+    snprintf(want, sizeof(want), "did not answer within %d ms", bound_ms);
+    cr_assert(strstr(out, "s0") && strstr(out, "s2") && strstr(out, "s1") && strstr(out, want),
+              "%s", out);
+}
+
+/* A process actor SIGSTOPped while the DAG runs: statistics, the trace and
+ * the live view answer within ADAG_STATS_TIMEOUT_MS (asked of every actor
+ * at once) with the others' figures and s1 named as not answering --
+ * twice, the second time with the first request still unanswered; once
+ * continued, s1 answers again (its late answers were dropped, not taken
+ * for later ones) and the DAG runs on. */
+static void observe_a_stopped_actor(int bound_ms)
+{
+    char dir[64], ms_text[16];
+    runtime_dir(dir);
+    /* a request that waited for the control timeout (120 s) fails fast */
+    setenv("ADAG_CONTROL_TIMEOUT_MS", "20000", 1);
+    if (bound_ms != 1000) {
+        snprintf(ms_text, sizeof(ms_text), "%d", bound_ms);
+        setenv("ADAG_STATS_TIMEOUT_MS", ms_text, 1);
+    }
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    ASSERT_OK(adag_runtime_live_open(rt, NULL));
+    adag_actor_h a[3];
+    adag_dag_h dag = slow_chain_of(rt, ADAG_PLACEMENT_PROCESS, 1, a);
+    run(dag);
+    /* stop s1 with an execution in flight (s2 then waits for it) */
+    adag_ref_t stuck = h_execute(dag, SLOW_MS);
+    pid_t pid = adag_actor_pid(a[1]);
+    cr_assert_eq(kill(pid, SIGSTOP), 0);
+    for (int i = 0; i < 2000 && h_proc_state(pid) != 'T'; i++)
+        usleep(1000);
+    cr_assert_eq(h_proc_state(pid), 'T', "s1 did not stop");
+    stats_without_s1(dag, bound_ms, RUNS);
+    trace_without_s1(dag, bound_ms);
+    attach_without_s1(bound_ms);
+    stats_without_s1(dag, bound_ms, RUNS); /* its earlier requests still unanswered */
+    cr_assert_eq(kill(pid, SIGCONT), 0);
+    cr_assert_eq(h_get_i64(dag, stuck, 10000), SLOW_MS);
+    ASSERT_OK(adag_dag_release(dag, stuck));
+    /* s1 answers again, with its own figures (counted before the result
+     * went: exact) */
+    adag_stats_h s;
+    ASSERT_OK(adag_dag_stats_take(dag, &s));
+    adag_actor_stats_t as;
+    for (int i = 0; i < 3; i++) {
+        const char *name = i == 0 ? "s0" : i == 1 ? "s1" : "s2";
+        find_actor(s, name, &as);
+        cr_assert_null(as.unanswered, "%s after SIGCONT: %s", name, as.unanswered);
+        cr_assert_eq(as.count, RUNS + 1, "%s: %llu executions", name,
+                     (unsigned long long)as.count);
+    }
+    adag_stats_free(s);
+    run(dag);
+    /* and the trace has every actor's spans again */
+    h_trace_check(dag, "--unanswered -", "ok every actor answered");
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+    remove_dir(dir);
+}
+
+Test(stats, observe_a_stopped_actor, .timeout = 120)
+{
+    observe_a_stopped_actor(1000);
+}
+
+Test(stats, observe_a_stopped_actor_bound_set, .timeout = 120)
+{
+    observe_a_stopped_actor(400);
 }

@@ -2,6 +2,12 @@
 """Checks a trace written by adag_dag_write_trace (tests/test_trace.c).
 
     trace_check.py TRACE.json STAGES METHOD [backend]
+    trace_check.py TRACE.json --unanswered ACTOR
+
+The second form checks a trace taken while ACTOR did not answer: otherData
+names it with why, its track is there with "no answer" in its name and no
+span, and every other actor's track has spans. ACTOR "-": every actor
+answered (none named, every actor's track has spans).
 
 The DAG is a chain: input -> stage 1 .. stage STAGES (each calls METHOD) -> output.
 Checks, with Python's own JSON parser: every track is named; the spans of one
@@ -22,7 +28,39 @@ def fail(msg):
     sys.exit(1)
 
 
+def unanswered(trace, actor):
+    why = trace.get("otherData", {}).get("unanswered", {})
+    if actor == "-" and why:
+        fail("actors named as not answering: %r" % why)
+    if actor != "-" and "did not answer" not in why.get(actor, ""):
+        fail("otherData does not name %s as not answering: %r" % (actor, why))
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "process_name"}
+    count = {pid: 0 for pid in names}
+    for e in events:
+        if e.get("ph") == "X":
+            count[e["pid"]] = count.get(e["pid"], 0) + 1
+    mine = [pid for pid, n in names.items() if n.startswith("actor %s (" % actor)]
+    if actor == "-" and any("no answer" in n for n in names.values()):
+        fail("a track says no answer: %r" % names)
+    if actor != "-" and (len(mine) != 1 or "no answer" not in names[mine[0]] or count[mine[0]]):
+        fail("the track of %s: %r, %r" % (actor, [names[p] for p in mine], count))
+    others = [pid for pid, n in names.items() if n.startswith("actor ") and pid not in mine]
+    if not others or any(count[pid] == 0 for pid in others):
+        fail("tracks of the actors that answered: %r" %
+             {names[p]: count[p] for p in others})
+    if actor == "-":
+        print("ok every actor answered; %d spans" % sum(count[p] for p in others))
+    else:
+        print("ok %s did not answer (%s); %d other actors' spans" %
+              (actor, why[actor], sum(count[p] for p in others)))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[2] == "--unanswered":
+        with open(sys.argv[1]) as f:
+            return unanswered(json.load(f), sys.argv[3])
     path, stages, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     want_backend = len(sys.argv) > 4 and sys.argv[4] == "backend"
     with open(path) as f:

@@ -3,7 +3,11 @@
  *
  * adag_dag_stats_take copies them while the DAG runs (from every actor's
  * loop: a thread actor's directly, a process or remote actor's over its
- * control connection) into a snapshot the caller reads and frees:
+ * control connection, all asked at once) into a snapshot the caller reads
+ * and frees; it waits at most ADAG_STATS_TIMEOUT_MS (1000 ms) for the
+ * answers, and an actor that has not answered by then (stopped, busy with
+ * a long control request) is named with why (adag_actor_stats_t's
+ * `unanswered`) while the others' figures are given:
  *   - per actor: the time it was busy (its methods and publishing) and
  *     blocked (waiting for an input; for room in an output channel),
  *     against the time since its loop started;
@@ -88,6 +92,13 @@ typedef struct {
      * "waiting for room", "computing", "publishing", with the op's method
      * ("computing forward") */
     const char *doing;
+    /* newer fields (struct_size says whether they were filled): */
+    /* NULL: its figures are in the snapshot. Else why they are not: it did
+     * not answer within ADAG_STATS_TIMEOUT_MS ("actor s1 (pid 4242,
+     * stopped) did not answer within 1000 ms"), or it could not (it died);
+     * its figures above are then 0, its ops are left out of the op list
+     * and the channels it writes show 0 values and in_use -1. */
+    const char *unanswered;
 } adag_actor_stats_t;
 
 typedef struct {
@@ -115,7 +126,9 @@ typedef struct {
 #define ADAG_OP_STATS_INIT {.struct_size = sizeof(adag_op_stats_t)}
 #define ADAG_CHANNEL_STATS_INIT {.struct_size = sizeof(adag_channel_stats_t)}
 
-/* A snapshot of the DAG's figures now (its executions go on). */
+/* A snapshot of the DAG's figures now (its executions go on), within
+ * about ADAG_STATS_TIMEOUT_MS whatever the actors do: ADAG_OK also when
+ * some did not answer (their `unanswered` says why). */
 ADAG_API adag_status_t adag_dag_stats_take(adag_dag_h dag, adag_stats_h *out);
 ADAG_API void adag_stats_free(adag_stats_h stats);
 
@@ -131,7 +144,8 @@ ADAG_API adag_status_t adag_stats_op(adag_stats_h stats, unsigned i, adag_op_sta
 ADAG_API adag_status_t adag_stats_channel(adag_stats_h stats, unsigned i,
                                           adag_channel_stats_t *out);
 /* The busiest actor (the bottleneck) and its busy share; NULL if the
- * snapshot is not timed or nothing ran. */
+ * snapshot is not timed, nothing ran, or an actor did not answer (a stuck
+ * one may be it). */
 ADAG_API const char *adag_stats_bottleneck(adag_stats_h stats, double *busy);
 /* The snapshot as tables (DAG line, actors, ops, channels), the
  * bottleneck named. */
