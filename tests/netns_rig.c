@@ -127,6 +127,11 @@ void h_netns_link(const h_netns_t *h, unsigned i, int up)
     ip("-n %s link set v%u %s", h->bridge, i, up ? "up" : "down");
 }
 
+void h_netns_blackhole(const h_netns_t *h, unsigned from, unsigned to, int on)
+{
+    ip("-n %s route %s blackhole %s/32", h->ns[from], on ? "add" : "del", h->ip[to]);
+}
+
 void h_netns_ucx_env(void)
 {
     setenv("UCX_TLS", "tcp", 1);

@@ -35,6 +35,11 @@ int h_netns_join(const char *ns);
 /* Cuts (up = 0) or restores host i's link: its port on the bridge goes
  * down, so its packets go nowhere (no reset: what a pulled cable does). */
 void h_netns_link(const h_netns_t *h, unsigned i, int up);
+/* A one-way partition: with on, host `from` drops every packet it would
+ * send to host `to` (a blackhole route for to's address in from's
+ * namespace; no error reaches the sockets, the packets just go nowhere),
+ * while to's packets still reach from; off removes the route. */
+void h_netns_blackhole(const h_netns_t *h, unsigned from, unsigned to, int on);
 /* Settings every process of a netns test uses: UCX over TCP on eth0 (the
  * hosts share one kernel: without it UCX would pick shared memory). */
 void h_netns_ucx_env(void);

@@ -4,9 +4,11 @@
  * value between hosts over UCX on TCP through a bridge. A 3-host chain and
  * a scatter-gather checked value by value, payloads 8 B .. 64 MiB, two
  * DAGs sharing remote actors, a remote worker SIGKILLed, a link cut, a
- * wrong token, an agent restart. Where namespaces cannot be made (not
- * root, no iproute2, a kernel or container that refuses them) each test
- * says "skipped: <reason>".
+ * wrong token, an agent restart, and a link cut or one-way partition
+ * under a pipelined chain with a bystander DAG that must outlive the
+ * failed one. Where namespaces cannot be made (not root, no iproute2, a
+ * kernel or container that refuses them) each test says
+ * "skipped: <reason>".
  */
 #include "common/clock.h"
 #include "helpers.h"
@@ -15,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,10 +72,13 @@ static void world_down(world_t *w)
 
 /* After a failed assertion: agents and namespaces go (the runtime's
  * workers end with this process). */
+static void partition_fini(void);
+
 static void world_fini(void)
 {
     if (!current)
         return;
+    partition_fini();
     for (unsigned i = 1; i <= current->nagents; i++)
         h_agent_cleanup(&current->ag[i]);
     h_netns_down(&current->hosts);
@@ -427,4 +433,231 @@ Test(netns, refusal_survives_a_lost_segment, .timeout = 90)
     for (int i = 0; i < SLOTS; i++)
         close(silent[i]);
     world_down(&w);
+}
+
+/* ---- partitions under a pipelined chain, with a bystander DAG ---- */
+
+/* A DAG run over and over from a thread of its own beside the test: its
+ * round trips and the first failure (status and message), if any. */
+typedef struct {
+    adag_dag_h dag;
+    int64_t want_offset;
+    pthread_t thread;
+    int started;
+    _Atomic int stop;
+    _Atomic long done;
+    _Atomic int failed; /* an adag_status_t, stored after msg */
+    char msg[512];
+} bystander_t;
+
+static void *bystander_main(void *arg)
+{
+    bystander_t *b = arg;
+    for (int64_t x = 0; !atomic_load(&b->stop); x++) {
+        adag_value_t in = h_i64v(&x), out;
+        adag_ref_t ref;
+        adag_status_t st = adag_dag_execute(b->dag, &in, 1, 0, &ref);
+        if (st == ADAG_OK) {
+            st = adag_dag_get(b->dag, ref, &out, 1, 20000);
+            if (st == ADAG_OK && h_val_i64(out) != x + b->want_offset) {
+                snprintf(b->msg, sizeof(b->msg), "execution %lld gave %lld", (long long)x,
+                         (long long)h_val_i64(out));
+                atomic_store(&b->failed, ADAG_ERR_PROTOCOL);
+                return NULL;
+            }
+            if (st == ADAG_OK)
+                st = adag_dag_release(b->dag, ref);
+        }
+        if (st != ADAG_OK) {
+            snprintf(b->msg, sizeof(b->msg), "%s", adag_last_error());
+            atomic_store(&b->failed, st);
+            return NULL;
+        }
+        atomic_fetch_add(&b->done, 1);
+        usleep(2000);
+    }
+    return NULL;
+}
+
+static void bystander_stop(bystander_t *b)
+{
+    if (!b->started)
+        return;
+    atomic_store(&b->stop, 1);
+    pthread_join(b->thread, NULL);
+    b->started = 0;
+}
+
+typedef enum {
+    FAULT_CUT,     /* h2's bridge port down: nothing in or out */
+    FAULT_FROM_H2, /* h2's packets to h0 and h1 dropped; theirs reach h2 */
+    FAULT_TO_H2,   /* h0's and h1's packets to h2 dropped; h2's reach them */
+} fault_t;
+
+static void fault_apply(world_t *w, fault_t f)
+{
+    if (f == FAULT_CUT) {
+        h_netns_link(&w->hosts, 2, 0);
+        return;
+    }
+    for (unsigned other = 0; other < 2; other++)
+        if (f == FAULT_FROM_H2)
+            h_netns_blackhole(&w->hosts, 2, other, 1);
+        else
+            h_netns_blackhole(&w->hosts, other, 2, 1);
+}
+
+/* The chain's execution i: `size` bytes (at least 8) that start with i. */
+static void chain_value(unsigned char *buf, size_t size, int64_t i)
+{
+    fill(buf, size, (unsigned)i);
+    memcpy(buf, &i, sizeof(i));
+}
+
+/* Static, not on a test's stack: world_fini and the bystander's stop run
+ * after a failed assertion has left the test's frames. */
+static world_t part_world;
+static bystander_t part_bystander;
+
+/* After a failed assertion: the bystander stops before its DAG's actors go. */
+static void partition_fini(void)
+{
+    bystander_stop(&part_bystander);
+}
+
+/* The driver (h0) -> h2 -> h1 -> h2 -> h1 -> the driver, every stage an
+ * echo of `size`-byte values (from 64 KiB a rendezvous), 8 in flight, and
+ * beside it a bystander DAG driver -> h1 (+10) -> h1 (+1000) -> driver
+ * over the chain's actors on h1, run from a thread of its own. The fault
+ * hits h2 while the chain streams: the chain fails with
+ * ADAG_ERR_ACTOR_DIED naming h2 as unreachable (where h2 can still send
+ * but not hear, its worker gives up and closes: "closed", or first the
+ * ADAG_ERR_IO of a channel whose UCX endpoint timed out). Destroying it
+ * completes within a bound and crashes nobody: not the driver (this
+ * process), not the workers on h1, which all close UCP endpoints to h2
+ * with requests still in flight (sends to h2, receives from it), and so
+ * not the bystander, which must keep answering through all of it and
+ * after. */
+static void partition(fault_t fault, size_t size)
+{
+    setenv("ADAG_REMOTE_TIMEOUT_MS", "2000", 1);
+    world_t *w = &part_world;
+    bystander_t *b = &part_bystander;
+    memset(b, 0, sizeof(*b));
+    world_up(w, 2, NULL);
+    adag_actor_h a[4] = {remote_counter(w, 2, "p2a", 100), remote_counter(w, 1, "p1a", 10),
+                         remote_counter(w, 2, "p2b", 100), remote_counter(w, 1, "p1b", 1000)};
+    adag_actor_h by[2] = {a[1], a[3]};
+    adag_graph_h g = h_chain_graph(w->rt, a, 4, "echo"), gb = h_chain_graph(w->rt, by, 2, "add");
+    adag_dag_h dag = h_compile(g, 8, size);
+    b->dag = h_compile(gb, 4, 64);
+    b->want_offset = 1010;
+    cr_assert_eq(pthread_create(&b->thread, NULL, bystander_main, b), 0);
+    b->started = 1;
+
+    /* the chain streams: 8 in flight, each value checked */
+    unsigned char *in = malloc(size), *want = malloc(size);
+    cr_assert(in && want);
+    adag_ref_t refs[8];
+    int64_t next = 0, oldest = 0;
+    adag_status_t st = ADAG_OK;
+    adag_value_t out;
+    int64_t t0 = 0;
+    for (;;) {
+        if (next - oldest < 8 && st == ADAG_OK) {
+            chain_value(in, size, next);
+            adag_value_t v = {.data = in, .size = size};
+            st = adag_dag_execute(dag, &v, 1, 0, &refs[next % 8]);
+            if (st == ADAG_OK)
+                next++;
+            continue;
+        }
+        if (st == ADAG_OK)
+            st = adag_dag_get(dag, refs[oldest % 8], &out, 1, 20000);
+        if (st != ADAG_OK)
+            break;
+        chain_value(want, size, oldest);
+        cr_assert(out.size == size && memcmp(out.data, want, size) == 0,
+                  "execution %lld came back changed", (long long)oldest);
+        ASSERT_OK(adag_dag_release(dag, refs[oldest % 8]));
+        if (++oldest == 100) { /* streaming: the fault hits */
+            fault_apply(w, fault);
+            t0 = adag_now_ns();
+        }
+        cr_assert_lt(oldest, 100000, "the chain never failed");
+    }
+    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    if (fault == FAULT_TO_H2)
+        ASSERT_ST2(st, ADAG_ERR_ACTOR_DIED, ADAG_ERR_IO);
+    else
+        ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
+    ASSERT_MSG_HAS("p2");
+    if (fault != FAULT_TO_H2)
+        ASSERT_MSG_HAS("unreachable");
+    if (st == ADAG_ERR_ACTOR_DIED)
+        ASSERT_MSG_HAS(w->hosts.ip[2]);
+    /* ADAG_REMOTE_TIMEOUT_MS (2 s; 1.0-2.0 s measured), or a UCX channel's
+     * error and then up to 2 s more for the death behind it; with 3 s of
+     * slack for a loaded host */
+    cr_assert_lt(ms, 2000.0 * 2 + 3000.0, "the fault was reported after %.0f ms", ms);
+    cr_log_info("fault reported after %.0f ms (%lld executions after it): %s", ms,
+                (long long)(oldest - 100), h_msg());
+    free(in);
+    free(want);
+
+    int64_t t1 = adag_now_ns();
+    ASSERT_OK(adag_dag_destroy(dag));
+    double destroy_ms = (double)(adag_now_ns() - t1) / 1e6;
+    cr_log_info("the failed DAG destroyed in %.0f ms", destroy_ms);
+    /* the teardown timeout (5 s) bounds a worker that does not answer,
+     * with slack for a loaded host */
+    cr_assert_lt(destroy_ms, 5000.0 + 3000.0, "destroying the failed DAG took %.0f ms",
+                 destroy_ms);
+
+    /* the bystander kept going, and goes on */
+    long before = atomic_load(&b->done);
+    for (int i = 0; i < 500 && atomic_load(&b->done) < before + 50 && !atomic_load(&b->failed);
+         i++)
+        usleep(10000);
+    bystander_stop(b);
+    int crashed = h_agent_logged(&w->ag[1], "Caught signal") ||
+                  h_agent_logged(&w->ag[1], "Assertion");
+    const char *why = crashed ? " (h1's agent log shows a worker's crash)" : "";
+    cr_assert_eq(atomic_load(&b->failed), ADAG_OK, "the bystander DAG failed (%s): %s%s",
+                 adag_status_str(atomic_load(&b->failed)), b->msg, why);
+    cr_assert_geq(atomic_load(&b->done), before + 50,
+                  "the bystander DAG made %ld round trips in 5 s after the destroy%s",
+                  atomic_load(&b->done) - before, why);
+    for (unsigned i = 0; i < 2; i++) {
+        char state = h_proc_state(adag_actor_pid(by[i]));
+        cr_assert(state && state != 'Z', "the worker of %s (pid %d) is gone%s",
+                  adag_actor_name(by[i]), adag_actor_pid(by[i]), why);
+    }
+    cr_assert(!crashed, "a worker on h1 crashed (its agent's log says so)");
+    for (int64_t i = 0; i < 20; i++)
+        cr_assert_eq(h_roundtrip(b->dag, i), i + 1010);
+    ASSERT_OK(adag_dag_destroy(b->dag));
+    ASSERT_OK(adag_graph_destroy(g));
+    ASSERT_OK(adag_graph_destroy(gb));
+    world_down(w);
+}
+
+Test(netns, partition_cut_keeps_bystander, .timeout = 120)
+{
+    partition(FAULT_CUT, 64);
+}
+
+Test(netns, partition_cut_rendezvous_keeps_bystander, .timeout = 120)
+{
+    partition(FAULT_CUT, 1u << 20);
+}
+
+Test(netns, partition_from_host_keeps_bystander, .timeout = 120)
+{
+    partition(FAULT_FROM_H2, 1u << 20);
+}
+
+Test(netns, partition_to_host_keeps_bystander, .timeout = 120)
+{
+    partition(FAULT_TO_H2, 1u << 20);
 }

@@ -5,8 +5,9 @@
  * bytes to past the rendezvous threshold checked byte by byte; progress
  * without any waiter (the domain's progress thread); an idle reader that
  * uses no CPU; a peer killed with SIGKILL failing the waits with a clear
- * error; messages a peer should never send refused; and credits riding
- * with a value that goes the writer's way.
+ * error; a domain destroyed while a rendezvous to or from a stopped peer
+ * is in flight; messages a peer should never send refused; and credits
+ * riding with a value that goes the writer's way.
  */
 #include "chan_rig.h"
 
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -81,10 +83,14 @@ static adag_chan_open_params_t ep_params(pair_t *p, adag_dag_ctx_t *ctx, int rea
                                      .policy = RIG_POLICY};
 }
 
+/* The child's end of the socket, for a body that talks to the parent. */
+static int child_sock = -1;
+
 /* The child: receive the descriptor and the domain, attach, open its
  * endpoint, connect, run body, exit with its code. */
 static void child_main(pair_t *p, int sock, int (*body)(adag_chan_t *ep))
 {
+    child_sock = sock;
     adag_dag_ctx_t ctx;
     adag_chan_t *ep;
     adag_wbuf_t dom = {0}, info = {0}, other = {0};
@@ -355,6 +361,159 @@ Test(ucx, killed_writer_fails_the_reader, .timeout = 60)
     pair_open(&p, 2, 64, 0, write_then_hang);
     cr_assert_eq(value_get(p.ep, 0, adag_deadline_ms(5000)), 0);
     kill_child_then(&p, 1);
+}
+
+/* ---- a domain destroyed with a rendezvous in flight ---- */
+
+/* A peer that stops answering (SIGSTOP: its TCP stays up, nothing resets,
+ * as behind a cut link that UCX has not noticed yet) in the middle of a
+ * rendezvous: the request waits on that peer. Destroying this side's
+ * domain must end the request (UCX aborts the process when a worker goes
+ * with one still on an endpoint) and return within its bound: 1 s for
+ * what is in flight to finish, then the forced close (2 s at most). */
+#define DESTROY_BOUND_MS (1000.0 + 2000.0 + 2000.0)
+
+/* Whether the endpoint's request for seq 1 is in flight: the writer's
+ * send, or the reader's receive (its slot header is written when the
+ * value's request arrives; `written` moves when its bytes landed). */
+static int seq1_in_flight(adag_ucx_chan_t *c)
+{
+    pthread_mutex_lock(&c->d->lock);
+    int busy = c->base.reader < 0
+                   ? atomic_load(&c->slot_sends[1]) > 0
+                   : c->slots[1].seq == 1 && atomic_load(&c->written) == 1 &&
+                         atomic_load(&c->pending) > 0;
+    pthread_mutex_unlock(&c->d->lock);
+    return busy;
+}
+
+/* The stopped child, killed by the test's fini should an assertion end the
+ * test first (a stopped process would hold the test run's pipes open),
+ * and by the kernel should the test's process die (a UCX abort). */
+static pid_t stopped_child;
+
+static void kill_stopped_child(void)
+{
+    if (stopped_child > 0)
+        kill(stopped_child, SIGKILL);
+}
+
+/* A reader's receive started: it has a request that is not a credit
+ * (without the domain's lock, which the progress thread holds for as
+ * long as data streams in: atomics only). */
+static int receiving(adag_ucx_chan_t *c)
+{
+    unsigned credits = atomic_load(&c->slot_credits[0]) + atomic_load(&c->slot_credits[1]);
+    return atomic_load(&c->written) == 1 && atomic_load(&c->pending) > credits;
+}
+
+/* The reader waits (spinning: the writer is stopped the moment it shows)
+ * until its receive of seq 1 started, and stops the writer. */
+static void stop_peer_mid_rendezvous(pair_t *p)
+{
+    adag_ucx_chan_t *c = (adag_ucx_chan_t *)p->ep;
+    int64_t deadline = adag_deadline_ms(10000);
+    while (!receiving(c) && adag_now_ns() < deadline) {
+    }
+    kill(p->child, SIGSTOP);
+    int status;
+    cr_assert_eq(waitpid(p->child, &status, WUNTRACED), p->child);
+    cr_assert(WIFSTOPPED(status), "the peer did not stop");
+    cr_assert(seq1_in_flight(c), "the rendezvous of seq 1 did not start (written %llu, "
+              "slot 1 holds execution %llu, %u requests)",
+              (unsigned long long)atomic_load(&c->written), (unsigned long long)c->slots[1].seq,
+              atomic_load(&c->pending));
+}
+
+static void destroy_while_stuck(pair_t *p)
+{
+    adag_ucx_chan_t *c = (adag_ucx_chan_t *)p->ep;
+    usleep(100000); /* what could still move, moved */
+    cr_assert(seq1_in_flight(c), "the rendezvous of seq 1 ended: its peer did not stop in time");
+    int64_t t0 = adag_now_ns();
+    adag_ctx_destroy(&p->ctx);
+    double ms = ms_since(t0);
+    cr_log_info("the domain went in %.0f ms with a rendezvous in flight", ms);
+    cr_assert_lt(ms, DESTROY_BOUND_MS, "destroying the domain took %.0f ms", ms);
+    kill(p->child, SIGKILL);
+    int status;
+    cr_assert_eq(waitpid(p->child, &status, 0), p->child);
+    stopped_child = 0;
+    close(p->sock);
+    adag_wbuf_free(&p->desc);
+}
+
+/* The reader: takes seq 0 (the connections are up both ways), says so,
+ * and stops itself before seq 1's request can come. */
+static int take_one_then_stop(adag_chan_t *rd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (value_get(rd, 0, adag_deadline_ms(10000)) != 0)
+        return 1;
+    char ready = 'r';
+    if (write(child_sock, &ready, 1) != 1)
+        return 2;
+    raise(SIGSTOP);
+    return 0;
+}
+
+/* This side's send of a rendezvous value waits for a reader that stopped. */
+Test(ucx, destroy_with_a_send_to_a_stopped_reader, .timeout = 60, .fini = kill_stopped_child)
+{
+    pair_t p;
+    pair_open(&p, 2, BIG, 1, take_one_then_stop);
+    stopped_child = p.child;
+    cr_assert_eq(value_put(p.ep, 0, adag_deadline_ms(5000)), ADAG_OK);
+    char ready;
+    cr_assert_eq(read(p.sock, &ready, 1), 1, "the reader did not take seq 0");
+    int status;
+    cr_assert_eq(waitpid(p.child, &status, WUNTRACED), p.child);
+    cr_assert(WIFSTOPPED(status), "the reader did not stop");
+    void *buf;
+    cr_assert_eq(adag_chan_acquire(p.ep, 1, adag_deadline_ms(5000), &buf), ADAG_OK);
+    value_fill(buf, 1, BIG);
+    cr_assert_eq(adag_chan_publish(p.ep, 1, BIG, NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert(seq1_in_flight((adag_ucx_chan_t *)p.ep), "the send of seq 1 finished at once");
+    destroy_while_stuck(&p);
+}
+
+/* The writer: sends seq 0, waits for the reader's word that it arrived,
+ * publishes a value of HUGE bytes and waits to be stopped: the reader
+ * stops it as soon as its receive started, while most of the value is
+ * still to come. */
+#define HUGE (64u << 20)
+
+static int send_huge_then_wait(adag_chan_t *w)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (value_put(w, 0, adag_deadline_ms(10000)) != ADAG_OK)
+        return 1;
+    char go;
+    if (read(child_sock, &go, 1) != 1)
+        return 2;
+    void *buf;
+    if (adag_chan_acquire(w, 1, adag_deadline_ms(10000), &buf) != ADAG_OK)
+        return 3;
+    value_fill(buf, 1, HUGE);
+    if (adag_chan_publish(w, 1, HUGE, NULL, ADAG_OK, NULL) != ADAG_OK)
+        return 4;
+    for (;;)
+        pause();
+}
+
+/* This side's receive of a rendezvous value waits for a writer that
+ * stopped in the middle of it. */
+Test(ucx, destroy_with_a_receive_from_a_stopped_writer, .timeout = 60,
+     .fini = kill_stopped_child)
+{
+    pair_t p;
+    pair_open(&p, 2, HUGE, 0, send_huge_then_wait);
+    stopped_child = p.child;
+    cr_assert_eq(value_get(p.ep, 0, adag_deadline_ms(5000)), 0);
+    char go = 'g';
+    cr_assert_eq(write(p.sock, &go, 1), 1);
+    stop_peer_mid_rendezvous(&p);
+    destroy_while_stuck(&p);
 }
 
 /* ---- what a peer must never send ---- */

@@ -133,20 +133,33 @@ int adag_ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
 
 /* ---- request callbacks (inside progress: under the domain's lock) ---- */
 
-/* A UCX request that points at c started / ended (its callback ran).
- * Relaxed: `pending` is read under the lock, `requests` only as a hint
- * for how long a waiter spins. */
-static void request_started(adag_ucx_chan_t *c)
+/* The connection a request of x goes over (NULL only for a value that
+ * reached a reader before its CONNECT, which no DAG does). */
+static adag_ucx_conn_t *req_conn(const adag_ucx_req_ctx_t *x)
 {
-    atomic_fetch_add_explicit(&c->pending, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->d->requests, 1, memory_order_relaxed);
+    return x->reader < 0 ? x->ch->to_writer : x->ch->to_reader[x->reader];
 }
 
-static void request_done(adag_ucx_chan_t *c, void *req)
+/* A UCX request of x started / ended (its callback ran). `pending` and
+ * the connection's `inflight` change under d->lock; relaxed: they are
+ * read under it. `requests` is only a hint for how long a waiter spins. */
+static void request_started(const adag_ucx_req_ctx_t *x)
 {
+    adag_ucx_conn_t *conn = req_conn(x);
+    atomic_fetch_add_explicit(&x->ch->pending, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&x->ch->d->requests, 1, memory_order_relaxed);
+    if (conn)
+        conn->inflight++;
+}
+
+static void request_done(const adag_ucx_req_ctx_t *x, void *req)
+{
+    adag_ucx_conn_t *conn = req_conn(x);
     ucp_request_free(req);
-    atomic_fetch_sub_explicit(&c->pending, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&c->d->requests, 1, memory_order_relaxed);
+    if (conn)
+        conn->inflight--;
+    atomic_fetch_sub_explicit(&x->ch->pending, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&x->ch->d->requests, 1, memory_order_relaxed);
 }
 
 static void sent(void *req, ucs_status_t us, void *arg)
@@ -157,7 +170,7 @@ static void sent(void *req, ucs_status_t us, void *arg)
         chan_fail(c, ADAG_ERR_IO, "sending a value failed: %s", ucs_status_string(us));
     atomic_fetch_sub_explicit(&c->slot_sends[x->slot], 1, memory_order_seq_cst);
     adag_event_notify(&c->ev);
-    request_done(c, req);
+    request_done(x, req);
 }
 
 static void credit_sent(void *req, ucs_status_t us, void *arg)
@@ -168,7 +181,7 @@ static void credit_sent(void *req, ucs_status_t us, void *arg)
         chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
                   ucs_status_string(us));
     atomic_store_explicit(&c->slot_credits[x->slot], 0, memory_order_seq_cst);
-    request_done(c, req);
+    request_done(x, req);
 }
 
 /* seq landed in its slot: advance `written` over every landed seq. */
@@ -201,7 +214,7 @@ static void received(void *req, ucs_status_t us, size_t length, void *arg)
         chan_fail(c, ADAG_ERR_IO, "receiving a value failed: %s", ucs_status_string(us));
     else
         landed(c, slot_of(c, x->slot)->seq);
-    request_done(c, req);
+    request_done(x, req);
 }
 
 /* ---- AM handlers (inside progress) ---- */
@@ -292,7 +305,7 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
         chan_fail(c, ADAG_ERR_IO, "receiving execution %llu failed: %s",
                   (unsigned long long)h.seq, ucs_status_string(UCS_PTR_STATUS(req)));
     else if (req)
-        request_started(c);
+        request_started(x);
     else
         landed(c, h.seq);
     return UCS_OK;
@@ -358,7 +371,7 @@ static void credit_send(adag_ucx_chan_t *c)
                   ucs_status_string(UCS_PTR_STATUS(req)));
     } else if (req) {
         atomic_store_explicit(&c->slot_credits[slot], 1, memory_order_seq_cst);
-        request_started(c);
+        request_started(&c->req_ctx[slot]);
     }
 }
 
@@ -487,7 +500,7 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                             (status == ADAG_OK ? UCP_OP_ATTR_FIELD_MEMH : 0),
             .cb.send = sent,
-            .user_data = &c->req_ctx[slot],
+            .user_data = &c->req_ctx[slot * c->nreaders + r],
             .memh = c->memh,
         };
         void *req = ucp_am_send_nbx(c->to_reader[r]->ep, ADAG_UCX_AM_DATA, m,
@@ -500,7 +513,7 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         }
         if (req) {
             atomic_fetch_add_explicit(&c->slot_sends[slot], 1, memory_order_seq_cst);
-            request_started(c);
+            request_started(p.user_data);
         }
     }
     /* a send UCX could not finish in the call (a rendezvous, a full
@@ -684,8 +697,11 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
                         c->mem_len, ucs_status_string(us));
         goto fail;
     }
+    /* the writer's sends of a slot, one per reader, each have their
+     * connection; a reader's requests all go to its writer */
+    unsigned nctx = p->reader < 0 && nreaders ? nreaders : 1;
     c->slots = calloc(nslots, sizeof(*c->slots));
-    c->req_ctx = calloc(nslots, sizeof(*c->req_ctx));
+    c->req_ctx = calloc((size_t)nslots * nctx, sizeof(*c->req_ctx));
     if (p->reader < 0) {
         c->to_reader = calloc(nreaders ? nreaders : 1, sizeof(*c->to_reader));
         c->credit = calloc(nreaders ? nreaders : 1, sizeof(*c->credit));
@@ -702,8 +718,8 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
         st = adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
         goto fail;
     }
-    for (unsigned i = 0; i < nslots; i++)
-        c->req_ctx[i] = (adag_ucx_req_ctx_t){c, i};
+    for (unsigned i = 0; i < nslots * nctx; i++)
+        c->req_ctx[i] = (adag_ucx_req_ctx_t){c, i / nctx, p->reader < 0 ? (int)(i % nctx) : -1};
     pthread_mutex_lock(&d->lock);
     st = adag_ucx_domain_add(d, c);
     pthread_mutex_unlock(&d->lock);

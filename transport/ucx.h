@@ -53,7 +53,13 @@ typedef struct adag_ucx_domain adag_ucx_domain_t;
 typedef struct adag_ucx_chan adag_ucx_chan_t;
 
 /* One UCP endpoint to a peer worker. `status` is ADAG_OK until UCX
- * reports the peer failed (set once, seq_cst, after `why`). */
+ * reports the peer failed (set once, seq_cst, after `why`). `inflight`
+ * counts this domain's UCX requests on it whose callback has not run
+ * (sends, credits, rendezvous receives; under d->lock): the domain closes
+ * a connection gracefully only when none is left (see conns_close in
+ * ucx_domain.c). `flush` and `close` are the connection's flush and
+ * close requests while the domain closes it (`flush_failed`: its flush
+ * could not start). */
 typedef struct adag_ucx_conn {
     struct adag_ucx_conn *next;
     adag_ucx_domain_t *d;
@@ -61,11 +67,15 @@ typedef struct adag_ucx_conn {
     void *addr;
     size_t addr_len;
     _Atomic int32_t status;
+    unsigned inflight;
+    void *flush, *close;
+    int flush_failed;
     char why[192];
 } adag_ucx_conn_t;
 
 struct adag_ucx_domain {
     adag_chan_domain_t base;
+    char what[96];       /* "DAG name", for messages */
     pthread_mutex_t lock;
     ucp_context_h ctx;
     ucp_worker_h worker;
@@ -135,10 +145,13 @@ typedef struct {
     adag_ucx_credit_hdr_t credits[ADAG_UCX_MAX_CARRIED];
 } adag_ucx_data_msg_t;
 
-/* What a request's callback needs: its endpoint and slot. */
+/* What a request's callback needs: its endpoint, slot and connection
+ * (`reader` r: the writer's connection to reader r; -1: a reader's to the
+ * writer). */
 typedef struct {
     adag_ucx_chan_t *ch;
     unsigned slot;
+    int reader;
 } adag_ucx_req_ctx_t;
 
 struct adag_ucx_chan {
@@ -154,7 +167,7 @@ struct adag_ucx_chan {
     adag_event_t ev;      /* readers: a value landed; the writer: a credit or a send completed */
     /* requests in flight that point at this endpoint (under d->lock) */
     _Atomic unsigned pending;
-    adag_ucx_req_ctx_t *req_ctx;   /* per slot */
+    adag_ucx_req_ctx_t *req_ctx;   /* the writer's per slot and reader; a reader's per slot */
     /* set once, seq_cst, after `why`: the endpoint cannot go on */
     _Atomic int32_t status;
     char why[320];

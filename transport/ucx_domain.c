@@ -21,8 +21,11 @@
 extern const adag_chan_ops_t adag_chan_ucx_ops;
 
 #define DOMAIN_MAGIC 0x61647563u /* "aduc" */
-/* How long closing a connection may flush what is still in flight. */
+/* How long closing the connections lets what is in flight finish, and
+ * how long the forced closes then have to end every request (see
+ * conns_close). */
 #define CLOSE_FLUSH_NS 1000000000LL
+#define CLOSE_FORCE_NS 2000000000LL
 /* How long after a spinner left with its value the progress thread still
  * stands aside (the spinner's next wait usually comes sooner; transfers
  * nobody waits for move again after this). */
@@ -314,40 +317,119 @@ adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t l
     return ADAG_OK;
 }
 
-/* Closes every connection, letting what is in flight finish for a while
- * (then forced): the requests' callbacks all run before this returns. */
-static void conns_close(adag_ucx_domain_t *d)
+/* Closing the connections (when the domain goes, every endpoint closed).
+ *
+ * UCX (1.13) keeps a request that waits on its peer (a rendezvous send
+ * waiting for the ready-to-receive, a rendezvous receive waiting for its
+ * data) on its UCP endpoint, and destroying a worker whose endpoint still
+ * holds one aborts the process (ucp_ep_destroy_base asserts the list is
+ * empty). A flush does not wait for such requests, and a peer that is
+ * unreachable (a cut link, a one-way partition) never answers them, nor
+ * does UCX always notice within the close; ucp_request_cancel only
+ * cancels tag receives. What ends them is a forced close: UCX discards
+ * the endpoint's transport endpoints and completes each of its requests
+ * with UCS_ERR_CANCELED (their callbacks run, in progress). So:
+ *   1. every connection UCX has not failed is flushed (ucp_ep_flush_nbx);
+ *      the worker is progressed until each such connection flushed and
+ *      has no request of this domain in flight, at most CLOSE_FLUSH_NS;
+ *   2. a connection that did (nothing of this domain left on it) closes
+ *      gracefully (flush mode); one that UCX failed, that did not flush,
+ *      or that still has requests in flight (its peer is gone or stuck)
+ *      closes forced, which UCX requires of a failed endpoint anyway;
+ *   3. the worker is progressed until every flush and close request
+ *      ended and every request's callback ran, at most CLOSE_FORCE_NS.
+ * 0 when everything ended; -1 when something did not (then the worker
+ * cannot be destroyed without aborting: the caller leaves it). It runs
+ * alone on the worker: the progress thread has stopped and every endpoint
+ * is closed, so the callbacks it progresses and the counters it reads
+ * (`inflight`, `requests`) are this thread's. */
+static int conns_settled(const adag_ucx_domain_t *d)
 {
-    unsigned n = 0, nconns = 0;
-    for (adag_ucx_conn_t *c = d->conns; c; c = c->next)
-        nconns++;
-    void **reqs = calloc(nconns ? nconns : 1, sizeof(*reqs));
+    for (const adag_ucx_conn_t *c = d->conns; c; c = c->next)
+        if (atomic_load_explicit(&c->status, memory_order_seq_cst) == ADAG_OK &&
+            (c->inflight ||
+             (c->flush && ucp_request_check_status(c->flush) == UCS_INPROGRESS)))
+            return 0;
+    return 1;
+}
+
+static unsigned conns_unfinished(const adag_ucx_domain_t *d)
+{
+    unsigned n = 0;
+    for (const adag_ucx_conn_t *c = d->conns; c; c = c->next) {
+        n += c->flush && ucp_request_check_status(c->flush) == UCS_INPROGRESS;
+        n += c->close && ucp_request_check_status(c->close) == UCS_INPROGRESS;
+    }
+    return n;
+}
+
+/* Progresses the worker until done(d) or the deadline; done(d) at the end. */
+static int progress_until(adag_ucx_domain_t *d, int (*done)(const adag_ucx_domain_t *),
+                          int64_t deadline)
+{
+    while (!done(d) && adag_now_ns() < deadline)
+        ucp_worker_progress(d->worker);
+    return done(d);
+}
+
+static int conns_ended(const adag_ucx_domain_t *d)
+{
+    return conns_unfinished(d) == 0 &&
+           atomic_load_explicit(&d->requests, memory_order_relaxed) == 0;
+}
+
+static int conns_close(adag_ucx_domain_t *d)
+{
+    const char *what = d->what;
+    static const ucp_request_param_t no_params = {0};
+    unsigned forced = 0, nconns = 0;
+    int64_t t0 = adag_now_ns();
+    for (adag_ucx_conn_t *c = d->conns; c; c = c->next, nconns++) {
+        if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
+            continue;
+        void *r = ucp_ep_flush_nbx(c->ep, &no_params);
+        if (UCS_PTR_IS_PTR(r))
+            c->flush = r;
+        c->flush_failed = UCS_PTR_IS_ERR(r);
+    }
+    if (!progress_until(d, conns_settled, adag_now_ns() + CLOSE_FLUSH_NS))
+        ADAG_LOG_DEBUG("ucx: %s: a peer did not take what was in flight within %lld ms",
+                       what, CLOSE_FLUSH_NS / 1000000);
     for (adag_ucx_conn_t *c = d->conns; c; c = c->next) {
-        int failed = atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK;
+        int force = atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK ||
+                    c->inflight || c->flush_failed ||
+                    (c->flush && ucp_request_check_status(c->flush) == UCS_INPROGRESS);
         ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                 .flags = failed ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+                                 .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
         void *r = ucp_ep_close_nbx(c->ep, &p);
-        if (UCS_PTR_IS_PTR(r) && reqs)
-            reqs[n++] = r;
-        else if (UCS_PTR_IS_PTR(r))
-            ucp_request_free(r); /* out of memory: not waited for */
+        if (UCS_PTR_IS_PTR(r))
+            c->close = r;
+        forced += (unsigned)force;
     }
-    int64_t deadline = adag_now_ns() + CLOSE_FLUSH_NS;
-    for (unsigned i = 0; i < n; i++) {
-        while (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && adag_now_ns() < deadline)
-            ucp_worker_progress(d->worker);
-        if (ucp_request_check_status(reqs[i]) == UCS_INPROGRESS)
-            ADAG_LOG_INFO("ucx: a connection did not flush in %lld ms; dropped",
-                          CLOSE_FLUSH_NS / 1000000);
-        ucp_request_free(reqs[i]); /* freed by UCX when it ends, if it has not */
+    int ended = progress_until(d, conns_ended, adag_now_ns() + CLOSE_FORCE_NS);
+    if (forced)
+        ADAG_LOG_DEBUG("ucx: %s: %u of %u connections closed forced (failed, or requests "
+                       "in flight), in %lld ms", what, forced, nconns,
+                       (long long)((adag_now_ns() - t0) / 1000000));
+    if (!ended) {
+        ADAG_LOG_WARN("ucx: %s: %u UCX requests and %u connection flushes or closes did not "
+                      "end within %lld ms of a forced close; the UCP worker is left as it is "
+                      "(destroying it with them would abort the process)",
+                      what, atomic_load_explicit(&d->requests, memory_order_relaxed),
+                      conns_unfinished(d), CLOSE_FORCE_NS / 1000000);
+        return -1;
     }
-    free(reqs);
     while (d->conns) {
         adag_ucx_conn_t *c = d->conns;
         d->conns = c->next;
+        if (c->flush)
+            ucp_request_free(c->flush);
+        if (c->close)
+            ucp_request_free(c->close);
         free(c->addr);
         free(c);
     }
+    return 0;
 }
 
 /* ---- the endpoint list ---- */
@@ -406,8 +488,18 @@ void adag_ucx_domain_destroy(adag_chan_domain_t *dom)
         }
         pthread_join(d->progress, NULL);
     }
+    if (d->worker && conns_close(d) != 0) {
+        /* requests still point at its connections and zombie endpoints,
+         * and the AM handlers at it: all of them stay (never progressed
+         * again); only what UCX does not know of goes */
+        if (d->stop_fd >= 0)
+            close(d->stop_fd);
+        if (d->notify_fd >= 0)
+            close(d->notify_fd);
+        d->stop_fd = d->notify_fd = -1;
+        return;
+    }
     if (d->worker) {
-        conns_close(d);
         while (d->zombies) {
             adag_ucx_chan_t *z = d->zombies;
             d->zombies = z->next_zombie;
@@ -438,6 +530,7 @@ static adag_status_t domain_new(const char *what, adag_chan_domain_t **out)
         return adag_error(ADAG_ERR_NO_MEMORY, "ucx domain of %s: out of memory", what);
     d->base.ops = &adag_chan_ucx_ops;
     d->efd = d->stop_fd = d->notify_fd = -1;
+    snprintf(d->what, sizeof(d->what), "%s", what);
     pthread_mutex_init(&d->lock, NULL);
     if ((st = context_get(&d->ctx)) != ADAG_OK) {
         d->ctx = NULL;
