@@ -85,12 +85,15 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
 
 /* A ucx channel lost its peer (ADAG_ERR_IO, from the channel or as the
  * DAG's failure): when an actor's death is behind it, the monitor learns so
- * from the actor's own connection within ADAG_REMOTE_TIMEOUT_MS (at once
- * for a process that died; by keepalive for a link cut). Waits that long
- * for the cause; 1 when it came (dag->abort_status). Under dag->lock. */
+ * from the actor's own connection (at once for a process that died; by
+ * keepalive within ADAG_REMOTE_TIMEOUT_MS of the last answer for a link
+ * cut, which a channel's endpoint may have timed out up to that long
+ * before, or by the worker closing it when only the way to it is cut).
+ * Waits twice that long for the cause; 1 when it came (dag->abort_status).
+ * Under dag->lock. */
 static int await_cause_locked(adag_dag_h dag)
 {
-    int64_t deadline = adag_deadline_ms((int)adag_settings()->remote_timeout_ms);
+    int64_t deadline = adag_deadline_ms(2 * (int)adag_settings()->remote_timeout_ms);
     while (dag->abort_status != ADAG_ERR_ACTOR_DIED && !dag->closing &&
            adag_now_ns() < deadline)
         adag_dag_cond_wait(dag, deadline);

@@ -531,8 +531,8 @@ static void partition_fini(void)
  * over the chain's actors on h1, run from a thread of its own. The fault
  * hits h2 while the chain streams: the chain fails with
  * ADAG_ERR_ACTOR_DIED naming h2 as unreachable (where h2 can still send
- * but not hear, its worker gives up and closes: "closed", or first the
- * ADAG_ERR_IO of a channel whose UCX endpoint timed out). Destroying it
+ * but not hear, its worker gives up and closes: "closed"; a channel whose
+ * UCX endpoint timed out first waits for the death behind it). Destroying it
  * completes within a bound and crashes nobody: not the driver (this
  * process), not the workers on h1, which all close UCP endpoints to h2
  * with requests still in flight (sends to h2, receives from it), and so
@@ -587,19 +587,15 @@ static void partition(fault_t fault, size_t size)
         cr_assert_lt(oldest, 100000, "the chain never failed");
     }
     double ms = (double)(adag_now_ns() - t0) / 1e6;
-    if (fault == FAULT_TO_H2)
-        ASSERT_ST2(st, ADAG_ERR_ACTOR_DIED, ADAG_ERR_IO);
-    else
-        ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
+    ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
     ASSERT_MSG_HAS("p2");
     if (fault != FAULT_TO_H2)
         ASSERT_MSG_HAS("unreachable");
-    if (st == ADAG_ERR_ACTOR_DIED)
-        ASSERT_MSG_HAS(w->hosts.ip[2]);
+    ASSERT_MSG_HAS(w->hosts.ip[2]);
     /* ADAG_REMOTE_TIMEOUT_MS (2 s; 1.0-2.0 s measured), or a UCX channel's
-     * error and then up to 2 s more for the death behind it; with 3 s of
+     * error and then up to twice that for the death behind it; with 3 s of
      * slack for a loaded host */
-    cr_assert_lt(ms, 2000.0 * 2 + 3000.0, "the fault was reported after %.0f ms", ms);
+    cr_assert_lt(ms, 2000.0 * 3 + 3000.0, "the fault was reported after %.0f ms", ms);
     cr_log_info("fault reported after %.0f ms (%lld executions after it): %s", ms,
                 (long long)(oldest - 100), h_msg());
     free(in);
