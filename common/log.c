@@ -9,7 +9,7 @@
 void adag_log(int level, const char *file, int line, const char *fmt, ...)
 {
     static const char *names[] = {"", "error", "warn", "info", "debug"};
-    if (level > adag_settings()->log_level)
+    if (level > adag_process_settings()->log_level)
         return;
     char msg[1024];
     va_list ap;

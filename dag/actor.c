@@ -226,15 +226,15 @@ static const adag_param_field_t actor_fields[] = {
     ACTOR_FIELD(nic, ADAG_ACTOR_PARAM_NIC),
 };
 
-/* An actor's host: "host:port" as it is, or a name of ADAG_HOSTS
- * ("name=host:port,..."), e.g. a rank under `adag-worker --pmix`. */
-static adag_status_t resolve_host(const char *host, char *out, size_t len)
+/* An actor's host: "host:port" as it is, or a name of the runtime's
+ * ADAG_HOSTS ("name=host:port,..."), e.g. a rank under `adag-worker --pmix`. */
+static adag_status_t resolve_host(adag_runtime_h rt, const char *host, char *out, size_t len)
 {
     if (strchr(host, ':')) {
         snprintf(out, len, "%s", host);
         return ADAG_OK;
     }
-    const char *table = adag_settings()->hosts;
+    const char *table = rt->settings.hosts;
     size_t nlen = strlen(host);
     for (const char *e = table; e && *e;) {
         const char *end = strchr(e, ',');
@@ -358,7 +358,7 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     }
     char host[ADAG_HOSTPORT_MAX] = "";
     if (placement == ADAG_PLACEMENT_REMOTE &&
-        (st = resolve_host(p->host, host, sizeof(host))) != ADAG_OK)
+        (st = resolve_host(rt, p->host, host, sizeof(host))) != ADAG_OK)
         return st;
     a = calloc(1, sizeof(*a));
     if (!a)

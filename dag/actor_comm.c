@@ -22,6 +22,8 @@ struct adag_actor_comm {
     const adag_chan_device_t *dev;
     char actor[ADAG_MAX_NAME];
     int64_t deadline;             /* of the join */
+    /* its table's ADAG_TEARDOWN_TIMEOUT_MS and ADAG_COMM_TIMEOUT_MS */
+    int64_t teardown_ms, comm_timeout_ms;
     pthread_mutex_t lock;         /* state, comm, why, aborted, refs */
     pthread_cond_t cond;          /* the join ended */
     join_state_t state;
@@ -58,9 +60,10 @@ unsigned adag_actor_comm_live(void)
     return atomic_load_explicit(&live_entries, memory_order_relaxed);
 }
 
-void adag_actor_comms_init(adag_actor_comms_t *t)
+void adag_actor_comms_init(adag_actor_comms_t *t, const adag_settings_t *settings)
 {
     pthread_mutex_init(&t->lock, NULL);
+    t->settings = settings;
     t->list = NULL;
     t->host_device = NULL;
 }
@@ -71,7 +74,8 @@ adag_status_t adag_actor_comms_host_device(adag_actor_comms_t *t, const char *ac
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&t->lock);
     if (!t->host_device &&
-        (st = adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, &t->host_device)) != ADAG_OK)
+        (st = adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, t->settings, &t->host_device)) !=
+            ADAG_OK)
         adag_error_prefix("actor %s: the host device of its communicators (a host actor in a "
                           "collective)", actor);
     *out = t->host_device ? &t->host_device->chan : NULL;
@@ -89,7 +93,7 @@ static void entry_free(adag_actor_comm_t *e)
     const adag_device_ops_t *dops = dev->ops;
     int drained = 1;
     if (e->stream) {
-        int64_t deadline = adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+        int64_t deadline = adag_deadline_ms(e->teardown_ms);
         if (dops->stream_sync(e->stream, deadline) != ADAG_OK) {
             /* an operation still runs: it may touch the communicator */
             ADAG_LOG_ERROR("actor %s: communicator %llu: its stream did not drain (%s); it and "
@@ -409,6 +413,7 @@ static void *join_main(void *arg)
     pthread_mutex_lock(&e->lock);
     e->join_status = st;
     if (st == ADAG_OK) {
+        comm->timeout_ms = e->comm_timeout_ms; /* before any operation: they follow JOINED */
         e->comm = comm;
         e->state = JOINED;
         /* an abort that came while joining applies now */
@@ -474,6 +479,8 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
     e->ops = ops;
     e->dev = dev;
     e->deadline = deadline;
+    e->teardown_ms = t->settings->teardown_timeout_ms;
+    e->comm_timeout_ms = t->settings->comm_timeout_ms;
     snprintf(e->actor, sizeof(e->actor), "%s", actor);
     pthread_mutex_init(&e->lock, NULL);
     pthread_condattr_t ca;
@@ -592,7 +599,7 @@ void adag_actor_comms_destroy(adag_actor_comms_t *t)
     /* the entries' streams were on it: each was freed by its last put,
      * which the DAG contexts (all destroyed) and the drops above gave */
     adag_actor_device_close(t->host_device, "(a host actor's communicators)",
-                            adag_deadline_ms(adag_settings()->teardown_timeout_ms));
+                            adag_deadline_ms(t->settings->teardown_timeout_ms));
     t->host_device = NULL;
     pthread_mutex_destroy(&t->lock);
 }

@@ -33,6 +33,7 @@
 #ifndef ADAG_DAG_ACTOR_COMM_H
 #define ADAG_DAG_ACTOR_COMM_H
 
+#include "common/settings.h"
 #include "dag/actor_device.h"
 #include "dag/program.h"
 #include "gpu/comm.h"
@@ -46,6 +47,9 @@ typedef struct adag_actor_comm adag_actor_comm_t;
 
 typedef struct {
     pthread_mutex_t lock;
+    /* its actor's runtime's (a worker's: the ones CREATE_ACTOR carried);
+     * they outlive the table */
+    const adag_settings_t *settings;
     adag_actor_comm_t *list;
     /* A host actor (no device) that is a collective member runs its
      * communicators on host device 0, opened here at its first one and
@@ -53,7 +57,7 @@ typedef struct {
     adag_actor_device_t *host_device;
 } adag_actor_comms_t;
 
-void adag_actor_comms_init(adag_actor_comms_t *t);
+void adag_actor_comms_init(adag_actor_comms_t *t, const adag_settings_t *settings);
 /* The actor stops (after every DAG context it had was destroyed): every
  * entry is dropped, then the host device (if opened) closes. Before the
  * actor's own device closes. */

@@ -13,7 +13,7 @@ static const char *dev_name(const adag_actor_device_t *d)
 }
 
 adag_status_t adag_actor_device_open(adag_device_kind_t kind, unsigned index,
-                                     adag_actor_device_t **out)
+                                     const adag_settings_t *settings, adag_actor_device_t **out)
 {
     const adag_device_ops_t *ops = adag_device_backend(kind);
     adag_actor_device_t *d = NULL;
@@ -33,6 +33,9 @@ adag_status_t adag_actor_device_open(adag_device_kind_t kind, unsigned index,
     d->chan.kind = kind;
     if ((st = ops->open(index, &d->chan.dev)) != ADAG_OK)
         goto cleanup;
+    /* before its streams: they read it */
+    d->chan.dev->tuning.copy_mbps = settings->host_copy_mbps;
+    d->chan.dev->tuning.spin_ns = settings->spin_ns_crowded;
     if ((st = ops->bind_thread(d->chan.dev)) != ADAG_OK)
         goto cleanup;
     if ((st = ops->stream_create(d->chan.dev, &d->chan.compute)) != ADAG_OK) {

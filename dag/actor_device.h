@@ -15,6 +15,7 @@
 #ifndef ADAG_DAG_ACTOR_DEVICE_H
 #define ADAG_DAG_ACTOR_DEVICE_H
 
+#include "common/settings.h"
 #include "gpu/device.h"
 #include "transport/channel.h"
 
@@ -25,12 +26,13 @@ typedef struct {
     adag_chan_device_t chan; /* device, kind, compute and comm streams */
 } adag_actor_device_t;
 
-/* Opens device `index` of backend `kind`, binds the calling thread to it
+/* Opens device `index` of backend `kind` for a runtime whose settings are
+ * `settings` (its tuning: gpu/device.h), binds the calling thread to it
  * and creates the two streams. ADAG_ERR_NOT_FOUND when the backend has no
  * such device here ("device cuda:3 does not exist here (cuda: 0 devices:
  * <why>)"). Messages do not name the actor: the caller prefixes them. */
 adag_status_t adag_actor_device_open(adag_device_kind_t kind, unsigned index,
-                                     adag_actor_device_t **out);
+                                     const adag_settings_t *settings, adag_actor_device_t **out);
 
 /* Binds the calling thread to the device (before init, fini, a loop). */
 adag_status_t adag_actor_device_bind(adag_actor_device_t *d);

@@ -2,7 +2,6 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "gpu/device.h"
 
 #include <stdio.h>
@@ -11,11 +10,12 @@
 _Static_assert(ADAG_MSG_NIC_MAX == ADAG_NIC_NAME_MAX, "NIC names differ in size");
 _Static_assert(ADAG_MSG_CPUS_MAX == ADAG_CPULIST_MAX, "CPU lists differ in size");
 
-void adag_actor_place_request(const adag_actor_params_t *p, adag_msg_place_t *req)
+void adag_actor_place_request(const adag_actor_params_t *p, int automatic,
+                              adag_msg_place_t *req)
 {
     memset(req, 0, sizeof(*req));
     req->numa = -1;
-    if (adag_settings()->placement)
+    if (automatic)
         req->flags |= ADAG_MSG_PLACE_AUTOMATIC;
     if (p->field_mask & ADAG_ACTOR_PARAM_CPUS) {
         req->flags |= ADAG_MSG_PLACE_CPUS;

@@ -10,9 +10,10 @@
 
 #include <adag.h>
 
-/* The request of an actor's params (ADAG_ACTOR_PARAM_CPUS/NUMA/NIC, and
- * ADAG_PLACEMENT for the rest). */
-void adag_actor_place_request(const adag_actor_params_t *p, adag_msg_place_t *req);
+/* The request of an actor's params (ADAG_ACTOR_PARAM_CPUS/NUMA/NIC), and
+ * `automatic` (its runtime's ADAG_PLACEMENT) for the rest. */
+void adag_actor_place_request(const adag_actor_params_t *p, int automatic,
+                              adag_msg_place_t *req);
 
 /* Checks the request's text (a CPU list, a node number, a NIC name);
  * whether this machine has them is known where the actor is placed. */

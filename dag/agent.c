@@ -12,7 +12,14 @@
  * actor (dag/worker.c), with its events on the same socket. The agent
  * keeps nothing of it but the child to reap: a driver that dies or whose
  * host becomes unreachable makes the worker's control socket fail (EOF, or
- * the keepalive of ADAG_REMOTE_TIMEOUT_MS), and the worker exits.
+ * the keepalive of ADAG_REMOTE_TIMEOUT_MS: the agent's own until the
+ * worker receives the driver's runtime's in CREATE_ACTOR), and the worker
+ * exits.
+ *
+ * Settings: the agent has no runtime. It reads ADAG_AGENT_AUTH_TIMEOUT_MS
+ * (process-wide), ADAG_REMOTE_TIMEOUT_MS and its token from its own
+ * environment; the workers it starts use the settings of the runtime that
+ * created their actor, which CREATE_ACTOR carries.
  *
  * Slots: at most MAX_AUTHENTICATING children authenticate at once, so a
  * silent client holds up nobody and a flood forks no more than that. A
@@ -83,7 +90,8 @@ typedef struct {
     int lfd, stop_fd;
     const char *bound, *token;
     size_t token_len;
-    int64_t auth_ms; /* ADAG_AGENT_AUTH_TIMEOUT_MS */
+    int64_t auth_ms;   /* ADAG_AGENT_AUTH_TIMEOUT_MS */
+    int64_t remote_ms; /* its ADAG_REMOTE_TIMEOUT_MS (the environment's) */
     char self[PATH_MAX];
     auth_slot_t auth[MAX_AUTHENTICATING];
     lingering_t linger[MAX_LINGERING];
@@ -178,7 +186,7 @@ static void child_serve(const agent_t *ag, int c, const char *peer)
         if (ag->linger[i].fd >= 0)
             close(ag->linger[i].fd);
     char why[256];
-    const char *refused = adag_tcp_tune(c, adag_settings()->remote_timeout_ms) != ADAG_OK
+    const char *refused = adag_tcp_tune(c, ag->remote_ms) != ADAG_OK
                               ? adag_last_error()
                               : authenticate(ag, c, why, sizeof(why));
     if (!refused) {
@@ -351,7 +359,8 @@ int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token
     ag->bound = bound;
     ag->token = token;
     ag->token_len = token_len;
-    ag->auth_ms = adag_settings()->agent_auth_timeout_ms;
+    ag->auth_ms = adag_process_settings()->agent_auth_timeout_ms;
+    ag->remote_ms = adag_settings_env_int("ADAG_REMOTE_TIMEOUT_MS");
     for (int i = 0; i < MAX_AUTHENTICATING; i++)
         ag->auth[i].gate = -1;
     for (int i = 0; i < MAX_LINGERING; i++)
@@ -408,8 +417,14 @@ int adag_agent_main(const char *addr, const char *port_file)
     char token[ADAG_TOKEN_MAX], bound[ADAG_HOSTPORT_MAX];
     size_t token_len;
     int lfd;
-    if (adag_token_load(token, &token_len) != ADAG_OK ||
-        adag_tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
+    adag_settings_t env;
+    if (adag_settings_from_env(&env) != ADAG_OK) {
+        fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
+        return 2;
+    }
+    adag_status_t st = adag_token_load(&env, token, &token_len);
+    adag_settings_free(&env);
+    if (st != ADAG_OK || adag_tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
         fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
         return 2;
     }

@@ -118,7 +118,7 @@ static const adag_param_field_t compile_fields[] = {
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
-    const adag_settings_t *s = adag_settings();
+    const adag_settings_t *s = &dag->rt->settings;
     uint64_t mask = p ? p->field_mask : 0;
     adag_status_t st = adag_params_check("adag_graph_compile", "adag_compile_params_t", p, mask,
                                          compile_fields, ADAG_PARAM_COUNT(compile_fields));
@@ -223,8 +223,8 @@ adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai)
     int crowded = loops_sharing(dag, ai, mine, host) > (ncpus ? ncpus : 1);
     p.yield = crowded;
     p.spin_ns = dag->wait.spin_ns >= 0 ? dag->wait.spin_ns
-                : crowded            ? adag_settings()->spin_ns_crowded
-                                     : adag_settings()->spin_ns;
+                : crowded            ? dag->rt->settings.spin_ns_crowded
+                                     : dag->rt->settings.spin_ns;
     return p;
 }
 

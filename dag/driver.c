@@ -93,7 +93,7 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
  * Under dag->lock. */
 static int await_cause_locked(adag_dag_h dag)
 {
-    int64_t deadline = adag_deadline_ms(2 * (int)adag_settings()->remote_timeout_ms);
+    int64_t deadline = adag_deadline_ms(2 * (int)dag->rt->settings.remote_timeout_ms);
     while (dag->abort_status != ADAG_ERR_ACTOR_DIED && !dag->closing &&
            adag_now_ns() < deadline)
         adag_dag_cond_wait(dag, deadline);

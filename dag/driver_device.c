@@ -21,7 +21,7 @@ adag_status_t adag_dag_driver_device_open(adag_dag_h dag, const char *spec)
     unsigned index;
     adag_status_t st = adag_device_parse(spec, &kind, &index);
     if (st == ADAG_OK)
-        st = adag_actor_device_open(kind, index, &dag->driver_dev);
+        st = adag_actor_device_open(kind, index, &dag->rt->settings, &dag->driver_dev);
     if (st != ADAG_OK) {
         adag_error_prefix("adag_graph_compile: driver_device");
         return st;

@@ -118,7 +118,7 @@ static adag_status_t step_all(adag_dag_h dag, adag_step_t step)
     for (unsigned i = 0; i < dag->nactors; i++)
         ais[i] = i;
     adag_actors_step(dag, ais, dag->nactors, step,
-                     adag_deadline_ms(adag_settings()->control_timeout_ms), st, why);
+                     adag_deadline_ms(dag->rt->settings.control_timeout_ms), st, why);
     for (unsigned i = 0; i < dag->nactors && result == ADAG_OK; i++)
         if (st[i] != ADAG_OK)
             result = adag_error(st[i], "adag_graph_compile: %s", why[i]);

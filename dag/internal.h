@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/names.h"
+#include "common/settings.h"
 #include "common/value.h"
 #include "dag/actor_device.h"
 #include "dag/actor_place.h"
@@ -35,6 +36,9 @@ typedef struct adag_list {
 struct adag_runtime {
     pthread_mutex_t lock;      /* lists, ids, actor death/reap state */
     pthread_cond_t cond;       /* signalled when a worker is reaped */
+    /* its settings (common/settings.h): its config's or the environment's
+     * at creation; read-only afterwards, read without a lock */
+    adag_settings_t settings;
     char *worker_path;
     adag_class_entry_t *classes;
     adag_list_t actors, graphs, dags;

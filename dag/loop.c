@@ -6,7 +6,6 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "common/value.h"
 
 #include <stdarg.h>
@@ -473,7 +472,7 @@ static void drain_device(adag_loop_t *loop)
     const adag_chan_device_t *d = loop->actor.device;
     if (!d)
         return;
-    int64_t deadline = adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+    int64_t deadline = adag_deadline_ms(loop->actor.settings->teardown_timeout_ms);
     adag_dev_stream_t *streams[2] = {d->compute, d->comm};
     for (unsigned i = 0; i < 2; i++) {
         if (d->dev->ops->stream_sync(streams[i], deadline) != ADAG_OK) {
@@ -557,7 +556,7 @@ out:
  * the DAG's communication timeout if shorter. */
 static int64_t join_deadline(const adag_loop_t *loop)
 {
-    int64_t ms = adag_settings()->control_timeout_ms;
+    int64_t ms = loop->actor.settings->control_timeout_ms;
     if (loop->prog.comm_timeout_ms > 0 && loop->prog.comm_timeout_ms < ms)
         ms = loop->prog.comm_timeout_ms;
     return adag_deadline_ms(ms);

@@ -43,6 +43,10 @@ typedef struct {
     adag_actor_comms_t *comms;            /* its communicators */
     const cpu_set_t *cpus;                /* the loop thread's CPUs; NULL: its starter's */
     int has_numa, numa;                   /* its NUMA node: the slots it writes prefer it */
+    /* its runtime's settings (a worker's: those CREATE_ACTOR carried):
+     * ADAG_TEARDOWN_TIMEOUT_MS bounds the drain of its device work at the
+     * end, ADAG_CONTROL_TIMEOUT_MS a communicator's join */
+    const adag_settings_t *settings;
 } adag_loop_actor_t;
 
 /* One method call in progress: what the adag_call_* functions see. */

@@ -52,9 +52,9 @@ static process_actor_t *proc_of(adag_actor_h a)
     return a->impl;
 }
 
-static int64_t control_deadline(void)
+static int64_t control_deadline(adag_actor_h a)
 {
-    return adag_deadline_ms(adag_settings()->control_timeout_ms);
+    return adag_deadline_ms(a->rt->settings.control_timeout_ms);
 }
 
 static const char *purpose(uint32_t type)
@@ -224,7 +224,7 @@ static adag_status_t hello(adag_actor_h a)
     size_t token_len = 0;
     process_actor_t *p = proc_of(a);
     if (p->remote) { /* the agent checks it */
-        adag_status_t st = adag_token_load(token, &token_len);
+        adag_status_t st = adag_token_load(&a->rt->settings, token, &token_len);
         if (st != ADAG_OK) {
             adag_error_prefix("actor %s on host %s", a->name, a->host);
             return st;
@@ -232,7 +232,7 @@ static adag_status_t hello(adag_actor_h a)
         h.token = (adag_blob_t){token, token_len};
     }
     adag_msg_encode_hello(&wb, &h);
-    adag_status_t st = request(a, ADAG_MSG_HELLO, &wb, control_deadline(), &reply, &body);
+    adag_status_t st = request(a, ADAG_MSG_HELLO, &wb, control_deadline(a), &reply, &body);
     adag_wbuf_free(&wb);
     if (st == ADAG_ERR_ACTOR_DIED && p->remote)
         st = remote_refusal(a, st);
@@ -261,7 +261,7 @@ static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params
 {
     const char *module = params->module_path;
     adag_msg_place_t place;
-    adag_wbuf_t wb = {0};
+    adag_wbuf_t wb = {0}, settings = {0};
     adag_ctl_msg_t reply;
     adag_blob_t body;
     adag_msg_method_t *m = NULL;
@@ -270,8 +270,14 @@ static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params
     if (a->device_kind >= 0)
         snprintf(device, sizeof(device), "%s:%u", adag_device_kind_name((uint32_t)a->device_kind),
                  a->device_index);
-    adag_actor_place_request(params, &place);
-    adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init, &place);
+    adag_actor_place_request(params, a->rt->settings.placement != 0, &place);
+    /* the worker runs on its runtime's settings, not on its environment's */
+    adag_msg_encode_settings(&settings, &a->rt->settings);
+    adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init, &place,
+                           (adag_blob_t){settings.data, settings.len});
+    if (settings.failed)
+        wb.failed = 1;
+    adag_wbuf_free(&settings);
     /* the event socket: the worker's end goes with CREATE_ACTOR */
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -288,7 +294,7 @@ static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params
     pthread_mutex_lock(&p->ctl_lock);
     adag_status_t st = request_send(a, ADAG_MSG_CREATE_ACTOR, &wb, &sv[1], 1);
     if (st == ADAG_OK)
-        st = request_recv(a, ADAG_MSG_CREATE_ACTOR, control_deadline(), &reply, &body);
+        st = request_recv(a, ADAG_MSG_CREATE_ACTOR, control_deadline(a), &reply, &body);
     pthread_mutex_unlock(&p->ctl_lock);
     adag_wbuf_free(&wb);
     close(sv[1]);
@@ -348,7 +354,8 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     if (a->host[0]) {
         pid = 0;
         pidfd = -1;
-        st = adag_remote_open(a->host, control_deadline(), &ctl, &pa->remote);
+        st = adag_remote_open(a->host, control_deadline(a), a->rt->settings.remote_timeout_ms,
+                              &ctl, &pa->remote);
     } else {
         st = adag_monitor_spawn(a->rt, &pid, &pidfd, &ctl);
     }
@@ -505,7 +512,7 @@ static void process_kill(adag_actor_h a, const char *why)
 /* SHUTDOWN (fini runs there), then kill what does not end in time. */
 static void process_stop(adag_actor_h a)
 {
-    int64_t deadline = adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+    int64_t deadline = adag_deadline_ms(a->rt->settings.teardown_timeout_ms);
     if (proc_of(a)->ctl >= 0) {
         adag_status_t st = request(a, ADAG_MSG_SHUTDOWN, NULL, deadline, NULL, NULL);
         if (st == ADAG_OK && adag_actor_wait_reaped(a, deadline))
@@ -550,7 +557,7 @@ static adag_status_t clock_offset(adag_actor_h a, int64_t begin, int64_t *offset
         samples[i][0] = adag_now_ns();
         adag_status_t st = request_send(a, ADAG_MSG_CLOCK, &wb, NULL, 0);
         if (st == ADAG_OK)
-            st = request_recv_by(a, ADAG_MSG_CLOCK, begin, control_deadline(), &reply, &body);
+            st = request_recv_by(a, ADAG_MSG_CLOCK, begin, control_deadline(a), &reply, &body);
         samples[i][2] = adag_now_ns();
         adag_wbuf_free(&wb);
         if (st != ADAG_OK)
@@ -630,7 +637,7 @@ static adag_status_t process_ask_end(adag_actor_h a, adag_dag_h dag, unsigned ai
     (void)dag;
     (void)ai;
     adag_status_t st =
-        request_recv_by(a, ask_msg[what], deadline, control_deadline(), &reply, &body);
+        request_recv_by(a, ask_msg[what], deadline, control_deadline(a), &reply, &body);
     if (st == ADAG_ERR_TIMEOUT) /* owed now; dag/observe.c says how long it waited */
         st = adag_error(ADAG_ERR_TIMEOUT, "%s", "");
     if (st != ADAG_OK)

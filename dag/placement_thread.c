@@ -43,7 +43,7 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     adag_msg_place_t req;
     char who[ADAG_MAX_NAME + 8];
     snprintf(who, sizeof(who), "actor %s", a->name);
-    adag_actor_place_request(p, &req);
+    adag_actor_place_request(p, a->rt->settings.placement != 0, &req);
     adag_status_t pst = adag_actor_place_decide(who, a->device_kind, a->device_index, &req,
                                                 &a->place);
     if (pst != ADAG_OK)
@@ -60,7 +60,7 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     if (!t)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     pthread_mutex_init(&t->call_lock, NULL);
-    adag_actor_comms_init(&t->comms);
+    adag_actor_comms_init(&t->comms, &a->rt->settings);
     a->impl = t;
     t->def = &e->def;
     a->nmethods = e->def.nmethods;
@@ -73,7 +73,8 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     /* binds this thread, which runs init */
     if (a->device_kind >= 0) {
         adag_status_t st = adag_actor_device_open((adag_device_kind_t)a->device_kind,
-                                                  a->device_index, &t->device);
+                                                  a->device_index, &a->rt->settings,
+                                                  &t->device);
         if (st != ADAG_OK) {
             adag_error_prefix("actor %s", a->name);
             return st;
@@ -121,6 +122,7 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             .cpus = a->place.bound && a->place.this_system ? &a->place.cpus : NULL,
             .has_numa = a->place.numa >= 0 && a->place.this_system,
             .numa = a->place.numa,
+            .settings = &a->rt->settings,
         };
         st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;
@@ -146,9 +148,9 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
     return adag_error(ADAG_ERR_INTERNAL, "actor %s: unknown step %d", a->name, (int)step);
 }
 
-static int64_t teardown_deadline(void)
+static int64_t teardown_deadline(adag_actor_h a)
 {
-    return adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+    return adag_deadline_ms(a->rt->settings.teardown_timeout_ms);
 }
 
 /* fini, between the device's drain and its close (dag/actor_device.h). */
@@ -160,7 +162,7 @@ static void thread_stop(adag_actor_h a)
     void (*fini)(void *) = t->def ? t->def->fini : NULL;
     /* every DAG context that held one is gone: this frees them */
     adag_actor_comms_destroy(&t->comms);
-    if (adag_actor_device_stop(t->device, a->name, teardown_deadline(), fini, t->state) != ADAG_OK)
+    if (adag_actor_device_stop(t->device, a->name, teardown_deadline(a), fini, t->state) != ADAG_OK)
         t->leaked = 1; /* logged there */
     t->device = NULL;
 }
@@ -171,7 +173,7 @@ static void thread_free(adag_actor_h a)
     if (!t)
         return;
     /* a failed creation (init may have enqueued work) */
-    if (t->device && adag_actor_device_close(t->device, a->name, teardown_deadline()) != ADAG_OK)
+    if (t->device && adag_actor_device_close(t->device, a->name, teardown_deadline(a)) != ADAG_OK)
         t->leaked = 1;
     if (t->leaked)
         return; /* the state and the call lock stay: device work may still use the state */

@@ -6,7 +6,6 @@
 #include "common/error.h"
 #include "common/fd.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "transport/control.h"
 #include "transport/protocol.h"
 #include "transport/tcp.h"
@@ -28,6 +27,7 @@
 
 struct adag_remote_link {
     char host[ADAG_HOSTPORT_MAX];
+    int64_t timeout_ms; /* its ADAG_REMOTE_TIMEOUT_MS */
     int tcp;
     int local;    /* the relay's end of the control socketpair */
     int events;   /* the actor's event socket (from CREATE_ACTOR), -1 until then */
@@ -100,7 +100,7 @@ static int relay_in(adag_remote_link_t *l)
         link_down(l,
                   "host %s is unreachable: no answer within ADAG_REMOTE_TIMEOUT_MS=%lld ms "
                   "(a link or the host is down)",
-                  l->host, (long long)adag_settings()->remote_timeout_ms);
+                  l->host, (long long)l->timeout_ms);
         return 0;
     }
     if (st != ADAG_OK) {
@@ -138,7 +138,7 @@ static void *relay_main(void *arg)
     }
 }
 
-adag_status_t adag_remote_open(const char *host, int64_t deadline, int *ctl,
+adag_status_t adag_remote_open(const char *host, int64_t deadline, int64_t timeout_ms, int *ctl,
                                adag_remote_link_t **out)
 {
     adag_status_t st;
@@ -147,9 +147,10 @@ adag_status_t adag_remote_open(const char *host, int64_t deadline, int *ctl,
     if (!l)
         return adag_error(ADAG_ERR_NO_MEMORY, "remote actor: out of memory");
     snprintf(l->host, sizeof(l->host), "%s", host);
+    l->timeout_ms = timeout_ms;
     l->tcp = l->local = l->events = l->dead_fd = l->stop_fd = -1;
     if ((st = adag_tcp_connect(host, deadline, &l->tcp)) != ADAG_OK ||
-        (st = adag_tcp_tune(l->tcp, adag_settings()->remote_timeout_ms)) != ADAG_OK)
+        (st = adag_tcp_tune(l->tcp, timeout_ms)) != ADAG_OK)
         goto fail;
     l->dead_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     l->stop_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -9,7 +9,8 @@
  * fds cannot cross hosts: the relay refuses it and drops the link.
  *
  * Liveness: once the connection ends (the worker exited or was killed,
- * the link went silent past ADAG_REMOTE_TIMEOUT_MS, the agent refused) the
+ * the link went silent past the runtime's ADAG_REMOTE_TIMEOUT_MS, the
+ * agent refused) the
  * link's dead fd polls readable and the control socket reads EOF.
  */
 #ifndef ADAG_DAG_REMOTE_LINK_H
@@ -17,12 +18,15 @@
 
 #include <adag.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct adag_remote_link adag_remote_link_t;
 
-/* Connects to the agent at host ("host:port"); *ctl is the local end of
- * the control socket (the caller's, closed by the caller). */
-adag_status_t adag_remote_open(const char *host, int64_t deadline, int *ctl,
+/* Connects to the agent at host ("host:port"), the link failing when
+ * silent for timeout_ms (the runtime's ADAG_REMOTE_TIMEOUT_MS); *ctl is
+ * the local end of the control socket (the caller's, closed by the
+ * caller). */
+adag_status_t adag_remote_open(const char *host, int64_t deadline, int64_t timeout_ms, int *ctl,
                                adag_remote_link_t **out);
 /* Readable once the link is down. */
 int adag_remote_dead_fd(const adag_remote_link_t *l);

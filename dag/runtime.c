@@ -76,6 +76,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     if (params) {
         static const adag_param_field_t fields[] = {
             ADAG_PARAM_FIELD(adag_runtime_params_t, worker_path, ADAG_RUNTIME_PARAM_WORKER_PATH),
+            ADAG_PARAM_FIELD(adag_runtime_params_t, config, ADAG_RUNTIME_PARAM_CONFIG),
         };
         st = adag_params_check("adag_runtime_create", "adag_runtime_params_t", params,
                                params->field_mask, fields, ADAG_PARAM_COUNT(fields));
@@ -85,10 +86,21 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
             (!params->worker_path || !*params->worker_path))
             return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: worker_path is set "
                                                 "(ADAG_RUNTIME_PARAM_WORKER_PATH) but empty");
+        if ((params->field_mask & ADAG_RUNTIME_PARAM_CONFIG) && !params->config)
+            return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: config is NULL, but its "
+                                                "bit ADAG_RUNTIME_PARAM_CONFIG is set");
     }
     rt = calloc(1, sizeof(*rt));
     if (!rt)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
+    st = params && (params->field_mask & ADAG_RUNTIME_PARAM_CONFIG)
+             ? adag_settings_copy(&rt->settings, &params->config->settings)
+             : adag_settings_from_env(&rt->settings);
+    if (st != ADAG_OK) {
+        free(rt);
+        adag_error_prefix("adag_runtime_create");
+        return st;
+    }
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->order_lock, NULL);
     pthread_mutex_init(&rt->live_lock, NULL);
@@ -104,8 +116,8 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
 
     if (params && (params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH))
         rt->worker_path = strdup(params->worker_path);
-    else if (adag_settings()->worker_path)
-        rt->worker_path = strdup(adag_settings()->worker_path);
+    else if (rt->settings.worker_path)
+        rt->worker_path = strdup(rt->settings.worker_path);
     else
         rt->worker_path = default_worker_path();
     if (!rt->worker_path) {
@@ -117,12 +129,13 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
         goto fail;
     /* ADAG_LIVE=1: the live view, for an operator; a runtime without it
      * still works (said once) */
-    if (adag_settings()->live && adag_runtime_live_open(rt, NULL) != ADAG_OK)
+    if (rt->settings.live && adag_runtime_live_open(rt, NULL) != ADAG_OK)
         ADAG_LOG_WARN("ADAG_LIVE=1, but %s", adag_last_error());
     *out = rt;
     return ADAG_OK;
 fail:
     free(rt->worker_path);
+    adag_settings_free(&rt->settings);
     pthread_mutex_destroy(&rt->live_lock);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->order_lock);
@@ -182,6 +195,7 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
         class_entry_free(e);
     }
     free(rt->worker_path);
+    adag_settings_free(&rt->settings);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->live_lock);

@@ -147,7 +147,7 @@ static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
 {
     adag_answers_t as;
     adag_status_t st =
-        adag_actors_ask(dag, ADAG_ASK_FIGURES, adag_settings()->stats_timeout_ms, &as);
+        adag_actors_ask(dag, ADAG_ASK_FIGURES, dag->rt->settings.stats_timeout_ms, &as);
     if (st != ADAG_OK)
         return st;
     for (unsigned ai = 0; ai < as.n; ai++) {

@@ -30,6 +30,10 @@ typedef struct worker_dag {
 
 typedef struct worker {
     int ctl;
+    int remote;         /* ctl is the TCP connection to a driver on another host */
+    /* the settings it runs on: its environment's until CREATE_ACTOR brings
+     * those of the actor's runtime (then fixed for the worker's life) */
+    adag_settings_t settings;
     /* the event socket (its end came with CREATE_ACTOR; -1: none): frames
      * from any thread, one at a time under events_lock */
     int events;
@@ -97,9 +101,29 @@ static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *
     return ADAG_OK;
 }
 
-static int64_t teardown_deadline(void)
+static int64_t teardown_deadline(const worker_t *w)
 {
-    return adag_deadline_ms(adag_settings()->teardown_timeout_ms);
+    return adag_deadline_ms(w->settings.teardown_timeout_ms);
+}
+
+/* CREATE_ACTOR's settings become the worker's, before anything of the actor
+ * runs: the table's defaults, then the runtime's values (all that it uses
+ * travel), so the worker's environment decides nothing of them. A remote
+ * worker's connection then keeps the runtime's ADAG_REMOTE_TIMEOUT_MS
+ * (the agent tuned it with its own). */
+static adag_status_t take_settings(worker_t *w, adag_blob_t pairs)
+{
+    adag_settings_t s;
+    adag_status_t st = adag_settings_defaults(&s);
+    if (st == ADAG_OK && (st = adag_msg_apply_settings(pairs, &s)) == ADAG_OK && w->remote)
+        st = adag_tcp_tune(w->ctl, s.remote_timeout_ms);
+    if (st != ADAG_OK) {
+        adag_settings_free(&s);
+        return st;
+    }
+    adag_settings_free(&w->settings);
+    w->settings = s;
+    return ADAG_OK;
 }
 
 static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
@@ -117,7 +141,8 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
 
     if (w->def)
         return adag_error(ADAG_ERR_PROTOCOL, "worker already hosts actor %s", w->name);
-    if ((st = adag_msg_decode_create(msg, &req)) != ADAG_OK)
+    if ((st = adag_msg_decode_create(msg, &req)) != ADAG_OK ||
+        (st = take_settings(w, req.settings)) != ADAG_OK)
         return st;
     const char *module = req.module, *class_name = req.class_name;
     const void *init_data = req.init.data;
@@ -153,7 +178,8 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
         goto fail;
     }
     /* binds this thread, which runs init (and fini) */
-    if (req.device[0] && (st = adag_actor_device_open(kind, index, &device)) != ADAG_OK)
+    if (req.device[0] &&
+        (st = adag_actor_device_open(kind, index, &w->settings, &device)) != ADAG_OK)
         goto fail;
     if (def->init) {
         init_ran = 1;
@@ -186,7 +212,7 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     return ADAG_OK;
 fail:
     /* init may have enqueued work: a device whose work does not end is left */
-    if (adag_actor_device_close(device, w->name, teardown_deadline()) == ADAG_OK)
+    if (adag_actor_device_close(device, w->name, teardown_deadline(w)) == ADAG_OK)
         free(state);
     free(methods);
     if (!init_ran) /* an init that ran may have left threads or handlers in the module */
@@ -289,6 +315,7 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         .comms = &w->comms,
         .has_numa = w->place.numa >= 0 && w->place.this_system,
         .numa = w->place.numa,
+        .settings = &w->settings,
     };
     st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)
@@ -400,14 +427,18 @@ int adag_worker_main(int argc, char **argv)
     w.events = -1;
     pthread_mutex_init(&w.call_lock, NULL);
     pthread_mutex_init(&w.events_lock, NULL);
-    adag_actor_comms_init(&w.comms);
+    if (adag_settings_from_env(&w.settings) != ADAG_OK) {
+        fprintf(stderr, "adag-worker: %s\n", adag_last_error());
+        return 2;
+    }
+    adag_actor_comms_init(&w.comms, &w.settings);
     const char *agent = NULL, *port_file = NULL;
     int remote = 0;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--control-fd") == 0)
             w.ctl = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--remote-fd") == 0)
-            w.ctl = atoi(argv[i + 1]), remote = 1;
+            w.ctl = atoi(argv[i + 1]), remote = w.remote = 1;
         else if (strcmp(argv[i], "--agent") == 0)
             agent = argv[i + 1];
         else if (strcmp(argv[i], "--port-file") == 0)
@@ -508,7 +539,7 @@ int adag_worker_main(int argc, char **argv)
                 adag_actor_comms_destroy(&w.comms);
                 /* drain, fini, close (dag/actor_device.h); what does not
                  * end in time is logged and left: the process exits */
-                (void)adag_actor_device_stop(w.device, w.name, teardown_deadline(),
+                (void)adag_actor_device_stop(w.device, w.name, teardown_deadline(&w),
                                              w.def ? w.def->fini : NULL, w.state);
                 w.device = NULL;
                 st = ADAG_OK;

@@ -6,6 +6,7 @@
 #include "data/source.h"
 
 #include "common/settings.h"
+#include "dag/internal.h"
 #include "data/order.h"
 
 #include <pthread.h>
@@ -70,11 +71,12 @@ static void *fetch_main(void *arg)
 }
 
 /* The cache directory: the params', the setting's, or the user's cache. */
-static adag_status_t cache_dir(const adag_data_params_t *p, char *out, size_t len)
+static adag_status_t cache_dir(const adag_data_params_t *p, const adag_settings_t *set, char *out,
+                               size_t len)
 {
     const char *dir = (p->field_mask & ADAG_DATA_PARAM_CACHE) && p->cache_dir
                           ? p->cache_dir
-                          : adag_settings()->data_cache_dir;
+                          : set->data_cache_dir;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
     if (dir && dir[0])
@@ -99,11 +101,15 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
         nurls += adag_data_is_url(src->shards[i].path);
     if (!nurls)
         return ADAG_OK;
-    const adag_settings_t *set = adag_settings();
-    char dir[4096];
-    adag_status_t st = cache_dir(&src->p, dir, sizeof(dir));
+    /* the settings of the runtime of the DAG it feeds, else the
+     * environment's now */
+    adag_settings_t env;
+    const adag_settings_t *set = src->p.dag ? &src->p.dag->rt->settings : &env;
+    adag_status_t st = src->p.dag ? ADAG_OK : adag_settings_from_env(&env);
     if (st != ADAG_OK)
         return st;
+    char dir[4096];
+    st = cache_dir(&src->p, set, dir, sizeof(dir));
     uint64_t cap = (src->p.field_mask & ADAG_DATA_PARAM_CACHE) && src->p.cache_bytes
                        ? src->p.cache_bytes
                        : (uint64_t)set->data_cache_bytes;
@@ -111,14 +117,17 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
         .retries = (int)set->data_http_retries,
         .timeout_ms = set->data_http_timeout_ms,
     };
-    if ((st = adag_data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
+    unsigned fetches = (unsigned)set->data_fetches;
+    if (set == &env)
+        adag_settings_free(&env);
+    if (st != ADAG_OK || (st = adag_data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
         return st;
 
     /* the first epoch's shard order (the opened shards' permutation is over
      * those that open well; with none bad it is this one) */
     fetch_job_t job = {.src = src, .n = src->nshards};
     uint32_t *order = malloc(src->nshards * sizeof(*order));
-    unsigned nthreads = (unsigned)set->data_fetches < nurls ? (unsigned)set->data_fetches : nurls;
+    unsigned nthreads = fetches < nurls ? fetches : nurls;
     pthread_t *threads = calloc(nthreads, sizeof(*threads));
     if (!order || !threads) {
         free(order);

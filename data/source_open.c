@@ -195,7 +195,7 @@ adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_par
         return ADAG_OK;
     }
     adag_actor_placement_t first = ADAG_ACTOR_PLACEMENT_INIT;
-    if (!p->dag || !adag_settings()->placement)
+    if (!p->dag || !p->dag->rt->settings.placement)
         return ADAG_OK;
     adag_status_t st = adag_dag_input_placement(p->dag, &first);
     if (st != ADAG_OK)

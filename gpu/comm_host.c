@@ -64,6 +64,7 @@
 #include "common/error.h"
 #include "common/event.h"
 #include "common/fd.h"
+#include "common/settings.h"
 #include "gpu/comm.h"
 
 #include <errno.h>
@@ -478,7 +479,8 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
         adag_comm_host_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
         goto fail;
     }
-    c->base = (adag_comm_t){&adag_comm_host_ops, nranks, rank, dev};
+    c->base = (adag_comm_t){&adag_comm_host_ops, nranks, rank, dev,
+                            adag_settings_env_int("ADAG_COMM_TIMEOUT_MS")};
     c->seg = g;
     memcpy(c->who, who, sizeof(c->who));
     pthread_mutex_init(&c->enqueue_lock, NULL);

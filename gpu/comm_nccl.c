@@ -149,7 +149,7 @@ static const char *const nccl_names[] = {
 
 static void nccl_load(void)
 {
-    const char *forced = adag_settings()->nccl_path;
+    const char *forced = adag_process_settings()->nccl_path;
     const char *name = NULL;
     if (forced) {
         lib.lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
@@ -352,7 +352,8 @@ static adag_status_t nccl_init(const adag_comm_id_t *id, unsigned nranks, unsign
         st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
         goto fail;
     }
-    c->base = (adag_comm_t){&adag_comm_nccl_ops, nranks, rank, dev};
+    c->base = (adag_comm_t){&adag_comm_nccl_ops, nranks, rank, dev,
+                            adag_settings_env_int("ADAG_COMM_TIMEOUT_MS")};
     memcpy(c->who, who, sizeof(c->who));
     pthread_mutex_init(&c->lock, NULL);
     c->comm = comm;
@@ -409,7 +410,7 @@ static adag_status_t nccl_enqueue(adag_comm_t *base, const nccl_call_t *k, adag_
     if (st != ADAG_OK)
         return st;
     cudaStream_t cs = (cudaStream_t)base->dev->ops->stream_native(s);
-    int64_t timeout_ms = adag_settings()->comm_timeout_ms;
+    int64_t timeout_ms = base->timeout_ms;
     int64_t deadline = adag_deadline_ms(timeout_ms > 0 ? timeout_ms : -1);
     pthread_mutex_lock(&c->lock);
     if (atomic_load_explicit(&c->aborted, memory_order_seq_cst)) {

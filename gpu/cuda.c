@@ -112,7 +112,7 @@ static const char *const cudart_names[] = {
 
 static void cudart_load(void)
 {
-    const char *forced = adag_settings()->cudart_path;
+    const char *forced = adag_process_settings()->cudart_path;
     const char *name = NULL;
     if (forced) {
         adag_cudart.lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);

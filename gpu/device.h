@@ -38,10 +38,25 @@ typedef enum {
 
 typedef struct adag_device_ops adag_device_ops_t;
 
+/* What an opened device takes from the settings of the runtime it serves
+ * (common/settings.h). open fills it from the environment (a device opened
+ * outside any runtime: tests, benchmarks); dag/actor_device.c then sets
+ * its runtime's values, before any work is enqueued. The emulated device
+ * uses both; CUDA neither. */
+typedef struct {
+    /* ADAG_HOST_COPY_MBPS: a copy of n bytes takes at least n / copy_mbps
+     * us, read when the copy is enqueued; 0: memmove speed */
+    int64_t copy_mbps;
+    /* ADAG_SPIN_NS_CROWDED: the spin of a stream's thread and of
+     * stream_sync before they sleep, read when the stream is created */
+    int64_t spin_ns;
+} adag_device_tuning_t;
+
 /* One opened device (backends embed it first). */
 typedef struct {
     const adag_device_ops_t *ops;
     unsigned index;
+    adag_device_tuning_t tuning;
 } adag_device_t;
 
 /* Device memory (or pinned host memory). */

@@ -298,7 +298,7 @@ static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
 
 static unsigned host_probe(char *why, size_t len)
 {
-    unsigned n = (unsigned)adag_settings()->host_devices;
+    unsigned n = (unsigned)adag_process_settings()->host_devices;
     if (n == 0)
         snprintf(why, len, "ADAG_HOST_DEVICES is 0");
     return n;
@@ -306,7 +306,7 @@ static unsigned host_probe(char *why, size_t len)
 
 static adag_status_t host_open(unsigned index, adag_device_t **out)
 {
-    unsigned n = (unsigned)adag_settings()->host_devices;
+    unsigned n = (unsigned)adag_process_settings()->host_devices;
     if (index >= n)
         return adag_error(ADAG_ERR_NOT_FOUND,
                           "host device %u does not exist (ADAG_HOST_DEVICES is %u)", index, n);
@@ -315,6 +315,8 @@ static adag_status_t host_open(unsigned index, adag_device_t **out)
         return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", index);
     d->base.ops = &adag_device_host_ops;
     d->base.index = index;
+    d->base.tuning.copy_mbps = adag_settings_env_int("ADAG_HOST_COPY_MBPS");
+    d->base.tuning.spin_ns = adag_settings_env_int("ADAG_SPIN_NS_CROWDED");
     *out = &d->base;
     return ADAG_OK;
 }

@@ -6,7 +6,6 @@
 #include "common/error.h"
 #include "common/event.h"
 #include "common/fd.h"
-#include "common/settings.h"
 #include "gpu/host_impl.h"
 #include "gpu/memfd_handle.h"
 
@@ -317,6 +316,7 @@ typedef struct stream_op {
     void *arg;
     adag_dev_event_t *ev;
     uint64_t ticket;
+    uint64_t mbps; /* OP_COPY: its device's copy_mbps when it was enqueued */
     /* OP_HOST_FN from launch_host: arg points here; OP_COPY from pageable
      * memory: the staged bytes (src is NULL) */
     alignas(16) unsigned char args[];
@@ -394,11 +394,12 @@ static void sleep_until_ns(int64_t t)
     }
 }
 
-/* A copy at ADAG_HOST_COPY_MBPS (0: as fast as memmove): it ends no
- * sooner than size / bandwidth after it began (MB/s = bytes per us). */
+/* A copy at its device's ADAG_HOST_COPY_MBPS (0: as fast as memmove): it
+ * ends no sooner than size / bandwidth after it began (MB/s = bytes per
+ * us). */
 static void run_copy(const stream_op_t *op)
 {
-    uint64_t mbps = (uint64_t)adag_settings()->host_copy_mbps;
+    uint64_t mbps = op->mbps;
     int64_t began = mbps ? adag_now_ns() : 0;
     memmove(op->dst, op->src ? op->src : op->args, op->size);
     if (mbps) {
@@ -507,7 +508,7 @@ static int helper_may_run(const stream_op_t *op)
 {
     switch (op->kind) {
     case OP_COPY:
-        return adag_settings()->host_copy_mbps == 0;
+        return op->mbps == 0;
     case OP_STEPS:
     case OP_RECORD:
     case OP_WAIT:
@@ -574,7 +575,7 @@ adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
     s->dev = adag_host_dev(d);
     atomic_init(&s->refs, 1);
     pthread_mutex_init(&s->lock, NULL);
-    adag_wait_policy_t policy = {adag_settings()->spin_ns_crowded, 1};
+    adag_wait_policy_t policy = {d->tuning.spin_ns, 1};
     adag_spin_init(&s->idle_spin, policy);
     adag_spin_init(&s->sync_spin, policy);
     int err = pthread_create(&s->thread, NULL, stream_main, s);
@@ -606,7 +607,8 @@ void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
 adag_status_t adag_host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
                                      size_t size)
 {
-    stream_op_t copy = {.kind = OP_COPY, .dst = dst, .src = src, .size = size};
+    stream_op_t copy = {.kind = OP_COPY, .dst = dst, .src = src, .size = size,
+                        .mbps = (uint64_t)s->dev->base.tuning.copy_mbps};
     if (size == 0 || (adag_host_ranges_cover(dst, size) && adag_host_ranges_cover(src, size)))
         return enqueue(s, copy);
     if (!adag_host_ranges_cover(dst, size)) {

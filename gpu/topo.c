@@ -330,7 +330,7 @@ static char topo_error[ADAG_ERROR_MAX];
 
 static void topo_load_once(void)
 {
-    const adag_settings_t *s = adag_settings();
+    const adag_process_settings_t *s = adag_process_settings();
     topo_status = adag_topo_load(s->topo_xml, s->topo_xml && s->topo_xml_this_system,
                                  &topo_process);
     if (topo_status != ADAG_OK)

@@ -289,9 +289,10 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_channel_stats_t, bytes, 40);
     PIN_AT(adag_channel_stats_t, in_use, 52);
 
-    PIN_SIZE(adag_runtime_params_t, 16);
+    PIN_SIZE(adag_runtime_params_t, 24); /* config appended (bit 1) */
     PIN_AT(adag_runtime_params_t, field_mask, 0);
     PIN_AT(adag_runtime_params_t, worker_path, 8);
+    PIN_AT(adag_runtime_params_t, config, 16);
 
     PIN_SIZE(adag_actor_params_t, 96); /* cpus, numa, nic appended (bits 7-9) */
     PIN_AT(adag_actor_params_t, field_mask, 0);

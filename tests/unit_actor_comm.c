@@ -5,6 +5,7 @@
  * another rank is refused; a dropped or aborted key is gone; a join whose
  * peer never comes times out; nothing is left afterwards. */
 #include "common/clock.h"
+#include "common/settings.h"
 #include "dag/actor_comm.h"
 #include "dag/actor_device.h"
 #include "gpu/comm.h"
@@ -17,11 +18,23 @@ typedef struct {
     adag_actor_comms_t comms;
 } fake_actor_t;
 
+/* The table's defaults, as a runtime's settings. */
+static const adag_settings_t *defaults(void)
+{
+    static adag_settings_t s;
+    static int made;
+    if (!made) {
+        cr_assert_eq(adag_settings_defaults(&s), ADAG_OK);
+        made = 1;
+    }
+    return &s;
+}
+
 static void actor_open(fake_actor_t *a, unsigned index)
 {
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, index, &a->dev), ADAG_OK, "%s",
-                 adag_last_error());
-    adag_actor_comms_init(&a->comms);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, index, defaults(), &a->dev),
+                 ADAG_OK, "%s", adag_last_error());
+    adag_actor_comms_init(&a->comms, defaults());
 }
 
 static void actor_close(fake_actor_t *a)

@@ -16,6 +16,19 @@
 #include <string.h>
 #include <time.h>
 
+/* The table's defaults: the settings a device or communicator table of
+ * these tests opens with (a runtime's, in the library). */
+static const adag_settings_t *defaults(void)
+{
+    static adag_settings_t s;
+    static int made;
+    if (!made) {
+        cr_assert_eq(adag_settings_defaults(&s), ADAG_OK);
+        made = 1;
+    }
+    return &s;
+}
+
 static uint64_t host_streams(void)
 {
     adag_device_counts_t c;
@@ -113,8 +126,8 @@ Test(actor_device, open_and_close)
 {
     adag_actor_device_t *d = NULL;
     cr_assert_eq(host_streams(), 0);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 1, &d), ADAG_OK, "%s",
-                 adag_last_error());
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 1, defaults(), &d), ADAG_OK,
+                 "%s", adag_last_error());
     cr_assert(d->chan.kind == ADAG_DEVICE_KIND_HOST && d->chan.dev->index == 1);
     cr_assert(d->chan.compute && d->chan.comm && d->chan.compute != d->chan.comm);
     adag_device_counts_t c;
@@ -135,13 +148,15 @@ Test(actor_device, open_and_close)
 Test(actor_device, open_a_device_that_is_not_here)
 {
     adag_actor_device_t *d = (adag_actor_device_t *)0x1;
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 99, &d), ADAG_ERR_NOT_FOUND);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 99, defaults(), &d),
+                 ADAG_ERR_NOT_FOUND);
     cr_assert_null(d);
     HAS("device host:99 does not exist here (host: 4 devices)");
     unsigned n = adag_device_backend(ADAG_DEVICE_KIND_CUDA)->probe(NULL, 0);
     char want[64];
     snprintf(want, sizeof(want), "device cuda:%u does not exist here (cuda: %u device", n, n);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_CUDA, n, &d), ADAG_ERR_NOT_FOUND);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_CUDA, n, defaults(), &d),
+                 ADAG_ERR_NOT_FOUND);
     HAS(want);
     if (n == 0)
         HAS("(cuda: 0 devices: "); /* and the probe's reason */
@@ -160,7 +175,7 @@ Test(actor_device, stop_drains_then_fini_then_close)
 {
     adag_actor_device_t *d = NULL;
     static _Atomic int done;
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, &d), ADAG_OK);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, defaults(), &d), ADAG_OK);
     launch_set(d, &done, 100);
     cr_assert_eq(adag_actor_device_stop(d, "a", adag_deadline_ms(5000), record_fini, &done),
                  ADAG_OK, "%s", adag_last_error());
@@ -179,8 +194,8 @@ Test(actor_device, stuck_work_is_left_at_the_deadline)
     adag_actor_device_t *d = NULL, *e = NULL;
     static _Atomic int done;
     setenv("ADAG_LOG_LEVEL", "0", 1); /* the leaks are logged: not in the test's output */
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, &d), ADAG_OK);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 1, &e), ADAG_OK);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, defaults(), &d), ADAG_OK);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 1, defaults(), &e), ADAG_OK);
     launch_set(d, &done, 3000);
     launch_set(e, &done, 3000);
     double t0 = now_ms();
@@ -253,15 +268,25 @@ static const adag_class_def_t kick_class = {
 
 /* A thread actor "kicker" on host:2 (its streams: two) and a DAG that
  * enqueues n kernels of ms each, then is destroyed (the streams stay with
- * the actor). Returns the runtime and the actor. */
-static adag_actor_h run_kicker(int64_t n, int64_t ms, adag_runtime_h *out_rt)
+ * the actor), in a runtime whose ADAG_TEARDOWN_TIMEOUT_MS is teardown_ms
+ * (NULL: the environment's). Returns the runtime and the actor. */
+static adag_actor_h run_kicker(int64_t n, int64_t ms, const char *teardown_ms,
+                               adag_runtime_h *out_rt)
 {
     adag_runtime_h rt = NULL;
     adag_actor_h a = NULL;
     adag_graph_h g = NULL;
     adag_dag_h dag = NULL;
     adag_node_h in, node;
-    cr_assert_eq(adag_runtime_create(NULL, &rt), ADAG_OK);
+    adag_runtime_params_t rp = {.field_mask = ADAG_RUNTIME_PARAM_CONFIG};
+    if (teardown_ms) {
+        cr_assert_eq(adag_config_read(&rp.config), ADAG_OK);
+        cr_assert_eq(adag_config_modify(rp.config, "ADAG_TEARDOWN_TIMEOUT_MS", teardown_ms),
+                     ADAG_OK, "%s", adag_last_error());
+    }
+    cr_assert_eq(adag_runtime_create(teardown_ms ? &rp : NULL, &rt), ADAG_OK);
+    if (rp.config)
+        cr_assert_eq(adag_config_release(rp.config), ADAG_OK);
     cr_assert_eq(adag_class_register(rt, &kick_class), ADAG_OK);
     adag_actor_params_t p = {
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_DEVICE,
@@ -294,7 +319,7 @@ static adag_actor_h run_kicker(int64_t n, int64_t ms, adag_runtime_h *out_rt)
 Test(actor_device, thread_actor_streams_back_to_zero, .timeout = 30)
 {
     adag_runtime_h rt;
-    adag_actor_h a = run_kicker(3, 100, &rt);
+    adag_actor_h a = run_kicker(3, 100, NULL, &rt);
     cr_assert_eq(adag_actor_destroy(a), ADAG_OK);
     cr_assert_eq(atomic_load(&fini_saw), 3,
                  "fini saw %d kernels done, want 3 (it ran before the work was done)",
@@ -312,18 +337,15 @@ Test(actor_device, thread_actor_streams_back_to_zero, .timeout = 30)
     cr_assert_eq(adag_runtime_destroy(rt), ADAG_OK);
 }
 
-/* A kernel that outlives ADAG_TEARDOWN_TIMEOUT_MS: the DAG and the actor
- * go by the deadlines, fini does not run and the streams are left. */
+/* A kernel that outlives the runtime's ADAG_TEARDOWN_TIMEOUT_MS: the DAG
+ * and the actor go by the deadlines, fini does not run and the streams are
+ * left. */
 Test(actor_device, thread_actor_with_stuck_work, .timeout = 30)
 {
-    setenv("ADAG_TEARDOWN_TIMEOUT_MS", "200", 1);
     setenv("ADAG_LOG_LEVEL", "0", 1); /* the leak is logged: not in the test's output */
-    if (adag_settings()->teardown_timeout_ms != 200)
-        cr_skip_test("skipped: the settings were read before this test set "
-                     "ADAG_TEARDOWN_TIMEOUT_MS");
     adag_runtime_h rt;
     double t0 = now_ms();
-    adag_actor_h a = run_kicker(1, 5000, &rt);
+    adag_actor_h a = run_kicker(1, 5000, "200", &rt);
     cr_assert_eq(adag_actor_destroy(a), ADAG_OK);
     cr_assert_eq(adag_runtime_destroy(rt), ADAG_OK);
     double took = now_ms() - t0;

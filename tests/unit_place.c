@@ -66,8 +66,12 @@ Test(cpulist, format_truncates_safely)
 }
 
 /* A DAG of fake actors, each with a placement (cpus, host), enough for
- * adag_dag_policy: it reads the actors' places and hosts only. */
+ * adag_dag_policy: it reads the actors' places and hosts, and its
+ * runtime's spins (values of their own, to tell them apart). */
+#define FAKE_SPIN 111111
+#define FAKE_SPIN_CROWDED 22222
 typedef struct {
+    struct adag_runtime rt;
     struct adag_dag dag;
     adag_dag_actor_t da[8];
     struct adag_actor actors[8];
@@ -76,6 +80,9 @@ typedef struct {
 static fake_dag_t *fake(unsigned n, const char *const *cpus, const char *const *hosts)
 {
     fake_dag_t *f = calloc(1, sizeof(*f));
+    f->rt.settings.spin_ns = FAKE_SPIN;
+    f->rt.settings.spin_ns_crowded = FAKE_SPIN_CROWDED;
+    f->dag.rt = &f->rt;
     f->dag.actors = f->da;
     f->dag.nactors = n;
     f->dag.wait.spin_ns = -1;
@@ -106,12 +113,12 @@ Test(wait_policy, loops_on_their_own_cpus_spin)
     for (int ai = 0; ai < 3; ai++) {
         adag_wait_policy_t p = adag_dag_policy(&f->dag, ai);
         cr_assert_eq(p.yield, 0, "actor %d: 3 loops on 4 CPUs", ai);
-        cr_assert_eq(p.spin_ns, adag_settings()->spin_ns);
+        cr_assert_eq(p.spin_ns, FAKE_SPIN);
     }
     for (int ai = 3; ai < 5; ai++) {
         adag_wait_policy_t p = adag_dag_policy(&f->dag, ai);
         cr_assert_eq(p.yield, 1, "actor %d: 3 loops (2 actors, the driver) on 1 CPU", ai);
-        cr_assert_eq(p.spin_ns, adag_settings()->spin_ns_crowded);
+        cr_assert_eq(p.spin_ns, FAKE_SPIN_CROWDED);
     }
     cr_assert_eq(adag_dag_policy(&f->dag, -1).yield, 1, "the driver shares CPU 0 with 2 loops");
     free(f);

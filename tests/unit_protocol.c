@@ -7,6 +7,7 @@
  */
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "transport/protocol.h"
 
 #include <criterion/criterion.h>
@@ -59,10 +60,28 @@ static const adag_msg_place_t place_req = {
     .nic = "mlx5_2:1",
 };
 
+/* A runtime's settings with values of their own: two changed from the
+ * defaults, and a string. */
+static void sample_settings(adag_settings_t *s)
+{
+    cr_assert_eq(adag_settings_defaults(s), ADAG_OK);
+    cr_assert_eq(adag_settings_set(s, "ADAG_SPIN_NS", "1234", "test"), ADAG_OK);
+    cr_assert_eq(adag_settings_set(s, "ADAG_TEARDOWN_TIMEOUT_MS", "777", "test"), ADAG_OK);
+    cr_assert_eq(adag_settings_set(s, "ADAG_HOSTS", "a=h:1,b=h:2", "test"), ADAG_OK);
+    cr_assert_eq(adag_settings_set(s, "ADAG_TOKEN", "secret", "test"), ADAG_OK);
+}
+
 static void enc_create(adag_wbuf_t *b)
 {
+    adag_settings_t s;
+    adag_wbuf_t set = {0};
+    sample_settings(&s);
+    adag_msg_encode_settings(&set, &s);
+    adag_settings_free(&s);
     adag_msg_encode_create(b, "/lib/libx.so", "Stage", "stage1", "cuda:1",
-                           (adag_blob_t){init_bytes, sizeof(init_bytes)}, &place_req);
+                           (adag_blob_t){init_bytes, sizeof(init_bytes)}, &place_req,
+                           (adag_blob_t){set.data, set.len});
+    adag_wbuf_free(&set);
 }
 
 static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
@@ -78,6 +97,22 @@ static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
         cr_assert(m.place.flags == place_req.flags && m.place.numa == 1);
         cr_assert_str_eq(m.place.cpus, "0-3,8");
         cr_assert_str_eq(m.place.nic, "mlx5_2:1");
+        /* the settings arrive whole, over defaults elsewhere; not the token */
+        adag_settings_t got, want;
+        cr_assert_eq(adag_settings_defaults(&got), ADAG_OK);
+        cr_assert_eq(adag_msg_apply_settings(m.settings, &got), ADAG_OK, "%s",
+                     adag_last_error());
+        sample_settings(&want);
+        cr_assert_eq(got.spin_ns, 1234);
+        cr_assert_eq(got.teardown_timeout_ms, 777);
+        cr_assert_str_eq(got.hosts, "a=h:1,b=h:2");
+        cr_assert_null(got.token, "the secret token travelled to the worker");
+        /* compared above; every other field (integers, NULL strings) byte for byte */
+        free(want.token);
+        free(want.hosts);
+        free(got.hosts);
+        want.token = want.hosts = got.hosts = NULL;
+        cr_assert_eq(memcmp(&got, &want, sizeof(got)), 0, "a setting did not travel");
     }
     return st;
 }
@@ -321,14 +356,15 @@ Test(protocol, bounds_are_enforced)
     for (int which = 0; which < 4; which++) {
         adag_msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
                                which == 2 ? longname : "a", which == 3 ? longname : "host:0",
-                               (adag_blob_t){NULL, 0}, NULL);
+                               (adag_blob_t){NULL, 0}, NULL, (adag_blob_t){NULL, 0});
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
         cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);
         assert_names(ADAG_MSG_CREATE_ACTOR, "malformed");
         adag_wbuf_free(&b);
     }
     /* an actor without a device: NULL travels as "" */
-    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL);
+    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
+                           (adag_blob_t){NULL, 0});
     m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
     cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_OK, "%s", adag_last_error());
     cr_assert_str_eq(c.device, "");
@@ -342,7 +378,8 @@ Test(protocol, bounds_are_enforced)
     bad_places[2].numa = 4096;
     bad_places[3].nic_dist = 9;
     for (int i = 0; i < 4; i++) {
-        adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, &bad_places[i]);
+        adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, &bad_places[i],
+                               (adag_blob_t){NULL, 0});
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
         cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "place %d", i);
         adag_wbuf_free(&b);
@@ -362,6 +399,110 @@ Test(protocol, bounds_are_enforced)
                  ADAG_ERR_PROTOCOL);
     cr_assert(strstr(adag_last_error(), "malformed reply to HELLO"), "%s", adag_last_error());
     adag_wbuf_free(&b);
+}
+
+/* CREATE_ACTOR carrying a settings list `set` (pairs encoded by hand):
+ * the status of its decoder. */
+static adag_status_t decode_with_settings(const adag_wbuf_t *set, adag_msg_create_t *c)
+{
+    adag_wbuf_t b = {0};
+    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
+                           (adag_blob_t){set->data, set->len});
+    adag_ctl_msg_t m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
+    adag_status_t st = adag_msg_decode_create(&m, c);
+    adag_wbuf_free(&b);
+    return st;
+}
+
+/* A list of n pairs {name, value} (values NULL: "1"), and what CREATE_ACTOR
+ * with it decodes to. */
+static adag_status_t settings_list(unsigned n, const char *const *names, const char *value,
+                                   adag_wbuf_t *set, adag_msg_create_t *c)
+{
+    adag_wbuf_free(set);
+    adag_wbuf_u32(set, n);
+    for (unsigned i = 0; i < n; i++) {
+        adag_wbuf_str(set, names[i]);
+        adag_wbuf_str(set, value ? value : "1");
+    }
+    return decode_with_settings(set, c);
+}
+
+/* The settings list's form is bounded (count, name and value sizes, no
+ * NUL, nothing after the last pair), and what it says is checked by the
+ * settings table when the worker applies it: an unknown name, a refused
+ * value or a process-wide setting is ADAG_ERR_PROTOCOL naming it. */
+Test(protocol, create_actor_settings_are_bounded_and_checked)
+{
+    adag_wbuf_t set = {0};
+    adag_msg_create_t c;
+    static char many[ADAG_MSG_SETTINGS_MAX + 1][16];
+    const char *names[ADAG_MSG_SETTINGS_MAX + 1];
+    for (unsigned i = 0; i <= ADAG_MSG_SETTINGS_MAX; i++) {
+        snprintf(many[i], sizeof(many[i]), "ADAG_X%u", i);
+        names[i] = many[i];
+    }
+    cr_assert_eq(settings_list(ADAG_MSG_SETTINGS_MAX, names, NULL, &set, &c), ADAG_OK);
+    cr_assert_eq(settings_list(ADAG_MSG_SETTINGS_MAX + 1, names, NULL, &set, &c),
+                 ADAG_ERR_PROTOCOL, "one pair too many");
+    /* names: 1 .. ADAG_SETTING_NAME_MAX - 1 bytes, no NUL */
+    char name[ADAG_SETTING_NAME_MAX + 1];
+    memset(name, 'N', sizeof(name));
+    name[ADAG_SETTING_NAME_MAX - 1] = '\0';
+    const char *one[1] = {name};
+    cr_assert_eq(settings_list(1, one, NULL, &set, &c), ADAG_OK, "a name of %d bytes",
+                 ADAG_SETTING_NAME_MAX - 1);
+    name[ADAG_SETTING_NAME_MAX - 1] = 'N';
+    name[ADAG_SETTING_NAME_MAX] = '\0';
+    cr_assert_eq(settings_list(1, one, NULL, &set, &c), ADAG_ERR_PROTOCOL, "a long name");
+    one[0] = "";
+    cr_assert_eq(settings_list(1, one, NULL, &set, &c), ADAG_ERR_PROTOCOL, "an empty name");
+    /* values: at most ADAG_SETTING_TEXT_MAX bytes ("" is one: the default) */
+    one[0] = "ADAG_HOSTS";
+    char *value = malloc(ADAG_SETTING_TEXT_MAX + 2);
+    memset(value, 'v', ADAG_SETTING_TEXT_MAX + 1);
+    value[ADAG_SETTING_TEXT_MAX] = '\0';
+    cr_assert_eq(settings_list(1, one, value, &set, &c), ADAG_OK);
+    value[ADAG_SETTING_TEXT_MAX] = 'v';
+    value[ADAG_SETTING_TEXT_MAX + 1] = '\0';
+    cr_assert_eq(settings_list(1, one, value, &set, &c), ADAG_ERR_PROTOCOL, "a long value");
+    free(value);
+    cr_assert_eq(settings_list(1, one, "", &set, &c), ADAG_OK);
+    /* a NUL inside a name or a value; a byte after the last pair; no count */
+    for (int which = 0; which < 2; which++) {
+        adag_wbuf_free(&set);
+        adag_wbuf_u32(&set, 1);
+        adag_wbuf_bytes(&set, which ? "ADAG_HOSTS" : "ADAG\0X", which ? 10 : 6);
+        adag_wbuf_bytes(&set, which ? "a\0b" : "1", which ? 3 : 1);
+        cr_assert_eq(decode_with_settings(&set, &c), ADAG_ERR_PROTOCOL, "a NUL (%d)", which);
+    }
+    settings_list(1, one, "x", &set, &c);
+    adag_wbuf_raw(&set, "", 1);
+    cr_assert_eq(decode_with_settings(&set, &c), ADAG_ERR_PROTOCOL, "a byte after the pairs");
+    adag_wbuf_free(&set);
+    adag_wbuf_raw(&set, "\0\0\0", 3);
+    cr_assert_eq(decode_with_settings(&set, &c), ADAG_ERR_PROTOCOL, "a count of 3 bytes");
+    /* well formed, refused by the table when applied */
+    static const struct {
+        const char *name, *value, *says;
+    } refused[] = {
+        {"ADAG_NO_SUCH", "1", "there is no setting ADAG_NO_SUCH"},
+        {"ADAG_SPIN_NS", "abc", "ADAG_SPIN_NS=abc: not an integer in [0, 1000000000]"},
+        {"ADAG_TEARDOWN_TIMEOUT_MS", "-5", "ADAG_TEARDOWN_TIMEOUT_MS=-5: not an integer in [0, "},
+        {"ADAG_LOG_LEVEL", "4", "ADAG_LOG_LEVEL is process-wide"},
+    };
+    for (unsigned i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        one[0] = refused[i].name;
+        cr_assert_eq(settings_list(1, one, refused[i].value, &set, &c), ADAG_OK);
+        adag_settings_t s;
+        cr_assert_eq(adag_settings_defaults(&s), ADAG_OK);
+        cr_assert_eq(adag_msg_apply_settings(c.settings, &s), ADAG_ERR_PROTOCOL, "%s=%s",
+                     refused[i].name, refused[i].value);
+        cr_assert(strstr(adag_last_error(), refused[i].says), "wanted \"%s\" in: %s",
+                  refused[i].says, adag_last_error());
+        adag_settings_free(&s);
+    }
+    adag_wbuf_free(&set);
 }
 
 Test(protocol, method_table)

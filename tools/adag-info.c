@@ -1,8 +1,8 @@
 /* adag-info: what this build of adag knows. `adag-info -c` lists the
- * ADAG_* settings with their values in force and defaults; `adag-info
+ * ADAG_* settings with the values a runtime created here would have (the
+ * environment's) and their defaults; `adag-info
  * topo` the machine's topology and the placements actors get on it;
  * `adag-info attach` a running driver's live view. */
-#include "common/settings.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
 #include "tools/info_attach.h"
@@ -10,7 +10,31 @@
 
 #include <adag.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* -c: through the public configuration API, as a client would. */
+static int print_settings(void)
+{
+    adag_config_h config = NULL;
+    char *text = NULL;
+    size_t need = 0;
+    int rc = 1;
+    if (adag_config_read(&config) != ADAG_OK ||
+        adag_config_print(config, NULL, 0, &need) != ADAG_ERR_TOO_LARGE ||
+        (text = malloc(need)) == NULL || adag_config_print(config, text, need, NULL) != ADAG_OK) {
+        fprintf(stderr, "adag-info -c: %s\n",
+                need && !text ? "out of memory" : adag_last_error());
+        goto out;
+    }
+    fputs(text, stdout);
+    rc = 0;
+out:
+    free(text);
+    if (config)
+        adag_config_release(config);
+    return rc;
+}
 
 /* "devices: cuda: 0 (no driver (...))": each backend, how many devices it
  * has here and why (not). */
@@ -54,10 +78,8 @@ static void print_comms(void)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "-c") == 0) {
-        adag_settings_print(stdout);
-        return 0;
-    }
+    if (argc == 2 && strcmp(argv[1], "-c") == 0)
+        return print_settings();
     if (argc >= 2 && strcmp(argv[1], "topo") == 0)
         return adag_info_topo(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "attach") == 0)

@@ -48,8 +48,8 @@ int adag_info_topo(int argc, char **argv)
     }
     /* a file given here is shown as another machine's unless
      * ADAG_TOPO_XML_THIS_SYSTEM says it is this one */
-    if (adag_topo_load(in ? in : adag_settings()->topo_xml,
-                       adag_settings()->topo_xml_this_system != 0, &shown) != ADAG_OK) {
+    if (adag_topo_load(in ? in : adag_process_settings()->topo_xml,
+                       adag_process_settings()->topo_xml_this_system != 0, &shown) != ADAG_OK) {
         fprintf(stderr, "adag-info topo: %s\n", adag_last_error());
         return 1;
     }

@@ -103,14 +103,102 @@ static void read_place(adag_rbuf_t *rb, adag_msg_place_t *p)
 
 void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
                             const char *actor, const char *device, adag_blob_t init,
-                            const adag_msg_place_t *place)
+                            const adag_msg_place_t *place, adag_blob_t settings)
 {
+    static const char none[4]; /* a count of 0 */
     adag_wbuf_str(b, module);
     adag_wbuf_str(b, class_name);
     adag_wbuf_str(b, actor);
     adag_wbuf_str(b, device ? device : "");
     adag_wbuf_bytes(b, init.data, init.len);
     write_place(b, place);
+    if (settings.len)
+        adag_wbuf_bytes(b, settings.data, settings.len);
+    else
+        adag_wbuf_bytes(b, none, sizeof(none));
+}
+
+typedef struct {
+    adag_wbuf_t *b;
+    uint32_t n;
+} settings_out_t;
+
+static void put_setting(void *ctx, const char *name, const char *value)
+{
+    settings_out_t *o = ctx;
+    adag_wbuf_str(o->b, name);
+    adag_wbuf_str(o->b, value);
+    o->n++;
+}
+
+void adag_msg_encode_settings(adag_wbuf_t *b, const adag_settings_t *s)
+{
+    size_t at = b->len;
+    adag_wbuf_u32(b, 0); /* the count, filled in below */
+    settings_out_t o = {b, 0};
+    adag_settings_each_sent(s, put_setting, &o);
+    if (!b->failed) {
+        uint32_t n = o.n;
+        memcpy(b->data + at, &n, sizeof(n)); /* in adag_wbuf_u32's byte order */
+    }
+}
+
+/* One {name, value} pair of a settings list: views into the list (not
+ * NUL-terminated); the bounds of protocol.h. */
+static int read_setting(adag_rbuf_t *rb, const char **name, size_t *nlen, const char **value,
+                        size_t *vlen)
+{
+    *name = adag_rbuf_bytes(rb, nlen);
+    *value = adag_rbuf_bytes(rb, vlen);
+    if (rb->failed || *nlen == 0 || *nlen >= ADAG_SETTING_NAME_MAX ||
+        *vlen > ADAG_SETTING_TEXT_MAX || memchr(*name, '\0', *nlen) ||
+        (*vlen && memchr(*value, '\0', *vlen)))
+        rb->failed = 1;
+    return !rb->failed;
+}
+
+/* The settings list of CREATE_ACTOR: a view, its form checked. */
+static adag_blob_t read_settings(adag_rbuf_t *rb)
+{
+    adag_blob_t b;
+    b.data = adag_rbuf_bytes(rb, &b.len);
+    adag_rbuf_t in = {b.data, b.len, 0, 0};
+    uint32_t n = adag_rbuf_u32(&in);
+    const char *name, *value;
+    size_t nlen, vlen;
+    if (n > ADAG_MSG_SETTINGS_MAX)
+        in.failed = 1;
+    for (uint32_t i = 0; i < n && read_setting(&in, &name, &nlen, &value, &vlen); i++) {
+    }
+    if (in.failed || in.pos != in.len)
+        rb->failed = 1;
+    return b;
+}
+
+adag_status_t adag_msg_apply_settings(adag_blob_t settings, adag_settings_t *s)
+{
+    adag_rbuf_t in = {settings.data, settings.len, 0, 0};
+    uint32_t n = adag_rbuf_u32(&in);
+    char name[ADAG_SETTING_NAME_MAX], *value = NULL;
+    const char *np, *vp;
+    size_t nlen, vlen;
+    adag_status_t st = ADAG_OK;
+    for (uint32_t i = 0; i < n && st == ADAG_OK; i++) {
+        if (!read_setting(&in, &np, &nlen, &vp, &vlen)) /* decoded: cannot happen */
+            return adag_error(ADAG_ERR_PROTOCOL, "malformed settings in CREATE_ACTOR");
+        memcpy(name, np, nlen);
+        name[nlen] = '\0';
+        if (!(value = malloc(vlen + 1)))
+            return adag_error(ADAG_ERR_NO_MEMORY, "CREATE_ACTOR: setting %s", name);
+        if (vlen)
+            memcpy(value, vp, vlen);
+        value[vlen] = '\0';
+        st = adag_settings_set(s, name, value, "CREATE_ACTOR");
+        free(value);
+        if (st == ADAG_ERR_INVALID || st == ADAG_ERR_NOT_FOUND)
+            st = adag_error(ADAG_ERR_PROTOCOL, "the driver's settings: %s", adag_last_error());
+    }
+    return st;
 }
 
 void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n,
@@ -208,6 +296,7 @@ adag_status_t adag_msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_
     adag_rbuf_str(&rb, m->device, sizeof(m->device));
     m->init = read_blob(&rb);
     read_place(&rb, &m->place);
+    m->settings = read_settings(&rb);
     return finish(msg, ADAG_MSG_CREATE_ACTOR, &rb);
 }
 

@@ -9,8 +9,9 @@
  * A session: the driver sends HELLO {magic, version, token} first and the
  * worker answers with its version, pid and CPU count (a worker speaking
  * another version refuses and exits). Then CREATE_ACTOR once (module,
- * class, actor name, device, init bytes: the worker opens the device and
- * runs init on a thread bound to it), and per DAG
+ * class, actor name, device, init bytes, placement, and the runtime's
+ * settings: the worker takes those, not its environment's, then opens the
+ * device and runs init on a thread bound to it), and per DAG
  * PREPARE_DAG (program + the channel domains to attach, with their fds;
  * the reply carries each endpoint's peer info; a device actor starts
  * joining the program's communicators) -> CONNECT_DAG (every peer info of
@@ -33,6 +34,7 @@
 #define ADAG_TRANSPORT_PROTOCOL_H
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "transport/channel.h"
 #include "transport/control.h"
 #include "transport/wire.h"
@@ -46,8 +48,9 @@
 
 #define ADAG_PROTOCOL_MAGIC 0x67616461u /* "adag" */
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
- * the event socket, which carries DAG_FAILED; 5-10: docs/design.md */
-#define ADAG_PROTOCOL_VERSION 10u
+ * the event socket, which carries DAG_FAILED; 5-10: docs/design.md; 11:
+ * CREATE_ACTOR carries the runtime's settings */
+#define ADAG_PROTOCOL_VERSION 11u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {
@@ -119,6 +122,13 @@ typedef struct {
     uint32_t nic_dist;           /* reply: gpu/topo.h adag_topo_dist_t; 0 */
 } adag_msg_place_t;
 
+/* CREATE_ACTOR's settings: the runtime's (common/settings.h), each but the
+ * secret token as a pair of strings {name, value as its environment
+ * variable would hold it ("" for an unset string)}, after their count;
+ * at most ADAG_MSG_SETTINGS_MAX pairs, a name 1 to ADAG_SETTING_NAME_MAX -
+ * 1 bytes, a value at most ADAG_SETTING_TEXT_MAX, neither with a NUL. */
+#define ADAG_MSG_SETTINGS_MAX 64
+
 typedef struct {
     char module[PATH_MAX];
     char class_name[ADAG_MAX_NAME];
@@ -126,6 +136,7 @@ typedef struct {
     char device[ADAG_DEVICE_SPEC_MAX]; /* "<backend>:<index>", "" for none */
     adag_blob_t init;
     adag_msg_place_t place;
+    adag_blob_t settings; /* the encoded pairs (adag_msg_apply_settings) */
 } adag_msg_create_t;
 
 typedef struct {
@@ -166,10 +177,17 @@ typedef struct {
 
 void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
 void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
-/* device: "<backend>:<index>", or NULL / "" for none */
+/* device: "<backend>:<index>", or NULL / "" for none; settings: what
+ * adag_msg_encode_settings wrote (empty: none, a count of 0) */
 void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
                             const char *actor, const char *device, adag_blob_t init,
-                            const adag_msg_place_t *place);
+                            const adag_msg_place_t *place, adag_blob_t settings);
+/* A runtime's settings, as CREATE_ACTOR carries them. */
+void adag_msg_encode_settings(adag_wbuf_t *b, const adag_settings_t *s);
+/* Sets each of CREATE_ACTOR's settings (already decoded) in s, checked by
+ * the settings table: a name it does not know or a value it refuses is
+ * ADAG_ERR_PROTOCOL naming the setting (s then partly set). */
+adag_status_t adag_msg_apply_settings(adag_blob_t settings, adag_settings_t *s);
 /* CREATE_ACTOR's reply: the method table, then the placement */
 void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n,
                              const adag_msg_place_t *place);

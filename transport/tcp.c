@@ -188,9 +188,8 @@ out:
     return st;
 }
 
-adag_status_t adag_token_load(char *out, size_t *len)
+adag_status_t adag_token_load(const adag_settings_t *s, char *out, size_t *len)
 {
-    const adag_settings_t *s = adag_settings();
     if (s->token_file)
         return token_from_file(s->token_file, out, len);
     if (!s->token)

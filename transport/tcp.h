@@ -8,6 +8,8 @@
 #ifndef ADAG_TRANSPORT_TCP_H
 #define ADAG_TRANSPORT_TCP_H
 
+#include "common/settings.h"
+
 #include <adag.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,11 +29,12 @@ adag_status_t adag_tcp_tune(int fd, int64_t timeout_ms);
 /* "ip:port" of the socket's peer (or "?"). */
 void adag_tcp_peer_name(int fd, char *out, size_t len);
 
-/* The token in force: the contents of ADAG_TOKEN_FILE (a regular file of
- * this user, mode 0600 or 0400, a trailing newline dropped), else ADAG_TOKEN;
- * ADAG_ERR_NOT_FOUND if neither is set, ADAG_ERR_INVALID for a file others
- * may read or a token that is empty or longer than ADAG_TOKEN_MAX. */
-adag_status_t adag_token_load(char *out, size_t *len);
+/* The token of settings s (a runtime's, or an agent's environment): the
+ * contents of ADAG_TOKEN_FILE (a regular file of this user, mode 0600 or
+ * 0400, a trailing newline dropped), else ADAG_TOKEN; ADAG_ERR_NOT_FOUND if
+ * neither is set, ADAG_ERR_INVALID for a file others may read or a token
+ * that is empty or longer than ADAG_TOKEN_MAX. */
+adag_status_t adag_token_load(const adag_settings_t *s, char *out, size_t *len);
 /* 1 if a and b are the same token; the time taken does not depend on where
  * they differ. */
 int adag_token_equal(const void *a, size_t alen, const void *b, size_t blen);

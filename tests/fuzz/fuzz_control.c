@@ -188,7 +188,15 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
         CHECK(terminated(m.actor, sizeof(m.actor)) && inside(m.init, msg));
         CHECK(terminated(m.device, sizeof(m.device)));
         CHECK(terminated(m.place.cpus, sizeof(m.place.cpus)));
-        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init, &m.place);
+        CHECK(inside(m.settings, msg) && m.settings.len >= 4);
+        /* the worker takes them over the table's defaults (dag/worker.c) */
+        adag_settings_t s;
+        if (adag_settings_defaults(&s) == ADAG_OK) {
+            (void)adag_msg_apply_settings(m.settings, &s);
+            adag_settings_free(&s);
+        }
+        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init, &m.place,
+                               m.settings);
         check_canonical(msg, &b);
         return;
     }

@@ -321,11 +321,19 @@ static void control_seeds(const adag_wbuf_t *program)
                                                       {"token", 5}});
     adag_msg_encode_hello_reply(&hello_reply,
                                 &(adag_msg_hello_reply_t){ADAG_PROTOCOL_VERSION, 4242, 2});
+    adag_settings_t defaults;
+    adag_wbuf_t settings = {0};
+    if (adag_settings_defaults(&defaults) != ADAG_OK)
+        abort();
+    adag_msg_encode_settings(&settings, &defaults);
+    adag_settings_free(&defaults);
     adag_msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1", "cuda:0",
                            (adag_blob_t){"\x01\x02\x03\x04", 4},
                            &(adag_msg_place_t){.flags = ADAG_MSG_PLACE_AUTOMATIC |
                                                         ADAG_MSG_PLACE_CPUS,
-                                               .numa = 1, .cpus = "0-3"});
+                                               .numa = 1, .cpus = "0-3"},
+                           (adag_blob_t){settings.data, settings.len});
+    adag_wbuf_free(&settings);
     const adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}};
     adag_msg_encode_methods(&methods, ms, 2,
                             &(adag_msg_place_t){.flags = ADAG_MSG_PLACE_BOUND, .numa = 0,
