@@ -401,17 +401,19 @@ Test(protocol, bounds_are_enforced)
     adag_wbuf_free(&b);
 }
 
+/* The last CREATE_ACTOR decode_with_settings encoded: what c's views
+ * point into, until the next one. */
+static adag_wbuf_t create_msg;
+
 /* CREATE_ACTOR carrying a settings list `set` (pairs encoded by hand):
  * the status of its decoder. */
 static adag_status_t decode_with_settings(const adag_wbuf_t *set, adag_msg_create_t *c)
 {
-    adag_wbuf_t b = {0};
-    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
+    adag_wbuf_free(&create_msg);
+    adag_msg_encode_create(&create_msg, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
                            (adag_blob_t){set->data, set->len});
-    adag_ctl_msg_t m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
-    adag_status_t st = adag_msg_decode_create(&m, c);
-    adag_wbuf_free(&b);
-    return st;
+    adag_ctl_msg_t m = view(ADAG_MSG_CREATE_ACTOR, create_msg.data, create_msg.len);
+    return adag_msg_decode_create(&m, c);
 }
 
 /* A list of n pairs {name, value} (values NULL: "1"), and what CREATE_ACTOR
@@ -503,6 +505,7 @@ Test(protocol, create_actor_settings_are_bounded_and_checked)
         adag_settings_free(&s);
     }
     adag_wbuf_free(&set);
+    adag_wbuf_free(&create_msg);
 }
 
 Test(protocol, method_table)
