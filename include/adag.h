@@ -475,8 +475,9 @@ typedef struct {
      * communication stream. Default: none (a host actor). */
     const char *device;
     /* ADAG_PLACEMENT_REMOTE: "host:port" of the agent that starts its
-     * worker (adag-worker --agent host:port on that host); the driver
-     * presents the token of ADAG_TOKEN_FILE or ADAG_TOKEN. module_path is a
+     * worker (adag-worker --agent host:port on that host), or a name of
+     * the runtime's ADAG_HOSTS; the driver presents the token of the
+     * runtime's ADAG_TOKEN_FILE or ADAG_TOKEN. module_path is a
      * path on that host. Actors naming the same agent share a host: the
      * compiler gives UCX channels to every value that crosses hosts and
      * keeps shared memory within the driver's host. */
@@ -674,6 +675,8 @@ enum {
     ADAG_COMPILE_PARAM_TRACE = 1u << 8,
 };
 
+/* Every default below is a setting of the graph's runtime (see
+ * "Configuration"); the numbers are the settings' own defaults. */
 typedef struct {
     uint64_t field_mask;       /* ADAG_COMPILE_PARAM_* bits */
     unsigned max_inflight;     /* executions in flight; default ADAG_MAX_INFLIGHT (8) */

@@ -25,6 +25,7 @@ typedef struct {
 
 static const field_t runtime_fields[] = {
     F(adag_runtime_params_t, worker_path, ADAG_RUNTIME_PARAM_WORKER_PATH),
+    F(adag_runtime_params_t, config, ADAG_RUNTIME_PARAM_CONFIG),
 };
 
 /* class_name's bit is set by every case (the class is required) */

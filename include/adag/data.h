@@ -189,7 +189,9 @@ typedef struct {
     adag_data_map_fn map;
     void *map_arg;
     /* CACHE: where http(s) shards are kept and how many bytes at most
-     * (default: the settings ADAG_DATA_CACHE_DIR and ADAG_DATA_CACHE_BYTES) */
+     * (default: the settings ADAG_DATA_CACHE_DIR and ADAG_DATA_CACHE_BYTES:
+     * those of the runtime of the DAG the source feeds, else the
+     * environment's when it opens, like the other ADAG_DATA_* settings) */
     const char *cache_dir;
     uint64_t cache_bytes;
     /* STEPS: a chain of steps run after the map (or the copy of the
@@ -243,7 +245,8 @@ typedef struct {
     unsigned sample_ndim;
     int64_t sample_shape[ADAG_MAX_DIMS - 1];
     /* CPUS: the CPUs the threads run on, as a list ("8-15"; each one this
-     * process may use). Default: feeding a DAG with ADAG_PLACEMENT=1, the
+     * process may use). Default: feeding a DAG whose runtime has
+     * ADAG_PLACEMENT=1, the
      * CPUs of the actors that read its input (adag_dag_input_placement:
      * next to the first stage and its GPU); otherwise not bound. */
     const char *cpus;
