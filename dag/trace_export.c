@@ -115,7 +115,8 @@ static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *
 static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADAG_ERROR_MAX])
 {
     adag_answers_t as;
-    adag_status_t st = adag_actors_ask(dag, ADAG_ASK_TRACE, dag->rt->settings.stats_timeout_ms, &as);
+    adag_status_t st =
+        adag_actors_ask(dag, ADAG_ASK_TRACE, dag->rt->settings.stats_timeout_ms, &as);
     if (st != ADAG_OK) {
         adag_error_prefix("adag_dag_write_trace");
         return st;
