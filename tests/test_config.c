@@ -399,7 +399,9 @@ Test(config, two_runtimes_keep_their_own_spin, .timeout = 90)
         {"ADAG_SPIN_NS", "0", "ADAG_SPIN_NS_CROWDED", "0", NULL},
         {"ADAG_SPIN_NS", "1000000000", "ADAG_SPIN_NS_CROWDED", "1000000000", NULL},
     };
-    enum { ROUNDS = 5, GAP_MS = 250 };
+    enum { ROUNDS = 8, GAP_MS = 250 };
+    h_snapshot_t snap;
+    h_snapshot(&snap);
     adag_runtime_h rt[2];
     adag_graph_h g[2];
     adag_dag_h dag[2];
@@ -430,6 +432,7 @@ Test(config, two_runtimes_keep_their_own_spin, .timeout = 90)
               used[1], ROUNDS, GAP_MS);
     for (int i = 0; i < 2; i++)
         ASSERT_OK(adag_runtime_destroy(rt[i]));
+    h_assert_clean(&snap);
 }
 
 /* ---- workers run on their runtime's settings ---- */
@@ -458,6 +461,8 @@ static int environ_has(pid_t pid, const char *var)
 Test(config, process_actor_copies_at_its_runtimes_bandwidth, .timeout = 90)
 {
     setenv("ADAG_HOST_COPY_MBPS", "1", 1);
+    h_snapshot_t snap;
+    h_snapshot(&snap);
     static const char *const settings[2][5] = {
         {"ADAG_HOST_COPY_MBPS", "0", "ADAG_SLOT_CAPACITY", "8388608", NULL},
         {"ADAG_HOST_COPY_MBPS", "16", "ADAG_SLOT_CAPACITY", "8388608", NULL},
@@ -503,6 +508,7 @@ Test(config, process_actor_copies_at_its_runtimes_bandwidth, .timeout = 90)
         }
     for (int i = 0; i < 2; i++)
         ASSERT_OK(adag_runtime_destroy(rt[i]));
+    h_assert_clean(&snap);
     unsetenv("ADAG_HOST_COPY_MBPS");
 }
 
