@@ -207,6 +207,14 @@ adag_value_t h_i64v(const int64_t *p)
     return v;
 }
 
+adag_status_t h_commit_i64(adag_dag_h dag, adag_ref_t ref, const adag_input_view_t *view,
+                           int64_t x)
+{
+    memcpy(view->data, &x, sizeof(x));
+    adag_value_t v = {.data = view->data, .size = sizeof(x)};
+    return adag_dag_commit(dag, ref, &v, 1);
+}
+
 int64_t h_val_i64(adag_value_t v)
 {
     cr_assert_eq(v.size, sizeof(int64_t), "value has %zu bytes, expected 8", v.size);

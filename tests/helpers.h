@@ -155,6 +155,12 @@ adag_value_t h_i64v(const int64_t *p);
 /* The int64 held by v; asserts v.size == 8. */
 int64_t h_val_i64(adag_value_t v);
 
+/* The zero-copy path with one int64 input: writes x into view->data (a
+ * view adag_dag_reserve gave for ref) and commits it as 8 bytes there;
+ * returns the commit's status. */
+adag_status_t h_commit_i64(adag_dag_h dag, adag_ref_t ref, const adag_input_view_t *view,
+                           int64_t x);
+
 /* Starts one execution with the int64 input x (copied); asserts ADAG_OK
  * and returns its ref. */
 adag_ref_t h_execute(adag_dag_h dag, int64_t x);
