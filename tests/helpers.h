@@ -77,6 +77,10 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
  * compiled with cp; asserts success. */
 adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
                        const adag_compile_params_t *cp);
+/* The same chain, its input declared with `input` (a static dtype or
+ * shape; NULL: per execution). */
+adag_dag_h h_gpu_chain_input(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                             const adag_compile_params_t *cp, const adag_tensor_params_t *input);
 /* The same chain, the tensors between stages declared with `transport`;
  * returns what compile returned (*dag NULL on failure). */
 adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
