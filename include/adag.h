@@ -724,9 +724,10 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  *     the device slot directly, by work enqueued on `stream` after the
  *     reserve returned (CUDA: cudaMemcpyAsync(v.device_data, src, n,
  *     cudaMemcpyDefault, (cudaStream_t)v.stream) or a kernel on it; the
- *     emulated "host" device: adag_dag_enqueue): the reservation enqueued
+ *     emulated "host" device: adag_dag_enqueue): the reserve already put
  *     there the waits for the slot's previous readers, and what reads the
- *     value is ordered after everything on the stream at the commit.
+ *     value is ordered after everything enqueued on the stream before the
+ *     commit.
  * Each view says how much fits (`capacity`) and what the field declares
  * (`flags`, and with them dtype and shape), so a client knows what to
  * commit.
