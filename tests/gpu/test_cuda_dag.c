@@ -193,6 +193,21 @@ out:
 
 /* ---- the driver's device ---- */
 
+/* s1 (stage 1, kernels spinning spin_us) -> s2 (stage 2), both on device
+ * 0, which is the driver's device too; 4 KiB slots. */
+static adag_status_t driver_chain(adag_runtime_h rt, unsigned inflight, int spin_us,
+                                  adag_actor_h *a, adag_dag_h *dag)
+{
+    adag_status_t st = cdag_stage(rt, "s1", cdag_dev(0), 1, spin_us, &a[0]);
+    if (st == ADAG_OK)
+        st = cdag_stage(rt, "s2", cdag_dev(0), 2, 0, &a[1]);
+    if (st != ADAG_OK)
+        return st;
+    cdag_chain_t o = {.max_inflight = inflight, .slot_capacity = 4096,
+                      .driver_device = cdag_dev(0)};
+    return cdag_chain(rt, a, 2, &o, dag);
+}
+
 /* input -> s1 -> s2 -> output with driver_device "cuda:0": every input
  * slot and output slot is on the driver's device (zero copy to s1 and from
  * s2). Every third input is a tensor in device memory of this process
@@ -220,10 +235,7 @@ int cdag_test_driver_device(void)
     for (int i = 0; i < INFLIGHT; i++)
         CHECK_CUDA(cu.malloc_(&dev_in[i], sizeof in[0].data, cuerr, sizeof cuerr));
     CHECK_OK(cdag_runtime(&rt));
-    CHECK_OK(cdag_stage(rt, "s1", cdag_dev(0), 1, 200, &a[0]));
-    CHECK_OK(cdag_stage(rt, "s2", cdag_dev(0), 2, 0, &a[1]));
-    cdag_chain_t o = {.max_inflight = INFLIGHT, .slot_capacity = 4096, .driver_device = cdag_dev(0)};
-    CHECK_OK(cdag_chain(rt, a, 2, &o, &dag));
+    CHECK_OK(driver_chain(rt, INFLIGHT, 200, a, &dag));
     dot = cdag_dot(dag);
     CHECK(dot && strstr(dot, cdag_dev(0)), "the DOT does not show the driver's device:\n%s",
           dot ? dot : "(none)");
@@ -312,10 +324,7 @@ int cdag_test_driver_device_zero_copy(void)
     adag_ref_t refs[INFLIGHT];
     CHECK(cdag_cuda_load(&cu) == PASS, "the module's CUDA helpers (above)");
     CHECK_OK(cdag_runtime(&rt));
-    CHECK_OK(cdag_stage(rt, "s1", cdag_dev(0), 1, 0, &a[0]));
-    CHECK_OK(cdag_stage(rt, "s2", cdag_dev(0), 2, 0, &a[1]));
-    cdag_chain_t o = {.max_inflight = INFLIGHT, .slot_capacity = 4096, .driver_device = cdag_dev(0)};
-    CHECK_OK(cdag_chain(rt, a, 2, &o, &dag));
+    CHECK_OK(driver_chain(rt, INFLIGHT, 0, a, &dag));
     CHECK_OK(adag_dag_stream(dag, &stream));
     for (uint64_t round = 0; round < ROUNDS; round++) {
         for (unsigned s = 0; s < INFLIGHT; s++) {
