@@ -74,6 +74,9 @@ extern "C" {
  *   - adag_class_def_t and adag_value_t: reserved words, which must be zero
  *     today (a nonzero one is ADAG_ERR_INVALID), so a later field whose zero
  *     means "as before" can take their place;
+ *   - adag_input_view_t (filled by the library, in arrays): reserved words
+ *     it sets to zero, so a later field takes their place and an array's
+ *     stride stays;
  *   - adag_method_def_t has no room of its own: it is read only through its
  *     class, so its layout is covered by the class's abi_version, and method
  *     tables keep their positional {name, fn, nargs, nreturns} initializers.
