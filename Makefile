@@ -151,7 +151,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
+.PHONY: all test test-tsan test-faults test-install check check-layers install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
     test-gpu
 all: $(ALL)
 
@@ -338,11 +338,20 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: test bench-smoke test-install
+check: check-layers test bench-smoke test-install
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+
+# Folders point down only: the data stage (data/) feeds a DAG through the
+# public API (include/adag.h) and includes no header of dag/.
+check-layers:
+	@if grep -rn '#include "dag/' data/; then \
+	    echo "check-layers: data/ includes dag/ headers (above): the data stage uses the public API only" >&2; \
+	    exit 1; \
+	fi
+	@echo "check-layers: data/ includes no dag/ header"
 
 # The harness runs once, quickly, to prove it works (it asserts no timing):
 # every scenario must run, check its results and print valid JSON (a row

@@ -189,7 +189,7 @@ int run_chain(const bench_opts_t *o, adag_placement_t pl, unsigned n, unsigned i
               int64_t spin_ns, long iters, measure_t *m);
 int run_scatter_gather(const bench_opts_t *o, adag_placement_t pl, unsigned n, long iters,
                        measure_t *m);
-/* zero_copy: inputs written in the slot (adag_dag_execute_prepare/commit) */
+/* zero_copy: inputs written in the slot (adag_dag_reserve/commit) */
 int run_payload(const bench_opts_t *o, adag_placement_t pl, size_t bytes, int zero_copy,
                 long iters, measure_t *m);
 int run_idle(const bench_opts_t *o, adag_placement_t pl, double seconds, measure_t *m);

@@ -206,11 +206,12 @@ int run_payload(const bench_opts_t *o, adag_placement_t pl, size_t bytes, int ze
         double t0 = bench_now_us();
         if (zero_copy) {
             /* the payload is produced in the slot: only the stamps change */
-            void *slot;
-            TRY(adag_dag_execute_prepare(dag, 0, &slot, 1));
-            memcpy(slot, &stamp, 8);
-            memcpy((char *)slot + bytes - 8, &stamp, 8);
-            TRY(adag_dag_execute_commit(dag, &bytes, 1, &ref));
+            adag_input_view_t view;
+            TRY(adag_dag_reserve(dag, 0, &view, 1, &ref));
+            memcpy(view.data, &stamp, 8);
+            memcpy((char *)view.data + bytes - 8, &stamp, 8);
+            adag_value_t written = {.data = view.data, .size = bytes};
+            TRY(adag_dag_commit(dag, ref, &written, 1));
         } else {
             memcpy(buf, &stamp, 8);
             memcpy(buf + bytes - 8, &stamp, 8);

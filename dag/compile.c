@@ -583,13 +583,12 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
     dag->slot_metas = calloc(per_ref, sizeof(*dag->slot_metas));
     dag->slot_owner = calloc(dag->max_inflight, sizeof(*dag->slot_owner));
-    dag->slot_legacy = calloc(dag->max_inflight, 1);
     dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
     dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
     dag->ref_flags = calloc(dag->max_inflight, 1);
     if (!dag->inputs || !dag->input_chan || !dag->input_counts || !dag->slot_bufs || !dag->slot_sizes ||
-        !dag->slot_metas || !dag->slot_owner || !dag->slot_legacy ||
+        !dag->slot_metas || !dag->slot_owner ||
         !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->noutputs = g->noutputs;
@@ -722,7 +721,8 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
             goto fail;
     if ((st = adag_compile_comm_check_order(dag)) != ADAG_OK)
         goto fail;
-    if ((st = open_driver_endpoints(&cx)) != ADAG_OK)
+    if ((st = open_driver_endpoints(&cx)) != ADAG_OK ||
+        (st = adag_dag_staging_open(dag)) != ADAG_OK)
         goto fail;
     dag->node_labels = calloc(g->nnodes + 1, sizeof(*dag->node_labels));
     if (!dag->node_labels) {

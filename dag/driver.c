@@ -449,7 +449,6 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->slot_sizes);
     free(dag->slot_metas);
     free(dag->slot_owner);
-    free(dag->slot_legacy);
     free(dag->input_chan);
     free(dag->outs);
     free(dag->out_chan);

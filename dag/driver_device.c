@@ -2,18 +2,34 @@
  * The driver's device (adag_compile_params_t.driver_device): the DAG opens
  * it in the driver's process with a compute and a communication stream,
  * like a device-bound actor's (dag/actor_device.h). Tensor inputs and
- * outputs of the graph then live on it: execute copies each tensor input
- * into its device slot on the compute stream (from host memory, or device
- * to device from a tensor on that device), and get returns device views,
- * ready in the order of that stream (adag_dag_stream).
+ * outputs of the graph then live on it, and get returns device views,
+ * ready in the order of the compute stream (adag_dag_stream).
+ *
+ * An input on the device is written in one of three ways (dag/reserve.c):
+ * in its pinned host staging (one buffer per input and slot, allocated at
+ * compile time: the DAG's memory), whose copy to the device slot the
+ * commit enqueues on the compute stream; in the device slot directly, by
+ * the client's work on that stream; or (execute) device to device from a
+ * tensor on the device, enqueued by the commit. Every such copy comes
+ * after the waits the slot's acquire enqueued on the stream and before
+ * the `ready` record of its publish. A staging buffer's copy records an
+ * event; the next reservation of that slot waits for it (outside the
+ * DAG's lock, in the one thread taking the next ref) before the buffer is
+ * handed out again. Several threads enqueue on the one stream: the
+ * backends' enqueueing is thread-safe (CUDA's API; the host device's
+ * queue mutex).
  */
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "dag/actor_device.h"
 #include "dag/internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+static void staging_close(adag_dag_h dag);
 
 adag_status_t adag_dag_driver_device_open(adag_dag_h dag, const char *spec)
 {
@@ -35,6 +51,7 @@ void adag_dag_driver_device_close(adag_dag_h dag)
 {
     if (!dag->driver_dev)
         return;
+    staging_close(dag);
     /* the endpoints are closed: only work the caller enqueued may remain */
     (void)adag_actor_device_close(dag->driver_dev, "the driver",
                                   adag_deadline_ms(dag->teardown_timeout_ms));
@@ -68,36 +85,158 @@ adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsign
                       dag->driver_dev_index, dag->driver_dev_index);
 }
 
-adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, void *const *bufs,
-                                          const adag_value_t *inputs, int64_t deadline)
+/* ---- the pinned staging of the inputs on the device ---- */
+
+static size_t staging_index(adag_dag_h dag, uint64_t ref, unsigned i)
 {
+    return (size_t)(ref % dag->max_inflight) * dag->ninputs + i;
+}
+
+adag_status_t adag_dag_staging_open(adag_dag_h dag)
+{
+    if (!dag->driver_dev || !dag->ninputs)
+        return ADAG_OK;
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     const adag_device_ops_t *ops = d->dev->ops;
-    int from_host = 0;
+    size_t n = (size_t)dag->max_inflight * dag->ninputs;
+    dag->staging = calloc(n, sizeof(*dag->staging));
+    dag->staged = calloc(n, sizeof(*dag->staged));
+    dag->staged_pending = calloc(n, 1);
+    if (!dag->staging || !dag->staged || !dag->staged_pending)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned i = 0; i < dag->ninputs; i++) {
-        if (!adag_dag_input_on_device(dag, i) || !inputs[i].size)
+        if (!adag_dag_input_on_device(dag, i))
             continue;
-        /* in the compute stream's order: after the readers' `consumed`
-         * waits that acquire enqueued, before publish's `ready` record */
-        adag_status_t st = ops->copy_async(d->compute, bufs[i], inputs[i].data, inputs[i].size);
+        size_t capacity = dag->inputs[i]->capacity;
+        for (unsigned s = 0; s < dag->max_inflight; s++) {
+            size_t k = staging_index(dag, s, i);
+            adag_status_t st = ops->host_alloc(d->dev, capacity, &dag->staging[k]);
+            if (st == ADAG_OK)
+                st = ops->event_create(d->dev, &dag->staged[k]);
+            if (st != ADAG_OK) {
+                adag_error_prefix("adag_graph_compile: the pinned staging of input %u (channel "
+                                  "%s, %zu bytes, slot %u)",
+                                  i, dag->inputs[i]->name, capacity, s);
+                return st; /* adag_dag_free frees what exists */
+            }
+        }
+    }
+    return ADAG_OK;
+}
+
+/* After the endpoints closed: the copies out of the staging are done
+ * (the compute stream drained) before it is freed. */
+static void staging_close(adag_dag_h dag)
+{
+    if (!dag->staging && !dag->staged)
+        return;
+    const adag_chan_device_t *d = &dag->driver_dev->chan;
+    const adag_device_ops_t *ops = d->dev->ops;
+    if (ops->stream_sync(d->compute, adag_deadline_ms(dag->teardown_timeout_ms)) != ADAG_OK) {
+        /* a copy may still read the staging: leaked rather than freed */
+        ADAG_LOG_WARN("DAG %s: the driver's stream did not drain within the teardown timeout "
+                      "(%d ms): its pinned input staging is left allocated",
+                      dag->name, dag->teardown_timeout_ms);
+    } else {
+        size_t n = (size_t)dag->max_inflight * dag->ninputs;
+        for (size_t k = 0; k < n; k++) {
+            if (dag->staged && dag->staged[k])
+                ops->event_destroy(d->dev, dag->staged[k]);
+            if (dag->staging && dag->staging[k].ptr)
+                ops->host_free(d->dev, &dag->staging[k]);
+        }
+    }
+    free(dag->staging);
+    free(dag->staged);
+    free(dag->staged_pending);
+    dag->staging = NULL;
+    dag->staged = NULL;
+    dag->staged_pending = NULL;
+}
+
+void *adag_dag_staging_buf(adag_dag_h dag, uint64_t ref, unsigned i)
+{
+    return dag->staging ? dag->staging[staging_index(dag, ref, i)].ptr : NULL;
+}
+
+adag_status_t adag_dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, int64_t deadline,
+                                    const char *fn)
+{
+    if (!dag->staged_pending)
+        return ADAG_OK;
+    const adag_device_ops_t *ops = dag->driver_dev->chan.dev->ops;
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        size_t k = staging_index(dag, ref, i);
+        if (!dag->staged_pending[k])
+            continue;
+        adag_status_t st = nonblock ? ops->event_query(dag->staged[k])
+                                    : ops->event_sync(dag->staged[k], deadline);
+        if (st == ADAG_ERR_AGAIN || st == ADAG_ERR_TIMEOUT)
+            return adag_error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
+                              "%s: %s: the copy of input %u of ref %llu from its pinned staging "
+                              "(channel %s) is still running",
+                              fn, nonblock ? "no room now" : "no room in time", i,
+                              (unsigned long long)(ref - dag->max_inflight),
+                              dag->inputs[i]->name);
         if (st != ADAG_OK) {
-            adag_error_prefix("adag_dag_execute: input %u", i);
+            adag_error_prefix("%s: waiting for the copy of input %u of ref %llu from its "
+                              "pinned staging",
+                              fn, i, (unsigned long long)(ref - dag->max_inflight));
             return st;
         }
-        from_host |= inputs[i].device == ADAG_DEVICE_HOST;
+        dag->staged_pending[k] = 0;
     }
-    /* host memory is the caller's again when execute returns: wait for
-     * those copies (a device tensor is read in the stream's order) */
-    if (from_host) {
-        adag_status_t st = ops->stream_sync(d->compute, deadline);
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *const *bufs,
+                                          const adag_value_t *inputs, const char *fn)
+{
+    if (!dag->driver_dev)
+        return ADAG_OK;
+    const adag_chan_device_t *d = &dag->driver_dev->chan;
+    const adag_device_ops_t *ops = d->dev->ops;
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        if (!adag_dag_input_on_device(dag, i) || !inputs[i].size || inputs[i].data == bufs[i])
+            continue; /* written in the slot, on the stream */
+        /* in the compute stream's order: after the readers' `consumed`
+         * waits that the reservation's acquire enqueued, before publish's
+         * `ready` record; from the staging (host), or device to device */
+        size_t k = staging_index(dag, ref, i);
+        int staged = inputs[i].device == ADAG_DEVICE_HOST;
+        const void *src = staged ? dag->staging[k].ptr : inputs[i].data;
+        adag_status_t st = ops->copy_async(d->compute, bufs[i], src, inputs[i].size);
+        if (st == ADAG_OK && staged && (st = ops->event_record(dag->staged[k], d->compute)) == ADAG_OK)
+            dag->staged_pending[k] = 1;
         if (st != ADAG_OK) {
-            adag_error_prefix("adag_dag_execute: copying the inputs to %s:%u",
+            adag_error_prefix("%s: input %u (channel %s): copying %zu bytes to %s:%u", fn, i,
+                              dag->inputs[i]->name, inputs[i].size,
                               adag_device_kind_name((uint32_t)dag->driver_dev_kind),
                               dag->driver_dev_index);
             return st;
         }
     }
     return ADAG_OK;
+}
+
+adag_status_t adag_dag_enqueue(adag_dag_h dag, void (*fn)(void *args), const void *args,
+                               size_t size)
+{
+    static const char *name = "adag_dag_enqueue";
+    if (!dag || !fn || (size && !args))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, fn and args must not be NULL", name);
+    if (!dag->driver_dev)
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: DAG %s has no driver device (adag_compile_params_t.driver_device)",
+                          name, dag->name);
+    if (size > ADAG_DEVICE_ARGS_MAX)
+        return adag_error(ADAG_ERR_INVALID, "%s: %zu bytes of arguments, at most %d", name, size,
+                          ADAG_DEVICE_ARGS_MAX);
+    const adag_chan_device_t *d = &dag->driver_dev->chan;
+    adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
+    if (st != ADAG_OK)
+        adag_error_prefix("%s: DAG %s", name, dag->name);
+    return st;
 }
 
 adag_status_t adag_dag_stream(adag_dag_h dag, void **stream)

@@ -326,14 +326,23 @@ struct adag_dag {
     int acquiring;
     uint64_t next_reserve;     /* refs below it were handed out */
     uint64_t next_publish;     /* refs below it are published */
-    void **slot_bufs;          /* [ref % max_inflight][input]: the reserved input buffers */
+    void **slot_bufs;          /* [ref % max_inflight][input]: the acquired input slots (a
+                                * device slot for an input on the driver's device) */
     size_t *slot_sizes;        /* [ref % max_inflight][input]: the committed sizes */
     adag_tensor_meta_t *slot_metas; /* [ref % max_inflight][input]: dtype 0: bytes */
     pthread_t *slot_owner;     /* [ref % max_inflight]: the thread that reserved it */
-    uint8_t *slot_legacy;      /* [ref % max_inflight]: reserved by adag_dag_execute_prepare */
-    unsigned nlegacy;          /* such reservations not yet committed or cancelled */
     unsigned nreserved;        /* reservations not yet committed or cancelled (destroy
                                 * waits for them, up to the teardown timeout) */
+    /* The pinned staging of the inputs on the driver's device
+     * (dag/driver_device.c), [ref % max_inflight][input]: a buffer of the
+     * input's capacity (ptr NULL for a host input), the event recorded
+     * after the commit's copy out of it, and whether that copy may still
+     * run (set by the commit under lock; waited for and cleared by the
+     * next reservation of the slot, in the acquiring thread). NULL: no
+     * input on the device. */
+    adag_dev_mem_t *staging;
+    adag_dev_event_t **staged;
+    uint8_t *staged_pending;
     unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
@@ -490,19 +499,23 @@ int adag_dag_input_on_device(adag_dag_h dag, unsigned i);
  * driver's device, for a field that lives there). */
 adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsigned i,
                                           const adag_value_t *v);
-/* Enqueues the copies of the inputs whose slots are on the driver's device
- * (bufs: the acquired slots); waits for those from host memory. */
-adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, void *const *bufs,
-                                          const adag_value_t *inputs, int64_t deadline);
-/* The data stage's feeding (data/source.c, dag/reserve.c): adag_dag_reserve,
- * an input on the driver's device included (its buffer is then device
- * memory, filled on the driver's compute stream before the commit), and
- * adag_dag_commit with each input's tensor description (NULL: bytes),
- * checked against what the field declares. */
-adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffers,
-                                    uint64_t *ref);
-adag_status_t adag_dag_commit_feed(adag_dag_h dag, uint64_t ref, const size_t *sizes,
-                                   const adag_tensor_meta_t *metas);
+/* The pinned staging of the inputs on the driver's device: allocated at
+ * compile (after the driver's endpoints), freed by
+ * adag_dag_driver_device_close once the stream drained. */
+adag_status_t adag_dag_staging_open(adag_dag_h dag);
+/* Input i's staging buffer for ref (NULL: a host input). */
+void *adag_dag_staging_buf(adag_dag_h dag, uint64_t ref, unsigned i);
+/* The reservation of ref, before its views go out: the copies out of its
+ * slot's staging (ref - max_inflight's) are done; ADAG_ERR_AGAIN at once
+ * (nonblock) or ADAG_ERR_TIMEOUT at the deadline if not. */
+adag_status_t adag_dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, int64_t deadline,
+                                    const char *fn);
+/* The commit of ref (under lock): enqueues on the compute stream the copy
+ * of each device input not written in its slot (bufs: the acquired slots):
+ * from its staging (device ADAG_DEVICE_HOST; the event recorded after it)
+ * or, device to device, from inputs[i].data. */
+adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *const *bufs,
+                                          const adag_value_t *inputs, const char *fn);
 /* The wait policy of actor ai's loop in this DAG (-1: the driver's). */
 adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai);
 int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);

@@ -1,13 +1,17 @@
 /*
  * Starting executions. An execution is reserved (its ref and, per input
- * field, a buffer inside its input slot), filled, then committed; its
- * inputs are published in ref order, so an execution committed while an
- * earlier one is still being filled starts as soon as that one is committed
- * or cancelled. Up to max_inflight executions may be reserved at once, by
- * any threads, and committed or cancelled in any order, by any thread.
+ * field, a view of where to write it: the input slot, or for an input on
+ * the driver's device its device slot and a pinned staging buffer of that
+ * slot), filled, then committed with each input's size or tensor
+ * description and where it was written; its inputs are published in ref
+ * order, so an execution committed while an earlier one is still being
+ * filled starts as soon as that one is committed or cancelled. Up to
+ * max_inflight executions may be reserved at once, by any threads, and
+ * committed or cancelled in any order, by any thread.
  *
  * Taking the next ref (room in the window: ref - max_inflight released by
- * the caller; then every input slot, before anything is published, so a
+ * the caller; then every input slot, the start and ticket channels' slots
+ * and the input staging's last copy, before anything is published, so a
  * timeout leaves nothing half-sent) is done by one thread at a time
  * (`acquiring`), within that caller's deadline; no lock is held across any
  * wait. A cancelled ref that is the newest one is given back; an older one
@@ -15,13 +19,15 @@
  * is published as a failed execution ("cancelled") that nobody can get and
  * whose slots come back once it has passed through.
  *
- * Tensor inputs come only through adag_dag_execute (their metadata is kept
- * per slot with the sizes and published with them); zero-copy inputs are
- * bytes, refused for a field declared with a static dtype or shape.
+ * A commit checks its inputs (sizes, tensor metadata against the field's
+ * static declaration, the pointers against the views) and, under the lock,
+ * enqueues the device inputs' copies (dag/driver_device.c), keeps each
+ * input's size and metadata per slot and publishes what is ready. A
+ * refused commit leaves the reservation open.
  *
- * adag_dag_execute reserves, copies and commits. The thread-bound
- * adag_dag_execute_prepare / _commit / _cancel sit on top: one such
- * reservation per thread.
+ * adag_dag_execute is the same path with a copy: it checks its inputs
+ * before anything is reserved, reserves, copies each host input into its
+ * view (the slot, or the staging of a device input) and commits.
  */
 #include "common/clock.h"
 #include "common/error.h"
@@ -143,16 +149,13 @@ static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
     return st;
 }
 
-/* Reserves the next ref. With `commit_now` (adag_dag_execute) it also
- * copies `inputs` (NULL for a DAG without inputs) into their slots and
- * commits, in the same pass. Otherwise the reservation stays open (counted
- * in dag->nreserved) until the ref is committed or cancelled.
- * legacy: reserved by adag_dag_execute_prepare; refuse_if_prepared: a
- * thread holding such a reservation is refused (it would wait for itself).
+/* Takes the next ref: room in the window, then every slot it writes (and
+ * the last copy out of its input staging). The reservation stays open
+ * (counted in dag->nreserved) until the ref is committed or cancelled.
+ * zero_copy: the public reserve, whose execute record runs to the commit.
  * Two short critical sections; none held across a wait. */
-static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int legacy,
-                             int refuse_if_prepared, int commit_now, const adag_value_t *inputs,
-                             uint64_t *ref, uint64_t *blocked_at)
+static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, int zero_copy,
+                              uint64_t *ref, uint64_t *blocked_at)
 {
     adag_status_t st = ADAG_OK;
     uint64_t own_blocked_at = 0;
@@ -169,21 +172,6 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         return adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
     }
     dag->api_users++;
-    /* the thread-bound API: a thread holding a prepared execution would
-     * wait for itself (its later refs start only after it commits) */
-    for (uint64_t r = dag->next_publish;
-         refuse_if_prepared && dag->nlegacy && r < dag->next_reserve; r++) {
-        unsigned s = (unsigned)(r % dag->max_inflight);
-        if (dag->slot_legacy[s] && (dag->ref_flags[s] & REF_RESERVED) &&
-            !(dag->ref_flags[s] & (REF_COMMITTED | REF_CANCELLED)) &&
-            pthread_equal(dag->slot_owner[s], pthread_self())) {
-            st = adag_error(ADAG_ERR_INVALID,
-                            "%s: this thread holds ref %llu of DAG %s, prepared with "
-                            "adag_dag_execute_prepare: commit or cancel it first",
-                            fn, (unsigned long long)r, dag->name);
-            goto fail_locked;
-        }
-    }
     while (dag->acquiring) {
         if (dag->abort_status != ADAG_OK) {
             st = adag_dag_abort_error(dag, fn);
@@ -258,12 +246,11 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
         else if (st != ADAG_OK)
             st = adag_dag_wait_error(dag, st, fn);
     }
-    /* the slots are this caller's alone until the ref is published */
-    for (unsigned i = 0; commit_now && st == ADAG_OK && i < dag->ninputs; i++)
-        if (inputs[i].size && !adag_dag_input_on_device(dag, i))
-            memcpy(bufs[i], inputs[i].data, inputs[i].size);
-    if (commit_now && st == ADAG_OK && dag->driver_dev)
-        st = adag_dag_copy_device_inputs(dag, bufs, inputs, deadline);
+    /* the staging of a device input is handed out again once the copy out
+     * of it (ref seq - max_inflight's, committed before that ref could be
+     * released: the lock orders its staged_pending) is done */
+    if (st == ADAG_OK)
+        st = adag_dag_staging_wait(dag, seq, nonblock, deadline, fn);
     pthread_mutex_lock(&dag->lock);
     dag->acquiring = 0;
     adag_dag_wake(dag);
@@ -272,30 +259,13 @@ static adag_status_t reserve(adag_dag_h dag, unsigned flags, const char *fn, int
     unsigned s = (unsigned)(seq % dag->max_inflight);
     dag->ref_flags[s] = REF_RESERVED;
     dag->slot_owner[s] = pthread_self();
-    dag->slot_legacy[s] = (uint8_t)legacy;
-    dag->nlegacy += (unsigned)legacy;
     dag->next_reserve = seq + 1;
-    if (commit_now) {
-        size_t *sizes = slot_sizes(dag, seq);
-        adag_tensor_meta_t *metas = slot_metas(dag, seq);
-        for (unsigned i = 0; i < dag->ninputs; i++) {
-            sizes[i] = inputs[i].size;
-            metas[i].dtype = inputs[i].kind == ADAG_VALUE_TENSOR ? (uint32_t)inputs[i].dtype : 0;
-            metas[i].ndim = inputs[i].kind == ADAG_VALUE_TENSOR ? inputs[i].ndim : 0;
-            for (unsigned d = 0; d < metas[i].ndim; d++)
-                metas[i].shape[d] = inputs[i].shape[d];
-        }
-        dag->ref_flags[s] |= REF_COMMITTED;
-        dag->stats.executed++;
-        publish_ready(dag);
-    } else {
-        dag->nreserved++;
-        /* the zero-copy API: its execute record runs from the reserve (its
-         * wait for room, if any) to the commit, which ends it */
-        if (dag->trace)
-            adag_trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
-                                *blocked_at ? *blocked_at : adag_trace_clock());
-    }
+    dag->nreserved++;
+    /* the zero-copy API: its execute record runs from the reserve (its
+     * wait for room, if any) to the commit, which ends it */
+    if (zero_copy && dag->trace)
+        adag_trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
+                            *blocked_at ? *blocked_at : adag_trace_clock());
     leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
     *ref = seq;
@@ -365,62 +335,41 @@ static adag_status_t check_reserved(adag_dag_h dag, uint64_t ref, const char *fn
     return ADAG_OK;
 }
 
-static adag_status_t check_sizes(adag_dag_h dag, const char *fn, const size_t *sizes, unsigned n)
-{
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    for (unsigned i = 0; i < n; i++)
-        if (sizes[i] > dag->capacity)
-            return adag_error(ADAG_ERR_TOO_LARGE,
-                              "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
-                              "slot capacity of %zu bytes",
-                              fn, i, i, sizes[i], dag->capacity);
-    return ADAG_OK;
-}
-
 static void cancel_locked(adag_dag_h dag, uint64_t ref);
 
-/* Commits reservation ref with its sizes (checked by the caller), unless
- * it ended meanwhile (another thread cancelled it, or destroy dropped it)
- * or the DAG is being destroyed (then it is cancelled: ADAG_ERR_CLOSED).
- * metas: each input's tensor description (NULL: bytes, as zero-copy inputs
- * of the API are). Nothing of the DAG is touched after its lock is let go:
- * destroy may free it once the reservation ended. */
-static adag_status_t commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
-                            const adag_tensor_meta_t *given, const char *fn)
+/* Commits reservation ref (checked open by the caller under dag->lock,
+ * still held) with inputs (checked too): the device inputs' copies are
+ * enqueued, each input's size and metadata kept for its publish. A copy
+ * that cannot be enqueued cancels the ref. zero_copy: its execute record
+ * (begun at the reserve) ends here. */
+static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_value_t *inputs,
+                                   int zero_copy, const char *fn)
 {
-    pthread_mutex_lock(&dag->lock);
-    adag_status_t st = check_reserved(dag, ref, fn);
-    if (st == ADAG_OK && dag->closing) {
-        cancel_locked(dag, ref);
-        st = adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed: ref %llu was cancelled",
-                        fn, dag->name, (unsigned long long)ref);
-    }
+    adag_status_t st = adag_dag_copy_device_inputs(dag, ref, slot_bufs(dag, ref), inputs, fn);
     if (st != ADAG_OK) {
-        pthread_mutex_unlock(&dag->lock);
-        return st;
+        char why[ADAG_ERROR_MAX];
+        snprintf(why, sizeof(why), "%s", adag_last_error());
+        cancel_locked(dag, ref);
+        return adag_error(st, "%s; ref %llu was cancelled", why, (unsigned long long)ref);
     }
-    unsigned s = (unsigned)(ref % dag->max_inflight);
-    if (dag->ninputs) /* sizes may be NULL for a DAG without inputs */
-        memcpy(slot_sizes(dag, ref), sizes, dag->ninputs * sizeof(*sizes));
+    size_t *sizes = slot_sizes(dag, ref);
     adag_tensor_meta_t *metas = slot_metas(dag, ref);
     for (unsigned i = 0; i < dag->ninputs; i++) {
-        if (given)
-            metas[i] = given[i];
-        else
-            metas[i].dtype = metas[i].ndim = 0;
+        int tensor = inputs[i].kind == ADAG_VALUE_TENSOR;
+        sizes[i] = inputs[i].size;
+        metas[i].dtype = tensor ? (uint32_t)inputs[i].dtype : 0;
+        metas[i].ndim = tensor ? inputs[i].ndim : 0;
+        for (unsigned d = 0; d < metas[i].ndim; d++)
+            metas[i].shape[d] = inputs[i].shape[d];
     }
-    dag->ref_flags[s] |= REF_COMMITTED;
-    dag->nlegacy -= dag->slot_legacy[s];
+    dag->ref_flags[ref % dag->max_inflight] |= REF_COMMITTED;
     dag->stats.executed++;
     publish_ready(dag);
     /* traced: its execute record (2 ref of the indexed ring), begun at the
      * reserve, ends here (its inputs were written in place meanwhile) */
-    if (dag->trace)
+    if (zero_copy && dag->trace)
         adag_trace_end_begun(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, adag_trace_clock());
     reservation_ended_locked(dag);
-    pthread_mutex_unlock(&dag->lock);
     return ADAG_OK;
 }
 
@@ -428,8 +377,6 @@ static adag_status_t commit(adag_dag_h dag, uint64_t ref, const size_t *sizes,
 static void cancel_locked(adag_dag_h dag, uint64_t ref)
 {
     unsigned s = (unsigned)(ref % dag->max_inflight);
-    dag->nlegacy -= dag->slot_legacy[s];
-    dag->slot_legacy[s] = 0;
     if (ref + 1 == dag->next_reserve && !dag->acquiring) {
         dag->ref_flags[s] = 0; /* the newest: given back */
         dag->next_reserve = ref;
@@ -471,25 +418,71 @@ static adag_status_t check_declared(adag_dag_h dag, const char *fn, unsigned i,
                       i, c->name, want, got);
 }
 
-/* Zero-copy inputs carry bytes: refused for a field declared with a static
- * dtype or shape (before anything is reserved). */
-static adag_status_t check_bytes_inputs(adag_dag_h dag, const char *fn)
+/* The inputs of an execution: n of them, each a value this library
+ * accepts (adag_value_check_input), in memory its field may take, of its
+ * declared type, fitting its slot. */
+static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_value_t *inputs,
+                                  unsigned n)
+{
+    adag_status_t st;
+    if (n != dag->ninputs)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+                          dag->ninputs, n);
+    for (unsigned i = 0; i < n; i++) {
+        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
+            (st = adag_dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
+            (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
+            return st;
+        if (inputs[i].size > dag->inputs[i]->capacity)
+            return adag_error(ADAG_ERR_TOO_LARGE,
+                              "%s: input %u (channel %s) is %zu bytes, larger than the slot "
+                              "capacity of %zu bytes",
+                              fn, i, dag->chans[dag->input_chan[i]].name, inputs[i].size,
+                              dag->inputs[i]->capacity);
+    }
+    return ADAG_OK;
+}
+
+/* What adag_dag_inputs says of input i (no pointers). */
+static void describe_input(adag_dag_h dag, unsigned i, adag_input_view_t *v)
+{
+    const adag_tensor_decl_t *t = &dag->chans[dag->input_chan[i]].tensor;
+    memset(v, 0, sizeof(*v));
+    v->capacity = dag->inputs[i]->capacity;
+    v->device = adag_dag_input_on_device(dag, i) ? ADAG_DEVICE_GPU(dag->driver_dev_index)
+                                                 : ADAG_DEVICE_HOST;
+    v->flags = (t->flags & ADAG_TENSOR_DECLARED ? ADAG_INPUT_TENSOR : 0) |
+               (t->flags & ADAG_TENSOR_STATIC_DTYPE ? ADAG_INPUT_STATIC_DTYPE : 0) |
+               (t->flags & ADAG_TENSOR_STATIC_SHAPE ? ADAG_INPUT_STATIC_SHAPE : 0);
+    v->dtype = (adag_dtype_t)t->dtype;
+    v->ndim = t->ndim;
+    for (unsigned d = 0; d < t->ndim && d < ADAG_MAX_DIMS; d++)
+        v->shape[d] = t->shape[d];
+}
+
+/* Where reserved ref's input i is written from the host: its slot, or
+ * the staging of a device input. */
+static void *host_view(adag_dag_h dag, uint64_t ref, unsigned i)
+{
+    return adag_dag_input_on_device(dag, i) ? adag_dag_staging_buf(dag, ref, i)
+                                            : slot_bufs(dag, ref)[i];
+}
+
+/* A commit's inputs are where ref's views have them. */
+static adag_status_t check_written(adag_dag_h dag, uint64_t ref, const char *fn,
+                                   const adag_value_t *inputs)
 {
     for (unsigned i = 0; i < dag->ninputs; i++) {
-        const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
-        if (adag_dag_input_on_device(dag, i))
-            return adag_error(ADAG_ERR_INVALID,
-                              "%s: input %u (channel %s) lives on the driver's device, and "
-                              "zero-copy inputs are host bytes: send it with adag_dag_execute",
-                              fn, i, c->name);
-        if (c->tensor.flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)) {
-            char want[160];
-            adag_tensor_decl_format(want, sizeof(want), &c->tensor);
-            return adag_error(ADAG_ERR_INVALID,
-                              "%s: input %u (channel %s) is declared %s, and zero-copy inputs "
-                              "are bytes: send it with adag_dag_execute",
-                              fn, i, c->name, want);
-        }
+        const adag_value_t *v = &inputs[i];
+        int host = v->device == ADAG_DEVICE_HOST;
+        void *want = host ? host_view(dag, ref, i) : slot_bufs(dag, ref)[i];
+        if (v->data == want || (!v->data && !v->size))
+            continue;
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: input %u (channel %s) of ref %llu: data %p is not the view's %s "
+                          "(%p); a commit names the memory its inputs were written in",
+                          fn, i, dag->chans[dag->input_chan[i]].name, (unsigned long long)ref,
+                          v->data, host ? "data" : "device_data", want);
     }
     return ADAG_OK;
 }
@@ -501,74 +494,98 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
 {
     static const char *fn = "adag_dag_execute";
     adag_status_t st;
+    uint64_t seq, blocked_at = 0;
 
     if (!dag || !ref || (n && !inputs))
         return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    for (unsigned i = 0; i < n; i++) {
-        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
-            (st = adag_dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
-            (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
-            return st;
-        if (inputs[i].size > dag->capacity)
-            return adag_error(ADAG_ERR_TOO_LARGE,
-                              "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
-                              "slot capacity of %zu bytes",
-                              fn, i, i, inputs[i].size, dag->capacity);
+    if ((st = check_inputs(dag, fn, inputs, n)) != ADAG_OK)
+        return st; /* before anything is reserved */
+    /* a call in progress from the reserve to the commit: destroy waits for
+     * it, and drops nothing of it */
+    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
+        return st;
+    if ((st = take_ref(dag, flags, fn, 0, &seq, &blocked_at)) != ADAG_OK)
+        goto out;
+    /* the views are this caller's alone until the ref is published; a
+     * device tensor is copied by the commit, in the stream's order */
+    for (unsigned i = 0; i < n; i++)
+        if (inputs[i].size && inputs[i].device == ADAG_DEVICE_HOST)
+            memcpy(host_view(dag, seq, i), inputs[i].data, inputs[i].size);
+    pthread_mutex_lock(&dag->lock);
+    if (dag->closing) {
+        cancel_locked(dag, seq);
+        st = adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+    } else {
+        st = commit_locked(dag, seq, inputs, 0, fn);
     }
-    uint64_t blocked_at = 0;
-    st = reserve(dag, flags, fn, 0, 1, 1, inputs, ref, &blocked_at);
+    pthread_mutex_unlock(&dag->lock);
+    if (st != ADAG_OK)
+        goto out;
+    *ref = seq;
     /* the driver's ring is indexed: ref's execute is record 2 ref. Its
      * span: from when it began to wait for room (if it did) to when its
      * inputs were published; the clock is read after they went, off the
      * path to the first stage */
-    if (dag->trace && st == ADAG_OK) {
+    if (dag->trace) {
         uint64_t t1 = adag_trace_clock();
-        adag_trace_put(dag->trace, 2 * *ref, ADAG_SPAN_EXECUTE, *ref, blocked_at ? blocked_at : t1,
+        adag_trace_put(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq, blocked_at ? blocked_at : t1,
                        t1);
     }
+out:
+    adag_dag_api_leave(dag);
     return st;
 }
 
-adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, void **buffers, unsigned n,
-                               adag_ref_t *ref)
+adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t *views,
+                               unsigned n, adag_ref_t *ref)
 {
     static const char *fn = "adag_dag_reserve";
     adag_status_t st;
     uint64_t seq;
-    if (!dag || !ref || (n && !buffers))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, buffers and ref must not be NULL", fn);
+    if (!dag || !ref || (n && !views))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag, views and ref must not be NULL", fn);
     if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
-        (st = reserve(dag, flags, fn, 0, 0, 0, NULL, &seq, NULL)) != ADAG_OK)
+        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u views given", fn,
+                          dag->name, dag->ninputs, n);
+    if ((st = take_ref(dag, flags, fn, 1, &seq, NULL)) != ADAG_OK)
         return st;
-    if (n) /* buffers may be NULL for a DAG without inputs */
-        memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
+    /* the views of a reserved ref are stable: its slots' buffers and
+     * staging do not move */
+    for (unsigned i = 0; i < n; i++) {
+        describe_input(dag, i, &views[i]);
+        views[i].data = host_view(dag, seq, i);
+        if (adag_dag_input_on_device(dag, i)) {
+            const adag_chan_device_t *d = &dag->driver_dev->chan;
+            views[i].device_data = slot_bufs(dag, seq)[i];
+            views[i].stream = d->dev->ops->stream_native(d->compute);
+        }
+    }
     *ref = seq;
     return ADAG_OK;
 }
 
-adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const size_t *sizes, unsigned n)
+adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const adag_value_t *inputs,
+                              unsigned n)
 {
     static const char *fn = "adag_dag_commit";
-    adag_status_t st;
-    if (!dag || (n && !sizes))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and sizes must not be NULL", fn);
+    if (!dag || (n && !inputs))
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and inputs must not be NULL", fn);
+    /* under the lock throughout: the checks read the reservation's slots,
+     * and nothing of the DAG is touched after the lock is let go (destroy
+     * may free it once the reservation ended) */
     pthread_mutex_lock(&dag->lock);
-    st = check_reserved(dag, ref, fn);
-    if (st == ADAG_OK && dag->slot_legacy[ref % dag->max_inflight])
-        st = adag_error(ADAG_ERR_INVALID,
-                        "%s: ref %llu was prepared with adag_dag_execute_prepare: commit it with "
-                        "adag_dag_execute_commit",
-                        fn, (unsigned long long)ref);
+    adag_status_t st = check_reserved(dag, ref, fn);
+    if (st == ADAG_OK && dag->closing) {
+        cancel_locked(dag, ref);
+        st = adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed: ref %llu was cancelled",
+                        fn, dag->name, (unsigned long long)ref);
+    }
+    /* a refused input leaves it reserved: fix it and commit, or cancel */
+    if (st == ADAG_OK && (st = check_inputs(dag, fn, inputs, n)) == ADAG_OK &&
+        (st = check_written(dag, ref, fn, inputs)) == ADAG_OK)
+        st = commit_locked(dag, ref, inputs, 1, fn);
     pthread_mutex_unlock(&dag->lock);
-    if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
-        return st; /* a size error leaves it reserved: fix the size, or cancel */
-    return commit(dag, ref, sizes, NULL, fn);
+    return st;
 }
 
 adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref)
@@ -584,110 +601,19 @@ adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref)
     return st;
 }
 
-/* ---- the thread-bound API ---- */
-
-/* This thread's prepared execution, or ADAG_ERR_INVALID. Under dag->lock. */
-static adag_status_t find_prepared(adag_dag_h dag, const char *fn, uint64_t *ref)
+adag_status_t adag_dag_inputs(adag_dag_h dag, adag_input_view_t *views, unsigned n,
+                              unsigned *ninputs)
 {
-    for (uint64_t r = dag->next_publish; r < dag->next_reserve; r++) {
-        unsigned s = (unsigned)(r % dag->max_inflight);
-        if (dag->slot_legacy[s] && check_reserved(dag, r, fn) == ADAG_OK &&
-            pthread_equal(dag->slot_owner[s], pthread_self())) {
-            *ref = r;
-            return ADAG_OK;
-        }
-    }
-    return adag_error(ADAG_ERR_INVALID,
-                      "%s: this thread has no execution prepared with adag_dag_execute_prepare "
-                      "on DAG %s",
-                      fn, dag->name);
-}
-
-adag_status_t adag_dag_execute_prepare(adag_dag_h dag, unsigned flags, void **buffers, unsigned n)
-{
-    static const char *fn = "adag_dag_execute_prepare";
-    adag_status_t st;
-    uint64_t seq;
-    if (!dag || (n && !buffers))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and buffers must not be NULL", fn);
-    if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
-                          dag->ninputs, n);
-    if ((st = check_bytes_inputs(dag, fn)) != ADAG_OK ||
-        (st = reserve(dag, flags, fn, 1, 1, 0, NULL, &seq, NULL)) != ADAG_OK)
-        return st;
-    if (n) /* buffers may be NULL for a DAG without inputs */
-        memcpy(buffers, slot_bufs(dag, seq), n * sizeof(*buffers));
+    if (!dag || !ninputs || (n && !views))
+        return adag_error(ADAG_ERR_INVALID,
+                          "adag_dag_inputs: dag, views and ninputs must not be NULL");
+    for (unsigned i = 0; i < n && i < dag->ninputs; i++)
+        describe_input(dag, i, &views[i]);
+    *ninputs = dag->ninputs;
     return ADAG_OK;
 }
 
-adag_status_t adag_dag_execute_commit(adag_dag_h dag, const size_t *sizes, unsigned n,
-                                      adag_ref_t *ref)
+const char *adag_dag_name(adag_dag_h dag)
 {
-    static const char *fn = "adag_dag_execute_commit";
-    adag_status_t st;
-    uint64_t seq;
-    if (!dag || !ref || (n && !sizes))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, sizes and ref must not be NULL", fn);
-    pthread_mutex_lock(&dag->lock);
-    st = find_prepared(dag, fn, &seq);
-    pthread_mutex_unlock(&dag->lock);
-    if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, n)) != ADAG_OK)
-        return st; /* still prepared: fix the size, or cancel */
-    /* only this thread (or destroy) ends its reservation */
-    if ((st = commit(dag, seq, sizes, NULL, fn)) != ADAG_OK)
-        return st;
-    *ref = seq;
-    return ADAG_OK;
-}
-
-adag_status_t adag_dag_execute_cancel(adag_dag_h dag)
-{
-    static const char *fn = "adag_dag_execute_cancel";
-    uint64_t seq;
-    if (!dag)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
-    pthread_mutex_lock(&dag->lock);
-    adag_status_t st = find_prepared(dag, fn, &seq);
-    if (st == ADAG_OK)
-        cancel_locked(dag, seq);
-    pthread_mutex_unlock(&dag->lock);
-    return st;
-}
-
-/* ---- the data stage's feeding (dag/internal.h) ---- */
-
-adag_status_t adag_dag_reserve_feed(adag_dag_h dag, unsigned flags, void **buffers,
-                                    uint64_t *ref)
-{
-    static const char *fn = "adag_dag_reserve (data source)";
-    uint64_t seq;
-    adag_status_t st = reserve(dag, flags, fn, 0, 0, 0, NULL, &seq, NULL);
-    if (st != ADAG_OK)
-        return st;
-    if (dag->ninputs)
-        memcpy(buffers, slot_bufs(dag, seq), dag->ninputs * sizeof(*buffers));
-    *ref = seq;
-    return ADAG_OK;
-}
-
-adag_status_t adag_dag_commit_feed(adag_dag_h dag, uint64_t ref, const size_t *sizes,
-                                   const adag_tensor_meta_t *metas)
-{
-    static const char *fn = "adag_dag_commit (data source)";
-    pthread_mutex_lock(&dag->lock);
-    adag_status_t st = check_reserved(dag, ref, fn);
-    pthread_mutex_unlock(&dag->lock);
-    if (st != ADAG_OK || (st = check_sizes(dag, fn, sizes, dag->ninputs)) != ADAG_OK)
-        return st;
-    for (unsigned i = 0; metas && i < dag->ninputs; i++) {
-        adag_value_t v = {.size = sizes[i],
-                          .kind = metas[i].dtype ? ADAG_VALUE_TENSOR : ADAG_VALUE_BYTES,
-                          .dtype = (adag_dtype_t)metas[i].dtype,
-                          .ndim = metas[i].ndim};
-        memcpy(v.shape, metas[i].shape, sizeof(v.shape));
-        if ((st = check_declared(dag, fn, i, &v)) != ADAG_OK)
-            return st; /* still reserved: the source cancels it */
-    }
-    return commit(dag, ref, sizes, metas, fn);
+    return dag ? dag->name : "(null)";
 }

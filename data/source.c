@@ -20,7 +20,6 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "dag/internal.h"
 #include "data/order.h"
 #include "data/source.h"
 
@@ -287,7 +286,6 @@ out:
 
 static void source_free(adag_data_source_t *src)
 {
-    adag_data_feed_close(src);
     for (uint32_t i = 0; i < src->nshards; i++) {
         src->fmt->close(&src->shards[i]);
         free(src->shards[i].path);
@@ -386,7 +384,7 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
         goto fail;
     }
     src->bytes_held = src->bytes_peak = src->scratch_bytes;
-    if ((st = adag_data_feed_open(src)) != ADAG_OK) /* after the budget: adds the staging */
+    if ((st = adag_data_feed_open(src)) != ADAG_OK)
         goto fail;
     src->slots = calloc(src->nslots, sizeof(*src->slots));
     src->free_bufs = calloc(src->nslots, sizeof(*src->free_bufs));
@@ -525,7 +523,7 @@ adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch, i
     if (src->p.dag)
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_next: this source feeds DAG %s: use adag_data_next_exec",
-                          src->p.dag->name);
+                          adag_dag_name(src->p.dag));
     pthread_mutex_lock(&src->lock);
     if (src->held >= src->p.prefetch) {
         st = adag_error(ADAG_ERR_INVALID,
@@ -578,7 +576,7 @@ adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch
                           "adag_data_next_exec: it is in an execution of DAG %s, released "
                           "with adag_dag_release(dag, ref)",
                           (unsigned long long)batch->batch, (unsigned long long)batch->epoch,
-                          src->p.dag->name);
+                          adag_dag_name(src->p.dag));
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&src->lock);
     slot_t *slot = NULL;

@@ -11,8 +11,6 @@
 #include "common/cpuset.h"
 #include "common/error.h"
 #include "data/cache.h"
-#include "gpu/device.h"
-#include "transport/channel.h"
 #include "data/shard.h"
 
 #include <pthread.h>
@@ -57,8 +55,7 @@ typedef struct {
     uint64_t seq;
     int state;
     void *buf;
-    adag_ref_t ref; /* feeding a DAG: the execution the batch is in */
-    void *dev_buf;  /* its input slot on the driver's device (buf: the staging) */
+    adag_ref_t ref; /* feeding a DAG: the execution the batch is in (buf: its view's data) */
 } slot_t;
 
 struct adag_data_source {
@@ -113,15 +110,13 @@ struct adag_data_source {
     cpu_set_t cpus; /* where the threads run (bound_cpus); data/source_open.c */
     int bound_cpus;
 
-    /* feeding a DAG (data/source_feed.c): the batch's tensor description,
-     * and for an input on the driver's device, its device and streams and
-     * per slot a pinned staging buffer and the event of its last copy */
-    adag_tensor_meta_t meta;
-    int has_meta;
-    const adag_chan_device_t *dev;
-    adag_dev_mem_t *staging;
-    adag_dev_event_t **staged;
-    uint8_t *staged_pending;
+    /* feeding a DAG (data/source_feed.c): what a batch is committed as
+     * (bytes, or the tensor [batch_size, sample_shape...]; data and size
+     * per batch), and the DAG's input as adag_dag_inputs describes it (an
+     * input on the driver's device is written in the DAG's pinned
+     * staging: the DAG's memory, not the source's) */
+    adag_value_t batch_value;
+    adag_input_view_t dag_input;
 
     int64_t opened_ns;
     /* adag_data_progress (the consumer's): the terminal drawn on, when */
@@ -150,14 +145,12 @@ void adag_data_counted(adag_data_source_t *src, filler_t *f);
 
 /* ---- feeding a DAG (data/source_feed.c) ---- */
 
-/* After the ring is sized: a DAG whose input lives on the driver's device
- * gets pinned staging buffers and events, one per slot (counted in the
- * budget), and the batch's tensor description is set. */
+/* The batch's tensor description (ADAG_DATA_PARAM_TENSOR), set for any
+ * source: what a batch fed to a DAG is committed as. */
 adag_status_t adag_data_feed_open(adag_data_source_t *src);
-/* A thread's loop: reserve in batch order, fill, commit. */
+/* A thread's loop: reserve in batch order, fill, commit (adag_dag_reserve,
+ * adag_dag_commit: the public zero-copy path). */
 void adag_data_feed_loop(adag_data_source_t *src, filler_t *f);
-/* After the threads: waits for the staged copies, frees the staging. */
-void adag_data_feed_close(adag_data_source_t *src);
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */
 

@@ -7,7 +7,6 @@
 
 #include "common/params.h"
 #include "common/settings.h"
-#include "dag/internal.h"
 
 #include <glob.h>
 #include <stdlib.h>
@@ -428,17 +427,26 @@ adag_status_t adag_data_count_batches(adag_data_source_t *src)
  * no buffer of its own. */
 adag_status_t adag_data_check_dag(adag_data_source_t *src)
 {
-    const struct adag_dag *dag = src->p.dag;
-    if (dag->ninputs != 1)
+    adag_dag_h dag = src->p.dag;
+    unsigned ninputs = 0;
+    adag_dag_stats_t stats = ADAG_DAG_STATS_INIT;
+    adag_status_t st = adag_dag_inputs(dag, &src->dag_input, 1, &ninputs);
+    if (st == ADAG_OK)
+        st = adag_dag_stats(dag, &stats);
+    if (st != ADAG_OK) {
+        adag_error_prefix("adag_data_open");
+        return st;
+    }
+    if (ninputs != 1)
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_open: DAG %s has %u input fields; a source feeds a DAG "
                           "with one",
-                          dag->name, dag->ninputs);
-    if (dag->capacity < src->batch_bytes)
+                          adag_dag_name(dag), ninputs);
+    if (src->dag_input.capacity < src->batch_bytes)
         return adag_error(ADAG_ERR_INVALID,
                           "adag_data_open: a batch of %zu bytes does not fit DAG %s's slots of "
                           "%zu bytes (slot_capacity)",
-                          src->batch_bytes, dag->name, dag->capacity);
-    src->nslots = dag->max_inflight;
+                          src->batch_bytes, adag_dag_name(dag), src->dag_input.capacity);
+    src->nslots = stats.max_inflight;
     return ADAG_OK;
 }

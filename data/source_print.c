@@ -5,7 +5,6 @@
 #include "data/source.h"
 
 #include "common/clock.h"
-#include "dag/internal.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -46,8 +45,9 @@ static unsigned dag_busy(adag_data_source_t *src)
 }
 
 /* The memory line(s). Feeding a DAG, the batches are in its input slots,
- * not in the source's budget (which then holds the threads' scratch and a
- * device input's pinned staging): both are shown. */
+ * not in the source's budget (which then holds the threads' scratch); a
+ * device input's batches are written in the DAG's pinned staging, the
+ * DAG's memory too: all are shown. */
 static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, FILE *out)
 {
     char held[32], budget[32], peak[32], a[32], b[32], c[32];
@@ -59,14 +59,20 @@ static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, F
         return;
     }
     unsigned busy = dag_busy(src);
+    const char *name = adag_dag_name(src->p.dag);
     fprintf(out, "  memory      batches of %s in DAG %s's input slots of %s: %u of its %u "
                  "executions filling or ready here (%s)\n",
-            amount(a, sizeof(a), (double)src->batch_bytes), src->p.dag->name,
-            amount(b, sizeof(b), (double)src->p.dag->capacity), busy, src->nslots,
+            amount(a, sizeof(a), (double)src->batch_bytes), name,
+            amount(b, sizeof(b), (double)src->dag_input.capacity), busy, src->nslots,
             amount(c, sizeof(c), (double)busy * (double)src->batch_bytes));
-    fprintf(out, "              the source's own %s held of a %s budget (peak %s: %s)\n", held,
-            budget, peak,
-            src->dev ? "the threads' scratch and pinned staging" : "the threads' scratch");
+    if (src->dag_input.device != ADAG_DEVICE_HOST)
+        fprintf(out, "              written in DAG %s's pinned staging (%u x %s, the DAG's "
+                     "memory) and copied to device %d\n",
+                name, src->nslots, amount(c, sizeof(c), (double)src->dag_input.capacity),
+                (int)src->dag_input.device);
+    fprintf(out, "              the source's own %s held of a %s budget (peak %s: the threads' "
+                 "scratch)\n",
+            held, budget, peak);
 }
 
 adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out)

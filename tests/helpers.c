@@ -207,6 +207,14 @@ adag_value_t h_i64v(const int64_t *p)
     return v;
 }
 
+adag_status_t h_commit_i64(adag_dag_h dag, adag_ref_t ref, const adag_input_view_t *view,
+                           int64_t x)
+{
+    memcpy(view->data, &x, sizeof(x));
+    adag_value_t v = {.data = view->data, .size = sizeof(x)};
+    return adag_dag_commit(dag, ref, &v, 1);
+}
+
 int64_t h_val_i64(adag_value_t v)
 {
     cr_assert_eq(v.size, sizeof(int64_t), "value has %zu bytes, expected 8", v.size);
@@ -466,15 +474,17 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
     return a;
 }
 
-adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
-                              const adag_compile_params_t *cp, adag_transport_t transport,
-                              adag_dag_h *dag)
+/* h_gpu_chain_via with the input declared by `input` (NULL: a tensor,
+ * dtype and shape per execution). */
+static adag_status_t gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                               const adag_compile_params_t *cp, adag_transport_t transport,
+                               const adag_tensor_params_t *input, adag_dag_h *dag)
 {
     adag_graph_h g;
     adag_node_h x, y = NULL, info = NULL;
     ASSERT_OK(adag_graph_create(rt, &g));
     ASSERT_OK(adag_graph_input(g, 0, &x));
-    ASSERT_OK(adag_node_tensor(x, NULL));
+    ASSERT_OK(adag_node_tensor(x, input));
     for (unsigned s = 0; s < n; s++) {
         adag_node_h call;
         ASSERT_OK(adag_graph_bind(g, a[s], "step", &x, 1, &call));
@@ -492,11 +502,24 @@ adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned
     return st;
 }
 
+adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                              const adag_compile_params_t *cp, adag_transport_t transport,
+                              adag_dag_h *dag)
+{
+    return gpu_chain(rt, a, n, cp, transport, NULL, dag);
+}
+
 adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
                        const adag_compile_params_t *cp)
 {
+    return h_gpu_chain_input(rt, a, n, cp, NULL);
+}
+
+adag_dag_h h_gpu_chain_input(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                             const adag_compile_params_t *cp, const adag_tensor_params_t *input)
+{
     adag_dag_h dag;
-    ASSERT_OK(h_gpu_chain_via(rt, a, n, cp, ADAG_TRANSPORT_AUTO, &dag));
+    ASSERT_OK(gpu_chain(rt, a, n, cp, ADAG_TRANSPORT_AUTO, input, &dag));
     return dag;
 }
 

@@ -77,6 +77,10 @@ adag_actor_h h_gpu_stage(adag_runtime_h rt, adag_placement_t pl, const char *nam
  * compiled with cp; asserts success. */
 adag_dag_h h_gpu_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
                        const adag_compile_params_t *cp);
+/* The same chain, its input declared with `input` (a static dtype or
+ * shape; NULL: per execution). */
+adag_dag_h h_gpu_chain_input(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
+                             const adag_compile_params_t *cp, const adag_tensor_params_t *input);
 /* The same chain, the tensors between stages declared with `transport`;
  * returns what compile returned (*dag NULL on failure). */
 adag_status_t h_gpu_chain_via(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
@@ -154,6 +158,12 @@ adag_node_h h_input(adag_graph_h g, unsigned field);
 adag_value_t h_i64v(const int64_t *p);
 /* The int64 held by v; asserts v.size == 8. */
 int64_t h_val_i64(adag_value_t v);
+
+/* The zero-copy path with one int64 input: writes x into view->data (a
+ * view adag_dag_reserve gave for ref) and commits it as 8 bytes there;
+ * returns the commit's status. */
+adag_status_t h_commit_i64(adag_dag_h dag, adag_ref_t ref, const adag_input_view_t *view,
+                           int64_t x);
 
 /* Starts one execution with the int64 input x (copied); asserts ADAG_OK
  * and returns its ref. */

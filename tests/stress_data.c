@@ -188,8 +188,11 @@ static const adag_class_def_t copy_class = {.abi_version = ADAG_ABI_VERSION, .na
                                             .state_size = 8, .methods = copy_methods,
                                             .nmethods = 1};
 
-/* A source with `threads` threads feeding input -> a.copy -> b.copy. */
-static int run_feed(unsigned threads, unsigned nexec)
+/* A source with `threads` threads feeding input -> a.copy -> b.copy; on
+ * `device` the input (a tensor field) lives on the driver's emulated
+ * device host:0: the threads fill the DAG's pinned staging and each commit
+ * enqueues its copy on the DAG's stream, from several threads at once. */
+static int run_feed(unsigned threads, unsigned nexec, int device)
 {
     const unsigned bs = 16;
     adag_runtime_h rt;
@@ -202,15 +205,27 @@ static int run_feed(unsigned threads, unsigned nexec)
                                               ADAG_COMPILE_PARAM_SLOT_CAPACITY,
                                 .max_inflight = 4,
                                 .slot_capacity = bs * RS};
+    if (device) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
+        cp.driver_device = "host:0";
+    }
     if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &copy_class) ||
         adag_actor_create(rt, &ap, &a) || adag_actor_create(rt, &ap, &b) ||
         adag_graph_create(rt, &g) || adag_graph_input(g, 0, &in) ||
+        (device && adag_node_tensor(in, NULL)) ||
         adag_graph_bind(g, a, "copy", &in, 1, &x) || adag_graph_bind(g, b, "copy", &x, 1, &y) ||
         adag_graph_output(g, &y, 1) || adag_graph_compile(g, &cp, &dag)) {
         fprintf(stderr, "stress_data: DAG: %s\n", adag_last_error());
         return -1;
     }
     adag_graph_destroy(g);
+    adag_input_view_t input;
+    unsigned ninputs;
+    if (adag_dag_inputs(dag, &input, 1, &ninputs) != ADAG_OK ||
+        input.device != (device ? ADAG_DEVICE_GPU(0) : ADAG_DEVICE_HOST)) {
+        fprintf(stderr, "stress_data: the DAG's input is on device %d\n", (int)input.device);
+        return -1;
+    }
     const char *shards[1] = {path};
     adag_data_params_t p = {
         .field_mask = ADAG_DATA_PARAM_RECORD_SIZE | ADAG_DATA_PARAM_THREADS |
@@ -279,10 +294,14 @@ int main(void)
                rc ? "FAILED" : "ok");
         failed |= rc != 0;
     }
-    for (unsigned threads = 1; threads <= 8; threads *= 4) {
-        int rc = run_feed(threads, 400);
-        printf("stress_data: %u threads feeding a DAG: %s\n", threads, rc ? "FAILED" : "ok");
-        failed |= rc != 0;
+    for (int device = 0; device < 2; device++) {
+        for (unsigned threads = 1; threads <= 8; threads *= 4) {
+            int rc = run_feed(threads, 400, device);
+            printf("stress_data: %u threads feeding a DAG%s: %s\n", threads,
+                   device ? " whose input is on the driver's device" : "",
+                   rc ? "FAILED" : "ok");
+            failed |= rc != 0;
+        }
     }
     unlink(path);
     printf("stress_data: %s\n", failed ? "FAILED" : "ok");

@@ -509,13 +509,14 @@ static int run_dag(void)
 }
 
 /* Several threads drive one DAG at once: plain executes, NONBLOCK ones
- * that retry on ADAG_ERR_AGAIN, and zero-copy prepare/commit, while another
- * thread polls the armed DAG fd. Every result is checked; TSan checks the
- * reservation, the ref window and the fd state. */
+ * that retry on ADAG_ERR_AGAIN, and zero-copy reserve/commit (one thread
+ * committing as a tensor, one as bytes with every fifth reservation
+ * cancelled), while another thread polls the armed DAG fd. Every result is
+ * checked; TSan checks the reservation, the ref window and the fd state. */
 typedef struct {
     adag_dag_h dag;
-    int mode; /* 0 execute, 1 NONBLOCK execute, 2 prepare/commit, 3 reserve/commit (every
-                 fifth reservation cancelled) */
+    int mode; /* 0 execute, 1 NONBLOCK execute, 2 reserve/commit as an i64[1] tensor,
+                 3 reserve/commit as bytes (every fifth reservation cancelled) */
     int64_t base;
     int ok;
 } driver_thread_t;
@@ -529,28 +530,22 @@ static void *drive(void *arg)
         int64_t x = t->base + i;
         adag_ref_t ref;
         adag_status_t st;
-        if (t->mode == 2) {
-            void *buf;
-            size_t size = sizeof x;
-            while ((st = adag_dag_execute_prepare(t->dag, 0, &buf, 1)) == ADAG_ERR_TIMEOUT) {
+        if (t->mode == 2 || t->mode == 3) {
+            adag_input_view_t view;
+            while ((st = adag_dag_reserve(t->dag, 0, &view, 1, &ref)) == ADAG_ERR_TIMEOUT) {
             }
             if (st != ADAG_OK)
                 return (t->ok = 0, NULL);
-            memcpy(buf, &x, sizeof x);
-            st = adag_dag_execute_commit(t->dag, &size, 1, &ref);
-        } else if (t->mode == 3) {
-            void *buf;
-            size_t size = sizeof x;
-            while ((st = adag_dag_reserve(t->dag, 0, &buf, 1, &ref)) == ADAG_ERR_TIMEOUT) {
-            }
-            if (st != ADAG_OK)
-                return (t->ok = 0, NULL);
-            if (i % 5 == 4) {
+            if (t->mode == 3 && i % 5 == 4) {
                 t->ok &= adag_dag_cancel(t->dag, ref) == ADAG_OK;
                 continue;
             }
-            memcpy(buf, &x, sizeof x);
-            st = adag_dag_commit(t->dag, ref, &size, 1);
+            memcpy(view.data, &x, sizeof x);
+            adag_value_t v = {.data = view.data, .size = sizeof x};
+            if (t->mode == 2)
+                v = (adag_value_t){.data = view.data, .size = sizeof x, .kind = ADAG_VALUE_TENSOR,
+                                   .dtype = ADAG_DTYPE_I64, .ndim = 1, .shape = {1}};
+            st = adag_dag_commit(t->dag, ref, &v, 1);
         } else {
             adag_value_t v = {.data = &x, .size = sizeof x};
             unsigned flags = t->mode == 1 ? ADAG_EXECUTE_NONBLOCK : 0;
@@ -619,9 +614,10 @@ static int run_concurrent_drivers(void)
     }
     atomic_store(&polling, 0);
     pthread_join(poller, NULL);
-    /* destroyed by the thread holding a prepared execution */
-    void *buf;
-    ok &= adag_dag_execute_prepare(dag, 0, &buf, 1) == ADAG_OK;
+    /* destroyed by the thread holding a reservation */
+    adag_input_view_t view;
+    adag_ref_t ref;
+    ok &= adag_dag_reserve(dag, 0, &view, 1, &ref) == ADAG_OK;
     ok &= adag_dag_destroy(dag) == ADAG_OK;
     return ok && adag_runtime_destroy(rt) == ADAG_OK;
 }
@@ -932,7 +928,9 @@ int main(void)
         {"ucx channels through the ops table", run_ucx_channels},
         {"abort racing with waits", run_abort_races},
         {"thread-actor DAG", run_dag},
-        {"four threads driving one DAG (execute, prepare, reserve/cancel)", run_concurrent_drivers},
+        {"four threads driving one DAG (execute, NONBLOCK, reserve/commit of a tensor and of "
+         "bytes, cancel)",
+         run_concurrent_drivers},
         {"four threads driving a DAG without inputs; a reservation left at destroy",
          run_zero_input_drivers},
         {"host device: two streams ordered by events", run_host_device},

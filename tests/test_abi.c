@@ -238,6 +238,19 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_value_t, shape, 32);
     PIN_AT(adag_value_t, reserved, 96);
 
+    /* an array of them is filled by adag_dag_reserve: its stride is ABI */
+    PIN_SIZE(adag_input_view_t, 144);
+    PIN_AT(adag_input_view_t, data, 0);
+    PIN_AT(adag_input_view_t, device_data, 8);
+    PIN_AT(adag_input_view_t, stream, 16);
+    PIN_AT(adag_input_view_t, capacity, 24);
+    PIN_AT(adag_input_view_t, device, 32);
+    PIN_AT(adag_input_view_t, flags, 36);
+    PIN_AT(adag_input_view_t, dtype, 40);
+    PIN_AT(adag_input_view_t, ndim, 44);
+    PIN_AT(adag_input_view_t, shape, 48);
+    PIN_AT(adag_input_view_t, reserved, 112);
+
     PIN_SIZE(adag_method_def_t, 24);
     PIN_AT(adag_method_def_t, name, 0);
     PIN_AT(adag_method_def_t, fn, 8);

@@ -117,10 +117,17 @@ Test(driver_device, misuse_is_refused, .timeout = 60)
     adag_ref_t ref;
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "the driver's device host:0"), "%s", adag_last_error());
-    void *buf;
-    ASSERT_ST(adag_dag_reserve(dag, 0, &buf, 1, &ref), ADAG_ERR_INVALID);
-    cr_assert(strstr(adag_last_error(), "lives on the driver's device"), "%s",
-              adag_last_error());
+    /* a zero-copy commit names where it wrote: another device, or host
+     * memory at the device slot, is refused and the ref stays reserved */
+    adag_input_view_t view;
+    ASSERT_OK(adag_dag_reserve(dag, 0, &view, 1, &ref));
+    v = tensor(view.device_data, ADAG_DEVICE_GPU(1));
+    ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "the driver's device host:0"), "%s", adag_last_error());
+    v = tensor(view.device_data, ADAG_DEVICE_HOST);
+    ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "is not the view's data"), "%s", adag_last_error());
+    ASSERT_OK(adag_dag_cancel(dag, ref));
     ASSERT_OK(adag_dag_destroy(dag));
     for (int s = 0; s < 2; s++)
         ASSERT_OK(adag_actor_destroy(a[s]));

@@ -237,21 +237,20 @@ static void concurrent_drivers(adag_placement_t pl)
 }
 H_BOTH(exec, concurrent_drivers, 60)
 
-/* Zero-copy inputs: prepare hands out the input slot, commit starts the
- * execution; cancel drops it; misuse is refused; a too-large size keeps the
- * execution prepared. */
+/* Zero-copy inputs: reserve hands out the input slot, commit starts the
+ * execution, from any thread; cancel drops it; misuse is refused; a
+ * too-large size keeps the execution reserved. */
 typedef struct {
     adag_dag_h dag;
-    adag_status_t commit, cancel;
+    adag_ref_t ref;
+    const adag_input_view_t *view;
+    adag_status_t commit;
 } other_thread_t;
 
 static void *commit_from_other_thread(void *p)
 {
     other_thread_t *o = p;
-    size_t size = 8;
-    adag_ref_t ref;
-    o->commit = adag_dag_execute_commit(o->dag, &size, 1, &ref);
-    o->cancel = adag_dag_execute_cancel(o->dag);
+    o->commit = h_commit_i64(o->dag, o->ref, o->view, 7);
     return NULL;
 }
 
@@ -260,45 +259,37 @@ static void zero_copy_inputs(adag_placement_t pl)
     adag_runtime_h rt = h_runtime();
     adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "zc", .offset = 100, .method = "add",
                            .max_inflight = 2, .cap = 64);
-    void *buf = NULL;
+    adag_input_view_t view;
     adag_ref_t ref;
     adag_value_t out;
-    int64_t x = 5, y;
-    size_t size = sizeof x;
+    int64_t y;
 
-    /* nothing prepared yet */
-    ASSERT_ST(adag_dag_execute_commit(dag, &size, 1, &ref), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("adag_dag_execute_prepare");
-    ASSERT_ST(adag_dag_execute_cancel(dag), ADAG_ERR_INVALID);
+    /* nothing reserved yet */
+    ASSERT_ST(h_commit_i64(dag, 0, &(adag_input_view_t){.data = &y}, 1), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("not a reservation");
+    ASSERT_ST(adag_dag_cancel(dag, 0), ADAG_ERR_INVALID);
 
     for (int round = 0; round < 5; round++) {
-        ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
-        cr_assert_not_null(buf);
-        x = round * 10;
-        memcpy(buf, &x, sizeof x); /* written straight into the slot */
-        ASSERT_OK(adag_dag_execute_commit(dag, &size, 1, &ref));
+        ASSERT_OK(adag_dag_reserve(dag, 0, &view, 1, &ref));
+        cr_assert_not_null(view.data);
         cr_assert_eq(ref, (adag_ref_t)round);
+        ASSERT_OK(h_commit_i64(dag, ref, &view, round * 10)); /* written in the slot */
         ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 10000));
         memcpy(&y, out.data, sizeof y);
         cr_assert_eq(y, round * 10 + 100);
         ASSERT_OK(adag_dag_release(dag, ref));
     }
 
-    /* a commit from another thread is refused; this thread can still commit */
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
-    other_thread_t o = {dag, ADAG_OK, ADAG_OK};
+    /* too large: refused, still reserved; then committed by another thread */
+    ASSERT_OK(adag_dag_reserve(dag, 0, &view, 1, &ref));
+    adag_value_t huge = {.data = view.data, .size = 65};
+    ASSERT_ST(adag_dag_commit(dag, ref, &huge, 1), ADAG_ERR_TOO_LARGE);
+    ASSERT_MSG_HAS("65 bytes");
+    other_thread_t o = {dag, ref, &view, ADAG_ERR_INTERNAL};
     pthread_t t;
     pthread_create(&t, NULL, commit_from_other_thread, &o);
     pthread_join(t, NULL);
-    cr_assert_eq(o.commit, ADAG_ERR_INVALID);
-    cr_assert_eq(o.cancel, ADAG_ERR_INVALID);
-    /* too large: refused, still prepared */
-    size_t huge = 65;
-    ASSERT_ST(adag_dag_execute_commit(dag, &huge, 1, &ref), ADAG_ERR_TOO_LARGE);
-    ASSERT_MSG_HAS("65 bytes");
-    x = 7;
-    memcpy(buf, &x, sizeof x);
-    ASSERT_OK(adag_dag_execute_commit(dag, &size, 1, &ref));
+    cr_assert_eq(o.commit, ADAG_OK, "a commit from another thread: %s", adag_status_str(o.commit));
     cr_assert_eq(ref, 5);
     ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 10000));
     memcpy(&y, out.data, sizeof y);
@@ -306,15 +297,15 @@ static void zero_copy_inputs(adag_placement_t pl)
     ASSERT_OK(adag_dag_release(dag, ref));
 
     /* cancel: no execution starts, the next ref follows on */
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
-    ASSERT_OK(adag_dag_execute_cancel(dag));
+    ASSERT_OK(adag_dag_reserve(dag, 0, &view, 1, &ref));
+    ASSERT_OK(adag_dag_cancel(dag, ref));
     cr_assert_eq(h_roundtrip(dag, 1), 101);
     adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_OK(adag_dag_stats(dag, &st));
     cr_assert_eq(st.executed, 7, "executed %llu", (unsigned long long)st.executed);
 
-    /* destroying with an execution prepared by this thread drops it */
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
+    /* destroying with an execution reserved by this thread drops it */
+    ASSERT_OK(adag_dag_reserve(dag, 0, &view, 1, &ref));
     ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_runtime_destroy(rt));
 }

@@ -102,49 +102,47 @@ Test(hardening, concurrent_execute_timeouts, .timeout = 30)
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 
-static void prepare_misuse(adag_placement_t pl)
+/* A thread holding a reservation that executes and reserves again takes
+ * the next refs at once (no deadlock, nothing refused); they start only
+ * after its reservation commits, in ref order; with the window full of
+ * its own reservations it waits for room like any caller and times out
+ * naming the reserved ref. */
+static void reserve_then_execute(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
     adag_dag_h dag = H_DAG(rt, .pl = pl, .name = "zc", .offset = 5, .method = "add",
-                           .max_inflight = 4, .cap = 64, .exec_timeout = 200);
-    void *buf = NULL;
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
-    /* prepare again and execute on the same thread: refused, no deadlock */
-    void *buf2 = NULL;
-    ASSERT_ST(adag_dag_execute_prepare(dag, 0, &buf2, 1), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("commit or cancel");
+                           .max_inflight = 3, .cap = 64, .exec_timeout = 200);
+    adag_input_view_t held, again;
+    adag_ref_t r0, r2;
+    ASSERT_OK(adag_dag_reserve(dag, 0, &held, 1, &r0));
     int64_t x = 1;
     adag_value_t v = h_i64v(&x);
-    adag_ref_t ref;
-    ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("prepared");
-    /* another thread's execute is not held up: it takes the next ref at
-     * once (input 1 -> 6), but starts only after the prepared ref commits */
-    struct exec_thread other = {.dag = dag, .flags = ADAG_EXECUTE_NONBLOCK};
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, exec_fn, &other), 0);
-    pthread_join(t, NULL);
-    cr_assert_eq(other.st, ADAG_OK, "%s (%s)", adag_status_str(other.st), other.msg);
+    adag_ref_t r1;
+    ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &r1)); /* input 1 -> 6 */
+    cr_assert_eq(r1, r0 + 1);
+    ASSERT_OK(adag_dag_reserve(dag, 0, &again, 1, &r2));
+    cr_assert_eq(r2, r0 + 2);
     adag_value_t out;
-    ASSERT_ST(adag_dag_get(dag, other.ref, &out, 1, 100), ADAG_ERR_TIMEOUT);
-    /* the prepared execution still commits; both then run, in ref order */
-    int64_t y = 37;
-    memcpy(buf, &y, sizeof(y));
-    size_t size = sizeof(y);
-    ASSERT_OK(adag_dag_execute_commit(dag, &size, 1, &ref));
-    cr_assert_eq(other.ref, ref + 1, "refs %llu then %llu", (unsigned long long)ref,
-                 (unsigned long long)other.ref);
-    cr_assert_eq(h_get_i64(dag, ref, 5000), 42);
-    ASSERT_OK(adag_dag_release(dag, ref));
-    cr_assert_eq(h_get_i64(dag, other.ref, 5000), 6);
-    ASSERT_OK(adag_dag_release(dag, other.ref));
+    ASSERT_ST(adag_dag_get(dag, r1, &out, 1, 100), ADAG_ERR_TIMEOUT);
+    /* the window (3) is full: r0 is reserved, not committed */
+    adag_ref_t r3;
+    ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &r3), ADAG_ERR_TIMEOUT);
+    ASSERT_MSG_HAS("ref 0 is reserved and not yet committed");
+    /* the reservations still commit; everything then runs, in ref order */
+    ASSERT_OK(h_commit_i64(dag, r2, &again, 50));
+    ASSERT_OK(h_commit_i64(dag, r0, &held, 37));
+    cr_assert_eq(h_get_i64(dag, r0, 5000), 42);
+    cr_assert_eq(h_get_i64(dag, r1, 5000), 6);
+    cr_assert_eq(h_get_i64(dag, r2, 5000), 55);
+    for (adag_ref_t r = r0; r <= r2; r++)
+        ASSERT_OK(adag_dag_release(dag, r));
     cr_assert_eq(h_roundtrip(dag, 1), 6);
-    /* prepared, then destroyed by the same thread: dropped */
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, &buf, 1));
+    /* reserved, then destroyed by the same thread: dropped */
+    ASSERT_OK(adag_dag_reserve(dag, 0, &held, 1, &r0));
     ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_runtime_destroy(rt));
 }
-H_BOTH(hardening, prepare_misuse, 30)
+H_BOTH(hardening, reserve_then_execute, 30)
 
 /* ---------------------------------------------------------------- */
 /* 6. Method status codes are normalized                              */

@@ -107,16 +107,14 @@ struct holder {
 static void *hold(void *arg)
 {
     struct holder *h = arg;
-    void *buf;
+    adag_input_view_t view;
     adag_ref_t ref;
-    h->reserve_st = adag_dag_reserve(h->dag, 0, &buf, 1, &ref);
+    h->reserve_st = adag_dag_reserve(h->dag, 0, &view, 1, &ref);
     pthread_barrier_wait(h->reserved);
     if (h->reserve_st != ADAG_OK || h->commit_after_ms < 0)
         return NULL;
     h_sleep_ms(h->commit_after_ms);
-    size_t size = 8;
-    memset(buf, 1, size);
-    h->commit_st = adag_dag_commit(h->dag, ref, &size, 1);
+    h->commit_st = h_commit_i64(h->dag, ref, &view, 0x0101010101010101);
     return NULL;
 }
 

@@ -1,5 +1,6 @@
 /* Suite "reserve": concurrent reservations of zero-copy inputs
- * (adag_dag_reserve / commit / cancel): several executions reserved at
+ * (adag_dag_reserve / commit / cancel) of bytes in host slots (tensors and
+ * device inputs: tests/test_zero_copy_tensor.c): several executions reserved at
  * once by several threads, filled in parallel, committed or cancelled in
  * any order, started in ref order; and the abort of a DAG reaching other
  * workers by message. */
@@ -19,11 +20,6 @@ static adag_dag_h add5_dag(adag_runtime_h rt, adag_placement_t pl, unsigned infl
     return h_compile_with(h_chain_graph(rt, &a, 1, "add"), &cp);
 }
 
-static void put_i64(void *buf, int64_t x)
-{
-    memcpy(buf, &x, sizeof(x));
-}
-
 static int64_t get_i64(adag_dag_h dag, adag_ref_t ref)
 {
     adag_value_t out;
@@ -40,7 +36,7 @@ struct filler {
     pthread_barrier_t *reserved, *go;
     int index;
     adag_ref_t ref;
-    void *buf;
+    adag_input_view_t view;
     adag_status_t st;
 };
 
@@ -49,14 +45,12 @@ struct filler {
 static void *fill(void *arg)
 {
     struct filler *f = arg;
-    f->st = adag_dag_reserve(f->dag, 0, &f->buf, 1, &f->ref);
+    f->st = adag_dag_reserve(f->dag, 0, &f->view, 1, &f->ref);
     pthread_barrier_wait(f->reserved);
     pthread_barrier_wait(f->go);
     if (f->st == ADAG_OK) {
         h_sleep_ms(20 * (NTHREADS - f->index));
-        put_i64(f->buf, 100 * (int64_t)f->ref);
-        size_t size = sizeof(int64_t);
-        f->st = adag_dag_commit(f->dag, f->ref, &size, 1);
+        f->st = h_commit_i64(f->dag, f->ref, &f->view, 100 * (int64_t)f->ref);
     }
     return NULL;
 }
@@ -115,18 +109,15 @@ Test(reserve, published_in_ref_order, .timeout = 30)
 {
     adag_runtime_h rt = h_runtime();
     adag_dag_h dag = add5_dag(rt, ADAG_PLACEMENT_PROCESS, 4);
-    void *b0, *b1;
+    adag_input_view_t b0, b1;
     adag_ref_t r0, r1;
-    size_t size = sizeof(int64_t);
     ASSERT_OK(adag_dag_reserve(dag, 0, &b0, 1, &r0));
     ASSERT_OK(adag_dag_reserve(dag, 0, &b1, 1, &r1));
     cr_assert_eq(r1, r0 + 1);
-    put_i64(b1, 7);
-    ASSERT_OK(adag_dag_commit(dag, r1, &size, 1));
+    ASSERT_OK(h_commit_i64(dag, r1, &b1, 7));
     adag_value_t out;
     ASSERT_ST(adag_dag_get(dag, r1, &out, 1, 100), ADAG_ERR_TIMEOUT);
-    put_i64(b0, 3);
-    ASSERT_OK(adag_dag_commit(dag, r0, &size, 1));
+    ASSERT_OK(h_commit_i64(dag, r0, &b0, 3));
     cr_assert_eq(get_i64(dag, r1), 12);
     cr_assert_eq(get_i64(dag, r0), 8);
     ASSERT_OK(adag_runtime_destroy(rt));
@@ -137,23 +128,27 @@ Test(reserve, window_and_misuse, .timeout = 30)
 {
     adag_runtime_h rt = h_runtime();
     adag_dag_h dag = add5_dag(rt, ADAG_PLACEMENT_THREAD, 3);
-    void *b[4];
+    adag_input_view_t b[4];
     adag_ref_t r[4];
     for (int i = 0; i < 3; i++)
         ASSERT_OK(adag_dag_reserve(dag, 0, &b[i], 1, &r[i]));
     ASSERT_ST(adag_dag_reserve(dag, ADAG_EXECUTE_NONBLOCK, &b[3], 1, &r[3]), ADAG_ERR_AGAIN);
     ASSERT_MSG_HAS("not yet committed");
-    size_t big = 65, size = sizeof(int64_t);
+    cr_assert_eq(b[0].capacity, 64);
+    cr_assert_eq(b[0].device, ADAG_DEVICE_HOST);
+    cr_assert(!b[0].device_data && !b[0].stream && !b[0].flags, "a host bytes input");
+    adag_value_t big = {.data = b[0].data, .size = 65};
     ASSERT_ST(adag_dag_commit(dag, r[0], &big, 1), ADAG_ERR_TOO_LARGE);
-    put_i64(b[0], 1);
-    ASSERT_OK(adag_dag_commit(dag, r[0], &size, 1)); /* still reserved after TOO_LARGE */
-    ASSERT_ST(adag_dag_commit(dag, r[0], &size, 1), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("65 bytes");
+    adag_value_t elsewhere = {.data = b[1].data, .size = 8};
+    ASSERT_ST(adag_dag_commit(dag, r[0], &elsewhere, 1), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("is not the view's data");
+    ASSERT_OK(h_commit_i64(dag, r[0], &b[0], 1)); /* still reserved after both */
+    adag_value_t eight = {.data = b[0].data, .size = 8};
+    ASSERT_ST(adag_dag_commit(dag, r[0], &eight, 1), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_cancel(dag, r[0]), ADAG_ERR_INVALID);
-    ASSERT_ST(adag_dag_commit(dag, 99, &size, 1), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_dag_commit(dag, 99, &eight, 1), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_release(dag, r[1]), ADAG_ERR_INVALID); /* reserved, not committed */
-    /* the thread-bound commit does not take another API's reservation */
-    adag_ref_t ref;
-    ASSERT_ST(adag_dag_execute_commit(dag, &size, 1, &ref), ADAG_ERR_INVALID);
     ASSERT_OK(adag_dag_cancel(dag, r[2]));
     ASSERT_OK(adag_dag_cancel(dag, r[1]));
     cr_assert_eq(get_i64(dag, r[0]), 6);
@@ -167,9 +162,8 @@ static void cancel_middle(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
     adag_dag_h dag = add5_dag(rt, pl, 4);
-    void *b[3];
+    adag_input_view_t b[3];
     adag_ref_t r[3], again;
-    size_t size = sizeof(int64_t);
     ASSERT_OK(adag_dag_reserve(dag, 0, &b[0], 1, &r[0]));
     ASSERT_OK(adag_dag_cancel(dag, r[0]));
     ASSERT_OK(adag_dag_reserve(dag, 0, &b[0], 1, &again));
@@ -177,10 +171,8 @@ static void cancel_middle(adag_placement_t pl)
     for (int i = 1; i < 3; i++)
         ASSERT_OK(adag_dag_reserve(dag, 0, &b[i], 1, &r[i]));
     ASSERT_OK(adag_dag_cancel(dag, r[1]));
-    for (int i = 0; i < 3; i += 2) {
-        put_i64(b[i], 10 * i);
-        ASSERT_OK(adag_dag_commit(dag, r[i], &size, 1));
-    }
+    for (int i = 0; i < 3; i += 2)
+        ASSERT_OK(h_commit_i64(dag, r[i], &b[i], 10 * i));
     adag_value_t out;
     ASSERT_ST(adag_dag_get(dag, r[1], &out, 1, 100), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("cancelled");
@@ -212,18 +204,16 @@ static void *produce(void *arg)
 {
     struct producer *p = arg;
     for (int i = 0; i < p->n; i++) {
-        void *buf;
+        adag_input_view_t view;
         adag_ref_t ref;
         adag_status_t st;
-        while ((st = adag_dag_reserve(p->dag, 0, &buf, 1, &ref)) == ADAG_ERR_TIMEOUT) {
+        while ((st = adag_dag_reserve(p->dag, 0, &view, 1, &ref)) == ADAG_ERR_TIMEOUT) {
         }
         if (st != ADAG_OK) {
             p->bad++;
             return NULL;
         }
-        put_i64(buf, 1000 * (int64_t)ref);
-        size_t size = sizeof(int64_t);
-        if (adag_dag_commit(p->dag, ref, &size, 1) != ADAG_OK)
+        if (h_commit_i64(p->dag, ref, &view, 1000 * (int64_t)ref) != ADAG_OK)
             p->bad++;
     }
     return NULL;

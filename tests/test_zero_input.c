@@ -1,7 +1,7 @@
 /* Suite "zero_input": DAGs whose methods take no argument, and DAGs that
  * take no input at all (adag_dag_execute(dag, NULL, 0, ...)), through
- * every way of starting an execution: execute, reserve/commit/cancel,
- * execute_prepare/commit, several threads at once, the window full of
+ * every way of starting an execution: execute, reserve/commit/cancel (a
+ * commit on another thread too), several threads at once, the window full of
  * executions in flight; and seeded random graphs that mix methods of 0-3
  * arguments over 1-4 actors, every output checked against a reference. */
 #include "helpers.h"
@@ -88,9 +88,22 @@ static void window_full(adag_placement_t pl)
 }
 H_BOTH(zero_input, window_full, 60)
 
+struct commit_arg {
+    adag_dag_h dag;
+    adag_ref_t ref;
+    adag_status_t st;
+};
+
+static void *commit_elsewhere(void *p)
+{
+    struct commit_arg *a = p;
+    a->st = adag_dag_commit(a->dag, a->ref, NULL, 0);
+    return NULL;
+}
+
 /* The zero-copy family with no buffers: reserve/commit, cancel of an
  * older reservation (its method must not run) and of the newest (given
- * back), and the thread-bound prepare/commit. */
+ * back), a commit from another thread. */
 static void reserve_commit_cancel(adag_placement_t pl)
 {
     adag_runtime_h rt = h_runtime();
@@ -118,12 +131,15 @@ static void reserve_commit_cancel(adag_placement_t pl)
     cr_assert_eq(r4, r3);
     cr_assert_eq(get_release(dag, r4), 3);
 
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, NULL, 0));
+    /* a commit on another thread than the reserve's */
     adag_ref_t r5;
-    ASSERT_OK(adag_dag_execute_commit(dag, NULL, 0, &r5));
+    ASSERT_OK(adag_dag_reserve(dag, 0, NULL, 0, &r5));
+    pthread_t t;
+    struct commit_arg ca = {dag, r5, ADAG_ERR_INTERNAL};
+    cr_assert_eq(pthread_create(&t, NULL, commit_elsewhere, &ca), 0);
+    pthread_join(t, NULL);
+    ASSERT_OK(ca.st);
     cr_assert_eq(get_release(dag, r5), 4);
-    ASSERT_OK(adag_dag_execute_prepare(dag, 0, NULL, 0));
-    ASSERT_OK(adag_dag_execute_cancel(dag));
     adag_ref_t r6;
     ASSERT_OK(adag_dag_execute(dag, NULL, 0, 0, &r6));
     cr_assert_eq(get_release(dag, r6), 5);

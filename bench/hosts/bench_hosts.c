@@ -12,7 +12,7 @@
  *   bw-16MiB    returns 8 bytes), a DAG compiled for values of that size
  *               with 3 in flight at 1 MiB, 1 at 16 MiB (bw_inflight_for):
  *               payload bytes per second vs ucx_perftest ucp_am_bw at that
- *               size; zero-copy (prepare/commit: the driver writes into the
+ *               size; zero-copy (reserve/commit: the driver writes into the
  *               slot, as ucx_perftest sends from its buffer) and with
  *               adag_dag_execute (a copy of the caller's buffer into the
  *               slot). Each value in flight holds a slot on both sides:
@@ -257,7 +257,7 @@ static double median_ratio(const double *adag, const double *peer, unsigned n)
 }
 
 
-static int zero_copy; /* run(): the driver writes into the slot (prepare/commit) */
+static int zero_copy; /* run(): the driver writes into the slot (reserve/commit) */
 
 /* Values in flight in a bandwidth run of values this size: `asked`
  * (--inflight K) if not 0, else by size (see the top comment): a value of
@@ -309,12 +309,13 @@ static double run(adag_dag_h dag, unsigned char *in, size_t size, long n, unsign
             t_start[i % 64] = now_s();
             if (zero_copy) {
                 /* the stamps go straight into the slot: no copy of the payload */
-                void *slot;
-                if (adag_dag_execute_prepare(dag, 0, &slot, 1) != ADAG_OK)
-                    die("prepare: %s", adag_last_error());
-                memcpy(slot, in, 8);
-                memcpy((unsigned char *)slot + size - 8, in + size - 8, 8);
-                if (adag_dag_execute_commit(dag, &size, 1, &refs[i % 64]) != ADAG_OK)
+                adag_input_view_t view;
+                if (adag_dag_reserve(dag, 0, &view, 1, &refs[i % 64]) != ADAG_OK)
+                    die("reserve: %s", adag_last_error());
+                memcpy(view.data, in, 8);
+                memcpy((unsigned char *)view.data + size - 8, in + size - 8, 8);
+                adag_value_t written = {.data = view.data, .size = size};
+                if (adag_dag_commit(dag, refs[i % 64], &written, 1) != ADAG_OK)
                     die("commit: %s", adag_last_error());
             } else {
                 adag_value_t v = {.data = in, .size = size};

@@ -295,11 +295,18 @@ ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t 
  * Executions not released hold the DAG's window, and the source waits for
  * room: a slow consumer slows the source, never grows it. At most the
  * DAG's max_inflight executions are started ahead of adag_data_next_exec.
- * When the DAG's input lives on the driver's device
- * (adag_compile_params_t.driver_device: a device first stage), the threads
- * fill pinned host buffers (one per execution in flight, in the budget)
- * and enqueue their copies to the device slot on the DAG's stream without
- * waiting for them; a buffer is filled again once its copy is done.
+ * The threads use the public zero-copy path (adag_dag_reserve, the view's
+ * data; adag_dag_commit, the batch as bytes or as the tensor
+ * [batch_size, sample_shape...] with ADAG_DATA_PARAM_TENSOR; a commit the
+ * DAG refuses fails the source and the reservation is cancelled). When
+ * the DAG's input lives on the driver's device
+ * (adag_compile_params_t.driver_device: a device first stage), the view's
+ * data is the DAG's pinned staging of that slot: the threads fill it and
+ * each commit enqueues its copy to the device slot on the DAG's stream
+ * without waiting for it (the DAG hands a staging buffer out again once
+ * its copy is done). That staging is the DAG's memory (one buffer per
+ * execution in flight, allocated when the DAG was compiled), not the
+ * source's: its budget and bytes_held do not count it.
  * adag_data_next is refused on such a source. Close the source before
  * destroying the DAG; close releases the executions it started but never
  * handed out (their results dropped), so the DAG's window is free again for
@@ -325,7 +332,8 @@ typedef struct {
     uint64_t samples;       /* decoded into batches */
     uint64_t bytes_read;    /* from shards */
     uint64_t bad_skipped;   /* records or shards skipped (ADAG_DATA_BAD_SKIP) */
-    size_t budget;          /* bytes it may hold */
+    size_t budget;          /* bytes it may hold (feeding a DAG: the threads' scratch;
+                               the batches are in the DAG's slots and staging) */
     size_t bytes_held;      /* now */
     size_t bytes_peak;      /* most ever held at once (never above budget) */
     double starved_s;       /* time adag_data_next waited for a batch */
@@ -344,8 +352,9 @@ ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t
 
 /* Prints the source (shards, format, batches per epoch, rank) and its
  * stats, as adag-info prints, to out: rates, waits, memory against the
- * budget (feeding a DAG: the batches in its input slots, and the source's
- * own scratch and staging against its budget), bad records, the cache. */
+ * budget (feeding a DAG: the batches in its input slots and, for an input
+ * on the driver's device, the DAG's pinned staging, then the source's own
+ * scratch against its budget), bad records, the cache. */
 ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out);
 
 /* Redraws a one-line progress bar for the batches delivered so far (epoch,

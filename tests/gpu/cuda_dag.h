@@ -61,6 +61,7 @@ const char *cdag_dev(unsigned i);
 /* test_cuda_dag.c */
 int cdag_test_pipeline(void);
 int cdag_test_driver_device(void);
+int cdag_test_driver_device_zero_copy(void);
 int cdag_test_peer_copy(void);
 int cdag_test_comm_transport(void);
 /* cuda_dag_faults.c */

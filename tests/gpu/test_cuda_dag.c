@@ -193,6 +193,21 @@ out:
 
 /* ---- the driver's device ---- */
 
+/* s1 (stage 1, kernels spinning spin_us) -> s2 (stage 2), both on device
+ * 0, which is the driver's device too; 4 KiB slots. */
+static adag_status_t driver_chain(adag_runtime_h rt, unsigned inflight, int spin_us,
+                                  adag_actor_h *a, adag_dag_h *dag)
+{
+    adag_status_t st = cdag_stage(rt, "s1", cdag_dev(0), 1, spin_us, &a[0]);
+    if (st == ADAG_OK)
+        st = cdag_stage(rt, "s2", cdag_dev(0), 2, 0, &a[1]);
+    if (st != ADAG_OK)
+        return st;
+    cdag_chain_t o = {.max_inflight = inflight, .slot_capacity = 4096,
+                      .driver_device = cdag_dev(0)};
+    return cdag_chain(rt, a, 2, &o, dag);
+}
+
 /* input -> s1 -> s2 -> output with driver_device "cuda:0": every input
  * slot and output slot is on the driver's device (zero copy to s1 and from
  * s2). Every third input is a tensor in device memory of this process
@@ -220,10 +235,7 @@ int cdag_test_driver_device(void)
     for (int i = 0; i < INFLIGHT; i++)
         CHECK_CUDA(cu.malloc_(&dev_in[i], sizeof in[0].data, cuerr, sizeof cuerr));
     CHECK_OK(cdag_runtime(&rt));
-    CHECK_OK(cdag_stage(rt, "s1", cdag_dev(0), 1, 200, &a[0]));
-    CHECK_OK(cdag_stage(rt, "s2", cdag_dev(0), 2, 0, &a[1]));
-    cdag_chain_t o = {.max_inflight = INFLIGHT, .slot_capacity = 4096, .driver_device = cdag_dev(0)};
-    CHECK_OK(cdag_chain(rt, a, 2, &o, &dag));
+    CHECK_OK(driver_chain(rt, INFLIGHT, 200, a, &dag));
     dot = cdag_dot(dag);
     CHECK(dot && strstr(dot, cdag_dev(0)), "the DOT does not show the driver's device:\n%s",
           dot ? dot : "(none)");
@@ -288,6 +300,89 @@ out:
     return rc;
 }
 
+/* input -> s1 -> s2 with driver_device "cuda:0", every input written in
+ * place through adag_dag_reserve: each round reserves INFLIGHT executions
+ * at once and commits them the last first; even executions are written in
+ * the DAG's pinned staging (view.data: the commit enqueues its copy on the
+ * DAG's stream), odd ones copied by cudaMemcpyAsync into the device slot
+ * (view.device_data) on the view's stream. Every output is checked. */
+int cdag_test_driver_device_zero_copy(void)
+{
+    enum { INFLIGHT = 4, ROUNDS = 150 };
+    int rc = cdag_require(1);
+    if (rc != PASS)
+        return rc;
+    char cuerr[256] = "";
+    cdag_cuda_t cu = {0};
+    adag_runtime_h rt = NULL;
+    adag_actor_h a[2];
+    adag_dag_h dag = NULL;
+    void *stream = NULL;
+    static cdag_input_t in[INFLIGHT];
+    static unsigned char back[sizeof in[0].data];
+    adag_input_view_t view[INFLIGHT];
+    adag_ref_t refs[INFLIGHT];
+    CHECK(cdag_cuda_load(&cu) == PASS, "the module's CUDA helpers (above)");
+    CHECK_OK(cdag_runtime(&rt));
+    CHECK_OK(driver_chain(rt, INFLIGHT, 0, a, &dag));
+    CHECK_OK(adag_dag_stream(dag, &stream));
+    for (uint64_t round = 0; round < ROUNDS; round++) {
+        for (unsigned s = 0; s < INFLIGHT; s++) {
+            CHECK_OK(adag_dag_reserve(dag, 0, &view[s], 1, &refs[s]));
+            CHECK(view[s].device == ADAG_DEVICE_GPU(0) && view[s].data && view[s].device_data &&
+                      view[s].stream == stream && view[s].capacity == 4096,
+                  "round %llu: a view on device %d, stream %p (the DAG's %p), %zu bytes",
+                  (unsigned long long)round, (int)view[s].device, view[s].stream, stream,
+                  view[s].capacity);
+        }
+        for (unsigned s = INFLIGHT; s-- > 0;) {
+            uint64_t k = round * INFLIGHT + s;
+            cdag_make_input(&in[s], k);
+            adag_value_t v = cdag_input_value(&in[s]);
+            if (k % 2) { /* the device slot, written on the DAG's stream */
+                if (cdag_emulated) /* its copy is a memcpy now: after the stream's waits */
+                    CHECK_OK(adag_dag_stream_sync(dag, 20000));
+                if (in[s].bytes)
+                    CHECK_CUDA(cu.copy(view[s].device_data, in[s].data, in[s].bytes,
+                                       view[s].stream, cuerr, sizeof cuerr));
+                v.data = view[s].device_data;
+                v.device = view[s].device;
+            } else { /* the pinned staging */
+                memcpy(view[s].data, in[s].data, in[s].bytes);
+                v.data = view[s].data;
+            }
+            CHECK_OK(adag_dag_commit(dag, refs[s], &v, 1));
+        }
+        for (unsigned s = 0; s < INFLIGHT; s++) {
+            uint64_t k = round * INFLIGHT + s;
+            adag_value_t out[2];
+            CHECK_OK(adag_dag_get(dag, refs[s], out, 2, 20000));
+            CHECK(out[0].kind == ADAG_VALUE_TENSOR && out[0].device == ADAG_DEVICE_GPU(0) &&
+                      out[0].size <= sizeof back,
+                  "execution %llu: output of kind %d on device %d, %zu bytes",
+                  (unsigned long long)k, (int)out[0].kind, (int)out[0].device, out[0].size);
+            memset(back, 0xee, sizeof back);
+            CHECK_OK(adag_dag_stream_sync(dag, 20000));
+            if (out[0].size)
+                CHECK_CUDA(cu.copy(back, out[0].data, out[0].size, NULL, cuerr, sizeof cuerr));
+            CHECK(cdag_check(&in[s], &out[0], back, 1, 2, k) == 0,
+                  "execution %llu (written in the %s): the output is wrong (above)",
+                  (unsigned long long)k, k % 2 ? "device slot" : "staging");
+            CHECK_OK(adag_dag_release(dag, refs[s]));
+        }
+    }
+    CHECK_OK(adag_dag_destroy(dag));
+    dag = NULL;
+    CHECK_OK(adag_runtime_destroy(rt));
+    rt = NULL;
+    CHECK(cdag_wait_no_children(10000) == 0, "workers left after the runtime was destroyed");
+out:
+    if (rt)
+        adag_runtime_destroy(rt);
+    cdag_cuda_unload(&cu);
+    return rc;
+}
+
 /* ---- the runner ---- */
 
 static const struct {
@@ -297,6 +392,7 @@ static const struct {
 } tests[] = {
     {"four_stages_every_dtype", cdag_test_pipeline, 240},
     {"driver_device", cdag_test_driver_device, 120},
+    {"driver_device_zero_copy", cdag_test_driver_device_zero_copy, 120},
     {"slow_kernel_does_not_block_the_loop", cdag_test_slow_kernel, 60},
     {"stuck_transfer_times_out", cdag_test_stuck_transfer, 120},
     {"sigkill_mid_stream", cdag_test_sigkill, 120},
