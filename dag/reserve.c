@@ -31,6 +31,7 @@
  */
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "common/value.h"
 #include "dag/internal.h"
 
@@ -616,4 +617,22 @@ adag_status_t adag_dag_inputs(adag_dag_h dag, adag_input_view_t *views, unsigned
 const char *adag_dag_name(adag_dag_h dag)
 {
     return dag ? dag->name : "(null)";
+}
+
+adag_status_t adag_dag_config(adag_dag_h dag, adag_config_h *config)
+{
+    if (!dag || !config)
+        return adag_error(ADAG_ERR_INVALID, "adag_dag_config: dag and config must not be NULL");
+    *config = NULL;
+    adag_config_h c = calloc(1, sizeof(*c));
+    if (!c)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_config: out of memory");
+    adag_status_t st = adag_settings_copy(&c->settings, &dag->rt->settings);
+    if (st != ADAG_OK) {
+        free(c);
+        adag_error_prefix("adag_dag_config: DAG %s", dag->name);
+        return st;
+    }
+    *config = c;
+    return ADAG_OK;
 }

@@ -103,11 +103,13 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
         return ADAG_OK;
     /* the settings of the runtime of the DAG it feeds, else the
      * environment's now */
+    adag_config_h cfg = NULL;
     adag_settings_t env;
-    const adag_settings_t *set = src->p.dag ? &src->p.dag->rt->settings : &env;
-    adag_status_t st = src->p.dag ? ADAG_OK : adag_settings_from_env(&env);
+    adag_status_t st = src->p.dag ? adag_dag_config(src->p.dag, &cfg)
+                                  : adag_settings_from_env(&env);
     if (st != ADAG_OK)
         return st;
+    const adag_settings_t *set = cfg ? &cfg->settings : &env;
     char dir[4096];
     st = cache_dir(&src->p, set, dir, sizeof(dir));
     uint64_t cap = (src->p.field_mask & ADAG_DATA_PARAM_CACHE) && src->p.cache_bytes
@@ -118,7 +120,9 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
         .timeout_ms = set->data_http_timeout_ms,
     };
     unsigned fetches = (unsigned)set->data_fetches;
-    if (set == &env)
+    if (cfg)
+        adag_config_release(cfg);
+    else
         adag_settings_free(&env);
     if (st != ADAG_OK || (st = adag_data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
         return st;

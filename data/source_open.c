@@ -194,9 +194,17 @@ adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_par
         return ADAG_OK;
     }
     adag_actor_placement_t first = ADAG_ACTOR_PLACEMENT_INIT;
-    if (!p->dag || !p->dag->rt->settings.placement)
+    if (!p->dag)
         return ADAG_OK;
-    adag_status_t st = adag_dag_input_placement(p->dag, &first);
+    adag_config_h cfg;
+    adag_status_t st = adag_dag_config(p->dag, &cfg);
+    if (st != ADAG_OK)
+        return st;
+    int placement = cfg->settings.placement != 0;
+    adag_config_release(cfg);
+    if (!placement)
+        return ADAG_OK;
+    st = adag_dag_input_placement(p->dag, &first);
     if (st != ADAG_OK)
         return st;
     /* the first stage's CPUs, when bound on this machine */

@@ -860,6 +860,12 @@ ADAG_API adag_status_t adag_dag_inputs(adag_dag_h dag, adag_input_view_t *views,
  * adag_dag_destroy. */
 ADAG_API const char *adag_dag_name(adag_dag_h dag);
 
+/* A copy of the settings the DAG runs on (its runtime's), as a
+ * configuration object the caller releases with adag_config_release
+ * (what a component fed by or feeding the DAG, such as a data source,
+ * takes its settings from). */
+ADAG_API adag_status_t adag_dag_config(adag_dag_h dag, adag_config_h *config);
+
 /* Waits up to timeout_ms (-1 forever, 0 poll; other negative values are
  * ADAG_ERR_INVALID) for execution `ref` and fills
  * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that

@@ -304,6 +304,37 @@ Test(config, runtime_keeps_its_own_copy, .timeout = 30)
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 
+/* adag_dag_config gives the settings the DAG runs on: its runtime's, not
+ * the environment's, as a copy of its own. */
+Test(config, a_dag_gives_its_runtimes_settings, .timeout = 30)
+{
+    setenv("ADAG_DATA_HTTP_RETRIES", "7", 1);
+    static const char *const pairs[] = {"ADAG_DATA_HTTP_RETRIES", "2", "ADAG_SPIN_NS", "1234",
+                                        NULL};
+    adag_runtime_h rt = runtime_with(pairs);
+    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_THREAD, "a", 0);
+    adag_graph_h g;
+    adag_dag_h dag = one_stage(rt, a, "add", &g);
+    adag_config_h c = NULL;
+    ASSERT_ST(adag_dag_config(NULL, &c), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_dag_config(dag, NULL), ADAG_ERR_INVALID);
+    ASSERT_OK(adag_dag_config(dag, &c));
+    char *text = print_config(c);
+    assert_value(text, "ADAG_DATA_HTTP_RETRIES", "2");
+    assert_value(text, "ADAG_SPIN_NS", "1234");
+    free(text);
+    /* a copy: changing it changes nothing of the DAG's */
+    ASSERT_OK(adag_config_modify(c, "ADAG_SPIN_NS", "5"));
+    ASSERT_OK(adag_config_release(c));
+    ASSERT_OK(adag_dag_config(dag, &c));
+    text = print_config(c);
+    assert_value(text, "ADAG_SPIN_NS", "1234");
+    free(text);
+    ASSERT_OK(adag_config_release(c));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    unsetenv("ADAG_DATA_HTTP_RETRIES");
+}
+
 /* ---- two runtimes in one process ---- */
 
 /* One slot and its own execute and teardown timeouts in each runtime: a
