@@ -426,7 +426,7 @@ static adag_status_t make_domains(adag_dag_h dag)
     for (unsigned c = 0; c < dag->nchans; c++) {
         kinds[c] = dag->chans[c].kind;
         geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity,
-                                      dag->chans[c].comm_key};
+                                      dag->chans[c].comm_key, 0};
         places[c] = dag->chans[c].places;
     }
     st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
@@ -557,7 +557,7 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .name = dc->name,
         /* the channel's whole geometry: a host endpoint of a channel by
          * communicator (the driver is never a rank) agrees on its key too */
-        .geom = {dag->max_inflight, dc->nreaders, dag->capacity, dc->comm_key},
+        .geom = {dag->max_inflight, dc->nreaders, dag->capacity, dc->comm_key, 0},
         .reader = reader,
         .desc = {dc->desc.data, dc->desc.len},
         .policy = dag->wait,

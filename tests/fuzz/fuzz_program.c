@@ -152,7 +152,7 @@ static void open_channels(const adag_program_t *p)
             continue; /* self allocates `capacity` bytes: nothing to check against */
         adag_chan_open_params_t op = {
             .name = c->name,
-            .geom = {p->nslots, c->nreaders, p->capacity, c->comm_key},
+            .geom = {p->nslots, c->nreaders, p->capacity, c->comm_key, 0},
             .reader = c->reader,
             .desc = adag_program_desc(p, i),
             .abort = &never_aborted,
