@@ -371,11 +371,11 @@ static adag_status_t check_sizes(adag_dag_h dag, const char *fn, const size_t *s
         return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     for (unsigned i = 0; i < n; i++)
-        if (sizes[i] > dag->capacity)
+        if (sizes[i] > dag->inputs[i]->capacity)
             return adag_error(ADAG_ERR_TOO_LARGE,
                               "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
                               "slot capacity of %zu bytes",
-                              fn, i, i, sizes[i], dag->capacity);
+                              fn, i, i, sizes[i], dag->inputs[i]->capacity);
     return ADAG_OK;
 }
 
@@ -512,11 +512,11 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
             (st = adag_dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
             (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
             return st;
-        if (inputs[i].size > dag->capacity)
+        if (inputs[i].size > dag->inputs[i]->capacity)
             return adag_error(ADAG_ERR_TOO_LARGE,
                               "%s: input %u (channel input[%u]) is %zu bytes, larger than the "
                               "slot capacity of %zu bytes",
-                              fn, i, i, inputs[i].size, dag->capacity);
+                              fn, i, i, inputs[i].size, dag->inputs[i]->capacity);
     }
     uint64_t blocked_at = 0;
     st = reserve(dag, flags, fn, 0, 1, 1, inputs, ref, &blocked_at);

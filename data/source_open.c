@@ -434,11 +434,12 @@ adag_status_t adag_data_check_dag(adag_data_source_t *src)
                           "adag_data_open: DAG %s has %u input fields; a source feeds a DAG "
                           "with one",
                           dag->name, dag->ninputs);
-    if (dag->capacity < src->batch_bytes)
+    if (dag->inputs[0]->capacity < src->batch_bytes)
         return adag_error(ADAG_ERR_INVALID,
-                          "adag_data_open: a batch of %zu bytes does not fit DAG %s's slots of "
-                          "%zu bytes (slot_capacity)",
-                          src->batch_bytes, dag->name, dag->capacity);
+                          "adag_data_open: a batch of %zu bytes does not fit DAG %s's input "
+                          "slots (channel %s) of %zu bytes",
+                          src->batch_bytes, dag->name, dag->inputs[0]->name,
+                          dag->inputs[0]->capacity);
     src->nslots = dag->max_inflight;
     return ADAG_OK;
 }

@@ -62,7 +62,7 @@ static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, F
     fprintf(out, "  memory      batches of %s in DAG %s's input slots of %s: %u of its %u "
                  "executions filling or ready here (%s)\n",
             amount(a, sizeof(a), (double)src->batch_bytes), src->p.dag->name,
-            amount(b, sizeof(b), (double)src->p.dag->capacity), busy, src->nslots,
+            amount(b, sizeof(b), (double)src->p.dag->inputs[0]->capacity), busy, src->nslots,
             amount(c, sizeof(c), (double)busy * (double)src->batch_bytes));
     fprintf(out, "              the source's own %s held of a %s budget (peak %s: %s)\n", held,
             budget, peak,
