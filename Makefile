@@ -68,9 +68,10 @@ TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,
 # The test actor classes, in libtest_actors.so (process actors) and in the test
 # programs (thread actors); shared_methods.c is compiled into adag-bench too;
 # tensor_actors.c is the "tensor" class (tests/test_tensor.c), gpu_stage.c the
-# device pipeline stage (tests/test_gpu_pipeline.c).
+# device pipeline stage (tests/test_gpu_pipeline.c), geom_actors.c values of
+# any size (tests/test_geometry.c).
 TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c \
-                   tests/modules/gpu_stage.c tests/modules/probe_actors.c
+                   tests/modules/gpu_stage.c tests/modules/probe_actors.c tests/modules/geom_actors.c
 # The device-bound actor class (tests/test_device_actor.c): in adag-tests, and
 # in a module of its own, libdevice_actors.so, for process actors.
 DEVICE_ACTOR_SRCS := tests/modules/device_actors.c

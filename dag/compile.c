@@ -14,6 +14,7 @@
 #include "common/params.h"
 #include "common/settings.h"
 #include "dag/internal.h"
+#include "dag/loop_collective.h"
 #include "transport/wire.h"
 
 #include <errno.h>
@@ -135,8 +136,9 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
                           p->name ? "empty" : "NULL");
     dag->max_inflight = (mask & ADAG_COMPILE_PARAM_MAX_INFLIGHT) ? p->max_inflight
                                                                   : (unsigned)s->max_inflight;
-    dag->capacity = (mask & ADAG_COMPILE_PARAM_SLOT_CAPACITY) ? p->slot_capacity
-                                                               : (size_t)s->slot_capacity;
+    dag->default_capacity = (mask & ADAG_COMPILE_PARAM_SLOT_CAPACITY)
+                                ? p->slot_capacity
+                                : (size_t)s->slot_capacity;
     dag->execute_timeout_ms = (mask & ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT)
                                   ? p->execute_timeout_ms
                                   : (int)s->execute_timeout_ms;
@@ -154,12 +156,13 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
                           (unsigned long long)ADAG_TRACE_MAX_SPANS);
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
-    if (dag->max_inflight < 1 || dag->max_inflight > 4096)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..4096",
-                          dag->max_inflight);
-    if (dag->capacity < 1 || dag->capacity > ((size_t)1 << 40))
+    if (dag->max_inflight < 1 || dag->max_inflight > ADAG_PROG_MAX_INFLIGHT)
+        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..%u",
+                          dag->max_inflight, ADAG_PROG_MAX_INFLIGHT);
+    if (dag->default_capacity < 1 || dag->default_capacity > ADAG_PROG_MAX_CAPACITY)
         return adag_error(ADAG_ERR_INVALID,
-                          "adag_graph_compile: slot_capacity %zu is not in 1..2^40", dag->capacity);
+                          "adag_graph_compile: slot_capacity %zu is not in 1..2^40",
+                          dag->default_capacity);
     if ((mask & ADAG_COMPILE_PARAM_SPIN) &&
         (dag->wait.spin_ns < 0 || dag->wait.spin_ns > 1000000000))
         return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
@@ -276,6 +279,7 @@ static adag_status_t plan_order_channels(adag_dag_h dag)
         dag->norders++;
         c->writer = -1;
         c->producer_node = UINT32_MAX;
+        c->geom = (adag_chan_geom_t){dag->max_inflight, 0, sizeof(uint64_t), 0, 0}; /* a ticket */
         snprintf(c->name, sizeof(c->name), "comm%llu.order",
                  (unsigned long long)adag_comm_lease_key(l));
         for (unsigned ai = 0; ai < dag->nactors; ai++)
@@ -331,6 +335,8 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             c->producer_node = i;
             c->tensor = adag_node_value_tensor(nd, 0);
             snprintf(c->name, sizeof(c->name), "input[%u]", nd->field);
+            if ((st = adag_compile_value_geometry(dag, nd, c)) != ADAG_OK)
+                return st;
         } else if (nd->kind == NODE_CALL) {
             for (unsigned r = 0; r < nd->nreturns; r++) {
                 adag_dag_chan_t *c = &dag->chans[cx->chan_of[i] + r];
@@ -343,6 +349,9 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
                 else
                     snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
                              nd->actor->methods[nd->method].name, r);
+                if ((st = adag_compile_value_geometry(dag, adag_node_value(nd, r), c)) !=
+                    ADAG_OK)
+                    return st;
             }
         }
     }
@@ -355,6 +364,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             c->producer_node = out->id;
             snprintf(c->name, sizeof(c->name), "%s#%u.%s", adag_coll_kind_name(col->kind),
                      col->id, out->actor->name);
+            c->geom = (adag_chan_geom_t){dag->max_inflight, 0, ADAG_COLL_STATUS_BYTES, 0, 0};
             for (unsigned o = 0; o < col->n; o++)
                 if (o != m && (st = add_reader(c, cx->actor_index[col->outputs[o]->id])) !=
                                   ADAG_OK)
@@ -383,11 +393,14 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             adag_dag_chan_t *c = &dag->chans[dag->start_chan];
             c->writer = -1;
             c->producer_node = UINT32_MAX;
+            c->geom = (adag_chan_geom_t){dag->max_inflight, 0, 0, 0, 0}; /* carries nothing */
             snprintf(c->name, sizeof(c->name), "start");
         }
         if ((st = add_reader(&dag->chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
             return st;
     }
+    if ((st = adag_compile_check_slots(dag, g)) != ADAG_OK)
+        return st;
     for (unsigned c = 0; c < dag->nchans; c++) {
         if ((st = adag_compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
             return st;
@@ -411,7 +424,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
 }
 
 /* Creates every backend's domain for the DAG (the shm segment) and gets
- * each channel's descriptor. */
+ * each channel's descriptor, each channel with its own geometry. */
 static adag_status_t make_domains(adag_dag_h dag)
 {
     uint32_t *kinds = calloc(dag->nchans + 1, sizeof(*kinds));
@@ -423,10 +436,10 @@ static adag_status_t make_domains(adag_dag_h dag)
         st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto out;
     }
+    adag_compile_finish_geometry(dag);
     for (unsigned c = 0; c < dag->nchans; c++) {
         kinds[c] = dag->chans[c].kind;
-        geoms[c] = (adag_chan_geom_t){dag->max_inflight, dag->chans[c].nreaders, dag->capacity,
-                                      dag->chans[c].comm_key};
+        geoms[c] = dag->chans[c].geom;
         places[c] = dag->chans[c].places;
     }
     st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
@@ -478,8 +491,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->name);
     adag_wait_policy_t policy = adag_dag_policy(dag, (int)ai);
     adag_wbuf_t descs = {0};
-    p->nslots = dag->max_inflight;
-    p->capacity = dag->capacity;
+    p->max_inflight = dag->max_inflight;
     p->spin_ns = policy.spin_ns;
     p->spin_yield = (uint32_t)policy.yield;
     p->trace_spans = dag->trace_spans;
@@ -506,6 +518,8 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         pc->kind = dc->kind;
         pc->nreaders = dc->nreaders;
         pc->reader = writes ? -1 : reader;
+        pc->nslots = dc->geom.nslots;
+        pc->capacity = dc->geom.capacity;
         pc->desc_off = (uint32_t)descs.len;
         pc->desc_len = (uint32_t)dc->desc.len;
         pc->tensor = dc->tensor;
@@ -557,7 +571,7 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .name = dc->name,
         /* the channel's whole geometry: a host endpoint of a channel by
          * communicator (the driver is never a rank) agrees on its key too */
-        .geom = {dag->max_inflight, dc->nreaders, dag->capacity, dc->comm_key},
+        .geom = dc->geom,
         .reader = reader,
         .desc = {dc->desc.data, dc->desc.len},
         .policy = dag->wait,
@@ -750,9 +764,11 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     }
     g->compiled = 1;
     dag->stats.max_inflight = dag->max_inflight;
-    dag->stats.slot_capacity = dag->capacity;
+    dag->stats.slot_capacity = dag->default_capacity;
     dag->stats.nchannels = dag->nchans - (dag->start_chan != ADAG_PROG_NO_CHAN) - dag->norders;
     dag->stats.shm_bytes = adag_ctx_domain_bytes(&dag->ctx);
+    for (unsigned c = 0; c < dag->nchans; c++)
+        dag->stats.device_bytes += dag->chans[c].device_bytes;
     free(cx.chan_of);
     free(cx.actor_index);
     free(cx.coll_status);

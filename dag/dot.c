@@ -114,14 +114,18 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
     if (!dag || !out)
         return adag_error(ADAG_ERR_INVALID, "adag_dag_write_dot: dag and out must not be NULL");
     fprintf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
-    fprintf(out, "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u slot=%zu B\"];\n",
-            dag->max_inflight, dag->capacity);
+    fprintf(out, "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u default slot=%zu "
+                 "B\"];\n",
+            dag->max_inflight, dag->default_capacity);
     for (unsigned ai = 0; ai < dag->nactors; ai++)
         actor_node(out, dag, ai);
     for (unsigned c = 0; c < dag->nchans; c++) {
         const adag_dag_chan_t *ch = &dag->chans[c];
-        char tensor[200];
+        char tensor[200], slots[64];
         tensor_label(tensor, sizeof(tensor), ch);
+        /* its geometry: "8 slots x 4096 B" */
+        snprintf(slots, sizeof(slots), "%u slot%s x %zu B", ch->geom.nslots,
+                 ch->geom.nslots == 1 ? "" : "s", ch->geom.capacity);
         if (ch->kind == ADAG_CHAN_SELF) {
             /* read by its writer only (or by nobody): an in-place edge if it is read */
             int read = 0;
@@ -136,8 +140,8 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
                 endpoint(out, ch->writer);
                 fprintf(out, " -> ");
                 endpoint(out, ch->writer);
-                fprintf(out, " [label=\"%s\\n%s%s\", style=dashed];\n", ch->name,
-                        adag_chan_kind_name(ch->kind), tensor);
+                fprintf(out, " [label=\"%s\\n%s%s\\n%s\", style=dashed];\n", ch->name,
+                        adag_chan_kind_name(ch->kind), tensor, slots);
             }
             continue;
         }
@@ -148,8 +152,8 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
             endpoint(out, ch->readers[r]);
             char dev[160];
             device_label(dev, sizeof(dev), ch, r);
-            fprintf(out, " [label=\"%s\\n%s%s%s\"];\n", ch->name, adag_chan_kind_name(ch->kind),
-                    dev, tensor);
+            fprintf(out, " [label=\"%s\\n%s%s%s\\n%s\"];\n", ch->name,
+                    adag_chan_kind_name(ch->kind), dev, tensor, slots);
         }
     }
     fprintf(out, "}\n");

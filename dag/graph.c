@@ -315,12 +315,18 @@ void adag_node_describe(adag_node_h n, char *buf, size_t len)
     node_desc(n, buf, len);
 }
 
+adag_node_h adag_node_value(adag_node_h n, unsigned r)
+{
+    if (n->kind != NODE_CALL || n->nreturns == 1)
+        return n;
+    return n->returns ? n->returns[r] : NULL;
+}
+
 adag_tensor_decl_t adag_node_value_tensor(adag_node_h n, unsigned r)
 {
     adag_tensor_decl_t none = {0};
-    if (n->kind != NODE_CALL || n->nreturns == 1)
-        return n->tensor;
-    return n->returns && n->returns[r] ? n->returns[r]->tensor : none;
+    adag_node_h v = adag_node_value(n, r);
+    return v ? v->tensor : none;
 }
 
 static const adag_param_field_t tensor_fields[] = {
@@ -380,6 +386,27 @@ static adag_status_t tensor_decl(const adag_tensor_params_t *p, const char *d,
     return ADAG_OK;
 }
 
+/* What adag_node_tensor and adag_node_channel say of a value node: one of
+ * its graph (not yet compiled) that stands for one value, not a call of
+ * several returns (`what`: "declare", "size"); its description into d.
+ * Under the graph's lock. */
+static adag_status_t check_value_node(adag_node_h n, const char *fn, const char *what, char *d,
+                                      size_t len)
+{
+    adag_graph_h g = n->graph;
+    if (n->id >= g->nnodes || g->nodes[n->id] != n)
+        return adag_error(ADAG_ERR_INVALID, "%s: node %u is not a node of its graph", fn, n->id);
+    node_desc(n, d, len);
+    if (g->compiled)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s: the graph was already compiled", fn, d);
+    if (n->kind == NODE_CALL && n->nreturns != 1)
+        return adag_error(ADAG_ERR_INVALID,
+                          "%s: %s returns %u values, each in a channel of its own: %s each one, "
+                          "taken with adag_node_output",
+                          fn, d, n->nreturns, what);
+    return ADAG_OK;
+}
+
 adag_status_t adag_node_tensor(adag_node_h n, const adag_tensor_params_t *params)
 {
     static const char *fn = "adag_node_tensor";
@@ -390,24 +417,51 @@ adag_status_t adag_node_tensor(adag_node_h n, const adag_tensor_params_t *params
         return adag_error(ADAG_ERR_INVALID, "%s: node is NULL", fn);
     adag_graph_h g = n->graph;
     pthread_mutex_lock(&g->lock);
-    if (n->id >= g->nnodes || g->nodes[n->id] != n) {
-        st = adag_error(ADAG_ERR_INVALID, "%s: node %u is not a node of its graph", fn, n->id);
+    if ((st = check_value_node(n, fn, "declare", d, sizeof(d))) != ADAG_OK)
         goto out;
-    }
-    node_desc(n, d, sizeof(d));
-    if (g->compiled) {
-        st = adag_error(ADAG_ERR_INVALID, "%s: %s: the graph was already compiled", fn, d);
-        goto out;
-    }
-    if (n->kind == NODE_CALL && n->nreturns != 1) {
-        st = adag_error(ADAG_ERR_INVALID,
-                        "%s: %s returns %u values: declare each one, taken with adag_node_output",
-                        fn, d, n->nreturns);
-        goto out;
-    }
     if ((st = tensor_decl(params, d, &decl)) != ADAG_OK)
         goto out;
     n->tensor = decl; /* a second declaration replaces the first */
+out:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+static const adag_param_field_t channel_fields[] = {
+    ADAG_PARAM_FIELD(adag_channel_params_t, max_bytes, ADAG_CHANNEL_PARAM_MAX_BYTES),
+    ADAG_PARAM_FIELD(adag_channel_params_t, slots, ADAG_CHANNEL_PARAM_SLOTS),
+};
+
+adag_status_t adag_node_channel(adag_node_h n, const adag_channel_params_t *params)
+{
+    static const char *fn = "adag_node_channel";
+    uint64_t mask = params ? params->field_mask : 0;
+    adag_status_t st;
+    char d[160];
+    if (!n)
+        return adag_error(ADAG_ERR_INVALID, "%s: node is NULL", fn);
+    if ((st = adag_params_check(fn, "adag_channel_params_t", params, mask, channel_fields,
+                                ADAG_PARAM_COUNT(channel_fields))) != ADAG_OK)
+        return st;
+    adag_graph_h g = n->graph;
+    pthread_mutex_lock(&g->lock);
+    if ((st = check_value_node(n, fn, "size", d, sizeof(d))) != ADAG_OK)
+        goto out;
+    if ((mask & ADAG_CHANNEL_PARAM_MAX_BYTES) && params->max_bytes > ADAG_PROG_MAX_CAPACITY) {
+        st = adag_error(ADAG_ERR_INVALID, "%s: %s: max_bytes %zu is not in 0..2^40", fn, d,
+                        params->max_bytes);
+        goto out;
+    }
+    if ((mask & ADAG_CHANNEL_PARAM_SLOTS) &&
+        (params->slots < 1 || params->slots > ADAG_PROG_MAX_INFLIGHT)) {
+        st = adag_error(ADAG_ERR_INVALID, "%s: %s: slots %u is not in 1..%u", fn, d,
+                        params->slots, ADAG_PROG_MAX_INFLIGHT);
+        goto out;
+    }
+    /* a second call replaces the first */
+    n->chan_mask = mask;
+    n->chan_max_bytes = (mask & ADAG_CHANNEL_PARAM_MAX_BYTES) ? params->max_bytes : 0;
+    n->chan_slots = (mask & ADAG_CHANNEL_PARAM_SLOTS) ? params->slots : 0;
 out:
     pthread_mutex_unlock(&g->lock);
     return st;

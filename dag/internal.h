@@ -205,6 +205,11 @@ struct adag_node {
     adag_node_h *returns;      /* CALL with nreturns > 1: RETURN nodes made so far */
     int used;                  /* INPUT: read by a call */
     adag_tensor_decl_t tensor; /* adag_node_tensor (INPUT, one-return CALL, RETURN) */
+    /* adag_node_channel (the same nodes): the ADAG_CHANNEL_PARAM_* bits
+     * given and their values */
+    uint64_t chan_mask;
+    size_t chan_max_bytes;
+    unsigned chan_slots;
     adag_collective_t *coll;   /* CALL: member `member` of this collective, not a method */
     unsigned member;
 };
@@ -246,6 +251,14 @@ typedef struct {
     adag_tensor_decl_t tensor; /* what adag_node_tensor declared of its value */
     adag_chan_place_t *places; /* where the writer (0) and reader r (1 + r) keep values */
     uint64_t comm_key;         /* ADAG_TRANSPORT_COMM: its communicator; 0: none */
+    /* its geometry (dag/compile_geom.c): slots, bytes per slot, readers,
+     * communicator; asked_slots: adag_node_channel gave its slot count */
+    adag_chan_geom_t geom;
+    int asked_slots;
+    /* the memory it holds, every endpoint together (its backend's
+     * `memory`): host (its ring in the shm segment, or each endpoint's
+     * own) and device */
+    size_t host_bytes, device_bytes;
 } adag_dag_chan_t;
 
 typedef struct {
@@ -271,7 +284,10 @@ struct adag_dag {
     unsigned id;
     char name[64];
     unsigned max_inflight;
-    size_t capacity;
+    /* the slot size of a channel whose value asks for none
+     * (adag_compile_params_t.slot_capacity); each channel's own is in its
+     * geom, and the driver's endpoints know theirs (inputs[i]->capacity) */
+    size_t default_capacity;
     int execute_timeout_ms, teardown_timeout_ms;
     int comm_timeout_ms; /* <= 0: device communication ops are not watched */
     adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
@@ -422,6 +438,17 @@ adag_status_t adag_compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c);
  * communicators are one host's). */
 adag_status_t adag_compile_check_collective_hosts(adag_graph_h g);
 
+/* compile_geom.c: every channel's geometry. value_geometry: the slot size
+ * and count channel c of value node `value` asks for (NULL: a channel of
+ * no value node; the DAG's default size), checked against a static
+ * tensor's bytes and max_inflight. check_slots: after every reader was
+ * added, refuses fewer slots than max_inflight on a channel the driver
+ * writes or reads. finish_geometry: after placement and communicators,
+ * the rest of each geometry and the memory each channel holds. */
+adag_status_t adag_compile_value_geometry(adag_dag_h dag, adag_node_h value, adag_dag_chan_t *c);
+adag_status_t adag_compile_check_slots(adag_dag_h dag, adag_graph_h g);
+void adag_compile_finish_geometry(adag_dag_h dag);
+
 /* compile_comm.c: tensors with ADAG_TRANSPORT_COMM */
 /* After every channel was placed: checks the ADAG_TRANSPORT_COMM tensors
  * and leases their communicator (each such channel gets its key, its
@@ -557,6 +584,9 @@ void adag_node_describe(adag_node_h node, char *buf, size_t len);
 /* What adag_node_tensor declared of return r of call node `call` (all zero
  * if nothing); for an INPUT node (r 0), its own. Under the graph's lock. */
 adag_tensor_decl_t adag_node_value_tensor(adag_node_h call, unsigned r);
+/* The node that stands for return r of `call` (itself for one return, an
+ * INPUT node for r 0; NULL for a return never taken with adag_node_output). */
+adag_node_h adag_node_value(adag_node_h call, unsigned r);
 
 
 

@@ -647,7 +647,7 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
         const adag_prog_chan_t *pc = &loop->prog.chans[i];
         adag_chan_open_params_t op = {
             .name = pc->name,
-            .geom = {loop->prog.nslots, pc->nreaders, loop->prog.capacity, pc->comm_key},
+            .geom = {pc->nslots, pc->nreaders, pc->capacity, pc->comm_key, 0},
             .reader = pc->reader,
             .desc = adag_program_desc(&loop->prog, i),
             .policy = policy,

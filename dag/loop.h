@@ -114,9 +114,11 @@ struct adag_loop {
      * knew it idle (stream_dirty); its methods take arguments in host
      * memory (host_args); executions [held_from, held_to) whose reads are
      * held until the event recorded after their work (held_ev[seq %
-     * nslots]) completed. */
+     * max_inflight]) completed, at most held_slots of them (the fewest
+     * slots of a channel it reads). */
     int stream_dirty;
     int host_args;
+    unsigned held_slots;
     uint64_t held_from, held_to;
     struct adag_dev_event **held_ev;
     adag_loop_actor_t actor;
@@ -172,7 +174,8 @@ void adag_loop_release_reads(adag_loop_t *loop, uint64_t seq);
  * end_reads: execution seq's reads released now, or held behind an event
  * when device work may still read its host arguments. release_held: before
  * execution seq waits, releases held executions whose work is done, and
- * (waiting for it) those whose slots seq's writers need. */
+ * (waiting for it) those whose slots seq's writers need (their channels'
+ * slot counts say which). */
 adag_status_t adag_loop_hold_open(adag_loop_t *loop);
 void adag_loop_hold_close(adag_loop_t *loop);
 adag_status_t adag_loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,

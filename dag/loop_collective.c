@@ -57,6 +57,8 @@ typedef struct {
     int64_t shape[ADAG_MAX_DIMS];
 } member_meta_t;
 
+_Static_assert(sizeof(member_meta_t) == ADAG_COLL_STATUS_BYTES, "status channel slot size");
+
 struct adag_loop_coll {
     const adag_prog_op_t *op;
     const adag_chan_comm_t *comm;  /* the loop's: key, communicator, stream */
@@ -93,8 +95,8 @@ void adag_loop_coll_close(adag_loop_t *loop)
     const adag_chan_device_t *d = loop->comm_device;
     for (unsigned i = 0; i < loop->ncolls; i++) {
         adag_loop_coll_t *c = &loop->colls[i];
-        events_free(d, c->issued, loop->prog.nslots);
-        events_free(d, c->done, loop->prog.nslots);
+        events_free(d, c->issued, loop->prog.max_inflight);
+        events_free(d, c->done, loop->prog.max_inflight);
         free(c->watch);
     }
     free(loop->colls);
@@ -104,7 +106,7 @@ void adag_loop_coll_close(adag_loop_t *loop)
 
 adag_status_t adag_loop_coll_prepare(adag_loop_t *loop)
 {
-    unsigned n = 0, ns = loop->prog.nslots;
+    unsigned n = 0, ns = loop->prog.max_inflight;
     const adag_chan_device_t *d = loop->comm_device;
     for (uint32_t i = 0; i < loop->prog.nops; i++)
         n += loop->prog.ops[i].kind == ADAG_OP_COLLECTIVE;
@@ -283,7 +285,7 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
     const adag_device_ops_t *dev = d->dev->ops;
     adag_comm_t *comm = c->comm->comm;
     adag_dev_stream_t *s = c->comm->stream;
-    unsigned slot = (unsigned)(seq % loop->prog.nslots);
+    unsigned slot = (unsigned)(seq % loop->prog.max_inflight);
     int host = !loop->actor.device; /* host tensors: nothing to wait for on a device */
     adag_status_t st;
     if (!host && ((st = dev->event_record(c->issued[slot], d->compute)) != ADAG_OK ||
@@ -427,7 +429,7 @@ int adag_loop_coll_pending(adag_loop_t *loop, uint32_t comm)
     const adag_device_ops_t *dev = loop->comm_device->dev->ops;
     for (unsigned i = 0; i < loop->ncolls; i++) {
         adag_loop_coll_t *c = &loop->colls[i];
-        for (unsigned s = 0; c->op->comm == comm && s < loop->prog.nslots; s++)
+        for (unsigned s = 0; c->op->comm == comm && s < loop->prog.max_inflight; s++)
             if (atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst) &&
                 dev->event_query(c->done[s]) != ADAG_OK)
                 return 1;
@@ -448,7 +450,7 @@ adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, i
     uint64_t which_seq1 = 0;
     for (unsigned i = 0; i < loop->ncolls; i++) {
         adag_loop_coll_t *c = &loop->colls[i];
-        for (unsigned s = 0; s < loop->prog.nslots; s++) {
+        for (unsigned s = 0; s < loop->prog.max_inflight; s++) {
             uint64_t seq1 = atomic_load_explicit(&c->watch[s].seq1, memory_order_seq_cst);
             if (!seq1)
                 continue;

@@ -7,6 +7,10 @@
 
 #include "dag/loop.h"
 
+/* Bytes a member publishes on its status channel per execution (its
+ * tensor's dtype, ndim and shape): that channel's slot size. */
+#define ADAG_COLL_STATUS_BYTES (2 * 4 + ADAG_MAX_DIMS * 8)
+
 /* After the endpoints are open: the events of every collective operation
  * of the program (none: nothing). */
 adag_status_t adag_loop_coll_prepare(adag_loop_t *loop);

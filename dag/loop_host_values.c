@@ -16,9 +16,12 @@
  *     and its release is held until the event completed. Held executions
  *     are released in order at the start of a later execution, without
  *     waiting while the event is pending, except for those whose slots
- *     that execution's writers need (execution seq - nslots and older): a
- *     writer fills slot seq only after every reader released seq - nslots,
- *     so the loop waits for their events before it waits for its inputs.
+ *     that execution's writers need: a writer fills slot seq of a channel
+ *     of k slots only after every reader released seq - k, so before it
+ *     waits for execution seq's inputs the loop waits for the events of
+ *     execution seq - k and older, k the fewest slots among the channels
+ *     it reads (held_slots; every channel's own geometry). At most that
+ *     many executions are ever held.
  *
  * Every wait is a host wait in 100 ms slices, so that an abort ends it;
  * a stream that fails fails that execution (returns) or the DAG (inputs)
@@ -64,7 +67,7 @@ static adag_status_t sync_event(void *arg, int64_t deadline)
 {
     adag_loop_t *loop = arg;
     const adag_chan_device_t *d = loop->actor.device;
-    return d->dev->ops->event_sync(loop->held_ev[loop->held_from % loop->prog.nslots], deadline);
+    return d->dev->ops->event_sync(loop->held_ev[loop->held_from % loop->prog.max_inflight], deadline);
 }
 
 adag_status_t adag_loop_hold_open(adag_loop_t *loop)
@@ -77,10 +80,14 @@ adag_status_t adag_loop_hold_open(adag_loop_t *loop)
     }
     if (!loop->host_args)
         return ADAG_OK;
-    loop->held_ev = calloc(loop->prog.nslots, sizeof(*loop->held_ev));
+    loop->held_slots = loop->prog.max_inflight;
+    for (unsigned i = 0; i < loop->nreads; i++)
+        if (loop->chans[loop->reads[i]]->nslots < loop->held_slots)
+            loop->held_slots = loop->chans[loop->reads[i]]->nslots;
+    loop->held_ev = calloc(loop->prog.max_inflight, sizeof(*loop->held_ev));
     if (!loop->held_ev)
-        return adag_error(ADAG_ERR_NO_MEMORY, "%u events", loop->prog.nslots);
-    for (uint32_t i = 0; i < loop->prog.nslots; i++) {
+        return adag_error(ADAG_ERR_NO_MEMORY, "%u events", loop->prog.max_inflight);
+    for (uint32_t i = 0; i < loop->prog.max_inflight; i++) {
         adag_status_t st = d->dev->ops->event_create(d->dev, &loop->held_ev[i]);
         if (st != ADAG_OK) {
             adag_error_prefix("the events that hold its host inputs for its device work");
@@ -93,7 +100,7 @@ adag_status_t adag_loop_hold_open(adag_loop_t *loop)
 void adag_loop_hold_close(adag_loop_t *loop)
 {
     const adag_chan_device_t *d = loop->actor.device;
-    for (uint32_t i = 0; loop->held_ev && i < loop->prog.nslots; i++)
+    for (uint32_t i = 0; loop->held_ev && i < loop->prog.max_inflight; i++)
         if (loop->held_ev[i])
             d->dev->ops->event_destroy(d->dev, loop->held_ev[i]);
     free(loop->held_ev);
@@ -130,7 +137,7 @@ adag_status_t adag_loop_end_reads(adag_loop_t *loop, uint64_t seq)
         return ADAG_OK;
     }
     const adag_chan_device_t *d = loop->actor.device;
-    adag_status_t st = d->dev->ops->event_record(loop->held_ev[seq % loop->prog.nslots],
+    adag_status_t st = d->dev->ops->event_record(loop->held_ev[seq % loop->prog.max_inflight],
                                                  d->compute);
     if (st != ADAG_OK) {
         adag_error_prefix("holding the host inputs of execution %llu for its device work",
@@ -149,9 +156,9 @@ adag_status_t adag_loop_release_held(adag_loop_t *loop, uint64_t seq)
     const adag_chan_device_t *d = loop->actor.device;
     while (loop->held_from < loop->held_to) {
         uint64_t n = loop->held_from;
-        adag_status_t st = d->dev->ops->event_query(loop->held_ev[n % loop->prog.nslots]);
+        adag_status_t st = d->dev->ops->event_query(loop->held_ev[n % loop->prog.max_inflight]);
         if (st == ADAG_ERR_AGAIN) {
-            if (n + loop->prog.nslots > seq)
+            if (n + loop->held_slots > seq)
                 return ADAG_OK; /* still read, and nobody needs it yet */
             st = wait_sliced(loop, sync_event, loop);
         }

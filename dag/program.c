@@ -41,8 +41,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
 {
     adag_wbuf_u32(b, p->dag_id);
     adag_wbuf_str(b, p->dag_name);
-    adag_wbuf_u32(b, p->nslots);
-    adag_wbuf_u64(b, p->capacity);
+    adag_wbuf_u32(b, p->max_inflight);
     adag_wbuf_u64(b, (uint64_t)p->spin_ns);
     adag_wbuf_u32(b, p->spin_yield);
     adag_wbuf_u64(b, p->trace_spans);
@@ -57,6 +56,8 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
         adag_wbuf_u32(b, c->kind);
         adag_wbuf_u32(b, c->nreaders);
         adag_wbuf_u32(b, (uint32_t)c->reader);
+        adag_wbuf_u32(b, c->nslots);
+        adag_wbuf_u64(b, c->capacity);
         adag_wbuf_u32(b, c->desc_off);
         adag_wbuf_u32(b, c->desc_len);
         adag_wbuf_u32(b, c->tensor.flags);
@@ -87,7 +88,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
 #define MAX_PROGRAM_ITEMS (1u << 20)
 /* The fewest bytes one channel / one operation takes encoded: counts that
  * the rest of the message cannot hold are refused before allocating. */
-#define MIN_CHAN_BYTES (8 + 10 * 4 + 8)
+#define MIN_CHAN_BYTES (8 + 11 * 4 + 2 * 8)
 #define MIN_OP_BYTES 4
 #define MIN_COMM_BYTES (8 + 7 * 4)
 /* Most communicators one actor joins for one DAG. */
@@ -176,8 +177,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     memset(p, 0, sizeof(*p));
     p->dag_id = adag_rbuf_u32(b);
     adag_rbuf_str(b, p->dag_name, sizeof(p->dag_name));
-    p->nslots = adag_rbuf_u32(b);
-    p->capacity = adag_rbuf_u64(b);
+    p->max_inflight = adag_rbuf_u32(b);
     p->spin_ns = (int64_t)adag_rbuf_u64(b);
     p->spin_yield = adag_rbuf_u32(b) != 0;
     p->trace_spans = adag_rbuf_u64(b);
@@ -185,7 +185,8 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
     p->start_chan = adag_rbuf_u32(b);
     descs = adag_rbuf_bytes(b, &descs_len);
     p->nchans = adag_rbuf_u32(b);
-    if (b->failed || p->nchans > MAX_PROGRAM_ITEMS || p->nslots == 0 ||
+    if (b->failed || p->nchans > MAX_PROGRAM_ITEMS || p->max_inflight == 0 ||
+        p->max_inflight > ADAG_PROG_MAX_INFLIGHT ||
         p->trace_spans > ADAG_TRACE_MAX_SPANS ||
         descs_len > UINT32_MAX || p->nchans > (b->len - b->pos) / MIN_CHAN_BYTES ||
         (p->start_chan != ADAG_PROG_NO_CHAN && p->start_chan >= p->nchans))
@@ -206,6 +207,8 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         c->kind = adag_rbuf_u32(b);
         c->nreaders = adag_rbuf_u32(b);
         c->reader = (int32_t)adag_rbuf_u32(b);
+        c->nslots = adag_rbuf_u32(b);
+        c->capacity = adag_rbuf_u64(b);
         c->desc_off = adag_rbuf_u32(b);
         c->desc_len = adag_rbuf_u32(b);
         c->tensor.flags = adag_rbuf_u32(b);
@@ -221,7 +224,9 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         if (b->failed || !adag_tensor_decl_valid(&c->tensor) || !adag_chan_backend(c->kind) ||
             c->reader < -1 ||
             (c->reader >= 0 && (uint32_t)c->reader >= c->nreaders) ||
-            c->nreaders > MAX_PROGRAM_ITEMS || c->desc_off > p->descs_len ||
+            c->nreaders > MAX_PROGRAM_ITEMS || c->nslots == 0 ||
+            c->nslots > p->max_inflight || c->capacity > ADAG_PROG_MAX_CAPACITY ||
+            c->desc_off > p->descs_len ||
             c->desc_len > p->descs_len - c->desc_off)
             goto bad;
     }

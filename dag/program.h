@@ -31,6 +31,11 @@ typedef enum {
 } adag_coll_kind_t;
 
 #define ADAG_PROG_NO_CHAN UINT32_MAX
+/* Most executions in flight (adag_compile_params_t.max_inflight) and the
+ * largest slot of a channel: the compiler's limits, which the decoder
+ * holds a peer's program to. */
+#define ADAG_PROG_MAX_INFLIGHT 4096u
+#define ADAG_PROG_MAX_CAPACITY ((uint64_t)1 << 40)
 
 typedef struct {
     char name[96];      /* e.g. "stage1.forward[0]" or "input[0]" */
@@ -38,6 +43,10 @@ typedef struct {
     uint32_t kind;      /* adag_chan_kind_t: its backend */
     uint32_t nreaders;  /* registered readers */
     int32_t reader;     /* this actor's reader index, -1 if it is the writer */
+    /* its geometry (adag_chan_geom_t): slots 1..max_inflight, bytes per
+     * slot 0..ADAG_PROG_MAX_CAPACITY */
+    uint32_t nslots;
+    uint64_t capacity;
     uint32_t desc_off;  /* the backend's descriptor: desc_len bytes at */
     uint32_t desc_len;  /*   program.descs + desc_off */
     /* what adag_node_tensor declared of the value (all zero: nothing); its
@@ -91,8 +100,9 @@ typedef struct {
 typedef struct {
     uint32_t dag_id;
     char dag_name[64];
-    uint32_t nslots;    /* max in-flight executions */
-    uint64_t capacity;  /* bytes per slot */
+    /* executions in flight at most, 1..ADAG_PROG_MAX_INFLIGHT: the
+     * loop's own per-execution rings (held inputs, collectives' events) */
+    uint32_t max_inflight;
     int64_t spin_ns;    /* this actor's wait policy */
     uint32_t spin_yield;
     uint64_t trace_spans; /* spans of the loop's trace ring; 0: tracing off */

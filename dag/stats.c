@@ -195,8 +195,11 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
             .name = s->chan_names[c],
             .kind = adag_chan_kind_name(dc->kind),
             .writer = "driver",
-            .slots = dag->max_inflight,
+            .slots = dc->geom.nslots,
             .in_use = -1,
+            .slot_bytes = dc->geom.capacity,
+            .host_bytes = dc->host_bytes,
+            .device_bytes = dc->device_bytes,
         };
     }
     adag_status_t st = ask_actors(dag, s);
@@ -329,8 +332,9 @@ adag_status_t adag_stats_op(adag_stats_h s, unsigned i, adag_op_stats_t *out)
 adag_status_t adag_stats_channel(adag_stats_h s, unsigned i, adag_channel_stats_t *out)
 {
     unsigned n = s ? s->nchans : 0;
+    /* a struct without the slot sizes (the version before them) is filled up to them */
     return fill("adag_stats_channel", s, i, n, i < n ? &s->chans[i] : NULL, sizeof(*out),
-                sizeof(*out), out);
+                offsetof(adag_channel_stats_t, slot_bytes), out);
 }
 
 const char *adag_stats_bottleneck(adag_stats_h s, double *busy)

@@ -71,8 +71,9 @@ static void print_ops(adag_stats_h s, FILE *out)
 
 static void print_channels(adag_stats_h s, FILE *out)
 {
-    fprintf(out, "%-28s %-8s %-20s %10s %14s %6s %7s\n", "channel", "kind", "writer", "values",
-            "bytes", "slots", "in use");
+    fprintf(out, "%-28s %-8s %-20s %10s %14s %6s %12s %7s %12s %12s\n", "channel", "kind",
+            "writer", "values", "bytes", "slots", "slot bytes", "in use", "host memory",
+            "dev memory");
     for (unsigned i = 0; i < adag_stats_nchannels(s); i++) {
         adag_channel_stats_t c = ADAG_CHANNEL_STATS_INIT;
         if (adag_stats_channel(s, i, &c) != ADAG_OK)
@@ -80,8 +81,9 @@ static void print_channels(adag_stats_h s, FILE *out)
         char used[16] = "?";
         if (c.in_use >= 0)
             snprintf(used, sizeof(used), "%d", c.in_use);
-        fprintf(out, "%-28s %-8s %-20s %10llu %14llu %6u %7s\n", c.name, c.kind, c.writer,
-                (unsigned long long)c.values, (unsigned long long)c.bytes, c.slots, used);
+        fprintf(out, "%-28s %-8s %-20s %10llu %14llu %6u %12zu %7s %12zu %12zu\n", c.name,
+                c.kind, c.writer, (unsigned long long)c.values, (unsigned long long)c.bytes,
+                c.slots, c.slot_bytes, used, c.host_bytes, c.device_bytes);
     }
 }
 

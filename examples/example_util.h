@@ -120,6 +120,20 @@ static inline bool write_trace_file(adag_dag_h dag, const char *path)
     return good;
 }
 
+/* Prints the memory the DAG's channels hold: each channel's slots are
+ * sized for its value (a static tensor's bytes), so this is what the
+ * graph's values need, max_inflight of each. */
+static inline bool print_memory(adag_dag_h dag)
+{
+    adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
+    if (!ok(adag_dag_stats(dag, &st), "adag_dag_stats"))
+        return false;
+    printf(EXAMPLE_NAME ": channel memory: %.1f KiB of shared memory (shm_bytes), %.1f KiB of "
+                        "device memory (device_bytes), %u channels\n",
+           (double)st.shm_bytes / 1024, (double)st.device_bytes / 1024, st.nchannels);
+    return true;
+}
+
 /* Prints the DAG's figures: each actor, op and channel (adag_stats_print). */
 static inline bool print_stats(adag_dag_h dag)
 {

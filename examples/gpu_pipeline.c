@@ -250,8 +250,7 @@ static unsigned stage_device(unsigned i, unsigned stages, unsigned ndevices)
     return i * used / stages;
 }
 
-static bool build(adag_runtime_h rt, const options_t *o, size_t bytes, adag_dag_h *dag,
-                  char devices[][32])
+static bool build(adag_runtime_h rt, const options_t *o, adag_dag_h *dag, char devices[][32])
 {
     adag_graph_h g = NULL;
     adag_node_h x;
@@ -286,10 +285,11 @@ static bool build(adag_runtime_h rt, const options_t *o, size_t bytes, adag_dag_
             !ok(adag_node_tensor(x, &tp), "adag_node_tensor"))
             goto done;
     }
+    /* every tensor is static: each channel's slots are its tensor's bytes */
     adag_compile_params_t cp = {
-        .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |
-                      ADAG_COMPILE_PARAM_NAME | ADAG_COMPILE_PARAM_TRACE,
-        .max_inflight = o->inflight, .slot_capacity = bytes, .name = "gpu_pipeline",
+        .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_NAME |
+                      ADAG_COMPILE_PARAM_TRACE,
+        .max_inflight = o->inflight, .name = "gpu_pipeline",
         .trace_spans = o->trace ? 65536 : 0}; /* each loop's latest 64 Ki records */
     good = ok(adag_graph_output(g, &x, 1), "adag_graph_output") &&
            ok(adag_graph_compile(g, &cp, dag), "adag_graph_compile");
@@ -350,8 +350,8 @@ int main(int argc, char **argv)
     pool.rows = pool.n / pool.cols;
     rc = 1;
     if (!pool_fill(&pool, &o) || !ok(adag_runtime_create(NULL, &rt), "adag_runtime_create") ||
-        !build(rt, &o, pool.n * sizeof(float), &dag, devices) || !write_dot_file(dag, o.dot) ||
-        !run(dag, &o, &pool, &seconds))
+        !build(rt, &o, &dag, devices) || !write_dot_file(dag, o.dot) ||
+        !run(dag, &o, &pool, &seconds) || !print_memory(dag))
         goto done;
 
     char shape[128] = "";

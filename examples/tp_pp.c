@@ -268,8 +268,7 @@ static unsigned shard_device(const options_t *o, unsigned s, unsigned t, unsigne
     return (o->colocate ? t : s * o->tp + t) % ndevices;
 }
 
-static bool build(adag_runtime_h rt, const options_t *o, size_t bytes, adag_dag_h *dag,
-                  char devices[][32])
+static bool build(adag_runtime_h rt, const options_t *o, adag_dag_h *dag, char devices[][32])
 {
     adag_graph_h g = NULL;
     adag_node_h x, parts[MAX_TP], outs[MAX_TP];
@@ -317,10 +316,10 @@ static bool build(adag_runtime_h rt, const options_t *o, size_t bytes, adag_dag_
                 "adag_graph_allreduce"))
             goto done;
     }
+    /* every tensor is static: each channel's slots are its tensor's bytes */
     adag_compile_params_t cp = {
-        .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY |
-                      ADAG_COMPILE_PARAM_NAME,
-        .max_inflight = o->inflight, .slot_capacity = bytes, .name = "tp_pp"};
+        .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_NAME,
+        .max_inflight = o->inflight, .name = "tp_pp"};
     good = ok(adag_graph_output(g, &outs[0], 1), "adag_graph_output") &&
            ok(adag_graph_compile(g, &cp, dag), "adag_graph_compile");
 done:
@@ -375,8 +374,8 @@ int main(int argc, char **argv)
     pool.n = (size_t)o.batch * o.dim;
     rc = 1;
     if (!pool_fill(&pool, &o) || !ok(adag_runtime_create(NULL, &rt), "adag_runtime_create") ||
-        !build(rt, &o, pool.n * sizeof(float), &dag, devices) || !write_dot_file(dag, o.dot) ||
-        !run(dag, &o, &pool, &seconds))
+        !build(rt, &o, &dag, devices) || !write_dot_file(dag, o.dot) ||
+        !run(dag, &o, &pool, &seconds) || !print_memory(dag))
         goto done;
 
     printf("tp_pp: TP-%u x PP-%u, %u shard actors (%s) on", o.tp, o.pp, o.tp * o.pp, o.module);

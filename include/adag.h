@@ -272,8 +272,9 @@ ADAG_API adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t 
 
 /* Inside a method: a buffer of `size` bytes inside the outgoing channel slot
  * of return value i (zero-copy write). Calling it again for the same i
- * resizes. Fails with ADAG_ERR_TOO_LARGE if size exceeds the slot capacity;
- * the execution then fails with that status. Every return value must be
+ * resizes. Fails with ADAG_ERR_TOO_LARGE if size exceeds the slot size of
+ * the return's channel (adag_node_channel), naming the channel and both
+ * sizes; the execution then fails with that status. Every return value must be
  * given a buffer (size 0 is fine) before the method returns ADAG_OK. The
  * value is bytes (after an adag_call_output_tensor for the same i, too); a
  * return declared with a static dtype or shape (adag_node_tensor) refuses
@@ -614,7 +615,7 @@ typedef struct {
     uint64_t field_mask;          /* ADAG_TENSOR_PARAM_* bits */
     adag_dtype_t dtype;           /* static dtype (not BYTES); default: per execution */
     unsigned ndim;                /* with SHAPE: static ndim and shape; default: */
-    int64_t shape[ADAG_MAX_DIMS]; /*   per execution, bounded by the slot capacity */
+    int64_t shape[ADAG_MAX_DIMS]; /*   per execution, bounded by the slot size */
     adag_transport_t transport;   /* default ADAG_TRANSPORT_AUTO */
 } adag_tensor_params_t;
 
@@ -626,8 +627,60 @@ typedef struct {
  * host actor and the driver in host memory. An undeclared value is host
  * memory (a device actor's adag_call_output then gives a host buffer).
  * A static dtype/shape is checked where the value is written (the method's
- * adag_call_output_tensor, the driver's execute). Call before compile. */
+ * adag_call_output_tensor, the driver's execute); with both static, the
+ * value's slots are its exact bytes (adag_node_channel). Call before
+ * compile. */
 ADAG_API adag_status_t adag_node_tensor(adag_node_h node, const adag_tensor_params_t *params);
+
+/* The channel of a value: every value (an input field, a call's return)
+ * travels in a channel of its own, a ring of slots, one value each; the
+ * channel's writer fills slot after slot while its readers read them.
+ * Each channel has its own slot size and slot count (see them per channel
+ * in adag_channel_stats_t and on each edge of adag_dag_write_dot):
+ *
+ *   slot size   max_bytes when given; else a tensor declared with a
+ *               static dtype and shape (adag_node_tensor) takes its exact
+ *               bytes; else the DAG's default, adag_compile_params_t.
+ *               slot_capacity. A value larger than its slot fails with
+ *               ADAG_ERR_TOO_LARGE naming the channel and both sizes; a
+ *               max_bytes below a static tensor's bytes fails compile
+ *               (ADAG_ERR_INVALID naming the node and both sizes).
+ *   slots       max_inflight (the DAG's) by default: the writer may run up
+ *               to max_inflight executions ahead of the slowest reader.
+ *               Fewer (1..max_inflight) hold less memory and bound how far
+ *               the writer runs ahead: with k slots it writes execution r
+ *               only once every reader finished execution r - k (1: the
+ *               two stages take turns; 2: the writer fills one slot while
+ *               the reader reads the other). Allowed on a value the driver
+ *               neither writes nor reads: refused at compile
+ *               (ADAG_ERR_INVALID naming the node and the rule) on an
+ *               input field (adag_dag_reserve hands out max_inflight input
+ *               slots at once) and on a graph output (the caller may keep
+ *               max_inflight results unreleased). Between actors it cannot
+ *               deadlock: every actor runs the executions in order and each
+ *               execution's methods in bind order, and gives an
+ *               execution's input slots back once it finished that
+ *               execution, so the writer waiting for slot r always waits
+ *               for work of an earlier execution, which needs nothing of
+ *               execution r. A channel read only by its writer has one
+ *               buffer whatever is asked.
+ */
+enum {
+    ADAG_CHANNEL_PARAM_MAX_BYTES = 1u << 0,
+    ADAG_CHANNEL_PARAM_SLOTS = 1u << 1,
+};
+
+typedef struct {
+    uint64_t field_mask; /* ADAG_CHANNEL_PARAM_* bits */
+    size_t max_bytes;    /* the largest value, 0..2^40: its slot size */
+    unsigned slots;      /* 1..max_inflight; default max_inflight */
+} adag_channel_params_t;
+
+/* Sizes the channel of `node`'s value (an input field, or a call's
+ * return: a one-return call node or a node from adag_node_output);
+ * params NULL: defaults. A second call replaces the first. Call before
+ * compile. */
+ADAG_API adag_status_t adag_node_channel(adag_node_h node, const adag_channel_params_t *params);
 
 /* Collectives (tensor parallelism). The members are the actors that wrote
  * nodes[0..n) (one node each, each from a distinct device-bound actor, 2
@@ -683,7 +736,10 @@ enum {
 typedef struct {
     uint64_t field_mask;       /* ADAG_COMPILE_PARAM_* bits */
     unsigned max_inflight;     /* executions in flight; default ADAG_MAX_INFLIGHT (8) */
-    size_t slot_capacity;      /* bytes per value per execution; default ADAG_SLOT_CAPACITY (1 MiB) */
+    /* the slot size of a value whose channel has none of its own (neither
+     * a static tensor nor adag_node_channel's max_bytes), 1..2^40;
+     * default ADAG_SLOT_CAPACITY (1 MiB) */
+    size_t slot_capacity;
     int execute_timeout_ms;    /* how long a blocking execute waits for room (and for
                                   other threads' executes); -1 forever, else >= 0;
                                   default ADAG_EXECUTE_TIMEOUT_MS (60000) */
@@ -832,7 +888,8 @@ typedef struct {
                               input's pinned staging */
     void *device_data;     /* an input on the driver's device: its device slot; else NULL */
     void *stream;          /* with device_data: the DAG's stream (adag_dag_stream); else NULL */
-    size_t capacity;       /* bytes that fit, in data and in device_data */
+    size_t capacity;       /* bytes that fit, in data and in device_data: the input
+                              channel's slot size (adag_node_channel) */
     int32_t device;        /* where the input lives: ADAG_DEVICE_HOST or ADAG_DEVICE_GPU(i) */
     uint32_t flags;        /* ADAG_INPUT_* */
     adag_dtype_t dtype;    /* with ADAG_INPUT_STATIC_DTYPE; else ADAG_DTYPE_BYTES */

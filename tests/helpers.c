@@ -554,3 +554,25 @@ void h_trace_check(adag_dag_h dag, const char *args, const char *want)
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
     cr_assert(strstr(out, want), "%s", out);
 }
+
+unsigned h_device_log(adag_runtime_h rt, adag_actor_h d, int64_t *log, unsigned n)
+{
+    adag_dag_h readlog = h_compile(h_chain_graph(rt, &d, 1, "readlog"), 0, 0);
+    unsigned got = 0;
+    double t0 = h_now_ms();
+    while (got < n && h_now_ms() - t0 < 10000) {
+        int64_t zero = 0;
+        adag_value_t in = h_i64v(&zero), out;
+        adag_ref_t ref;
+        ASSERT_OK(adag_dag_execute(readlog, &in, 1, 0, &ref));
+        ASSERT_OK(adag_dag_get(readlog, ref, &out, 1, 10000));
+        size_t k = out.size / sizeof(int64_t);
+        cr_assert_leq(got + k, n, "%zu values logged, want %u", got + k, n);
+        if (k)
+            memcpy(log + got, out.data, k * sizeof(int64_t));
+        got += (unsigned)k;
+        ASSERT_OK(adag_dag_release(readlog, ref));
+    }
+    ASSERT_OK(adag_dag_destroy(readlog));
+    return got;
+}

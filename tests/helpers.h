@@ -176,6 +176,12 @@ void h_run_i64(adag_dag_h dag, const int64_t *in, unsigned nin, int64_t *out, un
 /* One input, one output. */
 int64_t h_roundtrip(adag_dag_h dag, int64_t x);
 
+/* The log of a "devactor" d (tests/modules/device_actors.h), gathered as
+ * its loop writes it: its readlog (which empties the log) through a DAG of
+ * its own until n values came or 10 s passed. Returns how many came
+ * (more than n fails the test). */
+unsigned h_device_log(adag_runtime_h rt, adag_actor_h d, int64_t *log, unsigned n);
+
 /* DOT text of a DAG (malloc'd; free it). */
 char *h_dot(adag_dag_h dag);
 

@@ -183,3 +183,74 @@ int probe_device_objects(pid_t pid)
     closedir(d);
     return n;
 }
+
+typedef struct {
+    unsigned long ino;
+    long long bytes;
+} memfd_entry_t;
+
+/* The entry of ino in *t (added with 0 bytes if new); NULL without memory. */
+static memfd_entry_t *memfd_entry(memfd_entry_t **t, size_t *n, size_t *cap, unsigned long ino)
+{
+    for (size_t k = 0; k < *n; k++)
+        if ((*t)[k].ino == ino)
+            return &(*t)[k];
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        memfd_entry_t *more = realloc(*t, c * sizeof(*more));
+        if (!more)
+            return NULL;
+        *t = more;
+        *cap = c;
+    }
+    (*t)[*n] = (memfd_entry_t){ino, 0};
+    return &(*t)[(*n)++];
+}
+
+long long probe_memfd_bytes(const pid_t *pids, int n, const char *name)
+{
+    /* per memfd: the bytes one process maps of it (its mappings summed: a
+     * range bound to a NUMA node is a mapping of its own), the largest
+     * over the processes */
+    memfd_entry_t *all = NULL, *mine = NULL;
+    size_t nall = 0, call = 0, nmine = 0, cmine = 0;
+    long long total = 0;
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "/memfd:%s", name);
+    for (int i = 0; i < n && total >= 0; i++) {
+        char path[64], line[4096];
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)pids[i]);
+        FILE *f = fopen(path, "re");
+        if (!f) {
+            total = -1;
+            break;
+        }
+        nmine = 0;
+        while (fgets(line, sizeof(line), f)) {
+            unsigned long lo, hi, ino;
+            int at = 0;
+            if (sscanf(line, "%lx-%lx %*s %*s %*s %lu %n", &lo, &hi, &ino, &at) != 3 ||
+                strncmp(line + at, prefix, strlen(prefix)) != 0)
+                continue;
+            memfd_entry_t *e = memfd_entry(&mine, &nmine, &cmine, ino);
+            if (!e) {
+                total = -1;
+                break;
+            }
+            e->bytes += (long long)(hi - lo);
+        }
+        fclose(f);
+        for (size_t k = 0; k < nmine && total >= 0; k++) {
+            memfd_entry_t *e = memfd_entry(&all, &nall, &call, mine[k].ino);
+            if (!e)
+                total = -1;
+            else if (mine[k].bytes > e->bytes)
+                e->bytes = mine[k].bytes;
+        }
+    }
+    for (size_t k = 0; k < nall && total >= 0; k++)
+        total += all[k].bytes;
+    free(all);
+    free(mine);
+    return total;
+}

@@ -20,6 +20,13 @@ int probe_count_maps(const char *needle);
  * ("adag-dev*" memory, "adag-event") open in /proc/<pid>/fd. */
 int probe_device_objects(pid_t pid);
 
+/* Bytes of the memfd mappings of processes pids[0..n) whose memfd name
+ * starts with `name` ("adag-dev": the emulated device's memory; "adag:d1":
+ * DAG d1's shared-memory segment), each memfd counted once (by inode:
+ * memory another process imported, or one mapped twice, is one
+ * allocation). -1 if a process's maps cannot be read. */
+long long probe_memfd_bytes(const pid_t *pids, int n, const char *name);
+
 /* ppid and state ('R', 'S', 'T', 'Z' ...) of /proc/<pid>/stat; either
  * pointer may be NULL. 0 on success, -1 if the process is gone. */
 int probe_stat(pid_t pid, pid_t *ppid, char *state);

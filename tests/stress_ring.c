@@ -251,8 +251,8 @@ static int run_channels_of(uint32_t kind)
     static const struct {
         adag_chan_geom_t g;
         uint64_t n;
-    } cases[] = {{{4, 1, 32, 0}, 20000}, {{3, 3, 64, 0}, 10000}, {{1, 2, 16, 0}, 3000},
-                 {{8, 4, 8, 0}, 5000},   {{2, 1, 64, 0}, 5000},  {{2, 2, 64, 0}, 5000}};
+    } cases[] = {{{4, 1, 32, 0, 0}, 20000}, {{3, 3, 64, 0, 0}, 10000}, {{1, 2, 16, 0, 0}, 3000},
+                 {{8, 4, 8, 0, 0}, 5000},   {{2, 1, 64, 0, 0}, 5000},  {{2, 2, 64, 0, 0}, 5000}};
     enum { NC = sizeof(cases) / sizeof(cases[0]) };
     adag_chan_geom_t geoms[NC];
     domain_t d;
@@ -365,7 +365,7 @@ static int aborted_ok(adag_status_t st)
  * context is aborted by another thread at the same time. */
 static int abort_round(unsigned round)
 {
-    adag_chan_geom_t g = {2, 2, 64, 0};
+    adag_chan_geom_t g = {2, 2, 64, 0, 0};
     domain_t d;
     int before = atomic_load(&failures);
     if (!domain_make(&d, &g, 1))

@@ -267,7 +267,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_class_def_t, nmethods, 48);
     PIN_AT(adag_class_def_t, reserved, 56);
 
-    PIN_SIZE(adag_dag_stats_t, 160); /* timed, bottleneck appended (version 3) */
+    PIN_SIZE(adag_dag_stats_t, 168); /* timed, bottleneck (version 3), device_bytes (4) appended */
     PIN_AT(adag_dag_stats_t, struct_size, 0);
     PIN_AT(adag_dag_stats_t, executed, 8);
     PIN_AT(adag_dag_stats_t, completed, 16);
@@ -282,6 +282,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_dag_stats_t, timed, 80);
     PIN_AT(adag_dag_stats_t, bottleneck_busy, 88);
     PIN_AT(adag_dag_stats_t, bottleneck, 96);
+    PIN_AT(adag_dag_stats_t, device_bytes, 160);
 
     PIN_SIZE(adag_actor_stats_t, 104); /* unanswered appended */
     PIN_AT(adag_actor_stats_t, unanswered, 96);
@@ -297,10 +298,18 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_op_stats_t, count, 32);
     PIN_AT(adag_op_stats_t, compute_p99_ns, 64);
     PIN_AT(adag_op_stats_t, publish_ns, 96);
-    PIN_SIZE(adag_channel_stats_t, 56);
+    PIN_SIZE(adag_channel_stats_t, 80); /* slot_bytes, host_bytes, device_bytes appended */
     PIN_AT(adag_channel_stats_t, writer, 24);
     PIN_AT(adag_channel_stats_t, bytes, 40);
     PIN_AT(adag_channel_stats_t, in_use, 52);
+    PIN_AT(adag_channel_stats_t, slot_bytes, 56);
+    PIN_AT(adag_channel_stats_t, host_bytes, 64);
+    PIN_AT(adag_channel_stats_t, device_bytes, 72);
+
+    PIN_SIZE(adag_channel_params_t, 24);
+    PIN_AT(adag_channel_params_t, field_mask, 0);
+    PIN_AT(adag_channel_params_t, max_bytes, 8);
+    PIN_AT(adag_channel_params_t, slots, 16);
 
     PIN_SIZE(adag_runtime_params_t, 24); /* config appended (bit 1) */
     PIN_AT(adag_runtime_params_t, field_mask, 0);

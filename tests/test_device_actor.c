@@ -423,23 +423,9 @@ static void host_input_kept_for_its_kernel(adag_placement_t pl)
     for (int64_t k = 0; k < N; k++)
         cr_assert_eq(h_roundtrip(dag, 1000 + k), 1000 + k);
     /* the log, gathered as the device actor's loop gets through the
-     * executions (readlog empties it) */
-    adag_dag_h readlog = one_call(rt, d, "readlog", 0);
+     * executions */
     int64_t log[N];
-    unsigned n = 0;
-    double t0 = h_now_ms();
-    while (n < N && h_now_ms() - t0 < 10000) {
-        int64_t zero = 0;
-        adag_value_t in = h_i64v(&zero), out;
-        adag_ref_t ref;
-        ASSERT_OK(adag_dag_execute(readlog, &in, 1, 0, &ref));
-        ASSERT_OK(adag_dag_get(readlog, ref, &out, 1, 10000));
-        size_t got = out.size / sizeof(int64_t);
-        cr_assert_leq(n + got, N, "%zu values logged, want %d", n + got, N);
-        memcpy(log + n, out.data, out.size);
-        n += (unsigned)got;
-        ASSERT_OK(adag_dag_release(readlog, ref));
-    }
+    unsigned n = h_device_log(rt, d, log, N);
     cr_assert_eq(n, N, "%u values logged, want %d", n, N);
     for (int64_t k = 0; k < N; k++)
         cr_assert_eq(log[k], 1000 + k,

@@ -61,6 +61,11 @@ static const field_t compile_fields[] = {
     F(adag_compile_params_t, trace_spans, ADAG_COMPILE_PARAM_TRACE),
 };
 
+static const field_t channel_fields[] = {
+    F(adag_channel_params_t, max_bytes, ADAG_CHANNEL_PARAM_MAX_BYTES),
+    F(adag_channel_params_t, slots, ADAG_CHANNEL_PARAM_SLOTS),
+};
+
 static const field_t data_fields[] = {
     F(adag_data_params_t, record_size, ADAG_DATA_PARAM_RECORD_SIZE),
     F(adag_data_params_t, seq_len, ADAG_DATA_PARAM_SEQ_LEN),
@@ -181,6 +186,22 @@ Test(params_mask, device_or_placement_without_their_bit, .timeout = 30)
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     cr_assert_gt(adag_actor_pid(a), 0, "a process actor has a worker");
     ASSERT_OK(adag_actor_destroy(a));
+    ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+Test(params_mask, channel_params, .timeout = 30)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_graph_h g;
+    adag_node_h x;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    ASSERT_OK(adag_graph_input(g, 0, &x));
+    for (size_t i = 0; i < COUNT(channel_fields); i++) {
+        adag_channel_params_t p = {0};
+        set_field(&p, &channel_fields[i]);
+        expect_refused(adag_node_channel(x, &p), "adag_channel_params_t", &channel_fields[i]);
+    }
+    ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 

@@ -272,12 +272,15 @@ Test(tensor, dot_shows_tensor_edges, .timeout = 30)
     ASSERT_OK(adag_graph_output(g, &w, 1));
     adag_dag_h dag = h_compile(g, 2, 0);
     char *dot = h_dot(dag);
-    cr_assert(strstr(dot, "input[0]\\nshm\\ntensor f32[4,8]\""), "%s", dot);
-    cr_assert(strstr(dot, "a.interleave[0]\\nshm\\ntensor f32[?]\""), "%s", dot);
-    cr_assert(strstr(dot, "b.interleave[0]\\nself\\ntensor\""), "%s", dot);
-    cr_assert(strstr(dot, "b.emit[0]\\nself\\ntensor ?[2,3]\""), "%s", dot);
+    /* each edge ends with its channel's slots: a static tensor's are its bytes */
+    cr_assert(strstr(dot, "input[0]\\nshm\\ntensor f32[4,8]\\n2 slots x 128 B\""), "%s", dot);
+    cr_assert(strstr(dot, "a.interleave[0]\\nshm\\ntensor f32[?]\\n2 slots x 1048576 B\""),
+              "%s", dot);
+    cr_assert(strstr(dot, "b.interleave[0]\\nself\\ntensor\\n1 slot x 1048576 B\""), "%s", dot);
+    cr_assert(strstr(dot, "b.emit[0]\\nself\\ntensor ?[2,3]\\n1 slot x 1048576 B\""), "%s",
+              dot);
     /* an undeclared value's edge says nothing of tensors */
-    cr_assert(strstr(dot, "b.interleave[0]\\nshm\"]"), "%s", dot);
+    cr_assert(strstr(dot, "b.interleave[0]\\nshm\\n2 slots x 1048576 B\"]"), "%s", dot);
     free(dot);
     ASSERT_OK(adag_runtime_destroy(rt));
 }

@@ -474,7 +474,7 @@ Test(chan_comm, a_communicator_the_actor_did_not_join_is_refused, .timeout = 30)
 Test(chan_comm, places_without_a_device_writer_or_with_one_rank_twice_are_refused,
      .timeout = 30)
 {
-    adag_chan_geom_t g = {2, 2, 64, 9};
+    adag_chan_geom_t g = {2, 2, 64, 9, 0};
     uint32_t kind = ADAG_CHAN_DEVICE;
     const struct {
         adag_chan_place_t pl[3];

@@ -249,7 +249,7 @@ static void chan_open(rig_t *r, unsigned nslots, unsigned nreaders, size_t capac
 {
     const chan_backend_t *be = r->be;
     r->geom = (adag_chan_geom_t){nslots, nreaders, capacity,
-                                 r->comms[0].comm ? RIG_COMM_KEY : 0};
+                                 r->comms[0].comm ? RIG_COMM_KEY : 0, 0};
     const adag_chan_place_t *places[1] = {r->places};
 
     /* the driver lays the channel out (a domain if the backend has them) */

@@ -130,7 +130,7 @@ static void pair_open(pair_t *p, unsigned nslots, size_t capacity, int child_rea
     memset(p, 0, sizeof(*p));
     p->child_reads = child_reads;
     tcp_only();
-    p->geom = (adag_chan_geom_t){nslots, 1, capacity, 0};
+    p->geom = (adag_chan_geom_t){nslots, 1, capacity, 0, 0};
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     p->child = fork();

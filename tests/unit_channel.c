@@ -688,9 +688,9 @@ CONFORMANCE(open_validates_descriptor, 0)
     cr_assert_eq(open_with(&r, d, g, -2), ADAG_ERR_PROTOCOL, "%s", NAME);
     if (be->caps & CAP_GEOM_CHECKED) {
         adag_chan_geom_t bad[] = {
-            {g.nslots + 1, g.nreaders, g.capacity, 0}, {g.nslots, g.nreaders + 1, g.capacity, 0},
-            {g.nslots, g.nreaders, g.capacity + 1, 0}, {g.nslots, g.nreaders, g.capacity + 64, 0},
-            {0, g.nreaders, g.capacity, 0},            {g.nslots, g.nreaders - 1, g.capacity, 0},
+            {g.nslots + 1, g.nreaders, g.capacity, 0, 0}, {g.nslots, g.nreaders + 1, g.capacity, 0, 0},
+            {g.nslots, g.nreaders, g.capacity + 1, 0, 0}, {g.nslots, g.nreaders, g.capacity + 64, 0, 0},
+            {0, g.nreaders, g.capacity, 0, 0},            {g.nslots, g.nreaders - 1, g.capacity, 0, 0},
         };
         for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
             cr_assert_eq(open_with(&r, d, bad[i], -1), ADAG_ERR_PROTOCOL,
@@ -741,7 +741,7 @@ Test(shm, descriptor_offset_outside_segment_is_refused, .timeout = 30)
 Test(shm, descriptor_of_another_channel_is_refused, .timeout = 30)
 {
     adag_dag_ctx_t ctx;
-    adag_chan_geom_t g[2] = {{4, 2, 128, 0}, {2, 1, 4096, 0}};
+    adag_chan_geom_t g[2] = {{4, 2, 128, 0, 0}, {2, 1, 4096, 0, 0}};
     uint32_t kinds[2] = {ADAG_CHAN_SHM, ADAG_CHAN_SHM};
     adag_wbuf_t descs[2] = {{0}, {0}};
     adag_ctx_init(&ctx);
@@ -768,7 +768,7 @@ Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
     cr_assert_eq(adag_shm_chan_size(4, 1, huge), SIZE_MAX);
     cr_assert_eq(adag_shm_chan_size(2, 1, ((size_t)1 << 63) + 512), SIZE_MAX);
     cr_assert_eq(adag_shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
-    adag_chan_geom_t bad[] = {{4, 1, huge, 0}, {2, 1, (size_t)1 << 63, 0}, {UINT32_MAX, UINT32_MAX, (size_t)1 << 40, 0}};
+    adag_chan_geom_t bad[] = {{4, 1, huge, 0, 0}, {2, 1, (size_t)1 << 63, 0, 0}, {UINT32_MAX, UINT32_MAX, (size_t)1 << 40, 0, 0}};
     for (unsigned i = 0; i < 3; i++) {
         adag_dag_ctx_t ctx;
         adag_wbuf_t desc = {0};
@@ -781,8 +781,8 @@ Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
         adag_wbuf_free(&desc);
     }
     /* channels that fit one by one but not together */
-    adag_chan_geom_t big[4] = {{3, 0, (size_t)1 << 62, 0}, {3, 0, (size_t)1 << 62, 0},
-                               {3, 0, (size_t)1 << 62, 0}, {3, 0, (size_t)1 << 62, 0}};
+    adag_chan_geom_t big[4] = {{3, 0, (size_t)1 << 62, 0, 0}, {3, 0, (size_t)1 << 62, 0, 0},
+                               {3, 0, (size_t)1 << 62, 0, 0}, {3, 0, (size_t)1 << 62, 0, 0}};
     uint32_t kinds[4] = {ADAG_CHAN_SHM, ADAG_CHAN_SHM, ADAG_CHAN_SHM, ADAG_CHAN_SHM};
     adag_wbuf_t descs[4] = {{0}};
     adag_dag_ctx_t ctx;

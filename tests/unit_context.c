@@ -107,7 +107,7 @@ Test(ctx, abort_wakes_every_endpoint_of_every_backend, .timeout = 60)
             int ring = chan_backends[b].caps & CAP_RING;
             line[n] = &chan_backends[b];
             kinds[n] = chan_backends[b].kind;
-            geoms[n] = (adag_chan_geom_t){1 + i, ring ? 2 : 0, 64, 0};
+            geoms[n] = (adag_chan_geom_t){1 + i, ring ? 2 : 0, 64, 0, 0};
             descs[n] = (adag_wbuf_t){0};
             n++;
         }
@@ -179,7 +179,7 @@ Test(ctx, create_domains_mixed_kinds, .timeout = 30)
 {
     adag_dag_ctx_t ctx;
     uint32_t kinds[4] = {ADAG_CHAN_SHM, ADAG_CHAN_SELF, ADAG_CHAN_SHM, ADAG_CHAN_SELF};
-    adag_chan_geom_t g[4] = {{2, 1, 64, 0}, {1, 0, 64, 0}, {3, 2, 128, 0}, {1, 0, 32, 0}};
+    adag_chan_geom_t g[4] = {{2, 1, 64, 0, 0}, {1, 0, 64, 0, 0}, {3, 2, 128, 0, 0}, {1, 0, 32, 0, 0}};
     adag_wbuf_t d[4] = {{0}, {0}, {0}, {0}};
     adag_ctx_init(&ctx);
     cr_assert_eq(adag_ctx_create_domains(&ctx, "mixed", kinds, g, NULL, 4, d), ADAG_OK);
@@ -210,7 +210,7 @@ static int is_open(int fd)
 static void driver_with_domain(adag_dag_ctx_t *drv, adag_wbuf_t *desc)
 {
     uint32_t kind = ADAG_CHAN_SHM;
-    adag_chan_geom_t g = {2, 1, 64, 0};
+    adag_chan_geom_t g = {2, 1, 64, 0, 0};
     adag_ctx_init(drv);
     cr_assert_eq(adag_ctx_create_domains(drv, "imp", &kind, &g, NULL, 1, desc), ADAG_OK);
 }

@@ -23,8 +23,7 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     memset(ops, 0, sizeof(*ops));
     p->dag_id = 7;
     snprintf(p->dag_name, sizeof(p->dag_name), "dag7");
-    p->nslots = 4;
-    p->capacity = 1024;
+    p->max_inflight = 4;
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->descs = sample_descs;
     p->descs_len = sizeof(sample_descs);
@@ -34,11 +33,15 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     chans[0].kind = ADAG_CHAN_SHM;
     chans[0].nreaders = 1;
     chans[0].reader = 0;
+    chans[0].nslots = 4;
+    chans[0].capacity = 1024;
     chans[0].desc_off = 0;
     chans[0].desc_len = 8;
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
     chans[1].kind = ADAG_CHAN_SELF;
     chans[1].reader = -1;
+    chans[1].nslots = 1;
+    chans[1].capacity = 256;
     chans[1].tensor = (adag_tensor_decl_t){
         .flags = ADAG_TENSOR_DECL_KNOWN, .dtype = ADAG_DTYPE_BF16, .ndim = 2,
         .transport = ADAG_TRANSPORT_HOST, .shape = {4, 8}};
@@ -78,6 +81,51 @@ Test(wire, program_roundtrip, .timeout = 30)
     adag_program_free(&c);
     adag_program_free(&q);
     adag_wbuf_free(&wb);
+}
+
+/* Every channel carries its own geometry: slots and bytes per slot
+ * survive the trip; a channel of no slot, of more slots than the
+ * program's executions in flight, or of a slot over 2^40 bytes is
+ * malformed, and so is a program of 0 or more than 4096 executions in
+ * flight (the loop sizes its own rings by it). */
+Test(wire, program_channel_geometry, .timeout = 30)
+{
+    adag_program_t p, q;
+    adag_prog_chan_t chans[2];
+    adag_prog_op_t ops[1];
+    for (int i = 0; i < 8; i++) {
+        sample_program(&p, chans, ops);
+        chans[0].nslots = 3;
+        chans[0].capacity = 4;
+        chans[1].capacity = (uint64_t)4 << 20;
+        switch (i) {
+        case 1: chans[0].nslots = 0; break;
+        case 2: chans[0].nslots = 5; break; /* max_inflight 4 */
+        case 3: chans[1].capacity = ((uint64_t)1 << 40) + 1; break;
+        case 4: p.max_inflight = 0; chans[0].nslots = chans[1].nslots = 0; break;
+        case 5: p.max_inflight = 4097; break;
+        case 6: p.max_inflight = 4096; chans[0].nslots = 4096; break;
+        case 7: chans[1].capacity = (uint64_t)1 << 40; chans[0].capacity = 0; break;
+        }
+        adag_wbuf_t wb = {0};
+        adag_program_encode(&p, &wb);
+        adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
+        adag_status_t st = adag_program_decode(&rb, 1, &q);
+        adag_wbuf_free(&wb);
+        if (i >= 1 && i <= 5) {
+            cr_assert_eq(st, ADAG_ERR_PROTOCOL, "case %d accepted", i);
+            continue;
+        }
+        cr_assert_eq(st, ADAG_OK, "case %d: %s", i, adag_last_error());
+        cr_assert_eq(q.max_inflight, p.max_inflight);
+        for (int c = 0; c < 2; c++)
+            cr_assert(q.chans[c].nslots == chans[c].nslots &&
+                          q.chans[c].capacity == chans[c].capacity,
+                      "case %d, channel %d: %u slots of %llu bytes, sent %u of %llu", i, c,
+                      q.chans[c].nslots, (unsigned long long)q.chans[c].capacity,
+                      chans[c].nslots, (unsigned long long)chans[c].capacity);
+        adag_program_free(&q);
+    }
 }
 
 /* The communicators of a program and the channels' keys survive the trip;
@@ -332,10 +380,11 @@ Test(wire, program_counts_bounded_by_message, .timeout = 30)
     adag_wbuf_t wb = {0};
     adag_wbuf_u32(&wb, 1);               /* dag id */
     adag_wbuf_str(&wb, "d");             /* name */
-    adag_wbuf_u32(&wb, 4);               /* slots */
-    adag_wbuf_u64(&wb, 64);              /* capacity */
+    adag_wbuf_u32(&wb, 4);               /* max_inflight */
     adag_wbuf_u64(&wb, 0);               /* spin */
     adag_wbuf_u32(&wb, 0);               /* yield */
+    adag_wbuf_u64(&wb, 0);               /* trace spans */
+    adag_wbuf_u64(&wb, 0);               /* comm timeout */
     adag_wbuf_u32(&wb, ADAG_PROG_NO_CHAN); /* start channel */
     adag_wbuf_bytes(&wb, NULL, 0);       /* descriptors */
     adag_wbuf_u32(&wb, 1u << 20);        /* a million channels, in 4 bytes */

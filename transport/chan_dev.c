@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/chan_dev.h"
+#include "transport/chan_shm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,9 +73,9 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
         st = adag_error(ADAG_ERR_NO_MEMORY, "device channels of DAG %s: out of memory", dag_name);
         goto out;
     }
-    /* Every ring has the full capacity, so it carries sizes as they are;
-     * a ring whose endpoints are all on devices never touches its slots'
-     * bytes, and memfd pages never touched take no memory. */
+    /* Every ring has the channel's capacity, so it carries sizes as they
+     * are; a ring whose endpoints all keep the value on devices keeps its
+     * slots' headers only. */
     for (unsigned i = 0; i < n; i++) {
         const adag_chan_place_t *pl = places ? places[i] : NULL;
         char why[160];
@@ -88,6 +89,7 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
             goto out;
         }
         rg[i] = geoms[i];
+        rg[i].headers_only = !needs_payload(pl, geoms[i].nreaders);
     }
     st = adag_chan_shm_ops.domain_create(dag_name, rg, NULL, n, rd, &d->rings);
     if (st != ADAG_OK)
@@ -199,18 +201,49 @@ static adag_status_t export_events(dev_chan_t *c, adag_dev_event_t **evs, adag_w
 
 static void dev_close(adag_chan_t *ch);
 
-static role_t role_of(const adag_chan_open_params_t *p, const adag_chan_place_t *pl)
+/* The role of place j (0: the writer, 1 + r: reader r) of a channel
+ * with these places. */
+static role_t role_at(const adag_chan_place_t *pl, unsigned j, uint64_t comm_key)
 {
-    adag_chan_place_t me = pl[p->reader + 1];
-    if (p->reader < 0)
+    adag_chan_place_t me = pl[j];
+    if (j == 0)
         return is_dev(me) ? ROLE_DEV_WRITER : ROLE_HOST_WRITER;
     if (!is_dev(me))
         return ROLE_HOST_READER;
-    if (p->geom.comm_key)
+    if (comm_key)
         return ROLE_COMM_RECV;
     if (!is_dev(pl[0]))
         return ROLE_H2D;
     return same_place(me, pl[0]) ? ROLE_SAME_DEVICE : ROLE_PEER_COPY;
+}
+
+/* Bytes per device slot of a channel of `capacity` bytes. */
+static size_t dev_stride(size_t capacity)
+{
+    if (capacity > SIZE_MAX - SLOT_ALIGN)
+        return SIZE_MAX;
+    size_t stride = (capacity + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
+    return stride ? stride : SLOT_ALIGN;
+}
+
+/* Whether a role keeps slots of its own in device memory: the writer's,
+ * or a reader's copy of the value (not a reader that reads the writer's
+ * slots in place). */
+static int role_allocates(role_t r)
+{
+    return r == ROLE_DEV_WRITER || r == ROLE_PEER_COPY || r == ROLE_H2D || r == ROLE_COMM_RECV;
+}
+
+static void dev_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+                       size_t *device)
+{
+    adag_chan_geom_t rg = *g;
+    rg.headers_only = !needs_payload(places, g->nreaders);
+    *host = adag_shm_chan_span(&rg);
+    *device = 0;
+    for (unsigned j = 0; places && j <= g->nreaders; j++)
+        if (role_allocates(role_at(places, j, g->comm_key)))
+            *device += dev_stride(g->capacity) * g->nslots;
 }
 
 static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_params_t *p,
@@ -269,7 +302,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     }
     c->comms = p->comms;
     c->ncomms = p->comms ? p->ncomms : 0;
-    c->role = role_of(p, c->places);
+    c->role = role_at(c->places, (unsigned)(p->reader + 1), p->geom.comm_key);
     adag_chan_place_t me = c->places[p->reader + 1];
     if (is_dev(me)) {
         if (!p->device || (int32_t)p->device->kind != me.kind ||
@@ -287,13 +320,12 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     adag_chan_open_params_t rp = *p;
     rp.desc = ring_desc;
     rp.device = NULL;
+    rp.geom.headers_only = !c->payload;
     if ((st = adag_chan_shm_ops.open(d->rings, &rp, NULL, &c->ring)) != ADAG_OK)
         goto fail;
 
     unsigned n = c->base.nslots;
-    c->stride = (p->geom.capacity + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
-    if (c->stride == 0)
-        c->stride = SLOT_ALIGN;
+    c->stride = dev_stride(p->geom.capacity);
     if (c->stride > SIZE_MAX / n) {
         st = adag_error(ADAG_ERR_INVALID, "device channel %s: %u slots of %zu bytes", p->name, n,
                         p->geom.capacity);
@@ -657,6 +689,7 @@ const adag_chan_ops_t adag_chan_dev_ops = {
     .domain_import = dev_domain_import,
     .domain_destroy = dev_domain_destroy,
     .domain_bytes = dev_domain_bytes,
+    .memory = dev_memory,
     .open = dev_open,
     .connect = dev_connect,
     .close = dev_close,

@@ -113,9 +113,18 @@ static void self_close(adag_chan_t *ch)
     free(ch);
 }
 
+static void self_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+                        size_t *device)
+{
+    (void)places;
+    *host = g->capacity ? g->capacity : 1; /* one buffer, the writer's */
+    *device = 0;
+}
+
 const adag_chan_ops_t adag_chan_self_ops = {
     .name = "self",
     .kind = ADAG_CHAN_SELF,
+    .memory = self_memory,
     .open = self_open,
     .close = self_close,
     .wake_all = self_wake_all,

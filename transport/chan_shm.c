@@ -9,8 +9,11 @@
  *   header       written counter + data event (readers sleep here),
  *                space event (the writer sleeps here), geometry
  *   cursors      nreaders x 64 bytes: released counter of each reader
- *   slots        nslots x (slot header + capacity rounded up to 64)
+ *   slots        nslots x (slot header + capacity rounded up to 64); a
+ *                headers-only ring (adag_chan_geom_t.headers_only) keeps
+ *                the headers alone
  *
+ * Every channel has its own slot count and capacity (its geometry).
  * Counters are 64-bit and never wrap in practice. The writer may fill slot
  * seq % nslots once min(released) >= seq - nslots + 1; a reader may read it
  * once written >= seq + 1.
@@ -83,6 +86,8 @@ typedef struct {
     adag_chan_t base;
     struct adag_shm_chan_hdr *hdr;
     char *slots;
+    size_t size;   /* the channel's bytes in the segment (adag_shm_chan_size) */
+    int bytes;     /* 0: a headers-only ring */
     int notify_fd; /* the domain's eventfd */
 } shm_chan_t;
 
@@ -109,6 +114,20 @@ static size_t ring_span(size_t size)
 static size_t slot_stride(size_t capacity)
 {
     return SLOT_HDR_SIZE + round64(capacity);
+}
+
+/* Bytes of value each slot of geometry g keeps. */
+static size_t slot_bytes(const adag_chan_geom_t *g)
+{
+    return g->headers_only ? 0 : g->capacity;
+}
+
+/* The channel's bytes in its segment, whole pages (SIZE_MAX: too large). */
+static size_t geom_span(const adag_chan_geom_t *g)
+{
+    size_t sz = adag_shm_chan_size(g->nslots, g->nreaders, slot_bytes(g));
+    size_t span = sz == SIZE_MAX ? SIZE_MAX : ring_span(sz);
+    return span < sz ? SIZE_MAX : span;
 }
 
 size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity)
@@ -141,7 +160,7 @@ static void chan_init(void *base, const adag_chan_geom_t *g)
     hdr->nslots = g->nslots;
     hdr->nreaders = g->nreaders;
     hdr->capacity = g->capacity;
-    hdr->stride = slot_stride(g->capacity);
+    hdr->stride = slot_stride(slot_bytes(g));
     atomic_store_explicit(&hdr->written, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->notify_armed, 0, memory_order_relaxed);
     for (unsigned r = 0; r < g->nreaders; r++)
@@ -179,7 +198,7 @@ static adag_status_t shm_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
         adag_event_wait(&s->hdr->space_ev, space_ready, &arg, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
-    *buf = (char *)slot_of(s, seq) + SLOT_HDR_SIZE;
+    *buf = s->bytes ? (char *)slot_of(s, seq) + SLOT_HDR_SIZE : NULL;
     return ADAG_OK;
 }
 
@@ -257,7 +276,7 @@ static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           "(size %llu of %zu)",
                           ch->name, (unsigned long long)seq, (unsigned long long)slot->seq,
                           (unsigned long long)slot->size, ch->capacity);
-    view->data = (char *)slot + SLOT_HDR_SIZE;
+    view->data = s->bytes ? (char *)slot + SLOT_HDR_SIZE : NULL;
     view->size = slot->size;
     adag_tensor_meta_load(&view->meta, &slot->meta);
     view->device = ADAG_DEVICE_HOST;
@@ -305,30 +324,32 @@ static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_
     if (!d || rb.failed || rb.pos != rb.len)
         return adag_error(ADAG_ERR_PROTOCOL, "shm channel %s: %s", p->name,
                           d ? "malformed descriptor" : "no shared-memory segment");
-    if (off < SEGMENT_HDR_SIZE || (off & 63) || off > d->seg.size ||
-        adag_shm_chan_size(g->nslots, g->nreaders, g->capacity) > d->seg.size - off)
+    size_t size = adag_shm_chan_size(g->nslots, g->nreaders, slot_bytes(g));
+    if (off < SEGMENT_HDR_SIZE || (off & 63) || off > d->seg.size || size > d->seg.size - off)
         return adag_error(ADAG_ERR_PROTOCOL,
                           "shm channel %s: offset %llu does not fit a segment of %zu bytes",
                           p->name, (unsigned long long)off, d->seg.size);
     struct adag_shm_chan_hdr *hdr = (void *)((char *)d->seg.base + off);
     if (hdr->magic != CHAN_MAGIC || hdr->nslots != g->nslots || hdr->nreaders != g->nreaders ||
-        hdr->capacity != g->capacity || g->nslots == 0 || p->reader >= (int)g->nreaders ||
-        p->reader < -1)
+        hdr->capacity != g->capacity || hdr->stride != slot_stride(slot_bytes(g)) ||
+        g->nslots == 0 || p->reader >= (int)g->nreaders || p->reader < -1)
         return adag_error(ADAG_ERR_PROTOCOL,
                           "shm channel %s: header does not match its geometry "
-                          "(%u slots, %u readers, %zu bytes, reader %d)",
-                          p->name, g->nslots, g->nreaders, g->capacity, p->reader);
+                          "(%u slots, %u readers, %zu bytes%s, reader %d)",
+                          p->name, g->nslots, g->nreaders, g->capacity,
+                          g->headers_only ? " (headers only)" : "", p->reader);
     shm_chan_t *s = calloc(1, sizeof(*s));
     if (!s)
         return adag_error(ADAG_ERR_NO_MEMORY, "shm channel %s: out of memory", p->name);
     adag_chan_init_common(&s->base, &adag_chan_shm_ops, p);
     s->hdr = hdr;
     s->slots = (char *)(hdr + 1) + (size_t)g->nreaders * CURSOR_STRIDE;
+    s->size = size;
+    s->bytes = !g->headers_only;
     s->notify_fd = d->notify_fd;
     if (p->reader < 0 && p->has_numa) {
         /* the writer's node: its pages are placed when first written */
-        size_t span = adag_shm_chan_size(g->nslots, g->nreaders, g->capacity) -
-                      (size_t)(s->slots - (char *)hdr);
+        size_t span = size - (size_t)(s->slots - (char *)hdr);
         if (adag_mempolicy_range(s->slots, span, p->numa) != 0)
             ADAG_LOG_WARN("shm channel %s: its slots stay where the kernel puts them: mbind "
                           "to NUMA node %d: %s", p->name, p->numa, strerror(errno));
@@ -341,7 +362,7 @@ void adag_shm_chan_memory(adag_chan_t *ch, void **base, size_t *size)
 {
     shm_chan_t *s = shm_of(ch);
     *base = s->hdr;
-    *size = adag_shm_chan_size(ch->nslots, s->hdr->nreaders, s->hdr->capacity);
+    *size = s->size;
 }
 
 static void shm_close_endpoint(adag_chan_t *ch)
@@ -385,9 +406,8 @@ static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geo
     if (!d)
         return adag_error(ADAG_ERR_NO_MEMORY, "shm domain of DAG %s: out of memory", dag_name);
     for (unsigned i = 0; i < n; i++) {
-        size_t sz = adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity);
-        size_t span = ring_span(sz);
-        if (sz == SIZE_MAX || span < sz || off + span < off) {
+        size_t span = geom_span(&geoms[i]);
+        if (span == SIZE_MAX || off + span < off) {
             st = adag_error(ADAG_ERR_INVALID,
                             "DAG %s: shared-memory channels too large (%u slots of %zu bytes)",
                             dag_name, geoms[i].nslots, geoms[i].capacity);
@@ -412,7 +432,7 @@ static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geo
     off = ring_span(SEGMENT_HDR_SIZE);
     for (unsigned i = 0; i < n; i++) {
         chan_init((char *)d->seg.base + off, &geoms[i]);
-        off += ring_span(adag_shm_chan_size(geoms[i].nslots, geoms[i].nreaders, geoms[i].capacity));
+        off += geom_span(&geoms[i]);
     }
     *out = &d->base;
     return ADAG_OK;
@@ -474,6 +494,19 @@ static size_t shm_domain_bytes(const adag_chan_domain_t *dom)
     return ((const shm_domain_t *)dom)->seg.size;
 }
 
+size_t adag_shm_chan_span(const adag_chan_geom_t *g)
+{
+    return geom_span(g);
+}
+
+static void shm_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+                       size_t *device)
+{
+    (void)places;
+    *host = geom_span(g);
+    *device = 0;
+}
+
 const adag_chan_ops_t adag_chan_shm_ops = {
     .name = "shm",
     .kind = ADAG_CHAN_SHM,
@@ -482,6 +515,7 @@ const adag_chan_ops_t adag_chan_shm_ops = {
     .domain_import = shm_domain_import,
     .domain_destroy = shm_domain_destroy,
     .domain_bytes = shm_domain_bytes,
+    .memory = shm_memory,
     .open = shm_open_endpoint,
     .close = shm_close_endpoint,
     .wake_all = shm_wake_all,

@@ -7,9 +7,14 @@
 
 #include <stddef.h>
 
-/* Bytes a channel with this geometry takes in a segment (64-aligned);
- * SIZE_MAX if that does not fit in a size_t. */
-size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity);
+/* Bytes a channel of nslots slots keeping slot_bytes bytes of value each
+ * (its capacity; 0 for a headers-only ring) takes in a segment
+ * (64-aligned); SIZE_MAX if that does not fit in a size_t. */
+size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t slot_bytes);
+
+/* What a channel of geometry g takes of its segment: whole pages, so no
+ * two channels share one (SIZE_MAX: too large). */
+size_t adag_shm_chan_span(const adag_chan_geom_t *g);
 
 /* The memory of an open shm channel: its header, cursors and slots. */
 void adag_shm_chan_memory(adag_chan_t *ch, void **base, size_t *size);

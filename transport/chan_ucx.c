@@ -3,7 +3,7 @@
  * no memory (other hosts), over UCP active messages.
  *
  * Every endpoint keeps its own ring of nslots slots of capacity bytes,
- * registered with UCX (slot_stride: a slot of a page or more starts on a
+ * registered with UCX (adag_ucx_slot_stride: a slot of a page or more starts on a
  * page), and apart from it a header per slot:
  *   writer  acquire(seq) waits until every reader's credit says it released
  *           seq - nslots and the sends out of that slot completed; returns
@@ -76,21 +76,6 @@ static adag_ucx_slot_t *slot_of(adag_ucx_chan_t *c, uint64_t seq)
 static char *slot_data(adag_ucx_chan_t *c, uint64_t seq)
 {
     return c->mem + (size_t)(seq % c->base.nslots) * c->stride;
-}
-
-/* Bytes between two slots' values in the registered ring: a slot of a
- * page or more starts on a page. A copy into a slot then keeps the
- * distance from its source that a page-aligned buffer has: UCX's TCP
- * fragments are copied from their receive segment at a page offset of
- * ~530 (UCX 1.13), and with the slot's bytes 43 bytes after that offset
- * (behind a 576-byte header, as before) the copy ran at a third of its
- * speed here (docs/design.md, "UCX channels"). Smaller slots stay packed. */
-static size_t slot_stride(size_t capacity)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (capacity >= page)
-        return (capacity + page - 1) / page * page;
-    return capacity ? (capacity + 63) & ~(size_t)63 : 64;
 }
 
 /* Fails the endpoint (the first reason stays) and wakes its waiters. */
@@ -677,7 +662,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     c->d = d;
     c->index = index;
     c->nreaders = nreaders;
-    c->stride = slot_stride(g->capacity);
+    c->stride = adag_ucx_slot_stride(g->capacity);
     c->mem_len = (size_t)nslots * c->stride;
     c->mem = mmap(NULL, c->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c->mem == MAP_FAILED) {
@@ -787,6 +772,7 @@ const adag_chan_ops_t adag_chan_ucx_ops = {
     .domain_export = adag_ucx_domain_export,
     .domain_import = adag_ucx_domain_import,
     .domain_destroy = adag_ucx_domain_destroy,
+    .memory = adag_ucx_memory,
     .open = ucx_open,
     .connect = ucx_connect,
     .close = ucx_close,

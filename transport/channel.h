@@ -113,16 +113,22 @@ typedef struct {
 
 #define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0, NULL, 0})
 
-/* What every endpoint of a channel agrees on. */
+/* What every endpoint of a channel agrees on. Each channel has its own:
+ * the compiler sizes every channel for its value (dag/compile_geom.c). */
 typedef struct {
-    unsigned nslots;   /* executions in flight */
+    unsigned nslots;   /* its ring's slots: values in flight at once, 1.. */
     unsigned nreaders; /* registered readers (the writer reading its own slot is not one) */
-    size_t capacity;   /* bytes per slot */
+    size_t capacity;   /* bytes per slot: the largest value it carries */
     /* Device channel: nonzero, the communicator (the driver's number for
      * it, dag/actor_comm.h) by whose send/recv the value moves from the
      * writer's device to every device reader (ADAG_TRANSPORT_COMM); 0:
      * IPC and copies. */
     uint64_t comm_key;
+    /* shm: the slots keep no bytes, only their headers (size, status,
+     * tensor meta, error text): the ring of a device channel whose
+     * endpoints all keep the value on devices. capacity still bounds the
+     * sizes it carries. */
+    int headers_only;
 } adag_chan_geom_t;
 
 /* A communicator an actor joined, as its endpoints see it: the endpoint
@@ -225,6 +231,13 @@ struct adag_chan_ops {
     void (*domain_destroy)(adag_chan_domain_t *d);
     /* Bytes of memory the domain holds (for statistics). */
     size_t (*domain_bytes)(const adag_chan_domain_t *d);
+    /* Optional (statistics; the driver, at compile time): the memory a
+     * channel of geometry g whose writer and readers keep values at
+     * places (NULL: all in host memory) holds, every endpoint in every
+     * process together: host memory (its ring in the DAG's segment, or
+     * each endpoint's own ring) into *host, device memory into *device. */
+    void (*memory)(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+                   size_t *device);
 
     /* ---- endpoints ---- */
     /* Opens an endpoint (d is NULL for a backend without domains); may

@@ -160,7 +160,7 @@ struct adag_ucx_chan {
     uint32_t index;       /* the channel's index in its DAG */
     unsigned nreaders;
     adag_ucx_slot_t *slots; /* per slot: what was published / landed there */
-    size_t stride;        /* bytes per slot's value (slot_stride) */
+    size_t stride;        /* bytes per slot's value (adag_ucx_slot_stride) */
     char *mem;            /* nslots slots' values, registered with UCX */
     size_t mem_len;
     ucp_mem_h memh;
@@ -229,6 +229,20 @@ adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, i
 adag_status_t adag_ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
                                      adag_chan_domain_t **out);
 void adag_ucx_domain_destroy(adag_chan_domain_t *d);
+
+/* Bytes between two slots' values in an endpoint's registered ring of
+ * slots of `capacity` bytes: a slot of a page or more starts on a page. A
+ * copy into a slot then keeps the distance from its source that a
+ * page-aligned buffer has: UCX's TCP fragments are copied from their
+ * receive segment at a page offset of ~530 (UCX 1.13), and with the slot's
+ * bytes 43 bytes after that offset (behind a 576-byte header, as before)
+ * the copy ran at a third of its speed here (docs/design.md, "UCX
+ * channels"). Smaller slots stay packed. */
+size_t adag_ucx_slot_stride(size_t capacity);
+/* adag_chan_ucx_ops.memory: every endpoint (the writer and each reader)
+ * keeps a ring of nslots strides of its own. */
+void adag_ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+                     size_t *device);
 
 /* chan_ucx.c: the AM handlers (registered by the domain), what a
  * connection's failure does to an endpoint, and freeing a closed one. */

@@ -611,6 +611,22 @@ adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_
     return domain_new(what, out);
 }
 
+size_t adag_ucx_slot_stride(size_t capacity)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (capacity >= page)
+        return (capacity + page - 1) / page * page;
+    return capacity ? (capacity + 63) & ~(size_t)63 : 64;
+}
+
+void adag_ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+                     size_t *device)
+{
+    (void)places;
+    *host = (size_t)(1 + g->nreaders) * g->nslots * adag_ucx_slot_stride(g->capacity);
+    *device = 0;
+}
+
 adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
                                    unsigned *nfds)
 {

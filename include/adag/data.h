@@ -283,7 +283,8 @@ typedef struct {
 ADAG_API adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch,
                                       int timeout_ms);
 /* With ADAG_DATA_PARAM_DAG: the source feeds a compiled DAG with one
- * input field (of slot_capacity >= a batch). Its threads reserve the DAG's
+ * input field whose slots hold a batch (the field's channel: adag_node_channel's
+ * max_bytes or the DAG's slot_capacity). Its threads reserve the DAG's
  * executions (adag_dag_reserve) in batch order, write each batch straight
  * into the execution's input slot and commit it: no batch passes through
  * memory of the source's own, and several threads fill several executions

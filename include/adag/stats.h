@@ -14,8 +14,10 @@
  *   - per op of each actor's schedule (a method call or a collective): how
  *     often it ran, its compute time (mean, p50, p99, max), the time it
  *     was blocked on input and on output room;
- *   - per channel: values and bytes its writer published, its slots and
- *     how many hold a value not yet released by every reader now.
+ *   - per channel: values and bytes its writer published, its slots (how
+ *     many, of how many bytes: each channel its own, adag_node_channel),
+ *     the memory they take and how many hold a value not yet released by
+ *     every reader now.
  * Counts are kept always (an add each). Times are measured only in a DAG
  * compiled with tracing (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS:
  * one clock read at each boundary of an op, shared with its trace
@@ -54,9 +56,11 @@ typedef struct {
     uint64_t failed;      /* refs whose get reported a method/size error */
     uint64_t released;    /* refs released */
     unsigned max_inflight;
-    size_t slot_capacity;
+    size_t slot_capacity; /* the default slot size (adag_compile_params_t.slot_capacity);
+                             each channel's own: adag_channel_stats_t.slot_bytes */
     unsigned nchannels;   /* channels carrying values (every backend: shm, self, ...) */
-    size_t shm_bytes;     /* memory the channel backends hold for the DAG (the shm segment) */
+    size_t shm_bytes;     /* the DAG's shared-memory segment (shm rings, device channels'
+                             rings), the size of its memfd mapping */
     /* newer fields (struct_size says whether they were filled): */
     unsigned communicators;        /* communicators its collectives and tensors use */
     unsigned shared_communicators; /* of them, used by other live DAGs too (now) */
@@ -66,6 +70,10 @@ typedef struct {
     int timed;
     double bottleneck_busy;
     char bottleneck[ADAG_MAX_NAME];
+    /* version 4: the device memory of its channels' slots, every endpoint
+     * on every device together (a device writer's slots, a reader's copy
+     * of them) */
+    size_t device_bytes;
 } adag_dag_stats_t;
 
 #define ADAG_DAG_STATS_INIT {.struct_size = sizeof(adag_dag_stats_t)}
@@ -118,8 +126,15 @@ typedef struct {
     const char *writer; /* its writer: an actor, or "driver" */
     uint64_t values;    /* published by its writer */
     uint64_t bytes;
-    unsigned slots;
+    unsigned slots;     /* its slots (1 for a channel read only by its writer) */
     int in_use;         /* slots holding a value not yet released by every reader; -1: unknown */
+    /* newer fields (struct_size says whether they were filled): */
+    size_t slot_bytes;  /* bytes per slot: the largest value it carries */
+    /* the memory its slots take, every endpoint together: host memory
+     * (its ring in the DAG's segment, or each UCX endpoint's own ring)
+     * and device memory */
+    size_t host_bytes;
+    size_t device_bytes;
 } adag_channel_stats_t;
 
 #define ADAG_ACTOR_STATS_INIT {.struct_size = sizeof(adag_actor_stats_t)}

@@ -16,7 +16,7 @@
 
 #define FUZZ_NCHANS 2
 /* channel 0: the sample program's input; channel 1: the chain program's */
-static const adag_chan_geom_t fuzz_geoms[FUZZ_NCHANS] = {{4, 1, 1024, 0}, {2, 2, 4096, 0}};
+static const adag_chan_geom_t fuzz_geoms[FUZZ_NCHANS] = {{4, 1, 1024, 0, 0}, {2, 2, 4096, 0, 0}};
 
 /* Lays the channels out in ctx (a driver's context) and returns each
  * channel's descriptor in descs; aborts on failure. */

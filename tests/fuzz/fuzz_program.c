@@ -7,10 +7,12 @@
  * encoded program. A rejected program must simply fail (no leak: the decoder
  * frees what it allocated). An accepted one must satisfy every promise the
  * loop relies on, checked here independently of the decoder's own code:
- *   - the whole input is consumed; nslots >= 1;
+ *   - the whole input is consumed; max_inflight in 1..ADAG_PROG_MAX_INFLIGHT;
  *   - names are NUL-terminated inside their arrays; spin_yield is 0 or 1;
  *   - the start channel is ADAG_PROG_NO_CHAN or a channel this actor reads;
  *   - every channel: its kind has a backend; reader is -1 or < nreaders;
+ *     its geometry: 1..max_inflight slots of at most ADAG_PROG_MAX_CAPACITY
+ *     bytes;
  *     its descriptor (desc_off, desc_len) lies inside the descriptors blob,
  *     computed without wrap-around; its tensor declaration is one
  *     adag_node_tensor makes (known flags, a static dtype a tensor dtype,
@@ -29,7 +31,7 @@
  * ADAG_ERR_PROTOCOL; an endpoint that opened must lie inside the segment
  * (its descriptor is its offset; offset + its true size, computed without
  * wrap-around, <= the segment size) and be usable over its whole slot
- * (acquire, fill `capacity` bytes, publish, wait, release).
+ * (acquire, fill its own `capacity` bytes, publish, wait, release).
  */
 #include "dag/program.h"
 #include "fuzz_domain.h"
@@ -52,7 +54,7 @@
 
 static void check_program(const adag_program_t *p, unsigned nmethods)
 {
-    CHECK(p->nslots >= 1);
+    CHECK(p->max_inflight >= 1 && p->max_inflight <= ADAG_PROG_MAX_INFLIGHT);
     CHECK(memchr(p->dag_name, '\0', sizeof(p->dag_name)));
     CHECK(p->spin_yield <= 1);
     CHECK(p->chans && p->ops && p->descs);
@@ -64,6 +66,8 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
         CHECK(c->kind < ADAG_CHAN_NKINDS && adag_chan_backend(c->kind) != NULL);
         CHECK(c->reader >= -1);
         CHECK(c->reader < 0 || (uint32_t)c->reader < c->nreaders);
+        CHECK(c->nslots >= 1 && c->nslots <= p->max_inflight);
+        CHECK(c->capacity <= ADAG_PROG_MAX_CAPACITY);
         CHECK((uint64_t)c->desc_off + c->desc_len <= p->descs_len);
         const adag_tensor_decl_t *t = &c->tensor;
         CHECK((t->flags & ~(uint32_t)ADAG_TENSOR_DECL_KNOWN) == 0);
@@ -109,7 +113,7 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
 static int same_program(const adag_program_t *a, const adag_program_t *b)
 {
     return a->dag_id == b->dag_id && memcmp(a->dag_name, b->dag_name, sizeof(a->dag_name)) == 0 &&
-           a->nslots == b->nslots && a->capacity == b->capacity && a->spin_ns == b->spin_ns &&
+           a->max_inflight == b->max_inflight && a->spin_ns == b->spin_ns &&
            a->spin_yield == b->spin_yield && a->start_chan == b->start_chan &&
            a->nchans == b->nchans && a->nops == b->nops && a->descs_len == b->descs_len &&
            memcmp(a->chans, b->chans, a->nchans * sizeof(*a->chans)) == 0 &&
@@ -152,7 +156,7 @@ static void open_channels(const adag_program_t *p)
             continue; /* self allocates `capacity` bytes: nothing to check against */
         adag_chan_open_params_t op = {
             .name = c->name,
-            .geom = {p->nslots, c->nreaders, p->capacity, c->comm_key},
+            .geom = {c->nslots, c->nreaders, c->capacity, c->comm_key, 0},
             .reader = c->reader,
             .desc = adag_program_desc(p, i),
             .abort = &never_aborted,
@@ -165,28 +169,28 @@ static void open_channels(const adag_program_t *p)
         CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL);
         if (st != ADAG_OK)
             continue;
-        CHECK(ch && ch->capacity == p->capacity && ch->nslots == p->nslots);
+        CHECK(ch && ch->capacity == c->capacity && ch->nslots == c->nslots);
         /* a shm descriptor is the channel's offset in the segment: the
          * channel, at its true size, lies inside it */
         uint64_t off;
         CHECK(op.desc.len == sizeof(off));
         memcpy(&off, op.desc.data, sizeof(off));
-        CHECK((u128)off + true_chan_size(p->nslots, c->nreaders, p->capacity) <=
+        CHECK((u128)off + true_chan_size(c->nslots, c->nreaders, c->capacity) <=
               (u128)adag_ctx_domain_bytes(&domain));
         /* the whole slot of one execution is ours; the domain is shared by
          * every input, so use a fresh writer's view: a slot another input
          * left unreleased times out at once */
-        for (uint64_t s = 0; s < p->nslots && s < 4; s++) {
+        for (uint64_t s = 0; s < c->nslots && s < 4; s++) {
             void *buf;
             if (c->reader < 0) {
                 if (ops->acquire(ch, s, 0, &buf) != ADAG_OK)
                     break;
-                memset(buf, 0xa5, p->capacity);
-                CHECK(ops->publish(ch, s, p->capacity, NULL, ADAG_OK, NULL) == ADAG_OK);
+                memset(buf, 0xa5, c->capacity);
+                CHECK(ops->publish(ch, s, c->capacity, NULL, ADAG_OK, NULL) == ADAG_OK);
             } else {
                 adag_slot_view_t v;
                 if (ops->wait(ch, s, 0, &v) == ADAG_OK && v.status == ADAG_OK) {
-                    CHECK(v.size <= p->capacity);
+                    CHECK(v.size <= c->capacity);
                     volatile const char *b = v.data;
                     for (size_t k = 0; k < v.size; k += 64)
                         (void)b[k];

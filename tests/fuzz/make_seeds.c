@@ -102,8 +102,7 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     memset(ops, 0, sizeof(*ops));
     p->dag_id = 7;
     snprintf(p->dag_name, sizeof(p->dag_name), "dag7");
-    p->nslots = fuzz_geoms[0].nslots;
-    p->capacity = fuzz_geoms[0].capacity;
+    p->max_inflight = fuzz_geoms[0].nslots;
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->nchans = 2;
     p->chans = chans;
@@ -111,9 +110,13 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     chans[0].kind = ADAG_CHAN_SHM;
     chans[0].nreaders = fuzz_geoms[0].nreaders;
     chans[0].reader = 0;
+    chans[0].nslots = fuzz_geoms[0].nslots;
+    chans[0].capacity = fuzz_geoms[0].capacity;
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
     chans[1].kind = ADAG_CHAN_SELF;
     chans[1].reader = -1;
+    chans[1].nslots = 1;
+    chans[1].capacity = 256;
     set_descs(p, which);
     p->nops = 1;
     p->ops = ops;
@@ -135,21 +138,25 @@ static void chain_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_
     memset(ops, 0, 2 * sizeof(*ops));
     p->dag_id = 3;
     snprintf(p->dag_name, sizeof(p->dag_name), "chain");
-    p->nslots = fuzz_geoms[1].nslots;
-    p->capacity = fuzz_geoms[1].capacity;
+    /* more executions in flight than its shm channel has slots: each
+     * channel has its own geometry */
+    p->max_inflight = 2 * fuzz_geoms[1].nslots;
     p->spin_ns = 20000;
     p->spin_yield = 1;
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->nchans = 3;
     p->chans = chans;
-    chans[0] = (adag_prog_chan_t){.id = 0, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = 1};
+    chans[0] = (adag_prog_chan_t){.id = 0, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = 1,
+                                  .nslots = fuzz_geoms[1].nslots,
+                                  .capacity = fuzz_geoms[1].capacity};
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
     /* declared tensors (adag_node_tensor): per execution, and f32[4,8] */
-    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_SELF, .reader = -1,
-                                  .tensor = {.flags = ADAG_TENSOR_DECLARED}};
+    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_SELF, .reader = -1, .nslots = 1,
+                                  .capacity = 128, .tensor = {.flags = ADAG_TENSOR_DECLARED}};
     snprintf(chans[1].name, sizeof(chans[1].name), "s1.f[0]");
     chans[2] = (adag_prog_chan_t){
         .id = 2, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = -1,
+        .nslots = fuzz_geoms[1].nslots, .capacity = fuzz_geoms[1].capacity,
         .tensor = {.flags = ADAG_TENSOR_DECL_KNOWN, .dtype = ADAG_DTYPE_F32, .ndim = 2,
                    .transport = ADAG_TRANSPORT_HOST, .shape = {4, 8}}};
     snprintf(chans[2].name, sizeof(chans[2].name), "s1.g[0]");
@@ -195,12 +202,12 @@ static void program_seeds(adag_wbuf_t *sample)
     save_program("start-channel", "\x01", &p);
 
     /* regression seeds: geometries whose channel size used to wrap around
-     * and "fit" the segment; the program decodes, the shm open refuses */
+     * and "fit" the segment; the decoder refuses a slot over 2^40 bytes */
     sample_program(&p, chans, ops);
-    p.capacity = 0xffffffffffffff00ull; /* slot stride wrapped to 256 */
+    chans[0].capacity = 0xffffffffffffff00ull; /* slot stride wrapped to 256 */
     save_program("reject-capacity-wraps", "\x01", &p);
-    p.nslots = 2;
-    p.capacity = 1ull << 63; /* 2 x (2^63 + 512) wrapped to 1024 */
+    chans[0].nslots = 2;
+    chans[0].capacity = 1ull << 63; /* 2 x (2^63 + 512) wrapped to 1024 */
     save_program("reject-slots-wrap", "\x01", &p);
 
     /* a tensor declared with every dimension (8) and one with a shape only */
@@ -237,8 +244,7 @@ static void program_seeds(adag_wbuf_t *sample)
         memset(cop, 0, sizeof(cop));
         p.dag_id = 9;
         snprintf(p.dag_name, sizeof(p.dag_name), "dag9");
-        p.nslots = fuzz_geoms[0].nslots;
-        p.capacity = fuzz_geoms[0].capacity;
+        p.max_inflight = fuzz_geoms[0].nslots;
         p.start_chan = ADAG_PROG_NO_CHAN;
         p.nchans = 4;
         p.chans = cc;
@@ -250,6 +256,9 @@ static void program_seeds(adag_wbuf_t *sample)
             cc[i].kind = i == 3 ? ADAG_CHAN_SHM : ADAG_CHAN_SELF;
             cc[i].reader = i == 3 ? 0 : -1;
             cc[i].nreaders = i == 3 ? fuzz_geoms[0].nreaders : 0;
+            /* the member's status channels carry a tensor's description */
+            cc[i].nslots = i == 3 ? fuzz_geoms[0].nslots : 1;
+            cc[i].capacity = i == 3 ? fuzz_geoms[0].capacity : i == 2 ? 72 : 256;
         }
         cc[0].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED};
         cc[1].tensor = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED};
@@ -270,7 +279,7 @@ static void program_seeds(adag_wbuf_t *sample)
 
     /* no channels, no ops: the smallest valid program */
     memset(&p, 0, sizeof(p));
-    p.nslots = 1;
+    p.max_inflight = 1;
     p.start_chan = ADAG_PROG_NO_CHAN;
     save_program("empty", "\x00", &p);
 }

@@ -9,6 +9,7 @@
 #include "tensor_actors.h"
 #include "gpu_stage.h"
 #include "probe_actors.h"
+#include "geom_actors.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -349,4 +350,4 @@ const adag_class_def_t test_crashy_class = {
 };
 
 ADAG_MODULE(&test_counter_class, &test_broken_class, &test_crashy_class, &test_tensor_class,
-            &test_gpu_stage_class, &test_probe_class);
+            &test_gpu_stage_class, &test_probe_class, &test_geom_class);
