@@ -124,8 +124,9 @@ struct adag_data_source {
     uint8_t *staged_pending;
 
     int64_t opened_ns;
-    /* adag_data_progress (the consumer's): the terminal drawn on, when */
-    FILE *progress_out;
+    /* adag_data_progress (the consumer's): the writer drawn on (fn NULL:
+     * none, or its line was ended), when */
+    adag_writer_t progress_out;
     int64_t progress_ns;
 };
 
@@ -158,6 +159,12 @@ adag_status_t adag_data_feed_open(adag_data_source_t *src);
 void adag_data_feed_loop(adag_data_source_t *src, filler_t *f);
 /* After the threads: waits for the staged copies, frees the staging. */
 void adag_data_feed_close(adag_data_source_t *src);
+
+/* ---- showing it (data/source_print.c) ---- */
+
+/* Ends the progress bar's line (a newline on the writer last drawn on), if
+ * one is drawn. */
+void adag_data_progress_end(adag_data_source_t *src);
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */
 

@@ -46,7 +46,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,6 +115,55 @@ ADAG_API const char *adag_status_str(adag_status_t status);
 /* Detailed message of the last failure reported to this thread (never
  * NULL; empty if none). Valid until the next adag call on this thread. */
 ADAG_API const char *adag_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Writers: where text and traces go                                   */
+/* ------------------------------------------------------------------ */
+
+/* The functions that write text or a trace (adag_dag_write_dot,
+ * adag_dag_write_trace, adag_stats_print, adag_data_print_stats,
+ * adag_data_progress) take a writer: a function and its context. They
+ * call fn on the calling thread, before they return, with the next n > 0
+ * bytes each time, in order (staged: a few kilobytes a call, not a call
+ * per line). fn returns ADAG_OK, or an error that ends the write: fn is
+ * not called again, what the function allocated is freed, and it returns
+ * fn's status (ADAG_ERR_IO for a value that is no ADAG_ERR_* code) with
+ * "<function>: writing failed after <n> bytes: <why>", where why is the
+ * message fn left in adag_last_error() (adag_write_fd's), else what it
+ * returned. Nothing is written past a failure, so a reader may see a
+ * prefix of the text. */
+typedef adag_status_t (*adag_write_fn)(void *ctx, const void *buf, size_t n);
+
+typedef struct {
+    adag_write_fn fn;
+    void *ctx;
+} adag_writer_t;
+
+/* An adag_write_fn for the file descriptor (int)(intptr_t)ctx: writes all
+ * n bytes, going on after a short write and after EINTR, and waiting (poll)
+ * whenever a non-blocking fd says EAGAIN, as long as a blocking fd would
+ * have blocked. A pipe or socket without a reader is ADAG_ERR_IO (EPIPE)
+ * with no SIGPIPE delivered; any other failure is ADAG_ERR_IO with the
+ * errno text ("write to fd 5 (...): No space left on device"). The fd is
+ * the caller's: never closed. */
+ADAG_API adag_status_t adag_write_fd(void *ctx, const void *buf, size_t n);
+
+/* The writer to file descriptor fd: adag_dag_write_dot(dag, adag_writer_fd(1)). */
+static inline adag_writer_t adag_writer_fd(int fd)
+{
+    adag_writer_t w = {adag_write_fd, (void *)(intptr_t)fd};
+    return w;
+}
+
+/* The text writers also fill a caller's buffer (adag_dag_format_dot,
+ * adag_stats_format, adag_data_format_stats, adag_data_format_progress):
+ * buf[0..len) gets the text, NUL-terminated, and *needed (may be NULL)
+ * the bytes it takes, its NUL included. A text that does not fit is cut:
+ * buf holds its first len - 1 bytes and a NUL (nothing when len is 0; buf
+ * may then be NULL), and the call returns ADAG_ERR_TOO_LARGE with both
+ * sizes in the message, *needed telling what to allocate (a DAG's DOT and
+ * a stats snapshot give the same text again; a data source's figures move
+ * on, so leave room). */
 
 /* ------------------------------------------------------------------ */
 /* Values                                                              */
@@ -778,11 +826,16 @@ ADAG_API adag_status_t adag_dag_stream(adag_dag_h dag, void **stream);
  * read (on the emulated host device, from host code). */
 ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 
-/* Writes the compiled graph in Graphviz DOT: each actor with its
- * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
-ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
+/* Writes the compiled graph in Graphviz DOT to out (see "Writers"): each
+ * actor with its READ/COMPUTE/WRITE schedule, each edge with its channel
+ * kind. adag_dag_format_dot writes it into buf[0..len) instead. */
+ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, adag_writer_t out);
+ADAG_API adag_status_t adag_dag_format_dot(adag_dag_h dag, char *buf, size_t len,
+                                           size_t *needed);
 
-/* Writes the DAG's trace (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS) as
+/* Writes the DAG's trace (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS) to
+ * out (see "Writers": an fd, or a callback that keeps or sends it; it has
+ * no buffer form, being megabytes that change with every call) as
  * Chrome trace-event JSON (Perfetto, chrome://tracing): a track per actor
  * loop and the driver, each span (wait input, compute, wait room, publish,
  * collective; a backend's ucx send or device copy inside them; execute,
@@ -794,7 +847,7 @@ ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
  * "...: no answer", otherData's "unanswered" maps its name to why, and the
  * call still succeeds. ADAG_ERR_INVALID on a DAG compiled without
  * tracing. Statistics of the same DAG: adag/stats.h. */
-ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
+ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, adag_writer_t out);
 
 /* Where the DAG's first stage runs: the placement of the actors that read
  * its input fields (their CPUs together; their NUMA node, GPU and NIC if

@@ -169,6 +169,15 @@ int64_t h_roundtrip(adag_dag_h dag, int64_t x);
 /* DOT text of a DAG (malloc'd; free it). */
 char *h_dot(adag_dag_h dag);
 
+/* Text the library writes (adag_writer_t), collected: text is malloc'd
+ * and NUL-terminated (NULL until something came; free it). */
+typedef struct {
+    char *text;
+    size_t len, cap;
+} h_text_t;
+/* A writer appending to *t (zero it first). */
+adag_writer_t h_text_writer(h_text_t *t);
+
 /* ---- process hygiene ---- */
 
 /* Open fds of this process. */

@@ -385,11 +385,9 @@ Test(data_dag, a_feeding_source_fails_in_order_and_explains_its_batches)
             cr_assert(strstr(adag_last_error(), "adag_dag_release") &&
                           strstr(adag_last_error(), "adag_data_next_exec"),
                       "%s", adag_last_error());
-            char *text = NULL;
-            size_t len = 0;
-            FILE *f = open_memstream(&text, &len);
-            cr_assert_eq(adag_data_print_stats(src, f), ADAG_OK);
-            fclose(f);
+            h_text_t t = {0};
+            ASSERT_OK(adag_data_print_stats(src, h_text_writer(&t)));
+            char *text = t.text;
             cr_assert(!strstr(text, "0.0 MB held of a 0.0 MB budget"), "%s", text);
             char want[128];
             snprintf(want, sizeof(want), "batches of %u B in DAG", BATCH * RS);
