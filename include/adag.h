@@ -239,6 +239,47 @@ typedef struct {
     uint64_t reserved[4];          /* must be zero */
 } adag_value_t;
 
+/* A host tensor viewing data: kind ADAG_VALUE_TENSOR, dtype, ndim and
+ * shape[0..ndim) as given, size their bytes (the product of the shape
+ * times adag_dtype_size(dtype); 0 when a dimension is 0), every other
+ * field zero:
+ *     int64_t shape[2] = {4, 8};
+ *     adag_value_t in = adag_value_tensor(buf, ADAG_DTYPE_F32, 2, shape);
+ * It reports nothing itself: a tensor that cannot be (dtype BYTES or not
+ * an adag_dtype_t, ndim above ADAG_MAX_DIMS, a negative dimension, shape
+ * NULL with ndim > 0, bytes beyond a size_t) comes back with size SIZE_MAX
+ * and the fields as given (the dimensions that fit; zeros for a NULL
+ * shape), which adag_dag_execute refuses with ADAG_ERR_INVALID saying
+ * what is wrong ("a tensor whose dtype 0 (bytes) is not a tensor dtype",
+ * "... has more bytes than a size_t holds"). */
+static inline adag_value_t adag_value_tensor(const void *data, adag_dtype_t dtype, unsigned ndim,
+                                             const int64_t *shape)
+{
+    adag_value_t v;
+    size_t elem = dtype == ADAG_DTYPE_BYTES ? 0 : adag_dtype_size(dtype), size = elem;
+    int valid = elem != 0 && ndim <= ADAG_MAX_DIMS && (shape || ndim == 0), zero = 0;
+    v.data = data;
+    v.kind = ADAG_VALUE_TENSOR;
+    v.dtype = dtype;
+    v.ndim = ndim;
+    v.device = ADAG_DEVICE_HOST;
+    for (unsigned i = 0; i < ADAG_MAX_DIMS; i++) {
+        v.shape[i] = shape && i < ndim ? shape[i] : 0;
+        valid = valid && v.shape[i] >= 0;
+        zero = zero || (i < ndim && v.shape[i] == 0);
+    }
+    for (unsigned i = 0; i < sizeof(v.reserved) / sizeof(v.reserved[0]); i++)
+        v.reserved[i] = 0;
+    for (unsigned i = 0; valid && !zero && i < ndim; i++) {
+        if ((uint64_t)v.shape[i] > SIZE_MAX / size)
+            valid = 0;
+        else
+            size *= (size_t)v.shape[i];
+    }
+    v.size = !valid ? SIZE_MAX : zero ? 0 : size;
+    return v;
+}
+
 /* ------------------------------------------------------------------ */
 /* Actor classes and methods                                           */
 /* ------------------------------------------------------------------ */

@@ -1,0 +1,107 @@
+/*
+ * Suite "client": what every client used to write by hand and the library
+ * now owns. adag_value_tensor (a tensor value in one call, and what
+ * execute says of one that cannot be); a class's init saying why it failed
+ * (adag_init_fail), for thread and process actors; static tensor shapes
+ * checked against the slot capacity when the graph compiles; each actor's
+ * placement and device in the DOT graph.
+ */
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- adag_value_tensor ---- */
+
+Test(client, value_tensor_fills_every_field)
+{
+    int64_t shape[3] = {4, 8, 3};
+    float data[96];
+    adag_value_t v = adag_value_tensor(data, ADAG_DTYPE_F32, 3, shape);
+    cr_assert(v.data == data && v.size == 96 * sizeof(float) && v.kind == ADAG_VALUE_TENSOR &&
+                  v.dtype == ADAG_DTYPE_F32 && v.ndim == 3 && v.device == ADAG_DEVICE_HOST,
+              "size %zu kind %d dtype %d ndim %u device %d", v.size, v.kind, v.dtype, v.ndim,
+              v.device);
+    for (unsigned i = 0; i < ADAG_MAX_DIMS; i++)
+        cr_assert_eq(v.shape[i], i < 3 ? shape[i] : 0, "shape[%u]", i);
+    for (unsigned i = 0; i < 4; i++)
+        cr_assert_eq(v.reserved[i], 0);
+    /* a scalar is one element; a zero dimension is 0 bytes, however large the others */
+    v = adag_value_tensor(data, ADAG_DTYPE_BF16, 0, NULL);
+    cr_assert(v.size == 2 && v.ndim == 0);
+    int64_t empty[2] = {INT64_MAX, 0};
+    cr_assert_eq(adag_value_tensor(data, ADAG_DTYPE_F64, 2, empty).size, 0);
+    int64_t bools[1] = {5};
+    cr_assert_eq(adag_value_tensor(data, ADAG_DTYPE_BOOL, 1, bools).size, 5);
+}
+
+/* Executes v on a thread counter's arg_value (which returns the value
+ * its method saw) and returns execute's status: on ADAG_OK *seen is that
+ * value, else msg holds execute's message. */
+static adag_status_t run_value(adag_value_t v, adag_value_t *seen, char *msg, size_t len)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_dag_h dag = H_DAG(rt, .name = "t", .method = "arg_value");
+    adag_ref_t ref;
+    adag_status_t st = adag_dag_execute(dag, &v, 1, 0, &ref);
+    snprintf(msg, len, "%s", adag_last_error());
+    if (st == ADAG_OK) {
+        adag_value_t out;
+        ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 10000));
+        cr_assert_eq(out.size, sizeof(*seen));
+        memcpy(seen, out.data, sizeof(*seen));
+        ASSERT_OK(adag_dag_release(dag, ref));
+    }
+    ASSERT_OK(adag_runtime_destroy(rt));
+    return st;
+}
+
+Test(client, value_tensor_is_what_execute_takes)
+{
+    int64_t shape[2] = {3, 5};
+    int32_t data[15];
+    for (int i = 0; i < 15; i++)
+        data[i] = i * i;
+    adag_value_t seen;
+    char msg[512];
+    ASSERT_OK(
+        run_value(adag_value_tensor(data, ADAG_DTYPE_I32, 2, shape), &seen, msg, sizeof(msg)));
+    cr_assert(seen.kind == ADAG_VALUE_TENSOR && seen.dtype == ADAG_DTYPE_I32 && seen.ndim == 2 &&
+                  seen.shape[0] == 3 && seen.shape[1] == 5 && seen.size == sizeof(data),
+              "the method saw kind %d dtype %d ndim %u size %zu", seen.kind, seen.dtype, seen.ndim,
+              seen.size);
+}
+
+/* A tensor that cannot be: size SIZE_MAX, and execute says why. */
+static void refused(adag_dtype_t dtype, unsigned ndim, const int64_t *shape, const char *why)
+{
+    static char data[8];
+    adag_value_t v = adag_value_tensor(data, dtype, ndim, shape);
+    cr_assert_eq(v.size, SIZE_MAX, "dtype %d ndim %u: size %zu", dtype, ndim, v.size);
+    adag_value_t seen;
+    char msg[512];
+    ASSERT_ST(run_value(v, &seen, msg, sizeof(msg)), ADAG_ERR_INVALID);
+    cr_assert(strstr(msg, "adag_dag_execute: input 0") && strstr(msg, why),
+              "execute's message \"%s\" lacks \"%s\"", msg, why);
+}
+
+Test(client, value_tensor_that_cannot_be)
+{
+    int64_t two[2] = {2, 2};
+    refused(ADAG_DTYPE_BYTES, 2, two, "dtype 0 (bytes) is not a tensor dtype");
+    refused((adag_dtype_t)99, 2, two, "dtype 99 (?) is not a tensor dtype");
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    refused(ADAG_DTYPE_U8, 9, nine, "ndim 9 exceeds ADAG_MAX_DIMS (8)");
+    int64_t negative[2] = {2, -3};
+    refused(ADAG_DTYPE_U8, 2, negative, "shape[1] is -3");
+    int64_t huge[2] = {(int64_t)1 << 62, (int64_t)1 << 62};
+    refused(ADAG_DTYPE_F32, 2, huge, "has more bytes than a size_t holds");
+    int64_t wide[1] = {INT64_MAX};
+    refused(ADAG_DTYPE_F64, 1, wide, "has more bytes than a size_t holds");
+    refused(ADAG_DTYPE_F32, 2, NULL,
+            "size is 18446744073709551615 bytes but a f32[0,0] tensor "
+            "is 0 bytes");
+}
