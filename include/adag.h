@@ -323,7 +323,8 @@ typedef struct {
     /* Optional. Called once when the actor is created, with the actor's
      * init bytes; a non-OK return fails adag_actor_create with
      * ADAG_ERR_INVALID (ADAG_ERR_NO_MEMORY stays itself), the message
-     * naming the class and the status init returned. */
+     * naming the actor, the class and why: what init gave adag_init_fail,
+     * else the status it returned. */
     adag_status_t (*init)(void *state, const void *init_data, size_t init_size);
     /* Optional. Called once when the actor is destroyed. */
     void (*fini)(void *state);
@@ -387,6 +388,17 @@ ADAG_API adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const 
  * results then carry "actor <name>.<method>: <message>". A NULL call (not
  * inside a method): ADAG_ERR_INVALID. */
 ADAG_API adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...) ADAG_PRINTF(2, 3);
+
+/* Inside a class's init (on the thread that runs it: adag_actor_create's
+ * for a thread actor, the worker's for a process or remote actor): record
+ * why it fails. Returns ADAG_ERR_INVALID, so init can
+ * `return adag_init_fail("cannot open %s", path);`. When init then returns
+ * an error, adag_actor_create fails with "actor <name>: init of class
+ * <class> failed: <message>" (a worker sends it to the driver in its
+ * reply): the message of the first call in that init, its first 255 bytes.
+ * An init that returns ADAG_OK after all drops it. Anywhere else:
+ * ADAG_ERR_INVALID, nothing recorded. */
+ADAG_API adag_status_t adag_init_fail(const char *fmt, ...) ADAG_PRINTF(1, 2);
 
 /* Inside a method: the ref (sequence number) of the execution it serves. */
 ADAG_API uint64_t adag_call_ref(adag_call_h call);
@@ -561,7 +573,8 @@ typedef struct {
  *                       bit, a name taken or not 1..63 bytes, a process
  *                       actor without module_path, a placement request
  *                       the machine cannot meet), and a class's init that
- *                       failed (see adag_class_def_t.init);
+ *                       failed, with its adag_init_fail message (see
+ *                       adag_class_def_t.init);
  *   ADAG_ERR_NOT_FOUND  a class not registered (thread actor) or not in its
  *                       module, a module that cannot be loaded;
  *   ADAG_ERR_TOO_LARGE  init bytes over 16 MiB;

@@ -7,6 +7,7 @@
  * placement and device in the DOT graph.
  */
 #include "helpers.h"
+#include "remote_rig.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -104,4 +105,99 @@ Test(client, value_tensor_that_cannot_be)
     refused(ADAG_DTYPE_F32, 2, NULL,
             "size is 18446744073709551615 bytes but a f32[0,0] tensor "
             "is 0 bytes");
+}
+
+/* ---- a class's init says why it failed (adag_init_fail) ---- */
+
+#define INIT_TOKEN "init fails, and says why"
+
+/* A "refusing" actor named name with init bytes init: adag_actor_create's status. */
+static adag_status_t create_refusing(adag_runtime_h rt, adag_placement_t pl, const h_agent_t *ag,
+                                     const char *name, const char *init, adag_actor_h *a)
+{
+    adag_actor_params_t p = h_actor_params_init("refusing", pl, name, init, strlen(init));
+    if (pl == ADAG_PLACEMENT_REMOTE) {
+        p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+        p.module_path = ADAG_TEST_MODULE;
+        p.host = ag->addr;
+    }
+    *a = NULL;
+    return adag_actor_create(rt, &p, a);
+}
+
+static void init_says_why(adag_placement_t pl)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    h_agent_t ag;
+    if (pl == ADAG_PLACEMENT_REMOTE) {
+        h_agent_start(&ag, INIT_TOKEN, 0);
+        unsetenv("ADAG_TOKEN");
+        setenv("ADAG_TOKEN_FILE", ag.token, 1);
+    }
+    adag_runtime_h rt = h_runtime();
+    ASSERT_OK(adag_class_register(rt, &test_refusing_class));
+    adag_actor_h a;
+    ASSERT_ST(create_refusing(rt, pl, &ag, "r1", "/etc/model.conf", &a), ADAG_ERR_INVALID);
+    cr_assert_null(a);
+    ASSERT_MSG_HAS("actor r1: init of class refusing failed: cannot use config '/etc/model.conf'");
+    /* its status stays: ADAG_ERR_NO_MEMORY */
+    ASSERT_ST(create_refusing(rt, pl, &ag, "r2", "nomem", &a), ADAG_ERR_NO_MEMORY);
+    ASSERT_MSG_HAS("actor r2: init of class refusing failed: no room for 3 tables");
+    /* the first reason counts */
+    ASSERT_ST(create_refusing(rt, pl, &ag, "r3", "twice", &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("failed: the first reason");
+    cr_assert_null(strstr(h_msg(), "second"), "%s", h_msg());
+    /* bounded: its first 255 bytes */
+    ASSERT_ST(create_refusing(rt, pl, &ag, "r4", "long", &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("actor r4: init of class refusing failed: xxxxxxxx");
+    const char *x = strstr(h_msg(), "failed: ") + 8;
+    cr_assert_eq(strspn(x, "x"), 255, "%zu x's kept of 1000: %s", strspn(x, "x"), h_msg());
+    cr_assert_null(strstr(h_msg(), "END"));
+    /* no message: the status, and nothing left over from the inits before */
+    ASSERT_ST(create_refusing(rt, pl, &ag, "r5", "silent", &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("actor r5: init of class refusing returned ADAG_ERR_INVALID");
+    cr_assert_null(strstr(h_msg(), "reason"), "%s", h_msg());
+    /* an init that gives a message and returns ADAG_OK: created, and it works
+     * (the name of a failed creation is free again) */
+    ASSERT_OK(create_refusing(rt, pl, &ag, "r1", "fine-after-all", &a));
+    cr_assert_not_null(a);
+    adag_dag_h dag = h_compile(h_chain_graph(rt, &a, 1, "add"), 2, 64);
+    cr_assert_eq(h_roundtrip(dag, 41), 41);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    if (pl == ADAG_PLACEMENT_REMOTE) {
+        h_agent_stop(&ag);
+        h_agent_cleanup(&ag);
+        unsetenv("ADAG_TOKEN_FILE");
+    }
+    h_assert_clean(&snap);
+}
+
+Test(client, init_says_why_thread, .timeout = 60)
+{
+    init_says_why(ADAG_PLACEMENT_THREAD);
+}
+
+Test(client, init_says_why_process, .timeout = 60)
+{
+    init_says_why(ADAG_PLACEMENT_PROCESS);
+}
+
+Test(client, init_says_why_remote, .timeout = 90)
+{
+    init_says_why(ADAG_PLACEMENT_REMOTE);
+}
+
+/* Outside an init: refused, nothing recorded for a later init. */
+Test(client, init_fail_outside_an_init)
+{
+    ASSERT_ST(adag_init_fail("not in an init"), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("adag_init_fail: no class's init runs on this thread");
+    adag_runtime_h rt = h_runtime();
+    adag_actor_params_t p = h_actor_params("broken", ADAG_PLACEMENT_THREAD);
+    adag_actor_h a = NULL;
+    ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
+    ASSERT_MSG_HAS("init of class broken returned ADAG_ERR_INVALID");
+    cr_assert_null(strstr(h_msg(), "not in an init"), "%s", h_msg());
+    ASSERT_OK(adag_runtime_destroy(rt));
 }
