@@ -288,6 +288,29 @@ static adag_status_t plan_order_channels(adag_dag_h dag)
     return ADAG_OK;
 }
 
+/* A value declared with a static dtype and shape (adag_node_tensor) whose
+ * bytes exceed the slot capacity of its channel would fail every
+ * execution: refused here, naming the node, the channel and both sizes. */
+static adag_status_t check_static_fits(compile_ctx_t *cx, const adag_dag_chan_t *c,
+                                       size_t capacity)
+{
+    const uint32_t fixed = ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE;
+    const adag_tensor_decl_t *d = &c->tensor;
+    size_t bytes = 0;
+    /* (a declaration beyond a size_t was refused by adag_node_tensor) */
+    if ((d->flags & fixed) != fixed || c->producer_node >= cx->g->nnodes ||
+        adag_tensor_bytes(d->dtype, d->ndim, d->shape, &bytes, NULL, 0) != ADAG_TENSOR_OK ||
+        bytes <= capacity)
+        return ADAG_OK;
+    char node[160], t[160];
+    adag_node_describe(cx->g->nodes[c->producer_node], node, sizeof(node));
+    adag_tensor_decl_format(t, sizeof(t), d);
+    return adag_error(ADAG_ERR_TOO_LARGE,
+                      "adag_graph_compile: %s (channel %s) is declared a tensor %s, %zu bytes, "
+                      "larger than its slot capacity of %zu bytes",
+                      node, c->name, t, bytes, capacity);
+}
+
 /* Channels: one per input field, one per return of every call and, if some
  * method takes no argument, the start channel. */
 static adag_status_t plan_channels(compile_ctx_t *cx)
@@ -389,7 +412,8 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             return st;
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
-        if ((st = adag_compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
+        if ((st = check_static_fits(cx, &dag->chans[c], dag->capacity)) != ADAG_OK ||
+            (st = adag_compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
             return st;
     }
     if ((st = adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,

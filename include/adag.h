@@ -669,7 +669,9 @@ typedef struct {
  * host actor and the driver in host memory. An undeclared value is host
  * memory (a device actor's adag_call_output then gives a host buffer).
  * A static dtype/shape is checked where the value is written (the method's
- * adag_call_output_tensor, the driver's execute). Call before compile. */
+ * adag_call_output_tensor, the driver's execute); a static dtype and shape
+ * together whose bytes exceed the slot capacity fail adag_graph_compile
+ * (ADAG_ERR_TOO_LARGE). Call before compile. */
 ADAG_API adag_status_t adag_node_tensor(adag_node_h node, const adag_tensor_params_t *params);
 
 /* Collectives (tensor parallelism). The members are the actors that wrote
@@ -765,7 +767,10 @@ typedef struct {
  * compiler cannot run (empty, no outputs, an unused input field, an actor
  * destroyed or dead, a channel its endpoints cannot have) is
  * ADAG_ERR_INVALID naming the node, actor or tensor; a backend that cannot
- * run here (no libnccl) ADAG_ERR_NOT_FOUND. */
+ * run here (no libnccl) ADAG_ERR_NOT_FOUND; a value declared with a static
+ * dtype and shape (adag_node_tensor) whose bytes exceed its slot capacity
+ * ADAG_ERR_TOO_LARGE naming the node, its channel and both sizes (it could
+ * never be written). */
 ADAG_API adag_status_t adag_graph_compile(adag_graph_h graph, const adag_compile_params_t *params,
                                           adag_dag_h *dag);
 

@@ -201,3 +201,84 @@ Test(client, init_fail_outside_an_init)
     cr_assert_null(strstr(h_msg(), "not in an init"), "%s", h_msg());
     ASSERT_OK(adag_runtime_destroy(rt));
 }
+
+/* ---- static shapes against the slot capacity, at compile time ---- */
+
+/* A graph input 0 -> a.add -> output whose node `which` (0: the input
+ * field, 1: add's return) is declared f32 of `shape` (ndim 2); compiled
+ * with slot capacity cap: compile's status (*dag on success). */
+static adag_status_t compile_declared(adag_runtime_h rt, adag_actor_h a, int which,
+                                      const int64_t *shape, size_t cap, adag_dag_h *dag)
+{
+    adag_graph_h g;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h in = h_input(g, 0), out = h_bind1(g, a, "add", in);
+    adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
+                               .dtype = ADAG_DTYPE_F32,
+                               .ndim = 2,
+                               .shape = {shape[0], shape[1]}};
+    ASSERT_OK(adag_node_tensor(which ? out : in, &tp));
+    ASSERT_OK(adag_graph_output(g, &out, 1));
+    adag_compile_params_t cp = h_compile_params(2, cap, 0, 0);
+    *dag = NULL;
+    adag_status_t st = adag_graph_compile(g, &cp, dag);
+    ASSERT_OK(adag_graph_destroy(g));
+    return st;
+}
+
+static void static_shape_checked_at_compile(adag_placement_t pl)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = h_counter(rt, pl, "s", 0);
+    adag_dag_h dag;
+    /* f32[512,1024]: 2 MiB, over a 1 MiB slot */
+    int64_t big[2] = {512, 1024};
+    ASSERT_ST(compile_declared(rt, a, 1, big, 1 << 20, &dag), ADAG_ERR_TOO_LARGE);
+    cr_assert_null(dag);
+    ASSERT_MSG_HAS("adag_graph_compile: node 1 (s.add) (channel s.add[0]) is declared a tensor "
+                   "f32[512,1024], 2097152 bytes, larger than its slot capacity of 1048576 "
+                   "bytes");
+    /* a driver input too */
+    ASSERT_ST(compile_declared(rt, a, 0, big, 1 << 20, &dag), ADAG_ERR_TOO_LARGE);
+    ASSERT_MSG_HAS("node 0 (input field 0) (channel input[0]) is declared a tensor "
+                   "f32[512,1024], 2097152 bytes");
+    /* one byte over a 4 KiB slot */
+    int64_t over[2] = {1, 1025};
+    ASSERT_ST(compile_declared(rt, a, 1, over, 4096, &dag), ADAG_ERR_TOO_LARGE);
+    ASSERT_MSG_HAS("f32[1,1025], 4100 bytes, larger than its slot capacity of 4096 bytes");
+    /* exactly the slot: compiles; nothing of the refused ones is left */
+    int64_t fits[2] = {256, 1024};
+    ASSERT_OK(compile_declared(rt, a, 1, fits, 1 << 20, &dag));
+    ASSERT_OK(adag_dag_destroy(dag));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+
+Test(client, static_shape_checked_at_compile_thread, .timeout = 60)
+{
+    static_shape_checked_at_compile(ADAG_PLACEMENT_THREAD);
+}
+
+Test(client, static_shape_checked_at_compile_process, .timeout = 60)
+{
+    static_shape_checked_at_compile(ADAG_PLACEMENT_PROCESS);
+}
+
+/* Only a dtype or only a shape is static: the size is per execution, checked there. */
+Test(client, partly_static_is_checked_per_execution, .timeout = 60)
+{
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = h_counter(rt, ADAG_PLACEMENT_THREAD, "p", 0);
+    adag_graph_h g;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h out = h_bind1(g, a, "add", h_input(g, 0));
+    adag_tensor_params_t tp = {
+        .field_mask = ADAG_TENSOR_PARAM_SHAPE, .ndim = 1, .shape = {1 << 20}};
+    ASSERT_OK(adag_node_tensor(out, &tp));
+    ASSERT_OK(adag_graph_output(g, &out, 1));
+    adag_dag_h dag = h_compile(g, 2, 4096);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    (void)dag;
+}
