@@ -1,5 +1,6 @@
-/* Graphviz DOT of a compiled DAG: the driver and each actor as a box listing
- * its schedule (READ/COMPUTE/WRITE per operation), and one edge per
+/* Graphviz DOT of a compiled DAG: the driver and each actor as a box naming
+ * its placement (thread, process, remote with its host) and device and
+ * listing its schedule (READ/COMPUTE/WRITE per operation), and one edge per
  * (channel, reader) labelled with the channel's kind (and "tensor f32[4,8]"
  * for a value declared a tensor). */
 #include "common/error.h"
@@ -32,15 +33,21 @@ static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
 {
     const adag_dag_actor_t *da = &dag->actors[ai];
     const adag_program_t *p = &da->prog;
-    if (da->actor->host[0]) /* a remote actor: where it runs */
-        adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, host %s)\\l", ai,
-                        da->actor->name, da->actor->host);
+    /* its placement (a remote one's host) and its device */
+    const adag_actor_h actor = da->actor;
+    char device[ADAG_DEVICE_SPEC_MAX + 8] = "no device";
+    if (actor->device_kind >= 0)
+        snprintf(device, sizeof(device), "device %s:%u",
+                 adag_device_kind_name((uint32_t)actor->device_kind), actor->device_index);
+    if (actor->host[0])
+        adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, host %s, %s)\\l", ai,
+                        actor->name, actor->host, device);
     else
-        adag_out_printf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
-                        da->actor->ops->name);
+        adag_out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
+                        actor->ops->name, device);
     /* where it runs and how its loop waits (dag/actor_place.h, adag_dag_policy) */
     char where[ADAG_CPULIST_MAX + 160];
-    adag_place_format(&da->actor->place, where, sizeof(where));
+    adag_place_format(&actor->place, where, sizeof(where));
     adag_out_printf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
@@ -49,7 +56,7 @@ static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
         if (op->kind == ADAG_OP_COLLECTIVE)
             collective_line(out, p, op);
         else
-            adag_out_printf(out, "COMPUTE %s\\l", da->actor->methods[op->method].name);
+            adag_out_printf(out, "COMPUTE %s\\l", actor->methods[op->method].name);
         for (uint32_t r = 0; r < op->nrets; r++)
             adag_out_printf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
     }

@@ -886,8 +886,10 @@ ADAG_API adag_status_t adag_dag_stream(adag_dag_h dag, void **stream);
 ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 
 /* Writes the compiled graph in Graphviz DOT to out (see "Writers"): each
- * actor with its READ/COMPUTE/WRITE schedule, each edge with its channel
- * kind. adag_dag_format_dot writes it into buf[0..len) instead. */
+ * actor labelled with its placement and device ("s1 (process, device
+ * cuda:0)", "s2 (remote, host 10.0.0.2:7000, no device)"), its CPUs and
+ * wait policy and its READ/COMPUTE/WRITE schedule, each edge with its
+ * channel kind. adag_dag_format_dot writes it into buf[0..len) instead. */
 ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, adag_writer_t out);
 ADAG_API adag_status_t adag_dag_format_dot(adag_dag_h dag, char *buf, size_t len,
                                            size_t *needed);

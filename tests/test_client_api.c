@@ -282,3 +282,61 @@ Test(client, partly_static_is_checked_per_execution, .timeout = 60)
     ASSERT_OK(adag_runtime_destroy(rt));
     (void)dag;
 }
+
+/* ---- the DOT graph names each actor's placement and device ---- */
+
+static adag_actor_h counter_on(adag_runtime_h rt, adag_placement_t pl, const h_agent_t *ag,
+                               const char *name, const char *device)
+{
+    static const int64_t zero = 0;
+    adag_actor_params_t p = h_actor_params_init("counter", pl, name, &zero, sizeof(zero));
+    if (device) {
+        p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
+        p.device = device;
+    }
+    if (pl == ADAG_PLACEMENT_REMOTE) {
+        p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+        p.module_path = ADAG_TEST_MODULE;
+        p.host = ag->addr;
+    }
+    adag_actor_h a = NULL;
+    ASSERT_OK(adag_actor_create(rt, &p, &a));
+    return a;
+}
+
+Test(client, dot_shows_placement_and_device, .timeout = 90)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    h_agent_t ag;
+    h_agent_start(&ag, INIT_TOKEN, 0);
+    unsetenv("ADAG_TOKEN");
+    setenv("ADAG_TOKEN_FILE", ag.token, 1);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a[5] = {
+        counter_on(rt, ADAG_PLACEMENT_THREAD, &ag, "t0", "host:0"),
+        counter_on(rt, ADAG_PLACEMENT_PROCESS, &ag, "p1", "host:1"),
+        counter_on(rt, ADAG_PLACEMENT_THREAD, &ag, "t2", NULL),
+        counter_on(rt, ADAG_PLACEMENT_REMOTE, &ag, "r3", "host:2"),
+        counter_on(rt, ADAG_PLACEMENT_PROCESS, &ag, "p4", NULL),
+    };
+    adag_dag_h dag = h_compile(h_chain_graph(rt, a, 5, "add"), 4, 64);
+    cr_assert_eq(h_roundtrip(dag, 17), 17);
+    char *dot = h_dot(dag), want[160];
+    const char *labels[] = {
+        "label=\"t0 (thread, device host:0)\\l", "label=\"p1 (process, device host:1)\\l",
+        "label=\"t2 (thread, no device)\\l", NULL, "label=\"p4 (process, no device)\\l"};
+    for (int i = 0; i < 5; i++) {
+        if (labels[i])
+            snprintf(want, sizeof(want), "%s", labels[i]);
+        else
+            snprintf(want, sizeof(want), "label=\"r3 (remote, host %s, device host:2)\\l", ag.addr);
+        cr_assert(strstr(dot, want), "no \"%s\" in:\n%s", want, dot);
+    }
+    free(dot);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_agent_stop(&ag);
+    h_agent_cleanup(&ag);
+    unsetenv("ADAG_TOKEN_FILE");
+    h_assert_clean(&snap);
+}
