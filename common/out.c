@@ -159,8 +159,7 @@ void adag_out_printf(adag_out_t *o, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    /* formatted where it goes when it fits (the usual case), else once more
-     * into a block of its size */
+    /* formatted where it goes when it fits (the usual case) */
     size_t room = o->cap - o->len;
     int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
     va_end(ap);
@@ -177,20 +176,27 @@ void adag_out_printf(adag_out_t *o, const char *fmt, ...)
             o->len = o->cap - 1;
         return;
     }
-    /* the stage up to len is intact (what vsnprintf cut is past it) */
-    char *text = malloc((size_t)n + 1);
+    /* the stage up to len is intact (what vsnprintf cut is past it): it
+     * goes, and the text is formatted again into the empty stage, or into
+     * a block of its size when it is larger */
+    adag_out_flush(o);
+    if (o->st != ADAG_OK)
+        return;
+    o->total += (size_t)n;
+    char *text = (size_t)n < o->cap ? o->stage : malloc((size_t)n + 1);
     if (!text) {
-        adag_out_flush(o);
-        if (o->st == ADAG_OK) {
-            o->st = ADAG_ERR_NO_MEMORY;
-            snprintf(o->why, sizeof(o->why), "out of memory for %d bytes of text", n);
-        }
+        o->st = ADAG_ERR_NO_MEMORY;
+        snprintf(o->why, sizeof(o->why), "out of memory for %d bytes of text", n);
         return;
     }
     va_start(ap, fmt);
     vsnprintf(text, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    adag_out_write(o, text, (size_t)n);
+    if (text == o->stage) {
+        o->len = (size_t)n;
+        return;
+    }
+    deliver(o, text, (size_t)n);
     free(text);
 }
 

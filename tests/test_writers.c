@@ -592,6 +592,7 @@ Test(writers, progress_on_a_terminal_not_on_a_pipe)
     cr_assert_str_eq(line, "epoch 0 [");
     ASSERT_OK(adag_data_close(src));
     cr_assert(k.text.len == drawn + 1 && k.text.text[drawn] == '\n', "close did not end the line");
+    free(k.text.text);
     close(slave);
     close(master);
     h_assert_clean(&snap);

@@ -361,7 +361,7 @@ static adag_status_t refusing_init(void *state, const void *data, size_t size)
 const adag_class_def_t test_refusing_class = {
     .abi_version = ADAG_ABI_VERSION,
     .name = "refusing",
-    .state_size = 8,
+    .state_size = sizeof(counter_state_t), /* its add is the counter's */
     .init = refusing_init,
     .methods = counter_methods,
     .nmethods = 1,
