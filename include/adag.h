@@ -38,6 +38,9 @@
  *     adag_dag_stats_t a struct_size, adag_class_def_t an abi_version (which
  *     also covers its method table), a module its adag_module_abi_version;
  *     adag_value_t reserves room that must stay zero (see "ABI" below);
+ *     adag_writer_t, a function and its context passed by value, is fixed;
+ *   - nothing of the C library's stdio crosses it: what the library writes
+ *     goes to a writer (an fd, a callback) or a caller's buffer;
  *   - the driver-side API (runtime, actors, graphs, DAGs) is thread-safe;
  *     adag_call_* functions are only valid inside a method, on its call.
  */
