@@ -124,8 +124,8 @@ static int drive_stamped_sum(const bench_opts_t *o, adag_dag_h dag, size_t in_by
         adag_value_t in = {.data = buf, .size = times > 1 ? 24 : 16}, out;
         adag_ref_t ref;
         if (in_bytes) {
-            in = (adag_value_t){.data = buf, .size = in_bytes, .kind = ADAG_VALUE_TENSOR,
-                                .dtype = ADAG_DTYPE_U8, .ndim = 1, .shape = {(int64_t)in_bytes}};
+            int64_t shape[1] = {(int64_t)in_bytes};
+            in = adag_value_tensor(buf, ADAG_DTYPE_U8, 1, shape);
             memcpy(buf, &stamp, 8);
             memcpy(buf + in_bytes - 8, &stamp, 8);
         } else {

@@ -23,10 +23,12 @@
 #include "bench.h"
 #include "table.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -46,29 +48,32 @@ static unsigned long count_spans(const char *json)
     return n;
 }
 
+/* The trace into a memory stream, to count its spans. */
+static adag_status_t to_stream(void *f, const void *buf, size_t n)
+{
+    return fwrite(buf, 1, n, f) == n ? ADAG_OK : ADAG_ERR_NO_MEMORY;
+}
+
 int bench_trace_write(adag_dag_h dag, bench_trace_seen_t *seen)
 {
     char *json = NULL;
     size_t len = 0;
-    FILE *null = NULL, *mem = NULL;
+    FILE *mem = NULL;
     int rc = -1;
     memset(seen, 0, sizeof(*seen));
-    if (!(null = fopen("/dev/null", "w"))) {
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0) {
         perror("adag-bench: /dev/null");
         goto fail;
     }
     double t0 = bench_now_us();
-    TRY(adag_dag_write_trace(dag, null));
-    if (fflush(null) != 0) {
-        perror("adag-bench: the trace to /dev/null");
-        goto fail;
-    }
+    TRY(adag_dag_write_trace(dag, adag_writer_fd(null)));
     seen->write_us = bench_now_us() - t0;
     if (!(mem = open_memstream(&json, &len))) {
         perror("adag-bench: open_memstream");
         goto fail;
     }
-    TRY(adag_dag_write_trace(dag, mem));
+    TRY(adag_dag_write_trace(dag, (adag_writer_t){to_stream, mem}));
     if (fclose(mem) != 0) {
         mem = NULL;
         perror("adag-bench: the trace in memory");
@@ -86,8 +91,8 @@ int bench_trace_write(adag_dag_h dag, bench_trace_seen_t *seen)
 fail:
     if (mem)
         fclose(mem);
-    if (null)
-        fclose(null);
+    if (null >= 0)
+        close(null);
     free(json);
     return rc;
 }
@@ -98,7 +103,7 @@ int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight)
     TRY(adag_dag_stats_take(dag, &s));
     fprintf(stderr, "adag-bench: figures of the chain n=%u k=%u after its executions:\n", n,
             inflight);
-    adag_status_t st = adag_stats_print(s, stderr);
+    adag_status_t st = adag_stats_print(s, adag_writer_fd(STDERR_FILENO));
     adag_stats_free(s);
     TRY(st);
     return 0;

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +123,53 @@ adag_status_t adag_module_load(const char *path, const char *class_name, void **
 fail:
     dlclose(h);
     return st;
+}
+
+/* ---- init: running it, and why it failed ---- */
+
+/* The init running on this thread (adag_class_init) and the first message
+ * it gave adag_init_fail. Thread-local: an init runs on the thread that
+ * creates the actor (a thread actor's) or the worker's main thread. */
+typedef struct {
+    int running, failed;
+    char msg[ADAG_INIT_MSG_MAX];
+} init_call_t;
+/* "actor <name>: init of class <name> failed: <msg>" fits a REPLY's message */
+_Static_assert(ADAG_INIT_MSG_MAX + 2 * ADAG_MAX_NAME + 32 <= ADAG_ERROR_MAX,
+               "an init's message with the actor's and class's names fits ADAG_ERROR_MAX");
+static _Thread_local init_call_t init_call;
+
+adag_status_t adag_init_fail(const char *fmt, ...)
+{
+    if (!init_call.running)
+        return adag_error(ADAG_ERR_INVALID, "adag_init_fail: no class's init runs on this thread");
+    if (!init_call.failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(init_call.msg, sizeof(init_call.msg), fmt ? fmt : "(no message)", ap);
+        va_end(ap);
+        init_call.failed = 1;
+    }
+    return ADAG_ERR_INVALID;
+}
+
+adag_status_t adag_class_init(const adag_class_def_t *def, void *state, const void *data,
+                              size_t size, const char *who)
+{
+    /* an init may create an actor whose init runs here too: its record
+     * is its own, and this one's comes back after it */
+    init_call_t outer = init_call;
+    init_call.running = 1;
+    init_call.failed = 0;
+    adag_status_t st = def->init(state, data, size);
+    init_call_t done = init_call;
+    init_call = outer;
+    if (st == ADAG_OK)
+        return ADAG_OK;
+    adag_status_t ret = st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID;
+    if (done.failed)
+        return adag_error(ret, "%s%sinit of class %s failed: %s", who ? who : "", who ? ": " : "",
+                          def->name, done.msg);
+    return adag_error(ret, "%s%sinit of class %s returned %s", who ? who : "", who ? ": " : "",
+                      def->name, adag_status_str(st));
 }

@@ -34,4 +34,17 @@ adag_status_t adag_class_methods(const adag_class_def_t *def, const char *where,
 adag_status_t adag_module_load(const char *path, const char *class_name, void **handle,
                                const adag_class_def_t **def);
 
+/* The most bytes of a message adag_init_fail keeps, its NUL included:
+ * with the actor's and class's names it fits a control REPLY's message
+ * (ADAG_ERROR_MAX), which carries it from a worker to the driver. */
+#define ADAG_INIT_MSG_MAX 256
+
+/* Runs def->init (not NULL) on this thread, where adag_init_fail records
+ * why it fails. On failure (ADAG_ERR_NO_MEMORY stays itself, any other
+ * status is ADAG_ERR_INVALID) reports "<who>: init of class <name> failed:
+ * <message>", or "... returned <status>" from an init that gave none (no
+ * "<who>: " when who is NULL). */
+adag_status_t adag_class_init(const adag_class_def_t *def, void *state, const void *data,
+                              size_t size, const char *who);
+
 #endif

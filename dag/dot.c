@@ -1,8 +1,10 @@
-/* Graphviz DOT of a compiled DAG: the driver and each actor as a box listing
- * its schedule (READ/COMPUTE/WRITE per operation), and one edge per
+/* Graphviz DOT of a compiled DAG: the driver and each actor as a box naming
+ * its placement (thread, process, remote with its host) and device and
+ * listing its schedule (READ/COMPUTE/WRITE per operation), and one edge per
  * (channel, reader) labelled with the channel's kind (and "tensor f32[4,8]"
  * for a value declared a tensor). */
 #include "common/error.h"
+#include "common/out.h"
 #include "dag/internal.h"
 
 #include <stdio.h>
@@ -10,49 +12,55 @@
 
 /* "ALLREDUCE#0 sum, member 1 of group [tp0 tp1]" (each member's status
  * channel is named "<collective>.<member actor>") */
-static void collective_line(FILE *out, const adag_program_t *p, const adag_prog_op_t *op)
+static void collective_line(adag_out_t *out, const adag_program_t *p, const adag_prog_op_t *op)
 {
     static const char *const ops[] = {"sum", "prod", "min", "max", "avg"};
-    fprintf(out, "COLLECTIVE %s#%u", adag_coll_kind_name((adag_coll_kind_t)op->coll_kind),
-            op->coll_id);
+    adag_out_printf(out, "COLLECTIVE %s#%u", adag_coll_kind_name((adag_coll_kind_t)op->coll_kind),
+                    op->coll_id);
     if (op->coll_kind == ADAG_COLL_ALLREDUCE || op->coll_kind == ADAG_COLL_REDUCESCATTER)
-        fprintf(out, " %s", op->reduce_op < 5 ? ops[op->reduce_op] : "?");
+        adag_out_printf(out, " %s", op->reduce_op < 5 ? ops[op->reduce_op] : "?");
     if (op->coll_kind == ADAG_COLL_BROADCAST)
-        fprintf(out, " root %u", op->root);
-    fprintf(out, ", member %u of group [", op->member);
+        adag_out_printf(out, " root %u", op->root);
+    adag_out_printf(out, ", member %u of group [", op->member);
     for (uint32_t m = 0; m < op->nmembers; m++) {
         const char *name = strchr(p->chans[op->status_first + m].name, '.');
-        fprintf(out, "%s%s", m ? " " : "", name ? name + 1 : "?");
+        adag_out_printf(out, "%s%s", m ? " " : "", name ? name + 1 : "?");
     }
-    fprintf(out, "]\\l");
+    adag_out_printf(out, "]\\l");
 }
 
-static void actor_node(FILE *out, adag_dag_h dag, unsigned ai)
+static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
 {
     const adag_dag_actor_t *da = &dag->actors[ai];
     const adag_program_t *p = &da->prog;
-    if (da->actor->host[0]) /* a remote actor: where it runs */
-        fprintf(out, "  a%u [shape=box, label=\"%s (remote, host %s)\\l", ai, da->actor->name,
-                da->actor->host);
+    /* its placement (a remote one's host) and its device */
+    const adag_actor_h actor = da->actor;
+    char device[ADAG_DEVICE_SPEC_MAX + 8] = "no device";
+    if (actor->device_kind >= 0)
+        snprintf(device, sizeof(device), "device %s:%u",
+                 adag_device_kind_name((uint32_t)actor->device_kind), actor->device_index);
+    if (actor->host[0])
+        adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, host %s, %s)\\l", ai,
+                        actor->name, actor->host, device);
     else
-        fprintf(out, "  a%u [shape=box, label=\"%s (%s)\\l", ai, da->actor->name,
-                da->actor->ops->name);
+        adag_out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
+                        actor->ops->name, device);
     /* where it runs and how its loop waits (dag/actor_place.h, adag_dag_policy) */
     char where[ADAG_CPULIST_MAX + 160];
-    adag_place_format(&da->actor->place, where, sizeof(where));
-    fprintf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
+    adag_place_format(&actor->place, where, sizeof(where));
+    adag_out_printf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
         for (uint32_t a = 0; a < op->nargs; a++)
-            fprintf(out, "READ %s\\l", p->chans[op->args[a]].name);
+            adag_out_printf(out, "READ %s\\l", p->chans[op->args[a]].name);
         if (op->kind == ADAG_OP_COLLECTIVE)
             collective_line(out, p, op);
         else
-            fprintf(out, "COMPUTE %s\\l", da->actor->methods[op->method].name);
+            adag_out_printf(out, "COMPUTE %s\\l", actor->methods[op->method].name);
         for (uint32_t r = 0; r < op->nrets; r++)
-            fprintf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
+            adag_out_printf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
     }
-    fprintf(out, "\"];\n");
+    adag_out_printf(out, "\"];\n");
 }
 
 /* "\ntensor f32[4,8]" for a value declared a tensor, "" otherwise. */
@@ -101,22 +109,22 @@ static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsig
              a.kind >= 0 && b.kind >= 0 ? "_ipc " : "", how, w, rd);
 }
 
-static void endpoint(FILE *out, int who)
+static void endpoint(adag_out_t *out, int who)
 {
     if (who < 0)
-        fprintf(out, "driver");
+        adag_out_printf(out, "driver");
     else
-        fprintf(out, "a%d", who);
+        adag_out_printf(out, "a%d", who);
 }
 
-adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
+static adag_status_t write_dot(void *arg, adag_out_t *out)
 {
-    if (!dag || !out)
-        return adag_error(ADAG_ERR_INVALID, "adag_dag_write_dot: dag and out must not be NULL");
-    fprintf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
-    fprintf(out, "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u default slot=%zu "
-                 "B\"];\n",
-            dag->max_inflight, dag->default_capacity);
+    adag_dag_h dag = arg;
+    adag_out_printf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
+    adag_out_printf(out,
+                    "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u default slot=%zu "
+                    "B\"];\n",
+                    dag->max_inflight, dag->default_capacity);
     for (unsigned ai = 0; ai < dag->nactors; ai++)
         actor_node(out, dag, ai);
     for (unsigned c = 0; c < dag->nchans; c++) {
@@ -136,26 +144,36 @@ adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out)
                         read |= p->chans[p->ops[i].args[a]].id == c;
             }
             if (read) {
-                fprintf(out, "  ");
+                adag_out_printf(out, "  ");
                 endpoint(out, ch->writer);
-                fprintf(out, " -> ");
+                adag_out_printf(out, " -> ");
                 endpoint(out, ch->writer);
-                fprintf(out, " [label=\"%s\\n%s%s\\n%s\", style=dashed];\n", ch->name,
-                        adag_chan_kind_name(ch->kind), tensor, slots);
+                adag_out_printf(out, " [label=\"%s\\n%s%s\\n%s\", style=dashed];\n", ch->name,
+                                adag_chan_kind_name(ch->kind), tensor, slots);
             }
             continue;
         }
         for (unsigned r = 0; r < ch->nreaders; r++) {
-            fprintf(out, "  ");
+            adag_out_printf(out, "  ");
             endpoint(out, ch->writer);
-            fprintf(out, " -> ");
+            adag_out_printf(out, " -> ");
             endpoint(out, ch->readers[r]);
             char dev[160];
             device_label(dev, sizeof(dev), ch, r);
-            fprintf(out, " [label=\"%s\\n%s%s%s\\n%s\"];\n", ch->name,
-                    adag_chan_kind_name(ch->kind), dev, tensor, slots);
+            adag_out_printf(out, " [label=\"%s\\n%s%s%s\\n%s\"];\n", ch->name,
+                            adag_chan_kind_name(ch->kind), dev, tensor, slots);
         }
     }
-    fprintf(out, "}\n");
-    return ferror(out) ? adag_error(ADAG_ERR_IO, "adag_dag_write_dot: write failed") : ADAG_OK;
+    adag_out_printf(out, "}\n");
+    return ADAG_OK;
+}
+
+adag_status_t adag_dag_write_dot(adag_dag_h dag, adag_writer_t out)
+{
+    return adag_out_run("adag_dag_write_dot", "dag", dag, out, write_dot);
+}
+
+adag_status_t adag_dag_format_dot(adag_dag_h dag, char *buf, size_t len, size_t *needed)
+{
+    return adag_out_run_buffer("adag_dag_format_dot", "dag", dag, buf, len, needed, write_dot);
 }

@@ -77,6 +77,13 @@ static double rate_of(struct adag_live_view *v, adag_dag_h dag, uint64_t complet
     return -1;
 }
 
+/* adag_stats_print into the view's text (common/live.c's memory stream). */
+static adag_status_t to_view(void *ctx, const void *buf, size_t n)
+{
+    return fwrite(buf, 1, n, ctx) == n ? ADAG_OK
+                                       : adag_error(ADAG_ERR_NO_MEMORY, "the live view's text");
+}
+
 static int render(void *arg, FILE *out)
 {
     struct adag_live_view *v = arg;
@@ -94,7 +101,7 @@ static int render(void *arg, FILE *out)
         }
         adag_dag_stats_t c = *adag_stats_counts(s);
         double r = rate_of(v, dags[i], c.completed + c.failed, now);
-        adag_stats_print(s, out);
+        adag_stats_print(s, (adag_writer_t){to_view, out});
         if (r >= 0)
             fprintf(out, "executions/s since the last view: %.1f\n", r);
         adag_stats_free(s);

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/settings.h"
 #include "dag/actor_device.h"
+#include "dag/class.h"
 #include "dag/internal.h"
 
 #include <sched.h>
@@ -81,12 +82,10 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
         }
     }
     if (e->def.init) {
-        adag_status_t st = e->def.init(t->state, init.data, init.len);
+        adag_status_t st = adag_class_init(&e->def, t->state, init.data, init.len, who);
         if (st != ADAG_OK) {
             t->def = NULL; /* fini must not run on a failed init */
-            return adag_error(st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID,
-                              "actor %s: init of class %s returned %s", a->name, a->class_name,
-                              adag_status_str(st));
+            return st;
         }
     }
     return ADAG_OK;

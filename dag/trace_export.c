@@ -12,6 +12,7 @@
  */
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/out.h"
 #include "common/settings.h"
 #include "dag/internal.h"
 
@@ -28,56 +29,56 @@ typedef struct {
     const char *unanswered; /* the actor's records are not in: why; NULL: they are */
 } track_t;
 
-static void json_str(FILE *out, const char *s)
+static void json_str(adag_out_t *out, const char *s)
 {
-    fputc('"', out);
+    adag_out_putc(out, '"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
+            adag_out_printf(out, "\\%c", c);
         else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
+            adag_out_printf(out, "\\u%04x", c);
         else
-            fputc(c, out);
+            adag_out_putc(out, (char)c);
     }
-    fputc('"', out);
+    adag_out_putc(out, '"');
 }
 
 /* One span of actor ai (-1: the driver) as a complete event. */
-static void write_span(FILE *out, adag_dag_h dag, int ai, const adag_span_t *s, int64_t offset,
-                       uint64_t base)
+static void write_span(adag_out_t *out, adag_dag_h dag, int ai, const adag_span_t *s,
+                       int64_t offset, uint64_t base)
 {
     const adag_program_t *p = ai >= 0 ? &dag->actors[ai].prog : NULL;
     adag_actor_h a = ai >= 0 ? dag->actors[ai].actor : NULL;
     double ts = (double)((int64_t)s->start_ns + offset - (int64_t)base) / 1e3;
     double dur = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) / 1e3 : 0;
     const char *what = adag_span_kind_name(s->kind);
-    fprintf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":", ai + 2,
-            ts, dur);
+    adag_out_printf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":",
+                    ai + 2, ts, dur);
     json_str(out, s->kind == ADAG_SPAN_COMPUTE ? "compute" : what);
-    fprintf(out, ",\"name\":");
+    adag_out_printf(out, ",\"name\":");
     if (s->kind == ADAG_SPAN_COMPUTE && a && p && s->op < p->nops &&
         p->ops[s->op].method < a->nmethods)
         json_str(out, a->methods[p->ops[s->op].method].name);
     else
         json_str(out, what);
-    fprintf(out, ",\"args\":{\"ref\":%llu", (unsigned long long)s->seq);
+    adag_out_printf(out, ",\"args\":{\"ref\":%llu", (unsigned long long)s->seq);
     if (p) {
         if (s->op != ADAG_SPAN_NO_OP)
-            fprintf(out, ",\"op\":%u", s->op);
+            adag_out_printf(out, ",\"op\":%u", s->op);
         if ((s->kind == ADAG_SPAN_WAIT_INPUT || s->kind == ADAG_SPAN_WAIT_ROOM ||
              s->kind == ADAG_SPAN_PUBLISH || s->kind >= ADAG_SPAN_BACKEND) &&
             s->arg < p->nchans) {
-            fprintf(out, ",\"channel\":");
+            adag_out_printf(out, ",\"channel\":");
             json_str(out, p->chans[s->arg].name);
         }
         if (s->kind >= ADAG_SPAN_BACKEND)
-            fprintf(out, ",\"kind\":%u", s->kind);
+            adag_out_printf(out, ",\"kind\":%u", s->kind);
     }
-    fprintf(out, "}}");
+    adag_out_printf(out, "}}");
 }
 
-static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *t)
+static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const track_t *t)
 {
     char label[ADAG_MAX_NAME + 96];
     if (ai < 0) {
@@ -95,19 +96,21 @@ static void write_track_names(FILE *out, adag_dag_h dag, int ai, const track_t *
         if (t->unanswered) /* its track is there, empty, saying so */
             snprintf(label + strlen(label), sizeof(label) - strlen(label), ": no answer");
     }
-    fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
-            ai + 2);
+    adag_out_printf(
+        out, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":", ai + 2);
     json_str(out, label);
-    fprintf(out, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":"
-                 "{\"sort_index\":%d}}",
-            ai + 2, ai + 2);
-    fprintf(out, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{"
-                 "\"name\":",
-            ai + 2);
+    adag_out_printf(out,
+                    "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":"
+                    "{\"sort_index\":%d}}",
+                    ai + 2, ai + 2);
+    adag_out_printf(out,
+                    ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{"
+                    "\"name\":",
+                    ai + 2);
     snprintf(label, sizeof(label), "%s of %s (%llu records lost)",
              ai < 0 ? "execute/get" : "loop", dag->name, (unsigned long long)t->lost);
     json_str(out, label);
-    fprintf(out, "}}");
+    adag_out_printf(out, "}}");
 }
 
 /* Every actor's records, asked at once by ADAG_STATS_TIMEOUT_MS: an actor
@@ -141,23 +144,23 @@ static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADA
 }
 
 /* otherData's "unanswered": each actor whose records are not in, and why. */
-static void write_unanswered(FILE *out, adag_dag_h dag, const track_t *tracks)
+static void write_unanswered(adag_out_t *out, adag_dag_h dag, const track_t *tracks)
 {
     int first = 1;
     for (unsigned ai = 0; ai < dag->nactors; ai++) {
         if (!tracks[1 + ai].unanswered)
             continue;
-        fprintf(out, "%s", first ? ",\"unanswered\":{" : ",");
+        adag_out_printf(out, "%s", first ? ",\"unanswered\":{" : ",");
         json_str(out, dag->actors[ai].actor->name);
-        fputc(':', out);
+        adag_out_putc(out, ':');
         json_str(out, tracks[1 + ai].unanswered);
         first = 0;
     }
     if (!first)
-        fputc('}', out);
+        adag_out_putc(out, '}');
 }
 
-static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks,
+static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *tracks,
                                  char (*why)[ADAG_ERROR_MAX])
 {
     /* tracks[0]: the driver; tracks[1 + ai]: actor ai */
@@ -190,30 +193,28 @@ static adag_status_t write_trace(adag_dag_h dag, FILE *out, track_t *tracks,
         }
     if (base == UINT64_MAX)
         base = 0;
-    fprintf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
+    adag_out_printf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
     json_str(out, dag->name);
-    fprintf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"",
-            (unsigned long long)base);
+    adag_out_printf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"",
+                    (unsigned long long)base);
     write_unanswered(out, dag, tracks);
-    fprintf(out, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,"
-                 "\"args\":{}}");
+    adag_out_printf(out, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,"
+                         "\"args\":{}}");
     for (unsigned k = 0; k <= dag->nactors; k++) {
         int ai = (int)k - 1;
         write_track_names(out, dag, ai, &tracks[k]);
         for (uint64_t i = 0; i < tracks[k].n; i++)
             write_span(out, dag, ai, &tracks[k].spans[i], tracks[k].offset_ns, base);
     }
-    fprintf(out, "\n]}\n");
-    if (fflush(out) != 0 || ferror(out))
-        return adag_error(ADAG_ERR_IO, "adag_dag_write_trace: writing the trace failed");
-    return ADAG_OK;
+    adag_out_printf(out, "\n]}\n");
+    return adag_out_end(out, "adag_dag_write_trace", NULL);
 }
 
-adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out)
+adag_status_t adag_dag_write_trace(adag_dag_h dag, adag_writer_t out)
 {
     static const char *fn = "adag_dag_write_trace";
-    if (!dag || !out)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+    if (!dag || !out.fn)
+        return adag_error(ADAG_ERR_INVALID, "%s: dag and out.fn must not be NULL", fn);
     if (!dag->trace)
         return adag_error(ADAG_ERR_INVALID,
                           "%s: DAG %s was compiled without tracing (ADAG_COMPILE_PARAM_TRACE "
@@ -224,7 +225,9 @@ adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out)
         return st;
     track_t *tracks = calloc(dag->nactors + 1, sizeof(*tracks));
     char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
-    st = tracks && why ? write_trace(dag, out, tracks, why)
+    adag_out_t o;
+    adag_out_writer(&o, out);
+    st = tracks && why ? write_trace(dag, &o, tracks, why)
                        : adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
     for (unsigned k = 0; tracks && k <= dag->nactors; k++) {
         free(tracks[k].recs);

@@ -183,13 +183,10 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
         goto fail;
     if (def->init) {
         init_ran = 1;
-        st = def->init(state, init_data, init_size);
-        if (st != ADAG_OK) {
-            /* fini must not run on a failed init (w->def stays NULL) */
-            st = adag_error(st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID,
-                            "init of class %s returned %s", class_name, adag_status_str(st));
+        /* fini must not run on a failed init (w->def stays NULL); its
+         * message goes to the driver in the reply (the driver names the actor) */
+        if ((st = adag_class_init(def, state, init_data, init_size, NULL)) != ADAG_OK)
             goto fail;
-        }
     }
     w->module = handle;
     w->def = def;

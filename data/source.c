@@ -657,8 +657,7 @@ adag_status_t adag_data_close(adag_data_source_h src)
 {
     if (!src)
         return ADAG_OK;
-    if (src->progress_out) /* the bar's line ends */
-        fputc('\n', src->progress_out);
+    adag_data_progress_end(src);
     stop_threads(src);
     /* executions the threads started that adag_data_next_exec never handed
      * out: only the source knows their refs, so it releases them (their

@@ -119,8 +119,9 @@ struct adag_data_source {
     adag_input_view_t dag_input;
 
     int64_t opened_ns;
-    /* adag_data_progress (the consumer's): the terminal drawn on, when */
-    FILE *progress_out;
+    /* adag_data_progress (the consumer's): the writer drawn on (fn NULL:
+     * none, or its line was ended), when */
+    adag_writer_t progress_out;
     int64_t progress_ns;
 };
 
@@ -151,6 +152,12 @@ adag_status_t adag_data_feed_open(adag_data_source_t *src);
 /* A thread's loop: reserve in batch order, fill, commit (adag_dag_reserve,
  * adag_dag_commit: the public zero-copy path). */
 void adag_data_feed_loop(adag_data_source_t *src, filler_t *f);
+
+/* ---- showing it (data/source_print.c) ---- */
+
+/* Ends the progress bar's line (a newline on the writer last drawn on), if
+ * one is drawn. */
+void adag_data_progress_end(adag_data_source_t *src);
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */
 

@@ -9,6 +9,7 @@
 #include "common/settings.h"
 
 #include <glob.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -10,6 +10,7 @@
 #include <adag.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,22 +80,21 @@ static inline void pick_backend(const char **device, const char **module,
 static inline bool write_dot_file(adag_dag_h dag, const char *dot)
 {
     char path[4096];
-    FILE *f = NULL;
+    int fd;
     if (dot) {
         snprintf(path, sizeof path, "%s", dot);
-        f = fopen(path, "w");
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     } else {
         const char *tmp = getenv("TMPDIR");
         snprintf(path, sizeof path, "%s/" EXAMPLE_NAME "-XXXXXX.dot", tmp && *tmp ? tmp : "/tmp");
-        int fd = mkstemps(path, 4);
-        f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        fd = mkstemps(path, 4);
     }
-    if (!f) {
+    if (fd < 0) {
         fprintf(stderr, EXAMPLE_NAME ": cannot write %s: %s\n", path, strerror(errno));
         return false;
     }
-    bool good = ok(adag_dag_write_dot(dag, f), "adag_dag_write_dot");
-    if (fclose(f) != 0)
+    bool good = ok(adag_dag_write_dot(dag, adag_writer_fd(fd)), "adag_dag_write_dot");
+    if (close(fd) != 0)
         good = false;
     if (good)
         printf(EXAMPLE_NAME ": DOT graph in %s (dot -Tsvg %s > " EXAMPLE_NAME ".svg)\n", path,
@@ -105,13 +105,13 @@ static inline bool write_dot_file(adag_dag_h dag, const char *dot)
 /* Writes the DAG's trace (compiled with trace_spans) as Chrome trace JSON. */
 static inline bool write_trace_file(adag_dag_h dag, const char *path)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
         fprintf(stderr, EXAMPLE_NAME ": cannot create %s: %s\n", path, strerror(errno));
         return false;
     }
-    bool good = ok(adag_dag_write_trace(dag, f), "adag_dag_write_trace");
-    if (fclose(f) != 0 && good) {
+    bool good = ok(adag_dag_write_trace(dag, adag_writer_fd(fd)), "adag_dag_write_trace");
+    if (close(fd) != 0 && good) {
         fprintf(stderr, EXAMPLE_NAME ": cannot write %s: %s\n", path, strerror(errno));
         good = false;
     }
@@ -140,7 +140,8 @@ static inline bool print_stats(adag_dag_h dag)
     adag_stats_h figures;
     if (!ok(adag_dag_stats_take(dag, &figures), "adag_dag_stats_take"))
         return false;
-    bool good = ok(adag_stats_print(figures, stdout), "adag_stats_print");
+    fflush(stdout); /* what printf holds goes first */
+    bool good = ok(adag_stats_print(figures, adag_writer_fd(STDOUT_FILENO)), "adag_stats_print");
     adag_stats_free(figures);
     return good;
 }

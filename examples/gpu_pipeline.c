@@ -318,10 +318,7 @@ static bool run(adag_dag_h dag, const options_t *o, const pool_t *p, double *sec
             done++;
         }
         if (i < o->iters) {
-            adag_value_t in = {.data = p->in[i % POOL], .size = p->n * sizeof(float),
-                               .kind = ADAG_VALUE_TENSOR, .dtype = ADAG_DTYPE_F32,
-                               .ndim = o->ndim};
-            memcpy(in.shape, o->shape, sizeof in.shape);
+            adag_value_t in = adag_value_tensor(p->in[i % POOL], ADAG_DTYPE_F32, o->ndim, o->shape);
             if (!ok(adag_dag_execute(dag, &in, 1, 0, &refs[i % o->inflight]), "adag_dag_execute"))
                 return false;
         }

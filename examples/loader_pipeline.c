@@ -184,9 +184,10 @@ int main(int argc, char **argv)
         total += sum;
         if (!ok(adag_dag_release(dag, ref), "adag_dag_release"))
             goto out;
-        adag_data_progress(src, stderr);
+        adag_data_progress(src, adag_writer_fd(STDERR_FILENO));
     }
-    adag_data_print_stats(src, stdout); /* ends the progress bar's line first */
+    fflush(stdout); /* what printf holds goes first; the stats end the progress bar's line */
+    adag_data_print_stats(src, adag_writer_fd(STDOUT_FILENO));
     double dt = now_s() - t0;
     adag_data_close(src);
     src = NULL;

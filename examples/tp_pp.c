@@ -347,9 +347,8 @@ static bool run(adag_dag_h dag, const options_t *o, const pool_t *p, double *sec
             done++;
         }
         if (i < o->iters) {
-            adag_value_t in = {.data = p->in[i % POOL], .size = p->n * sizeof(float),
-                               .kind = ADAG_VALUE_TENSOR, .dtype = ADAG_DTYPE_F32, .ndim = 2,
-                               .shape = {o->batch, o->dim}};
+            int64_t shape[2] = {o->batch, o->dim};
+            adag_value_t in = adag_value_tensor(p->in[i % POOL], ADAG_DTYPE_F32, 2, shape);
             if (!ok(adag_dag_execute(dag, &in, 1, 0, &refs[i % o->inflight]), "adag_dag_execute"))
                 return false;
         }

@@ -38,6 +38,9 @@
  *     adag_dag_stats_t a struct_size, adag_class_def_t an abi_version (which
  *     also covers its method table), a module its adag_module_abi_version;
  *     adag_value_t reserves room that must stay zero (see "ABI" below);
+ *     adag_writer_t, a function and its context passed by value, is fixed;
+ *   - nothing of the C library's stdio crosses it: what the library writes
+ *     goes to a writer (an fd, a callback) or a caller's buffer;
  *   - the driver-side API (runtime, actors, graphs, DAGs) is thread-safe;
  *     adag_call_* functions are only valid inside a method, on its call.
  */
@@ -46,7 +49,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -119,6 +121,55 @@ ADAG_API const char *adag_status_str(adag_status_t status);
 /* Detailed message of the last failure reported to this thread (never
  * NULL; empty if none). Valid until the next adag call on this thread. */
 ADAG_API const char *adag_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Writers: where text and traces go                                   */
+/* ------------------------------------------------------------------ */
+
+/* The functions that write text or a trace (adag_dag_write_dot,
+ * adag_dag_write_trace, adag_stats_print, adag_data_print_stats,
+ * adag_data_progress) take a writer: a function and its context. They
+ * call fn on the calling thread, before they return, with the next n > 0
+ * bytes each time, in order (staged: a few kilobytes a call, not a call
+ * per line). fn returns ADAG_OK, or an error that ends the write: fn is
+ * not called again, what the function allocated is freed, and it returns
+ * fn's status (ADAG_ERR_IO for a value that is no ADAG_ERR_* code) with
+ * "<function>: writing failed after <n> bytes: <why>", where why is the
+ * message fn left in adag_last_error() (adag_write_fd's), else what it
+ * returned. Nothing is written past a failure, so a reader may see a
+ * prefix of the text. */
+typedef adag_status_t (*adag_write_fn)(void *ctx, const void *buf, size_t n);
+
+typedef struct {
+    adag_write_fn fn;
+    void *ctx;
+} adag_writer_t;
+
+/* An adag_write_fn for the file descriptor (int)(intptr_t)ctx: writes all
+ * n bytes, going on after a short write and after EINTR, and waiting (poll)
+ * whenever a non-blocking fd says EAGAIN, as long as a blocking fd would
+ * have blocked. A pipe or socket without a reader is ADAG_ERR_IO (EPIPE)
+ * with no SIGPIPE delivered; any other failure is ADAG_ERR_IO with the
+ * errno text ("write to fd 5 (...): No space left on device"). The fd is
+ * the caller's: never closed. */
+ADAG_API adag_status_t adag_write_fd(void *ctx, const void *buf, size_t n);
+
+/* The writer to file descriptor fd: adag_dag_write_dot(dag, adag_writer_fd(1)). */
+static inline adag_writer_t adag_writer_fd(int fd)
+{
+    adag_writer_t w = {adag_write_fd, (void *)(intptr_t)fd};
+    return w;
+}
+
+/* The text writers also fill a caller's buffer (adag_dag_format_dot,
+ * adag_stats_format, adag_data_format_stats, adag_data_format_progress):
+ * buf[0..len) gets the text, NUL-terminated, and *needed (may be NULL)
+ * the bytes it takes, its NUL included. A text that does not fit is cut:
+ * buf holds its first len - 1 bytes and a NUL (nothing when len is 0; buf
+ * may then be NULL), and the call returns ADAG_ERR_TOO_LARGE with both
+ * sizes in the message, *needed telling what to allocate (a DAG's DOT and
+ * a stats snapshot give the same text again; a data source's figures move
+ * on, so leave room). */
 
 /* ------------------------------------------------------------------ */
 /* Values                                                              */
@@ -194,6 +245,47 @@ typedef struct {
     uint64_t reserved[4];          /* must be zero */
 } adag_value_t;
 
+/* A host tensor viewing data: kind ADAG_VALUE_TENSOR, dtype, ndim and
+ * shape[0..ndim) as given, size their bytes (the product of the shape
+ * times adag_dtype_size(dtype); 0 when a dimension is 0), every other
+ * field zero:
+ *     int64_t shape[2] = {4, 8};
+ *     adag_value_t in = adag_value_tensor(buf, ADAG_DTYPE_F32, 2, shape);
+ * It reports nothing itself: a tensor that cannot be (dtype BYTES or not
+ * an adag_dtype_t, ndim above ADAG_MAX_DIMS, a negative dimension, shape
+ * NULL with ndim > 0, bytes beyond a size_t) comes back with size SIZE_MAX
+ * and the fields as given (the dimensions that fit; zeros for a NULL
+ * shape), which adag_dag_execute refuses with ADAG_ERR_INVALID saying
+ * what is wrong ("a tensor whose dtype 0 (bytes) is not a tensor dtype",
+ * "... has more bytes than a size_t holds"). */
+static inline adag_value_t adag_value_tensor(const void *data, adag_dtype_t dtype, unsigned ndim,
+                                             const int64_t *shape)
+{
+    adag_value_t v;
+    size_t elem = dtype == ADAG_DTYPE_BYTES ? 0 : adag_dtype_size(dtype), size = elem;
+    int valid = elem != 0 && ndim <= ADAG_MAX_DIMS && (shape || ndim == 0), zero = 0;
+    v.data = data;
+    v.kind = ADAG_VALUE_TENSOR;
+    v.dtype = dtype;
+    v.ndim = ndim;
+    v.device = ADAG_DEVICE_HOST;
+    for (unsigned i = 0; i < ADAG_MAX_DIMS; i++) {
+        v.shape[i] = shape && i < ndim ? shape[i] : 0;
+        valid = valid && v.shape[i] >= 0;
+        zero = zero || (i < ndim && v.shape[i] == 0);
+    }
+    for (unsigned i = 0; i < sizeof(v.reserved) / sizeof(v.reserved[0]); i++)
+        v.reserved[i] = 0;
+    for (unsigned i = 0; valid && !zero && i < ndim; i++) {
+        if ((uint64_t)v.shape[i] > SIZE_MAX / size)
+            valid = 0;
+        else
+            size *= (size_t)v.shape[i];
+    }
+    v.size = !valid ? SIZE_MAX : zero ? 0 : size;
+    return v;
+}
+
 /* ------------------------------------------------------------------ */
 /* Actor classes and methods                                           */
 /* ------------------------------------------------------------------ */
@@ -237,7 +329,8 @@ typedef struct {
     /* Optional. Called once when the actor is created, with the actor's
      * init bytes; a non-OK return fails adag_actor_create with
      * ADAG_ERR_INVALID (ADAG_ERR_NO_MEMORY stays itself), the message
-     * naming the class and the status init returned. */
+     * naming the actor, the class and why: what init gave adag_init_fail,
+     * else the status it returned. */
     adag_status_t (*init)(void *state, const void *init_data, size_t init_size);
     /* Optional. Called once when the actor is destroyed. */
     void (*fini)(void *state);
@@ -302,6 +395,17 @@ ADAG_API adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const 
  * results then carry "actor <name>.<method>: <message>". A NULL call (not
  * inside a method): ADAG_ERR_INVALID. */
 ADAG_API adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...) ADAG_PRINTF(2, 3);
+
+/* Inside a class's init (on the thread that runs it: adag_actor_create's
+ * for a thread actor, the worker's for a process or remote actor): record
+ * why it fails. Returns ADAG_ERR_INVALID, so init can
+ * `return adag_init_fail("cannot open %s", path);`. When init then returns
+ * an error, adag_actor_create fails with "actor <name>: init of class
+ * <class> failed: <message>" (a worker sends it to the driver in its
+ * reply): the message of the first call in that init, its first 255 bytes.
+ * An init that returns ADAG_OK after all drops it. Anywhere else:
+ * ADAG_ERR_INVALID, nothing recorded. */
+ADAG_API adag_status_t adag_init_fail(const char *fmt, ...) ADAG_PRINTF(1, 2);
 
 /* Inside a method: the ref (sequence number) of the execution it serves. */
 ADAG_API uint64_t adag_call_ref(adag_call_h call);
@@ -532,7 +636,8 @@ typedef struct {
  *                       bit, a name taken or not 1..63 bytes, a process
  *                       actor without module_path, a placement request
  *                       the machine cannot meet), and a class's init that
- *                       failed (see adag_class_def_t.init);
+ *                       failed, with its adag_init_fail message (see
+ *                       adag_class_def_t.init);
  *   ADAG_ERR_NOT_FOUND  a class not registered (thread actor) or not in its
  *                       module, a module that cannot be loaded;
  *   ADAG_ERR_TOO_LARGE  init bytes over 16 MiB;
@@ -628,8 +733,8 @@ typedef struct {
  * memory (a device actor's adag_call_output then gives a host buffer).
  * A static dtype/shape is checked where the value is written (the method's
  * adag_call_output_tensor, the driver's execute); with both static, the
- * value's slots are its exact bytes (adag_node_channel). Call before
- * compile. */
+ * value's slots are its exact bytes (adag_node_channel), and a per-node
+ * maximum below them fails adag_graph_compile. Call before compile. */
 ADAG_API adag_status_t adag_node_tensor(adag_node_h node, const adag_tensor_params_t *params);
 
 /* The channel of a value: every value (an input field, a call's return)
@@ -780,7 +885,10 @@ typedef struct {
  * compiler cannot run (empty, no outputs, an unused input field, an actor
  * destroyed or dead, a channel its endpoints cannot have) is
  * ADAG_ERR_INVALID naming the node, actor or tensor; a backend that cannot
- * run here (no libnccl) ADAG_ERR_NOT_FOUND. */
+ * run here (no libnccl) ADAG_ERR_NOT_FOUND; a value declared with a static
+ * dtype and shape (adag_node_tensor) whose bytes exceed its slot capacity
+ * ADAG_ERR_TOO_LARGE naming the node, its channel and both sizes (it could
+ * never be written). */
 ADAG_API adag_status_t adag_graph_compile(adag_graph_h graph, const adag_compile_params_t *params,
                                           adag_dag_h *dag);
 
@@ -977,11 +1085,18 @@ ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 ADAG_API adag_status_t adag_dag_enqueue(adag_dag_h dag, void (*fn)(void *args), const void *args,
                                         size_t size);
 
-/* Writes the compiled graph in Graphviz DOT: each actor with its
- * READ/COMPUTE/WRITE schedule, each edge with its channel kind. */
-ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
+/* Writes the compiled graph in Graphviz DOT to out (see "Writers"): each
+ * actor labelled with its placement and device ("s1 (process, device
+ * cuda:0)", "s2 (remote, host 10.0.0.2:7000, no device)"), its CPUs and
+ * wait policy and its READ/COMPUTE/WRITE schedule, each edge with its
+ * channel kind. adag_dag_format_dot writes it into buf[0..len) instead. */
+ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, adag_writer_t out);
+ADAG_API adag_status_t adag_dag_format_dot(adag_dag_h dag, char *buf, size_t len,
+                                           size_t *needed);
 
-/* Writes the DAG's trace (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS) as
+/* Writes the DAG's trace (ADAG_COMPILE_PARAM_TRACE or ADAG_TRACE_SPANS) to
+ * out (see "Writers": an fd, or a callback that keeps or sends it; it has
+ * no buffer form, being megabytes that change with every call) as
  * Chrome trace-event JSON (Perfetto, chrome://tracing): a track per actor
  * loop and the driver, each span (wait input, compute, wait room, publish,
  * collective; a backend's ucx send or device copy inside them; execute,
@@ -993,7 +1108,7 @@ ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, FILE *out);
  * "...: no answer", otherData's "unanswered" maps its name to why, and the
  * call still succeeds. ADAG_ERR_INVALID on a DAG compiled without
  * tracing. Statistics of the same DAG: adag/stats.h. */
-ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, FILE *out);
+ADAG_API adag_status_t adag_dag_write_trace(adag_dag_h dag, adag_writer_t out);
 
 /* Where the DAG's first stage runs: the placement of the actors that read
  * its input fields (their CPUs together; their NUMA node, GPU and NIC if

@@ -260,16 +260,35 @@ int64_t h_roundtrip(adag_dag_h dag, int64_t x)
     return out;
 }
 
+static adag_status_t text_append(void *ctx, const void *buf, size_t n)
+{
+    h_text_t *t = ctx;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(t->text, cap);
+        cr_assert_not_null(grown);
+        t->text = grown;
+        t->cap = cap;
+    }
+    memcpy(t->text + t->len, buf, n);
+    t->len += n;
+    t->text[t->len] = '\0';
+    return ADAG_OK;
+}
+
+adag_writer_t h_text_writer(h_text_t *t)
+{
+    return (adag_writer_t){text_append, t};
+}
+
 char *h_dot(adag_dag_h dag)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cr_assert_not_null(f);
-    ASSERT_OK(adag_dag_write_dot(dag, f));
-    fclose(f);
-    cr_assert_not_null(buf);
-    return buf;
+    h_text_t t = {0};
+    ASSERT_OK(adag_dag_write_dot(dag, h_text_writer(&t)));
+    cr_assert_not_null(t.text);
+    return t.text;
 }
 
 /* ---- process hygiene ---- */
@@ -528,10 +547,8 @@ void h_trace_write(adag_dag_h dag, char *path)
     strcpy(path, "/tmp/adag-trace-XXXXXX");
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    cr_assert_not_null(f);
-    ASSERT_OK(adag_dag_write_trace(dag, f));
-    cr_assert_eq(fclose(f), 0);
+    ASSERT_OK(adag_dag_write_trace(dag, adag_writer_fd(fd)));
+    cr_assert_eq(close(fd), 0);
 }
 
 void h_trace_check(adag_dag_h dag, const char *args, const char *want)

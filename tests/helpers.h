@@ -185,6 +185,15 @@ unsigned h_device_log(adag_runtime_h rt, adag_actor_h d, int64_t *log, unsigned 
 /* DOT text of a DAG (malloc'd; free it). */
 char *h_dot(adag_dag_h dag);
 
+/* Text the library writes (adag_writer_t), collected: text is malloc'd
+ * and NUL-terminated (NULL until something came; free it). */
+typedef struct {
+    char *text;
+    size_t len, cap;
+} h_text_t;
+/* A writer appending to *t (zero it first). */
+adag_writer_t h_text_writer(h_text_t *t);
+
 /* ---- process hygiene ---- */
 
 /* Open fds of this process. */

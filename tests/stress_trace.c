@@ -12,6 +12,7 @@
 #include "stress.h"
 
 #include <adag.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,9 +211,9 @@ static int traced_dag(void)
     pthread_create(&t[2], NULL, viewer, path);
     int writes = 0;
     while (atomic_load(&runners_done) < 2) {
-        FILE *f = fopen("/dev/null", "w");
-        EXPECT(adag_dag_write_trace(dag, f) == ADAG_OK, "%s", adag_last_error());
-        fclose(f);
+        int f = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        EXPECT(adag_dag_write_trace(dag, adag_writer_fd(f)) == ADAG_OK, "%s", adag_last_error());
+        close(f);
         writes++;
     }
     pthread_join(t[0], NULL);

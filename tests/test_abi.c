@@ -352,6 +352,10 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_compile_params_t, driver_device, 56);
     PIN_AT(adag_compile_params_t, trace_spans, 64);
 
+    PIN_SIZE(adag_writer_t, 16);
+    PIN_AT(adag_writer_t, fn, 0);
+    PIN_AT(adag_writer_t, ctx, 8);
+
     PIN_SIZE(adag_status_t, 4);
     PIN_SIZE(adag_value_kind_t, 4);
     PIN_SIZE(adag_dtype_t, 4);

@@ -542,11 +542,9 @@ Test(collective, traced_allreduce_spans_and_stats, .timeout = 120)
     adag_dag_h dag;
     ASSERT_OK(compile_coll(rt, 2, ALLREDUCE, ADAG_REDUCE_SUM, 0, &dag));
     run_checked(dag, ALLREDUCE, ADAG_REDUCE_SUM, 0, 2, EXECS);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT_OK(adag_dag_write_trace(dag, f));
-    fclose(f);
+    h_text_t t = {0};
+    ASSERT_OK(adag_dag_write_trace(dag, h_text_writer(&t)));
+    char *text = t.text;
     unsigned spans = 0;
     for (const char *p = text; (p = strstr(p, "\"name\":\"collective\"")); p++)
         spans++;

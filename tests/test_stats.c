@@ -139,11 +139,9 @@ static void check_slow_chain(adag_placement_t pl)
     /* every value was released: nothing in use once the last ref went */
     cr_assert_eq(c.in_use, 0);
     /* the table names the bottleneck */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT_OK(adag_stats_print(s, f));
-    fclose(f);
+    h_text_t t = {0};
+    ASSERT_OK(adag_stats_print(s, h_text_writer(&t)));
+    char *text = t.text;
     cr_assert(strstr(text, "bottleneck: actor s1"), "%s", text);
     cr_assert(strstr(text, "sleep_ms"), "%s", text);
     free(text);
@@ -193,11 +191,9 @@ Test(stats, untraced_counts_only, .timeout = 60)
               "count %llu compute %llu", (unsigned long long)o.count,
               (unsigned long long)o.compute_ns);
     cr_assert_null(adag_stats_bottleneck(s, NULL));
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT_OK(adag_stats_print(s, f));
-    fclose(f);
+    h_text_t t = {0};
+    ASSERT_OK(adag_stats_print(s, h_text_writer(&t)));
+    char *text = t.text;
     cr_assert(strstr(text, "times not measured"), "%s", text);
     free(text);
     adag_stats_free(s);
@@ -229,7 +225,7 @@ Test(stats, refusals, .timeout = 60)
     o.struct_size = 0;
     ASSERT_ST(adag_stats_op(s, 0, &o), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("struct_size is 0");
-    ASSERT_ST(adag_stats_print(s, NULL), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_stats_print(s, (adag_writer_t){NULL, NULL}), ADAG_ERR_INVALID);
     /* nothing ran: no bottleneck yet */
     cr_assert_null(adag_stats_bottleneck(s, NULL));
     /* a caller built before `unanswered`: only its bytes are written */
@@ -369,11 +365,9 @@ static void stats_without_s1(adag_dag_h dag, int bound_ms, uint64_t ran)
         cr_assert_geq(as.count, ran, "%s: %llu executions", as.name,
                       (unsigned long long)as.count);
     }
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT_OK(adag_stats_print(s, f));
-    fclose(f);
+    h_text_t t = {0};
+    ASSERT_OK(adag_stats_print(s, h_text_writer(&t)));
+    char *text = t.text;
     cr_assert(strstr(text, "s1") && strstr(text, want) && strstr(text, "s0") &&
                   strstr(text, "1 actor did not answer"),
               "%s", text);

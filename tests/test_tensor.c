@@ -9,6 +9,7 @@
  */
 #include "tensor_ref.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

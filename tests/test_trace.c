@@ -144,7 +144,7 @@ Test(trace, results_identical_on_and_off, .timeout = 60)
     ASSERT_OK(adag_graph_destroy(g));
     for (int64_t x = -50; x < 50; x++)
         cr_assert_eq(h_roundtrip(on, x), h_roundtrip(off, x), "x = %lld", (long long)x);
-    ASSERT_ST(adag_dag_write_trace(off, stdout), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_dag_write_trace(off, adag_writer_fd(1)), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("compiled without tracing");
     ASSERT_OK(adag_dag_destroy(on));
     ASSERT_OK(adag_dag_destroy(off));
@@ -158,11 +158,9 @@ Test(trace, small_ring_keeps_the_latest, .timeout = 60)
     adag_actor_h a[3];
     adag_dag_h dag = chain(rt, ADAG_PLACEMENT_THREAD, 16, a);
     run(dag, 100);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT_OK(adag_dag_write_trace(dag, f));
-    fclose(f);
+    h_text_t t = {0};
+    ASSERT_OK(adag_dag_write_trace(dag, h_text_writer(&t)));
+    char *text = t.text;
     /* each stage made 100 records (one per op: its wait input, wait room,
      * compute and publish) and keeps 16; the driver 200 (execute, get), 16
      * kept */
@@ -189,7 +187,7 @@ Test(trace, refusals)
     adag_dag_h dag = NULL;
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("trace_spans 1048577 is not in 0..1048576");
-    ASSERT_ST(adag_dag_write_trace(NULL, stdout), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_dag_write_trace(NULL, adag_writer_fd(1)), ADAG_ERR_INVALID);
     ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(rt));
 }

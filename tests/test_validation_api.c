@@ -125,8 +125,8 @@ VTEST(null_pointers)
     int fd = -1;
     ASSERT_ST(adag_dag_fd(NULL, &fd), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_fd(dag, NULL), ADAG_ERR_INVALID);
-    ASSERT_ST(adag_dag_write_dot(NULL, stderr), ADAG_ERR_INVALID);
-    ASSERT_ST(adag_dag_write_dot(dag, NULL), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_dag_write_dot(NULL, adag_writer_fd(2)), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_dag_write_dot(dag, (adag_writer_t){NULL, NULL}), ADAG_ERR_INVALID);
     adag_dag_stats_t st = ADAG_DAG_STATS_INIT;
     ASSERT_ST(adag_dag_stats(NULL, &st), ADAG_ERR_INVALID);
     ASSERT_ST(adag_dag_stats(dag, NULL), ADAG_ERR_INVALID);

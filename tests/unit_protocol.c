@@ -508,6 +508,31 @@ Test(protocol, create_actor_settings_are_bounded_and_checked)
     adag_wbuf_free(&create_msg);
 }
 
+/* A REPLY's message (a worker's failure, e.g. an init's adag_init_fail
+ * text) travels whole up to ADAG_ERROR_MAX - 1 bytes; a longer one is no
+ * REPLY a worker sends: refused. */
+Test(protocol, reply_message_bound)
+{
+    char text[ADAG_ERROR_MAX + 1];
+    for (size_t len = ADAG_ERROR_MAX - 1; len <= ADAG_ERROR_MAX; len++) {
+        memset(text, 'm', len);
+        text[len] = '\0';
+        adag_wbuf_t b = {0};
+        adag_msg_encode_reply(&b, ADAG_ERR_INVALID, text, (adag_blob_t){NULL, 0});
+        adag_ctl_msg_t m = view(ADAG_MSG_REPLY, b.data, b.len);
+        adag_msg_reply_t r;
+        adag_status_t st = adag_msg_decode_reply(&m, &r);
+        if (len < ADAG_ERROR_MAX) {
+            cr_assert_eq(st, ADAG_OK, "%s", adag_last_error());
+            cr_assert(r.status == ADAG_ERR_INVALID && strcmp(r.msg, text) == 0);
+        } else {
+            cr_assert_eq(st, ADAG_ERR_PROTOCOL, "a message of %zu bytes", len);
+            assert_names(ADAG_MSG_REPLY, "malformed");
+        }
+        adag_wbuf_free(&b);
+    }
+}
+
 Test(protocol, method_table)
 {
     adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}}, *out;

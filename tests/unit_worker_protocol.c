@@ -2,13 +2,15 @@
  * with the control protocol by hand. HELLO comes first and carries the
  * version; unknown and malformed messages are answered with
  * ADAG_ERR_PROTOCOL naming the message, and the worker goes on; a driver of
- * another version is refused and the worker leaves. */
+ * another version is refused and the worker leaves; a class's init that
+ * fails says why in the reply to CREATE_ACTOR. */
 #include "common/clock.h"
 #include "transport/protocol.h"
 #include "transport/spawn.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -16,6 +18,9 @@
 
 #ifndef ADAG_TEST_BUILD_DIR
 #error "ADAG_TEST_BUILD_DIR must be defined by the build"
+#endif
+#ifndef ADAG_TEST_MODULE
+#error "ADAG_TEST_MODULE must be defined by the build"
 #endif
 
 typedef struct {
@@ -166,6 +171,39 @@ Test(worker_protocol, unknown_and_malformed_answered, .timeout = 30)
     adag_msg_encode_dag(&wb, &s);
     cr_assert_eq(ask(&w, ADAG_MSG_STOP_DAG, &wb, msg, sizeof msg, NULL), ADAG_ERR_NOT_FOUND);
     cr_assert(strstr(msg, "no DAG 42"), "message: %s", msg);
+    adag_wbuf_free(&wb);
+    shutdown_ok(&w);
+}
+
+/* CREATE_ACTOR of a class whose init fails with a message (adag_init_fail):
+ * the REPLY carries it (the driver names the actor), bounded so that it
+ * fits the reply's message (ADAG_ERROR_MAX); the worker then takes another
+ * CREATE_ACTOR. */
+Test(worker_protocol, init_failure_message_in_the_reply, .timeout = 30)
+{
+    worker_t w = spawn();
+    char msg[ADAG_ERROR_MAX];
+    cr_assert_eq(hello(&w, ADAG_PROTOCOL_VERSION, msg, sizeof msg, NULL), ADAG_OK, "%s", msg);
+    adag_wbuf_t wb = {0};
+    adag_msg_encode_create(&wb, ADAG_TEST_MODULE, "refusing", "r", NULL,
+                           (adag_blob_t){"/x.conf", 7}, NULL,
+                           (adag_blob_t){NULL, 0});
+    cr_assert_eq(ask(&w, ADAG_MSG_CREATE_ACTOR, &wb, msg, sizeof msg, NULL), ADAG_ERR_INVALID);
+    cr_assert_str_eq(msg, "init of class refusing failed: cannot use config '/x.conf'");
+    adag_wbuf_free(&wb);
+    /* a message of 1003 bytes: its first 255 travel */
+    adag_msg_encode_create(&wb, ADAG_TEST_MODULE, "refusing", "r", NULL, (adag_blob_t){"long", 4},
+                           NULL, (adag_blob_t){NULL, 0});
+    cr_assert_eq(ask(&w, ADAG_MSG_CREATE_ACTOR, &wb, msg, sizeof msg, NULL), ADAG_ERR_INVALID);
+    const char *head = "init of class refusing failed: ";
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "message: %s", msg);
+    cr_assert_eq(strlen(msg), strlen(head) + 255, "message: %s", msg);
+    cr_assert_eq(strspn(msg + strlen(head), "x"), 255);
+    adag_wbuf_free(&wb);
+    /* the worker goes on */
+    adag_msg_encode_create(&wb, ADAG_TEST_MODULE, "counter", "c", NULL, (adag_blob_t){NULL, 0},
+                           NULL, (adag_blob_t){NULL, 0});
+    cr_assert_eq(ask(&w, ADAG_MSG_CREATE_ACTOR, &wb, msg, sizeof msg, NULL), ADAG_OK, "%s", msg);
     adag_wbuf_free(&wb);
     shutdown_ok(&w);
 }

@@ -352,18 +352,29 @@ typedef struct {
 ADAG_API adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats);
 
 /* Prints the source (shards, format, batches per epoch, rank) and its
- * stats, as adag-info prints, to out: rates, waits, memory against the
- * budget (feeding a DAG: the batches in its input slots and, for an input
- * on the driver's device, the DAG's pinned staging, then the source's own
- * scratch against its budget), bad records, the cache. */
-ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, FILE *out);
+ * stats, as adag-info prints, to out (adag.h, "Writers"): rates, waits,
+ * memory against the budget (feeding a DAG: the batches in its input
+ * slots and, for an input on the driver's device, the DAG's pinned
+ * staging, then the source's own scratch against its budget), bad records,
+ * the cache. adag_data_format_stats: the same text into buf[0..len) (the
+ * figures move on between calls: leave room). */
+ADAG_API adag_status_t adag_data_print_stats(adag_data_source_h src, adag_writer_t out);
+ADAG_API adag_status_t adag_data_format_stats(adag_data_source_h src, char *buf, size_t len,
+                                              size_t *needed);
 
 /* Redraws a one-line progress bar for the batches delivered so far (epoch,
  * position in it, samples/s, MB/s read, memory held of the budget or,
- * feeding a DAG, the executions being filled, time starved) on out when out is a terminal, at most 10 times a second;
- * nothing when it is not (a log stays clean). Call it after each batch;
- * adag_data_print_stats and adag_data_close end the line. */
-ADAG_API adag_status_t adag_data_progress(adag_data_source_h src, FILE *out);
+ * feeding a DAG, the executions being filled, time starved) on out, at most
+ * 10 times a second: "\r", the terminal's erase-line sequence and the line.
+ * An fd writer (adag_writer_fd) gets it only when its fd is a terminal
+ * (isatty), so a log stays clean; any other writer gets every redraw.
+ * Call it after each batch; adag_data_print_stats and adag_data_close end
+ * the line with a newline on the writer last drawn on, which must stay
+ * valid until then. adag_data_format_progress: the line alone (no
+ * "\r", no escape sequence, not rate-limited) into buf[0..len). */
+ADAG_API adag_status_t adag_data_progress(adag_data_source_h src, adag_writer_t out);
+ADAG_API adag_status_t adag_data_format_progress(adag_data_source_h src, char *buf, size_t len,
+                                                 size_t *needed);
 
 /* Inside a map callback: sets the message the source fails with
  * ("<shard>: sample <index>: <text>"), returns ADAG_ERR_INVALID. */

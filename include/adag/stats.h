@@ -163,8 +163,11 @@ ADAG_API adag_status_t adag_stats_channel(adag_stats_h stats, unsigned i,
  * one may be it). */
 ADAG_API const char *adag_stats_bottleneck(adag_stats_h stats, double *busy);
 /* The snapshot as tables (DAG line, actors, ops, channels), the
- * bottleneck named. */
-ADAG_API adag_status_t adag_stats_print(adag_stats_h stats, FILE *out);
+ * bottleneck named, to out (adag.h, "Writers"); adag_stats_format: into
+ * buf[0..len) (a snapshot gives the same text each time). */
+ADAG_API adag_status_t adag_stats_print(adag_stats_h stats, adag_writer_t out);
+ADAG_API adag_status_t adag_stats_format(adag_stats_h stats, char *buf, size_t len,
+                                         size_t *needed);
 
 /* The live view: a unix socket (mode 0600, in a 0700 directory:
  * $XDG_RUNTIME_DIR/adag, else /tmp/adag-<uid>; named <pid>.sock; path

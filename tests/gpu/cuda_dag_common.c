@@ -255,14 +255,11 @@ out:
 
 char *cdag_dot(adag_dag_h dag)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
+    size_t needed = 0;
+    if (adag_dag_format_dot(dag, NULL, 0, &needed) != ADAG_ERR_TOO_LARGE)
         return NULL;
-    adag_status_t st = adag_dag_write_dot(dag, f);
-    fclose(f);
-    if (st != ADAG_OK) {
+    char *text = malloc(needed);
+    if (text && adag_dag_format_dot(dag, text, needed, NULL) != ADAG_OK) {
         free(text);
         return NULL;
     }

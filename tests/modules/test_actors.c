@@ -326,6 +326,48 @@ const adag_class_def_t test_broken_class = {
     .nmethods = 1,
 };
 
+/* a class whose init says why it fails (adag_init_fail), by its init
+ * bytes: "fine-after-all" records a message and returns ADAG_OK; "nomem"
+ * returns ADAG_ERR_NO_MEMORY with a message; "twice" gives two messages;
+ * "long" one of 1000 'x' and "END"; "silent" returns ADAG_ERR_INVALID
+ * with none; anything else: "cannot use config '<bytes>'" */
+static adag_status_t refusing_init(void *state, const void *data, size_t size)
+{
+    (void)state;
+    const char *text = data ? data : "";
+    int n = (int)size;
+    if (size == 14 && memcmp(text, "fine-after-all", 14) == 0) {
+        adag_init_fail("this message is dropped");
+        return ADAG_OK;
+    }
+    if (size == 5 && memcmp(text, "nomem", 5) == 0) {
+        adag_init_fail("no room for %d tables", 3);
+        return ADAG_ERR_NO_MEMORY;
+    }
+    if (size == 5 && memcmp(text, "twice", 5) == 0) {
+        adag_init_fail("the first reason");
+        return adag_init_fail("the second reason");
+    }
+    if (size == 4 && memcmp(text, "long", 4) == 0) {
+        char x[1001];
+        memset(x, 'x', 1000);
+        x[1000] = '\0';
+        return adag_init_fail("%sEND", x);
+    }
+    if (size == 6 && memcmp(text, "silent", 6) == 0)
+        return ADAG_ERR_INVALID;
+    return adag_init_fail("cannot use config '%.*s'", n, text);
+}
+
+const adag_class_def_t test_refusing_class = {
+    .abi_version = ADAG_ABI_VERSION,
+    .name = "refusing",
+    .state_size = sizeof(counter_state_t), /* its add is the counter's */
+    .init = refusing_init,
+    .methods = counter_methods,
+    .nmethods = 1,
+};
+
 /* a class whose init crashes the process: a real segfault when the init
  * bytes are "segv", exit(9) when they are "exit" (else it succeeds) */
 static adag_status_t crashy_init(void *state, const void *data, size_t size)
@@ -350,4 +392,4 @@ const adag_class_def_t test_crashy_class = {
 };
 
 ADAG_MODULE(&test_counter_class, &test_broken_class, &test_crashy_class, &test_tensor_class,
-            &test_gpu_stage_class, &test_probe_class, &test_geom_class);
+            &test_gpu_stage_class, &test_probe_class, &test_geom_class, &test_refusing_class);

@@ -15,6 +15,9 @@
 extern const adag_class_def_t test_counter_class;
 /* "broken": init always fails */
 extern const adag_class_def_t test_broken_class;
+/* "refusing": init fails with a message (adag_init_fail) chosen by its init
+ * bytes (tests/modules/test_actors.c); method add */
+extern const adag_class_def_t test_refusing_class;
 /* "crashy" (module only): init segfaults on init bytes "segv", exit(9) on "exit"; method add */
 extern const adag_class_def_t test_crashy_class;
 #endif

@@ -1,0 +1,244 @@
+#include "common/out.h"
+
+#include "common/error.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- adag_write_fd ---- */
+
+/* Waits until fd takes bytes again (a non-blocking fd that said EAGAIN):
+ * as long as a blocking write would have waited. */
+static void wait_writable(int fd)
+{
+    struct pollfd pfd = {fd, POLLOUT, 0};
+    while (poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+    }
+}
+
+adag_status_t adag_write_fd(void *ctx, const void *buf, size_t n)
+{
+    int fd = (int)(intptr_t)ctx;
+    const char *p = buf;
+    adag_status_t st = ADAG_OK;
+    /* A pipe or socket whose reader is gone raises SIGPIPE, which would end
+     * the program: it is blocked while this thread writes, and one that a
+     * write here raised (it was not pending before) is taken back, so the
+     * failure is an ADAG_ERR_IO for the caller (EPIPE) and nothing else. */
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w > 0) { /* a short write goes on with the rest */
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        int err = w < 0 ? errno : EIO; /* 0 bytes of n > 0: nothing will move */
+        if (err == EINTR)
+            continue;
+        if (err == EAGAIN || err == EWOULDBLOCK) {
+            wait_writable(fd);
+            continue;
+        }
+        if (err == EPIPE && !was_pending) {
+            const struct timespec zero = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+            }
+        }
+        st = adag_error_errno(err, "write to fd %d (%zu bytes left)", fd, n);
+        break;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return st;
+}
+
+/* ---- adag_out_t ---- */
+
+void adag_out_writer(adag_out_t *o, adag_writer_t w)
+{
+    memset(o, 0, offsetof(adag_out_t, stage));
+    o->to_writer = 1;
+    o->w = w;
+    o->buf = o->stage;
+    o->cap = sizeof(o->stage);
+    if (!w.fn) {
+        o->st = ADAG_ERR_INVALID;
+        snprintf(o->why, sizeof(o->why), "its fn is NULL");
+    }
+}
+
+void adag_out_buffer(adag_out_t *o, char *buf, size_t len)
+{
+    memset(o, 0, offsetof(adag_out_t, stage));
+    o->buf = len ? buf : NULL;
+    o->cap = o->buf ? len : 0;
+    if (o->cap)
+        o->buf[0] = '\0';
+}
+
+/* Hands data[0..n) to the writer; its first failure sticks, with its
+ * message (or, from a writer that set none, what it returned). */
+static void deliver(adag_out_t *o, const void *data, size_t n)
+{
+    if (o->st != ADAG_OK || n == 0)
+        return;
+    adag_error_clear();
+    adag_status_t st = o->w.fn(o->w.ctx, data, n);
+    if (st == ADAG_OK) {
+        o->delivered += n;
+        return;
+    }
+    o->st = st < ADAG_OK && adag_status_name(st) ? st : ADAG_ERR_IO;
+    if (adag_last_error()[0])
+        snprintf(o->why, sizeof(o->why), "%s", adag_last_error());
+    else
+        snprintf(o->why, sizeof(o->why), "it returned %s (%d)",
+                 adag_status_name(st) ? adag_status_name(st) : "no adag status", (int)st);
+}
+
+void adag_out_flush(adag_out_t *o)
+{
+    if (!o->to_writer)
+        return;
+    deliver(o, o->stage, o->len);
+    o->len = 0;
+}
+
+/* Buffer mode: what fits of data[0..n), the rest counted. */
+static void keep(adag_out_t *o, const void *data, size_t n)
+{
+    o->total += n;
+    if (!o->cap || o->len + 1 >= o->cap)
+        return;
+    size_t room = o->cap - 1 - o->len, k = n < room ? n : room;
+    memcpy(o->buf + o->len, data, k);
+    o->len += k;
+    o->buf[o->len] = '\0';
+}
+
+void adag_out_write(adag_out_t *o, const void *data, size_t n)
+{
+    if (o->st != ADAG_OK)
+        return;
+    if (!o->to_writer) {
+        keep(o, data, n);
+        return;
+    }
+    o->total += n;
+    if (n > o->cap - o->len) {
+        adag_out_flush(o);
+        if (n >= o->cap) { /* larger than the stage: as it is */
+            deliver(o, data, n);
+            return;
+        }
+    }
+    memcpy(o->stage + o->len, data, n);
+    o->len += n;
+}
+
+void adag_out_putc(adag_out_t *o, char c)
+{
+    adag_out_write(o, &c, 1);
+}
+
+void adag_out_printf(adag_out_t *o, const char *fmt, ...)
+{
+    if (o->st != ADAG_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    /* formatted where it goes when it fits (the usual case) */
+    size_t room = o->cap - o->len;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    if ((size_t)n < room) {
+        o->len += (size_t)n;
+        o->total += (size_t)n;
+        return;
+    }
+    if (!o->to_writer) { /* cut off: what fit is in place, NUL-terminated */
+        o->total += (size_t)n;
+        if (o->cap)
+            o->len = o->cap - 1;
+        return;
+    }
+    /* the stage up to len is intact (what vsnprintf cut is past it): it
+     * goes, and the text is formatted again into the empty stage, or into
+     * a block of its size when it is larger */
+    adag_out_flush(o);
+    if (o->st != ADAG_OK)
+        return;
+    o->total += (size_t)n;
+    char *text = (size_t)n < o->cap ? o->stage : malloc((size_t)n + 1);
+    if (!text) {
+        o->st = ADAG_ERR_NO_MEMORY;
+        snprintf(o->why, sizeof(o->why), "out of memory for %d bytes of text", n);
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    if (text == o->stage) {
+        o->len = (size_t)n;
+        return;
+    }
+    deliver(o, text, (size_t)n);
+    free(text);
+}
+
+adag_status_t adag_out_end(adag_out_t *o, const char *fn, size_t *needed)
+{
+    if (o->to_writer) {
+        adag_out_flush(o);
+        if (o->st == ADAG_OK)
+            return ADAG_OK;
+        return adag_error(o->st, "%s: writing failed after %llu bytes: %s", fn,
+                          (unsigned long long)o->delivered, o->why);
+    }
+    if (needed)
+        *needed = (size_t)o->total + 1;
+    if (o->total < o->cap)
+        return ADAG_OK;
+    return adag_error(ADAG_ERR_TOO_LARGE,
+                      "%s: the text is %llu bytes (%llu with its NUL); the buffer holds %zu "
+                      "(it has the first %zu)",
+                      fn, (unsigned long long)o->total, (unsigned long long)o->total + 1, o->cap,
+                      o->len);
+}
+
+adag_status_t adag_out_run(const char *fn, const char *what, void *obj, adag_writer_t w,
+                           adag_out_body_fn body)
+{
+    if (!obj || !w.fn)
+        return adag_error(ADAG_ERR_INVALID, "%s: %s and out.fn must not be NULL", fn, what);
+    adag_out_t o;
+    adag_out_writer(&o, w);
+    adag_status_t st = body(obj, &o);
+    return st == ADAG_OK ? adag_out_end(&o, fn, NULL) : st;
+}
+
+adag_status_t adag_out_run_buffer(const char *fn, const char *what, void *obj, char *buf,
+                                  size_t len, size_t *needed, adag_out_body_fn body)
+{
+    if (!obj || (len && !buf))
+        return adag_error(ADAG_ERR_INVALID, "%s: %s must not be NULL, nor buf with len %zu", fn,
+                          what, len);
+    adag_out_t o;
+    adag_out_buffer(&o, buf, len);
+    adag_status_t st = body(obj, &o);
+    return st == ADAG_OK ? adag_out_end(&o, fn, needed) : st;
+}
