@@ -6,7 +6,6 @@
 #include "data/source.h"
 
 #include "common/settings.h"
-#include "dag/internal.h"
 #include "data/order.h"
 
 #include <pthread.h>
