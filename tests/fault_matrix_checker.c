@@ -58,7 +58,10 @@ static void shm_snapshot(shm_list_t *l)
         return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL && l->n < 64) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        /* bxfi_*: Criterion's files, of test binaries that may run on this
+         * machine at the same time (never of a round's processes) */
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strncmp(e->d_name, "bxfi_", 5) == 0)
             continue;
         snprintf(l->names[l->n++], sizeof(l->names[0]), "%s", e->d_name);
     }
