@@ -415,7 +415,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             adag_actor_h a = dag->actors[ai].actor;
             if (a->host[0] && adag_comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
                 return adag_error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: actor %s (host %s) has a communicator "
+                                  "adag_graph_compile: actor %s (node %s) has a communicator "
                                   "tensor (ADAG_TRANSPORT_COMM); those run within the driver's "
                                   "host for now",
                                   a->name, a->host);
