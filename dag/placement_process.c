@@ -226,7 +226,7 @@ static adag_status_t hello(adag_actor_h a)
     if (p->remote) { /* the agent checks it */
         adag_status_t st = adag_token_load(&a->rt->settings, token, &token_len);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s on host %s", a->name, a->host);
+            adag_error_prefix("actor %s on node %s", a->name, a->host);
             return st;
         }
         h.token = (adag_blob_t){token, token_len};

@@ -80,7 +80,7 @@ static int relay_out(adag_remote_link_t *l)
     st = adag_ctl_send(l->tcp, msg.type, msg.payload, msg.len, NULL, 0);
     adag_ctl_msg_free(&msg);
     if (st != ADAG_OK) {
-        link_down(l, "sending to host %s: %s", l->host, adag_last_error());
+        link_down(l, "sending to node %s: %s", l->host, adag_last_error());
         return 0;
     }
     return 1;
@@ -104,7 +104,7 @@ static int relay_in(adag_remote_link_t *l)
         return 0;
     }
     if (st != ADAG_OK) {
-        link_down(l, "the connection to host %s failed: %s", l->host, adag_last_error());
+        link_down(l, "the connection to node %s failed: %s", l->host, adag_last_error());
         return 0;
     }
     int to = msg.type == ADAG_MSG_DAG_FAILED ? l->events : l->local;
