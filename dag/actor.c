@@ -366,7 +366,7 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     a->rt = rt;
     a->ops = placement == ADAG_PLACEMENT_THREAD ? &adag_placement_thread : &adag_placement_process;
-    snprintf(a->host, sizeof(a->host), "%s", host);
+    snprintf(a->node, sizeof(a->node), "%s", host);
     a->refs = 1;
     a->live = 1;
     a->device_kind = has_device ? (int32_t)device_kind : -1;
@@ -466,7 +466,7 @@ adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *o
         const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
         for (unsigned r = 0; r < c->nreaders; r++) {
             adag_actor_h a = c->readers[r] >= 0 ? dag->actors[c->readers[r]].actor : NULL;
-            if (a && !a->host[0]) /* an actor on another host: not this machine's CPUs */
+            if (a && !a->node[0]) /* an actor on another host: not this machine's CPUs */
                 place_union(&u, n++, &a->place);
         }
     }

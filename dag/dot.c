@@ -39,9 +39,9 @@ static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
     if (actor->device_kind >= 0)
         snprintf(device, sizeof(device), "device %s:%u",
                  adag_device_kind_name((uint32_t)actor->device_kind), actor->device_index);
-    if (actor->host[0])
+    if (actor->node[0])
         adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, node %s, %s)\\l", ai,
-                        actor->name, actor->host, device);
+                        actor->name, actor->node, device);
     else
         adag_out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
                         actor->ops->name, device);

@@ -92,9 +92,9 @@ static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const tra
             snprintf(dev, sizeof(dev), ", device %s",
                      adag_device_name(ADAG_DEVICE(a->device_kind, a->device_index), name));
         }
-        if (a->host[0])
+        if (a->node[0])
             snprintf(label, sizeof(label), "actor %s (remote, node %s, pid %d%s)", a->name,
-                     a->host, pid, dev);
+                     a->node, pid, dev);
         else if (pid)
             snprintf(label, sizeof(label), "actor %s (process, pid %d%s)", a->name, pid, dev);
         else

@@ -402,7 +402,7 @@ Test(remote, collective_with_remote_member_refused, .timeout = 90)
     adag_compile_params_t cp = h_compile_params(2, 4096, 0, 0);
     adag_dag_h dag = NULL;
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("collective allreduce#0 has member m1 on host 127.0.0.1:");
+    ASSERT_MSG_HAS("collective allreduce#0 has member m1 on node 127.0.0.1:");
     cr_assert_null(dag);
     ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(rt));
