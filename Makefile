@@ -130,7 +130,7 @@ GPU_KERNEL := $(if $(HAVE_NVCC),$(BUILD)/tests/gpu/libscale.so)
 # kernels, libcuda_stage.so, when $(NVCC) exists.
 GPU_DAG_TEST := $(BUILD)/tests/gpu/test-cuda-dag
 GPU_DAG_MODULE := $(if $(HAVE_NVCC),$(BUILD)/tests/gpu/libcuda_stage.so)
-# ... and its emulated twin (the host device, no CUDA), for test-cuda-dag --emulate
+# ... and its emulated twin (the emulated device, no CUDA), for test-cuda-dag --emulate
 GPU_DAG_EMULATED_MODULE := $(BUILD)/tests/gpu/libcuda_stage_emulated.so
 # examples/gpu_pipeline --device cuda loads the CUDA variant of its stage
 # module: gpu_stages.c with -DGPU_STAGES_CUDA plus the kernel of
@@ -372,20 +372,20 @@ demo: all
 	$(BUILD)/examples/pipeline_demo
 
 # examples/gpu_pipeline, small: 4 device-bound process actors on the
-# emulated host device (zero-copy and peer-copy edges), every element checked,
+# emulated device (zero-copy and peer-copy edges), every element checked,
 # traced: every span of its trace checked (tests/trace_check.py; its device
 # copies inside their waits and publishes), its figures printed.
 # GPU_DEMO_ARGS="--device cuda" runs it on CUDA where there is one.
-GPU_DEMO_ARGS ?= --device host
+GPU_DEMO_ARGS ?= --device emu
 demo-gpu: all
 	$(BUILD)/examples/gpu_pipeline $(GPU_DEMO_ARGS) --shape 16x256 --iters 300 \
 	    --dot $(BUILD)/gpu_pipeline.dot --trace $(BUILD)/gpu_pipeline_trace.json --stats
 	python3 tests/trace_check.py $(BUILD)/gpu_pipeline_trace.json 4 forward backend
 
 # examples/tp_pp: TP-2 x PP-2 MLP blocks, 4 device-bound process actors on
-# host:0..3, an allreduce per stage, every element checked.
+# emu:0..3, an allreduce per stage, every element checked.
 # TP_DEMO_ARGS="--device cuda" runs it on CUDA where there are 4 GPUs.
-TP_DEMO_ARGS ?= --device host
+TP_DEMO_ARGS ?= --device emu
 demo-tp: all
 	$(BUILD)/examples/tp_pp $(TP_DEMO_ARGS) --iters 500 --inflight 4 --dot $(BUILD)/tp_pp.dot
 
@@ -481,7 +481,7 @@ $(BUILD)/tests/gpu/libcuda_stage.so: tests/gpu/cuda_stage.c tests/gpu/cuda_stage
 	    tests/gpu/cuda_stage_kernels.cu $(BUILD)/obj/tests/gpu/cuda_stage_class.o \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
 
-# The same class for the emulated host device: its kernels are host work on
+# The same class for the emulated device: its kernels are host work on
 # the compute stream (test-cuda-dag --emulate checks the test program here).
 $(GPU_DAG_EMULATED_MODULE): tests/gpu/cuda_stage.c tests/gpu/cuda_stage.h tests/modules/gpu_stage.h \
     include/adag.h
@@ -523,7 +523,7 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # what the decoders link against: wire, control, protocol, the channel backends
 # (the device channel uses the device backends), the program and the DAG
 # context (domain import, and the communicator table it holds, with the
-# host device that table may open), errors and settings
+# emulated device that table may open), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out $(LIB_SKIP),$(wildcard common/*.c \
     transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c \
     data/npy.c data/megatron_idx.c data/why.c data/shard.c data/formats.c data/format_tar.c \

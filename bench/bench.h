@@ -50,7 +50,7 @@ typedef struct {
     measure_t ray;
     double ray_ratio;    /* how many times adag beats Ray (> 1: adag faster) */
     /* device rows */
-    char device[8];      /* backend: "host", "cuda"; "" for the other rows */
+    char device[8];      /* backend: "emu", "cuda"; "" for the other rows */
     dev_path_t path;
     unsigned hops;       /* device-hop: hand-offs in one round trip (in, between, out) */
     unsigned copies;     /* device-bandwidth: copies of the bytes the runtime makes */
@@ -212,7 +212,7 @@ int bench_trace_write(adag_dag_h dag, bench_trace_seen_t *seen);
 int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight);
 
 /* device rows, adag side (bench/device.c): process actors bound to devices
- * of `backend` ("host" or "cuda"), tensors of `bytes`, every result checked.
+ * of `backend` ("emu" or "cuda"), tensors of `bytes`, every result checked.
  * device-hop: driver -> A(dev 0) -> B(dev 0 for SAME, 1 for PEER) -> driver.
  * device-bandwidth: H2D driver -> A -> 16 B back; D2H 16 B -> A -> driver;
  * PEER 16 B -> A(dev 0) -> B(dev 1) -> 16 B back. */
@@ -248,14 +248,14 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
                       unsigned nresults);
 
 /* allreduce rows (bench/collective.c): adag's host communicator, nranks
- * ranks in forked processes on host devices host:0..nranks-1, against
+ * ranks in forked processes on emulated devices emu:0..nranks-1, against
  * Open MPI's MPI_Allreduce (bench/peers/mpi_allreduce.c under mpirun); SUM
  * over f32, out of place, each call synchronized; a call's time is the max
  * over ranks. m->gbps is the bus bandwidth of the median call. */
 int allreduce_row_available(unsigned nranks, char *why, size_t len);
 int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m);
 /* The same allreduce (i32 SUM) inside a compiled DAG of nranks process
- * actors on host:0..n-1, one execution in flight (bench/device.c). */
+ * actors on emu:0..n-1, one execution in flight (bench/device.c). */
 int run_allreduce_dag(const bench_opts_t *o, const char *device, unsigned nranks, size_t bytes,
                       long iters,
                       measure_t *m);

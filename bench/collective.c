@@ -4,8 +4,8 @@
  * send and receive buffers) on both sides, the same sizes in the same run.
  *
  * adag side (run_allreduce): the driver creates the communicator's id and
- * forks one process per rank (plain fork: the host device needs no fresh
- * context). Rank r opens host device r (host:0..3, one device per rank as
+ * forks one process per rank (plain fork: the emulated device needs no fresh
+ * context). Rank r opens emulated device r (emu:0..3, one device per rank as
  * one GPU per rank would be: the host backend's allreduce costs the same
  * on one device or several, but distinct devices are the layout the rows
  * stand for), a stream, device memory for both buffers, joins the
@@ -118,7 +118,7 @@ static int on_path(const char *name)
 int allreduce_row_available(unsigned nranks, char *why, size_t len)
 {
     const adag_comm_ops_t *comm = adag_comm_backend_named("host");
-    const adag_device_ops_t *dev = adag_device_backend_named("host");
+    const adag_device_ops_t *dev = adag_device_backend_named("emu");
     char peer[PATH_MAX + 32], dev_why[160] = "";
     unsigned ndev = dev ? dev->probe(dev_why, sizeof dev_why) : 0;
     mpi_peer_path(peer, sizeof peer);
@@ -127,7 +127,7 @@ int allreduce_row_available(unsigned nranks, char *why, size_t len)
     else if (!comm || !comm->allreduce)
         snprintf(why, len, "the host communicator has no allreduce in this build");
     else if (ndev < nranks)
-        snprintf(why, len, "%u ranks need %u host devices, %u here (ADAG_HOST_DEVICES)%s%s",
+        snprintf(why, len, "%u ranks need %u emulated devices, %u here (ADAG_EMU_DEVICES)%s%s",
                  nranks, nranks, ndev, dev_why[0] ? ": " : "", ndev ? "" : dev_why);
     else if (access(peer, X_OK) != 0)
         snprintf(why, len, "mpicc not found (%s was not built)", peer);
@@ -141,7 +141,7 @@ int allreduce_row_available(unsigned nranks, char *why, size_t len)
 /* ---- the adag side ---- */
 
 typedef struct {
-    char device[8], comm[8]; /* the backends: "host" and "host", or "cuda" and "nccl" */
+    char device[8], comm[8]; /* the backends: "emu" and "host", or "cuda" and "nccl" */
     unsigned nranks;
     size_t bytes;
     double seconds;
@@ -356,7 +356,7 @@ int run_allreduce_on(const bench_opts_t *o, const char *device, const char *comm
                      unsigned nranks, size_t bytes, measure_t *m)
 {
     const adag_comm_ops_t *cops = adag_comm_backend_named(comm);
-    int spawned = strcmp(device, "host") != 0; /* fork for the host device */
+    int spawned = strcmp(device, "emu") != 0; /* fork for the emulated device */
     pid_t pids[COLL_MAX_RANKS];
     void *owner = NULL;
     double *lat = NULL;
@@ -430,7 +430,7 @@ done:
 
 int run_allreduce(const bench_opts_t *o, unsigned nranks, size_t bytes, measure_t *m)
 {
-    return run_allreduce_on(o, "host", "host", nranks, bytes, m);
+    return run_allreduce_on(o, "emu", "host", nranks, bytes, m);
 }
 
 /* ---- the MPI side ---- */

@@ -248,7 +248,7 @@ fail:
 }
 
 /* The allreduce of `bytes` (i32) of nranks process actors on device:0..n-1
- * ("host", "cuda")
+ * ("emu", "cuda")
  * through a compiled DAG: stamp -> allreduce SUM -> member 0's ends back
  * to the driver, one execution in flight; the result's ends must be the
  * stamp summed n times. */

@@ -297,7 +297,7 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_ALLREDUCE:
         return run_allreduce(o, s->n, s->bytes, m);
     case RUN_ALLREDUCE_DAG:
-        return run_allreduce_dag(o, "host", s->n, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000),
+        return run_allreduce_dag(o, "emu", s->n, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000),
                                  m);
     case RUN_NCCL_ALLREDUCE_DAG:
         return run_nccl_allreduce_dag(o, s->bytes, scaled(o, s->bytes >= MiB ? 200 : 2000), m);

@@ -37,22 +37,22 @@ const scenario_t bench_scenarios[] = {
     {"compile", RUN_COMPILE, 0, 64, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
     /* device rows: process actors bound to devices, tensors in device memory
      * (bench/device.c) against the same hand-offs or copies on the device
-     * ops table alone (bench/device_raw.c). "host" is the emulated device;
+     * ops table alone (bench/device_raw.c). "emu" is the emulated device;
      * the "cuda" rows say "skipped: <reason>" where CUDA has no device.
      * A hop row is a round trip of 3 hand-offs: copy in, A -> B, copy out;
      * --quick divides the bandwidth rows' bytes by 4. */
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "host",
+    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "emu",
      DEV_PATH_SAME},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "host",
+    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "emu",
      DEV_PATH_PEER},
     {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "host", DEV_PATH_H2D},
+     "emu", DEV_PATH_H2D},
     {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "host", DEV_PATH_D2H},
+     "emu", DEV_PATH_D2H},
     {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
-     "host", DEV_PATH_PEER},
+     "emu", DEV_PATH_PEER},
     {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 0,
-     "host", DEV_PATH_PEER},
+     "emu", DEV_PATH_PEER},
     {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
      DEV_PATH_SAME},
     {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
@@ -64,7 +64,7 @@ const scenario_t bench_scenarios[] = {
     {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "cuda", DEV_PATH_PEER},
     /* allreduce rows (bench/collective.c): the host communicator, 4 ranks in
-     * processes on host:0..3, SUM over f32, out of place, against Open MPI
+     * processes on emu:0..3, SUM over f32, out of place, against Open MPI
      * (4 processes, shared memory) measured in the same run; time per call,
      * ratio = adag / MPI time. The issue's goal, printed, never asserted:
      * adag's bus bandwidth >= MPI's from 1 MiB up, time <= 2x MPI's below. */
@@ -86,7 +86,7 @@ const scenario_t bench_scenarios[] = {
      NULL, DEV_PATH_NONE},
     {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 64 * MiB, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 0,
      NULL, DEV_PATH_NONE},
-    /* the same allreduce inside a compiled DAG (4 process actors on host:0..3:
+    /* the same allreduce inside a compiled DAG (4 process actors on emu:0..3:
      * stamp -> allreduce SUM i32 -> member 0's ends back to the driver, one
      * execution at a time) against the allreduce called directly, same run:
      * the difference is the DAG's cost per collective (its hand-offs, the
@@ -131,7 +131,7 @@ const scenario_t bench_scenarios[] = {
      * process may use, numa -1, nic ""), and pinned (actor i on the i-th of
      * those CPUs) against off; 3 rounds (--reps R: R) alternating on, off,
      * pinned, medians. A chain of 4 (8 B, in-flight 1 and 8), a 1 MiB
-     * payload, a device hop on "host" and "cuda" (skipped without a CUDA
+     * payload, a device hop on "emu" and "cuda" (skipped without a CUDA
      * device). */
     {"placement", RUN_PLACE_CHAIN, 1, 4, 1, 8, -1, METRIC_LATENCY, BASE_PLACE_OFF, 1, NULL,
      DEV_PATH_NONE},
@@ -139,7 +139,7 @@ const scenario_t bench_scenarios[] = {
      DEV_PATH_NONE},
     {"placement", RUN_PLACE_PAYLOAD, 1, 1, 1, MiB, -1, METRIC_BANDWIDTH, BASE_PLACE_OFF, 1, NULL,
      DEV_PATH_NONE},
-    {"placement", RUN_PLACE_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_PLACE_OFF, 1, "host",
+    {"placement", RUN_PLACE_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_PLACE_OFF, 1, "emu",
      DEV_PATH_SAME},
     {"placement", RUN_PLACE_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_PLACE_OFF, 1, "cuda",
      DEV_PATH_SAME},

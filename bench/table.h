@@ -66,7 +66,7 @@ typedef struct {
     metric_t metric;
     baseline_kind_t baseline;
     int quick;       /* part of --quick */
-    const char *device; /* device rows: the backend ("host", "cuda"), else NULL */
+    const char *device; /* device rows: the backend ("emu", "cuda"), else NULL */
     dev_path_t path;    /* device rows: which way the bytes go */
 } scenario_t;
 

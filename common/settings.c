@@ -45,7 +45,7 @@ static const setting_def_t setting_table[] = {
      "most a channel wait spins before sleeping on a futex (ns); adaptive below it"},
     {"ADAG_SPIN_NS_CROWDED", SETTING_INT, "50000", 0, 1000000000, RT(spin_ns_crowded),
      "the same, yielding the CPU between probes, for a DAG with more loops than CPUs, and "
-     "for the host device's stream threads and stream_sync"},
+     "for the emulated device's stream threads and stream_sync"},
     {"ADAG_MAX_INFLIGHT", SETTING_INT, "8", 1, 4096, RT(max_inflight),
      "default executions in flight per compiled DAG"},
     {"ADAG_SLOT_CAPACITY", SETTING_INT, "1048576", 1, (int64_t)1 << 40, RT(slot_capacity),
@@ -61,10 +61,10 @@ static const setting_def_t setting_table[] = {
      "may take before its DAG fails with ADAG_ERR_TIMEOUT (0 or -1: not watched)"},
     {"ADAG_LOG_LEVEL", SETTING_INT, "1", 0, 4, PROC(log_level),
      "0 silent, 1 errors, 2 warnings, 3 info, 4 debug (to stderr)"},
-    {"ADAG_HOST_DEVICES", SETTING_INT, "4", 0, 64, PROC(host_devices),
-     "emulated devices of the host backend (memfd memory, stream threads)"},
-    {"ADAG_HOST_COPY_MBPS", SETTING_INT, "0", 0, 1000000000, RT(host_copy_mbps),
-     "bandwidth of the host backend's copies (copy_async, every direction) in MB/s (10^6 "
+    {"ADAG_EMU_DEVICES", SETTING_INT, "4", 0, 64, PROC(emu_devices),
+     "emulated devices, emu:0.. (memfd memory, stream threads)"},
+    {"ADAG_EMU_COPY_MBPS", SETTING_INT, "0", 0, 1000000000, RT(emu_copy_mbps),
+     "bandwidth of the emulated devices' copies (copy_async, every direction) in MB/s (10^6 "
      "bytes): a copy of n bytes takes at least n / bandwidth, its stream thread sleeping "
      "what the memmove left, to model a PCIe or NVLink link; 0: as fast as memmove"},
     {"ADAG_TOKEN_FILE", SETTING_STRING, NULL, 0, 0, RT(token_file),

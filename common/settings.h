@@ -45,7 +45,7 @@ typedef struct {
     int64_t teardown_timeout_ms; /* ADAG_TEARDOWN_TIMEOUT_MS */
     int64_t control_timeout_ms;  /* ADAG_CONTROL_TIMEOUT_MS */
     int64_t comm_timeout_ms;     /* ADAG_COMM_TIMEOUT_MS */
-    int64_t host_copy_mbps;      /* ADAG_HOST_COPY_MBPS */
+    int64_t emu_copy_mbps;      /* ADAG_EMU_COPY_MBPS */
     char *token_file;            /* ADAG_TOKEN_FILE */
     char *token;                 /* ADAG_TOKEN */
     char *hosts;                 /* ADAG_HOSTS */
@@ -66,7 +66,7 @@ typedef struct {
     char *cudart_path;            /* ADAG_CUDART_PATH */
     char *nccl_path;              /* ADAG_NCCL_PATH */
     int64_t log_level;            /* ADAG_LOG_LEVEL */
-    int64_t host_devices;         /* ADAG_HOST_DEVICES */
+    int64_t emu_devices;         /* ADAG_EMU_DEVICES */
     int64_t agent_auth_timeout_ms; /* ADAG_AGENT_AUTH_TIMEOUT_MS */
     char *topo_xml;               /* ADAG_TOPO_XML */
     int64_t topo_xml_this_system; /* ADAG_TOPO_XML_THIS_SYSTEM */

@@ -28,6 +28,37 @@ const char *adag_dtype_name(adag_dtype_t dtype)
     return (unsigned)dtype < NDTYPES ? dtypes[dtype].name : "?";
 }
 
+static const char *const device_kinds[] = {
+    [ADAG_DEV_HOST] = "host",
+    [ADAG_DEV_EMULATED] = "emu",
+    [ADAG_DEV_CUDA] = "cuda",
+};
+#define NDEVICE_KINDS (sizeof(device_kinds) / sizeof(device_kinds[0]))
+
+const char *adag_device_kind_name(adag_device_kind_t kind)
+{
+    return (unsigned)kind < NDEVICE_KINDS ? device_kinds[kind] : "?";
+}
+
+int adag_device_id_valid(int32_t device)
+{
+    adag_device_kind_t kind = ADAG_DEVICE_KIND(device);
+    return device >= 0 && (unsigned)kind < NDEVICE_KINDS &&
+           (kind != ADAG_DEV_HOST || device == ADAG_DEVICE_HOST);
+}
+
+const char *adag_device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX])
+{
+    if (device == ADAG_DEVICE_HOST)
+        snprintf(buf, ADAG_DEVICE_NAME_MAX, "host");
+    else if (adag_device_id_valid(device))
+        snprintf(buf, ADAG_DEVICE_NAME_MAX, "%s:%u",
+                 adag_device_kind_name(ADAG_DEVICE_KIND(device)), ADAG_DEVICE_INDEX(device));
+    else
+        snprintf(buf, ADAG_DEVICE_NAME_MAX, "0x%08x (no such device)", (unsigned)device);
+    return buf;
+}
+
 adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64_t *shape,
                                       size_t *bytes, char *why, size_t len)
 {
@@ -172,11 +203,12 @@ adag_status_t adag_value_check_input(const adag_value_t *v, const char *fn, unsi
     if (v->kind == ADAG_VALUE_TENSOR) {
         char why[200];
         size_t bytes = 0;
-        if (v->device < ADAG_DEVICE_HOST)
+        if (!adag_device_id_valid(v->device))
             return adag_error(ADAG_ERR_INVALID,
-                              "%s: input %u: a tensor on device %d, which is neither "
-                              "ADAG_DEVICE_HOST nor ADAG_DEVICE_GPU(i)",
-                              fn, i, (int)v->device);
+                              "%s: input %u: a tensor on device 0x%08x, which is neither "
+                              "ADAG_DEVICE_HOST nor ADAG_DEVICE(kind, index) of a kind of "
+                              "adag_device_kind_t",
+                              fn, i, (unsigned)v->device);
         /* whether its device may be used: the DAG's (driver_device) */
         if (adag_tensor_bytes(v->dtype, v->ndim, v->shape, &bytes, why, sizeof(why)) !=
             ADAG_TENSOR_OK)
@@ -192,11 +224,12 @@ adag_status_t adag_value_check_input(const adag_value_t *v, const char *fn, unsi
         return adag_error(ADAG_ERR_INVALID, "%s: input %u: unknown value kind %d", fn, i,
                           (int)v->kind);
     } else if (v->dtype != ADAG_DTYPE_BYTES || v->ndim != 0 || v->device != ADAG_DEVICE_HOST) {
+        char dev[ADAG_DEVICE_NAME_MAX];
         return adag_error(ADAG_ERR_INVALID,
                           "%s: input %u: a bytes value (ADAG_VALUE_BYTES) has dtype %d, ndim %u "
-                          "and device %d; all three must be 0 (tensor fields are for "
+                          "and device %s; they must be 0, 0 and host (tensor fields are for "
                           "ADAG_VALUE_TENSOR)",
-                          fn, i, (int)v->dtype, v->ndim, (int)v->device);
+                          fn, i, (int)v->dtype, v->ndim, adag_device_name(v->device, dev));
     }
     if (v->size && !v->data)
         return adag_error(ADAG_ERR_INVALID, "%s: input %u: data is NULL but size is %zu", fn, i,

@@ -23,6 +23,16 @@ static inline adag_value_t adag_value_bytes(const void *data, size_t size)
  * "<fn>: input <i>: <what is wrong>". */
 adag_status_t adag_value_check_input(const adag_value_t *value, const char *fn, unsigned i);
 
+/* ---- devices ---- */
+
+/* Nonzero for a device id of a known kind (adag.h's ADAG_DEVICE): host
+ * memory (only ADAG_DEVICE_HOST itself), emu:i or cuda:i. */
+int adag_device_id_valid(int32_t device);
+/* A device id's name: "cuda:1", "emu:0", "host" for ADAG_DEVICE_HOST,
+ * "0x... (no such device)" for an id that is not valid; returns buf. */
+#define ADAG_DEVICE_NAME_MAX 32
+const char *adag_device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX]);
+
 /* ---- tensor metadata ---- */
 
 /* Nonzero for a dtype a tensor can have: known and not ADAG_DTYPE_BYTES. */

@@ -220,42 +220,43 @@ static const adag_param_field_t actor_fields[] = {
     ACTOR_FIELD(init_data, ADAG_ACTOR_PARAM_INIT),
     ACTOR_FIELD(init_size, ADAG_ACTOR_PARAM_INIT),
     ACTOR_FIELD(device, ADAG_ACTOR_PARAM_DEVICE),
-    ACTOR_FIELD(host, ADAG_ACTOR_PARAM_HOST),
+    ACTOR_FIELD(node, ADAG_ACTOR_PARAM_NODE),
     ACTOR_FIELD(cpus, ADAG_ACTOR_PARAM_CPUS),
     ACTOR_FIELD(numa, ADAG_ACTOR_PARAM_NUMA),
     ACTOR_FIELD(nic, ADAG_ACTOR_PARAM_NIC),
 };
 
-/* An actor's host: "host:port" as it is, or a name of the runtime's
- * ADAG_HOSTS ("name=host:port,..."), e.g. a rank under `adag-worker --pmix`. */
-static adag_status_t resolve_host(adag_runtime_h rt, const char *host, char *out, size_t len)
+/* A remote actor's node: "address:port" as it is, or a name of the
+ * runtime's ADAG_HOSTS ("name=address:port,..."), e.g. a rank under
+ * `adag-worker --pmix`. */
+static adag_status_t resolve_node(adag_runtime_h rt, const char *node, char *out, size_t len)
 {
-    if (strchr(host, ':')) {
-        snprintf(out, len, "%s", host);
+    if (strchr(node, ':')) {
+        snprintf(out, len, "%s", node);
         return ADAG_OK;
     }
     const char *table = rt->settings.hosts;
-    size_t nlen = strlen(host);
+    size_t nlen = strlen(node);
     for (const char *e = table; e && *e;) {
         const char *end = strchr(e, ',');
         size_t elen = end ? (size_t)(end - e) : strlen(e);
         const char *eq = memchr(e, '=', elen);
-        if (eq && (size_t)(eq - e) == nlen && !memcmp(e, host, nlen)) {
+        if (eq && (size_t)(eq - e) == nlen && !memcmp(e, node, nlen)) {
             size_t alen = elen - nlen - 1;
             if (alen == 0 || alen >= len || !memchr(eq + 1, ':', alen))
                 return adag_error(ADAG_ERR_INVALID,
-                                  "adag_actor_create: ADAG_HOSTS gives host %s the address "
-                                  "\"%.*s\", not host:port",
-                                  host, (int)alen, eq + 1);
+                                  "adag_actor_create: ADAG_HOSTS gives node %s the address "
+                                  "\"%.*s\", not address:port",
+                                  node, (int)alen, eq + 1);
             snprintf(out, len, "%.*s", (int)alen, eq + 1);
             return ADAG_OK;
         }
         e = end ? end + 1 : e + elen;
     }
     return adag_error(ADAG_ERR_NOT_FOUND,
-                      "adag_actor_create: host \"%s\" is neither host:port nor a name in "
+                      "adag_actor_create: node \"%s\" is neither address:port nor a name in "
                       "ADAG_HOSTS (%s)",
-                      host, table && *table ? table : "not set");
+                      node, table && *table ? table : "not set");
 }
 
 static adag_status_t check_actor_params(const adag_actor_params_t *p)
@@ -282,16 +283,16 @@ static adag_status_t check_actor_params(const adag_actor_params_t *p)
         return adag_error(ADAG_ERR_INVALID, "%s: unknown placement %d", fn, (int)p->placement);
     int remote = (p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) &&
                  p->placement == ADAG_PLACEMENT_REMOTE;
-    int has_host = (p->field_mask & ADAG_ACTOR_PARAM_HOST) != 0;
-    if (remote && (!has_host || !p->host || !p->host[0] || strlen(p->host) >= ADAG_HOSTPORT_MAX))
+    int has_node = (p->field_mask & ADAG_ACTOR_PARAM_NODE) != 0;
+    if (remote && (!has_node || !p->node || !p->node[0] || strlen(p->node) >= ADAG_HOSTPORT_MAX))
         return adag_error(ADAG_ERR_INVALID,
-                          "%s: remote actor %s needs host (ADAG_ACTOR_PARAM_HOST): \"host:port\" "
-                          "of an agent or a name in ADAG_HOSTS, under %d bytes",
+                          "%s: remote actor %s needs node (ADAG_ACTOR_PARAM_NODE): "
+                          "\"address:port\" of an agent or a name in ADAG_HOSTS, under %d bytes",
                           fn, p->name && (p->field_mask & ADAG_ACTOR_PARAM_NAME) ? p->name : "",
                           ADAG_HOSTPORT_MAX);
-    if (!remote && has_host)
+    if (!remote && has_node)
         return adag_error(ADAG_ERR_INVALID,
-                          "%s: host is set (ADAG_ACTOR_PARAM_HOST) but the placement is not "
+                          "%s: node is set (ADAG_ACTOR_PARAM_NODE) but the placement is not "
                           "ADAG_PLACEMENT_REMOTE",
                           fn);
     if (p->field_mask & ADAG_ACTOR_PARAM_INIT) {
@@ -358,14 +359,14 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     }
     char host[ADAG_HOSTPORT_MAX] = "";
     if (placement == ADAG_PLACEMENT_REMOTE &&
-        (st = resolve_host(rt, p->host, host, sizeof(host))) != ADAG_OK)
+        (st = resolve_node(rt, p->node, host, sizeof(host))) != ADAG_OK)
         return st;
     a = calloc(1, sizeof(*a));
     if (!a)
         return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     a->rt = rt;
     a->ops = placement == ADAG_PLACEMENT_THREAD ? &adag_placement_thread : &adag_placement_process;
-    snprintf(a->host, sizeof(a->host), "%s", host);
+    snprintf(a->node, sizeof(a->node), "%s", host);
     a->refs = 1;
     a->live = 1;
     a->device_kind = has_device ? (int32_t)device_kind : -1;
@@ -465,7 +466,7 @@ adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *o
         const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
         for (unsigned r = 0; r < c->nreaders; r++) {
             adag_actor_h a = c->readers[r] >= 0 ? dag->actors[c->readers[r]].actor : NULL;
-            if (a && !a->host[0]) /* an actor on another host: not this machine's CPUs */
+            if (a && !a->node[0]) /* an actor on another host: not this machine's CPUs */
                 place_union(&u, n++, &a->place);
         }
     }

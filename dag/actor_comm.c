@@ -74,9 +74,9 @@ adag_status_t adag_actor_comms_host_device(adag_actor_comms_t *t, const char *ac
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&t->lock);
     if (!t->host_device &&
-        (st = adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, t->settings, &t->host_device)) !=
+        (st = adag_actor_device_open(ADAG_DEV_EMULATED, 0, t->settings, &t->host_device)) !=
             ADAG_OK)
-        adag_error_prefix("actor %s: the host device of its communicators (a host actor in a "
+        adag_error_prefix("actor %s: the emulated device of its communicators (a host actor in a "
                           "collective)", actor);
     *out = t->host_device ? &t->host_device->chan : NULL;
     pthread_mutex_unlock(&t->lock);

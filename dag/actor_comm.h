@@ -52,17 +52,17 @@ typedef struct {
     const adag_settings_t *settings;
     adag_actor_comm_t *list;
     /* A host actor (no device) that is a collective member runs its
-     * communicators on host device 0, opened here at its first one and
+     * communicators on emulated device 0, opened here at its first one and
      * closed with the table (under lock). */
     adag_actor_device_t *host_device;
 } adag_actor_comms_t;
 
 void adag_actor_comms_init(adag_actor_comms_t *t, const adag_settings_t *settings);
 /* The actor stops (after every DAG context it had was destroyed): every
- * entry is dropped, then the host device (if opened) closes. Before the
+ * entry is dropped, then the emulated device (if opened) closes. Before the
  * actor's own device closes. */
 void adag_actor_comms_destroy(adag_actor_comms_t *t);
-/* The device a host actor's communicators run on (host:0, opened at the
+/* The device a host actor's communicators run on (emu:0, opened at the
  * first call; its streams carry the collectives of host tensors). */
 adag_status_t adag_actor_comms_host_device(adag_actor_comms_t *t, const char *actor,
                                            const adag_chan_device_t **out);

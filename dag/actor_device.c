@@ -34,7 +34,7 @@ adag_status_t adag_actor_device_open(adag_device_kind_t kind, unsigned index,
     if ((st = ops->open(index, &d->chan.dev)) != ADAG_OK)
         goto cleanup;
     /* before its streams: they read it */
-    d->chan.dev->tuning.copy_mbps = settings->host_copy_mbps;
+    d->chan.dev->tuning.copy_mbps = settings->emu_copy_mbps;
     d->chan.dev->tuning.spin_ns = settings->spin_ns_crowded;
     if ((st = ops->bind_thread(d->chan.dev)) != ADAG_OK)
         goto cleanup;

@@ -54,11 +54,11 @@ adag_status_t adag_actor_place_check(const adag_actor_params_t *p, const char *f
 }
 
 /* The topology's GPU for an actor's device: a CUDA device by its bus id;
- * the emulated host device stands for the map's GPUs in bus order (host:i
+ * the emulated device stands for the map's GPUs in bus order (emu:i
  * is the i-th), so an XML map of a GPU server can be exercised anywhere. */
 static int map_gpu(const adag_topo_t *t, const char *who, int32_t kind, unsigned index)
 {
-    if (kind == ADAG_DEVICE_KIND_HOST)
+    if (kind == ADAG_DEV_EMULATED)
         return index < t->ngpus ? (int)index : -1;
     const adag_device_ops_t *ops = adag_device_backend((uint32_t)kind);
     char bus[32];

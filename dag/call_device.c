@@ -12,7 +12,8 @@ int32_t adag_call_device(adag_call_h call)
 {
     if (!call || !call->loop->actor.device)
         return ADAG_DEVICE_HOST;
-    return ADAG_DEVICE_GPU(call->loop->actor.device->dev->index);
+    const adag_device_t *dev = call->loop->actor.device->dev;
+    return ADAG_DEVICE(dev->ops->kind, dev->index);
 }
 
 void *adag_call_stream(adag_call_h call)

@@ -194,7 +194,7 @@ static unsigned loops_sharing(adag_dag_h dag, int self, const adag_place_t *mine
     unsigned n = self < 0 || adag_place_share(mine, host, &driver, "") ? 1 : 0;
     for (unsigned j = 0; j < dag->nactors; j++) {
         adag_actor_h b = dag->actors[j].actor;
-        if ((int)j == self || adag_place_share(mine, host, &b->place, b->host))
+        if ((int)j == self || adag_place_share(mine, host, &b->place, b->node))
             n++;
     }
     return n;
@@ -218,7 +218,7 @@ adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai)
     const char *host = "";
     if (ai >= 0) {
         mine = &dag->actors[ai].actor->place;
-        host = dag->actors[ai].actor->host;
+        host = dag->actors[ai].actor->node;
     } else {
         adag_place_none(&driver);
     }
@@ -413,12 +413,12 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
         for (unsigned ai = 0; ai < dag->nactors; ai++) {
             adag_actor_h a = dag->actors[ai].actor;
-            if (a->host[0] && adag_comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
+            if (a->node[0] && adag_comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
                 return adag_error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: actor %s (host %s) has a communicator "
+                                  "adag_graph_compile: actor %s (node %s) has a communicator "
                                   "tensor (ADAG_TRANSPORT_COMM); those run within the driver's "
                                   "host for now",
-                                  a->name, a->host);
+                                  a->name, a->node);
         }
     return plan_order_channels(dag);
 }

@@ -210,7 +210,7 @@ adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *co
         snprintf(what, sizeof(what), "%s#%u", adag_coll_kind_name(c->kind), c->id);
         /* host actors' tensors are in host memory: the host communicator's */
         int kind = c->outputs[0]->actor->device_kind;
-        if ((st = backend_of(kind < 0 ? ADAG_DEVICE_KIND_HOST : kind, what, &ops)) != ADAG_OK)
+        if ((st = backend_of(kind < 0 ? ADAG_DEV_EMULATED : kind, what, &ops)) != ADAG_OK)
             return st;
         adag_comm_lease_t *l;
         if ((st = lease_group(dag, ops, ids, c->n, 0, &l)) != ADAG_OK)

@@ -78,7 +78,7 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
  * the driver's host. */
 static const char *host_of(adag_dag_h dag, int who)
 {
-    return who < 0 ? "" : dag->actors[who].actor->host;
+    return who < 0 ? "" : dag->actors[who].actor->node;
 }
 
 /* The one decision of a channel's backend: ucx when its endpoints are on
@@ -121,11 +121,11 @@ adag_status_t adag_compile_check_collective_hosts(adag_graph_h g)
         const adag_collective_t *col = g->colls[k];
         for (unsigned m = 0; m < col->n; m++) {
             adag_actor_h a = col->inputs[m]->actor;
-            if (a && a->host[0])
+            if (a && a->node[0])
                 return adag_error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: collective %s#%u has member %s on host "
+                                  "adag_graph_compile: collective %s#%u has member %s on node "
                                   "%s; collectives run within the driver's host for now",
-                                  adag_coll_kind_name(col->kind), col->id, a->name, a->host);
+                                  adag_coll_kind_name(col->kind), col->id, a->name, a->node);
         }
     }
     return ADAG_OK;

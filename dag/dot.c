@@ -33,15 +33,15 @@ static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
 {
     const adag_dag_actor_t *da = &dag->actors[ai];
     const adag_program_t *p = &da->prog;
-    /* its placement (a remote one's host) and its device */
+    /* its placement (a remote one's node) and its device */
     const adag_actor_h actor = da->actor;
     char device[ADAG_DEVICE_SPEC_MAX + 8] = "no device";
     if (actor->device_kind >= 0)
         snprintf(device, sizeof(device), "device %s:%u",
                  adag_device_kind_name((uint32_t)actor->device_kind), actor->device_index);
-    if (actor->host[0])
-        adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, host %s, %s)\\l", ai,
-                        actor->name, actor->host, device);
+    if (actor->node[0])
+        adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, node %s, %s)\\l", ai,
+                        actor->name, actor->node, device);
     else
         adag_out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
                         actor->ops->name, device);
@@ -76,8 +76,8 @@ static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
 }
 
 /* How a device channel's value reaches reader r: "cuda_ipc zero copy
- * cuda:0 -> cuda:0", "host_ipc peer copy host:0 -> host:1", "copy in host
- * -> cuda:1", "copy out host:2 -> host", "nccl send/recv cuda:0 rank 0 ->
+ * cuda:0 -> cuda:0", "emu_ipc peer copy emu:0 -> emu:1", "copy in host
+ * -> cuda:1", "copy out emu:2 -> host", "nccl send/recv cuda:0 rank 0 ->
  * cuda:1 rank 1"; "" for other kinds. */
 static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsigned r)
 {

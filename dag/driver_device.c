@@ -16,7 +16,7 @@
  * event; the next reservation of that slot waits for it (outside the
  * DAG's lock, in the one thread taking the next ref) before the buffer is
  * handed out again. Several threads enqueue on the one stream: the
- * backends' enqueueing is thread-safe (CUDA's API; the host device's
+ * backends' enqueueing is thread-safe (CUDA's API; the emulated device's
  * queue mutex).
  */
 #include "common/clock.h"
@@ -70,19 +70,22 @@ adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsign
     if (v->kind != ADAG_VALUE_TENSOR || v->device == ADAG_DEVICE_HOST)
         return ADAG_OK;
     if (adag_dag_input_on_device(dag, i) &&
-        v->device == ADAG_DEVICE_GPU(dag->driver_dev_index))
+        v->device == ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index))
         return ADAG_OK;
+    char name[ADAG_DEVICE_NAME_MAX], mine[ADAG_DEVICE_NAME_MAX];
+    adag_device_name(v->device, name);
     if (!dag->driver_dev)
         return adag_error(ADAG_ERR_INVALID,
-                          "%s: input %u: a tensor on device %d, but DAG %s has no driver device "
+                          "%s: input %u: a tensor on device %s, but DAG %s has no driver device "
                           "(adag_compile_params_t.driver_device): its inputs are in host memory",
-                          fn, i, (int)v->device, dag->name);
+                          fn, i, name, dag->name);
     return adag_error(ADAG_ERR_INVALID,
-                      "%s: input %u: a tensor on device %d; this input takes host memory or "
-                      "the driver's device %s:%u (ADAG_DEVICE_GPU(%u)), and only a tensor "
-                      "field (adag_node_tensor) lives on it",
-                      fn, i, (int)v->device, adag_device_kind_name((uint32_t)dag->driver_dev_kind),
-                      dag->driver_dev_index, dag->driver_dev_index);
+                      "%s: input %u: a tensor on device %s; this input takes host memory or "
+                      "the driver's device %s, and only a tensor field (adag_node_tensor) lives "
+                      "on it",
+                      fn, i, name,
+                      adag_device_name(ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index),
+                                       mine));
 }
 
 /* ---- the pinned staging of the inputs on the device ---- */

@@ -172,9 +172,10 @@ struct adag_actor {
     int dead;                  /* under rt->lock */
     int reaped;                /* under rt->lock */
     char death[160];           /* why it died; under rt->lock */
-    /* ADAG_PLACEMENT_REMOTE: its agent's "host:port" (its host, for the
-     * compiler); "" on the driver's host */
-    char host[ADAG_HOSTPORT_MAX];
+    /* ADAG_PLACEMENT_REMOTE: its node, the agent's "address:port" (for the
+     * compiler: actors with the same node share a machine); "" on the
+     * driver's node */
+    char node[ADAG_HOSTPORT_MAX];
 };
 
 typedef enum { NODE_INPUT, NODE_CALL, NODE_RETURN } adag_node_kind_t;

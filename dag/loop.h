@@ -140,7 +140,7 @@ struct adag_loop {
     adag_actor_comm_t **comm_entries;
     adag_chan_comm_t *chan_comms;
     /* the device they run on: the actor's, or for a host actor (host
-     * tensors in a collective) its table's host device; NULL: none */
+     * tensors in a collective) its table's emulated device; NULL: none */
     const adag_chan_device_t *comm_device;
     /* the program's collective operations (dag/loop_collective.c) */
     struct adag_loop_coll *colls;

@@ -22,7 +22,7 @@
  * the loop's on_fail, naming itself and the member it waited for.
  *
  * A host actor (no device; its tensors in host memory) runs its
- * collectives on its communicators' host device (loop->comm_device): its
+ * collectives on its communicators' emulated device (loop->comm_device): its
  * tensor is complete when its method returns, so step 3 enqueues at once,
  * and the loop waits for `done` before it publishes the result, which
  * lives in the output's host slot. A member that never comes is the

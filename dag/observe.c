@@ -58,8 +58,8 @@ static void no_answer(adag_actor_h a, int64_t timeout_ms, const char *reason, ch
 {
     int pid = a->ops->pid ? a->ops->pid(a) : 0;
     char who[ADAG_MAX_NAME + ADAG_HOSTPORT_MAX + 64];
-    if (a->host[0])
-        snprintf(who, sizeof(who), "actor %s (remote, host %s)", a->name, a->host);
+    if (a->node[0])
+        snprintf(who, sizeof(who), "actor %s (remote, node %s)", a->name, a->node);
     else if (pid > 0)
         snprintf(who, sizeof(who), "actor %s (pid %d%s)", a->name, pid, proc_state(pid));
     else

@@ -226,7 +226,7 @@ static adag_status_t hello(adag_actor_h a)
     if (p->remote) { /* the agent checks it */
         adag_status_t st = adag_token_load(&a->rt->settings, token, &token_len);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s on host %s", a->name, a->host);
+            adag_error_prefix("actor %s on node %s", a->name, a->node);
             return st;
         }
         h.token = (adag_blob_t){token, token_len};
@@ -351,10 +351,10 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     pthread_mutex_init(&pa->ctl_lock, NULL);
     pthread_mutex_init(&pa->send_lock, NULL);
     a->impl = pa;
-    if (a->host[0]) {
+    if (a->node[0]) {
         pid = 0;
         pidfd = -1;
-        st = adag_remote_open(a->host, control_deadline(a), a->rt->settings.remote_timeout_ms,
+        st = adag_remote_open(a->node, control_deadline(a), a->rt->settings.remote_timeout_ms,
                               &ctl, &pa->remote);
     } else {
         st = adag_monitor_spawn(a->rt, &pid, &pidfd, &ctl);

@@ -80,7 +80,7 @@ static int relay_out(adag_remote_link_t *l)
     st = adag_ctl_send(l->tcp, msg.type, msg.payload, msg.len, NULL, 0);
     adag_ctl_msg_free(&msg);
     if (st != ADAG_OK) {
-        link_down(l, "sending to host %s: %s", l->host, adag_last_error());
+        link_down(l, "sending to node %s: %s", l->host, adag_last_error());
         return 0;
     }
     return 1;
@@ -92,19 +92,19 @@ static int relay_in(adag_remote_link_t *l)
     adag_ctl_msg_t msg;
     adag_status_t st = adag_ctl_recv(l->tcp, adag_deadline_ms(FRAME_TIMEOUT_MS), &msg);
     if (st == ADAG_ERR_CLOSED) {
-        link_down(l, "the connection to host %s closed (the worker exited or was killed)",
+        link_down(l, "the connection to node %s closed (the worker exited or was killed)",
                   l->host);
         return 0;
     }
     if (st != ADAG_OK && errno == ETIMEDOUT) { /* the keepalive gave up */
         link_down(l,
-                  "host %s is unreachable: no answer within ADAG_REMOTE_TIMEOUT_MS=%lld ms "
-                  "(a link or the host is down)",
+                  "node %s is unreachable: no answer within ADAG_REMOTE_TIMEOUT_MS=%lld ms "
+                  "(a link or the node is down)",
                   l->host, (long long)l->timeout_ms);
         return 0;
     }
     if (st != ADAG_OK) {
-        link_down(l, "the connection to host %s failed: %s", l->host, adag_last_error());
+        link_down(l, "the connection to node %s failed: %s", l->host, adag_last_error());
         return 0;
     }
     int to = msg.type == ADAG_MSG_DAG_FAILED ? l->events : l->local;

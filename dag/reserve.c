@@ -450,8 +450,9 @@ static void describe_input(adag_dag_h dag, unsigned i, adag_input_view_t *v)
     const adag_tensor_decl_t *t = &dag->chans[dag->input_chan[i]].tensor;
     memset(v, 0, sizeof(*v));
     v->capacity = dag->inputs[i]->capacity;
-    v->device = adag_dag_input_on_device(dag, i) ? ADAG_DEVICE_GPU(dag->driver_dev_index)
-                                                 : ADAG_DEVICE_HOST;
+    v->device = adag_dag_input_on_device(dag, i)
+                    ? ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index)
+                    : ADAG_DEVICE_HOST;
     v->flags = (t->flags & ADAG_TENSOR_DECLARED ? ADAG_INPUT_TENSOR : 0) |
                (t->flags & ADAG_TENSOR_STATIC_DTYPE ? ADAG_INPUT_STATIC_DTYPE : 0) |
                (t->flags & ADAG_TENSOR_STATIC_SHAPE ? ADAG_INPUT_STATIC_SHAPE : 0);

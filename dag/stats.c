@@ -67,8 +67,8 @@ static adag_actor_stats_t *actor_entry(adag_stats_h s, adag_dag_h dag, unsigned 
     adag_actor_h a = dag->actors[ai].actor;
     adag_actor_stats_t *as = &s->actors[ai];
     snprintf(s->actor_names[ai], sizeof(s->actor_names[ai]), "%s", a->name);
-    if (a->host[0])
-        snprintf(s->placements[ai], sizeof(s->placements[ai]), "remote host %s", a->host);
+    if (a->node[0])
+        snprintf(s->placements[ai], sizeof(s->placements[ai]), "remote node %s", a->node);
     else
         snprintf(s->placements[ai], sizeof(s->placements[ai]), "%s", a->ops->name);
     as->struct_size = sizeof(*as);
@@ -76,6 +76,8 @@ static adag_actor_stats_t *actor_entry(adag_stats_h s, adag_dag_h dag, unsigned 
     as->placement = s->placements[ai];
     as->nops = dag->actors[ai].prog.nops;
     as->doing = s->doings[ai];
+    as->device = a->device_kind >= 0 ? ADAG_DEVICE(a->device_kind, a->device_index)
+                                     : ADAG_DEVICE_HOST;
     return as;
 }
 

@@ -23,7 +23,7 @@ static double share(uint64_t part, uint64_t whole)
 static void print_actors(adag_stats_h s, adag_out_t *out)
 {
     int timed = adag_stats_timed(s);
-    adag_out_printf(out, "%-20s %-16s %10s", "actor", "placement", "executions");
+    adag_out_printf(out, "%-20s %-16s %-8s %10s", "actor", "placement", "device", "executions");
     if (timed)
         adag_out_printf(out, " %8s %10s %10s %10s %15s  %s", "busy", "on input", "on room",
                         "since s", "last op, s ago", "now");
@@ -32,12 +32,14 @@ static void print_actors(adag_stats_h s, adag_out_t *out)
         adag_actor_stats_t a = ADAG_ACTOR_STATS_INIT;
         if (adag_stats_actor(s, i, &a) != ADAG_OK)
             continue;
+        char dev[ADAG_DEVICE_NAME_MAX];
+        adag_device_name(a.device, dev);
         if (a.unanswered) { /* no figures: say why, in their place */
-            adag_out_printf(out, "%-20s %-16s %10s  no answer: %s\n", a.name, a.placement, "?",
-                            a.unanswered);
+            adag_out_printf(out, "%-20s %-16s %-8s %10s  no answer: %s\n", a.name, a.placement,
+                            dev, "?", a.unanswered);
             continue;
         }
-        adag_out_printf(out, "%-20s %-16s %10llu", a.name, a.placement,
+        adag_out_printf(out, "%-20s %-16s %-8s %10llu", a.name, a.placement, dev,
                         (unsigned long long)a.count);
         if (timed)
             adag_out_printf(out, " %7.1f%% %9.1f%% %9.1f%% %10.1f %15.3f  %s", 100.0 * a.busy,

@@ -86,13 +86,19 @@ static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const tra
     } else {
         adag_actor_h a = dag->actors[ai].actor;
         int pid = a->ops->pid ? a->ops->pid(a) : 0;
-        if (a->host[0])
-            snprintf(label, sizeof(label), "actor %s (remote, host %s, pid %d)", a->name, a->host,
-                     pid);
+        char dev[ADAG_DEVICE_NAME_MAX + 16] = "";
+        if (a->device_kind >= 0) { /* ", device emu:1" */
+            char name[ADAG_DEVICE_NAME_MAX];
+            snprintf(dev, sizeof(dev), ", device %s",
+                     adag_device_name(ADAG_DEVICE(a->device_kind, a->device_index), name));
+        }
+        if (a->node[0])
+            snprintf(label, sizeof(label), "actor %s (remote, node %s, pid %d%s)", a->name,
+                     a->node, pid, dev);
         else if (pid)
-            snprintf(label, sizeof(label), "actor %s (process, pid %d)", a->name, pid);
+            snprintf(label, sizeof(label), "actor %s (process, pid %d%s)", a->name, pid, dev);
         else
-            snprintf(label, sizeof(label), "actor %s (thread)", a->name);
+            snprintf(label, sizeof(label), "actor %s (thread%s)", a->name, dev);
         if (t->unanswered) /* its track is there, empty, saying so */
             snprintf(label + strlen(label), sizeof(label) - strlen(label), ": no answer");
     }

@@ -58,7 +58,7 @@ static inline bool parse_count(const char *opt, const char *arg, unsigned long m
 }
 
 /* Fills *device (unless given): cuda where a CUDA device exists and the
- * CUDA variant of the module was built, else host; and *module (unless
+ * CUDA variant of the module was built, else emu; and *module (unless
  * given) to the variant for that device. */
 static inline void pick_backend(const char **device, const char **module,
                                 const char *cuda_module, const char *host_module)
@@ -66,10 +66,10 @@ static inline void pick_backend(const char **device, const char **module,
     unsigned n = 0;
     if (!*device) {
         bool have_cuda = adag_device_count("cuda", &n) == ADAG_OK && n > 0;
-        *device = have_cuda && access(cuda_module, R_OK) == 0 ? "cuda" : "host";
-        if (have_cuda && !strcmp(*device, "host"))
+        *device = have_cuda && access(cuda_module, R_OK) == 0 ? "cuda" : "emu";
+        if (have_cuda && !strcmp(*device, "emu"))
             printf(EXAMPLE_NAME ": %u CUDA devices, but %s was not built (no nvcc at build "
-                   "time): using the host device\n", n, cuda_module);
+                   "time): using the emulated device\n", n, cuda_module);
     }
     if (!*module)
         *module = !strcmp(*device, "cuda") ? cuda_module : host_module;

@@ -3,10 +3,10 @@
  *
  *     driver --x f32[shape]--> s0.forward --> s1.forward --> ... --> driver
  *
- * Each stage is an adag-worker process bound to a device ("host:i", the
+ * Each stage is an adag-worker process bound to a device ("emu:i", the
  * emulated device, or "cuda:i"), with a compute stream where its method
  * enqueues the work ("gpu_stage", examples/modules/gpu_stages.c: host code
- * in stream order on the host device, a CUDA kernel on cuda) and returns at
+ * in stream order on the emulated device, a CUDA kernel on cuda) and returns at
  * once. Every value between stages is declared a tensor (adag_node_tensor),
  * so it stays in device memory: the next stage on the same device reads it
  * in place (zero copy), one on another device gets one peer copy; the input
@@ -20,7 +20,7 @@
  * stage's waits, compute and publish, its device copies, the driver's) as
  * Chrome trace JSON; --stats prints each actor's, op's and channel's figures.
  *
- * Usage: gpu_pipeline [--device host|cuda] [--shape 64x1024] [--stages 4]
+ * Usage: gpu_pipeline [--device emu|cuda] [--shape 64x1024] [--stages 4]
  *                     [--iters N] [--inflight K] [--dot FILE] [--trace FILE]
  *                     [--stats] [--module PATH]
  */
@@ -50,7 +50,7 @@
 #define GET_TIMEOUT_MS 30000
 
 typedef struct {
-    const char *device; /* "host" or "cuda" */
+    const char *device; /* "emu" or "cuda" */
     unsigned ndim;
     int64_t shape[ADAG_MAX_DIMS];
     unsigned stages, inflight;
@@ -63,9 +63,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gpu_pipeline [options]\n"
-            "  --device host|cuda  the devices of the stages (default cuda where\n"
+            "  --device emu|cuda  the devices of the stages (default cuda where\n"
             "                      adag_device_count(\"cuda\") finds one and the CUDA module\n"
-            "                      was built, else host: the emulated device)\n"
+            "                      was built, else emu: the emulated device)\n"
             "  --shape AxBx...     the f32 tensor's shape (default 64x1024)\n"
             "  --stages N          stages, one actor each (default 4, at most %d)\n"
             "  --iters N           executions (default 500)\n"
@@ -128,8 +128,8 @@ static int parse_options(int argc, char **argv, options_t *o)
                 fprintf(stderr, "gpu_pipeline: %s needs a value\n", opt);
                 return 1;
             }
-            if (!strcmp(opt, "--device") && strcmp(arg, "host") && strcmp(arg, "cuda")) {
-                fprintf(stderr, "gpu_pipeline: --device %s: expected host or cuda\n", arg);
+            if (!strcmp(opt, "--device") && strcmp(arg, "emu") && strcmp(arg, "cuda")) {
+                fprintf(stderr, "gpu_pipeline: --device %s: expected emu or cuda\n", arg);
                 return 1;
             }
             if (!strcmp(opt, "--device"))
@@ -166,7 +166,7 @@ static int parse_options(int argc, char **argv, options_t *o)
 }
 
 /* The device backend and module when not given: cuda where it has a device
- * and its module was built, else the emulated host device. */
+ * and its module was built, else the emulated device. */
 /* ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -223,9 +223,10 @@ static bool check(const adag_value_t *out, const pool_t *p, int k, unsigned long
                     !memcmp(out->shape, o->shape, o->ndim * sizeof(int64_t));
     if (!shape_ok) {
         fprintf(stderr, "gpu_pipeline: execution %lu: got kind %d dtype %s, %u dims, %zu bytes "
-                        "on device %d; want a host f32 tensor of %zu bytes\n",
-                exec, out->kind, adag_dtype_name(out->dtype), out->ndim, out->size, out->device,
-                p->n * sizeof(float));
+                        "on device %s:%u; want a host f32 tensor of %zu bytes\n",
+                exec, out->kind, adag_dtype_name(out->dtype), out->ndim, out->size,
+                adag_device_kind_name(ADAG_DEVICE_KIND(out->device)),
+                ADAG_DEVICE_INDEX(out->device), p->n * sizeof(float));
         return false;
     }
     if (!memcmp(out->data, p->expect[k], out->size))

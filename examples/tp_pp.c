@@ -14,7 +14,7 @@
  * together (zero copy), else from the device next door (a peer copy). The
  * driver reads member 0's copy of the last stage's output.
  *
- * Each shard is an adag-worker process bound to a device ("host:i", the
+ * Each shard is an adag-worker process bound to a device ("emu:i", the
  * emulated device, or "cuda:i"); its method enqueues the work on its
  * compute stream and returns; every value between actors stays in device
  * memory. The executions are pipelined (--inflight of them at once), and
@@ -25,7 +25,7 @@
  * every sum of absolute values stays below 2^24, where f32 is exact in
  * any order of summation (the shards', the allreduce's, its own).
  *
- * Usage: tp_pp [--device host|cuda] [--batch 16] [--dim 64] [--hidden 256]
+ * Usage: tp_pp [--device emu|cuda] [--batch 16] [--dim 64] [--hidden 256]
  *              [--tp 2] [--pp 2] [--iters N] [--inflight K] [--colocate]
  *              [--dot FILE] [--module PATH]
  */
@@ -57,7 +57,7 @@
 #define GET_TIMEOUT_MS 30000
 
 typedef struct {
-    const char *device; /* "host" or "cuda" */
+    const char *device; /* "emu" or "cuda" */
     unsigned batch, dim, hidden, tp, pp, inflight, iters;
     bool colocate;
     const char *dot, *module;
@@ -67,9 +67,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tp_pp [options]\n"
-            "  --device host|cuda  the shards' devices (default cuda where\n"
+            "  --device emu|cuda  the shards' devices (default cuda where\n"
             "                      adag_device_count(\"cuda\") finds one and the CUDA module\n"
-            "                      was built, else host: the emulated device)\n"
+            "                      was built, else emu: the emulated device)\n"
             "  --batch B           rows of x (default 16)\n"
             "  --dim D             width of x and of each block's output (default 64)\n"
             "  --hidden H          hidden width of each block, a multiple of --tp (default 256)\n"
@@ -125,8 +125,8 @@ static int parse_options(int argc, char **argv, options_t *o)
                 fprintf(stderr, "tp_pp: %s needs a value\n", opt);
                 return 1;
             }
-            if (!strcmp(opt, "--device") && strcmp(arg, "host") && strcmp(arg, "cuda")) {
-                fprintf(stderr, "tp_pp: --device %s: expected host or cuda\n", arg);
+            if (!strcmp(opt, "--device") && strcmp(arg, "emu") && strcmp(arg, "cuda")) {
+                fprintf(stderr, "tp_pp: --device %s: expected emu or cuda\n", arg);
                 return 1;
             }
             if (!strcmp(opt, "--device"))
@@ -150,7 +150,7 @@ static int parse_options(int argc, char **argv, options_t *o)
 }
 
 /* The device backend and module when not given: cuda where it has a device
- * and its module was built, else the emulated host device. */
+ * and its module was built, else the emulated device. */
 /* ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -240,9 +240,10 @@ static bool check(const adag_value_t *out, const pool_t *p, int k, unsigned long
                     out->size == p->n * sizeof(float);
     if (!shape_ok) {
         fprintf(stderr, "tp_pp: execution %lu: got kind %d dtype %s, %u dims, %zu bytes on "
-                        "device %d; want a host f32 tensor [%u, %u]\n",
-                exec, out->kind, adag_dtype_name(out->dtype), out->ndim, out->size, out->device,
-                o->batch, o->dim);
+                        "device %s:%u; want a host f32 tensor [%u, %u]\n",
+                exec, out->kind, adag_dtype_name(out->dtype), out->ndim, out->size,
+                adag_device_kind_name(ADAG_DEVICE_KIND(out->device)),
+                ADAG_DEVICE_INDEX(out->device), o->batch, o->dim);
         return false;
     }
     if (!memcmp(out->data, p->expect[k], out->size))

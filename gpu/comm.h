@@ -6,7 +6,7 @@
  *
  *   nccl   NCCL (libnccl.so.2 loaded with dlopen, like the CUDA runtime),
  *          ranks on CUDA devices;
- *   host   the emulated device's twin: ranks on host devices of one host,
+ *   host   the emulated device's twin: ranks on emulated devices of one host,
  *          talking through a shared memory segment.
  *
  * A communicator's life:
@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 typedef enum {
-    ADAG_COMM_KIND_HOST = 0, /* ranks on host devices (gpu/comm_host.c) */
+    ADAG_COMM_KIND_HOST = 0, /* ranks on emulated devices (gpu/comm_host.c) */
     ADAG_COMM_KIND_NCCL = 1, /* ranks on CUDA devices (gpu/comm_nccl.c) */
     ADAG_COMM_KIND_COUNT
 } adag_comm_kind_t;

@@ -1,10 +1,10 @@
 /*
- * The host communicator (gpu/comm.h): ranks on host devices (gpu/host.c)
+ * The host communicator (gpu/comm.h): ranks on emulated devices (gpu/host.c)
  * of one host, in any mix of threads and processes, talking through one
  * shared memory segment per communicator.
  *
  * The id is bytes only (gpu/comm_host.h): the driver's memfd, named like a
- * host device handle (pid, fd, identity; gpu/memfd_handle.h) and opened by
+ * emulated device handle (pid, fd, identity; gpu/memfd_handle.h) and opened by
  * each rank through /proc, so it travels in any message. The driver keeps
  * the memfd open until id_destroy; each rank maps the segment at init and
  * keeps it mapped until its communicator is freed.
@@ -464,8 +464,8 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
     if (!id || !dev || nranks < 1 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
         return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
                           "a rank below them", who, ADAG_COMM_MAX_RANKS);
-    if (dev->ops->kind != ADAG_DEVICE_KIND_HOST)
-        return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on host devices, not %s", who,
+    if (dev->ops->kind != ADAG_DEV_EMULATED)
+        return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on emulated devices, not %s", who,
                           dev->ops->name);
     if ((st = map_segment(id, nranks, who, &g)) != ADAG_OK)
         return st;
@@ -678,10 +678,10 @@ static void host_counts(adag_comm_counts_t *out)
 
 static int host_probe(char *why, size_t len)
 {
-    const adag_device_ops_t *dev = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *dev = adag_device_backend(ADAG_DEV_EMULATED);
     char dev_why[256] = "";
     if (dev->probe(dev_why, sizeof(dev_why)) == 0) {
-        snprintf(why, len, "no host device (%s)", dev_why);
+        snprintf(why, len, "no emulated device (%s)", dev_why);
         return 0;
     }
     snprintf(why, len, "a memfd segment per communicator: a ring of %d x %llu KiB per pair of "
@@ -693,7 +693,7 @@ static int host_probe(char *why, size_t len)
 const adag_comm_ops_t adag_comm_host_ops = {
     .name = "host",
     .kind = ADAG_COMM_KIND_HOST,
-    .device_kind = ADAG_DEVICE_KIND_HOST,
+    .device_kind = ADAG_DEV_EMULATED,
     .probe = host_probe,
     .id_create = host_id_create,
     .id_destroy = host_id_destroy,

@@ -14,7 +14,7 @@
 #define ADAG_COMM_HOST_VERSION 3
 
 /* What adag_comm_id_t.bytes hold (len = sizeof): the segment, named like
- * a host device handle, and the number of ranks it was laid out for. */
+ * a emulated device handle, and the number of ranks it was laid out for. */
 typedef struct {
     uint32_t magic;   /* ADAG_COMM_HOST_ID_MAGIC */
     uint32_t version; /* ADAG_COMM_HOST_VERSION */

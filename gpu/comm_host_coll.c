@@ -431,7 +431,7 @@ static const coll_algo_t pipelined_allreduce_algo = {pipe_nbarriers, pipe_before
                                                      pipe_after_last};
 
 /* Allreduce, direct (past FLAT_ALLREDUCE_BYTES, when every rank's send
- * and recv lie in memfds: the host device's memory, its own or imported).
+ * and recv lie in memfds: the emulated device's memory, its own or imported).
  * Three phases of one barrier each:
  *   offer    every rank has posted, with its call, where its buffers are
  *            (coll_bufs_t), or that they cannot be mapped. If one cannot,

@@ -99,7 +99,7 @@ static void nccl_id_destroy_unbuilt(void *owner)
 const adag_comm_ops_t adag_comm_nccl_ops = {
     .name = "nccl",
     .kind = ADAG_COMM_KIND_NCCL,
-    .device_kind = ADAG_DEVICE_KIND_CUDA,
+    .device_kind = ADAG_DEV_CUDA,
     .probe = nccl_probe_unbuilt,
     .id_create = nccl_id_create_unbuilt,
     .id_destroy = nccl_id_destroy_unbuilt,
@@ -210,7 +210,7 @@ static int nccl_probe(char *why, size_t len)
         snprintf(why, len, "%s", lib.error);
         return 0;
     }
-    const adag_device_ops_t *cuda = adag_device_backend(ADAG_DEVICE_KIND_CUDA);
+    const adag_device_ops_t *cuda = adag_device_backend(ADAG_DEV_CUDA);
     unsigned n = cuda->probe(cuda_why, sizeof(cuda_why));
     if (n == 0) {
         snprintf(why, len, "no CUDA device (%s)", cuda_why);
@@ -319,7 +319,7 @@ static adag_status_t nccl_init(const adag_comm_id_t *id, unsigned nranks, unsign
     if (!id || !dev || nranks < 1 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
         return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
                           "a rank below them", who, ADAG_COMM_MAX_RANKS);
-    if (dev->ops->kind != ADAG_DEVICE_KIND_CUDA)
+    if (dev->ops->kind != ADAG_DEV_CUDA)
         return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on cuda devices, not %s", who,
                           dev->ops->name);
     if (id->len != sizeof(uid))
@@ -653,7 +653,7 @@ static void nccl_destroy(adag_comm_t *base)
 const adag_comm_ops_t adag_comm_nccl_ops = {
     .name = "nccl",
     .kind = ADAG_COMM_KIND_NCCL,
-    .device_kind = ADAG_DEVICE_KIND_CUDA,
+    .device_kind = ADAG_DEV_CUDA,
     .probe = nccl_probe,
     .id_create = nccl_id_create,
     .id_destroy = nccl_id_destroy,

@@ -76,7 +76,7 @@ static adag_status_t cuda_open_unbuilt(unsigned index, adag_device_t **out)
 /* Every other op needs an opened device, which never exists. */
 const adag_device_ops_t adag_device_cuda_ops = {
     .name = "cuda",
-    .kind = ADAG_DEVICE_KIND_CUDA,
+    .kind = ADAG_DEV_CUDA,
     .probe = cuda_probe_unbuilt,
     .open = cuda_open_unbuilt,
 };
@@ -525,7 +525,7 @@ static void cuda_counts(adag_device_t *dev, adag_device_counts_t *c)
 
 const adag_device_ops_t adag_device_cuda_ops = {
     .name = "cuda",
-    .kind = ADAG_DEVICE_KIND_CUDA,
+    .kind = ADAG_DEV_CUDA,
     .probe = cuda_probe,
     .open = cuda_open,
     .close = cuda_close,

@@ -9,23 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
-extern const adag_device_ops_t adag_device_host_ops;
+extern const adag_device_ops_t adag_device_emu_ops;
 extern const adag_device_ops_t adag_device_cuda_ops;
 
 static const adag_device_ops_t *const backends[ADAG_DEVICE_KIND_COUNT] = {
-    [ADAG_DEVICE_KIND_HOST] = &adag_device_host_ops,
-    [ADAG_DEVICE_KIND_CUDA] = &adag_device_cuda_ops,
+    [ADAG_DEV_EMULATED] = &adag_device_emu_ops,
+    [ADAG_DEV_CUDA] = &adag_device_cuda_ops,
 };
 
 const adag_device_ops_t *adag_device_backend(uint32_t kind)
 {
     return kind < ADAG_DEVICE_KIND_COUNT ? backends[kind] : NULL;
-}
-
-const char *adag_device_kind_name(uint32_t kind)
-{
-    const adag_device_ops_t *ops = adag_device_backend(kind);
-    return ops ? ops->name : "?";
 }
 
 void adag_dev_handle_close(adag_dev_handle_t *h)
@@ -46,7 +40,7 @@ const adag_device_ops_t *adag_device_backend_named(const char *name)
     return NULL;
 }
 
-/* "host, cuda" */
+/* "emu, cuda" */
 static void known_backends(char *buf, size_t len)
 {
     size_t used = 0;
@@ -71,7 +65,7 @@ adag_status_t adag_device_parse(const char *spec, adag_device_kind_t *kind, unsi
     if (!colon || colon == spec || !*digits || strspn(digits, "0123456789") != strlen(digits))
         return adag_error(ADAG_ERR_INVALID,
                           "device \"%s\" is not \"<backend>:<index>\" (e.g. \"cuda:0\", "
-                          "\"host:1\")",
+                          "\"emu:1\")",
                           spec);
     uint64_t v = 0;
     for (const char *p = digits; *p; p++) {

@@ -2,7 +2,7 @@
  * Devices: one ops table per backend, the way channels have theirs. The
  * layers above (device channels, tensors, device-bound actors) call only
  * this table, so every rule of the GPU path runs the same on the emulated
- * host device (gpu/host.c: CPU-only machines, the tests) and on CUDA
+ * device "emu" (gpu/host.c: CPU-only machines, the tests) and on CUDA
  * (gpu/cuda.c: the CUDA runtime loaded with dlopen).
  *
  * Semantics every backend keeps (CUDA's):
@@ -27,11 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    ADAG_DEVICE_KIND_HOST = 0, /* the emulated device: host memory, threads for streams */
-    ADAG_DEVICE_KIND_CUDA = 1,
-    ADAG_DEVICE_KIND_COUNT
-} adag_device_kind_t;
+/* The backends are named by the public kinds (adag_device_kind_t):
+ * ADAG_DEV_EMULATED (gpu/host.c, "emu") and ADAG_DEV_CUDA (gpu/cuda.c,
+ * "cuda"); ADAG_DEV_HOST, host memory, has none. Kinds are below this. */
+#define ADAG_DEVICE_KIND_COUNT 3
 
 #define ADAG_DEVICE_MAX_FDS 2
 #define ADAG_DEVICE_ARGS_MAX 256
@@ -44,7 +43,7 @@ typedef struct adag_device_ops adag_device_ops_t;
  * its runtime's values, before any work is enqueued. The emulated device
  * uses both; CUDA neither. */
 typedef struct {
-    /* ADAG_HOST_COPY_MBPS: a copy of n bytes takes at least n / copy_mbps
+    /* ADAG_EMU_COPY_MBPS: a copy of n bytes takes at least n / copy_mbps
      * us, read when the copy is enqueued; 0: memmove speed */
     int64_t copy_mbps;
     /* ADAG_SPIN_NS_CROWDED: the spin of a stream's thread and of
@@ -61,7 +60,7 @@ typedef struct {
 
 /* Device memory (or pinned host memory). */
 typedef struct {
-    void *ptr;      /* a device address (on the host device: a host address) */
+    void *ptr;      /* a device address (on the emulated device: a host address) */
     size_t size;
     void *impl;     /* the backend's */
 } adag_dev_mem_t;
@@ -72,7 +71,7 @@ typedef struct adag_dev_event adag_dev_event_t;
 #define ADAG_DEVICE_HANDLE_BYTES 128
 
 /* What an exported handle carries: opaque bytes (a CUDA IPC handle is 64;
- * the host device's names the exporter's pid and memfd), so a handle
+ * the emulated device's names the exporter's pid and memfd), so a handle
  * travels in any message. No backend exports fds today; an importer takes
  * (closes) any fds it is given and refuses a handle that has some. */
 typedef struct {
@@ -90,7 +89,7 @@ typedef struct {
 typedef void (*adag_host_fn)(void *arg);
 
 struct adag_device_ops {
-    const char *name; /* "host", "cuda" */
+    const char *name; /* "emu", "cuda" */
     adag_device_kind_t kind;
     /* How many devices this backend has here; 0 and why not (never NULL
      * errors: "no driver (cudaErrorInsufficientDriver)", "not built"). */
@@ -113,7 +112,7 @@ struct adag_device_ops {
      * from it runs without the host waiting. copy_async with *pageable*
      * host memory (neither host_alloc'd nor registered) may be synchronous:
      * CUDA then returns only once the stream reached the copy and did it,
-     * and the host device does the same. ptr and size are rounded out to
+     * and the emulated device does the same. ptr and size are rounded out to
      * whole pages; a range that overlaps a registered one is refused
      * (ADAG_ERR_INVALID). *reg records it for host_unregister. */
     adag_status_t (*host_register)(adag_device_t *dev, void *ptr, size_t size,
@@ -137,7 +136,7 @@ struct adag_device_ops {
     adag_status_t (*launch_host)(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
                                  size_t size);
     /* The stream in the backend's own type (cudaStream_t; s itself on the
-     * host device), for code that launches its own work on it. */
+     * emulated device), for code that launches its own work on it. */
     void *(*stream_native)(adag_dev_stream_t *s);
     /* Waits (host) until everything enqueued on s so far finished, or the deadline. */
     adag_status_t (*stream_sync)(adag_dev_stream_t *s, int64_t deadline);
@@ -166,7 +165,7 @@ struct adag_device_ops {
      * record), in ns, negative if end completed first; never blocks.
      * ADAG_ERR_AGAIN if either is not complete yet (no message);
      * ADAG_ERR_INVALID if either cannot be timed (not from
-     * event_create_timed) or was never recorded. Resolution: the host
+     * event_create_timed) or was never recorded. Resolution: the emulated
      * device's clock (CLOCK_MONOTONIC, ns); CUDA's about 0.5 us. */
     adag_status_t (*event_elapsed_ns)(adag_dev_event_t *start, adag_dev_event_t *end,
                                       int64_t *ns);
@@ -180,13 +179,14 @@ struct adag_device_ops {
      * events: there it does nothing (see docs/design.md, "Faults"). */
     void (*event_abandon)(adag_dev_event_t *ev);
 
-    /* (host: dev NULL gives the counts of all its devices in this process) */
+    /* (emu: dev NULL gives the counts of all its devices in this process) */
     void (*counts)(adag_device_t *dev, adag_device_counts_t *c);
 };
 
-/* The backend of a kind (NULL if unknown). */
+/* The backend of a kind (NULL if unknown, and for ADAG_DEV_HOST). */
 const adag_device_ops_t *adag_device_backend(uint32_t kind);
-const char *adag_device_kind_name(uint32_t kind);
+/* (a backend's name is adag_device_kind_name(kind); a device id's name,
+ * "cuda:1", is common/value.h's adag_device_name) */
 /* [ptr, ptr + size) rounded out to whole pages (one page for size 0): what
  * host_register registers, on every backend. */
 void adag_device_page_span(void *ptr, size_t size, void **base, size_t *len);
@@ -195,10 +195,9 @@ void adag_dev_handle_close(adag_dev_handle_t *h);
 
 /* Device specs, "<backend>:<index>" (adag_actor_params_t.device): at most
  * ADAG_DEVICE_SPEC_MAX - 1 bytes, the index decimal digits up to
- * ADAG_DEVICE_INDEX_MAX (so that ADAG_DEVICE_GPU(index) fits an int32). */
+ * ADAG_DEVICE_INDEX_MAX (adag.h: what a device id holds). */
 #define ADAG_DEVICE_SPEC_MAX 64
-#define ADAG_DEVICE_INDEX_MAX (INT32_MAX - 1)
-/* The backend named `name` ("host", "cuda"); NULL if none. */
+/* The backend named `name` ("emu", "cuda"); NULL if none. */
 const adag_device_ops_t *adag_device_backend_named(const char *name);
 /* Parses a spec: ADAG_ERR_INVALID for malformed text, ADAG_ERR_NOT_FOUND
  * for an unknown backend (listing the known ones); the message quotes the

@@ -1,5 +1,5 @@
 /*
- * The host device: an emulated GPU with CUDA's semantics, so every rule of
+ * The emulated device: an emulated GPU with CUDA's semantics, so every rule of
  * the device path runs on CPU-only machines.
  *
  *   memory   a memfd per allocation, mapped shared: another process opens it
@@ -16,7 +16,7 @@
  *            enqueued (or asked for); another process maps the same page.
  *            A timed event's page also holds the CLOCK_MONOTONIC time at
  *            which `completed` last moved (event_elapsed_ns);
- *   copies   a memmove on the stream thread; with ADAG_HOST_COPY_MBPS the
+ *   copies   a memmove on the stream thread; with ADAG_EMU_COPY_MBPS the
  *            thread then sleeps until size / bandwidth has passed since it
  *            began, so a copy takes time without taking a CPU. Copies
  *            with pageable memory (not device memory, host_alloc'd or
@@ -53,7 +53,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-extern const adag_device_ops_t adag_device_host_ops;
+extern const adag_device_ops_t adag_device_emu_ops;
 
 host_counts_t adag_host_process_live;
 
@@ -77,28 +77,28 @@ static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_
     char name[32];
     host_mem_t *m = calloc(1, sizeof(*m));
     if (!m)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
     snprintf(name, sizeof(name), "adag-dev%u", d->index);
     m->map_size = adag_host_page_round(size);
     m->fd = adag_fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
     adag_status_t st;
     if (m->fd < 0) {
-        st = adag_error_errno(errno, "host device %u: memfd_create of %zu bytes", d->index, size);
+        st = adag_error_errno(errno, "device emu:%u: memfd_create of %zu bytes", d->index, size);
         goto fail;
     }
     if (ftruncate(m->fd, (off_t)m->map_size) != 0) {
-        st = adag_error_errno(errno, "host device %u: %zu bytes of device memory", d->index,
+        st = adag_error_errno(errno, "device emu:%u: %zu bytes of device memory", d->index,
                               size);
         goto fail_fd;
     }
     char who[32];
     adag_memfd_ref_t ref;
-    snprintf(who, sizeof(who), "host device %u", d->index);
+    snprintf(who, sizeof(who), "device emu:%u", d->index);
     if ((st = adag_memfd_ref_make(m->fd, m->map_size, who, "memory", &ref)) != ADAG_OK)
         goto fail_fd;
     void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     if (p == MAP_FAILED) {
-        st = adag_error_errno(errno, "host device %u: mapping %zu bytes", d->index, size);
+        st = adag_error_errno(errno, "device emu:%u: mapping %zu bytes", d->index, size);
         goto fail_fd;
     }
     if ((st = adag_host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
@@ -134,7 +134,7 @@ static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem
 {
     void *p = NULL;
     if (posix_memalign(&p, 64, size ? size : 1) != 0)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: %zu bytes of pinned memory",
+        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: %zu bytes of pinned memory",
                           d->index, size);
     adag_status_t st = adag_host_ranges_add(p, size, 1, NULL);
     if (st != ADAG_OK) {
@@ -158,7 +158,7 @@ static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
     COUNT(adag_host_dev(d), host_mem, -1);
 }
 
-/* Locks nothing (the host device's memory is all host memory): it enters
+/* Locks nothing (the emulated device's memory is all host memory): it enters
  * the range in the process's map, so copies with it run without waiting,
  * as with CUDA's registered memory. */
 static adag_status_t host_host_register(adag_device_t *d, void *ptr, size_t size,
@@ -170,7 +170,7 @@ static adag_status_t host_host_register(adag_device_t *d, void *ptr, size_t size
     adag_device_page_span(ptr, size, &base, &len);
     adag_status_t st = adag_host_ranges_add(base, len, 0, NULL);
     if (st != ADAG_OK) {
-        adag_error_prefix("host device %u", d->index);
+        adag_error_prefix("device emu:%u", d->index);
         return st;
     }
     *reg = (adag_dev_mem_t){.ptr = base, .size = len, .impl = &host_registered_tag};
@@ -200,7 +200,7 @@ adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, con
     adag_memfd_ref_t ref;
     memset(h, 0, sizeof(*h));
     h->fds[0] = h->fds[1] = -1;
-    snprintf(who, sizeof(who), "host device %u", d->index);
+    snprintf(who, sizeof(who), "device emu:%u", d->index);
     snprintf(kind, sizeof(kind), "%s handle", what);
     adag_status_t st = adag_memfd_ref_make(fd, size, who, kind, &ref);
     if (st != ADAG_OK)
@@ -221,13 +221,13 @@ int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *wh
     adag_dev_handle_close(h);
     if (h->len != sizeof(ref) || nfds) {
         *st = adag_error(ADAG_ERR_PROTOCOL,
-                         "host device %u: malformed %s handle (%u bytes and %d fds; one is %zu "
+                         "device emu:%u: malformed %s handle (%u bytes and %d fds; one is %zu "
                          "bytes, no fds)",
                          d->index, what, h->len, nfds, sizeof(ref));
         return -1;
     }
     memcpy(&ref, h->bytes, sizeof(ref));
-    snprintf(who, sizeof(who), "host device %u", d->index);
+    snprintf(who, sizeof(who), "device emu:%u", d->index);
     snprintf(kind, sizeof(kind), "%s handle", what);
     int fd = adag_memfd_ref_open(&ref, min, who, kind, st);
     if (fd >= 0)
@@ -240,7 +240,7 @@ static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem
 {
     host_mem_t *m = mem->impl;
     if (!m || m->fd < 0)
-        return adag_error(ADAG_ERR_INVALID, "host device %u: only device memory it allocated "
+        return adag_error(ADAG_ERR_INVALID, "device emu:%u: only device memory it allocated "
                                             "can be exported", d->index);
     return adag_host_handle_make(d, m->fd, mem->size, "memory", h);
 }
@@ -257,14 +257,14 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     if (fd < 0)
         return st;
     if (!(m = calloc(1, sizeof(*m)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+        st = adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
         goto out;
     }
     m->fd = -1;
     m->map_size = adag_host_page_round((size_t)size);
     void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
-        st = adag_error_errno(errno, "host device %u: mapping imported memory", d->index);
+        st = adag_error_errno(errno, "device emu:%u: mapping imported memory", d->index);
         free(m);
         goto out;
     }
@@ -298,24 +298,24 @@ static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
 
 static unsigned host_probe(char *why, size_t len)
 {
-    unsigned n = (unsigned)adag_process_settings()->host_devices;
+    unsigned n = (unsigned)adag_process_settings()->emu_devices;
     if (n == 0)
-        snprintf(why, len, "ADAG_HOST_DEVICES is 0");
+        snprintf(why, len, "ADAG_EMU_DEVICES is 0");
     return n;
 }
 
 static adag_status_t host_open(unsigned index, adag_device_t **out)
 {
-    unsigned n = (unsigned)adag_process_settings()->host_devices;
+    unsigned n = (unsigned)adag_process_settings()->emu_devices;
     if (index >= n)
         return adag_error(ADAG_ERR_NOT_FOUND,
-                          "host device %u does not exist (ADAG_HOST_DEVICES is %u)", index, n);
+                          "device emu:%u does not exist (ADAG_EMU_DEVICES is %u)", index, n);
     host_dev_t *d = calloc(1, sizeof(*d));
     if (!d)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", index);
-    d->base.ops = &adag_device_host_ops;
+        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", index);
+    d->base.ops = &adag_device_emu_ops;
     d->base.index = index;
-    d->base.tuning.copy_mbps = adag_settings_env_int("ADAG_HOST_COPY_MBPS");
+    d->base.tuning.copy_mbps = adag_settings_env_int("ADAG_EMU_COPY_MBPS");
     d->base.tuning.spin_ns = adag_settings_env_int("ADAG_SPIN_NS_CROWDED");
     *out = &d->base;
     return ADAG_OK;
@@ -332,7 +332,7 @@ static adag_status_t host_bind_thread(adag_device_t *d)
     return ADAG_OK;
 }
 
-/* d NULL: every host device of this process together. */
+/* d NULL: every emulated device of this process together. */
 static void host_counts(adag_device_t *d, adag_device_counts_t *c)
 {
     const host_counts_t *h = d ? &adag_host_dev(d)->live : &adag_host_process_live;
@@ -345,9 +345,9 @@ static void host_counts(adag_device_t *d, adag_device_counts_t *c)
     c->registered = atomic_load_explicit(&h->registered, memory_order_relaxed);
 }
 
-const adag_device_ops_t adag_device_host_ops = {
-    .name = "host",
-    .kind = ADAG_DEVICE_KIND_HOST,
+const adag_device_ops_t adag_device_emu_ops = {
+    .name = "emu",
+    .kind = ADAG_DEV_EMULATED,
     .probe = host_probe,
     .open = host_open,
     .close = host_close,

@@ -1,5 +1,5 @@
 /*
- * What the host device's files share (gpu/host.c: memory, handles, devices
+ * What the emulated device's files share (gpu/host.c: memory, handles, devices
  * and the ops table; gpu/host_stream.c: events and streams): the device
  * object and its live counts, page rounding and handles.
  */
@@ -23,7 +23,7 @@ typedef struct {
     host_counts_t live;
 } host_dev_t;
 
-/* The same, over every host device of the process (counts(NULL, ...)). */
+/* The same, over every emulated device of the process (counts(NULL, ...)). */
 extern host_counts_t adag_host_process_live;
 
 #define COUNT(d, field, delta)                                                                \
@@ -81,7 +81,7 @@ adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg
 adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args, size_t size);
 void *adag_host_stream_native(adag_dev_stream_t *s);
 adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline);
-/* Work that keeps a deadline, on a host device's stream (gpu/host_stream.c,
+/* Work that keeps a deadline, on a emulated device's stream (gpu/host_stream.c,
  * "helping"): fn(arg, deadline) returns ADAG_ERR_TIMEOUT if the deadline
  * came first, having kept its progress in *arg, and is called again (with
  * the same arg) to go on; anything else means it finished. The stream

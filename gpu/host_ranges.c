@@ -1,10 +1,10 @@
 /*
- * The host device's map of the host addresses it treats as device or
+ * The emulated device's map of the host addresses it treats as device or
  * page-locked memory: what mem_alloc and mem_import mapped, what host_alloc
  * gave and what host_register locked. copy_async with any other host
  * address is a copy with *pageable* memory, which CUDA may run
  * synchronously (device to pageable host always is: cudaMemcpyAsync returns
- * once the stream reached the copy and did it); the host device makes every
+ * once the stream reached the copy and did it); the emulated device makes every
  * such copy synchronous, so a path that forgot to lock its host memory
  * stalls here as it would on a GPU.
  *
@@ -67,7 +67,7 @@ adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
     }
     if (i < table.n && table.r[i].lo < hi) {
         st = adag_error(ADAG_ERR_INVALID,
-                        "host device: host_register of %zu bytes at %p: the range overlaps "
+                        "emulated device: host_register of %zu bytes at %p: the range overlaps "
                         "memory already registered or allocated by the device",
                         size, ptr);
         goto out;
@@ -76,7 +76,8 @@ adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
         size_t cap = table.cap ? table.cap * 2 : 64;
         range_t *r = realloc(table.r, cap * sizeof(*r));
         if (!r) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "host device: out of memory for its memory map");
+            st = adag_error(ADAG_ERR_NO_MEMORY,
+                            "emulated device: out of memory for its memory map");
             goto out;
         }
         table.r = r;

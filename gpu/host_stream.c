@@ -1,5 +1,5 @@
 /*
- * The host device's events and streams (gpu/host.c describes the device:
+ * The emulated device's events and streams (gpu/host.c describes the device:
  * what an event and a stream are, and the memory ordering).
  */
 #include "common/clock.h"
@@ -117,11 +117,11 @@ static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_ev
 {
     adag_dev_event_t *ev = calloc(1, sizeof(*ev));
     if (!ev)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", dev->base.index);
+        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", dev->base.index);
     ev->page = mmap(NULL, adag_host_page_round(sizeof(event_page_t)), PROT_READ | PROT_WRITE, MAP_SHARED,
                     fd, 0);
     if (ev->page == MAP_FAILED) {
-        adag_status_t st = adag_error_errno(errno, "host device %u: mapping an event",
+        adag_status_t st = adag_error_errno(errno, "device emu:%u: mapping an event",
                                             dev->base.index);
         free(ev);
         return st;
@@ -138,10 +138,10 @@ adag_status_t adag_host_event_create(adag_device_t *d, adag_dev_event_t **out)
 {
     int fd = adag_fd_above_stdio(memfd_create("adag-event", MFD_CLOEXEC));
     if (fd < 0)
-        return adag_error_errno(errno, "host device %u: memfd_create for an event", d->index);
+        return adag_error_errno(errno, "device emu:%u: memfd_create for an event", d->index);
     adag_status_t st;
     if (ftruncate(fd, (off_t)adag_host_page_round(sizeof(event_page_t))) != 0) {
-        st = adag_error_errno(errno, "host device %u: sizing an event", d->index);
+        st = adag_error_errno(errno, "device emu:%u: sizing an event", d->index);
         close(fd);
         return st;
     }
@@ -191,10 +191,10 @@ adag_status_t adag_host_event_export(adag_device_t *d, adag_dev_event_t *ev,
                                        adag_dev_handle_t *h)
 {
     if (ev->imported || ev->fd < 0)
-        return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
+        return adag_error(ADAG_ERR_INVALID, "device emu:%u: an imported event cannot be "
                                             "exported again", d->index);
     if (ev->timed) /* as on CUDA, where an interprocess event cannot be timed */
-        return adag_error(ADAG_ERR_INVALID, "host device %u: a timed event cannot be exported",
+        return adag_error(ADAG_ERR_INVALID, "device emu:%u: a timed event cannot be exported",
                           d->index);
     return adag_host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
 }
@@ -209,7 +209,7 @@ adag_status_t adag_host_event_import(adag_device_t *d, adag_dev_handle_t *h,
         return st;
     if (size != sizeof(event_page_t)) {
         close(fd);
-        return adag_error(ADAG_ERR_PROTOCOL, "host device %u: an event handle of %llu bytes",
+        return adag_error(ADAG_ERR_PROTOCOL, "device emu:%u: an event handle of %llu bytes",
                           d->index, (unsigned long long)size);
     }
     st = map_event(adag_host_dev(d), fd, 0, out);
@@ -258,7 +258,7 @@ adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline)
     }
     adag_status_t st = wait_ticket(ev, want, deadline);
     if (st == ADAG_ERR_TIMEOUT)
-        return adag_error(ADAG_ERR_TIMEOUT, "host device %u: event not reached by the deadline",
+        return adag_error(ADAG_ERR_TIMEOUT, "device emu:%u: event not reached by the deadline",
                           ev->dev->base.index);
     return st;
 }
@@ -272,7 +272,7 @@ static adag_status_t check_timeable(adag_dev_event_t *ev, const char *which)
                           : NULL;
     if (!why)
         return ADAG_OK;
-    return adag_error(ADAG_ERR_INVALID, "host device %u: event_elapsed_ns: the %s event %s",
+    return adag_error(ADAG_ERR_INVALID, "device emu:%u: event_elapsed_ns: the %s event %s",
                       ev->dev->base.index, which, why);
 }
 
@@ -339,7 +339,7 @@ typedef struct stream_op {
  * event a stream of this process recorded) runs the stream's queued
  * operations itself while the stream thread is not running one, as long as
  * each is bounded or keeps to the waiter's deadline: copies (not slowed by
- * ADAG_HOST_COPY_MBPS), records, event waits and OP_STEPS work (launch_steps;
+ * ADAG_EMU_COPY_MBPS), records, event waits and OP_STEPS work (launch_steps;
  * at its deadline it keeps its progress, goes back to the head of the
  * queue and the stream thread continues it). An opaque host function
  * (host_fn, launch_host) or a slowed copy stops the helping: the waiter
@@ -394,7 +394,7 @@ static void sleep_until_ns(int64_t t)
     }
 }
 
-/* A copy at its device's ADAG_HOST_COPY_MBPS (0: as fast as memmove): it
+/* A copy at its device's ADAG_EMU_COPY_MBPS (0: as fast as memmove): it
  * ends no sooner than size / bandwidth after it began (MB/s = bytes per
  * us). */
 static void run_copy(const stream_op_t *op)
@@ -540,7 +540,7 @@ static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const
 {
     stream_op_t *op = malloc(sizeof(*op) + size);
     if (!op)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: stream operation",
+        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: stream operation",
                           s->dev->base.index);
     *op = proto;
     op->next = NULL;
@@ -571,7 +571,7 @@ adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
 {
     adag_dev_stream_t *s = calloc(1, sizeof(*s));
     if (!s)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host device %u: out of memory", d->index);
+        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
     s->dev = adag_host_dev(d);
     atomic_init(&s->refs, 1);
     pthread_mutex_init(&s->lock, NULL);
@@ -582,7 +582,7 @@ adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
     if (err) {
         pthread_mutex_destroy(&s->lock);
         free(s);
-        return adag_error_errno(err, "host device %u: stream thread", d->index);
+        return adag_error_errno(err, "device emu:%u: stream thread", d->index);
     }
     COUNT(adag_host_dev(d), streams, 1);
     *out = s;
@@ -629,7 +629,7 @@ adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const
 {
     if (size > ADAG_DEVICE_ARGS_MAX)
         return adag_error(ADAG_ERR_INVALID,
-                          "host device %u: launch_host: %zu bytes of arguments, at most %d",
+                          "device emu:%u: launch_host: %zu bytes of arguments, at most %d",
                           s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
     return enqueue_args(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn}, args, size);
 }
@@ -644,7 +644,7 @@ adag_status_t adag_host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
 {
     if (size > ADAG_DEVICE_ARGS_MAX)
         return adag_error(ADAG_ERR_INVALID,
-                          "host device %u: launch_steps: %zu bytes of arguments, at most %d",
+                          "device emu:%u: launch_steps: %zu bytes of arguments, at most %d",
                           s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
     return enqueue_args(s, (stream_op_t){.kind = OP_STEPS, .step = fn}, args, size);
 }
@@ -663,7 +663,7 @@ adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
             break;
     }
     if (st != ADAG_OK)
-        return adag_error(st, "host device %u: stream work not done by the deadline (%llu of "
+        return adag_error(st, "device emu:%u: stream work not done by the deadline (%llu of "
                           "%llu operations)", s->dev->base.index,
                           (unsigned long long)atomic_load_explicit(&s->done,
                                                                    memory_order_seq_cst),
@@ -674,7 +674,7 @@ adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
 adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
 {
     if (ev->imported)
-        return adag_error(ADAG_ERR_INVALID, "host device %u: an imported event cannot be "
+        return adag_error(ADAG_ERR_INVALID, "device emu:%u: an imported event cannot be "
                                             "recorded", s->dev->base.index);
     uint64_t ticket = atomic_fetch_add_explicit(&ev->page->recorded, 1, memory_order_seq_cst) + 1;
     adag_status_t st = enqueue(s, (stream_op_t){.kind = OP_RECORD, .ev = ev, .ticket = ticket});

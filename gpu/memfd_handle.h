@@ -1,6 +1,6 @@
 /*
  * A memfd named by bytes only, so the name travels in any message (the
- * host device's memory and event handles, the host communicator's ids):
+ * emulated device's memory and event handles, the host communicator's ids):
  * the owner's pid and the number of the memfd it keeps open, plus the
  * memfd's identity (device and inode) and the size it holds. Another
  * process of the same user opens /proc/<pid>/fd/<fd> (the kernel allows it
@@ -26,7 +26,7 @@ typedef struct {
 } adag_memfd_ref_t;
 
 /* Names memfd `fd` of this process, holding `size` bytes. `who` and `what`
- * go into messages: "<who>: exporting <what>" ("host device 0", "memory
+ * go into messages: "<who>: exporting <what>" ("emulated device 0", "memory
  * handle"). */
 adag_status_t adag_memfd_ref_make(int fd, uint64_t size, const char *who, const char *what,
                                   adag_memfd_ref_t *ref);

@@ -219,10 +219,35 @@ ADAG_API size_t adag_dtype_size(adag_dtype_t dtype);
 /* "f32", "bf16", ...; "?" for an unknown number. */
 ADAG_API const char *adag_dtype_name(adag_dtype_t dtype);
 
-/* Where a value's bytes live. 0 is host memory, so a zeroed value is host
- * bytes; GPU i (the i-th device the process sees) is i + 1. */
-#define ADAG_DEVICE_HOST 0
-#define ADAG_DEVICE_GPU(i) ((int32_t)(i) + 1)
+/* Kinds of memory a value's bytes can live in. */
+typedef enum {
+    ADAG_DEV_HOST = 0,     /* host memory ("host") */
+    ADAG_DEV_EMULATED = 1, /* the emulated device "emu:<index>" (ADAG_EMU_DEVICES of
+                              them): host memory, with threads for its streams */
+    ADAG_DEV_CUDA = 2,     /* a CUDA device "cuda:<index>" (the index-th the process sees) */
+} adag_device_kind_t;
+
+/* Where a value's bytes live (adag_value_t.device, adag_input_view_t.device,
+ * adag_call_device): a device id, its kind in bits 24..30 and its index in
+ * bits 0..23, so ids of every kind are distinct and never negative, and 0
+ * is host memory (a zeroed value is host bytes):
+ *     ADAG_DEVICE(ADAG_DEV_CUDA, 1)      cuda:1
+ *     ADAG_DEVICE(ADAG_DEV_EMULATED, 0)  emu:0
+ *     ADAG_DEVICE_HOST                   host memory
+ * ADAG_DEVICE_KIND and ADAG_DEVICE_INDEX take an id apart. An index is at
+ * most ADAG_DEVICE_INDEX_MAX (device strings with larger ones are
+ * refused). */
+#define ADAG_DEVICE_INDEX_MAX 0xFFFFFF
+#define ADAG_DEVICE(kind, index)                                                               \
+    ((int32_t)((((uint32_t)(kind) & 0x7Fu) << 24) | ((uint32_t)(index) & 0xFFFFFFu)))
+#define ADAG_DEVICE_HOST ADAG_DEVICE(ADAG_DEV_HOST, 0)
+#define ADAG_DEVICE_KIND(device) ((adag_device_kind_t)(((uint32_t)(device) >> 24) & 0x7Fu))
+#define ADAG_DEVICE_INDEX(device) ((unsigned)((uint32_t)(device) & 0xFFFFFFu))
+
+/* A kind's name: "host", "emu", "cuda" (a device prints as
+ * "<name>:<index>", host memory as "host"); "?" for a number that is not
+ * an adag_device_kind_t. */
+ADAG_API const char *adag_device_kind_name(adag_device_kind_t kind);
 
 /* A value passed to execute() or returned by get(). For results, data
  * points into the channel slot (zero copy) and stays valid until
@@ -240,7 +265,7 @@ typedef struct {
     adag_value_kind_t kind;        /* ADAG_VALUE_BYTES (0) or ADAG_VALUE_TENSOR */
     adag_dtype_t dtype;            /* ADAG_DTYPE_BYTES (0) for bytes */
     uint32_t ndim;                 /* 0..ADAG_MAX_DIMS; 0 for bytes */
-    int32_t device;                /* ADAG_DEVICE_HOST (0) or ADAG_DEVICE_GPU(i) */
+    int32_t device;                /* ADAG_DEVICE_HOST (0) or ADAG_DEVICE(kind, index) */
     int64_t shape[ADAG_MAX_DIMS];  /* shape[0..ndim-1]; the rest is ignored */
     uint64_t reserved[4];          /* must be zero */
 } adag_value_t;
@@ -414,12 +439,13 @@ ADAG_API uint64_t adag_call_ref(adag_call_h call);
 ADAG_API const char *adag_call_actor_name(adag_call_h call);
 
 /* Inside a method of a device-bound actor (adag_actor_params_t.device):
- * ADAG_DEVICE_GPU(i) for its device i; ADAG_DEVICE_HOST for other actors. */
+ * its device's id (ADAG_DEVICE(ADAG_DEV_CUDA, 1) for "cuda:1");
+ * ADAG_DEVICE_HOST for other actors. */
 ADAG_API int32_t adag_call_device(adag_call_h call);
 
 /* Inside a method of a device-bound actor: its compute stream, in the
  * backend's own type (a cudaStream_t on "cuda"; an opaque handle on the
- * emulated "host" device, for adag_call_enqueue). A method enqueues its
+ * emulated "emu" device, for adag_call_enqueue). A method enqueues its
  * work there and returns at once, and the runtime orders every use of its
  * values after that work: returns and arguments declared as device
  * tensors (adag_node_tensor) by events on the device, with no host wait;
@@ -455,7 +481,7 @@ ADAG_API adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args
  * process may differ. The exceptions are process-wide, read by each
  * process from its own environment once: the device libraries loaded once
  * (ADAG_CUDART_PATH, ADAG_NCCL_PATH), ADAG_LOG_LEVEL, the emulated
- * backend's device count ADAG_HOST_DEVICES, the topology (ADAG_TOPO_XML,
+ * backend's device count ADAG_EMU_DEVICES, the topology (ADAG_TOPO_XML,
  * ADAG_TOPO_XML_THIS_SYSTEM) and the agent's ADAG_AGENT_AUTH_TIMEOUT_MS; a
  * config shows them and refuses to change them. One config may be read by
  * several threads at once, but not while one modifies it. */
@@ -550,7 +576,7 @@ typedef enum {
     ADAG_PLACEMENT_THREAD = 0,  /* state and loops live in the driver process */
     ADAG_PLACEMENT_PROCESS = 1, /* an adag-worker process of its own */
     /* an adag-worker on another host, started by the agent named in
-     * adag_actor_params_t.host (adag-worker --agent); its values travel
+     * adag_actor_params_t.node (adag-worker --agent); its values travel
      * over UCX */
     ADAG_PLACEMENT_REMOTE = 2,
 } adag_placement_t;
@@ -562,7 +588,7 @@ enum {
     ADAG_ACTOR_PARAM_PLACEMENT = 1u << 3,
     ADAG_ACTOR_PARAM_INIT = 1u << 4,
     ADAG_ACTOR_PARAM_DEVICE = 1u << 5,
-    ADAG_ACTOR_PARAM_HOST = 1u << 6,
+    ADAG_ACTOR_PARAM_NODE = 1u << 6,
     ADAG_ACTOR_PARAM_CPUS = 1u << 7,
     ADAG_ACTOR_PARAM_NUMA = 1u << 8,
     ADAG_ACTOR_PARAM_NIC = 1u << 9,
@@ -577,19 +603,23 @@ typedef struct {
     const void *init_data;      /* bytes given to the class's init */
     size_t init_size;           /* at most 16 MiB */
     /* The device the actor is bound to: "<backend>:<index>", where backend
-     * is "cuda" or "host" (the emulated device, ADAG_HOST_DEVICES of them),
-     * e.g. "cuda:1". Every thread that runs the actor's code (init, each
-     * DAG's loop) is bound to it, and the actor gets a compute stream and a
-     * communication stream. Default: none (a host actor). */
+     * is "cuda" or "emu" (the emulated device, ADAG_EMU_DEVICES of them),
+     * e.g. "cuda:1" (its id ADAG_DEVICE(ADAG_DEV_CUDA, 1)), "emu:0"; the
+     * index is decimal, 0..ADAG_DEVICE_INDEX_MAX. Actors of one runtime may
+     * be on devices of different backends. Every thread that runs the
+     * actor's code (init, each DAG's loop) is bound to it, and the actor
+     * gets a compute stream and a communication stream. Default: none (a
+     * host actor). */
     const char *device;
-    /* ADAG_PLACEMENT_REMOTE: "host:port" of the agent that starts its
-     * worker (adag-worker --agent host:port on that host), or a name of
-     * the runtime's ADAG_HOSTS; the driver presents the token of the
-     * runtime's ADAG_TOKEN_FILE or ADAG_TOKEN. module_path is a
-     * path on that host. Actors naming the same agent share a host: the
-     * compiler gives UCX channels to every value that crosses hosts and
-     * keeps shared memory within the driver's host. */
-    const char *host;
+    /* ADAG_PLACEMENT_REMOTE: the node the actor runs on, "<address>:<port>"
+     * of the agent that starts its worker there (adag-worker --agent
+     * <address>:<port> on that node), or a name of the runtime's
+     * ADAG_HOSTS; the driver presents the token of the runtime's
+     * ADAG_TOKEN_FILE or ADAG_TOKEN. module_path is a path on that node.
+     * Actors naming the same agent share a node: the compiler gives UCX
+     * channels to every value that crosses nodes and keeps shared memory
+     * within the driver's node. */
+    const char *node;
     /* Placement (docs: README "Placement"). By default (ADAG_PLACEMENT=1)
      * an actor with a GPU runs on the CPUs of its GPU's NUMA node, its
      * memory prefers that node, and its worker's UCX uses the nearest RDMA
@@ -657,7 +687,7 @@ ADAG_API int adag_actor_pid(adag_actor_h actor);
  * ADAG_ERR_INVALID if out->struct_size is below the first version's. */
 ADAG_API adag_status_t adag_actor_placement(adag_actor_h actor, adag_actor_placement_t *out);
 
-/* How many devices the backend "cuda" or "host" has here (0, with the
+/* How many devices the backend "cuda" or "emu" has here (0, with the
  * reason in adag_last_error(), when it has none); ADAG_ERR_NOT_FOUND for
  * another name. */
 ADAG_API adag_status_t adag_device_count(const char *backend, unsigned *count);
@@ -789,7 +819,7 @@ ADAG_API adag_status_t adag_node_channel(adag_node_h node, const adag_channel_pa
 
 /* Collectives (tensor parallelism). The members are the actors that wrote
  * nodes[0..n) (one node each, each from a distinct device-bound actor, 2
- * to 64 of them, on devices of one backend: CUDA devices use NCCL, host:N
+ * to 64 of them, on devices of one backend: CUDA devices use NCCL, emu:N
  * devices the host communicator); every node is a tensor (declared by
  * adag_node_tensor, or declared here with a per-execution dtype and
  * shape). outs[i] is the result on member i's device: an ordinary node
@@ -863,12 +893,12 @@ typedef struct {
      * the execution and the peer, and its streams stop waiting on peers;
      * 0 or -1: not watched; default ADAG_COMM_TIMEOUT_MS (60000) */
     int comm_timeout_ms;
-    /* the driver's device, "<backend>:<index>" ("cuda:0", "host:1"): the
+    /* the driver's device, "<backend>:<index>" ("cuda:0", "emu:1"): the
      * DAG opens it in this process, and the graph's tensor inputs and
      * outputs (adag_node_tensor, transport not HOST) live on it: execute
      * copies each tensor input into its device slot (from host memory,
-     * or from a tensor on that device, ADAG_DEVICE_GPU(index)), and get
-     * returns device views (device ADAG_DEVICE_GPU(index)), ready in the
+     * or from a tensor on that device, ADAG_DEVICE(kind, index)), and get
+     * returns device views (device ADAG_DEVICE(kind, index)), ready in the
      * order of the DAG's stream (adag_dag_stream); default none: tensors
      * reach the driver in host memory */
     const char *driver_device;
@@ -911,7 +941,7 @@ enum {
  * into the view adag_dag_reserve would give (host memory is the caller's
  * again when execute returns) and committed. With a driver device
  * (adag_compile_params_t.driver_device), a tensor field's input may also
- * be a tensor on that device (ADAG_DEVICE_GPU(index)): it is copied on the
+ * be a tensor on that device (ADAG_DEVICE(kind, index)): it is copied on the
  * DAG's stream (adag_dag_stream), in that stream's order. Up to
  * max_inflight executions run pipelined. Ref r reuses the slots of ref
  * r - max_inflight, so while that ref is not released, execute waits for
@@ -949,7 +979,7 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  *     the device slot directly, by work enqueued on `stream` after the
  *     reserve returned (CUDA: cudaMemcpyAsync(v.device_data, src, n,
  *     cudaMemcpyDefault, (cudaStream_t)v.stream) or a kernel on it; the
- *     emulated "host" device: adag_dag_enqueue): the reserve already put
+ *     emulated "emu" device: adag_dag_enqueue): the reserve already put
  *     there the waits for the slot's previous readers, and what reads the
  *     value is ordered after everything enqueued on the stream before the
  *     commit.
@@ -961,7 +991,7 @@ ADAG_API adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inpu
  * .size}), or a tensor (kind ADAG_VALUE_TENSOR, dtype, ndim, shape; size
  * the shape's bytes), and where it was written: `data` is the view's
  * `data` with device ADAG_DEVICE_HOST, or the view's `device_data` with
- * device ADAG_DEVICE_GPU(index) (a tensor written on the stream); NULL is
+ * device ADAG_DEVICE(kind, index) (a tensor written on the stream); NULL is
  * allowed for size 0. A size above the capacity (ADAG_ERR_TOO_LARGE), a
  * value that does not match a static dtype/shape of its field or a pointer
  * that is not the view's (ADAG_ERR_INVALID, naming the input and both)
@@ -998,7 +1028,7 @@ typedef struct {
     void *stream;          /* with device_data: the DAG's stream (adag_dag_stream); else NULL */
     size_t capacity;       /* bytes that fit, in data and in device_data: the input
                               channel's slot size (adag_node_channel) */
-    int32_t device;        /* where the input lives: ADAG_DEVICE_HOST or ADAG_DEVICE_GPU(i) */
+    int32_t device;        /* where the input lives: ADAG_DEVICE_HOST or ADAG_DEVICE(kind, index) */
     uint32_t flags;        /* ADAG_INPUT_* */
     adag_dtype_t dtype;    /* with ADAG_INPUT_STATIC_DTYPE; else ADAG_DTYPE_BYTES */
     uint32_t ndim;         /* with ADAG_INPUT_STATIC_SHAPE; else 0 */
@@ -1036,7 +1066,7 @@ ADAG_API adag_status_t adag_dag_config(adag_dag_h dag, adag_config_h *config);
  * outputs[0..n-1] (n = number of graph outputs) with zero-copy views that
  * stay valid until adag_dag_release(ref). Any order of refs works. Outputs
  * are in host memory (with a driver device, a tensor field's output is a
- * view of device memory instead: device ADAG_DEVICE_GPU(index), ready in
+ * view of device memory instead: device ADAG_DEVICE(kind, index), ready in
  * the order of adag_dag_stream): bytes, or a tensor (kind ADAG_VALUE_TENSOR, with its
  * dtype and shape) for a tensor written with adag_call_output_tensor (one
  * that a device-bound actor wrote comes back by an async copy).
@@ -1072,11 +1102,11 @@ ADAG_API adag_status_t adag_dag_fd(adag_dag_h dag, int *fd);
 ADAG_API adag_status_t adag_dag_stream(adag_dag_h dag, void **stream);
 /* Waits (host) up to timeout_ms (-1 forever) until the work enqueued on
  * that stream so far is done: after it, device outputs already got can be
- * read (on the emulated host device, from host code). */
+ * read (on the emulated device, from host code). */
 ADAG_API adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms);
 /* Runs fn(args') on that stream, after the work enqueued there so far,
  * where args' is a copy of args[0..size) (size <= 256) made now: the
- * driver's adag_call_enqueue. On the emulated "host" device this is how
+ * driver's adag_call_enqueue. On the emulated "emu" device this is how
  * the driver writes device memory in the stream's order (device pointers
  * are host addresses there: a zero-copy input's device_data, see
  * adag_dag_reserve); on CUDA fn runs on a host thread and must not touch
@@ -1087,7 +1117,7 @@ ADAG_API adag_status_t adag_dag_enqueue(adag_dag_h dag, void (*fn)(void *args), 
 
 /* Writes the compiled graph in Graphviz DOT to out (see "Writers"): each
  * actor labelled with its placement and device ("s1 (process, device
- * cuda:0)", "s2 (remote, host 10.0.0.2:7000, no device)"), its CPUs and
+ * cuda:0)", "s2 (remote, node 10.0.0.2:7000, no device)"), its CPUs and
  * wait policy and its READ/COMPUTE/WRITE schedule, each edge with its
  * channel kind. adag_dag_format_dot writes it into buf[0..len) instead. */
 ADAG_API adag_status_t adag_dag_write_dot(adag_dag_h dag, adag_writer_t out);

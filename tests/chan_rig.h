@@ -56,7 +56,7 @@ enum {
 };
 
 /* A line: a backend, and where its writer and readers keep values (-1
- * host memory, else that emulated host device). A backend whose behaviour
+ * host memory, else that emulated device). A backend whose behaviour
  * depends on the places (device) has a line per arrangement. */
 typedef struct {
     uint32_t kind; /* adag_chan_kind_t */

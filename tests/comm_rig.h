@@ -90,7 +90,7 @@ static inline void assert_counts_zero(void)
                   (unsigned long long)c.ids);
     }
     adag_device_counts_t d;
-    adag_device_backend(ADAG_DEVICE_KIND_HOST)->counts(NULL, &d);
+    adag_device_backend(ADAG_DEV_EMULATED)->counts(NULL, &d);
     cr_assert_eq(d.streams, 0, "%llu host streams left", (unsigned long long)d.streams);
 }
 

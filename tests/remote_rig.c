@@ -155,8 +155,8 @@ adag_actor_params_t h_remote_params(const h_agent_t *ag, const char *name, const
 {
     adag_actor_params_t p = h_actor_params_init("counter", ADAG_PLACEMENT_REMOTE, name, offset,
                                                 sizeof(*offset));
-    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_NODE;
     p.module_path = ADAG_TEST_MODULE;
-    p.host = ag->addr;
+    p.node = ag->addr;
     return p;
 }

@@ -1,7 +1,7 @@
 /*
  * A stand-alone stress test of the host communicator (gpu/comm_host.c) for
  * ThreadSanitizer (`make test-tsan`; Criterion cannot run under TSan). The
- * ranks are threads of one process, each on a host device of its own with
+ * ranks are threads of one process, each on a emulated device of its own with
  * three streams (two that send, one that receives), so TSan sees every
  * access to the mailboxes: a missing happens-before edge is a reported
  * race and fails the run (TSAN_OPTIONS=halt_on_error=1), as does any
@@ -102,7 +102,7 @@ static int rank_open(rank_t *r, const adag_comm_id_t *id, unsigned rank)
 {
     memset(r, 0, sizeof(*r));
     r->ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
-    r->d = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    r->d = adag_device_backend(ADAG_DEV_EMULATED);
     r->id = *id;
     r->rank = rank;
     int ok = r->d->open(rank, &r->dev) == ADAG_OK &&
@@ -402,7 +402,7 @@ static int counts_zero(void)
     adag_comm_counts_t c;
     adag_device_counts_t d;
     adag_comm_backend(ADAG_COMM_KIND_HOST)->counts(&c);
-    adag_device_backend(ADAG_DEVICE_KIND_HOST)->counts(NULL, &d);
+    adag_device_backend(ADAG_DEV_EMULATED)->counts(NULL, &d);
     EXPECT(c.comms == 0 && c.ids == 0 && d.streams == 0, "left: %llu comms, %llu ids, %llu "
            "streams", (unsigned long long)c.comms, (unsigned long long)c.ids,
            (unsigned long long)d.streams);

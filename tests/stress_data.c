@@ -190,7 +190,7 @@ static const adag_class_def_t copy_class = {.abi_version = ADAG_ABI_VERSION, .na
 
 /* A source with `threads` threads feeding input -> a.copy -> b.copy; on
  * `device` the input (a tensor field) lives on the driver's emulated
- * device host:0: the threads fill the DAG's pinned staging and each commit
+ * device emu:0: the threads fill the DAG's pinned staging and each commit
  * enqueues its copy on the DAG's stream, from several threads at once. */
 static int run_feed(unsigned threads, unsigned nexec, int device)
 {
@@ -207,7 +207,7 @@ static int run_feed(unsigned threads, unsigned nexec, int device)
                                 .slot_capacity = bs * RS};
     if (device) {
         cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-        cp.driver_device = "host:0";
+        cp.driver_device = "emu:0";
     }
     if (adag_runtime_create(NULL, &rt) || adag_class_register(rt, &copy_class) ||
         adag_actor_create(rt, &ap, &a) || adag_actor_create(rt, &ap, &b) ||
@@ -222,7 +222,7 @@ static int run_feed(unsigned threads, unsigned nexec, int device)
     adag_input_view_t input;
     unsigned ninputs;
     if (adag_dag_inputs(dag, &input, 1, &ninputs) != ADAG_OK ||
-        input.device != (device ? ADAG_DEVICE_GPU(0) : ADAG_DEVICE_HOST)) {
+        input.device != (device ? ADAG_DEVICE(ADAG_DEV_EMULATED, 0) : ADAG_DEVICE_HOST)) {
         fprintf(stderr, "stress_data: the DAG's input is on device %d\n", (int)input.device);
         return -1;
     }

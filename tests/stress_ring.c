@@ -741,7 +741,7 @@ static int run_zero_input_drivers(void)
     return ok && adag_runtime_destroy(rt) == ADAG_OK;
 }
 
-/* ---- the host device: streams ordered by events, under TSan ---- */
+/* ---- the emulated device: streams ordered by events, under TSan ---- */
 
 typedef struct {
     int64_t buf[64]; /* plain memory: only the events order its accesses */
@@ -768,14 +768,14 @@ static void relay_check(void *arg)
  * write: 2000 rounds of a two-stream ping-pong on plain memory. */
 static int run_host_device(void)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     adag_dev_stream_t *a, *b;
     adag_dev_event_t *ea, *eb;
     static relay_t r;
     if (o->open(0, &dev) || o->stream_create(dev, &a) || o->stream_create(dev, &b) ||
         o->event_create(dev, &ea) || o->event_create(dev, &eb)) {
-        fprintf(stderr, "host device: %s\n", adag_last_error());
+        fprintf(stderr, "emulated device: %s\n", adag_last_error());
         return 0;
     }
     int ok = 1;
@@ -805,7 +805,7 @@ static _Atomic int churn_stop;
 
 static void *range_churn(void *arg)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev = arg;
     static char mine[4 * 4096] __attribute__((aligned(4096)));
     while (!atomic_load(&churn_stop)) {
@@ -818,7 +818,7 @@ static void *range_churn(void *arg)
 
 static int run_host_copies(void)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     adag_dev_stream_t *s;
     adag_dev_event_t *ev;
@@ -827,7 +827,7 @@ static int run_host_copies(void)
     pthread_t churn;
     if (o->open(0, &dev) || o->stream_create(dev, &s) || o->event_create(dev, &ev) ||
         o->mem_alloc(dev, sizeof in, &d) || o->host_register(dev, out_reg, sizeof out_reg, &reg)) {
-        fprintf(stderr, "host device: %s\n", adag_last_error());
+        fprintf(stderr, "emulated device: %s\n", adag_last_error());
         return 0;
     }
     atomic_store(&churn_stop, 0);
@@ -874,19 +874,19 @@ static void gate_wait(void *arg)
 static void *abandoner(void *arg)
 {
     adag_dev_event_t *imp = arg;
-    adag_device_backend(ADAG_DEVICE_KIND_HOST)->event_abandon(imp);
+    adag_device_backend(ADAG_DEV_EMULATED)->event_abandon(imp);
     return NULL;
 }
 
 static int run_host_abandon(void)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *d0, *d1;
     adag_dev_stream_t *s0, *s1;
     int ok = 1;
     if (o->open(0, &d0) || o->open(1, &d1) || o->stream_create(d0, &s0) ||
         o->stream_create(d1, &s1)) {
-        fprintf(stderr, "host device: %s\n", adag_last_error());
+        fprintf(stderr, "emulated device: %s\n", adag_last_error());
         return 0;
     }
     for (int i = 0; i < 200 && ok; i++) {
@@ -933,9 +933,9 @@ int main(void)
          run_concurrent_drivers},
         {"four threads driving a DAG without inputs; a reservation left at destroy",
          run_zero_input_drivers},
-        {"host device: two streams ordered by events", run_host_device},
-        {"host device: pageable and registered copies", run_host_copies},
-        {"host device: an import abandoned while a stream waits on it", run_host_abandon},
+        {"emulated device: two streams ordered by events", run_host_device},
+        {"emulated device: pageable and registered copies", run_host_copies},
+        {"emulated device: an import abandoned while a stream waits on it", run_host_abandon},
     };
     unsigned n = sizeof(parts) / sizeof(parts[0]), passed = 0;
     for (unsigned i = 0; i < n; i++) {

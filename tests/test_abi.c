@@ -284,7 +284,8 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_dag_stats_t, bottleneck, 96);
     PIN_AT(adag_dag_stats_t, device_bytes, 160);
 
-    PIN_SIZE(adag_actor_stats_t, 104); /* unanswered appended */
+    PIN_SIZE(adag_actor_stats_t, 112); /* unanswered, device appended */
+    PIN_AT(adag_actor_stats_t, device, 104);
     PIN_AT(adag_actor_stats_t, unanswered, 96);
     PIN_AT(adag_actor_stats_t, doing, 88);
     PIN_AT(adag_actor_stats_t, idle_ns, 80);
@@ -325,7 +326,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_params_t, init_data, 40);
     PIN_AT(adag_actor_params_t, init_size, 48);
     PIN_AT(adag_actor_params_t, device, 56);
-    PIN_AT(adag_actor_params_t, host, 64);
+    PIN_AT(adag_actor_params_t, node, 64);
     PIN_AT(adag_actor_params_t, cpus, 72);
     PIN_AT(adag_actor_params_t, numa, 80);
     PIN_AT(adag_actor_params_t, nic, 88);
@@ -370,9 +371,22 @@ ATEST(abi_numbers_are_pinned)
     cr_expect_eq(ADAG_MAX_DIMS, 8);
     cr_expect_eq(ADAG_VALUE_BYTES, 0);
     cr_expect_eq(ADAG_VALUE_TENSOR, 1);
+    /* device ids: the kind in bits 24..30, the index in bits 0..23 */
+    cr_expect_eq(ADAG_DEV_HOST, 0);
+    cr_expect_eq(ADAG_DEV_EMULATED, 1);
+    cr_expect_eq(ADAG_DEV_CUDA, 2);
     cr_expect_eq(ADAG_DEVICE_HOST, 0);
-    cr_expect_eq(ADAG_DEVICE_GPU(0), 1);
-    cr_expect_eq(ADAG_DEVICE_GPU(3), 4);
+    cr_expect_eq(ADAG_DEVICE_INDEX_MAX, 0xFFFFFF);
+    cr_expect_eq(ADAG_DEVICE(ADAG_DEV_EMULATED, 0), 0x01000000);
+    cr_expect_eq(ADAG_DEVICE(ADAG_DEV_CUDA, 3), 0x02000003);
+    cr_expect_eq(ADAG_DEVICE(ADAG_DEV_CUDA, ADAG_DEVICE_INDEX_MAX), 0x02FFFFFF);
+    cr_expect_eq(ADAG_DEVICE_KIND(0x02000003), ADAG_DEV_CUDA);
+    cr_expect_eq(ADAG_DEVICE_INDEX(0x02000003), 3u);
+    cr_expect_eq(ADAG_DEVICE_KIND(ADAG_DEVICE_HOST), ADAG_DEV_HOST);
+    cr_expect_str_eq(adag_device_kind_name(ADAG_DEV_HOST), "host");
+    cr_expect_str_eq(adag_device_kind_name(ADAG_DEV_EMULATED), "emu");
+    cr_expect_str_eq(adag_device_kind_name(ADAG_DEV_CUDA), "cuda");
+    cr_expect_str_eq(adag_device_kind_name((adag_device_kind_t)3), "?");
     static const int dtypes[] = {ADAG_DTYPE_BYTES, ADAG_DTYPE_U8,   ADAG_DTYPE_I8,
                                  ADAG_DTYPE_I16,   ADAG_DTYPE_I32,  ADAG_DTYPE_I64,
                                  ADAG_DTYPE_F16,   ADAG_DTYPE_BF16, ADAG_DTYPE_F32,
@@ -661,9 +675,9 @@ ATEST(value_fields_checked_by_execute)
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("size is 8 bytes but a i64[2] tensor is 16 bytes");
     v.shape[0] = 1;
-    v.device = ADAG_DEVICE_GPU(0);
+    v.device = ADAG_DEVICE(ADAG_DEV_EMULATED, 0);
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("a tensor on device 1");
+    ASSERT_MSG_HAS("a tensor on device emu:0");
     v.device = ADAG_DEVICE_HOST;
     adag_value_t got;
     ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
@@ -692,9 +706,9 @@ ATEST(value_fields_checked_by_execute)
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("dtype 5");
     v = h_i64v(&x);
-    v.device = ADAG_DEVICE_GPU(0);
+    v.device = ADAG_DEVICE(ADAG_DEV_EMULATED, 0);
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("device 1");
+    ASSERT_MSG_HAS("and device emu:0");
 
     /* a shape past ndim (0) is ignored; old initializers still build bytes */
     v = h_i64v(&x);

@@ -117,9 +117,9 @@ static adag_status_t create_refusing(adag_runtime_h rt, adag_placement_t pl, con
 {
     adag_actor_params_t p = h_actor_params_init("refusing", pl, name, init, strlen(init));
     if (pl == ADAG_PLACEMENT_REMOTE) {
-        p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+        p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_NODE;
         p.module_path = ADAG_TEST_MODULE;
-        p.host = ag->addr;
+        p.node = ag->addr;
     }
     *a = NULL;
     return adag_actor_create(rt, &p, a);
@@ -233,9 +233,9 @@ static adag_actor_h counter_on(adag_runtime_h rt, adag_placement_t pl, const h_a
         p.device = device;
     }
     if (pl == ADAG_PLACEMENT_REMOTE) {
-        p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+        p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_NODE;
         p.module_path = ADAG_TEST_MODULE;
-        p.host = ag->addr;
+        p.node = ag->addr;
     }
     adag_actor_h a = NULL;
     ASSERT_OK(adag_actor_create(rt, &p, &a));
@@ -252,23 +252,23 @@ Test(client, dot_shows_placement_and_device, .timeout = 90)
     setenv("ADAG_TOKEN_FILE", ag.token, 1);
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[5] = {
-        counter_on(rt, ADAG_PLACEMENT_THREAD, &ag, "t0", "host:0"),
-        counter_on(rt, ADAG_PLACEMENT_PROCESS, &ag, "p1", "host:1"),
+        counter_on(rt, ADAG_PLACEMENT_THREAD, &ag, "t0", "emu:0"),
+        counter_on(rt, ADAG_PLACEMENT_PROCESS, &ag, "p1", "emu:1"),
         counter_on(rt, ADAG_PLACEMENT_THREAD, &ag, "t2", NULL),
-        counter_on(rt, ADAG_PLACEMENT_REMOTE, &ag, "r3", "host:2"),
+        counter_on(rt, ADAG_PLACEMENT_REMOTE, &ag, "r3", "emu:2"),
         counter_on(rt, ADAG_PLACEMENT_PROCESS, &ag, "p4", NULL),
     };
     adag_dag_h dag = h_compile(h_chain_graph(rt, a, 5, "add"), 4, 64);
     cr_assert_eq(h_roundtrip(dag, 17), 17);
     char *dot = h_dot(dag), want[160];
     const char *labels[] = {
-        "label=\"t0 (thread, device host:0)\\l", "label=\"p1 (process, device host:1)\\l",
+        "label=\"t0 (thread, device emu:0)\\l", "label=\"p1 (process, device emu:1)\\l",
         "label=\"t2 (thread, no device)\\l", NULL, "label=\"p4 (process, no device)\\l"};
     for (int i = 0; i < 5; i++) {
         if (labels[i])
             snprintf(want, sizeof(want), "%s", labels[i]);
         else
-            snprintf(want, sizeof(want), "label=\"r3 (remote, host %s, device host:2)\\l", ag.addr);
+            snprintf(want, sizeof(want), "label=\"r3 (remote, node %s, device emu:2)\\l", ag.addr);
         cr_assert(strstr(dot, want), "no \"%s\" in:\n%s", want, dot);
     }
     free(dot);

@@ -1,5 +1,5 @@
 /*
- * Collective nodes through the public API on emulated host devices (suite
+ * Collective nodes through the public API on emulated devices (suite
  * "collective"): each member's tensor is its own stage of the input
  * (gpu_stage "apply": stage_apply(stage_i, x) elementwise), the collective
  * combines them, and every member's output is checked element by element
@@ -211,13 +211,13 @@ static void make_input(input_t *in, adag_dtype_t dt, unsigned n, uint64_t k)
 static adag_actor_h members[MAXM];
 static int stages[MAXM] = {1, 2, 3, 4};
 
-/* n members on host:0..3, or (on_host) host actors: host tensors */
+/* n members on emu:0..3, or (on_host) host actors: host tensors */
 static void make_members_on(adag_runtime_h rt, adag_placement_t pl, unsigned n, int on_host)
 {
     for (unsigned m = 0; m < n; m++) {
         char name[16], dev[16];
         snprintf(name, sizeof(name), "tp%u", m);
-        snprintf(dev, sizeof(dev), "host:%u", m % 4);
+        snprintf(dev, sizeof(dev), "emu:%u", m % 4);
         members[m] = h_gpu_stage(rt, pl, name, on_host ? NULL : dev, stages[m], 0);
     }
 }
@@ -399,7 +399,7 @@ Test(collective, broadcast_every_dtype, .timeout = 120)
 }
 
 /* Host actors (no device): their host tensors go through the host
- * communicator on each one's private host device. */
+ * communicator on each one's private emulated device. */
 Test(collective, host_actors_allreduce_every_op_and_dtype_process, .timeout = 240)
 {
     every_op_on(ALLREDUCE, ADAG_PLACEMENT_PROCESS, 1);
@@ -437,7 +437,7 @@ Test(collective, invalid_graphs, .timeout = 60)
     two[1] = c;
     ASSERT_ST(adag_graph_allgather(g, two, 2, outs), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("node 1 (");
-    ASSERT_MSG_HAS("is in host memory (a host actor), node 0 in host: the members of a "
+    ASSERT_MSG_HAS("is in host memory (a host actor), node 0 in emu: the members of a "
                    "collective are all host actors or all on devices of one backend");
     two[1] = b;
     ASSERT_ST(adag_graph_allreduce(g, two, 1, ADAG_REDUCE_SUM, outs), ADAG_ERR_INVALID);

@@ -1,6 +1,6 @@
 /*
  * Collectives when something goes wrong (suite "collective_faults"), on
- * emulated host devices: a method that fails upstream of one member fails
+ * emulated devices: a method that fails upstream of one member fails
  * every output of that execution and the next one runs; a member stopped
  * (SIGSTOP) before the collective or stuck inside it (a slow kernel) fails
  * the DAG within its comm timeout naming the collective and the member; a
@@ -20,7 +20,7 @@
 
 enum { N = 4, ELEMS = 16 };
 
-/* Members on host:0..3, or host actors when members_on_host is set. */
+/* Members on emu:0..3, or host actors when members_on_host is set. */
 static int members_on_host;
 
 static void members_make(adag_runtime_h rt, adag_placement_t pl, adag_actor_h *a, unsigned n,
@@ -29,7 +29,7 @@ static void members_make(adag_runtime_h rt, adag_placement_t pl, adag_actor_h *a
     for (unsigned m = 0; m < n; m++) {
         char name[16], dev[16];
         snprintf(name, sizeof(name), "%s%u", prefix, m);
-        snprintf(dev, sizeof(dev), "host:%u", m % 4);
+        snprintf(dev, sizeof(dev), "emu:%u", m % 4);
         a[m] = h_gpu_stage(rt, pl, name, members_on_host ? NULL : dev, (int)m + 1,
                            m == 0 ? slow_member_us : 0);
     }

@@ -27,7 +27,7 @@ static void members_make(adag_runtime_h rt, adag_placement_t pl, int on_host, ad
     for (unsigned m = 0; m < N; m++) {
         char name[16], dev[16];
         snprintf(name, sizeof(name), "m%u", m);
-        snprintf(dev, sizeof(dev), "host:%u", m);
+        snprintf(dev, sizeof(dev), "emu:%u", m);
         a[m] = h_gpu_stage(rt, pl, name, on_host ? NULL : dev, (int)m + 1, 0);
     }
 }

@@ -46,8 +46,8 @@ static void check_value(const adag_value_t *v, const int32_t *in, const int *sta
     }
 }
 
-/* The graph: x -> A.apply (host:0) -> y, declared ADAG_TRANSPORT_COMM,
- * read by B.apply (host:1), by the driver (y is an output) if `driver`, and
+/* The graph: x -> A.apply (emu:0) -> y, declared ADAG_TRANSPORT_COMM,
+ * read by B.apply (emu:1), by the driver (y is an output) if `driver`, and
  * by the host actor h.apply if h is not NULL. Outputs: B's result, then y,
  * then h's result. */
 static adag_dag_h build(adag_runtime_h rt, adag_actor_h a, adag_actor_h b, int driver,
@@ -117,13 +117,13 @@ static void driver_reads(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_gpu_stage(rt, pl, "A", "host:0", 1, 0);
-    adag_actor_h b = h_gpu_stage(rt, pl, "B", "host:1", 2, 0);
+    adag_actor_h a = h_gpu_stage(rt, pl, "A", "emu:0", 1, 0);
+    adag_actor_h b = h_gpu_stage(rt, pl, "B", "emu:1", 2, 0);
     unsigned nout;
     for (int round = 0; round < 2; round++) {
         adag_dag_h dag = build(rt, a, b, 1, NULL, &nout);
         char *dot = h_dot(dag);
-        cr_assert(strstr(dot, "host_comm send/recv host:0 rank 0 -> host:1 rank 1"),
+        cr_assert(strstr(dot, "host_comm send/recv emu:0 rank 0 -> emu:1 rank 1"),
                   "the DOT does not show the communicator edge:\n%s", dot);
         free(dot);
         run_checked(dag, nout, 1, 0);
@@ -141,8 +141,8 @@ static void host_actor_reads(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_gpu_stage(rt, pl, "A", "host:0", 1, 0);
-    adag_actor_h b = h_gpu_stage(rt, pl, "B", "host:1", 2, 0);
+    adag_actor_h a = h_gpu_stage(rt, pl, "A", "emu:0", 1, 0);
+    adag_actor_h b = h_gpu_stage(rt, pl, "B", "emu:1", 2, 0);
     adag_actor_h h = h_gpu_stage(rt, pl, "H", NULL, 3, 0);
     unsigned nout;
     adag_dag_h dag = build(rt, a, b, 0, h, &nout);
@@ -161,8 +161,8 @@ H_BOTH(comm_host_readers, host_actor_reads, 120)
 Test(comm_host_readers, refusals_name_the_edge, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "A", "host:0", 1, 0);
-    adag_actor_h b = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "B", "host:1", 2, 0);
+    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "A", "emu:0", 1, 0);
+    adag_actor_h b = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "B", "emu:1", 2, 0);
     adag_graph_h g;
     adag_node_h x, y, z, outs[2];
     adag_dag_h dag = NULL;
@@ -180,7 +180,7 @@ Test(comm_host_readers, refusals_name_the_edge, .timeout = 60)
     ASSERT_OK(adag_graph_output(g, outs, 2));
     adag_compile_params_t cp = h_compile_params(INFLIGHT, 4096, 0, 0);
     cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-    cp.driver_device = "host:2";
+    cp.driver_device = "emu:2";
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("A.apply[0]");
     ASSERT_MSG_HAS("A -> the driver");

@@ -1,6 +1,6 @@
 /*
  * Tensors that travel by a communicator's send/recv (ADAG_TRANSPORT_COMM)
- * on the emulated host devices, through the public API (suite
+ * on the emulated devices, through the public API (suite
  * "comm_transport"): values checked element by element against the C
  * reference; the DAG's communicator is joined once and reused by the next
  * DAG over the same actors, two live DAGs get two; a failed DAG drops it;
@@ -108,7 +108,7 @@ static void run_checked(adag_dag_h dag, unsigned n, uint64_t execs, uint64_t sal
     }
 }
 
-static const char *const four_devs[4] = {"host:0", "host:1", "host:2", "host:2"};
+static const char *const four_devs[4] = {"emu:0", "emu:1", "emu:2", "emu:2"};
 
 /* Four process stages on three devices, every hop by the communicator
  * (the last one between two actors of one device); the communicator is
@@ -122,8 +122,8 @@ Test(comm_transport, process_chain_reuse_and_two_live_dags, .timeout = 180)
     adag_actor_h *a = stages(rt, ADAG_PLACEMENT_PROCESS, four_devs, 4, 0);
     adag_dag_h dag = comm_chain(rt, a, 4, 0);
     char *dot = h_dot(dag);
-    cr_assert(strstr(dot, "host_comm send/recv host:0 rank 0 -> host:1 rank 1") &&
-                  strstr(dot, "host_comm send/recv host:2 rank 2 -> host:2 rank 3"),
+    cr_assert(strstr(dot, "host_comm send/recv emu:0 rank 0 -> emu:1 rank 1") &&
+                  strstr(dot, "host_comm send/recv emu:2 rank 2 -> emu:2 rank 3"),
               "the DOT does not show the communicator edges:\n%s", dot);
     free(dot);
     run_checked(dag, 4, 1500, 0);
@@ -269,8 +269,8 @@ Test(comm_transport, stuck_send_times_out, .timeout = 120)
 Test(comm_transport, invalid_graphs, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "a", "host:0", 1, 0);
-    adag_actor_h b = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "b", "host:1", 2, 0);
+    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "a", "emu:0", 1, 0);
+    adag_actor_h b = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "b", "emu:1", 2, 0);
     adag_tensor_params_t comm = {.field_mask = ADAG_TENSOR_PARAM_TRANSPORT,
                                  .transport = ADAG_TRANSPORT_COMM};
     adag_graph_h g;

@@ -32,7 +32,7 @@ static const char *const all_settings[] = {
     "ADAG_SLOT_CAPACITY",        "ADAG_EXECUTE_TIMEOUT_MS",
     "ADAG_TEARDOWN_TIMEOUT_MS",  "ADAG_CONTROL_TIMEOUT_MS",
     "ADAG_COMM_TIMEOUT_MS",      "ADAG_LOG_LEVEL",
-    "ADAG_HOST_DEVICES",         "ADAG_HOST_COPY_MBPS",
+    "ADAG_EMU_DEVICES",         "ADAG_EMU_COPY_MBPS",
     "ADAG_TOKEN_FILE",           "ADAG_TOKEN",
     "ADAG_HOSTS",                "ADAG_REMOTE_TIMEOUT_MS",
     "ADAG_AGENT_AUTH_TIMEOUT_MS", "ADAG_DATA_CACHE_DIR",
@@ -46,7 +46,7 @@ static const char *const all_settings[] = {
 
 /* The process-wide ones (each process reads its environment once). */
 static const char *const process_wide[] = {
-    "ADAG_CUDART_PATH",  "ADAG_NCCL_PATH",           "ADAG_LOG_LEVEL", "ADAG_HOST_DEVICES",
+    "ADAG_CUDART_PATH",  "ADAG_NCCL_PATH",           "ADAG_LOG_LEVEL", "ADAG_EMU_DEVICES",
     "ADAG_AGENT_AUTH_TIMEOUT_MS", "ADAG_TOPO_XML", "ADAG_TOPO_XML_THIS_SYSTEM",
 };
 
@@ -143,7 +143,7 @@ Test(config, modify_checks_names_and_values, .timeout = 30)
          "ADAG_MAX_INFLIGHT=4097: not an integer in [1, 4096]"},
         {"ADAG_SPIN_NS", "99999999999999999999", ADAG_ERR_INVALID, "not an integer in [0, "},
         {"ADAG_LOG_LEVEL", "4", ADAG_ERR_INVALID, "ADAG_LOG_LEVEL is process-wide"},
-        {"ADAG_HOST_DEVICES", "2", ADAG_ERR_INVALID, "ADAG_HOST_DEVICES is process-wide"},
+        {"ADAG_EMU_DEVICES", "2", ADAG_ERR_INVALID, "ADAG_EMU_DEVICES is process-wide"},
     };
     for (unsigned i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         ASSERT_ST(adag_config_modify(c, refused[i].name, refused[i].value), refused[i].st);
@@ -229,18 +229,18 @@ Test(config, print_lists_every_setting, .timeout = 30)
 Test(config, environment_gives_the_values, .timeout = 30)
 {
     setenv("ADAG_SPIN_NS", "not a number", 1);    /* refused: the default */
-    setenv("ADAG_HOST_DEVICES", "many", 1);       /* process-wide, refused */
+    setenv("ADAG_EMU_DEVICES", "many", 1);       /* process-wide, refused */
     setenv("ADAG_EXECUTE_TIMEOUT_MS", "150", 1);
     setenv("ADAG_MAX_INFLIGHT", "1", 1);
     unsigned n = 0;
-    ASSERT_OK(adag_device_count("host", &n));
-    cr_assert_eq(n, 4, "a refused ADAG_HOST_DEVICES keeps the default 4, got %u", n);
+    ASSERT_OK(adag_device_count("emu", &n));
+    cr_assert_eq(n, 4, "a refused ADAG_EMU_DEVICES keeps the default 4, got %u", n);
     adag_config_h c = NULL;
     ASSERT_OK(adag_config_read(&c));
     char *text = print_config(c);
     assert_value(text, "ADAG_SPIN_NS", "100000");
     assert_value(text, "ADAG_EXECUTE_TIMEOUT_MS", "150");
-    assert_value(text, "ADAG_HOST_DEVICES", "4");
+    assert_value(text, "ADAG_EMU_DEVICES", "4");
     free(text);
     setenv("ADAG_EXECUTE_TIMEOUT_MS", "170", 1); /* read again: the new value */
     adag_config_h c2 = NULL;
@@ -265,7 +265,7 @@ Test(config, environment_gives_the_values, .timeout = 30)
     ASSERT_OK(adag_dag_release(dag, r0));
     ASSERT_OK(adag_runtime_destroy(rt));
     unsetenv("ADAG_SPIN_NS");
-    unsetenv("ADAG_HOST_DEVICES");
+    unsetenv("ADAG_EMU_DEVICES");
     unsetenv("ADAG_MAX_INFLIGHT");
 }
 
@@ -485,18 +485,18 @@ static int environ_has(pid_t pid, const char *var)
     return 0;
 }
 
-/* The emulated device's copies run at ADAG_HOST_COPY_MBPS. Every worker's
+/* The emulated device's copies run at ADAG_EMU_COPY_MBPS. Every worker's
  * environment says 1 MB/s (a 4 MiB tensor would take 4.2 s to leave its
  * device), but each process actor copies at its runtime's: at memmove
  * speed in one, 16 MB/s (262 ms) in the other. */
 Test(config, process_actor_copies_at_its_runtimes_bandwidth, .timeout = 90)
 {
-    setenv("ADAG_HOST_COPY_MBPS", "1", 1);
+    setenv("ADAG_EMU_COPY_MBPS", "1", 1);
     h_snapshot_t snap;
     h_snapshot(&snap);
     static const char *const settings[2][5] = {
-        {"ADAG_HOST_COPY_MBPS", "0", "ADAG_SLOT_CAPACITY", "8388608", NULL},
-        {"ADAG_HOST_COPY_MBPS", "16", "ADAG_SLOT_CAPACITY", "8388608", NULL},
+        {"ADAG_EMU_COPY_MBPS", "0", "ADAG_SLOT_CAPACITY", "8388608", NULL},
+        {"ADAG_EMU_COPY_MBPS", "16", "ADAG_SLOT_CAPACITY", "8388608", NULL},
     };
     static const double at_least_ms[2] = {0, 4194304 / 16 / 1000.0 * 0.95};
     const double env_ms = 4194304 / 1 / 1000.0;
@@ -508,10 +508,10 @@ Test(config, process_actor_copies_at_its_runtimes_bandwidth, .timeout = 90)
         adag_actor_params_t p =
             h_actor_params_init("tensor", ADAG_PLACEMENT_PROCESS, "emitter", NULL, 0);
         p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
-        p.device = "host:0";
+        p.device = "emu:0";
         adag_actor_h a = NULL;
         ASSERT_OK(adag_actor_create(rt[i], &p, &a));
-        cr_assert(environ_has(adag_actor_pid(a), "ADAG_HOST_COPY_MBPS=1"),
+        cr_assert(environ_has(adag_actor_pid(a), "ADAG_EMU_COPY_MBPS=1"),
                   "the worker's environment does not say 1 MB/s");
         ASSERT_OK(adag_graph_create(rt[i], &g[i]));
         adag_node_h e = h_bind1(g[i], a, "emit", h_input(g[i], 0));
@@ -533,14 +533,14 @@ Test(config, process_actor_copies_at_its_runtimes_bandwidth, .timeout = 90)
             ASSERT_OK(adag_dag_release(dag[i], ref));
             cr_log_info("runtime %d: 4 MiB left the worker's device in %.0f ms", i, took);
             cr_assert(took >= at_least_ms[i] && took < env_ms / 2,
-                      "runtime %d (ADAG_HOST_COPY_MBPS=%s): 4 MiB took %.0f ms to leave the "
+                      "runtime %d (ADAG_EMU_COPY_MBPS=%s): 4 MiB took %.0f ms to leave the "
                       "worker's device (at the environment's 1 MB/s: %.0f ms)",
                       i, settings[i][1], took, env_ms);
         }
     for (int i = 0; i < 2; i++)
         ASSERT_OK(adag_runtime_destroy(rt[i]));
     h_assert_clean(&snap);
-    unsetenv("ADAG_HOST_COPY_MBPS");
+    unsetenv("ADAG_EMU_COPY_MBPS");
 }
 
 /* A remote worker runs on its runtime's settings too, not on its agent's
@@ -561,10 +561,10 @@ Test(config, remote_worker_uses_its_runtimes_teardown, .timeout = 90)
     static const char *const settings[] = {"ADAG_TEARDOWN_TIMEOUT_MS", "300", NULL};
     adag_runtime_h rt = runtime_with(settings);
     adag_actor_params_t p = h_actor_params_init("devactor", ADAG_PLACEMENT_REMOTE, "far", NULL, 0);
-    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST | ADAG_ACTOR_PARAM_DEVICE;
+    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_NODE | ADAG_ACTOR_PARAM_DEVICE;
     p.module_path = ADAG_TEST_DEVICE_MODULE;
-    p.host = ag.addr;
-    p.device = "host:0";
+    p.node = ag.addr;
+    p.device = "emu:0";
     adag_actor_h a = NULL;
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     pid_t pid = adag_actor_pid(a); /* on this machine: the agent is on loopback */

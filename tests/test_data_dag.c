@@ -223,10 +223,10 @@ static void write_f32_records(char *fpath, size_t len)
     close(fd);
 }
 
-/* input (on the driver's device host:0) -> d1 (host:0) -> d2 (host:1): the
+/* input (on the driver's device emu:0) -> d1 (emu:0) -> d2 (emu:1): the
  * source's threads fill the DAG's pinned staging (the views of public
  * adag_dag_reserve) and each commit enqueues its copy without waiting for
- * it; with copies slowed down (ADAG_HOST_COPY_MBPS), a copy not ordered
+ * it; with copies slowed down (ADAG_EMU_COPY_MBPS), a copy not ordered
  * before d1's read in the DAG's stream, or a staging buffer refilled
  * before its copy ran, would show in the results. Every output element is
  * checked against the C reference applied to the batch the same source
@@ -235,7 +235,7 @@ static void write_f32_records(char *fpath, size_t len)
  * count it, and its printed stats say whose it is. */
 Test(data_dag, feeds_a_device_first_stage_through_pinned_staging)
 {
-    setenv("ADAG_HOST_COPY_MBPS", "300", 1);
+    setenv("ADAG_EMU_COPY_MBPS", "300", 1);
     char fpath[64];
     write_f32_records(fpath, sizeof(fpath));
     const char *fshards[] = {fpath};
@@ -269,11 +269,11 @@ Test(data_dag, feeds_a_device_first_stage_through_pinned_staging)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "d1", "host:0", 1, 0),
-                         h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "d2", "host:1", 2, 0)};
+    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "d1", "emu:0", 1, 0),
+                         h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "d2", "emu:1", 2, 0)};
     adag_compile_params_t cp = h_compile_params(4, DBATCH * DN * sizeof(float), 0, 0);
     cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-    cp.driver_device = "host:0";
+    cp.driver_device = "emu:0";
     adag_dag_h dag = h_gpu_chain(rt, a, 2, &cp);
 
     p.field_mask |= ADAG_DATA_PARAM_DAG;
@@ -303,7 +303,7 @@ Test(data_dag, feeds_a_device_first_stage_through_pinned_staging)
         cr_assert_eq(out[0].ndim, 2);
         cr_assert(out[0].shape[0] == DBATCH && out[0].shape[1] == DN, "shape [%lld, %lld]",
                   (long long)out[0].shape[0], (long long)out[0].shape[1]);
-        cr_assert_eq(out[0].device, ADAG_DEVICE_GPU(0));
+        cr_assert_eq(out[0].device, ADAG_DEVICE(ADAG_DEV_EMULATED, 0));
         cr_assert_eq(adag_dag_stream_sync(dag, 20000), ADAG_OK);
         for (unsigned i = 0; i < DBATCH * DN; i++) {
             float x = want[b][i], y, z;

@@ -1,11 +1,11 @@
 /*
  * Suite "devactor": device-bound actors (adag_actor_params_t.device) on the
- * emulated "host" device, thread and process actors alike: which device a
+ * emulated "emu" device, thread and process actors alike: which device a
  * method sees and its stream, work enqueued in stream order with its
  * arguments copied, a slow kernel that does not hold the loop up, the
  * errors of adag_call_enqueue and of device specs (each with its message;
  * a process actor that cannot have its device leaves no worker), and
- * adag_device_count. The host device's stream counts are checked in
+ * adag_device_count. The emulated device's stream counts are checked in
  * tests/unit_actor_device.c (they are internal).
  */
 #include "device_actors.h"
@@ -66,8 +66,9 @@ static adag_dag_h one_call(adag_runtime_h rt, adag_actor_h a, const char *method
 static void device_and_stream(adag_placement_t pl)
 {
     adag_runtime_h rt = dev_runtime();
-    const char *specs[3] = {"host:0", "host:1", NULL};
-    const int64_t want_dev[3] = {ADAG_DEVICE_GPU(0), ADAG_DEVICE_GPU(1), ADAG_DEVICE_HOST};
+    const char *specs[3] = {"emu:0", "emu:1", NULL};
+    const int64_t want_dev[3] = {ADAG_DEVICE(ADAG_DEV_EMULATED, 0),
+                                 ADAG_DEVICE(ADAG_DEV_EMULATED, 1), ADAG_DEVICE_HOST};
     for (int i = 0; i < 3; i++) {
         adag_actor_h a = dev_actor(rt, pl, specs[i], NULL);
         adag_dag_h where = one_call(rt, a, "device", 0);
@@ -96,7 +97,7 @@ H_BOTH(devactor, device_and_stream, 60)
 static void enqueue_in_order_with_copied_args(adag_placement_t pl)
 {
     adag_runtime_h rt = dev_runtime();
-    adag_actor_h a = dev_actor(rt, pl, "host:1", "gpu1");
+    adag_actor_h a = dev_actor(rt, pl, "emu:1", "gpu1");
     adag_dag_h record = one_call(rt, a, "record", 8);
     adag_dag_h readlog = one_call(rt, a, "readlog", 0);
     const int64_t xs[] = {40, 30, 20, 10, 0, 5};
@@ -139,7 +140,7 @@ H_BOTH(devactor, enqueue_in_order_with_copied_args, 60)
 static void slow_kernel_does_not_hold_the_loop(adag_placement_t pl)
 {
     adag_runtime_h rt = dev_runtime();
-    adag_actor_h a = dev_actor(rt, pl, "host:0", "gpu0");
+    adag_actor_h a = dev_actor(rt, pl, "emu:0", "gpu0");
     adag_dag_h slow = one_call(rt, a, "slow", SLOW_N);
     adag_dag_h drain = one_call(rt, a, "drain", 0);
     adag_ref_t refs[SLOW_N];
@@ -177,7 +178,7 @@ H_BOTH(devactor, slow_kernel_does_not_hold_the_loop, 60)
 static void host_return_waits_for_its_kernel(adag_placement_t pl)
 {
     adag_runtime_h rt = dev_runtime();
-    adag_actor_h a = dev_actor(rt, pl, "host:0", "gpu0");
+    adag_actor_h a = dev_actor(rt, pl, "emu:0", "gpu0");
     adag_dag_h late = one_call(rt, a, "late_stamp", SLOW_N);
     adag_ref_t refs[SLOW_N];
     double t0 = h_now_ms();
@@ -209,8 +210,8 @@ static void host_values_between_device_stages(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = dev_runtime();
-    adag_actor_h st[3] = {dev_actor(rt, pl, "host:0", "s0"), dev_actor(rt, pl, "host:1", "s1"),
-                          dev_actor(rt, pl, "host:2", "s2")};
+    adag_actor_h st[3] = {dev_actor(rt, pl, "emu:0", "s0"), dev_actor(rt, pl, "emu:1", "s1"),
+                          dev_actor(rt, pl, "emu:2", "s2")};
     adag_dag_h dag = h_compile(h_chain_graph(rt, st, 3, "affine_host"), W, 0);
     static int64_t in[W][E];
     adag_ref_t refs[W];
@@ -253,7 +254,7 @@ static void teardown_with_work_in_flight(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = dev_runtime();
-    adag_actor_h a = dev_actor(rt, pl, "host:2", NULL);
+    adag_actor_h a = dev_actor(rt, pl, "emu:2", NULL);
     adag_dag_h late = one_call(rt, a, "late_read", 0);
     cr_assert_eq(h_roundtrip(late, 42), 0);
     ASSERT_OK(adag_dag_destroy(late));
@@ -284,7 +285,7 @@ static void enqueue_errors(adag_placement_t pl)
 {
     adag_runtime_h rt = dev_runtime();
     adag_actor_h host = dev_actor(rt, pl, NULL, "plain");
-    adag_actor_h gpu = dev_actor(rt, pl, "host:3", "gpu3");
+    adag_actor_h gpu = dev_actor(rt, pl, "emu:3", "gpu3");
     adag_dag_h on_host = one_call(rt, host, "try_enqueue", 0);
     adag_dag_h on_gpu = one_call(rt, gpu, "try_enqueue", 0);
     adag_value_t out;
@@ -341,7 +342,7 @@ static void device_spec_errors(adag_placement_t pl)
 {
     adag_runtime_h rt = dev_runtime();
     static const char *const malformed[] = {"cuda", "cuda:", "cuda:-1", "cuda:1x", ":0",
-                                            "", "host:+1", "host: 1", "host:0:1"};
+                                            "", "emu:+1", "emu: 1", "emu:0:1"};
     for (unsigned i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
         char quoted[64];
         snprintf(quoted, sizeof(quoted), "device \"%s\" is not \"<backend>:<index>\"",
@@ -349,16 +350,16 @@ static void device_spec_errors(adag_placement_t pl)
         create_fails(rt, pl, malformed[i], ADAG_ERR_INVALID,
                      (const char *const[]){"adag_actor_create", quoted, NULL});
     }
-    create_fails(rt, pl, "host:99999999999", ADAG_ERR_INVALID,
-                 (const char *const[]){"device \"host:99999999999\": the index must be 0..",
+    create_fails(rt, pl, "emu:99999999999", ADAG_ERR_INVALID,
+                 (const char *const[]){"device \"emu:99999999999\": the index must be 0..",
                                        NULL});
     create_fails(rt, pl, "nope:0", ADAG_ERR_NOT_FOUND,
                  (const char *const[]){"device \"nope:0\": unknown backend \"nope\"",
-                                       "known: host, cuda", NULL});
+                                       "known: emu, cuda", NULL});
     /* the text is fine, the device is not there (looked for where the actor runs) */
-    create_fails(rt, pl, "host:99", ADAG_ERR_NOT_FOUND,
-                 (const char *const[]){"actor victim: device host:99 does not exist here "
-                                       "(host: 4 devices)",
+    create_fails(rt, pl, "emu:99", ADAG_ERR_NOT_FOUND,
+                 (const char *const[]){"actor victim: device emu:99 does not exist here "
+                                       "(emu: 4 devices)",
                                        NULL});
     unsigned ncuda = 0;
     ASSERT_OK(adag_device_count("cuda", &ncuda));
@@ -375,14 +376,14 @@ static void device_spec_errors(adag_placement_t pl)
 }
 H_BOTH(devactor, device_spec_errors, 60)
 
-/* "host" has ADAG_HOST_DEVICES (4 by default); "cuda" has what this
+/* "emu" has ADAG_EMU_DEVICES (4 by default); "cuda" has what this
  * machine has, and says why when none; another name is NOT_FOUND. */
 DTEST(device_count)
 {
     unsigned n = 77;
-    ASSERT_OK(adag_device_count("host", &n));
-    if (!getenv("ADAG_HOST_DEVICES"))
-        cr_assert_eq(n, 4, "host devices: %u, ADAG_HOST_DEVICES defaults to 4", n);
+    ASSERT_OK(adag_device_count("emu", &n));
+    if (!getenv("ADAG_EMU_DEVICES"))
+        cr_assert_eq(n, 4, "emulated devices: %u, ADAG_EMU_DEVICES defaults to 4", n);
     n = 77;
     ASSERT_OK(adag_device_count("cuda", &n));
     cr_assert_neq(n, 77u);
@@ -392,10 +393,10 @@ DTEST(device_count)
                   "no CUDA device, and the reason is missing: \"%s\"", adag_last_error());
     }
     ASSERT_ST(adag_device_count("nope", &n), ADAG_ERR_NOT_FOUND);
-    ASSERT_MSG_HAS("unknown device backend \"nope\" (known: host, cuda)");
-    ASSERT_ST(adag_device_count("host:0", &n), ADAG_ERR_NOT_FOUND);
+    ASSERT_MSG_HAS("unknown device backend \"nope\" (known: emu, cuda)");
+    ASSERT_ST(adag_device_count("emu:0", &n), ADAG_ERR_NOT_FOUND);
     ASSERT_ST(adag_device_count(NULL, &n), ADAG_ERR_INVALID);
-    ASSERT_ST(adag_device_count("host", NULL), ADAG_ERR_INVALID);
+    ASSERT_ST(adag_device_count("emu", NULL), ADAG_ERR_INVALID);
 }
 
 /* A device actor's method reads host bytes (not declared) and returns a
@@ -410,7 +411,7 @@ static void host_input_kept_for_its_kernel(adag_placement_t pl)
     enum { N = 60, W = 2 };
     adag_runtime_h rt = dev_runtime();
     adag_actor_h h = h_counter(rt, pl, "fast", 0);
-    adag_actor_h d = dev_actor(rt, pl, "host:1", "late");
+    adag_actor_h d = dev_actor(rt, pl, "emu:1", "late");
     adag_graph_h g;
     ASSERT_OK(adag_graph_create(rt, &g));
     adag_node_h x = h_bind1(g, h, "echo", h_input(g, 0));

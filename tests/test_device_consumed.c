@@ -4,7 +4,7 @@
  * waits for the reader's `consumed` event, transport/chan_dev.c
  * dev_acquire).
  *
- *   input -> W.write (host:0) --tensor, zero copy--> R.check (host:0) -> output
+ *   input -> W.write (emu:0) --tensor, zero copy--> R.check (emu:0) -> output
  *
  * W's kernel fills a 4096-element i64 tensor whose every element encodes
  * the execution's ref and its index. R's method enqueues a slow kernel
@@ -117,7 +117,7 @@ static adag_actor_h device_actor(adag_runtime_h rt, const char *cls, const char 
 {
     adag_actor_params_t p = h_actor_params_init(cls, ADAG_PLACEMENT_THREAD, name, NULL, 0);
     p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
-    p.device = "host:0";
+    p.device = "emu:0";
     adag_actor_h a;
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     return a;

@@ -1,6 +1,6 @@
 /*
  * Faults on the device path of whole DAGs (suite "device_faults"), on the
- * emulated host device with the device pipeline stage (gpu_stage.h):
+ * emulated device with the device pipeline stage (gpu_stage.h):
  *   - a transfer that does not complete within the DAG's comm timeout
  *     fails the DAG with ADAG_ERR_TIMEOUT naming the op and the peer (the
  *     watchdog of the reading actor; a process actor reports it on its
@@ -83,7 +83,7 @@ static void run_one(adag_dag_h dag, const int *stages, unsigned n, uint64_t k)
     ASSERT_OK(adag_dag_release(dag, ref));
 }
 
-/* s1 (host:0) runs a kernel of 4 s; s2 (host:1) copies s1's value when it
+/* s1 (emu:0) runs a kernel of 4 s; s2 (emu:1) copies s1's value when it
  * is ready. With a comm timeout of 300 ms, s2's watchdog fails the DAG
  * with ADAG_ERR_TIMEOUT naming the peer copy and s1, well before the
  * kernel ends; a DAG over s3 alone runs before and after. */
@@ -92,9 +92,9 @@ static void stuck_transfer(adag_placement_t pl)
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a[2] = {h_gpu_stage(rt, pl, "s1", "host:0", 1, 4000000),
-                         h_gpu_stage(rt, pl, "s2", "host:1", 2, 0)};
-    adag_actor_h s3 = h_gpu_stage(rt, pl, "s3", "host:2", 3, 0);
+    adag_actor_h a[2] = {h_gpu_stage(rt, pl, "s1", "emu:0", 1, 4000000),
+                         h_gpu_stage(rt, pl, "s2", "emu:1", 2, 0)};
+    adag_actor_h s3 = h_gpu_stage(rt, pl, "s3", "emu:2", 3, 0);
     adag_dag_h stuck = chain(rt, a, 2, "stuck", 300, 2);
     adag_dag_h other = chain(rt, &s3, 1, "other", 300, 2);
     const int other_stages[1] = {3};
@@ -111,7 +111,7 @@ static void stuck_transfer(adag_placement_t pl)
     cr_assert_eq(st, ADAG_ERR_TIMEOUT, "get: %s (%s) after %.0f ms", adag_status_str(st),
                  adag_last_error(), ms);
     const char *msg = adag_last_error();
-    cr_assert(strstr(msg, "the peer copy from s1 (host:0)") &&
+    cr_assert(strstr(msg, "the peer copy from s1 (emu:0)") &&
                   strstr(msg, "did not complete within 300 ms") && strstr(msg, "actor s2"),
               "the failure does not name the op, the peer and the actor: %s", msg);
     /* the watchdog, not the kernel's end (4 s), failed it */
@@ -131,8 +131,8 @@ static void stuck_transfer(adag_placement_t pl)
 
 H_BOTH(device_faults, stuck_transfer, 60)
 
-/* s1 (host:0) -> s2 (host:0, zero copy: s1's compute stream waits on s2's
- * `consumed` events) -> s3 (host:1, peer copy: s3's comm stream waits on
+/* s1 (emu:0) -> s2 (emu:0, zero copy: s1's compute stream waits on s2's
+ * `consumed` events) -> s3 (emu:1, peer copy: s3's comm stream waits on
  * s2's `ready` events), kernels of 2 ms; s2 is killed with executions in
  * flight. */
 Test(device_faults, sigkill_mid_stream, .timeout = 90)
@@ -141,9 +141,9 @@ Test(device_faults, sigkill_mid_stream, .timeout = 90)
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
     const int stages[3] = {1, 2, 3};
-    adag_actor_h a[3] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s1", "host:0", 1, 2000),
-                         h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s2", "host:0", 2, 2000),
-                         h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s3", "host:1", 3, 2000)};
+    adag_actor_h a[3] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s1", "emu:0", 1, 2000),
+                         h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s2", "emu:0", 2, 2000),
+                         h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s3", "emu:1", 3, 2000)};
     enum { INFLIGHT = 4 };
     adag_dag_h dag = chain(rt, a, 3, "victim", 0, INFLIGHT);
     static float x[INFLIGHT][N_ELEMS];
@@ -198,7 +198,7 @@ Test(device_faults, sigkill_mid_stream, .timeout = 90)
 Test(device_faults, comm_timeout_is_checked)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h s = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "s", "host:0", 1, 0);
+    adag_actor_h s = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "s", "emu:0", 1, 0);
     adag_graph_h g;
     adag_node_h x, call, outs[2];
     ASSERT_OK(adag_graph_create(rt, &g));

@@ -1,7 +1,7 @@
 /*
  * The driver's device (suite "driver_device"): with
  * adag_compile_params_t.driver_device, the graph's tensor inputs and
- * outputs live on that device (here the emulated host:0). execute copies a
+ * outputs live on that device (here the emulated emu:0). execute copies a
  * host tensor into the device slot (and a tensor on that device, in the
  * DAG's stream order); get returns device views, read after
  * adag_dag_stream_sync, every element checked against the C reference
@@ -20,12 +20,12 @@
 #define N_ELEMS 128
 #define INFLIGHT 4
 
-/* input -> s1 (host:0) -> s2 (host:1) -> (tensor, info) */
+/* input -> s1 (emu:0) -> s2 (emu:1) -> (tensor, info) */
 static adag_dag_h two_stages(adag_runtime_h rt, adag_actor_h *a, const char *driver_device,
                              adag_placement_t pl)
 {
-    a[0] = h_gpu_stage(rt, pl, "s1", "host:0", 1, 200);
-    a[1] = h_gpu_stage(rt, pl, "s2", "host:1", 2, 0);
+    a[0] = h_gpu_stage(rt, pl, "s1", "emu:0", 1, 200);
+    a[1] = h_gpu_stage(rt, pl, "s2", "emu:1", 2, 0);
     adag_compile_params_t cp = h_compile_params(INFLIGHT, N_ELEMS * 8, 0, 0);
     if (driver_device) {
         cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
@@ -68,9 +68,9 @@ static void pipeline(adag_placement_t pl)
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[2];
-    adag_dag_h dag = two_stages(rt, a, "host:0", pl);
+    adag_dag_h dag = two_stages(rt, a, "emu:0", pl);
     char *dot = h_dot(dag);
-    cr_assert(strstr(dot, "host:0"), "the DOT does not show the driver's device:\n%s", dot);
+    cr_assert(strstr(dot, "emu:0"), "the DOT does not show the driver's device:\n%s", dot);
     free(dot);
     void *stream = NULL;
     ASSERT_OK(adag_dag_stream(dag, &stream));
@@ -84,7 +84,7 @@ static void pipeline(adag_placement_t pl)
             adag_value_t out[2];
             ASSERT_OK(adag_dag_get(dag, refs[j % INFLIGHT], out, 2, 20000));
             cr_assert_eq(out[0].kind, ADAG_VALUE_TENSOR);
-            cr_assert_eq(out[0].device, ADAG_DEVICE_GPU(0), "output on device %d",
+            cr_assert_eq(out[0].device, ADAG_DEVICE(ADAG_DEV_EMULATED, 0), "output on device %d",
                          out[0].device);
             cr_assert_eq(out[1].device, ADAG_DEVICE_HOST, "bytes stay in host memory");
             ASSERT_OK(adag_dag_stream_sync(dag, 20000));
@@ -93,7 +93,8 @@ static void pipeline(adag_placement_t pl)
         }
         if (k < N) {
             fill(in[k % INFLIGHT], k);
-            adag_value_t v = tensor(in[k % INFLIGHT], k % 2 ? ADAG_DEVICE_GPU(0) : ADAG_DEVICE_HOST);
+            adag_value_t v = tensor(in[k % INFLIGHT],
+                                    k % 2 ? ADAG_DEVICE(ADAG_DEV_EMULATED, 0) : ADAG_DEVICE_HOST);
             ASSERT_OK(adag_dag_execute(dag, &v, 1, 0, &refs[k % INFLIGHT]));
         }
     }
@@ -111,19 +112,19 @@ Test(driver_device, misuse_is_refused, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[2], b[2];
-    adag_dag_h dag = two_stages(rt, a, "host:0", ADAG_PLACEMENT_THREAD);
+    adag_dag_h dag = two_stages(rt, a, "emu:0", ADAG_PLACEMENT_THREAD);
     static float x[N_ELEMS];
-    adag_value_t v = tensor(x, ADAG_DEVICE_GPU(1));
+    adag_value_t v = tensor(x, ADAG_DEVICE(ADAG_DEV_EMULATED, 1));
     adag_ref_t ref;
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
-    cr_assert(strstr(adag_last_error(), "the driver's device host:0"), "%s", adag_last_error());
+    cr_assert(strstr(adag_last_error(), "the driver's device emu:0"), "%s", adag_last_error());
     /* a zero-copy commit names where it wrote: another device, or host
      * memory at the device slot, is refused and the ref stays reserved */
     adag_input_view_t view;
     ASSERT_OK(adag_dag_reserve(dag, 0, &view, 1, &ref));
-    v = tensor(view.device_data, ADAG_DEVICE_GPU(1));
+    v = tensor(view.device_data, ADAG_DEVICE(ADAG_DEV_EMULATED, 1));
     ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
-    cr_assert(strstr(adag_last_error(), "the driver's device host:0"), "%s", adag_last_error());
+    cr_assert(strstr(adag_last_error(), "the driver's device emu:0"), "%s", adag_last_error());
     v = tensor(view.device_data, ADAG_DEVICE_HOST);
     ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "is not the view's data"), "%s", adag_last_error());
@@ -134,7 +135,7 @@ Test(driver_device, misuse_is_refused, .timeout = 60)
 
     /* no driver device: device inputs and the stream are refused */
     dag = two_stages(rt, b, NULL, ADAG_PLACEMENT_THREAD);
-    v = tensor(x, ADAG_DEVICE_GPU(0));
+    v = tensor(x, ADAG_DEVICE(ADAG_DEV_EMULATED, 0));
     ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "has no driver device"), "%s", adag_last_error());
     void *stream;
@@ -152,7 +153,7 @@ Test(driver_device, misuse_is_refused, .timeout = 60)
     ASSERT_OK(adag_node_output(call, 1, &outs[1]));
     ASSERT_OK(adag_graph_output(g, outs, 2));
     adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_DRIVER_DEVICE,
-                                .driver_device = "host:63"};
+                                .driver_device = "emu:63"};
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_NOT_FOUND);
     cr_assert(strstr(adag_last_error(), "driver_device"), "%s", adag_last_error());
     cp.driver_device = "";

@@ -5,7 +5,7 @@
  *   - an LLM-like chain mixing 4-byte token ids (static i32[1]), an
  *     8 KiB hidden state (a per-node maximum) and 4 MiB of logits (static
  *     f32[1Mi]) over shm (process actors), the emulated device (process
- *     actors on host:0 and host:1) and UCX (actors on an agent, loopback):
+ *     actors on emu:0 and emu:1) and UCX (actors on an agent, loopback):
  *     every byte of every value checked; each channel's slots in the
  *     statistics and the DOT; the memory the DAG holds from the statistics
  *     and from the memfd mappings of the driver and the workers; a value
@@ -128,8 +128,8 @@ static void llm_build(llm_t *t, via_t via)
         ag = &t->ag;
     }
     t->rt = geom_runtime();
-    const char *dev_a = via == VIA_DEVICE ? "host:0" : NULL;
-    const char *dev_c = via == VIA_DEVICE ? "host:1" : NULL; /* b -> c: a peer copy */
+    const char *dev_a = via == VIA_DEVICE ? "emu:0" : NULL;
+    const char *dev_c = via == VIA_DEVICE ? "emu:1" : NULL; /* b -> c: a peer copy */
     t->a = geom_actor(t->rt, ag, "a", dev_a, (geom_init_t){1, ADAG_DTYPE_U8, HIDDEN_BYTES,
                                                            OVER_REF});
     t->b = geom_actor(t->rt, ag, "b", dev_a, (geom_init_t){2, ADAG_DTYPE_F32, LOGIT_ELEMS, -1});
@@ -282,8 +282,8 @@ static void llm_check_memory(llm_t *t)
     }
     if (t->via == VIA_DEVICE) {
         /* device slots: a's copy of the token (256 B each), a's hidden
-         * states (b reads them in place on host:0), b's logits and c's
-         * copy of them on host:1, c's token */
+         * states (b reads them in place on emu:0), b's logits and c's
+         * copy of them on emu:1, c's token */
         size_t want = INFLIGHT * (256 + HIDDEN_BYTES + 2 * LOGIT_BYTES + 256);
         cr_assert_eq(device, want, "device bytes %zu, want %zu", device, want);
         /* the workers' device memory, each allocation once (page-rounded) */
@@ -449,7 +449,7 @@ static void held_input_one_slot(adag_placement_t pl)
     if (pl == ADAG_PLACEMENT_PROCESS)
         p.module_path = ADAG_TEST_DEVICE_MODULE;
     p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
-    p.device = "host:1";
+    p.device = "emu:1";
     adag_actor_h d;
     ASSERT_OK(adag_actor_create(rt, &p, &d));
     adag_graph_h g;

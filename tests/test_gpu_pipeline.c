@@ -1,5 +1,5 @@
 /*
- * Device pipelines on the emulated host device (suite "gpu_pipeline"):
+ * Device pipelines on the emulated device (suite "gpu_pipeline"):
  * tensors travel driver -> device (async copy in), device -> device (zero
  * copy on one device, a peer copy between two), device -> driver (async
  * copy out), each stage's kernel runs on its actor's compute stream, and
@@ -101,13 +101,13 @@ static void check_output(const input_t *in, const adag_value_t *out, int first_s
     }
 }
 
-/* input -> s1 (host:0) -> s2 (host:0, zero copy) -> s3 (host:1, peer copy)
- * -> s4 (host:2) -> output; every stage also returns host bytes (info),
+/* input -> s1 (emu:0) -> s2 (emu:0, zero copy) -> s3 (emu:1, peer copy)
+ * -> s4 (emu:2) -> output; every stage also returns host bytes (info),
  * the last stage's info is an output too. */
 static adag_dag_h four_stages(adag_runtime_h rt, adag_placement_t pl, adag_actor_h *a,
                               unsigned inflight, uint64_t trace_spans)
 {
-    static const char *devs[4] = {"host:0", "host:0", "host:1", "host:2"};
+    static const char *devs[4] = {"emu:0", "emu:0", "emu:1", "emu:2"};
     /* kernels that take time, so that work the runtime failed to order
      * (a reader before its writer's kernel, a writer over a slot a reader's
      * kernel still reads) shows as wrong elements */
@@ -149,7 +149,8 @@ static void run_pipeline(adag_placement_t pl, unsigned executions, uint64_t trac
             cr_assert_eq(out[1].size, sizeof(*info));
             cr_assert_eq(info->ref, refs[j % INFLIGHT]);
             cr_assert_eq(info->elements, in[j % INFLIGHT].n);
-            cr_assert_eq(info->device, ADAG_DEVICE_GPU(2), "s4 ran on device %d", info->device);
+            cr_assert_eq(info->device, ADAG_DEVICE(ADAG_DEV_EMULATED, 2), "s4 ran on device 0x%x",
+                         (unsigned)info->device);
             ASSERT_OK(adag_dag_release(dag, refs[j % INFLIGHT]));
         }
         if (k < executions) {
@@ -228,7 +229,7 @@ Test(gpu_pipeline, traced_process_stages, .timeout = 120)
 Test(gpu_pipeline, driver_device_driver, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "one", "host:3", 5, 0);
+    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "one", "emu:3", 5, 0);
     adag_graph_h g;
     adag_node_h x, y;
     ASSERT_OK(adag_graph_create(rt, &g));
@@ -261,7 +262,7 @@ Test(gpu_pipeline, driver_device_driver, .timeout = 60)
 Test(gpu_pipeline, slow_kernel_does_not_block_the_loop, .timeout = 60)
 {
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "slow", "host:0", 1, 150000);
+    adag_actor_h a = h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "slow", "emu:0", 1, 150000);
     adag_graph_h g;
     adag_node_h x, call, y, info;
     ASSERT_OK(adag_graph_create(rt, &g));

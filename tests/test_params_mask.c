@@ -36,7 +36,7 @@ static const field_t actor_fields[] = {
     F(adag_actor_params_t, init_data, ADAG_ACTOR_PARAM_INIT),
     F(adag_actor_params_t, init_size, ADAG_ACTOR_PARAM_INIT),
     F(adag_actor_params_t, device, ADAG_ACTOR_PARAM_DEVICE),
-    F(adag_actor_params_t, host, ADAG_ACTOR_PARAM_HOST),
+    F(adag_actor_params_t, node, ADAG_ACTOR_PARAM_NODE),
     F(adag_actor_params_t, cpus, ADAG_ACTOR_PARAM_CPUS),
     F(adag_actor_params_t, numa, ADAG_ACTOR_PARAM_NUMA),
     F(adag_actor_params_t, nic, ADAG_ACTOR_PARAM_NIC),
@@ -167,7 +167,7 @@ Test(params_mask, device_or_placement_without_their_bit, .timeout = 30)
     adag_runtime_h rt = h_runtime();
     adag_actor_h a = NULL;
     adag_actor_params_t p = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = "counter",
-                             .device = "host:0"};
+                             .device = "emu:0"};
     ASSERT_ST(adag_actor_create(rt, &p, &a), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("adag_actor_params_t.device is set, but its bit ADAG_ACTOR_PARAM_DEVICE is "
                    "clear in field_mask");
@@ -179,7 +179,7 @@ Test(params_mask, device_or_placement_without_their_bit, .timeout = 30)
                    "ADAG_ACTOR_PARAM_PLACEMENT is clear");
     /* the same with their bits: a device actor; a process actor */
     p = (adag_actor_params_t){.field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_DEVICE,
-                              .class_name = "counter", .device = "host:0"};
+                              .class_name = "counter", .device = "emu:0"};
     ASSERT_OK(adag_actor_create(rt, &p, &a));
     ASSERT_OK(adag_actor_destroy(a));
     p = h_actor_params("counter", ADAG_PLACEMENT_PROCESS);

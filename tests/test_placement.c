@@ -248,7 +248,7 @@ Test(placement, placement_struct_size_checked)
 
 /*
  * tests/topo/thismachine-2numa.xml describes this VM's two CPUs as two
- * NUMA nodes with one GPU each (host:0 stands for the GPU of node 0, host:1
+ * NUMA nodes with one GPU each (emu:0 stands for the GPU of node 0, emu:1
  * for node 1's), and ADAG_TOPO_XML_THIS_SYSTEM=1 says it is this machine:
  * GPU actors are bound to their GPU's CPU, with no request.
  */
@@ -256,7 +256,7 @@ static void use_two_node_map(void)
 {
     setenv("ADAG_TOPO_XML", TOPO_FILE("thismachine-2numa.xml"), 1);
     setenv("ADAG_TOPO_XML_THIS_SYSTEM", "1", 1);
-    setenv("ADAG_HOST_DEVICES", "2", 1);
+    setenv("ADAG_EMU_DEVICES", "2", 1);
 }
 
 Test(placement, gpu_actors_run_next_to_their_gpu, .timeout = 60)
@@ -266,11 +266,11 @@ Test(placement, gpu_actors_run_next_to_their_gpu, .timeout = 60)
     adag_runtime_h rt = runtime();
     adag_actor_h g0, g1, t1, over, host_only;
     char w[320];
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "g0", "host:0", NULL, -1, NULL, &g0));
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "g1", "host:1", NULL, -1, NULL, &g1));
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_THREAD, "t1", "host:1", NULL, -1, NULL, &t1));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "g0", "emu:0", NULL, -1, NULL, &g0));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "g1", "emu:1", NULL, -1, NULL, &g1));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_THREAD, "t1", "emu:1", NULL, -1, NULL, &t1));
     /* the user's CPUs win over the GPU's */
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "over", "host:1", "0", -1, NULL, &over));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "over", "emu:1", "0", -1, NULL, &over));
     ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "cpu", NULL, NULL, -1, NULL, &host_only));
     adag_actor_placement_t p0 = placement(g0), p1 = placement(g1);
     cr_assert(p0.bound && p0.numa == 0 && !strcmp(p0.cpus, "0"), "g0: %s numa %d", p0.cpus,
@@ -301,8 +301,8 @@ Test(placement, placement_off_binds_nothing, .timeout = 60)
     adag_runtime_h rt = runtime();
     adag_actor_h g1, asked;
     char w[320];
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "g1", "host:1", NULL, -1, NULL, &g1));
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "asked", "host:1", "0", -1, NULL, &asked));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "g1", "emu:1", NULL, -1, NULL, &g1));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "asked", "emu:1", "0", -1, NULL, &asked));
     adag_actor_placement_t p = placement(g1);
     cr_assert(!p.bound && p.numa == -1 && !p.gpu[0], "g1: %s numa %d", p.cpus, p.numa);
     where(rt, g1, w, sizeof(w));
@@ -320,7 +320,7 @@ Test(placement, unreadable_topology_fails_clearly, .timeout = 60)
     setenv("ADAG_TOPO_XML", "/nonexistent/topo.xml", 1);
     adag_runtime_h rt = runtime();
     adag_actor_h a;
-    ASSERT_ST(probe(rt, ADAG_PLACEMENT_PROCESS, "g", "host:0", NULL, -1, NULL, &a),
+    ASSERT_ST(probe(rt, ADAG_PLACEMENT_PROCESS, "g", "emu:0", NULL, -1, NULL, &a),
               ADAG_ERR_IO);
     ASSERT_MSG_HAS("/nonexistent/topo.xml");
     ASSERT_MSG_HAS("actor g");
@@ -439,8 +439,8 @@ Test(placement, loader_threads_run_next_to_the_first_stage, .timeout = 60)
     use_two_node_map();
     adag_runtime_h rt = runtime();
     adag_actor_h first, second;
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "first", "host:1", NULL, -1, NULL, &first));
-    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "second", "host:0", NULL, -1, NULL, &second));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "first", "emu:1", NULL, -1, NULL, &first));
+    ASSERT_OK(probe(rt, ADAG_PLACEMENT_PROCESS, "second", "emu:0", NULL, -1, NULL, &second));
     adag_dag_h dag = loader_dag(rt, first, second);
     adag_actor_placement_t in = ADAG_ACTOR_PLACEMENT_INIT;
     ASSERT_OK(adag_dag_input_placement(dag, &in));

@@ -95,7 +95,7 @@ Test(remote, chain_across_hosts, .timeout = 90)
     char *dot = h_dot(dag);
     cr_assert(strstr(dot, "ucx"), "no ucx channel in:\n%s", dot);
     cr_assert(strstr(dot, "shm"), "the local hop should stay shm:\n%s", dot);
-    cr_assert(strstr(dot, "remote, host 127.0.0.1:"), "DOT does not show the host:\n%s", dot);
+    cr_assert(strstr(dot, "remote, node 127.0.0.1:"), "DOT does not show the node:\n%s", dot);
     free(dot);
     adag_ref_t refs[64];
     for (int64_t i = 0; i < 64; i++) {
@@ -316,9 +316,9 @@ static adag_actor_h remote_gpu_stage(adag_runtime_h rt, const h_agent_t *ag, con
     int init[2] = {stage, 0};
     adag_actor_params_t p = h_actor_params_init("gpu_stage", ADAG_PLACEMENT_REMOTE, name, init,
                                                 sizeof(init));
-    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_HOST;
+    p.field_mask |= ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_NODE;
     p.module_path = ADAG_TEST_MODULE;
-    p.host = ag->addr;
+    p.node = ag->addr;
     if (device) {
         p.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
         p.device = device;
@@ -335,8 +335,8 @@ Test(remote, tensors_across_hosts, .timeout = 90)
     h_agent_t ag;
     h_agent_start(&ag, TOKEN, 0);
     adag_runtime_h rt = runtime_with_token(ag.token);
-    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "near", "host:0", 1, 0),
-                         remote_gpu_stage(rt, &ag, "far", 2, "host:1")};
+    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "near", "emu:0", 1, 0),
+                         remote_gpu_stage(rt, &ag, "far", 2, "emu:1")};
     adag_compile_params_t cp = h_compile_params(2, 4096, 0, 0);
     adag_dag_h dag = NULL;
     ASSERT_ST(h_gpu_chain_via(rt, a, 2, &cp, ADAG_TRANSPORT_AUTO, &dag), ADAG_ERR_INVALID);
@@ -384,8 +384,8 @@ Test(remote, collective_with_remote_member_refused, .timeout = 90)
     h_agent_t ag;
     h_agent_start(&ag, TOKEN, 0);
     adag_runtime_h rt = runtime_with_token(ag.token);
-    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "m0", "host:0", 1, 0),
-                         remote_gpu_stage(rt, &ag, "m1", 2, "host:1")};
+    adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "m0", "emu:0", 1, 0),
+                         remote_gpu_stage(rt, &ag, "m1", 2, "emu:1")};
     adag_graph_h g;
     adag_node_h x, parts[2], outs[2];
     ASSERT_OK(adag_graph_create(rt, &g));
@@ -402,7 +402,7 @@ Test(remote, collective_with_remote_member_refused, .timeout = 90)
     adag_compile_params_t cp = h_compile_params(2, 4096, 0, 0);
     adag_dag_h dag = NULL;
     ASSERT_ST(adag_graph_compile(g, &cp, &dag), ADAG_ERR_INVALID);
-    ASSERT_MSG_HAS("collective allreduce#0 has member m1 on host 127.0.0.1:");
+    ASSERT_MSG_HAS("collective allreduce#0 has member m1 on node 127.0.0.1:");
     cr_assert_null(dag);
     ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(rt));

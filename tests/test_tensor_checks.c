@@ -266,7 +266,7 @@ Test(tensor, bad_inputs_refused, .timeout = 30)
         const char *needle;
         int what;
     } cases[] = {
-        {"input 0: a tensor on device 1", 0},
+        {"input 0: a tensor on device emu:0", 0},
         {"input 0: a tensor whose dtype 0 (bytes) is not a tensor dtype", 1},
         {"dtype 11 (?) is not a tensor dtype", 2},
         {"input 0: ndim 9 exceeds ADAG_MAX_DIMS", 3},
@@ -276,11 +276,13 @@ Test(tensor, bad_inputs_refused, .timeout = 30)
         {"input 0: reserved[2]", 7},
         {"input 0: data is NULL but size is 24", 8},
         {"input 0: unknown value kind 5", 9},
+        {"input 0: a tensor on device 0x05000000, which is neither ADAG_DEVICE_HOST nor", 10},
+        {"input 0: a tensor on device 0x00000001, which is neither ADAG_DEVICE_HOST nor", 11},
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         v = good;
         switch (cases[i].what) {
-        case 0: v.device = ADAG_DEVICE_GPU(0); break;
+        case 0: v.device = ADAG_DEVICE(ADAG_DEV_EMULATED, 0); break;
         case 1: v.dtype = ADAG_DTYPE_BYTES; break;
         case 2: v.dtype = (adag_dtype_t)11; break;
         case 3: v.ndim = 9; break;
@@ -290,6 +292,8 @@ Test(tensor, bad_inputs_refused, .timeout = 30)
         case 7: v.reserved[2] = 1; break;
         case 8: v.data = NULL; break;
         case 9: v.kind = (adag_value_kind_t)5; break;
+        case 10: v.device = ADAG_DEVICE(5, 0); break; /* no such kind */
+        case 11: v.device = 1; break;                  /* host memory has no index */
         }
         ASSERT_ST(adag_dag_execute(dag, &v, 1, 0, &ref), ADAG_ERR_INVALID);
         ASSERT_MSG_HAS(cases[i].needle);

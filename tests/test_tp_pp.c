@@ -3,7 +3,7 @@
  * "tp_pp"), with the example's shard class ("tp_mlp", examples/modules/
  * tp_mlp.c, loaded from build/examples/libtp_mlp.so: by adag-worker for
  * process actors, by dlopen and adag_class_register here for thread
- * actors) on the emulated host devices:
+ * actors) on the emulated devices:
  *
  *   x -> stage 0: shard t.up(x) for each t -> allreduce (SUM)
  *     -> stage 1: shard t.up(member t's sum) -> allreduce -> ... -> outputs
@@ -32,13 +32,13 @@
 #define POOL 5 /* distinct inputs, prime to the windows in flight */
 #define MAX_TP 4
 #define MAX_PP 2
-#define HOST_DEVICES 4 /* ADAG_HOST_DEVICES' default */
+#define HOST_DEVICES 4 /* ADAG_EMU_DEVICES' default */
 
 typedef struct {
     unsigned tp, pp;
     adag_placement_t pl;
     int colocate;       /* shard t of every stage on host:t; else a device per actor, in turn */
-    int with_whole;     /* also an unsharded tp_mlp actor (shards = 1) per stage, on host:0 */
+    int with_whole;     /* also an unsharded tp_mlp actor (shards = 1) per stage, on emu:0 */
     unsigned execs, inflight;
 } scenario_t;
 
@@ -145,14 +145,14 @@ static adag_dag_h build(adag_runtime_h rt, const scenario_t *sc)
     for (unsigned s = 0; s < sc->pp; s++) {
         for (unsigned t = 0; t < sc->tp; t++) {
             char dev[16];
-            snprintf(dev, sizeof dev, "host:%u", (sc->colocate ? t : s * sc->tp + t) % HOST_DEVICES);
+            snprintf(dev, sizeof dev, "emu:%u", (sc->colocate ? t : s * sc->tp + t) % HOST_DEVICES);
             adag_actor_h a = shard_actor(rt, sc, s, t, sc->tp, dev);
             ASSERT_OK(adag_graph_bind(g, a, "up", &outs[t], 1, &parts[t]));
             ASSERT_OK(adag_node_tensor(parts[t], &f32));
         }
         ASSERT_OK(adag_graph_allreduce(g, parts, sc->tp, ADAG_REDUCE_SUM, outs));
         if (sc->with_whole) {
-            adag_actor_h a = shard_actor(rt, sc, s, 0, 1, "host:0");
+            adag_actor_h a = shard_actor(rt, sc, s, 0, 1, "emu:0");
             ASSERT_OK(adag_graph_bind(g, a, "up", &whole, 1, &whole));
             ASSERT_OK(adag_node_tensor(whole, &f32));
         }
@@ -233,7 +233,7 @@ static void run_scenario(const scenario_t *sc)
     h_assert_clean(&snap);
 }
 
-/* TP-2 x PP-2, four process actors on host:0..3: stage 1's shards read
+/* TP-2 x PP-2, four process actors on emu:0..3: stage 1's shards read
  * stage 0's sums by a peer copy from the device next door. */
 Test(tp_pp, tp2_pp2_process, .timeout = 120)
 {

@@ -5,7 +5,7 @@
  * commit in the reverse order; every element of every result is checked
  * against the C reference of the gpu_stage chain (tests/modules/
  * gpu_stage.h). Inputs in host slots, and inputs on the driver's emulated
- * device (driver_device "host:0", copies slowed down): written in the
+ * device (driver_device "emu:0", copies slowed down): written in the
  * DAG's pinned staging, or in the device slot directly by work on the
  * DAG's stream (adag_dag_enqueue). A staging buffer is handed out again
  * only once its copy ran; a commit that does not match the field's static
@@ -186,7 +186,7 @@ static void run_writers(adag_dag_h dag, int device)
                           all_zero(v->reserved, 4),
                       "view fields left unset");
             if (device) {
-                cr_assert_eq(v->device, ADAG_DEVICE_GPU(0));
+                cr_assert_eq(v->device, ADAG_DEVICE(ADAG_DEV_EMULATED, 0));
                 cr_assert(v->device_data && v->device_data != v->data,
                           "a device input: its slot and a staging buffer");
                 cr_assert_eq(v->stream, stream, "the view's stream is not adag_dag_stream's");
@@ -200,8 +200,9 @@ static void run_writers(adag_dag_h dag, int device)
         for (unsigned i = 0; i < NW; i++) {
             adag_value_t out[2];
             ASSERT_OK(adag_dag_get(dag, w[i].ref, out, 2, 20000));
-            cr_assert_eq(out[0].device, device ? ADAG_DEVICE_GPU(0) : ADAG_DEVICE_HOST);
-            if (device) /* host:0 device memory, read from the host once the stream ran */
+            cr_assert_eq(out[0].device,
+                         device ? ADAG_DEVICE(ADAG_DEV_EMULATED, 0) : ADAG_DEVICE_HOST);
+            if (device) /* emu:0 device memory, read from the host once the stream ran */
                 ASSERT_OK(adag_dag_stream_sync(dag, 20000));
             check_result(&out[0], &w[i].in, w[i].k);
             stage_info_t info;
@@ -239,7 +240,7 @@ static void host_inputs(adag_placement_t pl)
 }
 H_BOTH(zero_copy, host_inputs, 90)
 
-/* input (on the driver's device host:0) -> d1 (host:0) -> d2 (host:1),
+/* input (on the driver's device emu:0) -> d1 (emu:0) -> d2 (emu:1),
  * copies slowed down: NW threads at once, even ones writing the DAG's
  * pinned staging (the commit's copy), odd ones the device slot by a late
  * write on the DAG's stream. A copy or write not ordered before d1's read,
@@ -247,15 +248,15 @@ H_BOTH(zero_copy, host_inputs, 90)
  * results. Nothing of the device stays behind. */
 static void device_inputs(adag_placement_t pl)
 {
-    setenv("ADAG_HOST_COPY_MBPS", "300", 1);
+    setenv("ADAG_EMU_COPY_MBPS", "300", 1);
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    adag_actor_h a[2] = {h_gpu_stage(rt, pl, "d1", "host:0", 1, 0),
-                         h_gpu_stage(rt, pl, "d2", "host:1", 2, 0)};
+    adag_actor_h a[2] = {h_gpu_stage(rt, pl, "d1", "emu:0", 1, 0),
+                         h_gpu_stage(rt, pl, "d2", "emu:1", 2, 0)};
     adag_compile_params_t cp = h_compile_params(NW, CAP, 0, 0);
     cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-    cp.driver_device = "host:0";
+    cp.driver_device = "emu:0";
     adag_dag_h dag = h_gpu_chain(rt, a, 2, &cp);
     run_writers(dag, 1);
     ASSERT_OK(adag_dag_destroy(dag));
@@ -277,12 +278,12 @@ static void refused_commits(int device)
 {
     adag_runtime_h rt = h_runtime();
     adag_placement_t pl = ADAG_PLACEMENT_THREAD;
-    adag_actor_h a[2] = {h_gpu_stage(rt, pl, "r1", device ? "host:0" : NULL, 1, 0),
-                         h_gpu_stage(rt, pl, "r2", device ? "host:1" : NULL, 2, 0)};
+    adag_actor_h a[2] = {h_gpu_stage(rt, pl, "r1", device ? "emu:0" : NULL, 1, 0),
+                         h_gpu_stage(rt, pl, "r2", device ? "emu:1" : NULL, 2, 0)};
     adag_compile_params_t cp = h_compile_params(2, CAP, 0, 0);
     if (device) {
         cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-        cp.driver_device = "host:0";
+        cp.driver_device = "emu:0";
     }
     adag_tensor_params_t decl = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
                                  .dtype = ADAG_DTYPE_F32, .ndim = 2, .shape = {8, 16}};
@@ -340,11 +341,11 @@ static void refused_commits(int device)
     if (device) { /* host memory at the device slot, and another device */
         v = committed(&in, view.device_data, ADAG_DEVICE_HOST);
         ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
-        v = committed(&in, view.device_data, ADAG_DEVICE_GPU(1));
+        v = committed(&in, view.device_data, ADAG_DEVICE(ADAG_DEV_EMULATED, 1));
         ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
-        ASSERT_MSG_HAS("the driver's device host:0");
+        ASSERT_MSG_HAS("the driver's device emu:0");
     } else { /* a host input has no device memory */
-        v = committed(&in, view.data, ADAG_DEVICE_GPU(0));
+        v = committed(&in, view.data, ADAG_DEVICE(ADAG_DEV_EMULATED, 0));
         ASSERT_ST(adag_dag_commit(dag, ref, &v, 1), ADAG_ERR_INVALID);
     }
     adag_value_t out[2];
@@ -378,10 +379,10 @@ Test(zero_copy, refused_commits_stay_reserved_device, .timeout = 60)
  * until the copy is done; a blocking one then succeeds. */
 Test(zero_copy, staging_reused_only_after_its_copy, .timeout = 60)
 {
-    setenv("ADAG_HOST_COPY_MBPS", "1", 1);
+    setenv("ADAG_EMU_COPY_MBPS", "1", 1);
     enum { N = 65536, BYTES = N * 4 };
     adag_runtime_h rt = h_runtime();
-    adag_actor_h d1 = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d1", "host:0", 1, 0);
+    adag_actor_h d1 = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d1", "emu:0", 1, 0);
     adag_actor_h c = h_counter(rt, ADAG_PLACEMENT_THREAD, "c", 0);
     adag_graph_h g;
     ASSERT_OK(adag_graph_create(rt, &g));
@@ -393,7 +394,7 @@ Test(zero_copy, staging_reused_only_after_its_copy, .timeout = 60)
     ASSERT_OK(adag_graph_output(g, &t, 1));
     adag_compile_params_t cp = h_compile_params(1, BYTES, 30000, 0);
     cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-    cp.driver_device = "host:0";
+    cp.driver_device = "emu:0";
     adag_dag_h dag = h_compile_with(g, &cp);
     ASSERT_OK(adag_graph_destroy(g));
 
@@ -444,10 +445,10 @@ Test(zero_copy, enqueue_and_name_misuse, .timeout = 30)
     ASSERT_MSG_HAS("has no driver device");
     ASSERT_OK(adag_dag_destroy(dag));
 
-    adag_actor_h d = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d", "host:0", 1, 0);
+    adag_actor_h d = h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d", "emu:0", 1, 0);
     cp = h_compile_params(2, 64, 0, 0);
     cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
-    cp.driver_device = "host:0";
+    cp.driver_device = "emu:0";
     dag = h_gpu_chain(rt, &d, 1, &cp);
     ASSERT_ST(adag_dag_enqueue(dag, write_slot, args, sizeof(args)), ADAG_ERR_INVALID);
     ASSERT_MSG_HAS("at most 256");

@@ -32,7 +32,7 @@ static const adag_settings_t *defaults(void)
 
 static void actor_open(fake_actor_t *a, unsigned index)
 {
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, index, defaults(), &a->dev),
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, index, defaults(), &a->dev),
                  ADAG_OK, "%s", adag_last_error());
     adag_actor_comms_init(&a->comms, defaults());
 }

@@ -1,7 +1,7 @@
 /* Unit tests (suite "actor_device"): device specs (gpu/device.c), the
  * device object of a device-bound actor (dag/actor_device.c: open, the
  * stop order drain -> fini -> close, what a deadline leaves behind) and a
- * thread actor on the host device, whose streams (the host backend's
+ * thread actor on the emulated device, whose streams (the host backend's
  * process-wide count) go back to zero when it is destroyed. */
 #include "common/clock.h"
 #include "common/error.h"
@@ -32,7 +32,7 @@ static const adag_settings_t *defaults(void)
 static uint64_t host_streams(void)
 {
     adag_device_counts_t c;
-    adag_device_backend(ADAG_DEVICE_KIND_HOST)->counts(NULL, &c);
+    adag_device_backend(ADAG_DEV_EMULATED)->counts(NULL, &c);
     return c.streams;
 }
 
@@ -62,11 +62,11 @@ Test(actor_device, parse)
         adag_device_kind_t kind;
         unsigned index;
     } cases[] = {
-        {"host:0", ADAG_OK, ADAG_DEVICE_KIND_HOST, 0},
-        {"cuda:1", ADAG_OK, ADAG_DEVICE_KIND_CUDA, 1},
-        {"host:2147483646", ADAG_OK, ADAG_DEVICE_KIND_HOST, 2147483646u},
-        {"host:2147483647", ADAG_ERR_INVALID, 0, 0},
-        {"host:99999999999999999999999", ADAG_ERR_INVALID, 0, 0},
+        {"emu:0", ADAG_OK, ADAG_DEV_EMULATED, 0},
+        {"cuda:1", ADAG_OK, ADAG_DEV_CUDA, 1},
+        {"emu:16777215", ADAG_OK, ADAG_DEV_EMULATED, 16777215u},
+        {"emu:16777216", ADAG_ERR_INVALID, 0, 0},
+        {"emu:99999999999999999999999", ADAG_ERR_INVALID, 0, 0},
         {"cuda", ADAG_ERR_INVALID, 0, 0},
         {"cuda:", ADAG_ERR_INVALID, 0, 0},
         {"cuda:-1", ADAG_ERR_INVALID, 0, 0},
@@ -75,6 +75,7 @@ Test(actor_device, parse)
         {"", ADAG_ERR_INVALID, 0, 0},
         {"nope:0", ADAG_ERR_NOT_FOUND, 0, 0},
         {"HOST:0", ADAG_ERR_NOT_FOUND, 0, 0},
+        {"host:0", ADAG_ERR_NOT_FOUND, 0, 0}, /* host memory is no device */
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         adag_device_kind_t kind = 77;
@@ -97,7 +98,7 @@ Test(actor_device, parse)
     cr_assert_eq(adag_device_parse(longspec, &kind, &index), ADAG_ERR_INVALID);
     HAS("is longer than 63 bytes");
     cr_assert_eq(adag_device_parse("x:0", &kind, &index), ADAG_ERR_NOT_FOUND);
-    HAS("device \"x:0\": unknown backend \"x\" (known: host, cuda)");
+    HAS("device \"x:0\": unknown backend \"x\" (known: emu, cuda)");
 }
 
 /* ---- the device object ---- */
@@ -126,9 +127,9 @@ Test(actor_device, open_and_close)
 {
     adag_actor_device_t *d = NULL;
     cr_assert_eq(host_streams(), 0);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 1, defaults(), &d), ADAG_OK,
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 1, defaults(), &d), ADAG_OK,
                  "%s", adag_last_error());
-    cr_assert(d->chan.kind == ADAG_DEVICE_KIND_HOST && d->chan.dev->index == 1);
+    cr_assert(d->chan.kind == ADAG_DEV_EMULATED && d->chan.dev->index == 1);
     cr_assert(d->chan.compute && d->chan.comm && d->chan.compute != d->chan.comm);
     adag_device_counts_t c;
     d->chan.dev->ops->counts(d->chan.dev, &c);
@@ -148,14 +149,14 @@ Test(actor_device, open_and_close)
 Test(actor_device, open_a_device_that_is_not_here)
 {
     adag_actor_device_t *d = (adag_actor_device_t *)0x1;
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 99, defaults(), &d),
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 99, defaults(), &d),
                  ADAG_ERR_NOT_FOUND);
     cr_assert_null(d);
-    HAS("device host:99 does not exist here (host: 4 devices)");
-    unsigned n = adag_device_backend(ADAG_DEVICE_KIND_CUDA)->probe(NULL, 0);
+    HAS("device emu:99 does not exist here (emu: 4 devices)");
+    unsigned n = adag_device_backend(ADAG_DEV_CUDA)->probe(NULL, 0);
     char want[64];
     snprintf(want, sizeof(want), "device cuda:%u does not exist here (cuda: %u device", n, n);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_CUDA, n, defaults(), &d),
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_CUDA, n, defaults(), &d),
                  ADAG_ERR_NOT_FOUND);
     HAS(want);
     if (n == 0)
@@ -175,7 +176,7 @@ Test(actor_device, stop_drains_then_fini_then_close)
 {
     adag_actor_device_t *d = NULL;
     static _Atomic int done;
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, defaults(), &d), ADAG_OK);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 0, defaults(), &d), ADAG_OK);
     launch_set(d, &done, 100);
     cr_assert_eq(adag_actor_device_stop(d, "a", adag_deadline_ms(5000), record_fini, &done),
                  ADAG_OK, "%s", adag_last_error());
@@ -194,23 +195,23 @@ Test(actor_device, stuck_work_is_left_at_the_deadline)
     adag_actor_device_t *d = NULL, *e = NULL;
     static _Atomic int done;
     setenv("ADAG_LOG_LEVEL", "0", 1); /* the leaks are logged: not in the test's output */
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 0, defaults(), &d), ADAG_OK);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEVICE_KIND_HOST, 1, defaults(), &e), ADAG_OK);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 0, defaults(), &d), ADAG_OK);
+    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 1, defaults(), &e), ADAG_OK);
     launch_set(d, &done, 3000);
     launch_set(e, &done, 3000);
     double t0 = now_ms();
     cr_assert_eq(adag_actor_device_stop(d, "stuck", adag_deadline_ms(100), record_fini, &done),
                  ADAG_ERR_TIMEOUT);
-    HAS("actor stuck: device host:0, compute stream");
+    HAS("actor stuck: device emu:0, compute stream");
     cr_assert_eq(atomic_load(&seen_at_fini), -1, "fini ran while the work still runs");
     cr_assert_eq(adag_actor_device_close(e, "stuck2", adag_deadline_ms(100)), ADAG_ERR_TIMEOUT);
-    HAS("actor stuck2: device host:1, compute stream");
+    HAS("actor stuck2: device emu:1, compute stream");
     double took = now_ms() - t0;
     cr_assert(took < 2000, "stop and close took %.0f ms, past their deadlines", took);
     cr_assert_eq(host_streams(), 4, "streams with work still running were destroyed");
 }
 
-/* ---- a thread actor on the host device ---- */
+/* ---- a thread actor on the emulated device ---- */
 
 #include "dag/internal.h"
 
@@ -266,7 +267,7 @@ static const adag_class_def_t kick_class = {
     .nmethods = 1,
 };
 
-/* A thread actor "kicker" on host:2 (its streams: two) and a DAG that
+/* A thread actor "kicker" on emu:2 (its streams: two) and a DAG that
  * enqueues n kernels of ms each, then is destroyed (the streams stay with
  * the actor), in a runtime whose ADAG_TEARDOWN_TIMEOUT_MS is teardown_ms
  * (NULL: the environment's). Returns the runtime and the actor. */
@@ -291,10 +292,10 @@ static adag_actor_h run_kicker(int64_t n, int64_t ms, const char *teardown_ms,
     adag_actor_params_t p = {
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_DEVICE,
         .class_name = "kicker",
-        .device = "host:2",
+        .device = "emu:2",
     };
     cr_assert_eq(adag_actor_create(rt, &p, &a), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(a->device_kind, ADAG_DEVICE_KIND_HOST, "the driver records the device");
+    cr_assert_eq(a->device_kind, ADAG_DEV_EMULATED, "the driver records the device");
     cr_assert_eq(a->device_index, 2);
     cr_assert_eq(host_streams(), 2);
     cr_assert_eq(adag_graph_create(rt, &g), ADAG_OK);
@@ -330,7 +331,7 @@ Test(actor_device, thread_actor_streams_back_to_zero, .timeout = 30)
     adag_actor_params_t p = {
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_DEVICE,
         .class_name = "kicker",
-        .device = "host:99",
+        .device = "emu:99",
     };
     cr_assert_eq(adag_actor_create(rt, &p, &a), ADAG_ERR_NOT_FOUND);
     cr_assert_eq(host_streams(), 0);

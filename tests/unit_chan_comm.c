@@ -23,9 +23,9 @@
 #include <time.h>
 
 static const chan_backend_t by_comm = {ADAG_CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
-                                       "host:0 -> host:1 by communicator", 0, 1};
+                                       "emu:0 -> emu:1 by communicator", 0, 1};
 static const chan_backend_t by_comm_same = {ADAG_CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
-                                            "host:0 -> host:0 by communicator", 0, 0};
+                                            "emu:0 -> emu:0 by communicator", 0, 0};
 
 #define DEADLINE adag_deadline_ms(10000)
 
@@ -142,7 +142,8 @@ Test(chan_comm, every_size_reaches_two_device_readers_and_a_host_reader, .timeou
     taker_t t[3];
     pthread_t th[3];
     for (unsigned i = 0; i < 3; i++) {
-        t[i] = (taker_t){r.rd[i], rdevs[i] < 0 ? ADAG_DEVICE_HOST : ADAG_DEVICE_GPU(rdevs[i]),
+        t[i] = (taker_t){r.rd[i],
+                         rdevs[i] < 0 ? ADAG_DEVICE_HOST : ADAG_DEVICE(ADAG_DEV_EMULATED, rdevs[i]),
                          n, ""};
         cr_assert_eq(pthread_create(&th[i], NULL, taker_main, &t[i]), 0);
     }
@@ -432,7 +433,7 @@ Test(chan_comm, a_descriptor_of_another_communicator_is_refused, .timeout = 30)
     HAS("by communicator 0 (0: none)");
     rig_close(&r);
     /* a channel without a communicator, opened as if it had one */
-    const chan_backend_t plain = {ADAG_CHAN_DEVICE, CAP_RING, "host:0 -> host:1", 0, 1};
+    const chan_backend_t plain = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
     rig_open(&r, &plain, 2, 1, 4096, 0);
     g = r.geom;
     g.comm_key = RIG_COMM_KEY;
@@ -480,13 +481,13 @@ Test(chan_comm, places_without_a_device_writer_or_with_one_rank_twice_are_refuse
         adag_chan_place_t pl[3];
         const char *why;
     } bad[] = {
-        {{{-1, 0, "w", 0}, {ADAG_DEVICE_KIND_HOST, 1, "a", 1}, {ADAG_DEVICE_KIND_HOST, 2, "b", 2}},
+        {{{-1, 0, "w", 0}, {ADAG_DEV_EMULATED, 1, "a", 1}, {ADAG_DEV_EMULATED, 2, "b", 2}},
          "(written by w) moves its value by communicator 9, but its writer is not on a device"},
-        {{{ADAG_DEVICE_KIND_HOST, 0, "w", 0}, {ADAG_DEVICE_KIND_HOST, 1, "a", 1},
-          {ADAG_DEVICE_KIND_HOST, 2, "b", 1}},
+        {{{ADAG_DEV_EMULATED, 0, "w", 0}, {ADAG_DEV_EMULATED, 1, "a", 1},
+          {ADAG_DEV_EMULATED, 2, "b", 1}},
          "a and b both have communicator rank 1"},
-        {{{ADAG_DEVICE_KIND_HOST, 0, "w", 0}, {ADAG_DEVICE_KIND_HOST, 1, "a", 1},
-          {ADAG_DEVICE_KIND_HOST, 2, "b", ADAG_COMM_MAX_RANKS}},
+        {{{ADAG_DEV_EMULATED, 0, "w", 0}, {ADAG_DEV_EMULATED, 1, "a", 1},
+          {ADAG_DEV_EMULATED, 2, "b", ADAG_COMM_MAX_RANKS}},
          "reader b has communicator rank 64"},
     };
     for (unsigned i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
@@ -506,8 +507,8 @@ Test(chan_comm, places_without_a_device_writer_or_with_one_rank_twice_are_refuse
     adag_dag_ctx_t ctx;
     adag_wbuf_t desc = {0};
     adag_ctx_init(&ctx);
-    adag_chan_place_t ok[3] = {{ADAG_DEVICE_KIND_HOST, 0, "w", 2},
-                               {ADAG_DEVICE_KIND_HOST, 1, "a", 0},
+    adag_chan_place_t ok[3] = {{ADAG_DEV_EMULATED, 0, "w", 2},
+                               {ADAG_DEV_EMULATED, 1, "a", 0},
                                {-1, 0, "h", 0}};
     const adag_chan_place_t *places[1] = {ok};
     cr_assert_eq(adag_ctx_create_domains(&ctx, "cdag", &kind, &g, places, 1, &desc), ADAG_OK,

@@ -122,9 +122,9 @@ static void device_open(adag_chan_device_t *d, int index)
     memset(d, 0, sizeof(*d));
     if (index < 0)
         return;
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     cr_assert_eq(o->open((unsigned)index, &d->dev), ADAG_OK, "%s", adag_last_error());
-    d->kind = ADAG_DEVICE_KIND_HOST;
+    d->kind = ADAG_DEV_EMULATED;
     cr_assert_eq(o->stream_create(d->dev, &d->compute), ADAG_OK);
     cr_assert_eq(o->stream_create(d->dev, &d->comm), ADAG_OK);
 }
@@ -240,7 +240,7 @@ adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_
 /* An endpoint named as the compiler names them (by actor) on device dev (-1: host). */
 static adag_chan_place_t place_on(int dev, const char *who)
 {
-    return (adag_chan_place_t){dev < 0 ? -1 : ADAG_DEVICE_KIND_HOST,
+    return (adag_chan_place_t){dev < 0 ? -1 : ADAG_DEV_EMULATED,
                                dev < 0 ? 0u : (uint32_t)dev, who, 0};
 }
 

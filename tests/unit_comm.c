@@ -706,8 +706,8 @@ Test(comm, backends_by_kind_name_and_device)
     cr_assert_eq(adag_comm_backend_named("nccl"), nccl);
     cr_assert_null(adag_comm_backend_named("gloo"));
     cr_assert_null(adag_comm_backend_named(NULL));
-    cr_assert_eq(adag_comm_backend_for_device(ADAG_DEVICE_KIND_HOST), host);
-    cr_assert_eq(adag_comm_backend_for_device(ADAG_DEVICE_KIND_CUDA), nccl);
+    cr_assert_eq(adag_comm_backend_for_device(ADAG_DEV_EMULATED), host);
+    cr_assert_eq(adag_comm_backend_for_device(ADAG_DEV_CUDA), nccl);
     cr_assert_null(adag_comm_backend_for_device(ADAG_DEVICE_KIND_COUNT));
     char why[256] = "";
     cr_assert_eq(host->probe(why, sizeof(why)), 1, "%s", why);
@@ -718,7 +718,7 @@ Test(comm, backends_by_kind_name_and_device)
 Test(comm, nccl_probe_says_why)
 {
     const adag_comm_ops_t *nccl = adag_comm_backend(ADAG_COMM_KIND_NCCL);
-    const adag_device_ops_t *cuda = adag_device_backend(ADAG_DEVICE_KIND_CUDA);
+    const adag_device_ops_t *cuda = adag_device_backend(ADAG_DEV_CUDA);
     char why[512] = "", cuda_why[512] = "";
     int usable = nccl->probe(why, sizeof(why));
     cr_assert(why[0], "probe said nothing");

@@ -77,7 +77,7 @@ static void matrix_in_threads(uint32_t kind, unsigned n)
  * own: the setting is read anew). */
 static void more_host_devices(void)
 {
-    cr_assert_eq(setenv("ADAG_HOST_DEVICES", "8", 1), 0);
+    cr_assert_eq(setenv("ADAG_EMU_DEVICES", "8", 1), 0);
 }
 
 /* One rank (a TP-1 group): every collective is a copy of its input, and
@@ -462,7 +462,7 @@ Test(comm_coll, a_rank_that_dies, .timeout = 60)
 /* Rank 0's stream_sync gives up (ADAG_ERR_TIMEOUT) while rank 1 has not
  * called yet; the allreduce (3 chunks of the host backend's pipeline) goes
  * on: rank 0 then waits in syncs of 1 ms that give up until it is done
- * (on the host device, each hands the collective back to the stream
+ * (on the emulated device, each hands the collective back to the stream
  * thread mid-barrier, and a later one may take it again), and the result
  * is exact on both ranks. */
 COMM_TEST(a_sync_that_gives_up_leaves_the_collective_running, 60)

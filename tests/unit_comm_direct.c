@@ -1,6 +1,6 @@
 /* Unit tests (suite "comm_direct"): the host communicator's direct
  * allreduce (gpu/comm_host_coll.c), which reads its peers' buffers in
- * place when they lie in the host device's memory, and its fallback to
+ * place when they lie in the emulated device's memory, and its fallback to
  * staging when one rank's buffers cannot be mapped; the peer maps
  * (gpu/comm_host_peers.c) that it keeps. Ranks in threads; every result
  * checked bit for bit against the reference of tests/comm_coll_ref.h. */
@@ -77,7 +77,7 @@ Test(comm_direct, one_rank_in_host_memory_makes_every_rank_stage, .timeout = 60)
  * then on the peers stage without trying; every result is exact. */
 Test(comm_direct, a_buffer_peers_cannot_map_falls_back_to_staging, .timeout = 60)
 {
-    const adag_device_ops_t *d = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *d = adag_device_backend(ADAG_DEV_EMULATED);
     int hp[2], go[2];
     cr_assert_eq(pipe(hp), 0);
     cr_assert_eq(pipe(go), 0);
@@ -124,7 +124,7 @@ Test(comm_direct, a_buffer_peers_cannot_map_falls_back_to_staging, .timeout = 60
 Test(comm_direct, maps_of_freed_buffers_are_dropped, .timeout = 60)
 {
     enum { M = 3 };
-    const adag_device_ops_t *d = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *d = adag_device_backend(ADAG_DEV_EMULATED);
     const call_t call = {ALLREDUCE, ADAG_DTYPE_I32, ADAG_REDUCE_SUM, 40000, 0, 0, 31};
     rank_t r[M];
     open_all(host_ops(), M, 40000 * 4, r);
@@ -148,7 +148,7 @@ Test(comm_direct, maps_of_freed_buffers_are_dropped, .timeout = 60)
 Test(comm_direct, more_buffers_than_maps_stay_bounded, .timeout = 60)
 {
     enum { M = 2, BUFS = ADAG_COMM_HOST_PEER_MAPS };
-    const adag_device_ops_t *d = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *d = adag_device_backend(ADAG_DEV_EMULATED);
     const call_t call = {ALLREDUCE, ADAG_DTYPE_F32, ADAG_REDUCE_SUM, 40000, 0, 0, 41};
     adag_dev_mem_t bufs[M][BUFS][2];
     rank_t r[M];

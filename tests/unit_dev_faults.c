@@ -57,10 +57,10 @@ static adag_status_t watch(adag_chan_t *ch, int64_t timeout_ms)
     cr_assert(strstr(adag_last_error(), (needle)), "message \"%s\" lacks \"%s\"",              \
               adag_last_error(), (needle))
 
-static const chan_backend_t peer_copy = {ADAG_CHAN_DEVICE, CAP_RING, "host:0 -> host:1", 0, 1};
-static const chan_backend_t same_device = {ADAG_CHAN_DEVICE, CAP_RING, "host:0 -> host:0", 0, 0};
-static const chan_backend_t copy_in = {ADAG_CHAN_DEVICE, CAP_RING, "host -> host:1", -1, 1};
-static const chan_backend_t copy_out = {ADAG_CHAN_DEVICE, CAP_RING, "host:0 -> host", 0, -1};
+static const chan_backend_t peer_copy = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
+static const chan_backend_t same_device = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> emu:0", 0, 0};
+static const chan_backend_t copy_in = {ADAG_CHAN_DEVICE, CAP_RING, "host -> emu:1", -1, 1};
+static const chan_backend_t copy_out = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> host", 0, -1};
 
 /* The writer publishes execution 0 with its compute stream blocked, so
  * the value is never ready; the reader waits for it. */
@@ -116,12 +116,12 @@ static void stuck_reader(const chan_backend_t *be, const char *what)
 
 Test(dev_faults, watch_names_a_stuck_peer_copy, .timeout = 30)
 {
-    stuck_reader(&peer_copy, "the peer copy from writer (host:0)");
+    stuck_reader(&peer_copy, "the peer copy from writer (emu:0)");
 }
 
 Test(dev_faults, watch_names_a_value_never_ready_on_the_same_device, .timeout = 30)
 {
-    stuck_reader(&same_device, "waiting for the value of writer (host:0)");
+    stuck_reader(&same_device, "waiting for the value of writer (emu:0)");
 }
 
 Test(dev_faults, watch_names_a_stuck_copy_in, .timeout = 30)
@@ -190,7 +190,7 @@ Test(dev_faults, completed_ops_are_quiet, .timeout = 30)
  * keeps its meaning, and a wait on an abandoned import completes. */
 Test(dev_faults, abandon_releases_waits_on_an_import_only, .timeout = 30)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *d0, *d1;
     adag_dev_stream_t *s0, *s1;
     adag_dev_event_t *ev, *imp;
@@ -226,5 +226,5 @@ Test(dev_faults, abandon_releases_waits_on_an_import_only, .timeout = 30)
     adag_device_counts_t c;
     o->counts(NULL, &c);
     cr_assert_eq(c.events + c.imported_events + c.streams + c.mem + c.imported_mem, 0,
-                 "the process still holds host device objects");
+                 "the process still holds emulated device objects");
 }

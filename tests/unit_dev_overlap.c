@@ -5,7 +5,7 @@
  * 4), proven from timed events on the emulated device.
  *
  * The channel is the peer-copy arrangement of the conformance table (writer
- * on host:0, reader on host:1, two slots: double buffering), opened by the
+ * on emu:0, reader on emu:1, two slots: double buffering), opened by the
  * rig (tests/chan_rig.h). One thread plays both actors' loops, for each
  * execution k:
  *
@@ -15,7 +15,7 @@
  *            comm stream), a 30 ms "kernel" on its compute stream checks
  *            every byte against k's pattern, release k.
  *
- * The devices' ADAG_HOST_COPY_MBPS makes the 1 MiB copy take at least 21 ms without
+ * The devices' ADAG_EMU_COPY_MBPS makes the 1 MiB copy take at least 21 ms without
  * taking a CPU. Timed events bracket each copy on comm and each kernel on
  * compute. A copy's bracket would start early if comm reached it while
  * the copy still waited for its inputs, so comm first waits for what the
@@ -102,7 +102,7 @@ static const chan_backend_t *peer_copy_line(void)
         if (chan_backends[i].kind == ADAG_CHAN_DEVICE && chan_backends[i].wdev == 0 &&
             chan_backends[i].rdev == 1)
             return &chan_backends[i];
-    cr_assert_fail("the conformance table has no device line host:0 -> host:1");
+    cr_assert_fail("the conformance table has no device line emu:0 -> emu:1");
     return NULL;
 }
 
@@ -121,7 +121,7 @@ static void run_pipeline(int same_stream, timeline_t *t)
     rig_open(&r, peer_copy_line(), NSLOTS, 1, VALUE_BYTES, 0);
     adag_chan_device_t *wd = &r.devs[0], *rd = &r.devs[1];
     const adag_device_ops_t *o = wd->dev->ops;
-    /* the devices' ADAG_HOST_COPY_MBPS (gpu/device.h: a runtime sets it
+    /* the devices' ADAG_EMU_COPY_MBPS (gpu/device.h: a runtime sets it
      * the same way), taken by each copy when it is enqueued */
     wd->dev->tuning.copy_mbps = rd->dev->tuning.copy_mbps = COPY_MBPS;
     /* the endpoint reads its streams from r.devs at every call */
@@ -157,7 +157,8 @@ static void run_pipeline(int same_stream, timeline_t *t)
         cr_assert_eq(adag_chan_wait(r.rd[0], (uint64_t)k, DEADLINE, &v), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert_eq(v.size, VALUE_BYTES);
-        cr_assert_eq(v.device, ADAG_DEVICE_GPU(1), "the reader's value is not on its device");
+        cr_assert_eq(v.device, ADAG_DEVICE(ADAG_DEV_EMULATED, 1),
+                     "the reader's value is not on its device");
         cr_assert_eq(o->event_record(m.copy_end[k], rd->comm), ADAG_OK);
 
         cr_assert_eq(o->event_record(m.kern_start[k], rd->compute), ADAG_OK);

@@ -1,5 +1,5 @@
 /* Unit tests (suite "device"): the device ops table (gpu/device.h), every
- * test over every backend that has a device here (the host device always;
+ * test over every backend that has a device here (the emulated device always;
  * cuda where a GPU exists, else "skipped: <reason>"). Streams run in
  * order and never block the host; events order streams, in this process
  * and in another; memory and events cross processes; counts return to
@@ -202,7 +202,7 @@ static void *open_gate_later(void *arg)
 }
 
 /* CUDA's rules for copies with host memory that is not page-locked, which
- * the host device keeps too (a path that forgot host_register stalls on
+ * the emulated device keeps too (a path that forgot host_register stalls on
  * CPU-only machines as on a GPU): a copy to pageable memory returns once
  * done, whatever is queued before it; one from pageable memory takes the
  * bytes at the call; host_register'ed memory copies without waiting. */
@@ -309,7 +309,7 @@ DEVICE_TEST(memory_and_events_cross_processes, 60)
 {
     adag_device_t *dev = open_or_skip(*kind);
     const adag_device_ops_t *o = dev->ops;
-    if (*kind != ADAG_DEVICE_KIND_HOST)
+    if (*kind != ADAG_DEV_EMULATED)
         cr_skip_test("skipped: %s: importing in a forked child needs a fresh CUDA context "
                      "(tests/gpu covers it)", o->name);
     const size_t n = 1 << 16;
@@ -383,11 +383,11 @@ DEVICE_TEST(import_refuses_malformed_handles, 30)
     memset(&h, 0, sizeof h);
     h.len = 3; /* no backend's handle is 3 bytes */
     h.fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    h.nfds = *kind == ADAG_DEVICE_KIND_HOST ? 1 : 0;
+    h.nfds = *kind == ADAG_DEV_EMULATED ? 1 : 0;
     int fd = h.fds[0];
     adag_dev_mem_t m;
     cr_assert_eq(o->mem_import(dev, &h, &m), ADAG_ERR_PROTOCOL, "%s", adag_last_error());
-    if (*kind == ADAG_DEVICE_KIND_HOST)
+    if (*kind == ADAG_DEV_EMULATED)
         cr_assert_eq(fcntl(fd, F_GETFD), -1, "the refused handle's fd is still open");
     else
         close(fd);
@@ -404,7 +404,7 @@ DEVICE_TEST(import_refuses_malformed_handles, 30)
  * gone is refused, never mapped. */
 Test(device, host_handle_names_one_memfd, .timeout = 30)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     cr_assert_eq(o->open(0, &dev), ADAG_OK);
     adag_dev_mem_t a, b, im;
@@ -439,10 +439,19 @@ Test(device, host_handle_names_one_memfd, .timeout = 30)
 Test(device, unknown_kind_and_index)
 {
     cr_assert_null(adag_device_backend(ADAG_DEVICE_KIND_COUNT));
-    cr_assert_str_eq(adag_device_kind_name(ADAG_DEVICE_KIND_HOST), "host");
+    cr_assert_null(adag_device_backend(ADAG_DEV_HOST), "host memory has no device backend");
+    cr_assert_str_eq(adag_device_kind_name(ADAG_DEV_EMULATED), "emu");
+    /* a backend's name is its kind's (specs and messages use the one, ids the other) */
+    for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++) {
+        const adag_device_ops_t *ops = adag_device_backend(k);
+        if (ops)
+            cr_assert(ops->kind == (adag_device_kind_t)k &&
+                          strcmp(ops->name, adag_device_kind_name(ops->kind)) == 0,
+                      "backend %u: kind %d, name %s", k, (int)ops->kind, ops->name);
+    }
     adag_device_t *dev;
-    cr_assert_eq(adag_device_backend(ADAG_DEVICE_KIND_HOST)->open(1000, &dev), ADAG_ERR_NOT_FOUND);
-    cr_assert(strstr(adag_last_error(), "ADAG_HOST_DEVICES"), "%s", adag_last_error());
+    cr_assert_eq(adag_device_backend(ADAG_DEV_EMULATED)->open(1000, &dev), ADAG_ERR_NOT_FOUND);
+    cr_assert(strstr(adag_last_error(), "ADAG_EMU_DEVICES"), "%s", adag_last_error());
 }
 
 /* ---- event timing ---- */
@@ -531,14 +540,14 @@ DEVICE_TEST(elapsed_time_refuses_untimed_events, 30)
     o->close(dev);
 }
 
-/* ADAG_HOST_COPY_MBPS=10 in the environment, which a device opened
+/* ADAG_EMU_COPY_MBPS=10 in the environment, which a device opened
  * outside any runtime takes (whatever was read before): a 1 MiB copy takes
  * at least 1048576 / 10^7 s (104.9 ms) of stream time, measured by timed
  * events around it, and still copies the bytes. */
 Test(device, host_copy_bandwidth, .timeout = 30)
 {
-    setenv("ADAG_HOST_COPY_MBPS", "10", 1);
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    setenv("ADAG_EMU_COPY_MBPS", "10", 1);
+    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     cr_assert_eq(o->open(0, &dev), ADAG_OK);
     cr_assert_eq(dev->tuning.copy_mbps, 10, "the device did not take the environment's value");

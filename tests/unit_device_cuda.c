@@ -24,7 +24,7 @@ Test(device_cuda, probe_says_why_and_open_fails_the_same)
     char why[512];
     if (probe(why, sizeof(why)) > 0)
         cr_skip_test("skipped: a CUDA device is here (%s): make test-gpu covers it", why);
-    cr_assert_eq(adag_device_cuda_ops.kind, ADAG_DEVICE_KIND_CUDA);
+    cr_assert_eq(adag_device_cuda_ops.kind, ADAG_DEV_CUDA);
     cr_assert_str_eq(adag_device_cuda_ops.name, "cuda");
     adag_device_t *dev = (adag_device_t *)&dev;
     cr_assert_eq(adag_device_cuda_ops.open(0, &dev), ADAG_ERR_NOT_FOUND);

@@ -34,7 +34,7 @@ static void memory_of(adag_chan_kind_t kind, adag_chan_geom_t g, const adag_chan
 
 static adag_chan_place_t on(int dev)
 {
-    return (adag_chan_place_t){dev < 0 ? -1 : ADAG_DEVICE_KIND_HOST, dev < 0 ? 0u : (unsigned)dev,
+    return (adag_chan_place_t){dev < 0 ? -1 : ADAG_DEV_EMULATED, dev < 0 ? 0u : (unsigned)dev,
                                "x", 0};
 }
 

@@ -1,4 +1,4 @@
-/* Unit tests (suite "host_stream"): helping on the host device's streams
+/* Unit tests (suite "host_stream"): helping on the emulated device's streams
  * (gpu/host_stream.c). A thread that waits for a stream (stream_sync, or
  * event_sync on an event the stream recorded) runs the stream's queued
  * work itself while the stream thread runs none, if that work is bounded
@@ -25,7 +25,7 @@
 
 static const adag_device_ops_t *ops(void)
 {
-    return adag_device_backend(ADAG_DEVICE_KIND_HOST);
+    return adag_device_backend(ADAG_DEV_EMULATED);
 }
 
 static void sleep_ms(int ms)

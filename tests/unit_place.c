@@ -89,7 +89,7 @@ static fake_dag_t *fake(unsigned n, const char *const *cpus, const char *const *
     for (unsigned i = 0; i < n; i++) {
         adag_place_none(&f->actors[i].place);
         cr_assert_eq(adag_cpulist_parse(cpus[i], &f->actors[i].place.cpus, NULL), 0);
-        snprintf(f->actors[i].host, sizeof(f->actors[i].host), "%s", hosts ? hosts[i] : "");
+        snprintf(f->actors[i].node, sizeof(f->actors[i].node), "%s", hosts ? hosts[i] : "");
         f->da[i].actor = &f->actors[i];
     }
     return f;

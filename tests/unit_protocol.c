@@ -355,7 +355,7 @@ Test(protocol, bounds_are_enforced)
     adag_msg_create_t c;
     for (int which = 0; which < 4; which++) {
         adag_msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
-                               which == 2 ? longname : "a", which == 3 ? longname : "host:0",
+                               which == 2 ? longname : "a", which == 3 ? longname : "emu:0",
                                (adag_blob_t){NULL, 0}, NULL, (adag_blob_t){NULL, 0});
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
         cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);

@@ -119,12 +119,12 @@ Test(tensor_meta, slot_views, .timeout = 10)
     const int64_t s[ADAG_MAX_DIMS] = {2, 3}, neg[ADAG_MAX_DIMS] = {2, -3};
     adag_slot_view_t v = view_of(data, 24, ADAG_DTYPE_I32, 2, s);
     v.meta.shape[5] = 77; /* past ndim: not copied */
-    v.device = ADAG_DEVICE_GPU(1);
+    v.device = ADAG_DEVICE(ADAG_DEV_EMULATED, 1);
     cr_assert_eq(adag_value_check_slot(&v, "c"), ADAG_OK, "%s", adag_last_error());
     adag_value_t x = adag_value_from_view(&v);
     cr_assert(x.kind == ADAG_VALUE_TENSOR && x.dtype == ADAG_DTYPE_I32 && x.ndim == 2 &&
               x.shape[0] == 2 && x.shape[1] == 3 && x.shape[5] == 0 && x.size == 24 &&
-              x.data == data && x.device == ADAG_DEVICE_GPU(1));
+              x.data == data && x.device == ADAG_DEVICE(ADAG_DEV_EMULATED, 1));
     v = view_of(data, 5, ADAG_DTYPE_BYTES, 0, NULL);
     cr_assert_eq(adag_value_check_slot(&v, "c"), ADAG_OK);
     x = adag_value_from_view(&v);

@@ -113,7 +113,7 @@ adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_vie
     unsigned s = slot_index(c, seq);
     char *local = (char *)c->local.ptr + (size_t)s * c->stride;
     adag_status_t st;
-    view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+    view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
     view->data = local;
     if (!view->size)
         return ADAG_OK; /* nothing was sent */

@@ -123,7 +123,7 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
         view->data = (char *)c->slots.ptr + (size_t)slot_index(c, seq) * c->stride;
         view->size = p->size;
         adag_tensor_meta_load(&view->meta, &p->meta);
-        view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+        view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
         view->status = p->status;
         view->err = p->err;
         view->err_len = strlen(p->err);
@@ -139,7 +139,7 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
     adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
     watch_arm(c->watch, s, seq);
     char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
-    view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+    view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
     uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
     switch (c->role) {
     case ROLE_SAME_DEVICE:

@@ -4,7 +4,7 @@
  * are on the host, a device reader of a host writer) has the ring's
  * memory registered with its device backend (gpu/device.h host_register),
  * else each copy to those slots would hold the loop until the stream got
- * there (CUDA's rule for pageable memory; the host device keeps it too).
+ * there (CUDA's rule for pageable memory; the emulated device keeps it too).
  *
  * A registration is the process's (CUDA's are portable), and several
  * endpoints of one process may copy with one ring (thread actors on two

@@ -92,7 +92,7 @@ typedef struct {
     const void *data;     /* in host memory, or in the reader's device memory */
     size_t size;
     adag_tensor_meta_t meta;
-    int32_t device;       /* ADAG_DEVICE_HOST, or ADAG_DEVICE_GPU(i): where data is */
+    int32_t device;       /* ADAG_DEVICE_HOST, or ADAG_DEVICE(kind, i): where data is */
     adag_status_t status; /* ADAG_OK, or why the execution failed upstream */
     const char *err;      /* message when status != ADAG_OK (NUL-terminated) */
     size_t err_len;       /* < ADAG_SLOT_ERR_MAX */

@@ -191,12 +191,12 @@ static adag_actor_h actor(adag_runtime_h rt, const char *name, const char *host)
 {
     adag_actor_params_t p = {
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |
-                      ADAG_ACTOR_PARAM_PLACEMENT | (host ? ADAG_ACTOR_PARAM_HOST : 0),
+                      ADAG_ACTOR_PARAM_PLACEMENT | (host ? ADAG_ACTOR_PARAM_NODE : 0),
         .class_name = "bench",
         .name = name,
         .module_path = MODULE,
         .placement = host ? ADAG_PLACEMENT_REMOTE : ADAG_PLACEMENT_PROCESS,
-        .host = host,
+        .node = host,
     };
     adag_actor_h a;
     adag_status_t st = adag_actor_create(rt, &p, &a);

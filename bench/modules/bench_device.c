@@ -4,13 +4,13 @@
  * and return at once, as a kernel launch would. Each method's only device
  * work is copies, so one code path serves every backend:
  *
- *   host device  adag_call_enqueue of a memmove (device pointers are host
+ *   emulated device  adag_call_enqueue of a memmove (device pointers are host
  *                addresses there);
  *   cuda         cudaMemcpyAsync(cudaMemcpyDefault) on adag_call_stream,
  *                from the CUDA runtime the worker's cuda backend already
  *                loaded (found among the loaded objects, never loaded here).
  *
- * The init bytes are one int32: 1 on a cuda device, 0 on the host device.
+ * The init bytes are one int32: 1 on a cuda device, 0 on the emulated device.
  *
  *   copy(x)  -> y          y = x (same dtype and shape): one device copy
  *   stamp(s) -> y u8[n]    s = host bytes {u64 stamp, u64 n}; the first and

@@ -10,7 +10,7 @@
  * next stage's read of y after it with events, and keeps x valid until the
  * work enqueued on the stream has run. Two builds of this file:
  *
- *   libgpu_stages.so       the emulated "host" device: the work is host code
+ *   libgpu_stages.so       the emulated "emu" device: the work is host code
  *                          run in stream order (adag_call_enqueue, which
  *                          copies its arguments like a kernel launch);
  *   libgpu_stages_cuda.so  with -DGPU_STAGES_CUDA, linked with
@@ -70,8 +70,11 @@ static adag_status_t gpu_stage_forward(void *state, adag_call_h call)
     if (x.kind != ADAG_VALUE_TENSOR || x.dtype != ADAG_DTYPE_F32 || x.ndim == 0)
         return adag_call_fail(call, "forward expects an f32 tensor of at least one dimension");
     if (x.device != adag_call_device(call))
-        return adag_call_fail(call, "the input is on device %d, the actor on %d", x.device,
-                              adag_call_device(call));
+        return adag_call_fail(call, "the input is on device %s:%u, the actor on %s:%u",
+                              adag_device_kind_name(ADAG_DEVICE_KIND(x.device)),
+                              ADAG_DEVICE_INDEX(x.device),
+                              adag_device_kind_name(ADAG_DEVICE_KIND(adag_call_device(call))),
+                              ADAG_DEVICE_INDEX(adag_call_device(call)));
     uint64_t cols = (uint64_t)x.shape[x.ndim - 1];
     uint64_t rows = cols ? x.size / sizeof(float) / cols : 0;
     s = adag_call_output_tensor(call, 0, ADAG_DTYPE_F32, x.ndim, x.shape, &y);

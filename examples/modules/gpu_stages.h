@@ -1,5 +1,5 @@
 /*
- * The "gpu_stage" class of examples/modules/gpu_stages.c (host device) and
+ * The "gpu_stage" class of examples/modules/gpu_stages.c (emulated device) and
  * gpu_stages_kernel.cu (CUDA), shared with examples/gpu_pipeline.c, which
  * computes the same function in C to check every element it gets back.
  *

@@ -11,7 +11,7 @@
  * init holds the shard's weights (tp_mlp_init_t says which). The method
  * only enqueues the work and returns. Two builds of this file:
  *
- *   libtp_mlp.so       the emulated "host" device: the work is host code run
+ *   libtp_mlp.so       the emulated "emu" device: the work is host code run
  *                      in stream order (adag_call_enqueue);
  *   libtp_mlp_cuda.so  with -DTP_MLP_CUDA, linked with tp_mlp_kernel.cu by
  *                      nvcc: the weights live in device memory and the work
@@ -139,8 +139,11 @@ static adag_status_t tp_mlp_up(void *state, adag_call_h call)
         return adag_call_fail(call, "up expects an f32 tensor [B, %lld] (stage %d shard %d/%d)",
                               (long long)dim, st->init.stage, st->init.shard, st->init.shards);
     if (x.device != adag_call_device(call))
-        return adag_call_fail(call, "the input is on device %d, the actor on %d", x.device,
-                              adag_call_device(call));
+        return adag_call_fail(call, "the input is on device %s:%u, the actor on %s:%u",
+                              adag_device_kind_name(ADAG_DEVICE_KIND(x.device)),
+                              ADAG_DEVICE_INDEX(x.device),
+                              adag_device_kind_name(ADAG_DEVICE_KIND(adag_call_device(call))),
+                              ADAG_DEVICE_INDEX(adag_call_device(call)));
     uint64_t rows = (uint64_t)x.shape[0];
     s = adag_call_output_tensor(call, 0, ADAG_DTYPE_F32, 2, x.shape, &y);
     if (s != ADAG_OK || rows == 0)

@@ -1,5 +1,5 @@
 /*
- * The "tp_mlp" class of examples/modules/tp_mlp.c (host device) and
+ * The "tp_mlp" class of examples/modules/tp_mlp.c (emulated device) and
  * tp_mlp_kernel.cu (CUDA): one tensor-parallel shard of an MLP block, shared
  * with examples/tp_pp.c and tests/test_tp_pp.c, which compute the whole
  * block with the same functions to check every element they get back.

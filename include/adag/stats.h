@@ -85,7 +85,7 @@ typedef struct adag_stats *adag_stats_h;
 typedef struct {
     size_t struct_size;
     const char *name;       /* the actor's */
-    const char *placement;  /* "thread", "process", "remote host H" */
+    const char *placement;  /* "thread", "process", "remote node N" */
     unsigned nops;          /* ops in its schedule for this DAG */
     uint64_t count;         /* executions its loop finished (its last op's count) */
     uint64_t busy_ns;       /* computing and publishing */
@@ -107,6 +107,10 @@ typedef struct {
      * its figures above are then 0, its ops are left out of the op list
      * and the channels it writes show 0 values and in_use -1. */
     const char *unanswered;
+    /* the device it is bound to (adag_actor_params_t.device), as an id:
+     * ADAG_DEVICE(ADAG_DEV_EMULATED, 1) for "emu:1"; ADAG_DEVICE_HOST for
+     * an actor without one */
+    int32_t device;
 } adag_actor_stats_t;
 
 typedef struct {

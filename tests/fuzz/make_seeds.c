@@ -360,7 +360,7 @@ static void control_seeds(const adag_wbuf_t *program)
     adag_msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK, 0});
     adag_msg_encode_failed(&failed, &(adag_msg_failed_t){7, ADAG_ERR_TIMEOUT,
                                                         "actor s2: device channel s1.step[0]: "
-                                                        "the peer copy from s1 (host:0) for "
+                                                        "the peer copy from s1 (emu:0) for "
                                                         "execution 3 did not complete within "
                                                         "300 ms"});
 

@@ -21,12 +21,14 @@ enum { PASS = 0, FAIL = 1, SKIP = 77 };
 /* Why the running test skips (printed by the runner). */
 extern char cdag_skip_reason[256];
 
-/* `test-cuda-dag --emulate`: the same tests on the emulated host device
+/* `test-cuda-dag --emulate`: the same tests on the emulated device
  * (libcuda_stage_emulated.so, host helpers), a check of the test program
  * itself where no GPU is; tests that need CUDA itself skip. */
 extern int cdag_emulated;
-/* The spec of device i: "cuda:<i>" ("host:<i>" emulated). */
+/* The spec of device i: "cuda:<i>" ("emu:<i>" emulated). */
 const char *cdag_dev(unsigned i);
+/* Its id: ADAG_DEVICE(ADAG_DEV_CUDA, i) (ADAG_DEV_EMULATED emulated). */
+int32_t cdag_device(unsigned i);
 
 /* Inside a test returning int with `int rc = PASS;` and an `out:` label:
  * on failure, says where and why, sets rc = FAIL and jumps to out. */
@@ -64,6 +66,7 @@ int cdag_test_driver_device(void);
 int cdag_test_driver_device_zero_copy(void);
 int cdag_test_peer_copy(void);
 int cdag_test_comm_transport(void);
+int cdag_test_emu_and_cuda(void);
 /* cuda_dag_faults.c */
 int cdag_test_slow_kernel(void);
 int cdag_test_stuck_transfer(void);
@@ -109,6 +112,10 @@ adag_status_t cdag_runtime(adag_runtime_h *rt);
 /* A "cuda_stage" process actor named name on device ("cuda:0"). */
 adag_status_t cdag_stage(adag_runtime_h rt, const char *name, const char *device, int stage,
                          int spin_us, adag_actor_h *actor);
+/* The same with the module given: ADAG_TEST_CUDA_MODULE for a cuda
+ * device, ADAG_TEST_CUDA_EMULATED_MODULE for an emu one. */
+adag_status_t cdag_stage_module(adag_runtime_h rt, const char *name, const char *device,
+                                const char *module, int stage, int spin_us, adag_actor_h *actor);
 
 /* How cdag_chain compiles. */
 typedef struct {

@@ -3,7 +3,7 @@
  * tensor-parallel graphs of tests/test_collective.c and
  * tests/test_collective_faults.c with "cuda_stage" process actors, one per
  * CUDA device, cuda:0..n-1 with n = min(4, devices) (NCCL refuses two ranks
- * on one GPU: fewer than 2 devices skips). Emulated: host:0..n-1 and the
+ * on one GPU: fewer than 2 devices skips). Emulated: emu:0..n-1 and the
  * host communicator.
  *
  * Member m's tensor is its stage of the DAG's input (apply: stage_apply of
@@ -36,7 +36,7 @@ static const char *const op_names[] = {"SUM", "PROD", "MIN", "MAX", "AVG"};
 static int tp_size(unsigned *n)
 {
     unsigned count = 0;
-    if (adag_device_count(cdag_emulated ? "host" : "cuda", &count) == ADAG_OK && count == 0) {
+    if (adag_device_count(cdag_emulated ? "emu" : "cuda", &count) == ADAG_OK && count == 0) {
         snprintf(cdag_skip_reason, sizeof cdag_skip_reason, "needs 2 CUDA devices (found 0): %s",
                  adag_last_error());
         return SKIP;

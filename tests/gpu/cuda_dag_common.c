@@ -30,8 +30,13 @@ int cdag_emulated;
 const char *cdag_dev(unsigned i)
 {
     static char spec[4][16];
-    snprintf(spec[i % 4], sizeof spec[0], "%s:%u", cdag_emulated ? "host" : "cuda", i);
+    snprintf(spec[i % 4], sizeof spec[0], "%s:%u", cdag_emulated ? "emu" : "cuda", i);
     return spec[i % 4];
+}
+
+int32_t cdag_device(unsigned i)
+{
+    return ADAG_DEVICE(cdag_emulated ? ADAG_DEV_EMULATED : ADAG_DEV_CUDA, i);
 }
 
 const adag_dtype_t cdag_dtypes[CDAG_NDTYPES] = {
@@ -42,7 +47,7 @@ const adag_dtype_t cdag_dtypes[CDAG_NDTYPES] = {
 int cdag_require(unsigned need)
 {
     unsigned n = 0;
-    const char *backend = cdag_emulated ? "host" : "cuda";
+    const char *backend = cdag_emulated ? "emu" : "cuda";
     adag_status_t st = adag_device_count(backend, &n);
     if (st != ADAG_OK) {
         fprintf(stderr, "  adag_device_count(\"%s\"): %s: %s\n", backend, adag_status_str(st),
@@ -177,6 +182,15 @@ adag_status_t cdag_runtime(adag_runtime_h *rt)
 adag_status_t cdag_stage(adag_runtime_h rt, const char *name, const char *device, int stage,
                          int spin_us, adag_actor_h *actor)
 {
+    return cdag_stage_module(rt, name, device,
+                             cdag_emulated ? ADAG_TEST_CUDA_EMULATED_MODULE
+                                           : ADAG_TEST_CUDA_MODULE,
+                             stage, spin_us, actor);
+}
+
+adag_status_t cdag_stage_module(adag_runtime_h rt, const char *name, const char *device,
+                                const char *module, int stage, int spin_us, adag_actor_h *actor)
+{
     cuda_stage_init_t init = {stage, spin_us};
     adag_actor_params_t p = {
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |
@@ -184,7 +198,7 @@ adag_status_t cdag_stage(adag_runtime_h rt, const char *name, const char *device
                       ADAG_ACTOR_PARAM_DEVICE,
         .class_name = "cuda_stage",
         .name = name,
-        .module_path = cdag_emulated ? ADAG_TEST_CUDA_EMULATED_MODULE : ADAG_TEST_CUDA_MODULE,
+        .module_path = module,
         .placement = ADAG_PLACEMENT_PROCESS,
         .init_data = &init,
         .init_size = sizeof init,

@@ -312,7 +312,7 @@ static int leak_cycle(const cdag_cuda_t *cu, float *x, float *back, size_t *mid_
         adag_ref_t ref;
         CHECK_OK(adag_dag_execute(dag, &v, 1, 0, &ref));
         CHECK_OK(adag_dag_get(dag, ref, out, 2, 20000));
-        CHECK(out[0].device == ADAG_DEVICE_GPU(0) && out[0].size == v.size,
+        CHECK(out[0].device == cdag_device(0) && out[0].size == v.size,
               "output on device %d, %zu bytes", (int)out[0].device, out[0].size);
         CHECK_OK(adag_dag_stream_sync(dag, 20000));
         CHECK_CUDA(cu->copy(back, out[0].data, out[0].size, NULL, cuerr, sizeof cuerr));

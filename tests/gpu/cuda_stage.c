@@ -14,7 +14,7 @@
 
 #ifdef CUDA_STAGE_EMULATED
 /* libcuda_stage_emulated.so, for `test-cuda-dag --emulate` (a check of the
- * test program itself on the emulated host device, where no GPU is): the
+ * test program itself on the emulated device, where no GPU is): the
  * kernels are host work on the compute stream (adag_call_enqueue), the
  * stage the C reference itself, the spin a sleep. */
 #include "gpu_stage.h"

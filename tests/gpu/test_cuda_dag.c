@@ -15,7 +15,7 @@
  *
  *   test-cuda-dag [--emulate] [test ...]   runs the tests named (default:
  *                                          all); --emulate: on the emulated
- *                                          host device (cuda_dag.h)
+ *                                          emulated device (cuda_dag.h)
  */
 #include "cuda_dag.h"
 
@@ -108,7 +108,7 @@ int cdag_test_pipeline(void)
     dot = cdag_dot(dag);
     CHECK(dot && strstr(dot, "zero copy") && strstr(dot, "copy in") && strstr(dot, "copy out"),
           "the DOT does not show every device edge:\n%s", dot ? dot : "(none)");
-    if ((rc = run_checked(dag, 4, 4, 2000, ADAG_DEVICE_GPU(0))) != PASS)
+    if ((rc = run_checked(dag, 4, 4, 2000, cdag_device(0))) != PASS)
         goto out;
     CHECK_OK(adag_dag_destroy(dag));
     dag = NULL;
@@ -142,7 +142,7 @@ int cdag_test_peer_copy(void)
     dot = cdag_dot(dag);
     CHECK(dot && strstr(dot, "peer copy"), "the DOT shows no peer copy:\n%s",
           dot ? dot : "(none)");
-    if ((rc = run_checked(dag, 2, 4, 1000, ADAG_DEVICE_GPU(1))) != PASS)
+    if ((rc = run_checked(dag, 2, 4, 1000, cdag_device(1))) != PASS)
         goto out;
     CHECK_OK(adag_dag_destroy(dag));
     dag = NULL;
@@ -177,7 +177,7 @@ int cdag_test_comm_transport(void)
     dot = cdag_dot(dag);
     CHECK(dot && !strstr(dot, "peer copy"),
           "s1 -> s2 is a peer copy: ADAG_TRANSPORT_COMM was not used:\n%s", dot ? dot : "(none)");
-    if ((rc = run_checked(dag, 2, 4, 300, ADAG_DEVICE_GPU(1))) != PASS)
+    if ((rc = run_checked(dag, 2, 4, 300, cdag_device(1))) != PASS)
         goto out;
     CHECK_OK(adag_dag_destroy(dag));
     dag = NULL;
@@ -186,6 +186,63 @@ int cdag_test_comm_transport(void)
     CHECK(cdag_wait_no_children(10000) == 0, "workers left after the runtime was destroyed");
 out:
     free(dot);
+    if (rt)
+        adag_runtime_destroy(rt);
+    return rc;
+}
+
+/* One runtime with actors on emu:0 and cuda:0 (process actors, each with
+ * its module's variant): a chain on each device alone, 100 executions
+ * checked each (the last method saw ADAG_DEVICE(ADAG_DEV_EMULATED, 0),
+ * then ADAG_DEVICE(ADAG_DEV_CUDA, 0)); a device tensor from the emu actor
+ * to the cuda actor refused at compile naming both; the same edge in host
+ * memory (ADAG_TRANSPORT_HOST) runs, 100 executions checked. */
+int cdag_test_emu_and_cuda(void)
+{
+    if (cdag_emulated) {
+        snprintf(cdag_skip_reason, sizeof cdag_skip_reason,
+                 "needs CUDA itself (an emu and a cuda actor in one runtime)");
+        return SKIP;
+    }
+    int rc = cdag_require(1);
+    if (rc != PASS)
+        return rc;
+    adag_runtime_h rt = NULL;
+    adag_actor_h e = NULL, c1 = NULL, c2 = NULL;
+    adag_dag_h dag = NULL;
+    const int32_t emu0 = ADAG_DEVICE(ADAG_DEV_EMULATED, 0), cuda0 = ADAG_DEVICE(ADAG_DEV_CUDA, 0);
+    CHECK_OK(cdag_runtime(&rt));
+    CHECK_OK(cdag_stage_module(rt, "e", "emu:0", ADAG_TEST_CUDA_EMULATED_MODULE, 1, 0, &e));
+    CHECK_OK(cdag_stage_module(rt, "c1", "cuda:0", ADAG_TEST_CUDA_MODULE, 1, 0, &c1));
+    CHECK_OK(cdag_stage_module(rt, "c2", "cuda:0", ADAG_TEST_CUDA_MODULE, 2, 0, &c2));
+    cdag_chain_t o = {.max_inflight = 4, .slot_capacity = 4096};
+    const adag_actor_h alone[2][1] = {{e}, {c1}};
+    const int32_t where[2] = {emu0, cuda0};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(cdag_chain(rt, alone[k], 1, &o, &dag));
+        if ((rc = run_checked(dag, 1, 4, 100, where[k])) != PASS)
+            goto out;
+        CHECK_OK(adag_dag_destroy(dag));
+        dag = NULL;
+    }
+    const adag_actor_h mixed[2] = {e, c2};
+    adag_status_t st = cdag_chain(rt, mixed, 2, &o, &dag);
+    CHECK(st == ADAG_ERR_INVALID && strstr(adag_last_error(), "e (emu:0) to c2 (cuda:0)") &&
+              strstr(adag_last_error(), "cannot move between device backends"),
+          "a device tensor from emu:0 to cuda:0 compiled: %s: %s", adag_status_str(st),
+          adag_last_error());
+    o.transport = ADAG_TRANSPORT_HOST;
+    CHECK_OK(cdag_chain(rt, mixed, 2, &o, &dag));
+    if ((rc = run_checked(dag, 2, 4, 100, cuda0)) != PASS)
+        goto out;
+    CHECK_OK(adag_dag_destroy(dag));
+    dag = NULL;
+    CHECK_OK(adag_runtime_destroy(rt));
+    rt = NULL;
+    CHECK(cdag_wait_no_children(10000) == 0, "workers left after the runtime was destroyed");
+out:
+    if (dag)
+        adag_dag_destroy(dag);
     if (rt)
         adag_runtime_destroy(rt);
     return rc;
@@ -247,10 +304,10 @@ int cdag_test_driver_device(void)
             unsigned s = (unsigned)(j % INFLIGHT);
             adag_value_t out[2];
             CHECK_OK(adag_dag_get(dag, refs[s], out, 2, 20000));
-            CHECK(out[0].kind == ADAG_VALUE_TENSOR && out[0].device == ADAG_DEVICE_GPU(0),
+            CHECK(out[0].kind == ADAG_VALUE_TENSOR && out[0].device == cdag_device(0),
                   "execution %llu: output of kind %d on device %d, want a tensor on %d",
                   (unsigned long long)j, (int)out[0].kind, (int)out[0].device,
-                  (int)ADAG_DEVICE_GPU(0));
+                  (int)cdag_device(0));
             CHECK(out[1].device == ADAG_DEVICE_HOST && out[1].size == sizeof(cuda_stage_info_t),
                   "execution %llu: info on device %d, %zu bytes", (unsigned long long)j,
                   (int)out[1].device, out[1].size);
@@ -280,7 +337,7 @@ int cdag_test_driver_device(void)
                     CHECK_CUDA(cu.copy(dev_in[s], in[s].data, in[s].bytes, stream, cuerr,
                                        sizeof cuerr));
                 v.data = dev_in[s];
-                v.device = ADAG_DEVICE_GPU(0);
+                v.device = cdag_device(0);
             }
             CHECK_OK(adag_dag_execute(dag, &v, 1, 0, &refs[s]));
         }
@@ -329,7 +386,7 @@ int cdag_test_driver_device_zero_copy(void)
     for (uint64_t round = 0; round < ROUNDS; round++) {
         for (unsigned s = 0; s < INFLIGHT; s++) {
             CHECK_OK(adag_dag_reserve(dag, 0, &view[s], 1, &refs[s]));
-            CHECK(view[s].device == ADAG_DEVICE_GPU(0) && view[s].data && view[s].device_data &&
+            CHECK(view[s].device == cdag_device(0) && view[s].data && view[s].device_data &&
                       view[s].stream == stream && view[s].capacity == 4096,
                   "round %llu: a view on device %d, stream %p (the DAG's %p), %zu bytes",
                   (unsigned long long)round, (int)view[s].device, view[s].stream, stream,
@@ -357,7 +414,7 @@ int cdag_test_driver_device_zero_copy(void)
             uint64_t k = round * INFLIGHT + s;
             adag_value_t out[2];
             CHECK_OK(adag_dag_get(dag, refs[s], out, 2, 20000));
-            CHECK(out[0].kind == ADAG_VALUE_TENSOR && out[0].device == ADAG_DEVICE_GPU(0) &&
+            CHECK(out[0].kind == ADAG_VALUE_TENSOR && out[0].device == cdag_device(0) &&
                       out[0].size <= sizeof back,
                   "execution %llu: output of kind %d on device %d, %zu bytes",
                   (unsigned long long)k, (int)out[0].kind, (int)out[0].device, out[0].size);
@@ -398,6 +455,7 @@ static const struct {
     {"sigkill_mid_stream", cdag_test_sigkill, 120},
     {"no_device_memory_left", cdag_test_leaks, 180},
     {"peer_copy_two_devices", cdag_test_peer_copy, 120},
+    {"emu_and_cuda_in_one_runtime", cdag_test_emu_and_cuda, 120},
     {"comm_transport_two_devices", cdag_test_comm_transport, 120},
     {"allreduce_every_op_and_dtype", cdag_test_coll_allreduce, 300},
     {"reducescatter_every_op_and_dtype", cdag_test_coll_reducescatter, 300},

@@ -87,14 +87,14 @@ int main(void)
         adag_actor_params_t p = {
             .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME |
                           ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_PLACEMENT |
-                          ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_HOST,
+                          ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_NODE,
             .class_name = "counter",
             .name = name,
             .module_path = ADAG_TEST_MODULE,
             .placement = ADAG_PLACEMENT_REMOTE,
             .init_data = &offset,
             .init_size = sizeof(offset),
-            .host = host,
+            .node = host,
         };
         if ((st = adag_actor_create(rt, &p, &a[r - 1])) != ADAG_OK)
             return fail(name, st);
