@@ -50,6 +50,7 @@
  * The store of `written` also releases the slot's bytes to the reader.
  */
 #include "transport/ucx.h"
+#include "transport/chan_ucx_query.h"
 
 #include "common/error.h"
 #include "common/log.h"
@@ -427,7 +428,7 @@ static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
         return st;
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
-    *buf = slot_data(c, seq);
+    *buf = c->device ? adag_ucx_dev_slot(c, seq) : slot_data(c, seq);
     return ADAG_OK;
 }
 
@@ -464,6 +465,10 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     }
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
+    adag_status_t st;
+    if (c->device && status == ADAG_OK &&
+        (st = adag_ucx_dev_stage_out(c, seq, slot_data(c, seq), len)) != ADAG_OK)
+        return st;
     uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
     /* the writer reads its own slot too (a later method of its actor) */
     s->seq = seq;
@@ -547,9 +552,16 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           "ucx channel %s: slot for execution %llu holds execution %llu",
                           ch->name, (unsigned long long)seq, (unsigned long long)s->seq);
     view->data = slot_data(c, seq);
+    view->device = ADAG_DEVICE_HOST;
+    if (c->device && s->status == ADAG_OK) {
+        /* a device endpoint: the writer's own value is in its device slot */
+        if (ch->reader >= 0 && (st = adag_ucx_dev_stage_in(c, seq, view->data, s->size)) != ADAG_OK)
+            return st;
+        view->data = adag_ucx_dev_slot(c, seq);
+        view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+    }
     view->size = s->size;
     adag_tensor_meta_load(&view->meta, &s->meta);
-    view->device = ADAG_DEVICE_HOST;
     view->status = s->status;
     view->err = s->err;
     view->err_len = s->err_len;
@@ -645,7 +657,19 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     uint32_t index = adag_rbuf_u32(&rb);
     uint32_t nslots = adag_rbuf_u32(&rb), nreaders = adag_rbuf_u32(&rb);
     uint64_t capacity = adag_rbuf_u64(&rb);
+    /* where each endpoint keeps the value: none listed, all in host memory */
+    uint32_t nplaces = adag_rbuf_u32(&rb);
+    adag_chan_place_t me = ADAG_CHAN_PLACE_HOST;
+    for (uint32_t j = 0; !rb.failed && j < nplaces && j <= nreaders; j++) {
+        adag_chan_place_t pl = {(int32_t)adag_rbuf_u32(&rb), adag_rbuf_u32(&rb), NULL, 0};
+        if (pl.kind >= 0 && !adag_device_backend((uint32_t)pl.kind))
+            rb.failed = 1;
+        if ((int)j == p->reader + 1)
+            me = pl;
+    }
     adag_status_t st;
+    if (nplaces != 0 && nplaces != 1 + nreaders)
+        rb.failed = 1;
     if (!d || rb.failed || rb.pos != rb.len)
         return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %s", p->name,
                           d ? "malformed descriptor" : "no UCX worker in this process");
@@ -705,6 +729,8 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     }
     for (unsigned i = 0; i < nslots * nctx; i++)
         c->req_ctx[i] = (adag_ucx_req_ctx_t){c, i / nctx, p->reader < 0 ? (int)(i % nctx) : -1};
+    if ((st = adag_ucx_dev_open(c, p, me)) != ADAG_OK)
+        goto fail;
     pthread_mutex_lock(&d->lock);
     st = adag_ucx_domain_add(d, c);
     pthread_mutex_unlock(&d->lock);
@@ -715,6 +741,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     *out = &c->base;
     return ADAG_OK;
 fail:
+    adag_ucx_dev_close(c);
     adag_ucx_chan_free(c);
     return st;
 }
@@ -763,11 +790,13 @@ static void ucx_close(adag_chan_t *ch)
         credit_taken(c); /* nobody needs it: the DAG goes */
     adag_ucx_domain_remove(d, c);
     pthread_mutex_unlock(&d->lock);
+    adag_ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
 }
 
 const adag_chan_ops_t adag_chan_ucx_ops = {
     .name = "ucx",
-    .kind = ADAG_CHAN_UCX,
+    .query = adag_chan_ucx_query,
+    .label = adag_chan_ucx_label,
     .domain_create = adag_ucx_domain_create,
     .domain_export = adag_ucx_domain_export,
     .domain_import = adag_ucx_domain_import,
