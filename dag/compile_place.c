@@ -15,7 +15,6 @@
 #include "dag/internal.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Endpoint `who`: a DAG actor index, -1 the driver. */
 static const char *endpoint_name(adag_dag_h dag, int who)

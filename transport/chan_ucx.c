@@ -785,12 +785,12 @@ static void ucx_close(adag_chan_t *ch)
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     adag_ucx_domain_t *d = c->d;
+    adag_ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
     pthread_mutex_lock(&d->lock);
     if (credit_is_due(c))
         credit_taken(c); /* nobody needs it: the DAG goes */
-    adag_ucx_domain_remove(d, c);
+    adag_ucx_domain_remove(d, c); /* frees c, or keeps it until its requests end */
     pthread_mutex_unlock(&d->lock);
-    adag_ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
 }
 
 const adag_chan_ops_t adag_chan_ucx_ops = {

@@ -6,7 +6,7 @@
  * asks which backend it has. A channel's life, in every process that has
  * an endpoint of it:
  *
- *   compile (the driver)   domain_create lays out every channel of this kind
+ *   compile (the driver)   domain_create lays out every channel of this backend
  *                          for one DAG and writes, per channel, an opaque
  *                          descriptor that the program carries;
  *                          domain_export gives what other processes need to
@@ -264,7 +264,7 @@ struct adag_chan_ops {
     int counts_waits;
 
     /* ---- per DAG and process (optional) ---- */
-    /* The driver: lays out n channels of this kind for DAG `dag_name` and
+    /* The driver: lays out n channels of this backend for DAG `dag_name` and
      * appends channel i's descriptor to descs[i]. places[i] (places may be
      * NULL, and so may places[i]: all in host memory) says where channel
      * i's writer (places[i][0]) and reader r (places[i][1 + r]) keep values. */
