@@ -31,6 +31,13 @@ const chan_backend_t chan_backends[] = {
     {CHAN_SHM, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_FORK, "shm", -1, -1},
     {CHAN_SELF, 0, "self", -1, -1},
     {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx", -1, -1},
+    /* ucx with device endpoints: the value staged through the host rings */
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx dev0->dev1 (staged)",
+     0, 1},
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx host->dev0 (staged)",
+     -1, 0},
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx dev0->host (staged)",
+     0, -1},
     /* the device channel on the emulated device, one line per arrangement */
     {CHAN_DEVICE, DEV_CAPS, "device host->dev0 (async copy in)", -1, 0},
     {CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
