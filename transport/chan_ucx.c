@@ -553,13 +553,9 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           ch->name, (unsigned long long)seq, (unsigned long long)s->seq);
     view->data = slot_data(c, seq);
     view->device = ADAG_DEVICE_HOST;
-    if (c->device && s->status == ADAG_OK) {
-        /* a device endpoint: the writer's own value is in its device slot */
-        if (ch->reader >= 0 && (st = adag_ucx_dev_stage_in(c, seq, view->data, s->size)) != ADAG_OK)
-            return st;
-        view->data = adag_ucx_dev_slot(c, seq);
-        view->device = ADAG_DEVICE_GPU(c->device->dev->index);
-    }
+    if (c->device && s->status == ADAG_OK &&
+        (st = adag_ucx_dev_view(c, seq, s->size, view)) != ADAG_OK)
+        return st; /* a device endpoint: the view is its device slot */
     view->size = s->size;
     adag_tensor_meta_load(&view->meta, &s->meta);
     view->status = s->status;
@@ -657,19 +653,10 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     uint32_t index = adag_rbuf_u32(&rb);
     uint32_t nslots = adag_rbuf_u32(&rb), nreaders = adag_rbuf_u32(&rb);
     uint64_t capacity = adag_rbuf_u64(&rb);
-    /* where each endpoint keeps the value: none listed, all in host memory */
-    uint32_t nplaces = adag_rbuf_u32(&rb);
-    adag_chan_place_t me = ADAG_CHAN_PLACE_HOST;
-    for (uint32_t j = 0; !rb.failed && j < nplaces && j <= nreaders; j++) {
-        adag_chan_place_t pl = {(int32_t)adag_rbuf_u32(&rb), adag_rbuf_u32(&rb), NULL, 0};
-        if (pl.kind >= 0 && !adag_device_backend((uint32_t)pl.kind))
-            rb.failed = 1;
-        if ((int)j == p->reader + 1)
-            me = pl;
-    }
-    adag_status_t st;
-    if (nplaces != 0 && nplaces != 1 + nreaders)
+    adag_chan_place_t me;
+    if (!adag_ucx_dev_read_places(&rb, nreaders, p->reader, &me))
         rb.failed = 1;
+    adag_status_t st;
     if (!d || rb.failed || rb.pos != rb.len)
         return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %s", p->name,
                           d ? "malformed descriptor" : "no UCX worker in this process");

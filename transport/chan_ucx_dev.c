@@ -25,6 +25,25 @@
 
 #define SLICE_MS 100
 
+int adag_ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
+                             adag_chan_place_t *me)
+{
+    uint32_t nplaces = adag_rbuf_u32(rb);
+    *me = ADAG_CHAN_PLACE_HOST;
+    if (rb->failed || (nplaces != 0 && nplaces != 1 + nreaders))
+        return 0;
+    for (uint32_t j = 0; j < nplaces; j++) {
+        adag_chan_place_t pl = ADAG_CHAN_PLACE_HOST;
+        pl.kind = (int32_t)adag_rbuf_u32(rb);
+        pl.index = adag_rbuf_u32(rb);
+        if (rb->failed || (pl.kind >= 0 && !adag_device_backend((uint32_t)pl.kind)))
+            return 0;
+        if ((int)j == reader + 1)
+            *me = pl;
+    }
+    return 1;
+}
+
 adag_status_t adag_ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_t *p,
                                 adag_chan_place_t me)
 {
@@ -91,4 +110,17 @@ adag_status_t adag_ucx_dev_stage_in(adag_ucx_chan_t *c, uint64_t seq, const void
                                     size_t size)
 {
     return size ? copy_sync(c, adag_ucx_dev_slot(c, seq), host, size, "into", seq) : ADAG_OK;
+}
+
+adag_status_t adag_ucx_dev_view(adag_ucx_chan_t *c, uint64_t seq, size_t size,
+                                adag_slot_view_t *view)
+{
+    /* a reader's value lands in its host slot; the writer's own is in its device slot */
+    adag_status_t st = c->base.reader >= 0 ? adag_ucx_dev_stage_in(c, seq, view->data, size)
+                                           : ADAG_OK;
+    if (st != ADAG_OK)
+        return st;
+    view->data = adag_ucx_dev_slot(c, seq);
+    view->device = ADAG_DEVICE_GPU(c->device->dev->index);
+    return ADAG_OK;
 }

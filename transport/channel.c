@@ -97,8 +97,9 @@ adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index)
     if (e->nreaders == 0 && n < sizeof(msg))
         n += (size_t)snprintf(msg + n, sizeof(msg) - n, " no reader");
     for (unsigned i = 0; i < NBACKENDS && n < sizeof(msg); i++)
-        n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s %s: %s", i ? ";" : "; no backend can carry it:",
-                              backends[i]->name, whys[i][0] ? whys[i] : "no");
+        n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s %s: %s",
+                              i ? ";" : "; no backend can carry it:", backends[i]->name,
+                              whys[i][0] ? whys[i] : "no");
     return adag_error(ADAG_ERR_INVALID, "channel %s: %s", e->name, msg);
 }
 

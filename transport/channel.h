@@ -241,7 +241,7 @@ typedef struct {
 typedef struct {
     const char *name;            /* the channel, for messages */
     const adag_chan_end_t *ends; /* 1 + nreaders */
-    unsigned nreaders;           /* registered readers (the writer reading its own slot is not one) */
+    unsigned nreaders;           /* registered readers (not the writer reading its own slot) */
     uint32_t transport;
 } adag_chan_edge_t;
 
