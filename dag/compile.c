@@ -438,7 +438,7 @@ static adag_status_t make_domains(adag_dag_h dag)
     }
     adag_compile_finish_geometry(dag);
     for (unsigned c = 0; c < dag->nchans; c++) {
-        kinds[c] = dag->chans[c].kind;
+        kinds[c] = dag->chans[c].backend;
         geoms[c] = dag->chans[c].geom;
         places[c] = dag->chans[c].places;
     }
@@ -515,7 +515,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         adag_prog_chan_t *pc = &p->chans[p->nchans];
         snprintf(pc->name, sizeof(pc->name), "%s", dc->name);
         pc->id = c;
-        pc->kind = dc->kind;
+        pc->backend = dc->backend;
         pc->nreaders = dc->nreaders;
         pc->reader = writes ? -1 : reader;
         pc->nslots = dc->geom.nslots;
@@ -577,7 +577,7 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .policy = dag->wait,
         .device = dag->driver_dev ? &dag->driver_dev->chan : NULL,
     };
-    adag_status_t st = adag_ctx_open(&dag->ctx, dc->kind, &p, &dc->driver_info, out);
+    adag_status_t st = adag_ctx_open(&dag->ctx, dc->backend, &p, &dc->driver_info, out);
     if (st != ADAG_OK)
         adag_error_prefix("adag_graph_compile: the driver's endpoint");
     return st;

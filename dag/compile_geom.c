@@ -124,9 +124,9 @@ void adag_compile_finish_geometry(adag_dag_h dag)
         c->geom.nreaders = c->nreaders;
         c->geom.comm_key = c->comm_key;
         c->geom.headers_only = 0; /* the backend decides for rings of its own */
-        if (c->kind == ADAG_CHAN_SELF)
+        const adag_chan_ops_t *ops = adag_chan_backend(c->backend);
+        if (ops && ops->one_slot)
             c->geom.nslots = 1; /* produced and read within one iteration */
-        const adag_chan_ops_t *ops = adag_chan_backend(c->kind);
         c->host_bytes = c->device_bytes = 0;
         if (ops && ops->memory)
             ops->memory(&c->geom, c->places, &c->host_bytes, &c->device_bytes);

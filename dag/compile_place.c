@@ -1,21 +1,20 @@
 /*
  * Where a channel's endpoints keep its values, and its backend: the one
- * decision of a channel's kind (part of the compiler, dag/compile.c).
+ * decision of a channel's backend (part of the compiler, dag/compile.c).
  *   places   a declared tensor lives on the device of a device-bound
  *            endpoint (unless its transport is HOST); everything else in
  *            host memory; one channel cannot join two device backends;
- *   kind     ucx when its endpoints are on more than one host (an actor's
- *            host is its agent's address, the driver's host ""), and for
- *            a channel within another host (no segment of ours reaches
- *            there); device when an endpoint keeps it in device memory (a
- *            device tensor cannot cross hosts yet); self when only its
- *            writer reads it; shm otherwise.
+ *   backend  the cheapest that can carry it: the compiler describes
+ *            every endpoint (actor, process, node: an actor's agent's
+ *            address, the driver's ""; where it keeps the value) and the
+ *            tensor's transport, and asks each backend of the registry
+ *            (transport/channel.c, adag_chan_choose); dag/ knows no
+ *            backend by name.
  */
 #include "common/error.h"
 #include "dag/internal.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Endpoint `who`: a DAG actor index, -1 the driver. */
 static const char *endpoint_name(adag_dag_h dag, int who)
@@ -74,45 +73,41 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
     return ADAG_OK;
 }
 
-/* The host of a DAG actor (-1: the driver): its agent's address, "" for
- * the driver's host. */
+/* The node of a DAG actor (-1: the driver): its agent's address, "" for
+ * the driver's node. */
 static const char *host_of(adag_dag_h dag, int who)
 {
     return who < 0 ? "" : dag->actors[who].actor->node;
 }
 
-/* The one decision of a channel's backend: ucx when its endpoints are on
- * more than one host (a device tensor cannot cross hosts yet), else device
- * when an endpoint keeps it in device memory, self when only its writer
- * reads it, shm otherwise. */
-static adag_status_t choose_kind(adag_dag_h dag, adag_dag_chan_t *c)
+/* The process of a DAG actor (-1: the driver): 0 for the driver's own (the
+ * driver, thread actors), else a number of the actor's own. */
+static uint32_t process_of(adag_dag_h dag, int who)
 {
-    const char *h0 = host_of(dag, c->writer);
-    int away = -1; /* a reader on another host than the writer's */
-    for (unsigned r = 0; r < c->nreaders && away < 0; r++)
-        if (strcmp(h0, host_of(dag, c->readers[r])) != 0)
-            away = (int)r;
-    for (unsigned i = 0; i <= c->nreaders; i++)
-        if (c->places[i].kind >= 0) {
-            if (away >= 0) {
-                const char *h1 = host_of(dag, c->readers[away]);
-                return adag_error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: %s is a device tensor that crosses hosts "
-                                  "(%s on %s -> %s on %s); declare it in host memory "
-                                  "(ADAG_TRANSPORT_HOST) for readers that take host tensors",
-                                  c->name, endpoint_name(dag, c->writer),
-                                  *h0 ? h0 : "the driver's host",
-                                  endpoint_name(dag, c->readers[away]),
-                                  *h1 ? h1 : "the driver's host");
-            }
-            c->kind = ADAG_CHAN_DEVICE;
-            return ADAG_OK;
-        }
-    if (away >= 0 || (*h0 && c->nreaders))
-        c->kind = ADAG_CHAN_UCX; /* across hosts; or within another: no segment of ours there */
-    else
-        c->kind = c->writer >= 0 && c->nreaders == 0 ? ADAG_CHAN_SELF : ADAG_CHAN_SHM;
-    return ADAG_OK;
+    return who < 0 || dag->actors[who].actor->ops == &adag_placement_thread
+               ? 0
+               : 1 + (uint32_t)who;
+}
+
+/* The one decision of a channel's backend: every registered backend is
+ * asked (adag_chan_choose) and the cheapest that can carry it wins. */
+static adag_status_t choose_backend(adag_dag_h dag, adag_dag_chan_t *c)
+{
+    adag_chan_end_t *ends = calloc(1 + c->nreaders, sizeof(*ends));
+    if (!ends)
+        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    for (unsigned i = 0; i <= c->nreaders; i++) {
+        int who = i ? c->readers[i - 1] : c->writer;
+        ends[i] = (adag_chan_end_t){who, process_of(dag, who), host_of(dag, who), c->places[i]};
+    }
+    adag_chan_edge_t e = {c->name, ends, c->nreaders,
+                          c->tensor.flags & ADAG_TENSOR_DECLARED ? c->tensor.transport
+                                                                 : ADAG_TRANSPORT_AUTO};
+    adag_status_t st = adag_chan_choose(&e, &c->backend);
+    free(ends);
+    if (st != ADAG_OK)
+        adag_error_prefix("adag_graph_compile");
+    return st;
 }
 
 adag_status_t adag_compile_check_collective_hosts(adag_graph_h g)
@@ -134,5 +129,5 @@ adag_status_t adag_compile_check_collective_hosts(adag_graph_h g)
 adag_status_t adag_compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c)
 {
     adag_status_t st = place_channel(dag, c);
-    return st != ADAG_OK ? st : choose_kind(dag, c);
+    return st != ADAG_OK ? st : choose_backend(dag, c);
 }

@@ -29,7 +29,7 @@ void adag_ctx_destroy(adag_dag_ctx_t *ctx)
     free(ctx->hooks);
     ctx->hooks = NULL;
     ctx->nhooks = 0;
-    for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++) {
+    for (unsigned k = 0; k < adag_chan_nbackends(); k++) {
         if (ctx->domains[k])
             ctx->domains[k]->ops->domain_destroy(ctx->domains[k]);
         ctx->domains[k] = NULL;
@@ -66,9 +66,9 @@ adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
         st = adag_error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag_name);
         goto out;
     }
-    for (uint32_t k = 0; k < ADAG_CHAN_NKINDS && st == ADAG_OK; k++) {
+    for (uint32_t k = 0; k < adag_chan_nbackends() && st == ADAG_OK; k++) {
         const adag_chan_ops_t *ops = adag_chan_backend(k);
-        if (!ops || !ops->domain_create)
+        if (!ops->domain_create)
             continue;
         unsigned m = 0;
         for (unsigned i = 0; i < n; i++)
@@ -109,10 +109,10 @@ adag_status_t adag_ctx_export_domains_of(adag_dag_ctx_t *ctx, uint32_t kinds, ad
                                          int *fds, unsigned *nfds, unsigned max)
 {
     uint32_t n = 0;
-    for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+    for (unsigned k = 0; k < adag_chan_nbackends(); k++)
         n += ctx->domains[k] != NULL && (kinds >> k & 1);
     adag_wbuf_u32(out, n);
-    for (uint32_t k = 0; k < ADAG_CHAN_NKINDS; k++) {
+    for (uint32_t k = 0; k < adag_chan_nbackends(); k++) {
         adag_chan_domain_t *d = ctx->domains[k];
         if (!d || !(kinds >> k & 1))
             continue;
@@ -127,7 +127,7 @@ adag_status_t adag_ctx_export_domains_of(adag_dag_ctx_t *ctx, uint32_t kinds, ad
             adag_wbuf_free(&blob);
             return st;
         }
-        adag_wbuf_u32(out, k);
+        adag_wbuf_str(out, d->ops->name);
         adag_wbuf_bytes(out, blob.data, blob.len);
         adag_wbuf_u32(out, dn);
         adag_wbuf_free(&blob);
@@ -144,23 +144,30 @@ adag_status_t adag_ctx_import_domains(adag_dag_ctx_t *ctx, adag_blob_t blob, int
     adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
     unsigned used = 0;
     adag_status_t st = ADAG_OK;
-    int attached[ADAG_CHAN_NKINDS] = {0}; /* by this call: detached again on failure */
+    int attached[ADAG_CHAN_MAX_BACKENDS] = {0}; /* by this call: detached again on failure */
     uint32_t n = adag_rbuf_u32(&rb);
-    if (rb.failed || n > ADAG_CHAN_NKINDS) {
+    if (rb.failed || n > adag_chan_nbackends()) {
         st = adag_error(ADAG_ERR_PROTOCOL, "malformed domain list (%u domains)", n);
         goto out;
     }
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t kind = adag_rbuf_u32(&rb);
+        char name[ADAG_CHAN_BACKEND_NAME_MAX];
+        adag_rbuf_str(&rb, name, sizeof(name));
         adag_blob_t b;
         b.data = adag_rbuf_bytes(&rb, &b.len);
         uint32_t dn = adag_rbuf_u32(&rb);
-        const adag_chan_ops_t *ops = adag_chan_backend(kind);
+        int kind = rb.failed ? -1 : adag_chan_backend_find(name);
+        if (!rb.failed && kind < 0) {
+            st = adag_error(ADAG_ERR_PROTOCOL,
+                            "domain %u of %u: backend '%s' is not in this build", i, n, name);
+            goto out;
+        }
+        const adag_chan_ops_t *ops = adag_chan_backend((uint32_t)kind);
         if (rb.failed || !ops || !ops->domain_import || ctx->domains[kind] ||
             dn > ADAG_CHAN_DOMAIN_MAX_FDS || dn > nfds - used) {
             st = adag_error(ADAG_ERR_PROTOCOL,
-                            "malformed domain %u of %u (kind %u, %u fds of %u left)", i, n, kind,
-                            dn, nfds - used);
+                            "malformed domain %u of %u (backend %s, %u fds of %u left)", i, n,
+                            rb.failed ? "?" : name, dn, nfds - used);
             goto out;
         }
         st = ops->domain_import(b, fds + used, dn, &ctx->domains[kind]);
@@ -183,7 +190,7 @@ out:
             fds[i] = -1;
         }
     /* a failed import leaves the context as it was: every fd it was given closed */
-    for (unsigned k = 0; st != ADAG_OK && k < ADAG_CHAN_NKINDS; k++)
+    for (unsigned k = 0; st != ADAG_OK && k < adag_chan_nbackends(); k++)
         if (attached[k]) {
             ctx->domains[k]->ops->domain_destroy(ctx->domains[k]);
             ctx->domains[k] = NULL;
@@ -194,7 +201,7 @@ out:
 size_t adag_ctx_domain_bytes(const adag_dag_ctx_t *ctx)
 {
     size_t n = 0;
-    for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+    for (unsigned k = 0; k < adag_chan_nbackends(); k++)
         if (ctx->domains[k] && ctx->domains[k]->ops->domain_bytes)
             n += ctx->domains[k]->ops->domain_bytes(ctx->domains[k]);
     return n;
@@ -205,7 +212,8 @@ adag_status_t adag_ctx_open(adag_dag_ctx_t *ctx, uint32_t kind, adag_chan_open_p
 {
     const adag_chan_ops_t *ops = adag_chan_backend(kind);
     if (!ops)
-        return adag_error(ADAG_ERR_PROTOCOL, "channel %s: unknown kind %u", p->name, kind);
+        return adag_error(ADAG_ERR_PROTOCOL, "channel %s: no backend %u in this build", p->name,
+                          kind);
     p->abort = &ctx->abort;
     pthread_mutex_lock(&ctx->lock);
     if (ctx->neps == ctx->cap) {

@@ -23,7 +23,7 @@ typedef struct {
      * the DAG in this process watches it; stored seq_cst (part of the event
      * handshake, common/event.h) before every endpoint is woken. */
     _Atomic uint32_t abort;
-    adag_chan_domain_t *domains[ADAG_CHAN_NKINDS];
+    adag_chan_domain_t *domains[ADAG_CHAN_MAX_BACKENDS]; /* by backend index */
     pthread_mutex_t lock; /* the endpoint list (abort may come from any thread) */
     adag_chan_t **eps;
     unsigned neps, cap;
@@ -49,19 +49,21 @@ void adag_ctx_destroy(adag_dag_ctx_t *ctx);
  * (taken also on failure: then given back at once). */
 adag_status_t adag_ctx_hold_comm(adag_dag_ctx_t *ctx, struct adag_actor_comm *e);
 
-/* The driver: creates the domain of every kind among kinds[0..n) whose
- * backend has domains, laying out channel i (geoms[i], its endpoints'
+/* The driver: creates the domain of every backend among kinds[0..n)
+ * (registry indices, transport/channel.h) whose
+ * ops have domains, laying out channel i (geoms[i], its endpoints'
  * places[i]: see domain_create; places may be NULL) and appending its
  * descriptor to descs[i]. */
 adag_status_t adag_ctx_create_domains(adag_dag_ctx_t *ctx, const char *dag_name,
                                       const uint32_t *kinds, const adag_chan_geom_t *geoms,
                                       const adag_chan_place_t *const *places, unsigned n,
                                       adag_wbuf_t *descs);
-/* What another process needs to attach the domains: appended to out, fds
+/* What another process needs to attach the domains (each named by its
+ * backend's name): appended to out, fds
  * (still owned by the context) to fds[*nfds..max). */
 adag_status_t adag_ctx_export_domains(adag_dag_ctx_t *ctx, adag_wbuf_t *out, int *fds,
                                       unsigned *nfds, unsigned max);
-/* The same for the kinds in the mask only (bit k: adag_chan_kind_t k). */
+/* The same for the kinds in the mask only (bit k: the backend of index k). */
 adag_status_t adag_ctx_export_domains_of(adag_dag_ctx_t *ctx, uint32_t kinds, adag_wbuf_t *out,
                                          int *fds, unsigned *nfds, unsigned max);
 /* Attaches exported domains; takes every fd (also on failure). On failure

@@ -1,7 +1,7 @@
 /* Graphviz DOT of a compiled DAG: the driver and each actor as a box naming
  * its placement (thread, process, remote with its host) and device and
  * listing its schedule (READ/COMPUTE/WRITE per operation), and one edge per
- * (channel, reader) labelled with the channel's kind (and "tensor f32[4,8]"
+ * (channel, reader) labelled with the channel's backend (and "tensor f32[4,8]"
  * for a value declared a tensor). */
 #include "common/error.h"
 #include "common/out.h"
@@ -75,38 +75,19 @@ static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
     snprintf(buf, len, "\\ntensor%s%s", t[0] ? " " : "", t);
 }
 
-/* How a device channel's value reaches reader r: "cuda_ipc zero copy
- * cuda:0 -> cuda:0", "emu_ipc peer copy emu:0 -> emu:1", "copy in host
- * -> cuda:1", "copy out emu:2 -> host", "nccl send/recv cuda:0 rank 0 ->
- * cuda:1 rank 1"; "" for other kinds. */
+/* How the channel's value reaches reader r, as its backend says it
+ * (ops label): "\\nemu_ipc peer copy emu:0 -> emu:1"; "" if it says nothing. */
 static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsigned r)
 {
-    char w[32], rd[32];
-    adag_chan_place_t a = ch->places[0], b = ch->places[1 + r];
+    const adag_chan_ops_t *ops = adag_chan_backend(ch->backend);
     buf[0] = '\0';
-    if (ch->kind != ADAG_CHAN_DEVICE)
+    if (!ops || !ops->label || len < 3)
         return;
-    if (a.kind >= 0)
-        snprintf(w, sizeof(w), "%s:%u", adag_device_kind_name((uint32_t)a.kind), a.index);
-    else
-        snprintf(w, sizeof(w), "host memory");
-    if (b.kind >= 0)
-        snprintf(rd, sizeof(rd), "%s:%u", adag_device_kind_name((uint32_t)b.kind), b.index);
-    else
-        snprintf(rd, sizeof(rd), "host memory");
-    const char *how = a.kind < 0 ? "async copy in" : b.kind < 0 ? "async copy out"
-                      : a.index == b.index ? "zero copy" : "peer copy";
-    if (ch->comm_key && a.kind >= 0 && b.kind >= 0) {
-        /* by the DAG's communicator: "host_comm send/recv rank 0 -> 1" */
-        const adag_comm_ops_t *c = adag_comm_backend_for_device((adag_device_kind_t)a.kind);
-        snprintf(buf, len, "\\n%s%s send/recv %s rank %u -> %s rank %u", c ? c->name : "?",
-                 c && c->kind == ADAG_COMM_KIND_HOST ? "_comm" : "", w, a.comm_rank, rd,
-                 b.comm_rank);
-        return;
+    ops->label(&ch->geom, ch->places, r, buf + 2, len - 2);
+    if (buf[2]) {
+        buf[0] = '\\';
+        buf[1] = 'n';
     }
-    snprintf(buf, len, "\\n%s%s%s %s -> %s", a.kind >= 0 && b.kind >= 0
-                                                  ? adag_device_kind_name((uint32_t)a.kind) : "",
-             a.kind >= 0 && b.kind >= 0 ? "_ipc " : "", how, w, rd);
 }
 
 static void endpoint(adag_out_t *out, int who)
@@ -134,7 +115,7 @@ static adag_status_t write_dot(void *arg, adag_out_t *out)
         /* its geometry: "8 slots x 4096 B" */
         snprintf(slots, sizeof(slots), "%u slot%s x %zu B", ch->geom.nslots,
                  ch->geom.nslots == 1 ? "" : "s", ch->geom.capacity);
-        if (ch->kind == ADAG_CHAN_SELF) {
+        if (ch->nreaders == 0) {
             /* read by its writer only (or by nobody): an in-place edge if it is read */
             int read = 0;
             for (unsigned ai = 0; ai < dag->nactors && !read; ai++) {
@@ -149,7 +130,7 @@ static adag_status_t write_dot(void *arg, adag_out_t *out)
                 adag_out_printf(out, " -> ");
                 endpoint(out, ch->writer);
                 adag_out_printf(out, " [label=\"%s\\n%s%s\\n%s\", style=dashed];\n", ch->name,
-                                adag_chan_kind_name(ch->kind), tensor, slots);
+                                adag_chan_backend_name(ch->backend), tensor, slots);
             }
             continue;
         }
@@ -161,7 +142,7 @@ static adag_status_t write_dot(void *arg, adag_out_t *out)
             char dev[160];
             device_label(dev, sizeof(dev), ch, r);
             adag_out_printf(out, " [label=\"%s\\n%s%s%s\\n%s\"];\n", ch->name,
-                            adag_chan_kind_name(ch->kind), dev, tensor, slots);
+                            adag_chan_backend_name(ch->backend), dev, tensor, slots);
         }
     }
     adag_out_printf(out, "}\n");

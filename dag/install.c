@@ -49,7 +49,7 @@ static adag_status_t assemble_peers(adag_dag_h dag)
         adag_wbuf_u32(&da->peers, da->prog.nchans);
         for (uint32_t i = 0; i < da->prog.nchans; i++) {
             const adag_dag_chan_t *dc = &dag->chans[da->prog.chans[i].id];
-            if (!adag_chan_backend(dc->kind)->connect) {
+            if (!adag_chan_backend(dc->backend)->connect) {
                 adag_wbuf_u32(&da->peers, 0);
                 continue;
             }
@@ -73,7 +73,7 @@ static adag_status_t connect_driver(adag_dag_h dag)
 {
     for (unsigned c = 0; c < dag->nchans; c++) {
         const adag_dag_chan_t *dc = &dag->chans[c];
-        const adag_chan_ops_t *ops = adag_chan_backend(dc->kind);
+        const adag_chan_ops_t *ops = adag_chan_backend(dc->backend);
         adag_chan_t *mine = NULL;
         if (!ops->connect)
             continue;

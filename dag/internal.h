@@ -242,7 +242,7 @@ const char *adag_coll_kind_name(adag_coll_kind_t kind);
 /* A channel of a compiled DAG, as the driver knows it. */
 typedef struct {
     char name[96];
-    adag_chan_kind_t kind;
+    uint32_t backend;          /* its backend: an index of the registry (transport/channel.c) */
     int writer;                /* DAG actor index, -1 for the driver */
     unsigned nreaders;         /* registered readers */
     int *readers;              /* DAG actor index per reader, -1 for the driver */
@@ -432,7 +432,7 @@ unsigned adag_comm_lease_nranks(const adag_comm_lease_t *l);
 int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id); /* -1: not one */
 
 /* compile_place.c: a channel's places (c->places: writer, then readers)
- * and its backend (c->kind); ADAG_ERR_INVALID for a channel no backend
+ * and its backend (c->backend); ADAG_ERR_INVALID for a channel no backend
  * can carry. */
 adag_status_t adag_compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c);
 /* ADAG_ERR_INVALID when a collective has a member on another host (the

@@ -658,7 +658,7 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
             .numa = actor->numa,
         };
         adag_wbuf_t info = {0};
-        st = adag_ctx_open(ctx, pc->kind, &op, &info, &loop->chans[i]);
+        st = adag_ctx_open(ctx, pc->backend, &op, &info, &loop->chans[i]);
         adag_wbuf_bytes(infos, info.data, info.len);
         adag_wbuf_free(&info);
         if (st != ADAG_OK) {

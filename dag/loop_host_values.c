@@ -40,7 +40,7 @@
 /* 1 if channel c of the program lies in host memory on this side. */
 static int host_chan(const adag_loop_t *loop, uint32_t c)
 {
-    return loop->chans[c]->ops->kind != ADAG_CHAN_DEVICE;
+    return !loop->chans[c]->on_device;
 }
 
 /* Waits for sync(arg) in slices; ADAG_ERR_CLOSED if the DAG was aborted

@@ -409,7 +409,7 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
         /* only the domains its channels use (a remote worker's carry no fds) */
         uint32_t kinds = 0;
         for (uint32_t c = 0; c < da->prog.nchans; c++)
-            kinds |= 1u << da->prog.chans[c].kind;
+            kinds |= 1u << da->prog.chans[c].backend;
         st = adag_ctx_export_domains_of(&dag->ctx, kinds, &domains, fds, &nfds,
                                         ADAG_CTL_MAX_FDS);
         adag_msg_prepare_t m = {dag->id, {prog.data, prog.len}, {domains.data, domains.len}};

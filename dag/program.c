@@ -53,7 +53,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
         const adag_prog_chan_t *c = &p->chans[i];
         adag_wbuf_str(b, c->name);
         adag_wbuf_u32(b, c->id);
-        adag_wbuf_u32(b, c->kind);
+        adag_wbuf_str(b, adag_chan_backend_name(c->backend));
         adag_wbuf_u32(b, c->nreaders);
         adag_wbuf_u32(b, (uint32_t)c->reader);
         adag_wbuf_u32(b, c->nslots);
@@ -88,7 +88,7 @@ void adag_program_encode(const adag_program_t *p, adag_wbuf_t *b)
 #define MAX_PROGRAM_ITEMS (1u << 20)
 /* The fewest bytes one channel / one operation takes encoded: counts that
  * the rest of the message cannot hold are refused before allocating. */
-#define MIN_CHAN_BYTES (8 + 11 * 4 + 2 * 8)
+#define MIN_CHAN_BYTES (8 + 11 * 4 + 2 * 8) /* the strings empty */
 #define MIN_OP_BYTES 4
 #define MIN_COMM_BYTES (8 + 7 * 4)
 /* Most communicators one actor joins for one DAG. */
@@ -204,7 +204,16 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
         adag_prog_chan_t *c = &p->chans[i];
         adag_rbuf_str(b, c->name, sizeof(c->name));
         c->id = adag_rbuf_u32(b);
-        c->kind = adag_rbuf_u32(b);
+        char backend[ADAG_CHAN_BACKEND_NAME_MAX];
+        adag_rbuf_str(b, backend, sizeof(backend));
+        int bi = b->failed ? -1 : adag_chan_backend_find(backend);
+        if (!b->failed && bi < 0) {
+            /* a program from another build: say which backend, not "malformed" */
+            adag_status_t st = adag_chan_backend_unknown(c->name, backend);
+            adag_program_free(p);
+            return st;
+        }
+        c->backend = (uint32_t)bi;
         c->nreaders = adag_rbuf_u32(b);
         c->reader = (int32_t)adag_rbuf_u32(b);
         c->nslots = adag_rbuf_u32(b);
@@ -221,7 +230,7 @@ adag_status_t adag_program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progra
             c->tensor.shape[d] = (int64_t)adag_rbuf_u64(b);
         c->comm_key = adag_rbuf_u64(b);
         /* a dtype, shape or transport this build does not know is refused */
-        if (b->failed || !adag_tensor_decl_valid(&c->tensor) || !adag_chan_backend(c->kind) ||
+        if (b->failed || !adag_tensor_decl_valid(&c->tensor) ||
             c->reader < -1 ||
             (c->reader >= 0 && (uint32_t)c->reader >= c->nreaders) ||
             c->nreaders > MAX_PROGRAM_ITEMS || c->nslots == 0 ||

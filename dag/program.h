@@ -2,7 +2,7 @@
  * An actor's program for one compiled DAG: the channels it touches and its
  * schedule of operations, in bind order. Thread actors run it in the
  * driver; process actors get it serialized in the PREPARE_DAG control
- * message. Every channel entry names its backend (kind) and carries the
+ * message. Every channel entry names its backend (by name) and carries the
  * backend's descriptor, which only the backend decodes.
  */
 #ifndef ADAG_DAG_PROGRAM_H
@@ -40,7 +40,7 @@ typedef enum {
 typedef struct {
     char name[96];      /* e.g. "stage1.forward[0]" or "input[0]" */
     uint32_t id;        /* the channel's number in the DAG */
-    uint32_t kind;      /* adag_chan_kind_t: its backend */
+    uint32_t backend;   /* its backend: an index of this build's registry; named on the wire */
     uint32_t nreaders;  /* registered readers */
     int32_t reader;     /* this actor's reader index, -1 if it is the writer */
     /* its geometry (adag_chan_geom_t): slots 1..max_inflight, bytes per

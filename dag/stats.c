@@ -195,7 +195,7 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
         s->chans[c] = (adag_channel_stats_t){
             .struct_size = sizeof(s->chans[c]),
             .name = s->chan_names[c],
-            .kind = adag_chan_kind_name(dc->kind),
+            .kind = adag_chan_backend_name(dc->backend),
             .writer = "driver",
             .slots = dc->geom.nslots,
             .in_use = -1,

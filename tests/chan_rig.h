@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "dag/context.h"
+#include "tests/chan_index.h"
 #include "transport/channel.h"
 #include "transport/control.h"
 
@@ -59,7 +60,7 @@ enum {
  * host memory, else that emulated device). A backend whose behaviour
  * depends on the places (device) has a line per arrangement. */
 typedef struct {
-    uint32_t kind; /* adag_chan_kind_t */
+    uint32_t kind; /* its backend: CHAN_* (tests/chan_index.h) */
     unsigned caps;
     char label[48]; /* an array: Criterion copies a line into the test's process */
     int wdev, rdev;

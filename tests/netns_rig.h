@@ -16,7 +16,7 @@
 
 #define H_NETNS_MAX 4
 
-typedef struct {
+typedef struct h_netns {
     unsigned n;
     char ns[H_NETNS_MAX][32];  /* the hosts' namespaces */
     char ip[H_NETNS_MAX][32];  /* their eth0 addresses */

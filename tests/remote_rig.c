@@ -160,3 +160,13 @@ adag_actor_params_t h_remote_params(const h_agent_t *ag, const char *name, const
     p.node = ag->addr;
     return p;
 }
+
+void h_agents_in_hosts(const h_netns_t *hosts, h_agent_t *ag, unsigned nagents,
+                       const char *token)
+{
+    h_netns_ucx_env();
+    cr_assert_eq(h_netns_join(hosts->ns[0]), 0, "joining %s: %s", hosts->ns[0],
+                 strerror(errno));
+    for (unsigned i = 1; i <= nagents; i++)
+        h_agent_start_in(&ag[i], token, hosts->ip[i], 0, hosts->ns[i]);
+}

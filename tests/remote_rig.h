@@ -8,6 +8,8 @@
 #include <adag.h>
 #include <sys/types.h>
 
+struct h_netns;
+
 typedef struct {
     pid_t pid;
     char addr[64];      /* "ip:port" */
@@ -24,6 +26,11 @@ void h_agent_start(h_agent_t *ag, const char *token, unsigned port);
  * network namespace named netns (NULL: this one's). */
 void h_agent_start_in(h_agent_t *ag, const char *token, const char *ip, unsigned port,
                       const char *netns);
+/* In hosts made by h_netns_up (tests/netns_rig.h): UCX over TCP for this
+ * process, this thread (the driver) moved into host 0, and an agent
+ * checking `token` started in each of hosts 1 .. nagents (ag[i]). */
+void h_agents_in_hosts(const struct h_netns *hosts, h_agent_t *ag, unsigned nagents,
+                       const char *token);
 /* SIGKILLs and reaps the agent (its workers are not its children's
  * concern: they end with their drivers' connections). */
 void h_agent_stop(h_agent_t *ag);

@@ -17,6 +17,7 @@
  *   DAGs         thread actors driven through the public API, and several
  *                driver threads executing on one DAG at once
  */
+#include "tests/chan_index.h"
 #include "common/clock.h"
 #include "dag/context.h"
 #include "gpu/device.h"
@@ -69,7 +70,7 @@ static int domain_make_kind(domain_t *d, uint32_t kind, const adag_chan_geom_t *
 
 static int domain_make(domain_t *d, const adag_chan_geom_t *geom, unsigned n)
 {
-    return domain_make_kind(d, ADAG_CHAN_SHM, geom, n);
+    return domain_make_kind(d, CHAN_SHM, geom, n);
 }
 
 static int domain_make_kind(domain_t *d, uint32_t kind, const adag_chan_geom_t *geom, unsigned n)
@@ -301,14 +302,14 @@ static int run_channels_of(uint32_t kind)
 
 static int run_channels(void)
 {
-    return run_channels_of(ADAG_CHAN_SHM);
+    return run_channels_of(CHAN_SHM);
 }
 
 /* The same over UCX (transport/chan_ucx.c): its AM callbacks, progress
  * thread and waiters in one process, where TSan sees them all. */
 static int run_ucx_channels(void)
 {
-    return run_channels_of(ADAG_CHAN_UCX);
+    return run_channels_of(CHAN_UCX);
 }
 
 /* ---- adag_ctx_abort racing with everything ---- */

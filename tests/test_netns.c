@@ -47,12 +47,8 @@ static void world_up(world_t *w, unsigned nagents, const char *driver_token)
     current = w;
     if (h_netns_up(&w->hosts, nagents + 1, why, sizeof(why)) != 0)
         cr_skip_test("skipped: %s", why);
-    h_netns_ucx_env();
-    cr_assert_eq(h_netns_join(w->hosts.ns[0]), 0, "joining %s: %s", w->hosts.ns[0],
-                 strerror(errno));
     w->nagents = nagents;
-    for (unsigned i = 1; i <= nagents; i++)
-        h_agent_start_in(&w->ag[i], TOKEN, w->hosts.ip[i], 0, w->hosts.ns[i]);
+    h_agents_in_hosts(&w->hosts, w->ag, nagents, TOKEN);
     unsetenv("ADAG_TOKEN");
     setenv("ADAG_TOKEN_FILE", driver_token ? driver_token : w->ag[1].token, 1);
     w->rt = h_runtime();

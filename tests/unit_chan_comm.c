@@ -22,9 +22,9 @@
 #include <string.h>
 #include <time.h>
 
-static const chan_backend_t by_comm = {ADAG_CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
+static const chan_backend_t by_comm = {CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
                                        "emu:0 -> emu:1 by communicator", 0, 1};
-static const chan_backend_t by_comm_same = {ADAG_CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
+static const chan_backend_t by_comm_same = {CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
                                             "emu:0 -> emu:0 by communicator", 0, 0};
 
 #define DEADLINE adag_deadline_ms(10000)
@@ -411,7 +411,7 @@ static adag_status_t open_connect(rig_t *r, adag_chan_geom_t g, int reader,
                                  .desc = {r->desc.data, r->desc.len}, .policy = RIG_POLICY,
                                  .device = &r->devs[reader + 1], .comms = comms,
                                  .ncomms = ncomms};
-    adag_status_t st = adag_ctx_open(&r->peer, ADAG_CHAN_DEVICE, &p, NULL, &ch);
+    adag_status_t st = adag_ctx_open(&r->peer, CHAN_DEVICE, &p, NULL, &ch);
     if (st != ADAG_OK)
         return st;
     adag_blob_t peers[1 + RIG_MAX_READERS];
@@ -433,7 +433,7 @@ Test(chan_comm, a_descriptor_of_another_communicator_is_refused, .timeout = 30)
     HAS("by communicator 0 (0: none)");
     rig_close(&r);
     /* a channel without a communicator, opened as if it had one */
-    const chan_backend_t plain = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
+    const chan_backend_t plain = {CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
     rig_open(&r, &plain, 2, 1, 4096, 0);
     g = r.geom;
     g.comm_key = RIG_COMM_KEY;
@@ -476,7 +476,7 @@ Test(chan_comm, places_without_a_device_writer_or_with_one_rank_twice_are_refuse
      .timeout = 30)
 {
     adag_chan_geom_t g = {2, 2, 64, 9, 0};
-    uint32_t kind = ADAG_CHAN_DEVICE;
+    uint32_t kind = CHAN_DEVICE;
     const struct {
         adag_chan_place_t pl[3];
         const char *why;

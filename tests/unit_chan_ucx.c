@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define UCX_LINE {ADAG_CHAN_UCX, CAP_RING | CAP_ASYNC, "ucx", -1, -1}
+#define UCX_LINE {CHAN_UCX, CAP_RING | CAP_ASYNC, "ucx", -1, -1}
 
 /* Every test runs over TCP alone, as between two hosts. Criterion runs
  * each test in a process of its own, before anything made a UCP context. */
@@ -100,7 +100,7 @@ static void child_main(pair_t *p, int sock, int (*body)(adag_chan_t *ep))
     if (adag_ctx_import_domains(&ctx, (adag_blob_t){dom.data, dom.len}, NULL, 0) != ADAG_OK)
         _exit(20);
     adag_chan_open_params_t op = ep_params(p, &ctx, p->child_reads ? 0 : -1);
-    if (adag_ctx_open(&ctx, ADAG_CHAN_UCX, &op, &info, &ep) != ADAG_OK)
+    if (adag_ctx_open(&ctx, CHAN_UCX, &op, &info, &ep) != ADAG_OK)
         _exit(21);
     uint32_t n = (uint32_t)info.len;
     if (write(sock, &n, 4) != 4 || write(sock, info.data, info.len) != (ssize_t)info.len)
@@ -142,7 +142,7 @@ static void pair_open(pair_t *p, unsigned nslots, size_t capacity, int child_rea
     close(sv[1]);
     p->sock = sv[0];
     adag_ctx_init(&p->ctx);
-    uint32_t kind = ADAG_CHAN_UCX;
+    uint32_t kind = CHAN_UCX;
     cr_assert_eq(adag_ctx_create_domains(&p->ctx, "remote", &kind, &p->geom, NULL, 1, &p->desc),
                  ADAG_OK, "%s", adag_last_error());
     adag_wbuf_t dom = {0};
@@ -155,7 +155,7 @@ static void pair_open(pair_t *p, unsigned nslots, size_t capacity, int child_rea
     adag_wbuf_free(&dom);
     adag_wbuf_t info = {0}, other = {0};
     adag_chan_open_params_t op = ep_params(p, &p->ctx, child_reads ? -1 : 0);
-    cr_assert_eq(adag_ctx_open(&p->ctx, ADAG_CHAN_UCX, &op, &info, &p->ep), ADAG_OK, "%s",
+    cr_assert_eq(adag_ctx_open(&p->ctx, CHAN_UCX, &op, &info, &p->ep), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(recv_blob(p->sock, &other), 0, "the child sent no peer info");
     send_blob(p->sock, info.data, info.len);

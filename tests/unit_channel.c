@@ -28,17 +28,24 @@
 
 #define DEV_CAPS (CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD)
 const chan_backend_t chan_backends[] = {
-    {ADAG_CHAN_SHM, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_FORK, "shm", -1, -1},
-    {ADAG_CHAN_SELF, 0, "self", -1, -1},
-    {ADAG_CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx", -1, -1},
+    {CHAN_SHM, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_FORK, "shm", -1, -1},
+    {CHAN_SELF, 0, "self", -1, -1},
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx", -1, -1},
+    /* ucx with device endpoints: the value staged through the host rings */
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx dev0->dev1 (staged)",
+     0, 1},
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx host->dev0 (staged)",
+     -1, 0},
+    {CHAN_UCX, CAP_RING | CAP_GEOM_CHECKED | CAP_NOTIFY_FD | CAP_ASYNC, "ucx dev0->host (staged)",
+     0, -1},
     /* the device channel on the emulated device, one line per arrangement */
-    {ADAG_CHAN_DEVICE, DEV_CAPS, "device host->dev0 (async copy in)", -1, 0},
-    {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
-    {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->dev0 (zero copy)", 0, 0},
-    {ADAG_CHAN_DEVICE, DEV_CAPS, "device dev0->dev1 (peer copy)", 0, 1},
+    {CHAN_DEVICE, DEV_CAPS, "device host->dev0 (async copy in)", -1, 0},
+    {CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
+    {CHAN_DEVICE, DEV_CAPS, "device dev0->dev0 (zero copy)", 0, 0},
+    {CHAN_DEVICE, DEV_CAPS, "device dev0->dev1 (peer copy)", 0, 1},
     /* the same by the host communicator's send/recv */
-    {ADAG_CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev1 (communicator)", 0, 1},
-    {ADAG_CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev0 (communicator)", 0, 0},
+    {CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev1 (communicator)", 0, 1},
+    {CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev0 (communicator)", 0, 0},
 };
 const unsigned chan_nbackends = sizeof(chan_backends) / sizeof(chan_backends[0]);
 
@@ -69,13 +76,22 @@ static struct criterion_test_params backends_with(unsigned needs)
 #define NAME (be->label)
 #define DEADLINE adag_deadline_ms(10000)
 
-/* Every kind has a backend and exactly one line; the flags agree with the ops. */
+/* Every backend of the registry has a line (the registry's indices name
+ * what tests/chan_index.h says); the flags agree with the ops. */
 Test(chan, table_covers_every_backend)
 {
-    for (uint32_t k = 0; k < ADAG_CHAN_NKINDS; k++) {
+    static const char *const builtin[CHAN_NBUILTIN] = {
+        [CHAN_SELF] = "self", [CHAN_SHM] = "shm", [CHAN_DEVICE] = "device", [CHAN_UCX] = "ucx"};
+    cr_assert_geq(adag_chan_nbackends(), CHAN_NBUILTIN);
+    for (uint32_t k = 0; k < CHAN_NBUILTIN; k++) {
+        cr_assert_str_eq(adag_chan_backend_name(k), builtin[k]);
+        cr_assert_eq(adag_chan_backend_find(builtin[k]), (int)k);
+    }
+    for (uint32_t k = 0; k < adag_chan_nbackends(); k++) {
         const adag_chan_ops_t *ops = adag_chan_backend(k);
-        cr_assert(ops, "kind %u has no backend", k);
-        cr_assert_eq(ops->kind, k);
+        cr_assert(ops, "index %u has no backend", k);
+        cr_assert(ops->query, "%s has no query", ops->name);
+        cr_assert_lt(strlen(ops->name), ADAG_CHAN_BACKEND_NAME_MAX, "%s", ops->name);
         unsigned lines = 0;
         for (unsigned i = 0; i < chan_nbackends; i++) {
             const chan_backend_t *line = &chan_backends[i];
@@ -100,8 +116,9 @@ Test(chan, table_covers_every_backend)
                   "%s lacks a mandatory op", ops->name);
         cr_assert_eq(!ops->domain_create, !ops->domain_destroy, "%s", ops->name);
     }
-    cr_assert_null(adag_chan_backend(ADAG_CHAN_NKINDS));
-    cr_assert_str_eq(adag_chan_kind_name(ADAG_CHAN_NKINDS), "?");
+    cr_assert_null(adag_chan_backend(adag_chan_nbackends()));
+    cr_assert_str_eq(adag_chan_backend_name(adag_chan_nbackends()), "?");
+    cr_assert_eq(adag_chan_backend_find("foo"), -1);
 }
 
 /* ---- ordering, fan-out, wrap-around ---- */
@@ -704,7 +721,7 @@ CONFORMANCE(open_validates_descriptor, 0)
 static const chan_backend_t *shm_line(void)
 {
     for (unsigned i = 0; i < chan_nbackends; i++)
-        if (chan_backends[i].kind == ADAG_CHAN_SHM)
+        if (chan_backends[i].kind == CHAN_SHM)
             return &chan_backends[i];
     cr_assert_fail("no shm line");
     return NULL;
@@ -742,7 +759,7 @@ Test(shm, descriptor_of_another_channel_is_refused, .timeout = 30)
 {
     adag_dag_ctx_t ctx;
     adag_chan_geom_t g[2] = {{4, 2, 128, 0, 0}, {2, 1, 4096, 0, 0}};
-    uint32_t kinds[2] = {ADAG_CHAN_SHM, ADAG_CHAN_SHM};
+    uint32_t kinds[2] = {CHAN_SHM, CHAN_SHM};
     adag_wbuf_t descs[2] = {{0}, {0}};
     adag_ctx_init(&ctx);
     cr_assert_eq(adag_ctx_create_domains(&ctx, "two", kinds, g, NULL, 2, descs), ADAG_OK);
@@ -751,7 +768,7 @@ Test(shm, descriptor_of_another_channel_is_refused, .timeout = 30)
             adag_chan_t *ch;
             adag_chan_open_params_t p = {.name = "x", .geom = g[j], .reader = 0,
                                          .desc = {descs[i].data, descs[i].len}};
-            cr_assert_eq(adag_ctx_open(&ctx, ADAG_CHAN_SHM, &p, NULL, &ch),
+            cr_assert_eq(adag_ctx_open(&ctx, CHAN_SHM, &p, NULL, &ch),
                          i == j ? ADAG_OK : ADAG_ERR_PROTOCOL, "descriptor %d, geometry %d", i,
                          j);
         }
@@ -772,18 +789,18 @@ Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
     for (unsigned i = 0; i < 3; i++) {
         adag_dag_ctx_t ctx;
         adag_wbuf_t desc = {0};
-        uint32_t kind = ADAG_CHAN_SHM;
+        uint32_t kind = CHAN_SHM;
         adag_ctx_init(&ctx);
         cr_assert_eq(adag_ctx_create_domains(&ctx, "wrap", &kind, &bad[i], NULL, 1, &desc),
                      ADAG_ERR_INVALID, "geometry %u", i);
-        cr_assert_null(ctx.domains[ADAG_CHAN_SHM]);
+        cr_assert_null(ctx.domains[CHAN_SHM]);
         adag_ctx_destroy(&ctx);
         adag_wbuf_free(&desc);
     }
     /* channels that fit one by one but not together */
     adag_chan_geom_t big[4] = {{3, 0, (size_t)1 << 62, 0, 0}, {3, 0, (size_t)1 << 62, 0, 0},
                                {3, 0, (size_t)1 << 62, 0, 0}, {3, 0, (size_t)1 << 62, 0, 0}};
-    uint32_t kinds[4] = {ADAG_CHAN_SHM, ADAG_CHAN_SHM, ADAG_CHAN_SHM, ADAG_CHAN_SHM};
+    uint32_t kinds[4] = {CHAN_SHM, CHAN_SHM, CHAN_SHM, CHAN_SHM};
     adag_wbuf_t descs[4] = {{0}};
     adag_dag_ctx_t ctx;
     adag_ctx_init(&ctx);

@@ -178,7 +178,7 @@ Test(ctx, abort_wakes_every_endpoint_of_every_backend, .timeout = 60)
 Test(ctx, create_domains_mixed_kinds, .timeout = 30)
 {
     adag_dag_ctx_t ctx;
-    uint32_t kinds[4] = {ADAG_CHAN_SHM, ADAG_CHAN_SELF, ADAG_CHAN_SHM, ADAG_CHAN_SELF};
+    uint32_t kinds[4] = {CHAN_SHM, CHAN_SELF, CHAN_SHM, CHAN_SELF};
     adag_chan_geom_t g[4] = {{2, 1, 64, 0, 0}, {1, 0, 64, 0, 0}, {3, 2, 128, 0, 0}, {1, 0, 32, 0, 0}};
     adag_wbuf_t d[4] = {{0}, {0}, {0}, {0}};
     adag_ctx_init(&ctx);
@@ -209,7 +209,7 @@ static int is_open(int fd)
 /* A driver context with an shm domain (the only kind with one). */
 static void driver_with_domain(adag_dag_ctx_t *drv, adag_wbuf_t *desc)
 {
-    uint32_t kind = ADAG_CHAN_SHM;
+    uint32_t kind = CHAN_SHM;
     adag_chan_geom_t g = {2, 1, 64, 0, 0};
     adag_ctx_init(drv);
     cr_assert_eq(adag_ctx_create_domains(drv, "imp", &kind, &g, NULL, 1, desc), ADAG_OK);
@@ -244,7 +244,7 @@ static adag_status_t import_with(const void *blob, size_t len, const int *src, u
         char msg[ADAG_ERROR_MAX];
         snprintf(msg, sizeof(msg), "%s", adag_last_error());
         /* fds taken by a domain that was attached are the context's until destroy */
-        for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+        for (unsigned k = 0; k < adag_chan_nbackends(); k++)
             cr_assert_null(ctx.domains[k], "a domain stayed attached: %s", msg);
         for (unsigned i = 0; i < n; i++)
             cr_assert(!is_open(given[i]), "fd %u of %u (%d) left open: %s", i, n, given[i], msg);
@@ -280,34 +280,38 @@ Test(ctx, import_rejects_malformed_domain_lists, .timeout = 60)
     free(padded);
     cr_assert_eq(import_with(blob.data, blob.len, fds, nfds, 1), ADAG_ERR_PROTOCOL);
     cr_assert_eq(import_with(blob.data, blob.len, fds, nfds - 1, 0), ADAG_ERR_PROTOCOL);
-    /* the list is {u32 n, n x {u32 kind, u64 len + blob, u32 nfds}} */
+    /* the list is {u32 n, n x {str backend, u64 len + blob, u32 nfds}} */
     adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
     cr_assert_eq(adag_rbuf_u32(&rb), 1);
-    cr_assert_eq(adag_rbuf_u32(&rb), ADAG_CHAN_SHM);
+    char name[ADAG_CHAN_BACKEND_NAME_MAX];
+    adag_rbuf_str(&rb, name, sizeof(name));
+    cr_assert_str_eq(name, "shm");
     adag_blob_t inner;
     inner.data = adag_rbuf_bytes(&rb, &inner.len);
     cr_assert_eq(adag_rbuf_u32(&rb), nfds);
     cr_assert(!rb.failed && rb.pos == rb.len);
     struct {
-        uint32_t n, kind, nfds;
+        uint32_t n;
+        const char *kind;
+        uint32_t nfds;
         const char *what;
     } bad[] = {
-        {1, ADAG_CHAN_NKINDS, nfds, "an unknown kind"},
-        {1, 0xffffffffu, nfds, "an unknown kind"},
-        {1, ADAG_CHAN_SELF, nfds, "a kind without domains"},
-        {2, ADAG_CHAN_SHM, nfds, "two domains of one kind"},
-        {ADAG_CHAN_NKINDS + 1, ADAG_CHAN_SHM, nfds, "more domains than kinds"},
-        {0xffffffffu, ADAG_CHAN_SHM, nfds, "a huge count"},
-        {1, ADAG_CHAN_SHM, ADAG_CHAN_DOMAIN_MAX_FDS + 1, "too many fds"},
-        {1, ADAG_CHAN_SHM, 0xffffffffu, "too many fds"},
-        {1, ADAG_CHAN_SHM, nfds + 1, "more fds than were sent"},
-        {1, ADAG_CHAN_SHM, nfds - 1, "too few fds for the domain"},
+        {1, "foo", nfds, "an unknown backend"},
+        {1, "", nfds, "an unknown backend"},
+        {1, "self", nfds, "a backend without domains"},
+        {2, "shm", nfds, "two domains of one backend"},
+        {adag_chan_nbackends() + 1, "shm", nfds, "more domains than backends"},
+        {0xffffffffu, "shm", nfds, "a huge count"},
+        {1, "shm", ADAG_CHAN_DOMAIN_MAX_FDS + 1, "too many fds"},
+        {1, "shm", 0xffffffffu, "too many fds"},
+        {1, "shm", nfds + 1, "more fds than were sent"},
+        {1, "shm", nfds - 1, "too few fds for the domain"},
     };
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         adag_wbuf_t b = {0};
         adag_wbuf_u32(&b, bad[i].n);
         for (uint32_t k = 0; k < (bad[i].n == 2 ? 2u : 1u); k++) {
-            adag_wbuf_u32(&b, bad[i].kind);
+            adag_wbuf_str(&b, bad[i].kind);
             adag_wbuf_bytes(&b, inner.data, inner.len);
             adag_wbuf_u32(&b, bad[i].nfds);
         }
@@ -328,7 +332,7 @@ Test(ctx, import_rejects_malformed_domain_lists, .timeout = 60)
         adag_wbuf_t b = {0}, ib = {0};
         adag_wbuf_u64(&ib, sizes[i]);
         adag_wbuf_u32(&b, 1);
-        adag_wbuf_u32(&b, ADAG_CHAN_SHM);
+        adag_wbuf_u32(&b, CHAN_SHM);
         adag_wbuf_bytes(&b, ib.data, ib.len);
         adag_wbuf_u32(&b, nfds);
         cr_assert_neq(import_with(b.data, b.len, fds, nfds, 0), ADAG_OK, "segment size %llu",

@@ -57,10 +57,10 @@ static adag_status_t watch(adag_chan_t *ch, int64_t timeout_ms)
     cr_assert(strstr(adag_last_error(), (needle)), "message \"%s\" lacks \"%s\"",              \
               adag_last_error(), (needle))
 
-static const chan_backend_t peer_copy = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
-static const chan_backend_t same_device = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> emu:0", 0, 0};
-static const chan_backend_t copy_in = {ADAG_CHAN_DEVICE, CAP_RING, "host -> emu:1", -1, 1};
-static const chan_backend_t copy_out = {ADAG_CHAN_DEVICE, CAP_RING, "emu:0 -> host", 0, -1};
+static const chan_backend_t peer_copy = {CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
+static const chan_backend_t same_device = {CHAN_DEVICE, CAP_RING, "emu:0 -> emu:0", 0, 0};
+static const chan_backend_t copy_in = {CHAN_DEVICE, CAP_RING, "host -> emu:1", -1, 1};
+static const chan_backend_t copy_out = {CHAN_DEVICE, CAP_RING, "emu:0 -> host", 0, -1};
 
 /* The writer publishes execution 0 with its compute stream blocked, so
  * the value is never ready; the reader waits for it. */

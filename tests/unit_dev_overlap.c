@@ -99,7 +99,7 @@ typedef struct {
 static const chan_backend_t *peer_copy_line(void)
 {
     for (unsigned i = 0; i < chan_nbackends; i++)
-        if (chan_backends[i].kind == ADAG_CHAN_DEVICE && chan_backends[i].wdev == 0 &&
+        if (chan_backends[i].kind == CHAN_DEVICE && chan_backends[i].wdev == 0 &&
             chan_backends[i].rdev == 1)
             return &chan_backends[i];
     cr_assert_fail("the conformance table has no device line emu:0 -> emu:1");

@@ -158,7 +158,7 @@ Test(tensor_meta, every_backend_carries_metadata, .timeout = 60)
 {
     for (unsigned b = 0; b < chan_nbackends; b++) {
         const chan_backend_t *be = &chan_backends[b];
-        const char *name = adag_chan_kind_name(be->kind);
+        const char *name = adag_chan_backend_name(be->kind);
         rig_t r;
         rig_open(&r, be, 2, (be->caps & CAP_RING) ? 2 : 0, 256, 0);
         for (uint64_t seq = 0; seq < 6; seq++) {

@@ -1,5 +1,6 @@
 /* Unit tests of control-message framing, fd passing and program decoding
  * (suite "wire"): every malformed input is rejected, never trusted. */
+#include "tests/chan_index.h"
 #include "common/clock.h"
 #include "dag/program.h"
 #include "transport/control.h"
@@ -31,7 +32,7 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     p->nchans = 2;
     p->chans = chans;
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
-    chans[0].kind = ADAG_CHAN_SHM;
+    chans[0].backend = CHAN_SHM;
     chans[0].nreaders = 1;
     chans[0].reader = 0;
     chans[0].nslots = 4;
@@ -39,7 +40,7 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     chans[0].desc_off = 0;
     chans[0].desc_len = 8;
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
-    chans[1].kind = ADAG_CHAN_SELF;
+    chans[1].backend = CHAN_SELF;
     chans[1].reader = -1;
     chans[1].nslots = 1;
     chans[1].capacity = 256;
@@ -261,7 +262,7 @@ Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60
             }
             for (uint32_t c = 0; c < q.nchans; c++) {
                 cr_assert_leq(q.chans[c].desc_off + (uint64_t)q.chans[c].desc_len, q.descs_len);
-                cr_assert(adag_chan_backend(q.chans[c].kind) != NULL);
+                cr_assert(adag_chan_backend(q.chans[c].backend) != NULL);
                 cr_assert(adag_tensor_decl_valid(&q.chans[c].tensor));
             }
             for (uint32_t i = 0; i < q.nops; i++)
@@ -365,9 +366,9 @@ Test(wire, program_rejects_unknown_op_kind, .timeout = 30)
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
     cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
     adag_wbuf_free(&wb);
-    /* and a channel of an unknown kind too */
+    /* and a channel of a backend this build does not have too */
     sample_program(&p, chans, ops);
-    chans[1].kind = ADAG_CHAN_NKINDS;
+    chans[1].backend = adag_chan_nbackends(); /* encoded as "?" */
     adag_program_encode(&p, &wb);
     adag_rbuf_t rb2 = {wb.data, wb.len, 0, 0};
     cr_assert_eq(adag_program_decode(&rb2, 1, &q), ADAG_ERR_PROTOCOL);

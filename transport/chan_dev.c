@@ -316,6 +316,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         }
         c->device = p->device;
         c->ops = p->device->dev->ops;
+        c->base.on_device = 1;
     }
     adag_chan_open_params_t rp = *p;
     rp.desc = ring_desc;
@@ -681,9 +682,60 @@ static uint32_t dev_in_use(adag_chan_t *ch)
     return adag_chan_in_use(dev_of(ch)->ring);
 }
 
+/* How the value reaches reader r: "cuda_ipc zero copy cuda:0 -> cuda:0",
+ * "emu_ipc peer copy emu:0 -> emu:1", "async copy in host memory ->
+ * cuda:1", "async copy out emu:2 -> host memory", "nccl send/recv cuda:0
+ * rank 0 -> cuda:1 rank 1". */
+static void dev_label(const adag_chan_geom_t *g, const adag_chan_place_t *places, unsigned r,
+                      char *buf, size_t len)
+{
+    char w[32], rd[32];
+    adag_chan_place_t a = places[0], b = places[1 + r];
+    if (a.kind >= 0)
+        snprintf(w, sizeof(w), "%s:%u", adag_device_kind_name((uint32_t)a.kind), a.index);
+    else
+        snprintf(w, sizeof(w), "host memory");
+    if (b.kind >= 0)
+        snprintf(rd, sizeof(rd), "%s:%u", adag_device_kind_name((uint32_t)b.kind), b.index);
+    else
+        snprintf(rd, sizeof(rd), "host memory");
+    const char *how = a.kind < 0 ? "async copy in" : b.kind < 0 ? "async copy out"
+                      : a.index == b.index ? "zero copy" : "peer copy";
+    if (g->comm_key && a.kind >= 0 && b.kind >= 0) {
+        /* by the DAG's communicator: "host_comm send/recv rank 0 -> 1" */
+        const adag_comm_ops_t *c = adag_comm_backend_for_device((adag_device_kind_t)a.kind);
+        snprintf(buf, len, "%s%s send/recv %s rank %u -> %s rank %u", c ? c->name : "?",
+                 c && c->kind == ADAG_COMM_KIND_HOST ? "_comm" : "", w, a.comm_rank, rd,
+                 b.comm_rank);
+        return;
+    }
+    snprintf(buf, len, "%s%s%s %s -> %s", a.kind >= 0 && b.kind >= 0
+                                              ? adag_device_kind_name((uint32_t)a.kind) : "",
+             a.kind >= 0 && b.kind >= 0 ? "_ipc " : "", how, w, rd);
+}
+
+/* An endpoint keeps the value in device memory, every endpoint on one
+ * node: IPC, peer and host copies, or a communicator. */
+static adag_chan_cost_t dev_query(const adag_chan_edge_t *e, char *why, size_t why_len)
+{
+    unsigned away = adag_chan_edge_away(e);
+    if (!adag_chan_edge_device(e))
+        snprintf(why, why_len, "no endpoint keeps its value in device memory");
+    else if (away)
+        snprintf(why, why_len, "its endpoints are on more than one node (%s, %s)",
+                 e->ends[0].node[0] ? e->ends[0].node : "the driver's",
+                 e->ends[away].node[0] ? e->ends[away].node : "the driver's");
+    else if (e->transport == ADAG_TRANSPORT_HOST)
+        snprintf(why, why_len, "its transport is ADAG_TRANSPORT_HOST");
+    else
+        return ADAG_CHAN_COST_DEVICE;
+    return ADAG_CHAN_CANNOT;
+}
+
 const adag_chan_ops_t adag_chan_dev_ops = {
     .name = "device",
-    .kind = ADAG_CHAN_DEVICE,
+    .query = dev_query,
+    .label = dev_label,
     .domain_create = dev_domain_create,
     .domain_export = dev_domain_export,
     .domain_import = dev_domain_import,

@@ -121,9 +121,23 @@ static void self_memory(const adag_chan_geom_t *g, const adag_chan_place_t *plac
     *device = 0;
 }
 
+/* One actor that reads only what it wrote, in host memory. */
+static adag_chan_cost_t self_query(const adag_chan_edge_t *e, char *why, size_t why_len)
+{
+    if (e->nreaders || e->ends[0].actor < 0)
+        snprintf(why, why_len, "%s", e->nreaders ? "other endpoints than its writer read it"
+                                                 : "its writer is the driver");
+    else if (adag_chan_edge_device(e))
+        snprintf(why, why_len, "its value is in device memory");
+    else
+        return ADAG_CHAN_COST_PROCESS;
+    return ADAG_CHAN_CANNOT;
+}
+
 const adag_chan_ops_t adag_chan_self_ops = {
     .name = "self",
-    .kind = ADAG_CHAN_SELF,
+    .query = self_query,
+    .one_slot = 1,
     .memory = self_memory,
     .open = self_open,
     .close = self_close,

@@ -508,9 +508,27 @@ static void shm_memory(const adag_chan_geom_t *g, const adag_chan_place_t *place
     *device = 0;
 }
 
+/* Host memory, every endpoint on the driver's node (the segment is made
+ * there and passed to worker processes as an fd). */
+static adag_chan_cost_t shm_query(const adag_chan_edge_t *e, char *why, size_t why_len)
+{
+    if (adag_chan_edge_device(e)) {
+        snprintf(why, why_len, "its value is in device memory");
+        return ADAG_CHAN_CANNOT;
+    }
+    for (unsigned i = 0; i <= e->nreaders; i++)
+        if (e->ends[i].node[0]) {
+            snprintf(why, why_len, "%s is on %s, not the driver's node",
+                     e->ends[i].place.who ? e->ends[i].place.who : "an endpoint",
+                     e->ends[i].node);
+            return ADAG_CHAN_CANNOT;
+        }
+    return ADAG_CHAN_COST_SHM;
+}
+
 const adag_chan_ops_t adag_chan_shm_ops = {
     .name = "shm",
-    .kind = ADAG_CHAN_SHM,
+    .query = shm_query,
     .domain_create = shm_domain_create,
     .domain_export = shm_domain_export,
     .domain_import = shm_domain_import,

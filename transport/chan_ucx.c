@@ -50,6 +50,7 @@
  * The store of `written` also releases the slot's bytes to the reader.
  */
 #include "transport/ucx.h"
+#include "transport/chan_ucx_query.h"
 
 #include "common/error.h"
 #include "common/log.h"
@@ -427,7 +428,7 @@ static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
         return st;
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
-    *buf = slot_data(c, seq);
+    *buf = c->device ? adag_ucx_dev_slot(c, seq) : slot_data(c, seq);
     return ADAG_OK;
 }
 
@@ -464,6 +465,10 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     }
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
+    adag_status_t st;
+    if (c->device && status == ADAG_OK &&
+        (st = adag_ucx_dev_stage_out(c, seq, slot_data(c, seq), len)) != ADAG_OK)
+        return st;
     uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
     /* the writer reads its own slot too (a later method of its actor) */
     s->seq = seq;
@@ -547,9 +552,12 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                           "ucx channel %s: slot for execution %llu holds execution %llu",
                           ch->name, (unsigned long long)seq, (unsigned long long)s->seq);
     view->data = slot_data(c, seq);
+    view->device = ADAG_DEVICE_HOST;
+    if (c->device && s->status == ADAG_OK &&
+        (st = adag_ucx_dev_view(c, seq, s->size, view)) != ADAG_OK)
+        return st; /* a device endpoint: the view is its device slot */
     view->size = s->size;
     adag_tensor_meta_load(&view->meta, &s->meta);
-    view->device = ADAG_DEVICE_HOST;
     view->status = s->status;
     view->err = s->err;
     view->err_len = s->err_len;
@@ -645,6 +653,9 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     uint32_t index = adag_rbuf_u32(&rb);
     uint32_t nslots = adag_rbuf_u32(&rb), nreaders = adag_rbuf_u32(&rb);
     uint64_t capacity = adag_rbuf_u64(&rb);
+    adag_chan_place_t me;
+    if (!adag_ucx_dev_read_places(&rb, nreaders, p->reader, &me))
+        rb.failed = 1;
     adag_status_t st;
     if (!d || rb.failed || rb.pos != rb.len)
         return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %s", p->name,
@@ -705,6 +716,8 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     }
     for (unsigned i = 0; i < nslots * nctx; i++)
         c->req_ctx[i] = (adag_ucx_req_ctx_t){c, i / nctx, p->reader < 0 ? (int)(i % nctx) : -1};
+    if ((st = adag_ucx_dev_open(c, p, me)) != ADAG_OK)
+        goto fail;
     pthread_mutex_lock(&d->lock);
     st = adag_ucx_domain_add(d, c);
     pthread_mutex_unlock(&d->lock);
@@ -715,6 +728,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     *out = &c->base;
     return ADAG_OK;
 fail:
+    adag_ucx_dev_close(c);
     adag_ucx_chan_free(c);
     return st;
 }
@@ -758,16 +772,18 @@ static void ucx_close(adag_chan_t *ch)
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     adag_ucx_domain_t *d = c->d;
+    adag_ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
     pthread_mutex_lock(&d->lock);
     if (credit_is_due(c))
         credit_taken(c); /* nobody needs it: the DAG goes */
-    adag_ucx_domain_remove(d, c);
+    adag_ucx_domain_remove(d, c); /* frees c, or keeps it until its requests end */
     pthread_mutex_unlock(&d->lock);
 }
 
 const adag_chan_ops_t adag_chan_ucx_ops = {
     .name = "ucx",
-    .kind = ADAG_CHAN_UCX,
+    .query = adag_chan_ucx_query,
+    .label = adag_chan_ucx_label,
     .domain_create = adag_ucx_domain_create,
     .domain_export = adag_ucx_domain_export,
     .domain_import = adag_ucx_domain_import,

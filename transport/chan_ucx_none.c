@@ -1,7 +1,7 @@
 /* The "ucx" channel in a build without UCX (no libucx-dev when it was
  * built): its table says so at the first use. */
 #include "common/error.h"
-#include "transport/channel.h"
+#include "transport/chan_ucx_query.h"
 
 #include <unistd.h>
 
@@ -87,7 +87,8 @@ static int none_ready(adag_chan_t *ch, uint64_t seq)
 
 const adag_chan_ops_t adag_chan_ucx_ops = {
     .name = "ucx",
-    .kind = ADAG_CHAN_UCX,
+    .query = adag_chan_ucx_query,
+    .label = adag_chan_ucx_label,
     .domain_create = none_create,
     .domain_export = none_export,
     .domain_import = none_import,

@@ -1,4 +1,6 @@
-/* The table of channel backends, by kind. */
+/* The registry of channel backends: one line per backend. The compiler
+ * asks each in this order and takes the cheapest (adag_chan_choose); a
+ * program names a channel's backend by its name. */
 #include "transport/channel.h"
 
 #include "common/error.h"
@@ -11,22 +13,94 @@ extern const adag_chan_ops_t adag_chan_shm_ops;
 extern const adag_chan_ops_t adag_chan_dev_ops;
 extern const adag_chan_ops_t adag_chan_ucx_ops;
 
-static const adag_chan_ops_t *const backends[ADAG_CHAN_NKINDS] = {
-    [ADAG_CHAN_SELF] = &adag_chan_self_ops,
-    [ADAG_CHAN_SHM] = &adag_chan_shm_ops,
-    [ADAG_CHAN_DEVICE] = &adag_chan_dev_ops,
-    [ADAG_CHAN_UCX] = &adag_chan_ucx_ops,
+static const adag_chan_ops_t *const backends[] = {
+    &adag_chan_self_ops,
+    &adag_chan_shm_ops,
+    &adag_chan_dev_ops,
+    &adag_chan_ucx_ops,
 };
 
-const adag_chan_ops_t *adag_chan_backend(uint32_t kind)
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+_Static_assert(NBACKENDS <= ADAG_CHAN_MAX_BACKENDS, "raise ADAG_CHAN_MAX_BACKENDS");
+
+unsigned adag_chan_nbackends(void)
 {
-    return kind < ADAG_CHAN_NKINDS ? backends[kind] : NULL;
+    return NBACKENDS;
 }
 
-const char *adag_chan_kind_name(uint32_t kind)
+const adag_chan_ops_t *adag_chan_backend(uint32_t index)
 {
-    const adag_chan_ops_t *ops = adag_chan_backend(kind);
-    return ops ? ops->name : "?";
+    return index < NBACKENDS ? backends[index] : NULL;
+}
+
+const char *adag_chan_backend_name(uint32_t index)
+{
+    return index < NBACKENDS ? backends[index]->name : "?";
+}
+
+int adag_chan_backend_find(const char *name)
+{
+    for (unsigned i = 0; name && i < NBACKENDS; i++)
+        if (strcmp(backends[i]->name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+adag_status_t adag_chan_backend_unknown(const char *chan, const char *name)
+{
+    char have[128] = "";
+    size_t n = 0;
+    for (unsigned i = 0; i < NBACKENDS && n < sizeof(have); i++)
+        n += (size_t)snprintf(have + n, sizeof(have) - n, "%s%s", i ? ", " : "",
+                              backends[i]->name);
+    return adag_error(ADAG_ERR_PROTOCOL,
+                      "channel %s: backend '%s' is not in this build (have: %s)", chan, name,
+                      have);
+}
+
+void adag_chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len)
+{
+    const char *who = e->place.who ? e->place.who : e->actor < 0 ? "the driver" : "an actor";
+    char mem[48] = "host memory";
+    if (e->place.kind >= 0)
+        snprintf(mem, sizeof(mem), "%s:%u", adag_device_kind_name((uint32_t)e->place.kind),
+                 e->place.index);
+    snprintf(buf, len, "%s (%s on %s)", who, mem,
+             e->node && e->node[0] ? e->node : "the driver's node");
+}
+
+adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index)
+{
+    adag_chan_cost_t best = ADAG_CHAN_CANNOT;
+    char whys[NBACKENDS][160];
+    for (unsigned i = 0; i < NBACKENDS; i++) {
+        whys[i][0] = 0;
+        adag_chan_cost_t c = backends[i]->query(e, whys[i], sizeof(whys[i]));
+        if (c != ADAG_CHAN_CANNOT && (best == ADAG_CHAN_CANNOT || c < best)) {
+            best = c;
+            *index = i;
+        }
+    }
+    if (best != ADAG_CHAN_CANNOT)
+        return ADAG_OK;
+    /* "channel x (a (host memory on n) -> b (emu:0 on m)): no backend can
+     * carry it: self: ...; shm: ...; ..." */
+    char msg[1024];
+    size_t n = 0;
+    char who[160];
+    adag_chan_end_describe(&e->ends[0], who, sizeof(who));
+    n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s ->", who);
+    for (unsigned r = 0; r < e->nreaders && n < sizeof(msg); r++) {
+        adag_chan_end_describe(&e->ends[1 + r], who, sizeof(who));
+        n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s %s", r ? "," : "", who);
+    }
+    if (e->nreaders == 0 && n < sizeof(msg))
+        n += (size_t)snprintf(msg + n, sizeof(msg) - n, " no reader");
+    for (unsigned i = 0; i < NBACKENDS && n < sizeof(msg); i++)
+        n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s %s: %s",
+                              i ? ";" : "; no backend can carry it:", backends[i]->name,
+                              whys[i][0] ? whys[i] : "no");
+    return adag_error(ADAG_ERR_INVALID, "channel %s: %s", e->name, msg);
 }
 
 void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,

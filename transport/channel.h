@@ -6,7 +6,7 @@
  * asks which backend it has. A channel's life, in every process that has
  * an endpoint of it:
  *
- *   compile (the driver)   domain_create lays out every channel of this kind
+ *   compile (the driver)   domain_create lays out every channel of this backend
  *                          for one DAG and writes, per channel, an opaque
  *                          descriptor that the program carries;
  *                          domain_export gives what other processes need to
@@ -35,10 +35,19 @@
  * Optional operations are NULL: domain_* (a backend with no per-DAG state),
  * connect (nothing to exchange), notify_fd (no pollable fd).
  *
- * Backends: "self" (writer and readers are one actor in one loop iteration:
- * one buffer, no copy, no synchronization) and "shm" (a ring in a memfd
- * segment shared by the processes of one host). UCX, CUDA IPC and NCCL add
- * their kinds to the same table.
+ * Backends are registered by name in one table (transport/channel.c) and
+ * chosen by what they can do: the compiler describes a channel's endpoints
+ * (adag_chan_edge_t: which actor, process and node each is, where it keeps
+ * values, the tensor's transport hint), asks every backend's `query`, and
+ * takes the cheapest cost class that answered (adag_chan_choose). The
+ * program names each channel's backend on the wire by its name. Built in:
+ * "self" (writer and readers are one actor in one loop iteration: one
+ * buffer, no copy, no synchronization), "shm" (a ring in a memfd segment
+ * shared by the processes of the driver's node), "device" (device memory
+ * over IPC and async copies within one node, transport/chan_dev.c) and
+ * "ucx" (UCP active messages between processes that share no memory;
+ * device values staged through host memory, transport/chan_ucx.c). A new
+ * backend is one file with its ops table plus one line in the table.
  */
 #ifndef ADAG_TRANSPORT_CHANNEL_H
 #define ADAG_TRANSPORT_CHANNEL_H
@@ -53,16 +62,13 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-typedef enum {
-    ADAG_CHAN_SELF = 0,   /* same actor, same loop iteration */
-    ADAG_CHAN_SHM = 1,    /* same host: shared memory */
-    ADAG_CHAN_DEVICE = 2, /* same host, a tensor with a device endpoint: device memory
-                             over IPC, async host<->device copies (transport/chan_dev.c) */
-    ADAG_CHAN_UCX = 3,    /* between processes that share no memory (other hosts):
-                             UCP active messages (transport/chan_ucx.c) */
-    ADAG_CHAN_NKINDS
-} adag_chan_kind_t;
+/* Most backends the registry (transport/channel.c) may hold: the DAG
+ * context keeps a domain per backend. */
+#define ADAG_CHAN_MAX_BACKENDS 16
+/* Bytes a backend's name may take on the wire, its NUL included. */
+#define ADAG_CHAN_BACKEND_NAME_MAX 32
 
 /* Bytes of error text a slot carries for a failed execution. */
 #define ADAG_SLOT_ERR_MAX 448
@@ -195,6 +201,10 @@ struct adag_chan {
     size_t capacity;   /* bytes per slot */
     unsigned nslots;
     int reader;        /* this endpoint's reader index, -1 for the writer */
+    /* set by open: this endpoint hands values in device memory (acquire's
+     * buffer, a view's data) on its actor's device, ordered on its
+     * streams; 0: in host memory */
+    int on_device;
     const _Atomic uint32_t *abort;
     adag_spin_t spin;  /* this endpoint's adaptive wait policy */
     /* The trace ring of the loop that uses this endpoint (NULL: not traced,
@@ -206,15 +216,55 @@ struct adag_chan {
     char name[96];
 };
 
+/* How dear a backend carries a channel: the compiler takes the cheapest
+ * class that a backend answered (ties: the first in the table). */
+typedef enum {
+    ADAG_CHAN_CANNOT = 0,         /* it cannot carry this channel */
+    ADAG_CHAN_COST_PROCESS = 1,   /* within one process, no copy */
+    ADAG_CHAN_COST_SHM = 2,       /* host memory shared by the processes of a node */
+    ADAG_CHAN_COST_DEVICE = 3,    /* device memory: peer copies, IPC, communicators */
+    ADAG_CHAN_COST_NETWORK = 4,   /* between nodes */
+} adag_chan_cost_t;
+
+/* One endpoint of a channel as the compiler places it. */
+typedef struct {
+    int32_t actor;       /* the DAG's actor index; -1: the driver */
+    uint32_t process;    /* 0: the driver's process (the driver, thread actors);
+                          * an actor in a process of its own: a number of its own */
+    const char *node;    /* the node it runs on: its agent's address, "" the driver's */
+    adag_chan_place_t place; /* host memory, or a device kind and index */
+} adag_chan_end_t;
+
+/* A channel as a backend's query sees it: its writer (ends[0]) and
+ * readers (ends[1 + r]) and the transport its tensor was declared with
+ * (adag_transport_t: AUTO, HOST, IPC, COMM), a constraint. */
+typedef struct {
+    const char *name;            /* the channel, for messages */
+    const adag_chan_end_t *ends; /* 1 + nreaders */
+    unsigned nreaders;           /* registered readers (not the writer reading its own slot) */
+    uint32_t transport;
+} adag_chan_edge_t;
+
 struct adag_chan_ops {
-    const char *name;
-    adag_chan_kind_t kind;
+    const char *name;   /* its name in the registry and on the wire */
+    /* The cost class at which it can carry edge e, or ADAG_CHAN_CANNOT
+     * with a short reason in why[0..why_len) ("its endpoints are on two
+     * nodes"). Pure: no state, no allocation. */
+    adag_chan_cost_t (*query)(const adag_chan_edge_t *e, char *why, size_t why_len);
+    /* Its channels hold one value, written and read within one loop
+     * iteration: the compiler gives them one slot. */
+    int one_slot;
+    /* Optional (DOT): how a channel of geometry g whose endpoints keep
+     * values at places reaches reader r, into buf ("emu_ipc peer copy
+     * emu:0 -> emu:1"); "" or no label: nothing to say. */
+    void (*label)(const adag_chan_geom_t *g, const adag_chan_place_t *places, unsigned r,
+                  char *buf, size_t len);
     /* its acquire and wait count every wait that waited in the endpoint's
      * spin.waited (a wait that did not is not timed by a traced loop) */
     int counts_waits;
 
     /* ---- per DAG and process (optional) ---- */
-    /* The driver: lays out n channels of this kind for DAG `dag_name` and
+    /* The driver: lays out n channels of this backend for DAG `dag_name` and
      * appends channel i's descriptor to descs[i]. places[i] (places may be
      * NULL, and so may places[i]: all in host memory) says where channel
      * i's writer (places[i][0]) and reader r (places[i][1 + r]) keep values. */
@@ -313,9 +363,49 @@ static inline void adag_tensor_meta_load(adag_tensor_meta_t *dst, const adag_ten
     adag_tensor_meta_store(dst, src);
 }
 
-/* The backend of a kind (NULL for an unknown kind) and its name ("?"). */
-const adag_chan_ops_t *adag_chan_backend(uint32_t kind);
-const char *adag_chan_kind_name(uint32_t kind);
+/* The registry (transport/channel.c): backends by index 0..n-1, the index
+ * being valid only within this build (the wire names backends). */
+unsigned adag_chan_nbackends(void);
+const adag_chan_ops_t *adag_chan_backend(uint32_t index); /* NULL out of range */
+const char *adag_chan_backend_name(uint32_t index);       /* "?" out of range */
+/* The index of backend `name`, -1 if this build has none by that name. */
+int adag_chan_backend_find(const char *name);
+/* ADAG_ERR_PROTOCOL "channel <chan>: backend '<name>' is not in this
+ * build (have: self, shm, device, ucx)" */
+adag_status_t adag_chan_backend_unknown(const char *chan, const char *name);
+
+/* Asks every backend for edge e and sets *index to the cheapest that can
+ * carry it; ADAG_ERR_INVALID if none can, naming the channel, its
+ * endpoints and each backend's reason. */
+adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index);
+/* Appends "<who> (<where>)" for endpoint e to buf: "stage1 (emu:0 on 10.0.0.2:7000)". */
+void adag_chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len);
+
+/* What the queries ask of an edge: whether an endpoint keeps the value in
+ * device memory ... */
+static inline int adag_chan_edge_device(const adag_chan_edge_t *e)
+{
+    for (unsigned i = 0; i <= e->nreaders; i++)
+        if (e->ends[i].place.kind >= 0)
+            return 1;
+    return 0;
+}
+/* ... the first reader (1 + r) on another node than the writer's, 0 if none ... */
+static inline unsigned adag_chan_edge_away(const adag_chan_edge_t *e)
+{
+    for (unsigned i = 1; i <= e->nreaders; i++)
+        if (strcmp(e->ends[i].node, e->ends[0].node) != 0)
+            return i;
+    return 0;
+}
+/* ... and whether every endpoint is in the writer's process. */
+static inline int adag_chan_edge_one_process(const adag_chan_edge_t *e)
+{
+    for (unsigned i = 1; i <= e->nreaders; i++)
+        if (e->ends[i].process != e->ends[0].process)
+            return 0;
+    return 1;
+}
 
 /* Fills the shared part of an endpoint (backends call it from open). */
 void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,

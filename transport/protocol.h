@@ -50,7 +50,7 @@
 /* 3: CREATE_ACTOR carries the actor's device; 4: and the worker's end of
  * the event socket, which carries DAG_FAILED; 5-10: docs/design.md; 11:
  * CREATE_ACTOR carries the runtime's settings */
-#define ADAG_PROTOCOL_VERSION 11u
+#define ADAG_PROTOCOL_VERSION 12u
 #define ADAG_TOKEN_MAX 256
 
 typedef enum {

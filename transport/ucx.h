@@ -190,6 +190,11 @@ struct adag_ucx_chan {
     _Atomic unsigned *slot_credits;
     _Atomic uint32_t notify_armed;
     adag_ucx_chan_t *next_zombie;
+    /* an endpoint whose actor keeps the value on its device (NULL: in host
+     * memory): its device and streams, and a device slot per ring slot
+     * (transport/chan_ucx_dev.c) */
+    const adag_chan_device_t *device;
+    adag_dev_mem_t dev_slots;
 };
 
 /* Sends every due credit on its own (chan_ucx.c; the _locked one under
@@ -253,5 +258,27 @@ ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_len
 /* 1 when the endpoint used that connection (now failed) */
 int adag_ucx_chan_peer_failed(adag_ucx_chan_t *ch, const adag_ucx_conn_t *c);
 void adag_ucx_chan_free(adag_ucx_chan_t *ch);
+
+/* Device endpoints, staged through the host ring (chan_ucx_dev.c):
+ * read_places reads the descriptor's places (none: all in host memory)
+ * and gives endpoint `reader`'s (0: malformed); open
+ * checks the actor's device against the endpoint's place `me` and
+ * allocates the device slots (nothing for a place in host memory); the
+ * device slot of seq; stage_out copies a device writer's value to its
+ * host slot, stage_in a landed value into the device reader's slot; both
+ * wait for the copy (ADAG_ERR_CLOSED if the DAG was aborted meanwhile). */
+int adag_ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
+                             adag_chan_place_t *me);
+adag_status_t adag_ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_t *p,
+                                adag_chan_place_t me);
+void adag_ucx_dev_close(adag_ucx_chan_t *c);
+void *adag_ucx_dev_slot(const adag_ucx_chan_t *c, uint64_t seq);
+adag_status_t adag_ucx_dev_stage_out(adag_ucx_chan_t *c, uint64_t seq, void *host, size_t size);
+adag_status_t adag_ucx_dev_stage_in(adag_ucx_chan_t *c, uint64_t seq, const void *host,
+                                    size_t size);
+/* A device endpoint's view of seq (view->data: its host slot, size bytes
+ * landed there) turned into its device slot's. */
+adag_status_t adag_ucx_dev_view(adag_ucx_chan_t *c, uint64_t seq, size_t size,
+                                adag_slot_view_t *view);
 
 #endif

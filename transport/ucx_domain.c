@@ -594,11 +594,12 @@ adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_
                                    const adag_chan_place_t *const *places, unsigned n,
                                    adag_wbuf_t *descs, adag_chan_domain_t **out)
 {
-    (void)places;
     char what[96];
     snprintf(what, sizeof(what), "DAG %s", dag_name);
     /* a channel's descriptor: its index in the DAG (what the AM headers
-     * name) and its geometry, which every endpoint checks */
+     * name), its geometry, which every endpoint checks, and where each
+     * endpoint keeps the value (a device endpoint stages it through its
+     * host ring: chan_ucx_dev.c) */
     for (unsigned i = 0; i < n; i++) {
         if (geoms[i].nslots == 0 || geoms[i].capacity > (size_t)1 << 40)
             return adag_error(ADAG_ERR_INVALID, "DAG %s: ucx channel %u: %u slots of %zu bytes",
@@ -607,6 +608,12 @@ adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_
         adag_wbuf_u32(&descs[i], geoms[i].nslots);
         adag_wbuf_u32(&descs[i], geoms[i].nreaders);
         adag_wbuf_u64(&descs[i], geoms[i].capacity);
+        const adag_chan_place_t *pl = places ? places[i] : NULL;
+        adag_wbuf_u32(&descs[i], pl ? 1 + geoms[i].nreaders : 0);
+        for (unsigned j = 0; pl && j <= geoms[i].nreaders; j++) {
+            adag_wbuf_u32(&descs[i], (uint32_t)pl[j].kind);
+            adag_wbuf_u32(&descs[i], pl[j].index);
+        }
     }
     return domain_new(what, out);
 }
@@ -622,9 +629,12 @@ size_t adag_ucx_slot_stride(size_t capacity)
 void adag_ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
                      size_t *device)
 {
-    (void)places;
-    *host = (size_t)(1 + g->nreaders) * g->nslots * adag_ucx_slot_stride(g->capacity);
+    size_t ring = g->nslots * adag_ucx_slot_stride(g->capacity);
+    *host = (size_t)(1 + g->nreaders) * ring;
     *device = 0;
+    for (unsigned j = 0; places && j <= g->nreaders; j++)
+        if (places[j].kind >= 0)
+            *device += ring; /* its device slots (chan_ucx_dev.c) */
 }
 
 adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,

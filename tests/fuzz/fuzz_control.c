@@ -35,6 +35,7 @@
  * ABORT_DAG with an error status) and canonical: encoding the decoded
  * message gives back the same bytes.
  */
+#include "tests/chan_index.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "dag/context.h"
@@ -159,7 +160,7 @@ static void import_domains(adag_blob_t domains, int *fds, unsigned nfds)
     CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL || st == ADAG_ERR_IO ||
           st == ADAG_ERR_NO_MEMORY);
     if (st != ADAG_OK)
-        for (unsigned k = 0; k < ADAG_CHAN_NKINDS; k++)
+        for (unsigned k = 0; k < adag_chan_nbackends(); k++)
             CHECK(ctx.domains[k] == NULL);
     adag_ctx_destroy(&ctx);
 }

@@ -7,6 +7,7 @@
 #ifndef ADAG_FUZZ_DOMAIN_H
 #define ADAG_FUZZ_DOMAIN_H
 
+#include "tests/chan_index.h"
 #include "dag/context.h"
 #include "transport/channel.h"
 #include "transport/control.h"
@@ -22,7 +23,7 @@ static const adag_chan_geom_t fuzz_geoms[FUZZ_NCHANS] = {{4, 1, 1024, 0, 0}, {2,
  * channel's descriptor in descs; aborts on failure. */
 static inline void fuzz_domain_create(adag_dag_ctx_t *ctx, adag_wbuf_t *descs)
 {
-    uint32_t kinds[FUZZ_NCHANS] = {ADAG_CHAN_SHM, ADAG_CHAN_SHM};
+    uint32_t kinds[FUZZ_NCHANS] = {CHAN_SHM, CHAN_SHM};
     adag_ctx_init(ctx);
     for (unsigned i = 0; i < FUZZ_NCHANS; i++)
         descs[i] = (adag_wbuf_t){0};

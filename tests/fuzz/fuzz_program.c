@@ -33,6 +33,7 @@
  * wrap-around, <= the segment size) and be usable over its whole slot
  * (acquire, fill its own `capacity` bytes, publish, wait, release).
  */
+#include "tests/chan_index.h"
 #include "dag/program.h"
 #include "fuzz_domain.h"
 #include "transport/chan_shm.h"
@@ -63,7 +64,7 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
     for (uint32_t i = 0; i < p->nchans; i++) {
         const adag_prog_chan_t *c = &p->chans[i];
         CHECK(memchr(c->name, '\0', sizeof(c->name)));
-        CHECK(c->kind < ADAG_CHAN_NKINDS && adag_chan_backend(c->kind) != NULL);
+        CHECK(adag_chan_backend(c->backend) != NULL);
         CHECK(c->reader >= -1);
         CHECK(c->reader < 0 || (uint32_t)c->reader < c->nreaders);
         CHECK(c->nslots >= 1 && c->nslots <= p->max_inflight);
@@ -149,10 +150,10 @@ static void open_channels(const adag_program_t *p)
             adag_wbuf_free(&descs[i]);
         ready = 1;
     }
-    const adag_chan_ops_t *ops = adag_chan_backend(ADAG_CHAN_SHM);
+    const adag_chan_ops_t *ops = adag_chan_backend(CHAN_SHM);
     for (uint32_t i = 0; i < p->nchans; i++) {
         const adag_prog_chan_t *c = &p->chans[i];
-        if (c->kind != ADAG_CHAN_SHM)
+        if (c->backend != CHAN_SHM)
             continue; /* self allocates `capacity` bytes: nothing to check against */
         adag_chan_open_params_t op = {
             .name = c->name,
@@ -164,7 +165,7 @@ static void open_channels(const adag_program_t *p)
         };
         adag_wbuf_t info = {0};
         adag_chan_t *ch = NULL;
-        adag_status_t st = ops->open(domain.domains[ADAG_CHAN_SHM], &op, &info, &ch);
+        adag_status_t st = ops->open(domain.domains[CHAN_SHM], &op, &info, &ch);
         adag_wbuf_free(&info);
         CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL);
         if (st != ADAG_OK)

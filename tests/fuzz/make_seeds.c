@@ -7,6 +7,7 @@
  * valid, so the fuzzers start from inputs that get past the first checks;
  * the layouts are the ones described at the top of each fuzz_*.c.
  */
+#include "tests/chan_index.h"
 #include "dag/program.h"
 #include "fuzz_domain.h"
 #include "transport/control.h"
@@ -107,13 +108,13 @@ static void sample_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog
     p->nchans = 2;
     p->chans = chans;
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
-    chans[0].kind = ADAG_CHAN_SHM;
+    chans[0].backend = CHAN_SHM;
     chans[0].nreaders = fuzz_geoms[0].nreaders;
     chans[0].reader = 0;
     chans[0].nslots = fuzz_geoms[0].nslots;
     chans[0].capacity = fuzz_geoms[0].capacity;
     snprintf(chans[1].name, sizeof(chans[1].name), "a.m[0]");
-    chans[1].kind = ADAG_CHAN_SELF;
+    chans[1].backend = CHAN_SELF;
     chans[1].reader = -1;
     chans[1].nslots = 1;
     chans[1].capacity = 256;
@@ -146,16 +147,16 @@ static void chain_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->nchans = 3;
     p->chans = chans;
-    chans[0] = (adag_prog_chan_t){.id = 0, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = 1,
+    chans[0] = (adag_prog_chan_t){.id = 0, .backend = CHAN_SHM, .nreaders = 2, .reader = 1,
                                   .nslots = fuzz_geoms[1].nslots,
                                   .capacity = fuzz_geoms[1].capacity};
     snprintf(chans[0].name, sizeof(chans[0].name), "input[0]");
     /* declared tensors (adag_node_tensor): per execution, and f32[4,8] */
-    chans[1] = (adag_prog_chan_t){.id = 1, .kind = ADAG_CHAN_SELF, .reader = -1, .nslots = 1,
+    chans[1] = (adag_prog_chan_t){.id = 1, .backend = CHAN_SELF, .reader = -1, .nslots = 1,
                                   .capacity = 128, .tensor = {.flags = ADAG_TENSOR_DECLARED}};
     snprintf(chans[1].name, sizeof(chans[1].name), "s1.f[0]");
     chans[2] = (adag_prog_chan_t){
-        .id = 2, .kind = ADAG_CHAN_SHM, .nreaders = 2, .reader = -1,
+        .id = 2, .backend = CHAN_SHM, .nreaders = 2, .reader = -1,
         .nslots = fuzz_geoms[1].nslots, .capacity = fuzz_geoms[1].capacity,
         .tensor = {.flags = ADAG_TENSOR_DECL_KNOWN, .dtype = ADAG_DTYPE_F32, .ndim = 2,
                    .transport = ADAG_TRANSPORT_HOST, .shape = {4, 8}}};
@@ -253,7 +254,7 @@ static void program_seeds(adag_wbuf_t *sample)
         for (int i = 0; i < 4; i++) {
             snprintf(cc[i].name, sizeof(cc[i].name), "%s", names[i]);
             cc[i].id = (uint32_t)i;
-            cc[i].kind = i == 3 ? ADAG_CHAN_SHM : ADAG_CHAN_SELF;
+            cc[i].backend = i == 3 ? CHAN_SHM : CHAN_SELF;
             cc[i].reader = i == 3 ? 0 : -1;
             cc[i].nreaders = i == 3 ? fuzz_geoms[0].nreaders : 0;
             /* the member's status channels carry a tensor's description */
