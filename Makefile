@@ -5,7 +5,7 @@
 # `make test-gpu` runs tests/gpu on a CUDA device (skipped without one; not in check).
 
 VERSION_MAJOR := 0
-VERSION_MINOR := 2
+VERSION_MINOR := 3
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).0
 
 CC ?= cc
@@ -152,7 +152,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check check-layers install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
+.PHONY: all test test-tsan test-faults test-install check check-layers check-names install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
     test-gpu
 all: $(ALL)
 
@@ -339,7 +339,7 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: check-layers test bench-smoke test-install
+check: check-layers check-names test bench-smoke test-install
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
@@ -353,6 +353,19 @@ check-layers:
 	    exit 1; \
 	fi
 	@echo "check-layers: data/ includes no dag/ header"
+
+# Internal names are visibly internal: a function the library defines
+# either is the contract (ADAG_API, listed in adag.map) or is named adag__*
+# (or is static); nothing else may take the public adag_ prefix.
+check-names: $(BUILD)/libadag.a
+	@nm $(BUILD)/libadag.a | awk '$$2 ~ /^[TW]$$/ {print $$3}' | grep '^adag_' | \
+	    grep -v '^adag__' | sort -u > $(BUILD)/names.defined
+	@grep -o 'adag_[a-z0-9_]*' adag.map | sort -u > $(BUILD)/names.exported
+	@if comm -23 $(BUILD)/names.defined $(BUILD)/names.exported | grep .; then \
+	    echo "check-names: functions above take the public adag_ prefix but are not in adag.map: name them adag__*" >&2; \
+	    exit 1; \
+	fi
+	@echo "check-names: every adag_ function is in adag.map; internal ones are adag__*"
 
 # The harness runs once, quickly, to prove it works (it asserts no timing):
 # every scenario must run, check its results and print valid JSON (a row

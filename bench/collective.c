@@ -117,8 +117,8 @@ static int on_path(const char *name)
 
 int allreduce_row_available(unsigned nranks, char *why, size_t len)
 {
-    const adag_comm_ops_t *comm = adag_comm_backend_named("host");
-    const adag_device_ops_t *dev = adag_device_backend_named("emu");
+    const adag_comm_ops_t *comm = adag__comm_backend_named("host");
+    const adag_device_ops_t *dev = adag__device_backend_named("emu");
     char peer[PATH_MAX + 32], dev_why[160] = "";
     unsigned ndev = dev ? dev->probe(dev_why, sizeof dev_why) : 0;
     mpi_peer_path(peer, sizeof peer);
@@ -172,12 +172,12 @@ static int ADAG_PRINTF(2, 3) coll_fail(coll_ctl_t *c, const char *fmt, ...)
 /* The k-th barrier (k = 1, 2, ...): every rank has arrived k times. */
 static int coll_barrier(coll_ctl_t *c, unsigned rank, uint32_t k)
 {
-    int64_t deadline = adag_deadline_ms(COLL_SETUP_MS);
+    int64_t deadline = adag__deadline_ms(COLL_SETUP_MS);
     atomic_fetch_add(&c->arrived, 1);
     while (atomic_load(&c->arrived) < k * c->nranks) {
         if (atomic_load(&c->abort))
             return -1;
-        if (adag_now_ns() > deadline)
+        if (adag__now_ns() > deadline)
             return coll_fail(c, "allreduce rank %u: barrier %u not reached by every rank within "
                              "%d ms", rank, k, COLL_SETUP_MS);
         sched_yield();
@@ -198,8 +198,8 @@ static int coll_barrier(coll_ctl_t *c, unsigned rank, uint32_t k)
 /* One rank, in its own process: 0 on success. */
 static int coll_rank(coll_ctl_t *c, unsigned rank)
 {
-    const adag_device_ops_t *ops = adag_device_backend_named(c->device);
-    const adag_comm_ops_t *cops = adag_comm_backend_named(c->comm);
+    const adag_device_ops_t *ops = adag__device_backend_named(c->device);
+    const adag_comm_ops_t *cops = adag__comm_backend_named(c->comm);
     adag_device_t *dev = NULL;
     adag_dev_stream_t *s = NULL;
     adag_dev_mem_t send = {0}, recv = {0};
@@ -222,15 +222,15 @@ static int coll_rank(coll_ctl_t *c, unsigned rank)
     for (size_t i = 0; i < count; i++)
         host[i] = coll_element(rank, i);
     RANK_TRY(c, ops->copy_async(s, send.ptr, host, c->bytes), "filling the send buffer");
-    RANK_TRY(c, ops->stream_sync(s, adag_deadline_ms(COLL_SETUP_MS)), "filling the send buffer");
-    RANK_TRY(c, cops->init(&c->id, c->nranks, rank, dev, adag_deadline_ms(COLL_SETUP_MS), &comm),
+    RANK_TRY(c, ops->stream_sync(s, adag__deadline_ms(COLL_SETUP_MS)), "filling the send buffer");
+    RANK_TRY(c, cops->init(&c->id, c->nranks, rank, dev, adag__deadline_ms(COLL_SETUP_MS), &comm),
              "joining the communicator");
 
     double t0 = bench_now_us();
     for (int i = 0; i < c->warmup; i++) {
         RANK_TRY(c, cops->allreduce(comm, send.ptr, recv.ptr, count, ADAG_DTYPE_F32,
                                     ADAG_REDUCE_SUM, s), "warm-up allreduce %d", i);
-        RANK_TRY(c, ops->stream_sync(s, adag_deadline_ms(COLL_SETUP_MS)), "warm-up allreduce %d",
+        RANK_TRY(c, ops->stream_sync(s, adag__deadline_ms(COLL_SETUP_MS)), "warm-up allreduce %d",
                  i);
     }
     c->warm_us[rank] = (bench_now_us() - t0) / (c->warmup > 0 ? c->warmup : 1);
@@ -249,11 +249,11 @@ static int coll_rank(coll_ctl_t *c, unsigned rank)
         double a = bench_now_us();
         RANK_TRY(c, cops->allreduce(comm, send.ptr, recv.ptr, count, ADAG_DTYPE_F32,
                                     ADAG_REDUCE_SUM, s), "allreduce %ld", i);
-        RANK_TRY(c, ops->stream_sync(s, adag_deadline_ms(COLL_SETUP_MS)), "allreduce %ld", i);
+        RANK_TRY(c, ops->stream_sync(s, adag__deadline_ms(COLL_SETUP_MS)), "allreduce %ld", i);
         c->lat[rank][i] = bench_now_us() - a;
     }
     RANK_TRY(c, ops->copy_async(s, host, recv.ptr, c->bytes), "reading the result back");
-    RANK_TRY(c, ops->stream_sync(s, adag_deadline_ms(COLL_SETUP_MS)), "reading the result back");
+    RANK_TRY(c, ops->stream_sync(s, adag__deadline_ms(COLL_SETUP_MS)), "reading the result back");
     for (size_t k = 0; k < 3; k++) { /* first, middle and last element */
         size_t i = k == 0 ? 0 : k == 1 ? count / 2 : count - 1;
         if (host[i] != coll_expected(c->nranks, i)) {
@@ -268,7 +268,7 @@ fail:
         if (rc)
             cops->abort(comm);
         if (s)
-            ops->stream_sync(s, adag_deadline_ms(COLL_SETUP_MS));
+            ops->stream_sync(s, adag__deadline_ms(COLL_SETUP_MS));
         cops->destroy(comm);
     }
     if (s)
@@ -288,7 +288,7 @@ fail:
  * 0 if every rank exited 0. */
 static int coll_reap(coll_ctl_t *c, pid_t *pids, unsigned n)
 {
-    int64_t deadline = adag_deadline_ms(COLL_RUN_MS);
+    int64_t deadline = adag__deadline_ms(COLL_RUN_MS);
     unsigned left = n;
     int failed = 0;
     while (left > 0) {
@@ -308,7 +308,7 @@ static int coll_reap(coll_ctl_t *c, pid_t *pids, unsigned n)
         }
         if (left == 0)
             break;
-        if (!failed && adag_now_ns() > deadline)
+        if (!failed && adag__now_ns() > deadline)
             failed = coll_fail(c, "allreduce: the ranks did not finish within %d ms",
                                COLL_RUN_MS);
         if (failed || atomic_load(&c->abort))
@@ -355,7 +355,7 @@ int bench_coll_rank_main(const char *fd_arg, const char *rank_arg)
 int run_allreduce_on(const bench_opts_t *o, const char *device, const char *comm,
                      unsigned nranks, size_t bytes, measure_t *m)
 {
-    const adag_comm_ops_t *cops = adag_comm_backend_named(comm);
+    const adag_comm_ops_t *cops = adag__comm_backend_named(comm);
     int spawned = strcmp(device, "emu") != 0; /* fork for the emulated device */
     pid_t pids[COLL_MAX_RANKS];
     void *owner = NULL;

@@ -29,8 +29,8 @@
 
 int nccl_allreduce_row_available(unsigned *nranks, char *why, size_t len)
 {
-    const adag_device_ops_t *dev = adag_device_backend_named("cuda");
-    const adag_comm_ops_t *comm = adag_comm_backend_named("nccl");
+    const adag_device_ops_t *dev = adag__device_backend_named("cuda");
+    const adag_comm_ops_t *comm = adag__comm_backend_named("nccl");
     char dev_why[160] = "", comm_why[160] = "";
     unsigned ndev = dev ? dev->probe(dev_why, sizeof dev_why) : 0;
     if (ndev < 2)

@@ -56,7 +56,7 @@ static int dataset(const bench_opts_t *o)
     for (uint64_t done = 0; done < tokens;) {
         size_t n = tokens - done < 65536 ? (size_t)(tokens - done) : 65536;
         for (size_t i = 0; i < n; i++)
-            chunk[i] = (uint16_t)(adag_order_mix(state++) % 50257);
+            chunk[i] = (uint16_t)(adag__order_mix(state++) % 50257);
         if (fwrite(chunk, 2, n, f) != n)
             return fclose(f), -1;
         done += n;
@@ -66,7 +66,7 @@ static int dataset(const bench_opts_t *o)
     size_t cap = 1024, ndocs = 0;
     int32_t *sizes = malloc(cap * sizeof(*sizes));
     for (uint64_t left = tokens; left;) {
-        uint64_t n = 1 + adag_order_mix(state++) % 4096;
+        uint64_t n = 1 + adag__order_mix(state++) % 4096;
         n = n > left ? left : n;
         if (ndocs == cap && !(sizes = realloc(sizes, (cap *= 2) * sizeof(*sizes))))
             return -1;
@@ -117,7 +117,7 @@ int baseline_tokens_memcpy(const bench_opts_t *o, measure_t *m)
         double t0 = bench_now_us();
         for (uint64_t b = 0; b < batches; b++)
             for (unsigned j = 0; j < BATCH; j++) {
-                uint64_t ord = adag_order_window(b * BATCH + j, samples, WINDOW, SEED, 0);
+                uint64_t ord = adag__order_window(b * BATCH + j, samples, WINDOW, SEED, 0);
                 memcpy(buf + j * ss, map + ord * ss, ss);
             }
         double dt = bench_now_us() - t0;

@@ -192,7 +192,7 @@ static int ideal_pass(double *per_s)
         adag_data_sample_t s = {.data = ideal_jpegs[i], .size = ideal_lens[i], .index = i,
                                 .shard = "shard-00", .scratch = scratch,
                                 .scratch_size = scratch_size};
-        uint64_t rng = adag_order_key(SEED, 0, 2, i);
+        uint64_t rng = adag__order_key(SEED, 0, 2, i);
         if (adag_data_image_map((void *)&transform, &s, &rng, out,
                                 adag_data_image_size(&transform)) != ADAG_OK) {
             fprintf(stderr, "adag-bench: image map: %s\n", adag_last_error());

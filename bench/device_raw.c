@@ -118,11 +118,11 @@ static void setup_set(raw_ctl_t *c, uint32_t bits)
 
 static int setup_wait(raw_ctl_t *c, uint32_t bits, const char *what)
 {
-    int64_t deadline = adag_deadline_ms(RAW_SETUP_MS);
+    int64_t deadline = adag__deadline_ms(RAW_SETUP_MS);
     while ((atomic_load(&c->setup) & bits) != bits) {
         if (atomic_load(&c->abort))
             return -1;
-        if (adag_now_ns() > deadline)
+        if (adag__now_ns() > deadline)
             return raw_fail(c, "raw device baseline: no %s within %d ms", what, RAW_SETUP_MS);
         usleep(200);
     }
@@ -153,7 +153,7 @@ typedef struct {
 static int peer_open(raw_ctl_t *c, peer_t *p, unsigned index)
 {
     memset(p, 0, sizeof(*p));
-    if (!(p->ops = adag_device_backend(c->kind)))
+    if (!(p->ops = adag__device_backend(c->kind)))
         return raw_fail(c, "raw device baseline: no device backend of kind %u", c->kind);
     OPS_TRY(c, p->ops->open(index, &p->dev), "opening the device");
     OPS_TRY(c, p->ops->bind_thread(p->dev), "binding the thread");
@@ -169,7 +169,7 @@ fail:
 static void peer_close(raw_ctl_t *c, peer_t *p, uint32_t done, uint32_t other_done)
 {
     const adag_device_ops_t *ops = p->ops;
-    int64_t deadline = adag_deadline_ms(RAW_SETUP_MS);
+    int64_t deadline = adag__deadline_ms(RAW_SETUP_MS);
     if (!p->dev)
         return;
     if (p->comm)
@@ -319,7 +319,7 @@ fail:
 static int read_head(raw_ctl_t *c, peer_t *p, const void *src, uint64_t *out)
 {
     OPS_TRY(c, p->ops->copy_async(p->comm, out, src, 8), "reading back");
-    OPS_TRY(c, p->ops->stream_sync(p->comm, adag_deadline_ms(RAW_SETUP_MS)), "reading back");
+    OPS_TRY(c, p->ops->stream_sync(p->comm, adag__deadline_ms(RAW_SETUP_MS)), "reading back");
     return 0;
 fail:
     return -1;
@@ -334,7 +334,7 @@ static int role_owner(raw_ctl_t *c)
         goto fail;
     OPS_TRY(c, p.ops->mem_alloc(p.dev, c->bytes, &p.out), "device memory");
     OPS_TRY(c, p.ops->copy_async(p.comm, p.out.ptr, host_in(c), c->bytes), "filling");
-    OPS_TRY(c, p.ops->stream_sync(p.comm, adag_deadline_ms(RAW_SETUP_MS)), "filling");
+    OPS_TRY(c, p.ops->stream_sync(p.comm, adag__deadline_ms(RAW_SETUP_MS)), "filling");
     OPS_TRY(c, p.ops->mem_export(p.dev, &p.out, &c->owner_mem), "exporting memory");
     setup_set(c, OWNER_READY);
     rc = setup_wait(c, COPY_DONE, "end of the copies");
@@ -432,7 +432,7 @@ typedef struct {
 static int raw_create(raw_run_t *run, const char *backend, dev_path_t path, size_t bytes,
                       wait_policy_t policy, long rounds, long warmup)
 {
-    const adag_device_ops_t *ops = adag_device_backend_named(backend);
+    const adag_device_ops_t *ops = adag__device_backend_named(backend);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t head = (sizeof(raw_ctl_t) + page - 1) & ~(page - 1);
     size_t stride = (bytes + page - 1) & ~(page - 1);

@@ -45,11 +45,11 @@ int bench_actor_create(const bench_opts_t *o, adag_runtime_h rt, unsigned nth,
     adag_actor_params_t q = *params, *p = &q;
     if (o->place != BENCH_PLACE_ON) {
         cpu_set_t set;
-        adag_cpus_allowed(&set); /* the CPU list text of the library (common/cpuset.h) */
+        adag__cpus_allowed(&set); /* the CPU list text of the library (common/cpuset.h) */
         if (o->place == BENCH_PLACE_PINNED)
             snprintf(cpus, sizeof cpus, "%d", nth_cpu(&set, nth));
         else
-            adag_cpulist_format(&set, cpus, sizeof cpus);
+            adag__cpulist_format(&set, cpus, sizeof cpus);
         p->field_mask |= ADAG_ACTOR_PARAM_CPUS | ADAG_ACTOR_PARAM_NUMA | ADAG_ACTOR_PARAM_NIC;
         p->cpus = cpus;
         p->numa = -1;

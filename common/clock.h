@@ -7,7 +7,7 @@
 
 #define ADAG_FOREVER INT64_MAX
 
-static inline int64_t adag_now_ns(void)
+static inline int64_t adag__now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -15,20 +15,20 @@ static inline int64_t adag_now_ns(void)
 }
 
 /* The deadline timeout_ms from now; negative timeout = forever. */
-static inline int64_t adag_deadline_ms(int64_t timeout_ms)
+static inline int64_t adag__deadline_ms(int64_t timeout_ms)
 {
     if (timeout_ms < 0)
         return ADAG_FOREVER;
-    return adag_now_ns() + timeout_ms * 1000000;
+    return adag__now_ns() + timeout_ms * 1000000;
 }
 
 /* Milliseconds left until deadline for poll(): -1 forever, >= 0 otherwise
  * (rounded up so a poll never returns before the deadline). */
-static inline int adag_ms_left(int64_t deadline)
+static inline int adag__ms_left(int64_t deadline)
 {
     if (deadline == ADAG_FOREVER)
         return -1;
-    int64_t left = deadline - adag_now_ns();
+    int64_t left = deadline - adag__now_ns();
     if (left <= 0)
         return 0;
     int64_t ms = (left + 999999) / 1000000;
@@ -37,7 +37,7 @@ static inline int adag_ms_left(int64_t deadline)
 
 /* A deadline (not ADAG_FOREVER) as the absolute time of
  * pthread_cond_timedwait on a condition variable using CLOCK_MONOTONIC. */
-static inline struct timespec adag_timespec_at(int64_t deadline)
+static inline struct timespec adag__timespec_at(int64_t deadline)
 {
     struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
     return ts;

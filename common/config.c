@@ -9,15 +9,15 @@
 adag_status_t adag_config_read(adag_config_h *config)
 {
     if (!config)
-        return adag_error(ADAG_ERR_INVALID, "adag_config_read: config is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_config_read: config is NULL");
     *config = NULL;
     adag_config_h c = calloc(1, sizeof(*c));
     if (!c)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_config_read: out of memory");
-    adag_status_t st = adag_settings_from_env(&c->settings);
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_config_read: out of memory");
+    adag_status_t st = adag__settings_from_env(&c->settings);
     if (st != ADAG_OK) {
         free(c);
-        adag_error_prefix("adag_config_read");
+        adag__error_prefix("adag_config_read");
         return st;
     }
     *config = c;
@@ -27,9 +27,9 @@ adag_status_t adag_config_read(adag_config_h *config)
 adag_status_t adag_config_modify(adag_config_h config, const char *name, const char *value)
 {
     if (!config || !name || !value)
-        return adag_error(ADAG_ERR_INVALID, "adag_config_modify: %s is NULL",
+        return adag__error(ADAG_ERR_INVALID, "adag_config_modify: %s is NULL",
                           !config ? "config" : !name ? "name" : "value");
-    return adag_settings_set(&config->settings, name, value, "adag_config_modify");
+    return adag__settings_set(&config->settings, name, value, "adag_config_modify");
 }
 
 adag_status_t adag_config_print(adag_config_h config, char *buf, size_t len, size_t *needed)
@@ -37,13 +37,13 @@ adag_status_t adag_config_print(adag_config_h config, char *buf, size_t len, siz
     if (needed)
         *needed = 0;
     if (!config || (!buf && len))
-        return adag_error(ADAG_ERR_INVALID, "adag_config_print: %s",
+        return adag__error(ADAG_ERR_INVALID, "adag_config_print: %s",
                           !config ? "config is NULL" : "buf is NULL but len is not 0");
-    size_t n = adag_settings_format(&config->settings, buf, len) + 1;
+    size_t n = adag__settings_format(&config->settings, buf, len) + 1;
     if (needed)
         *needed = n;
     if (n > len)
-        return adag_error(ADAG_ERR_TOO_LARGE,
+        return adag__error(ADAG_ERR_TOO_LARGE,
                           "adag_config_print: the settings take %zu bytes, the buffer has %zu",
                           n, len);
     return ADAG_OK;
@@ -52,8 +52,8 @@ adag_status_t adag_config_print(adag_config_h config, char *buf, size_t len, siz
 adag_status_t adag_config_release(adag_config_h config)
 {
     if (!config)
-        return adag_error(ADAG_ERR_INVALID, "adag_config_release: config is NULL");
-    adag_settings_free(&config->settings);
+        return adag__error(ADAG_ERR_INVALID, "adag_config_release: config is NULL");
+    adag__settings_free(&config->settings);
     free(config);
     return ADAG_OK;
 }

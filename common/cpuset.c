@@ -18,7 +18,7 @@ static int parse_cpu(const char **p, long *out)
     return 0;
 }
 
-int adag_cpulist_parse(const char *text, cpu_set_t *out, const char **bad)
+int adag__cpulist_parse(const char *text, cpu_set_t *out, const char **bad)
 {
     const char *p = text;
     CPU_ZERO(out);
@@ -56,7 +56,7 @@ fail:
     return -1;
 }
 
-void adag_cpulist_format(const cpu_set_t *set, char *buf, size_t len)
+void adag__cpulist_format(const cpu_set_t *set, char *buf, size_t len)
 {
     size_t pos = 0;
     if (len == 0)
@@ -79,7 +79,7 @@ void adag_cpulist_format(const cpu_set_t *set, char *buf, size_t len)
     }
 }
 
-void adag_cpus_allowed(cpu_set_t *out)
+void adag__cpus_allowed(cpu_set_t *out)
 {
     if (sched_getaffinity(0, sizeof(*out), out) != 0 || CPU_COUNT(out) == 0) {
         CPU_ZERO(out);

@@ -13,13 +13,13 @@
 /* Parses "0-3,8": CPUs below CPU_SETSIZE, ranges low-high, no spaces;
  * 0 on success, -1 (with `*bad` pointing at the offending text) on an
  * empty list, a malformed item, a range going down or a CPU too large. */
-int adag_cpulist_parse(const char *text, cpu_set_t *out, const char **bad);
+int adag__cpulist_parse(const char *text, cpu_set_t *out, const char **bad);
 
 /* Writes the set as a list ("" for the empty set); truncated at len. */
-void adag_cpulist_format(const cpu_set_t *set, char *buf, size_t len);
+void adag__cpulist_format(const cpu_set_t *set, char *buf, size_t len);
 
 /* The CPUs this thread may run on (sched_getaffinity), or CPU 0 alone if
  * the call fails. */
-void adag_cpus_allowed(cpu_set_t *out);
+void adag__cpus_allowed(cpu_set_t *out);
 
 #endif

@@ -52,7 +52,7 @@ const char *adag_status_str(adag_status_t status)
     return s ? s->str : "unknown adag status";
 }
 
-const char *adag_status_name(adag_status_t status)
+const char *adag__status_name(adag_status_t status)
 {
     const status_info_t *s = status_info(status);
     return s ? s->name : NULL;
@@ -66,7 +66,7 @@ const char *adag_last_error(void)
 /* Formatted into a buffer of its own first: the arguments may quote
  * adag_last_error() itself (a caller adding what it knows), which writing
  * straight into last_error would overwrite while it is read. */
-adag_status_t adag_error(adag_status_t status, const char *fmt, ...)
+adag_status_t adag__error(adag_status_t status, const char *fmt, ...)
 {
     char msg[ADAG_ERROR_MAX];
     va_list ap;
@@ -77,7 +77,7 @@ adag_status_t adag_error(adag_status_t status, const char *fmt, ...)
     return status;
 }
 
-adag_status_t adag_error_errno(int err, const char *fmt, ...)
+adag_status_t adag__error_errno(int err, const char *fmt, ...)
 {
     char msg[ADAG_ERROR_MAX];
     va_list ap;
@@ -88,12 +88,12 @@ adag_status_t adag_error_errno(int err, const char *fmt, ...)
     return err == ENOMEM ? ADAG_ERR_NO_MEMORY : ADAG_ERR_IO;
 }
 
-void adag_error_clear(void)
+void adag__error_clear(void)
 {
     last_error[0] = '\0';
 }
 
-void adag_error_prefix(const char *fmt, ...)
+void adag__error_prefix(const char *fmt, ...)
 {
     char prefix[ADAG_ERROR_MAX];
     char old[ADAG_ERROR_MAX];

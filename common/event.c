@@ -7,11 +7,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-void adag_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline)
+void adag__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline)
 {
     struct timespec ts, *tsp = NULL;
     if (deadline != ADAG_FOREVER) {
-        int64_t left = deadline - adag_now_ns();
+        int64_t left = deadline - adag__now_ns();
         if (left <= 0)
             return;
         ts.tv_sec = left / 1000000000;
@@ -23,7 +23,7 @@ void adag_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, tsp, NULL, 0);
 }
 
-void adag_futex_wake_all(_Atomic uint32_t *word)
+void adag__futex_wake_all(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -33,7 +33,7 @@ static inline int aborted(const _Atomic uint32_t *abort)
     return abort && atomic_load_explicit(abort, memory_order_seq_cst) != 0;
 }
 
-adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
+adag_status_t adag__event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
                                    const _Atomic uint32_t *abort, int64_t deadline,
                                    adag_spin_t *spin)
 {
@@ -41,7 +41,7 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
     atomic_store_explicit(&spin->waited, atomic_load_explicit(&spin->waited, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     int64_t budget = atomic_load_explicit(&spin->budget, memory_order_relaxed);
-    int64_t start = adag_now_ns();
+    int64_t start = adag__now_ns();
     if (budget < ADAG_SPIN_PROBE_NS)
         budget = spin->max < ADAG_SPIN_PROBE_NS ? spin->max : ADAG_SPIN_PROBE_NS;
     if (budget > 0) {
@@ -50,7 +50,7 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
             if (spin->yield)
                 sched_yield();
             for (int i = 0; i < 64; i++) {
-                adag_cpu_relax();
+                adag__cpu_relax();
                 if (cond(arg)) {
                     int64_t grown = budget * 2 < spin->max ? budget * 2 : spin->max;
                     atomic_store_explicit(&spin->budget, grown, memory_order_relaxed);
@@ -59,7 +59,7 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
             }
             if (aborted(abort))
                 return ADAG_ERR_CLOSED;
-            int64_t now = adag_now_ns();
+            int64_t now = adag__now_ns();
             if (now >= deadline)
                 return ADAG_ERR_TIMEOUT;
             if (now >= spin_until)
@@ -73,7 +73,7 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
         int ready = cond(arg);
         int stop = aborted(abort);
         if (!ready && !stop)
-            adag_futex_wait(&ev->seq, seen, deadline);
+            adag__futex_wait(&ev->seq, seen, deadline);
         atomic_fetch_sub_explicit(&ev->sleepers, 1, memory_order_relaxed);
         if (ready || cond(arg)) {
             st = ADAG_OK;
@@ -81,13 +81,13 @@ adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const vo
         }
         if (stop || aborted(abort))
             return ADAG_ERR_CLOSED;
-        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
+        if (deadline != ADAG_FOREVER && adag__now_ns() >= deadline)
             return ADAG_ERR_TIMEOUT;
     }
     /* Slept: had the whole wait fit in the spin maximum, spinning would have
      * caught it (and saved two context switches): spin fully next time. A
      * longer wait means the peer was busy or off-core: spin half as long. */
-    if (adag_now_ns() - start <= spin->max)
+    if (adag__now_ns() - start <= spin->max)
         atomic_store_explicit(&spin->budget, spin->max, memory_order_relaxed);
     else
         atomic_store_explicit(&spin->budget, budget / 2, memory_order_relaxed);

@@ -61,7 +61,7 @@ typedef struct {
 
 #define ADAG_SPIN_PROBE_NS 1000
 
-static inline void adag_spin_init(adag_spin_t *spin, adag_wait_policy_t policy)
+static inline void adag__spin_init(adag_spin_t *spin, adag_wait_policy_t policy)
 {
     spin->max = policy.spin_ns;
     spin->yield = policy.yield;
@@ -72,7 +72,7 @@ static inline void adag_spin_init(adag_spin_t *spin, adag_wait_policy_t policy)
 /* Returns nonzero once the awaited condition holds. */
 typedef int (*adag_cond_fn)(const void *arg);
 
-static inline void adag_cpu_relax(void)
+static inline void adag__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -81,31 +81,31 @@ static inline void adag_cpu_relax(void)
 #endif
 }
 
-void adag_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline);
-void adag_futex_wake_all(_Atomic uint32_t *word);
+void adag__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline);
+void adag__futex_wake_all(_Atomic uint32_t *word);
 
 /* Wakes every waiter of ev (after the caller made its condition true). */
-static inline void adag_event_notify(adag_event_t *ev)
+static inline void adag__event_notify(adag_event_t *ev)
 {
     atomic_fetch_add_explicit(&ev->seq, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&ev->sleepers, memory_order_seq_cst) != 0)
-        adag_futex_wake_all(&ev->seq);
+        adag__futex_wake_all(&ev->seq);
 }
 
 /* Waits until cond(arg) holds (ADAG_OK), *abort becomes nonzero
  * (ADAG_ERR_CLOSED) or the deadline passes (ADAG_ERR_TIMEOUT). Spins first
  * as the policy says (and adapts it). abort may be NULL. */
-adag_status_t adag_event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
+adag_status_t adag__event_wait_slow(adag_event_t *ev, adag_cond_fn cond, const void *arg,
                                    const _Atomic uint32_t *abort, int64_t deadline,
                                    adag_spin_t *spin);
 
-static inline adag_status_t adag_event_wait(adag_event_t *ev, adag_cond_fn cond, const void *arg,
+static inline adag_status_t adag__event_wait(adag_event_t *ev, adag_cond_fn cond, const void *arg,
                                             const _Atomic uint32_t *abort, int64_t deadline,
                                             adag_spin_t *spin)
 {
     if (cond(arg))
         return ADAG_OK;
-    return adag_event_wait_slow(ev, cond, arg, abort, deadline, spin);
+    return adag__event_wait_slow(ev, cond, arg, abort, deadline, spin);
 }
 
 #endif

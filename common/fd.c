@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-int adag_fd_above_stdio(int fd)
+int adag__fd_above_stdio(int fd)
 {
     if (fd < 0 || fd > 2)
         return fd;

@@ -7,6 +7,6 @@
  * memfd, eventfd or socket. Every fd the runtime keeps goes through this:
  * an fd at 0-2 is moved to 3 or above (close-on-exec) and the original is
  * closed. Returns the fd to use, or -1 with errno set (the fd is closed). */
-int adag_fd_above_stdio(int fd);
+int adag__fd_above_stdio(int fd);
 
 #endif

@@ -45,7 +45,7 @@ typedef struct {
     adag_chan_figures_t *chans;
 } adag_loop_figures_t;
 
-static inline void adag_loop_figures_free(adag_loop_figures_t *f)
+static inline void adag__loop_figures_free(adag_loop_figures_t *f)
 {
     free(f->ops);
     free(f->chans);

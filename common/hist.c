@@ -1,6 +1,6 @@
 #include "common/hist.h"
 
-uint64_t adag_hist_copy(const adag_hist_t *h, uint64_t *n)
+uint64_t adag__hist_copy(const adag_hist_t *h, uint64_t *n)
 {
     uint64_t total = 0;
     for (unsigned b = 0; b < ADAG_HIST_BUCKETS; b++)
@@ -8,7 +8,7 @@ uint64_t adag_hist_copy(const adag_hist_t *h, uint64_t *n)
     return total;
 }
 
-uint64_t adag_hist_quantile(const uint64_t *n, double q, uint64_t max)
+uint64_t adag__hist_quantile(const uint64_t *n, double q, uint64_t max)
 {
     uint64_t total = 0;
     for (unsigned b = 0; b < ADAG_HIST_BUCKETS; b++)
@@ -24,7 +24,7 @@ uint64_t adag_hist_quantile(const uint64_t *n, double q, uint64_t max)
     for (unsigned b = 0; b < ADAG_HIST_BUCKETS; b++) {
         seen += n[b];
         if (seen >= rank) {
-            uint64_t width, v = adag_hist_floor(b, &width);
+            uint64_t width, v = adag__hist_floor(b, &width);
             v += width / 2;
             return v < max ? v : max;
         }

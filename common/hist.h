@@ -21,7 +21,7 @@ typedef struct {
     _Atomic uint64_t n[ADAG_HIST_BUCKETS];
 } adag_hist_t;
 
-static inline unsigned adag_hist_bucket(uint64_t v)
+static inline unsigned adag__hist_bucket(uint64_t v)
 {
     if (v < ADAG_HIST_SUB)
         return (unsigned)v;
@@ -32,7 +32,7 @@ static inline unsigned adag_hist_bucket(uint64_t v)
 }
 
 /* The smallest value of bucket b, and its width. */
-static inline uint64_t adag_hist_floor(unsigned b, uint64_t *width)
+static inline uint64_t adag__hist_floor(unsigned b, uint64_t *width)
 {
     if (b < ADAG_HIST_SUB) {
         *width = 1;
@@ -44,9 +44,9 @@ static inline uint64_t adag_hist_floor(unsigned b, uint64_t *width)
 }
 
 /* One thread only. */
-static inline void adag_hist_add(adag_hist_t *h, uint64_t v)
+static inline void adag__hist_add(adag_hist_t *h, uint64_t v)
 {
-    _Atomic uint64_t *c = &h->n[adag_hist_bucket(v)];
+    _Atomic uint64_t *c = &h->n[adag__hist_bucket(v)];
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
@@ -54,9 +54,9 @@ static inline void adag_hist_add(adag_hist_t *h, uint64_t v)
 /* The q-quantile (0 < q <= 1) of counts n[0..ADAG_HIST_BUCKETS): the
  * middle of the bucket holding it, at most max (the largest value added);
  * 0 with no values. */
-uint64_t adag_hist_quantile(const uint64_t *n, double q, uint64_t max);
+uint64_t adag__hist_quantile(const uint64_t *n, double q, uint64_t max);
 
 /* A copy of h's counts into n (ADAG_HIST_BUCKETS of them); their sum. */
-uint64_t adag_hist_copy(const adag_hist_t *h, uint64_t *n);
+uint64_t adag__hist_copy(const adag_hist_t *h, uint64_t *n);
 
 #endif

@@ -36,7 +36,7 @@ typedef struct {
 
 struct adag_live {
     int lfd;  /* the listening socket */
-    int wake; /* eventfd: adag_live_close writes it to stop the listener */
+    int wake; /* eventfd: adag__live_close writes it to stop the listener */
     pthread_t thread;
     adag_live_render_fn render;
     void *arg;
@@ -54,36 +54,37 @@ static uint64_t slots_used;
 
 /* ---- the directory ---- */
 
-adag_status_t adag_live_dir(char *buf, size_t len)
+adag_status_t adag__live_dir(char *buf, size_t len)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     int n = xdg && xdg[0] == '/' ? snprintf(buf, len, "%s/adag", xdg)
                                  : snprintf(buf, len, "/tmp/adag-%u", (unsigned)geteuid());
     if (n < 0 || (size_t)n >= len)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "live view directory: the path is longer than %zu bytes",
                           len ? len - 1 : 0);
     if (mkdir(buf, 0700) == 0) {
         /* a umask may have taken owner bits away */
         if (chmod(buf, 0700) != 0)
-            return adag_error_errno(errno, "live view directory %s: chmod 0700", buf);
+            return adag__error_errno(errno, "live view directory %s: chmod 0700", buf);
     } else if (errno != EEXIST) {
-        return adag_error_errno(errno, "live view directory %s: cannot create it", buf);
+        return adag__error_errno(errno, "live view directory %s: cannot create it", buf);
     }
     struct stat st;
     if (lstat(buf, &st) != 0)
-        return adag_error_errno(errno, "live view directory %s", buf);
+        return adag__error_errno(errno, "live view directory %s", buf);
     if (!S_ISDIR(st.st_mode))
-        return adag_error(ADAG_ERR_INVALID, "live view directory %s exists and is not a directory "
+        return adag__error(ADAG_ERR_INVALID, "live view directory %s exists and is not a directory "
                           "(refusing to use it)", buf);
     if (st.st_uid != geteuid())
-        return adag_error(ADAG_ERR_INVALID, "live view directory %s is owned by uid %u, not by "
+        return adag__error(ADAG_ERR_INVALID, "live view directory %s is owned by uid %u, not by "
                           "this process's uid %u (refusing to use it)", buf, (unsigned)st.st_uid,
                           (unsigned)geteuid());
     if (st.st_mode & 077)
-        return adag_error(ADAG_ERR_INVALID, "live view directory %s has mode %04o: group or others "
-                          "can enter it (refusing to use it; it must be 0700)", buf,
-                          (unsigned)(st.st_mode & 07777));
+        return adag__error(ADAG_ERR_INVALID,
+                           "live view directory %s has mode %04o: group or others "
+                           "can enter it (refusing to use it; it must be 0700)",
+                           buf, (unsigned)(st.st_mode & 07777));
     return ADAG_OK;
 }
 
@@ -93,7 +94,7 @@ static adag_status_t sockaddr_of(const char *path, struct sockaddr_un *sa)
 {
     size_t n = strlen(path);
     if (n == 0 || n >= sizeof(sa->sun_path))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "live view socket path \"%s\" is %zu bytes (1 to %zu fit)", path, n,
                           sizeof(sa->sun_path) - 1);
     memset(sa, 0, sizeof(*sa));
@@ -105,7 +106,7 @@ static adag_status_t sockaddr_of(const char *path, struct sockaddr_un *sa)
 static int unix_socket(void)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    return fd < 0 ? fd : adag_fd_above_stdio(fd);
+    return fd < 0 ? fd : adag__fd_above_stdio(fd);
 }
 
 /* Something is at path (bind said EADDRINUSE): a socket nobody listens on
@@ -115,23 +116,23 @@ static adag_status_t remove_stale(const char *path, const struct sockaddr_un *sa
     struct stat st;
     if (lstat(path, &st) != 0)
         return errno == ENOENT ? ADAG_OK
-                               : adag_error_errno(errno, "live view socket %s: lstat", path);
+                               : adag__error_errno(errno, "live view socket %s: lstat", path);
     if (!S_ISSOCK(st.st_mode))
-        return adag_error(ADAG_ERR_INVALID, "live view socket %s: a file that is no socket is "
+        return adag__error(ADAG_ERR_INVALID, "live view socket %s: a file that is no socket is "
                           "there (not removing it)", path);
     int probe = unix_socket();
     if (probe < 0)
-        return adag_error_errno(errno, "live view socket %s: socket", path);
+        return adag__error_errno(errno, "live view socket %s: socket", path);
     int rc = connect(probe, (const struct sockaddr *)sa, sizeof(*sa));
     int err = errno;
     close(probe);
     if (rc == 0 || err == EAGAIN)
-        return adag_error(ADAG_ERR_BUSY, "live view socket %s: another live view listens on it",
+        return adag__error(ADAG_ERR_BUSY, "live view socket %s: another live view listens on it",
                           path);
     if (err != ECONNREFUSED)
-        return adag_error_errno(err, "live view socket %s: probing the socket there", path);
+        return adag__error_errno(err, "live view socket %s: probing the socket there", path);
     if (unlink(path) != 0 && errno != ENOENT)
-        return adag_error_errno(errno, "live view socket %s: removing the stale socket", path);
+        return adag__error_errno(errno, "live view socket %s: removing the stale socket", path);
     ADAG_LOG_INFO("live view socket %s: replaced a stale socket nobody listened on", path);
     return ADAG_OK;
 }
@@ -146,32 +147,32 @@ static adag_status_t bind_listen(adag_live_t *l, const char *path)
     memcpy(l->path, sa.sun_path, sizeof(l->path));
     l->lfd = unix_socket();
     if (l->lfd < 0)
-        return adag_error_errno(errno, "live view socket %s: socket", l->path);
+        return adag__error_errno(errno, "live view socket %s: socket", l->path);
     int rc = bind(l->lfd, (const struct sockaddr *)&sa, sizeof(sa));
     if (rc != 0 && errno == EADDRINUSE) {
         if ((st = remove_stale(l->path, &sa)) != ADAG_OK)
             goto err_close;
         rc = bind(l->lfd, (const struct sockaddr *)&sa, sizeof(sa));
         if (rc != 0 && errno == EADDRINUSE) {
-            st = adag_error(ADAG_ERR_BUSY, "live view socket %s: another process bound it just now",
-                            l->path);
+            st = adag__error(ADAG_ERR_BUSY,
+                             "live view socket %s: another process bound it just now", l->path);
             goto err_close;
         }
     }
     if (rc != 0) {
-        st = adag_error_errno(errno, "live view socket %s: bind", l->path);
+        st = adag__error_errno(errno, "live view socket %s: bind", l->path);
         goto err_close;
     }
     /* nobody can connect before listen(), so the mode is 0600 before anyone can */
     struct stat sb;
     if (chmod(l->path, 0600) != 0 || stat(l->path, &sb) != 0) {
-        st = adag_error_errno(errno, "live view socket %s: chmod 0600", l->path);
+        st = adag__error_errno(errno, "live view socket %s: chmod 0600", l->path);
         goto err_unlink;
     }
     l->dev = sb.st_dev;
     l->ino = sb.st_ino;
     if (listen(l->lfd, LIVE_BACKLOG) != 0) {
-        st = adag_error_errno(errno, "live view socket %s: listen", l->path);
+        st = adag__error_errno(errno, "live view socket %s: listen", l->path);
         goto err_unlink;
     }
     return ADAG_OK;
@@ -187,11 +188,11 @@ err_close:
 static adag_status_t bind_default(adag_live_t *l)
 {
     char dir[LIVE_PATH_MAX], path[LIVE_PATH_MAX + 1]; /* one more: too long is refused */
-    adag_status_t st = adag_live_dir(dir, sizeof(dir));
+    adag_status_t st = adag__live_dir(dir, sizeof(dir));
     if (st != ADAG_OK)
         return st;
     pthread_mutex_lock(&slots_lock);
-    st = adag_error(ADAG_ERR_BUSY, "live view directory %s: this process has %d live views open",
+    st = adag__error(ADAG_ERR_BUSY, "live view directory %s: this process has %d live views open",
                     dir, LIVE_SLOTS);
     for (unsigned n = 1; n <= LIVE_SLOTS; n++) {
         if (slots_used & (1ull << (n - 1)))
@@ -241,7 +242,7 @@ static int send_all(adag_live_t *l, int fd, const char *p, size_t n, int64_t dea
             return -1;
         }
         struct pollfd pf[2] = {{.fd = fd, .events = POLLOUT}, {.fd = l->wake, .events = POLLIN}};
-        int r = poll(pf, 2, adag_ms_left(deadline));
+        int r = poll(pf, 2, adag__ms_left(deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 || pf[1].revents)
@@ -259,7 +260,7 @@ static int reply(adag_live_t *l, int fd, const char *kind, const char *body, siz
 {
     char head[ADAG_LIVE_HEAD_MAX];
     int h = snprintf(head, sizeof(head), "ADAG-LIVE 1 %s %zu\n", kind, n);
-    int64_t deadline = adag_deadline_ms(ADAG_LIVE_SEND_TIMEOUT_MS);
+    int64_t deadline = adag__deadline_ms(ADAG_LIVE_SEND_TIMEOUT_MS);
     if (send_all(l, fd, head, (size_t)h, deadline) != 0)
         return -1;
     return send_all(l, fd, body, n, deadline);
@@ -361,7 +362,7 @@ static int accept_client(adag_live_t *l)
         }
         return 0; /* EAGAIN, ECONNABORTED, ...: nothing to do */
     }
-    if ((fd = adag_fd_above_stdio(fd)) < 0) {
+    if ((fd = adag__fd_above_stdio(fd)) < 0) {
         ADAG_LOG_WARN("live view %s: moving a client above fd 2: %s", l->path, strerror(errno));
         return -1;
     }
@@ -398,12 +399,12 @@ static void *listener_main(void *arg)
     int64_t paused_until = 0;
     for (;;) {
         struct pollfd pf[2 + ADAG_LIVE_MAX_CLIENTS];
-        int paused = paused_until > adag_now_ns();
+        int paused = paused_until > adag__now_ns();
         pf[0] = (struct pollfd){.fd = l->wake, .events = POLLIN};
         pf[1] = (struct pollfd){.fd = paused ? -1 : l->lfd, .events = POLLIN};
         for (unsigned i = 0; i < l->nclients; i++)
             pf[2 + i] = (struct pollfd){.fd = l->clients[i].fd, .events = POLLIN};
-        int r = poll(pf, 2 + l->nclients, paused ? adag_ms_left(paused_until) : -1);
+        int r = poll(pf, 2 + l->nclients, paused ? adag__ms_left(paused_until) : -1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -422,26 +423,26 @@ static void *listener_main(void *arg)
         }
         l->nclients = kept;
         if ((pf[1].revents & POLLIN) && accept_client(l) != 0)
-            paused_until = adag_deadline_ms(LIVE_ACCEPT_PAUSE_MS);
+            paused_until = adag__deadline_ms(LIVE_ACCEPT_PAUSE_MS);
     }
     return NULL;
 }
 
-adag_status_t adag_live_open(const char *path, adag_live_render_fn render, void *arg,
+adag_status_t adag__live_open(const char *path, adag_live_render_fn render, void *arg,
                              adag_live_t **out)
 {
     if (!render || !out)
-        return adag_error(ADAG_ERR_INVALID, "adag_live_open: render and out must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag__live_open: render and out must not be NULL");
     adag_live_t *l = calloc(1, sizeof(*l));
     if (!l)
-        return adag_error(ADAG_ERR_NO_MEMORY, "live view: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "live view: out of memory");
     l->render = render;
     l->arg = arg;
     l->lfd = -1;
     adag_status_t st;
     l->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (l->wake < 0 || (l->wake = adag_fd_above_stdio(l->wake)) < 0) {
-        st = adag_error_errno(errno, "live view %s: eventfd", path ? path : "(default path)");
+    if (l->wake < 0 || (l->wake = adag__fd_above_stdio(l->wake)) < 0) {
+        st = adag__error_errno(errno, "live view %s: eventfd", path ? path : "(default path)");
         goto err_free;
     }
     st = path ? bind_listen(l, path) : bind_default(l);
@@ -454,7 +455,7 @@ adag_status_t adag_live_open(const char *path, adag_live_render_fn render, void 
     int err = pthread_create(&l->thread, NULL, listener_main, l);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err) {
-        st = adag_error_errno(err, "live view %s: cannot start the listener thread", l->path);
+        st = adag__error_errno(err, "live view %s: cannot start the listener thread", l->path);
         goto err_socket;
     }
     *out = l;
@@ -470,12 +471,12 @@ err_free:
     return st;
 }
 
-const char *adag_live_path(const adag_live_t *l)
+const char *adag__live_path(const adag_live_t *l)
 {
     return l->path;
 }
 
-void adag_live_close(adag_live_t *l)
+void adag__live_close(adag_live_t *l)
 {
     if (!l)
         return;

@@ -1,4 +1,4 @@
-/* The live view's client side: adag_live_connect and adag_live_request
+/* The live view's client side: adag__live_connect and adag__live_request
  * (protocol: common/live.h; the server is common/live.c). */
 #include "common/live.h"
 
@@ -16,28 +16,28 @@
 #include <unistd.h>
 
 
-adag_status_t adag_live_connect(const char *path, int *fd)
+adag_status_t adag__live_connect(const char *path, int *fd)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t n = strlen(path);
     if (n == 0 || n >= sizeof(sa.sun_path))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "live view socket path \"%s\" is %zu bytes (1 to %zu fit)", path, n,
                           sizeof(sa.sun_path) - 1);
     memcpy(sa.sun_path, path, n + 1);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s < 0 || (s = adag_fd_above_stdio(s)) < 0)
-        return adag_error_errno(errno, "live view %s: socket", path);
+    if (s < 0 || (s = adag__fd_above_stdio(s)) < 0)
+        return adag__error_errno(errno, "live view %s: socket", path);
     if (connect(s, (const struct sockaddr *)&sa, sizeof(sa)) != 0) {
         int err = errno;
         close(s);
         if (err == EAGAIN)
-            return adag_error(ADAG_ERR_IO, "live view %s: the driver accepts no more connections "
+            return adag__error(ADAG_ERR_IO, "live view %s: the driver accepts no more connections "
                               "(its backlog is full)", path);
         if (err == ECONNREFUSED)
-            return adag_error(ADAG_ERR_IO,
+            return adag__error(ADAG_ERR_IO,
                               "live view %s: nobody listens on it (the driver is gone)", path);
-        return adag_error_errno(err, "live view %s: connect", path);
+        return adag__error_errno(err, "live view %s: connect", path);
     }
     *fd = s;
     return ADAG_OK;
@@ -67,7 +67,7 @@ static int xfer(int fd, char *p, size_t n, int64_t deadline, int sending, size_t
             break;
         }
         struct pollfd pf = {.fd = fd, .events = sending ? POLLOUT : POLLIN};
-        int r = poll(&pf, 1, adag_ms_left(deadline));
+        int r = poll(&pf, 1, adag__ms_left(deadline));
         if (r < 0 && errno != EINTR) {
             err = errno;
             break;
@@ -122,7 +122,7 @@ static int parse_head(const char *h, size_t n, int *ok, size_t *len)
     return 0;
 }
 
-adag_status_t adag_live_request(int fd, FILE *out, int timeout_ms)
+adag_status_t adag__live_request(int fd, FILE *out, int timeout_ms)
 {
     /* the driver's path, for messages: a client socket's peer name is the
      * path the server bound */
@@ -135,16 +135,16 @@ adag_status_t adag_live_request(int fd, FILE *out, int timeout_ms)
         printable(path, sizeof(path), sa.sun_path, strnlen(sa.sun_path, sizeof(sa.sun_path)));
     else
         snprintf(path, sizeof(path), "on fd %d", fd);
-    int64_t deadline = adag_deadline_ms(timeout_ms);
+    int64_t deadline = adag__deadline_ms(timeout_ms);
     char req[] = "stats\n";
     /* on EPIPE the reply is read all the same: a driver that refuses a
      * client answers before it reads anything, then closes */
     int err = xfer(fd, req, sizeof(req) - 1, deadline, 1, NULL);
     if (err == ETIMEDOUT)
-        return adag_error(ADAG_ERR_TIMEOUT, "live view %s: the request was not taken within %d ms",
+        return adag__error(ADAG_ERR_TIMEOUT, "live view %s: the request was not taken within %d ms",
                           path, timeout_ms);
     if (err && err != EPIPE)
-        return adag_error_errno(err, "live view %s: sending the request", path);
+        return adag__error_errno(err, "live view %s: sending the request", path);
 
     /* the header, a byte at a time: nothing past it is read */
     char head[ADAG_LIVE_HEAD_MAX];
@@ -153,21 +153,21 @@ adag_status_t adag_live_request(int fd, FILE *out, int timeout_ms)
         if (n == sizeof(head)) {
             char shown[ADAG_LIVE_HEAD_MAX + 1];
             printable(shown, sizeof(shown), head, n);
-            return adag_error(ADAG_ERR_PROTOCOL, "live view %s: no reply header in the first %zu "
+            return adag__error(ADAG_ERR_PROTOCOL, "live view %s: no reply header in the first %zu "
                               "bytes (\"%s\")", path, n, shown);
         }
         err = xfer(fd, head + n, 1, deadline, 0, NULL);
         if (err == EPIPE && n == 0)
-            return adag_error(ADAG_ERR_CLOSED, "live view %s: the driver closed the connection",
+            return adag__error(ADAG_ERR_CLOSED, "live view %s: the driver closed the connection",
                               path);
         if (err == EPIPE)
-            return adag_error(ADAG_ERR_PROTOCOL, "live view %s: the reply header ends after %zu "
+            return adag__error(ADAG_ERR_PROTOCOL, "live view %s: the reply header ends after %zu "
                               "bytes", path, n);
         if (err == ETIMEDOUT)
-            return adag_error(ADAG_ERR_TIMEOUT, "live view %s: no reply within %d ms", path,
+            return adag__error(ADAG_ERR_TIMEOUT, "live view %s: no reply within %d ms", path,
                               timeout_ms);
         if (err)
-            return adag_error_errno(err, "live view %s: reading the reply", path);
+            return adag__error_errno(err, "live view %s: reading the reply", path);
         if (head[n++] == '\n')
             break;
     }
@@ -176,31 +176,31 @@ adag_status_t adag_live_request(int fd, FILE *out, int timeout_ms)
     if (parse_head(head, n - 1, &ok, &len) != 0) {
         char shown[ADAG_LIVE_HEAD_MAX + 1];
         printable(shown, sizeof(shown), head, n - 1);
-        return adag_error(ADAG_ERR_PROTOCOL, "live view %s: malformed reply header \"%s\" "
+        return adag__error(ADAG_ERR_PROTOCOL, "live view %s: malformed reply header \"%s\" "
                           "(expected \"ADAG-LIVE 1 OK|ERR <len>\", len at most %u)", path, shown,
                           ADAG_LIVE_REPLY_MAX);
     }
     adag_status_t st = ADAG_OK;
     char *body = malloc(len + 1);
     if (!body)
-        return adag_error(ADAG_ERR_NO_MEMORY, "live view %s: no memory for a %zu-byte reply", path,
+        return adag__error(ADAG_ERR_NO_MEMORY, "live view %s: no memory for a %zu-byte reply", path,
                           len);
     size_t got = 0;
     err = xfer(fd, body, len, deadline, 0, &got);
     if (err == EPIPE)
-        st = adag_error(ADAG_ERR_PROTOCOL,
+        st = adag__error(ADAG_ERR_PROTOCOL,
                         "live view %s: the reply ends after %zu of its %zu bytes", path, got, len);
     else if (err == ETIMEDOUT)
-        st = adag_error(ADAG_ERR_TIMEOUT, "live view %s: %zu of the reply's %zu bytes came within "
+        st = adag__error(ADAG_ERR_TIMEOUT, "live view %s: %zu of the reply's %zu bytes came within "
                         "%d ms", path, got, len, timeout_ms);
     else if (err)
-        st = adag_error_errno(err, "live view %s: reading the reply", path);
+        st = adag__error_errno(err, "live view %s: reading the reply", path);
     else if (!ok) {
         char shown[400];
         printable(shown, sizeof(shown), body, len);
-        st = adag_error(ADAG_ERR_PROTOCOL, "live view %s: the driver answered: %s", path, shown);
+        st = adag__error(ADAG_ERR_PROTOCOL, "live view %s: the driver answered: %s", path, shown);
     } else if (len && (fwrite(body, 1, len, out) != len || fflush(out) != 0))
-        st = adag_error_errno(errno, "live view %s: writing the view", path);
+        st = adag__error_errno(errno, "live view %s: writing the view", path);
     free(body);
     return st;
 }

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
-void adag_log(int level, const char *file, int line, const char *fmt, ...)
+void adag__log(int level, const char *file, int line, const char *fmt, ...)
 {
     static const char *names[] = {"", "error", "warn", "info", "debug"};
-    if (level > adag_process_settings()->log_level)
+    if (level > adag__process_settings()->log_level)
         return;
     char msg[1024];
     va_list ap;

@@ -6,11 +6,11 @@
 
 enum { ADAG_LOG_LEVEL_ERROR = 1, ADAG_LOG_LEVEL_WARN, ADAG_LOG_LEVEL_INFO, ADAG_LOG_LEVEL_DEBUG };
 
-void adag_log(int level, const char *file, int line, const char *fmt, ...) ADAG_PRINTF(4, 5);
+void adag__log(int level, const char *file, int line, const char *fmt, ...) ADAG_PRINTF(4, 5);
 
-#define ADAG_LOG_ERROR(...) adag_log(ADAG_LOG_LEVEL_ERROR, __FILE__, __LINE__, __VA_ARGS__)
-#define ADAG_LOG_WARN(...) adag_log(ADAG_LOG_LEVEL_WARN, __FILE__, __LINE__, __VA_ARGS__)
-#define ADAG_LOG_INFO(...) adag_log(ADAG_LOG_LEVEL_INFO, __FILE__, __LINE__, __VA_ARGS__)
-#define ADAG_LOG_DEBUG(...) adag_log(ADAG_LOG_LEVEL_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+#define ADAG_LOG_ERROR(...) adag__log(ADAG_LOG_LEVEL_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define ADAG_LOG_WARN(...) adag__log(ADAG_LOG_LEVEL_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define ADAG_LOG_INFO(...) adag__log(ADAG_LOG_LEVEL_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define ADAG_LOG_DEBUG(...) adag__log(ADAG_LOG_LEVEL_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 
 #endif

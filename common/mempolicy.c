@@ -18,7 +18,7 @@ static int node_mask(int node, unsigned long *mask)
     return 0;
 }
 
-int adag_mempolicy_thread(int node)
+int adag__mempolicy_thread(int node)
 {
     unsigned long mask;
     if (node_mask(node, &mask))
@@ -26,7 +26,7 @@ int adag_mempolicy_thread(int node)
     return syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, MASK_BITS + 1) == 0 ? 0 : -1;
 }
 
-int adag_mempolicy_range(void *addr, size_t len, int node)
+int adag__mempolicy_range(void *addr, size_t len, int node)
 {
     unsigned long mask;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -41,7 +41,7 @@ int adag_mempolicy_range(void *addr, size_t len, int node)
                : -1;
 }
 
-int adag_mempolicy_of(void *addr, int *mode, int *node)
+int adag__mempolicy_of(void *addr, int *mode, int *node)
 {
     unsigned long mask[ADAG_MEMPOLICY_MAX_NODE / MASK_BITS + 1] = {0};
     int m = 0;

@@ -8,16 +8,16 @@
 #include <string.h>
 
 /* a name of 1..ADAG_MAX_NAME-1 bytes */
-static inline int adag_valid_name(const char *s)
+static inline int adag__valid_name(const char *s)
 {
     return s && *s && strnlen(s, ADAG_MAX_NAME) < ADAG_MAX_NAME;
 }
 
 /* The limits of one method: a valid name, 0..ADAG_MAX_ARGS args,
  * 1..ADAG_MAX_RETURNS returns. */
-static inline int adag_method_shape_ok(const char *name, unsigned nargs, unsigned nreturns)
+static inline int adag__method_shape_ok(const char *name, unsigned nargs, unsigned nreturns)
 {
-    return adag_valid_name(name) && nargs <= ADAG_MAX_ARGS && nreturns >= 1 &&
+    return adag__valid_name(name) && nargs <= ADAG_MAX_ARGS && nreturns >= 1 &&
            nreturns <= ADAG_MAX_RETURNS;
 }
 

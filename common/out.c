@@ -57,7 +57,7 @@ adag_status_t adag_write_fd(void *ctx, const void *buf, size_t n)
             while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
             }
         }
-        st = adag_error_errno(err, "write to fd %d (%zu bytes left)", fd, n);
+        st = adag__error_errno(err, "write to fd %d (%zu bytes left)", fd, n);
         break;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -66,7 +66,7 @@ adag_status_t adag_write_fd(void *ctx, const void *buf, size_t n)
 
 /* ---- adag_out_t ---- */
 
-void adag_out_writer(adag_out_t *o, adag_writer_t w)
+void adag__out_writer(adag_out_t *o, adag_writer_t w)
 {
     memset(o, 0, offsetof(adag_out_t, stage));
     o->to_writer = 1;
@@ -79,7 +79,7 @@ void adag_out_writer(adag_out_t *o, adag_writer_t w)
     }
 }
 
-void adag_out_buffer(adag_out_t *o, char *buf, size_t len)
+void adag__out_buffer(adag_out_t *o, char *buf, size_t len)
 {
     memset(o, 0, offsetof(adag_out_t, stage));
     o->buf = len ? buf : NULL;
@@ -94,21 +94,21 @@ static void deliver(adag_out_t *o, const void *data, size_t n)
 {
     if (o->st != ADAG_OK || n == 0)
         return;
-    adag_error_clear();
+    adag__error_clear();
     adag_status_t st = o->w.fn(o->w.ctx, data, n);
     if (st == ADAG_OK) {
         o->delivered += n;
         return;
     }
-    o->st = st < ADAG_OK && adag_status_name(st) ? st : ADAG_ERR_IO;
+    o->st = st < ADAG_OK && adag__status_name(st) ? st : ADAG_ERR_IO;
     if (adag_last_error()[0])
         snprintf(o->why, sizeof(o->why), "%s", adag_last_error());
     else
         snprintf(o->why, sizeof(o->why), "it returned %s (%d)",
-                 adag_status_name(st) ? adag_status_name(st) : "no adag status", (int)st);
+                 adag__status_name(st) ? adag__status_name(st) : "no adag status", (int)st);
 }
 
-void adag_out_flush(adag_out_t *o)
+void adag__out_flush(adag_out_t *o)
 {
     if (!o->to_writer)
         return;
@@ -128,7 +128,7 @@ static void keep(adag_out_t *o, const void *data, size_t n)
     o->buf[o->len] = '\0';
 }
 
-void adag_out_write(adag_out_t *o, const void *data, size_t n)
+void adag__out_write(adag_out_t *o, const void *data, size_t n)
 {
     if (o->st != ADAG_OK)
         return;
@@ -138,7 +138,7 @@ void adag_out_write(adag_out_t *o, const void *data, size_t n)
     }
     o->total += n;
     if (n > o->cap - o->len) {
-        adag_out_flush(o);
+        adag__out_flush(o);
         if (n >= o->cap) { /* larger than the stage: as it is */
             deliver(o, data, n);
             return;
@@ -148,12 +148,12 @@ void adag_out_write(adag_out_t *o, const void *data, size_t n)
     o->len += n;
 }
 
-void adag_out_putc(adag_out_t *o, char c)
+void adag__out_putc(adag_out_t *o, char c)
 {
-    adag_out_write(o, &c, 1);
+    adag__out_write(o, &c, 1);
 }
 
-void adag_out_printf(adag_out_t *o, const char *fmt, ...)
+void adag__out_printf(adag_out_t *o, const char *fmt, ...)
 {
     if (o->st != ADAG_OK)
         return;
@@ -179,7 +179,7 @@ void adag_out_printf(adag_out_t *o, const char *fmt, ...)
     /* the stage up to len is intact (what vsnprintf cut is past it): it
      * goes, and the text is formatted again into the empty stage, or into
      * a block of its size when it is larger */
-    adag_out_flush(o);
+    adag__out_flush(o);
     if (o->st != ADAG_OK)
         return;
     o->total += (size_t)n;
@@ -200,45 +200,45 @@ void adag_out_printf(adag_out_t *o, const char *fmt, ...)
     free(text);
 }
 
-adag_status_t adag_out_end(adag_out_t *o, const char *fn, size_t *needed)
+adag_status_t adag__out_end(adag_out_t *o, const char *fn, size_t *needed)
 {
     if (o->to_writer) {
-        adag_out_flush(o);
+        adag__out_flush(o);
         if (o->st == ADAG_OK)
             return ADAG_OK;
-        return adag_error(o->st, "%s: writing failed after %llu bytes: %s", fn,
+        return adag__error(o->st, "%s: writing failed after %llu bytes: %s", fn,
                           (unsigned long long)o->delivered, o->why);
     }
     if (needed)
         *needed = (size_t)o->total + 1;
     if (o->total < o->cap)
         return ADAG_OK;
-    return adag_error(ADAG_ERR_TOO_LARGE,
+    return adag__error(ADAG_ERR_TOO_LARGE,
                       "%s: the text is %llu bytes (%llu with its NUL); the buffer holds %zu "
                       "(it has the first %zu)",
                       fn, (unsigned long long)o->total, (unsigned long long)o->total + 1, o->cap,
                       o->len);
 }
 
-adag_status_t adag_out_run(const char *fn, const char *what, void *obj, adag_writer_t w,
+adag_status_t adag__out_run(const char *fn, const char *what, void *obj, adag_writer_t w,
                            adag_out_body_fn body)
 {
     if (!obj || !w.fn)
-        return adag_error(ADAG_ERR_INVALID, "%s: %s and out.fn must not be NULL", fn, what);
+        return adag__error(ADAG_ERR_INVALID, "%s: %s and out.fn must not be NULL", fn, what);
     adag_out_t o;
-    adag_out_writer(&o, w);
+    adag__out_writer(&o, w);
     adag_status_t st = body(obj, &o);
-    return st == ADAG_OK ? adag_out_end(&o, fn, NULL) : st;
+    return st == ADAG_OK ? adag__out_end(&o, fn, NULL) : st;
 }
 
-adag_status_t adag_out_run_buffer(const char *fn, const char *what, void *obj, char *buf,
+adag_status_t adag__out_run_buffer(const char *fn, const char *what, void *obj, char *buf,
                                   size_t len, size_t *needed, adag_out_body_fn body)
 {
     if (!obj || (len && !buf))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s must not be NULL, nor buf with len %zu", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: %s must not be NULL, nor buf with len %zu", fn,
                           what, len);
     adag_out_t o;
-    adag_out_buffer(&o, buf, len);
+    adag__out_buffer(&o, buf, len);
     adag_status_t st = body(obj, &o);
-    return st == ADAG_OK ? adag_out_end(&o, fn, needed) : st;
+    return st == ADAG_OK ? adag__out_end(&o, fn, needed) : st;
 }

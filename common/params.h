@@ -36,7 +36,7 @@ typedef struct {
  * zero while its bit is clear ("fn: <params>.<field> is set, but its bit
  * <BIT> is clear in field_mask: ..."); ADAG_OK otherwise. p may be NULL
  * (no field set) when mask is 0. */
-adag_status_t adag_params_check(const char *fn, const char *params, const void *p,
+adag_status_t adag__params_check(const char *fn, const char *params, const void *p,
                                 uint64_t mask, const adag_param_field_t *fields, unsigned n);
 
 #endif

@@ -233,27 +233,27 @@ static void warn_log(const char *name, const char *text, const char *why)
     ADAG_LOG_WARN("ignoring %s=%s: %s", name, text, why);
 }
 
-adag_status_t adag_settings_defaults(adag_settings_t *out)
+adag_status_t adag__settings_defaults(adag_settings_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (load(SCOPE_RUNTIME, out, 0, NULL) != 0) {
-        adag_settings_free(out);
-        return adag_error(ADAG_ERR_NO_MEMORY, "settings: out of memory");
+        adag__settings_free(out);
+        return adag__error(ADAG_ERR_NO_MEMORY, "settings: out of memory");
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_settings_from_env(adag_settings_t *out)
+adag_status_t adag__settings_from_env(adag_settings_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (load(SCOPE_RUNTIME, out, 1, warn_log) != 0) {
-        adag_settings_free(out);
-        return adag_error(ADAG_ERR_NO_MEMORY, "settings: out of memory");
+        adag__settings_free(out);
+        return adag__error(ADAG_ERR_NO_MEMORY, "settings: out of memory");
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_settings_copy(adag_settings_t *dst, const adag_settings_t *src)
+adag_status_t adag__settings_copy(adag_settings_t *dst, const adag_settings_t *src)
 {
     *dst = *src;
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -267,41 +267,41 @@ adag_status_t adag_settings_copy(adag_settings_t *dst, const adag_settings_t *sr
                 if (setting_table[j].scope == SCOPE_RUNTIME &&
                     setting_table[j].type != SETTING_INT)
                     *str_field(&setting_table[j], dst) = NULL;
-            adag_settings_free(dst);
-            return adag_error(ADAG_ERR_NO_MEMORY, "settings: out of memory");
+            adag__settings_free(dst);
+            return adag__error(ADAG_ERR_NO_MEMORY, "settings: out of memory");
         }
     }
     return ADAG_OK;
 }
 
-void adag_settings_free(adag_settings_t *s)
+void adag__settings_free(adag_settings_t *s)
 {
     if (s)
         free_scope(SCOPE_RUNTIME, s);
 }
 
-adag_status_t adag_settings_set(adag_settings_t *s, const char *name, const char *value,
+adag_status_t adag__settings_set(adag_settings_t *s, const char *name, const char *value,
                                 const char *fn)
 {
     const setting_def_t *def = find_def(name);
     char why[128];
     if (!def)
-        return adag_error(ADAG_ERR_NOT_FOUND,
+        return adag__error(ADAG_ERR_NOT_FOUND,
                           "%s: there is no setting %.80s (`adag-info -c` lists them)", fn, name);
     if (def->scope == SCOPE_PROCESS)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: %s is process-wide: each process reads it from its environment "
                           "once, so set it there (before the first adag call)",
                           fn, name);
     int r = assign(def, s, value, why, sizeof(why));
     if (r == -2)
-        return adag_error(ADAG_ERR_NO_MEMORY, "%s: %s: out of memory", fn, name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "%s: %s: out of memory", fn, name);
     if (r == -1)
-        return adag_error(ADAG_ERR_INVALID, "%s: %s=%.80s: %s", fn, name, value, why);
+        return adag__error(ADAG_ERR_INVALID, "%s: %s=%.80s: %s", fn, name, value, why);
     return ADAG_OK;
 }
 
-int64_t adag_settings_env_int(const char *name)
+int64_t adag__settings_env_int(const char *name)
 {
     const setting_def_t *def = find_def(name);
     char why[128];
@@ -314,7 +314,7 @@ int64_t adag_settings_env_int(const char *name)
     return v;
 }
 
-void adag_settings_each_sent(const adag_settings_t *s,
+void adag__settings_each_sent(const adag_settings_t *s,
                              void (*fn)(void *ctx, const char *name, const char *value),
                              void *ctx)
 {
@@ -355,7 +355,7 @@ static void process_load(void)
     (void)load(SCOPE_PROCESS, &process_settings, 1, process_warn);
 }
 
-const adag_process_settings_t *adag_process_settings(void)
+const adag_process_settings_t *adag__process_settings(void)
 {
     pthread_once(&process_once, process_load);
     /* once: the first caller after the load says it (relaxed: only which
@@ -386,9 +386,9 @@ static void put(text_t *t, const char *fmt, ...)
         t->pos += (size_t)n;
 }
 
-size_t adag_settings_format(const adag_settings_t *s, char *buf, size_t len)
+size_t adag__settings_format(const adag_settings_t *s, char *buf, size_t len)
 {
-    const adag_process_settings_t *p = adag_process_settings();
+    const adag_process_settings_t *p = adag__process_settings();
     text_t t = {buf, len, 0};
     if (len)
         buf[0] = '\0';

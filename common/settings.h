@@ -34,7 +34,7 @@
 #define ADAG_SETTING_TEXT_MAX 65535
 #define ADAG_SETTING_NAME_MAX 64 /* names are shorter */
 
-/* A runtime's settings. Strings are owned (adag_settings_free); NULL: unset. */
+/* A runtime's settings. Strings are owned (adag__settings_free); NULL: unset. */
 typedef struct {
     char *worker_path;           /* ADAG_WORKER_PATH */
     int64_t spin_ns;             /* ADAG_SPIN_NS */
@@ -78,29 +78,29 @@ struct adag_config {
 };
 
 /* The table's defaults (no environment). ADAG_ERR_NO_MEMORY, or ADAG_OK. */
-adag_status_t adag_settings_defaults(adag_settings_t *out);
+adag_status_t adag__settings_defaults(adag_settings_t *out);
 /* The environment's values now, over the defaults; a value the table
  * refuses is warned about (naming it and why) and its default kept. */
-adag_status_t adag_settings_from_env(adag_settings_t *out);
-adag_status_t adag_settings_copy(adag_settings_t *dst, const adag_settings_t *src);
-void adag_settings_free(adag_settings_t *s);
+adag_status_t adag__settings_from_env(adag_settings_t *out);
+adag_status_t adag__settings_copy(adag_settings_t *dst, const adag_settings_t *src);
+void adag__settings_free(adag_settings_t *s);
 
 /* Sets runtime setting `name` from its text (an integer in the table's
  * bounds, or a string; "" restores the default, as an empty environment
  * variable does), `fn` prefixing the message. ADAG_ERR_NOT_FOUND for a
  * name the table does not have, ADAG_ERR_INVALID for a value it refuses
  * or a process-wide setting; s is unchanged then. */
-adag_status_t adag_settings_set(adag_settings_t *s, const char *name, const char *value,
+adag_status_t adag__settings_set(adag_settings_t *s, const char *name, const char *value,
                                 const char *fn);
 
 /* An integer runtime setting as the environment gives it now (the default
  * when unset or refused, silently): what a device or communicator opened
  * outside any runtime starts with. 0 for a name that is not one. */
-int64_t adag_settings_env_int(const char *name);
+int64_t adag__settings_env_int(const char *name);
 
 /* Calls fn with every runtime setting a worker receives (all but the
  * secret ADAG_TOKEN), its value as text: "" for an unset string. */
-void adag_settings_each_sent(const adag_settings_t *s,
+void adag__settings_each_sent(const adag_settings_t *s,
                              void (*fn)(void *ctx, const char *name, const char *value),
                              void *ctx);
 
@@ -108,9 +108,9 @@ void adag_settings_each_sent(const adag_settings_t *s,
  * ones say so, with the process's value), then its description. Writes at
  * most len bytes, NUL-terminated when len > 0; returns the length of the
  * whole text (without its NUL), like snprintf. */
-size_t adag_settings_format(const adag_settings_t *s, char *buf, size_t len);
+size_t adag__settings_format(const adag_settings_t *s, char *buf, size_t len);
 
 /* The process-wide settings (read once, thread-safe). */
-const adag_process_settings_t *adag_process_settings(void);
+const adag_process_settings_t *adag__process_settings(void);
 
 #endif

@@ -41,7 +41,7 @@ static void tsc_pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 8; i++) {
-        uint64_t n0 = (uint64_t)adag_now_ns(), t = __rdtsc(), n1 = (uint64_t)adag_now_ns();
+        uint64_t n0 = (uint64_t)adag__now_ns(), t = __rdtsc(), n1 = (uint64_t)adag__now_ns();
         if (n1 - n0 < best) {
             best = n1 - n0;
             *tsc = t;
@@ -76,15 +76,15 @@ static double ns_per_tick(void)
 #endif
 }
 
-double adag_trace_ns_per_tick(void)
+double adag__trace_ns_per_tick(void)
 {
     pthread_once(&clock_once, clock_choose);
     return adag_trace_tsc ? ns_per_tick() : 1.0;
 }
 
-uint64_t adag_trace_ticks_to_ns(uint64_t ticks)
+uint64_t adag__trace_ticks_to_ns(uint64_t ticks)
 {
-    return (uint64_t)((double)ticks * adag_trace_ns_per_tick());
+    return (uint64_t)((double)ticks * adag__trace_ns_per_tick());
 }
 
 /* stamps a record of this kind carries */
@@ -93,21 +93,21 @@ static unsigned stamps_of(unsigned kind)
     return kind == ADAG_SPAN_OP ? 5 : 2;
 }
 
-void adag_trace_to_ns(adag_trace_rec_t *recs, uint64_t n)
+void adag__trace_to_ns(adag_trace_rec_t *recs, uint64_t n)
 {
     pthread_once(&clock_once, clock_choose);
     if (!adag_trace_tsc || n == 0)
         return;
     double per_tick = ns_per_tick();
     for (uint64_t i = 0; i < n; i++) {
-        unsigned k = stamps_of(adag_trace_rec_kind(&recs[i]));
+        unsigned k = stamps_of(adag__trace_rec_kind(&recs[i]));
         for (unsigned j = 0; j < k; j++)
             recs[i].t[j] = anchor_ns + (uint64_t)((double)(int64_t)(recs[i].t[j] - anchor_tsc) *
                                                   per_tick);
     }
 }
 
-adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed)
+adag_status_t adag__trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed)
 {
     pthread_once(&clock_once, clock_choose);
     uint64_t n = MIN_RECORDS;
@@ -118,13 +118,13 @@ adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t records, int i
     r->indexed = indexed;
     r->slots = aligned_alloc(64, n * sizeof(*r->slots));
     if (!r->slots)
-        return adag_error(ADAG_ERR_NO_MEMORY, "trace ring of %llu records",
+        return adag__error(ADAG_ERR_NO_MEMORY, "trace ring of %llu records",
                           (unsigned long long)n);
     memset(r->slots, 0, n * sizeof(*r->slots));
     return ADAG_OK;
 }
 
-void adag_trace_ring_free(adag_trace_ring_t *r)
+void adag__trace_ring_free(adag_trace_ring_t *r)
 {
     free(r->slots);
     r->slots = NULL;
@@ -150,11 +150,11 @@ static int by_ref(const void *a, const void *b)
     const adag_trace_rec_t *x = a, *y = b;
     if (x->seq != y->seq)
         return x->seq < y->seq ? -1 : 1;
-    unsigned kx = adag_trace_rec_kind(x), ky = adag_trace_rec_kind(y);
+    unsigned kx = adag__trace_rec_kind(x), ky = adag__trace_rec_kind(y);
     return kx < ky ? -1 : kx > ky;
 }
 
-uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_trace_rec_t *out, uint64_t *lost)
+uint64_t adag__trace_ring_copy(adag_trace_ring_t *r, adag_trace_rec_t *out, uint64_t *lost)
 {
     uint64_t n = r->mask + 1, got = 0, stamp;
     if (r->indexed) {
@@ -190,13 +190,13 @@ static void boot_read(void)
     boot_id[strcspn(boot_id, "\n")] = '\0';
 }
 
-const char *adag_boot_id(void)
+const char *adag__boot_id(void)
 {
     pthread_once(&boot_once, boot_read);
     return boot_id;
 }
 
-int64_t adag_clock_offset(const int64_t (*samples)[3], unsigned n)
+int64_t adag__clock_offset(const int64_t (*samples)[3], unsigned n)
 {
     unsigned best = 0;
     for (unsigned i = 1; i < n; i++)
@@ -208,7 +208,7 @@ int64_t adag_clock_offset(const int64_t (*samples)[3], unsigned n)
     return s[0] + (s[2] - s[0]) / 2 - s[1];
 }
 
-const char *adag_span_kind_name(unsigned kind)
+const char *adag__span_kind_name(unsigned kind)
 {
     switch (kind) {
     case ADAG_SPAN_WAIT_INPUT: return "wait input";
@@ -224,12 +224,12 @@ const char *adag_span_kind_name(unsigned kind)
     return "backend";
 }
 
-uint64_t adag_trace_expand(const adag_trace_rec_t *recs, uint64_t n, adag_span_t *out)
+uint64_t adag__trace_expand(const adag_trace_rec_t *recs, uint64_t n, adag_span_t *out)
 {
     uint64_t k = 0;
     for (uint64_t i = 0; i < n; i++) {
         const adag_trace_rec_t *r = &recs[i];
-        unsigned kind = adag_trace_rec_kind(r), flags = (unsigned)(r->packed >> 8 & 0xff);
+        unsigned kind = adag__trace_rec_kind(r), flags = (unsigned)(r->packed >> 8 & 0xff);
         uint16_t op = (uint16_t)(r->packed >> 16 & 0xffff);
         if (kind != ADAG_SPAN_OP) {
             out[k++] = (adag_span_t){r->t[0], r->t[1], r->seq, (uint16_t)kind, op,

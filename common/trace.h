@@ -8,12 +8,12 @@
  * A record is either one span (a kind, start and end: a collective, an
  * execute or get of the driver, a backend's transfer) or an actor loop's
  * whole op (ADAG_SPAN_OP): five stamps, wait start, inputs in, room got,
- * method done, published, which adag_trace_expand turns into up to four
+ * method done, published, which adag__trace_expand turns into up to four
  * spans (wait input, wait room, compute, publish). An op's record costs
  * one clock read per boundary and one store of a line, where four spans
  * cost four.
  *
- * A layer below dag/ adds spans of its own with one call, adag_trace_add,
+ * A layer below dag/ adds spans of its own with one call, adag__trace_add,
  * and a kind from ADAG_SPAN_BACKEND up (a backend's transfer, a device
  * copy), into the ring of the thread it runs on; the exporter names them
  * by kind.
@@ -71,14 +71,14 @@ typedef enum {
  * trip, its remote reading taken at the middle (off by at most half that
  * round trip). */
 #define ADAG_BOOT_ID_MAX 40
-const char *adag_boot_id(void); /* "" if unreadable */
-int64_t adag_clock_offset(const int64_t (*samples)[3], unsigned n);
+const char *adag__boot_id(void); /* "" if unreadable */
+int64_t adag__clock_offset(const int64_t (*samples)[3], unsigned n);
 
 /* A span's op when its layer does not know the op (a backend's). */
 #define ADAG_SPAN_NO_OP 0xffffu
 
 /* What the exporter calls a kind ("wait input", "ucx send", ...). */
-const char *adag_span_kind_name(unsigned kind);
+const char *adag__span_kind_name(unsigned kind);
 
 /* An op record's parts (its flags). */
 enum {
@@ -89,27 +89,27 @@ enum {
 
 /* The span clock: the TSC where it is invariant (x86-64: 13 ns a read on
  * this VM against 33 for clock_gettime's vDSO), else CLOCK_MONOTONIC in
- * ns. adag_trace_to_ns turns a copy's stamps into CLOCK_MONOTONIC ns by
+ * ns. adag__trace_to_ns turns a copy's stamps into CLOCK_MONOTONIC ns by
  * the line through two (TSC, CLOCK_MONOTONIC) pairs of this process: one
  * read when its first ring was made, one at the conversion; every span
  * lies between them, so a stamp is off by about the error of one clock
- * read, tens of ns. Set by the first adag_trace_ring_init. */
+ * read, tens of ns. Set by the first adag__trace_ring_init. */
 extern int adag_trace_tsc;
 
-static inline uint64_t adag_trace_clock(void)
+static inline uint64_t adag__trace_clock(void)
 {
 #if defined(__x86_64__)
     if (adag_trace_tsc)
         return __rdtsc();
 #endif
-    return (uint64_t)adag_now_ns();
+    return (uint64_t)adag__now_ns();
 }
 
 /* A duration of the span clock in ns (the ratio measured since the first
  * ring was made, measured again at each call: convert figures that are
- * compared with each other by one adag_trace_ns_per_tick). */
-uint64_t adag_trace_ticks_to_ns(uint64_t ticks);
-double adag_trace_ns_per_tick(void);
+ * compared with each other by one adag__trace_ns_per_tick). */
+uint64_t adag__trace_ticks_to_ns(uint64_t ticks);
+double adag__trace_ns_per_tick(void);
 
 /* One record as copied out of a ring (and sent over the control
  * connection). packed: kind (8 bits), flags (8), op (16), then a span's
@@ -121,7 +121,7 @@ typedef struct {
     uint64_t packed;
 } adag_trace_rec_t;
 
-static inline unsigned adag_trace_rec_kind(const adag_trace_rec_t *r)
+static inline unsigned adag__trace_rec_kind(const adag_trace_rec_t *r)
 {
     return (unsigned)(r->packed & 0xff);
 }
@@ -156,12 +156,12 @@ typedef struct adag_trace_ring {
 
 /* A ring of `records` slots rounded up to a power of two (16 ..
  * ADAG_TRACE_MAX_SPANS); indexed: see above. */
-adag_status_t adag_trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed);
-void adag_trace_ring_free(adag_trace_ring_t *r);
+adag_status_t adag__trace_ring_init(adag_trace_ring_t *r, uint64_t records, int indexed);
+void adag__trace_ring_free(adag_trace_ring_t *r);
 
 /* Writes a record's fields into slot s as index; t: nt (2 or 5) stamps
  * (written out: the writer's path stays a run of moves). */
-static inline void adag_trace_store(adag_trace_slot_t *s, uint64_t index, uint64_t seq,
+static inline void adag__trace_store(adag_trace_slot_t *s, uint64_t index, uint64_t seq,
                                     const uint64_t *t, unsigned nt, uint64_t packed)
 {
     atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
@@ -184,7 +184,7 @@ static inline void adag_trace_store(adag_trace_slot_t *s, uint64_t index, uint64
 #define ADAG_TRACE_PREFETCH 4
 
 /* The next slot of a one-writer ring and its index. */
-static inline adag_trace_slot_t *adag_trace_claim(adag_trace_ring_t *r, uint64_t *index)
+static inline adag_trace_slot_t *adag__trace_claim(adag_trace_ring_t *r, uint64_t *index)
 {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
@@ -195,44 +195,44 @@ static inline adag_trace_slot_t *adag_trace_claim(adag_trace_ring_t *r, uint64_t
 
 /* Adds a span to a one-writer ring; r NULL: nothing (tracing off). The one
  * call a backend makes for a span of its own. */
-static inline void adag_trace_add(adag_trace_ring_t *r, unsigned kind, uint32_t op, uint32_t arg,
+static inline void adag__trace_add(adag_trace_ring_t *r, unsigned kind, uint32_t op, uint32_t arg,
                                   uint64_t seq, uint64_t start, uint64_t end)
 {
     if (!r)
         return;
     uint64_t i, t[2] = {start, end};
-    adag_trace_slot_t *s = adag_trace_claim(r, &i);
-    adag_trace_store(s, i, seq, t, 2,
+    adag_trace_slot_t *s = adag__trace_claim(r, &i);
+    adag__trace_store(s, i, seq, t, 2,
                      (uint64_t)(kind & 0xff) | (uint64_t)(op & 0xffff) << 16 | (uint64_t)arg << 32);
 }
 
 /* Adds a loop's op record: flags ADAG_OP_*, t the five stamps. */
-static inline void adag_trace_add_op(adag_trace_ring_t *r, uint32_t op, unsigned flags,
+static inline void adag__trace_add_op(adag_trace_ring_t *r, uint32_t op, unsigned flags,
                                      uint32_t in_chan, uint32_t out_chan, uint64_t seq,
                                      const uint64_t t[5])
 {
     uint64_t i;
-    adag_trace_slot_t *s = adag_trace_claim(r, &i);
-    adag_trace_store(s, i, seq, t, 5,
+    adag_trace_slot_t *s = adag__trace_claim(r, &i);
+    adag__trace_store(s, i, seq, t, 5,
                      (uint64_t)ADAG_SPAN_OP | (uint64_t)(flags & 0xff) << 8 |
                          (uint64_t)(op & 0xffff) << 16 | (uint64_t)(in_chan & 0xffff) << 32 |
                          (uint64_t)(out_chan & 0xffff) << 48);
 }
 
 /* Adds a span as record `index` of an indexed ring. */
-static inline void adag_trace_put(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+static inline void adag__trace_put(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                   uint64_t seq, uint64_t start, uint64_t end)
 {
     uint64_t t[2] = {start, end};
     __builtin_prefetch(&r->slots[(index + ADAG_TRACE_PREFETCH) & r->mask], 1);
-    adag_trace_store(&r->slots[index & r->mask], index, seq, t, 2, (uint64_t)(kind & 0xff));
+    adag__trace_store(&r->slots[index & r->mask], index, seq, t, 2, (uint64_t)(kind & 0xff));
 }
 
 /* Begins record `index` of an indexed ring for a span that ends later (off
  * the path where it ends): its kind and seq now; not whole, so skipped by
- * a copy, until adag_trace_put_begun or adag_trace_end_begun finishes it.
+ * a copy, until adag__trace_put_begun or adag__trace_end_begun finishes it.
  * The finishing thread must see these stores (happen after them). */
-static inline void adag_trace_begin(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+static inline void adag__trace_begin(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                     uint64_t seq)
 {
     adag_trace_slot_t *s = &r->slots[index & r->mask];
@@ -241,16 +241,16 @@ static inline void adag_trace_begin(adag_trace_ring_t *r, uint64_t index, unsign
     atomic_store_explicit(&s->packed, (uint64_t)(kind & 0xff), memory_order_release);
 }
 
-/* Begins it with its start known now (adag_trace_end_begun ends it). */
-static inline void adag_trace_begin_at(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+/* Begins it with its start known now (adag__trace_end_begun ends it). */
+static inline void adag__trace_begin_at(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                        uint64_t seq, uint64_t start)
 {
-    adag_trace_begin(r, index, kind, seq);
+    adag__trace_begin(r, index, kind, seq);
     atomic_store_explicit(&r->slots[index & r->mask].t[0], start, memory_order_release);
 }
 
 /* Whether record `index` was begun for this kind and seq and not finished. */
-static inline int adag_trace_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+static inline int adag__trace_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                    uint64_t seq)
 {
     adag_trace_slot_t *s = &r->slots[index & r->mask];
@@ -260,51 +260,51 @@ static inline int adag_trace_begun(adag_trace_ring_t *r, uint64_t index, unsigne
 }
 
 /* Ends begun record `index` in slot s: its end, then its stamp (whole). */
-static inline void adag_trace_finish(adag_trace_slot_t *s, uint64_t index, uint64_t end)
+static inline void adag__trace_finish(adag_trace_slot_t *s, uint64_t index, uint64_t end)
 {
     atomic_store_explicit(&s->t[1], end, memory_order_release);
     atomic_store_explicit(&s->stamp, index + 1, memory_order_release);
 }
 
-/* Adds a span as record `index` of an indexed ring: when adag_trace_begin
+/* Adds a span as record `index` of an indexed ring: when adag__trace_begin
  * began it for this kind and seq, only its stamps and its stamp; else
  * whole. */
-static inline void adag_trace_put_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+static inline void adag__trace_put_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                         uint64_t seq, uint64_t start, uint64_t end)
 {
-    if (!adag_trace_begun(r, index, kind, seq)) {
-        adag_trace_put(r, index, kind, seq, start, end);
+    if (!adag__trace_begun(r, index, kind, seq)) {
+        adag__trace_put(r, index, kind, seq, start, end);
         return;
     }
     adag_trace_slot_t *s = &r->slots[index & r->mask];
     atomic_store_explicit(&s->t[0], start, memory_order_release);
-    adag_trace_finish(s, index, end);
+    adag__trace_finish(s, index, end);
 }
 
-/* Ends a record begun with its start (adag_trace_begin_at); one not begun
+/* Ends a record begun with its start (adag__trace_begin_at); one not begun
  * so is a span [end, end]. */
-static inline void adag_trace_end_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
+static inline void adag__trace_end_begun(adag_trace_ring_t *r, uint64_t index, unsigned kind,
                                         uint64_t seq, uint64_t end)
 {
-    if (!adag_trace_begun(r, index, kind, seq))
-        adag_trace_put(r, index, kind, seq, end, end);
+    if (!adag__trace_begun(r, index, kind, seq))
+        adag__trace_put(r, index, kind, seq, end, end);
     else
-        adag_trace_finish(&r->slots[index & r->mask], index, end);
+        adag__trace_finish(&r->slots[index & r->mask], index, end);
 }
 
 /* Copies the records still whole in the ring, oldest first, into out
  * (room for mask + 1); returns how many. A one-writer ring's *lost: the
  * records added so far that were overwritten or are being written (so not
  * copied); an indexed ring's: 0 (its owner knows how many it wrote). The
- * stamps are the span clock's: adag_trace_to_ns converts them. */
-uint64_t adag_trace_ring_copy(adag_trace_ring_t *r, adag_trace_rec_t *out, uint64_t *lost);
+ * stamps are the span clock's: adag__trace_to_ns converts them. */
+uint64_t adag__trace_ring_copy(adag_trace_ring_t *r, adag_trace_rec_t *out, uint64_t *lost);
 
 /* The stamps of n records copied in this process, from the span clock to
  * CLOCK_MONOTONIC ns. */
-void adag_trace_to_ns(adag_trace_rec_t *recs, uint64_t n);
+void adag__trace_to_ns(adag_trace_rec_t *recs, uint64_t n);
 
 /* The spans of n records into out (room for ADAG_TRACE_SPANS_PER_REC n);
  * returns how many. A record of an unknown kind is a span of that kind. */
-uint64_t adag_trace_expand(const adag_trace_rec_t *recs, uint64_t n, adag_span_t *out);
+uint64_t adag__trace_expand(const adag_trace_rec_t *recs, uint64_t n, adag_span_t *out);
 
 #endif

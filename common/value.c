@@ -40,18 +40,18 @@ const char *adag_device_kind_name(adag_device_kind_t kind)
     return (unsigned)kind < NDEVICE_KINDS ? device_kinds[kind] : "?";
 }
 
-int adag_device_id_valid(int32_t device)
+int adag__device_id_valid(int32_t device)
 {
     adag_device_kind_t kind = ADAG_DEVICE_KIND(device);
     return device >= 0 && (unsigned)kind < NDEVICE_KINDS &&
            (kind != ADAG_DEV_HOST || device == ADAG_DEVICE_HOST);
 }
 
-const char *adag_device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX])
+const char *adag__device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX])
 {
     if (device == ADAG_DEVICE_HOST)
         snprintf(buf, ADAG_DEVICE_NAME_MAX, "host");
-    else if (adag_device_id_valid(device))
+    else if (adag__device_id_valid(device))
         snprintf(buf, ADAG_DEVICE_NAME_MAX, "%s:%u",
                  adag_device_kind_name(ADAG_DEVICE_KIND(device)), ADAG_DEVICE_INDEX(device));
     else
@@ -59,7 +59,7 @@ const char *adag_device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX])
     return buf;
 }
 
-adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64_t *shape,
+adag_tensor_check_t adag__tensor_bytes(uint32_t dtype, uint32_t ndim, const int64_t *shape,
                                       size_t *bytes, char *why, size_t len)
 {
     char scratch[8];
@@ -67,7 +67,7 @@ adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64
         why = scratch;
         len = sizeof(scratch);
     }
-    if (!adag_dtype_is_tensor(dtype)) {
+    if (!adag__dtype_is_tensor(dtype)) {
         snprintf(why, len, "dtype %u (%s) is not a tensor dtype (ADAG_DTYPE_U8..ADAG_DTYPE_BOOL)",
                  dtype, adag_dtype_name((adag_dtype_t)dtype));
         return ADAG_TENSOR_BAD;
@@ -94,7 +94,7 @@ adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64
     for (uint32_t d = 0; d < ndim; d++) {
         if ((uint64_t)shape[d] > SIZE_MAX / n) {
             char t[160];
-            adag_tensor_format(t, sizeof(t), dtype, ndim, shape);
+            adag__tensor_format(t, sizeof(t), dtype, ndim, shape);
             snprintf(why, len, "%s has more bytes than a size_t holds", t);
             return ADAG_TENSOR_OVERFLOW;
         }
@@ -104,7 +104,7 @@ adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64
     return ADAG_TENSOR_OK;
 }
 
-void adag_tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
+void adag__tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
                         const int64_t *shape)
 {
     if (dtype == ADAG_DTYPE_BYTES) {
@@ -118,7 +118,7 @@ void adag_tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
         snprintf(buf + pos, len - pos, "]");
 }
 
-void adag_tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d)
+void adag__tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d)
 {
     if (!(d->flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE))) {
         snprintf(buf, len, "%s", "");
@@ -138,12 +138,12 @@ void adag_tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d)
         snprintf(buf + pos, len - pos, "]");
 }
 
-int adag_tensor_decl_valid(const adag_tensor_decl_t *d)
+int adag__tensor_decl_valid(const adag_tensor_decl_t *d)
 {
     if ((d->flags & ~(uint32_t)ADAG_TENSOR_DECL_KNOWN) ||
         (d->flags && !(d->flags & ADAG_TENSOR_DECLARED)) || d->transport > ADAG_TRANSPORT_COMM)
         return 0;
-    if ((d->flags & ADAG_TENSOR_STATIC_DTYPE) ? !adag_dtype_is_tensor(d->dtype) : d->dtype != 0)
+    if ((d->flags & ADAG_TENSOR_STATIC_DTYPE) ? !adag__dtype_is_tensor(d->dtype) : d->dtype != 0)
         return 0;
     if (d->ndim > ADAG_MAX_DIMS || (!(d->flags & ADAG_TENSOR_STATIC_SHAPE) && d->ndim != 0))
         return 0;
@@ -153,9 +153,9 @@ int adag_tensor_decl_valid(const adag_tensor_decl_t *d)
     return 1;
 }
 
-adag_value_t adag_value_from_view(const adag_slot_view_t *view)
+adag_value_t adag__value_from_view(const adag_slot_view_t *view)
 {
-    adag_value_t v = adag_value_bytes(view->data, view->size);
+    adag_value_t v = adag__value_bytes(view->data, view->size);
     v.device = view->device;
     if (view->meta.dtype != ADAG_DTYPE_BYTES) {
         v.kind = ADAG_VALUE_TENSOR;
@@ -167,7 +167,7 @@ adag_value_t adag_value_from_view(const adag_slot_view_t *view)
     return v;
 }
 
-adag_status_t adag_value_check_slot_meta(const adag_slot_view_t *view, const char *chan)
+adag_status_t adag__value_check_slot_meta(const adag_slot_view_t *view, const char *chan)
 {
     char why[200];
     size_t bytes = 0;
@@ -176,63 +176,63 @@ adag_status_t adag_value_check_slot_meta(const adag_slot_view_t *view, const cha
         if (m->ndim == 0)
             return ADAG_OK;
         snprintf(why, sizeof(why), "bytes with ndim %u", m->ndim);
-    } else if (adag_tensor_bytes(m->dtype, m->ndim, m->shape, &bytes, why, sizeof(why)) ==
+    } else if (adag__tensor_bytes(m->dtype, m->ndim, m->shape, &bytes, why, sizeof(why)) ==
                ADAG_TENSOR_OK) {
         if (bytes == view->size)
             return ADAG_OK;
         char t[160];
-        adag_tensor_format(t, sizeof(t), m->dtype, m->ndim, m->shape);
+        adag__tensor_format(t, sizeof(t), m->dtype, m->ndim, m->shape);
         snprintf(why, sizeof(why), "%s is %zu bytes but the slot holds %zu", t, bytes,
                  view->size);
     }
-    return adag_error(ADAG_ERR_PROTOCOL, "channel %s: malformed tensor metadata in a slot: %s",
+    return adag__error(ADAG_ERR_PROTOCOL, "channel %s: malformed tensor metadata in a slot: %s",
                       chan, why);
 }
 
-adag_status_t adag_value_check_input(const adag_value_t *v, const char *fn, unsigned i)
+adag_status_t adag__value_check_input(const adag_value_t *v, const char *fn, unsigned i)
 {
     for (unsigned r = 0; r < sizeof(v->reserved) / sizeof(v->reserved[0]); r++)
         if (v->reserved[r])
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: input %u: reserved[%u] is 0x%llx; the reserved words of "
                               "adag_value_t must be zero",
                               fn, i, r, (unsigned long long)v->reserved[r]);
     if (v->ndim > ADAG_MAX_DIMS)
-        return adag_error(ADAG_ERR_INVALID, "%s: input %u: ndim %u exceeds ADAG_MAX_DIMS (%d)", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: input %u: ndim %u exceeds ADAG_MAX_DIMS (%d)", fn,
                           i, v->ndim, ADAG_MAX_DIMS);
     if (v->kind == ADAG_VALUE_TENSOR) {
         char why[200];
         size_t bytes = 0;
-        if (!adag_device_id_valid(v->device))
-            return adag_error(ADAG_ERR_INVALID,
+        if (!adag__device_id_valid(v->device))
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: input %u: a tensor on device 0x%08x, which is neither "
                               "ADAG_DEVICE_HOST nor ADAG_DEVICE(kind, index) of a kind of "
                               "adag_device_kind_t",
                               fn, i, (unsigned)v->device);
         /* whether its device may be used: the DAG's (driver_device) */
-        if (adag_tensor_bytes(v->dtype, v->ndim, v->shape, &bytes, why, sizeof(why)) !=
+        if (adag__tensor_bytes(v->dtype, v->ndim, v->shape, &bytes, why, sizeof(why)) !=
             ADAG_TENSOR_OK)
-            return adag_error(ADAG_ERR_INVALID, "%s: input %u: a tensor whose %s", fn, i, why);
+            return adag__error(ADAG_ERR_INVALID, "%s: input %u: a tensor whose %s", fn, i, why);
         if (bytes != v->size) {
             char t[160];
-            adag_tensor_format(t, sizeof(t), v->dtype, v->ndim, v->shape);
-            return adag_error(ADAG_ERR_INVALID,
+            adag__tensor_format(t, sizeof(t), v->dtype, v->ndim, v->shape);
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: input %u: size is %zu bytes but a %s tensor is %zu bytes", fn,
                               i, v->size, t, bytes);
         }
     } else if (v->kind != ADAG_VALUE_BYTES) {
-        return adag_error(ADAG_ERR_INVALID, "%s: input %u: unknown value kind %d", fn, i,
+        return adag__error(ADAG_ERR_INVALID, "%s: input %u: unknown value kind %d", fn, i,
                           (int)v->kind);
     } else if (v->dtype != ADAG_DTYPE_BYTES || v->ndim != 0 || v->device != ADAG_DEVICE_HOST) {
         char dev[ADAG_DEVICE_NAME_MAX];
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: input %u: a bytes value (ADAG_VALUE_BYTES) has dtype %d, ndim %u "
                           "and device %s; they must be 0, 0 and host (tensor fields are for "
                           "ADAG_VALUE_TENSOR)",
-                          fn, i, (int)v->dtype, v->ndim, adag_device_name(v->device, dev));
+                          fn, i, (int)v->dtype, v->ndim, adag__device_name(v->device, dev));
     }
     if (v->size && !v->data)
-        return adag_error(ADAG_ERR_INVALID, "%s: input %u: data is NULL but size is %zu", fn, i,
+        return adag__error(ADAG_ERR_INVALID, "%s: input %u: data is NULL but size is %zu", fn, i,
                           v->size);
     return ADAG_OK;
 }

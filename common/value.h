@@ -12,7 +12,7 @@
 
 /* A host-bytes value viewing data[0..size): every other field zero, so a
  * caller never reads stale tensor fields from a reused struct. */
-static inline adag_value_t adag_value_bytes(const void *data, size_t size)
+static inline adag_value_t adag__value_bytes(const void *data, size_t size)
 {
     adag_value_t v = {.data = data, .size = size, .kind = ADAG_VALUE_BYTES};
     return v;
@@ -21,27 +21,27 @@ static inline adag_value_t adag_value_bytes(const void *data, size_t size)
 /* ADAG_OK if value is one this library accepts as an input (host bytes or
  * a host tensor, see adag_value_t), else ADAG_ERR_INVALID:
  * "<fn>: input <i>: <what is wrong>". */
-adag_status_t adag_value_check_input(const adag_value_t *value, const char *fn, unsigned i);
+adag_status_t adag__value_check_input(const adag_value_t *value, const char *fn, unsigned i);
 
 /* ---- devices ---- */
 
 /* Nonzero for a device id of a known kind (adag.h's ADAG_DEVICE): host
  * memory (only ADAG_DEVICE_HOST itself), emu:i or cuda:i. */
-int adag_device_id_valid(int32_t device);
+int adag__device_id_valid(int32_t device);
 /* A device id's name: "cuda:1", "emu:0", "host" for ADAG_DEVICE_HOST,
  * "0x... (no such device)" for an id that is not valid; returns buf. */
 #define ADAG_DEVICE_NAME_MAX 32
-const char *adag_device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX]);
+const char *adag__device_name(int32_t device, char buf[ADAG_DEVICE_NAME_MAX]);
 
 /* ---- tensor metadata ---- */
 
 /* Nonzero for a dtype a tensor can have: known and not ADAG_DTYPE_BYTES. */
-static inline int adag_dtype_is_tensor(uint32_t dtype)
+static inline int adag__dtype_is_tensor(uint32_t dtype)
 {
     return dtype >= ADAG_DTYPE_U8 && dtype <= ADAG_DTYPE_BOOL;
 }
 
-/* What adag_tensor_bytes found. */
+/* What adag__tensor_bytes found. */
 typedef enum {
     ADAG_TENSOR_OK = 0,
     ADAG_TENSOR_BAD = 1,      /* dtype, ndim or a dimension is invalid */
@@ -51,28 +51,28 @@ typedef enum {
 /* The bytes of a dense tensor of dtype/ndim/shape (product of the shape
  * times the element size, computed without overflow). On failure `why`
  * (len bytes, may be NULL) says what is wrong, e.g. "shape[2] is -1". */
-adag_tensor_check_t adag_tensor_bytes(uint32_t dtype, uint32_t ndim, const int64_t *shape,
+adag_tensor_check_t adag__tensor_bytes(uint32_t dtype, uint32_t ndim, const int64_t *shape,
                                       size_t *bytes, char *why, size_t len);
 
 /* "f32[4,8]" ("f32[]" for a scalar), or "bytes" for dtype ADAG_DTYPE_BYTES. */
-void adag_tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
+void adag__tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
                         const int64_t *shape);
 
 /* The value a reader sees in a slot: bytes, or a tensor (meta.dtype != 0)
  * with its dtype and shape; its device is the view's. Every field is set. */
-adag_value_t adag_value_from_view(const adag_slot_view_t *view);
+adag_value_t adag__value_from_view(const adag_slot_view_t *view);
 
-adag_status_t adag_value_check_slot_meta(const adag_slot_view_t *view, const char *chan);
+adag_status_t adag__value_check_slot_meta(const adag_slot_view_t *view, const char *chan);
 /* ADAG_OK if the metadata of a slot (read from memory another process can
  * write) is what a writer of this library publishes: bytes (dtype 0, ndim
  * 0), or a known tensor dtype, ndim <= ADAG_MAX_DIMS, every dimension >= 0
  * and size == the shape's bytes; else ADAG_ERR_PROTOCOL naming channel
  * `chan`. Cheap for bytes. */
-static inline adag_status_t adag_value_check_slot(const adag_slot_view_t *view, const char *chan)
+static inline adag_status_t adag__value_check_slot(const adag_slot_view_t *view, const char *chan)
 {
     if (view->meta.dtype == ADAG_DTYPE_BYTES && view->meta.ndim == 0)
         return ADAG_OK;
-    return adag_value_check_slot_meta(view, chan);
+    return adag__value_check_slot_meta(view, chan);
 }
 
 /* ---- declarations (adag_node_tensor) ---- */
@@ -97,11 +97,11 @@ typedef struct {
 } adag_tensor_decl_t;
 
 /* Nonzero if a declaration read from a peer is one adag_node_tensor makes. */
-int adag_tensor_decl_valid(const adag_tensor_decl_t *d);
+int adag__tensor_decl_valid(const adag_tensor_decl_t *d);
 
 /* Nonzero if the value (dtype 0: bytes) is allowed by d's static dtype and
  * shape. */
-static inline int adag_tensor_decl_allows(const adag_tensor_decl_t *d, uint32_t dtype,
+static inline int adag__tensor_decl_allows(const adag_tensor_decl_t *d, uint32_t dtype,
                                           uint32_t ndim, const int64_t *shape)
 {
     if (!(d->flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)))
@@ -122,6 +122,6 @@ static inline int adag_tensor_decl_allows(const adag_tensor_decl_t *d, uint32_t 
 
 /* The static part of a declaration: "f32[4,8]", "f32[?]" (static dtype
  * only), "?[4,8]" (static shape only); "" when nothing is static. */
-void adag_tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d);
+void adag__tensor_decl_format(char *buf, size_t len, const adag_tensor_decl_t *d);
 
 #endif

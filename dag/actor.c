@@ -18,7 +18,7 @@
 
 #define ADAG_MAX_INIT_SIZE (16u << 20)
 
-int adag_actor_method(adag_actor_h a, const char *name)
+int adag__actor_method(adag_actor_h a, const char *name)
 {
     for (unsigned i = 0; i < a->nmethods; i++)
         if (strcmp(a->methods[i].name, name) == 0)
@@ -26,12 +26,12 @@ int adag_actor_method(adag_actor_h a, const char *name)
     return -1;
 }
 
-void adag_actor_ref(adag_actor_h a)
+void adag__actor_ref(adag_actor_h a)
 {
     a->refs++;
 }
 
-void adag_actor_hold(adag_actor_h a)
+void adag__actor_hold(adag_actor_h a)
 {
     a->refs++;
     a->live++;
@@ -59,7 +59,7 @@ static void step_done(adag_actor_h a, adag_status_t s, adag_status_t *st,
         a->ops->unlock(a);
 }
 
-void adag_actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
+void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
                       int64_t deadline, adag_status_t *st, char (*why)[ADAG_ERROR_MAX])
 {
     unsigned *order = malloc((n + 1) * sizeof(*order));
@@ -70,7 +70,7 @@ void adag_actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step
     unsigned pending = 0;
     if (!order || !pos || !pfds || !who || !waiting) {
         for (unsigned i = 0; i < n; i++) {
-            st[i] = adag_error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag->name);
+            st[i] = adag__error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag->name);
             snprintf(why[i], ADAG_ERROR_MAX, "%s", adag_last_error());
         }
         goto out;
@@ -109,13 +109,13 @@ void adag_actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step
             pfds[np] = (struct pollfd){a->ops->step_fd(a), POLLIN, 0};
             who[np++] = i;
         }
-        int r = poll(pfds, np, adag_ms_left(deadline));
+        int r = poll(pfds, np, adag__ms_left(deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
             for (unsigned k = 0; k < np; k++) {
                 adag_actor_h a = dag->actors[ais[who[k]]].actor;
-                adag_status_t s = adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not "
+                adag_status_t s = adag__error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not "
                                              "answer in time (%s)", a->name, adag_actor_pid(a),
                                              step == ADAG_STEP_STOP ? "stopping the DAG"
                                                                     : "installing the DAG");
@@ -141,7 +141,7 @@ out:
     free(waiting);
 }
 
-void adag_actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...)
+void adag__actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...)
 {
     va_list ap;
     a->dead = 1;
@@ -151,14 +151,14 @@ void adag_actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...)
 }
 
 /* Waits until the monitor reaped the worker; 0 if it did by the deadline. */
-int adag_actor_wait_reaped(adag_actor_h a, int64_t deadline)
+int adag__actor_wait_reaped(adag_actor_h a, int64_t deadline)
 {
     pthread_mutex_lock(&a->rt->lock);
     while (!a->reaped) {
-        int64_t left = deadline - adag_now_ns();
+        int64_t left = deadline - adag__now_ns();
         if (left <= 0)
             break;
-        struct timespec ts = adag_timespec_at(deadline);
+        struct timespec ts = adag__timespec_at(deadline);
         pthread_cond_timedwait(&a->rt->cond, &a->rt->lock, &ts);
     }
     int reaped = a->reaped;
@@ -182,10 +182,10 @@ static void actor_stop(adag_actor_h a)
     a->stopped = 1;
     if (a->ops->stop)
         a->ops->stop(a);
-    adag_comm_leases_forget_actor(a->rt, a->id);
+    adag__comm_leases_forget_actor(a->rt, a->id);
 }
 
-void adag_actor_unref(adag_actor_h a)
+void adag__actor_unref(adag_actor_h a)
 {
     adag_runtime_h rt = a->rt;
     pthread_mutex_lock(&rt->lock);
@@ -195,20 +195,20 @@ void adag_actor_unref(adag_actor_h a)
         return;
     actor_stop(a);
     pthread_mutex_lock(&rt->lock);
-    adag_list_remove(&a->link);
+    adag__list_remove(&a->link);
     pthread_mutex_unlock(&rt->lock);
-    adag_monitor_poke(rt);
+    adag__monitor_poke(rt);
     actor_free(a);
 }
 
-void adag_actor_drop(adag_actor_h a)
+void adag__actor_drop(adag_actor_h a)
 {
     pthread_mutex_lock(&a->rt->lock);
     int live = --a->live;
     pthread_mutex_unlock(&a->rt->lock);
     if (live == 0)
         actor_stop(a);
-    adag_actor_unref(a);
+    adag__actor_unref(a);
 }
 
 #define ACTOR_FIELD(m, bit) ADAG_PARAM_FIELD(adag_actor_params_t, m, bit)
@@ -244,7 +244,7 @@ static adag_status_t resolve_node(adag_runtime_h rt, const char *node, char *out
         if (eq && (size_t)(eq - e) == nlen && !memcmp(e, node, nlen)) {
             size_t alen = elen - nlen - 1;
             if (alen == 0 || alen >= len || !memchr(eq + 1, ':', alen))
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "adag_actor_create: ADAG_HOSTS gives node %s the address "
                                   "\"%.*s\", not address:port",
                                   node, (int)alen, eq + 1);
@@ -253,7 +253,7 @@ static adag_status_t resolve_node(adag_runtime_h rt, const char *node, char *out
         }
         e = end ? end + 1 : e + elen;
     }
-    return adag_error(ADAG_ERR_NOT_FOUND,
+    return adag__error(ADAG_ERR_NOT_FOUND,
                       "adag_actor_create: node \"%s\" is neither address:port nor a name in "
                       "ADAG_HOSTS (%s)",
                       node, table && *table ? table : "not set");
@@ -262,50 +262,50 @@ static adag_status_t resolve_node(adag_runtime_h rt, const char *node, char *out
 static adag_status_t check_actor_params(const adag_actor_params_t *p)
 {
     static const char *fn = "adag_actor_create";
-    adag_status_t st = adag_params_check(fn, "adag_actor_params_t", p, p->field_mask,
+    adag_status_t st = adag__params_check(fn, "adag_actor_params_t", p, p->field_mask,
                                          actor_fields, ADAG_PARAM_COUNT(actor_fields));
     if (st != ADAG_OK)
         return st;
-    if (!(p->field_mask & ADAG_ACTOR_PARAM_CLASS) || !adag_valid_name(p->class_name))
-        return adag_error(ADAG_ERR_INVALID,
+    if (!(p->field_mask & ADAG_ACTOR_PARAM_CLASS) || !adag__valid_name(p->class_name))
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: class_name (ADAG_ACTOR_PARAM_CLASS) of 1..%d bytes is required", fn,
                           ADAG_MAX_NAME - 1);
-    if ((p->field_mask & ADAG_ACTOR_PARAM_NAME) && !adag_valid_name(p->name))
-        return adag_error(ADAG_ERR_INVALID,
+    if ((p->field_mask & ADAG_ACTOR_PARAM_NAME) && !adag__valid_name(p->name))
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: name is set (ADAG_ACTOR_PARAM_NAME) but %s; it must be 1..%d bytes",
                           fn, p->name ? "not 1..63 bytes" : "NULL", ADAG_MAX_NAME - 1);
     if ((p->field_mask & ADAG_ACTOR_PARAM_MODULE) && (!p->module_path || !*p->module_path))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: module_path is set (ADAG_ACTOR_PARAM_MODULE) but %s", fn,
                           p->module_path ? "empty" : "NULL");
     if ((p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) && p->placement != ADAG_PLACEMENT_THREAD &&
         p->placement != ADAG_PLACEMENT_PROCESS && p->placement != ADAG_PLACEMENT_REMOTE)
-        return adag_error(ADAG_ERR_INVALID, "%s: unknown placement %d", fn, (int)p->placement);
+        return adag__error(ADAG_ERR_INVALID, "%s: unknown placement %d", fn, (int)p->placement);
     int remote = (p->field_mask & ADAG_ACTOR_PARAM_PLACEMENT) &&
                  p->placement == ADAG_PLACEMENT_REMOTE;
     int has_node = (p->field_mask & ADAG_ACTOR_PARAM_NODE) != 0;
     if (remote && (!has_node || !p->node || !p->node[0] || strlen(p->node) >= ADAG_HOSTPORT_MAX))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: remote actor %s needs node (ADAG_ACTOR_PARAM_NODE): "
                           "\"address:port\" of an agent or a name in ADAG_HOSTS, under %d bytes",
                           fn, p->name && (p->field_mask & ADAG_ACTOR_PARAM_NAME) ? p->name : "",
                           ADAG_HOSTPORT_MAX);
     if (!remote && has_node)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: node is set (ADAG_ACTOR_PARAM_NODE) but the placement is not "
                           "ADAG_PLACEMENT_REMOTE",
                           fn);
     if (p->field_mask & ADAG_ACTOR_PARAM_INIT) {
         if (p->init_size && !p->init_data)
-            return adag_error(ADAG_ERR_INVALID, "%s: init_data is NULL", fn);
+            return adag__error(ADAG_ERR_INVALID, "%s: init_data is NULL", fn);
         if (p->init_size > ADAG_MAX_INIT_SIZE)
-            return adag_error(ADAG_ERR_TOO_LARGE, "%s: init bytes %zu exceed %u", fn,
+            return adag__error(ADAG_ERR_TOO_LARGE, "%s: init bytes %zu exceed %u", fn,
                               p->init_size, ADAG_MAX_INIT_SIZE);
     }
     if ((p->field_mask & ADAG_ACTOR_PARAM_DEVICE) && !p->device)
-        return adag_error(ADAG_ERR_INVALID, "%s: device is set (ADAG_ACTOR_PARAM_DEVICE) but NULL",
+        return adag__error(ADAG_ERR_INVALID, "%s: device is set (ADAG_ACTOR_PARAM_DEVICE) but NULL",
                           fn);
-    return adag_actor_place_check(p, fn);
+    return adag__actor_place_check(p, fn);
 }
 
 /* The name is taken and the actor listed, in one step under rt->lock: two
@@ -321,11 +321,11 @@ static adag_status_t list_new_actor(adag_runtime_h rt, adag_actor_h a, const ada
         snprintf(a->name, sizeof(a->name), "%.40s#%u", p->class_name, a->id);
     for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
         if (strcmp(ADAG_CONTAINER(l, struct adag_actor, link)->name, a->name) == 0)
-            st = adag_error(ADAG_ERR_INVALID, "adag_actor_create: an actor named %s exists",
+            st = adag__error(ADAG_ERR_INVALID, "adag_actor_create: an actor named %s exists",
                             a->name);
     if (st == ADAG_OK) {
         a->creating = 1;
-        adag_list_push(&rt->actors, &a->link);
+        adag__list_push(&rt->actors, &a->link);
     }
     pthread_mutex_unlock(&rt->lock);
     return st;
@@ -339,7 +339,8 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     size_t init_size = 0;
 
     if (!rt || !p || !out)
-        return adag_error(ADAG_ERR_INVALID, "adag_actor_create: runtime, params and actor must not be NULL");
+        return adag__error(ADAG_ERR_INVALID,
+                           "adag_actor_create: runtime, params and actor must not be NULL");
     *out = NULL;
     if ((st = check_actor_params(p)) != ADAG_OK)
         return st;
@@ -347,8 +348,9 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     adag_device_kind_t device_kind = 0;
     unsigned device_index = 0;
     int has_device = (p->field_mask & ADAG_ACTOR_PARAM_DEVICE) != 0;
-    if (has_device && (st = adag_device_parse(p->device, &device_kind, &device_index)) != ADAG_OK) {
-        adag_error_prefix("adag_actor_create");
+    if (has_device &&
+        (st = adag__device_parse(p->device, &device_kind, &device_index)) != ADAG_OK) {
+        adag__error_prefix("adag_actor_create");
         return st;
     }
     adag_placement_t placement =
@@ -363,7 +365,7 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
         return st;
     a = calloc(1, sizeof(*a));
     if (!a)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     a->rt = rt;
     a->ops = placement == ADAG_PLACEMENT_THREAD ? &adag_placement_thread : &adag_placement_process;
     snprintf(a->node, sizeof(a->node), "%s", host);
@@ -371,7 +373,7 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     a->live = 1;
     a->device_kind = has_device ? (int32_t)device_kind : -1;
     a->device_index = device_index;
-    adag_list_init(&a->link);
+    adag__list_init(&a->link);
     snprintf(a->class_name, sizeof(a->class_name), "%s", p->class_name);
     if ((st = list_new_actor(rt, a, p)) != ADAG_OK) {
         actor_free(a);
@@ -380,9 +382,9 @@ adag_status_t adag_actor_create(adag_runtime_h rt, const adag_actor_params_t *p,
     st = a->ops->create(a, p, (adag_blob_t){init_data, init_size});
     if (st != ADAG_OK) {
         pthread_mutex_lock(&rt->lock);
-        adag_list_remove(&a->link);
+        adag__list_remove(&a->link);
         pthread_mutex_unlock(&rt->lock);
-        adag_monitor_poke(rt);
+        adag__monitor_poke(rt);
         actor_free(a);
         return st;
     }
@@ -401,7 +403,7 @@ const char *adag_actor_name(adag_actor_h a)
 static adag_status_t check_placement_out(const char *fn, const adag_actor_placement_t *out)
 {
     if (out->struct_size < sizeof(adag_actor_placement_t))
-        return adag_error(ADAG_ERR_INVALID, "%s: struct_size %zu is below %zu (set it to "
+        return adag__error(ADAG_ERR_INVALID, "%s: struct_size %zu is below %zu (set it to "
                           "sizeof(adag_actor_placement_t))", fn, out->struct_size,
                           sizeof(adag_actor_placement_t));
     return ADAG_OK;
@@ -412,13 +414,13 @@ static void placement_report(const adag_place_t *p, adag_actor_placement_t *out)
     adag_actor_placement_t r;
     memset(&r, 0, sizeof(r));
     r.struct_size = sizeof(r);
-    adag_cpulist_format(&p->cpus, r.cpus, sizeof(r.cpus));
+    adag__cpulist_format(&p->cpus, r.cpus, sizeof(r.cpus));
     r.bound = p->bound;
     r.numa = p->numa;
     snprintf(r.gpu, sizeof(r.gpu), "%s", p->gpu_bus_id);
     snprintf(r.nic, sizeof(r.nic), "%s", p->nic);
     if (p->nic[0])
-        snprintf(r.nic_distance, sizeof(r.nic_distance), "%s", adag_topo_dist_name(p->nic_dist));
+        snprintf(r.nic_distance, sizeof(r.nic_distance), "%s", adag__topo_dist_name(p->nic_dist));
     r.this_machine = p->this_system;
     memcpy(out, &r, sizeof(r)); /* this version: every field */
 }
@@ -426,7 +428,8 @@ static void placement_report(const adag_place_t *p, adag_actor_placement_t *out)
 adag_status_t adag_actor_placement(adag_actor_h a, adag_actor_placement_t *out)
 {
     if (!a || !out)
-        return adag_error(ADAG_ERR_INVALID, "adag_actor_placement: actor and out must not be NULL");
+        return adag__error(ADAG_ERR_INVALID,
+                           "adag_actor_placement: actor and out must not be NULL");
     adag_status_t st = check_placement_out("adag_actor_placement", out);
     if (st == ADAG_OK)
         placement_report(&a->place, out);
@@ -455,13 +458,13 @@ adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *o
 {
     const char *fn = "adag_dag_input_placement";
     if (!dag || !out)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
     adag_status_t st = check_placement_out(fn, out);
     if (st != ADAG_OK)
         return st;
     adag_place_t u;
     unsigned n = 0;
-    adag_place_none(&u);
+    adag__place_none(&u);
     for (unsigned i = 0; i < dag->ninputs; i++) {
         const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
         for (unsigned r = 0; r < c->nreaders; r++) {
@@ -471,9 +474,9 @@ adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *o
         }
     }
     cpu_set_t mine;
-    adag_cpus_allowed(&mine);
+    adag__cpus_allowed(&mine);
     if (n == 0)
-        adag_place_none(&u);
+        adag__place_none(&u);
     u.bound = u.bound && CPU_COUNT(&u.cpus) > 0 && !CPU_EQUAL(&u.cpus, &mine);
     placement_report(&u, out);
     return ADAG_OK;
@@ -487,15 +490,15 @@ int adag_actor_pid(adag_actor_h a)
 adag_status_t adag_actor_destroy(adag_actor_h a)
 {
     if (!a)
-        return adag_error(ADAG_ERR_INVALID, "adag_actor_destroy: actor is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_actor_destroy: actor is NULL");
     pthread_mutex_lock(&a->rt->lock);
     if (a->user_destroyed) {
         pthread_mutex_unlock(&a->rt->lock);
-        return adag_error(ADAG_ERR_INVALID, "adag_actor_destroy: actor %s was already destroyed",
+        return adag__error(ADAG_ERR_INVALID, "adag_actor_destroy: actor %s was already destroyed",
                           a->name);
     }
     a->user_destroyed = 1;
     pthread_mutex_unlock(&a->rt->lock);
-    adag_actor_drop(a);
+    adag__actor_drop(a);
     return ADAG_OK;
 }

@@ -55,12 +55,12 @@ struct adag_actor_comm {
  * ordered by it. */
 static _Atomic unsigned live_entries;
 
-unsigned adag_actor_comm_live(void)
+unsigned adag__actor_comm_live(void)
 {
     return atomic_load_explicit(&live_entries, memory_order_relaxed);
 }
 
-void adag_actor_comms_init(adag_actor_comms_t *t, const adag_settings_t *settings)
+void adag__actor_comms_init(adag_actor_comms_t *t, const adag_settings_t *settings)
 {
     pthread_mutex_init(&t->lock, NULL);
     t->settings = settings;
@@ -68,15 +68,15 @@ void adag_actor_comms_init(adag_actor_comms_t *t, const adag_settings_t *setting
     t->host_device = NULL;
 }
 
-adag_status_t adag_actor_comms_host_device(adag_actor_comms_t *t, const char *actor,
+adag_status_t adag__actor_comms_host_device(adag_actor_comms_t *t, const char *actor,
                                            const adag_chan_device_t **out)
 {
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&t->lock);
     if (!t->host_device &&
-        (st = adag_actor_device_open(ADAG_DEV_EMULATED, 0, t->settings, &t->host_device)) !=
+        (st = adag__actor_device_open(ADAG_DEV_EMULATED, 0, t->settings, &t->host_device)) !=
             ADAG_OK)
-        adag_error_prefix("actor %s: the emulated device of its communicators (a host actor in a "
+        adag__error_prefix("actor %s: the emulated device of its communicators (a host actor in a "
                           "collective)", actor);
     *out = t->host_device ? &t->host_device->chan : NULL;
     pthread_mutex_unlock(&t->lock);
@@ -93,7 +93,7 @@ static void entry_free(adag_actor_comm_t *e)
     const adag_device_ops_t *dops = dev->ops;
     int drained = 1;
     if (e->stream) {
-        int64_t deadline = adag_deadline_ms(e->teardown_ms);
+        int64_t deadline = adag__deadline_ms(e->teardown_ms);
         if (dops->stream_sync(e->stream, deadline) != ADAG_OK) {
             /* an operation still runs: it may touch the communicator */
             ADAG_LOG_ERROR("actor %s: communicator %llu: its stream did not drain (%s); it and "
@@ -117,7 +117,7 @@ static void entry_free(adag_actor_comm_t *e)
     atomic_fetch_sub_explicit(&live_entries, 1, memory_order_relaxed);
 }
 
-void adag_actor_comm_put(adag_actor_comm_t *e)
+void adag__actor_comm_put(adag_actor_comm_t *e)
 {
     if (!e)
         return;
@@ -151,14 +151,14 @@ static void abort_locked(adag_actor_comm_t *e, adag_status_t status, const char 
     pthread_cond_broadcast(&e->turn_cond);
 }
 
-void adag_actor_comm_abort(adag_actor_comm_t *e)
+void adag__actor_comm_abort(adag_actor_comm_t *e)
 {
     pthread_mutex_lock(&e->lock);
     abort_locked(e, ADAG_ERR_CLOSED, NULL, NULL);
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comm_abort_why(adag_actor_comm_t *e, adag_status_t status, const char *why,
+void adag__actor_comm_abort_why(adag_actor_comm_t *e, adag_status_t status, const char *why,
                                const void *by)
 {
     pthread_mutex_lock(&e->lock);
@@ -170,7 +170,7 @@ void adag_actor_comm_abort_why(adag_actor_comm_t *e, adag_status_t status, const
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comm_blame(adag_actor_comm_t *e, adag_status_t status, const char *why,
+void adag__actor_comm_blame(adag_actor_comm_t *e, adag_status_t status, const char *why,
                            const void *by)
 {
     pthread_mutex_lock(&e->lock);
@@ -179,7 +179,7 @@ void adag_actor_comm_blame(adag_actor_comm_t *e, adag_status_t status, const cha
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comm_unblame(adag_actor_comm_t *e, const void *by)
+void adag__actor_comm_unblame(adag_actor_comm_t *e, const void *by)
 {
     pthread_mutex_lock(&e->lock);
     if (!e->aborted && e->why[0] && e->why_by == by)
@@ -187,7 +187,7 @@ void adag_actor_comm_unblame(adag_actor_comm_t *e, const void *by)
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comm_dag_aborted(adag_actor_comm_t *e, int failed)
+void adag__actor_comm_dag_aborted(adag_actor_comm_t *e, int failed)
 {
     pthread_mutex_lock(&e->lock);
     if (failed && !e->spec.shared)
@@ -196,7 +196,7 @@ void adag_actor_comm_dag_aborted(adag_actor_comm_t *e, int failed)
     pthread_mutex_unlock(&e->lock);
 }
 
-int adag_actor_comm_shared(const adag_actor_comm_t *e)
+int adag__actor_comm_shared(const adag_actor_comm_t *e)
 {
     return (int)e->spec.shared;
 }
@@ -244,20 +244,20 @@ static void sweep_locked(adag_actor_comm_t *e)
     for (unsigned i = 0; i < e->nretired; i++) {
         struct retired *r = &e->retired[i];
         adag_slot_view_t v;
-        while (adag_chan_ready(r->order, r->next_seq) &&
-               adag_chan_wait(r->order, r->next_seq, 0, &v) == ADAG_OK) {
+        while (adag__chan_ready(r->order, r->next_seq) &&
+               adag__chan_wait(r->order, r->next_seq, 0, &v) == ADAG_OK) {
             uint64_t ticket;
             if (v.status == ADAG_OK && v.size == sizeof(ticket)) {
                 memcpy(&ticket, v.data, sizeof(ticket));
                 skip_locked(e, ticket);
             }
-            adag_chan_release(r->order, r->next_seq);
+            adag__chan_release(r->order, r->next_seq);
             r->next_seq++;
         }
     }
 }
 
-adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
+adag_status_t adag__actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
                                         const void *holder, const char *dag,
                                         const _Atomic uint32_t *abort, int64_t deadline)
 {
@@ -282,15 +282,15 @@ adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
             break;
         }
         if (e->next_turn > ticket) {
-            st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: communicator %llu: ticket %llu came "
+            st = adag__error(ADAG_ERR_PROTOCOL, "actor %s: communicator %llu: ticket %llu came "
                             "after its turn (%llu runs next)", e->actor,
                             (unsigned long long)e->spec.key, (unsigned long long)ticket,
                             (unsigned long long)e->next_turn);
             break;
         }
-        int64_t now = adag_now_ns();
+        int64_t now = adag__now_ns();
         if (deadline != ADAG_FOREVER && now >= deadline) {
-            st = adag_error(ADAG_ERR_TIMEOUT, "actor %s: communicator %llu: the turn of ticket "
+            st = adag__error(ADAG_ERR_TIMEOUT, "actor %s: communicator %llu: the turn of ticket "
                             "%llu did not come: ticket %llu runs first, %s%s%s", e->actor,
                             (unsigned long long)e->spec.key, (unsigned long long)ticket,
                             (unsigned long long)e->next_turn,
@@ -307,7 +307,7 @@ adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
         if (until == ADAG_FOREVER) {
             pthread_cond_wait(&e->turn_cond, &e->lock);
         } else {
-            struct timespec ts = adag_timespec_at(until);
+            struct timespec ts = adag__timespec_at(until);
             pthread_cond_timedwait(&e->turn_cond, &e->lock, &ts);
         }
     }
@@ -315,7 +315,7 @@ adag_status_t adag_actor_comm_turn_take(adag_actor_comm_t *e, uint64_t ticket,
     return st;
 }
 
-void adag_actor_comm_turn_end(adag_actor_comm_t *e, uint64_t ticket)
+void adag__actor_comm_turn_end(adag_actor_comm_t *e, uint64_t ticket)
 {
     pthread_mutex_lock(&e->lock);
     e->holder = NULL;
@@ -323,7 +323,7 @@ void adag_actor_comm_turn_end(adag_actor_comm_t *e, uint64_t ticket)
     pthread_mutex_unlock(&e->lock);
 }
 
-int adag_actor_comm_turn_held_by(adag_actor_comm_t *e, const void *holder)
+int adag__actor_comm_turn_held_by(adag_actor_comm_t *e, const void *holder)
 {
     pthread_mutex_lock(&e->lock);
     int held = e->holder == holder;
@@ -351,7 +351,7 @@ static adag_status_t why_locked(adag_actor_comm_t *e, char *buf, size_t len, int
     return e->aborted ? ADAG_ERR_CLOSED : ADAG_OK;
 }
 
-adag_status_t adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len, int *peer)
+adag_status_t adag__actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len, int *peer)
 {
     int p;
     pthread_mutex_lock(&e->lock);
@@ -362,7 +362,7 @@ adag_status_t adag_actor_comm_why(adag_actor_comm_t *e, char *buf, size_t len, i
     return st == ADAG_OK ? ADAG_ERR_CLOSED : st;
 }
 
-adag_status_t adag_actor_comm_broken(adag_actor_comm_t *e, const void *by, char *buf,
+adag_status_t adag__actor_comm_broken(adag_actor_comm_t *e, const void *by, char *buf,
                                      size_t len)
 {
     int peer = 0;
@@ -374,7 +374,7 @@ adag_status_t adag_actor_comm_broken(adag_actor_comm_t *e, const void *by, char 
     return peer ? ADAG_OK : st;
 }
 
-void adag_actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t next_seq,
+void adag__actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t next_seq,
                             const void *owner)
 {
     pthread_mutex_lock(&e->lock);
@@ -390,7 +390,7 @@ void adag_actor_comm_retire(adag_actor_comm_t *e, adag_chan_t *order, uint64_t n
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comm_unretire(adag_actor_comm_t *e, const void *owner)
+void adag__actor_comm_unretire(adag_actor_comm_t *e, const void *owner)
 {
     pthread_mutex_lock(&e->lock);
     sweep_locked(e);
@@ -436,16 +436,16 @@ static adag_actor_comm_t *find(adag_actor_comms_t *t, uint64_t key)
     return NULL;
 }
 
-adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_t *spec,
+adag_status_t adag__actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_t *spec,
                                     const adag_chan_device_t *dev, const char *actor,
                                     int64_t deadline, adag_actor_comm_t **out)
 {
-    const adag_comm_ops_t *ops = adag_comm_backend(spec->kind);
+    const adag_comm_ops_t *ops = adag__comm_backend(spec->kind);
     adag_actor_comm_t *e = NULL;
     adag_status_t st;
     *out = NULL;
     if (!ops || !dev || ops->device_kind != dev->kind)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "actor %s: communicator %llu (%s) needs an actor on a %s device",
                           actor, (unsigned long long)spec->key, ops ? ops->name : "?",
                           ops ? adag_device_kind_name(ops->device_kind) : "?");
@@ -455,12 +455,12 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
         pthread_mutex_lock(&e->lock);
         if (e->spec.rank != spec->rank || e->spec.nranks != spec->nranks ||
             e->spec.kind != spec->kind)
-            st = adag_error(ADAG_ERR_INVALID,
+            st = adag__error(ADAG_ERR_INVALID,
                             "actor %s: communicator %llu was joined as rank %u of %u, now asked "
                             "as rank %u of %u", actor, (unsigned long long)spec->key,
                             e->spec.rank, e->spec.nranks, spec->rank, spec->nranks);
         else if (e->aborted)
-            st = adag_error(ADAG_ERR_CLOSED, "actor %s: communicator %llu was aborted",
+            st = adag__error(ADAG_ERR_CLOSED, "actor %s: communicator %llu was aborted",
                             actor, (unsigned long long)spec->key);
         else
             e->refs++;
@@ -472,7 +472,7 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
     }
     if (!(e = calloc(1, sizeof(*e)))) {
         pthread_mutex_unlock(&t->lock);
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: communicator: out of memory", actor);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: communicator: out of memory", actor);
     }
     atomic_fetch_add_explicit(&live_entries, 1, memory_order_relaxed);
     e->spec = *spec;
@@ -492,13 +492,13 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
     e->state = JOINING;
     e->refs = 2; /* the table and the caller */
     if ((st = dev->dev->ops->stream_create(dev->dev, &e->stream)) != ADAG_OK) {
-        adag_error_prefix("actor %s: communicator %llu: its stream", actor,
+        adag__error_prefix("actor %s: communicator %llu: its stream", actor,
                           (unsigned long long)spec->key);
         goto fail;
     }
     int rc = pthread_create(&e->joiner, NULL, join_main, e);
     if (rc != 0) {
-        st = adag_error_errno(rc, "actor %s: communicator %llu: pthread_create", actor,
+        st = adag__error_errno(rc, "actor %s: communicator %llu: pthread_create", actor,
                               (unsigned long long)spec->key);
         goto fail;
     }
@@ -511,11 +511,11 @@ adag_status_t adag_actor_comm_begin(adag_actor_comms_t *t, const adag_comm_spec_
 fail:
     pthread_mutex_unlock(&t->lock);
     e->refs = 1;
-    adag_actor_comm_put(e);
+    adag__actor_comm_put(e);
     return st;
 }
 
-adag_status_t adag_actor_comm_finish(adag_actor_comm_t *e, int64_t deadline,
+adag_status_t adag__actor_comm_finish(adag_actor_comm_t *e, int64_t deadline,
                                      adag_chan_comm_t *out)
 {
     adag_status_t st = ADAG_OK;
@@ -525,22 +525,22 @@ adag_status_t adag_actor_comm_finish(adag_actor_comm_t *e, int64_t deadline,
             pthread_cond_wait(&e->cond, &e->lock);
             continue;
         }
-        if (adag_now_ns() >= deadline)
+        if (adag__now_ns() >= deadline)
             break;
-        struct timespec ts = adag_timespec_at(deadline);
+        struct timespec ts = adag__timespec_at(deadline);
         pthread_cond_timedwait(&e->cond, &e->lock, &ts);
     }
     if (e->state == JOINING)
-        st = adag_error(ADAG_ERR_TIMEOUT,
+        st = adag__error(ADAG_ERR_TIMEOUT,
                         "actor %s: communicator %llu (%s, rank %u of %u) was not joined by "
                         "every rank in time", e->actor, (unsigned long long)e->spec.key,
                         e->ops->name, e->spec.rank, e->spec.nranks);
     else if (e->state == FAILED)
-        st = adag_error(e->join_status, "actor %s: communicator %llu (%s, rank %u of %u): %s",
+        st = adag__error(e->join_status, "actor %s: communicator %llu (%s, rank %u of %u): %s",
                         e->actor, (unsigned long long)e->spec.key, e->ops->name, e->spec.rank,
                         e->spec.nranks, e->why);
     else if (e->aborted)
-        st = adag_error(ADAG_ERR_CLOSED, "actor %s: communicator %llu was aborted", e->actor,
+        st = adag__error(ADAG_ERR_CLOSED, "actor %s: communicator %llu was aborted", e->actor,
                         (unsigned long long)e->spec.key);
     else
         *out = (adag_chan_comm_t){e->spec.key, e->comm, e->stream};
@@ -548,7 +548,7 @@ adag_status_t adag_actor_comm_finish(adag_actor_comm_t *e, int64_t deadline,
     return st;
 }
 
-void adag_actor_comm_drop(adag_actor_comms_t *t, uint64_t key)
+void adag__actor_comm_drop(adag_actor_comms_t *t, uint64_t key)
 {
     pthread_mutex_lock(&t->lock);
     adag_actor_comm_t **p = &t->list;
@@ -560,19 +560,19 @@ void adag_actor_comm_drop(adag_actor_comms_t *t, uint64_t key)
     pthread_mutex_unlock(&t->lock);
     if (!e)
         return;
-    adag_actor_comm_abort(e);
-    adag_actor_comm_put(e);
+    adag__actor_comm_abort(e);
+    adag__actor_comm_put(e);
 }
 
 /* Waits until e's join ended (bounded by its own deadline and a second):
  * the joining thread uses the actor's device, which closes after this. */
 static void wait_join(adag_actor_comm_t *e)
 {
-    int64_t deadline = e->deadline == ADAG_FOREVER ? adag_deadline_ms(60000)
+    int64_t deadline = e->deadline == ADAG_FOREVER ? adag__deadline_ms(60000)
                                                    : e->deadline + 1000000000;
     pthread_mutex_lock(&e->lock);
-    while (e->state == JOINING && adag_now_ns() < deadline) {
-        struct timespec ts = adag_timespec_at(deadline);
+    while (e->state == JOINING && adag__now_ns() < deadline) {
+        struct timespec ts = adag__timespec_at(deadline);
         pthread_cond_timedwait(&e->cond, &e->lock, &ts);
     }
     if (e->state == JOINING)
@@ -581,7 +581,7 @@ static void wait_join(adag_actor_comm_t *e)
     pthread_mutex_unlock(&e->lock);
 }
 
-void adag_actor_comms_destroy(adag_actor_comms_t *t)
+void adag__actor_comms_destroy(adag_actor_comms_t *t)
 {
     pthread_mutex_lock(&t->lock);
     for (adag_actor_comm_t *e = t->list; e; e = e->next)
@@ -594,12 +594,12 @@ void adag_actor_comms_destroy(adag_actor_comms_t *t)
         pthread_mutex_unlock(&t->lock);
         if (!e)
             break;
-        adag_actor_comm_drop(t, key);
+        adag__actor_comm_drop(t, key);
     }
     /* the entries' streams were on it: each was freed by its last put,
      * which the DAG contexts (all destroyed) and the drops above gave */
-    adag_actor_device_close(t->host_device, "(a host actor's communicators)",
-                            adag_deadline_ms(t->settings->teardown_timeout_ms));
+    adag__actor_device_close(t->host_device, "(a host actor's communicators)",
+                            adag__deadline_ms(t->settings->teardown_timeout_ms));
     t->host_device = NULL;
     pthread_mutex_destroy(&t->lock);
 }

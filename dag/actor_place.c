@@ -10,7 +10,7 @@
 _Static_assert(ADAG_MSG_NIC_MAX == ADAG_NIC_NAME_MAX, "NIC names differ in size");
 _Static_assert(ADAG_MSG_CPUS_MAX == ADAG_CPULIST_MAX, "CPU lists differ in size");
 
-void adag_actor_place_request(const adag_actor_params_t *p, int automatic,
+void adag__actor_place_request(const adag_actor_params_t *p, int automatic,
                               adag_msg_place_t *req)
 {
     memset(req, 0, sizeof(*req));
@@ -31,24 +31,24 @@ void adag_actor_place_request(const adag_actor_params_t *p, int automatic,
     }
 }
 
-adag_status_t adag_actor_place_check(const adag_actor_params_t *p, const char *fn)
+adag_status_t adag__actor_place_check(const adag_actor_params_t *p, const char *fn)
 {
     if (p->field_mask & ADAG_ACTOR_PARAM_CPUS) {
         cpu_set_t set;
         const char *bad = "";
         if (!p->cpus)
-            return adag_error(ADAG_ERR_INVALID, "%s: cpus is set (ADAG_ACTOR_PARAM_CPUS) but NULL",
+            return adag__error(ADAG_ERR_INVALID, "%s: cpus is set (ADAG_ACTOR_PARAM_CPUS) but NULL",
                               fn);
-        if (strlen(p->cpus) >= ADAG_CPULIST_MAX || adag_cpulist_parse(p->cpus, &set, &bad) != 0)
-            return adag_error(ADAG_ERR_INVALID, "%s: cpus \"%.64s\" is not a CPU list like "
+        if (strlen(p->cpus) >= ADAG_CPULIST_MAX || adag__cpulist_parse(p->cpus, &set, &bad) != 0)
+            return adag__error(ADAG_ERR_INVALID, "%s: cpus \"%.64s\" is not a CPU list like "
                               "\"0-3,8\" (at \"%.32s\")", fn, p->cpus, bad);
     }
     if ((p->field_mask & ADAG_ACTOR_PARAM_NUMA) && (p->numa < -1 || p->numa > 4095))
-        return adag_error(ADAG_ERR_INVALID, "%s: numa %d is not a NUMA node number (0-4095, or "
+        return adag__error(ADAG_ERR_INVALID, "%s: numa %d is not a NUMA node number (0-4095, or "
                           "-1 for none)", fn, p->numa);
     if ((p->field_mask & ADAG_ACTOR_PARAM_NIC) &&
         (!p->nic || strlen(p->nic) >= ADAG_NIC_NAME_MAX))
-        return adag_error(ADAG_ERR_INVALID, "%s: nic (ADAG_ACTOR_PARAM_NIC) must be a name of "
+        return adag__error(ADAG_ERR_INVALID, "%s: nic (ADAG_ACTOR_PARAM_NIC) must be a name of "
                           "at most %d bytes (\"\" for UCX's choice)", fn, ADAG_NIC_NAME_MAX - 1);
     return ADAG_OK;
 }
@@ -60,33 +60,33 @@ static int map_gpu(const adag_topo_t *t, const char *who, int32_t kind, unsigned
 {
     if (kind == ADAG_DEV_EMULATED)
         return index < t->ngpus ? (int)index : -1;
-    const adag_device_ops_t *ops = adag_device_backend((uint32_t)kind);
+    const adag_device_ops_t *ops = adag__device_backend((uint32_t)kind);
     char bus[32];
     if (!ops || !ops->pci_bus_id || ops->pci_bus_id(index, bus, sizeof(bus)) != ADAG_OK) {
         ADAG_LOG_INFO("%s: no PCI bus id for its device: placed as an actor without one", who);
         return -1;
     }
-    int gpu = adag_topo_gpu_by_bus(t, bus);
+    int gpu = adag__topo_gpu_by_bus(t, bus);
     if (gpu < 0)
         ADAG_LOG_WARN("%s: its GPU %s is not in the topology of %s: placed as an actor without "
                       "one", who, bus, t->source);
     return gpu;
 }
 
-adag_status_t adag_actor_place_decide(const char *who, int32_t device_kind, unsigned device_index,
+adag_status_t adag__actor_place_decide(const char *who, int32_t device_kind, unsigned device_index,
                                       const adag_msg_place_t *req, adag_place_t *out)
 {
     int automatic = (req->flags & ADAG_MSG_PLACE_AUTOMATIC) != 0;
     int asked = (req->flags & (ADAG_MSG_PLACE_CPUS | ADAG_MSG_PLACE_NIC)) || req->numa >= 0;
     int numa_given = (req->flags & ADAG_MSG_PLACE_NUMA_GIVEN) != 0;
     if (!asked && !(automatic && device_kind >= 0)) {
-        adag_place_none(out);
+        adag__place_none(out);
         return ADAG_OK;
     }
     const adag_topo_t *t;
-    adag_status_t st = adag_topo_get(&t);
+    adag_status_t st = adag__topo_get(&t);
     if (st != ADAG_OK) {
-        adag_error_prefix("%s", who);
+        adag__error_prefix("%s", who);
         return st;
     }
     adag_place_request_t r = {
@@ -97,10 +97,10 @@ adag_status_t adag_actor_place_decide(const char *who, int32_t device_kind, unsi
         .nic = (req->flags & ADAG_MSG_PLACE_NIC) ? req->nic : NULL,
         .automatic = automatic,
     };
-    return adag_place(t, &r, who, out);
+    return adag__place(t, &r, who, out);
 }
 
-void adag_place_to_msg(const adag_place_t *p, adag_msg_place_t *m)
+void adag__place_to_msg(const adag_place_t *p, adag_msg_place_t *m)
 {
     memset(m, 0, sizeof(*m));
     m->flags = (p->bound ? ADAG_MSG_PLACE_BOUND : 0) |
@@ -109,17 +109,17 @@ void adag_place_to_msg(const adag_place_t *p, adag_msg_place_t *m)
                ((p->given & ADAG_PLACE_GIVEN_CPUS) ? ADAG_MSG_PLACE_CPUS : 0) |
                ((p->given & ADAG_PLACE_GIVEN_NIC) ? ADAG_MSG_PLACE_NIC : 0);
     m->numa = p->numa;
-    adag_cpulist_format(&p->cpus, m->cpus, sizeof(m->cpus));
+    adag__cpulist_format(&p->cpus, m->cpus, sizeof(m->cpus));
     snprintf(m->nic, sizeof(m->nic), "%s", p->nic);
     snprintf(m->gpu, sizeof(m->gpu), "%s", p->gpu_bus_id);
     m->nic_dist = p->nic[0] ? (uint32_t)p->nic_dist : 0;
 }
 
-adag_status_t adag_place_from_msg(const adag_msg_place_t *m, adag_place_t *p)
+adag_status_t adag__place_from_msg(const adag_msg_place_t *m, adag_place_t *p)
 {
-    adag_place_none(p);
-    if (adag_cpulist_parse(m->cpus, &p->cpus, NULL) != 0)
-        return adag_error(ADAG_ERR_PROTOCOL, "the worker's placement names CPUs \"%.64s\"",
+    adag__place_none(p);
+    if (adag__cpulist_parse(m->cpus, &p->cpus, NULL) != 0)
+        return adag__error(ADAG_ERR_PROTOCOL, "the worker's placement names CPUs \"%.64s\"",
                           m->cpus);
     p->bound = (m->flags & ADAG_MSG_PLACE_BOUND) != 0;
     p->this_system = (m->flags & ADAG_MSG_PLACE_THIS_SYSTEM) != 0;
@@ -136,7 +136,7 @@ adag_status_t adag_place_from_msg(const adag_msg_place_t *m, adag_place_t *p)
     return ADAG_OK;
 }
 
-int adag_place_share(const adag_place_t *a, const char *host_a, const adag_place_t *b,
+int adag__place_share(const adag_place_t *a, const char *host_a, const adag_place_t *b,
                      const char *host_b)
 {
     cpu_set_t both;

@@ -103,10 +103,10 @@ static void send_refusal(int c, const char *peer, const char *bound, const char 
     adag_wbuf_t wb = {0};
     char msg[256];
     snprintf(msg, sizeof(msg), "the agent at %s refused this driver: %s", bound, why);
-    adag_msg_encode_reply(&wb, ADAG_ERR_INVALID, msg, (adag_blob_t){NULL, 0});
+    adag__msg_encode_reply(&wb, ADAG_ERR_INVALID, msg, (adag_blob_t){NULL, 0});
     if (!wb.failed)
-        (void)adag_ctl_send(c, ADAG_MSG_REPLY, wb.data, wb.len, NULL, 0);
-    adag_wbuf_free(&wb);
+        (void)adag__ctl_send(c, ADAG_MSG_REPLY, wb.data, wb.len, NULL, 0);
+    adag__wbuf_free(&wb);
     fprintf(stderr, "adag-worker agent %s: refused %s: %s\n", bound, peer, why);
 }
 
@@ -131,7 +131,7 @@ static const char *authenticate(const agent_t *ag, int c, char *why, size_t why_
 {
     adag_ctl_msg_t msg;
     adag_msg_hello_t h;
-    adag_status_t st = adag_ctl_recv(c, adag_deadline_ms(ag->auth_ms), &msg);
+    adag_status_t st = adag__ctl_recv(c, adag__deadline_ms(ag->auth_ms), &msg);
     if (st == ADAG_ERR_TIMEOUT) {
         snprintf(why, why_len, "no HELLO within ADAG_AGENT_AUTH_TIMEOUT_MS=%lld ms",
                  (long long)ag->auth_ms);
@@ -141,19 +141,19 @@ static const char *authenticate(const agent_t *ag, int c, char *why, size_t why_
         snprintf(why, why_len, "no HELLO: %s", adag_last_error());
         return why;
     }
-    if (msg.type != ADAG_MSG_HELLO || msg.nfds || adag_msg_decode_hello(&msg, &h) != ADAG_OK) {
+    if (msg.type != ADAG_MSG_HELLO || msg.nfds || adag__msg_decode_hello(&msg, &h) != ADAG_OK) {
         snprintf(why, why_len, "the first message is not a well-formed HELLO");
     } else if (h.magic != ADAG_PROTOCOL_MAGIC || h.version != ADAG_PROTOCOL_VERSION) {
         snprintf(why, why_len, "it speaks control protocol %u (magic 0x%x), this agent %u",
                  h.version, h.magic, ADAG_PROTOCOL_VERSION);
     } else if (h.token.len == 0) {
         snprintf(why, why_len, "no token (set ADAG_TOKEN_FILE or ADAG_TOKEN for the driver)");
-    } else if (!adag_token_equal(h.token.data, h.token.len, ag->token, ag->token_len)) {
+    } else if (!adag__token_equal(h.token.data, h.token.len, ag->token, ag->token_len)) {
         snprintf(why, why_len, "wrong token");
     } else {
         why = NULL;
     }
-    adag_ctl_msg_free(&msg);
+    adag__ctl_msg_free(&msg);
     return why;
 }
 
@@ -186,7 +186,7 @@ static void child_serve(const agent_t *ag, int c, const char *peer)
         if (ag->linger[i].fd >= 0)
             close(ag->linger[i].fd);
     char why[256];
-    const char *refused = adag_tcp_tune(c, ag->remote_ms) != ADAG_OK
+    const char *refused = adag__tcp_tune(c, ag->remote_ms) != ADAG_OK
                               ? adag_last_error()
                               : authenticate(ag, c, why, sizeof(why));
     if (!refused) {
@@ -196,12 +196,12 @@ static void child_serve(const agent_t *ag, int c, const char *peer)
     }
     send_refusal(c, peer, ag->bound, refused);
     shutdown(c, SHUT_WR);
-    int64_t until = adag_deadline_ms(LINGER_MS);
+    int64_t until = adag__deadline_ms(LINGER_MS);
     for (;;) {
         struct pollfd p = {.fd = c, .events = POLLIN};
-        if (adag_now_ns() >= until)
+        if (adag__now_ns() >= until)
             break;
-        int n = poll(&p, 1, adag_ms_left(until));
+        int n = poll(&p, 1, adag__ms_left(until));
         if (n < 0 && errno != EINTR)
             break;
         if (n > 0 && drop_input(c))
@@ -229,7 +229,7 @@ static void refuse_here(agent_t *ag, int c, const char *peer, const char *why)
     if (l->fd >= 0)
         close(l->fd); /* the oldest: its refusal has had the longest */
     l->fd = c;
-    l->until = adag_deadline_ms(LINGER_MS);
+    l->until = adag__deadline_ms(LINGER_MS);
 }
 
 static void slot_free(auth_slot_t *s)
@@ -258,8 +258,8 @@ static void serve(agent_t *ag, int c, const char *peer)
         refuse_here(ag, c, peer, why);
         return;
     }
-    gate[0] = adag_fd_above_stdio(gate[0]);
-    gate[1] = adag_fd_above_stdio(gate[1]);
+    gate[0] = adag__fd_above_stdio(gate[0]);
+    gate[1] = adag__fd_above_stdio(gate[1]);
     pid_t pid = gate[0] >= 0 && gate[1] >= 0 ? fork() : -1;
     if (pid == 0) {
         close(gate[0]);
@@ -279,7 +279,7 @@ static void serve(agent_t *ag, int c, const char *peer)
     close(c);
     s->pid = pid;
     s->gate = gate[0];
-    s->since = adag_now_ns();
+    s->since = adag__now_ns();
     snprintf(s->peer, sizeof(s->peer), "%s", peer);
 }
 
@@ -288,7 +288,7 @@ static void serve(agent_t *ag, int c, const char *peer)
  * agent reaps its workers at least that often). */
 static int expire(agent_t *ag)
 {
-    int64_t now = adag_now_ns(), next = now + 1000000000;
+    int64_t now = adag__now_ns(), next = now + 1000000000;
     int64_t life = (ag->auth_ms + LINGER_MS + KILL_SLACK_MS) * 1000000;
     for (int i = 0; i < MAX_LINGERING; i++) {
         lingering_t *l = &ag->linger[i];
@@ -338,7 +338,7 @@ static int write_port_file(const char *path, const char *bound)
     return 0;
 }
 
-int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token_len,
+int adag__agent_serve(int lfd, const char *bound, const char *token, size_t token_len,
                      int stop_fd)
 {
     agent_t *ag = calloc(1, sizeof(*ag));
@@ -359,8 +359,8 @@ int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token
     ag->bound = bound;
     ag->token = token;
     ag->token_len = token_len;
-    ag->auth_ms = adag_process_settings()->agent_auth_timeout_ms;
-    ag->remote_ms = adag_settings_env_int("ADAG_REMOTE_TIMEOUT_MS");
+    ag->auth_ms = adag__process_settings()->agent_auth_timeout_ms;
+    ag->remote_ms = adag__settings_env_int("ADAG_REMOTE_TIMEOUT_MS");
     for (int i = 0; i < MAX_AUTHENTICATING; i++)
         ag->auth[i].gate = -1;
     for (int i = 0; i < MAX_LINGERING; i++)
@@ -395,11 +395,11 @@ int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token
             }
         if (!p[0].revents)
             continue;
-        int c = adag_fd_above_stdio(accept4(lfd, NULL, NULL, SOCK_CLOEXEC));
+        int c = adag__fd_above_stdio(accept4(lfd, NULL, NULL, SOCK_CLOEXEC));
         if (c < 0)
             continue;
         char peer[ADAG_HOSTPORT_MAX];
-        adag_tcp_peer_name(c, peer, sizeof(peer));
+        adag__tcp_peer_name(c, peer, sizeof(peer));
         serve(ag, c, peer);
     }
     for (int i = 0; i < MAX_AUTHENTICATING; i++)
@@ -412,19 +412,19 @@ int adag_agent_serve(int lfd, const char *bound, const char *token, size_t token
     return 0;
 }
 
-int adag_agent_main(const char *addr, const char *port_file)
+int adag__agent_main(const char *addr, const char *port_file)
 {
     char token[ADAG_TOKEN_MAX], bound[ADAG_HOSTPORT_MAX];
     size_t token_len;
     int lfd;
     adag_settings_t env;
-    if (adag_settings_from_env(&env) != ADAG_OK) {
+    if (adag__settings_from_env(&env) != ADAG_OK) {
         fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
         return 2;
     }
-    adag_status_t st = adag_token_load(&env, token, &token_len);
-    adag_settings_free(&env);
-    if (st != ADAG_OK || adag_tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
+    adag_status_t st = adag__token_load(&env, token, &token_len);
+    adag__settings_free(&env);
+    if (st != ADAG_OK || adag__tcp_listen(addr, &lfd, bound, sizeof(bound)) != ADAG_OK) {
         fprintf(stderr, "adag-worker --agent %s: %s\n", addr, adag_last_error());
         return 2;
     }
@@ -432,5 +432,5 @@ int adag_agent_main(const char *addr, const char *port_file)
         fprintf(stderr, "adag-worker --agent: cannot write %s: %s\n", port_file, strerror(errno));
         return 2;
     }
-    return adag_agent_serve(lfd, bound, token, token_len, -1);
+    return adag__agent_serve(lfd, bound, token, token_len, -1);
 }

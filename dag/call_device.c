@@ -29,30 +29,30 @@ adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args), const 
                                 size_t size)
 {
     if (!call)
-        return adag_error(ADAG_ERR_INVALID, "adag_call_enqueue: call is NULL");
-    const char *actor = call->loop->actor_name, *method = adag_call_method_name(call);
+        return adag__error(ADAG_ERR_INVALID, "adag_call_enqueue: call is NULL");
+    const char *actor = call->loop->actor_name, *method = adag__call_method_name(call);
     const adag_chan_device_t *d = call->loop->actor.device;
     if (!d)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_enqueue: the actor has no device "
                                "(adag_actor_params_t.device)",
                                actor, method);
     if (!fn)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_enqueue: fn is NULL", actor, method);
     if (size > ADAG_DEVICE_ARGS_MAX)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_enqueue: %zu bytes of arguments, at most "
                                "%d",
                                actor, method, size, ADAG_DEVICE_ARGS_MAX);
     if (size && !args)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_enqueue: args is NULL for %zu bytes", actor,
                                method, size);
     adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
     call->used_stream = 1;
     if (st != ADAG_OK)
-        return adag_call_error(call, st, "actor %s.%s: adag_call_enqueue: %s", actor, method,
+        return adag__call_error(call, st, "actor %s.%s: adag_call_enqueue: %s", actor, method,
                                adag_last_error());
     return ADAG_OK;
 }

@@ -12,10 +12,10 @@
 #define NRESERVED(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_MODULE_CLASSES 4096 /* bound on a module's class table (NULL-terminated) */
 
-adag_status_t adag_class_validate(const adag_class_def_t *def, const char *where)
+adag_status_t adag__class_validate(const adag_class_def_t *def, const char *where)
 {
     if (def->abi_version != ADAG_ABI_VERSION)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: the class definition has abi_version %u, this library has "
                           "ADAG_ABI_VERSION %u (%s)",
                           where, def->abi_version, ADAG_ABI_VERSION,
@@ -24,42 +24,42 @@ adag_status_t adag_class_validate(const adag_class_def_t *def, const char *where
                                 ".abi_version = ADAG_ABI_VERSION"
                               : "rebuild it against this adag.h");
     if (!def->name || !*def->name || strnlen(def->name, ADAG_MAX_NAME) >= ADAG_MAX_NAME)
-        return adag_error(ADAG_ERR_INVALID, "%s: class name must be 1..%d bytes", where,
+        return adag__error(ADAG_ERR_INVALID, "%s: class name must be 1..%d bytes", where,
                           ADAG_MAX_NAME - 1);
     for (unsigned r = 0; r < NRESERVED(def->reserved); r++)
         if (def->reserved[r])
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: class %s: reserved[%u] is 0x%llx; the reserved words of "
                               "adag_class_def_t must be zero",
                               where, def->name, r, (unsigned long long)def->reserved[r]);
     if (def->nmethods == 0 || !def->methods)
-        return adag_error(ADAG_ERR_INVALID, "%s: class %s has no methods", where, def->name);
+        return adag__error(ADAG_ERR_INVALID, "%s: class %s has no methods", where, def->name);
     if (def->nmethods > ADAG_MAX_METHODS)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: class %s has %u methods, more than ADAG_MAX_METHODS (%d)", where,
                           def->name, def->nmethods, ADAG_MAX_METHODS);
     for (unsigned i = 0; i < def->nmethods; i++) {
         const adag_method_def_t *m = &def->methods[i];
-        if (!m->fn || !adag_method_shape_ok(m->name, m->nargs, m->nreturns))
-            return adag_error(ADAG_ERR_INVALID,
+        if (!m->fn || !adag__method_shape_ok(m->name, m->nargs, m->nreturns))
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: class %s method %u (%s) needs a name of 1..%d bytes, a "
                               "function, 0..%d args and 1..%d returns",
                               where, def->name, i, m->name ? m->name : "(null)",
                               ADAG_MAX_NAME - 1, ADAG_MAX_ARGS, ADAG_MAX_RETURNS);
         for (unsigned j = 0; j < i; j++)
             if (strcmp(def->methods[j].name, m->name) == 0)
-                return adag_error(ADAG_ERR_INVALID, "%s: class %s defines method %s twice",
+                return adag__error(ADAG_ERR_INVALID, "%s: class %s defines method %s twice",
                                   where, def->name, m->name);
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_class_methods(const adag_class_def_t *def, const char *where,
+adag_status_t adag__class_methods(const adag_class_def_t *def, const char *where,
                                  adag_method_info_t **methods)
 {
     adag_method_info_t *m = calloc(def->nmethods, sizeof(*m));
     if (!m)
-        return adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory for the %u methods of class %s",
+        return adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory for the %u methods of class %s",
                           where, def->nmethods, def->name);
     for (unsigned i = 0; i < def->nmethods; i++) {
         snprintf(m[i].name, sizeof(m[i].name), "%s", def->methods[i].name);
@@ -76,20 +76,20 @@ static adag_status_t check_module_abi(void *handle, const char *path)
 {
     const uint32_t *version = dlsym(handle, "adag_module_abi_version");
     if (!version)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "module %s has no ABI version (no adag_module_abi_version symbol: built "
                           "against an adag older than 0.2, or without ADAG_MODULE); this "
                           "adag-worker has ABI version %u: rebuild the module against its adag.h",
                           path, ADAG_ABI_VERSION);
     if (*version != ADAG_ABI_VERSION)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "module %s was built for adag ABI version %u, this adag-worker has ABI "
                           "version %u: rebuild the module against its adag.h",
                           path, *version, ADAG_ABI_VERSION);
     return ADAG_OK;
 }
 
-adag_status_t adag_module_load(const char *path, const char *class_name, void **handle,
+adag_status_t adag__module_load(const char *path, const char *class_name, void **handle,
                                const adag_class_def_t **def)
 {
     const adag_class_def_t *found = NULL;
@@ -98,12 +98,12 @@ adag_status_t adag_module_load(const char *path, const char *class_name, void **
 
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
-        return adag_error(ADAG_ERR_NOT_FOUND, "cannot load module %s: %s", path, dlerror());
+        return adag__error(ADAG_ERR_NOT_FOUND, "cannot load module %s: %s", path, dlerror());
     if ((st = check_module_abi(h, path)) != ADAG_OK)
         goto fail;
     const adag_class_def_t *const *classes = dlsym(h, "adag_module_classes");
     if (!classes) {
-        st = adag_error(ADAG_ERR_NOT_FOUND, "module %s exports no classes (ADAG_MODULE missing)",
+        st = adag__error(ADAG_ERR_NOT_FOUND, "module %s exports no classes (ADAG_MODULE missing)",
                         path);
         goto fail;
     }
@@ -111,11 +111,11 @@ adag_status_t adag_module_load(const char *path, const char *class_name, void **
         if (classes[i]->name && strcmp(classes[i]->name, class_name) == 0)
             found = classes[i];
     if (!found) {
-        st = adag_error(ADAG_ERR_NOT_FOUND, "module %s has no class %s", path, class_name);
+        st = adag__error(ADAG_ERR_NOT_FOUND, "module %s has no class %s", path, class_name);
         goto fail;
     }
     snprintf(where, sizeof(where), "module %s", path);
-    if ((st = adag_class_validate(found, where)) != ADAG_OK)
+    if ((st = adag__class_validate(found, where)) != ADAG_OK)
         goto fail;
     *handle = h;
     *def = found;
@@ -127,7 +127,7 @@ fail:
 
 /* ---- init: running it, and why it failed ---- */
 
-/* The init running on this thread (adag_class_init) and the first message
+/* The init running on this thread (adag__class_init) and the first message
  * it gave adag_init_fail. Thread-local: an init runs on the thread that
  * creates the actor (a thread actor's) or the worker's main thread. */
 typedef struct {
@@ -142,7 +142,7 @@ static _Thread_local init_call_t init_call;
 adag_status_t adag_init_fail(const char *fmt, ...)
 {
     if (!init_call.running)
-        return adag_error(ADAG_ERR_INVALID, "adag_init_fail: no class's init runs on this thread");
+        return adag__error(ADAG_ERR_INVALID, "adag_init_fail: no class's init runs on this thread");
     if (!init_call.failed) {
         va_list ap;
         va_start(ap, fmt);
@@ -153,7 +153,7 @@ adag_status_t adag_init_fail(const char *fmt, ...)
     return ADAG_ERR_INVALID;
 }
 
-adag_status_t adag_class_init(const adag_class_def_t *def, void *state, const void *data,
+adag_status_t adag__class_init(const adag_class_def_t *def, void *state, const void *data,
                               size_t size, const char *who)
 {
     /* an init may create an actor whose init runs here too: its record
@@ -168,8 +168,8 @@ adag_status_t adag_class_init(const adag_class_def_t *def, void *state, const vo
         return ADAG_OK;
     adag_status_t ret = st == ADAG_ERR_NO_MEMORY ? st : ADAG_ERR_INVALID;
     if (done.failed)
-        return adag_error(ret, "%s%sinit of class %s failed: %s", who ? who : "", who ? ": " : "",
+        return adag__error(ret, "%s%sinit of class %s failed: %s", who ? who : "", who ? ": " : "",
                           def->name, done.msg);
-    return adag_error(ret, "%s%sinit of class %s returned %s", who ? who : "", who ? ": " : "",
+    return adag__error(ret, "%s%sinit of class %s returned %s", who ? who : "", who ? ": " : "",
                       def->name, adag_status_str(st));
 }

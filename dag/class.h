@@ -2,7 +2,7 @@
  * actors, dag/runtime.c) and modules loaded by adag-worker (process actors,
  * dag/worker.c) check a class definition here, the same way; the driver
  * checks the method table a worker replies with (dag/actor.c) against the
- * same limits (adag_method_shape_ok). */
+ * same limits (adag__method_shape_ok). */
 #ifndef ADAG_DAG_CLASS_H
 #define ADAG_DAG_CLASS_H
 
@@ -15,13 +15,13 @@
 /* Checks a class definition: abi_version == ADAG_ABI_VERSION (checked
  * first: nothing else is read from a definition of another ABI), reserved
  * words zero, a valid name, 1..ADAG_MAX_METHODS methods, each with a
- * function and within adag_method_shape_ok, no name twice. ADAG_ERR_INVALID
+ * function and within adag__method_shape_ok, no name twice. ADAG_ERR_INVALID
  * with a message that starts with `where` ("adag_class_register",
  * "module <path>") and names the class and the method. */
-adag_status_t adag_class_validate(const adag_class_def_t *def, const char *where);
+adag_status_t adag__class_validate(const adag_class_def_t *def, const char *where);
 
 /* A copy of a validated class's method table (calloc'd; free() it). */
-adag_status_t adag_class_methods(const adag_class_def_t *def, const char *where,
+adag_status_t adag__class_methods(const adag_class_def_t *def, const char *where,
                                  adag_method_info_t **methods);
 
 /* Loads module `path` (dlopen, RTLD_NOW | RTLD_LOCAL), checks that it was
@@ -29,9 +29,9 @@ adag_status_t adag_class_methods(const adag_class_def_t *def, const char *where,
  * symbol or another version is ADAG_ERR_INVALID naming the path and both
  * versions), finds class `class_name` in its adag_module_classes
  * (ADAG_ERR_NOT_FOUND if the module or the class is missing) and validates
- * it (adag_class_validate). On success *handle is the dlopen handle and
+ * it (adag__class_validate). On success *handle is the dlopen handle and
  * *def the class; on failure the module is unloaded. */
-adag_status_t adag_module_load(const char *path, const char *class_name, void **handle,
+adag_status_t adag__module_load(const char *path, const char *class_name, void **handle,
                                const adag_class_def_t **def);
 
 /* The most bytes of a message adag_init_fail keeps, its NUL included:
@@ -44,7 +44,7 @@ adag_status_t adag_module_load(const char *path, const char *class_name, void **
  * status is ADAG_ERR_INVALID) reports "<who>: init of class <name> failed:
  * <message>", or "... returned <status>" from an init that gave none (no
  * "<who>: " when who is NULL). */
-adag_status_t adag_class_init(const adag_class_def_t *def, void *state, const void *data,
+adag_status_t adag__class_init(const adag_class_def_t *def, void *state, const void *data,
                               size_t size, const char *who);
 
 #endif

@@ -5,7 +5,7 @@
  * Shared: a communicator that only collectives use is shared by every
  * live DAG over the same actors (prefill and decode). Their executions
  * take turns on it: each published execution of each such DAG draws the
- * communicator's next ticket (adag_comm_lease_next_ticket, under
+ * communicator's next ticket (adag__comm_lease_next_ticket, under
  * rt->order_lock, for all of its communicators at once, so the turns of
  * every communicator follow one global order and no two can wait on each
  * other), and every rank runs the collectives of ticket t only after
@@ -52,14 +52,14 @@ static void lease_free(adag_comm_lease_t *l)
     free(l);
 }
 
-adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
+adag_status_t adag__comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
                                    const unsigned *actor_ids, unsigned n, int exclusive,
                                    adag_comm_lease_t **out)
 {
     adag_comm_lease_t *l;
     *out = NULL;
     if (n < 2 || n > ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID, "a communicator joins 2..%d actors, not %u",
+        return adag__error(ADAG_ERR_INVALID, "a communicator joins 2..%d actors, not %u",
                           ADAG_COMM_MAX_RANKS, n);
     pthread_mutex_lock(&rt->lock);
     for (l = rt->comm_leases; l; l = l->next)
@@ -77,7 +77,7 @@ adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops
     uint64_t key = ++rt->next_comm_key;
     pthread_mutex_unlock(&rt->lock);
     if (!(l = calloc(1, sizeof(*l))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "communicator: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "communicator: out of memory");
     l->key = key;
     l->ops = ops;
     l->nranks = n;
@@ -87,7 +87,7 @@ adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops
     adag_status_t st = ops->id_create(n, &l->id, &l->owner);
     if (st != ADAG_OK) {
         free(l);
-        adag_error_prefix("communicator %s of %u ranks", ops->name, n);
+        adag__error_prefix("communicator %s of %u ranks", ops->name, n);
         return st;
     }
     pthread_mutex_lock(&rt->lock);
@@ -98,22 +98,22 @@ adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops
     return ADAG_OK;
 }
 
-uint64_t adag_comm_lease_key(const adag_comm_lease_t *l)
+uint64_t adag__comm_lease_key(const adag_comm_lease_t *l)
 {
     return l->key;
 }
 
-const adag_comm_ops_t *adag_comm_lease_ops(const adag_comm_lease_t *l)
+const adag_comm_ops_t *adag__comm_lease_ops(const adag_comm_lease_t *l)
 {
     return l->ops;
 }
 
-const adag_comm_id_t *adag_comm_lease_id(const adag_comm_lease_t *l)
+const adag_comm_id_t *adag__comm_lease_id(const adag_comm_lease_t *l)
 {
     return &l->id;
 }
 
-int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id)
+int adag__comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id)
 {
     for (unsigned r = 0; r < l->nranks; r++)
         if (l->actor_ids[r] == actor_id)
@@ -121,7 +121,7 @@ int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id)
     return -1;
 }
 
-unsigned adag_comm_lease_nranks(const adag_comm_lease_t *l)
+unsigned adag__comm_lease_nranks(const adag_comm_lease_t *l)
 {
     return l->nranks;
 }
@@ -135,7 +135,7 @@ static void unlink_lease(adag_runtime_h rt, adag_comm_lease_t *l)
         }
 }
 
-int adag_comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep)
+int adag__comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep)
 {
     pthread_mutex_lock(&rt->lock);
     l->users--;
@@ -148,13 +148,13 @@ int adag_comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep)
     return gone;
 }
 
-void adag_comm_lease_free(adag_comm_lease_t *l)
+void adag__comm_lease_free(adag_comm_lease_t *l)
 {
     if (l)
         lease_free(l);
 }
 
-unsigned adag_comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l)
+unsigned adag__comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l)
 {
     pthread_mutex_lock(&rt->lock);
     unsigned n = l->users;
@@ -162,23 +162,23 @@ unsigned adag_comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l)
     return n;
 }
 
-int adag_comm_lease_shared(const adag_comm_lease_t *l)
+int adag__comm_lease_shared(const adag_comm_lease_t *l)
 {
     return !l->exclusive;
 }
 
-uint64_t adag_comm_lease_next_ticket(adag_comm_lease_t *l)
+uint64_t adag__comm_lease_next_ticket(adag_comm_lease_t *l)
 {
     return l->next_ticket++;
 }
 
-void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id)
+void adag__comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id)
 {
     for (;;) {
         adag_comm_lease_t *l;
         pthread_mutex_lock(&rt->lock);
         for (l = rt->comm_leases; l; l = l->next)
-            if (l->users == 0 && adag_comm_lease_rank(l, actor_id) >= 0)
+            if (l->users == 0 && adag__comm_lease_rank(l, actor_id) >= 0)
                 break;
         if (l)
             unlink_lease(rt, l);
@@ -189,7 +189,7 @@ void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id)
     }
 }
 
-unsigned adag_comm_leases_count(adag_runtime_h rt)
+unsigned adag__comm_leases_count(adag_runtime_h rt)
 {
     unsigned n = 0;
     pthread_mutex_lock(&rt->lock);

@@ -55,7 +55,7 @@ static adag_status_t validate(adag_graph_h g)
     char d[160];
 
     if (g->compiled)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: the graph was already compiled");
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: the graph was already compiled");
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h n = g->nodes[i];
         if (n->kind == NODE_CALL)
@@ -67,9 +67,9 @@ static adag_status_t validate(adag_graph_h g)
         }
     }
     if (ncalls == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: empty graph: no method is bound");
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: empty graph: no method is bound");
     if (!g->has_outputs)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: the graph has no outputs (adag_graph_output)");
     for (unsigned f = 0; have_input && f <= max_field; f++) {
         adag_node_h in = NULL;
@@ -77,12 +77,12 @@ static adag_status_t validate(adag_graph_h g)
             if (g->nodes[i]->kind == NODE_INPUT && g->nodes[i]->field == f)
                 in = g->nodes[i];
         if (!in)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: input field %u is not used (fields must be "
                               "0..%u, each read by a method)",
                               f, max_field);
         if (!in->used)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: input field %u (node %u) is not used by any "
                               "method",
                               f, in->id);
@@ -94,12 +94,12 @@ static adag_status_t validate(adag_graph_h g)
         pthread_mutex_lock(&g->rt->lock);
         int destroyed = n->actor->user_destroyed, dead = n->actor->dead;
         pthread_mutex_unlock(&g->rt->lock);
-        adag_node_describe(n, d, sizeof(d));
+        adag__node_describe(n, d, sizeof(d));
         if (destroyed)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: %s: actor %s was destroyed", d, n->actor->name);
         if (dead)
-            return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: %s: %s", d, n->actor->death);
+            return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: %s: %s", d, n->actor->death);
     }
     return ADAG_OK;
 }
@@ -121,17 +121,17 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
     const adag_settings_t *s = &dag->rt->settings;
     uint64_t mask = p ? p->field_mask : 0;
-    adag_status_t st = adag_params_check("adag_graph_compile", "adag_compile_params_t", p, mask,
+    adag_status_t st = adag__params_check("adag_graph_compile", "adag_compile_params_t", p, mask,
                                          compile_fields, ADAG_PARAM_COUNT(compile_fields));
     if (st != ADAG_OK)
         return st;
     if ((mask & ADAG_COMPILE_PARAM_DRIVER_DEVICE) && (!p->driver_device || !*p->driver_device))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: driver_device is set "
                           "(ADAG_COMPILE_PARAM_DRIVER_DEVICE) but %s",
                           p->driver_device ? "empty" : "NULL");
     if ((mask & ADAG_COMPILE_PARAM_NAME) && (!p->name || !*p->name))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: name is set (ADAG_COMPILE_PARAM_NAME) but %s",
                           p->name ? "empty" : "NULL");
     dag->max_inflight = (mask & ADAG_COMPILE_PARAM_MAX_INFLIGHT) ? p->max_inflight
@@ -151,32 +151,33 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->trace_spans = (mask & ADAG_COMPILE_PARAM_TRACE) ? p->trace_spans
                                                           : (uint64_t)s->trace_spans;
     if (dag->trace_spans > ADAG_TRACE_MAX_SPANS)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: trace_spans %llu is not in "
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: trace_spans %llu is not in "
                           "0..%llu", (unsigned long long)dag->trace_spans,
                           (unsigned long long)ADAG_TRACE_MAX_SPANS);
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->name, sizeof(dag->name), "%s", p->name);
     if (dag->max_inflight < 1 || dag->max_inflight > ADAG_PROG_MAX_INFLIGHT)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..%u",
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..%u",
                           dag->max_inflight, ADAG_PROG_MAX_INFLIGHT);
     if (dag->default_capacity < 1 || dag->default_capacity > ADAG_PROG_MAX_CAPACITY)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: slot_capacity %zu is not in 1..2^40",
                           dag->default_capacity);
     if ((mask & ADAG_COMPILE_PARAM_SPIN) &&
         (dag->wait.spin_ns < 0 || dag->wait.spin_ns > 1000000000))
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
                           (long long)dag->wait.spin_ns);
     if (dag->teardown_timeout_ms < 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: teardown_timeout_ms %d is negative",
-                          dag->teardown_timeout_ms);
+        return adag__error(ADAG_ERR_INVALID,
+                           "adag_graph_compile: teardown_timeout_ms %d is negative",
+                           dag->teardown_timeout_ms);
     if (dag->comm_timeout_ms < -1)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: comm_timeout_ms %d is negative; use 0 or -1 for "
                           "no timeout",
                           dag->comm_timeout_ms);
     if (dag->execute_timeout_ms < -1)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: execute_timeout_ms %d is negative; use -1 to wait "
                           "forever",
                           dag->execute_timeout_ms);
@@ -190,11 +191,11 @@ static unsigned loops_sharing(adag_dag_h dag, int self, const adag_place_t *mine
                               const char *host)
 {
     adag_place_t driver;
-    adag_place_none(&driver); /* the driver's own CPUs */
-    unsigned n = self < 0 || adag_place_share(mine, host, &driver, "") ? 1 : 0;
+    adag__place_none(&driver); /* the driver's own CPUs */
+    unsigned n = self < 0 || adag__place_share(mine, host, &driver, "") ? 1 : 0;
     for (unsigned j = 0; j < dag->nactors; j++) {
         adag_actor_h b = dag->actors[j].actor;
-        if ((int)j == self || adag_place_share(mine, host, &b->place, b->node))
+        if ((int)j == self || adag__place_share(mine, host, &b->place, b->node))
             n++;
     }
     return n;
@@ -210,7 +211,7 @@ static unsigned loops_sharing(adag_dag_h dag, int self, const adag_place_t *mine
  * or futex sleeps, and keeps working when other processes load the
  * machine). An explicit spin_ns replaces the maximum only. Each actor's
  * CPUs are those its host placed it on (adag_actor_placement). */
-adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai)
+adag_wait_policy_t adag__dag_policy(adag_dag_h dag, int ai)
 {
     adag_wait_policy_t p;
     adag_place_t driver;
@@ -220,7 +221,7 @@ adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai)
         mine = &dag->actors[ai].actor->place;
         host = dag->actors[ai].actor->node;
     } else {
-        adag_place_none(&driver);
+        adag__place_none(&driver);
     }
     unsigned ncpus = (unsigned)CPU_COUNT(&mine->cpus);
     int crowded = loops_sharing(dag, ai, mine, host) > (ncpus ? ncpus : 1);
@@ -240,7 +241,7 @@ static adag_status_t add_reader(adag_dag_chan_t *c, int who)
             return ADAG_OK;
     int *r = realloc(c->readers, (c->nreaders + 1) * sizeof(*r));
     if (!r)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     c->readers = r;
     c->readers[c->nreaders++] = who;
     return ADAG_OK;
@@ -263,15 +264,15 @@ static adag_status_t plan_order_channels(adag_dag_h dag)
     if (!dag->ncomm_leases)
         return ADAG_OK;
     if (!(dag->lease_order_chan = calloc(dag->ncomm_leases, sizeof(*dag->lease_order_chan))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned i = 0; i < dag->ncomm_leases; i++) {
         const adag_comm_lease_t *l = dag->comm_leases[i];
         dag->lease_order_chan[i] = ADAG_PROG_NO_CHAN;
-        if (!adag_comm_lease_shared(l))
+        if (!adag__comm_lease_shared(l))
             continue;
         adag_dag_chan_t *chans = realloc(dag->chans, (dag->nchans + 1) * sizeof(*chans));
         if (!chans)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         dag->chans = chans;
         adag_dag_chan_t *c = &dag->chans[dag->nchans];
         memset(c, 0, sizeof(*c));
@@ -281,12 +282,12 @@ static adag_status_t plan_order_channels(adag_dag_h dag)
         c->producer_node = UINT32_MAX;
         c->geom = (adag_chan_geom_t){dag->max_inflight, 0, sizeof(uint64_t), 0, 0}; /* a ticket */
         snprintf(c->name, sizeof(c->name), "comm%llu.order",
-                 (unsigned long long)adag_comm_lease_key(l));
+                 (unsigned long long)adag__comm_lease_key(l));
         for (unsigned ai = 0; ai < dag->nactors; ai++)
-            if (adag_comm_lease_rank(l, dag->actors[ai].actor->id) >= 0 &&
+            if (adag__comm_lease_rank(l, dag->actors[ai].actor->id) >= 0 &&
                 (st = add_reader(c, (int)ai)) != ADAG_OK)
                 return st;
-        if ((st = adag_compile_place_channel(dag, c)) != ADAG_OK)
+        if ((st = adag__compile_place_channel(dag, c)) != ADAG_OK)
             return st;
     }
     return ADAG_OK;
@@ -299,7 +300,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     adag_graph_h g = cx->g;
     adag_dag_h dag = cx->dag;
     unsigned n = 0;
-    adag_status_t st = adag_compile_check_collective_hosts(g);
+    adag_status_t st = adag__compile_check_collective_hosts(g);
     if (st != ADAG_OK)
         return st;
 
@@ -318,14 +319,14 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     unsigned nstatus = 0;
     cx->coll_status = calloc(g->ncolls + 1, sizeof(*cx->coll_status));
     if (!cx->coll_status)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned k = 0; k < g->ncolls; k++) {
         cx->coll_status[k] = n + nstatus;
         nstatus += g->colls[k]->n;
     }
     dag->chans = calloc(n + nstatus + 1, sizeof(*dag->chans)); /* + the start channel */
     if (!dag->chans)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->nchans = n + nstatus;
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
@@ -333,23 +334,23 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             adag_dag_chan_t *c = &dag->chans[cx->chan_of[i]];
             c->writer = -1;
             c->producer_node = i;
-            c->tensor = adag_node_value_tensor(nd, 0);
+            c->tensor = adag__node_value_tensor(nd, 0);
             snprintf(c->name, sizeof(c->name), "input[%u]", nd->field);
-            if ((st = adag_compile_value_geometry(dag, nd, c)) != ADAG_OK)
+            if ((st = adag__compile_value_geometry(dag, nd, c)) != ADAG_OK)
                 return st;
         } else if (nd->kind == NODE_CALL) {
             for (unsigned r = 0; r < nd->nreturns; r++) {
                 adag_dag_chan_t *c = &dag->chans[cx->chan_of[i] + r];
                 c->writer = cx->actor_index[i];
                 c->producer_node = i;
-                c->tensor = adag_node_value_tensor(nd, r);
+                c->tensor = adag__node_value_tensor(nd, r);
                 if (nd->coll)
                     snprintf(c->name, sizeof(c->name), "%s.%s#%u[%u]", nd->actor->name,
-                             adag_coll_kind_name(nd->coll->kind), nd->coll->id, r);
+                             adag__coll_kind_name(nd->coll->kind), nd->coll->id, r);
                 else
                     snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
                              nd->actor->methods[nd->method].name, r);
-                if ((st = adag_compile_value_geometry(dag, adag_node_value(nd, r), c)) !=
+                if ((st = adag__compile_value_geometry(dag, adag__node_value(nd, r), c)) !=
                     ADAG_OK)
                     return st;
             }
@@ -362,7 +363,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
             adag_node_h out = col->outputs[m];
             c->writer = cx->actor_index[out->id];
             c->producer_node = out->id;
-            snprintf(c->name, sizeof(c->name), "%s#%u.%s", adag_coll_kind_name(col->kind),
+            snprintf(c->name, sizeof(c->name), "%s#%u.%s", adag__coll_kind_name(col->kind),
                      col->id, out->actor->name);
             c->geom = (adag_chan_geom_t){dag->max_inflight, 0, ADAG_COLL_STATUS_BYTES, 0, 0};
             for (unsigned o = 0; o < col->n; o++)
@@ -399,13 +400,13 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
         if ((st = add_reader(&dag->chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
             return st;
     }
-    if ((st = adag_compile_check_slots(dag, g)) != ADAG_OK)
+    if ((st = adag__compile_check_slots(dag, g)) != ADAG_OK)
         return st;
     for (unsigned c = 0; c < dag->nchans; c++) {
-        if ((st = adag_compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
+        if ((st = adag__compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
             return st;
     }
-    if ((st = adag_compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
+    if ((st = adag__compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
                                      cx->actor_index)) != ADAG_OK)
         return st;
     /* communicator tensors (ADAG_TRANSPORT_COMM) are the host communicator's
@@ -413,8 +414,8 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
         for (unsigned ai = 0; ai < dag->nactors; ai++) {
             adag_actor_h a = dag->actors[ai].actor;
-            if (a->node[0] && adag_comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
-                return adag_error(ADAG_ERR_INVALID,
+            if (a->node[0] && adag__comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
+                return adag__error(ADAG_ERR_INVALID,
                                   "adag_graph_compile: actor %s (node %s) has a communicator "
                                   "tensor (ADAG_TRANSPORT_COMM); those run within the driver's "
                                   "host for now",
@@ -433,23 +434,23 @@ static adag_status_t make_domains(adag_dag_h dag)
     adag_wbuf_t *descs = calloc(dag->nchans + 1, sizeof(*descs));
     adag_status_t st;
     if (!kinds || !geoms || !places || !descs) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto out;
     }
-    adag_compile_finish_geometry(dag);
+    adag__compile_finish_geometry(dag);
     for (unsigned c = 0; c < dag->nchans; c++) {
         kinds[c] = dag->chans[c].backend;
         geoms[c] = dag->chans[c].geom;
         places[c] = dag->chans[c].places;
     }
-    st = adag_ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
+    st = adag__ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
     for (unsigned c = 0; c < dag->nchans; c++) {
         if (st == ADAG_OK && descs[c].failed)
-            st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+            st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         dag->chans[c].desc = descs[c];
     }
     if (st != ADAG_OK)
-        adag_error_prefix("adag_graph_compile");
+        adag__error_prefix("adag_graph_compile");
 out:
     free(kinds);
     free(geoms);
@@ -485,11 +486,11 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     adag_graph_h g = cx->g;
     int *local = malloc(dag->nchans * sizeof(*local));
     if (!local)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     memset(p, 0, sizeof(*p));
     p->dag_id = dag->id;
     snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->name);
-    adag_wait_policy_t policy = adag_dag_policy(dag, (int)ai);
+    adag_wait_policy_t policy = adag__dag_policy(dag, (int)ai);
     adag_wbuf_t descs = {0};
     p->max_inflight = dag->max_inflight;
     p->spin_ns = policy.spin_ns;
@@ -500,10 +501,10 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
     adag_status_t st = ADAG_OK;
-    if (!p->chans || !p->ops || (st = adag_compile_comm_program(dag, ai, p)) != ADAG_OK) {
+    if (!p->chans || !p->ops || (st = adag__compile_comm_program(dag, ai, p)) != ADAG_OK) {
         free(local);
-        adag_program_free(p);
-        return st != ADAG_OK ? st : adag_error(ADAG_ERR_NO_MEMORY,
+        adag__program_free(p);
+        return st != ADAG_OK ? st : adag__error(ADAG_ERR_NO_MEMORY,
                                                "adag_graph_compile: out of memory");
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
@@ -524,7 +525,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
         pc->desc_len = (uint32_t)dc->desc.len;
         pc->tensor = dc->tensor;
         pc->comm_key = dc->comm_key;
-        adag_wbuf_raw(&descs, dc->desc.data, dc->desc.len);
+        adag__wbuf_raw(&descs, dc->desc.data, dc->desc.len);
         if (c == dag->start_chan)
             p->start_chan = p->nchans;
         local[c] = (int)p->nchans++;
@@ -532,14 +533,14 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     /* a shared communicator's ticket channel, by its local number */
     for (uint32_t j = 0; j < p->ncomms; j++)
         for (unsigned i = 0; p->comms[j].shared && i < dag->ncomm_leases; i++)
-            if (adag_comm_lease_key(dag->comm_leases[i]) == p->comms[j].key)
+            if (adag__comm_lease_key(dag->comm_leases[i]) == p->comms[j].key)
                 p->comms[j].order_chan = (uint32_t)local[dag->lease_order_chan[i]];
     p->descs = descs.data; /* the program owns it now */
     p->descs_len = (uint32_t)descs.len;
     if (descs.failed || descs.len > UINT32_MAX) {
         free(local);
-        adag_program_free(p);
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        adag__program_free(p);
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     }
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
@@ -577,9 +578,9 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .policy = dag->wait,
         .device = dag->driver_dev ? &dag->driver_dev->chan : NULL,
     };
-    adag_status_t st = adag_ctx_open(&dag->ctx, dc->backend, &p, &dc->driver_info, out);
+    adag_status_t st = adag__ctx_open(&dag->ctx, dc->backend, &p, &dc->driver_info, out);
     if (st != ADAG_OK)
-        adag_error_prefix("adag_graph_compile: the driver's endpoint");
+        adag__error_prefix("adag_graph_compile: the driver's endpoint");
     return st;
 }
 
@@ -604,7 +605,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     if (!dag->inputs || !dag->input_chan || !dag->input_counts || !dag->slot_bufs || !dag->slot_sizes ||
         !dag->slot_metas || !dag->slot_owner ||
         !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->noutputs = g->noutputs;
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
@@ -635,7 +636,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
         dag->order_bufs = calloc((size_t)dag->max_inflight * dag->norders,
                                  sizeof(*dag->order_bufs));
         if (!dag->orders || !dag->order_leases || !dag->order_bufs)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         unsigned k = 0;
         for (unsigned i = 0; i < dag->ncomm_leases; i++) {
             if (dag->lease_order_chan[i] == ADAG_PROG_NO_CHAN)
@@ -660,7 +661,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     adag_status_t st;
 
     if (!g || !out)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: graph and dag must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: graph and dag must not be NULL");
     *out = NULL;
     pthread_mutex_lock(&g->lock);
     if ((st = validate(g)) != ADAG_OK)
@@ -669,7 +670,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     cx.chan_of = calloc(g->nnodes, sizeof(*cx.chan_of));
     cx.actor_index = calloc(g->nnodes, sizeof(*cx.actor_index));
     if (!dag || !cx.chan_of || !cx.actor_index) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto fail;
     }
     cx.g = g;
@@ -677,8 +678,8 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     dag->rt = g->rt;
     dag->user_fd = -1;
     dag->start_chan = ADAG_PROG_NO_CHAN;
-    adag_ctx_init(&dag->ctx);
-    adag_list_init(&dag->link);
+    adag__ctx_init(&dag->ctx);
+    adag__list_init(&dag->link);
     pthread_mutex_init(&dag->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -699,59 +700,59 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
                                   : 4ull * dag->max_inflight;
     if (dag->trace_spans &&
         (!(dag->trace = calloc(1, sizeof(*dag->trace))) ||
-         adag_trace_ring_init(dag->trace, driver_records, 1) != ADAG_OK)) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: the driver's trace ring");
+         adag__trace_ring_init(dag->trace, driver_records, 1) != ADAG_OK)) {
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: the driver's trace ring");
         goto fail;
     }
     if (params && (params->field_mask & ADAG_COMPILE_PARAM_DRIVER_DEVICE) &&
-        (st = adag_dag_driver_device_open(dag, params->driver_device)) != ADAG_OK)
+        (st = adag__dag_driver_device_open(dag, params->driver_device)) != ADAG_OK)
         goto fail;
 
     /* actors, in the order the graph first bound them; the DAG holds a reference on each */
     dag->actors = calloc(g->nactors + 1, sizeof(*dag->actors));
     if (!dag->actors) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto fail;
     }
     pthread_mutex_lock(&g->rt->lock);
     for (unsigned i = 0; i < g->nactors; i++) {
-        adag_actor_hold(g->actors[i]);
+        adag__actor_hold(g->actors[i]);
         dag->actors[dag->nactors++].actor = g->actors[i];
     }
     pthread_mutex_unlock(&g->rt->lock);
-    dag->wait = adag_dag_policy(dag, -1);
+    dag->wait = adag__dag_policy(dag, -1);
     for (unsigned i = 0; i < g->nnodes; i++)
         cx.actor_index[i] = g->nodes[i]->kind == NODE_CALL ? dag_actor_index(dag, g->nodes[i]->actor)
                                                            : -1;
     if ((st = plan_channels(&cx)) != ADAG_OK || (st = make_domains(dag)) != ADAG_OK)
         goto fail;
-    dag->user_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    dag->user_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (dag->user_fd < 0) {
-        st = adag_error_errno(errno, "adag_graph_compile: eventfd");
+        st = adag__error_errno(errno, "adag_graph_compile: eventfd");
         goto fail;
     }
     for (unsigned ai = 0; ai < dag->nactors; ai++)
         if ((st = build_program(&cx, ai, &dag->actors[ai].prog)) != ADAG_OK)
             goto fail;
-    if ((st = adag_compile_comm_check_order(dag)) != ADAG_OK)
+    if ((st = adag__compile_comm_check_order(dag)) != ADAG_OK)
         goto fail;
     if ((st = open_driver_endpoints(&cx)) != ADAG_OK ||
-        (st = adag_dag_staging_open(dag)) != ADAG_OK)
+        (st = adag__dag_staging_open(dag)) != ADAG_OK)
         goto fail;
     dag->node_labels = calloc(g->nnodes + 1, sizeof(*dag->node_labels));
     if (!dag->node_labels) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto fail;
     }
     dag->nnodes = g->nnodes;
     for (unsigned i = 0; i < g->nnodes; i++)
-        adag_node_describe(g->nodes[i], dag->node_labels[i], sizeof(dag->node_labels[i]));
+        adag__node_describe(g->nodes[i], dag->node_labels[i], sizeof(dag->node_labels[i]));
 
     /* register before installing, so a worker death during install fails it */
     pthread_mutex_lock(&g->rt->lock);
-    adag_list_push(&g->rt->dags, &dag->link);
+    adag__list_push(&g->rt->dags, &dag->link);
     pthread_mutex_unlock(&g->rt->lock);
-    if ((st = adag_dag_install(dag)) != ADAG_OK) {
+    if ((st = adag__dag_install(dag)) != ADAG_OK) {
         /* adag_dag_destroy stops what was installed; keep this failure's message */
         char msg[ADAG_ERROR_MAX];
         snprintf(msg, sizeof(msg), "%s", adag_last_error());
@@ -760,13 +761,13 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         free(cx.coll_status);
         pthread_mutex_unlock(&g->lock);
         adag_dag_destroy(dag);
-        return adag_error(st, "%s", msg);
+        return adag__error(st, "%s", msg);
     }
     g->compiled = 1;
     dag->stats.max_inflight = dag->max_inflight;
     dag->stats.slot_capacity = dag->default_capacity;
     dag->stats.nchannels = dag->nchans - (dag->start_chan != ADAG_PROG_NO_CHAN) - dag->norders;
-    dag->stats.shm_bytes = adag_ctx_domain_bytes(&dag->ctx);
+    dag->stats.shm_bytes = adag__ctx_domain_bytes(&dag->ctx);
     for (unsigned c = 0; c < dag->nchans; c++)
         dag->stats.device_bytes += dag->chans[c].device_bytes;
     free(cx.chan_of);
@@ -781,7 +782,7 @@ fail:
     free(cx.actor_index);
     free(cx.coll_status);
     if (dag)
-        adag_dag_free(dag);
+        adag__dag_free(dag);
 fail_unlock:
     pthread_mutex_unlock(&g->lock);
     return st;

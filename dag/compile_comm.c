@@ -41,7 +41,7 @@ static adag_status_t comm_error(adag_dag_h dag, const adag_dag_chan_t *c, int r,
 {
     char why[256];
     snprintf(why, sizeof(why), fmt, arg);
-    return adag_error(ADAG_ERR_INVALID,
+    return adag__error(ADAG_ERR_INVALID,
                       "adag_graph_compile: tensor %s (%s -> %s%s) is declared with transport "
                       "ADAG_TRANSPORT_COMM, but %s",
                       c->name, who(dag, c->writer),
@@ -57,7 +57,7 @@ static adag_status_t add_rank(unsigned *ids, unsigned *n, unsigned id)
         if (ids[i] == id)
             return ADAG_OK;
     if (*n == ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: tensors with transport ADAG_TRANSPORT_COMM join "
                           "more than %d actors in one communicator",
                           ADAG_COMM_MAX_RANKS);
@@ -73,9 +73,9 @@ static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
 {
     for (unsigned i = 0; i < dag->ncomm_leases; i++) {
         adag_comm_lease_t *l = dag->comm_leases[i];
-        int same = adag_comm_lease_ops(l) == ops && adag_comm_lease_nranks(l) == n;
+        int same = adag__comm_lease_ops(l) == ops && adag__comm_lease_nranks(l) == n;
         for (unsigned r = 0; same && r < n; r++)
-            same = adag_comm_lease_rank(l, ids[r]) == (int)r;
+            same = adag__comm_lease_rank(l, ids[r]) == (int)r;
         if (same) {
             *out = l;
             return ADAG_OK;
@@ -83,14 +83,14 @@ static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
     }
     adag_comm_lease_t **ls = realloc(dag->comm_leases, (dag->ncomm_leases + 1) * sizeof(*ls));
     if (!ls)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->comm_leases = ls;
     if (dag->ncomm_leases == 64)
-        return adag_error(ADAG_ERR_INVALID, "adag_graph_compile: a DAG uses at most 64 "
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: a DAG uses at most 64 "
                           "communicators (distinct member lists)");
-    adag_status_t st = adag_comm_lease_take(dag->rt, ops, ids, n, exclusive, out);
+    adag_status_t st = adag__comm_lease_take(dag->rt, ops, ids, n, exclusive, out);
     if (st != ADAG_OK) {
-        adag_error_prefix("adag_graph_compile");
+        adag__error_prefix("adag_graph_compile");
         return st;
     }
     dag->comm_leases[dag->ncomm_leases++] = *out;
@@ -101,13 +101,13 @@ static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
 static adag_status_t backend_of(int kind, const char *what, const adag_comm_ops_t **out)
 {
     char why[200] = "";
-    const adag_comm_ops_t *ops = adag_comm_backend_for_device((adag_device_kind_t)kind);
+    const adag_comm_ops_t *ops = adag__comm_backend_for_device((adag_device_kind_t)kind);
     if (!ops)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: %s: no communicator backend moves %s tensors",
                           what, adag_device_kind_name((uint32_t)kind));
     if (!ops->probe(why, sizeof(why)))
-        return adag_error(ADAG_ERR_NOT_FOUND,
+        return adag__error(ADAG_ERR_NOT_FOUND,
                           "adag_graph_compile: %s needs the %s communicator, which cannot run "
                           "here: %s",
                           what, ops->name, why);
@@ -148,7 +148,7 @@ static adag_status_t plan_transfers(adag_dag_h dag)
             return comm_error(dag, c, -1, "none of its readers is a device-bound actor "
                               "(writer %s)", who(dag, c->writer));
         if (kind >= 0 && c->places[0].kind != kind)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: tensors %s (%s devices) and %s (%s devices) "
                               "have transport ADAG_TRANSPORT_COMM: the communicator of a DAG "
                               "joins devices of one backend",
@@ -179,18 +179,18 @@ static adag_status_t plan_transfers(adag_dag_h dag)
         adag_dag_chan_t *c = &dag->chans[ci];
         if (!is_comm(c))
             continue;
-        c->comm_key = adag_comm_lease_key(l);
+        c->comm_key = adag__comm_lease_key(l);
         for (unsigned j = 0; j <= c->nreaders; j++) {
             int ai = j == 0 ? c->writer : c->readers[j - 1];
             if (c->places[j].kind >= 0)
                 c->places[j].comm_rank =
-                    (uint32_t)adag_comm_lease_rank(l, dag->actors[ai].actor->id);
+                    (uint32_t)adag__comm_lease_rank(l, dag->actors[ai].actor->id);
         }
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
+adag_status_t adag__compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
                                      unsigned ncolls, const int *actor_index)
 {
     adag_status_t st = plan_transfers(dag);
@@ -198,7 +198,7 @@ adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *co
         return st;
     /* each collective: the communicator over its members, ranks in member order */
     if (!(dag->coll_keys = calloc(ncolls, sizeof(*dag->coll_keys))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     dag->ncolls = ncolls;
     for (unsigned k = 0; k < ncolls; k++) {
         const adag_collective_t *c = colls[k];
@@ -207,7 +207,7 @@ adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *co
             ids[m] = dag->actors[actor_index[c->outputs[m]->id]].actor->id;
         const adag_comm_ops_t *ops;
         char what[160];
-        snprintf(what, sizeof(what), "%s#%u", adag_coll_kind_name(c->kind), c->id);
+        snprintf(what, sizeof(what), "%s#%u", adag__coll_kind_name(c->kind), c->id);
         /* host actors' tensors are in host memory: the host communicator's */
         int kind = c->outputs[0]->actor->device_kind;
         if ((st = backend_of(kind < 0 ? ADAG_DEV_EMULATED : kind, what, &ops)) != ADAG_OK)
@@ -215,32 +215,32 @@ adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *co
         adag_comm_lease_t *l;
         if ((st = lease_group(dag, ops, ids, c->n, 0, &l)) != ADAG_OK)
             return st;
-        dag->coll_keys[k] = adag_comm_lease_key(l);
+        dag->coll_keys[k] = adag__comm_lease_key(l);
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p)
+adag_status_t adag__compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p)
 {
     if (!dag->ncomm_leases)
         return ADAG_OK;
     if (!(p->comms = calloc(dag->ncomm_leases, sizeof(*p->comms))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned i = 0; i < dag->ncomm_leases; i++) {
         const adag_comm_lease_t *l = dag->comm_leases[i];
-        int rank = adag_comm_lease_rank(l, dag->actors[ai].actor->id);
+        int rank = adag__comm_lease_rank(l, dag->actors[ai].actor->id);
         if (rank < 0)
             continue;
         uint32_t ncolls = 0;
         for (unsigned k = 0; k < dag->ncolls; k++)
-            ncolls += dag->coll_keys[k] == adag_comm_lease_key(l);
+            ncolls += dag->coll_keys[k] == adag__comm_lease_key(l);
         p->comms[p->ncomms++] = (adag_comm_spec_t){
-            .key = adag_comm_lease_key(l),
-            .kind = adag_comm_lease_ops(l)->kind,
-            .nranks = adag_comm_lease_nranks(l),
+            .key = adag__comm_lease_key(l),
+            .kind = adag__comm_lease_ops(l)->kind,
+            .nranks = adag__comm_lease_nranks(l),
             .rank = (uint32_t)rank,
-            .id = *adag_comm_lease_id(l),
-            .shared = (uint32_t)adag_comm_lease_shared(l),
+            .id = *adag__comm_lease_id(l),
+            .shared = (uint32_t)adag__comm_lease_shared(l),
             .ncolls = ncolls,
             .order_chan = ADAG_PROG_NO_CHAN, /* build_program: the local number */
         };
@@ -272,7 +272,7 @@ static adag_status_t add_edge(order_t *o, unsigned from, unsigned to, unsigned a
         unsigned cap = o->cap ? 2 * o->cap : 16;
         order_edge_t *e = realloc(o->edges, cap * sizeof(*e));
         if (!e)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         o->edges = e;
         o->cap = cap;
     }
@@ -362,7 +362,7 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
     if (!step || !seen) {
         free(step);
         free(seen);
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     }
     while (indeg[start] == 0)
         start++;
@@ -389,14 +389,14 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
     adag_status_t st;
     if (len == 2) {
         const order_edge_t *back = &o->edges[step[in->from]];
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "adag_graph_compile: the communication operations %s and %s would wait "
                         "on each other: %s issues the first before the second, %s the second "
                         "before the first; bind them in one order (or declare a tensor with "
                         "transport ADAG_TRANSPORT_IPC or ADAG_TRANSPORT_HOST)",
                         x, y, p, o->dag->actors[back->actor].actor->name);
     } else {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "adag_graph_compile: the communication operations %s and %s would wait "
                         "on each other through a cycle of %u operations (%s issues the first "
                         "before the second); bind them in one order (or declare a tensor with "
@@ -408,7 +408,7 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
     return st;
 }
 
-adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
+adag_status_t adag__compile_comm_check_order(adag_dag_h dag)
 {
     order_t o = {.dag = dag};
     adag_status_t st = ADAG_OK;
@@ -458,7 +458,7 @@ adag_status_t adag_compile_comm_check_order(adag_dag_h dag)
         st = report_cycle(&o, indeg);
     goto out;
 nomem:
-    st = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+    st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
 out:
     free(o.first);
     free(o.chan_of);

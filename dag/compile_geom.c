@@ -48,11 +48,11 @@ static int static_bytes(const adag_tensor_decl_t *decl, size_t *bytes)
     const uint32_t both = ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE;
     char why[200];
     return (decl->flags & both) == both &&
-           adag_tensor_bytes(decl->dtype, decl->ndim, decl->shape, bytes, why, sizeof(why)) ==
+           adag__tensor_bytes(decl->dtype, decl->ndim, decl->shape, bytes, why, sizeof(why)) ==
                ADAG_TENSOR_OK;
 }
 
-adag_status_t adag_compile_value_geometry(adag_dag_h dag, adag_node_h v, adag_dag_chan_t *c)
+adag_status_t adag__compile_value_geometry(adag_dag_h dag, adag_node_h v, adag_dag_chan_t *c)
 {
     char d[160];
     size_t exact = 0;
@@ -61,26 +61,26 @@ adag_status_t adag_compile_value_geometry(adag_dag_h dag, adag_node_h v, adag_da
     c->asked_slots = 0;
     if (!v)
         return ADAG_OK;
-    adag_node_describe(v, d, sizeof(d));
+    adag__node_describe(v, d, sizeof(d));
     int fixed = static_bytes(&v->tensor, &exact);
     if (fixed)
         c->geom.capacity = exact;
     if (v->chan_mask & ADAG_CHANNEL_PARAM_MAX_BYTES) {
         if (fixed && v->chan_max_bytes < exact)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: %s (channel %s): max_bytes %zu "
                               "(adag_node_channel) is less than its static tensor's %zu bytes",
                               d, c->name, v->chan_max_bytes, exact);
         c->geom.capacity = v->chan_max_bytes;
     }
     if (c->geom.capacity > ADAG_PROG_MAX_CAPACITY)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: %s (channel %s): its static tensor is %zu bytes, "
                           "more than a slot can hold (2^40)",
                           d, c->name, c->geom.capacity);
     if (v->chan_mask & ADAG_CHANNEL_PARAM_SLOTS) {
         if (v->chan_slots > dag->max_inflight)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: %s (channel %s): slots %u (adag_node_channel) "
                               "is more than the DAG's max_inflight (%u)",
                               d, c->name, v->chan_slots, dag->max_inflight);
@@ -90,7 +90,7 @@ adag_status_t adag_compile_value_geometry(adag_dag_h dag, adag_node_h v, adag_da
     return ADAG_OK;
 }
 
-adag_status_t adag_compile_check_slots(adag_dag_h dag, adag_graph_h g)
+adag_status_t adag__compile_check_slots(adag_dag_h dag, adag_graph_h g)
 {
     for (unsigned i = 0; i < dag->nchans; i++) {
         const adag_dag_chan_t *c = &dag->chans[i];
@@ -103,8 +103,8 @@ adag_status_t adag_compile_check_slots(adag_dag_h dag, adag_graph_h g)
             continue;
         char d[160] = "a node";
         if (c->producer_node < g->nnodes)
-            adag_node_describe(g->nodes[c->producer_node], d, sizeof(d));
-        return adag_error(ADAG_ERR_INVALID,
+            adag__node_describe(g->nodes[c->producer_node], d, sizeof(d));
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: %s (channel %s) asks for %u slots "
                           "(adag_node_channel), fewer than max_inflight (%u), but %s: a channel "
                           "of the driver keeps max_inflight slots (%s)",
@@ -117,14 +117,14 @@ adag_status_t adag_compile_check_slots(adag_dag_h dag, adag_graph_h g)
     return ADAG_OK;
 }
 
-void adag_compile_finish_geometry(adag_dag_h dag)
+void adag__compile_finish_geometry(adag_dag_h dag)
 {
     for (unsigned i = 0; i < dag->nchans; i++) {
         adag_dag_chan_t *c = &dag->chans[i];
         c->geom.nreaders = c->nreaders;
         c->geom.comm_key = c->comm_key;
         c->geom.headers_only = 0; /* the backend decides for rings of its own */
-        const adag_chan_ops_t *ops = adag_chan_backend(c->backend);
+        const adag_chan_ops_t *ops = adag__chan_backend(c->backend);
         if (ops && ops->one_slot)
             c->geom.nslots = 1; /* produced and read within one iteration */
         c->host_bytes = c->device_bytes = 0;

@@ -8,7 +8,7 @@
  *            every endpoint (actor, process, node: an actor's agent's
  *            address, the driver's ""; where it keeps the value) and the
  *            tensor's transport, and asks each backend of the registry
- *            (transport/channel.c, adag_chan_choose); dag/ knows no
+ *            (transport/channel.c, adag__chan_choose); dag/ knows no
  *            backend by name.
  */
 #include "common/error.h"
@@ -43,7 +43,7 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
 {
     c->places = calloc(1 + c->nreaders, sizeof(*c->places));
     if (!c->places)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     c->places[0] = place_of(dag, c, c->writer);
     int dev = c->places[0].kind >= 0 ? 0 : -1; /* an endpoint on a device */
     for (unsigned r = 0; r < c->nreaders; r++) {
@@ -54,7 +54,7 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
         if (dev < 0)
             dev = (int)(1 + r);
         else if (c->places[dev].kind != p.kind)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: tensor %s goes from %s (%s:%u) to %s (%s:%u): "
                               "a tensor cannot move between device backends; declare it with "
                               "transport ADAG_TRANSPORT_HOST",
@@ -65,7 +65,7 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
     }
     if (dev < 0 && (c->tensor.flags & ADAG_TENSOR_DECLARED) &&
         c->tensor.transport == ADAG_TRANSPORT_IPC)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: tensor %s is declared with transport "
                           "ADAG_TRANSPORT_IPC, but neither its writer (%s) nor a reader is a "
                           "device-bound actor",
@@ -90,12 +90,12 @@ static uint32_t process_of(adag_dag_h dag, int who)
 }
 
 /* The one decision of a channel's backend: every registered backend is
- * asked (adag_chan_choose) and the cheapest that can carry it wins. */
+ * asked (adag__chan_choose) and the cheapest that can carry it wins. */
 static adag_status_t choose_backend(adag_dag_h dag, adag_dag_chan_t *c)
 {
     adag_chan_end_t *ends = calloc(1 + c->nreaders, sizeof(*ends));
     if (!ends)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned i = 0; i <= c->nreaders; i++) {
         int who = i ? c->readers[i - 1] : c->writer;
         ends[i] = (adag_chan_end_t){who, process_of(dag, who), host_of(dag, who), c->places[i]};
@@ -103,30 +103,30 @@ static adag_status_t choose_backend(adag_dag_h dag, adag_dag_chan_t *c)
     adag_chan_edge_t e = {c->name, ends, c->nreaders,
                           c->tensor.flags & ADAG_TENSOR_DECLARED ? c->tensor.transport
                                                                  : ADAG_TRANSPORT_AUTO};
-    adag_status_t st = adag_chan_choose(&e, &c->backend);
+    adag_status_t st = adag__chan_choose(&e, &c->backend);
     free(ends);
     if (st != ADAG_OK)
-        adag_error_prefix("adag_graph_compile");
+        adag__error_prefix("adag_graph_compile");
     return st;
 }
 
-adag_status_t adag_compile_check_collective_hosts(adag_graph_h g)
+adag_status_t adag__compile_check_collective_hosts(adag_graph_h g)
 {
     for (unsigned k = 0; k < g->ncolls; k++) {
         const adag_collective_t *col = g->colls[k];
         for (unsigned m = 0; m < col->n; m++) {
             adag_actor_h a = col->inputs[m]->actor;
             if (a && a->node[0])
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "adag_graph_compile: collective %s#%u has member %s on node "
                                   "%s; collectives run within the driver's host for now",
-                                  adag_coll_kind_name(col->kind), col->id, a->name, a->node);
+                                  adag__coll_kind_name(col->kind), col->id, a->name, a->node);
         }
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c)
+adag_status_t adag__compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c)
 {
     adag_status_t st = place_channel(dag, c);
     return st != ADAG_OK ? st : choose_backend(dag, c);

@@ -15,18 +15,18 @@
 static void collective_line(adag_out_t *out, const adag_program_t *p, const adag_prog_op_t *op)
 {
     static const char *const ops[] = {"sum", "prod", "min", "max", "avg"};
-    adag_out_printf(out, "COLLECTIVE %s#%u", adag_coll_kind_name((adag_coll_kind_t)op->coll_kind),
+    adag__out_printf(out, "COLLECTIVE %s#%u", adag__coll_kind_name((adag_coll_kind_t)op->coll_kind),
                     op->coll_id);
     if (op->coll_kind == ADAG_COLL_ALLREDUCE || op->coll_kind == ADAG_COLL_REDUCESCATTER)
-        adag_out_printf(out, " %s", op->reduce_op < 5 ? ops[op->reduce_op] : "?");
+        adag__out_printf(out, " %s", op->reduce_op < 5 ? ops[op->reduce_op] : "?");
     if (op->coll_kind == ADAG_COLL_BROADCAST)
-        adag_out_printf(out, " root %u", op->root);
-    adag_out_printf(out, ", member %u of group [", op->member);
+        adag__out_printf(out, " root %u", op->root);
+    adag__out_printf(out, ", member %u of group [", op->member);
     for (uint32_t m = 0; m < op->nmembers; m++) {
         const char *name = strchr(p->chans[op->status_first + m].name, '.');
-        adag_out_printf(out, "%s%s", m ? " " : "", name ? name + 1 : "?");
+        adag__out_printf(out, "%s%s", m ? " " : "", name ? name + 1 : "?");
     }
-    adag_out_printf(out, "]\\l");
+    adag__out_printf(out, "]\\l");
 }
 
 static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
@@ -40,27 +40,27 @@ static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
         snprintf(device, sizeof(device), "device %s:%u",
                  adag_device_kind_name((uint32_t)actor->device_kind), actor->device_index);
     if (actor->node[0])
-        adag_out_printf(out, "  a%u [shape=box, label=\"%s (remote, node %s, %s)\\l", ai,
+        adag__out_printf(out, "  a%u [shape=box, label=\"%s (remote, node %s, %s)\\l", ai,
                         actor->name, actor->node, device);
     else
-        adag_out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
+        adag__out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
                         actor->ops->name, device);
-    /* where it runs and how its loop waits (dag/actor_place.h, adag_dag_policy) */
+    /* where it runs and how its loop waits (dag/actor_place.h, adag__dag_policy) */
     char where[ADAG_CPULIST_MAX + 160];
-    adag_place_format(&actor->place, where, sizeof(where));
-    adag_out_printf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
+    adag__place_format(&actor->place, where, sizeof(where));
+    adag__out_printf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
         for (uint32_t a = 0; a < op->nargs; a++)
-            adag_out_printf(out, "READ %s\\l", p->chans[op->args[a]].name);
+            adag__out_printf(out, "READ %s\\l", p->chans[op->args[a]].name);
         if (op->kind == ADAG_OP_COLLECTIVE)
             collective_line(out, p, op);
         else
-            adag_out_printf(out, "COMPUTE %s\\l", actor->methods[op->method].name);
+            adag__out_printf(out, "COMPUTE %s\\l", actor->methods[op->method].name);
         for (uint32_t r = 0; r < op->nrets; r++)
-            adag_out_printf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
+            adag__out_printf(out, "WRITE %s\\l", p->chans[op->rets[r]].name);
     }
-    adag_out_printf(out, "\"];\n");
+    adag__out_printf(out, "\"];\n");
 }
 
 /* "\ntensor f32[4,8]" for a value declared a tensor, "" otherwise. */
@@ -71,7 +71,7 @@ static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
         buf[0] = '\0';
         return;
     }
-    adag_tensor_decl_format(t, sizeof(t), &ch->tensor);
+    adag__tensor_decl_format(t, sizeof(t), &ch->tensor);
     snprintf(buf, len, "\\ntensor%s%s", t[0] ? " " : "", t);
 }
 
@@ -79,7 +79,7 @@ static void tensor_label(char *buf, size_t len, const adag_dag_chan_t *ch)
  * (ops label): "\\nemu_ipc peer copy emu:0 -> emu:1"; "" if it says nothing. */
 static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsigned r)
 {
-    const adag_chan_ops_t *ops = adag_chan_backend(ch->backend);
+    const adag_chan_ops_t *ops = adag__chan_backend(ch->backend);
     buf[0] = '\0';
     if (!ops || !ops->label || len < 3)
         return;
@@ -93,16 +93,16 @@ static void device_label(char *buf, size_t len, const adag_dag_chan_t *ch, unsig
 static void endpoint(adag_out_t *out, int who)
 {
     if (who < 0)
-        adag_out_printf(out, "driver");
+        adag__out_printf(out, "driver");
     else
-        adag_out_printf(out, "a%d", who);
+        adag__out_printf(out, "a%d", who);
 }
 
 static adag_status_t write_dot(void *arg, adag_out_t *out)
 {
     adag_dag_h dag = arg;
-    adag_out_printf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
-    adag_out_printf(out,
+    adag__out_printf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
+    adag__out_printf(out,
                     "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u default slot=%zu "
                     "B\"];\n",
                     dag->max_inflight, dag->default_capacity);
@@ -125,36 +125,36 @@ static adag_status_t write_dot(void *arg, adag_out_t *out)
                         read |= p->chans[p->ops[i].args[a]].id == c;
             }
             if (read) {
-                adag_out_printf(out, "  ");
+                adag__out_printf(out, "  ");
                 endpoint(out, ch->writer);
-                adag_out_printf(out, " -> ");
+                adag__out_printf(out, " -> ");
                 endpoint(out, ch->writer);
-                adag_out_printf(out, " [label=\"%s\\n%s%s\\n%s\", style=dashed];\n", ch->name,
-                                adag_chan_backend_name(ch->backend), tensor, slots);
+                adag__out_printf(out, " [label=\"%s\\n%s%s\\n%s\", style=dashed];\n", ch->name,
+                                adag__chan_backend_name(ch->backend), tensor, slots);
             }
             continue;
         }
         for (unsigned r = 0; r < ch->nreaders; r++) {
-            adag_out_printf(out, "  ");
+            adag__out_printf(out, "  ");
             endpoint(out, ch->writer);
-            adag_out_printf(out, " -> ");
+            adag__out_printf(out, " -> ");
             endpoint(out, ch->readers[r]);
             char dev[160];
             device_label(dev, sizeof(dev), ch, r);
-            adag_out_printf(out, " [label=\"%s\\n%s%s%s\\n%s\"];\n", ch->name,
-                            adag_chan_backend_name(ch->backend), dev, tensor, slots);
+            adag__out_printf(out, " [label=\"%s\\n%s%s%s\\n%s\"];\n", ch->name,
+                            adag__chan_backend_name(ch->backend), dev, tensor, slots);
         }
     }
-    adag_out_printf(out, "}\n");
+    adag__out_printf(out, "}\n");
     return ADAG_OK;
 }
 
 adag_status_t adag_dag_write_dot(adag_dag_h dag, adag_writer_t out)
 {
-    return adag_out_run("adag_dag_write_dot", "dag", dag, out, write_dot);
+    return adag__out_run("adag_dag_write_dot", "dag", dag, out, write_dot);
 }
 
 adag_status_t adag_dag_format_dot(adag_dag_h dag, char *buf, size_t len, size_t *needed)
 {
-    return adag_out_run_buffer("adag_dag_format_dot", "dag", dag, buf, len, needed, write_dot);
+    return adag__out_run_buffer("adag_dag_format_dot", "dag", dag, buf, len, needed, write_dot);
 }

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref);
+int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref);
 
-void adag_dag_update_fd(adag_dag_h dag)
+void adag__dag_update_fd(adag_dag_h dag)
 {
     /* unarmed: nobody polls it, and adag_dag_fd recomputes when it arms */
     if (dag->user_fd < 0 || !atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
@@ -28,7 +28,7 @@ void adag_dag_update_fd(adag_dag_h dag)
     int ready = dag->abort_status != ADAG_OK;
     for (uint64_t r = dag->next_release; r < dag->next_publish && !ready; r++)
         ready = !(dag->ref_flags[r % dag->max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
-                adag_dag_ref_complete(dag, r);
+                adag__dag_ref_complete(dag, r);
     if (ready == dag->user_fd_ready)
         return;
     uint64_t v = 1;
@@ -42,40 +42,40 @@ void adag_dag_update_fd(adag_dag_h dag)
     dag->user_fd_ready = ready;
 }
 
-void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
+void adag__dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg)
 {
     if (dag->abort_status == ADAG_ERR_IO && status == ADAG_ERR_ACTOR_DIED) {
         /* a channel lost its peer (the symptom) before the monitor saw the
          * peer's actor die (the cause): the cause is what callers get */
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
-        adag_dag_wake(dag);
+        adag__dag_wake(dag);
         return;
     }
     if (dag->abort_status == ADAG_OK) {
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
         /* every wait of the driver and its thread actors ends ... */
-        adag_ctx_abort(&dag->ctx, status);
+        adag__ctx_abort(&dag->ctx, status);
         /* ... and every other actor's, by a message that never blocks */
         for (unsigned i = 0; i < dag->nactors; i++) {
             adag_actor_h a = dag->actors[i].actor;
             if (dag->actors[i].prepared && a->ops->abort_dag)
                 a->ops->abort_dag(a, dag, status);
         }
-        adag_dag_update_fd(dag);
-        adag_dag_wake(dag);
+        adag__dag_update_fd(dag);
+        adag__dag_wake(dag);
     }
 }
 
-void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
+void adag__dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
 {
     pthread_mutex_lock(&dag->lock);
-    adag_dag_fail_locked(dag, status, msg);
+    adag__dag_fail_locked(dag, status, msg);
     pthread_mutex_unlock(&dag->lock);
 }
 
-int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
+int adag__dag_uses_actor(adag_dag_h dag, adag_actor_h a)
 {
     for (unsigned i = 0; i < dag->nactors; i++)
         if (dag->actors[i].actor == a)
@@ -93,95 +93,95 @@ int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h a)
  * Under dag->lock. */
 static int await_cause_locked(adag_dag_h dag)
 {
-    int64_t deadline = adag_deadline_ms(2 * (int)dag->rt->settings.remote_timeout_ms);
+    int64_t deadline = adag__deadline_ms(2 * (int)dag->rt->settings.remote_timeout_ms);
     while (dag->abort_status != ADAG_ERR_ACTOR_DIED && !dag->closing &&
-           adag_now_ns() < deadline)
-        adag_dag_cond_wait(dag, deadline);
+           adag__now_ns() < deadline)
+        adag__dag_cond_wait(dag, deadline);
     return dag->abort_status == ADAG_ERR_ACTOR_DIED;
 }
 
 /* The DAG's failure as this call's error (behind a lost peer, the actor
  * death that caused it, when one comes). Under dag->lock. */
-adag_status_t adag_dag_abort_error(adag_dag_h dag, const char *fn)
+adag_status_t adag__dag_abort_error(adag_dag_h dag, const char *fn)
 {
     if (dag->abort_status == ADAG_ERR_IO)
         await_cause_locked(dag);
-    return adag_error(dag->abort_status, "%s: DAG %s: %s", fn, dag->name, dag->abort_msg);
+    return adag__error(dag->abort_status, "%s: DAG %s: %s", fn, dag->name, dag->abort_msg);
 }
 
-adag_status_t adag_dag_api_enter(adag_dag_h dag, const char *fn)
+adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn)
 {
     pthread_mutex_lock(&dag->lock);
     if (dag->closing) {
         pthread_mutex_unlock(&dag->lock);
-        return adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
     }
     dag->api_users++;
     pthread_mutex_unlock(&dag->lock);
     return ADAG_OK;
 }
 
-void adag_dag_api_leave(adag_dag_h dag)
+void adag__dag_api_leave(adag_dag_h dag)
 {
     pthread_mutex_lock(&dag->lock);
     if (--dag->api_users == 0 && dag->closing)
-        adag_dag_wake(dag);
+        adag__dag_wake(dag);
     pthread_mutex_unlock(&dag->lock);
 }
 
 /* A wait on a channel ended without data: the DAG failed or is closing. */
-adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
+adag_status_t adag__dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
 {
     if (st == ADAG_ERR_IO) { /* reported where detected, unless a death explains it */
         pthread_mutex_lock(&dag->lock);
         if (await_cause_locked(dag))
-            st = adag_dag_abort_error(dag, fn);
+            st = adag__dag_abort_error(dag, fn);
         pthread_mutex_unlock(&dag->lock);
         return st;
     }
     if (st != ADAG_ERR_CLOSED)
         return st; /* reported where detected */
     pthread_mutex_lock(&dag->lock);
-    st = adag_dag_abort_error(dag, fn);
+    st = adag__dag_abort_error(dag, fn);
     pthread_mutex_unlock(&dag->lock);
     return st;
 }
 
-int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref)
+int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref)
 {
     for (unsigned e = 0; e < dag->nouts; e++)
-        if (!adag_chan_ready(dag->outs[e], ref))
+        if (!adag__chan_ready(dag->outs[e], ref))
             return 0;
     return 1;
 }
 
 /* Gives back, in ref order, the slots of refs released and complete. Under dag->lock. */
-void adag_dag_advance_releases(adag_dag_h dag)
+void adag__dag_advance_releases(adag_dag_h dag)
 {
     int moved = 0;
     while (dag->next_release < dag->next_publish) {
         uint64_t ref = dag->next_release;
         uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
-        if (!(*flags & REF_RELEASED) || !adag_dag_ref_complete(dag, ref))
+        if (!(*flags & REF_RELEASED) || !adag__dag_ref_complete(dag, ref))
             break;
         for (unsigned e = 0; e < dag->nouts; e++)
-            adag_chan_release(dag->outs[e], ref);
+            adag__chan_release(dag->outs[e], ref);
         *flags = 0;
         dag->next_release++;
         moved = 1;
     }
     if (moved)
-        adag_dag_wake(dag);
+        adag__dag_wake(dag);
 }
 
 /* Waits on dag->cond (dag->lock held) until woken or the deadline. */
-void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
+void adag__dag_cond_wait(adag_dag_h dag, int64_t deadline)
 {
     dag->cond_waiters++;
     if (deadline == ADAG_FOREVER) {
         pthread_cond_wait(&dag->cond, &dag->lock);
     } else {
-        struct timespec ts = adag_timespec_at(deadline);
+        struct timespec ts = adag__timespec_at(deadline);
         pthread_cond_timedwait(&dag->cond, &dag->lock, &ts);
     }
     dag->cond_waiters--;
@@ -189,20 +189,20 @@ void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline)
 
 /* Checks that ref is live (committed, neither released nor cancelled).
  * Under dag->lock. */
-adag_status_t adag_dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
+adag_status_t adag__dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
 {
     if (ref >= dag->next_reserve)
-        return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was never issued", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was never issued", fn,
                           (unsigned long long)ref, dag->name);
     uint8_t f = ref < dag->next_release ? REF_RELEASED : dag->ref_flags[ref % dag->max_inflight];
     if (f & REF_CANCELLED)
-        return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was cancelled", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was cancelled", fn,
                           (unsigned long long)ref, dag->name);
     if (f & REF_RELEASED)
-        return adag_error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was already released", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was already released", fn,
                           (unsigned long long)ref, dag->name);
     if (!(f & REF_COMMITTED))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: ref %llu of DAG %s is reserved but not committed "
                           "(adag_dag_commit)",
                           fn, (unsigned long long)ref, dag->name);
@@ -218,43 +218,43 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     size_t err_len = 0;
 
     if (!dag || (n && !outputs))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and outputs must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag and outputs must not be NULL", fn);
     if (n != dag->noutputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s has %u outputs, %u requested", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: DAG %s has %u outputs, %u requested", fn,
                           dag->name, dag->noutputs, n);
     if (timeout_ms < -1)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: timeout_ms %d is negative; use -1 to wait forever, 0 to poll", fn,
                           timeout_ms);
-    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
+    if ((st = adag__dag_api_enter(dag, fn)) != ADAG_OK)
         return st;
     pthread_mutex_lock(&dag->lock);
-    st = adag_dag_check_ref(dag, ref, fn);
+    st = adag__dag_check_ref(dag, ref, fn);
     if (st == ADAG_OK && dag->abort_status != ADAG_OK)
-        st = adag_dag_abort_error(dag, fn);
+        st = adag__dag_abort_error(dag, fn);
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK)
         goto out;
-    int64_t deadline = adag_deadline_ms(timeout_ms);
-    uint64_t t0 = dag->trace ? adag_trace_clock() : 0;
+    int64_t deadline = adag__deadline_ms(timeout_ms);
+    uint64_t t0 = dag->trace ? adag__trace_clock() : 0;
     int first_get = 0;
     for (unsigned o = 0; o < n; o++) {
         adag_slot_view_t view;
-        st = adag_chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
+        st = adag__chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
         if (st == ADAG_ERR_TIMEOUT) {
-            st = adag_error(ADAG_ERR_TIMEOUT, "%s: ref %llu of DAG %s not ready within %d ms", fn,
+            st = adag__error(ADAG_ERR_TIMEOUT, "%s: ref %llu of DAG %s not ready within %d ms", fn,
                             (unsigned long long)ref, dag->name, timeout_ms);
             goto out;
         }
         if (st != ADAG_OK) {
-            st = adag_dag_wait_error(dag, st, fn);
+            st = adag__dag_wait_error(dag, st, fn);
             goto out;
         }
         /* the slot's metadata is in memory other processes write: checked here */
-        st = adag_value_check_slot(&view, dag->outs[dag->output_of[o]]->name);
+        st = adag__value_check_slot(&view, dag->outs[dag->output_of[o]]->name);
         if (st != ADAG_OK)
             goto out;
-        outputs[o] = adag_value_from_view(&view);
+        outputs[o] = adag__value_from_view(&view);
         if (view.status != ADAG_OK && result == ADAG_OK) {
             result = view.status;
             err = view.err;
@@ -263,8 +263,8 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     }
     pthread_mutex_lock(&dag->lock);
     if (dag->abort_status != ADAG_OK) {
-        st = adag_dag_abort_error(dag, fn);
-    } else if ((st = adag_dag_check_ref(dag, ref, fn)) == ADAG_OK) {
+        st = adag__dag_abort_error(dag, fn);
+    } else if ((st = adag__dag_check_ref(dag, ref, fn)) == ADAG_OK) {
         uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
         if (!(*flags & REF_GOTTEN)) {
             *flags |= REF_GOTTEN;
@@ -274,18 +274,18 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
             else
                 dag->stats.failed++;
         }
-        adag_dag_update_fd(dag);
+        adag__dag_update_fd(dag);
     }
     pthread_mutex_unlock(&dag->lock);
     /* record 2 ref + 1 of the indexed ring, written by the first get only
      * (begun by its execute) */
     if (dag->trace && st == ADAG_OK && first_get)
-        adag_trace_put_begun(dag->trace, 2 * ref + 1, ADAG_SPAN_GET, ref, t0, adag_trace_clock());
+        adag__trace_put_begun(dag->trace, 2 * ref + 1, ADAG_SPAN_GET, ref, t0, adag__trace_clock());
     if (st == ADAG_OK && result != ADAG_OK)
-        st = err_len ? adag_error(result, "%.*s", (int)err_len, err)
-                     : adag_error(result, "%s", adag_status_str(result));
+        st = err_len ? adag__error(result, "%.*s", (int)err_len, err)
+                     : adag__error(result, "%s", adag_status_str(result));
 out:
-    adag_dag_api_leave(dag);
+    adag__dag_api_leave(dag);
     return st;
 }
 
@@ -294,26 +294,26 @@ adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
     static const char *fn = "adag_dag_release";
     adag_status_t st;
     if (!dag)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
-    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
+        return adag__error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
+    if ((st = adag__dag_api_enter(dag, fn)) != ADAG_OK)
         return st;
     pthread_mutex_lock(&dag->lock);
-    if ((st = adag_dag_check_ref(dag, ref, fn)) == ADAG_OK) {
+    if ((st = adag__dag_check_ref(dag, ref, fn)) == ADAG_OK) {
         dag->ref_flags[ref % dag->max_inflight] |= REF_RELEASED;
         dag->stats.released++;
-        adag_dag_advance_releases(dag);
-        adag_dag_update_fd(dag); /* a ref released unread no longer makes it readable */
-        adag_dag_wake(dag);
+        adag__dag_advance_releases(dag);
+        adag__dag_update_fd(dag); /* a ref released unread no longer makes it readable */
+        adag__dag_wake(dag);
     }
     pthread_mutex_unlock(&dag->lock);
-    adag_dag_api_leave(dag);
+    adag__dag_api_leave(dag);
     return st;
 }
 
 adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
 {
     if (!dag || !fd)
-        return adag_error(ADAG_ERR_INVALID, "adag_dag_fd: dag and fd must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_dag_fd: dag and fd must not be NULL");
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&dag->lock);
     if (!atomic_load_explicit(&dag->fd_armed, memory_order_relaxed)) {
@@ -323,12 +323,12 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
         int *fds = calloc(dag->nouts + 1, sizeof(*fds));
         unsigned n = 0;
         if (!fds)
-            st = adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_fd: out of memory");
+            st = adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_fd: out of memory");
         for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
             adag_chan_t *ch = dag->outs[e];
             int nfd = ch->ops->notify_fd ? ch->ops->notify_fd(ch) : -1;
             if (nfd < 0) {
-                st = adag_error(ADAG_ERR_INVALID,
+                st = adag__error(ADAG_ERR_INVALID,
                                 "adag_dag_fd: output channel %s (%s) of DAG %s cannot signal "
                                 "an fd",
                                 ch->name, ch->ops->name, dag->name);
@@ -351,9 +351,9 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK)
         return st;
-    adag_monitor_poke(dag->rt); /* it now watches the notify fds */
+    adag__monitor_poke(dag->rt); /* it now watches the notify fds */
     pthread_mutex_lock(&dag->lock);
-    adag_dag_update_fd(dag);
+    adag__dag_update_fd(dag);
     pthread_mutex_unlock(&dag->lock);
     *fd = dag->user_fd;
     return ADAG_OK;
@@ -365,9 +365,9 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
 adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
 {
     if (!dag || !stats)
-        return adag_error(ADAG_ERR_INVALID, "adag_dag_stats: dag and stats must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_dag_stats: dag and stats must not be NULL");
     if (stats->struct_size < ADAG_DAG_STATS_V1_SIZE)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_dag_stats: stats->struct_size is %zu; set it to "
                           "sizeof(adag_dag_stats_t) (at least %zu)",
                           stats->struct_size, (size_t)ADAG_DAG_STATS_V1_SIZE);
@@ -378,47 +378,47 @@ adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
     s.communicators = dag->ncomm_leases;
     s.shared_communicators = 0;
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
-        s.shared_communicators += adag_comm_lease_users(dag->rt, dag->comm_leases[i]) > 1;
+        s.shared_communicators += adag__comm_lease_users(dag->rt, dag->comm_leases[i]) > 1;
     if (n >= offsetof(adag_dag_stats_t, timed) + sizeof(s.timed))
-        adag_dag_stats_bottleneck(dag, &s);
+        adag__dag_stats_bottleneck(dag, &s);
     s.struct_size = n;
     memcpy(stats, &s, n);
     return ADAG_OK;
 }
 
-void adag_dag_leave_leases(adag_dag_h dag)
+void adag__dag_leave_leases(adag_dag_h dag)
 {
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
-        if (adag_comm_lease_leave(dag->rt, dag->comm_leases[i], dag->comm_keep))
+        if (adag__comm_lease_leave(dag->rt, dag->comm_leases[i], dag->comm_keep))
             dag->comm_gone |= 1ull << i;
     dag->comm_left = 1;
 }
 
-uint64_t adag_dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog)
+uint64_t adag__dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog)
 {
     uint64_t mask = 0;
     for (uint32_t j = 0; j < prog->ncomms && j < 64; j++)
         for (unsigned i = 0; i < dag->ncomm_leases; i++)
             if ((dag->comm_gone >> i & 1) &&
-                adag_comm_lease_key(dag->comm_leases[i]) == prog->comms[j].key)
+                adag__comm_lease_key(dag->comm_leases[i]) == prog->comms[j].key)
                 mask |= 1ull << j;
     return mask;
 }
 
-void adag_dag_free(adag_dag_h dag)
+void adag__dag_free(adag_dag_h dag)
 {
     if (dag->trace) {
-        adag_trace_ring_free(dag->trace);
+        adag__trace_ring_free(dag->trace);
         free(dag->trace);
     }
-    adag_ctx_destroy(&dag->ctx);
-    adag_dag_driver_device_close(dag);
+    adag__ctx_destroy(&dag->ctx);
+    adag__dag_driver_device_close(dag);
     /* before the actors may stop (which forgets their communicators) */
     if (!dag->comm_left)
-        adag_dag_leave_leases(dag);
+        adag__dag_leave_leases(dag);
     for (unsigned i = 0; i < dag->ncomm_leases; i++)
         if (dag->comm_gone >> i & 1)
-            adag_comm_lease_free(dag->comm_leases[i]);
+            adag__comm_lease_free(dag->comm_leases[i]);
     free(dag->comm_leases);
     free(dag->lease_order_chan);
     free(dag->orders);
@@ -426,16 +426,16 @@ void adag_dag_free(adag_dag_h dag)
     free(dag->order_bufs);
     free(dag->coll_keys);
     for (unsigned i = 0; i < dag->nactors; i++) {
-        adag_program_free(&dag->actors[i].prog);
-        adag_wbuf_free(&dag->actors[i].infos);
-        adag_wbuf_free(&dag->actors[i].peers);
-        adag_actor_drop(dag->actors[i].actor);
+        adag__program_free(&dag->actors[i].prog);
+        adag__wbuf_free(&dag->actors[i].infos);
+        adag__wbuf_free(&dag->actors[i].peers);
+        adag__actor_drop(dag->actors[i].actor);
     }
     for (unsigned c = 0; c < dag->nchans; c++) {
         free(dag->chans[c].readers);
         free(dag->chans[c].places);
-        adag_wbuf_free(&dag->chans[c].desc);
-        adag_wbuf_free(&dag->chans[c].driver_info);
+        adag__wbuf_free(&dag->chans[c].desc);
+        adag__wbuf_free(&dag->chans[c].driver_info);
     }
     free(dag->notify_fds);
     if (dag->user_fd >= 0)
@@ -468,7 +468,7 @@ static void stop_actors(adag_dag_h dag)
     unsigned *ais = calloc(dag->nactors + 1, sizeof(*ais));
     adag_status_t *st = calloc(dag->nactors + 1, sizeof(*st));
     char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
-    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    int64_t deadline = adag__deadline_ms(dag->teardown_timeout_ms);
     if (!ais || !st || !why) {
         /* no memory to do it politely: the workers cannot keep the DAG */
         for (unsigned i = 0; i < dag->nactors; i++)
@@ -482,7 +482,7 @@ static void stop_actors(adag_dag_h dag)
         for (unsigned i = 0; i < dag->nactors; i++)
             if (dag->actors[i].prepared && (dag->actors[i].actor->ops->step_fd != NULL) == remote)
                 ais[n++] = i;
-        adag_actors_step(dag, ais, n, ADAG_STEP_STOP, deadline, st, why);
+        adag__actors_step(dag, ais, n, ADAG_STEP_STOP, deadline, st, why);
         for (unsigned k = 0; k < n; k++) {
             adag_actor_h a = dag->actors[ais[k]].actor;
             dag->actors[ais[k]].prepared = 0;
@@ -504,7 +504,7 @@ static int tickets_consumed(adag_dag_h dag, uint64_t last, int64_t deadline)
 {
     for (unsigned i = 0; i < dag->norders; i++) {
         void *buf;
-        if (adag_chan_acquire(dag->orders[i], last + dag->max_inflight, deadline, &buf) !=
+        if (adag__chan_acquire(dag->orders[i], last + dag->max_inflight, deadline, &buf) !=
             ADAG_OK) {
             ADAG_LOG_WARN("DAG %s: its collectives of execution %llu did not end within the "
                           "teardown timeout (%d ms) of its destroy; its communicators are "
@@ -523,19 +523,19 @@ static int tickets_consumed(adag_dag_h dag, uint64_t last, int64_t deadline)
  * failed. */
 static int settle_executions(adag_dag_h dag)
 {
-    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    int64_t deadline = adag__deadline_ms(dag->teardown_timeout_ms);
     for (;;) {
         pthread_mutex_lock(&dag->lock);
         int failed = dag->abort_status != ADAG_OK;
         int done = dag->next_publish == dag->next_release ||
-                   adag_dag_ref_complete(dag, dag->next_publish - 1);
+                   adag__dag_ref_complete(dag, dag->next_publish - 1);
         uint64_t last = dag->next_publish;
         pthread_mutex_unlock(&dag->lock);
         if (failed)
             return 0;
         if (done)
             return last == 0 || tickets_consumed(dag, last - 1, deadline);
-        if (adag_now_ns() >= deadline) {
+        if (adag__now_ns() >= deadline) {
             ADAG_LOG_WARN("DAG %s: execution %llu did not complete within the teardown timeout "
                           "(%d ms) of its destroy; its communicator is dropped",
                           dag->name, (unsigned long long)(last - 1), dag->teardown_timeout_ms);
@@ -548,45 +548,45 @@ static int settle_executions(adag_dag_h dag)
 adag_status_t adag_dag_destroy(adag_dag_h dag)
 {
     if (!dag)
-        return adag_error(ADAG_ERR_INVALID, "adag_dag_destroy: dag is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_dag_destroy: dag is NULL");
     adag_runtime_h rt = dag->rt;
     /* out of the runtime's list first: the monitor no longer touches it */
     pthread_mutex_lock(&rt->lock);
-    adag_list_remove(&dag->link);
+    adag__list_remove(&dag->link);
     pthread_mutex_unlock(&rt->lock);
-    adag_monitor_poke(rt);
+    adag__monitor_poke(rt);
 
     pthread_mutex_lock(&dag->lock);
     /* executions this thread reserved and never committed are dropped */
-    adag_dag_drop_reservations(dag, 1);
+    adag__dag_drop_reservations(dag, 1);
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
     if (dag->ncomm_leases)
         dag->comm_keep = settle_executions(dag);
-    adag_dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
+    adag__dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
     /* Calls in progress end at once (the failure woke their waits).
      * Reservations of other threads end when those threads commit or
      * cancel them (a commit now cancels: ADAG_ERR_CLOSED); one still open
      * after the teardown timeout (its thread gone or stuck) is dropped
      * here, so destroy is bounded whatever a client left reserved. */
     pthread_mutex_lock(&dag->lock);
-    int64_t deadline = adag_deadline_ms(dag->teardown_timeout_ms);
+    int64_t deadline = adag__deadline_ms(dag->teardown_timeout_ms);
     while (dag->api_users > 0 || dag->nreserved > 0) {
-        if (dag->api_users == 0 && adag_now_ns() >= deadline) {
-            unsigned n = adag_dag_drop_reservations(dag, 0);
+        if (dag->api_users == 0 && adag__now_ns() >= deadline) {
+            unsigned n = adag__dag_drop_reservations(dag, 0);
             ADAG_LOG_WARN("DAG %s: destroy dropped %u execution%s that other threads reserved "
                           "and neither committed nor cancelled within the teardown timeout "
                           "(%d ms)",
                           dag->name, n, n == 1 ? "" : "s", dag->teardown_timeout_ms);
             break;
         }
-        adag_dag_cond_wait(dag, dag->api_users > 0 ? ADAG_FOREVER : deadline);
+        adag__dag_cond_wait(dag, dag->api_users > 0 ? ADAG_FOREVER : deadline);
     }
     pthread_mutex_unlock(&dag->lock);
     /* which communicators go is known before STOP tells the actors */
-    adag_dag_leave_leases(dag);
+    adag__dag_leave_leases(dag);
 
     stop_actors(dag);
-    adag_dag_free(dag);
+    adag__dag_free(dag);
     return ADAG_OK;
 }

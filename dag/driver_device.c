@@ -31,15 +31,15 @@
 
 static void staging_close(adag_dag_h dag);
 
-adag_status_t adag_dag_driver_device_open(adag_dag_h dag, const char *spec)
+adag_status_t adag__dag_driver_device_open(adag_dag_h dag, const char *spec)
 {
     adag_device_kind_t kind;
     unsigned index;
-    adag_status_t st = adag_device_parse(spec, &kind, &index);
+    adag_status_t st = adag__device_parse(spec, &kind, &index);
     if (st == ADAG_OK)
-        st = adag_actor_device_open(kind, index, &dag->rt->settings, &dag->driver_dev);
+        st = adag__actor_device_open(kind, index, &dag->rt->settings, &dag->driver_dev);
     if (st != ADAG_OK) {
-        adag_error_prefix("adag_graph_compile: driver_device");
+        adag__error_prefix("adag_graph_compile: driver_device");
         return st;
     }
     dag->driver_dev_kind = (int32_t)kind;
@@ -47,44 +47,44 @@ adag_status_t adag_dag_driver_device_open(adag_dag_h dag, const char *spec)
     return ADAG_OK;
 }
 
-void adag_dag_driver_device_close(adag_dag_h dag)
+void adag__dag_driver_device_close(adag_dag_h dag)
 {
     if (!dag->driver_dev)
         return;
     staging_close(dag);
     /* the endpoints are closed: only work the caller enqueued may remain */
-    (void)adag_actor_device_close(dag->driver_dev, "the driver",
-                                  adag_deadline_ms(dag->teardown_timeout_ms));
+    (void)adag__actor_device_close(dag->driver_dev, "the driver",
+                                  adag__deadline_ms(dag->teardown_timeout_ms));
     dag->driver_dev = NULL;
 }
 
-int adag_dag_input_on_device(adag_dag_h dag, unsigned i)
+int adag__dag_input_on_device(adag_dag_h dag, unsigned i)
 {
     const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
     return c->places && c->places[0].kind >= 0;
 }
 
-adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsigned i,
+adag_status_t adag__dag_check_device_input(adag_dag_h dag, const char *fn, unsigned i,
                                           const adag_value_t *v)
 {
     if (v->kind != ADAG_VALUE_TENSOR || v->device == ADAG_DEVICE_HOST)
         return ADAG_OK;
-    if (adag_dag_input_on_device(dag, i) &&
+    if (adag__dag_input_on_device(dag, i) &&
         v->device == ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index))
         return ADAG_OK;
     char name[ADAG_DEVICE_NAME_MAX], mine[ADAG_DEVICE_NAME_MAX];
-    adag_device_name(v->device, name);
+    adag__device_name(v->device, name);
     if (!dag->driver_dev)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: input %u: a tensor on device %s, but DAG %s has no driver device "
                           "(adag_compile_params_t.driver_device): its inputs are in host memory",
                           fn, i, name, dag->name);
-    return adag_error(ADAG_ERR_INVALID,
+    return adag__error(ADAG_ERR_INVALID,
                       "%s: input %u: a tensor on device %s; this input takes host memory or "
                       "the driver's device %s, and only a tensor field (adag_node_tensor) lives "
                       "on it",
                       fn, i, name,
-                      adag_device_name(ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index),
+                      adag__device_name(ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index),
                                        mine));
 }
 
@@ -95,7 +95,7 @@ static size_t staging_index(adag_dag_h dag, uint64_t ref, unsigned i)
     return (size_t)(ref % dag->max_inflight) * dag->ninputs + i;
 }
 
-adag_status_t adag_dag_staging_open(adag_dag_h dag)
+adag_status_t adag__dag_staging_open(adag_dag_h dag)
 {
     if (!dag->driver_dev || !dag->ninputs)
         return ADAG_OK;
@@ -106,9 +106,9 @@ adag_status_t adag_dag_staging_open(adag_dag_h dag)
     dag->staged = calloc(n, sizeof(*dag->staged));
     dag->staged_pending = calloc(n, 1);
     if (!dag->staging || !dag->staged || !dag->staged_pending)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned i = 0; i < dag->ninputs; i++) {
-        if (!adag_dag_input_on_device(dag, i))
+        if (!adag__dag_input_on_device(dag, i))
             continue;
         size_t capacity = dag->inputs[i]->capacity;
         for (unsigned s = 0; s < dag->max_inflight; s++) {
@@ -117,10 +117,10 @@ adag_status_t adag_dag_staging_open(adag_dag_h dag)
             if (st == ADAG_OK)
                 st = ops->event_create(d->dev, &dag->staged[k]);
             if (st != ADAG_OK) {
-                adag_error_prefix("adag_graph_compile: the pinned staging of input %u (channel "
+                adag__error_prefix("adag_graph_compile: the pinned staging of input %u (channel "
                                   "%s, %zu bytes, slot %u)",
                                   i, dag->inputs[i]->name, capacity, s);
-                return st; /* adag_dag_free frees what exists */
+                return st; /* adag__dag_free frees what exists */
             }
         }
     }
@@ -135,7 +135,7 @@ static void staging_close(adag_dag_h dag)
         return;
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     const adag_device_ops_t *ops = d->dev->ops;
-    if (ops->stream_sync(d->compute, adag_deadline_ms(dag->teardown_timeout_ms)) != ADAG_OK) {
+    if (ops->stream_sync(d->compute, adag__deadline_ms(dag->teardown_timeout_ms)) != ADAG_OK) {
         /* a copy may still read the staging: leaked rather than freed */
         ADAG_LOG_WARN("DAG %s: the driver's stream did not drain within the teardown timeout "
                       "(%d ms): its pinned input staging is left allocated",
@@ -157,12 +157,12 @@ static void staging_close(adag_dag_h dag)
     dag->staged_pending = NULL;
 }
 
-void *adag_dag_staging_buf(adag_dag_h dag, uint64_t ref, unsigned i)
+void *adag__dag_staging_buf(adag_dag_h dag, uint64_t ref, unsigned i)
 {
     return dag->staging ? dag->staging[staging_index(dag, ref, i)].ptr : NULL;
 }
 
-adag_status_t adag_dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, int64_t deadline,
+adag_status_t adag__dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, int64_t deadline,
                                     const char *fn)
 {
     if (!dag->staged_pending)
@@ -175,14 +175,14 @@ adag_status_t adag_dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, 
         adag_status_t st = nonblock ? ops->event_query(dag->staged[k])
                                     : ops->event_sync(dag->staged[k], deadline);
         if (st == ADAG_ERR_AGAIN || st == ADAG_ERR_TIMEOUT)
-            return adag_error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
+            return adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                               "%s: %s: the copy of input %u of ref %llu from its pinned staging "
                               "(channel %s) is still running",
                               fn, nonblock ? "no room now" : "no room in time", i,
                               (unsigned long long)(ref - dag->max_inflight),
                               dag->inputs[i]->name);
         if (st != ADAG_OK) {
-            adag_error_prefix("%s: waiting for the copy of input %u of ref %llu from its "
+            adag__error_prefix("%s: waiting for the copy of input %u of ref %llu from its "
                               "pinned staging",
                               fn, i, (unsigned long long)(ref - dag->max_inflight));
             return st;
@@ -192,7 +192,7 @@ adag_status_t adag_dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, 
     return ADAG_OK;
 }
 
-adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *const *bufs,
+adag_status_t adag__dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *const *bufs,
                                           const adag_value_t *inputs, const char *fn)
 {
     if (!dag->driver_dev)
@@ -200,7 +200,7 @@ adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *co
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     const adag_device_ops_t *ops = d->dev->ops;
     for (unsigned i = 0; i < dag->ninputs; i++) {
-        if (!adag_dag_input_on_device(dag, i) || !inputs[i].size || inputs[i].data == bufs[i])
+        if (!adag__dag_input_on_device(dag, i) || !inputs[i].size || inputs[i].data == bufs[i])
             continue; /* written in the slot, on the stream */
         /* in the compute stream's order: after the readers' `consumed`
          * waits that the reservation's acquire enqueued, before publish's
@@ -212,7 +212,7 @@ adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *co
         if (st == ADAG_OK && staged && (st = ops->event_record(dag->staged[k], d->compute)) == ADAG_OK)
             dag->staged_pending[k] = 1;
         if (st != ADAG_OK) {
-            adag_error_prefix("%s: input %u (channel %s): copying %zu bytes to %s:%u", fn, i,
+            adag__error_prefix("%s: input %u (channel %s): copying %zu bytes to %s:%u", fn, i,
                               dag->inputs[i]->name, inputs[i].size,
                               adag_device_kind_name((uint32_t)dag->driver_dev_kind),
                               dag->driver_dev_index);
@@ -227,27 +227,27 @@ adag_status_t adag_dag_enqueue(adag_dag_h dag, void (*fn)(void *args), const voi
 {
     static const char *name = "adag_dag_enqueue";
     if (!dag || !fn || (size && !args))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, fn and args must not be NULL", name);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag, fn and args must not be NULL", name);
     if (!dag->driver_dev)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: DAG %s has no driver device (adag_compile_params_t.driver_device)",
                           name, dag->name);
     if (size > ADAG_DEVICE_ARGS_MAX)
-        return adag_error(ADAG_ERR_INVALID, "%s: %zu bytes of arguments, at most %d", name, size,
+        return adag__error(ADAG_ERR_INVALID, "%s: %zu bytes of arguments, at most %d", name, size,
                           ADAG_DEVICE_ARGS_MAX);
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
     if (st != ADAG_OK)
-        adag_error_prefix("%s: DAG %s", name, dag->name);
+        adag__error_prefix("%s: DAG %s", name, dag->name);
     return st;
 }
 
 adag_status_t adag_dag_stream(adag_dag_h dag, void **stream)
 {
     if (!dag || !stream)
-        return adag_error(ADAG_ERR_INVALID, "adag_dag_stream: dag and stream must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_dag_stream: dag and stream must not be NULL");
     if (!dag->driver_dev)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_dag_stream: DAG %s has no driver device "
                           "(adag_compile_params_t.driver_device)",
                           dag->name);
@@ -263,13 +263,13 @@ adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms)
     if (st != ADAG_OK)
         return st;
     if (timeout_ms < -1)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_dag_stream_sync: timeout_ms %d is negative; use -1 to wait "
                           "forever",
                           timeout_ms);
     const adag_chan_device_t *d = &dag->driver_dev->chan;
-    st = d->dev->ops->stream_sync(d->compute, adag_deadline_ms(timeout_ms));
+    st = d->dev->ops->stream_sync(d->compute, adag__deadline_ms(timeout_ms));
     if (st != ADAG_OK)
-        adag_error_prefix("adag_dag_stream_sync: DAG %s", dag->name);
+        adag__error_prefix("adag_dag_stream_sync: DAG %s", dag->name);
     return st;
 }

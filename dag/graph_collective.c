@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *adag_coll_kind_name(adag_coll_kind_t kind)
+const char *adag__coll_kind_name(adag_coll_kind_t kind)
 {
     switch (kind) {
     case ADAG_COLL_ALLREDUCE:
@@ -57,29 +57,29 @@ static adag_status_t check_members(adag_graph_h g, const char *fn, adag_coll_kin
     const adag_tensor_decl_t *dtype_from = NULL, *shape_from = NULL;
     unsigned dtype_at = 0, shape_at = 0;
     if (n < 2 || n > ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID, "%s: a collective has 2..%d members, not %u", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: a collective has 2..%d members, not %u", fn,
                           ADAG_COMM_MAX_RANKS, n);
     for (unsigned i = 0; i < n; i++) {
-        if ((st = adag_graph_check_value(g, nodes[i], fn, "node", i)) != ADAG_OK)
+        if ((st = adag__graph_check_value(g, nodes[i], fn, "node", i)) != ADAG_OK)
             return st;
         adag_node_h x = nodes[i];
-        adag_node_describe(x, d, sizeof(d));
+        adag__node_describe(x, d, sizeof(d));
         if (x->kind == NODE_INPUT)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: node %u is %s: the members of a collective are the actors "
                               "that wrote its nodes, so each must be a method's result",
                               fn, i, d);
         adag_actor_h a = writer_of(x);
         for (unsigned j = 0; j < i; j++) {
             if (writer_of(nodes[j]) == a) {
-                adag_node_describe(nodes[j], e, sizeof(e));
-                return adag_error(ADAG_ERR_INVALID,
+                adag__node_describe(nodes[j], e, sizeof(e));
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: nodes %u (%s) and %u (%s) are both written by %s: each "
                                   "member of a collective is a distinct actor",
                                   fn, j, e, i, d, a->name);
             }
             if (writer_of(nodes[j])->device_kind != a->device_kind)
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: node %u (%s) is in %s, node 0 in %s: the members of a "
                                   "collective are all host actors or all on devices of one "
                                   "backend",
@@ -88,20 +88,20 @@ static adag_status_t check_members(adag_graph_h g, const char *fn, adag_coll_kin
         const adag_tensor_decl_t *t = &x->tensor;
         if (a->device_kind >= 0 && (t->flags & ADAG_TENSOR_DECLARED) &&
             t->transport == ADAG_TRANSPORT_HOST)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "%s: node %u (%s) is declared with transport ADAG_TRANSPORT_HOST: a "
                               "collective's tensors live on the members' devices",
                               fn, i, d);
         if (t->flags & ADAG_TENSOR_STATIC_DTYPE) {
             if (dtype_from && dtype_from->dtype != t->dtype)
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: node %u (%s) is declared %s, node %u %s: the tensors of a "
                                   "collective have one dtype",
                                   fn, i, d, adag_dtype_name((adag_dtype_t)t->dtype), dtype_at,
                                   adag_dtype_name((adag_dtype_t)dtype_from->dtype));
             if (t->dtype == ADAG_DTYPE_BOOL && op == ADAG_REDUCE_AVG &&
                 (kind == ADAG_COLL_ALLREDUCE || kind == ADAG_COLL_REDUCESCATTER))
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: node %u (%s) is a bool tensor: bool has no average", fn, i,
                                   d);
             dtype_from = t;
@@ -109,17 +109,17 @@ static adag_status_t check_members(adag_graph_h g, const char *fn, adag_coll_kin
         }
         if (t->flags & ADAG_TENSOR_STATIC_SHAPE) {
             if (shape_from && !same_shape(shape_from, t))
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: node %u (%s) has another static shape than node %u: the "
                                   "tensors of a collective have one shape",
                                   fn, i, d, shape_at);
             if ((kind == ADAG_COLL_ALLGATHER || kind == ADAG_COLL_REDUCESCATTER) &&
                 t->ndim == 0)
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: node %u (%s) is a 0-dim tensor: %s works along dim 0", fn,
-                                  i, d, adag_coll_kind_name(kind));
+                                  i, d, adag__coll_kind_name(kind));
             if (kind == ADAG_COLL_REDUCESCATTER && t->shape[0] % n != 0)
-                return adag_error(ADAG_ERR_INVALID,
+                return adag__error(ADAG_ERR_INVALID,
                                   "%s: node %u (%s): dim 0 is %lld, not a multiple of the %u "
                                   "members",
                                   fn, i, d, (long long)t->shape[0], n);
@@ -161,17 +161,17 @@ static adag_status_t make_collective(adag_graph_h g, const char *fn, adag_coll_k
     adag_status_t st;
     adag_collective_t *c = NULL, **colls;
     if (!g || !nodes || !outs)
-        return adag_error(ADAG_ERR_INVALID, "%s: graph, nodes and outs must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: graph, nodes and outs must not be NULL", fn);
     if ((kind == ADAG_COLL_ALLREDUCE || kind == ADAG_COLL_REDUCESCATTER) &&
         (unsigned)op > ADAG_REDUCE_AVG)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: op %d is not an adag_reduce_op_t (SUM, PROD, MIN, MAX, AVG)", fn,
                           (int)op);
     if (kind == ADAG_COLL_BROADCAST && root >= n)
-        return adag_error(ADAG_ERR_INVALID, "%s: root %u of %u members", fn, root, n);
+        return adag__error(ADAG_ERR_INVALID, "%s: root %u of %u members", fn, root, n);
     pthread_mutex_lock(&g->lock);
     unsigned made = g->nnodes;
-    if ((st = adag_graph_check_open(g, fn)) != ADAG_OK ||
+    if ((st = adag__graph_check_open(g, fn)) != ADAG_OK ||
         (st = check_members(g, fn, kind, op, nodes, n)) != ADAG_OK)
         goto out;
     c = calloc(1, sizeof(*c));
@@ -180,7 +180,7 @@ static adag_status_t make_collective(adag_graph_h g, const char *fn, adag_coll_k
         g->colls = colls;
     if (!c || !colls || !(c->inputs = calloc(n, sizeof(*c->inputs))) ||
         !(c->outputs = calloc(n, sizeof(*c->outputs)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
         goto out;
     }
     c->id = g->ncolls;
@@ -191,7 +191,7 @@ static adag_status_t make_collective(adag_graph_h g, const char *fn, adag_coll_k
     adag_tensor_decl_t decl = output_decl(kind, nodes, n);
     for (unsigned i = 0; i < n; i++) {
         adag_node_h o;
-        if ((st = adag_graph_add_node(g, &o)) != ADAG_OK)
+        if ((st = adag__graph_add_node(g, &o)) != ADAG_OK)
             goto out;
         o->kind = NODE_CALL;
         o->actor = writer_of(nodes[i]);

@@ -2,7 +2,7 @@
  * Installing a compiled DAG on its actors: PREPARE (each actor opens its
  * endpoints and answers with their peer info), the peers assembled per
  * channel and the driver's endpoints connected, CONNECT, START; each step
- * on every actor at once (adag_actors_step).
+ * on every actor at once (adag__actors_step).
  */
 #include "common/clock.h"
 #include "common/error.h"
@@ -22,10 +22,10 @@ static adag_blob_t endpoint_info(adag_dag_h dag, unsigned c, int who)
         return (adag_blob_t){dag->chans[c].driver_info.data, dag->chans[c].driver_info.len};
     const adag_dag_actor_t *da = &dag->actors[who];
     adag_rbuf_t rb = {da->infos.data, da->infos.len, 0, 0};
-    uint32_t n = adag_rbuf_u32(&rb);
+    uint32_t n = adag__rbuf_u32(&rb);
     for (uint32_t i = 0; i < n && i < da->prog.nchans && !rb.failed; i++) {
         adag_blob_t b;
-        b.data = adag_rbuf_bytes(&rb, &b.len);
+        b.data = adag__rbuf_bytes(&rb, &b.len);
         if (!rb.failed && da->prog.chans[i].id == c)
             return b;
     }
@@ -40,29 +40,29 @@ static adag_status_t assemble_peers(adag_dag_h dag)
     for (unsigned ai = 0; ai < dag->nactors; ai++) {
         adag_dag_actor_t *da = &dag->actors[ai];
         adag_rbuf_t rb = {da->infos.data, da->infos.len, 0, 0};
-        if (adag_rbuf_u32(&rb) != da->prog.nchans || rb.failed)
-            return adag_error(ADAG_ERR_PROTOCOL,
+        if (adag__rbuf_u32(&rb) != da->prog.nchans || rb.failed)
+            return adag__error(ADAG_ERR_PROTOCOL,
                               "adag_graph_compile: actor %s answered PREPARE with peer info for "
                               "the wrong number of channels",
                               da->actor->name);
-        adag_wbuf_free(&da->peers);
-        adag_wbuf_u32(&da->peers, da->prog.nchans);
+        adag__wbuf_free(&da->peers);
+        adag__wbuf_u32(&da->peers, da->prog.nchans);
         for (uint32_t i = 0; i < da->prog.nchans; i++) {
             const adag_dag_chan_t *dc = &dag->chans[da->prog.chans[i].id];
-            if (!adag_chan_backend(dc->backend)->connect) {
-                adag_wbuf_u32(&da->peers, 0);
+            if (!adag__chan_backend(dc->backend)->connect) {
+                adag__wbuf_u32(&da->peers, 0);
                 continue;
             }
-            adag_wbuf_u32(&da->peers, 1 + dc->nreaders);
+            adag__wbuf_u32(&da->peers, 1 + dc->nreaders);
             adag_blob_t b = endpoint_info(dag, da->prog.chans[i].id, dc->writer);
-            adag_wbuf_bytes(&da->peers, b.data, b.len);
+            adag__wbuf_bytes(&da->peers, b.data, b.len);
             for (unsigned r = 0; r < dc->nreaders; r++) {
                 b = endpoint_info(dag, da->prog.chans[i].id, dc->readers[r]);
-                adag_wbuf_bytes(&da->peers, b.data, b.len);
+                adag__wbuf_bytes(&da->peers, b.data, b.len);
             }
         }
         if (da->peers.failed)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     }
     return ADAG_OK;
 }
@@ -73,7 +73,7 @@ static adag_status_t connect_driver(adag_dag_h dag)
 {
     for (unsigned c = 0; c < dag->nchans; c++) {
         const adag_dag_chan_t *dc = &dag->chans[c];
-        const adag_chan_ops_t *ops = adag_chan_backend(dc->backend);
+        const adag_chan_ops_t *ops = adag__chan_backend(dc->backend);
         adag_chan_t *mine = NULL;
         if (!ops->connect)
             continue;
@@ -89,14 +89,14 @@ static adag_status_t connect_driver(adag_dag_h dag)
             continue;
         adag_blob_t *peers = calloc(1 + dc->nreaders, sizeof(*peers));
         if (!peers)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         peers[0] = endpoint_info(dag, c, dc->writer);
         for (unsigned r = 0; r < dc->nreaders; r++)
             peers[1 + r] = endpoint_info(dag, c, dc->readers[r]);
         adag_status_t st = ops->connect(mine, peers, 1 + dc->nreaders);
         free(peers);
         if (st != ADAG_OK) {
-            adag_error_prefix("adag_graph_compile: the driver's endpoint");
+            adag__error_prefix("adag_graph_compile: the driver's endpoint");
             return st;
         }
     }
@@ -112,16 +112,16 @@ static adag_status_t step_all(adag_dag_h dag, adag_step_t step)
     char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
     adag_status_t result = ADAG_OK;
     if (!ais || !st || !why) {
-        result = adag_error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
+        result = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto out;
     }
     for (unsigned i = 0; i < dag->nactors; i++)
         ais[i] = i;
-    adag_actors_step(dag, ais, dag->nactors, step,
-                     adag_deadline_ms(dag->rt->settings.control_timeout_ms), st, why);
+    adag__actors_step(dag, ais, dag->nactors, step,
+                     adag__deadline_ms(dag->rt->settings.control_timeout_ms), st, why);
     for (unsigned i = 0; i < dag->nactors && result == ADAG_OK; i++)
         if (st[i] != ADAG_OK)
-            result = adag_error(st[i], "adag_graph_compile: %s", why[i]);
+            result = adag__error(st[i], "adag_graph_compile: %s", why[i]);
 out:
     free(ais);
     free(st);
@@ -129,7 +129,7 @@ out:
     return result;
 }
 
-adag_status_t adag_dag_install(adag_dag_h dag)
+adag_status_t adag__dag_install(adag_dag_h dag)
 {
     adag_status_t st;
     if ((st = step_all(dag, ADAG_STEP_PREPARE)) != ADAG_OK ||

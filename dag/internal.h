@@ -69,7 +69,7 @@ typedef enum {
     ADAG_STEP_STOP,    /* stop the loop (the DAG is aborted) and free the actor's part */
 } adag_step_t;
 
-/* What an observation asks each actor of a DAG (adag_actors_ask). */
+/* What an observation asks each actor of a DAG (adag__actors_ask). */
 typedef enum {
     ADAG_ASK_FIGURES, /* its loop's figures (dag/loop_stats.h) */
     ADAG_ASK_TRACE,   /* a copy of its loop's trace records */
@@ -78,7 +78,7 @@ typedef enum {
 /* An actor's answer: figures (ADAG_ASK_FIGURES), or trace records
  * (ADAG_ASK_TRACE: recs malloc'd, NULL if none, stamps in its process's
  * ns; lost: the records overwritten; offset_ns maps its clock to the
- * driver's). adag_answer_free frees either. */
+ * driver's). adag__answer_free frees either. */
 typedef struct {
     adag_loop_figures_t figures;
     adag_trace_rec_t *recs;
@@ -86,14 +86,14 @@ typedef struct {
     int64_t offset_ns;
 } adag_answer_t;
 
-void adag_answer_free(adag_answer_t *ans);
+void adag__answer_free(adag_answer_t *ans);
 
 /*
  * Where an actor runs: a thread of the driver (dag/placement_thread.c) or
  * an adag-worker process (dag/placement_process.c); an actor on another
  * host is one more table. Everything in dag/ goes through these.
  *
- * DAG steps run on all of a DAG's actors at once (adag_actors_step): lock
+ * DAG steps run on all of a DAG's actors at once (adag__actors_step): lock
  * (optional) is taken in actor-id order; step_begin either completes the
  * step at once (*pending 0) or sends it, and then step_fd polls readable
  * when the answer is there and step_end takes it; unlock ends the step.
@@ -129,7 +129,7 @@ typedef struct adag_placement_ops {
     int (*pid)(adag_actor_h a);
     /* Observation (statistics, the trace, the live view): what the
      * actor's loop of DAG `dag` (actor index ai) says now, asked of every
-     * actor at once by one deadline (adag_actors_ask), so that one that
+     * actor at once by one deadline (adag__actors_ask), so that one that
      * does not answer costs the others nothing. ask_begin answers at once
      * (*pending 0, out filled), fails, or sends the request (*pending 1):
      * step_fd then polls readable once an answer begins; ask_end takes it
@@ -232,12 +232,12 @@ struct adag_graph {
 };
 
 /* graph.c, for graph_collective.c (under g->lock) */
-adag_status_t adag_graph_add_node(adag_graph_h g, adag_node_h *out);
-adag_status_t adag_graph_check_open(adag_graph_h g, const char *fn);
-adag_status_t adag_graph_check_value(adag_graph_h g, adag_node_h n, const char *fn,
+adag_status_t adag__graph_add_node(adag_graph_h g, adag_node_h *out);
+adag_status_t adag__graph_check_open(adag_graph_h g, const char *fn);
+adag_status_t adag__graph_check_value(adag_graph_h g, adag_node_h n, const char *fn,
                                      const char *role, unsigned index);
 /* "allreduce", "allgather", "reducescatter", "broadcast" */
-const char *adag_coll_kind_name(adag_coll_kind_t kind);
+const char *adag__coll_kind_name(adag_coll_kind_t kind);
 
 /* A channel of a compiled DAG, as the driver knows it. */
 typedef struct {
@@ -268,7 +268,7 @@ typedef struct {
     adag_loop_t loop;          /* thread actors */
     adag_wbuf_t infos;         /* PREPARE's answer: peer info per program channel */
     adag_wbuf_t peers;         /* CONNECT's payload */
-    _Atomic int prepared;      /* PREPARE was sent: STOP must follow (read by adag_dag_fail) */
+    _Atomic int prepared;      /* PREPARE was sent: STOP must follow (read by adag__dag_fail) */
 } adag_dag_actor_t;
 
 enum {
@@ -370,7 +370,7 @@ struct adag_dag {
 
     pthread_mutex_t lock;      /* the ref window, reservation, abort state, fd, stats */
     pthread_cond_t cond;       /* a ref was released / a ref was taken / the DAG failed */
-    int cond_waiters;          /* threads in adag_dag_cond_wait (wakes cost nothing without) */
+    int cond_waiters;          /* threads in adag__dag_cond_wait (wakes cost nothing without) */
     uint64_t next_release;     /* refs below it are released */
     uint8_t *ref_flags;        /* REF_* per slot */
     adag_status_t abort_status;
@@ -393,13 +393,13 @@ struct adag_dag {
 
 /* Bit i set: the actor whose program is prog drops prog->comms[i] at STOP
  * (its lease is gone). */
-uint64_t adag_dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog);
+uint64_t adag__dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog);
 /* The DAG leaves its leases (keeping them if comm_keep); sets comm_gone. */
-void adag_dag_leave_leases(adag_dag_h dag);
+void adag__dag_leave_leases(adag_dag_h dag);
 
 /* install.c: PREPARE -> CONNECT -> START of a compiled DAG, each on every
  * actor at once; the first failure (in actor order) is the result. */
-adag_status_t adag_dag_install(adag_dag_h dag);
+adag_status_t adag__dag_install(adag_dag_h dag);
 
 /* comm_lease.c: the driver's communicators, shared by the DAGs whose
  * collectives use them or leased to one DAG (ADAG_TRANSPORT_COMM tensors) */
@@ -407,37 +407,37 @@ typedef struct adag_comm_lease adag_comm_lease_t;
 /* A communicator of backend ops over the actors actor_ids[0..n) (rank r =
  * actor_ids[r]): an open one over that list (shared, unless exclusive or
  * exclusively held), or a new one. */
-adag_status_t adag_comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
+adag_status_t adag__comm_lease_take(adag_runtime_h rt, const adag_comm_ops_t *ops,
                                    const unsigned *actor_ids, unsigned n, int exclusive,
                                    adag_comm_lease_t **out);
 /* A DAG leaves it. keep: it ended cleanly (every rank keeps it for the next
  * DAG); else it is closed to new DAGs. Nonzero: it is gone (no DAG holds
  * it and it was closed): the DAG tells its actors to drop it, then frees it
- * with adag_comm_lease_free. */
-int adag_comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep);
-void adag_comm_lease_free(adag_comm_lease_t *l);
+ * with adag__comm_lease_free. */
+int adag__comm_lease_leave(adag_runtime_h rt, adag_comm_lease_t *l, int keep);
+void adag__comm_lease_free(adag_comm_lease_t *l);
 /* The DAGs holding it now. */
-unsigned adag_comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l);
+unsigned adag__comm_lease_users(adag_runtime_h rt, const adag_comm_lease_t *l);
 /* Nonzero if DAGs may share it (collectives only): its users take turns. */
-int adag_comm_lease_shared(const adag_comm_lease_t *l);
+int adag__comm_lease_shared(const adag_comm_lease_t *l);
 /* The ticket of the next execution over it (under rt->order_lock). */
-uint64_t adag_comm_lease_next_ticket(adag_comm_lease_t *l);
+uint64_t adag__comm_lease_next_ticket(adag_comm_lease_t *l);
 /* An actor stopped: the communicators it was a rank of go. */
-void adag_comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id);
-unsigned adag_comm_leases_count(adag_runtime_h rt);
-uint64_t adag_comm_lease_key(const adag_comm_lease_t *l);
-const adag_comm_ops_t *adag_comm_lease_ops(const adag_comm_lease_t *l);
-const adag_comm_id_t *adag_comm_lease_id(const adag_comm_lease_t *l);
-unsigned adag_comm_lease_nranks(const adag_comm_lease_t *l);
-int adag_comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id); /* -1: not one */
+void adag__comm_leases_forget_actor(adag_runtime_h rt, unsigned actor_id);
+unsigned adag__comm_leases_count(adag_runtime_h rt);
+uint64_t adag__comm_lease_key(const adag_comm_lease_t *l);
+const adag_comm_ops_t *adag__comm_lease_ops(const adag_comm_lease_t *l);
+const adag_comm_id_t *adag__comm_lease_id(const adag_comm_lease_t *l);
+unsigned adag__comm_lease_nranks(const adag_comm_lease_t *l);
+int adag__comm_lease_rank(const adag_comm_lease_t *l, unsigned actor_id); /* -1: not one */
 
 /* compile_place.c: a channel's places (c->places: writer, then readers)
  * and its backend (c->backend); ADAG_ERR_INVALID for a channel no backend
  * can carry. */
-adag_status_t adag_compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c);
+adag_status_t adag__compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c);
 /* ADAG_ERR_INVALID when a collective has a member on another host (the
  * communicators are one host's). */
-adag_status_t adag_compile_check_collective_hosts(adag_graph_h g);
+adag_status_t adag__compile_check_collective_hosts(adag_graph_h g);
 
 /* compile_geom.c: every channel's geometry. value_geometry: the slot size
  * and count channel c of value node `value` asks for (NULL: a channel of
@@ -446,9 +446,9 @@ adag_status_t adag_compile_check_collective_hosts(adag_graph_h g);
  * added, refuses fewer slots than max_inflight on a channel the driver
  * writes or reads. finish_geometry: after placement and communicators,
  * the rest of each geometry and the memory each channel holds. */
-adag_status_t adag_compile_value_geometry(adag_dag_h dag, adag_node_h value, adag_dag_chan_t *c);
-adag_status_t adag_compile_check_slots(adag_dag_h dag, adag_graph_h g);
-void adag_compile_finish_geometry(adag_dag_h dag);
+adag_status_t adag__compile_value_geometry(adag_dag_h dag, adag_node_h value, adag_dag_chan_t *c);
+adag_status_t adag__compile_check_slots(adag_dag_h dag, adag_graph_h g);
+void adag__compile_finish_geometry(adag_dag_h dag);
 
 /* compile_comm.c: tensors with ADAG_TRANSPORT_COMM */
 /* After every channel was placed: checks the ADAG_TRANSPORT_COMM tensors
@@ -456,39 +456,39 @@ void adag_compile_finish_geometry(adag_dag_h dag);
  * device endpoints their ranks), then one per collective's member list
  * (ranks in member order; identical lists share one); actor_index: graph
  * node -> DAG actor. */
-adag_status_t adag_compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
+adag_status_t adag__compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
                                      unsigned ncolls, const int *actor_index);
 /* Adds the DAG's communicator to actor ai's program if it is a rank. */
-adag_status_t adag_compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p);
+adag_status_t adag__compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p);
 /* After every program was built: the ranks' send/recv orders must be
  * consistent (else ADAG_ERR_INVALID naming two transfers). */
-adag_status_t adag_compile_comm_check_order(adag_dag_h dag);
+adag_status_t adag__compile_comm_check_order(adag_dag_h dag);
 
 /* lists */
-void adag_list_init(adag_list_t *l);
-void adag_list_push(adag_list_t *l, adag_list_t *item);
-void adag_list_remove(adag_list_t *item);
+void adag__list_init(adag_list_t *l);
+void adag__list_push(adag_list_t *l, adag_list_t *item);
+void adag__list_remove(adag_list_t *item);
 #define ADAG_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 /* runtime.c / actor.c */
-/* Graphs keep an actor's memory (adag_actor_ref/unref); the user handle and
- * compiled DAGs also keep it running (adag_actor_hold/drop): once nothing
+/* Graphs keep an actor's memory (adag__actor_ref/unref); the user handle and
+ * compiled DAGs also keep it running (adag__actor_hold/drop): once nothing
  * holds it, fini runs / the worker is shut down. */
-void adag_actor_ref(adag_actor_h actor);        /* under rt->lock */
-void adag_actor_hold(adag_actor_h actor);       /* under rt->lock */
-void adag_actor_unref(adag_actor_h actor);      /* takes rt->lock */
-void adag_actor_drop(adag_actor_h actor);       /* takes rt->lock */
-int adag_actor_method(adag_actor_h actor, const char *name);
+void adag__actor_ref(adag_actor_h actor);        /* under rt->lock */
+void adag__actor_hold(adag_actor_h actor);       /* under rt->lock */
+void adag__actor_unref(adag_actor_h actor);      /* takes rt->lock */
+void adag__actor_drop(adag_actor_h actor);       /* takes rt->lock */
+int adag__actor_method(adag_actor_h actor, const char *name);
 /* Runs `step` on the DAG's actors ais[0..n) at once, all by one deadline:
  * a slow actor costs the others nothing. st[i] and why[i] (the message of
  * a failure, "" on success) per actor. */
-void adag_actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
+void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
                       int64_t deadline, adag_status_t *st, char (*why)[ADAG_ERROR_MAX]);
 /* observe.c: asks every actor of dag for `what` at once, waiting for
  * the answers at most timeout_ms. Per actor ai of the n: st[ai] ADAG_OK
  * and ans[ai] filled, else why[ai] says why not ("actor s1 (pid 4242,
  * stopped) did not answer within 1000 ms"). ADAG_ERR_NO_MEMORY (nothing
- * asked, *out empty) if the arrays cannot be made; adag_answers_free
+ * asked, *out empty) if the arrays cannot be made; adag__answers_free
  * frees them and every answer. */
 typedef struct {
     adag_answer_t *ans;
@@ -497,97 +497,97 @@ typedef struct {
     unsigned n;
 } adag_answers_t;
 
-adag_status_t adag_actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_ms,
+adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_ms,
                               adag_answers_t *out);
-void adag_answers_free(adag_answers_t *as);
+void adag__answers_free(adag_answers_t *as);
 /* Waits until the monitor collected the actor; 0 if not by the deadline. */
-int adag_actor_wait_reaped(adag_actor_h a, int64_t deadline);
+int adag__actor_wait_reaped(adag_actor_h a, int64_t deadline);
 /* Marks a live actor dead with `why` (under rt->lock). */
-void adag_actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...) ADAG_PRINTF(2, 3);
+void adag__actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...) ADAG_PRINTF(2, 3);
 
 /* monitor.c */
-void adag_monitor_poke(adag_runtime_h rt);
-adag_status_t adag_monitor_start(adag_runtime_h rt);
-void adag_monitor_stop(adag_runtime_h rt);
+void adag__monitor_poke(adag_runtime_h rt);
+adag_status_t adag__monitor_start(adag_runtime_h rt);
+void adag__monitor_stop(adag_runtime_h rt);
 /* Spawns a worker from the monitor thread (see transport/spawn.h: the
  * worker dies with the thread that spawned it). */
-adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *sock);
+adag_status_t adag__monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *sock);
 
 /* driver.c */
 /* Fails the DAG: every waiter wakes and gets `status` with `msg`. */
-void adag_dag_fail(adag_dag_h dag, adag_status_t status, const char *msg);
+void adag__dag_fail(adag_dag_h dag, adag_status_t status, const char *msg);
 
 /* The driver's device (dag/driver_device.c). open: from the compile
  * param's spec; close: after the endpoints. */
-adag_status_t adag_dag_driver_device_open(adag_dag_h dag, const char *spec);
-void adag_dag_driver_device_close(adag_dag_h dag);
+adag_status_t adag__dag_driver_device_open(adag_dag_h dag, const char *spec);
+void adag__dag_driver_device_close(adag_dag_h dag);
 /* Whether input field i's slot is on the driver's device. */
-int adag_dag_input_on_device(adag_dag_h dag, unsigned i);
+int adag__dag_input_on_device(adag_dag_h dag, unsigned i);
 /* A device tensor given to execute for input i is allowed (on the
  * driver's device, for a field that lives there). */
-adag_status_t adag_dag_check_device_input(adag_dag_h dag, const char *fn, unsigned i,
+adag_status_t adag__dag_check_device_input(adag_dag_h dag, const char *fn, unsigned i,
                                           const adag_value_t *v);
 /* The pinned staging of the inputs on the driver's device: allocated at
  * compile (after the driver's endpoints), freed by
- * adag_dag_driver_device_close once the stream drained. */
-adag_status_t adag_dag_staging_open(adag_dag_h dag);
+ * adag__dag_driver_device_close once the stream drained. */
+adag_status_t adag__dag_staging_open(adag_dag_h dag);
 /* Input i's staging buffer for ref (NULL: a host input). */
-void *adag_dag_staging_buf(adag_dag_h dag, uint64_t ref, unsigned i);
+void *adag__dag_staging_buf(adag_dag_h dag, uint64_t ref, unsigned i);
 /* The reservation of ref, before its views go out: the copies out of its
  * slot's staging (ref - max_inflight's) are done; ADAG_ERR_AGAIN at once
  * (nonblock) or ADAG_ERR_TIMEOUT at the deadline if not. */
-adag_status_t adag_dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, int64_t deadline,
+adag_status_t adag__dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock, int64_t deadline,
                                     const char *fn);
 /* The commit of ref (under lock): enqueues on the compute stream the copy
  * of each device input not written in its slot (bufs: the acquired slots):
  * from its staging (device ADAG_DEVICE_HOST; the event recorded after it)
  * or, device to device, from inputs[i].data. */
-adag_status_t adag_dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *const *bufs,
+adag_status_t adag__dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *const *bufs,
                                           const adag_value_t *inputs, const char *fn);
 /* The wait policy of actor ai's loop in this DAG (-1: the driver's). */
-adag_wait_policy_t adag_dag_policy(adag_dag_h dag, int ai);
-int adag_dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
+adag_wait_policy_t adag__dag_policy(adag_dag_h dag, int ai);
+int adag__dag_uses_actor(adag_dag_h dag, adag_actor_h actor);
 /* Makes user_fd readable exactly while some live ref is ready and not got
  * (or the DAG failed). Under dag->lock. */
-void adag_dag_update_fd(adag_dag_h dag);
+void adag__dag_update_fd(adag_dag_h dag);
 /* Shared by driver.c and reserve.c. */
-adag_status_t adag_dag_api_enter(adag_dag_h dag, const char *fn); /* not closing: count a user */
+adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn); /* not closing: count a user */
 /* adag_dag_stats_t's version-3 fields: the bottleneck of a snapshot
  * (dag/stats.c). */
-void adag_dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out);
+void adag__dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out);
 /* A snapshot's DAG counts and name (for dag/stats_print.c). */
-const adag_dag_stats_t *adag_stats_counts(adag_stats_h s);
-const char *adag_stats_dag_name(adag_stats_h s);
-void adag_dag_api_leave(adag_dag_h dag);
-adag_status_t adag_dag_abort_error(adag_dag_h dag, const char *fn); /* under lock */
-adag_status_t adag_dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn);
-int adag_dag_ref_complete(adag_dag_h dag, uint64_t ref);
-void adag_dag_advance_releases(adag_dag_h dag);                 /* under lock */
-void adag_dag_cond_wait(adag_dag_h dag, int64_t deadline);     /* under lock */
-/* Wakes the threads in adag_dag_cond_wait, if any (under lock). */
-static inline void adag_dag_wake(adag_dag_h dag)
+const adag_dag_stats_t *adag__stats_counts(adag_stats_h s);
+const char *adag__stats_dag_name(adag_stats_h s);
+void adag__dag_api_leave(adag_dag_h dag);
+adag_status_t adag__dag_abort_error(adag_dag_h dag, const char *fn); /* under lock */
+adag_status_t adag__dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn);
+int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref);
+void adag__dag_advance_releases(adag_dag_h dag);                 /* under lock */
+void adag__dag_cond_wait(adag_dag_h dag, int64_t deadline);     /* under lock */
+/* Wakes the threads in adag__dag_cond_wait, if any (under lock). */
+static inline void adag__dag_wake(adag_dag_h dag)
 {
     if (dag->cond_waiters)
         pthread_cond_broadcast(&dag->cond);
 }
-void adag_dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg);
-adag_status_t adag_dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn); /* under lock */
+void adag__dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg);
+adag_status_t adag__dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn); /* under lock */
 /* reserve.c: cancels the open reservations of the calling thread
  * (own_only) or of every thread (destroy); returns how many. Under lock. */
-unsigned adag_dag_drop_reservations(adag_dag_h dag, int own_only);
+unsigned adag__dag_drop_reservations(adag_dag_h dag, int own_only);
 /* Frees a DAG whose loops have stopped (or never started). */
-void adag_dag_free(adag_dag_h dag);
+void adag__dag_free(adag_dag_h dag);
 
 /* graph.c */
-void adag_graph_free(adag_graph_h graph);
+void adag__graph_free(adag_graph_h graph);
 /* "node 3 (stage1.forward)" */
-void adag_node_describe(adag_node_h node, char *buf, size_t len);
+void adag__node_describe(adag_node_h node, char *buf, size_t len);
 /* What adag_node_tensor declared of return r of call node `call` (all zero
  * if nothing); for an INPUT node (r 0), its own. Under the graph's lock. */
-adag_tensor_decl_t adag_node_value_tensor(adag_node_h call, unsigned r);
+adag_tensor_decl_t adag__node_value_tensor(adag_node_h call, unsigned r);
 /* The node that stands for return r of `call` (itself for one return, an
  * INPUT node for r 0; NULL for a return never taken with adag_node_output). */
-adag_node_h adag_node_value(adag_node_h call, unsigned r);
+adag_node_h adag__node_value(adag_node_h call, unsigned r);
 
 
 

@@ -31,7 +31,7 @@ struct adag_live_view {
     } last[RATE_DAGS];
 };
 
-/* The DAGs held now, each pinned (adag_dag_api_enter) so that a destroy
+/* The DAGs held now, each pinned (adag__dag_api_enter) so that a destroy
  * waits for the view; *n of them. */
 static adag_dag_h *pin_dags(adag_runtime_h rt, unsigned *n)
 {
@@ -46,7 +46,7 @@ static adag_dag_h *pin_dags(adag_runtime_h rt, unsigned *n)
          * it out first, then waits for its users): entering cannot fail */
         for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
             adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-            if (adag_dag_api_enter(dag, "the live view") == ADAG_OK)
+            if (adag__dag_api_enter(dag, "the live view") == ADAG_OK)
                 dags[(*n)++] = dag;
         }
     pthread_mutex_unlock(&rt->lock);
@@ -81,7 +81,7 @@ static double rate_of(struct adag_live_view *v, adag_dag_h dag, uint64_t complet
 static adag_status_t to_view(void *ctx, const void *buf, size_t n)
 {
     return fwrite(buf, 1, n, ctx) == n ? ADAG_OK
-                                       : adag_error(ADAG_ERR_NO_MEMORY, "the live view's text");
+                                       : adag__error(ADAG_ERR_NO_MEMORY, "the live view's text");
 }
 
 static int render(void *arg, FILE *out)
@@ -89,7 +89,7 @@ static int render(void *arg, FILE *out)
     struct adag_live_view *v = arg;
     unsigned n;
     adag_dag_h *dags = pin_dags(v->rt, &n);
-    int64_t now = adag_now_ns();
+    int64_t now = adag__now_ns();
     fprintf(out, "adag live view of driver pid %d: %u DAG%s\n", (int)getpid(), n,
             n == 1 ? "" : "s");
     for (unsigned i = 0; i < n; i++) {
@@ -99,7 +99,7 @@ static int render(void *arg, FILE *out)
             fprintf(out, "DAG %s: no figures: %s\n", dags[i]->name, adag_last_error());
             continue;
         }
-        adag_dag_stats_t c = *adag_stats_counts(s);
+        adag_dag_stats_t c = *adag__stats_counts(s);
         double r = rate_of(v, dags[i], c.completed + c.failed, now);
         adag_stats_print(s, (adag_writer_t){to_view, out});
         if (r >= 0)
@@ -107,7 +107,7 @@ static int render(void *arg, FILE *out)
         adag_stats_free(s);
     }
     for (unsigned i = 0; i < n; i++)
-        adag_dag_api_leave(dags[i]);
+        adag__dag_api_leave(dags[i]);
     free(dags);
     return 0;
 }
@@ -115,28 +115,28 @@ static int render(void *arg, FILE *out)
 adag_status_t adag_runtime_live_open(adag_runtime_h rt, const char *path)
 {
     if (!rt)
-        return adag_error(ADAG_ERR_INVALID, "adag_runtime_live_open: runtime is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_runtime_live_open: runtime is NULL");
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&rt->live_lock);
     if (rt->live) {
-        st = adag_error(ADAG_ERR_BUSY, "adag_runtime_live_open: the live view is open already "
-                                       "(%s)", adag_live_path(rt->live->live));
+        st = adag__error(ADAG_ERR_BUSY, "adag_runtime_live_open: the live view is open already "
+                                       "(%s)", adag__live_path(rt->live->live));
         goto out;
     }
     struct adag_live_view *v = calloc(1, sizeof(*v));
     if (!v) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_live_open: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_runtime_live_open: out of memory");
         goto out;
     }
     v->rt = rt;
-    if ((st = adag_live_open(path, render, v, &v->live)) != ADAG_OK) {
-        adag_error_prefix("adag_runtime_live_open");
+    if ((st = adag__live_open(path, render, v, &v->live)) != ADAG_OK) {
+        adag__error_prefix("adag_runtime_live_open");
         free(v);
         goto out;
     }
     rt->live = v;
     ADAG_LOG_INFO("live view open: `adag-info attach %d` (socket %s)", (int)getpid(),
-                  adag_live_path(v->live));
+                  adag__live_path(v->live));
 out:
     pthread_mutex_unlock(&rt->live_lock);
     return st;
@@ -147,7 +147,7 @@ const char *adag_runtime_live_path(adag_runtime_h rt)
     if (!rt)
         return NULL;
     pthread_mutex_lock(&rt->live_lock);
-    const char *p = rt->live ? adag_live_path(rt->live->live) : NULL;
+    const char *p = rt->live ? adag__live_path(rt->live->live) : NULL;
     pthread_mutex_unlock(&rt->live_lock);
     return p;
 }
@@ -155,13 +155,13 @@ const char *adag_runtime_live_path(adag_runtime_h rt)
 adag_status_t adag_runtime_live_close(adag_runtime_h rt)
 {
     if (!rt)
-        return adag_error(ADAG_ERR_INVALID, "adag_runtime_live_close: runtime is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_runtime_live_close: runtime is NULL");
     pthread_mutex_lock(&rt->live_lock);
     struct adag_live_view *v = rt->live;
     rt->live = NULL;
     pthread_mutex_unlock(&rt->live_lock);
     if (v) {
-        adag_live_close(v->live);
+        adag__live_close(v->live);
         free(v);
     }
     return ADAG_OK;

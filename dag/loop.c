@@ -14,16 +14,16 @@
 #include <string.h>
 
 
-adag_status_t adag_call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
+adag_status_t adag__call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(call->call_err, sizeof(call->call_err), fmt, ap);
     va_end(ap);
-    return adag_error(st, "%s", call->call_err);
+    return adag__error(st, "%s", call->call_err);
 }
 
-const char *adag_call_method_name(adag_call_h call)
+const char *adag__call_method_name(adag_call_h call)
 {
     return call->loop->methods[call->op->method].name;
 }
@@ -33,14 +33,14 @@ const char *adag_call_method_name(adag_call_h call)
 adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value)
 {
     if (!call || !value)
-        return adag_error(ADAG_ERR_INVALID, "adag_call_arg: call and value must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_call_arg: call and value must not be NULL");
     if (i >= call->op->nargs)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_arg: argument %u does not exist (the "
                                "method takes %u)",
-                               call->loop->actor_name, adag_call_method_name(call), i,
+                               call->loop->actor_name, adag__call_method_name(call), i,
                                call->op->nargs);
-    *value = adag_value_from_view(&call->args[i]);
+    *value = adag__value_from_view(&call->args[i]);
     return ADAG_OK;
 }
 
@@ -51,12 +51,12 @@ static adag_status_t refuse_undeclared(adag_call_h call, const char *fn, unsigne
                                        const int64_t *shape)
 {
     char want[160], got[160];
-    adag_tensor_decl_format(want, sizeof(want), &pc->tensor);
-    adag_tensor_format(got, sizeof(got), dtype, ndim, shape);
-    adag_status_t st = adag_call_error(call, ADAG_ERR_INVALID,
+    adag__tensor_decl_format(want, sizeof(want), &pc->tensor);
+    adag__tensor_format(got, sizeof(got), dtype, ndim, shape);
+    adag_status_t st = adag__call_error(call, ADAG_ERR_INVALID,
                                        "actor %s.%s: %s: return %u (channel %s) is declared "
                                        "%s, given %s",
-                                       call->loop->actor_name, adag_call_method_name(call), fn,
+                                       call->loop->actor_name, adag__call_method_name(call), fn,
                                        i, pc->name, want, got);
     if (call->fail_status == ADAG_OK) {
         snprintf(call->msg, sizeof(call->msg), "%s", call->call_err);
@@ -76,11 +76,11 @@ static adag_status_t give_output(adag_call_h call, unsigned i, size_t size, cons
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: return %u (channel %s) is %s%zu bytes, larger than the slot "
                  "capacity of %zu bytes",
-                 call->loop->actor_name, adag_call_method_name(call), i, pc->name, what, size,
+                 call->loop->actor_name, adag__call_method_name(call), i, pc->name, what, size,
                  cap);
         call->fail_status = ADAG_ERR_TOO_LARGE;
         *buf = NULL;
-        return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
+        return adag__error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
     }
     call->sizes[i] = size;
     call->written |= 1u << i;
@@ -92,12 +92,12 @@ static adag_status_t give_output(adag_call_h call, unsigned i, size_t size, cons
 adag_status_t adag_call_output(adag_call_h call, unsigned i, size_t size, void **buf)
 {
     if (!call || !buf)
-        return adag_error(ADAG_ERR_INVALID, "adag_call_output: call and buf must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_call_output: call and buf must not be NULL");
     if (i >= call->op->nrets)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_output: return %u does not exist (the "
                                "method has %u)",
-                               call->loop->actor_name, adag_call_method_name(call), i,
+                               call->loop->actor_name, adag__call_method_name(call), i,
                                call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
     if (pc->tensor.flags & (ADAG_TENSOR_STATIC_DTYPE | ADAG_TENSOR_STATIC_SHAPE)) {
@@ -116,33 +116,33 @@ adag_status_t adag_call_output_tensor(adag_call_h call, unsigned i, adag_dtype_t
     char why[200], what[200];
     size_t size = 0;
     if (!call || !buf || (ndim && !shape))
-        return adag_error(ADAG_ERR_INVALID, "%s: call, shape and buf must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: call, shape and buf must not be NULL", fn);
     *buf = NULL;
     if (i >= call->op->nrets)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: %s: return %u does not exist (the method has %u)",
-                               call->loop->actor_name, adag_call_method_name(call), fn, i,
+                               call->loop->actor_name, adag__call_method_name(call), fn, i,
                                call->op->nrets);
     const adag_prog_chan_t *pc = &call->loop->prog.chans[call->op->rets[i]];
-    adag_tensor_check_t c = adag_tensor_bytes((uint32_t)dtype, ndim, shape, &size, why,
+    adag_tensor_check_t c = adag__tensor_bytes((uint32_t)dtype, ndim, shape, &size, why,
                                               sizeof(why));
     if (c == ADAG_TENSOR_BAD)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: %s: return %u (channel %s): %s",
-                               call->loop->actor_name, adag_call_method_name(call), fn, i,
+                               call->loop->actor_name, adag__call_method_name(call), fn, i,
                                pc->name, why);
-    if (!adag_tensor_decl_allows(&pc->tensor, (uint32_t)dtype, ndim, shape))
+    if (!adag__tensor_decl_allows(&pc->tensor, (uint32_t)dtype, ndim, shape))
         return refuse_undeclared(call, fn, i, pc, (uint32_t)dtype, ndim, shape);
-    adag_tensor_format(what, sizeof(what) - 2, (uint32_t)dtype, ndim, shape);
+    adag__tensor_format(what, sizeof(what) - 2, (uint32_t)dtype, ndim, shape);
     strcat(what, ", ");
     if (c == ADAG_TENSOR_OVERFLOW) {
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: return %u (channel %s): %s, far larger than the slot "
                  "capacity of %zu bytes",
-                 call->loop->actor_name, adag_call_method_name(call), i, pc->name, why,
+                 call->loop->actor_name, adag__call_method_name(call), i, pc->name, why,
                  call->loop->chans[call->op->rets[i]]->capacity);
         call->fail_status = ADAG_ERR_TOO_LARGE;
-        return adag_error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
+        return adag__error(ADAG_ERR_TOO_LARGE, "%s", call->msg);
     }
     adag_status_t st = give_output(call, i, size, what, buf);
     if (st != ADAG_OK)
@@ -159,9 +159,9 @@ adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *dat
 {
     void *buf;
     if (size && call && !data)
-        return adag_call_error(call, ADAG_ERR_INVALID,
+        return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_set_output: data is NULL for %zu bytes",
-                               call->loop->actor_name, adag_call_method_name(call), size);
+                               call->loop->actor_name, adag__call_method_name(call), size);
     adag_status_t st = adag_call_output(call, i, size, &buf);
     if (st == ADAG_OK && size)
         memcpy(buf, data, size);
@@ -173,7 +173,7 @@ adag_status_t adag_call_set_output(adag_call_h call, unsigned i, const void *dat
 adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...)
 {
     if (!call)
-        return adag_error(ADAG_ERR_INVALID, "adag_call_fail: call is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_call_fail: call is NULL");
     char text[ADAG_SLOT_ERR_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -181,7 +181,7 @@ adag_status_t adag_call_fail(adag_call_h call, const char *fmt, ...)
     va_end(ap);
     if (call->fail_status == ADAG_OK) {
         snprintf(call->msg, sizeof(call->msg), "actor %s.%s: %s", call->loop->actor_name,
-                 adag_call_method_name(call), text);
+                 adag__call_method_name(call), text);
         call->fail_status = ADAG_ERR_METHOD;
     }
     return ADAG_ERR_METHOD;
@@ -202,7 +202,7 @@ const char *adag_call_actor_name(adag_call_h call)
 /* The span clock, read only when the loop is traced (0 otherwise). */
 static inline uint64_t trace_clock(const adag_loop_t *loop)
 {
-    return loop->trace ? adag_trace_clock() : 0;
+    return loop->trace ? adag__trace_clock() : 0;
 }
 
 /* How many waits of ch waited, so far (backends that count them; else
@@ -232,10 +232,10 @@ typedef struct {
 /* A method's (or collective's) time d into its op's counters. */
 static void compute_timed(adag_op_counters_t *c, uint64_t d)
 {
-    adag_counter_add(&c->compute, d);
+    adag__counter_add(&c->compute, d);
     if (d > atomic_load_explicit(&c->compute_max, memory_order_relaxed))
         atomic_store_explicit(&c->compute_max, d, memory_order_relaxed);
-    adag_hist_add(&c->compute_hist, d);
+    adag__hist_add(&c->compute_hist, d);
 }
 
 /* A traced op published: its times into its counters (after its values
@@ -244,8 +244,8 @@ static void op_timed(adag_loop_t *loop, const op_times_t *ot)
 {
     adag_op_counters_t *c = &loop->op_counters[ot->oi];
     const uint64_t *t = ot->t;
-    adag_counter_add(&c->wait_input, t[1] - t[0]);
-    adag_counter_add(&c->wait_room, t[2] - t[1]);
+    adag__counter_add(&c->wait_input, t[1] - t[0]);
+    adag__counter_add(&c->wait_room, t[2] - t[1]);
     if (ot->flags & ADAG_OP_COMPUTED)
         compute_timed(c, t[3] - t[2]);
 }
@@ -256,10 +256,10 @@ static void op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq, o
 {
     uint32_t oi = ot->oi;
     const uint64_t *t = ot->t;
-    adag_trace_add_op(loop->trace, oi, ot->flags, ot->in_chan, op->nrets ? op->rets[0] : 0, seq,
+    adag__trace_add_op(loop->trace, oi, ot->flags, ot->in_chan, op->nrets ? op->rets[0] : 0, seq,
                       t);
     op_timed(loop, ot);
-    adag_counter_add(&loop->op_counters[oi].publish, t[4] - t[3]);
+    adag__counter_add(&loop->op_counters[oi].publish, t[4] - t[3]);
     atomic_store_explicit(&loop->t_last, t[4], memory_order_relaxed);
 }
 
@@ -274,7 +274,7 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
         ot->t[3] = ot->t[2];
     /* counted before its values go: a caller that got the result reads it
      * counted */
-    adag_counter_add(&loop->op_counters[ot->oi].count, 1);
+    adag__counter_add(&loop->op_counters[ot->oi].count, 1);
     doing(loop, ot->oi, ADAG_DOING_PUBLISH);
     adag_status_t st = ADAG_OK;
     for (uint32_t r = 0; r < op->nrets && st == ADAG_OK; r++) {
@@ -282,21 +282,21 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
             status == ADAG_OK && call->metas[r].dtype != ADAG_DTYPE_BYTES ? &call->metas[r] : NULL;
         size_t size = status == ADAG_OK ? call->sizes[r] : 0;
         adag_chan_counters_t *cc = &loop->chan_counters[op->rets[r]];
-        adag_counter_add(&cc->values, 1);
-        adag_counter_add(&cc->bytes, size);
-        st = adag_chan_publish(loop->chans[op->rets[r]], seq, size, meta, status, err);
+        adag__counter_add(&cc->values, 1);
+        adag__counter_add(&cc->bytes, size);
+        st = adag__chan_publish(loop->chans[op->rets[r]], seq, size, meta, status, err);
     }
     if (loop->trace) {
-        ot->t[4] = op->nrets ? adag_trace_clock() : ot->t[3];
+        ot->t[4] = op->nrets ? adag__trace_clock() : ot->t[3];
         op_done(loop, op, seq, ot);
     }
     return st;
 }
 
-void adag_loop_release_reads(adag_loop_t *loop, uint64_t seq)
+void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq)
 {
     for (unsigned i = 0; i < loop->nreads; i++)
-        adag_chan_release(loop->chans[loop->reads[i]], seq);
+        adag__chan_release(loop->chans[loop->reads[i]], seq);
 }
 
 /* Runs one CALL of execution seq. Returns ADAG_ERR_CLOSED when the DAG is
@@ -320,11 +320,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
      * show it taken before it was published. */
     uint64_t longest = 0;
     for (uint32_t a = 0; a < op->nargs; a++) {
-        st = adag_chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
+        st = adag__chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
         if (st != ADAG_OK)
             return st;
         if (loop->trace) {
-            uint64_t now = adag_trace_clock();
+            uint64_t now = adag__trace_clock();
             if (a == 0 || now - ot.t[1] > longest) {
                 longest = now - ot.t[1];
                 ot.in_chan = op->args[a];
@@ -332,7 +332,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
             ot.t[1] = now;
         }
         /* the slot's metadata is in memory other processes write: checked here */
-        st = adag_value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
+        st = adag__value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
         if (st != ADAG_OK)
             return st;
         if (call->args[a].status != ADAG_OK && upstream == ADAG_OK) {
@@ -353,13 +353,13 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     for (uint32_t r = 0; r < op->nrets; r++) {
         adag_chan_t *ch = loop->chans[op->rets[r]];
         uint64_t waits = loop->trace ? waits_of(ch) : 0;
-        st = adag_chan_acquire(ch, seq, ADAG_FOREVER, &call->bufs[r]);
+        st = adag__chan_acquire(ch, seq, ADAG_FOREVER, &call->bufs[r]);
         if (st != ADAG_OK)
             return st;
         waited |= loop->trace && (waits != waits_of(ch) || waits == UINT64_MAX);
         call->sizes[r] = 0;
     }
-    ot.t[2] = waited ? adag_trace_clock() : ot.t[1];
+    ot.t[2] = waited ? adag__trace_clock() : ot.t[1];
     if (upstream != ADAG_OK)
         return publish_all(loop, op, seq, call, upstream, upstream_err, &ot);
     /* the last op of a host actor is done with every input once its method
@@ -385,7 +385,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     pthread_mutex_unlock(loop->call_lock);
     if (call->used_stream) {
         loop->stream_dirty = 1;
-        adag_status_t sst = adag_loop_settle_returns(loop, op, call);
+        adag_status_t sst = adag__loop_settle_returns(loop, op, call);
         if (sst != ADAG_OK)
             return sst; /* aborted */
     }
@@ -423,11 +423,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     if (!release_early)
         return publish_all(loop, op, seq, call, st, call->msg, &ot);
     for (unsigned i = 0; i < loop->nreads; i++)
-        adag_chan_release_held(loop->chans[loop->reads[i]], seq);
+        adag__chan_release_held(loop->chans[loop->reads[i]], seq);
     loop->released = seq + 1;
     st = publish_all(loop, op, seq, call, st, call->msg, &ot);
     for (unsigned i = 0; i < loop->nreads; i++)
-        adag_chan_flush(loop->chans[loop->reads[i]]);
+        adag__chan_flush(loop->chans[loop->reads[i]]);
     return st;
 }
 
@@ -439,12 +439,12 @@ static adag_status_t run_collective(adag_loop_t *loop, const adag_prog_op_t *op,
     uint32_t oi = (uint32_t)(op - loop->prog.ops);
     adag_op_counters_t *c = &loop->op_counters[oi];
     doing(loop, oi, ADAG_DOING_COMPUTE);
-    adag_counter_add(&c->count, 1);
-    adag_status_t st = adag_loop_coll_run(loop, op, seq);
+    adag__counter_add(&c->count, 1);
+    adag_status_t st = adag__loop_coll_run(loop, op, seq);
     if (loop->trace) {
         uint64_t t0 = atomic_load_explicit(&loop->t_last, memory_order_relaxed);
-        uint64_t t1 = adag_trace_clock();
-        adag_trace_add(loop->trace, ADAG_SPAN_COLLECTIVE, oi, 0, seq, t0, t1);
+        uint64_t t1 = adag__trace_clock();
+        adag__trace_add(loop->trace, ADAG_SPAN_COLLECTIVE, oi, 0, seq, t0, t1);
         compute_timed(c, t1 - t0);
         atomic_store_explicit(&loop->t_last, t1, memory_order_relaxed);
     }
@@ -460,7 +460,7 @@ static adag_status_t run_op(adag_loop_t *loop, const adag_prog_op_t *op, uint64_
     case ADAG_OP_COLLECTIVE:
         return run_collective(loop, op, seq);
     }
-    return adag_error(ADAG_ERR_INTERNAL, "actor %s: operation of unknown kind %u",
+    return adag__error(ADAG_ERR_INTERNAL, "actor %s: operation of unknown kind %u",
                       loop->actor_name, op->kind);
 }
 
@@ -472,7 +472,7 @@ static void drain_device(adag_loop_t *loop)
     const adag_chan_device_t *d = loop->actor.device;
     if (!d)
         return;
-    int64_t deadline = adag_deadline_ms(loop->actor.settings->teardown_timeout_ms);
+    int64_t deadline = adag__deadline_ms(loop->actor.settings->teardown_timeout_ms);
     adag_dev_stream_t *streams[2] = {d->compute, d->comm};
     for (unsigned i = 0; i < 2; i++) {
         if (d->dev->ops->stream_sync(streams[i], deadline) != ADAG_OK) {
@@ -483,7 +483,7 @@ static void drain_device(adag_loop_t *loop)
     }
 }
 
-void adag_loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg)
+void adag__loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg)
 {
     if (loop->on_fail)
         loop->on_fail(loop->fail_ctx, st, msg);
@@ -503,29 +503,29 @@ static void *loop_main(void *arg)
         const adag_chan_device_t *d = loop->actor.device;
         st = d->dev->ops->bind_thread(d->dev);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
-            adag_loop_fail_dag(loop, st, adag_last_error());
+            adag__error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
+            adag__loop_fail_dag(loop, st, adag_last_error());
             return NULL;
         }
     }
-    if (st == ADAG_OK && (st = adag_loop_hold_open(loop)) != ADAG_OK) {
-        adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
-        adag_loop_fail_dag(loop, st, adag_last_error());
+    if (st == ADAG_OK && (st = adag__loop_hold_open(loop)) != ADAG_OK) {
+        adag__error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
+        adag__loop_fail_dag(loop, st, adag_last_error());
         goto out;
     }
     for (uint64_t seq = 0; st == ADAG_OK; seq++) {
         /* an aborted DAG abandons executions already queued in its channels */
-        if (adag_ctx_aborted(loop->ctx))
+        if (adag__ctx_aborted(loop->ctx))
             goto out;
         /* executions whose host inputs were held for device work: those
          * done, and those whose slots seq's writers need */
-        if (loop->held_to > loop->held_from && (st = adag_loop_release_held(loop, seq)) != ADAG_OK)
+        if (loop->held_to > loop->held_from && (st = adag__loop_release_held(loop, seq)) != ADAG_OK)
             break;
         if (loop->prog.start_chan != ADAG_PROG_NO_CHAN) {
             adag_chan_t *sc = loop->chans[loop->prog.start_chan];
-            st = adag_chan_wait(sc, seq, ADAG_FOREVER, &start);
+            st = adag__chan_wait(sc, seq, ADAG_FOREVER, &start);
             if (st == ADAG_OK)
-                st = adag_value_check_slot(&start, sc->name);
+                st = adag__value_check_slot(&start, sc->name);
             /* a cancelled execution's start carries its status */
             loop->start_status = st == ADAG_OK ? start.status : ADAG_OK;
             loop->start_err = st == ADAG_OK ? start.err : NULL;
@@ -533,7 +533,7 @@ static void *loop_main(void *arg)
         for (uint32_t i = 0; i < loop->prog.nops && st == ADAG_OK; i++)
             st = run_op(loop, &loop->prog.ops[i], seq, &call);
         if (st == ADAG_OK && loop->released <= seq)
-            st = adag_loop_end_reads(loop, seq);
+            st = adag__loop_end_reads(loop, seq);
     }
     /* Whatever the loop meets (a channel that lost its peer, a malformed
      * slot, a protocol error) fails this DAG only, with the message: the
@@ -541,14 +541,14 @@ static void *loop_main(void *arg)
      * aborted, by its driver or by this failure elsewhere. */
     if (st != ADAG_ERR_CLOSED) {
         if (st != ADAG_ERR_IO) /* a lost peer's message names the channel and host */
-            adag_error_prefix("actor %s: loop of DAG %s", loop->actor_name,
+            adag__error_prefix("actor %s: loop of DAG %s", loop->actor_name,
                               loop->prog.dag_name);
-        adag_loop_fail_dag(loop, st, adag_last_error());
+        adag__loop_fail_dag(loop, st, adag_last_error());
     }
 out:
-    adag_loop_turns_end(loop);
+    adag__loop_turns_end(loop);
     drain_device(loop);
-    adag_loop_hold_close(loop);
+    adag__loop_hold_close(loop);
     return NULL;
 }
 
@@ -559,7 +559,7 @@ static int64_t join_deadline(const adag_loop_t *loop)
     int64_t ms = loop->actor.settings->control_timeout_ms;
     if (loop->prog.comm_timeout_ms > 0 && loop->prog.comm_timeout_ms < ms)
         ms = loop->prog.comm_timeout_ms;
-    return adag_deadline_ms(ms);
+    return adag__deadline_ms(ms);
 }
 
 static adag_status_t begin_comms(adag_loop_t *loop)
@@ -568,27 +568,27 @@ static adag_status_t begin_comms(adag_loop_t *loop)
     if (n == 0)
         return ADAG_OK;
     if (!loop->actor.comms)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "actor %s: DAG %s makes it a communicator rank, but it has no "
                           "table of communicators", loop->actor_name, loop->prog.dag_name);
     loop->comm_device = loop->actor.device;
     adag_status_t st;
-    if (!loop->comm_device && (st = adag_actor_comms_host_device(
+    if (!loop->comm_device && (st = adag__actor_comms_host_device(
                                    loop->actor.comms, loop->actor_name, &loop->comm_device)) !=
                                   ADAG_OK)
         return st;
     loop->comm_entries = calloc(n, sizeof(*loop->comm_entries));
     loop->chan_comms = calloc(n, sizeof(*loop->chan_comms));
     if (!loop->comm_entries || !loop->chan_comms)
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
     int64_t deadline = join_deadline(loop);
     for (uint32_t i = 0; i < n; i++) {
         adag_actor_comm_t *e;
-        st = adag_actor_comm_begin(loop->actor.comms, &loop->prog.comms[i], loop->comm_device,
+        st = adag__actor_comm_begin(loop->actor.comms, &loop->prog.comms[i], loop->comm_device,
                                    loop->actor_name, deadline, &e);
         if (st != ADAG_OK)
             return st;
-        if ((st = adag_ctx_hold_comm(loop->ctx, e)) != ADAG_OK)
+        if ((st = adag__ctx_hold_comm(loop->ctx, e)) != ADAG_OK)
             return st;
         loop->comm_entries[i] = e;
         loop->chan_comms[i].key = loop->prog.comms[i].key;
@@ -596,7 +596,7 @@ static adag_status_t begin_comms(adag_loop_t *loop)
     return ADAG_OK;
 }
 
-adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
+adag_status_t adag__loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
                                 const adag_loop_actor_t *actor, adag_wbuf_t *infos)
 {
     adag_status_t st;
@@ -615,10 +615,11 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
     loop->actor_name = actor_name;
     if (loop->prog.trace_spans) {
         loop->trace = calloc(1, sizeof(*loop->trace));
-        if (!loop->trace || adag_trace_ring_init(loop->trace, loop->prog.trace_spans, 0) != ADAG_OK) {
+        if (!loop->trace ||
+            adag__trace_ring_init(loop->trace, loop->prog.trace_spans, 0) != ADAG_OK) {
             free(loop->trace);
             loop->trace = NULL;
-            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: trace ring of %llu records",
+            st = adag__error(ADAG_ERR_NO_MEMORY, "actor %s: trace ring of %llu records",
                             actor_name, (unsigned long long)loop->prog.trace_spans);
             goto fail;
         }
@@ -627,7 +628,7 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
                                            63) + 1);
     loop->chan_counters = calloc(loop->prog.nchans + 1, sizeof(*loop->chan_counters));
     if (!loop->op_counters || !loop->chan_counters) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: counters of %u ops", actor_name,
+        st = adag__error(ADAG_ERR_NO_MEMORY, "actor %s: counters of %u ops", actor_name,
                         loop->prog.nops);
         goto fail;
     }
@@ -635,21 +636,21 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
     loop->chans = calloc(loop->prog.nchans + 1, sizeof(*loop->chans));
     loop->reads = calloc(loop->prog.nchans + 1, sizeof(*loop->reads));
     if (!loop->chans || !loop->reads) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: loop of %u channels", actor_name,
+        st = adag__error(ADAG_ERR_NO_MEMORY, "actor %s: loop of %u channels", actor_name,
                         loop->prog.nchans);
         goto fail;
     }
     if ((st = begin_comms(loop)) != ADAG_OK)
         goto fail;
     adag_wait_policy_t policy = {loop->prog.spin_ns, (int)loop->prog.spin_yield};
-    adag_wbuf_u32(infos, loop->prog.nchans);
+    adag__wbuf_u32(infos, loop->prog.nchans);
     for (i = 0; i < loop->prog.nchans; i++) {
         const adag_prog_chan_t *pc = &loop->prog.chans[i];
         adag_chan_open_params_t op = {
             .name = pc->name,
             .geom = {pc->nslots, pc->nreaders, pc->capacity, pc->comm_key, 0},
             .reader = pc->reader,
-            .desc = adag_program_desc(&loop->prog, i),
+            .desc = adag__program_desc(&loop->prog, i),
             .policy = policy,
             .device = actor->device,
             .comms = loop->chan_comms,
@@ -658,22 +659,22 @@ adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_pro
             .numa = actor->numa,
         };
         adag_wbuf_t info = {0};
-        st = adag_ctx_open(ctx, pc->backend, &op, &info, &loop->chans[i]);
-        adag_wbuf_bytes(infos, info.data, info.len);
-        adag_wbuf_free(&info);
+        st = adag__ctx_open(ctx, pc->backend, &op, &info, &loop->chans[i]);
+        adag__wbuf_bytes(infos, info.data, info.len);
+        adag__wbuf_free(&info);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s", actor_name);
+            adag__error_prefix("actor %s", actor_name);
             goto fail;
         }
         if (pc->reader >= 0)
             loop->reads[loop->nreads++] = i;
     }
     if (infos->failed) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", actor_name);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", actor_name);
         goto fail;
     }
-    if ((st = adag_loop_coll_prepare(loop)) != ADAG_OK ||
-        (st = adag_loop_turns_prepare(loop)) != ADAG_OK)
+    if ((st = adag__loop_coll_prepare(loop)) != ADAG_OK ||
+        (st = adag__loop_turns_prepare(loop)) != ADAG_OK)
         goto fail;
     return ADAG_OK;
 fail:
@@ -681,30 +682,30 @@ fail:
      * the driver drops them too */
     for (i = 0; loop->comm_entries && i < loop->prog.ncomms; i++)
         if (loop->comm_entries[i])
-            adag_actor_comm_drop(loop->actor.comms, loop->prog.comms[i].key);
-    adag_loop_close(loop);
+            adag__actor_comm_drop(loop->actor.comms, loop->prog.comms[i].key);
+    adag__loop_close(loop);
     return st;
 }
 
-adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers)
+adag_status_t adag__loop_connect(adag_loop_t *loop, adag_blob_t peers)
 {
     adag_rbuf_t rb = {peers.data, peers.len, 0, 0};
     adag_blob_t *infos = NULL;
     adag_status_t st = ADAG_OK;
     int64_t deadline = join_deadline(loop);
     for (uint32_t i = 0; i < loop->prog.ncomms; i++)
-        if ((st = adag_actor_comm_finish(loop->comm_entries[i], deadline,
+        if ((st = adag__actor_comm_finish(loop->comm_entries[i], deadline,
                                          &loop->chan_comms[i])) != ADAG_OK)
             return st;
-    uint32_t n = adag_rbuf_u32(&rb);
+    uint32_t n = adag__rbuf_u32(&rb);
     if (rb.failed || n != loop->prog.nchans)
-        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: peers for %u channels, expected %u",
+        return adag__error(ADAG_ERR_PROTOCOL, "actor %s: peers for %u channels, expected %u",
                           loop->actor_name, n, loop->prog.nchans);
     for (uint32_t i = 0; i < n && st == ADAG_OK; i++) {
         adag_chan_t *ch = loop->chans[i];
-        uint32_t np = adag_rbuf_u32(&rb);
+        uint32_t np = adag__rbuf_u32(&rb);
         if (rb.failed || (np && np != 1 + loop->prog.chans[i].nreaders)) {
-            st = adag_error(ADAG_ERR_PROTOCOL, "actor %s, channel %s: %u peers, expected %u",
+            st = adag__error(ADAG_ERR_PROTOCOL, "actor %s, channel %s: %u peers, expected %u",
                             loop->actor_name, ch->name, np, 1 + loop->prog.chans[i].nreaders);
             break;
         }
@@ -712,49 +713,49 @@ adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers)
             continue;
         free(infos);
         if (!(infos = calloc(np, sizeof(*infos)))) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
             break;
         }
         for (uint32_t j = 0; j < np; j++)
-            infos[j].data = adag_rbuf_bytes(&rb, &infos[j].len);
+            infos[j].data = adag__rbuf_bytes(&rb, &infos[j].len);
         if (rb.failed)
-            st = adag_error(ADAG_ERR_PROTOCOL, "actor %s, channel %s: malformed peers",
+            st = adag__error(ADAG_ERR_PROTOCOL, "actor %s, channel %s: malformed peers",
                             loop->actor_name, ch->name);
         else if (ch->ops->connect && (st = ch->ops->connect(ch, infos, np)) != ADAG_OK)
-            adag_error_prefix("actor %s", loop->actor_name);
+            adag__error_prefix("actor %s", loop->actor_name);
     }
     free(infos);
     if (st == ADAG_OK && rb.pos != rb.len)
-        st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: %zu trailing bytes after the peers",
+        st = adag__error(ADAG_ERR_PROTOCOL, "actor %s: %zu trailing bytes after the peers",
                         loop->actor_name, rb.len - rb.pos);
     return st;
 }
 
-adag_status_t adag_loop_start(adag_loop_t *loop)
+adag_status_t adag__loop_start(adag_loop_t *loop)
 {
     if (loop->actor.device || loop->ncolls) {
-        adag_status_t st = adag_watchdog_start(
-            loop->chans, loop->prog.nchans, loop->ncolls ? adag_loop_coll_watch : NULL, loop,
+        adag_status_t st = adag__watchdog_start(
+            loop->chans, loop->prog.nchans, loop->ncolls ? adag__loop_coll_watch : NULL, loop,
             loop->prog.comm_timeout_ms, &loop->ctx->abort,
             loop->on_fail ? loop->on_fail : loop->on_fatal,
             loop->on_fail ? loop->fail_ctx : loop->fatal_ctx, loop->actor_name, &loop->watchdog);
         if (st != ADAG_OK)
             return st;
     }
-    adag_status_t st = adag_loop_turns_start(loop);
+    adag_status_t st = adag__loop_turns_start(loop);
     int err = 0;
     pthread_attr_t attr;
     if (st == ADAG_OK && (err = pthread_attr_init(&attr)) != 0)
-        st = adag_error_errno(err, "actor %s: loop thread attributes", loop->actor_name);
+        st = adag__error_errno(err, "actor %s: loop thread attributes", loop->actor_name);
     if (st == ADAG_OK) {
         /* a thread actor placed on some CPUs: its loop starts there */
         if (loop->actor.cpus &&
             (err = pthread_attr_setaffinity_np(&attr, sizeof(*loop->actor.cpus), loop->actor.cpus)))
-            st = adag_error_errno(err, "actor %s: loop thread CPUs", loop->actor_name);
+            st = adag__error_errno(err, "actor %s: loop thread CPUs", loop->actor_name);
         /* set before the thread: readers of t_started see it after START;
          * the endpoints add their backends' spans to the loop's ring */
         if (loop->trace) {
-            loop->t_started = adag_trace_clock();
+            loop->t_started = adag__trace_clock();
             atomic_store_explicit(&loop->t_last, loop->t_started, memory_order_relaxed);
             for (uint32_t i = 0; i < loop->prog.nchans; i++)
                 if (loop->chans[i]) {
@@ -763,12 +764,12 @@ adag_status_t adag_loop_start(adag_loop_t *loop)
                 }
         }
         if (st == ADAG_OK && (err = pthread_create(&loop->thread, &attr, loop_main, loop)) != 0)
-            st = adag_error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
+            st = adag__error_errno(err, "actor %s: cannot start loop thread", loop->actor_name);
         pthread_attr_destroy(&attr);
     }
     if (st != ADAG_OK) {
-        adag_loop_turns_close(loop);
-        adag_watchdog_stop(loop->watchdog);
+        adag__loop_turns_close(loop);
+        adag__watchdog_stop(loop->watchdog);
         loop->watchdog = NULL;
         return st;
     }
@@ -776,21 +777,21 @@ adag_status_t adag_loop_start(adag_loop_t *loop)
     return ADAG_OK;
 }
 
-void adag_loop_join(adag_loop_t *loop)
+void adag__loop_join(adag_loop_t *loop)
 {
     if (loop->started) {
         pthread_join(loop->thread, NULL);
         loop->started = 0;
     }
-    adag_loop_turns_close(loop);
-    adag_watchdog_stop(loop->watchdog);
+    adag__loop_turns_close(loop);
+    adag__watchdog_stop(loop->watchdog);
     loop->watchdog = NULL;
 }
 
-void adag_loop_close(adag_loop_t *loop)
+void adag__loop_close(adag_loop_t *loop)
 {
-    adag_loop_join(loop);
-    adag_loop_coll_close(loop);
+    adag__loop_join(loop);
+    adag__loop_coll_close(loop);
     free(loop->chans);
     free(loop->reads);
     free(loop->comm_entries);
@@ -800,7 +801,7 @@ void adag_loop_close(adag_loop_t *loop)
     loop->op_counters = NULL;
     loop->chan_counters = NULL;
     if (loop->trace) {
-        adag_trace_ring_free(loop->trace);
+        adag__trace_ring_free(loop->trace);
         free(loop->trace);
         loop->trace = NULL;
     }
@@ -808,5 +809,5 @@ void adag_loop_close(adag_loop_t *loop)
     loop->reads = NULL;
     loop->comm_entries = NULL;
     loop->chan_comms = NULL;
-    adag_program_free(&loop->prog);
+    adag__program_free(&loop->prog);
 }

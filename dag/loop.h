@@ -72,10 +72,10 @@ struct adag_call {
  * records the message in call->call_err, so that a method that passes the
  * status on reports it rather than just the code, and as this thread's
  * last error. Returns st. */
-adag_status_t adag_call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
+adag_status_t adag__call_error(adag_call_h call, adag_status_t st, const char *fmt, ...)
     ADAG_PRINTF(3, 4);
 /* The name of the method the call runs. */
-const char *adag_call_method_name(adag_call_h call);
+const char *adag__call_method_name(adag_call_h call);
 
 /* Called (from the loop thread) when the loop meets a failure it cannot pass
  * on in a slot; the loop then stops. */
@@ -155,14 +155,14 @@ struct adag_loop {
 /* A copy of the loop's trace records (taken while it runs; stamps in
  * this process's ns): *recs malloc'd, *lost the records overwritten.
  * ADAG_ERR_INVALID for a loop not traced. */
-adag_status_t adag_loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, uint64_t *n,
+adag_status_t adag__loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, uint64_t *n,
                                    uint64_t *lost);
 /* The loop's figures now (any thread; its counters are read while it
  * runs). */
-adag_status_t adag_loop_figures(adag_loop_t *loop, adag_loop_figures_t *out);
+adag_status_t adag__loop_figures(adag_loop_t *loop, adag_loop_figures_t *out);
 
 /* Releases every slot execution seq read here (the loop thread). */
-void adag_loop_release_reads(adag_loop_t *loop, uint64_t seq);
+void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq);
 
 /* Host values and device work (dag/loop_host_values.c), loop thread only.
  * hold_open: at the loop's start (its thread bound to the device), notes
@@ -176,36 +176,36 @@ void adag_loop_release_reads(adag_loop_t *loop, uint64_t seq);
  * execution seq waits, releases held executions whose work is done, and
  * (waiting for it) those whose slots seq's writers need (their channels'
  * slot counts say which). */
-adag_status_t adag_loop_hold_open(adag_loop_t *loop);
-void adag_loop_hold_close(adag_loop_t *loop);
-adag_status_t adag_loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
+adag_status_t adag__loop_hold_open(adag_loop_t *loop);
+void adag__loop_hold_close(adag_loop_t *loop);
+adag_status_t adag__loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
                                        struct adag_call *call);
-adag_status_t adag_loop_end_reads(adag_loop_t *loop, uint64_t seq);
-adag_status_t adag_loop_release_held(adag_loop_t *loop, uint64_t seq);
+adag_status_t adag__loop_end_reads(adag_loop_t *loop, uint64_t seq);
+adag_status_t adag__loop_release_held(adag_loop_t *loop, uint64_t seq);
 
 /* Fails this DAG from the loop thread (on_fail, else on_fatal): never a
  * hang; the loop then stops (its waits return ADAG_ERR_CLOSED). */
-void adag_loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg);
+void adag__loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg);
 
 /* PREPARE: starts joining the program's communicators (every rank at
  * once: a thread each), opens the loop's channel endpoints in ctx and
  * appends, per program channel, the endpoint's peer info to infos (u32
  * count, then one byte run each). Takes ownership of *prog's arrays (also
  * on failure). */
-adag_status_t adag_loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
+adag_status_t adag__loop_prepare(adag_loop_t *loop, adag_dag_ctx_t *ctx, adag_program_t *prog,
                                 const adag_loop_actor_t *actor, adag_wbuf_t *infos);
 /* CONNECT: waits until the communicators are joined (by the control
  * timeout), then connects the endpoints. peers holds, per program channel, u32 npeers then npeers byte
  * runs (the writer's info, then each reader's); channels whose backend has
  * nothing to connect get npeers 0. */
-adag_status_t adag_loop_connect(adag_loop_t *loop, adag_blob_t peers);
+adag_status_t adag__loop_connect(adag_loop_t *loop, adag_blob_t peers);
 /* START: runs the loop in a thread of its own (bound to the actor's device)
  * and, for a device-bound actor with watchable endpoints, its watchdog. */
-adag_status_t adag_loop_start(adag_loop_t *loop);
+adag_status_t adag__loop_start(adag_loop_t *loop);
 /* Waits for the loop thread to end (after the DAG was aborted in this
  * process) and stops the watchdog. */
-void adag_loop_join(adag_loop_t *loop);
+void adag__loop_join(adag_loop_t *loop);
 /* Joins, then frees the program (the context closes the endpoints). */
-void adag_loop_close(adag_loop_t *loop);
+void adag__loop_close(adag_loop_t *loop);
 
 #endif

@@ -90,7 +90,7 @@ static void events_free(const adag_chan_device_t *d, adag_dev_event_t **evs, uns
     free(evs);
 }
 
-void adag_loop_coll_close(adag_loop_t *loop)
+void adag__loop_coll_close(adag_loop_t *loop)
 {
     const adag_chan_device_t *d = loop->comm_device;
     for (unsigned i = 0; i < loop->ncolls; i++) {
@@ -104,7 +104,7 @@ void adag_loop_coll_close(adag_loop_t *loop)
     loop->ncolls = 0;
 }
 
-adag_status_t adag_loop_coll_prepare(adag_loop_t *loop)
+adag_status_t adag__loop_coll_prepare(adag_loop_t *loop)
 {
     unsigned n = 0, ns = loop->prog.max_inflight;
     const adag_chan_device_t *d = loop->comm_device;
@@ -113,11 +113,11 @@ adag_status_t adag_loop_coll_prepare(adag_loop_t *loop)
     if (n == 0)
         return ADAG_OK;
     if (!d)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "actor %s: DAG %s makes it a collective member, but it joined no "
                           "communicator", loop->actor_name, loop->prog.dag_name);
     if (!(loop->colls = calloc(n, sizeof(*loop->colls))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
     for (uint32_t i = 0; i < loop->prog.nops; i++) {
         const adag_prog_op_t *op = &loop->prog.ops[i];
         if (op->kind != ADAG_OP_COLLECTIVE)
@@ -130,13 +130,13 @@ adag_status_t adag_loop_coll_prepare(adag_loop_t *loop)
         c->done = calloc(ns, sizeof(*c->done));
         c->watch = calloc(ns, sizeof(*c->watch));
         if (!c->issued || !c->done || !c->watch)
-            return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+            return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
         for (unsigned s = 0; s < ns; s++) {
             adag_status_t st = d->dev->ops->event_create(d->dev, &c->issued[s]);
             if (st == ADAG_OK)
                 st = d->dev->ops->event_create(d->dev, &c->done[s]);
             if (st != ADAG_OK) {
-                adag_error_prefix("actor %s: collective %s", loop->actor_name, c->name);
+                adag__error_prefix("actor %s: collective %s", loop->actor_name, c->name);
                 return st;
             }
         }
@@ -181,19 +181,19 @@ static adag_status_t agree(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t seq,
     const adag_prog_op_t *op = c->op;
     adag_chan_t *mine = loop->chans[op->status_first + op->member];
     void *buf;
-    adag_status_t st = adag_chan_acquire(mine, seq, ADAG_FOREVER, &buf);
+    adag_status_t st = adag__chan_acquire(mine, seq, ADAG_FOREVER, &buf);
     if (st != ADAG_OK)
         return st;
     member_meta_t me = {in->meta.dtype, in->meta.ndim, {0}};
     memcpy(me.shape, in->meta.shape, me.ndim * sizeof(me.shape[0]));
     if (in->status == ADAG_OK)
         memcpy(buf, &me, sizeof(me));
-    st = adag_chan_publish(mine, seq, in->status == ADAG_OK ? sizeof(me) : 0, NULL, in->status,
+    st = adag__chan_publish(mine, seq, in->status == ADAG_OK ? sizeof(me) : 0, NULL, in->status,
                            in->status == ADAG_OK ? NULL : in->err);
     if (st != ADAG_OK)
         return st;
     int64_t deadline = loop->prog.comm_timeout_ms > 0
-                           ? adag_deadline_ms(loop->prog.comm_timeout_ms) : ADAG_FOREVER;
+                           ? adag__deadline_ms(loop->prog.comm_timeout_ms) : ADAG_FOREVER;
     *fail = ADAG_OK;
     for (uint32_t m = 0; m < op->nmembers; m++) {
         adag_slot_view_t v;
@@ -202,7 +202,7 @@ static adag_status_t agree(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t seq,
             v = *in;
         } else {
             adag_chan_t *ch = loop->chans[op->status_first + m];
-            st = adag_chan_wait(ch, seq, deadline, &v);
+            st = adag__chan_wait(ch, seq, deadline, &v);
             if (st == ADAG_ERR_TIMEOUT) {
                 snprintf(msg, len,
                          "actor %s: collective %s: execution %llu: %s did not reach it within "
@@ -214,7 +214,7 @@ static adag_status_t agree(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t seq,
             if (st != ADAG_OK)
                 return st;
             if (v.status == ADAG_OK && v.size != sizeof(member_meta_t))
-                return adag_error(ADAG_ERR_PROTOCOL, "actor %s: collective %s: %s carries %zu "
+                return adag__error(ADAG_ERR_PROTOCOL, "actor %s: collective %s: %s carries %zu "
                                   "bytes", loop->actor_name, c->name, ch->name, v.size);
             if (v.status == ADAG_OK)
                 memcpy(&metas[m], v.data, sizeof(metas[m]));
@@ -228,7 +228,7 @@ static adag_status_t agree(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t seq,
         return ADAG_OK;
     for (uint32_t m = 1; m < op->nmembers; m++) {
         if (metas[m].ndim > ADAG_MAX_DIMS || !adag_dtype_size((adag_dtype_t)metas[m].dtype))
-            return adag_error(ADAG_ERR_PROTOCOL, "actor %s: collective %s: member %u's tensor "
+            return adag__error(ADAG_ERR_PROTOCOL, "actor %s: collective %s: member %u's tensor "
                               "description is malformed", loop->actor_name, c->name, m);
         if (!same_meta(&metas[m], &metas[0])) {
             char a[160], b[160];
@@ -310,7 +310,7 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
     if (st != ADAG_OK)
         return st;
     /* watched from here: since, then seq1 (seq_cst), as endpoints do */
-    atomic_store_explicit(&c->watch[slot].since, adag_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->watch[slot].since, adag__now_ns(), memory_order_relaxed);
     atomic_store_explicit(&c->watch[slot].seq1, seq + 1, memory_order_seq_cst);
     if ((st = dev->event_record(c->done[slot], s)) != ADAG_OK)
         return st;
@@ -333,15 +333,15 @@ static adag_status_t enqueue(adag_loop_t *loop, adag_loop_coll_t *c, uint64_t se
 static int peer_reported(adag_loop_t *loop)
 {
     int64_t ms = loop->prog.comm_timeout_ms > 0 ? loop->prog.comm_timeout_ms : 0;
-    int64_t deadline = adag_now_ns() + 2 * adag_watchdog_period_ns(ms) + 1000000000;
-    while (!adag_ctx_aborted(loop->ctx) && adag_now_ns() < deadline) {
+    int64_t deadline = adag__now_ns() + 2 * adag__watchdog_period_ns(ms) + 1000000000;
+    while (!adag__ctx_aborted(loop->ctx) && adag__now_ns() < deadline) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
-    return adag_ctx_aborted(loop->ctx);
+    return adag__ctx_aborted(loop->ctx);
 }
 
-adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+adag_status_t adag__loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
     adag_loop_coll_t *c = coll_of(loop, op);
     adag_chan_t *in_ch = loop->chans[op->args[0]], *out_ch = loop->chans[op->rets[0]];
@@ -351,9 +351,10 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
     adag_status_t fail = ADAG_OK, st;
     void *out;
     if (!c)
-        return adag_error(ADAG_ERR_INTERNAL, "actor %s: collective without state", loop->actor_name);
-    if ((st = adag_chan_wait(in_ch, seq, ADAG_FOREVER, &in)) != ADAG_OK ||
-        (st = adag_value_check_slot(&in, in_ch->name)) != ADAG_OK)
+        return adag__error(ADAG_ERR_INTERNAL, "actor %s: collective without state",
+                           loop->actor_name);
+    if ((st = adag__chan_wait(in_ch, seq, ADAG_FOREVER, &in)) != ADAG_OK ||
+        (st = adag__value_check_slot(&in, in_ch->name)) != ADAG_OK)
         return st;
     if (in.status == ADAG_OK && in.meta.dtype == ADAG_DTYPE_BYTES) {
         in.status = ADAG_ERR_INVALID;
@@ -361,7 +362,7 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
         in.err_len = strlen(in.err);
     }
     /* a shared communicator: this execution's turn on it */
-    if ((st = adag_loop_turn_begin(loop, op, seq, c->name)) != ADAG_OK)
+    if ((st = adag__loop_turn_begin(loop, op, seq, c->name)) != ADAG_OK)
         return st;
     st = agree(loop, c, seq, &in, metas, &fail, msg, sizeof(msg));
     if (st == ADAG_ERR_TIMEOUT) {
@@ -369,14 +370,14 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
          * a hang), and so does every DAG sharing the communicator (the
          * member they wait for, or that holds their inputs' slots, is
          * the same) */
-        adag_loop_turn_blame(loop, op, c->name, st, msg);
-        adag_loop_fail_dag(loop, st, msg); /* its hook aborts the shared one: turn held */
-        adag_loop_turn_give_up(loop, op, seq);
+        adag__loop_turn_blame(loop, op, c->name, st, msg);
+        adag__loop_fail_dag(loop, st, msg); /* its hook aborts the shared one: turn held */
+        adag__loop_turn_give_up(loop, op, seq);
         return ADAG_ERR_CLOSED;
     }
     if (st != ADAG_OK)
         return st;
-    if ((st = adag_chan_acquire(out_ch, seq, ADAG_FOREVER, &out)) != ADAG_OK)
+    if ((st = adag__chan_acquire(out_ch, seq, ADAG_FOREVER, &out)) != ADAG_OK)
         return st;
     adag_tensor_meta_t meta;
     size_t count = 0;
@@ -399,13 +400,13 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
          * sharing it failed inside a collective): this DAG fails too */
         char why[ADAG_ERROR_MAX];
         int peer;
-        st = adag_actor_comm_why(loop->comm_entries[op->comm], why, sizeof(why), &peer);
+        st = adag__actor_comm_why(loop->comm_entries[op->comm], why, sizeof(why), &peer);
         if (peer && peer_reported(loop))
             return ADAG_ERR_CLOSED;
         snprintf(msg, sizeof(msg), "actor %s: collective %s of DAG %s, execution %llu: its "
                  "communicator was aborted: %s", loop->actor_name, c->name,
                  loop->prog.dag_name, (unsigned long long)seq, why);
-        adag_loop_fail_dag(loop, st, msg);
+        adag__loop_fail_dag(loop, st, msg);
         return ADAG_ERR_CLOSED;
     }
     if (st != ADAG_OK) {
@@ -415,16 +416,16 @@ adag_status_t adag_loop_coll_run(adag_loop_t *loop, const adag_prog_op_t *op, ui
         snprintf(msg, sizeof(msg), "actor %s: collective %s: %s", loop->actor_name, c->name,
                  adag_last_error());
     }
-    adag_loop_turn_op_done(loop, op, seq);
+    adag__loop_turn_op_done(loop, op, seq);
     adag_chan_counters_t *cc = &loop->chan_counters[op->rets[0]];
-    adag_counter_add(&cc->values, 1);
-    adag_counter_add(&cc->bytes, fail == ADAG_OK ? bytes : 0);
+    adag__counter_add(&cc->values, 1);
+    adag__counter_add(&cc->bytes, fail == ADAG_OK ? bytes : 0);
     if (fail != ADAG_OK)
-        return adag_chan_publish(out_ch, seq, 0, NULL, fail, msg);
-    return adag_chan_publish(out_ch, seq, bytes, &meta, ADAG_OK, NULL);
+        return adag__chan_publish(out_ch, seq, 0, NULL, fail, msg);
+    return adag__chan_publish(out_ch, seq, bytes, &meta, ADAG_OK, NULL);
 }
 
-int adag_loop_coll_pending(adag_loop_t *loop, uint32_t comm)
+int adag__loop_coll_pending(adag_loop_t *loop, uint32_t comm)
 {
     const adag_device_ops_t *dev = loop->comm_device->dev->ops;
     for (unsigned i = 0; i < loop->ncolls; i++) {
@@ -437,13 +438,13 @@ int adag_loop_coll_pending(adag_loop_t *loop, uint32_t comm)
     return 0;
 }
 
-adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since)
+adag_status_t adag__loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, int64_t *since)
 {
     adag_loop_t *loop = ctx;
     const adag_device_ops_t *dev = loop->comm_device->dev->ops;
     int64_t oldest = INT64_MAX;
     /* a shared communicator another DAG broke: the cause to name */
-    adag_status_t broken = adag_loop_turns_watch(loop);
+    adag_status_t broken = adag__loop_turns_watch(loop);
     if (broken != ADAG_OK)
         return broken;
     const adag_loop_coll_t *which = NULL;
@@ -490,7 +491,7 @@ adag_status_t adag_loop_coll_watch(void *ctx, int64_t now, int64_t timeout_ns, i
     if (timeout_ns > 0) { /* reported: the DAG fails, and so do those sharing the communicator */
         char why[ADAG_ERROR_MAX];
         snprintf(why, sizeof(why), "actor %s: %s", loop->actor_name, msg);
-        adag_loop_turn_blame(loop, which->op, which->name, ADAG_ERR_TIMEOUT, why);
+        adag__loop_turn_blame(loop, which->op, which->name, ADAG_ERR_TIMEOUT, why);
     }
-    return adag_error(ADAG_ERR_TIMEOUT, "%s", msg);
+    return adag__error(ADAG_ERR_TIMEOUT, "%s", msg);
 }

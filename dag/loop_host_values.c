@@ -49,10 +49,10 @@ static adag_status_t wait_sliced(adag_loop_t *loop,
                                  adag_status_t (*sync)(void *arg, int64_t deadline), void *arg)
 {
     for (;;) {
-        adag_status_t st = sync(arg, adag_deadline_ms(SLICE_MS));
+        adag_status_t st = sync(arg, adag__deadline_ms(SLICE_MS));
         if (st != ADAG_ERR_TIMEOUT)
             return st;
-        if (adag_ctx_aborted(loop->ctx))
+        if (adag__ctx_aborted(loop->ctx))
             return ADAG_ERR_CLOSED;
     }
 }
@@ -70,7 +70,7 @@ static adag_status_t sync_event(void *arg, int64_t deadline)
     return d->dev->ops->event_sync(loop->held_ev[loop->held_from % loop->prog.max_inflight], deadline);
 }
 
-adag_status_t adag_loop_hold_open(adag_loop_t *loop)
+adag_status_t adag__loop_hold_open(adag_loop_t *loop)
 {
     const adag_chan_device_t *d = loop->actor.device;
     for (uint32_t i = 0; d && i < loop->prog.nops; i++) {
@@ -86,18 +86,18 @@ adag_status_t adag_loop_hold_open(adag_loop_t *loop)
             loop->held_slots = loop->chans[loop->reads[i]]->nslots;
     loop->held_ev = calloc(loop->prog.max_inflight, sizeof(*loop->held_ev));
     if (!loop->held_ev)
-        return adag_error(ADAG_ERR_NO_MEMORY, "%u events", loop->prog.max_inflight);
+        return adag__error(ADAG_ERR_NO_MEMORY, "%u events", loop->prog.max_inflight);
     for (uint32_t i = 0; i < loop->prog.max_inflight; i++) {
         adag_status_t st = d->dev->ops->event_create(d->dev, &loop->held_ev[i]);
         if (st != ADAG_OK) {
-            adag_error_prefix("the events that hold its host inputs for its device work");
+            adag__error_prefix("the events that hold its host inputs for its device work");
             return st;
         }
     }
     return ADAG_OK;
 }
 
-void adag_loop_hold_close(adag_loop_t *loop)
+void adag__loop_hold_close(adag_loop_t *loop)
 {
     const adag_chan_device_t *d = loop->actor.device;
     for (uint32_t i = 0; loop->held_ev && i < loop->prog.max_inflight; i++)
@@ -107,7 +107,7 @@ void adag_loop_hold_close(adag_loop_t *loop)
     loop->held_ev = NULL;
 }
 
-adag_status_t adag_loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
+adag_status_t adag__loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
                                        struct adag_call *call)
 {
     int host = 0;
@@ -123,24 +123,24 @@ adag_status_t adag_loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *
     if (call->fail_status == ADAG_OK) {
         snprintf(call->msg, sizeof(call->msg),
                  "actor %s.%s: its device work, before its host returns were published: %s",
-                 loop->actor_name, adag_call_method_name(call), adag_last_error());
+                 loop->actor_name, adag__call_method_name(call), adag_last_error());
         call->fail_status = st;
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_loop_end_reads(adag_loop_t *loop, uint64_t seq)
+adag_status_t adag__loop_end_reads(adag_loop_t *loop, uint64_t seq)
 {
     /* nothing enqueued may still read them, and none held before: now */
     if (!loop->host_args || (!loop->stream_dirty && loop->held_to == loop->held_from)) {
-        adag_loop_release_reads(loop, seq);
+        adag__loop_release_reads(loop, seq);
         return ADAG_OK;
     }
     const adag_chan_device_t *d = loop->actor.device;
     adag_status_t st = d->dev->ops->event_record(loop->held_ev[seq % loop->prog.max_inflight],
                                                  d->compute);
     if (st != ADAG_OK) {
-        adag_error_prefix("holding the host inputs of execution %llu for its device work",
+        adag__error_prefix("holding the host inputs of execution %llu for its device work",
                           (unsigned long long)seq);
         return st;
     }
@@ -151,7 +151,7 @@ adag_status_t adag_loop_end_reads(adag_loop_t *loop, uint64_t seq)
     return ADAG_OK;
 }
 
-adag_status_t adag_loop_release_held(adag_loop_t *loop, uint64_t seq)
+adag_status_t adag__loop_release_held(adag_loop_t *loop, uint64_t seq)
 {
     const adag_chan_device_t *d = loop->actor.device;
     while (loop->held_from < loop->held_to) {
@@ -164,12 +164,12 @@ adag_status_t adag_loop_release_held(adag_loop_t *loop, uint64_t seq)
         }
         if (st != ADAG_OK) {
             if (st != ADAG_ERR_CLOSED)
-                adag_error_prefix("the device work that reads the host inputs of execution "
+                adag__error_prefix("the device work that reads the host inputs of execution "
                                   "%llu",
                                   (unsigned long long)n);
             return st;
         }
-        adag_loop_release_reads(loop, n);
+        adag__loop_release_reads(loop, n);
         loop->held_from = n + 1;
     }
     return ADAG_OK;

@@ -29,7 +29,7 @@ typedef struct {
 } adag_chan_counters_t;
 
 /* Adds to a counter of this thread's own. */
-static inline void adag_counter_add(_Atomic uint64_t *c, uint64_t v)
+static inline void adag__counter_add(_Atomic uint64_t *c, uint64_t v)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
                           memory_order_relaxed);

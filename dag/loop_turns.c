@@ -13,8 +13,8 @@
  * member did not come to the agreement), or with a collective issued on a
  * device stream and not yet completed (a peer may never issue its side).
  * Then it is aborted, with the reason the loop that failed recorded first
- * (adag_loop_turn_blame), and every loop of every other DAG on it fails
- * its DAG with that reason: from its watchdog (adag_loop_turns_watch), so
+ * (adag__loop_turn_blame), and every loop of every other DAG on it fails
+ * its DAG with that reason: from its watchdog (adag__loop_turns_watch), so
  * within a period wherever the loop waits, or at its next turn or
  * collective, whichever comes first. A loop that ends gives
  * up the tickets it did not run, also those the driver publishes after
@@ -42,11 +42,11 @@ struct adag_loop_turn {
 
 static int64_t comm_deadline(const adag_loop_t *loop)
 {
-    return loop->prog.comm_timeout_ms > 0 ? adag_deadline_ms(loop->prog.comm_timeout_ms)
+    return loop->prog.comm_timeout_ms > 0 ? adag__deadline_ms(loop->prog.comm_timeout_ms)
                                           : ADAG_FOREVER;
 }
 
-adag_status_t adag_loop_turns_prepare(adag_loop_t *loop)
+adag_status_t adag__loop_turns_prepare(adag_loop_t *loop)
 {
     unsigned n = 0;
     for (uint32_t i = 0; i < loop->prog.ncomms; i++)
@@ -54,14 +54,14 @@ adag_status_t adag_loop_turns_prepare(adag_loop_t *loop)
     if (n == 0)
         return ADAG_OK;
     if (!(loop->turns = calloc(loop->prog.ncomms, sizeof(*loop->turns))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", loop->actor_name);
     for (uint32_t i = 0; i < loop->prog.ncomms; i++)
         if (loop->prog.comms[i].shared)
             loop->turns[i].ncolls = loop->prog.comms[i].ncolls;
     return ADAG_OK;
 }
 
-adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+adag_status_t adag__loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
                                    const char *coll)
 {
     struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
@@ -71,15 +71,15 @@ adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, 
     adag_actor_comm_t *e = loop->comm_entries[op->comm];
     adag_slot_view_t v;
     uint64_t ticket;
-    adag_status_t st = adag_chan_wait(loop->chans[spec->order_chan], seq, ADAG_FOREVER, &v);
+    adag_status_t st = adag__chan_wait(loop->chans[spec->order_chan], seq, ADAG_FOREVER, &v);
     if (st != ADAG_OK)
         return st;
     if (v.status != ADAG_OK || v.size != sizeof(ticket))
-        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: %s: execution %llu has no ticket on "
+        return adag__error(ADAG_ERR_PROTOCOL, "actor %s: %s: execution %llu has no ticket on "
                           "%s", loop->actor_name, coll, (unsigned long long)seq,
                           loop->chans[spec->order_chan]->name);
     memcpy(&ticket, v.data, sizeof(ticket));
-    st = adag_actor_comm_turn_take(e, ticket, loop, loop->prog.dag_name, &loop->ctx->abort,
+    st = adag__actor_comm_turn_take(e, ticket, loop, loop->prog.dag_name, &loop->ctx->abort,
                                     comm_deadline(loop));
     if (st == ADAG_OK) {
         t->held_seq1 = seq + 1;
@@ -93,16 +93,16 @@ adag_status_t adag_loop_turn_begin(adag_loop_t *loop, const adag_prog_op_t *op, 
                  "turn on the communicator it shares with other DAGs",
                  adag_last_error(), coll, loop->prog.dag_name, (unsigned long long)seq,
                  (long long)loop->prog.comm_timeout_ms);
-    } else if (st == ADAG_ERR_CLOSED && !adag_ctx_aborted(loop->ctx)) {
+    } else if (st == ADAG_ERR_CLOSED && !adag__ctx_aborted(loop->ctx)) {
         char why[ADAG_ERROR_MAX];
-        st = adag_actor_comm_why(e, why, sizeof(why), NULL);
+        st = adag__actor_comm_why(e, why, sizeof(why), NULL);
         snprintf(msg, sizeof(msg), "actor %s: %s of DAG %s: its communicator %llu, shared "
                  "with other DAGs, was aborted: %s", loop->actor_name, coll,
                  loop->prog.dag_name, (unsigned long long)spec->key, why);
     } else {
         return st;
     }
-    adag_loop_fail_dag(loop, st, msg);
+    adag__loop_fail_dag(loop, st, msg);
     return ADAG_ERR_CLOSED;
 }
 
@@ -113,17 +113,17 @@ static void end_turn(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq, 
     struct adag_loop_turn *t = loop->turns ? &loop->turns[op->comm] : NULL;
     if (!t || t->held_seq1 != seq + 1 || (last_only && ++t->ndone < t->ncolls))
         return;
-    adag_actor_comm_turn_end(loop->comm_entries[op->comm], t->ticket);
+    adag__actor_comm_turn_end(loop->comm_entries[op->comm], t->ticket);
     t->held_seq1 = 0;
     t->next_seq = seq + 1;
 }
 
-void adag_loop_turn_op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+void adag__loop_turn_op_done(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
     end_turn(loop, op, seq, 1);
 }
 
-void adag_loop_turn_give_up(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
+void adag__loop_turn_give_up(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq)
 {
     end_turn(loop, op, seq, 0);
 }
@@ -137,7 +137,7 @@ static adag_actor_comm_t *shared_entry(const adag_loop_t *loop, uint32_t i)
     return spec->shared && spec->ncolls && loop->comm_entries ? loop->comm_entries[i] : NULL;
 }
 
-void adag_loop_turn_blame(adag_loop_t *loop, const adag_prog_op_t *op, const char *coll,
+void adag__loop_turn_blame(adag_loop_t *loop, const adag_prog_op_t *op, const char *coll,
                           adag_status_t st, const char *msg)
 {
     adag_actor_comm_t *e = shared_entry(loop, op->comm);
@@ -146,26 +146,26 @@ void adag_loop_turn_blame(adag_loop_t *loop, const adag_prog_op_t *op, const cha
     char why[ADAG_ERROR_MAX];
     snprintf(why, sizeof(why), "DAG %s failed in its collective %s on it: %s",
              loop->prog.dag_name, coll, msg);
-    adag_actor_comm_blame(e, st, why, loop);
+    adag__actor_comm_blame(e, st, why, loop);
 }
 
-adag_status_t adag_loop_turns_watch(adag_loop_t *loop)
+adag_status_t adag__loop_turns_watch(adag_loop_t *loop)
 {
     for (uint32_t i = 0; i < loop->prog.ncomms; i++) {
         adag_actor_comm_t *e = shared_entry(loop, i);
         if (!e)
             continue;
         char why[ADAG_ERROR_MAX];
-        adag_status_t st = adag_actor_comm_broken(e, loop, why, sizeof(why));
+        adag_status_t st = adag__actor_comm_broken(e, loop, why, sizeof(why));
         if (st != ADAG_OK)
-            return adag_error(st, "DAG %s: its communicator %llu, shared with other DAGs, was "
+            return adag__error(st, "DAG %s: its communicator %llu, shared with other DAGs, was "
                               "aborted: %s", loop->prog.dag_name,
                               (unsigned long long)loop->prog.comms[i].key, why);
     }
     return ADAG_OK;
 }
 
-/* The DAG was aborted in this process (adag_ctx_abort, under the
+/* The DAG was aborted in this process (adag__ctx_abort, under the
  * context's lock, any thread). */
 static void on_abort(void *arg, int failed)
 {
@@ -176,8 +176,8 @@ static void on_abort(void *arg, int failed)
         if (!loop->turns[i].ncolls)
             continue;
         adag_actor_comm_t *e = loop->comm_entries[i];
-        if (!adag_actor_comm_turn_held_by(e, loop) && !adag_loop_coll_pending(loop, i)) {
-            adag_actor_comm_unblame(e, loop); /* its collective completed after all */
+        if (!adag__actor_comm_turn_held_by(e, loop) && !adag__loop_coll_pending(loop, i)) {
+            adag__actor_comm_unblame(e, loop); /* its collective completed after all */
             continue;
         }
         /* the abort word holds -status (seq_cst, stored before the hooks run) */
@@ -186,16 +186,16 @@ static void on_abort(void *arg, int failed)
         char why[ADAG_ERROR_MAX];
         snprintf(why, sizeof(why), "DAG %s failed (%s) inside a collective on it (actor %s)",
                  loop->prog.dag_name, adag_status_str(st), loop->actor_name);
-        adag_actor_comm_abort_why(e, st, why, loop);
+        adag__actor_comm_abort_why(e, st, why, loop);
     }
 }
 
-adag_status_t adag_loop_turns_start(adag_loop_t *loop)
+adag_status_t adag__loop_turns_start(adag_loop_t *loop)
 {
-    return loop->turns ? adag_ctx_add_abort_hook(loop->ctx, on_abort, loop) : ADAG_OK;
+    return loop->turns ? adag__ctx_add_abort_hook(loop->ctx, on_abort, loop) : ADAG_OK;
 }
 
-void adag_loop_turns_end(adag_loop_t *loop)
+void adag__loop_turns_end(adag_loop_t *loop)
 {
     for (uint32_t i = 0; loop->turns && i < loop->prog.ncomms; i++) {
         struct adag_loop_turn *t = &loop->turns[i];
@@ -210,24 +210,24 @@ void adag_loop_turns_end(adag_loop_t *loop)
             snprintf(why, sizeof(why), "the loop of actor %s for DAG %s ended inside a "
                      "collective on it (execution %llu)", loop->actor_name,
                      loop->prog.dag_name, (unsigned long long)(t->held_seq1 - 1));
-            adag_actor_comm_abort_why(e, ADAG_ERR_CLOSED, why, loop);
-            adag_actor_comm_turn_end(e, t->ticket);
-            adag_chan_release(order, t->held_seq1 - 1);
+            adag__actor_comm_abort_why(e, ADAG_ERR_CLOSED, why, loop);
+            adag__actor_comm_turn_end(e, t->ticket);
+            adag__chan_release(order, t->held_seq1 - 1);
             next = t->held_seq1;
             t->held_seq1 = 0;
         }
-        adag_actor_comm_retire(e, order, next, loop);
+        adag__actor_comm_retire(e, order, next, loop);
     }
 }
 
-void adag_loop_turns_close(adag_loop_t *loop)
+void adag__loop_turns_close(adag_loop_t *loop)
 {
     if (!loop->turns)
         return;
-    adag_ctx_remove_abort_hook(loop->ctx, loop);
+    adag__ctx_remove_abort_hook(loop->ctx, loop);
     for (uint32_t i = 0; i < loop->prog.ncomms; i++)
         if (loop->turns[i].ncolls && loop->comm_entries && loop->comm_entries[i])
-            adag_actor_comm_unretire(loop->comm_entries[i], loop);
+            adag__actor_comm_unretire(loop->comm_entries[i], loop);
     free(loop->turns);
     loop->turns = NULL;
 }

@@ -75,13 +75,13 @@ static int reap_worker(adag_runtime_h rt, unsigned actor_id)
     a->reaped = 1;
     int was_dead = a->dead;
     if (!was_dead)
-        adag_actor_mark_dead_locked(a, "actor %s (pid %d) died: %s", a->name, a->ops->pid(a), how);
+        adag__actor_mark_dead_locked(a, "actor %s (pid %d) died: %s", a->name, a->ops->pid(a), how);
     snprintf(msg, sizeof(msg), "%s", a->death);
     pthread_cond_broadcast(&rt->cond);
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
         adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-        if (adag_dag_uses_actor(dag, a))
-            adag_dag_fail(dag, ADAG_ERR_ACTOR_DIED, msg);
+        if (adag__dag_uses_actor(dag, a))
+            adag__dag_fail(dag, ADAG_ERR_ACTOR_DIED, msg);
     }
     pthread_mutex_unlock(&rt->lock);
     if (!was_dead)
@@ -104,10 +104,10 @@ static void read_events(adag_runtime_h rt, unsigned actor_id)
         pthread_mutex_unlock(&rt->lock);
         return;
     }
-    adag_status_t st = adag_msg_recv(fd, adag_deadline_ms(100), &msg);
+    adag_status_t st = adag__msg_recv(fd, adag__deadline_ms(100), &msg);
     if (st == ADAG_OK) {
-        st = adag_msg_decode_failed(&msg, &m);
-        adag_ctl_msg_free(&msg);
+        st = adag__msg_decode_failed(&msg, &m);
+        adag__ctl_msg_free(&msg);
     }
     if (st != ADAG_OK) {
         if (st != ADAG_ERR_CLOSED)
@@ -120,8 +120,8 @@ static void read_events(adag_runtime_h rt, unsigned actor_id)
     int found = 0;
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
         adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-        if (dag->id == m.dag_id && adag_dag_uses_actor(dag, a)) {
-            adag_dag_fail(dag, m.status, m.msg);
+        if (dag->id == m.dag_id && adag__dag_uses_actor(dag, a)) {
+            adag__dag_fail(dag, m.status, m.msg);
             found = 1;
         }
     }
@@ -143,19 +143,19 @@ static void refresh_dag_fd(adag_runtime_h rt, unsigned dag_id)
             while (read(dag->notify_fds[i], &v, sizeof(v)) < 0 && errno == EINTR) {
             }
         pthread_mutex_lock(&dag->lock);
-        adag_dag_update_fd(dag);
+        adag__dag_update_fd(dag);
         pthread_mutex_unlock(&dag->lock);
         break;
     }
     pthread_mutex_unlock(&rt->lock);
 }
 
-/* Runs the spawns queued by adag_monitor_spawn (this thread must be the
+/* Runs the spawns queued by adag__monitor_spawn (this thread must be the
  * workers' parent). Called without rt->lock. */
 static void run_spawns(adag_runtime_h rt, adag_spawn_req_t *reqs)
 {
     for (adag_spawn_req_t *r = reqs; r; r = r->next) {
-        r->status = adag_spawn_worker(rt->worker_path, &r->pid, &r->pidfd, &r->sock);
+        r->status = adag__spawn_worker(rt->worker_path, &r->pid, &r->pidfd, &r->sock);
         if (r->status != ADAG_OK)
             snprintf(r->msg, sizeof(r->msg), "%s", adag_last_error());
     }
@@ -282,7 +282,7 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
-adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *sock)
+adag_status_t adag__monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *sock)
 {
     adag_spawn_req_t req;
     memset(&req, 0, sizeof(req));
@@ -290,46 +290,46 @@ adag_status_t adag_monitor_spawn(adag_runtime_h rt, int *pid, int *pidfd, int *s
     req.next = rt->spawn_reqs;
     rt->spawn_reqs = &req;
     pthread_mutex_unlock(&rt->lock);
-    adag_monitor_poke(rt);
+    adag__monitor_poke(rt);
     pthread_mutex_lock(&rt->lock);
     while (!req.done)
         pthread_cond_wait(&rt->cond, &rt->lock);
     pthread_mutex_unlock(&rt->lock);
     if (req.status != ADAG_OK)
-        return adag_error(req.status, "%s", req.msg);
+        return adag__error(req.status, "%s", req.msg);
     *pid = req.pid;
     *pidfd = req.pidfd;
     *sock = req.sock;
     return ADAG_OK;
 }
 
-void adag_monitor_poke(adag_runtime_h rt)
+void adag__monitor_poke(adag_runtime_h rt)
 {
     uint64_t one = 1;
     while (write(rt->monitor_wake, &one, sizeof(one)) < 0 && errno == EINTR) {
     }
 }
 
-adag_status_t adag_monitor_start(adag_runtime_h rt)
+adag_status_t adag__monitor_start(adag_runtime_h rt)
 {
-    rt->monitor_wake = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    rt->monitor_wake = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (rt->monitor_wake < 0)
-        return adag_error_errno(errno, "adag_runtime_create: eventfd");
+        return adag__error_errno(errno, "adag_runtime_create: eventfd");
     int err = pthread_create(&rt->monitor, NULL, monitor_main, rt);
     if (err) {
         close(rt->monitor_wake);
         rt->monitor_wake = -1;
-        return adag_error_errno(err, "adag_runtime_create: cannot start the monitor thread");
+        return adag__error_errno(err, "adag_runtime_create: cannot start the monitor thread");
     }
     return ADAG_OK;
 }
 
-void adag_monitor_stop(adag_runtime_h rt)
+void adag__monitor_stop(adag_runtime_h rt)
 {
     pthread_mutex_lock(&rt->lock);
     rt->monitor_stop = 1;
     pthread_mutex_unlock(&rt->lock);
-    adag_monitor_poke(rt);
+    adag__monitor_poke(rt);
     pthread_join(rt->monitor, NULL);
     close(rt->monitor_wake);
     rt->monitor_wake = -1;

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void adag_answer_free(adag_answer_t *ans)
+void adag__answer_free(adag_answer_t *ans)
 {
-    adag_loop_figures_free(&ans->figures);
+    adag__loop_figures_free(&ans->figures);
     free(ans->recs);
     memset(ans, 0, sizeof(*ans));
 }
@@ -78,21 +78,21 @@ static void answered(adag_actor_h a, adag_status_t s, int64_t timeout_ms, adag_s
         snprintf(why, ADAG_ERROR_MAX, "%s", s == ADAG_OK ? "" : adag_last_error());
 }
 
-void adag_answers_free(adag_answers_t *as)
+void adag__answers_free(adag_answers_t *as)
 {
     for (unsigned ai = 0; as->ans && ai < as->n; ai++)
-        adag_answer_free(&as->ans[ai]);
+        adag__answer_free(&as->ans[ai]);
     free(as->ans);
     free(as->st);
     free(as->why);
     memset(as, 0, sizeof(*as));
 }
 
-adag_status_t adag_actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_ms,
+adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_ms,
                               adag_answers_t *out)
 {
     unsigned n = dag->nactors, pending = 0;
-    int64_t deadline = adag_deadline_ms(timeout_ms);
+    int64_t deadline = adag__deadline_ms(timeout_ms);
     struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
     unsigned *who = calloc(n + 1, sizeof(*who));
     unsigned char *waiting = calloc(n + 1, 1); /* asked, answer not yet taken */
@@ -102,8 +102,8 @@ adag_status_t adag_actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_m
     adag_status_t result = ADAG_OK;
     *out = (adag_answers_t){answers, st, why, n};
     if (!pfds || !who || !waiting || !answers || !st || !why) {
-        adag_answers_free(out);
-        result = adag_error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag->name);
+        adag__answers_free(out);
+        result = adag__error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag->name);
         goto out;
     }
     for (unsigned ai = 0; ai < n; ai++) {
@@ -127,7 +127,7 @@ adag_status_t adag_actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_m
             who[np++] = ai;
         }
         /* past the deadline: one look without waiting at what came */
-        int r = poll(pfds, np, adag_ms_left(deadline));
+        int r = poll(pfds, np, adag__ms_left(deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {

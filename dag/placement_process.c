@@ -54,12 +54,12 @@ static process_actor_t *proc_of(adag_actor_h a)
 
 static int64_t control_deadline(adag_actor_h a)
 {
-    return adag_deadline_ms(a->rt->settings.control_timeout_ms);
+    return adag__deadline_ms(a->rt->settings.control_timeout_ms);
 }
 
 static const char *purpose(uint32_t type)
 {
-    const adag_msg_info_t *info = adag_msg_info(type);
+    const adag_msg_info_t *info = adag__msg_info(type);
     return info ? info->purpose : "answer";
 }
 
@@ -72,21 +72,21 @@ static adag_status_t request_send(adag_actor_h a, uint32_t type, const adag_wbuf
     pthread_mutex_lock(&a->rt->lock);
     int dead = a->dead;
     if (dead)
-        st = adag_error(ADAG_ERR_ACTOR_DIED, "%s", a->death);
+        st = adag__error(ADAG_ERR_ACTOR_DIED, "%s", a->death);
     pthread_mutex_unlock(&a->rt->lock);
     if (dead)
         return st;
     if (payload && payload->failed)
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
     pthread_mutex_lock(&p->send_lock);
-    st = adag_ctl_send(p->ctl, type, payload ? payload->data : NULL, payload ? payload->len : 0,
+    st = adag__ctl_send(p->ctl, type, payload ? payload->data : NULL, payload ? payload->len : 0,
                        fds, nfds);
     pthread_mutex_unlock(&p->send_lock);
     if (st == ADAG_ERR_CLOSED)
-        return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
+        return adag__error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
                           a->name, p->pid, purpose(type));
     if (st != ADAG_OK)
-        adag_error_prefix("actor %s", a->name);
+        adag__error_prefix("actor %s", a->name);
     return st;
 }
 
@@ -96,7 +96,7 @@ static int frame_begins(int fd, int64_t deadline)
 {
     struct pollfd pfd = {fd, POLLIN, 0};
     int r;
-    while ((r = poll(&pfd, 1, adag_ms_left(deadline))) < 0 && errno == EINTR) {
+    while ((r = poll(&pfd, 1, adag__ms_left(deadline))) < 0 && errno == EINTR) {
     }
     return r > 0;
 }
@@ -116,41 +116,41 @@ static adag_status_t request_recv_by(adag_actor_h a, uint32_t type, int64_t begi
     for (;;) {
         if (!frame_begins(p->ctl, begin)) {
             if (p->owed++ == 0)
-                p->owed_since = adag_now_ns();
-            return adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time",
+                p->owed_since = adag__now_ns();
+            return adag__error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time",
                               a->name, p->pid, purpose(type));
         }
-        st = adag_msg_recv(p->ctl, deadline, &msg);
+        st = adag__msg_recv(p->ctl, deadline, &msg);
         if (st != ADAG_OK || !p->owed)
             break;
-        adag_ctl_msg_free(&msg); /* the late answer to a request given up on */
+        adag__ctl_msg_free(&msg); /* the late answer to a request given up on */
         p->owed--;
     }
     if (st == ADAG_ERR_CLOSED)
-        return adag_error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
+        return adag__error(ADAG_ERR_ACTOR_DIED, "actor %s (pid %d) died while asked to %s",
                           a->name, p->pid, purpose(type));
     if (st == ADAG_ERR_TIMEOUT)
-        return adag_error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time", a->name,
+        return adag__error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not %s in time", a->name,
                           p->pid, purpose(type));
     if (st != ADAG_OK) {
-        adag_error_prefix("actor %s", a->name);
+        adag__error_prefix("actor %s", a->name);
         return st;
     }
-    st = adag_msg_decode_reply(&msg, &r);
+    st = adag__msg_decode_reply(&msg, &r);
     if (st != ADAG_OK) {
-        adag_error_prefix("actor %s, answering %s", a->name, adag_msg_info(type)->name);
+        adag__error_prefix("actor %s, answering %s", a->name, adag__msg_info(type)->name);
     } else if (r.status != ADAG_OK) {
         st = r.status < ADAG_OK && r.status >= ADAG_ERR_INTERNAL
-                 ? adag_error(r.status, "actor %s: %s", a->name, r.msg)
-                 : adag_error(ADAG_ERR_PROTOCOL, "actor %s answered %s with status %d", a->name,
-                              adag_msg_info(type)->name, (int)r.status);
+                 ? adag__error(r.status, "actor %s: %s", a->name, r.msg)
+                 : adag__error(ADAG_ERR_PROTOCOL, "actor %s answered %s with status %d", a->name,
+                              adag__msg_info(type)->name, (int)r.status);
     }
     if (st == ADAG_OK && reply) {
         *reply = msg;
         if (body)
             *body = r.body;
     } else {
-        adag_ctl_msg_free(&msg);
+        adag__ctl_msg_free(&msg);
     }
     return st;
 }
@@ -181,15 +181,15 @@ static adag_status_t creation_failed(adag_actor_h a, adag_status_t st, const cha
 {
     char msg[ADAG_ERROR_MAX];
     snprintf(msg, sizeof(msg), "%s", adag_last_error());
-    if (st == ADAG_ERR_ACTOR_DIED && adag_actor_wait_reaped(a, adag_deadline_ms(2000))) {
+    if (st == ADAG_ERR_ACTOR_DIED && adag__actor_wait_reaped(a, adag__deadline_ms(2000))) {
         pthread_mutex_lock(&a->rt->lock);
-        st = adag_error(ADAG_ERR_ACTOR_DIED,
+        st = adag__error(ADAG_ERR_ACTOR_DIED,
                         "adag_actor_create: %s while creating the actor (class %s, module %s)",
                         a->death, a->class_name, module);
         pthread_mutex_unlock(&a->rt->lock);
     } else {
         a->ops->kill(a, "its creation failed");
-        st = adag_error(st, "%s", msg);
+        st = adag__error(st, "%s", msg);
     }
     return st;
 }
@@ -206,10 +206,10 @@ static adag_status_t remote_refusal(adag_actor_h a, adag_status_t st)
     char died[ADAG_ERROR_MAX];
     snprintf(died, sizeof(died), "%s", adag_last_error());
     pthread_mutex_lock(&p->ctl_lock);
-    adag_status_t got = request_recv(a, ADAG_MSG_HELLO, adag_now_ns(), NULL, NULL);
+    adag_status_t got = request_recv(a, ADAG_MSG_HELLO, adag__now_ns(), NULL, NULL);
     pthread_mutex_unlock(&p->ctl_lock);
     if (got == ADAG_OK || got == ADAG_ERR_ACTOR_DIED || got == ADAG_ERR_TIMEOUT)
-        return adag_error(st, "%s", died);
+        return adag__error(st, "%s", died);
     return got;
 }
 
@@ -224,28 +224,28 @@ static adag_status_t hello(adag_actor_h a)
     size_t token_len = 0;
     process_actor_t *p = proc_of(a);
     if (p->remote) { /* the agent checks it */
-        adag_status_t st = adag_token_load(&a->rt->settings, token, &token_len);
+        adag_status_t st = adag__token_load(&a->rt->settings, token, &token_len);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s on node %s", a->name, a->node);
+            adag__error_prefix("actor %s on node %s", a->name, a->node);
             return st;
         }
         h.token = (adag_blob_t){token, token_len};
     }
-    adag_msg_encode_hello(&wb, &h);
+    adag__msg_encode_hello(&wb, &h);
     adag_status_t st = request(a, ADAG_MSG_HELLO, &wb, control_deadline(a), &reply, &body);
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
     if (st == ADAG_ERR_ACTOR_DIED && p->remote)
         st = remote_refusal(a, st);
     if (st != ADAG_OK)
         return st;
-    st = adag_msg_decode_hello_reply(body, &hr);
-    adag_ctl_msg_free(&reply);
+    st = adag__msg_decode_hello_reply(body, &hr);
+    adag__ctl_msg_free(&reply);
     if (st != ADAG_OK) {
-        adag_error_prefix("actor %s", a->name);
+        adag__error_prefix("actor %s", a->name);
         return st;
     }
     if (hr.version != ADAG_PROTOCOL_VERSION)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "actor %s: the worker speaks control protocol %u, this library %u",
                           a->name, hr.version, ADAG_PROTOCOL_VERSION);
     if (p->remote) {
@@ -270,24 +270,24 @@ static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params
     if (a->device_kind >= 0)
         snprintf(device, sizeof(device), "%s:%u", adag_device_kind_name((uint32_t)a->device_kind),
                  a->device_index);
-    adag_actor_place_request(params, a->rt->settings.placement != 0, &place);
+    adag__actor_place_request(params, a->rt->settings.placement != 0, &place);
     /* the worker runs on its runtime's settings, not on its environment's */
-    adag_msg_encode_settings(&settings, &a->rt->settings);
-    adag_msg_encode_create(&wb, module, a->class_name, a->name, device, init, &place,
+    adag__msg_encode_settings(&settings, &a->rt->settings);
+    adag__msg_encode_create(&wb, module, a->class_name, a->name, device, init, &place,
                            (adag_blob_t){settings.data, settings.len});
     if (settings.failed)
         wb.failed = 1;
-    adag_wbuf_free(&settings);
+    adag__wbuf_free(&settings);
     /* the event socket: the worker's end goes with CREATE_ACTOR */
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        adag_wbuf_free(&wb);
-        return adag_error_errno(errno, "actor %s: event socket", a->name);
+        adag__wbuf_free(&wb);
+        return adag__error_errno(errno, "actor %s: event socket", a->name);
     }
-    if ((sv[0] = adag_fd_above_stdio(sv[0])) < 0) {
-        adag_status_t err = adag_error_errno(errno, "actor %s: event socket", a->name);
+    if ((sv[0] = adag__fd_above_stdio(sv[0])) < 0) {
+        adag_status_t err = adag__error_errno(errno, "actor %s: event socket", a->name);
         close(sv[1]);
-        adag_wbuf_free(&wb);
+        adag__wbuf_free(&wb);
         return err;
     }
     process_actor_t *p = proc_of(a);
@@ -296,7 +296,7 @@ static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params
     if (st == ADAG_OK)
         st = request_recv(a, ADAG_MSG_CREATE_ACTOR, control_deadline(a), &reply, &body);
     pthread_mutex_unlock(&p->ctl_lock);
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
     close(sv[1]);
     if (st != ADAG_OK) {
         close(sv[0]);
@@ -305,19 +305,19 @@ static adag_status_t create_worker_actor(adag_actor_h a, const adag_actor_params
     pthread_mutex_lock(&a->rt->lock);
     p->events = sv[0];
     pthread_mutex_unlock(&a->rt->lock);
-    adag_monitor_poke(a->rt);
-    st = adag_msg_decode_methods(body, &m, &n, &place);
-    adag_ctl_msg_free(&reply);
-    if (st == ADAG_OK && (st = adag_place_from_msg(&place, &a->place)) != ADAG_OK)
+    adag__monitor_poke(a->rt);
+    st = adag__msg_decode_methods(body, &m, &n, &place);
+    adag__ctl_msg_free(&reply);
+    if (st == ADAG_OK && (st = adag__place_from_msg(&place, &a->place)) != ADAG_OK)
         free(m);
     if (st != ADAG_OK) {
-        adag_error_prefix("actor %s", a->name);
+        adag__error_prefix("actor %s", a->name);
         return st;
     }
     a->methods = calloc(n, sizeof(*a->methods));
     if (!a->methods) {
         free(m);
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
     }
     for (unsigned i = 0; i < n; i++) {
         snprintf(a->methods[i].name, sizeof(a->methods[i].name), "%s", m[i].name);
@@ -334,19 +334,19 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     adag_status_t st;
     int pid, pidfd, ctl;
     if (!(p->field_mask & ADAG_ACTOR_PARAM_MODULE) || !p->module_path || !*p->module_path)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_actor_create: process actor %s needs module_path "
                           "(ADAG_ACTOR_PARAM_MODULE)",
                           a->name);
     size_t path_len = strlen(p->module_path);
     if (path_len >= PATH_MAX)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_actor_create: module_path of actor %s is %zu bytes, longer than "
                           "the system's path limit PATH_MAX - 1 (%d bytes)",
                           a->name, path_len, PATH_MAX - 1);
     process_actor_t *pa = calloc(1, sizeof(*pa));
     if (!pa)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     pa->pidfd = pa->ctl = pa->events = -1;
     pthread_mutex_init(&pa->ctl_lock, NULL);
     pthread_mutex_init(&pa->send_lock, NULL);
@@ -354,13 +354,13 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     if (a->node[0]) {
         pid = 0;
         pidfd = -1;
-        st = adag_remote_open(a->node, control_deadline(a), a->rt->settings.remote_timeout_ms,
+        st = adag__remote_open(a->node, control_deadline(a), a->rt->settings.remote_timeout_ms,
                               &ctl, &pa->remote);
     } else {
-        st = adag_monitor_spawn(a->rt, &pid, &pidfd, &ctl);
+        st = adag__monitor_spawn(a->rt, &pid, &pidfd, &ctl);
     }
     if (st != ADAG_OK) {
-        adag_error_prefix("adag_actor_create %s", a->name);
+        adag__error_prefix("adag_actor_create %s", a->name);
         return st;
     }
     /* from here on the monitor watches it (it is in rt->actors) */
@@ -369,7 +369,7 @@ static adag_status_t process_create(adag_actor_h a, const adag_actor_params_t *p
     pa->pidfd = pidfd;
     pa->ctl = ctl;
     pthread_mutex_unlock(&a->rt->lock);
-    adag_monitor_poke(a->rt);
+    adag__monitor_poke(a->rt);
     if ((st = hello(a)) != ADAG_OK || (st = create_worker_actor(a, p, init)) != ADAG_OK)
         return creation_failed(a, st, p->module_path);
     return ADAG_OK;
@@ -405,30 +405,30 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
     *pending = 0;
     switch (step) {
     case ADAG_STEP_PREPARE: {
-        adag_program_encode(&da->prog, &prog);
+        adag__program_encode(&da->prog, &prog);
         /* only the domains its channels use (a remote worker's carry no fds) */
         uint32_t kinds = 0;
         for (uint32_t c = 0; c < da->prog.nchans; c++)
             kinds |= 1u << da->prog.chans[c].backend;
-        st = adag_ctx_export_domains_of(&dag->ctx, kinds, &domains, fds, &nfds,
+        st = adag__ctx_export_domains_of(&dag->ctx, kinds, &domains, fds, &nfds,
                                         ADAG_CTL_MAX_FDS);
         adag_msg_prepare_t m = {dag->id, {prog.data, prog.len}, {domains.data, domains.len}};
-        adag_msg_encode_prepare(&wb, &m);
+        adag__msg_encode_prepare(&wb, &m);
         if (prog.failed)
             wb.failed = 1;
         break;
     }
     case ADAG_STEP_CONNECT: {
         adag_msg_connect_t m = {dag->id, {da->peers.data, da->peers.len}};
-        adag_msg_encode_connect(&wb, &m);
+        adag__msg_encode_connect(&wb, &m);
         break;
     }
     case ADAG_STEP_START:
     case ADAG_STEP_STOP: {
         /* STOP's drop: the communicators the worker drops */
         adag_msg_dag_t m = {dag->id, ADAG_OK,
-                            step == ADAG_STEP_STOP ? adag_dag_comm_drop_mask(dag, &da->prog) : 0};
-        adag_msg_encode_dag(&wb, &m);
+                            step == ADAG_STEP_STOP ? adag__dag_comm_drop_mask(dag, &da->prog) : 0};
+        adag__msg_encode_dag(&wb, &m);
         break;
     }
     }
@@ -436,9 +436,9 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
         st = request_send(a, step_msg[step], &wb, fds, nfds);
     if (st == ADAG_OK && step == ADAG_STEP_PREPARE)
         da->prepared = 1;
-    adag_wbuf_free(&wb);
-    adag_wbuf_free(&prog);
-    adag_wbuf_free(&domains);
+    adag__wbuf_free(&wb);
+    adag__wbuf_free(&prog);
+    adag__wbuf_free(&domains);
     *pending = st == ADAG_OK;
     return st;
 }
@@ -458,15 +458,15 @@ static adag_status_t process_step_end(adag_actor_h a, adag_dag_h dag, unsigned a
         return st;
     if (step == ADAG_STEP_PREPARE) {
         adag_dag_actor_t *da = &dag->actors[ai];
-        adag_wbuf_free(&da->infos);
-        adag_wbuf_raw(&da->infos, body.data, body.len);
+        adag__wbuf_free(&da->infos);
+        adag__wbuf_raw(&da->infos, body.data, body.len);
         if (da->infos.failed)
-            st = adag_error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "actor %s: out of memory", a->name);
     } else if (body.len) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "actor %s: unexpected %zu bytes answering %s", a->name,
-                        body.len, adag_msg_info(step_msg[step])->name);
+        st = adag__error(ADAG_ERR_PROTOCOL, "actor %s: unexpected %zu bytes answering %s", a->name,
+                        body.len, adag__msg_info(step_msg[step])->name);
     }
-    adag_ctl_msg_free(&reply);
+    adag__ctl_msg_free(&reply);
     return st;
 }
 
@@ -475,16 +475,16 @@ static void process_abort_dag(adag_actor_h a, adag_dag_h dag, adag_status_t stat
     process_actor_t *p = proc_of(a);
     adag_msg_dag_t m = {dag->id, status, 0};
     adag_wbuf_t wb = {0};
-    adag_msg_encode_dag(&wb, &m);
+    adag__msg_encode_dag(&wb, &m);
     /* Sent only when the socket has room, so this never blocks (the frame
      * is small enough to go whole); without room (the worker stopped
      * reading) it is dropped and STOP_DAG at teardown stops the loop. */
     if (!wb.failed && p->ctl >= 0) {
         pthread_mutex_lock(&p->send_lock);
-        (void)adag_ctl_send_nowait(p->ctl, ADAG_MSG_ABORT_DAG, wb.data, wb.len);
+        (void)adag__ctl_send_nowait(p->ctl, ADAG_MSG_ABORT_DAG, wb.data, wb.len);
         pthread_mutex_unlock(&p->send_lock);
     }
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
 }
 
 /* ---- life ---- */
@@ -496,26 +496,26 @@ static void process_kill(adag_actor_h a, const char *why)
         return;
     pthread_mutex_lock(&a->rt->lock);
     if (!a->dead)
-        adag_actor_mark_dead_locked(a, "actor %s (pid %d) was killed: %s", a->name, p->pid, why);
+        adag__actor_mark_dead_locked(a, "actor %s (pid %d) was killed: %s", a->name, p->pid, why);
     int reaped = a->reaped || (p->pidfd < 0 && !p->remote);
     pthread_mutex_unlock(&a->rt->lock);
     if (reaped)
         return;
     if (p->remote)
-        adag_remote_kill(p->remote); /* its worker reads EOF and exits */
+        adag__remote_kill(p->remote); /* its worker reads EOF and exits */
     else
-        adag_pidfd_kill(p->pidfd, SIGKILL);
-    if (!adag_actor_wait_reaped(a, adag_deadline_ms(5000)))
+        adag__pidfd_kill(p->pidfd, SIGKILL);
+    if (!adag__actor_wait_reaped(a, adag__deadline_ms(5000)))
         ADAG_LOG_ERROR("actor %s (pid %d) was not reaped after SIGKILL", a->name, p->pid);
 }
 
 /* SHUTDOWN (fini runs there), then kill what does not end in time. */
 static void process_stop(adag_actor_h a)
 {
-    int64_t deadline = adag_deadline_ms(a->rt->settings.teardown_timeout_ms);
+    int64_t deadline = adag__deadline_ms(a->rt->settings.teardown_timeout_ms);
     if (proc_of(a)->ctl >= 0) {
         adag_status_t st = request(a, ADAG_MSG_SHUTDOWN, NULL, deadline, NULL, NULL);
-        if (st == ADAG_OK && adag_actor_wait_reaped(a, deadline))
+        if (st == ADAG_OK && adag__actor_wait_reaped(a, deadline))
             return;
     }
     process_kill(a, "it did not shut down within ADAG_TEARDOWN_TIMEOUT_MS");
@@ -526,15 +526,15 @@ static int process_liveness_fd(adag_actor_h a)
     process_actor_t *p = proc_of(a);
     if (!p)
         return -1;
-    return p->remote ? adag_remote_dead_fd(p->remote) : p->pidfd;
+    return p->remote ? adag__remote_dead_fd(p->remote) : p->pidfd;
 }
 
 static int process_reap(adag_actor_h a, char *how, size_t len)
 {
     process_actor_t *p = proc_of(a);
     if (p->remote)
-        return adag_remote_reap(p->remote, how, len);
-    return adag_reap(p->pidfd, 1, how, len);
+        return adag__remote_reap(p->remote, how, len);
+    return adag__reap(p->pidfd, 1, how, len);
 }
 
 /* What maps a worker's CLOCK_MONOTONIC to the driver's: 0 for a local
@@ -554,25 +554,25 @@ static adag_status_t clock_offset(adag_actor_h a, int64_t begin, int64_t *offset
         adag_blob_t body;
         uint64_t now;
         char boot[ADAG_BOOT_ID_MAX];
-        samples[i][0] = adag_now_ns();
+        samples[i][0] = adag__now_ns();
         adag_status_t st = request_send(a, ADAG_MSG_CLOCK, &wb, NULL, 0);
         if (st == ADAG_OK)
             st = request_recv_by(a, ADAG_MSG_CLOCK, begin, control_deadline(a), &reply, &body);
-        samples[i][2] = adag_now_ns();
-        adag_wbuf_free(&wb);
+        samples[i][2] = adag__now_ns();
+        adag__wbuf_free(&wb);
         if (st != ADAG_OK)
             return st;
-        st = adag_msg_decode_clock(body, &now, boot);
-        adag_ctl_msg_free(&reply);
+        st = adag__msg_decode_clock(body, &now, boot);
+        adag__ctl_msg_free(&reply);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s", a->name);
+            adag__error_prefix("actor %s", a->name);
             return st;
         }
-        if (adag_boot_id()[0] && strcmp(boot, adag_boot_id()) == 0)
+        if (adag__boot_id()[0] && strcmp(boot, adag__boot_id()) == 0)
             return ADAG_OK;
         samples[i][1] = (int64_t)now;
     }
-    *offset_ns = adag_clock_offset((const int64_t(*)[3])samples, CLOCK_SAMPLES);
+    *offset_ns = adag__clock_offset((const int64_t(*)[3])samples, CLOCK_SAMPLES);
     return ADAG_OK;
 }
 
@@ -588,7 +588,7 @@ static int lock_by(pthread_mutex_t *m, int64_t deadline)
 {
     if (deadline == ADAG_FOREVER)
         return pthread_mutex_lock(m);
-    struct timespec ts = adag_timespec_at(deadline);
+    struct timespec ts = adag__timespec_at(deadline);
     return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
 }
 
@@ -605,18 +605,18 @@ static adag_status_t process_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned 
     (void)out;
     *pending = 0;
     if (lock_by(&p->ctl_lock, deadline) != 0)
-        return adag_error(ADAG_ERR_TIMEOUT, "its control connection was busy with another "
+        return adag__error(ADAG_ERR_TIMEOUT, "its control connection was busy with another "
                           "request all that time");
     if (p->owed && !frame_begins(p->ctl, 0)) {
-        double s = (double)(adag_now_ns() - p->owed_since) / 1e9;
+        double s = (double)(adag__now_ns() - p->owed_since) / 1e9;
         pthread_mutex_unlock(&p->ctl_lock);
-        return adag_error(ADAG_ERR_TIMEOUT, "its answer to a request of %.1f s ago has not come",
+        return adag__error(ADAG_ERR_TIMEOUT, "its answer to a request of %.1f s ago has not come",
                           s);
     }
     adag_wbuf_t wb = {0};
-    adag_msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
+    adag__msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
     adag_status_t st = request_send(a, ask_msg[what], &wb, NULL, 0);
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
     if (st != ADAG_OK) {
         pthread_mutex_unlock(&p->ctl_lock);
         return st;
@@ -639,16 +639,16 @@ static adag_status_t process_ask_end(adag_actor_h a, adag_dag_h dag, unsigned ai
     adag_status_t st =
         request_recv_by(a, ask_msg[what], deadline, control_deadline(a), &reply, &body);
     if (st == ADAG_ERR_TIMEOUT) /* owed now; dag/observe.c says how long it waited */
-        st = adag_error(ADAG_ERR_TIMEOUT, "%s", "");
+        st = adag__error(ADAG_ERR_TIMEOUT, "%s", "");
     if (st != ADAG_OK)
         goto out;
     if (what == ADAG_ASK_FIGURES)
-        st = adag_msg_decode_figures(body, &out->figures);
+        st = adag__msg_decode_figures(body, &out->figures);
     else
-        st = adag_msg_decode_trace(body, &worker_now, &out->lost, &out->recs, &out->nrecs);
-    adag_ctl_msg_free(&reply);
+        st = adag__msg_decode_trace(body, &worker_now, &out->lost, &out->recs, &out->nrecs);
+    adag__ctl_msg_free(&reply);
     if (st != ADAG_OK)
-        adag_error_prefix("actor %s", a->name);
+        adag__error_prefix("actor %s", a->name);
     else if (what == ADAG_ASK_TRACE)
         st = clock_offset(a, deadline, &out->offset_ns);
 out:
@@ -660,7 +660,7 @@ static void process_ask_cancel(adag_actor_h a)
 {
     process_actor_t *p = proc_of(a);
     if (p->owed++ == 0)
-        p->owed_since = adag_now_ns();
+        p->owed_since = adag__now_ns();
     pthread_mutex_unlock(&p->ctl_lock);
 }
 
@@ -691,7 +691,7 @@ static void process_free(adag_actor_h a)
     process_events_close(a);
     if (p->ctl >= 0)
         close(p->ctl);
-    adag_remote_close(p->remote);
+    adag__remote_close(p->remote);
     if (p->pidfd >= 0)
         close(p->pidfd);
     pthread_mutex_destroy(&p->ctl_lock);

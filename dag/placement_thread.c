@@ -44,8 +44,8 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     adag_msg_place_t req;
     char who[ADAG_MAX_NAME + 8];
     snprintf(who, sizeof(who), "actor %s", a->name);
-    adag_actor_place_request(p, a->rt->settings.placement != 0, &req);
-    adag_status_t pst = adag_actor_place_decide(who, a->device_kind, a->device_index, &req,
+    adag__actor_place_request(p, a->rt->settings.placement != 0, &req);
+    adag_status_t pst = adag__actor_place_decide(who, a->device_kind, a->device_index, &req,
                                                 &a->place);
     if (pst != ADAG_OK)
         return pst;
@@ -53,36 +53,36 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
     adag_class_entry_t *e = find_class(a->rt, a->class_name);
     pthread_mutex_unlock(&a->rt->lock);
     if (!e)
-        return adag_error(ADAG_ERR_NOT_FOUND,
+        return adag__error(ADAG_ERR_NOT_FOUND,
                           "adag_actor_create: class %s is not registered (adag_class_register) "
                           "for thread actor %s",
                           a->class_name, a->name);
     thread_actor_t *t = calloc(1, sizeof(*t));
     if (!t)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_actor_create: out of memory");
     pthread_mutex_init(&t->call_lock, NULL);
-    adag_actor_comms_init(&t->comms, &a->rt->settings);
+    adag__actor_comms_init(&t->comms, &a->rt->settings);
     a->impl = t;
     t->def = &e->def;
     a->nmethods = e->def.nmethods;
     a->methods = calloc(a->nmethods, sizeof(*a->methods));
     t->state = calloc(1, e->def.state_size ? e->def.state_size : 1);
     if (!a->methods || !t->state)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_actor_create: state of %zu bytes for %s",
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_actor_create: state of %zu bytes for %s",
                           e->def.state_size, a->name);
     memcpy(a->methods, e->methods, a->nmethods * sizeof(*a->methods));
     /* binds this thread, which runs init */
     if (a->device_kind >= 0) {
-        adag_status_t st = adag_actor_device_open((adag_device_kind_t)a->device_kind,
+        adag_status_t st = adag__actor_device_open((adag_device_kind_t)a->device_kind,
                                                   a->device_index, &a->rt->settings,
                                                   &t->device);
         if (st != ADAG_OK) {
-            adag_error_prefix("actor %s", a->name);
+            adag__error_prefix("actor %s", a->name);
             return st;
         }
     }
     if (e->def.init) {
-        adag_status_t st = adag_class_init(&e->def, t->state, init.data, init.len, who);
+        adag_status_t st = adag__class_init(&e->def, t->state, init.data, init.len, who);
         if (st != ADAG_OK) {
             t->def = NULL; /* fini must not run on a failed init */
             return st;
@@ -93,7 +93,7 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
 
 static void loop_fatal(void *ctx, adag_status_t st, const char *msg)
 {
-    adag_dag_fail(ctx, st, msg);
+    adag__dag_fail(ctx, st, msg);
 }
 
 static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
@@ -106,10 +106,10 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
     *pending = 0;
     switch (step) {
     case ADAG_STEP_PREPARE:
-        if ((st = adag_program_copy(&copy, &da->prog)) != ADAG_OK)
+        if ((st = adag__program_copy(&copy, &da->prog)) != ADAG_OK)
             return st;
         da->prepared = 1;
-        adag_wbuf_free(&da->infos);
+        adag__wbuf_free(&da->infos);
         adag_loop_actor_t la = {
             .state = t->state,
             .call_lock = &t->call_lock,
@@ -123,33 +123,33 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             .numa = a->place.numa,
             .settings = &a->rt->settings,
         };
-        st = adag_loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
+        st = adag__loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;
         da->loop.fatal_ctx = dag;
         return st;
     case ADAG_STEP_CONNECT:
-        return adag_loop_connect(&da->loop, (adag_blob_t){da->peers.data, da->peers.len});
+        return adag__loop_connect(&da->loop, (adag_blob_t){da->peers.data, da->peers.len});
     case ADAG_STEP_START:
-        return adag_loop_start(&da->loop);
+        return adag__loop_start(&da->loop);
     case ADAG_STEP_STOP: {
         /* the DAG is aborted in this process: the loop ends at its next wait
          * (a method that never returns keeps it: teardown waits for it). A
          * communicator the driver let go is dropped first: aborted, nothing
          * of it can keep the loop's streams waiting */
-        uint64_t drop = adag_dag_comm_drop_mask(dag, &da->prog);
+        uint64_t drop = adag__dag_comm_drop_mask(dag, &da->prog);
         for (uint32_t i = 0; i < da->prog.ncomms; i++)
             if (drop >> i & 1)
-                adag_actor_comm_drop(&t->comms, da->prog.comms[i].key);
-        adag_loop_close(&da->loop);
+                adag__actor_comm_drop(&t->comms, da->prog.comms[i].key);
+        adag__loop_close(&da->loop);
         return ADAG_OK;
     }
     }
-    return adag_error(ADAG_ERR_INTERNAL, "actor %s: unknown step %d", a->name, (int)step);
+    return adag__error(ADAG_ERR_INTERNAL, "actor %s: unknown step %d", a->name, (int)step);
 }
 
 static int64_t teardown_deadline(adag_actor_h a)
 {
-    return adag_deadline_ms(a->rt->settings.teardown_timeout_ms);
+    return adag__deadline_ms(a->rt->settings.teardown_timeout_ms);
 }
 
 /* fini, between the device's drain and its close (dag/actor_device.h). */
@@ -160,8 +160,9 @@ static void thread_stop(adag_actor_h a)
         return;
     void (*fini)(void *) = t->def ? t->def->fini : NULL;
     /* every DAG context that held one is gone: this frees them */
-    adag_actor_comms_destroy(&t->comms);
-    if (adag_actor_device_stop(t->device, a->name, teardown_deadline(a), fini, t->state) != ADAG_OK)
+    adag__actor_comms_destroy(&t->comms);
+    if (adag__actor_device_stop(t->device, a->name, teardown_deadline(a), fini, t->state) !=
+        ADAG_OK)
         t->leaked = 1; /* logged there */
     t->device = NULL;
 }
@@ -172,7 +173,7 @@ static void thread_free(adag_actor_h a)
     if (!t)
         return;
     /* a failed creation (init may have enqueued work) */
-    if (t->device && adag_actor_device_close(t->device, a->name, teardown_deadline(a)) != ADAG_OK)
+    if (t->device && adag__actor_device_close(t->device, a->name, teardown_deadline(a)) != ADAG_OK)
         t->leaked = 1;
     if (t->leaked)
         return; /* the state and the call lock stay: device work may still use the state */
@@ -192,9 +193,9 @@ static adag_status_t thread_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned a
     *pending = 0;
     adag_loop_t *loop = &dag->actors[ai].loop;
     if (what == ADAG_ASK_FIGURES)
-        return adag_loop_figures(loop, &out->figures);
+        return adag__loop_figures(loop, &out->figures);
     out->offset_ns = 0;
-    return adag_loop_trace_copy(loop, &out->recs, &out->nrecs, &out->lost);
+    return adag__loop_trace_copy(loop, &out->recs, &out->nrecs, &out->lost);
 }
 
 const adag_placement_ops_t adag_placement_thread = {

@@ -126,15 +126,15 @@ typedef struct {
     adag_comm_spec_t *comms;
 } adag_program_t;
 
-void adag_program_encode(const adag_program_t *prog, adag_wbuf_t *out);
+void adag__program_encode(const adag_program_t *prog, adag_wbuf_t *out);
 /* Decodes and checks a program against the number of methods of the actor.
- * On success prog owns malloc'd arrays (adag_program_free). */
-adag_status_t adag_program_decode(adag_rbuf_t *in, unsigned nmethods, adag_program_t *prog);
-void adag_program_free(adag_program_t *prog);
+ * On success prog owns malloc'd arrays (adag__program_free). */
+adag_status_t adag__program_decode(adag_rbuf_t *in, unsigned nmethods, adag_program_t *prog);
+void adag__program_free(adag_program_t *prog);
 /* A deep copy of src into dst. */
-adag_status_t adag_program_copy(adag_program_t *dst, const adag_program_t *src);
+adag_status_t adag__program_copy(adag_program_t *dst, const adag_program_t *src);
 /* Channel i's descriptor. */
-static inline adag_blob_t adag_program_desc(const adag_program_t *p, uint32_t i)
+static inline adag_blob_t adag__program_desc(const adag_program_t *p, uint32_t i)
 {
     adag_blob_t b = {p->descs + p->chans[i].desc_off, p->chans[i].desc_len};
     return b;

@@ -64,7 +64,7 @@ static void link_down(adag_remote_link_t *l, const char *fmt, ...)
 static int relay_out(adag_remote_link_t *l)
 {
     adag_ctl_msg_t msg;
-    adag_status_t st = adag_ctl_recv(l->local, adag_deadline_ms(FRAME_TIMEOUT_MS), &msg);
+    adag_status_t st = adag__ctl_recv(l->local, adag__deadline_ms(FRAME_TIMEOUT_MS), &msg);
     if (st != ADAG_OK)
         return 0; /* the actor is being freed (its control socket closed) */
     if (msg.type == ADAG_MSG_CREATE_ACTOR && msg.nfds == 1 && l->events < 0) {
@@ -73,12 +73,12 @@ static int relay_out(adag_remote_link_t *l)
     }
     if (msg.nfds) {
         link_down(l, "a %s message with %u fds cannot be sent to another host",
-                  adag_msg_info(msg.type) ? adag_msg_info(msg.type)->name : "?", msg.nfds);
-        adag_ctl_msg_free(&msg);
+                  adag__msg_info(msg.type) ? adag__msg_info(msg.type)->name : "?", msg.nfds);
+        adag__ctl_msg_free(&msg);
         return 0;
     }
-    st = adag_ctl_send(l->tcp, msg.type, msg.payload, msg.len, NULL, 0);
-    adag_ctl_msg_free(&msg);
+    st = adag__ctl_send(l->tcp, msg.type, msg.payload, msg.len, NULL, 0);
+    adag__ctl_msg_free(&msg);
     if (st != ADAG_OK) {
         link_down(l, "sending to node %s: %s", l->host, adag_last_error());
         return 0;
@@ -90,7 +90,7 @@ static int relay_out(adag_remote_link_t *l)
 static int relay_in(adag_remote_link_t *l)
 {
     adag_ctl_msg_t msg;
-    adag_status_t st = adag_ctl_recv(l->tcp, adag_deadline_ms(FRAME_TIMEOUT_MS), &msg);
+    adag_status_t st = adag__ctl_recv(l->tcp, adag__deadline_ms(FRAME_TIMEOUT_MS), &msg);
     if (st == ADAG_ERR_CLOSED) {
         link_down(l, "the connection to node %s closed (the worker exited or was killed)",
                   l->host);
@@ -109,8 +109,8 @@ static int relay_in(adag_remote_link_t *l)
     }
     int to = msg.type == ADAG_MSG_DAG_FAILED ? l->events : l->local;
     if (to >= 0)
-        (void)adag_ctl_send(to, msg.type, msg.payload, msg.len, NULL, 0);
-    adag_ctl_msg_free(&msg);
+        (void)adag__ctl_send(to, msg.type, msg.payload, msg.len, NULL, 0);
+    adag__ctl_msg_free(&msg);
     return 1;
 }
 
@@ -138,32 +138,32 @@ static void *relay_main(void *arg)
     }
 }
 
-adag_status_t adag_remote_open(const char *host, int64_t deadline, int64_t timeout_ms, int *ctl,
+adag_status_t adag__remote_open(const char *host, int64_t deadline, int64_t timeout_ms, int *ctl,
                                adag_remote_link_t **out)
 {
     adag_status_t st;
     int sv[2] = {-1, -1};
     adag_remote_link_t *l = calloc(1, sizeof(*l));
     if (!l)
-        return adag_error(ADAG_ERR_NO_MEMORY, "remote actor: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "remote actor: out of memory");
     snprintf(l->host, sizeof(l->host), "%s", host);
     l->timeout_ms = timeout_ms;
     l->tcp = l->local = l->events = l->dead_fd = l->stop_fd = -1;
-    if ((st = adag_tcp_connect(host, deadline, &l->tcp)) != ADAG_OK ||
-        (st = adag_tcp_tune(l->tcp, timeout_ms)) != ADAG_OK)
+    if ((st = adag__tcp_connect(host, deadline, &l->tcp)) != ADAG_OK ||
+        (st = adag__tcp_tune(l->tcp, timeout_ms)) != ADAG_OK)
         goto fail;
-    l->dead_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    l->stop_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    l->dead_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    l->stop_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (l->dead_fd < 0 || l->stop_fd < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 ||
-        (sv[0] = adag_fd_above_stdio(sv[0])) < 0 || (sv[1] = adag_fd_above_stdio(sv[1])) < 0) {
-        st = adag_error_errno(errno, "remote actor on %s: local sockets", host);
+        (sv[0] = adag__fd_above_stdio(sv[0])) < 0 || (sv[1] = adag__fd_above_stdio(sv[1])) < 0) {
+        st = adag__error_errno(errno, "remote actor on %s: local sockets", host);
         goto fail;
     }
     l->local = sv[1];
     int rc = pthread_create(&l->relay, NULL, relay_main, l);
     if (rc != 0) {
-        st = adag_error_errno(rc, "remote actor on %s: relay thread", host);
+        st = adag__error_errno(rc, "remote actor on %s: relay thread", host);
         goto fail;
     }
     l->started = 1;
@@ -175,16 +175,16 @@ fail:
         close(sv[0]);
     if (sv[1] >= 0 && l->local != sv[1])
         close(sv[1]);
-    adag_remote_close(l);
+    adag__remote_close(l);
     return st;
 }
 
-int adag_remote_dead_fd(const adag_remote_link_t *l)
+int adag__remote_dead_fd(const adag_remote_link_t *l)
 {
     return l ? l->dead_fd : -1;
 }
 
-int adag_remote_reap(adag_remote_link_t *l, char *how, size_t len)
+int adag__remote_reap(adag_remote_link_t *l, char *how, size_t len)
 {
     if (!atomic_load_explicit(&l->down, memory_order_acquire))
         return 0;
@@ -192,17 +192,17 @@ int adag_remote_reap(adag_remote_link_t *l, char *how, size_t len)
     return 1;
 }
 
-void adag_remote_kill(adag_remote_link_t *l)
+void adag__remote_kill(adag_remote_link_t *l)
 {
     shutdown(l->tcp, SHUT_RDWR); /* the relay reads EOF and marks it down */
 }
 
-const char *adag_remote_host(const adag_remote_link_t *l)
+const char *adag__remote_host(const adag_remote_link_t *l)
 {
     return l->host;
 }
 
-void adag_remote_close(adag_remote_link_t *l)
+void adag__remote_close(adag_remote_link_t *l)
 {
     if (!l)
         return;

@@ -26,16 +26,16 @@ typedef struct adag_remote_link adag_remote_link_t;
  * silent for timeout_ms (the runtime's ADAG_REMOTE_TIMEOUT_MS); *ctl is
  * the local end of the control socket (the caller's, closed by the
  * caller). */
-adag_status_t adag_remote_open(const char *host, int64_t deadline, int64_t timeout_ms, int *ctl,
+adag_status_t adag__remote_open(const char *host, int64_t deadline, int64_t timeout_ms, int *ctl,
                                adag_remote_link_t **out);
 /* Readable once the link is down. */
-int adag_remote_dead_fd(const adag_remote_link_t *l);
+int adag__remote_dead_fd(const adag_remote_link_t *l);
 /* 1 and how it ended, once down; 0 while it is up. */
-int adag_remote_reap(adag_remote_link_t *l, char *how, size_t len);
+int adag__remote_reap(adag_remote_link_t *l, char *how, size_t len);
 /* Ends the connection (the worker sees EOF and exits). */
-void adag_remote_kill(adag_remote_link_t *l);
+void adag__remote_kill(adag_remote_link_t *l);
 /* Stops the relay and frees the link. */
-void adag_remote_close(adag_remote_link_t *l);
-const char *adag_remote_host(const adag_remote_link_t *l);
+void adag__remote_close(adag_remote_link_t *l);
+const char *adag__remote_host(const adag_remote_link_t *l);
 
 #endif

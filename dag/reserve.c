@@ -59,7 +59,7 @@ static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
 static inline void note_blocked(adag_dag_h dag, uint64_t *at)
 {
     if (dag->trace && !*at)
-        *at = adag_trace_clock();
+        *at = adag__trace_clock();
 }
 
 /* Waits (under dag->lock) until ref `seq` fits in the window. */
@@ -68,7 +68,7 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
 {
     while (seq >= dag->next_release + dag->max_inflight) {
         if (dag->abort_status != ADAG_OK)
-            return adag_dag_abort_error(dag, fn);
+            return adag__dag_abort_error(dag, fn);
         note_blocked(dag, blocked_at);
         uint64_t oldest = dag->next_release;
         uint8_t f = dag->ref_flags[oldest % dag->max_inflight];
@@ -78,40 +78,40 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
             pthread_mutex_unlock(&dag->lock);
             for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
                 adag_slot_view_t view;
-                st = adag_chan_wait(dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
+                st = adag__chan_wait(dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
             }
             if (st == ADAG_ERR_CLOSED)
-                st = adag_dag_wait_error(dag, st, fn);
+                st = adag__dag_wait_error(dag, st, fn);
             pthread_mutex_lock(&dag->lock);
             if (st == ADAG_ERR_TIMEOUT)
-                return nonblock ? adag_error(ADAG_ERR_AGAIN,
+                return nonblock ? adag__error(ADAG_ERR_AGAIN,
                                              "%s: ref %llu (released) is still running", fn,
                                              (unsigned long long)oldest)
-                                : adag_error(ADAG_ERR_TIMEOUT,
+                                : adag__error(ADAG_ERR_TIMEOUT,
                                              "%s: no room after %d ms: ref %llu is still running",
                                              fn, dag->execute_timeout_ms,
                                              (unsigned long long)oldest);
             if (st != ADAG_OK)
                 return st;
-            adag_dag_advance_releases(dag);
+            adag__dag_advance_releases(dag);
             continue;
         }
         const char *why = (f & REF_RESERVED) && !(f & REF_COMMITTED)
                               ? "is reserved and not yet committed"
                               : "is not released";
         if (nonblock)
-            return adag_error(ADAG_ERR_AGAIN,
+            return adag__error(ADAG_ERR_AGAIN,
                               "%s: ref %llu %s and ref %llu reuses its slots (max_inflight %u)",
                               fn, (unsigned long long)oldest, why, (unsigned long long)seq,
                               dag->max_inflight);
-        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)
-            return adag_error(ADAG_ERR_TIMEOUT,
+        if (deadline != ADAG_FOREVER && adag__now_ns() >= deadline)
+            return adag__error(ADAG_ERR_TIMEOUT,
                               "%s: no room after %d ms: ref %llu %s and ref %llu reuses its "
                               "slots (max_inflight %u); release ref %llu with adag_dag_release",
                               fn, dag->execute_timeout_ms, (unsigned long long)oldest, why,
                               (unsigned long long)seq, dag->max_inflight,
                               (unsigned long long)oldest);
-        adag_dag_cond_wait(dag, deadline);
+        adag__dag_cond_wait(dag, deadline);
     }
     return ADAG_OK;
 }
@@ -142,9 +142,9 @@ static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
     void **bufs = &dag->order_bufs[(seq % dag->max_inflight) * dag->norders];
     pthread_mutex_lock(&dag->rt->order_lock);
     for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
-        uint64_t ticket = adag_comm_lease_next_ticket(dag->order_leases[i]);
+        uint64_t ticket = adag__comm_lease_next_ticket(dag->order_leases[i]);
         memcpy(bufs[i], &ticket, sizeof(ticket));
-        st = adag_chan_publish(dag->orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
+        st = adag__chan_publish(dag->orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
     }
     pthread_mutex_unlock(&dag->rt->order_lock);
     return st;
@@ -163,26 +163,26 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     if (!blocked_at)
         blocked_at = &own_blocked_at;
     if (flags & ~(unsigned)ADAG_EXECUTE_NONBLOCK)
-        return adag_error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
+        return adag__error(ADAG_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
     int nonblock = (flags & ADAG_EXECUTE_NONBLOCK) != 0;
-    int64_t deadline = nonblock ? 0 : adag_deadline_ms(dag->execute_timeout_ms);
+    int64_t deadline = nonblock ? 0 : adag__deadline_ms(dag->execute_timeout_ms);
 
     pthread_mutex_lock(&dag->lock);
     if (dag->closing) {
         pthread_mutex_unlock(&dag->lock);
-        return adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
     }
     dag->api_users++;
     while (dag->acquiring) {
         if (dag->abort_status != ADAG_OK) {
-            st = adag_dag_abort_error(dag, fn);
+            st = adag__dag_abort_error(dag, fn);
             goto fail_locked;
         }
-        if (nonblock || (deadline != ADAG_FOREVER && adag_now_ns() >= deadline)) {
-            st = nonblock ? adag_error(ADAG_ERR_AGAIN,
+        if (nonblock || (deadline != ADAG_FOREVER && adag__now_ns() >= deadline)) {
+            st = nonblock ? adag__error(ADAG_ERR_AGAIN,
                                        "%s: another thread is taking ref %llu of DAG %s", fn,
                                        (unsigned long long)dag->next_reserve, dag->name)
-                          : adag_error(ADAG_ERR_TIMEOUT,
+                          : adag__error(ADAG_ERR_TIMEOUT,
                                        "%s: no room after %d ms: another thread is taking ref "
                                        "%llu of DAG %s",
                                        fn, dag->execute_timeout_ms,
@@ -190,10 +190,10 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
             goto fail_locked;
         }
         note_blocked(dag, blocked_at);
-        adag_dag_cond_wait(dag, deadline);
+        adag__dag_cond_wait(dag, deadline);
     }
     if (dag->abort_status != ADAG_OK) {
-        st = adag_dag_abort_error(dag, fn);
+        st = adag__dag_abort_error(dag, fn);
         goto fail_locked;
     }
     dag->acquiring = 1;
@@ -203,22 +203,23 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
      * writes only its stamps (a get on another thread sees this through
      * the values it waited for) */
     if (dag->trace)
-        adag_trace_begin(dag->trace, 2 * seq + 1, ADAG_SPAN_GET, seq);
+        adag__trace_begin(dag->trace, 2 * seq + 1, ADAG_SPAN_GET, seq);
     st = wait_for_room(dag, seq, nonblock, deadline, fn, blocked_at);
     pthread_mutex_unlock(&dag->lock);
     void **bufs = slot_bufs(dag, seq);
     for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
-        st = adag_chan_acquire(dag->inputs[i], seq, deadline, &bufs[i]);
+        st = adag__chan_acquire(dag->inputs[i], seq, deadline, &bufs[i]);
         if (st == ADAG_ERR_TIMEOUT)
-            st = nonblock ? adag_error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu",
-                                       fn, i, (unsigned long long)(seq - dag->max_inflight))
-                          : adag_error(ADAG_ERR_TIMEOUT,
-                                       "%s: no room after %d ms: actors still read input %u of "
-                                       "ref %llu",
-                                       fn, dag->execute_timeout_ms, i,
-                                       (unsigned long long)(seq - dag->max_inflight));
+            st = nonblock
+                     ? adag__error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu", fn,
+                                   i, (unsigned long long)(seq - dag->max_inflight))
+                     : adag__error(ADAG_ERR_TIMEOUT,
+                                   "%s: no room after %d ms: actors still read input %u of "
+                                   "ref %llu",
+                                   fn, dag->execute_timeout_ms, i,
+                                   (unsigned long long)(seq - dag->max_inflight));
         else if (st != ADAG_OK)
-            st = adag_dag_wait_error(dag, st, fn);
+            st = adag__dag_wait_error(dag, st, fn);
     }
     /* the start channel (read by actors with a method of no argument) is
      * written like an input: its slot for seq is free once every such
@@ -226,35 +227,35 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
      * outputs of that ref came back */
     if (dag->start && st == ADAG_OK) {
         void *start_buf;
-        st = adag_chan_acquire(dag->start, seq, deadline, &start_buf);
+        st = adag__chan_acquire(dag->start, seq, deadline, &start_buf);
         if (st == ADAG_ERR_TIMEOUT)
-            st = adag_error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
+            st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run ref %llu (channel %s)", fn,
                             nonblock ? "no room now" : "no room in time",
                             (unsigned long long)(seq - dag->max_inflight), dag->start->name);
         else if (st != ADAG_OK)
-            st = adag_dag_wait_error(dag, st, fn);
+            st = adag__dag_wait_error(dag, st, fn);
     }
     for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
-        st = adag_chan_acquire(dag->orders[i], seq, deadline,
+        st = adag__chan_acquire(dag->orders[i], seq, deadline,
                                &dag->order_bufs[(seq % dag->max_inflight) * dag->norders + i]);
         if (st == ADAG_ERR_TIMEOUT)
-            st = adag_error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
+            st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run the collectives of ref %llu (channel %s)",
                             fn, nonblock ? "no room now" : "no room in time",
                             (unsigned long long)(seq - dag->max_inflight),
                             dag->orders[i]->name);
         else if (st != ADAG_OK)
-            st = adag_dag_wait_error(dag, st, fn);
+            st = adag__dag_wait_error(dag, st, fn);
     }
     /* the staging of a device input is handed out again once the copy out
      * of it (ref seq - max_inflight's, committed before that ref could be
      * released: the lock orders its staged_pending) is done */
     if (st == ADAG_OK)
-        st = adag_dag_staging_wait(dag, seq, nonblock, deadline, fn);
+        st = adag__dag_staging_wait(dag, seq, nonblock, deadline, fn);
     pthread_mutex_lock(&dag->lock);
     dag->acquiring = 0;
-    adag_dag_wake(dag);
+    adag__dag_wake(dag);
     if (st != ADAG_OK)
         goto fail_locked;
     unsigned s = (unsigned)(seq % dag->max_inflight);
@@ -265,8 +266,8 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     /* the zero-copy API: its execute record runs from the reserve (its
      * wait for room, if any) to the commit, which ends it */
     if (zero_copy && dag->trace)
-        adag_trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
-                            *blocked_at ? *blocked_at : adag_trace_clock());
+        adag__trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
+                            *blocked_at ? *blocked_at : adag__trace_clock());
     leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
     *ref = seq;
@@ -292,7 +293,7 @@ static void publish_ready(adag_dag_h dag)
         adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
         for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
             size_t size = status == ADAG_OK ? sizes[i] : 0;
-            st = adag_chan_publish(dag->inputs[i], seq, size,
+            st = adag__chan_publish(dag->inputs[i], seq, size,
                                    metas[i].dtype != ADAG_DTYPE_BYTES ? &metas[i] : NULL, status,
                                    "the execution was cancelled");
             dag->input_counts[i][0]++;
@@ -304,10 +305,10 @@ static void publish_ready(adag_dag_h dag)
         /* a cancelled ref's start carries its status: methods of no
          * argument are skipped like those whose inputs failed */
         if (st == ADAG_OK && dag->start)
-            st = adag_chan_publish(dag->start, seq, 0, NULL, status,
+            st = adag__chan_publish(dag->start, seq, 0, NULL, status,
                                    "the execution was cancelled");
         if (st != ADAG_OK) {
-            adag_dag_fail_locked(dag, st, adag_last_error());
+            adag__dag_fail_locked(dag, st, adag_last_error());
             break;
         }
         dag->next_publish = seq + 1;
@@ -318,9 +319,9 @@ static void publish_ready(adag_dag_h dag)
     /* the loops may have finished a ref already, before it counted as live
      * for the monitor's recomputation of the fd */
     if (atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
-        adag_dag_update_fd(dag);
-    adag_dag_advance_releases(dag); /* cancelled refs count as released */
-    adag_dag_wake(dag);
+        adag__dag_update_fd(dag);
+    adag__dag_advance_releases(dag); /* cancelled refs count as released */
+    adag__dag_wake(dag);
 }
 
 /* The reservation `ref` of this DAG, still open. Under dag->lock. */
@@ -330,7 +331,7 @@ static adag_status_t check_reserved(adag_dag_h dag, uint64_t ref, const char *fn
                     ? dag->ref_flags[ref % dag->max_inflight]
                     : 0;
     if (!(f & REF_RESERVED) || (f & (REF_COMMITTED | REF_CANCELLED)))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: ref %llu of DAG %s is not a reservation waiting for its commit",
                           fn, (unsigned long long)ref, dag->name);
     return ADAG_OK;
@@ -346,12 +347,12 @@ static void cancel_locked(adag_dag_h dag, uint64_t ref);
 static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_value_t *inputs,
                                    int zero_copy, const char *fn)
 {
-    adag_status_t st = adag_dag_copy_device_inputs(dag, ref, slot_bufs(dag, ref), inputs, fn);
+    adag_status_t st = adag__dag_copy_device_inputs(dag, ref, slot_bufs(dag, ref), inputs, fn);
     if (st != ADAG_OK) {
         char why[ADAG_ERROR_MAX];
         snprintf(why, sizeof(why), "%s", adag_last_error());
         cancel_locked(dag, ref);
-        return adag_error(st, "%s; ref %llu was cancelled", why, (unsigned long long)ref);
+        return adag__error(st, "%s; ref %llu was cancelled", why, (unsigned long long)ref);
     }
     size_t *sizes = slot_sizes(dag, ref);
     adag_tensor_meta_t *metas = slot_metas(dag, ref);
@@ -369,7 +370,7 @@ static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_valu
     /* traced: its execute record (2 ref of the indexed ring), begun at the
      * reserve, ends here (its inputs were written in place meanwhile) */
     if (zero_copy && dag->trace)
-        adag_trace_end_begun(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, adag_trace_clock());
+        adag__trace_end_begun(dag->trace, 2 * ref, ADAG_SPAN_EXECUTE, ref, adag__trace_clock());
     reservation_ended_locked(dag);
     return ADAG_OK;
 }
@@ -385,11 +386,11 @@ static void cancel_locked(adag_dag_h dag, uint64_t ref)
         dag->ref_flags[s] |= REF_CANCELLED | REF_RELEASED;
         publish_ready(dag);
     }
-    adag_dag_wake(dag);
+    adag__dag_wake(dag);
     reservation_ended_locked(dag);
 }
 
-unsigned adag_dag_drop_reservations(adag_dag_h dag, int own_only)
+unsigned adag__dag_drop_reservations(adag_dag_h dag, int own_only)
 {
     unsigned n = 0;
     for (uint64_t r = dag->next_reserve; r-- > dag->next_publish;) {
@@ -410,32 +411,32 @@ static adag_status_t check_declared(adag_dag_h dag, const char *fn, unsigned i,
 {
     const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
     int tensor = v->kind == ADAG_VALUE_TENSOR;
-    if (adag_tensor_decl_allows(&c->tensor, tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape))
+    if (adag__tensor_decl_allows(&c->tensor, tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape))
         return ADAG_OK;
     char want[160], got[160];
-    adag_tensor_decl_format(want, sizeof(want), &c->tensor);
-    adag_tensor_format(got, sizeof(got), tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape);
-    return adag_error(ADAG_ERR_INVALID, "%s: input %u (channel %s) is declared %s, given %s", fn,
+    adag__tensor_decl_format(want, sizeof(want), &c->tensor);
+    adag__tensor_format(got, sizeof(got), tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape);
+    return adag__error(ADAG_ERR_INVALID, "%s: input %u (channel %s) is declared %s, given %s", fn,
                       i, c->name, want, got);
 }
 
 /* The inputs of an execution: n of them, each a value this library
- * accepts (adag_value_check_input), in memory its field may take, of its
+ * accepts (adag__value_check_input), in memory its field may take, of its
  * declared type, fitting its slot. */
 static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_value_t *inputs,
                                   unsigned n)
 {
     adag_status_t st;
     if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+        return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
                           dag->ninputs, n);
     for (unsigned i = 0; i < n; i++) {
-        if ((st = adag_value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
-            (st = adag_dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
+        if ((st = adag__value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
+            (st = adag__dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
             (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
             return st;
         if (inputs[i].size > dag->inputs[i]->capacity)
-            return adag_error(ADAG_ERR_TOO_LARGE,
+            return adag__error(ADAG_ERR_TOO_LARGE,
                               "%s: input %u (channel %s) is %zu bytes, larger than the slot "
                               "capacity of %zu bytes",
                               fn, i, dag->chans[dag->input_chan[i]].name, inputs[i].size,
@@ -450,7 +451,7 @@ static void describe_input(adag_dag_h dag, unsigned i, adag_input_view_t *v)
     const adag_tensor_decl_t *t = &dag->chans[dag->input_chan[i]].tensor;
     memset(v, 0, sizeof(*v));
     v->capacity = dag->inputs[i]->capacity;
-    v->device = adag_dag_input_on_device(dag, i)
+    v->device = adag__dag_input_on_device(dag, i)
                     ? ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index)
                     : ADAG_DEVICE_HOST;
     v->flags = (t->flags & ADAG_TENSOR_DECLARED ? ADAG_INPUT_TENSOR : 0) |
@@ -466,7 +467,7 @@ static void describe_input(adag_dag_h dag, unsigned i, adag_input_view_t *v)
  * the staging of a device input. */
 static void *host_view(adag_dag_h dag, uint64_t ref, unsigned i)
 {
-    return adag_dag_input_on_device(dag, i) ? adag_dag_staging_buf(dag, ref, i)
+    return adag__dag_input_on_device(dag, i) ? adag__dag_staging_buf(dag, ref, i)
                                             : slot_bufs(dag, ref)[i];
 }
 
@@ -480,7 +481,7 @@ static adag_status_t check_written(adag_dag_h dag, uint64_t ref, const char *fn,
         void *want = host ? host_view(dag, ref, i) : slot_bufs(dag, ref)[i];
         if (v->data == want || (!v->data && !v->size))
             continue;
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: input %u (channel %s) of ref %llu: data %p is not the view's %s "
                           "(%p); a commit names the memory its inputs were written in",
                           fn, i, dag->chans[dag->input_chan[i]].name, (unsigned long long)ref,
@@ -499,12 +500,12 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
     uint64_t seq, blocked_at = 0;
 
     if (!dag || !ref || (n && !inputs))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
     if ((st = check_inputs(dag, fn, inputs, n)) != ADAG_OK)
         return st; /* before anything is reserved */
     /* a call in progress from the reserve to the commit: destroy waits for
      * it, and drops nothing of it */
-    if ((st = adag_dag_api_enter(dag, fn)) != ADAG_OK)
+    if ((st = adag__dag_api_enter(dag, fn)) != ADAG_OK)
         return st;
     if ((st = take_ref(dag, flags, fn, 0, &seq, &blocked_at)) != ADAG_OK)
         goto out;
@@ -516,7 +517,7 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
     pthread_mutex_lock(&dag->lock);
     if (dag->closing) {
         cancel_locked(dag, seq);
-        st = adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+        st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
     } else {
         st = commit_locked(dag, seq, inputs, 0, fn);
     }
@@ -529,12 +530,12 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
      * inputs were published; the clock is read after they went, off the
      * path to the first stage */
     if (dag->trace) {
-        uint64_t t1 = adag_trace_clock();
-        adag_trace_put(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq, blocked_at ? blocked_at : t1,
+        uint64_t t1 = adag__trace_clock();
+        adag__trace_put(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq, blocked_at ? blocked_at : t1,
                        t1);
     }
 out:
-    adag_dag_api_leave(dag);
+    adag__dag_api_leave(dag);
     return st;
 }
 
@@ -545,9 +546,9 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t
     adag_status_t st;
     uint64_t seq;
     if (!dag || !ref || (n && !views))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag, views and ref must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag, views and ref must not be NULL", fn);
     if (n != dag->ninputs)
-        return adag_error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u views given", fn,
+        return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u views given", fn,
                           dag->name, dag->ninputs, n);
     if ((st = take_ref(dag, flags, fn, 1, &seq, NULL)) != ADAG_OK)
         return st;
@@ -556,7 +557,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t
     for (unsigned i = 0; i < n; i++) {
         describe_input(dag, i, &views[i]);
         views[i].data = host_view(dag, seq, i);
-        if (adag_dag_input_on_device(dag, i)) {
+        if (adag__dag_input_on_device(dag, i)) {
             const adag_chan_device_t *d = &dag->driver_dev->chan;
             views[i].device_data = slot_bufs(dag, seq)[i];
             views[i].stream = d->dev->ops->stream_native(d->compute);
@@ -571,7 +572,7 @@ adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const adag_value_t
 {
     static const char *fn = "adag_dag_commit";
     if (!dag || (n && !inputs))
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and inputs must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag and inputs must not be NULL", fn);
     /* under the lock throughout: the checks read the reservation's slots,
      * and nothing of the DAG is touched after the lock is let go (destroy
      * may free it once the reservation ended) */
@@ -579,7 +580,7 @@ adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const adag_value_t
     adag_status_t st = check_reserved(dag, ref, fn);
     if (st == ADAG_OK && dag->closing) {
         cancel_locked(dag, ref);
-        st = adag_error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed: ref %llu was cancelled",
+        st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed: ref %llu was cancelled",
                         fn, dag->name, (unsigned long long)ref);
     }
     /* a refused input leaves it reserved: fix it and commit, or cancel */
@@ -594,7 +595,7 @@ adag_status_t adag_dag_cancel(adag_dag_h dag, adag_ref_t ref)
 {
     static const char *fn = "adag_dag_cancel";
     if (!dag)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag is NULL", fn);
     pthread_mutex_lock(&dag->lock);
     adag_status_t st = check_reserved(dag, ref, fn);
     if (st == ADAG_OK)
@@ -607,7 +608,7 @@ adag_status_t adag_dag_inputs(adag_dag_h dag, adag_input_view_t *views, unsigned
                               unsigned *ninputs)
 {
     if (!dag || !ninputs || (n && !views))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_dag_inputs: dag, views and ninputs must not be NULL");
     for (unsigned i = 0; i < n && i < dag->ninputs; i++)
         describe_input(dag, i, &views[i]);
@@ -623,15 +624,15 @@ const char *adag_dag_name(adag_dag_h dag)
 adag_status_t adag_dag_config(adag_dag_h dag, adag_config_h *config)
 {
     if (!dag || !config)
-        return adag_error(ADAG_ERR_INVALID, "adag_dag_config: dag and config must not be NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_dag_config: dag and config must not be NULL");
     *config = NULL;
     adag_config_h c = calloc(1, sizeof(*c));
     if (!c)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_config: out of memory");
-    adag_status_t st = adag_settings_copy(&c->settings, &dag->rt->settings);
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_config: out of memory");
+    adag_status_t st = adag__settings_copy(&c->settings, &dag->rt->settings);
     if (st != ADAG_OK) {
         free(c);
-        adag_error_prefix("adag_dag_config: DAG %s", dag->name);
+        adag__error_prefix("adag_dag_config: DAG %s", dag->name);
         return st;
     }
     *config = c;

@@ -12,12 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-void adag_list_init(adag_list_t *l)
+void adag__list_init(adag_list_t *l)
 {
     l->prev = l->next = l;
 }
 
-void adag_list_push(adag_list_t *l, adag_list_t *item)
+void adag__list_push(adag_list_t *l, adag_list_t *item)
 {
     item->prev = l->prev;
     item->next = l;
@@ -25,7 +25,7 @@ void adag_list_push(adag_list_t *l, adag_list_t *item)
     l->prev = item;
 }
 
-void adag_list_remove(adag_list_t *item)
+void adag__list_remove(adag_list_t *item)
 {
     item->prev->next = item->next;
     item->next->prev = item->prev;
@@ -64,12 +64,12 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     adag_status_t st;
 
     if (!out)
-        return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: runtime is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_runtime_create: runtime is NULL");
     *out = NULL;
     /* while the major is 0, every minor may change struct layouts */
     if (major != ADAG_VERSION_MAJOR || minor > ADAG_VERSION_MINOR ||
         (major == 0 && minor != ADAG_VERSION_MINOR))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_runtime_create: the program was built for adag %u.%u, "
                           "this library is %u.%u",
                           major, minor, ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
@@ -78,27 +78,27 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
             ADAG_PARAM_FIELD(adag_runtime_params_t, worker_path, ADAG_RUNTIME_PARAM_WORKER_PATH),
             ADAG_PARAM_FIELD(adag_runtime_params_t, config, ADAG_RUNTIME_PARAM_CONFIG),
         };
-        st = adag_params_check("adag_runtime_create", "adag_runtime_params_t", params,
+        st = adag__params_check("adag_runtime_create", "adag_runtime_params_t", params,
                                params->field_mask, fields, ADAG_PARAM_COUNT(fields));
         if (st != ADAG_OK)
             return st;
         if ((params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH) &&
             (!params->worker_path || !*params->worker_path))
-            return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: worker_path is set "
+            return adag__error(ADAG_ERR_INVALID, "adag_runtime_create: worker_path is set "
                                                 "(ADAG_RUNTIME_PARAM_WORKER_PATH) but empty");
         if ((params->field_mask & ADAG_RUNTIME_PARAM_CONFIG) && !params->config)
-            return adag_error(ADAG_ERR_INVALID, "adag_runtime_create: config is NULL, but its "
+            return adag__error(ADAG_ERR_INVALID, "adag_runtime_create: config is NULL, but its "
                                                 "bit ADAG_RUNTIME_PARAM_CONFIG is set");
     }
     rt = calloc(1, sizeof(*rt));
     if (!rt)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
     st = params && (params->field_mask & ADAG_RUNTIME_PARAM_CONFIG)
-             ? adag_settings_copy(&rt->settings, &params->config->settings)
-             : adag_settings_from_env(&rt->settings);
+             ? adag__settings_copy(&rt->settings, &params->config->settings)
+             : adag__settings_from_env(&rt->settings);
     if (st != ADAG_OK) {
         free(rt);
-        adag_error_prefix("adag_runtime_create");
+        adag__error_prefix("adag_runtime_create");
         return st;
     }
     pthread_mutex_init(&rt->lock, NULL);
@@ -109,9 +109,9 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&rt->cond, &ca);
     pthread_condattr_destroy(&ca);
-    adag_list_init(&rt->actors);
-    adag_list_init(&rt->graphs);
-    adag_list_init(&rt->dags);
+    adag__list_init(&rt->actors);
+    adag__list_init(&rt->graphs);
+    adag__list_init(&rt->dags);
     rt->monitor_wake = -1;
 
     if (params && (params->field_mask & ADAG_RUNTIME_PARAM_WORKER_PATH))
@@ -121,10 +121,10 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     else
         rt->worker_path = default_worker_path();
     if (!rt->worker_path) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_runtime_create: out of memory");
         goto fail;
     }
-    st = adag_monitor_start(rt);
+    st = adag__monitor_start(rt);
     if (st != ADAG_OK)
         goto fail;
     /* ADAG_LIVE=1: the live view, for an operator; a runtime without it
@@ -135,7 +135,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     return ADAG_OK;
 fail:
     free(rt->worker_path);
-    adag_settings_free(&rt->settings);
+    adag__settings_free(&rt->settings);
     pthread_mutex_destroy(&rt->live_lock);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->order_lock);
@@ -153,7 +153,7 @@ static void class_entry_free(adag_class_entry_t *e)
 adag_status_t adag_runtime_destroy(adag_runtime_h rt)
 {
     if (!rt)
-        return adag_error(ADAG_ERR_INVALID, "adag_runtime_destroy: runtime is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_runtime_destroy: runtime is NULL");
     /* the live view first: it reads the DAGs */
     adag_runtime_live_close(rt);
     /* DAGs first (they hold actors), then graphs, then the actors left */
@@ -186,16 +186,16 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
         pthread_mutex_unlock(&rt->lock);
         if (!a)
             break;
-        adag_actor_drop(a);
+        adag__actor_drop(a);
     }
-    adag_monitor_stop(rt);
+    adag__monitor_stop(rt);
     while (rt->classes) {
         adag_class_entry_t *e = rt->classes;
         rt->classes = e->next;
         class_entry_free(e);
     }
     free(rt->worker_path);
-    adag_settings_free(&rt->settings);
+    adag__settings_free(&rt->settings);
     pthread_cond_destroy(&rt->cond);
     pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->live_lock);
@@ -211,14 +211,14 @@ adag_status_t adag_class_register(adag_runtime_h rt, const adag_class_def_t *def
     adag_status_t st;
 
     if (!rt || !def)
-        return adag_error(ADAG_ERR_INVALID, "%s: runtime and def must not be NULL", fn);
-    if ((st = adag_class_validate(def, fn)) != ADAG_OK)
+        return adag__error(ADAG_ERR_INVALID, "%s: runtime and def must not be NULL", fn);
+    if ((st = adag__class_validate(def, fn)) != ADAG_OK)
         return st;
     if (!(e = calloc(1, sizeof(*e)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
         goto fail;
     }
-    if ((st = adag_class_methods(def, fn, &e->methods)) != ADAG_OK)
+    if ((st = adag__class_methods(def, fn, &e->methods)) != ADAG_OK)
         goto fail;
     e->def = *def;
     snprintf(e->name, sizeof(e->name), "%s", def->name);
@@ -228,7 +228,7 @@ adag_status_t adag_class_register(adag_runtime_h rt, const adag_class_def_t *def
     for (adag_class_entry_t *o = rt->classes; o; o = o->next) {
         if (strcmp(o->name, e->name) == 0) {
             pthread_mutex_unlock(&rt->lock);
-            st = adag_error(ADAG_ERR_INVALID, "%s: class %s is already registered", fn, def->name);
+            st = adag__error(ADAG_ERR_INVALID, "%s: class %s is already registered", fn, def->name);
             goto fail;
         }
     }

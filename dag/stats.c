@@ -88,7 +88,7 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
     adag_actor_h a = dag->actors[ai].actor;
     const adag_program_t *p = &dag->actors[ai].prog;
     if (f->nops != p->nops)
-        return adag_error(ADAG_ERR_PROTOCOL, "actor %s: figures of %u ops for a schedule of %u",
+        return adag__error(ADAG_ERR_PROTOCOL, "actor %s: figures of %u ops for a schedule of %u",
                           a->name, f->nops, p->nops);
     adag_actor_stats_t *as = actor_entry(s, dag, ai);
     as->elapsed_ns = f->elapsed_ns;
@@ -101,7 +101,7 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
             snprintf(s->op_names[s->nops], ADAG_MAX_NAME, "%s", a->methods[po->method].name);
         else
             snprintf(s->op_names[s->nops], ADAG_MAX_NAME, "%s",
-                     adag_coll_kind_name((adag_coll_kind_t)po->coll_kind));
+                     adag__coll_kind_name((adag_coll_kind_t)po->coll_kind));
         *os = (adag_op_stats_t){
             .struct_size = sizeof(*os),
             .actor = as->name,
@@ -132,7 +132,7 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
     for (uint32_t k = 0; k < f->nchans; k++) {
         const adag_chan_figures_t *cf = &f->chans[k];
         if (cf->chan >= p->nchans || p->chans[cf->chan].id >= dag->nchans)
-            return adag_error(ADAG_ERR_PROTOCOL, "actor %s: figures of channel %u of %u",
+            return adag__error(ADAG_ERR_PROTOCOL, "actor %s: figures of channel %u of %u",
                               a->name, cf->chan, p->nchans);
         adag_channel_stats_t *cs = &s->chans[p->chans[cf->chan].id];
         cs->values = cf->values;
@@ -149,7 +149,7 @@ static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
 {
     adag_answers_t as;
     adag_status_t st =
-        adag_actors_ask(dag, ADAG_ASK_FIGURES, dag->rt->settings.stats_timeout_ms, &as);
+        adag__actors_ask(dag, ADAG_ASK_FIGURES, dag->rt->settings.stats_timeout_ms, &as);
     if (st != ADAG_OK)
         return st;
     for (unsigned ai = 0; ai < as.n; ai++) {
@@ -164,7 +164,7 @@ static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
         ADAG_LOG_DEBUG("DAG %s: no figures of actor %s: %s", dag->name,
                        dag->actors[ai].actor->name, as.why[ai]);
     }
-    adag_answers_free(&as);
+    adag__answers_free(&as);
     return ADAG_OK;
 }
 
@@ -184,7 +184,7 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
     s->unanswered = calloc(dag->nactors + 1, sizeof(*s->unanswered));
     if (!s->actors || !s->actor_names || !s->placements || !s->doings || !s->ops || !s->op_names ||
         !s->chans || !s->chan_names || !s->unanswered)
-        return adag_error(ADAG_ERR_NO_MEMORY, "out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "out of memory");
     snprintf(s->dag_name, sizeof(s->dag_name), "%s", dag->name);
     s->timed = dag->trace != NULL;
     s->nactors = dag->nactors;
@@ -195,7 +195,7 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
         s->chans[c] = (adag_channel_stats_t){
             .struct_size = sizeof(s->chans[c]),
             .name = s->chan_names[c],
-            .kind = adag_chan_backend_name(dc->backend),
+            .kind = adag__chan_backend_name(dc->backend),
             .writer = "driver",
             .slots = dc->geom.nslots,
             .in_use = -1,
@@ -216,7 +216,7 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
         adag_channel_stats_t *cs = &s->chans[dag->input_chan[i]];
         cs->values = dag->input_counts[i][0];
         cs->bytes = dag->input_counts[i][1];
-        uint32_t used = adag_chan_in_use(dag->inputs[i]);
+        uint32_t used = adag__chan_in_use(dag->inputs[i]);
         cs->in_use = used == UINT32_MAX ? -1 : (int)used;
     }
     pthread_mutex_unlock(&dag->lock);
@@ -238,16 +238,16 @@ adag_status_t adag_dag_stats_take(adag_dag_h dag, adag_stats_h *out)
 {
     static const char *fn = "adag_dag_stats_take";
     if (!dag || !out)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
     *out = NULL;
-    adag_status_t st = adag_dag_api_enter(dag, fn);
+    adag_status_t st = adag__dag_api_enter(dag, fn);
     if (st != ADAG_OK)
         return st;
     adag_stats_h s = calloc(1, sizeof(*s));
-    st = s ? take(dag, s) : adag_error(ADAG_ERR_NO_MEMORY, "out of memory");
-    adag_dag_api_leave(dag);
+    st = s ? take(dag, s) : adag__error(ADAG_ERR_NO_MEMORY, "out of memory");
+    adag__dag_api_leave(dag);
     if (st != ADAG_OK) {
-        adag_error_prefix("%s: DAG %s", fn, dag->name);
+        adag__error_prefix("%s: DAG %s", fn, dag->name);
         adag_stats_free(s);
         return st;
     }
@@ -255,7 +255,7 @@ adag_status_t adag_dag_stats_take(adag_dag_h dag, adag_stats_h *out)
     return ADAG_OK;
 }
 
-void adag_dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
+void adag__dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
 {
     adag_stats_h s;
     out->timed = dag->trace != NULL;
@@ -268,12 +268,12 @@ void adag_dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
     adag_stats_free(s);
 }
 
-const adag_dag_stats_t *adag_stats_counts(adag_stats_h s)
+const adag_dag_stats_t *adag__stats_counts(adag_stats_h s)
 {
     return &s->counts;
 }
 
-const char *adag_stats_dag_name(adag_stats_h s)
+const char *adag__stats_dag_name(adag_stats_h s)
 {
     return s->dag_name;
 }
@@ -304,11 +304,11 @@ static adag_status_t fill(const char *fn, adag_stats_h s, unsigned i, unsigned n
 {
     size_t *out_size = out;
     if (!s || !out)
-        return adag_error(ADAG_ERR_INVALID, "%s: stats and out must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: stats and out must not be NULL", fn);
     if (i >= n)
-        return adag_error(ADAG_ERR_INVALID, "%s: index %u, the snapshot has %u", fn, i, n);
+        return adag__error(ADAG_ERR_INVALID, "%s: index %u, the snapshot has %u", fn, i, n);
     if (*out_size < first_size)
-        return adag_error(ADAG_ERR_INVALID, "%s: out->struct_size is %zu; set it to the "
+        return adag__error(ADAG_ERR_INVALID, "%s: out->struct_size is %zu; set it to the "
                           "struct's sizeof (at least %zu)", fn, *out_size, first_size);
     size_t k = *out_size < size ? *out_size : size;
     memcpy(out, src, k);

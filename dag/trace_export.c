@@ -31,17 +31,17 @@ typedef struct {
 
 static void json_str(adag_out_t *out, const char *s)
 {
-    adag_out_putc(out, '"');
+    adag__out_putc(out, '"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            adag_out_printf(out, "\\%c", c);
+            adag__out_printf(out, "\\%c", c);
         else if (c < 0x20)
-            adag_out_printf(out, "\\u%04x", c);
+            adag__out_printf(out, "\\u%04x", c);
         else
-            adag_out_putc(out, (char)c);
+            adag__out_putc(out, (char)c);
     }
-    adag_out_putc(out, '"');
+    adag__out_putc(out, '"');
 }
 
 /* One span of actor ai (-1: the driver) as a complete event. */
@@ -52,30 +52,30 @@ static void write_span(adag_out_t *out, adag_dag_h dag, int ai, const adag_span_
     adag_actor_h a = ai >= 0 ? dag->actors[ai].actor : NULL;
     double ts = (double)((int64_t)s->start_ns + offset - (int64_t)base) / 1e3;
     double dur = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) / 1e3 : 0;
-    const char *what = adag_span_kind_name(s->kind);
-    adag_out_printf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":",
+    const char *what = adag__span_kind_name(s->kind);
+    adag__out_printf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":",
                     ai + 2, ts, dur);
     json_str(out, s->kind == ADAG_SPAN_COMPUTE ? "compute" : what);
-    adag_out_printf(out, ",\"name\":");
+    adag__out_printf(out, ",\"name\":");
     if (s->kind == ADAG_SPAN_COMPUTE && a && p && s->op < p->nops &&
         p->ops[s->op].method < a->nmethods)
         json_str(out, a->methods[p->ops[s->op].method].name);
     else
         json_str(out, what);
-    adag_out_printf(out, ",\"args\":{\"ref\":%llu", (unsigned long long)s->seq);
+    adag__out_printf(out, ",\"args\":{\"ref\":%llu", (unsigned long long)s->seq);
     if (p) {
         if (s->op != ADAG_SPAN_NO_OP)
-            adag_out_printf(out, ",\"op\":%u", s->op);
+            adag__out_printf(out, ",\"op\":%u", s->op);
         if ((s->kind == ADAG_SPAN_WAIT_INPUT || s->kind == ADAG_SPAN_WAIT_ROOM ||
              s->kind == ADAG_SPAN_PUBLISH || s->kind >= ADAG_SPAN_BACKEND) &&
             s->arg < p->nchans) {
-            adag_out_printf(out, ",\"channel\":");
+            adag__out_printf(out, ",\"channel\":");
             json_str(out, p->chans[s->arg].name);
         }
         if (s->kind >= ADAG_SPAN_BACKEND)
-            adag_out_printf(out, ",\"kind\":%u", s->kind);
+            adag__out_printf(out, ",\"kind\":%u", s->kind);
     }
-    adag_out_printf(out, "}}");
+    adag__out_printf(out, "}}");
 }
 
 static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const track_t *t)
@@ -90,7 +90,7 @@ static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const tra
         if (a->device_kind >= 0) { /* ", device emu:1" */
             char name[ADAG_DEVICE_NAME_MAX];
             snprintf(dev, sizeof(dev), ", device %s",
-                     adag_device_name(ADAG_DEVICE(a->device_kind, a->device_index), name));
+                     adag__device_name(ADAG_DEVICE(a->device_kind, a->device_index), name));
         }
         if (a->node[0])
             snprintf(label, sizeof(label), "actor %s (remote, node %s, pid %d%s)", a->name,
@@ -102,21 +102,21 @@ static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const tra
         if (t->unanswered) /* its track is there, empty, saying so */
             snprintf(label + strlen(label), sizeof(label) - strlen(label), ": no answer");
     }
-    adag_out_printf(
+    adag__out_printf(
         out, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":", ai + 2);
     json_str(out, label);
-    adag_out_printf(out,
+    adag__out_printf(out,
                     "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":"
                     "{\"sort_index\":%d}}",
                     ai + 2, ai + 2);
-    adag_out_printf(out,
+    adag__out_printf(out,
                     ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{"
                     "\"name\":",
                     ai + 2);
     snprintf(label, sizeof(label), "%s of %s (%llu records lost)",
              ai < 0 ? "execute/get" : "loop", dag->name, (unsigned long long)t->lost);
     json_str(out, label);
-    adag_out_printf(out, "}}");
+    adag__out_printf(out, "}}");
 }
 
 /* Every actor's records, asked at once by ADAG_STATS_TIMEOUT_MS: an actor
@@ -125,9 +125,9 @@ static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADA
 {
     adag_answers_t as;
     adag_status_t st =
-        adag_actors_ask(dag, ADAG_ASK_TRACE, dag->rt->settings.stats_timeout_ms, &as);
+        adag__actors_ask(dag, ADAG_ASK_TRACE, dag->rt->settings.stats_timeout_ms, &as);
     if (st != ADAG_OK) {
-        adag_error_prefix("adag_dag_write_trace");
+        adag__error_prefix("adag_dag_write_trace");
         return st;
     }
     for (unsigned ai = 0; ai < as.n; ai++) {
@@ -145,7 +145,7 @@ static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADA
         ADAG_LOG_DEBUG("DAG %s: no trace of actor %s: %s", dag->name,
                        dag->actors[ai].actor->name, why[ai]);
     }
-    adag_answers_free(&as);
+    adag__answers_free(&as);
     return ADAG_OK;
 }
 
@@ -156,14 +156,14 @@ static void write_unanswered(adag_out_t *out, adag_dag_h dag, const track_t *tra
     for (unsigned ai = 0; ai < dag->nactors; ai++) {
         if (!tracks[1 + ai].unanswered)
             continue;
-        adag_out_printf(out, "%s", first ? ",\"unanswered\":{" : ",");
+        adag__out_printf(out, "%s", first ? ",\"unanswered\":{" : ",");
         json_str(out, dag->actors[ai].actor->name);
-        adag_out_putc(out, ':');
+        adag__out_putc(out, ':');
         json_str(out, tracks[1 + ai].unanswered);
         first = 0;
     }
     if (!first)
-        adag_out_putc(out, '}');
+        adag__out_putc(out, '}');
 }
 
 static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *tracks,
@@ -173,9 +173,9 @@ static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *track
     adag_status_t st = ADAG_OK;
     adag_trace_ring_t *r = dag->trace;
     if (!(tracks[0].recs = malloc((r->mask + 1) * sizeof(adag_trace_rec_t))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
-    tracks[0].nrecs = adag_trace_ring_copy(r, tracks[0].recs, NULL);
-    adag_trace_to_ns(tracks[0].recs, tracks[0].nrecs);
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
+    tracks[0].nrecs = adag__trace_ring_copy(r, tracks[0].recs, NULL);
+    adag__trace_to_ns(tracks[0].recs, tracks[0].nrecs);
     /* the driver's ring is indexed by ref: what it lost is what it wrote
      * (an execute per ref, a get per ref got) less what is left */
     pthread_mutex_lock(&dag->lock);
@@ -187,8 +187,8 @@ static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *track
     for (unsigned k = 0; k <= dag->nactors; k++) {
         track_t *t = &tracks[k];
         if (!(t->spans = malloc((t->nrecs * ADAG_TRACE_SPANS_PER_REC + 1) * sizeof(*t->spans))))
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
-        t->n = adag_trace_expand(t->recs, t->nrecs, t->spans);
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
+        t->n = adag__trace_expand(t->recs, t->nrecs, t->spans);
     }
     uint64_t base = UINT64_MAX;
     for (unsigned k = 0; k <= dag->nactors; k++)
@@ -199,12 +199,12 @@ static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *track
         }
     if (base == UINT64_MAX)
         base = 0;
-    adag_out_printf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
+    adag__out_printf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
     json_str(out, dag->name);
-    adag_out_printf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"",
+    adag__out_printf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"",
                     (unsigned long long)base);
     write_unanswered(out, dag, tracks);
-    adag_out_printf(out, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,"
+    adag__out_printf(out, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,"
                          "\"args\":{}}");
     for (unsigned k = 0; k <= dag->nactors; k++) {
         int ai = (int)k - 1;
@@ -212,35 +212,35 @@ static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *track
         for (uint64_t i = 0; i < tracks[k].n; i++)
             write_span(out, dag, ai, &tracks[k].spans[i], tracks[k].offset_ns, base);
     }
-    adag_out_printf(out, "\n]}\n");
-    return adag_out_end(out, "adag_dag_write_trace", NULL);
+    adag__out_printf(out, "\n]}\n");
+    return adag__out_end(out, "adag_dag_write_trace", NULL);
 }
 
 adag_status_t adag_dag_write_trace(adag_dag_h dag, adag_writer_t out)
 {
     static const char *fn = "adag_dag_write_trace";
     if (!dag || !out.fn)
-        return adag_error(ADAG_ERR_INVALID, "%s: dag and out.fn must not be NULL", fn);
+        return adag__error(ADAG_ERR_INVALID, "%s: dag and out.fn must not be NULL", fn);
     if (!dag->trace)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "%s: DAG %s was compiled without tracing (ADAG_COMPILE_PARAM_TRACE "
                           "or ADAG_TRACE_SPANS)",
                           fn, dag->name);
-    adag_status_t st = adag_dag_api_enter(dag, fn);
+    adag_status_t st = adag__dag_api_enter(dag, fn);
     if (st != ADAG_OK)
         return st;
     track_t *tracks = calloc(dag->nactors + 1, sizeof(*tracks));
     char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
     adag_out_t o;
-    adag_out_writer(&o, out);
+    adag__out_writer(&o, out);
     st = tracks && why ? write_trace(dag, &o, tracks, why)
-                       : adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
+                       : adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
     for (unsigned k = 0; tracks && k <= dag->nactors; k++) {
         free(tracks[k].recs);
         free(tracks[k].spans);
     }
     free(tracks);
     free(why);
-    adag_dag_api_leave(dag);
+    adag__dag_api_leave(dag);
     return st;
 }

@@ -25,7 +25,7 @@ struct adag_watchdog {
     int stop;            /* under lock */
 };
 
-int64_t adag_watchdog_period_ns(int64_t timeout_ms)
+int64_t adag__watchdog_period_ns(int64_t timeout_ms)
 {
     /* a few checks per timeout: an op is reported between timeout and
      * timeout + period; between 5 ms and 250 ms, so an idle loop wakes at
@@ -46,7 +46,7 @@ int64_t adag_watchdog_period_ns(int64_t timeout_ms)
  * overdue itself (at most a timeout later). */
 static adag_status_t check(adag_watchdog_t *w, char *msg, size_t len)
 {
-    int64_t now = adag_now_ns(), oldest = INT64_MAX, since = INT64_MAX;
+    int64_t now = adag__now_ns(), oldest = INT64_MAX, since = INT64_MAX;
     adag_status_t st = w->extra ? w->extra(w->extra_ctx, now, w->timeout_ns, &since) : ADAG_OK;
     if (st != ADAG_OK) {
         snprintf(msg, len, "%s", adag_last_error());
@@ -74,8 +74,8 @@ static void *watchdog_main(void *arg)
     char msg[ADAG_ERROR_MAX];
     pthread_mutex_lock(&w->lock);
     while (!w->stop) {
-        int64_t deadline = adag_now_ns() + w->period_ns;
-        struct timespec ts = adag_timespec_at(deadline);
+        int64_t deadline = adag__now_ns() + w->period_ns;
+        struct timespec ts = adag__timespec_at(deadline);
         while (!w->stop && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
         }
         if (w->stop || atomic_load_explicit(w->abort, memory_order_seq_cst))
@@ -95,7 +95,7 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_watch_fn extra,
+adag_status_t adag__watchdog_start(adag_chan_t *const *chans, unsigned n, adag_watch_fn extra,
                                   void *extra_ctx, int64_t timeout_ms,
                                   const _Atomic uint32_t *abort, adag_watchdog_fail_fn fail,
                                   void *ctx, const char *who, adag_watchdog_t **out)
@@ -111,7 +111,7 @@ adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_wa
     adag_watchdog_t *w = calloc(1, sizeof(*w));
     if (!w || !(w->chans = calloc(m + 1, sizeof(*w->chans)))) {
         free(w);
-        return adag_error(ADAG_ERR_NO_MEMORY, "actor %s: watchdog: out of memory", who);
+        return adag__error(ADAG_ERR_NO_MEMORY, "actor %s: watchdog: out of memory", who);
     }
     for (unsigned i = 0; i < n; i++)
         if (chans[i]->ops->watch)
@@ -119,7 +119,7 @@ adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_wa
     w->extra = extra;
     w->extra_ctx = extra_ctx;
     w->timeout_ns = timeout_ms * 1000000;
-    w->period_ns = adag_watchdog_period_ns(timeout_ms);
+    w->period_ns = adag__watchdog_period_ns(timeout_ms);
     w->abort = abort;
     w->fail = fail;
     w->ctx = ctx;
@@ -136,13 +136,13 @@ adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_wa
         pthread_mutex_destroy(&w->lock);
         free(w->chans);
         free(w);
-        return adag_error_errno(err, "actor %s: cannot start the watchdog thread", who);
+        return adag__error_errno(err, "actor %s: cannot start the watchdog thread", who);
     }
     *out = w;
     return ADAG_OK;
 }
 
-void adag_watchdog_stop(adag_watchdog_t *w)
+void adag__watchdog_stop(adag_watchdog_t *w)
 {
     if (!w)
         return;

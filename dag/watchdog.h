@@ -32,14 +32,14 @@ typedef adag_status_t (*adag_watch_fn)(void *ctx, int64_t now, int64_t timeout_n
 /* Starts watching chans[0..n), and `extra` (NULL: none) with extra_ctx,
  * with timeout_ms (> 0) until stopped or the abort word is set. *out is
  * NULL (and nothing starts) when nothing can be watched or timeout_ms <= 0. */
-adag_status_t adag_watchdog_start(adag_chan_t *const *chans, unsigned n, adag_watch_fn extra,
+adag_status_t adag__watchdog_start(adag_chan_t *const *chans, unsigned n, adag_watch_fn extra,
                                   void *extra_ctx, int64_t timeout_ms,
                                   const _Atomic uint32_t *abort, adag_watchdog_fail_fn fail,
                                   void *ctx, const char *who, adag_watchdog_t **out);
 /* Stops and joins the thread (NULL: nothing). */
-void adag_watchdog_stop(adag_watchdog_t *w);
+void adag__watchdog_stop(adag_watchdog_t *w);
 
 /* How often a watchdog with this timeout checks (ns). */
-int64_t adag_watchdog_period_ns(int64_t timeout_ms);
+int64_t adag__watchdog_period_ns(int64_t timeout_ms);
 
 #endif

@@ -62,16 +62,16 @@ static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const
     } else if (st == ADAG_OK && body) {
         b = (adag_blob_t){body->data, body->len};
     }
-    adag_msg_encode_reply(&wb, st, msg, b);
+    adag__msg_encode_reply(&wb, st, msg, b);
     if (wb.failed) {
-        adag_wbuf_free(&wb);
-        return adag_error(ADAG_ERR_NO_MEMORY, "worker: reply");
+        adag__wbuf_free(&wb);
+        return adag__error(ADAG_ERR_NO_MEMORY, "worker: reply");
     }
     /* under events_lock: a remote worker's events share this socket */
     pthread_mutex_lock(&w->events_lock);
-    st = adag_ctl_send(w->ctl, ADAG_MSG_REPLY, wb.data, wb.len, NULL, 0);
+    st = adag__ctl_send(w->ctl, ADAG_MSG_REPLY, wb.data, wb.len, NULL, 0);
     pthread_mutex_unlock(&w->events_lock);
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
     return st;
 }
 
@@ -83,18 +83,18 @@ static void hello_answer(worker_t *w, adag_wbuf_t *body)
                                 sched_getaffinity(0, sizeof(cpus), &cpus) == 0
                                     ? (uint32_t)CPU_COUNT(&cpus)
                                     : 1};
-    adag_msg_encode_hello_reply(body, &r);
+    adag__msg_encode_hello_reply(body, &r);
     w->hello = 1;
 }
 
 static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
 {
     adag_msg_hello_t h;
-    adag_status_t st = adag_msg_decode_hello(msg, &h);
+    adag_status_t st = adag__msg_decode_hello(msg, &h);
     if (st != ADAG_OK)
         return st;
     if (h.magic != ADAG_PROTOCOL_MAGIC || h.version != ADAG_PROTOCOL_VERSION)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "the driver speaks control protocol %u (magic 0x%x), this worker %u",
                           h.version, h.magic, ADAG_PROTOCOL_VERSION);
     hello_answer(w, body);
@@ -103,7 +103,7 @@ static adag_status_t hello(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *
 
 static int64_t teardown_deadline(const worker_t *w)
 {
-    return adag_deadline_ms(w->settings.teardown_timeout_ms);
+    return adag__deadline_ms(w->settings.teardown_timeout_ms);
 }
 
 /* CREATE_ACTOR's settings become the worker's, before anything of the actor
@@ -114,14 +114,14 @@ static int64_t teardown_deadline(const worker_t *w)
 static adag_status_t take_settings(worker_t *w, adag_blob_t pairs)
 {
     adag_settings_t s;
-    adag_status_t st = adag_settings_defaults(&s);
-    if (st == ADAG_OK && (st = adag_msg_apply_settings(pairs, &s)) == ADAG_OK && w->remote)
-        st = adag_tcp_tune(w->ctl, s.remote_timeout_ms);
+    adag_status_t st = adag__settings_defaults(&s);
+    if (st == ADAG_OK && (st = adag__msg_apply_settings(pairs, &s)) == ADAG_OK && w->remote)
+        st = adag__tcp_tune(w->ctl, s.remote_timeout_ms);
     if (st != ADAG_OK) {
-        adag_settings_free(&s);
+        adag__settings_free(&s);
         return st;
     }
-    adag_settings_free(&w->settings);
+    adag__settings_free(&w->settings);
     w->settings = s;
     return ADAG_OK;
 }
@@ -140,8 +140,8 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     adag_status_t st;
 
     if (w->def)
-        return adag_error(ADAG_ERR_PROTOCOL, "worker already hosts actor %s", w->name);
-    if ((st = adag_msg_decode_create(msg, &req)) != ADAG_OK ||
+        return adag__error(ADAG_ERR_PROTOCOL, "worker already hosts actor %s", w->name);
+    if ((st = adag__msg_decode_create(msg, &req)) != ADAG_OK ||
         (st = take_settings(w, req.settings)) != ADAG_OK)
         return st;
     const char *module = req.module, *class_name = req.class_name;
@@ -149,7 +149,7 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     size_t init_size = req.init.len;
     snprintf(w->name, sizeof(w->name), "%s", req.actor);
     /* the driver checked the text; the device is looked for here */
-    if (req.device[0] && (st = adag_device_parse(req.device, &kind, &index)) != ADAG_OK)
+    if (req.device[0] && (st = adag__device_parse(req.device, &kind, &index)) != ADAG_OK)
         return st;
 
     /* placed before anything of the actor runs: this thread, and every
@@ -160,32 +160,32 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     if (gethostname(who + 8, sizeof(who) - 8) != 0)
         snprintf(who, sizeof(who), "on its host");
     who[sizeof(who) - 1] = '\0';
-    if ((st = adag_actor_place_decide(who, req.device[0] ? (int32_t)kind : -1, index, &req.place,
+    if ((st = adag__actor_place_decide(who, req.device[0] ? (int32_t)kind : -1, index, &req.place,
                                       &w->place)) != ADAG_OK ||
-        (st = adag_place_apply(&w->place, who)) != ADAG_OK)
+        (st = adag__place_apply(&w->place, who)) != ADAG_OK)
         return st;
-    adag_place_nic_env(&w->place);
+    adag__place_nic_env(&w->place);
 
     /* load, check the ABI, find and validate the class: dag/class.c */
-    if ((st = adag_module_load(module, class_name, &handle, &def)) != ADAG_OK)
+    if ((st = adag__module_load(module, class_name, &handle, &def)) != ADAG_OK)
         return st;
     snprintf(where, sizeof(where), "module %s", module);
-    if ((st = adag_class_methods(def, where, &methods)) != ADAG_OK)
+    if ((st = adag__class_methods(def, where, &methods)) != ADAG_OK)
         goto fail;
     if (!(state = calloc(1, def->state_size ? def->state_size : 1))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "state of %zu bytes for class %s", def->state_size,
+        st = adag__error(ADAG_ERR_NO_MEMORY, "state of %zu bytes for class %s", def->state_size,
                         class_name);
         goto fail;
     }
     /* binds this thread, which runs init (and fini) */
     if (req.device[0] &&
-        (st = adag_actor_device_open(kind, index, &w->settings, &device)) != ADAG_OK)
+        (st = adag__actor_device_open(kind, index, &w->settings, &device)) != ADAG_OK)
         goto fail;
     if (def->init) {
         init_ran = 1;
         /* fini must not run on a failed init (w->def stays NULL); its
          * message goes to the driver in the reply (the driver names the actor) */
-        if ((st = adag_class_init(def, state, init_data, init_size, NULL)) != ADAG_OK)
+        if ((st = adag__class_init(def, state, init_data, init_size, NULL)) != ADAG_OK)
             goto fail;
     }
     w->module = handle;
@@ -196,20 +196,20 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     w->device = device;
     adag_msg_method_t *mt = calloc(w->nmethods, sizeof(*mt));
     if (!mt)
-        return adag_error(ADAG_ERR_NO_MEMORY, "worker: method table");
+        return adag__error(ADAG_ERR_NO_MEMORY, "worker: method table");
     for (unsigned i = 0; i < w->nmethods; i++) {
         snprintf(mt[i].name, sizeof(mt[i].name), "%s", w->methods[i].name);
         mt[i].nargs = w->methods[i].nargs;
         mt[i].nreturns = w->methods[i].nreturns;
     }
     adag_msg_place_t placed;
-    adag_place_to_msg(&w->place, &placed);
-    adag_msg_encode_methods(body, mt, w->nmethods, &placed);
+    adag__place_to_msg(&w->place, &placed);
+    adag__msg_encode_methods(body, mt, w->nmethods, &placed);
     free(mt);
     return ADAG_OK;
 fail:
     /* init may have enqueued work: a device whose work does not end is left */
-    if (adag_actor_device_close(device, w->name, teardown_deadline(w)) == ADAG_OK)
+    if (adag__actor_device_close(device, w->name, teardown_deadline(w)) == ADAG_OK)
         free(state);
     free(methods);
     if (!init_ran) /* an init that ran may have left threads or handlers in the module */
@@ -236,14 +236,14 @@ static void on_dag_failed(void *ctx, adag_status_t st, const char *msg)
     adag_msg_failed_t m = {d->id, st, ""};
     adag_wbuf_t b = {0};
     snprintf(m.msg, sizeof(m.msg), "%s", msg);
-    adag_msg_encode_failed(&b, &m);
+    adag__msg_encode_failed(&b, &m);
     adag_status_t sent = ADAG_ERR_CLOSED;
     pthread_mutex_lock(&w->events_lock);
     if (w->events >= 0 && !b.failed)
-        sent = adag_ctl_send(w->events, ADAG_MSG_DAG_FAILED, b.data, b.len, NULL, 0);
+        sent = adag__ctl_send(w->events, ADAG_MSG_DAG_FAILED, b.data, b.len, NULL, 0);
     pthread_mutex_unlock(&w->events_lock);
-    adag_wbuf_free(&b);
-    adag_ctx_abort(&d->ctx, st);
+    adag__wbuf_free(&b);
+    adag__ctx_abort(&d->ctx, st);
     if (sent != ADAG_OK)
         on_fatal(w, st, msg);
 }
@@ -261,9 +261,9 @@ static worker_dag_t *find_dag(worker_t *w, uint32_t id, worker_dag_t ***link)
 
 static void dag_free(worker_dag_t *d)
 {
-    adag_ctx_abort(&d->ctx, ADAG_ERR_CLOSED);
-    adag_loop_close(&d->loop);
-    adag_ctx_destroy(&d->ctx);
+    adag__ctx_abort(&d->ctx, ADAG_ERR_CLOSED);
+    adag__loop_close(&d->loop);
+    adag__ctx_destroy(&d->ctx);
     free(d);
 }
 
@@ -276,30 +276,30 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
     adag_status_t st;
 
     if (!w->def)
-        return adag_error(ADAG_ERR_PROTOCOL, "PREPARE_DAG before CREATE_ACTOR");
-    if ((st = adag_msg_decode_prepare(msg, &m)) != ADAG_OK)
+        return adag__error(ADAG_ERR_PROTOCOL, "PREPARE_DAG before CREATE_ACTOR");
+    if ((st = adag__msg_decode_prepare(msg, &m)) != ADAG_OK)
         return st;
     if (find_dag(w, m.dag_id, NULL))
-        return adag_error(ADAG_ERR_PROTOCOL, "DAG %u is already installed", m.dag_id);
+        return adag__error(ADAG_ERR_PROTOCOL, "DAG %u is already installed", m.dag_id);
     adag_rbuf_t rb = {m.program.data, m.program.len, 0, 0};
-    if ((st = adag_program_decode(&rb, w->nmethods, &prog)) != ADAG_OK)
+    if ((st = adag__program_decode(&rb, w->nmethods, &prog)) != ADAG_OK)
         return st;
     if (prog.dag_id != m.dag_id) {
-        adag_program_free(&prog);
-        return adag_error(ADAG_ERR_PROTOCOL, "PREPARE_DAG %u carries the program of DAG %u",
+        adag__program_free(&prog);
+        return adag__error(ADAG_ERR_PROTOCOL, "PREPARE_DAG %u carries the program of DAG %u",
                           m.dag_id, prog.dag_id);
     }
     worker_dag_t *d = calloc(1, sizeof(*d));
     if (!d) {
-        adag_program_free(&prog);
-        return adag_error(ADAG_ERR_NO_MEMORY, "prepare DAG %u", m.dag_id);
+        adag__program_free(&prog);
+        return adag__error(ADAG_ERR_NO_MEMORY, "prepare DAG %u", m.dag_id);
     }
     d->id = m.dag_id;
-    adag_ctx_init(&d->ctx);
-    st = adag_ctx_import_domains(&d->ctx, m.domains, msg->fds, msg->nfds);
+    adag__ctx_init(&d->ctx);
+    st = adag__ctx_import_domains(&d->ctx, m.domains, msg->fds, msg->nfds);
     msg->nfds = 0; /* taken, even on failure */
     if (st != ADAG_OK) {
-        adag_program_free(&prog);
+        adag__program_free(&prog);
         goto fail;
     }
     adag_loop_actor_t la = {
@@ -314,7 +314,7 @@ static adag_status_t prepare_dag(worker_t *w, adag_ctl_msg_t *msg, adag_wbuf_t *
         .numa = w->place.numa,
         .settings = &w->settings,
     };
-    st = adag_loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
+    st = adag__loop_prepare(&d->loop, &d->ctx, &prog, &la, body);
     if (st != ADAG_OK)
         goto fail;
     d->loop.on_fatal = on_fatal;
@@ -333,14 +333,14 @@ fail:
 static adag_status_t connect_dag(worker_t *w, const adag_ctl_msg_t *msg)
 {
     adag_msg_connect_t m;
-    adag_status_t st = adag_msg_decode_connect(msg, &m);
+    adag_status_t st = adag__msg_decode_connect(msg, &m);
     if (st != ADAG_OK)
         return st;
     worker_dag_t *d = find_dag(w, m.dag_id, NULL);
     if (!d || d->started)
-        return adag_error(ADAG_ERR_PROTOCOL, "CONNECT_DAG %u: %s", m.dag_id,
+        return adag__error(ADAG_ERR_PROTOCOL, "CONNECT_DAG %u: %s", m.dag_id,
                           d ? "already started" : "no such DAG is prepared");
-    return adag_loop_connect(&d->loop, m.peers);
+    return adag__loop_connect(&d->loop, m.peers);
 }
 
 /* START_DAG, ABORT_DAG, STOP_DAG */
@@ -348,21 +348,21 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
 {
     adag_msg_dag_t m;
     worker_dag_t **link = NULL;
-    adag_status_t st = adag_msg_decode_dag(msg, &m);
+    adag_status_t st = adag__msg_decode_dag(msg, &m);
     if (st != ADAG_OK)
         return st;
     worker_dag_t *d = find_dag(w, m.dag_id, &link);
     if (msg->type == ADAG_MSG_ABORT_DAG) {
         if (d) /* the DAG may be gone already: nothing to abort */
-            adag_ctx_abort(&d->ctx, m.status);
+            adag__ctx_abort(&d->ctx, m.status);
         return ADAG_OK;
     }
     if (!d)
-        return adag_error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
+        return adag__error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
     if (msg->type == ADAG_MSG_START_DAG) {
         if (d->started)
-            return adag_error(ADAG_ERR_PROTOCOL, "DAG %u is already started", m.dag_id);
-        if ((st = adag_loop_start(&d->loop)) == ADAG_OK)
+            return adag__error(ADAG_ERR_PROTOCOL, "DAG %u is already started", m.dag_id);
+        if ((st = adag__loop_start(&d->loop)) == ADAG_OK)
             d->started = 1;
         return st;
     }
@@ -370,7 +370,7 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
      * are dropped first, so nothing of them keeps the loop's streams waiting */
     for (uint32_t i = 0; i < d->loop.prog.ncomms && i < 64; i++)
         if (m.drop >> i & 1)
-            adag_actor_comm_drop(&w->comms, d->loop.prog.comms[i].key);
+            adag__actor_comm_drop(&w->comms, d->loop.prog.comms[i].key);
     *link = d->next;
     dag_free(d);
     return ADAG_OK;
@@ -380,11 +380,11 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
 static adag_status_t named_dag(worker_t *w, const adag_ctl_msg_t *msg, worker_dag_t **d)
 {
     adag_msg_dag_t m;
-    adag_status_t st = adag_msg_decode_dag(msg, &m);
+    adag_status_t st = adag__msg_decode_dag(msg, &m);
     if (st != ADAG_OK)
         return st;
     if (!(*d = find_dag(w, m.dag_id, NULL)))
-        return adag_error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
+        return adag__error(ADAG_ERR_NOT_FOUND, "no DAG %u is installed", m.dag_id);
     return ADAG_OK;
 }
 
@@ -396,9 +396,9 @@ static adag_status_t trace_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf
     adag_trace_rec_t *recs;
     uint64_t n, lost;
     adag_status_t st = named_dag(w, msg, &d);
-    if (st != ADAG_OK || (st = adag_loop_trace_copy(&d->loop, &recs, &n, &lost)) != ADAG_OK)
+    if (st != ADAG_OK || (st = adag__loop_trace_copy(&d->loop, &recs, &n, &lost)) != ADAG_OK)
         return st;
-    adag_msg_encode_trace(body, (uint64_t)adag_now_ns(), lost, recs, n);
+    adag__msg_encode_trace(body, (uint64_t)adag__now_ns(), lost, recs, n);
     free(recs);
     return ADAG_OK;
 }
@@ -409,14 +409,14 @@ static adag_status_t stats_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf
     worker_dag_t *d;
     adag_loop_figures_t f;
     adag_status_t st = named_dag(w, msg, &d);
-    if (st != ADAG_OK || (st = adag_loop_figures(&d->loop, &f)) != ADAG_OK)
+    if (st != ADAG_OK || (st = adag__loop_figures(&d->loop, &f)) != ADAG_OK)
         return st;
-    adag_msg_encode_figures(body, &f);
-    adag_loop_figures_free(&f);
+    adag__msg_encode_figures(body, &f);
+    adag__loop_figures_free(&f);
     return ADAG_OK;
 }
 
-int adag_worker_main(int argc, char **argv)
+int adag__worker_main(int argc, char **argv)
 {
     worker_t w;
     memset(&w, 0, sizeof(w));
@@ -424,11 +424,11 @@ int adag_worker_main(int argc, char **argv)
     w.events = -1;
     pthread_mutex_init(&w.call_lock, NULL);
     pthread_mutex_init(&w.events_lock, NULL);
-    if (adag_settings_from_env(&w.settings) != ADAG_OK) {
+    if (adag__settings_from_env(&w.settings) != ADAG_OK) {
         fprintf(stderr, "adag-worker: %s\n", adag_last_error());
         return 2;
     }
-    adag_actor_comms_init(&w.comms, &w.settings);
+    adag__actor_comms_init(&w.comms, &w.settings);
     const char *agent = NULL, *port_file = NULL;
     int remote = 0;
     for (int i = 1; i + 1 < argc; i++) {
@@ -442,7 +442,7 @@ int adag_worker_main(int argc, char **argv)
             port_file = argv[i + 1];
     }
     if (agent)
-        return adag_agent_main(agent, port_file);
+        return adag__agent_main(agent, port_file);
     if (w.ctl < 0) {
         fprintf(stderr,
                 "adag-worker hosts a process actor for libadag.\n"
@@ -465,14 +465,14 @@ int adag_worker_main(int argc, char **argv)
         w.events = w.ctl;
         hello_answer(&w, &body);
         adag_status_t st = reply(&w, ADAG_OK, NULL, &body);
-        adag_wbuf_free(&body);
+        adag__wbuf_free(&body);
         if (st != ADAG_OK)
             _exit(0);
     }
     for (;;) {
         adag_ctl_msg_t msg;
         adag_wbuf_t body = {0};
-        adag_status_t st = adag_ctl_recv(w.ctl, ADAG_FOREVER, &msg);
+        adag_status_t st = adag__ctl_recv(w.ctl, ADAG_FOREVER, &msg);
         if (st != ADAG_OK) {
             /* the driver is gone, or the framing broke (nothing after it can
              * be trusted): leave at once; the kernel frees our mappings and
@@ -481,20 +481,20 @@ int adag_worker_main(int argc, char **argv)
                 ADAG_LOG_ERROR("actor %s: control socket: %s", w.name, adag_last_error());
             _exit(st == ADAG_ERR_CLOSED ? 0 : 4);
         }
-        const adag_msg_info_t *info = adag_msg_info(msg.type);
+        const adag_msg_info_t *info = adag__msg_info(msg.type);
         int shutdown = 0, answer = !info || !info->one_way;
-        if ((st = adag_msg_check(&msg)) != ADAG_OK) {
+        if ((st = adag__msg_check(&msg)) != ADAG_OK) {
             /* a whole frame of an unknown type or with too many fds: say so */
             answer = 1;
         } else if (!w.hello && msg.type != ADAG_MSG_HELLO) {
-            st = adag_error(ADAG_ERR_PROTOCOL, "the first message must be HELLO, not %s",
+            st = adag__error(ADAG_ERR_PROTOCOL, "the first message must be HELLO, not %s",
                             info->name);
             shutdown = answer = 1;
         } else {
             switch ((adag_msg_type_t)msg.type) {
             case ADAG_MSG_HELLO:
                 if (w.hello) {
-                    st = adag_error(ADAG_ERR_PROTOCOL, "HELLO was already received");
+                    st = adag__error(ADAG_ERR_PROTOCOL, "HELLO was already received");
                 } else {
                     st = hello(&w, &msg, &body);
                     shutdown = st != ADAG_OK; /* a driver of another version: leave */
@@ -525,7 +525,7 @@ int adag_worker_main(int argc, char **argv)
                 st = stats_dag(&w, &msg, &body);
                 break;
             case ADAG_MSG_CLOCK:
-                adag_msg_encode_clock(&body, (uint64_t)adag_now_ns(), adag_boot_id());
+                adag__msg_encode_clock(&body, (uint64_t)adag__now_ns(), adag__boot_id());
                 break;
             case ADAG_MSG_SHUTDOWN:
                 while (w.dags) {
@@ -533,10 +533,10 @@ int adag_worker_main(int argc, char **argv)
                     w.dags = d->next;
                     dag_free(d);
                 }
-                adag_actor_comms_destroy(&w.comms);
+                adag__actor_comms_destroy(&w.comms);
                 /* drain, fini, close (dag/actor_device.h); what does not
                  * end in time is logged and left: the process exits */
-                (void)adag_actor_device_stop(w.device, w.name, teardown_deadline(&w),
+                (void)adag__actor_device_stop(w.device, w.name, teardown_deadline(&w),
                                              w.def ? w.def->fini : NULL, w.state);
                 w.device = NULL;
                 st = ADAG_OK;
@@ -545,16 +545,16 @@ int adag_worker_main(int argc, char **argv)
             case ADAG_MSG_REPLY:
             case ADAG_MSG_DAG_FAILED:
             case ADAG_MSG_END:
-                st = adag_error(ADAG_ERR_PROTOCOL, "a worker is not sent %s",
-                                adag_msg_info(msg.type)->name);
+                st = adag__error(ADAG_ERR_PROTOCOL, "a worker is not sent %s",
+                                adag__msg_info(msg.type)->name);
                 answer = 1;
                 break;
             }
         }
-        adag_ctl_msg_free(&msg);
+        adag__ctl_msg_free(&msg);
         if (answer && reply(&w, st, adag_last_error(), &body) != ADAG_OK)
             _exit(0);
-        adag_wbuf_free(&body);
+        adag__wbuf_free(&body);
         if (shutdown)
             _exit(st == ADAG_OK ? 0 : 4);
     }

@@ -48,45 +48,45 @@ static adag_status_t make_dir(const char *dir)
 {
     char path[4096];
     if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
-        return adag_error(ADAG_ERR_INVALID, "data cache: directory name too long: %s", dir);
+        return adag__error(ADAG_ERR_INVALID, "data cache: directory name too long: %s", dir);
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
         if (mkdir(path, 0700) != 0 && errno != EEXIST)
-            return adag_error_errno(errno, "data cache: creating %s", path);
+            return adag__error_errno(errno, "data cache: creating %s", path);
         *p = '/';
     }
     if (mkdir(path, 0700) != 0 && errno != EEXIST)
-        return adag_error_errno(errno, "data cache: creating %s", path);
+        return adag__error_errno(errno, "data cache: creating %s", path);
     struct stat s;
     if (stat(path, &s) != 0)
-        return adag_error_errno(errno, "data cache: %s", path);
+        return adag__error_errno(errno, "data cache: %s", path);
     if (!S_ISDIR(s.st_mode))
-        return adag_error(ADAG_ERR_INVALID, "data cache: %s is not a directory", path);
+        return adag__error(ADAG_ERR_INVALID, "data cache: %s is not a directory", path);
     if (s.st_uid != geteuid() || (s.st_mode & 0022))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "data cache: %s is not this user's or others may write it (mode "
                           "%03o): refusing to use it",
                           path, (unsigned)(s.st_mode & 0777));
     return ADAG_OK;
 }
 
-adag_status_t adag_data_cache_open(const char *dir, uint64_t cap_bytes,
+adag_status_t adag__data_cache_open(const char *dir, uint64_t cap_bytes,
                                    const adag_data_fetch_opts_t *fetch, adag_data_cache_t **out)
 {
     *out = NULL;
     if (!dir || !dir[0])
-        return adag_error(ADAG_ERR_INVALID, "data cache: no directory");
+        return adag__error(ADAG_ERR_INVALID, "data cache: no directory");
     if (cap_bytes == 0)
-        return adag_error(ADAG_ERR_INVALID, "data cache: a cap of 0 bytes");
+        return adag__error(ADAG_ERR_INVALID, "data cache: a cap of 0 bytes");
     adag_status_t st = make_dir(dir);
     if (st != ADAG_OK)
         return st;
     adag_data_cache_t *c = calloc(1, sizeof(*c));
     if (!c || !(c->dir = strdup(dir))) {
         free(c);
-        return adag_error(ADAG_ERR_NO_MEMORY, "data cache: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "data cache: out of memory");
     }
     c->cap = cap_bytes;
     c->fetch = *fetch;
@@ -120,12 +120,12 @@ static adag_status_t entry_paths(const adag_data_cache_t *c, const char *url, co
     int len = snprintf(s, sizeof(s), "%s/%016" PRIx64 "-%s", c->dir,
                        (uint64_t)XXH3_64bits(url, strlen(url)), name);
     if (len < 0 || (size_t)len + strlen(suffix) + 8 >= sizeof(e->data))
-        return adag_error(ADAG_ERR_INVALID, "data cache: path too long for %s", url);
+        return adag__error(ADAG_ERR_INVALID, "data cache: path too long for %s", url);
     snprintf(e->data, sizeof(e->data), "%s%s", s, suffix);
     snprintf(e->sum, sizeof(e->sum), "%s.sum", e->data);
     snprintf(e->lock, sizeof(e->lock), "%s.lock", e->data);
     if (stem && !(*stem = strdup(s)))
-        return adag_error(ADAG_ERR_NO_MEMORY, "data cache: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "data cache: out of memory");
     return ADAG_OK;
 }
 
@@ -181,7 +181,7 @@ static int entry_valid(const entry_paths_t *e, const char *url)
         return 0;
     struct stat s;
     int ok = fstat(fd, &s) == 0 && (uint64_t)s.st_size == size &&
-             adag_data_file_hash(fd, size, &got) == ADAG_OK && got == hash;
+             adag__data_file_hash(fd, size, &got) == ADAG_OK && got == hash;
     close(fd);
     if (!ok)
         ADAG_LOG_WARN("data cache: %s does not match its checksum: fetching %s again", e->data,
@@ -318,7 +318,7 @@ static adag_status_t write_all(int fd, const char *s, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return adag_error_errno(w < 0 ? errno : EIO, "data cache: writing a checksum file");
+            return adag__error_errno(w < 0 ? errno : EIO, "data cache: writing a checksum file");
         s += w;
         n -= (size_t)w;
     }
@@ -334,9 +334,9 @@ static adag_status_t fetch_entry(adag_data_cache_t *c, const entry_paths_t *e, c
     snprintf(tmpsum, sizeof(tmpsum), "%s.tmp.XXXXXX", e->sum);
     int fd = mkostemp(tmp, O_CLOEXEC), sfd = -1;
     if (fd < 0)
-        return adag_error_errno(errno, "data cache: creating a file in %s", c->dir);
+        return adag__error_errno(errno, "data cache: creating a file in %s", c->dir);
     uint64_t size = 0, hash = 0;
-    adag_status_t st = adag_data_fetch(url, fd, &c->fetch, &size, &hash);
+    adag_status_t st = adag__data_fetch(url, fd, &c->fetch, &size, &hash);
     if (st != ADAG_OK)
         goto fail;
     make_room(c, size);
@@ -344,7 +344,7 @@ static adag_status_t fetch_entry(adag_data_cache_t *c, const entry_paths_t *e, c
     int len = snprintf(text, sizeof(text), SUM_MAGIC "\nsize %llu\nxxh3 %016llx\nurl %s\n",
                        (unsigned long long)size, (unsigned long long)hash, url);
     if ((sfd = mkostemp(tmpsum, O_CLOEXEC)) < 0) {
-        st = adag_error_errno(errno, "data cache: creating a file in %s", c->dir);
+        st = adag__error_errno(errno, "data cache: creating a file in %s", c->dir);
         goto fail;
     }
     if ((st = write_all(sfd, text, (size_t)len)) != ADAG_OK)
@@ -352,11 +352,11 @@ static adag_status_t fetch_entry(adag_data_cache_t *c, const entry_paths_t *e, c
     /* the data and its sidecar reach the disk before either is in place;
      * then data, then sidecar: until both are, the entry does not verify */
     if (fsync(fd) != 0 || fsync(sfd) != 0) {
-        st = adag_error_errno(errno, "data cache: syncing %s", tmp);
+        st = adag__error_errno(errno, "data cache: syncing %s", tmp);
         goto fail;
     }
     if (rename(tmp, e->data) != 0 || rename(tmpsum, e->sum) != 0) {
-        st = adag_error_errno(errno, "data cache: renaming into %s", e->data);
+        st = adag__error_errno(errno, "data cache: renaming into %s", e->data);
         goto fail;
     }
     close(fd);
@@ -381,7 +381,7 @@ static adag_status_t hold(adag_data_cache_t *c, int fd)
         size_t n = c->cap_held ? 2 * c->cap_held : 16;
         int *h = realloc(c->held, n * sizeof(*h));
         if (!h) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "data cache: out of memory");
+            st = adag__error(ADAG_ERR_NO_MEMORY, "data cache: out of memory");
             goto out;
         }
         c->held = h;
@@ -393,7 +393,7 @@ out:
     return st;
 }
 
-adag_status_t adag_data_cache_get(adag_data_cache_t *c, const char *url, const char *suffix,
+adag_status_t adag__data_cache_get(adag_data_cache_t *c, const char *url, const char *suffix,
                                   char **stem)
 {
     entry_paths_t e;
@@ -402,7 +402,7 @@ adag_status_t adag_data_cache_get(adag_data_cache_t *c, const char *url, const c
     uint64_t fetched = 0;
     *stem = NULL;
     if (snprintf(full, sizeof(full), "%s%s", url, suffix) >= (int)sizeof(full))
-        return adag_error(ADAG_ERR_INVALID, "data cache: URL too long: %s", url);
+        return adag__error(ADAG_ERR_INVALID, "data cache: URL too long: %s", url);
     /* the entry of url + suffix lives at the stem of url, plus the suffix */
     adag_status_t st = entry_paths(c, url, suffix, &e, stem);
     if (st != ADAG_OK)
@@ -410,7 +410,7 @@ adag_status_t adag_data_cache_get(adag_data_cache_t *c, const char *url, const c
     for (;;) {
         int fd = lock_entry(e.lock, LOCK_SH);
         if (fd < 0) {
-            st = adag_error_errno(errno, "data cache: locking %s", e.lock);
+            st = adag__error_errno(errno, "data cache: locking %s", e.lock);
             goto fail;
         }
         if (entry_valid(&e, full)) {
@@ -433,7 +433,7 @@ adag_status_t adag_data_cache_get(adag_data_cache_t *c, const char *url, const c
         /* fetch it, unless another process does first (it holds the lock
          * exclusively while it fetches; we then find its entry valid) */
         if ((fd = lock_entry(e.lock, LOCK_EX)) < 0) {
-            st = adag_error_errno(errno, "data cache: locking %s", e.lock);
+            st = adag__error_errno(errno, "data cache: locking %s", e.lock);
             goto fail;
         }
         if (entry_valid(&e, full)) {
@@ -452,14 +452,14 @@ fail:
     return st;
 }
 
-void adag_data_cache_stats(adag_data_cache_t *c, adag_data_cache_stats_t *out)
+void adag__data_cache_stats(adag_data_cache_t *c, adag_data_cache_stats_t *out)
 {
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
     pthread_mutex_unlock(&c->lock);
 }
 
-void adag_data_cache_close(adag_data_cache_t *c)
+void adag__data_cache_close(adag_data_cache_t *c)
 {
     if (!c)
         return;

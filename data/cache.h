@@ -37,14 +37,14 @@ typedef struct {
  * returning its size and XXH3-64 checksum. Transient failures (no
  * connection, a cut transfer, a timeout, HTTP 408/429/5xx) are retried
  * with exponential backoff; the last one is reported with the URL. */
-adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opts_t *opts,
+adag_status_t adag__data_fetch(const char *url, int fd, const adag_data_fetch_opts_t *opts,
                               uint64_t *size, uint64_t *hash);
 
 /* The XXH3-64 checksum of a file's first len bytes (mapped). */
-adag_status_t adag_data_file_hash(int fd, uint64_t len, uint64_t *hash);
+adag_status_t adag__data_file_hash(int fd, uint64_t len, uint64_t *hash);
 
 /* Whether a shard name is a URL the cache fetches. */
-int adag_data_is_url(const char *s);
+int adag__data_is_url(const char *s);
 
 /* ---- the cache (data/cache.c) ---- */
 
@@ -57,18 +57,18 @@ typedef struct {
 } adag_data_cache_stats_t;
 
 /* Opens (creating it 0700) the cache directory; cap_bytes bounds it. */
-adag_status_t adag_data_cache_open(const char *dir, uint64_t cap_bytes,
+adag_status_t adag__data_cache_open(const char *dir, uint64_t cap_bytes,
                                    const adag_data_fetch_opts_t *fetch, adag_data_cache_t **out);
 
 /* Makes url + suffix an entry (fetching it if absent or corrupt) and holds
  * it until the cache is closed; *stem gets its local path without the
  * suffix (malloc'd). Safe from several threads at once. */
-adag_status_t adag_data_cache_get(adag_data_cache_t *c, const char *url, const char *suffix,
+adag_status_t adag__data_cache_get(adag_data_cache_t *c, const char *url, const char *suffix,
                                   char **stem);
 
-void adag_data_cache_stats(adag_data_cache_t *c, adag_data_cache_stats_t *out);
+void adag__data_cache_stats(adag_data_cache_t *c, adag_data_cache_stats_t *out);
 
 /* Releases every entry held and frees the cache (NULL: nothing). */
-void adag_data_cache_close(adag_data_cache_t *c);
+void adag__data_cache_close(adag_data_cache_t *c);
 
 #endif

@@ -39,7 +39,7 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int adag_data_is_url(const char *s)
+int adag__data_is_url(const char *s)
 {
     return s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8));
 }
@@ -87,7 +87,7 @@ static size_t sink_write(char *data, size_t one, size_t n, void *arg)
 {
     sink_t *s = arg;
     size_t len = one * n;
-    s->last_ns = adag_now_ns();
+    s->last_ns = adag__now_ns();
     if (s->used + len > SINK_BUF && sink_flush(s) != 0)
         return 0; /* libcurl stops with CURLE_WRITE_ERROR */
     if (len > SINK_BUF) { /* larger than the buffer (libcurl's are 16 KiB): straight out */
@@ -105,7 +105,7 @@ static size_t sink_write(char *data, size_t one, size_t n, void *arg)
 static size_t sink_header(char *data, size_t one, size_t n, void *arg)
 {
     (void)data;
-    ((sink_t *)arg)->last_ns = adag_now_ns();
+    ((sink_t *)arg)->last_ns = adag__now_ns();
     return one * n;
 }
 
@@ -115,7 +115,7 @@ static CURLcode perform(CURLM *m, CURL *h, sink_t *sink, int64_t timeout_ms, int
 {
     CURLcode rc = CURLE_OK;
     *stalled = 0;
-    sink->last_ns = adag_now_ns();
+    sink->last_ns = adag__now_ns();
     if (curl_multi_add_handle(m, h) != CURLM_OK)
         return CURLE_OUT_OF_MEMORY;
     for (;;) {
@@ -133,7 +133,7 @@ static CURLcode perform(CURLM *m, CURL *h, sink_t *sink, int64_t timeout_ms, int
                     rc = msg->data.result;
             break;
         }
-        int64_t idle_left = sink->last_ns + timeout_ms * 1000000 - adag_now_ns();
+        int64_t idle_left = sink->last_ns + timeout_ms * 1000000 - adag__now_ns();
         if (idle_left <= 0) {
             *stalled = 1;
             rc = CURLE_OPERATION_TIMEDOUT;
@@ -175,12 +175,12 @@ static int transient(CURLcode rc, long http)
     }
 }
 
-adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opts_t *opts,
+adag_status_t adag__data_fetch(const char *url, int fd, const adag_data_fetch_opts_t *opts,
                               uint64_t *size, uint64_t *hash)
 {
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc != CURLE_OK)
-        return adag_error(ADAG_ERR_IO, "fetching %s: libcurl did not initialize: %s", url,
+        return adag__error(ADAG_ERR_IO, "fetching %s: libcurl did not initialize: %s", url,
                           curl_easy_strerror(curl_init_rc));
     adag_status_t st = ADAG_OK;
     char errbuf[CURL_ERROR_SIZE];
@@ -188,7 +188,7 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
     CURL *h = curl_easy_init();
     CURLM *m = curl_multi_init();
     if (!h || !m || !sink.xxh || !sink.buf) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "fetching %s: out of memory", url);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "fetching %s: out of memory", url);
         goto out;
     }
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -218,7 +218,7 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
         sink.write_errno = 0;
         XXH3_64bits_reset(sink.xxh);
         if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) {
-            st = adag_error_errno(errno, "fetching %s: truncating the temporary file", url);
+            st = adag__error_errno(errno, "fetching %s: truncating the temporary file", url);
             goto out;
         }
         int stalled;
@@ -235,7 +235,7 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
         if (rc == CURLE_OK)
             break;
         if (sink.write_errno) {
-            st = adag_error_errno(sink.write_errno, "fetching %s: writing the cache file", url);
+            st = adag__error_errno(sink.write_errno, "fetching %s: writing the cache file", url);
             goto out;
         }
         if (!transient(rc, http) || tries > opts->retries)
@@ -247,7 +247,7 @@ adag_status_t adag_data_fetch(const char *url, int fd, const adag_data_fetch_opt
         char code[32] = "";
         if (http)
             snprintf(code, sizeof(code), " (HTTP %ld)", http);
-        st = adag_error(ADAG_ERR_IO, "fetching %s: %s%s%s%s after %d tr%s", url,
+        st = adag__error(ADAG_ERR_IO, "fetching %s: %s%s%s%s after %d tr%s", url,
                         curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf, code, tries,
                         tries == 1 ? "y" : "ies");
         goto out;
@@ -264,7 +264,7 @@ out:
     return st;
 }
 
-adag_status_t adag_data_file_hash(int fd, uint64_t len, uint64_t *hash)
+adag_status_t adag__data_file_hash(int fd, uint64_t len, uint64_t *hash)
 {
     if (len == 0) {
         *hash = XXH3_64bits(NULL, 0);
@@ -272,7 +272,7 @@ adag_status_t adag_data_file_hash(int fd, uint64_t len, uint64_t *hash)
     }
     void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED)
-        return adag_error_errno(errno, "mapping a cache file of %llu bytes",
+        return adag__error_errno(errno, "mapping a cache file of %llu bytes",
                                 (unsigned long long)len);
     *hash = XXH3_64bits(p, len);
     munmap(p, len);

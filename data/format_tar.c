@@ -91,7 +91,7 @@ static adag_status_t grow(tar_index_t *x, uint64_t *cap)
     if (s)
         x->spans = s;
     if (!k || !s)
-        return adag_error(ADAG_ERR_NO_MEMORY, "WebDataset index: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "WebDataset index: out of memory");
     *cap = n;
     return ADAG_OK;
 }
@@ -110,7 +110,7 @@ static adag_status_t flush_sample(adag_data_shard_t *sh, const adag_data_params_
         while (g->found & (1u << f))
             f++;
         if (p->bad_policy != ADAG_DATA_BAD_SKIP)
-            st = adag_error(ADAG_ERR_INVALID, "data shard %s: sample %s has no field '%s'",
+            st = adag__error(ADAG_ERR_INVALID, "data shard %s: sample %s has no field '%s'",
                             sh->path, g->key, x->ext[f]);
         else
             sh->skipped++;
@@ -138,7 +138,7 @@ static adag_status_t place(adag_data_shard_t *sh, const adag_data_params_t *p, t
     uint64_t padded = (m->size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
     if (m->size > sh->data.len || padded > next || next - padded < m->header + TAR_BLOCK ||
         next > sh->data.len) {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "data shard %s: member %s.%s of %llu bytes at offset %llu does not fit "
                         "before offset %llu (a truncated or corrupt tar)",
                         sh->path, m->key, m->ext, (unsigned long long)m->size,
@@ -171,10 +171,10 @@ static adag_status_t tar_index(adag_data_shard_t *sh, const adag_data_params_t *
     member_t m = {0};
     struct archive *a = archive_read_new();
     if (!a)
-        return adag_error(ADAG_ERR_NO_MEMORY, "data shard %s: libarchive", sh->path);
+        return adag__error(ADAG_ERR_NO_MEMORY, "data shard %s: libarchive", sh->path);
     archive_read_support_format_tar(a);
     if (archive_read_open_memory(a, sh->data.base, sh->data.len) != ARCHIVE_OK) {
-        st = adag_error(ADAG_ERR_INVALID, "data shard %s: not a tar: %s", sh->path,
+        st = adag__error(ADAG_ERR_INVALID, "data shard %s: not a tar: %s", sh->path,
                         archive_error_string(a));
         goto out;
     }
@@ -187,7 +187,7 @@ static adag_status_t tar_index(adag_data_shard_t *sh, const adag_data_params_t *
             break;
         }
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
-            st = adag_error(ADAG_ERR_INVALID, "data shard %s: at offset %lld: %s", sh->path,
+            st = adag__error(ADAG_ERR_INVALID, "data shard %s: at offset %lld: %s", sh->path,
                             (long long)archive_read_header_position(a), archive_error_string(a));
             break;
         }
@@ -211,14 +211,14 @@ out:
     return st;
 }
 
-adag_status_t adag_data_tar_index(adag_data_shard_t *sh, const adag_data_params_t *p)
+adag_status_t adag__data_tar_index(adag_data_shard_t *sh, const adag_data_params_t *p)
 {
     adag_status_t st;
     if (sh->data.len == 0)
-        return adag_error(ADAG_ERR_INVALID, "data shard %s: an empty file is not a tar", sh->path);
+        return adag__error(ADAG_ERR_INVALID, "data shard %s: an empty file is not a tar", sh->path);
     tar_index_t *x = calloc(1, sizeof(*x));
     if (!x)
-        return adag_error(ADAG_ERR_NO_MEMORY, "data shard %s: out of memory", sh->path);
+        return adag__error(ADAG_ERR_NO_MEMORY, "data shard %s: out of memory", sh->path);
     x->nfields = p->nfields;
     for (unsigned f = 0; f < p->nfields; f++)
         snprintf(x->ext[f], sizeof(x->ext[f]), "%s", p->fields[f]);
@@ -227,7 +227,7 @@ adag_status_t adag_data_tar_index(adag_data_shard_t *sh, const adag_data_params_
         return st;
     x->views = calloc(x->nsamples * x->nfields + 1, sizeof(*x->views));
     if (!x->views)
-        return adag_error(ADAG_ERR_NO_MEMORY, "data shard %s: out of memory", sh->path);
+        return adag__error(ADAG_ERR_NO_MEMORY, "data shard %s: out of memory", sh->path);
     for (uint64_t i = 0; i < x->nsamples; i++)
         for (unsigned f = 0; f < x->nfields; f++) {
             const span_t *s = &x->spans[i * x->nfields + f];
@@ -242,11 +242,11 @@ adag_status_t adag_data_tar_index(adag_data_shard_t *sh, const adag_data_params_
 
 static adag_status_t tar_open(adag_data_shard_t *sh, const adag_data_params_t *p)
 {
-    adag_status_t st = adag_data_map(sh->path, &sh->data);
-    return st != ADAG_OK ? st : adag_data_tar_index(sh, p);
+    adag_status_t st = adag__data_map(sh->path, &sh->data);
+    return st != ADAG_OK ? st : adag__data_tar_index(sh, p);
 }
 
-void adag_data_tar_unindex(adag_data_shard_t *sh)
+void adag__data_tar_unindex(adag_data_shard_t *sh)
 {
     index_free(sh->priv);
     sh->priv = NULL;
@@ -270,8 +270,8 @@ static const void *tar_sample(const adag_data_shard_t *sh, uint64_t i)
 
 static void tar_close(adag_data_shard_t *sh)
 {
-    adag_data_tar_unindex(sh);
-    adag_data_unmap(&sh->data);
+    adag__data_tar_unindex(sh);
+    adag__data_unmap(&sh->data);
 }
 
 const adag_data_format_ops_t adag_data_webdataset_ops = {

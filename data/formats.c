@@ -16,15 +16,15 @@
 
 static void close_maps(adag_data_shard_t *sh)
 {
-    adag_data_unmap(&sh->data);
-    adag_data_unmap(&sh->index);
+    adag__data_unmap(&sh->data);
+    adag__data_unmap(&sh->index);
 }
 
 /* ---- fixed-size records ---- */
 
 static adag_status_t records_open(adag_data_shard_t *sh, const adag_data_params_t *p)
 {
-    adag_status_t st = adag_data_map(sh->path, &sh->data);
+    adag_status_t st = adag__data_map(sh->path, &sh->data);
     if (st != ADAG_OK)
         return st;
     size_t rs = p->record_size, tail = sh->data.len % rs;
@@ -33,7 +33,7 @@ static adag_status_t records_open(adag_data_shard_t *sh, const adag_data_params_
     sh->dtype = ADAG_DTYPE_BYTES;
     if (tail) {
         if (p->bad_policy != ADAG_DATA_BAD_SKIP)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "data shard %s: %zu bytes are not whole records of %zu bytes: "
                               "a partial record of %zu bytes at offset %zu",
                               sh->path, sh->data.len, rs, tail, sh->data.len - tail);
@@ -62,14 +62,14 @@ static adag_status_t npy_open(adag_data_shard_t *sh, const adag_data_params_t *p
     (void)p;
     adag_npy_header_t h;
     char why[256];
-    adag_status_t st = adag_data_map(sh->path, &sh->data);
+    adag_status_t st = adag__data_map(sh->path, &sh->data);
     if (st != ADAG_OK)
         return st;
-    if (adag_npy_parse(sh->data.base, sh->data.len, sh->data.len, &h, why, sizeof(why)) !=
+    if (adag__npy_parse(sh->data.base, sh->data.len, sh->data.len, &h, why, sizeof(why)) !=
         ADAG_OK)
-        return adag_error(ADAG_ERR_INVALID, "data shard %s: %s", sh->path, why);
+        return adag__error(ADAG_ERR_INVALID, "data shard %s: %s", sh->path, why);
     if (h.ndim == 0)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "data shard %s: a 0-dimensional array has no rows to be samples",
                           sh->path);
     sh->nsamples = h.shape[0];
@@ -105,15 +105,15 @@ static adag_status_t tokens_open(adag_data_shard_t *sh, const adag_data_params_t
     adag_megatron_idx_t idx;
     adag_status_t st;
     if (snprintf(path, sizeof(path), "%s.bin", sh->path) >= (int)sizeof(path))
-        return adag_error(ADAG_ERR_INVALID, "data shard %s: path too long", sh->path);
-    if ((st = adag_data_map(path, &sh->data)) != ADAG_OK)
+        return adag__error(ADAG_ERR_INVALID, "data shard %s: path too long", sh->path);
+    if ((st = adag__data_map(path, &sh->data)) != ADAG_OK)
         return st;
     snprintf(path, sizeof(path), "%s.idx", sh->path);
-    if ((st = adag_data_map(path, &sh->index)) != ADAG_OK)
+    if ((st = adag__data_map(path, &sh->index)) != ADAG_OK)
         return st;
-    if (adag_megatron_idx_parse(sh->index.base, sh->index.len, sh->data.len, &idx, why,
+    if (adag__megatron_idx_parse(sh->index.base, sh->index.len, sh->data.len, &idx, why,
                                 sizeof(why)) != ADAG_OK)
-        return adag_error(ADAG_ERR_INVALID, "data shard %s: %s", path, why);
+        return adag__error(ADAG_ERR_INVALID, "data shard %s: %s", path, why);
     /* the documents' tokens are the .bin's first total_tokens items, in
      * order (the index's pointers say so): samples are runs of seq_len */
     sh->nsamples = idx.total_tokens / p->seq_len;
@@ -143,11 +143,11 @@ const adag_data_format_ops_t adag_data_tokens_ops = {
 static adag_status_t files_open(adag_data_shard_t *sh, const adag_data_params_t *p)
 {
     (void)p;
-    adag_status_t st = adag_data_map(sh->path, &sh->data);
+    adag_status_t st = adag__data_map(sh->path, &sh->data);
     if (st != ADAG_OK)
         return st;
     if (sh->data.len == 0)
-        return adag_error(ADAG_ERR_INVALID, "data shard %s: an empty file is not a sample",
+        return adag__error(ADAG_ERR_INVALID, "data shard %s: an empty file is not a sample",
                           sh->path);
     sh->nsamples = 1;
     sh->sample_size = sh->data.len;

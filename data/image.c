@@ -81,7 +81,7 @@ adag_status_t adag_data_image_check(const adag_data_image_t *img)
 {
     if (!img)
         return adag_data_fail(NULL, "adag_data_image: the transform is NULL");
-    adag_status_t st = adag_params_check("adag_data_image", "adag_data_image_t", img,
+    adag_status_t st = adag__params_check("adag_data_image", "adag_data_image_t", img,
                                          img->field_mask, image_fields,
                                          ADAG_PARAM_COUNT(image_fields));
     if (st != ADAG_OK)
@@ -297,7 +297,7 @@ static void store(void *out, size_t i, float v, adag_dtype_t dtype)
     if (dtype == ADAG_DTYPE_F32) {
         memcpy((char *)out + i * 4, &v, 4);
     } else {
-        uint16_t h = dtype == ADAG_DTYPE_F16 ? adag_f32_to_f16(v) : adag_f32_to_bf16(v);
+        uint16_t h = dtype == ADAG_DTYPE_F16 ? adag__f32_to_f16(v) : adag__f32_to_bf16(v);
         memcpy((char *)out + i * 2, &h, 2);
     }
 }

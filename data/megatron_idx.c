@@ -33,12 +33,12 @@ static int32_t i32_at(const unsigned char *p)
     return v;
 }
 
-uint32_t adag_megatron_seq_size(const adag_megatron_idx_t *idx, uint64_t i)
+uint32_t adag__megatron_seq_size(const adag_megatron_idx_t *idx, uint64_t i)
 {
     return (uint32_t)i32_at(idx->sizes + i * 4);
 }
 
-uint64_t adag_megatron_seq_offset(const adag_megatron_idx_t *idx, uint64_t i)
+uint64_t adag__megatron_seq_offset(const adag_megatron_idx_t *idx, uint64_t i)
 {
     return (uint64_t)i64_at(idx->pointers + i * 8);
 }
@@ -63,27 +63,28 @@ static int dtype_of(unsigned code, adag_dtype_t *dt, size_t *size)
     return 0;
 }
 
-adag_status_t adag_megatron_idx_parse(const void *buf, size_t len, uint64_t bin_size,
+adag_status_t adag__megatron_idx_parse(const void *buf, size_t len, uint64_t bin_size,
                                       adag_megatron_idx_t *out, char *why, size_t why_len)
 {
     const unsigned char *b = buf;
     memset(out, 0, sizeof(*out));
     if (!b || len < FIXED || memcmp(b, MAGIC, MAGIC_LEN))
-        return adag_data_refuse(why, why_len, "megatron index: no MMIDIDX header in its %zu bytes", len);
+        return adag__data_refuse(why, why_len, "megatron index: no MMIDIDX header in its %zu bytes",
+                                 len);
     uint64_t version = u64_at(b + MAGIC_LEN);
     if (version != 1)
-        return adag_data_refuse(why, why_len, "megatron index: version %llu is not 1",
+        return adag__data_refuse(why, why_len, "megatron index: version %llu is not 1",
                       (unsigned long long)version);
     out->code = b[MAGIC_LEN + 8];
     if (!dtype_of(out->code, &out->dtype, &out->item_size))
-        return adag_data_refuse(why, why_len, "megatron index: unknown dtype code %u at offset %d",
+        return adag__data_refuse(why, why_len, "megatron index: unknown dtype code %u at offset %d",
                       out->code, MAGIC_LEN + 8);
     out->nseqs = u64_at(b + MAGIC_LEN + 9);
     out->ndocs = u64_at(b + MAGIC_LEN + 17);
     /* bound the counts by the buffer before any multiplication */
     size_t room = len - FIXED;
     if (out->nseqs > room / 12 || out->ndocs > (room - out->nseqs * 12) / 8)
-        return adag_data_refuse(why, why_len,
+        return adag__data_refuse(why, why_len,
                       "megatron index: %llu sequences and %llu documents need more than its "
                       "%zu bytes",
                       (unsigned long long)out->nseqs, (unsigned long long)out->ndocs, len);
@@ -95,17 +96,17 @@ adag_status_t adag_megatron_idx_parse(const void *buf, size_t len, uint64_t bin_
         int32_t n = i32_at(out->sizes + i * 4);
         int64_t at = i64_at(out->pointers + i * 8);
         if (n < 0)
-            return adag_data_refuse(why, why_len, "megatron index: sequence %llu has size %d",
+            return adag__data_refuse(why, why_len, "megatron index: sequence %llu has size %d",
                           (unsigned long long)i, n);
         if (at < 0 || (uint64_t)at != expect)
-            return adag_data_refuse(why, why_len,
+            return adag__data_refuse(why, why_len,
                           "megatron index: sequence %llu starts at byte %lld, not %llu (the "
                           "sequences must follow each other in .bin)",
                           (unsigned long long)i, (long long)at, (unsigned long long)expect);
         expect += (uint64_t)n * out->item_size;
         out->total_tokens += (uint64_t)n;
         if (expect > bin_size)
-            return adag_data_refuse(why, why_len,
+            return adag__data_refuse(why, why_len,
                           "megatron index: sequence %llu ends at byte %llu, past the .bin's "
                           "%llu bytes",
                           (unsigned long long)i, (unsigned long long)expect,
@@ -115,14 +116,14 @@ adag_status_t adag_megatron_idx_parse(const void *buf, size_t len, uint64_t bin_
     for (uint64_t d = 0; d < out->ndocs; d++) {
         int64_t v = i64_at(out->doc_idx + d * 8);
         if ((d == 0 && v != 0) || v < prev || (uint64_t)v > out->nseqs)
-            return adag_data_refuse(why, why_len,
+            return adag__data_refuse(why, why_len,
                           "megatron index: document index entry %llu is %lld (they must "
                           "start at 0 and rise to %llu)",
                           (unsigned long long)d, (long long)v, (unsigned long long)out->nseqs);
         prev = v;
     }
     if (out->ndocs && (uint64_t)prev != out->nseqs)
-        return adag_data_refuse(why, why_len,
+        return adag__data_refuse(why, why_len,
                       "megatron index: the document index ends at %lld, not at the %llu "
                       "sequences",
                       (long long)prev, (unsigned long long)out->nseqs);

@@ -27,10 +27,10 @@ typedef struct {
 } adag_megatron_idx_t;
 
 /* Parses an index of len bytes whose .bin has bin_size bytes. */
-adag_status_t adag_megatron_idx_parse(const void *buf, size_t len, uint64_t bin_size,
+adag_status_t adag__megatron_idx_parse(const void *buf, size_t len, uint64_t bin_size,
                                       adag_megatron_idx_t *out, char *why, size_t why_len);
 /* Sequence i's token count and byte offset (i < nseqs). */
-uint32_t adag_megatron_seq_size(const adag_megatron_idx_t *idx, uint64_t i);
-uint64_t adag_megatron_seq_offset(const adag_megatron_idx_t *idx, uint64_t i);
+uint32_t adag__megatron_seq_size(const adag_megatron_idx_t *idx, uint64_t i);
+uint64_t adag__megatron_seq_offset(const adag_megatron_idx_t *idx, uint64_t i);
 
 #endif

@@ -16,7 +16,7 @@ typedef struct {
 } scan_t;
 
 
-#define FAIL(sc, ...) adag_data_refuse((sc)->why, (sc)->why_len, __VA_ARGS__)
+#define FAIL(sc, ...) adag__data_refuse((sc)->why, (sc)->why_len, __VA_ARGS__)
 #define AT(sc) ((long long)((sc)->p - (sc)->start))
 
 static void skip_space(scan_t *sc)
@@ -185,13 +185,14 @@ static adag_status_t dict(scan_t *sc, adag_npy_header_t *h)
     return ADAG_OK;
 }
 
-adag_status_t adag_npy_parse(const void *buf, size_t len, uint64_t file_size,
+adag_status_t adag__npy_parse(const void *buf, size_t len, uint64_t file_size,
                              adag_npy_header_t *out, char *why, size_t why_len)
 {
     const unsigned char *b = buf;
     memset(out, 0, sizeof(*out));
     if (len < 10 || !b || memcmp(b, "\x93NUMPY", 6))
-        return adag_data_refuse(why, why_len, "npy header: no .npy magic in the first %zu bytes", len);
+        return adag__data_refuse(why, why_len, "npy header: no .npy magic in the first %zu bytes",
+                                 len);
     unsigned major = b[6];
     size_t hlen, pre;
     if (major == 1) {
@@ -199,16 +200,16 @@ adag_status_t adag_npy_parse(const void *buf, size_t len, uint64_t file_size,
         pre = 10;
     } else if (major == 2 || major == 3) {
         if (len < 12)
-            return adag_data_refuse(why, why_len, "npy header: %zu bytes hold no v%u header length",
-                          len, major);
+            return adag__data_refuse(why, why_len,
+                                     "npy header: %zu bytes hold no v%u header length", len, major);
         hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
         pre = 12;
     } else {
-        return adag_data_refuse(why, why_len, "npy header: format version %u.%u is not 1, 2 or 3", major,
-                      b[7]);
+        return adag__data_refuse(why, why_len, "npy header: format version %u.%u is not 1, 2 or 3",
+                                 major, b[7]);
     }
     if (hlen > len - pre)
-        return adag_data_refuse(why, why_len, "npy header: needs %zu bytes, only %zu available",
+        return adag__data_refuse(why, why_len, "npy header: needs %zu bytes, only %zu available",
                       pre + hlen, len);
     scan_t sc = {(const char *)b + pre, (const char *)b + pre + hlen, (const char *)b, why,
                  why_len};
@@ -219,15 +220,16 @@ adag_status_t adag_npy_parse(const void *buf, size_t len, uint64_t file_size,
     out->count = 1;
     for (unsigned d = 0; d < out->ndim; d++) {
         if (out->shape[d] && out->count > UINT64_MAX / out->shape[d])
-            return adag_data_refuse(why, why_len, "npy header: the shape's element count overflows");
+            return adag__data_refuse(why, why_len,
+                                     "npy header: the shape's element count overflows");
         out->count *= out->shape[d];
     }
     if (out->count > UINT64_MAX / out->item_size)
-        return adag_data_refuse(why, why_len, "npy header: the array's size overflows");
+        return adag__data_refuse(why, why_len, "npy header: the array's size overflows");
     out->data_offset = pre + hlen;
     out->data_size = out->count * out->item_size;
     if (out->data_offset > file_size || out->data_size > file_size - out->data_offset)
-        return adag_data_refuse(why, why_len,
+        return adag__data_refuse(why, why_len,
                       "npy header: the array needs %llu bytes from offset %llu, the file has "
                       "%llu",
                       (unsigned long long)out->data_size, (unsigned long long)out->data_offset,

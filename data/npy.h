@@ -25,7 +25,7 @@ typedef struct {
  * the whole header must be inside them); file_size, the file's size, must
  * hold data_offset + data_size. ADAG_ERR_INVALID with `why` (what, and at
  * which offset) for anything else; nothing is logged. */
-adag_status_t adag_npy_parse(const void *buf, size_t len, uint64_t file_size,
+adag_status_t adag__npy_parse(const void *buf, size_t len, uint64_t file_size,
                              adag_npy_header_t *out, char *why, size_t why_len);
 
 #endif

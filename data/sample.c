@@ -19,17 +19,17 @@ adag_status_t adag_data_fail(const adag_data_sample_t *sample, const char *fmt, 
     vsnprintf(text, sizeof(text), fmt ? fmt : "(no message)", ap);
     va_end(ap);
     if (!sample)
-        return adag_error(ADAG_ERR_INVALID, "%s", text);
+        return adag__error(ADAG_ERR_INVALID, "%s", text);
     if (sample->key) /* WebDataset: the entry's key names it in the tar */
-        return adag_error(ADAG_ERR_INVALID, "%s: sample %llu (key %s): %s",
+        return adag__error(ADAG_ERR_INVALID, "%s: sample %llu (key %s): %s",
                           sample->shard ? sample->shard : "?", (unsigned long long)sample->index,
                           sample->key, text);
-    return adag_error(ADAG_ERR_INVALID, "%s: sample %llu: %s", sample->shard ? sample->shard : "?",
+    return adag__error(ADAG_ERR_INVALID, "%s: sample %llu: %s", sample->shard ? sample->shard : "?",
                       (unsigned long long)sample->index, text);
 }
 
 uint64_t adag_data_rand(uint64_t *rng)
 {
     *rng += 0x9e3779b97f4a7c15ull;
-    return adag_order_mix(*rng);
+    return adag__order_mix(*rng);
 }

@@ -26,26 +26,26 @@ static const char *file_kind(mode_t mode)
  * a FIFO with no writer would block, a device's open may act), and open
  * is non-blocking in case the path changed in between, its type checked
  * again on the descriptor. */
-adag_status_t adag_data_map(const char *path, adag_data_map_t *out)
+adag_status_t adag__data_map(const char *path, adag_data_map_t *out)
 {
     adag_status_t st = ADAG_OK;
     struct stat sb;
     out->base = NULL;
     out->len = 0;
     if (stat(path, &sb) != 0)
-        return adag_error_errno(errno, "data shard %s: stat", path);
+        return adag__error_errno(errno, "data shard %s: stat", path);
     if (!S_ISREG(sb.st_mode))
-        return adag_error(ADAG_ERR_INVALID, "data shard %s is %s, not a regular file", path,
+        return adag__error(ADAG_ERR_INVALID, "data shard %s is %s, not a regular file", path,
                           file_kind(sb.st_mode));
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return adag_error_errno(errno, "data shard %s: open", path);
+        return adag__error_errno(errno, "data shard %s: open", path);
     if (fstat(fd, &sb) != 0) {
-        st = adag_error_errno(errno, "data shard %s: stat", path);
+        st = adag__error_errno(errno, "data shard %s: stat", path);
         goto out;
     }
     if (!S_ISREG(sb.st_mode)) {
-        st = adag_error(ADAG_ERR_INVALID, "data shard %s is %s, not a regular file", path,
+        st = adag__error(ADAG_ERR_INVALID, "data shard %s is %s, not a regular file", path,
                         file_kind(sb.st_mode));
         goto out;
     }
@@ -53,7 +53,7 @@ adag_status_t adag_data_map(const char *path, adag_data_map_t *out)
         goto out;
     void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
-        st = adag_error_errno(errno, "data shard %s: mmap of %lld bytes", path,
+        st = adag__error_errno(errno, "data shard %s: mmap of %lld bytes", path,
                               (long long)sb.st_size);
         goto out;
     }
@@ -64,7 +64,7 @@ out:
     return st;
 }
 
-void adag_data_unmap(adag_data_map_t *m)
+void adag__data_unmap(adag_data_map_t *m)
 {
     if (m->base)
         munmap((void *)m->base, m->len);
@@ -75,7 +75,7 @@ void adag_data_unmap(adag_data_map_t *m)
 extern const adag_data_format_ops_t adag_data_records_ops, adag_data_npy_ops,
     adag_data_tokens_ops, adag_data_webdataset_ops, adag_data_files_ops;
 
-const adag_data_format_ops_t *adag_data_format(adag_data_format_t f)
+const adag_data_format_ops_t *adag__data_format(adag_data_format_t f)
 {
     static const adag_data_format_ops_t *const table[] = {
         &adag_data_records_ops,

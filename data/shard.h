@@ -18,8 +18,8 @@ typedef struct {
 } adag_data_map_t;
 
 /* Maps path whole (an empty file maps to base NULL, len 0). */
-adag_status_t adag_data_map(const char *path, adag_data_map_t *out);
-void adag_data_unmap(adag_data_map_t *m);
+adag_status_t adag__data_map(const char *path, adag_data_map_t *out);
+void adag__data_unmap(adag_data_map_t *m);
 
 typedef struct adag_data_shard {
     char *path;
@@ -62,10 +62,10 @@ typedef struct {
 /* WebDataset (data/format_tar.c): indexes the tar already in sh->data
  * (what open does after mapping the file; the fuzz target calls it on its
  * input), and frees the index. */
-adag_status_t adag_data_tar_index(adag_data_shard_t *sh, const adag_data_params_t *p);
-void adag_data_tar_unindex(adag_data_shard_t *sh);
+adag_status_t adag__data_tar_index(adag_data_shard_t *sh, const adag_data_params_t *p);
+void adag__data_tar_unindex(adag_data_shard_t *sh);
 
 /* The ops of a format, NULL for an unknown one. */
-const adag_data_format_ops_t *adag_data_format(adag_data_format_t f);
+const adag_data_format_ops_t *adag__data_format(adag_data_format_t f);
 
 #endif

@@ -40,7 +40,7 @@ static void view_set(const adag_data_source_t *src, epoch_view_t *v, uint64_t ep
     if (v->valid && v->epoch == epoch)
         return;
     if (src->p.shuffle_shards)
-        adag_order_shuffle(v->order, src->nshards, adag_order_key(src->p.seed, epoch, 0, 0));
+        adag__order_shuffle(v->order, src->nshards, adag__order_key(src->p.seed, epoch, 0, 0));
     else
         for (uint32_t k = 0; k < src->nshards; k++)
             v->order[k] = k;
@@ -85,7 +85,7 @@ static void seq_place(const adag_data_source_t *src, uint64_t seq, uint64_t *epo
 static adag_status_t fill_one(adag_data_source_t *src, filler_t *f, uint64_t epoch, uint64_t pos,
                               unsigned char *out)
 {
-    uint64_t ord = adag_order_window(pos, src->nsamples, src->p.shuffle_window, src->p.seed,
+    uint64_t ord = adag__order_window(pos, src->nsamples, src->p.shuffle_window, src->p.seed,
                                      epoch);
     uint64_t local;
     const adag_data_shard_t *sh = locate(src, &f->view, ord, &local);
@@ -110,19 +110,19 @@ static adag_status_t fill_one(adag_data_source_t *src, filler_t *f, uint64_t epo
     }
     if (!src->p.map)
         memcpy(out, s.data, src->sample_size);
-    uint64_t rng = adag_order_key(src->p.seed, epoch, 2, pos);
+    uint64_t rng = adag__order_key(src->p.seed, epoch, 2, pos);
     /* the map (k = 0), then the steps (k = 1..nsteps), each timed */
     for (unsigned k = src->p.map ? 0 : 1; k <= src->p.nsteps; k++) {
         adag_data_map_fn fn = k ? src->steps[k - 1].fn : src->p.map;
         void *arg = k ? src->steps[k - 1].arg : src->p.map_arg;
-        int64_t t0 = adag_now_ns();
-        adag_error_clear();
+        int64_t t0 = adag__now_ns();
+        adag__error_clear();
         adag_status_t st = fn(arg, &s, &rng, out, src->sample_size);
-        f->step_ns[k] += adag_now_ns() - t0;
+        f->step_ns[k] += adag__now_ns() - t0;
         if (st != ADAG_OK) {
             const char *msg = adag_last_error();
             if (!msg || !msg[0])
-                return adag_error(st, "%s: sample %llu: %s returned %s", sh->path,
+                return adag__error(st, "%s: sample %llu: %s returned %s", sh->path,
                                   (unsigned long long)pos,
                                   k ? src->steps[k - 1].name : "the map callback",
                                   adag_status_str(st));
@@ -134,7 +134,8 @@ static adag_status_t fill_one(adag_data_source_t *src, filler_t *f, uint64_t epo
 
 /* Fills seq's batch into buf (no lock held). A sample a map calls bad is,
  * with ADAG_DATA_BAD_SKIP, replaced by the next of the epoch's order. */
-adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq, unsigned char *buf)
+adag_status_t adag__data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
+                              unsigned char *buf)
 {
     uint64_t epoch, batch, g;
     seq_place(src, seq, &epoch, &batch, &g);
@@ -154,7 +155,7 @@ adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
             if (tries == 1)
                 snprintf(first, sizeof(first), "%s", adag_last_error());
             if (tries == BAD_TRIES)
-                return adag_error(st, "%s (and the %d samples after it were bad too: "
+                return adag__error(st, "%s (and the %d samples after it were bad too: "
                                       "ADAG_DATA_BAD_SKIP gives up)",
                                   first, BAD_TRIES - 1);
             pos = (pos + 1) % src->nsamples;
@@ -167,7 +168,7 @@ adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
 
 /* Under the lock: the source fails at batch seq (ADAG_DATA_NO_SEQ: at the
  * next one not taken yet); a failure at an earlier batch replaces it. */
-void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
+void adag__data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
                            uint64_t seq)
 {
     if (seq == ADAG_DATA_NO_SEQ)
@@ -192,23 +193,23 @@ static int can_take(const adag_data_source_t *src)
 
 /* Under the lock: a thread starts / ends waiting for room (blocked_s
  * counts waits still going too). */
-int64_t adag_data_wait_begin(adag_data_source_t *src)
+int64_t adag__data_wait_begin(adag_data_source_t *src)
 {
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     src->nwaiting++;
     src->wait_start_sum += t0;
     return t0;
 }
 
-void adag_data_wait_end(adag_data_source_t *src, int64_t t0)
+void adag__data_wait_end(adag_data_source_t *src, int64_t t0)
 {
     src->nwaiting--;
     src->wait_start_sum -= t0;
-    src->blocked_ns += adag_now_ns() - t0;
+    src->blocked_ns += adag__now_ns() - t0;
 }
 
 /* Under the lock: what a thread counted while filling goes to the stats. */
-void adag_data_counted(adag_data_source_t *src, filler_t *f)
+void adag__data_counted(adag_data_source_t *src, filler_t *f)
 {
     src->bytes_read += f->bytes;
     src->bad_samples += f->bad;
@@ -229,18 +230,18 @@ static void *thread_main(void *arg)
     f.scratch = src->p.scratch_size ? malloc(src->p.scratch_size) : NULL;
     pthread_mutex_lock(&src->lock);
     if (!f.view.order || !f.view.prefix || (src->p.scratch_size && !f.scratch))
-        adag_data_fail_locked(src, ADAG_ERR_NO_MEMORY,
+        adag__data_fail_locked(src, ADAG_ERR_NO_MEMORY,
                               "data source: out of memory (a thread's shard order and scratch)",
                               ADAG_DATA_NO_SEQ);
     if (src->p.dag) {
-        adag_data_feed_loop(src, &f);
+        adag__data_feed_loop(src, &f);
         goto out;
     }
     for (;;) {
-        int64_t t0 = adag_data_wait_begin(src);
+        int64_t t0 = adag__data_wait_begin(src);
         while (!src->stopping && src->failed == ADAG_OK && !can_take(src))
             pthread_cond_wait(&src->work_cv, &src->lock);
-        adag_data_wait_end(src, t0);
+        adag__data_wait_end(src, t0);
         if (src->stopping || src->failed != ADAG_OK)
             break;
         uint64_t seq = src->next_assign++;
@@ -258,17 +259,17 @@ static void *thread_main(void *arg)
 
         adag_status_t st = ADAG_OK;
         if (fresh && !(slot->buf = malloc(src->batch_bytes)))
-            st = adag_error(ADAG_ERR_NO_MEMORY, "data source: a batch of %zu bytes",
+            st = adag__error(ADAG_ERR_NO_MEMORY, "data source: a batch of %zu bytes",
                             src->batch_bytes);
         if (st == ADAG_OK)
-            st = adag_data_fill(src, &f, seq, slot->buf);
+            st = adag__data_fill(src, &f, seq, slot->buf);
 
         pthread_mutex_lock(&src->lock);
         if (fresh && !slot->buf)
             src->bytes_held -= src->batch_bytes;
-        adag_data_counted(src, &f);
+        adag__data_counted(src, &f);
         if (st != ADAG_OK) {
-            adag_data_fail_locked(src, st, adag_last_error(), seq);
+            adag__data_fail_locked(src, st, adag_last_error(), seq);
             break;
         }
         src->samples += src->p.batch_size;
@@ -291,7 +292,7 @@ static void source_free(adag_data_source_t *src)
         free(src->shards[i].path);
     }
     free(src->shards);
-    adag_data_cache_close(src->cache); /* after the shards' mappings */
+    adag__data_cache_close(src->cache); /* after the shards' mappings */
     for (unsigned i = 0; src->slots && i < src->nslots && !src->p.dag; i++)
         free(src->slots[i].buf);
     for (unsigned i = 0; i < src->nfree; i++)
@@ -320,16 +321,16 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
 {
     adag_status_t st;
     if (!params || !out)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: params or out is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: params or out is NULL");
     *out = NULL;
-    if ((st = adag_data_check_params(params)) != ADAG_OK)
+    if ((st = adag__data_check_params(params)) != ADAG_OK)
         return st;
     adag_data_source_t *src = calloc(1, sizeof(*src));
     if (!src)
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
     src->p = *params;
     src->p.shards = NULL;
-    src->opened_ns = adag_now_ns();
+    src->opened_ns = adag__now_ns();
     for (unsigned k = 0; k < src->p.nsteps && (params->field_mask & ADAG_DATA_PARAM_STEPS); k++) {
         src->steps[k] = params->steps[k];
         if (params->steps[k].name)
@@ -339,24 +340,24 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
             snprintf(src->step_names[k], sizeof(src->step_names[k]), "step %u", k + 1);
         src->steps[k].name = src->step_names[k];
     }
-    adag_data_defaults(&src->p);
-    src->fmt = adag_data_format(params->format);
+    adag__data_defaults(&src->p);
+    src->fmt = adag__data_format(params->format);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* adag_timespec_at */
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* adag__timespec_at */
     pthread_mutex_init(&src->lock, NULL);
     pthread_cond_init(&src->work_cv, &ca);
     pthread_cond_init(&src->ready_cv, &ca);
     pthread_condattr_destroy(&ca);
-    if ((st = adag_data_expand_shards(src, params)) != ADAG_OK ||
-        (st = adag_data_fetch_shards(src)) != ADAG_OK ||
-        (st = adag_data_open_shards(src)) != ADAG_OK ||
-        (st = adag_data_count_batches(src)) != ADAG_OK)
+    if ((st = adag__data_expand_shards(src, params)) != ADAG_OK ||
+        (st = adag__data_fetch_shards(src)) != ADAG_OK ||
+        (st = adag__data_open_shards(src)) != ADAG_OK ||
+        (st = adag__data_count_batches(src)) != ADAG_OK)
         goto fail;
     src->p.fields = NULL; /* the formats copied what they need at open */
     src->sample_size = src->p.sample_size;
     if (src->sample_size == 0 || src->sample_size > SIZE_MAX / src->p.batch_size) {
-        st = adag_error(ADAG_ERR_INVALID, "adag_data_open: samples of %zu bytes in batches of %u",
+        st = adag__error(ADAG_ERR_INVALID, "adag_data_open: samples of %zu bytes in batches of %u",
                         src->sample_size, src->p.batch_size);
         goto fail;
     }
@@ -370,43 +371,43 @@ adag_status_t adag_data_open(const adag_data_params_t *params, adag_data_source_
                                                                 : (unsigned)(RING_BYTES /
                                                                              src->batch_bytes);
     src->scratch_bytes = src->p.scratch_size * src->nthreads;
-    if (src->p.dag && (st = adag_data_check_dag(src)) != ADAG_OK)
+    if (src->p.dag && (st = adag__data_check_dag(src)) != ADAG_OK)
         goto fail;
     if (src->p.dag)
         src->p.budget = src->scratch_bytes; /* the batches live in the DAG's slots */
     else if (!(params->field_mask & ADAG_DATA_PARAM_BUDGET))
         src->p.budget = src->batch_bytes * src->nslots + src->scratch_bytes;
     if (!src->p.dag && src->p.budget < src->batch_bytes + src->scratch_bytes) {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "adag_data_open: a budget of %zu bytes does not hold one batch of %zu "
                         "and the threads' scratch (%u x %zu)",
                         src->p.budget, src->batch_bytes, src->nthreads, src->p.scratch_size);
         goto fail;
     }
     src->bytes_held = src->bytes_peak = src->scratch_bytes;
-    if ((st = adag_data_feed_open(src)) != ADAG_OK)
+    if ((st = adag__data_feed_open(src)) != ADAG_OK)
         goto fail;
     src->slots = calloc(src->nslots, sizeof(*src->slots));
     src->free_bufs = calloc(src->nslots, sizeof(*src->free_bufs));
     src->threads = calloc(src->nthreads, sizeof(*src->threads));
     if (!src->slots || !src->free_bufs || !src->threads) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
         goto fail;
     }
-    if ((st = adag_data_choose_cpus(src, params)) != ADAG_OK)
+    if ((st = adag__data_choose_cpus(src, params)) != ADAG_OK)
         goto fail;
     pthread_attr_t attr;
     int rc = pthread_attr_init(&attr);
     if (rc == 0 && src->bound_cpus)
         rc = pthread_attr_setaffinity_np(&attr, sizeof(src->cpus), &src->cpus);
     if (rc != 0) {
-        st = adag_error_errno(rc, "adag_data_open: thread attributes");
+        st = adag__error_errno(rc, "adag_data_open: thread attributes");
         goto fail;
     }
     for (unsigned i = 0; i < src->nthreads; i++) {
         rc = pthread_create(&src->threads[i], &attr, thread_main, src);
         if (rc != 0) {
-            st = adag_error_errno(rc, "adag_data_open: starting thread %u", i);
+            st = adag__error_errno(rc, "adag_data_open: starting thread %u", i);
             break;
         }
         src->started++;
@@ -432,7 +433,7 @@ static int failed_here(const adag_data_source_t *src)
 
 static adag_status_t failed_error(const adag_data_source_t *src)
 {
-    return adag_error(src->failed, "%s", src->why);
+    return adag__error(src->failed, "%s", src->why);
 }
 
 /* How long the consumer watches for its batch before it sleeps. */
@@ -455,16 +456,16 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
                                slot_t **out, adag_data_batch_t *batch)
 {
     adag_status_t st = ADAG_OK;
-    int64_t t0 = adag_now_ns();
-    int64_t deadline = timeout_ms < 0 ? ADAG_FOREVER : adag_deadline_ms(timeout_ms);
+    int64_t t0 = adag__now_ns();
+    int64_t deadline = timeout_ms < 0 ? ADAG_FOREVER : adag__deadline_ms(timeout_ms);
     int spun = 0;
     slot_t *slot;
     /* the batches before a failure's are delivered first (their threads
      * finish them: every one of them was taken before the failure) */
     while (slot = &src->slots[src->next_deliver % src->nslots],
            !failed_here(src) && !(slot->state == SLOT_READY && slot->seq == src->next_deliver)) {
-        if (deadline != ADAG_FOREVER && adag_now_ns() >= deadline) {
-            st = adag_error(ADAG_ERR_TIMEOUT, "%s: batch %llu not ready within %d ms", fn,
+        if (deadline != ADAG_FOREVER && adag__now_ns() >= deadline) {
+            st = adag__error(ADAG_ERR_TIMEOUT, "%s: batch %llu not ready within %d ms", fn,
                             (unsigned long long)src->next_deliver, timeout_ms);
             break;
         }
@@ -476,10 +477,10 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
              * costs more than a small batch) */
             spun = 1;
             uint64_t seen = atomic_load_explicit(&src->readies, memory_order_relaxed);
-            int64_t until = adag_now_ns() + CONSUMER_SPIN_NS;
+            int64_t until = adag__now_ns() + CONSUMER_SPIN_NS;
             pthread_mutex_unlock(&src->lock);
             while (atomic_load_explicit(&src->readies, memory_order_acquire) == seen &&
-                   adag_now_ns() < until)
+                   adag__now_ns() < until)
                 sched_yield();
             pthread_mutex_lock(&src->lock);
             continue;
@@ -487,11 +488,11 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
         if (deadline == ADAG_FOREVER) {
             pthread_cond_wait(&src->ready_cv, &src->lock);
         } else {
-            struct timespec ts = adag_timespec_at(deadline);
+            struct timespec ts = adag__timespec_at(deadline);
             pthread_cond_timedwait(&src->ready_cv, &src->lock, &ts);
         }
     }
-    src->starved_ns += adag_now_ns() - t0;
+    src->starved_ns += adag__now_ns() - t0;
     if (st != ADAG_OK)
         return st;
     if (failed_here(src))
@@ -516,17 +517,17 @@ static adag_status_t wait_next(adag_data_source_t *src, const char *fn, int time
 adag_status_t adag_data_next(adag_data_source_h src, adag_data_batch_t *batch, int timeout_ms)
 {
     if (!src || !batch)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_next: source or batch is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_next: source or batch is NULL");
     if (timeout_ms < -1)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_next: timeout_ms %d", timeout_ms);
+        return adag__error(ADAG_ERR_INVALID, "adag_data_next: timeout_ms %d", timeout_ms);
     adag_status_t st = ADAG_OK;
     if (src->p.dag)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_next: this source feeds DAG %s: use adag_data_next_exec",
                           adag_dag_name(src->p.dag));
     pthread_mutex_lock(&src->lock);
     if (src->held >= src->p.prefetch) {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "adag_data_next: %u batches held already (prefetch %u): release one",
                         src->held, src->p.prefetch);
         goto out;
@@ -546,13 +547,13 @@ adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
                                   adag_data_batch_t *batch, int timeout_ms)
 {
     if (!src || !ref || !batch)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_next_exec: source, ref or batch is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_next_exec: source, ref or batch is NULL");
     if (!src->p.dag)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_next_exec: this source feeds no DAG (ADAG_DATA_PARAM_DAG): "
                           "use adag_data_next");
     if (timeout_ms < -1)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_next_exec: timeout_ms %d", timeout_ms);
+        return adag__error(ADAG_ERR_INVALID, "adag_data_next_exec: timeout_ms %d", timeout_ms);
     pthread_mutex_lock(&src->lock);
     slot_t *slot;
     adag_status_t st = wait_next(src, "adag_data_next_exec", timeout_ms, &slot, batch);
@@ -569,9 +570,9 @@ adag_status_t adag_data_next_exec(adag_data_source_h src, adag_ref_t *ref,
 adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch)
 {
     if (!src || !batch)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_release: source or batch is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_release: source or batch is NULL");
     if (src->p.dag)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_release: batch %llu of epoch %llu came from "
                           "adag_data_next_exec: it is in an execution of DAG %s, released "
                           "with adag_dag_release(dag, ref)",
@@ -584,7 +585,7 @@ adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch
         if (src->slots[i].state == SLOT_HELD && src->slots[i].buf == batch->data)
             slot = &src->slots[i];
     if (!slot) {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "adag_data_release: batch %llu of epoch %llu is not held (released "
                         "twice, or not from this source)",
                         (unsigned long long)batch->batch, (unsigned long long)batch->epoch);
@@ -603,10 +604,10 @@ adag_status_t adag_data_release(adag_data_source_h src, adag_data_batch_t *batch
 adag_status_t adag_data_cpus(adag_data_source_h src, char *buf, size_t len)
 {
     if (!src || !buf || len == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_cpus: source or buffer is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_cpus: source or buffer is NULL");
     buf[0] = '\0';
     if (src->bound_cpus)
-        adag_cpulist_format(&src->cpus, buf, len);
+        adag__cpulist_format(&src->cpus, buf, len);
     return ADAG_OK;
 }
 
@@ -614,7 +615,7 @@ adag_status_t adag_data_size(adag_data_source_h src, uint64_t *batches_per_epoch
                              uint64_t *samples_per_epoch)
 {
     if (!src)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_size: source is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_size: source is NULL");
     if (batches_per_epoch)
         *batches_per_epoch = src->batches_rank;
     if (samples_per_epoch)
@@ -625,13 +626,13 @@ adag_status_t adag_data_size(adag_data_source_h src, uint64_t *batches_per_epoch
 adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
 {
     if (!src || !stats)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_stats: source or stats is NULL");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_stats: source or stats is NULL");
     adag_data_cache_stats_t cs = {0};
     if (src->cache)
-        adag_data_cache_stats(src->cache, &cs);
+        adag__data_cache_stats(src->cache, &cs);
     pthread_mutex_lock(&src->lock);
     *stats = (adag_data_stats_t){
-        .elapsed_s = (double)(adag_now_ns() - src->opened_ns) / 1e9,
+        .elapsed_s = (double)(adag__now_ns() - src->opened_ns) / 1e9,
         .nsteps = src->p.nsteps,
         .cache_hits = cs.hits,
         .cache_misses = cs.misses,
@@ -644,7 +645,7 @@ adag_status_t adag_data_stats(adag_data_source_h src, adag_data_stats_t *stats)
         .bytes_held = src->bytes_held,
         .bytes_peak = src->bytes_peak,
         .starved_s = (double)src->starved_ns / 1e9,
-        .blocked_s = (double)(src->blocked_ns + (int64_t)src->nwaiting * adag_now_ns() -
+        .blocked_s = (double)(src->blocked_ns + (int64_t)src->nwaiting * adag__now_ns() -
                               src->wait_start_sum) / 1e9,
     };
     for (unsigned k = 0; k <= src->p.nsteps; k++)
@@ -657,7 +658,7 @@ adag_status_t adag_data_close(adag_data_source_h src)
 {
     if (!src)
         return ADAG_OK;
-    adag_data_progress_end(src);
+    adag__data_progress_end(src);
     stop_threads(src);
     /* executions the threads started that adag_data_next_exec never handed
      * out: only the source knows their refs, so it releases them (their

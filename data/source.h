@@ -128,56 +128,56 @@ struct adag_data_source {
 /* ---- the threads (data/source.c), shared with data/source_feed.c ---- */
 
 /* Fills seq's batch into buf (no lock held). */
-adag_status_t adag_data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
+adag_status_t adag__data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
                              unsigned char *buf);
 /* A failure that belongs to no batch (a thread's start, the DAG's
  * reservation): it comes after the batches already taken. */
 #define ADAG_DATA_NO_SEQ UINT64_MAX
 /* Under the lock: the source fails at batch seq (ADAG_DATA_NO_SEQ: after
  * those taken so far); the failure of the earliest batch is the one kept. */
-void adag_data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
+void adag__data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
                            uint64_t seq);
 /* Under the lock: a thread starts / ends waiting for room (blocked_s
  * counts waits still going too). */
-int64_t adag_data_wait_begin(adag_data_source_t *src);
-void adag_data_wait_end(adag_data_source_t *src, int64_t t0);
+int64_t adag__data_wait_begin(adag_data_source_t *src);
+void adag__data_wait_end(adag_data_source_t *src, int64_t t0);
 /* Under the lock: what a thread counted while filling goes to the stats. */
-void adag_data_counted(adag_data_source_t *src, filler_t *f);
+void adag__data_counted(adag_data_source_t *src, filler_t *f);
 
 /* ---- feeding a DAG (data/source_feed.c) ---- */
 
 /* The batch's tensor description (ADAG_DATA_PARAM_TENSOR), set for any
  * source: what a batch fed to a DAG is committed as. */
-adag_status_t adag_data_feed_open(adag_data_source_t *src);
+adag_status_t adag__data_feed_open(adag_data_source_t *src);
 /* A thread's loop: reserve in batch order, fill, commit (adag_dag_reserve,
  * adag_dag_commit: the public zero-copy path). */
-void adag_data_feed_loop(adag_data_source_t *src, filler_t *f);
+void adag__data_feed_loop(adag_data_source_t *src, filler_t *f);
 
 /* ---- showing it (data/source_print.c) ---- */
 
 /* Ends the progress bar's line (a newline on the writer last drawn on), if
  * one is drawn. */
-void adag_data_progress_end(adag_data_source_t *src);
+void adag__data_progress_end(adag_data_source_t *src);
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */
 
 /* The caller's params are usable (field mask, formats, sizes, ranks). */
-adag_status_t adag_data_check_params(const adag_data_params_t *p);
+adag_status_t adag__data_check_params(const adag_data_params_t *p);
 /* Where the threads run: ADAG_DATA_PARAM_CPUS, else next to the first
  * stage of the DAG fed (ADAG_PLACEMENT=1), else anywhere. */
-adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_params_t *p);
+adag_status_t adag__data_choose_cpus(adag_data_source_t *src, const adag_data_params_t *p);
 /* Fills in every default the field mask leaves out. */
-void adag_data_defaults(adag_data_params_t *p);
+void adag__data_defaults(adag_data_params_t *p);
 /* The shard paths, globs expanded and sorted. */
-adag_status_t adag_data_expand_shards(adag_data_source_t *src, const adag_data_params_t *p);
+adag_status_t adag__data_expand_shards(adag_data_source_t *src, const adag_data_params_t *p);
 /* Fetches http(s) shards into the cache (several at once, in the order
  * of the first epoch); their paths become the cached files'. */
-adag_status_t adag_data_fetch_shards(adag_data_source_t *src);
+adag_status_t adag__data_fetch_shards(adag_data_source_t *src);
 /* Opens every shard with its format (bad ones fail or are skipped). */
-adag_status_t adag_data_open_shards(adag_data_source_t *src);
+adag_status_t adag__data_open_shards(adag_data_source_t *src);
 /* Batches per epoch, every rank's and this one's; the start cursor. */
-adag_status_t adag_data_count_batches(adag_data_source_t *src);
+adag_status_t adag__data_count_batches(adag_data_source_t *src);
 /* A DAG to feed: one input field whose slots hold a batch. */
-adag_status_t adag_data_check_dag(adag_data_source_t *src);
+adag_status_t adag__data_check_dag(adag_data_source_t *src);
 
 #endif

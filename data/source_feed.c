@@ -32,7 +32,7 @@ static adag_status_t set_meta(adag_data_source_t *src)
         return ADAG_OK;
     size_t es = adag_dtype_size(p->sample_dtype);
     if (p->sample_dtype == ADAG_DTYPE_BYTES || !es || p->sample_ndim >= ADAG_MAX_DIMS)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: a sample tensor of dtype %d and %u dimensions "
                           "(a dtype other than bytes, at most %d)",
                           (int)p->sample_dtype, p->sample_ndim, ADAG_MAX_DIMS - 1);
@@ -44,13 +44,13 @@ static adag_status_t set_meta(adag_data_source_t *src)
     v->shape[0] = p->batch_size;
     for (unsigned d = 0; d < p->sample_ndim; d++) {
         if (p->sample_shape[d] < 0 || (p->sample_shape[d] && n > UINT64_MAX / (uint64_t)p->sample_shape[d]))
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: sample_shape[%u] is %lld", d,
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: sample_shape[%u] is %lld", d,
                               (long long)p->sample_shape[d]);
         n *= (uint64_t)p->sample_shape[d];
         v->shape[d + 1] = p->sample_shape[d];
     }
     if (n * es != src->sample_size)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: a sample tensor of %llu %s elements is %llu bytes, "
                           "but sample_size is %zu",
                           (unsigned long long)n, adag_dtype_name(p->sample_dtype),
@@ -58,7 +58,7 @@ static adag_status_t set_meta(adag_data_source_t *src)
     return ADAG_OK;
 }
 
-adag_status_t adag_data_feed_open(adag_data_source_t *src)
+adag_status_t adag__data_feed_open(adag_data_source_t *src)
 {
     src->batch_value = (adag_value_t){.kind = ADAG_VALUE_BYTES};
     return set_meta(src);
@@ -79,8 +79,8 @@ static int feed_reserve(adag_data_source_t *src)
     if (st == ADAG_ERR_AGAIN)
         return 0;
     if (st != ADAG_OK) {
-        adag_error_prefix("data source feeding DAG %s", adag_dag_name(src->p.dag));
-        adag_data_fail_locked(src, st, adag_last_error(), ADAG_DATA_NO_SEQ);
+        adag__error_prefix("data source feeding DAG %s", adag_dag_name(src->p.dag));
+        adag__data_fail_locked(src, st, adag_last_error(), ADAG_DATA_NO_SEQ);
         return -1;
     }
     slot->state = SLOT_FILLING;
@@ -100,16 +100,16 @@ static adag_status_t deliver(adag_data_source_t *src, slot_t *slot)
     return adag_dag_commit(src->p.dag, slot->ref, &v, 1);
 }
 
-void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
+void adag__data_feed_loop(adag_data_source_t *src, filler_t *f)
 {
     for (;;) {
-        int64_t t0 = adag_data_wait_begin(src);
+        int64_t t0 = adag__data_wait_begin(src);
         int got = 0;
         while (!src->stopping && src->failed == ADAG_OK && (got = feed_reserve(src)) == 0) {
-            struct timespec ts = adag_timespec_at(adag_now_ns() + FEED_RETRY_NS);
+            struct timespec ts = adag__timespec_at(adag__now_ns() + FEED_RETRY_NS);
             pthread_cond_timedwait(&src->work_cv, &src->lock, &ts);
         }
-        adag_data_wait_end(src, t0);
+        adag__data_wait_end(src, t0);
         if (got != 1)
             return;
         unsigned k = (unsigned)((src->next_assign - 1) % src->nslots);
@@ -117,7 +117,7 @@ void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
         uint64_t seq = slot->seq;
         pthread_mutex_unlock(&src->lock);
 
-        adag_status_t st = adag_data_fill(src, f, seq, slot->buf);
+        adag_status_t st = adag__data_fill(src, f, seq, slot->buf);
         if (st == ADAG_OK)
             st = deliver(src, slot);
         if (st != ADAG_OK) {
@@ -126,13 +126,13 @@ void adag_data_feed_loop(adag_data_source_t *src, filler_t *f)
             char why[ADAG_ERROR_MAX];
             snprintf(why, sizeof(why), "%s", adag_last_error());
             adag_dag_cancel(src->p.dag, slot->ref);
-            adag_error(st, "%s", why); /* the first failure is the one to report */
+            adag__error(st, "%s", why); /* the first failure is the one to report */
         }
 
         pthread_mutex_lock(&src->lock);
-        adag_data_counted(src, f);
+        adag__data_counted(src, f);
         if (st != ADAG_OK) {
-            adag_data_fail_locked(src, st, adag_last_error(), seq);
+            adag__data_fail_locked(src, st, adag_last_error(), seq);
             return;
         }
         src->samples += src->p.batch_size;

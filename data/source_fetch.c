@@ -30,13 +30,13 @@ static adag_status_t fetch_shard(adag_data_source_t *src, adag_data_shard_t *sh)
     adag_status_t st;
     if (src->p.format == ADAG_DATA_FORMAT_TOKENS) {
         char *idx = NULL;
-        if ((st = adag_data_cache_get(src->cache, sh->path, ".bin", &stem)) != ADAG_OK ||
-            (st = adag_data_cache_get(src->cache, sh->path, ".idx", &idx)) != ADAG_OK) {
+        if ((st = adag__data_cache_get(src->cache, sh->path, ".bin", &stem)) != ADAG_OK ||
+            (st = adag__data_cache_get(src->cache, sh->path, ".idx", &idx)) != ADAG_OK) {
             free(stem);
             return st;
         }
         free(idx); /* the same stem */
-    } else if ((st = adag_data_cache_get(src->cache, sh->path, "", &stem)) != ADAG_OK) {
+    } else if ((st = adag__data_cache_get(src->cache, sh->path, "", &stem)) != ADAG_OK) {
         return st;
     }
     free(sh->path);
@@ -55,7 +55,7 @@ static void *fetch_main(void *arg)
         if (stop)
             return NULL;
         adag_data_shard_t *sh = &job->src->shards[k]; /* this thread's alone */
-        if (!adag_data_is_url(sh->path))
+        if (!adag__data_is_url(sh->path))
             continue;
         adag_status_t st = fetch_shard(job->src, sh);
         if (st != ADAG_OK) {
@@ -85,19 +85,19 @@ static adag_status_t cache_dir(const adag_data_params_t *p, const adag_settings_
     else if (home && home[0] == '/')
         n = snprintf(out, len, "%s/.cache/adag/shards", home);
     else
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: http(s) shards need a cache directory: set "
                           "ADAG_DATA_CACHE_DIR, cache_dir (ADAG_DATA_PARAM_CACHE) or HOME");
     if (n < 0 || (size_t)n >= len)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: cache directory name too long");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: cache directory name too long");
     return ADAG_OK;
 }
 
-adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
+adag_status_t adag__data_fetch_shards(adag_data_source_t *src)
 {
     uint32_t nurls = 0;
     for (uint32_t i = 0; i < src->nshards; i++)
-        nurls += adag_data_is_url(src->shards[i].path);
+        nurls += adag__data_is_url(src->shards[i].path);
     if (!nurls)
         return ADAG_OK;
     /* the settings of the runtime of the DAG it feeds, else the
@@ -105,7 +105,7 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
     adag_config_h cfg = NULL;
     adag_settings_t env;
     adag_status_t st = src->p.dag ? adag_dag_config(src->p.dag, &cfg)
-                                  : adag_settings_from_env(&env);
+                                  : adag__settings_from_env(&env);
     if (st != ADAG_OK)
         return st;
     const adag_settings_t *set = cfg ? &cfg->settings : &env;
@@ -122,8 +122,8 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
     if (cfg)
         adag_config_release(cfg);
     else
-        adag_settings_free(&env);
-    if (st != ADAG_OK || (st = adag_data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
+        adag__settings_free(&env);
+    if (st != ADAG_OK || (st = adag__data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
         return st;
 
     /* the first epoch's shard order (the opened shards' permutation is over
@@ -135,10 +135,11 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
     if (!order || !threads) {
         free(order);
         free(threads);
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
     }
     if (src->p.shuffle_shards)
-        adag_order_shuffle(order, src->nshards, adag_order_key(src->p.seed, src->p.start_epoch, 0, 0));
+        adag__order_shuffle(order, src->nshards,
+                            adag__order_key(src->p.seed, src->p.start_epoch, 0, 0));
     else
         for (uint32_t k = 0; k < src->nshards; k++)
             order[k] = k;
@@ -149,7 +150,7 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
         int rc = pthread_create(&threads[started], NULL, fetch_main, &job);
         if (rc != 0) {
             if (started == 0) {
-                st = adag_error_errno(rc, "adag_data_open: starting a fetch thread");
+                st = adag__error_errno(rc, "adag_data_open: starting a fetch thread");
                 break;
             }
             break; /* fewer threads do */
@@ -158,7 +159,7 @@ adag_status_t adag_data_fetch_shards(adag_data_source_t *src)
     for (unsigned i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     if (st == ADAG_OK && job.st != ADAG_OK)
-        st = adag_error(job.st, "adag_data_open: %s", job.why);
+        st = adag__error(job.st, "adag_data_open: %s", job.why);
     pthread_mutex_destroy(&job.lock);
     free(order);
     free(threads);

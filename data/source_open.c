@@ -29,14 +29,14 @@ static adag_status_t add_path(adag_data_source_t *src, const char *path, uint32_
         uint32_t n = *cap ? 2 * *cap : 16;
         adag_data_shard_t *sh = realloc(src->shards, n * sizeof(*sh));
         if (!sh)
-            return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
         src->shards = sh;
         *cap = n;
     }
     adag_data_shard_t *sh = &src->shards[src->nshards];
     memset(sh, 0, sizeof(*sh));
     if (!(sh->path = strdup(path)))
-        return adag_error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "adag_data_open: out of memory");
     size_t n = strlen(sh->path);
     if (src->p.format == ADAG_DATA_FORMAT_TOKENS && n > 4 && !strcmp(sh->path + n - 4, ".bin"))
         sh->path[n - 4] = '\0';
@@ -44,24 +44,24 @@ static adag_status_t add_path(adag_data_source_t *src, const char *path, uint32_
     return ADAG_OK;
 }
 
-adag_status_t adag_data_expand_shards(adag_data_source_t *src, const adag_data_params_t *p)
+adag_status_t adag__data_expand_shards(adag_data_source_t *src, const adag_data_params_t *p)
 {
     uint32_t cap = 0;
     adag_status_t st = ADAG_OK;
     for (unsigned i = 0; i < p->nshards && st == ADAG_OK; i++) {
         const char *s = p->shards[i];
         if (!s || !s[0])
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: shard %u is empty", i);
-        if (!has_glob(s) || adag_data_is_url(s)) { /* a URL's ? is a query */
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: shard %u is empty", i);
+        if (!has_glob(s) || adag__data_is_url(s)) { /* a URL's ? is a query */
             st = add_path(src, s, &cap);
             continue;
         }
         glob_t g;
         int rc = glob(s, GLOB_ERR, NULL, &g);
         if (rc == GLOB_NOMATCH)
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: no file matches %s", s);
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: no file matches %s", s);
         if (rc != 0)
-            return adag_error(ADAG_ERR_IO, "adag_data_open: cannot expand %s (glob error %d)",
+            return adag__error(ADAG_ERR_IO, "adag_data_open: cannot expand %s (glob error %d)",
                               s, rc);
         for (size_t k = 0; k < g.gl_pathc && st == ADAG_OK; k++) {
             const char *m = g.gl_pathv[k];
@@ -106,13 +106,13 @@ static adag_status_t check_layout(const adag_data_params_t *p, const adag_data_s
             same = same && sh->shape[d] == want[d];
         }
         if (sh->dtype != ADAG_DTYPE_BYTES && sh->dtype != p->sample_dtype)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "data shard %s: its header says %s elements, but sample_dtype "
                               "is %s (the bytes are not converted; a map callback may convert)",
                               sh->path, adag_dtype_name(sh->dtype),
                               adag_dtype_name(p->sample_dtype));
         if (sh->has_shape && !same && p->sample_ndim < ADAG_MAX_DIMS)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "data shard %s: its header makes a sample %s, but sample_shape "
                               "is %s",
                               sh->path, shape_str(a, sizeof(a), sh->ndim, sh->shape),
@@ -122,7 +122,7 @@ static adag_status_t check_layout(const adag_data_params_t *p, const adag_data_s
                   (sh->has_shape && (sh->ndim != first->ndim ||
                                      memcmp(sh->shape, first->shape,
                                             sh->ndim * sizeof(sh->shape[0]))))))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "data shard %s: samples of %s %s, but those of %s are %s %s (the "
                           "shards of a source without a map share one layout)",
                           sh->path, adag_dtype_name(sh->dtype),
@@ -135,7 +135,7 @@ static adag_status_t check_layout(const adag_data_params_t *p, const adag_data_s
 
 /* Opens every shard; a bad one fails the source or, with
  * ADAG_DATA_BAD_SKIP, is left out and counted. */
-adag_status_t adag_data_open_shards(adag_data_source_t *src)
+adag_status_t adag__data_open_shards(adag_data_source_t *src)
 {
     uint32_t kept = 0;
     for (uint32_t i = 0; i < src->nshards; i++) {
@@ -143,7 +143,7 @@ adag_status_t adag_data_open_shards(adag_data_source_t *src)
         adag_status_t st = src->fmt->open(&sh, &src->p);
         if (st == ADAG_OK && sh.nsamples && !src->p.map && src->p.sample_size &&
             sh.sample_size != src->p.sample_size)
-            st = adag_error(ADAG_ERR_INVALID,
+            st = adag__error(ADAG_ERR_INVALID,
                             "data shard %s: samples of %zu bytes, but the batch takes %zu "
                             "(sample_size; a map callback may convert)",
                             sh.path, sh.sample_size, src->p.sample_size);
@@ -172,23 +172,23 @@ adag_status_t adag_data_open_shards(adag_data_source_t *src)
     return ADAG_OK;
 }
 
-adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_params_t *p)
+adag_status_t adag__data_choose_cpus(adag_data_source_t *src, const adag_data_params_t *p)
 {
     cpu_set_t allowed, outside;
-    adag_cpus_allowed(&allowed);
+    adag__cpus_allowed(&allowed);
     if (p->field_mask & ADAG_DATA_PARAM_CPUS) {
         const char *bad = "";
         char list[ADAG_CPULIST_MAX], ok[ADAG_CPULIST_MAX];
-        if (!p->cpus || adag_cpulist_parse(p->cpus, &src->cpus, &bad) != 0)
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: cpus \"%.64s\" is not a CPU "
+        if (!p->cpus || adag__cpulist_parse(p->cpus, &src->cpus, &bad) != 0)
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: cpus \"%.64s\" is not a CPU "
                               "list like \"0-3,8\" (at \"%.32s\")", p->cpus ? p->cpus : "(null)",
                               bad);
         CPU_XOR(&outside, &src->cpus, &allowed);
         CPU_AND(&outside, &outside, &src->cpus);
         if (CPU_COUNT(&outside)) {
-            adag_cpulist_format(&outside, list, sizeof(list));
-            adag_cpulist_format(&allowed, ok, sizeof(ok));
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: cpus \"%s\" names CPUs %s, "
+            adag__cpulist_format(&outside, list, sizeof(list));
+            adag__cpulist_format(&allowed, ok, sizeof(ok));
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: cpus \"%s\" names CPUs %s, "
                               "outside those this process may use (%s)", p->cpus, list, ok);
         }
         src->bound_cpus = !CPU_EQUAL(&src->cpus, &allowed);
@@ -210,7 +210,7 @@ adag_status_t adag_data_choose_cpus(adag_data_source_t *src, const adag_data_par
         return st;
     /* the first stage's CPUs, when bound on this machine */
     if (first.bound && first.this_machine &&
-        adag_cpulist_parse(first.cpus, &src->cpus, NULL) == 0) {
+        adag__cpulist_parse(first.cpus, &src->cpus, NULL) == 0) {
         CPU_AND(&src->cpus, &src->cpus, &allowed);
         src->bound_cpus = CPU_COUNT(&src->cpus) > 0 && !CPU_EQUAL(&src->cpus, &allowed);
     }
@@ -251,101 +251,101 @@ static const adag_param_field_t data_fields[] = {
     DATA_FIELD(cpus, ADAG_DATA_PARAM_CPUS),
 };
 
-adag_status_t adag_data_check_params(const adag_data_params_t *p)
+adag_status_t adag__data_check_params(const adag_data_params_t *p)
 {
-    adag_status_t st = adag_params_check("adag_data_open", "adag_data_params_t", p,
+    adag_status_t st = adag__params_check("adag_data_open", "adag_data_params_t", p,
                                          p->field_mask, data_fields,
                                          ADAG_PARAM_COUNT(data_fields));
     if (st != ADAG_OK)
         return st;
     if (!p->shards || p->nshards == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: no shards");
-    if (!adag_data_format(p->format))
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: unknown format %d", (int)p->format);
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: no shards");
+    if (!adag__data_format(p->format))
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: unknown format %d", (int)p->format);
     if (p->batch_size == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: batch_size is 0");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: batch_size is 0");
     if (p->format == ADAG_DATA_FORMAT_RECORDS &&
         (!(p->field_mask & ADAG_DATA_PARAM_RECORD_SIZE) || p->record_size == 0))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: the records format needs record_size > 0");
     if (p->format == ADAG_DATA_FORMAT_TOKENS &&
         (!(p->field_mask & ADAG_DATA_PARAM_SEQ_LEN) || p->seq_len == 0))
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: the tokens format needs seq_len > 0");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: the tokens format needs seq_len > 0");
     if (p->format == ADAG_DATA_FORMAT_WEBDATASET) {
         if (!(p->field_mask & ADAG_DATA_PARAM_FIELDS) || !p->fields || p->nfields == 0 ||
             p->nfields > ADAG_DATA_MAX_FIELDS)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_data_open: WebDataset shards need 1..%d fields (the "
                               "extensions a sample must have)",
                               ADAG_DATA_MAX_FIELDS);
         for (unsigned i = 0; i < p->nfields; i++)
             if (!p->fields[i] || !p->fields[i][0] || strlen(p->fields[i]) > 31)
-                return adag_error(ADAG_ERR_INVALID, "adag_data_open: field %u is not an extension",
+                return adag__error(ADAG_ERR_INVALID, "adag_data_open: field %u is not an extension",
                                   i);
         if (!(p->field_mask & ADAG_DATA_PARAM_MAP))
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_data_open: WebDataset samples differ in size: a map "
                               "callback writes them into the batch");
     }
     if (p->format == ADAG_DATA_FORMAT_FILES && !(p->field_mask & ADAG_DATA_PARAM_MAP))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: files differ in size: a map callback writes them "
                           "into the batch");
     if (p->field_mask & ADAG_DATA_PARAM_STEPS) {
         if (!p->steps || p->nsteps == 0 || p->nsteps > ADAG_DATA_MAX_STEPS)
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: 1..%d steps, %u given",
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: 1..%d steps, %u given",
                               ADAG_DATA_MAX_STEPS, p->nsteps);
         for (unsigned k = 0; k < p->nsteps; k++)
             if (!p->steps[k].fn)
-                return adag_error(ADAG_ERR_INVALID, "adag_data_open: step %u has no function",
+                return adag__error(ADAG_ERR_INVALID, "adag_data_open: step %u has no function",
                                   k + 1);
         if (p->sample_size == 0)
-            return adag_error(ADAG_ERR_INVALID, "adag_data_open: steps need sample_size");
+            return adag__error(ADAG_ERR_INVALID, "adag_data_open: steps need sample_size");
     }
     if ((p->field_mask & ADAG_DATA_PARAM_SCRATCH) &&
         (!(p->field_mask & (ADAG_DATA_PARAM_MAP | ADAG_DATA_PARAM_STEPS)) ||
          p->scratch_size == 0))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: scratch is for a map callback or steps: one of them "
                           "and scratch_size > 0");
     if ((p->field_mask & ADAG_DATA_PARAM_MAP) && (!p->map || p->sample_size == 0))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: a map callback needs the callback and sample_size");
     if ((p->field_mask & ADAG_DATA_PARAM_MAP) && p->map == adag_data_image_map) {
         /* the built-in image map: its transform and output size, once */
         if (adag_data_image_check(p->map_arg) != ADAG_OK) {
-            adag_error_prefix("adag_data_open");
+            adag__error_prefix("adag_data_open");
             return ADAG_ERR_INVALID;
         }
         size_t need = adag_data_image_size(p->map_arg);
         if (p->sample_size < need)
-            return adag_error(ADAG_ERR_INVALID,
+            return adag__error(ADAG_ERR_INVALID,
                               "adag_data_open: sample_size %zu does not hold the image map's "
                               "output of %zu bytes (adag_data_image_size)",
                               p->sample_size, need);
     }
     if ((p->field_mask & ADAG_DATA_PARAM_THREADS) && (p->threads == 0 || p->threads > MAX_THREADS))
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: threads %u is not in 1..%d",
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: threads %u is not in 1..%d",
                           p->threads, MAX_THREADS);
     if ((p->field_mask & ADAG_DATA_PARAM_RANKS) &&
         (p->world == 0 || p->rank >= p->world ||
          (p->ranks_policy != ADAG_DATA_RANKS_DROP && p->ranks_policy != ADAG_DATA_RANKS_PAD)))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: rank %u of world %u (policy %d) is not a rank",
                           p->rank, p->world, (int)p->ranks_policy);
     if ((p->field_mask & ADAG_DATA_PARAM_DAG) && !p->dag)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: ADAG_DATA_PARAM_DAG with no DAG");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: ADAG_DATA_PARAM_DAG with no DAG");
     if ((p->field_mask & ADAG_DATA_PARAM_PREFETCH) && p->prefetch == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: prefetch is 0");
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: prefetch is 0");
     if ((p->field_mask & ADAG_DATA_PARAM_BAD_POLICY) && p->bad_policy != ADAG_DATA_BAD_FAIL &&
         p->bad_policy != ADAG_DATA_BAD_SKIP)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: unknown bad_policy %d",
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: unknown bad_policy %d",
                           (int)p->bad_policy);
     return ADAG_OK;
 }
 
 /* The caller's params with every default filled in. */
-void adag_data_defaults(adag_data_params_t *p)
+void adag__data_defaults(adag_data_params_t *p)
 {
     uint64_t m = p->field_mask;
     if (!(m & ADAG_DATA_PARAM_MAP)) {
@@ -405,11 +405,11 @@ void adag_data_defaults(adag_data_params_t *p)
 }
 
 /* Batches per epoch, every rank's and this one's. */
-adag_status_t adag_data_count_batches(adag_data_source_t *src)
+adag_status_t adag__data_count_batches(adag_data_source_t *src)
 {
     const adag_data_params_t *p = &src->p;
     if (src->nsamples == 0)
-        return adag_error(ADAG_ERR_INVALID, "adag_data_open: no samples in %u shard(s)%s",
+        return adag__error(ADAG_ERR_INVALID, "adag_data_open: no samples in %u shard(s)%s",
                           src->nshards, src->skipped ? " (some were skipped as bad)" : "");
     int pad = p->ranks_policy == ADAG_DATA_RANKS_PAD;
     src->batches_global = pad ? (src->nsamples + p->batch_size - 1) / p->batch_size
@@ -417,13 +417,13 @@ adag_status_t adag_data_count_batches(adag_data_source_t *src)
     src->batches_rank = pad ? (src->batches_global + p->world - 1) / p->world
                             : src->batches_global / p->world;
     if (src->batches_rank == 0)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: %llu samples make %llu batches of %u, fewer than "
                           "the %u ranks (ADAG_DATA_RANKS_PAD would repeat some)",
                           (unsigned long long)src->nsamples,
                           (unsigned long long)src->batches_global, p->batch_size, p->world);
     if (p->start_batch >= src->batches_rank)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: start_batch %llu is past the %llu batches of an "
                           "epoch of this rank",
                           (unsigned long long)p->start_batch,
@@ -434,7 +434,7 @@ adag_status_t adag_data_count_batches(adag_data_source_t *src)
 /* A DAG to feed: one input field whose slots hold a batch; the source's
  * ring then has a slot per execution the DAG may have in flight, and holds
  * no buffer of its own. */
-adag_status_t adag_data_check_dag(adag_data_source_t *src)
+adag_status_t adag__data_check_dag(adag_data_source_t *src)
 {
     adag_dag_h dag = src->p.dag;
     unsigned ninputs = 0;
@@ -443,16 +443,16 @@ adag_status_t adag_data_check_dag(adag_data_source_t *src)
     if (st == ADAG_OK)
         st = adag_dag_stats(dag, &stats);
     if (st != ADAG_OK) {
-        adag_error_prefix("adag_data_open");
+        adag__error_prefix("adag_data_open");
         return st;
     }
     if (ninputs != 1)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: DAG %s has %u input fields; a source feeds a DAG "
                           "with one",
                           adag_dag_name(dag), ninputs);
     if (src->dag_input.capacity < src->batch_bytes)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_open: a batch of %zu bytes does not fit DAG %s's slots of "
                           "%zu bytes (slot_capacity)",
                           src->batch_bytes, adag_dag_name(dag), src->dag_input.capacity);

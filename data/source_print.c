@@ -56,31 +56,31 @@ static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, a
     amount(budget, sizeof(budget), (double)st->budget);
     amount(peak, sizeof(peak), (double)st->bytes_peak);
     if (!src->p.dag) {
-        adag_out_printf(out, "  memory      %s held of a %s budget (peak %s)\n", held, budget,
+        adag__out_printf(out, "  memory      %s held of a %s budget (peak %s)\n", held, budget,
                         peak);
         return;
     }
     unsigned busy = dag_busy(src);
     const char *name = adag_dag_name(src->p.dag);
-    adag_out_printf(out,
+    adag__out_printf(out,
                     "  memory      batches of %s in DAG %s's input slots of %s: %u of its %u "
                     "executions filling or ready here (%s)\n",
                     amount(a, sizeof(a), (double)src->batch_bytes), name,
                     amount(b, sizeof(b), (double)src->dag_input.capacity), busy, src->nslots,
                     amount(c, sizeof(c), (double)busy * (double)src->batch_bytes));
     if (src->dag_input.device != ADAG_DEVICE_HOST)
-        adag_out_printf(out,
+        adag__out_printf(out,
                         "              written in DAG %s's pinned staging (%u x %s, the DAG's "
                         "memory) and copied to device %d\n",
                         name, src->nslots, amount(c, sizeof(c), (double)src->dag_input.capacity),
                         (int)src->dag_input.device);
-    adag_out_printf(out,
+    adag__out_printf(out,
                     "              the source's own %s held of a %s budget (peak %s: the "
                     "threads' scratch)\n",
                     held, budget, peak);
 }
 
-void adag_data_progress_end(adag_data_source_t *src)
+void adag__data_progress_end(adag_data_source_t *src)
 {
     if (src->progress_out.fn) /* a failed write only leaves the line open */
         (void)src->progress_out.fn(src->progress_out.ctx, "\n", 1);
@@ -97,37 +97,37 @@ static adag_status_t print_stats(void *arg, adag_out_t *out)
     double t = st.elapsed_s > 0 ? st.elapsed_s : 1e-9;
     char cpus[ADAG_CPULIST_MAX] = "any CPU";
     if (src->bound_cpus)
-        adag_cpulist_format(&src->cpus, cpus, sizeof(cpus));
-    adag_out_printf(out,
+        adag__cpulist_format(&src->cpus, cpus, sizeof(cpus));
+    adag__out_printf(out,
                     "data source: %u shard%s (%s), %llu samples an epoch, %llu batches of "
                     "%u for rank %u of %u, %u threads on %s%s\n",
                     src->nshards, src->nshards == 1 ? "" : "s", src->fmt->name,
                     (unsigned long long)src->nsamples, (unsigned long long)src->batches_rank,
                     src->p.batch_size, src->p.rank, src->p.world, src->nthreads,
                     src->bound_cpus ? "CPUs " : "", cpus);
-    adag_out_printf(out,
+    adag__out_printf(out,
                     "  delivered   %llu batches, %llu samples decoded in %.1f s: %.0f "
                     "samples/s, %.1f MB/s read\n",
                     (unsigned long long)st.batches, (unsigned long long)st.samples, st.elapsed_s,
                     (double)st.samples / t, mb((double)st.bytes_read) / t);
-    adag_out_printf(out,
+    adag__out_printf(out,
                     "  waiting     consumer starved %.2f s; threads blocked %.2f s (on the "
                     "budget, the consumer or the DAG's window)\n",
                     st.starved_s, st.blocked_s);
     if (st.batches)
-        adag_out_printf(out, "  per batch   consumer starved %.2f ms, threads blocked %.2f ms\n",
+        adag__out_printf(out, "  per batch   consumer starved %.2f ms, threads blocked %.2f ms\n",
                         1e3 * st.starved_s / (double)st.batches,
                         1e3 * st.blocked_s / (double)st.batches);
     for (unsigned k = src->p.map ? 0 : 1; st.samples && (src->p.map || src->p.nsteps) &&
                                            k <= st.nsteps;
          k++)
-        adag_out_printf(out, "  %-11s %.1f us a sample (%.2f s over the threads)\n",
+        adag__out_printf(out, "  %-11s %.1f us a sample (%.2f s over the threads)\n",
                         k ? src->steps[k - 1].name : "map", 1e6 * st.step_s[k] / (double)st.samples,
                         st.step_s[k]);
     print_memory(src, &st, out);
-    adag_out_printf(out, "  bad records %llu skipped\n", (unsigned long long)st.bad_skipped);
+    adag__out_printf(out, "  bad records %llu skipped\n", (unsigned long long)st.bad_skipped);
     if (src->cache)
-        adag_out_printf(out, "  cache       %llu hits, %llu misses, %.1f MB fetched\n",
+        adag__out_printf(out, "  cache       %llu hits, %llu misses, %.1f MB fetched\n",
                         (unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses,
                         mb((double)st.bytes_fetched));
     return ADAG_OK;
@@ -136,13 +136,13 @@ static adag_status_t print_stats(void *arg, adag_out_t *out)
 adag_status_t adag_data_print_stats(adag_data_source_h src, adag_writer_t out)
 {
     if (src && out.fn)
-        adag_data_progress_end(src); /* a progress bar's line ends first */
-    return adag_out_run("adag_data_print_stats", "source", src, out, print_stats);
+        adag__data_progress_end(src); /* a progress bar's line ends first */
+    return adag__out_run("adag_data_print_stats", "source", src, out, print_stats);
 }
 
 adag_status_t adag_data_format_stats(adag_data_source_h src, char *buf, size_t len, size_t *needed)
 {
-    return adag_out_run_buffer("adag_data_format_stats", "source", src, buf, len, needed,
+    return adag__out_run_buffer("adag_data_format_stats", "source", src, buf, len, needed,
                                print_stats);
 }
 
@@ -170,33 +170,33 @@ static adag_status_t progress_line(void *arg, adag_out_t *out)
     else
         snprintf(held, sizeof(held), "held %.0f/%.0f MB", mb((double)st.bytes_held),
                  mb((double)st.budget));
-    adag_out_printf(out, "epoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  %s  starved %.1f s",
-                    (unsigned long long)epoch, bar, (unsigned long long)in_epoch,
-                    (unsigned long long)per, (double)st.samples / t, mb((double)st.bytes_read) / t,
-                    held, st.starved_s);
+    adag__out_printf(
+        out, "epoch %llu [%s] %llu/%llu  %.0f samples/s  %.1f MB/s  %s  starved %.1f s",
+        (unsigned long long)epoch, bar, (unsigned long long)in_epoch, (unsigned long long)per,
+        (double)st.samples / t, mb((double)st.bytes_read) / t, held, st.starved_s);
     return ADAG_OK;
 }
 
 adag_status_t adag_data_progress(adag_data_source_h src, adag_writer_t out)
 {
     if (!src || !out.fn)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "adag_data_progress: source and out.fn must not be NULL");
     /* an fd that is no terminal (a log, a pipe) is left clean */
     if (out.fn == adag_write_fd && !isatty((int)(intptr_t)out.ctx))
         return ADAG_OK;
-    int64_t now = adag_now_ns();
+    int64_t now = adag__now_ns();
     if (now - src->progress_ns < PROGRESS_EVERY_NS)
         return ADAG_OK;
     src->progress_ns = now;
     if (src->progress_out.fn &&
         (src->progress_out.fn != out.fn || src->progress_out.ctx != out.ctx))
-        adag_data_progress_end(src); /* another writer: the old one's line ends */
+        adag__data_progress_end(src); /* another writer: the old one's line ends */
     adag_out_t o;
-    adag_out_writer(&o, out);
-    adag_out_printf(&o, "\r\033[K");
+    adag__out_writer(&o, out);
+    adag__out_printf(&o, "\r\033[K");
     progress_line(src, &o);
-    adag_status_t st = adag_out_end(&o, "adag_data_progress", NULL);
+    adag_status_t st = adag__out_end(&o, "adag_data_progress", NULL);
     src->progress_out = st == ADAG_OK ? out : (adag_writer_t){NULL, NULL};
     return st;
 }
@@ -204,6 +204,6 @@ adag_status_t adag_data_progress(adag_data_source_h src, adag_writer_t out)
 adag_status_t adag_data_format_progress(adag_data_source_h src, char *buf, size_t len,
                                         size_t *needed)
 {
-    return adag_out_run_buffer("adag_data_format_progress", "source", src, buf, len, needed,
+    return adag__out_run_buffer("adag_data_format_progress", "source", src, buf, len, needed,
                                progress_line);
 }

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-adag_status_t adag_data_refuse(char *why, size_t why_len, const char *fmt, ...)
+adag_status_t adag__data_refuse(char *why, size_t why_len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 /* Formats the reason into why (if given) and returns ADAG_ERR_INVALID. */
-adag_status_t adag_data_refuse(char *why, size_t why_len, const char *fmt, ...)
+adag_status_t adag__data_refuse(char *why, size_t why_len, const char *fmt, ...)
     ADAG_PRINTF(3, 4);
 
 #endif

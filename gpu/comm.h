@@ -155,8 +155,8 @@ struct adag_comm_ops {
 
 /* The backend of a kind (NULL if unknown), by name ("host", "nccl"), and
  * the backend whose ranks are on devices of `device_kind` (NULL if none). */
-const adag_comm_ops_t *adag_comm_backend(uint32_t kind);
-const adag_comm_ops_t *adag_comm_backend_named(const char *name);
-const adag_comm_ops_t *adag_comm_backend_for_device(adag_device_kind_t device_kind);
+const adag_comm_ops_t *adag__comm_backend(uint32_t kind);
+const adag_comm_ops_t *adag__comm_backend_named(const char *name);
+const adag_comm_ops_t *adag__comm_backend_for_device(adag_device_kind_t device_kind);
 
 #endif

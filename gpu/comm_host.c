@@ -46,8 +46,8 @@
  *               their enqueue order;
  *   joined[r]   set once by rank r at init; init waits until all are set;
  *   abort       set once (after the error record claimed): every wait
- *               passes it to adag_event_wait, which gives up with
- *               ADAG_ERR_CLOSED; adag_comm_host_fail then notifies every wake word;
+ *               passes it to adag__event_wait, which gives up with
+ *               ADAG_ERR_CLOSED; adag__comm_host_fail then notifies every wake word;
  *   error_code  claimed by compare-and-swap (the first failure wins), then
  *               its text is written and error_ready stored (release);
  *               status loads error_ready (acquire) before reading the text.
@@ -56,7 +56,7 @@
  * Waiters sleep on adag_event_t words in the segment (process-shared
  * futexes): recv_wake (head or recv_turn moved), send_wake (tail or
  * send_turn moved), join_wake; the collectives' coll_wake and turn_wake,
- * which adag_comm_host_fail's wake-up covers too.
+ * which adag__comm_host_fail's wake-up covers too.
  */
 #include "gpu/comm_host_impl.h"
 
@@ -98,7 +98,7 @@ extern const adag_comm_ops_t adag_comm_host_ops;
 
 #define SEG_MAGIC 0x67736461u /* "adsg" */
 
-uint64_t adag_comm_host_chunk_bytes(unsigned nranks)
+uint64_t adag__comm_host_chunk_bytes(unsigned nranks)
 {
     uint64_t pairs = (uint64_t)nranks * (nranks > 0 ? nranks - 1 : 0);
     uint64_t chunk = CHUNK_MAX;
@@ -135,12 +135,12 @@ static void seg_layout(unsigned n, seg_header_t *g)
     g->version = ADAG_COMM_HOST_VERSION;
     g->nranks = n;
     g->ring_chunks = RING_CHUNKS;
-    g->chunk_bytes = adag_comm_host_chunk_bytes(n);
+    g->chunk_bytes = adag__comm_host_chunk_bytes(n);
     g->boxes_bytes = ((uint64_t)(n - 1) * sizeof(mailbox_t) + PAGE - 1) / PAGE * PAGE;
     g->area_bytes = g->boxes_bytes + (uint64_t)(n - 1) * RING_CHUNKS * g->chunk_bytes;
     g->coll_offset = HEADER_BYTES + (uint64_t)n * g->area_bytes;
-    g->slot_bytes = adag_comm_host_slot_bytes(n);
-    g->size = g->coll_offset + adag_comm_host_coll_ctl_bytes(n) +
+    g->slot_bytes = adag__comm_host_slot_bytes(n);
+    g->size = g->coll_offset + adag__comm_host_coll_ctl_bytes(n) +
               (uint64_t)n * ADAG_COMM_HOST_COLL_SLOTS * g->slot_bytes;
 }
 
@@ -167,24 +167,24 @@ static unsigned char *ring_bytes(const seg_t *g, unsigned src, unsigned dst)
 
 static void wake_everyone(const seg_t *g)
 {
-    adag_event_notify(&g->h->join_wake);
-    adag_event_notify(&g->h->coll_wake);
+    adag__event_notify(&g->h->join_wake);
+    adag__event_notify(&g->h->coll_wake);
     for (unsigned r = 0; r < g->nranks; r++)
-        adag_event_notify(&adag_comm_host_coll_rank(g, r)->turn_wake);
+        adag__event_notify(&adag__comm_host_coll_rank(g, r)->turn_wake);
     for (unsigned dst = 0; dst < g->nranks; dst++)
         for (unsigned src = 0; src < g->nranks; src++) {
             if (src == dst)
                 continue;
             mailbox_t *mb = mailbox(g, src, dst);
-            adag_event_notify(&mb->recv_wake);
-            adag_event_notify(&mb->send_wake);
+            adag__event_notify(&mb->recv_wake);
+            adag__event_notify(&mb->send_wake);
         }
 }
 
 /* Breaks the communicator: the first failure's status and text are kept
  * (later ones wait until its text is complete, then abort), then every
  * waiter of every rank gives up. */
-void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
+void adag__comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
 {
     seg_header_t *h = g->h;
     int32_t none = 0;
@@ -195,7 +195,7 @@ void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ..
         vsnprintf(h->error_text, sizeof(h->error_text), fmt, ap);
         va_end(ap);
         atomic_store_explicit(&h->error_ready, 1, memory_order_release);
-        adag_futex_wake_all(&h->error_ready);
+        adag__futex_wake_all(&h->error_ready);
     } else {
         /* Another failure claimed the record (two ranks often detect one
          * mismatch together): wait until its text is complete before abort
@@ -203,10 +203,10 @@ void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ..
          * reads the whole text: error_ready's release store, this acquire
          * load, then the seq_cst abort store chain happens-before. The
          * writer only formats; the bound covers one killed in between. */
-        int64_t deadline = adag_deadline_ms(1000);
+        int64_t deadline = adag__deadline_ms(1000);
         while (!atomic_load_explicit(&h->error_ready, memory_order_acquire) &&
-               adag_now_ns() < deadline)
-            adag_futex_wait(&h->error_ready, 0, deadline);
+               adag__now_ns() < deadline)
+            adag__futex_wait(&h->error_ready, 0, deadline);
     }
     atomic_store_explicit(&h->abort, 1, memory_order_seq_cst);
     wake_everyone(g);
@@ -214,15 +214,15 @@ void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ..
 
 /* ADAG_OK, or the record's status with its text as this thread's error
  * ("<who>: <text>"). Never blocks. */
-adag_status_t adag_comm_host_seg_status(seg_header_t *h, const char *who)
+adag_status_t adag__comm_host_seg_status(seg_header_t *h, const char *who)
 {
     int32_t code = atomic_load_explicit(&h->error_code, memory_order_seq_cst);
     if (code == 0)
         return ADAG_OK;
     if (!atomic_load_explicit(&h->error_ready, memory_order_acquire))
-        return adag_error((adag_status_t)code, "%s: broken (%s; its message is being written)",
-                          who, adag_status_name((adag_status_t)code));
-    return adag_error((adag_status_t)code, "%s: %.*s", who, (int)sizeof(h->error_text),
+        return adag__error((adag_status_t)code, "%s: broken (%s; its message is being written)",
+                          who, adag__status_name((adag_status_t)code));
+    return adag__error((adag_status_t)code, "%s: %.*s", who, (int)sizeof(h->error_text),
                       h->error_text);
 }
 
@@ -248,7 +248,7 @@ static adag_status_t wait_reached(seg_header_t *h, adag_event_t *ev,
     reach_arg_t a = {counter, value};
     if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
         return ADAG_ERR_CLOSED;
-    return adag_event_wait(ev, counter_reached, &a, &h->abort, ADAG_FOREVER, spin);
+    return adag__event_wait(ev, counter_reached, &a, &h->abort, ADAG_FOREVER, spin);
 }
 
 /* ---- ids ---- */
@@ -265,27 +265,27 @@ static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **
     adag_comm_host_id_t hid;
     adag_status_t st;
     if (nranks < 1 || nranks > ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID, "host communicator: %u ranks (1 to %d)", nranks,
+        return adag__error(ADAG_ERR_INVALID, "host communicator: %u ranks (1 to %d)", nranks,
                           ADAG_COMM_MAX_RANKS);
     memset(&g, 0, sizeof(g));
     seg_layout(nranks, &g);
     host_owner_t *o = calloc(1, sizeof(*o));
     if (!o)
-        return adag_error(ADAG_ERR_NO_MEMORY, "host communicator: out of memory");
-    o->fd = adag_fd_above_stdio(memfd_create("adag-comm", MFD_CLOEXEC));
+        return adag__error(ADAG_ERR_NO_MEMORY, "host communicator: out of memory");
+    o->fd = adag__fd_above_stdio(memfd_create("adag-comm", MFD_CLOEXEC));
     if (o->fd < 0) {
-        st = adag_error_errno(errno, "host communicator: memfd_create for %u ranks", nranks);
+        st = adag__error_errno(errno, "host communicator: memfd_create for %u ranks", nranks);
         goto fail;
     }
     if (ftruncate(o->fd, (off_t)g.size) != 0) {
-        st = adag_error_errno(errno, "host communicator: a segment of %llu bytes for %u ranks",
+        st = adag__error_errno(errno, "host communicator: a segment of %llu bytes for %u ranks",
                               (unsigned long long)g.size, nranks);
         goto fail_fd;
     }
     /* only the header is written here: the rest is zero, as it must start */
     seg_header_t *h = mmap(NULL, HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
     if (h == MAP_FAILED) {
-        st = adag_error_errno(errno, "host communicator: mapping its header");
+        st = adag__error_errno(errno, "host communicator: mapping its header");
         goto fail_fd;
     }
     h->magic = g.magic;
@@ -303,7 +303,7 @@ static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **
     hid.magic = ADAG_COMM_HOST_ID_MAGIC;
     hid.version = ADAG_COMM_HOST_VERSION;
     hid.nranks = nranks;
-    st = adag_memfd_ref_make(o->fd, g.size, "host communicator", "communicator id",
+    st = adag__memfd_ref_make(o->fd, g.size, "host communicator", "communicator id",
                              &hid.segment);
     if (st != ADAG_OK)
         goto fail_fd;
@@ -339,11 +339,11 @@ static host_comm_t *host_comm(adag_comm_t *c)
 
 /* Drops a reference; the last frees. acq_rel: every use of the
  * communicator by a dropper happens-before the unmap. */
-void adag_comm_host_unref(host_comm_t *c)
+void adag__comm_host_unref(host_comm_t *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
         return;
-    adag_comm_host_peer_maps_release(c);
+    adag__comm_host_peer_maps_release(c);
     munmap(c->seg.h, c->seg.size);
     pthread_mutex_destroy(&c->enqueue_lock);
     free(c);
@@ -377,37 +377,37 @@ static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, cons
     seg_header_t want;
     adag_status_t st = ADAG_OK;
     if (id->len != sizeof(hid))
-        return adag_error(ADAG_ERR_PROTOCOL, "%s: malformed id (%u bytes; a host id is %zu)", who,
+        return adag__error(ADAG_ERR_PROTOCOL, "%s: malformed id (%u bytes; a host id is %zu)", who,
                           id->len, sizeof(hid));
     memcpy(&hid, id->bytes, sizeof(hid));
     if (hid.magic != ADAG_COMM_HOST_ID_MAGIC || hid.version != ADAG_COMM_HOST_VERSION)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "%s: malformed id (magic 0x%x, version %u; want 0x%x, version %d)", who,
                           hid.magic, hid.version, ADAG_COMM_HOST_ID_MAGIC, ADAG_COMM_HOST_VERSION);
     if (hid.nranks != nranks)
-        return adag_error(ADAG_ERR_PROTOCOL, "%s: the id is for %u ranks, not %u", who,
+        return adag__error(ADAG_ERR_PROTOCOL, "%s: the id is for %u ranks, not %u", who,
                           hid.nranks, nranks);
     memset(&want, 0, sizeof(want));
     seg_layout(nranks, &want);
     if (hid.segment.size != want.size)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "%s: the id names a segment of %llu bytes; %u ranks take %llu", who,
                           (unsigned long long)hid.segment.size, nranks,
                           (unsigned long long)want.size);
-    int fd = adag_memfd_ref_open(&hid.segment, want.size, who, "communicator id", &st);
+    int fd = adag__memfd_ref_open(&hid.segment, want.size, who, "communicator id", &st);
     if (fd < 0)
         return st;
     seg_header_t *h = mmap(NULL, (size_t)want.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd); /* the mapping keeps the segment */
     if (h == MAP_FAILED)
-        return adag_error_errno(errno, "%s: mapping the segment (%llu bytes)", who,
+        return adag__error_errno(errno, "%s: mapping the segment (%llu bytes)", who,
                                 (unsigned long long)want.size);
     if (h->magic != want.magic || h->version != want.version || h->nranks != want.nranks ||
         h->ring_chunks != want.ring_chunks || h->chunk_bytes != want.chunk_bytes ||
         h->boxes_bytes != want.boxes_bytes || h->area_bytes != want.area_bytes ||
         h->coll_offset != want.coll_offset || h->slot_bytes != want.slot_bytes ||
         h->size != want.size) {
-        st = adag_error(ADAG_ERR_PROTOCOL,
+        st = adag__error(ADAG_ERR_PROTOCOL,
                         "%s: the segment's header does not describe a host communicator of %u "
                         "ranks (magic 0x%x, version %u, %u ranks, %llu-byte chunks)",
                         who, nranks, h->magic, h->version, h->nranks,
@@ -434,20 +434,22 @@ static adag_status_t join(const seg_t *g, unsigned rank, int64_t deadline, const
     char missing[256];
     if (!atomic_compare_exchange_strong_explicit(&h->joined[rank], &unset, 1,
                                                  memory_order_seq_cst, memory_order_seq_cst))
-        return adag_error(ADAG_ERR_PROTOCOL, "%s: rank %u already joined this communicator",
+        return adag__error(ADAG_ERR_PROTOCOL, "%s: rank %u already joined this communicator",
                           who, rank);
-    adag_event_notify(&h->join_wake);
+    adag__event_notify(&h->join_wake);
     adag_spin_t spin;
-    adag_spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
-    adag_status_t st = adag_event_wait(&h->join_wake, all_joined, g, &h->abort, deadline, &spin);
+    adag__spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
+    adag_status_t st = adag__event_wait(&h->join_wake, all_joined, g, &h->abort, deadline, &spin);
     if (st == ADAG_ERR_CLOSED)
-        return adag_comm_host_seg_status(h, who);
+        return adag__comm_host_seg_status(h, who);
     if (st == ADAG_ERR_TIMEOUT) {
         missing_ranks(g, missing, sizeof(missing));
         /* the ranks waiting with it give up now rather than at their own deadlines */
-        adag_comm_host_fail(g, ADAG_ERR_TIMEOUT, "rank %u gave up at its init deadline: rank(s) %s of %u "
-                 "had not joined", rank, missing, g->nranks);
-        return adag_error(ADAG_ERR_TIMEOUT, "%s: init deadline passed: rank(s) %s of %u had not "
+        adag__comm_host_fail(g, ADAG_ERR_TIMEOUT,
+                             "rank %u gave up at its init deadline: rank(s) %s of %u "
+                             "had not joined",
+                             rank, missing, g->nranks);
+        return adag__error(ADAG_ERR_TIMEOUT, "%s: init deadline passed: rank(s) %s of %u had not "
                           "joined", who, missing, g->nranks);
     }
     return st;
@@ -462,25 +464,25 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
     *out = NULL;
     snprintf(who, sizeof(who), "host communicator (rank %u of %u)", rank, nranks);
     if (!id || !dev || nranks < 1 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
+        return adag__error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
                           "a rank below them", who, ADAG_COMM_MAX_RANKS);
     if (dev->ops->kind != ADAG_DEV_EMULATED)
-        return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on emulated devices, not %s", who,
+        return adag__error(ADAG_ERR_INVALID, "%s: its ranks are on emulated devices, not %s", who,
                           dev->ops->name);
     if ((st = map_segment(id, nranks, who, &g)) != ADAG_OK)
         return st;
-    if ((st = adag_comm_host_seg_status(g.h, who)) != ADAG_OK)
+    if ((st = adag__comm_host_seg_status(g.h, who)) != ADAG_OK)
         goto fail;
     if ((st = join(&g, rank, deadline, who)) != ADAG_OK)
         goto fail;
     host_comm_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
-        adag_comm_host_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
+        adag__comm_host_fail(&g, ADAG_ERR_NO_MEMORY, "rank %u ran out of memory in init", rank);
         goto fail;
     }
     c->base = (adag_comm_t){&adag_comm_host_ops, nranks, rank, dev,
-                            adag_settings_env_int("ADAG_COMM_TIMEOUT_MS")};
+                            adag__settings_env_int("ADAG_COMM_TIMEOUT_MS")};
     c->seg = g;
     memcpy(c->who, who, sizeof(c->who));
     pthread_mutex_init(&c->enqueue_lock, NULL);
@@ -530,10 +532,10 @@ static void run_send(const comm_op_t *op, adag_spin_t *spin)
         memcpy(ring + slot * chunk, src + off, (size_t)len);
         off += len;
         atomic_store_explicit(&mb->head, ++head, memory_order_seq_cst);
-        adag_event_notify(&mb->recv_wake);
+        adag__event_notify(&mb->recv_wake);
     }
     atomic_store_explicit(&mb->send_turn, op->seq + 1, memory_order_seq_cst);
-    adag_event_notify(&mb->send_wake);
+    adag__event_notify(&mb->send_wake);
     /* done once the receiver has moved every chunk out */
     wait_reached(h, &mb->send_wake, &mb->tail, head, spin);
 }
@@ -546,25 +548,29 @@ static int chunk_wrong(const comm_op_t *op, const chunk_head_t *ch, uint64_t i, 
     const seg_t *g = &c->seg;
     unsigned me = c->base.rank;
     if (ch->msg_seq != op->seq) {
-        adag_comm_host_fail(g, ADAG_ERR_PROTOCOL, "rank %u expected message %llu from rank %u; its ring "
-                 "holds a chunk of message %llu", me, (unsigned long long)op->seq, op->peer,
-                 (unsigned long long)ch->msg_seq);
+        adag__comm_host_fail(g, ADAG_ERR_PROTOCOL,
+                             "rank %u expected message %llu from rank %u; its ring "
+                             "holds a chunk of message %llu",
+                             me, (unsigned long long)op->seq, op->peer,
+                             (unsigned long long)ch->msg_seq);
         return 1;
     }
     if (ch->msg_size != op->size) {
-        adag_comm_host_fail(g, ADAG_ERR_PROTOCOL, "size mismatch: rank %u sent %llu bytes to rank %u, whose "
-                 "matching recv (message %llu from rank %u) takes %llu bytes", op->peer,
-                 (unsigned long long)ch->msg_size, me, (unsigned long long)op->seq, op->peer,
-                 (unsigned long long)op->size);
+        adag__comm_host_fail(g, ADAG_ERR_PROTOCOL,
+                             "size mismatch: rank %u sent %llu bytes to rank %u, whose "
+                             "matching recv (message %llu from rank %u) takes %llu bytes",
+                             op->peer, (unsigned long long)ch->msg_size, me,
+                             (unsigned long long)op->seq, op->peer, (unsigned long long)op->size);
         return 1;
     }
     uint64_t want = op->size - got < g->chunk_bytes ? op->size - got : g->chunk_bytes;
     if (ch->offset != got || ch->len != want) {
-        adag_comm_host_fail(g, ADAG_ERR_PROTOCOL, "rank %u: chunk %llu of message %llu from rank %u is "
-                 "bytes %llu+%llu, expected %llu+%llu", me, (unsigned long long)i,
-                 (unsigned long long)op->seq, op->peer, (unsigned long long)ch->offset,
-                 (unsigned long long)ch->len, (unsigned long long)got,
-                 (unsigned long long)want);
+        adag__comm_host_fail(g, ADAG_ERR_PROTOCOL,
+                             "rank %u: chunk %llu of message %llu from rank %u is "
+                             "bytes %llu+%llu, expected %llu+%llu",
+                             me, (unsigned long long)i, (unsigned long long)op->seq, op->peer,
+                             (unsigned long long)ch->offset, (unsigned long long)ch->len,
+                             (unsigned long long)got, (unsigned long long)want);
         return 1;
     }
     return 0;
@@ -592,10 +598,10 @@ static void run_recv(const comm_op_t *op, adag_spin_t *spin)
         memcpy(dst + got, ring + slot * chunk, (size_t)ch.len);
         got += ch.len;
         atomic_store_explicit(&mb->tail, ++tail, memory_order_seq_cst);
-        adag_event_notify(&mb->send_wake);
+        adag__event_notify(&mb->send_wake);
     }
     atomic_store_explicit(&mb->recv_turn, op->seq + 1, memory_order_seq_cst);
-    adag_event_notify(&mb->recv_wake);
+    adag__event_notify(&mb->recv_wake);
 }
 
 /* The stream work of one send or recv (its arguments copied at enqueue). */
@@ -603,12 +609,12 @@ static void comm_op_main(void *arg)
 {
     const comm_op_t *op = arg;
     adag_spin_t spin;
-    adag_spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
+    adag__spin_init(&spin, (adag_wait_policy_t){COMM_SPIN_NS, 1});
     if (op->is_send)
         run_send(op, &spin);
     else
         run_recv(op, &spin);
-    adag_comm_host_unref(op->c);
+    adag__comm_host_unref(op->c);
 }
 
 static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsigned peer,
@@ -617,10 +623,10 @@ static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsig
     host_comm_t *c = host_comm(base);
     const char *verb = is_send ? "send to" : "recv from";
     if (peer >= base->nranks || peer == base->rank || !s || (!buf && size))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s rank %u: the peer must be another rank "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s rank %u: the peer must be another rank "
                           "below %u, with a stream and a buffer", c->who, verb, peer,
                           base->nranks);
-    adag_status_t st = adag_comm_host_seg_status(c->seg.h, c->who);
+    adag_status_t st = adag__comm_host_seg_status(c->seg.h, c->who);
     if (st != ADAG_OK)
         return st;
     pthread_mutex_lock(&c->enqueue_lock);
@@ -634,7 +640,7 @@ static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsig
         atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&c->enqueue_lock);
     if (st != ADAG_OK)
-        adag_error_prefix("%s: %s rank %u", c->who, verb, peer);
+        adag__error_prefix("%s: %s rank %u", c->who, verb, peer);
     return st;
 }
 
@@ -655,19 +661,19 @@ static void host_abort(adag_comm_t *base)
     if (!base)
         return;
     host_comm_t *c = host_comm(base);
-    adag_comm_host_fail(&c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
+    adag__comm_host_fail(&c->seg, ADAG_ERR_CLOSED, "rank %u aborted the communicator", base->rank);
 }
 
 static adag_status_t host_status(adag_comm_t *base)
 {
     host_comm_t *c = host_comm(base);
-    return adag_comm_host_seg_status(c->seg.h, c->who);
+    return adag__comm_host_seg_status(c->seg.h, c->who);
 }
 
 static void host_destroy(adag_comm_t *base)
 {
     if (base)
-        adag_comm_host_unref(host_comm(base));
+        adag__comm_host_unref(host_comm(base));
 }
 
 static void host_counts(adag_comm_counts_t *out)
@@ -678,7 +684,7 @@ static void host_counts(adag_comm_counts_t *out)
 
 static int host_probe(char *why, size_t len)
 {
-    const adag_device_ops_t *dev = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *dev = adag__device_backend(ADAG_DEV_EMULATED);
     char dev_why[256] = "";
     if (dev->probe(dev_why, sizeof(dev_why)) == 0) {
         snprintf(why, len, "no emulated device (%s)", dev_why);
@@ -700,11 +706,11 @@ const adag_comm_ops_t adag_comm_host_ops = {
     .init = host_init,
     .send = host_send,
     .recv = host_recv,
-    .allreduce = adag_comm_host_allreduce,
-    .allgather = adag_comm_host_allgather,
-    .reducescatter = adag_comm_host_reducescatter,
-    .broadcast = adag_comm_host_broadcast,
-    .laggards = adag_comm_host_laggards,
+    .allreduce = adag__comm_host_allreduce,
+    .allgather = adag__comm_host_allgather,
+    .reducescatter = adag__comm_host_reducescatter,
+    .broadcast = adag__comm_host_broadcast,
+    .laggards = adag__comm_host_laggards,
     .abort = host_abort,
     .status = host_status,
     .destroy = host_destroy,

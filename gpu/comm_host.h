@@ -26,19 +26,19 @@ typedef struct {
 /* Chunks per mailbox ring, and the bytes of one chunk in a communicator of
  * nranks ranks (so a ring holds ADAG_COMM_HOST_RING_CHUNKS times that). */
 #define ADAG_COMM_HOST_RING_CHUNKS 4
-uint64_t adag_comm_host_chunk_bytes(unsigned nranks);
+uint64_t adag__comm_host_chunk_bytes(unsigned nranks);
 
 /* Staging slots per rank in the collective area, and the bytes of one slot
  * in a communicator of nranks ranks: a collective larger than a slot runs
  * in several chunks. */
 #define ADAG_COMM_HOST_COLL_SLOTS 3
-uint64_t adag_comm_host_slot_bytes(unsigned nranks);
+uint64_t adag__comm_host_slot_bytes(unsigned nranks);
 
 /* Peers' buffers a rank of the host communicator keeps mapped (allreduce
  * reads them in place: gpu/comm_host_peers.c), at most this many per
  * peer; and how many it holds now, for tests, with no collective
  * running. */
 #define ADAG_COMM_HOST_PEER_MAPS 8
-unsigned adag_comm_host_peer_maps_live(const adag_comm_t *c);
+unsigned adag__comm_host_peer_maps_live(const adag_comm_t *c);
 
 #endif

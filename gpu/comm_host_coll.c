@@ -7,7 +7,7 @@
  *               streams' `turn`, the call it posted (desc[seq % 2]) and,
  *               for a large allreduce, where its buffers are (bufs[seq % 2]);
  *   per rank    ADAG_COMM_HOST_COLL_SLOTS (3) staging slots of slot_bytes
- *               (adag_comm_host_slot_bytes: 1 MiB up to 8 ranks, halved so
+ *               (adag__comm_host_slot_bytes: 1 MiB up to 8 ranks, halved so
  *               all slots stay under 48 MiB, at least 64 KiB).
  *
  * Barrier t: a rank stores arrived = t and waits until every rank's
@@ -39,7 +39,7 @@
  *
  * Order and mismatches. Collectives are numbered per rank at enqueue
  * (under the enqueue lock send/recv use; their own sequence), and run on
- * the streams as step work (adag_host_launch_steps) that first waits for
+ * the streams as step work (adag__host_launch_steps) that first waits for
  * its turn (the rank's earlier collectives finished, whatever their
  * stream).
  *
@@ -66,7 +66,7 @@
  * owner loads before it writes them again. Waiters sleep on the header's
  * coll_wake (every arrival notifies it) or their rank's turn_wake; every
  * wait gives up once the abort word is set (ADAG_ERR_CLOSED), and
- * adag_comm_host_fail wakes both.
+ * adag__comm_host_fail wakes both.
  */
 #include "common/log.h"
 #include "gpu/comm_host_impl.h"
@@ -85,7 +85,7 @@
 /* reduce_from's tile (see there) */
 #define REDUCE_TILE_BYTES ((uint64_t)8 << 10)
 
-uint64_t adag_comm_host_slot_bytes(unsigned nranks)
+uint64_t adag__comm_host_slot_bytes(unsigned nranks)
 {
     uint64_t slot = SLOT_MAX;
     while (slot > SLOT_MIN && (uint64_t)nranks * NSLOTS * slot > SLOTS_BUDGET)
@@ -115,7 +115,7 @@ static void describe(const coll_desc_t *d, char *buf, size_t len)
     if (d->kind == COLL_ALLREDUCE || d->kind == COLL_REDUCESCATTER)
         snprintf(buf, len, "%s(count %llu, %s, %s)", coll_kind_name(d->kind),
                  (unsigned long long)d->count, dtype,
-                 adag_reduce_op_name((adag_reduce_op_t)d->op));
+                 adag__reduce_op_name((adag_reduce_op_t)d->op));
     else if (d->kind == COLL_BROADCAST)
         snprintf(buf, len, "%s(count %llu, %s, root %u)", coll_kind_name(d->kind),
                  (unsigned long long)d->count, dtype, d->root);
@@ -124,13 +124,13 @@ static void describe(const coll_desc_t *d, char *buf, size_t len)
                  (unsigned long long)d->count, dtype);
 }
 
-uint64_t adag_comm_host_coll_ctl_bytes(unsigned nranks)
+uint64_t adag__comm_host_coll_ctl_bytes(unsigned nranks)
 {
     uint64_t page = ADAG_COMM_HOST_PAGE;
     return ((uint64_t)nranks * sizeof(coll_rank_t) + page - 1) / page * page;
 }
 
-coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank)
+coll_rank_t *adag__comm_host_coll_rank(const seg_t *g, unsigned rank)
 {
     return (coll_rank_t *)((char *)g->h + g->coll_offset) + rank;
 }
@@ -164,7 +164,7 @@ typedef struct {
 static unsigned char *slot(const coll_run_t *r, unsigned q, uint64_t v)
 {
     const seg_t *g = r->g;
-    char *slots = (char *)g->h + g->coll_offset + adag_comm_host_coll_ctl_bytes(g->nranks);
+    char *slots = (char *)g->h + g->coll_offset + adag__comm_host_coll_ctl_bytes(g->nranks);
     return (unsigned char *)slots + ((uint64_t)q * NSLOTS + v % NSLOTS) * g->slot_bytes;
 }
 
@@ -177,7 +177,7 @@ static int all_arrived(const void *p)
 {
     const all_arrived_arg_t *a = p;
     for (unsigned q = 0; q < a->g->nranks; q++)
-        if (atomic_load_explicit(&adag_comm_host_coll_rank(a->g, q)->arrived,
+        if (atomic_load_explicit(&adag__comm_host_coll_rank(a->g, q)->arrived,
                                  memory_order_seq_cst) < a->value)
             return 0;
     return 1;
@@ -189,15 +189,15 @@ static int calls_differ(const coll_run_t *r)
 {
     const coll_desc_t *mine = &r->op->desc;
     uint64_t seq = mine->seq;
-    coll_desc_t first = adag_comm_host_coll_rank(r->g, 0)->desc[seq % 2];
+    coll_desc_t first = adag__comm_host_coll_rank(r->g, 0)->desc[seq % 2];
     for (unsigned q = 1; q < r->n; q++) {
-        coll_desc_t d = adag_comm_host_coll_rank(r->g, q)->desc[seq % 2];
+        coll_desc_t d = adag__comm_host_coll_rank(r->g, q)->desc[seq % 2];
         if (memcmp(&d, &first, sizeof(d)) == 0)
             continue;
         char a[96], b[96];
         describe(&first, a, sizeof(a));
         describe(&d, b, sizeof(b));
-        adag_comm_host_fail(r->g, ADAG_ERR_PROTOCOL,
+        adag__comm_host_fail(r->g, ADAG_ERR_PROTOCOL,
                             "collective mismatch: rank 0 called %s as its collective %llu; rank "
                             "%u called %s as its collective %llu",
                             a, (unsigned long long)first.seq, q, b, (unsigned long long)d.seq);
@@ -237,10 +237,10 @@ static void reduce_from(const coll_run_t *r, const unsigned char *const *src, un
             if (q == 0)
                 memcpy(d, from, m * es);
             else
-                adag_reduce_into(dtype, op, d, from, m);
+                adag__reduce_into(dtype, op, d, from, m);
         }
         if (op == ADAG_REDUCE_AVG)
-            adag_reduce_divide(dtype, d, m, r->n);
+            adag__reduce_divide(dtype, d, m, r->n);
     }
 }
 
@@ -460,7 +460,7 @@ static uint64_t one_barrier(const coll_run_t *r)
 
 static const coll_bufs_t *posted_bufs(const coll_run_t *r, unsigned q)
 {
-    return &adag_comm_host_coll_rank(r->g, q)->bufs[r->op->desc.seq % 2];
+    return &adag__comm_host_coll_rank(r->g, q)->bufs[r->op->desc.seq % 2];
 }
 
 static void nothing_before(const coll_run_t *r, uint64_t b)
@@ -484,7 +484,7 @@ static const unsigned char *block_bytes(const coll_run_t *r, unsigned q, int rec
     if (q == r->me)
         return (recv ? r->op->recv : r->op->send) + lo * r->es;
     coll_bufs_t b = *posted_bufs(r, q); /* another process writes it: a copy, then checked */
-    return adag_comm_host_peer_bytes(r->op->c, q, recv ? &b.recv : &b.send,
+    return adag__comm_host_peer_bytes(r->op->c, q, recv ? &b.recv : &b.send,
                                      (recv ? b.recv_off : b.send_off) + lo * r->es, len * r->es);
 }
 
@@ -512,7 +512,7 @@ static void direct_reduce(const coll_run_t *r, uint64_t b)
         if (!(src[q] = block_bytes(r, q, 0, r->me)) || !block_bytes(r, q, 1, q)) {
             ADAG_LOG_WARN("%s; its allreduce stages its buffers from now on", adag_last_error());
             r->op->c->direct_off = 1;
-            adag_comm_host_coll_rank(r->g, r->me)->bufs[r->op->desc.seq % 2].failed = 1;
+            adag__comm_host_coll_rank(r->g, r->me)->bufs[r->op->desc.seq % 2].failed = 1;
             return;
         }
     }
@@ -541,7 +541,7 @@ static void direct_gather(const coll_run_t *r, uint64_t b)
             continue;
         block_of(r, r->op->desc.count, q, &lo, &len);
         if (!(src = block_bytes(r, q, 1, q))) { /* mapped in the reduce phase: not expected */
-            adag_comm_host_fail(r->g, ADAG_ERR_PROTOCOL, "rank %u lost its map of rank %u's "
+            adag__comm_host_fail(r->g, ADAG_ERR_PROTOCOL, "rank %u lost its map of rank %u's "
                                 "buffer: %s", r->me, q, adag_last_error());
             return;
         }
@@ -556,7 +556,7 @@ static const coll_algo_t direct_gather_phase = {one_barrier, direct_gather, NULL
 static int turn_reached(const void *p)
 {
     const coll_op_t *op = p;
-    return atomic_load_explicit(&adag_comm_host_coll_rank(&op->c->seg, op->c->base.rank)->turn,
+    return atomic_load_explicit(&adag__comm_host_coll_rank(&op->c->seg, op->c->base.rank)->turn,
                                 memory_order_seq_cst) >= op->desc.seq;
 }
 
@@ -567,8 +567,8 @@ static void post_bufs(const coll_run_t *r, coll_bufs_t *mine)
     coll_bufs_t b = {0};
     size_t bytes = (size_t)r->op->desc.count * r->es;
     b.offered = !r->op->c->direct_off &&
-                adag_host_ranges_memfd(r->op->send, bytes, &b.send, &b.send_off) &&
-                adag_host_ranges_memfd(r->op->recv, bytes, &b.recv, &b.recv_off);
+                adag__host_ranges_memfd(r->op->send, bytes, &b.send, &b.send_off) &&
+                adag__host_ranges_memfd(r->op->recv, bytes, &b.recv, &b.recv_off);
     *mine = b;
 }
 
@@ -578,7 +578,7 @@ static void post_bufs(const coll_run_t *r, coll_bufs_t *mine)
 static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
 {
     host_comm_t *c = op->c;
-    coll_rank_t *mine = adag_comm_host_coll_rank(&c->seg, c->base.rank);
+    coll_rank_t *mine = adag__comm_host_coll_rank(&c->seg, c->base.rank);
     seg_header_t *h = c->seg.h;
     const coll_desc_t *d = &op->desc;
     coll_run_t r = {op, &c->seg, c->base.nranks, c->base.rank, adag_dtype_size(d->dtype)};
@@ -586,7 +586,7 @@ static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
     if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
         return ADAG_ERR_CLOSED;
     if (!op->started) {
-        if ((st = adag_event_wait(&mine->turn_wake, turn_reached, op, &h->abort, deadline,
+        if ((st = adag__event_wait(&mine->turn_wake, turn_reached, op, &h->abort, deadline,
                                   &op->spin)) != ADAG_OK)
             return st;
         op->v0 = atomic_load_explicit(&mine->arrived, memory_order_seq_cst);
@@ -616,12 +616,12 @@ static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
              * rank's arrived >= t. */
             algo->before(&r, op->passed);
             atomic_store_explicit(&mine->arrived, a.value, memory_order_seq_cst);
-            adag_event_notify(&h->coll_wake);
+            adag__event_notify(&h->coll_wake);
             op->arrived = 1;
             if (atomic_load_explicit(&h->abort, memory_order_seq_cst))
                 return ADAG_ERR_CLOSED;
         }
-        if ((st = adag_event_wait(&h->coll_wake, all_arrived, &a, &h->abort, deadline,
+        if ((st = adag__event_wait(&h->coll_wake, all_arrived, &a, &h->abort, deadline,
                                   &op->spin)) != ADAG_OK)
             return st;
         op->arrived = 0;
@@ -636,18 +636,18 @@ static adag_status_t coll_advance(coll_op_t *op, int64_t deadline)
     }
     op->algo->after_last(&r);
     atomic_store_explicit(&mine->turn, d->seq + 1, memory_order_seq_cst);
-    adag_event_notify(&mine->turn_wake);
+    adag__event_notify(&mine->turn_wake);
     return ADAG_OK;
 }
 
-/* The stream's work (adag_host_launch_steps): the op until it finishes
+/* The stream's work (adag__host_launch_steps): the op until it finishes
  * or the deadline. */
 static adag_status_t coll_step(void *arg, int64_t deadline)
 {
     coll_op_t *op = arg;
     if (coll_advance(op, deadline) == ADAG_ERR_TIMEOUT)
         return ADAG_ERR_TIMEOUT;
-    adag_comm_host_unref(op->c);
+    adag__comm_host_unref(op->c);
     return ADAG_OK;
 }
 
@@ -661,23 +661,23 @@ static adag_status_t enqueue_coll(adag_comm_t *base, coll_kind_t kind, const voi
     int reduces = kind == COLL_ALLREDUCE || kind == COLL_REDUCESCATTER;
     size_t es = dtype == ADAG_DTYPE_BYTES ? 0 : adag_dtype_size(dtype);
     if (es == 0)
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements: dtype %d (%s) is not a "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu elements: dtype %d (%s) is not a "
                           "tensor dtype", c->who, name, count, (int)dtype, adag_dtype_name(dtype));
-    if (reduces && !adag_reduce_supported(dtype, op))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: op %d (%s) does not "
+    if (reduces && !adag__reduce_supported(dtype, op))
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: op %d (%s) does not "
                           "reduce %s", c->who, name, count, adag_dtype_name(dtype), (int)op,
-                          adag_reduce_op_name(op), adag_dtype_name(dtype));
+                          adag__reduce_op_name(op), adag_dtype_name(dtype));
     if (kind == COLL_BROADCAST && root >= base->nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: broadcast from root %u: there are %u ranks",
+        return adag__error(ADAG_ERR_INVALID, "%s: broadcast from root %u: there are %u ranks",
                           c->who, root, base->nranks);
     int reads_send = kind != COLL_BROADCAST || root == base->rank;
     if (!s || (count && (!recv || (reads_send && !send))))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements needs a stream and buffers",
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu elements needs a stream and buffers",
                           c->who, name, count);
     if (count > SIZE_MAX / es / base->nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements for %u ranks overflows "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements for %u ranks overflows "
                           "a size", c->who, name, count, adag_dtype_name(dtype), base->nranks);
-    adag_status_t st = adag_comm_host_seg_status(c->seg.h, c->who);
+    adag_status_t st = adag__comm_host_seg_status(c->seg.h, c->who);
     if (st != ADAG_OK)
         return st;
     coll_op_t work = {c, send, recv,
@@ -685,49 +685,49 @@ static adag_status_t enqueue_coll(adag_comm_t *base, coll_kind_t kind, const voi
                                     reduces ? (uint32_t)op : 0,
                                     kind == COLL_BROADCAST ? root : 0},
                       0, 0, 0, NULL, 0, 0, {0}};
-    adag_spin_init(&work.spin, (adag_wait_policy_t){ADAG_COMM_HOST_SPIN_NS, 1});
+    adag__spin_init(&work.spin, (adag_wait_policy_t){ADAG_COMM_HOST_SPIN_NS, 1});
     pthread_mutex_lock(&c->enqueue_lock);
     work.desc.seq = c->coll_seq;
     atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-    st = adag_host_launch_steps(s, coll_step, &work, sizeof(work));
+    st = adag__host_launch_steps(s, coll_step, &work, sizeof(work));
     if (st == ADAG_OK)
         c->coll_seq++;
     else
         atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&c->enqueue_lock);
     if (st != ADAG_OK)
-        adag_error_prefix("%s: %s of %zu elements", c->who, name, count);
+        adag__error_prefix("%s: %s of %zu elements", c->who, name, count);
     return st;
 }
 
-adag_status_t adag_comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
                                        adag_dev_stream_t *s)
 {
     return enqueue_coll(c, COLL_ALLREDUCE, send, recv, count, dtype, op, 0, s);
 }
 
-adag_status_t adag_comm_host_allgather(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_allgather(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, adag_dev_stream_t *s)
 {
     return enqueue_coll(c, COLL_ALLGATHER, send, recv, count, dtype, ADAG_REDUCE_SUM, 0, s);
 }
 
-adag_status_t adag_comm_host_reducescatter(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_reducescatter(adag_comm_t *c, const void *send, void *recv,
                                            size_t count, adag_dtype_t dtype,
                                            adag_reduce_op_t op, adag_dev_stream_t *s)
 {
     return enqueue_coll(c, COLL_REDUCESCATTER, send, recv, count, dtype, op, 0, s);
 }
 
-adag_status_t adag_comm_host_broadcast(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_broadcast(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, unsigned root,
                                        adag_dev_stream_t *s)
 {
     return enqueue_coll(c, COLL_BROADCAST, send, recv, count, dtype, ADAG_REDUCE_SUM, root, s);
 }
 
-unsigned adag_comm_host_laggards(adag_comm_t *base, uint64_t *ranks)
+unsigned adag__comm_host_laggards(adag_comm_t *base, uint64_t *ranks)
 {
     const host_comm_t *c = (const host_comm_t *)base;
     uint64_t arrived[ADAG_COMM_MAX_RANKS], furthest = 0;
@@ -735,7 +735,7 @@ unsigned adag_comm_host_laggards(adag_comm_t *base, uint64_t *ranks)
     *ranks = 0;
     /* a snapshot, acquire loads: a diagnosis, nothing is ordered by it */
     for (unsigned r = 0; r < c->seg.nranks; r++) {
-        arrived[r] = atomic_load_explicit(&adag_comm_host_coll_rank(&c->seg, r)->arrived,
+        arrived[r] = atomic_load_explicit(&adag__comm_host_coll_rank(&c->seg, r)->arrived,
                                           memory_order_acquire);
         if (arrived[r] > furthest)
             furthest = arrived[r];

@@ -108,37 +108,37 @@ typedef struct {
 /* Breaks the communicator: the first failure's status and text are kept
  * (later ones wait until its text is complete, then abort), then every
  * waiter of every rank gives up. */
-void adag_comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
+void adag__comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
     ADAG_PRINTF(3, 4);
 /* ADAG_OK, or the record's status with its text as this thread's error
  * ("<who>: <text>"). Never blocks. */
-adag_status_t adag_comm_host_seg_status(seg_header_t *h, const char *who);
+adag_status_t adag__comm_host_seg_status(seg_header_t *h, const char *who);
 /* Drops a reference to c; the last frees it. */
-void adag_comm_host_unref(host_comm_t *c);
+void adag__comm_host_unref(host_comm_t *c);
 
 /* Bytes [off, off + len) of the memfd ref names, which rank posted: mapped
  * (once, then from the peer maps), or NULL with the error recorded. */
-unsigned char *adag_comm_host_peer_bytes(host_comm_t *c, unsigned rank,
+unsigned char *adag__comm_host_peer_bytes(host_comm_t *c, unsigned rank,
                                          const adag_memfd_ref_t *ref, uint64_t off, uint64_t len);
 /* Unmaps every peer buffer (the communicator's last reference). */
-void adag_comm_host_peer_maps_release(host_comm_t *c);
+void adag__comm_host_peer_maps_release(host_comm_t *c);
 
 /* The collective area (gpu/comm_host_coll.c): its per-rank state, page-
  * rounded (the slots follow), and rank's. */
-uint64_t adag_comm_host_coll_ctl_bytes(unsigned nranks);
-coll_rank_t *adag_comm_host_coll_rank(const seg_t *g, unsigned rank);
+uint64_t adag__comm_host_coll_ctl_bytes(unsigned nranks);
+coll_rank_t *adag__comm_host_coll_rank(const seg_t *g, unsigned rank);
 /* The collectives, as the ops table calls them (laggards: the ranks behind
  * the furthest one at the collective barriers). */
-unsigned adag_comm_host_laggards(adag_comm_t *c, uint64_t *ranks);
-adag_status_t adag_comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
+unsigned adag__comm_host_laggards(adag_comm_t *c, uint64_t *ranks);
+adag_status_t adag__comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, adag_reduce_op_t op,
                                        adag_dev_stream_t *s);
-adag_status_t adag_comm_host_allgather(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_allgather(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, adag_dev_stream_t *s);
-adag_status_t adag_comm_host_reducescatter(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_reducescatter(adag_comm_t *c, const void *send, void *recv,
                                            size_t count, adag_dtype_t dtype,
                                            adag_reduce_op_t op, adag_dev_stream_t *s);
-adag_status_t adag_comm_host_broadcast(adag_comm_t *c, const void *send, void *recv,
+adag_status_t adag__comm_host_broadcast(adag_comm_t *c, const void *send, void *recv,
                                        size_t count, adag_dtype_t dtype, unsigned root,
                                        adag_dev_stream_t *s);
 

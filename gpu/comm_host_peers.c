@@ -54,7 +54,7 @@ static int owner_holds(const peer_map_t *m)
            (uint64_t)sb.st_ino == m->ref.ino;
 }
 
-unsigned char *adag_comm_host_peer_bytes(host_comm_t *c, unsigned rank,
+unsigned char *adag__comm_host_peer_bytes(host_comm_t *c, unsigned rank,
                                          const adag_memfd_ref_t *ref, uint64_t off, uint64_t len)
 {
     peer_map_t *maps = c->peer_maps[rank];
@@ -62,7 +62,7 @@ unsigned char *adag_comm_host_peer_bytes(host_comm_t *c, unsigned rank,
     uint64_t end = off + len;
     char who[80];
     if (end < off || ref->size > SIZE_MAX / 2 || end > ref->size) {
-        adag_error(ADAG_ERR_PROTOCOL, "%s: rank %u named bytes [%llu, %llu) of a memfd of %llu",
+        adag__error(ADAG_ERR_PROTOCOL, "%s: rank %u named bytes [%llu, %llu) of a memfd of %llu",
                    c->who, rank, (unsigned long long)off, (unsigned long long)end,
                    (unsigned long long)ref->size);
         return NULL;
@@ -89,28 +89,28 @@ unsigned char *adag_comm_host_peer_bytes(host_comm_t *c, unsigned rank,
     }
     adag_status_t st;
     snprintf(who, sizeof(who), "%s, reading rank %u's buffer", c->who, rank);
-    int fd = adag_memfd_ref_open(ref, end, who, "memory", &st);
+    int fd = adag__memfd_ref_open(ref, end, who, "memory", &st);
     if (fd < 0)
         return NULL;
     size_t size = (size_t)ref->size;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd); /* the mapping keeps the memfd */
     if (p == MAP_FAILED) {
-        adag_error_errno(errno, "%s: mapping %zu bytes", who, size);
+        adag__error_errno(errno, "%s: mapping %zu bytes", who, size);
         return NULL;
     }
     *slot = (peer_map_t){*ref, p, size, c->peer_clock};
     return (unsigned char *)p + off;
 }
 
-void adag_comm_host_peer_maps_release(host_comm_t *c)
+void adag__comm_host_peer_maps_release(host_comm_t *c)
 {
     for (unsigned r = 0; r < ADAG_COMM_MAX_RANKS; r++)
         for (unsigned i = 0; i < ADAG_COMM_HOST_PEER_MAPS; i++)
             drop(&c->peer_maps[r][i]);
 }
 
-unsigned adag_comm_host_peer_maps_live(const adag_comm_t *base)
+unsigned adag__comm_host_peer_maps_live(const adag_comm_t *base)
 {
     const host_comm_t *c = (const host_comm_t *)base;
     unsigned n = 0;

@@ -76,7 +76,7 @@ static adag_status_t nccl_id_create_unbuilt(unsigned nranks, adag_comm_id_t *id,
     (void)id;
     *owner = NULL;
     nccl_probe_unbuilt(why, sizeof(why));
-    return adag_error(ADAG_ERR_NOT_FOUND, "nccl communicator of %u ranks: %s", nranks, why);
+    return adag__error(ADAG_ERR_NOT_FOUND, "nccl communicator of %u ranks: %s", nranks, why);
 }
 
 static adag_status_t nccl_init_unbuilt(const adag_comm_id_t *id, unsigned nranks, unsigned rank,
@@ -86,7 +86,7 @@ static adag_status_t nccl_init_unbuilt(const adag_comm_id_t *id, unsigned nranks
     (void)id, (void)dev, (void)deadline;
     *out = NULL;
     nccl_probe_unbuilt(why, sizeof(why));
-    return adag_error(ADAG_ERR_NOT_FOUND, "nccl communicator (rank %u of %u): %s", rank, nranks,
+    return adag__error(ADAG_ERR_NOT_FOUND, "nccl communicator (rank %u of %u): %s", rank, nranks,
                       why);
 }
 
@@ -149,7 +149,7 @@ static const char *const nccl_names[] = {
 
 static void nccl_load(void)
 {
-    const char *forced = adag_process_settings()->nccl_path;
+    const char *forced = adag__process_settings()->nccl_path;
     const char *name = NULL;
     if (forced) {
         lib.lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
@@ -210,7 +210,7 @@ static int nccl_probe(char *why, size_t len)
         snprintf(why, len, "%s", lib.error);
         return 0;
     }
-    const adag_device_ops_t *cuda = adag_device_backend(ADAG_DEV_CUDA);
+    const adag_device_ops_t *cuda = adag__device_backend(ADAG_DEV_CUDA);
     unsigned n = cuda->probe(cuda_why, sizeof(cuda_why));
     if (n == 0) {
         snprintf(why, len, "no CUDA device (%s)", cuda_why);
@@ -233,14 +233,14 @@ static adag_status_t nccl_id_create(unsigned nranks, adag_comm_id_t *id, void **
     _Static_assert(sizeof(uid) <= ADAG_COMM_ID_BYTES, "an ncclUniqueId does not fit an id");
     *owner = NULL;
     if (nranks < 1 || nranks > ADAG_COMM_MAX_RANKS)
-        return adag_error(ADAG_ERR_INVALID, "nccl communicator: %u ranks (1 to %d)", nranks,
+        return adag__error(ADAG_ERR_INVALID, "nccl communicator: %u ranks (1 to %d)", nranks,
                           ADAG_COMM_MAX_RANKS);
     if (!nccl_probe(why, sizeof(why)))
-        return adag_error(ADAG_ERR_NOT_FOUND, "nccl communicator of %u ranks: not usable: %s",
+        return adag__error(ADAG_ERR_NOT_FOUND, "nccl communicator of %u ranks: not usable: %s",
                           nranks, why);
     ncclResult_t r = lib.fn.GetUniqueId(&uid);
     if (r != ncclSuccess)
-        return adag_error(ADAG_ERR_IO, "nccl communicator of %u ranks: ncclGetUniqueId: %s: %s",
+        return adag__error(ADAG_ERR_IO, "nccl communicator of %u ranks: ncclGetUniqueId: %s: %s",
                           nranks, lib.fn.GetErrorString(r), lib.fn.GetLastError(NULL));
     memset(id, 0, sizeof(*id));
     memcpy(id->bytes, &uid, sizeof(uid));
@@ -278,7 +278,7 @@ static nccl_comm_t *nccl_comm(adag_comm_t *c)
  * threads: polling faster buys nothing). */
 static void nap(int64_t deadline)
 {
-    int64_t ns = 100000, left = deadline - adag_now_ns();
+    int64_t ns = 100000, left = deadline - adag__now_ns();
     if (left <= 0)
         return;
     struct timespec ts = {0, (long)(left < ns ? left : ns)};
@@ -294,7 +294,7 @@ static ncclResult_t settle(ncclComm_t comm, int64_t deadline)
         ncclResult_t r = lib.fn.CommGetAsyncError(comm, &state);
         if (r != ncclSuccess)
             return r;
-        if (state != ncclInProgress || adag_now_ns() >= deadline)
+        if (state != ncclInProgress || adag__now_ns() >= deadline)
             return state;
         nap(deadline);
     }
@@ -303,7 +303,7 @@ static ncclResult_t settle(ncclComm_t comm, int64_t deadline)
 static adag_status_t nccl_fail(const char *who, ncclComm_t comm, ncclResult_t r, const char *what)
 {
     const char *last = lib.fn.GetLastError(comm);
-    return adag_error(ADAG_ERR_IO, "%s: %s: %s%s%s", who, what, lib.fn.GetErrorString(r),
+    return adag__error(ADAG_ERR_IO, "%s: %s: %s%s%s", who, what, lib.fn.GetErrorString(r),
                       last && *last ? ": " : "", last ? last : "");
 }
 
@@ -317,16 +317,16 @@ static adag_status_t nccl_init(const adag_comm_id_t *id, unsigned nranks, unsign
     *out = NULL;
     snprintf(who, sizeof(who), "nccl communicator (rank %u of %u)", rank, nranks);
     if (!id || !dev || nranks < 1 || nranks > ADAG_COMM_MAX_RANKS || rank >= nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
+        return adag__error(ADAG_ERR_INVALID, "%s: init needs an id, a device, 1 to %d ranks and "
                           "a rank below them", who, ADAG_COMM_MAX_RANKS);
     if (dev->ops->kind != ADAG_DEV_CUDA)
-        return adag_error(ADAG_ERR_INVALID, "%s: its ranks are on cuda devices, not %s", who,
+        return adag__error(ADAG_ERR_INVALID, "%s: its ranks are on cuda devices, not %s", who,
                           dev->ops->name);
     if (id->len != sizeof(uid))
-        return adag_error(ADAG_ERR_PROTOCOL, "%s: malformed id (%u bytes; an NCCL id is %zu)",
+        return adag__error(ADAG_ERR_PROTOCOL, "%s: malformed id (%u bytes; an NCCL id is %zu)",
                           who, id->len, sizeof(uid));
     if (!nccl_probe(why, sizeof(why)))
-        return adag_error(ADAG_ERR_NOT_FOUND, "%s: not usable: %s", who, why);
+        return adag__error(ADAG_ERR_NOT_FOUND, "%s: not usable: %s", who, why);
     if ((st = dev->ops->bind_thread(dev)) != ADAG_OK)
         return st;
     memcpy(&uid, id->bytes, sizeof(uid));
@@ -339,7 +339,7 @@ static adag_status_t nccl_init(const adag_comm_id_t *id, unsigned nranks, unsign
     }
     r = settle(comm, deadline);
     if (r == ncclInProgress) {
-        st = adag_error(ADAG_ERR_TIMEOUT, "%s: init deadline passed before every rank joined "
+        st = adag__error(ADAG_ERR_TIMEOUT, "%s: init deadline passed before every rank joined "
                         "(ncclCommInitRankConfig still in progress)", who);
         goto fail;
     }
@@ -349,11 +349,11 @@ static adag_status_t nccl_init(const adag_comm_id_t *id, unsigned nranks, unsign
     }
     nccl_comm_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory", who);
         goto fail;
     }
     c->base = (adag_comm_t){&adag_comm_nccl_ops, nranks, rank, dev,
-                            adag_settings_env_int("ADAG_COMM_TIMEOUT_MS")};
+                            adag__settings_env_int("ADAG_COMM_TIMEOUT_MS")};
     memcpy(c->who, who, sizeof(c->who));
     pthread_mutex_init(&c->lock, NULL);
     c->comm = comm;
@@ -411,17 +411,17 @@ static adag_status_t nccl_enqueue(adag_comm_t *base, const nccl_call_t *k, adag_
         return st;
     cudaStream_t cs = (cudaStream_t)base->dev->ops->stream_native(s);
     int64_t timeout_ms = base->timeout_ms;
-    int64_t deadline = adag_deadline_ms(timeout_ms > 0 ? timeout_ms : -1);
+    int64_t deadline = adag__deadline_ms(timeout_ms > 0 ? timeout_ms : -1);
     pthread_mutex_lock(&c->lock);
     if (atomic_load_explicit(&c->aborted, memory_order_seq_cst)) {
         pthread_mutex_unlock(&c->lock);
-        return adag_error(ADAG_ERR_CLOSED, "%s: %s: the communicator was aborted", c->who, what);
+        return adag__error(ADAG_ERR_CLOSED, "%s: %s: the communicator was aborted", c->who, what);
     }
     ncclResult_t r = issue(c, k, cs);
     if (r == ncclInProgress)
         r = settle(c->comm, deadline);
     if (r == ncclInProgress)
-        st = adag_error(ADAG_ERR_TIMEOUT, "%s: %s: still being enqueued after %lld ms", c->who,
+        st = adag__error(ADAG_ERR_TIMEOUT, "%s: %s: still being enqueued after %lld ms", c->who,
                         what, (long long)timeout_ms);
     else if (r != ncclSuccess)
         st = nccl_fail(c->who, c->comm, r, what);
@@ -436,7 +436,7 @@ static adag_status_t enqueue_op(adag_comm_t *base, void *buf, size_t size, unsig
     const char *call = is_send ? "ncclSend" : "ncclRecv";
     char what[96];
     if (peer >= base->nranks || peer == base->rank || !s || (!buf && size))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s to rank %u: the peer must be another rank "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s to rank %u: the peer must be another rank "
                           "below %u, with a stream and a buffer", c->who, call, peer,
                           base->nranks);
     snprintf(what, sizeof(what), "%s(%zu bytes, rank %u)", call, size, peer);
@@ -499,19 +499,19 @@ static adag_status_t check_coll(adag_comm_t *base, const char *name, const void 
     nccl_comm_t *c = nccl_comm(base);
     size_t es = dtype == ADAG_DTYPE_BYTES ? 0 : adag_dtype_size(dtype);
     if (es == 0)
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements: dtype %d (%s) is not a "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu elements: dtype %d (%s) is not a "
                           "tensor dtype", c->who, name, count, (int)dtype, adag_dtype_name(dtype));
     if (reduces && reduce_type(dtype, &k->type))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: NCCL does not reduce %s",
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: NCCL does not reduce %s",
                           c->who, name, count, adag_dtype_name(dtype), adag_dtype_name(dtype));
     if (reduces && reduce_op(op, &k->op))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: op %d is not a "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements: op %d is not a "
                           "reduction", c->who, name, count, adag_dtype_name(dtype), (int)op);
     if (!s || (count && (!recv || (reads_send && !send))))
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu elements needs a stream and buffers",
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu elements needs a stream and buffers",
                           c->who, name, count);
     if (count > SIZE_MAX / es / base->nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements for %u ranks overflows "
+        return adag__error(ADAG_ERR_INVALID, "%s: %s of %zu %s elements for %u ranks overflows "
                           "a size", c->who, name, count, adag_dtype_name(dtype), base->nranks);
     k->send = send;
     k->recv = recv;
@@ -588,7 +588,7 @@ static adag_status_t nccl_broadcast(adag_comm_t *base, const void *send, void *r
     nccl_call_t k = {.kind = CALL_BROADCAST, .peer = (int)root};
     char what[96];
     if (root >= base->nranks)
-        return adag_error(ADAG_ERR_INVALID, "%s: broadcast from root %u: there are %u ranks",
+        return adag__error(ADAG_ERR_INVALID, "%s: broadcast from root %u: there are %u ranks",
                           c->who, root, base->nranks);
     adag_status_t st = check_coll(base, "ncclBroadcast", send, recv, count, dtype, 0,
                                   ADAG_REDUCE_SUM, root == base->rank, s, &k);
@@ -619,11 +619,11 @@ static adag_status_t nccl_status(adag_comm_t *base)
     nccl_comm_t *c = nccl_comm(base);
     ncclResult_t state = ncclSuccess;
     if (atomic_load_explicit(&c->aborted, memory_order_seq_cst))
-        return adag_error(ADAG_ERR_CLOSED, "%s: aborted", c->who);
+        return adag__error(ADAG_ERR_CLOSED, "%s: aborted", c->who);
     pthread_mutex_lock(&c->lock);
     adag_status_t st = ADAG_OK;
     if (!c->comm) {
-        st = adag_error(ADAG_ERR_CLOSED, "%s: aborted", c->who);
+        st = adag__error(ADAG_ERR_CLOSED, "%s: aborted", c->who);
     } else {
         ncclResult_t r = lib.fn.CommGetAsyncError(c->comm, &state);
         if (r != ncclSuccess)

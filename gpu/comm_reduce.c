@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-int adag_reduce_supported(adag_dtype_t dtype, adag_reduce_op_t op)
+int adag__reduce_supported(adag_dtype_t dtype, adag_reduce_op_t op)
 {
     if (dtype < ADAG_DTYPE_U8 || dtype > ADAG_DTYPE_BOOL || op < ADAG_REDUCE_SUM ||
         op > ADAG_REDUCE_AVG)
@@ -17,7 +17,7 @@ int adag_reduce_supported(adag_dtype_t dtype, adag_reduce_op_t op)
     return !(dtype == ADAG_DTYPE_BOOL && op == ADAG_REDUCE_AVG);
 }
 
-const char *adag_reduce_op_name(adag_reduce_op_t op)
+const char *adag__reduce_op_name(adag_reduce_op_t op)
 {
     static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
     return (unsigned)op < sizeof(names) / sizeof(names[0]) ? names[op] : "?";
@@ -25,7 +25,7 @@ const char *adag_reduce_op_name(adag_reduce_op_t op)
 
 /* ---- f16 and bf16 ---- */
 
-float adag_f16_to_f32(uint16_t h)
+float adag__f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     uint32_t bits;
@@ -51,7 +51,7 @@ static uint32_t round_even(uint32_t q, uint32_t rem, unsigned shift)
     return q + (rem > half || (rem == half && (q & 1u)));
 }
 
-uint16_t adag_f32_to_f16(float f)
+uint16_t adag__f32_to_f16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, sizeof(x));
@@ -74,7 +74,7 @@ uint16_t adag_f32_to_f16(float f)
     return sign | (uint16_t)round_even(man >> shift, man & ((1u << shift) - 1), shift);
 }
 
-float adag_bf16_to_f32(uint16_t h)
+float adag__bf16_to_f32(uint16_t h)
 {
     uint32_t bits = (uint32_t)h << 16;
     float f;
@@ -82,7 +82,7 @@ float adag_bf16_to_f32(uint16_t h)
     return f;
 }
 
-uint16_t adag_f32_to_bf16(float f)
+uint16_t adag__f32_to_bf16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, sizeof(x));
@@ -167,7 +167,7 @@ uint16_t adag_f32_to_bf16(float f)
         return;                                                                                \
     }
 
-void adag_reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict dst,
+void adag__reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict dst,
                       const void *restrict src, size_t n)
 {
     switch (dtype) {
@@ -187,10 +187,10 @@ void adag_reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict ds
         INT_OPS(int64_t, uint64_t, uint64_t);
         return;
     case ADAG_DTYPE_F16:
-        HALF_OPS(adag_f16_to_f32, adag_f32_to_f16);
+        HALF_OPS(adag__f16_to_f32, adag__f32_to_f16);
         return;
     case ADAG_DTYPE_BF16:
-        HALF_OPS(adag_bf16_to_f32, adag_f32_to_bf16);
+        HALF_OPS(adag__bf16_to_f32, adag__f32_to_bf16);
         return;
     case ADAG_DTYPE_F32:
         FLOAT_OPS(float);
@@ -218,7 +218,7 @@ void adag_reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict ds
         }                                                                                      \
     } while (0)
 
-void adag_reduce_divide(adag_dtype_t dtype, void *dst, size_t n, unsigned divisor)
+void adag__reduce_divide(adag_dtype_t dtype, void *dst, size_t n, unsigned divisor)
 {
     /* C's integer division truncates toward zero */
     int sdiv = (int)divisor;
@@ -239,10 +239,10 @@ void adag_reduce_divide(adag_dtype_t dtype, void *dst, size_t n, unsigned diviso
         DIVIDE(int64_t, a / (int64_t)sdiv);
         return;
     case ADAG_DTYPE_F16:
-        DIVIDE(uint16_t, adag_f32_to_f16(adag_f16_to_f32(a) / (float)divisor));
+        DIVIDE(uint16_t, adag__f32_to_f16(adag__f16_to_f32(a) / (float)divisor));
         return;
     case ADAG_DTYPE_BF16:
-        DIVIDE(uint16_t, adag_f32_to_bf16(adag_bf16_to_f32(a) / (float)divisor));
+        DIVIDE(uint16_t, adag__f32_to_bf16(adag__bf16_to_f32(a) / (float)divisor));
         return;
     case ADAG_DTYPE_F32:
         DIVIDE(float, a / (float)divisor);

@@ -22,20 +22,20 @@
 #include <stdint.h>
 
 /* Nonzero if dtype (not ADAG_DTYPE_BYTES) can be reduced with op. */
-int adag_reduce_supported(adag_dtype_t dtype, adag_reduce_op_t op);
+int adag__reduce_supported(adag_dtype_t dtype, adag_reduce_op_t op);
 /* "sum", "prod", "min", "max", "avg"; "?" for another number. */
-const char *adag_reduce_op_name(adag_reduce_op_t op);
+const char *adag__reduce_op_name(adag_reduce_op_t op);
 
 /* dst[i] = dst[i] op src[i] for i < n elements of dtype (AVG sums; its
- * division is adag_reduce_divide's). dst and src do not overlap. */
-void adag_reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict dst,
+ * division is adag__reduce_divide's). dst and src do not overlap. */
+void adag__reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict dst,
                       const void *restrict src, size_t n);
 /* dst[i] = dst[i] / divisor: AVG's last step. */
-void adag_reduce_divide(adag_dtype_t dtype, void *dst, size_t n, unsigned divisor);
+void adag__reduce_divide(adag_dtype_t dtype, void *dst, size_t n, unsigned divisor);
 
-float adag_f16_to_f32(uint16_t h);
-uint16_t adag_f32_to_f16(float f);
-float adag_bf16_to_f32(uint16_t h);
-uint16_t adag_f32_to_bf16(float f);
+float adag__f16_to_f32(uint16_t h);
+uint16_t adag__f32_to_f16(float f);
+float adag__bf16_to_f32(uint16_t h);
+uint16_t adag__f32_to_bf16(float f);
 
 #endif

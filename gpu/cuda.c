@@ -70,7 +70,7 @@ static adag_status_t cuda_open_unbuilt(unsigned index, adag_device_t **out)
     char why[256];
     *out = NULL;
     cuda_probe_unbuilt(why, sizeof(why));
-    return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: no CUDA device here: %s", index, why);
+    return adag__error(ADAG_ERR_NOT_FOUND, "cuda device %u: no CUDA device here: %s", index, why);
 }
 
 /* Every other op needs an opened device, which never exists. */
@@ -112,7 +112,7 @@ static const char *const cudart_names[] = {
 
 static void cudart_load(void)
 {
-    const char *forced = adag_process_settings()->cudart_path;
+    const char *forced = adag__process_settings()->cudart_path;
     const char *name = NULL;
     if (forced) {
         adag_cudart.lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
@@ -156,7 +156,7 @@ fail:
 
 /* Whether the runtime is loaded (the first call loads it); adag_cudart.error says
  * why not. */
-bool adag_cudart_loaded(void)
+bool adag__cudart_loaded(void)
 {
     pthread_once(&adag_cudart.once, cudart_load);
     return adag_cudart.lib != NULL;
@@ -192,19 +192,19 @@ static void cuda_vmsg(char *buf, size_t len, const cuda_dev_t *d, cudaError_t er
 
 /* Records a CUDA failure (what names the call) as this thread's error. */
 adag_status_t ADAG_PRINTF(3, 4)
-    adag_cuda_fail(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
+    adag__cuda_fail(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
 {
     char msg[ADAG_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
     cuda_vmsg(msg, sizeof(msg), d, err, fmt, ap);
     va_end(ap);
-    return adag_error(err == cudaErrorMemoryAllocation ? ADAG_ERR_NO_MEMORY : ADAG_ERR_IO, "%s",
+    return adag__error(err == cudaErrorMemoryAllocation ? ADAG_ERR_NO_MEMORY : ADAG_ERR_IO, "%s",
                       msg);
 }
 
 /* The same for ops that return nothing: logged, the thread's error kept. */
-void ADAG_PRINTF(3, 4) adag_cuda_warn(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
+void ADAG_PRINTF(3, 4) adag__cuda_warn(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
 {
     char msg[ADAG_ERROR_MAX];
     va_list ap;
@@ -214,22 +214,23 @@ void ADAG_PRINTF(3, 4) adag_cuda_warn(const cuda_dev_t *d, cudaError_t err, cons
     ADAG_LOG_WARN("%s", msg);
 }
 
-adag_status_t adag_cuda_set_device(cuda_dev_t *d)
+adag_status_t adag__cuda_set_device(cuda_dev_t *d)
 {
     cudaError_t err = adag_cudart.fn.SetDevice((int)d->base.index);
-    return err == cudaSuccess ? ADAG_OK : adag_cuda_fail(d, err, "cudaSetDevice(%u)", d->base.index);
+    return err == cudaSuccess ? ADAG_OK
+                              : adag__cuda_fail(d, err, "cudaSetDevice(%u)", d->base.index);
 }
 
 /* ---- probe, open, close ---- */
 
 static adag_status_t cuda_pci_bus_id(unsigned index, char *buf, size_t len)
 {
-    if (!adag_cudart_loaded())
-        return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: %s", index, adag_cudart.error);
+    if (!adag__cudart_loaded())
+        return adag__error(ADAG_ERR_NOT_FOUND, "cuda device %u: %s", index, adag_cudart.error);
     cudaError_t err = adag_cudart.fn.DeviceGetPCIBusId(buf, (int)len, (int)index);
     if (err != cudaSuccess) {
         (void)adag_cudart.fn.GetLastError(); /* not the program's error (cuda_vmsg) */
-        return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: cudaDeviceGetPCIBusId: %s",
+        return adag__error(ADAG_ERR_NOT_FOUND, "cuda device %u: cudaDeviceGetPCIBusId: %s",
                           index, adag_cudart.fn.GetErrorString(err));
     }
     return ADAG_OK;
@@ -244,7 +245,7 @@ static unsigned cuda_probe(char *why, size_t len)
         why = scratch;
         len = sizeof(scratch);
     }
-    if (!adag_cudart_loaded()) {
+    if (!adag__cudart_loaded()) {
         snprintf(why, len, "%s", adag_cudart.error);
         return 0;
     }
@@ -285,26 +286,26 @@ static adag_status_t cuda_open(unsigned index, adag_device_t **out)
     char why[ADAG_ERROR_MAX / 2];
     unsigned n = cuda_probe(why, sizeof(why));
     if (n == 0)
-        return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: no CUDA device here: %s", index,
+        return adag__error(ADAG_ERR_NOT_FOUND, "cuda device %u: no CUDA device here: %s", index,
                           why);
     if (index >= n)
-        return adag_error(ADAG_ERR_NOT_FOUND, "cuda device %u: there are %u CUDA devices here",
+        return adag__error(ADAG_ERR_NOT_FOUND, "cuda device %u: there are %u CUDA devices here",
                           index, n);
     adag_status_t st;
     device_prop_t *prop = NULL;
     cuda_dev_t *d = calloc(1, sizeof(*d));
     if (!d || !(prop = calloc(1, sizeof(*prop)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "cuda device %u: out of memory", index);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "cuda device %u: out of memory", index);
         goto fail;
     }
     d->base.ops = &adag_device_cuda_ops;
     d->base.index = index;
     snprintf(d->name, sizeof(d->name), "?");
-    if ((st = adag_cuda_set_device(d)) != ADAG_OK)
+    if ((st = adag__cuda_set_device(d)) != ADAG_OK)
         goto fail;
     cudaError_t err = adag_cudart.fn.GetDeviceProperties(&prop->p, (int)index);
     if (err != cudaSuccess) {
-        st = adag_cuda_fail(d, err, "cudaGetDeviceProperties");
+        st = adag__cuda_fail(d, err, "cudaGetDeviceProperties");
         goto fail;
     }
     snprintf(d->name, sizeof(d->name), "%.*s", (int)sizeof(prop->p.name), prop->p.name);
@@ -321,7 +322,7 @@ static void cuda_close(adag_device_t *dev)
 {
     if (!dev)
         return;
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     uint64_t live[7] = {d->mem,          d->host_mem,        d->streams,   d->events,
                         d->imported_mem, d->imported_events, d->registered};
     if (live[0] | live[1] | live[2] | live[3] | live[4] | live[5] | live[6])
@@ -337,22 +338,22 @@ static void cuda_close(adag_device_t *dev)
 
 static adag_status_t cuda_bind_thread(adag_device_t *dev)
 {
-    return adag_cuda_set_device(adag_cuda_dev(dev));
+    return adag__cuda_set_device(adag__cuda_dev(dev));
 }
 
 /* ---- memory ---- */
 
 static adag_status_t cuda_mem_alloc(adag_device_t *dev, size_t size, adag_dev_mem_t *mem)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     memset(mem, 0, sizeof(*mem));
-    adag_status_t st = adag_cuda_set_device(d);
+    adag_status_t st = adag__cuda_set_device(d);
     if (st != ADAG_OK)
         return st;
     void *ptr = NULL;
     cudaError_t err = adag_cudart.fn.Malloc(&ptr, size);
     if (err != cudaSuccess)
-        return adag_cuda_fail(d, err, "cudaMalloc(%zu bytes)", size);
+        return adag__cuda_fail(d, err, "cudaMalloc(%zu bytes)", size);
     *mem = (adag_dev_mem_t){.ptr = ptr, .size = size, .impl = &mem_tag_device};
     atomic_fetch_add(&d->mem, 1);
     return ADAG_OK;
@@ -364,7 +365,7 @@ static void free_tagged(adag_device_t *dev, adag_dev_mem_t *mem, const char *tag
                         cudaError_t (*release)(void *), const char *what,
                         _Atomic uint64_t *count)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     if (!mem || !mem->impl)
         return;
     if (mem->impl != tag) {
@@ -374,27 +375,28 @@ static void free_tagged(adag_device_t *dev, adag_dev_mem_t *mem, const char *tag
     }
     cudaError_t err = release(mem->ptr);
     if (err != cudaSuccess)
-        adag_cuda_warn(d, err, "%s(%p)", what, mem->ptr);
+        adag__cuda_warn(d, err, "%s(%p)", what, mem->ptr);
     atomic_fetch_sub(count, 1);
     memset(mem, 0, sizeof(*mem));
 }
 
 static void cuda_mem_free(adag_device_t *dev, adag_dev_mem_t *mem)
 {
-    free_tagged(dev, mem, &mem_tag_device, adag_cudart.fn.Free, "cudaFree", &adag_cuda_dev(dev)->mem);
+    free_tagged(dev, mem, &mem_tag_device, adag_cudart.fn.Free, "cudaFree",
+                &adag__cuda_dev(dev)->mem);
 }
 
 static adag_status_t cuda_host_alloc(adag_device_t *dev, size_t size, adag_dev_mem_t *mem)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     memset(mem, 0, sizeof(*mem));
-    adag_status_t st = adag_cuda_set_device(d);
+    adag_status_t st = adag__cuda_set_device(d);
     if (st != ADAG_OK)
         return st;
     void *ptr = NULL;
     cudaError_t err = adag_cudart.fn.HostAlloc(&ptr, size, cudaHostAllocPortable);
     if (err != cudaSuccess)
-        return adag_cuda_fail(d, err, "cudaHostAlloc(%zu bytes)", size);
+        return adag__cuda_fail(d, err, "cudaHostAlloc(%zu bytes)", size);
     *mem = (adag_dev_mem_t){.ptr = ptr, .size = size, .impl = &mem_tag_host};
     atomic_fetch_add(&d->host_mem, 1);
     return ADAG_OK;
@@ -403,30 +405,30 @@ static adag_status_t cuda_host_alloc(adag_device_t *dev, size_t size, adag_dev_m
 static void cuda_host_free(adag_device_t *dev, adag_dev_mem_t *mem)
 {
     free_tagged(dev, mem, &mem_tag_host, adag_cudart.fn.FreeHost, "cudaFreeHost",
-                &adag_cuda_dev(dev)->host_mem);
+                &adag__cuda_dev(dev)->host_mem);
 }
 
 static adag_status_t cuda_host_register(adag_device_t *dev, void *ptr, size_t size,
                                         adag_dev_mem_t *reg)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     memset(reg, 0, sizeof(*reg));
     void *base; /* whole pages (what the driver pins anyway): a shared page overlaps */
     size_t len;
-    adag_device_page_span(ptr, size, &base, &len);
-    adag_status_t st = adag_cuda_set_device(d);
+    adag__device_page_span(ptr, size, &base, &len);
+    adag_status_t st = adag__cuda_set_device(d);
     if (st != ADAG_OK)
         return st;
     cudaError_t err = adag_cudart.fn.HostRegister(base, len, cudaHostRegisterPortable);
     if (err == cudaErrorHostMemoryAlreadyRegistered) {
         (void)adag_cudart.fn.GetLastError();
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "cuda device %u (%s): host_register of %zu bytes at %p: the range "
                           "overlaps memory already registered",
                           dev->index, d->name, len, (void *)base);
     }
     if (err != cudaSuccess)
-        return adag_cuda_fail(d, err, "cudaHostRegister(%p, %zu bytes)", (void *)base, len);
+        return adag__cuda_fail(d, err, "cudaHostRegister(%p, %zu bytes)", (void *)base, len);
     *reg = (adag_dev_mem_t){.ptr = base, .size = len, .impl = &mem_tag_registered};
     atomic_fetch_add(&d->registered, 1);
     return ADAG_OK;
@@ -435,24 +437,24 @@ static adag_status_t cuda_host_register(adag_device_t *dev, void *ptr, size_t si
 static void cuda_host_unregister(adag_device_t *dev, adag_dev_mem_t *reg)
 {
     free_tagged(dev, reg, &mem_tag_registered, adag_cudart.fn.HostUnregister,
-                "cudaHostUnregister", &adag_cuda_dev(dev)->registered);
+                "cudaHostUnregister", &adag__cuda_dev(dev)->registered);
 }
 
 static adag_status_t cuda_mem_export(adag_device_t *dev, const adag_dev_mem_t *mem,
                                      adag_dev_handle_t *h)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     memset(h, 0, sizeof(*h));
     h->fds[0] = h->fds[1] = -1;
     if (mem->impl != &mem_tag_device)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "cuda device %u (%s): mem_export: only memory from mem_alloc can be "
                           "exported",
                           dev->index, d->name);
     cudaIpcMemHandle_t ipc;
     cudaError_t err = adag_cudart.fn.IpcGetMemHandle(&ipc, mem->ptr);
     if (err != cudaSuccess)
-        return adag_cuda_fail(d, err, "cudaIpcGetMemHandle(%p)", mem->ptr);
+        return adag__cuda_fail(d, err, "cudaIpcGetMemHandle(%p)", mem->ptr);
     uint64_t size = mem->size;
     memcpy(h->bytes, &ipc, sizeof(ipc));
     memcpy(h->bytes + sizeof(ipc), &size, sizeof(size));
@@ -462,11 +464,11 @@ static adag_status_t cuda_mem_export(adag_device_t *dev, const adag_dev_mem_t *m
 
 static adag_status_t cuda_mem_import(adag_device_t *dev, adag_dev_handle_t *h, adag_dev_mem_t *mem)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     memset(mem, 0, sizeof(*mem));
     adag_status_t st;
     if (h->nfds || h->len != MEM_HANDLE_LEN) {
-        st = adag_error(ADAG_ERR_PROTOCOL,
+        st = adag__error(ADAG_ERR_PROTOCOL,
                         "cuda device %u (%s): mem_import: not a CUDA memory handle (%u bytes, %u "
                         "fds; one is %zu bytes, no fds)",
                         dev->index, d->name, h->len, h->nfds, MEM_HANDLE_LEN);
@@ -476,24 +478,24 @@ static adag_status_t cuda_mem_import(adag_device_t *dev, adag_dev_handle_t *h, a
     uint64_t size;
     memcpy(&ipc, h->bytes, sizeof(ipc));
     memcpy(&size, h->bytes + sizeof(ipc), sizeof(size));
-    if ((st = adag_cuda_set_device(d)) != ADAG_OK)
+    if ((st = adag__cuda_set_device(d)) != ADAG_OK)
         goto out;
     void *ptr = NULL;
     cudaError_t err = adag_cudart.fn.IpcOpenMemHandle(&ptr, ipc, cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
-        st = adag_cuda_fail(d, err, "cudaIpcOpenMemHandle (%llu bytes)", (unsigned long long)size);
+        st = adag__cuda_fail(d, err, "cudaIpcOpenMemHandle (%llu bytes)", (unsigned long long)size);
         goto out;
     }
     *mem = (adag_dev_mem_t){.ptr = ptr, .size = (size_t)size, .impl = &mem_tag_import};
     atomic_fetch_add(&d->imported_mem, 1);
 out:
-    adag_dev_handle_close(h); /* CUDA handles carry no fds */
+    adag__dev_handle_close(h); /* CUDA handles carry no fds */
     return st;
 }
 
 static void cuda_mem_unimport(adag_device_t *dev, adag_dev_mem_t *mem)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     if (!mem || !mem->impl)
         return;
     if (mem->impl != &mem_tag_import) {
@@ -504,14 +506,14 @@ static void cuda_mem_unimport(adag_device_t *dev, adag_dev_mem_t *mem)
     }
     cudaError_t err = adag_cudart.fn.IpcCloseMemHandle(mem->ptr);
     if (err != cudaSuccess)
-        adag_cuda_warn(d, err, "cudaIpcCloseMemHandle(%p)", mem->ptr);
+        adag__cuda_warn(d, err, "cudaIpcCloseMemHandle(%p)", mem->ptr);
     atomic_fetch_sub(&d->imported_mem, 1);
     memset(mem, 0, sizeof(*mem));
 }
 
 static void cuda_counts(adag_device_t *dev, adag_device_counts_t *c)
 {
-    cuda_dev_t *d = adag_cuda_dev(dev);
+    cuda_dev_t *d = adag__cuda_dev(dev);
     *c = (adag_device_counts_t){
         .mem = atomic_load(&d->mem),
         .host_mem = atomic_load(&d->host_mem),
@@ -540,24 +542,24 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .mem_export = cuda_mem_export,
     .mem_import = cuda_mem_import,
     .mem_unimport = cuda_mem_unimport,
-    .stream_create = adag_cuda_stream_create,
-    .stream_destroy = adag_cuda_stream_destroy,
-    .copy_async = adag_cuda_copy_async,
-    .host_fn = adag_cuda_host_fn,
-    .launch_host = adag_cuda_launch_host,
-    .stream_native = adag_cuda_stream_native,
-    .stream_sync = adag_cuda_stream_sync,
-    .event_create = adag_cuda_event_create,
-    .event_destroy = adag_cuda_event_destroy,
-    .event_record = adag_cuda_event_record,
-    .stream_wait_event = adag_cuda_stream_wait_event,
-    .event_query = adag_cuda_event_query,
-    .event_sync = adag_cuda_event_sync,
-    .event_export = adag_cuda_event_export,
-    .event_import = adag_cuda_event_import,
-    .event_abandon = adag_cuda_event_abandon,
-    .event_create_timed = adag_cuda_event_create_timed,
-    .event_elapsed_ns = adag_cuda_event_elapsed_ns,
+    .stream_create = adag__cuda_stream_create,
+    .stream_destroy = adag__cuda_stream_destroy,
+    .copy_async = adag__cuda_copy_async,
+    .host_fn = adag__cuda_host_fn,
+    .launch_host = adag__cuda_launch_host,
+    .stream_native = adag__cuda_stream_native,
+    .stream_sync = adag__cuda_stream_sync,
+    .event_create = adag__cuda_event_create,
+    .event_destroy = adag__cuda_event_destroy,
+    .event_record = adag__cuda_event_record,
+    .stream_wait_event = adag__cuda_stream_wait_event,
+    .event_query = adag__cuda_event_query,
+    .event_sync = adag__cuda_event_sync,
+    .event_export = adag__cuda_event_export,
+    .event_import = adag__cuda_event_import,
+    .event_abandon = adag__cuda_event_abandon,
+    .event_create_timed = adag__cuda_event_create_timed,
+    .event_elapsed_ns = adag__cuda_event_elapsed_ns,
     .counts = cuda_counts,
 };
 

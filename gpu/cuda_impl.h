@@ -48,7 +48,7 @@ typedef struct {
 extern cudart_t adag_cudart;
 /* Whether the runtime is loaded (the first call loads it); adag_cudart.error
  * says why not. */
-bool adag_cudart_loaded(void);
+bool adag__cudart_loaded(void);
 
 typedef struct {
     adag_device_t base;
@@ -72,7 +72,7 @@ struct adag_dev_event {
 #define EVENT_HANDLE_LEN (sizeof(cudaIpcEventHandle_t))
 _Static_assert(EVENT_HANDLE_LEN <= ADAG_DEVICE_HANDLE_BYTES, "a CUDA event handle does not fit");
 
-static inline cuda_dev_t *adag_cuda_dev(adag_device_t *dev)
+static inline cuda_dev_t *adag__cuda_dev(adag_device_t *dev)
 {
     return (cuda_dev_t *)dev;
 }
@@ -80,35 +80,35 @@ static inline cuda_dev_t *adag_cuda_dev(adag_device_t *dev)
 /* A CUDA failure (fmt names the call) as this thread's error:
  * ADAG_ERR_NO_MEMORY or ADAG_ERR_IO, "cuda device <i> (<name>): <call>:
  * <error name>: <text>". */
-adag_status_t adag_cuda_fail(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
+adag_status_t adag__cuda_fail(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...)
     ADAG_PRINTF(3, 4);
 /* The same for ops that return nothing: logged. */
-void adag_cuda_warn(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...) ADAG_PRINTF(3, 4);
+void adag__cuda_warn(const cuda_dev_t *d, cudaError_t err, const char *fmt, ...) ADAG_PRINTF(3, 4);
 /* Makes d the calling thread's current device. */
-adag_status_t adag_cuda_set_device(cuda_dev_t *d);
+adag_status_t adag__cuda_set_device(cuda_dev_t *d);
 
 /* Streams and events (gpu/cuda_stream.c): the ops of gpu/device.h. */
-adag_status_t adag_cuda_stream_create(adag_device_t *dev, adag_dev_stream_t **out);
-void adag_cuda_stream_destroy(adag_device_t *dev, adag_dev_stream_t *s);
-adag_status_t adag_cuda_copy_async(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
-adag_status_t adag_cuda_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
-adag_status_t adag_cuda_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+adag_status_t adag__cuda_stream_create(adag_device_t *dev, adag_dev_stream_t **out);
+void adag__cuda_stream_destroy(adag_device_t *dev, adag_dev_stream_t *s);
+adag_status_t adag__cuda_copy_async(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
+adag_status_t adag__cuda_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
+adag_status_t adag__cuda_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
                                     size_t size);
-void *adag_cuda_stream_native(adag_dev_stream_t *s);
-adag_status_t adag_cuda_stream_sync(adag_dev_stream_t *s, int64_t deadline);
-adag_status_t adag_cuda_event_create(adag_device_t *dev, adag_dev_event_t **out);
-adag_status_t adag_cuda_event_create_timed(adag_device_t *dev, adag_dev_event_t **out);
-adag_status_t adag_cuda_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+void *adag__cuda_stream_native(adag_dev_stream_t *s);
+adag_status_t adag__cuda_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag__cuda_event_create(adag_device_t *dev, adag_dev_event_t **out);
+adag_status_t adag__cuda_event_create_timed(adag_device_t *dev, adag_dev_event_t **out);
+adag_status_t adag__cuda_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
                                          int64_t *ns);
-void adag_cuda_event_destroy(adag_device_t *dev, adag_dev_event_t *ev);
-adag_status_t adag_cuda_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
-adag_status_t adag_cuda_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
-adag_status_t adag_cuda_event_query(adag_dev_event_t *ev);
-adag_status_t adag_cuda_event_sync(adag_dev_event_t *ev, int64_t deadline);
-adag_status_t adag_cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
+void adag__cuda_event_destroy(adag_device_t *dev, adag_dev_event_t *ev);
+adag_status_t adag__cuda_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag__cuda_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag__cuda_event_query(adag_dev_event_t *ev);
+adag_status_t adag__cuda_event_sync(adag_dev_event_t *ev, int64_t deadline);
+adag_status_t adag__cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
                                      adag_dev_handle_t *h);
-void adag_cuda_event_abandon(adag_dev_event_t *ev);
-adag_status_t adag_cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
+void adag__cuda_event_abandon(adag_dev_event_t *ev);
+adag_status_t adag__cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
                                      adag_dev_event_t **out);
 
 #endif /* ADAG_HAVE_CUDA */

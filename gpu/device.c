@@ -17,12 +17,12 @@ static const adag_device_ops_t *const backends[ADAG_DEVICE_KIND_COUNT] = {
     [ADAG_DEV_CUDA] = &adag_device_cuda_ops,
 };
 
-const adag_device_ops_t *adag_device_backend(uint32_t kind)
+const adag_device_ops_t *adag__device_backend(uint32_t kind)
 {
     return kind < ADAG_DEVICE_KIND_COUNT ? backends[kind] : NULL;
 }
 
-void adag_dev_handle_close(adag_dev_handle_t *h)
+void adag__dev_handle_close(adag_dev_handle_t *h)
 {
     for (unsigned i = 0; i < h->nfds && i < ADAG_DEVICE_MAX_FDS; i++) {
         if (h->fds[i] >= 0)
@@ -32,7 +32,7 @@ void adag_dev_handle_close(adag_dev_handle_t *h)
     h->nfds = 0;
 }
 
-const adag_device_ops_t *adag_device_backend_named(const char *name)
+const adag_device_ops_t *adag__device_backend_named(const char *name)
 {
     for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++)
         if (backends[k] && strcmp(backends[k]->name, name) == 0)
@@ -51,19 +51,19 @@ static void known_backends(char *buf, size_t len)
                                      backends[k]->name);
 }
 
-adag_status_t adag_device_parse(const char *spec, adag_device_kind_t *kind, unsigned *index)
+adag_status_t adag__device_parse(const char *spec, adag_device_kind_t *kind, unsigned *index)
 {
     char name[ADAG_DEVICE_SPEC_MAX], known[128];
     if (!spec)
-        return adag_error(ADAG_ERR_INVALID, "device is NULL");
+        return adag__error(ADAG_ERR_INVALID, "device is NULL");
     size_t len = strnlen(spec, ADAG_DEVICE_SPEC_MAX);
     if (len >= ADAG_DEVICE_SPEC_MAX)
-        return adag_error(ADAG_ERR_INVALID, "device \"%.*s...\" is longer than %d bytes",
+        return adag__error(ADAG_ERR_INVALID, "device \"%.*s...\" is longer than %d bytes",
                           ADAG_DEVICE_SPEC_MAX / 2, spec, ADAG_DEVICE_SPEC_MAX - 1);
     const char *colon = strchr(spec, ':');
     const char *digits = colon ? colon + 1 : NULL;
     if (!colon || colon == spec || !*digits || strspn(digits, "0123456789") != strlen(digits))
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "device \"%s\" is not \"<backend>:<index>\" (e.g. \"cuda:0\", "
                           "\"emu:1\")",
                           spec);
@@ -71,15 +71,15 @@ adag_status_t adag_device_parse(const char *spec, adag_device_kind_t *kind, unsi
     for (const char *p = digits; *p; p++) {
         v = v * 10 + (uint64_t)(*p - '0');
         if (v > ADAG_DEVICE_INDEX_MAX)
-            return adag_error(ADAG_ERR_INVALID, "device \"%s\": the index must be 0..%d", spec,
+            return adag__error(ADAG_ERR_INVALID, "device \"%s\": the index must be 0..%d", spec,
                               ADAG_DEVICE_INDEX_MAX);
     }
     memcpy(name, spec, (size_t)(colon - spec));
     name[colon - spec] = '\0';
-    const adag_device_ops_t *ops = adag_device_backend_named(name);
+    const adag_device_ops_t *ops = adag__device_backend_named(name);
     if (!ops) {
         known_backends(known, sizeof(known));
-        return adag_error(ADAG_ERR_NOT_FOUND, "device \"%s\": unknown backend \"%s\" (known: %s)",
+        return adag__error(ADAG_ERR_NOT_FOUND, "device \"%s\": unknown backend \"%s\" (known: %s)",
                           spec, name, known);
     }
     *kind = ops->kind;
@@ -91,23 +91,23 @@ adag_status_t adag_device_count(const char *backend, unsigned *count)
 {
     char why[ADAG_ERROR_MAX / 2] = "", known[128];
     if (!backend || !count)
-        return adag_error(ADAG_ERR_INVALID, "adag_device_count: backend and count must not be "
+        return adag__error(ADAG_ERR_INVALID, "adag_device_count: backend and count must not be "
                                             "NULL");
-    const adag_device_ops_t *ops = adag_device_backend_named(backend);
+    const adag_device_ops_t *ops = adag__device_backend_named(backend);
     if (!ops) {
         known_backends(known, sizeof(known));
-        return adag_error(ADAG_ERR_NOT_FOUND,
+        return adag__error(ADAG_ERR_NOT_FOUND,
                           "adag_device_count: unknown device backend \"%s\" (known: %s)", backend,
                           known);
     }
     *count = ops->probe(why, sizeof(why));
     if (*count == 0)
-        adag_error(ADAG_OK, "adag_device_count: %s: no device: %s", ops->name,
+        adag__error(ADAG_OK, "adag_device_count: %s: no device: %s", ops->name,
                    why[0] ? why : "(no reason given)");
     return ADAG_OK;
 }
 
-void adag_device_page_span(void *ptr, size_t size, void **base, size_t *len)
+void adag__device_page_span(void *ptr, size_t size, void **base, size_t *len)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)ptr & ~(page - 1);

@@ -184,24 +184,24 @@ struct adag_device_ops {
 };
 
 /* The backend of a kind (NULL if unknown, and for ADAG_DEV_HOST). */
-const adag_device_ops_t *adag_device_backend(uint32_t kind);
+const adag_device_ops_t *adag__device_backend(uint32_t kind);
 /* (a backend's name is adag_device_kind_name(kind); a device id's name,
- * "cuda:1", is common/value.h's adag_device_name) */
+ * "cuda:1", is common/value.h's adag__device_name) */
 /* [ptr, ptr + size) rounded out to whole pages (one page for size 0): what
  * host_register registers, on every backend. */
-void adag_device_page_span(void *ptr, size_t size, void **base, size_t *len);
+void adag__device_page_span(void *ptr, size_t size, void **base, size_t *len);
 /* Closes the fds a handle still holds (an importer's, after a failure). */
-void adag_dev_handle_close(adag_dev_handle_t *h);
+void adag__dev_handle_close(adag_dev_handle_t *h);
 
 /* Device specs, "<backend>:<index>" (adag_actor_params_t.device): at most
  * ADAG_DEVICE_SPEC_MAX - 1 bytes, the index decimal digits up to
  * ADAG_DEVICE_INDEX_MAX (adag.h: what a device id holds). */
 #define ADAG_DEVICE_SPEC_MAX 64
 /* The backend named `name` ("emu", "cuda"); NULL if none. */
-const adag_device_ops_t *adag_device_backend_named(const char *name);
+const adag_device_ops_t *adag__device_backend_named(const char *name);
 /* Parses a spec: ADAG_ERR_INVALID for malformed text, ADAG_ERR_NOT_FOUND
  * for an unknown backend (listing the known ones); the message quotes the
  * spec. Whether the device exists here is for the backend's probe. */
-adag_status_t adag_device_parse(const char *spec, adag_device_kind_t *kind, unsigned *index);
+adag_status_t adag__device_parse(const char *spec, adag_device_kind_t *kind, unsigned *index);
 
 #endif

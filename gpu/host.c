@@ -66,7 +66,7 @@ typedef struct {
 
 static char host_registered_tag; /* adag_dev_mem_t.impl of a registration */
 
-size_t adag_host_page_round(size_t n)
+size_t adag__host_page_round(size_t n)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return n ? (n + page - 1) & ~(page - 1) : page;
@@ -77,38 +77,38 @@ static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_
     char name[32];
     host_mem_t *m = calloc(1, sizeof(*m));
     if (!m)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
     snprintf(name, sizeof(name), "adag-dev%u", d->index);
-    m->map_size = adag_host_page_round(size);
-    m->fd = adag_fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
+    m->map_size = adag__host_page_round(size);
+    m->fd = adag__fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
     adag_status_t st;
     if (m->fd < 0) {
-        st = adag_error_errno(errno, "device emu:%u: memfd_create of %zu bytes", d->index, size);
+        st = adag__error_errno(errno, "device emu:%u: memfd_create of %zu bytes", d->index, size);
         goto fail;
     }
     if (ftruncate(m->fd, (off_t)m->map_size) != 0) {
-        st = adag_error_errno(errno, "device emu:%u: %zu bytes of device memory", d->index,
+        st = adag__error_errno(errno, "device emu:%u: %zu bytes of device memory", d->index,
                               size);
         goto fail_fd;
     }
     char who[32];
     adag_memfd_ref_t ref;
     snprintf(who, sizeof(who), "device emu:%u", d->index);
-    if ((st = adag_memfd_ref_make(m->fd, m->map_size, who, "memory", &ref)) != ADAG_OK)
+    if ((st = adag__memfd_ref_make(m->fd, m->map_size, who, "memory", &ref)) != ADAG_OK)
         goto fail_fd;
     void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     if (p == MAP_FAILED) {
-        st = adag_error_errno(errno, "device emu:%u: mapping %zu bytes", d->index, size);
+        st = adag__error_errno(errno, "device emu:%u: mapping %zu bytes", d->index, size);
         goto fail_fd;
     }
-    if ((st = adag_host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
+    if ((st = adag__host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
         munmap(p, m->map_size);
         goto fail_fd;
     }
     mem->ptr = p;
     mem->size = size;
     mem->impl = m;
-    COUNT(adag_host_dev(d), mem, 1);
+    COUNT(adag__host_dev(d), mem, 1);
     return ADAG_OK;
 fail_fd:
     close(m->fd);
@@ -122,21 +122,21 @@ static void host_mem_free(adag_device_t *d, adag_dev_mem_t *mem)
     host_mem_t *m = mem->impl;
     if (!m)
         return;
-    adag_host_ranges_remove(mem->ptr);
+    adag__host_ranges_remove(mem->ptr);
     munmap(mem->ptr, m->map_size);
     close(m->fd);
     free(m);
     memset(mem, 0, sizeof(*mem));
-    COUNT(adag_host_dev(d), mem, -1);
+    COUNT(adag__host_dev(d), mem, -1);
 }
 
 static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem_t *mem)
 {
     void *p = NULL;
     if (posix_memalign(&p, 64, size ? size : 1) != 0)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: %zu bytes of pinned memory",
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: %zu bytes of pinned memory",
                           d->index, size);
-    adag_status_t st = adag_host_ranges_add(p, size, 1, NULL);
+    adag_status_t st = adag__host_ranges_add(p, size, 1, NULL);
     if (st != ADAG_OK) {
         free(p);
         return st;
@@ -144,7 +144,7 @@ static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem
     mem->ptr = p;
     mem->size = size;
     mem->impl = NULL;
-    COUNT(adag_host_dev(d), host_mem, 1);
+    COUNT(adag__host_dev(d), host_mem, 1);
     return ADAG_OK;
 }
 
@@ -152,10 +152,10 @@ static void host_host_free(adag_device_t *d, adag_dev_mem_t *mem)
 {
     if (!mem->ptr)
         return;
-    adag_host_ranges_remove(mem->ptr);
+    adag__host_ranges_remove(mem->ptr);
     free(mem->ptr);
     memset(mem, 0, sizeof(*mem));
-    COUNT(adag_host_dev(d), host_mem, -1);
+    COUNT(adag__host_dev(d), host_mem, -1);
 }
 
 /* Locks nothing (the emulated device's memory is all host memory): it enters
@@ -167,14 +167,14 @@ static adag_status_t host_host_register(adag_device_t *d, void *ptr, size_t size
     memset(reg, 0, sizeof(*reg));
     void *base;
     size_t len;
-    adag_device_page_span(ptr, size, &base, &len);
-    adag_status_t st = adag_host_ranges_add(base, len, 0, NULL);
+    adag__device_page_span(ptr, size, &base, &len);
+    adag_status_t st = adag__host_ranges_add(base, len, 0, NULL);
     if (st != ADAG_OK) {
-        adag_error_prefix("device emu:%u", d->index);
+        adag__error_prefix("device emu:%u", d->index);
         return st;
     }
     *reg = (adag_dev_mem_t){.ptr = base, .size = len, .impl = &host_registered_tag};
-    COUNT(adag_host_dev(d), registered, 1);
+    COUNT(adag__host_dev(d), registered, 1);
     return ADAG_OK;
 }
 
@@ -182,9 +182,9 @@ static void host_host_unregister(adag_device_t *d, adag_dev_mem_t *reg)
 {
     if (reg->impl != &host_registered_tag)
         return;
-    adag_host_ranges_remove(reg->ptr);
+    adag__host_ranges_remove(reg->ptr);
     memset(reg, 0, sizeof(*reg));
-    COUNT(adag_host_dev(d), registered, -1);
+    COUNT(adag__host_dev(d), registered, -1);
 }
 
 /* ---- handles ----
@@ -193,7 +193,7 @@ static void host_host_unregister(adag_device_t *d, adag_dev_mem_t *reg)
  * message: a memfd named by the exporter's pid and fd number plus its
  * identity (gpu/memfd_handle.h), opened by the importer through /proc. */
 
-adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
+adag_status_t adag__host_handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
                                    adag_dev_handle_t *h)
 {
     char who[32], kind[32];
@@ -202,7 +202,7 @@ adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, con
     h->fds[0] = h->fds[1] = -1;
     snprintf(who, sizeof(who), "device emu:%u", d->index);
     snprintf(kind, sizeof(kind), "%s handle", what);
-    adag_status_t st = adag_memfd_ref_make(fd, size, who, kind, &ref);
+    adag_status_t st = adag__memfd_ref_make(fd, size, who, kind, &ref);
     if (st != ADAG_OK)
         return st;
     memcpy(h->bytes, &ref, sizeof(ref));
@@ -212,15 +212,15 @@ adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, con
 
 /* Opens the memfd a handle names; *size gets the size it claims, which
  * the memfd is checked to hold at least `min` bytes of. Takes h's fds. */
-int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
+int adag__host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
                           uint64_t *size, adag_status_t *st)
 {
     char who[32], kind[32];
     adag_memfd_ref_t ref;
     int nfds = (int)h->nfds;
-    adag_dev_handle_close(h);
+    adag__dev_handle_close(h);
     if (h->len != sizeof(ref) || nfds) {
-        *st = adag_error(ADAG_ERR_PROTOCOL,
+        *st = adag__error(ADAG_ERR_PROTOCOL,
                          "device emu:%u: malformed %s handle (%u bytes and %d fds; one is %zu "
                          "bytes, no fds)",
                          d->index, what, h->len, nfds, sizeof(ref));
@@ -229,7 +229,7 @@ int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *wh
     memcpy(&ref, h->bytes, sizeof(ref));
     snprintf(who, sizeof(who), "device emu:%u", d->index);
     snprintf(kind, sizeof(kind), "%s handle", what);
-    int fd = adag_memfd_ref_open(&ref, min, who, kind, st);
+    int fd = adag__memfd_ref_open(&ref, min, who, kind, st);
     if (fd >= 0)
         *size = ref.size;
     return fd;
@@ -240,9 +240,9 @@ static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem
 {
     host_mem_t *m = mem->impl;
     if (!m || m->fd < 0)
-        return adag_error(ADAG_ERR_INVALID, "device emu:%u: only device memory it allocated "
+        return adag__error(ADAG_ERR_INVALID, "device emu:%u: only device memory it allocated "
                                             "can be exported", d->index);
-    return adag_host_handle_make(d, m->fd, mem->size, "memory", h);
+    return adag__host_handle_make(d, m->fd, mem->size, "memory", h);
 }
 
 static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_mem_t *mem)
@@ -253,22 +253,22 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     adag_memfd_ref_t ref = {0}; /* the owner's name for it: checked by the open */
     if (h->len == sizeof(ref))
         memcpy(&ref, h->bytes, sizeof(ref));
-    int fd = adag_host_handle_open(d, h, "memory", 0, &size, &st);
+    int fd = adag__host_handle_open(d, h, "memory", 0, &size, &st);
     if (fd < 0)
         return st;
     if (!(m = calloc(1, sizeof(*m)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
         goto out;
     }
     m->fd = -1;
-    m->map_size = adag_host_page_round((size_t)size);
+    m->map_size = adag__host_page_round((size_t)size);
     void *p = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
-        st = adag_error_errno(errno, "device emu:%u: mapping imported memory", d->index);
+        st = adag__error_errno(errno, "device emu:%u: mapping imported memory", d->index);
         free(m);
         goto out;
     }
-    if ((st = adag_host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
+    if ((st = adag__host_ranges_add(p, m->map_size, 1, &ref)) != ADAG_OK) {
         munmap(p, m->map_size);
         free(m);
         goto out;
@@ -276,7 +276,7 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     mem->ptr = p;
     mem->size = (size_t)size;
     mem->impl = m;
-    COUNT(adag_host_dev(d), imported_mem, 1);
+    COUNT(adag__host_dev(d), imported_mem, 1);
 out:
     close(fd); /* the mapping keeps the memory */
     return st;
@@ -287,18 +287,18 @@ static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
     host_mem_t *m = mem->impl;
     if (!m)
         return;
-    adag_host_ranges_remove(mem->ptr);
+    adag__host_ranges_remove(mem->ptr);
     munmap(mem->ptr, m->map_size);
     free(m);
     memset(mem, 0, sizeof(*mem));
-    COUNT(adag_host_dev(d), imported_mem, -1);
+    COUNT(adag__host_dev(d), imported_mem, -1);
 }
 
 /* ---- devices ---- */
 
 static unsigned host_probe(char *why, size_t len)
 {
-    unsigned n = (unsigned)adag_process_settings()->emu_devices;
+    unsigned n = (unsigned)adag__process_settings()->emu_devices;
     if (n == 0)
         snprintf(why, len, "ADAG_EMU_DEVICES is 0");
     return n;
@@ -306,17 +306,17 @@ static unsigned host_probe(char *why, size_t len)
 
 static adag_status_t host_open(unsigned index, adag_device_t **out)
 {
-    unsigned n = (unsigned)adag_process_settings()->emu_devices;
+    unsigned n = (unsigned)adag__process_settings()->emu_devices;
     if (index >= n)
-        return adag_error(ADAG_ERR_NOT_FOUND,
+        return adag__error(ADAG_ERR_NOT_FOUND,
                           "device emu:%u does not exist (ADAG_EMU_DEVICES is %u)", index, n);
     host_dev_t *d = calloc(1, sizeof(*d));
     if (!d)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", index);
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", index);
     d->base.ops = &adag_device_emu_ops;
     d->base.index = index;
-    d->base.tuning.copy_mbps = adag_settings_env_int("ADAG_EMU_COPY_MBPS");
-    d->base.tuning.spin_ns = adag_settings_env_int("ADAG_SPIN_NS_CROWDED");
+    d->base.tuning.copy_mbps = adag__settings_env_int("ADAG_EMU_COPY_MBPS");
+    d->base.tuning.spin_ns = adag__settings_env_int("ADAG_SPIN_NS_CROWDED");
     *out = &d->base;
     return ADAG_OK;
 }
@@ -335,7 +335,7 @@ static adag_status_t host_bind_thread(adag_device_t *d)
 /* d NULL: every emulated device of this process together. */
 static void host_counts(adag_device_t *d, adag_device_counts_t *c)
 {
-    const host_counts_t *h = d ? &adag_host_dev(d)->live : &adag_host_process_live;
+    const host_counts_t *h = d ? &adag__host_dev(d)->live : &adag_host_process_live;
     c->mem = atomic_load_explicit(&h->mem, memory_order_relaxed);
     c->host_mem = atomic_load_explicit(&h->host_mem, memory_order_relaxed);
     c->streams = atomic_load_explicit(&h->streams, memory_order_relaxed);
@@ -361,23 +361,23 @@ const adag_device_ops_t adag_device_emu_ops = {
     .mem_export = host_mem_export,
     .mem_import = host_mem_import,
     .mem_unimport = host_mem_unimport,
-    .stream_create = adag_host_stream_create,
-    .stream_destroy = adag_host_stream_destroy,
-    .copy_async = adag_host_copy_async,
-    .host_fn = adag_host_host_fn,
-    .launch_host = adag_host_launch_host,
-    .stream_native = adag_host_stream_native,
-    .stream_sync = adag_host_stream_sync,
-    .event_create = adag_host_event_create,
-    .event_destroy = adag_host_event_destroy,
-    .event_record = adag_host_event_record,
-    .stream_wait_event = adag_host_stream_wait_event,
-    .event_query = adag_host_event_query,
-    .event_sync = adag_host_event_sync,
-    .event_export = adag_host_event_export,
-    .event_import = adag_host_event_import,
-    .event_abandon = adag_host_event_abandon,
-    .event_create_timed = adag_host_event_create_timed,
-    .event_elapsed_ns = adag_host_event_elapsed_ns,
+    .stream_create = adag__host_stream_create,
+    .stream_destroy = adag__host_stream_destroy,
+    .copy_async = adag__host_copy_async,
+    .host_fn = adag__host_host_fn,
+    .launch_host = adag__host_launch_host,
+    .stream_native = adag__host_stream_native,
+    .stream_sync = adag__host_stream_sync,
+    .event_create = adag__host_event_create,
+    .event_destroy = adag__host_event_destroy,
+    .event_record = adag__host_event_record,
+    .stream_wait_event = adag__host_stream_wait_event,
+    .event_query = adag__host_event_query,
+    .event_sync = adag__host_event_sync,
+    .event_export = adag__host_event_export,
+    .event_import = adag__host_event_import,
+    .event_abandon = adag__host_event_abandon,
+    .event_create_timed = adag__host_event_create_timed,
+    .event_elapsed_ns = adag__host_event_elapsed_ns,
     .counts = host_counts,
 };

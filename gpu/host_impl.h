@@ -33,21 +33,21 @@ extern host_counts_t adag_host_process_live;
                                   memory_order_relaxed);                                     \
     } while (0)
 
-static inline host_dev_t *adag_host_dev(adag_device_t *d)
+static inline host_dev_t *adag__host_dev(adag_device_t *d)
 {
     return (host_dev_t *)d;
 }
 
 /* n rounded up to whole pages (one page for 0). */
-size_t adag_host_page_round(size_t n);
+size_t adag__host_page_round(size_t n);
 /* A handle (bytes only) naming memfd fd of `size` bytes; `what` names it
  * in messages ("memory", "event"). */
-adag_status_t adag_host_handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
+adag_status_t adag__host_handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
                                    adag_dev_handle_t *h);
 /* Opens the memfd a handle names; *size gets the size it claims, which
  * the memfd is checked to hold at least `min` bytes of. Takes h's fds.
  * -1 and *st on failure. */
-int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
+int adag__host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
                           uint64_t *size, adag_status_t *st);
 
 /* The process's map of device and page-locked memory (gpu/host_ranges.c):
@@ -58,29 +58,32 @@ int adag_host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *wh
  * remove takes the range that begins at ptr; cover says whether
  * [ptr, ptr + size) lies in one range; memfd whether it lies in one that
  * maps a memfd, and gives that memfd's name and ptr's offset in it. */
-adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
+adag_status_t adag__host_ranges_add(const void *ptr, size_t size, int fresh,
                                    const adag_memfd_ref_t *ref);
-void adag_host_ranges_remove(const void *ptr);
-int adag_host_ranges_cover(const void *ptr, size_t size);
-int adag_host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset);
+void adag__host_ranges_remove(const void *ptr);
+int adag__host_ranges_cover(const void *ptr, size_t size);
+int adag__host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset);
 
 /* Events and streams (gpu/host_stream.c): the ops of gpu/device.h. */
-adag_status_t adag_host_event_create_timed(adag_device_t *d, adag_dev_event_t **out);
-adag_status_t adag_host_event_create(adag_device_t *d, adag_dev_event_t **out);
-void adag_host_event_destroy(adag_device_t *d, adag_dev_event_t *ev);
-adag_status_t adag_host_event_export(adag_device_t *d, adag_dev_event_t *ev, adag_dev_handle_t *h);
-adag_status_t adag_host_event_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_event_t **out);
-void adag_host_event_abandon(adag_dev_event_t *ev);
-adag_status_t adag_host_event_query(adag_dev_event_t *ev);
-adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline);
-adag_status_t adag_host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end, int64_t *ns);
-adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out);
-void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s);
-adag_status_t adag_host_copy_async(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
-adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
-adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args, size_t size);
-void *adag_host_stream_native(adag_dev_stream_t *s);
-adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag__host_event_create_timed(adag_device_t *d, adag_dev_event_t **out);
+adag_status_t adag__host_event_create(adag_device_t *d, adag_dev_event_t **out);
+void adag__host_event_destroy(adag_device_t *d, adag_dev_event_t *ev);
+adag_status_t adag__host_event_export(adag_device_t *d, adag_dev_event_t *ev, adag_dev_handle_t *h);
+adag_status_t adag__host_event_import(adag_device_t *d, adag_dev_handle_t *h,
+                                      adag_dev_event_t **out);
+void adag__host_event_abandon(adag_dev_event_t *ev);
+adag_status_t adag__host_event_query(adag_dev_event_t *ev);
+adag_status_t adag__host_event_sync(adag_dev_event_t *ev, int64_t deadline);
+adag_status_t adag__host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+                                          int64_t *ns);
+adag_status_t adag__host_stream_create(adag_device_t *d, adag_dev_stream_t **out);
+void adag__host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s);
+adag_status_t adag__host_copy_async(adag_dev_stream_t *s, void *dst, const void *src, size_t size);
+adag_status_t adag__host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg);
+adag_status_t adag__host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+                                     size_t size);
+void *adag__host_stream_native(adag_dev_stream_t *s);
+adag_status_t adag__host_stream_sync(adag_dev_stream_t *s, int64_t deadline);
 /* Work that keeps a deadline, on a emulated device's stream (gpu/host_stream.c,
  * "helping"): fn(arg, deadline) returns ADAG_ERR_TIMEOUT if the deadline
  * came first, having kept its progress in *arg, and is called again (with
@@ -88,9 +91,9 @@ adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline);
  * thread calls it with ADAG_FOREVER; a thread waiting for the stream may
  * call it with its own deadline. args as launch_host's. */
 typedef adag_status_t (*adag_host_step_fn)(void *arg, int64_t deadline);
-adag_status_t adag_host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
+adag_status_t adag__host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
                                      const void *args, size_t size);
-adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
-adag_status_t adag_host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag__host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag__host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
 
 #endif

@@ -16,7 +16,7 @@
  * A range of device memory also keeps the memfd that holds it (its
  * gpu/memfd_handle.h name; an import keeps its owner's), so the host
  * communicator can name a buffer that its peers map and read in place
- * (adag_host_ranges_memfd).
+ * (adag__host_ranges_memfd).
  */
 #include "common/error.h"
 #include "gpu/host_impl.h"
@@ -51,7 +51,7 @@ static size_t first_above(uintptr_t p)
     return lo;
 }
 
-adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
+adag_status_t adag__host_ranges_add(const void *ptr, size_t size, int fresh,
                                    const adag_memfd_ref_t *ref)
 {
     uintptr_t lo = (uintptr_t)ptr, hi = lo + (size ? size : 1);
@@ -66,7 +66,7 @@ adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
         table.n--;
     }
     if (i < table.n && table.r[i].lo < hi) {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "emulated device: host_register of %zu bytes at %p: the range overlaps "
                         "memory already registered or allocated by the device",
                         size, ptr);
@@ -76,7 +76,7 @@ adag_status_t adag_host_ranges_add(const void *ptr, size_t size, int fresh,
         size_t cap = table.cap ? table.cap * 2 : 64;
         range_t *r = realloc(table.r, cap * sizeof(*r));
         if (!r) {
-            st = adag_error(ADAG_ERR_NO_MEMORY,
+            st = adag__error(ADAG_ERR_NO_MEMORY,
                             "emulated device: out of memory for its memory map");
             goto out;
         }
@@ -93,7 +93,7 @@ out:
     return st;
 }
 
-void adag_host_ranges_remove(const void *ptr)
+void adag__host_ranges_remove(const void *ptr)
 {
     uintptr_t lo = (uintptr_t)ptr;
     pthread_mutex_lock(&table.lock);
@@ -123,13 +123,13 @@ static int find_range(const void *ptr, size_t size, range_t *out)
     return in;
 }
 
-int adag_host_ranges_cover(const void *ptr, size_t size)
+int adag__host_ranges_cover(const void *ptr, size_t size)
 {
     range_t r;
     return find_range(ptr, size, &r);
 }
 
-int adag_host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset)
+int adag__host_ranges_memfd(const void *ptr, size_t size, adag_memfd_ref_t *ref, uint64_t *offset)
 {
     range_t r;
     if (!find_range(ptr, size, &r) || r.ref.magic != ADAG_MEMFD_REF_MAGIC)

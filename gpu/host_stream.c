@@ -28,7 +28,7 @@ typedef struct {
     _Atomic uint64_t recorded;  /* ticket of the latest record (taken at enqueue) */
     _Atomic uint64_t completed; /* highest ticket reached by its stream */
     adag_event_t wake;          /* waiters sleep here */
-    /* timed events: when `completed` last moved (adag_now_ns), and the
+    /* timed events: when `completed` last moved (adag__now_ns), and the
      * lock of the completers (stream threads of the owner process; a
      * timed event is never exported) that makes "stamp, then move
      * `completed`" one step */
@@ -78,9 +78,9 @@ static int ticket_reached(const void *p)
 static adag_status_t wait_ticket(adag_dev_event_t *ev, uint64_t ticket, int64_t deadline)
 {
     adag_spin_t spin;
-    adag_spin_init(&spin, (adag_wait_policy_t){20000, 1});
+    adag__spin_init(&spin, (adag_wait_policy_t){20000, 1});
     reached_arg_t a = {ev->page, ticket, &ev->abandoned};
-    return adag_event_wait(&ev->page->wake, ticket_reached, &a, NULL, deadline, &spin);
+    return adag__event_wait(&ev->page->wake, ticket_reached, &a, NULL, deadline, &spin);
 }
 
 /* Moves `completed` up to ticket (never down: records of one event on two
@@ -97,11 +97,11 @@ static void complete_ticket(adag_dev_event_t *ev, uint64_t ticket)
         while (atomic_exchange_explicit(&pg->completing, 1, memory_order_acquire))
             sched_yield();
         if (atomic_load_explicit(&pg->completed, memory_order_relaxed) < ticket) {
-            atomic_store_explicit(&pg->completed_ns, adag_now_ns(), memory_order_relaxed);
+            atomic_store_explicit(&pg->completed_ns, adag__now_ns(), memory_order_relaxed);
             atomic_store_explicit(&pg->completed, ticket, memory_order_seq_cst);
         }
         atomic_store_explicit(&pg->completing, 0, memory_order_release);
-        adag_event_notify(&pg->wake);
+        adag__event_notify(&pg->wake);
         return;
     }
     uint64_t cur = atomic_load_explicit(&pg->completed, memory_order_seq_cst);
@@ -109,7 +109,7 @@ static void complete_ticket(adag_dev_event_t *ev, uint64_t ticket)
                                                                   memory_order_seq_cst,
                                                                   memory_order_seq_cst)) {
     }
-    adag_event_notify(&pg->wake);
+    adag__event_notify(&pg->wake);
 }
 
 /* Maps the event page of fd; the event keeps fd (-1 after an import). */
@@ -117,11 +117,11 @@ static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_ev
 {
     adag_dev_event_t *ev = calloc(1, sizeof(*ev));
     if (!ev)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", dev->base.index);
-    ev->page = mmap(NULL, adag_host_page_round(sizeof(event_page_t)), PROT_READ | PROT_WRITE, MAP_SHARED,
-                    fd, 0);
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", dev->base.index);
+    ev->page = mmap(NULL, adag__host_page_round(sizeof(event_page_t)), PROT_READ | PROT_WRITE,
+                    MAP_SHARED, fd, 0);
     if (ev->page == MAP_FAILED) {
-        adag_status_t st = adag_error_errno(errno, "device emu:%u: mapping an event",
+        adag_status_t st = adag__error_errno(errno, "device emu:%u: mapping an event",
                                             dev->base.index);
         free(ev);
         return st;
@@ -134,28 +134,28 @@ static adag_status_t map_event(host_dev_t *dev, int fd, int keep_fd, adag_dev_ev
     return ADAG_OK;
 }
 
-adag_status_t adag_host_event_create(adag_device_t *d, adag_dev_event_t **out)
+adag_status_t adag__host_event_create(adag_device_t *d, adag_dev_event_t **out)
 {
-    int fd = adag_fd_above_stdio(memfd_create("adag-event", MFD_CLOEXEC));
+    int fd = adag__fd_above_stdio(memfd_create("adag-event", MFD_CLOEXEC));
     if (fd < 0)
-        return adag_error_errno(errno, "device emu:%u: memfd_create for an event", d->index);
+        return adag__error_errno(errno, "device emu:%u: memfd_create for an event", d->index);
     adag_status_t st;
-    if (ftruncate(fd, (off_t)adag_host_page_round(sizeof(event_page_t))) != 0) {
-        st = adag_error_errno(errno, "device emu:%u: sizing an event", d->index);
+    if (ftruncate(fd, (off_t)adag__host_page_round(sizeof(event_page_t))) != 0) {
+        st = adag__error_errno(errno, "device emu:%u: sizing an event", d->index);
         close(fd);
         return st;
     }
-    if ((st = map_event(adag_host_dev(d), fd, 1, out)) != ADAG_OK) {
+    if ((st = map_event(adag__host_dev(d), fd, 1, out)) != ADAG_OK) {
         close(fd);
         return st;
     }
-    COUNT(adag_host_dev(d), events, 1);
+    COUNT(adag__host_dev(d), events, 1);
     return ADAG_OK;
 }
 
-adag_status_t adag_host_event_create_timed(adag_device_t *d, adag_dev_event_t **out)
+adag_status_t adag__host_event_create_timed(adag_device_t *d, adag_dev_event_t **out)
 {
-    adag_status_t st = adag_host_event_create(d, out);
+    adag_status_t st = adag__host_event_create(d, out);
     if (st == ADAG_OK)
         (*out)->timed = 1; /* before any record: no stream has seen the event */
     return st;
@@ -167,7 +167,7 @@ static void event_unref(adag_dev_event_t *ev)
 {
     if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
         return;
-    munmap(ev->page, adag_host_page_round(sizeof(event_page_t)));
+    munmap(ev->page, adag__host_page_round(sizeof(event_page_t)));
     if (ev->stream)
         stream_unref(ev->stream);
     pthread_mutex_destroy(&ev->stream_lock);
@@ -180,58 +180,58 @@ static void event_unref(adag_dev_event_t *ev)
     free(ev);
 }
 
-void adag_host_event_destroy(adag_device_t *d, adag_dev_event_t *ev)
+void adag__host_event_destroy(adag_device_t *d, adag_dev_event_t *ev)
 {
     (void)d;
     if (ev)
         event_unref(ev);
 }
 
-adag_status_t adag_host_event_export(adag_device_t *d, adag_dev_event_t *ev,
+adag_status_t adag__host_event_export(adag_device_t *d, adag_dev_event_t *ev,
                                        adag_dev_handle_t *h)
 {
     if (ev->imported || ev->fd < 0)
-        return adag_error(ADAG_ERR_INVALID, "device emu:%u: an imported event cannot be "
+        return adag__error(ADAG_ERR_INVALID, "device emu:%u: an imported event cannot be "
                                             "exported again", d->index);
     if (ev->timed) /* as on CUDA, where an interprocess event cannot be timed */
-        return adag_error(ADAG_ERR_INVALID, "device emu:%u: a timed event cannot be exported",
+        return adag__error(ADAG_ERR_INVALID, "device emu:%u: a timed event cannot be exported",
                           d->index);
-    return adag_host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
+    return adag__host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
 }
 
-adag_status_t adag_host_event_import(adag_device_t *d, adag_dev_handle_t *h,
+adag_status_t adag__host_event_import(adag_device_t *d, adag_dev_handle_t *h,
                                        adag_dev_event_t **out)
 {
     uint64_t size;
     adag_status_t st = ADAG_OK;
-    int fd = adag_host_handle_open(d, h, "event", sizeof(event_page_t), &size, &st);
+    int fd = adag__host_handle_open(d, h, "event", sizeof(event_page_t), &size, &st);
     if (fd < 0)
         return st;
     if (size != sizeof(event_page_t)) {
         close(fd);
-        return adag_error(ADAG_ERR_PROTOCOL, "device emu:%u: an event handle of %llu bytes",
+        return adag__error(ADAG_ERR_PROTOCOL, "device emu:%u: an event handle of %llu bytes",
                           d->index, (unsigned long long)size);
     }
-    st = map_event(adag_host_dev(d), fd, 0, out);
+    st = map_event(adag__host_dev(d), fd, 0, out);
     close(fd); /* the mapping keeps the page */
     if (st != ADAG_OK)
         return st;
     (*out)->imported = 1;
-    COUNT(adag_host_dev(d), imported_events, 1);
+    COUNT(adag__host_dev(d), imported_events, 1);
     return ADAG_OK;
 }
 
-void adag_host_event_abandon(adag_dev_event_t *ev)
+void adag__host_event_abandon(adag_dev_event_t *ev)
 {
     if (!ev || !ev->imported)
         return;
     atomic_store_explicit(&ev->abandoned, 1, memory_order_seq_cst);
     /* wakes the sleepers of the page in every process: the others find
      * their own flag clear and sleep again */
-    adag_event_notify(&ev->page->wake);
+    adag__event_notify(&ev->page->wake);
 }
 
-adag_status_t adag_host_event_query(adag_dev_event_t *ev)
+adag_status_t adag__host_event_query(adag_dev_event_t *ev)
 {
     if (atomic_load_explicit(&ev->abandoned, memory_order_seq_cst))
         return ADAG_OK;
@@ -241,7 +241,7 @@ adag_status_t adag_host_event_query(adag_dev_event_t *ev)
                : ADAG_ERR_AGAIN;
 }
 
-adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline)
+adag_status_t adag__host_event_sync(adag_dev_event_t *ev, int64_t deadline)
 {
     uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
     reached_arg_t a = {ev->page, want, &ev->abandoned};
@@ -258,7 +258,7 @@ adag_status_t adag_host_event_sync(adag_dev_event_t *ev, int64_t deadline)
     }
     adag_status_t st = wait_ticket(ev, want, deadline);
     if (st == ADAG_ERR_TIMEOUT)
-        return adag_error(ADAG_ERR_TIMEOUT, "device emu:%u: event not reached by the deadline",
+        return adag__error(ADAG_ERR_TIMEOUT, "device emu:%u: event not reached by the deadline",
                           ev->dev->base.index);
     return st;
 }
@@ -272,7 +272,7 @@ static adag_status_t check_timeable(adag_dev_event_t *ev, const char *which)
                           : NULL;
     if (!why)
         return ADAG_OK;
-    return adag_error(ADAG_ERR_INVALID, "device emu:%u: event_elapsed_ns: the %s event %s",
+    return adag__error(ADAG_ERR_INVALID, "device emu:%u: event_elapsed_ns: the %s event %s",
                       ev->dev->base.index, which, why);
 }
 
@@ -287,7 +287,7 @@ static int completed_at(adag_dev_event_t *ev, int64_t *t)
     return 1;
 }
 
-adag_status_t adag_host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
+adag_status_t adag__host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_event_t *end,
                                            int64_t *ns)
 {
     adag_status_t st;
@@ -386,7 +386,7 @@ static int count_reached(const void *p)
     return atomic_load_explicit(a->count, memory_order_seq_cst) >= a->want;
 }
 
-/* Sleeps until adag_now_ns() reaches t. */
+/* Sleeps until adag__now_ns() reaches t. */
 static void sleep_until_ns(int64_t t)
 {
     struct timespec ts = {t / 1000000000, t % 1000000000};
@@ -400,7 +400,7 @@ static void sleep_until_ns(int64_t t)
 static void run_copy(const stream_op_t *op)
 {
     uint64_t mbps = op->mbps;
-    int64_t began = mbps ? adag_now_ns() : 0;
+    int64_t began = mbps ? adag__now_ns() : 0;
     memmove(op->dst, op->src ? op->src : op->args, op->size);
     if (mbps) {
         uint64_t size = op->size;
@@ -470,7 +470,7 @@ static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
     /* stream_sync waits for `done`; the stream thread, while a helper
      * runs an operation, for `ended` */
     atomic_fetch_add_explicit(&s->ended, 1, memory_order_seq_cst);
-    adag_event_notify(&s->done_wake);
+    adag__event_notify(&s->done_wake);
     return finished;
 }
 
@@ -483,7 +483,7 @@ static void *stream_main(void *arg)
     for (;;) {
         /* past `done`, an operation is queued (or a helper runs it) */
         count_arg_t next = {&s->enqueued, atomic_load_explicit(&s->done, memory_order_seq_cst) + 1};
-        adag_event_wait(&s->queued_wake, count_reached, &next, NULL, ADAG_FOREVER, &s->idle_spin);
+        adag__event_wait(&s->queued_wake, count_reached, &next, NULL, ADAG_FOREVER, &s->idle_spin);
         /* loaded before the take: a run that is on at the take ends past it */
         count_arg_t ended = {&s->ended, atomic_load_explicit(&s->ended, memory_order_seq_cst) + 1};
         int busy;
@@ -492,7 +492,7 @@ static void *stream_main(void *arg)
             /* a helper runs one: wait until that run ends; else helpers
              * ran what was queued: wait for more */
             if (busy)
-                adag_event_wait(&s->done_wake, count_reached, &ended, NULL, ADAG_FOREVER,
+                adag__event_wait(&s->done_wake, count_reached, &ended, NULL, ADAG_FOREVER,
                                 &s->idle_spin);
             continue;
         }
@@ -540,7 +540,7 @@ static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const
 {
     stream_op_t *op = malloc(sizeof(*op) + size);
     if (!op)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: stream operation",
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: stream operation",
                           s->dev->base.index);
     *op = proto;
     op->next = NULL;
@@ -558,7 +558,7 @@ static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const
     s->tail = op;
     atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
-    adag_event_notify(&s->queued_wake);
+    adag__event_notify(&s->queued_wake);
     return ADAG_OK;
 }
 
@@ -567,36 +567,36 @@ static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
     return enqueue_args(s, proto, NULL, 0);
 }
 
-adag_status_t adag_host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
+adag_status_t adag__host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
 {
     adag_dev_stream_t *s = calloc(1, sizeof(*s));
     if (!s)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
-    s->dev = adag_host_dev(d);
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
+    s->dev = adag__host_dev(d);
     atomic_init(&s->refs, 1);
     pthread_mutex_init(&s->lock, NULL);
     adag_wait_policy_t policy = {d->tuning.spin_ns, 1};
-    adag_spin_init(&s->idle_spin, policy);
-    adag_spin_init(&s->sync_spin, policy);
+    adag__spin_init(&s->idle_spin, policy);
+    adag__spin_init(&s->sync_spin, policy);
     int err = pthread_create(&s->thread, NULL, stream_main, s);
     if (err) {
         pthread_mutex_destroy(&s->lock);
         free(s);
-        return adag_error_errno(err, "device emu:%u: stream thread", d->index);
+        return adag__error_errno(err, "device emu:%u: stream thread", d->index);
     }
-    COUNT(adag_host_dev(d), streams, 1);
+    COUNT(adag__host_dev(d), streams, 1);
     *out = s;
     return ADAG_OK;
 }
 
-void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
+void adag__host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
 {
     if (!s)
         return;
     while (enqueue(s, (stream_op_t){.kind = OP_STOP}) != ADAG_OK)
         usleep(1000); /* out of memory: the stream must still end */
     pthread_join(s->thread, NULL);
-    COUNT(adag_host_dev(d), streams, -1);
+    COUNT(adag__host_dev(d), streams, -1);
     stream_unref(s);
 }
 
@@ -604,52 +604,52 @@ void adag_host_stream_destroy(adag_device_t *d, adag_dev_stream_t *s)
  * gpu/host_ranges.c): to it, the call returns once the stream reached the
  * copy and did it; from it, the bytes are staged at once and moved in
  * stream order. Device and page-locked memory copy without waiting. */
-adag_status_t adag_host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+adag_status_t adag__host_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
                                      size_t size)
 {
     stream_op_t copy = {.kind = OP_COPY, .dst = dst, .src = src, .size = size,
                         .mbps = (uint64_t)s->dev->base.tuning.copy_mbps};
-    if (size == 0 || (adag_host_ranges_cover(dst, size) && adag_host_ranges_cover(src, size)))
+    if (size == 0 || (adag__host_ranges_cover(dst, size) && adag__host_ranges_cover(src, size)))
         return enqueue(s, copy);
-    if (!adag_host_ranges_cover(dst, size)) {
+    if (!adag__host_ranges_cover(dst, size)) {
         adag_status_t st = enqueue(s, copy);
-        return st == ADAG_OK ? adag_host_stream_sync(s, ADAG_FOREVER) : st;
+        return st == ADAG_OK ? adag__host_stream_sync(s, ADAG_FOREVER) : st;
     }
     copy.src = NULL;
     return enqueue_args(s, copy, src, size);
 }
 
-adag_status_t adag_host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)
+adag_status_t adag__host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)
 {
     return enqueue(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn, .arg = arg});
 }
 
-adag_status_t adag_host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
+adag_status_t adag__host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, const void *args,
                                       size_t size)
 {
     if (size > ADAG_DEVICE_ARGS_MAX)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "device emu:%u: launch_host: %zu bytes of arguments, at most %d",
                           s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
     return enqueue_args(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn}, args, size);
 }
 
-void *adag_host_stream_native(adag_dev_stream_t *s)
+void *adag__host_stream_native(adag_dev_stream_t *s)
 {
     return s;
 }
 
-adag_status_t adag_host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
+adag_status_t adag__host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
                                      const void *args, size_t size)
 {
     if (size > ADAG_DEVICE_ARGS_MAX)
-        return adag_error(ADAG_ERR_INVALID,
+        return adag__error(ADAG_ERR_INVALID,
                           "device emu:%u: launch_steps: %zu bytes of arguments, at most %d",
                           s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
     return enqueue_args(s, (stream_op_t){.kind = OP_STEPS, .step = fn}, args, size);
 }
 
-adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
+adag_status_t adag__host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
 {
     count_arg_t all = {&s->done, atomic_load_explicit(&s->enqueued, memory_order_seq_cst)};
     adag_status_t st = ADAG_OK;
@@ -658,12 +658,12 @@ adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
         stream_help(s, count_reached, &all, deadline);
         uint64_t done = atomic_load_explicit(&s->done, memory_order_seq_cst);
         count_arg_t next = {&s->done, done + 1 < all.want ? done + 1 : all.want};
-        if ((st = adag_event_wait(&s->done_wake, count_reached, &next, NULL, deadline,
+        if ((st = adag__event_wait(&s->done_wake, count_reached, &next, NULL, deadline,
                                   &s->sync_spin)) != ADAG_OK)
             break;
     }
     if (st != ADAG_OK)
-        return adag_error(st, "device emu:%u: stream work not done by the deadline (%llu of "
+        return adag__error(st, "device emu:%u: stream work not done by the deadline (%llu of "
                           "%llu operations)", s->dev->base.index,
                           (unsigned long long)atomic_load_explicit(&s->done,
                                                                    memory_order_seq_cst),
@@ -671,10 +671,10 @@ adag_status_t adag_host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
     return ADAG_OK;
 }
 
-adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
+adag_status_t adag__host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
 {
     if (ev->imported)
-        return adag_error(ADAG_ERR_INVALID, "device emu:%u: an imported event cannot be "
+        return adag__error(ADAG_ERR_INVALID, "device emu:%u: an imported event cannot be "
                                             "recorded", s->dev->base.index);
     uint64_t ticket = atomic_fetch_add_explicit(&ev->page->recorded, 1, memory_order_seq_cst) + 1;
     adag_status_t st = enqueue(s, (stream_op_t){.kind = OP_RECORD, .ev = ev, .ticket = ticket});
@@ -692,7 +692,7 @@ adag_status_t adag_host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s)
     return ADAG_OK;
 }
 
-adag_status_t adag_host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev)
+adag_status_t adag__host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev)
 {
     uint64_t ticket = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
     if (ticket == 0)

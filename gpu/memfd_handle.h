@@ -28,7 +28,7 @@ typedef struct {
 /* Names memfd `fd` of this process, holding `size` bytes. `who` and `what`
  * go into messages: "<who>: exporting <what>" ("emulated device 0", "memory
  * handle"). */
-adag_status_t adag_memfd_ref_make(int fd, uint64_t size, const char *who, const char *what,
+adag_status_t adag__memfd_ref_make(int fd, uint64_t size, const char *who, const char *what,
                                   adag_memfd_ref_t *ref);
 
 /* Opens (O_RDWR, close-on-exec) the memfd ref names, checked to be that
@@ -36,7 +36,7 @@ adag_status_t adag_memfd_ref_make(int fd, uint64_t size, const char *who, const 
  * -1 with the error recorded in *st: ADAG_ERR_PROTOCOL for a malformed or
  * stale ref, ADAG_ERR_IO (errno's) when /proc/<pid>/fd/<fd> cannot be
  * opened (a dead owner). */
-int adag_memfd_ref_open(const adag_memfd_ref_t *ref, uint64_t min, const char *who,
+int adag__memfd_ref_open(const adag_memfd_ref_t *ref, uint64_t min, const char *who,
                         const char *what, adag_status_t *st);
 
 #endif

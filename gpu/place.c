@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-void adag_place_none(adag_place_t *out)
+void adag__place_none(adag_place_t *out)
 {
     memset(out, 0, sizeof(*out));
     out->gpu = -1;
     out->numa = -1;
     out->nic_dist = ADAG_TOPO_ACROSS_SOCKETS;
     out->this_system = 1;
-    adag_cpus_allowed(&out->cpus);
+    adag__cpus_allowed(&out->cpus);
 }
 
 static void list_numa(const adag_topo_t *t, char *buf, size_t len)
@@ -47,26 +47,26 @@ static adag_status_t place_cpus(const adag_topo_t *t, const adag_place_request_t
                                 const char *who, adag_place_t *out)
 {
     char allowed[ADAG_CPULIST_MAX];
-    adag_cpulist_format(&t->allowed, allowed, sizeof(allowed));
+    adag__cpulist_format(&t->allowed, allowed, sizeof(allowed));
     if (req->cpus) {
         const char *bad = NULL;
         cpu_set_t outside;
-        if (adag_cpulist_parse(req->cpus, &out->cpus, &bad) != 0)
-            return adag_error(ADAG_ERR_INVALID, "%s: cpus \"%s\" is not a CPU list like "
+        if (adag__cpulist_parse(req->cpus, &out->cpus, &bad) != 0)
+            return adag__error(ADAG_ERR_INVALID, "%s: cpus \"%s\" is not a CPU list like "
                               "\"0-3,8\" (at \"%s\")", who, req->cpus, bad);
         CPU_XOR(&outside, &out->cpus, &t->allowed);
         CPU_AND(&outside, &outside, &out->cpus);
         if (CPU_COUNT(&outside)) {
             char o[ADAG_CPULIST_MAX];
-            adag_cpulist_format(&outside, o, sizeof(o));
-            return adag_error(ADAG_ERR_INVALID, "%s: cpus \"%s\" names CPUs %s, outside "
+            adag__cpulist_format(&outside, o, sizeof(o));
+            return adag__error(ADAG_ERR_INVALID, "%s: cpus \"%s\" names CPUs %s, outside "
                               "those this process may use (%s on %s)", who, req->cpus, o,
                               allowed, t->source);
         }
         out->given |= ADAG_PLACE_GIVEN_CPUS;
         return ADAG_OK;
     }
-    const adag_topo_numa_t *m = out->numa >= 0 ? adag_topo_numa(t, out->numa) : NULL;
+    const adag_topo_numa_t *m = out->numa >= 0 ? adag__topo_numa(t, out->numa) : NULL;
     if (m && CPU_COUNT(&m->cpus))
         out->cpus = m->cpus;
     else if (out->gpu >= 0 && req->automatic && CPU_COUNT(&t->gpus[out->gpu].cpus))
@@ -88,8 +88,8 @@ static int choose_nic(const adag_topo_t *t, const adag_place_t *p, adag_topo_dis
         const adag_topo_dev_t *n = &t->nics[i];
         if (!n->rdma || !n->port)
             continue;
-        adag_topo_dist_t d = p->gpu >= 0 ? adag_topo_dist(t, &t->gpus[p->gpu], n)
-                                         : adag_topo_dist_numa(t, n, p->numa);
+        adag_topo_dist_t d = p->gpu >= 0 ? adag__topo_dist(t, &t->gpus[p->gpu], n)
+                                         : adag__topo_dist_numa(t, n, p->numa);
         if (nbest == 0 || d < bd) {
             bd = d;
             nbest = 0;
@@ -130,45 +130,45 @@ static adag_status_t place_nic(const adag_topo_t *t, const adag_place_request_t 
         *colon = '\0';
         port = strtol(colon + 1, &end, 10);
         if (*end || port < 1 || port > ADAG_TOPO_MAX_PORTS)
-            return adag_error(ADAG_ERR_INVALID, "%s: nic \"%s\": the port after ':' must be "
+            return adag__error(ADAG_ERR_INVALID, "%s: nic \"%s\": the port after ':' must be "
                               "1-%d", who, req->nic, ADAG_TOPO_MAX_PORTS);
     }
-    int k = adag_topo_nic_by_name(t, name);
+    int k = adag__topo_nic_by_name(t, name);
     if (k < 0) {
         list_nics(t, names, sizeof(names));
-        return adag_error(ADAG_ERR_INVALID, "%s: unknown NIC \"%s\" (NICs of %s: %s)", who,
+        return adag__error(ADAG_ERR_INVALID, "%s: unknown NIC \"%s\" (NICs of %s: %s)", who,
                           name, t->source, names);
     }
     const adag_topo_dev_t *n = &t->nics[k];
     if (n->rdma && !port && !n->port)
-        return adag_error(ADAG_ERR_INVALID, "%s: NIC %s has no active port", who, n->name);
+        return adag__error(ADAG_ERR_INVALID, "%s: NIC %s has no active port", who, n->name);
     if (n->rdma)
         snprintf(out->nic, sizeof(out->nic), "%s:%ld", n->name, port ? port : n->port);
     else
         snprintf(out->nic, sizeof(out->nic), "%s", n->netdev[0] ? n->netdev : n->name);
-    out->nic_dist = out->gpu >= 0 ? adag_topo_dist(t, &t->gpus[out->gpu], n)
-                    : out->numa >= 0 ? adag_topo_dist_numa(t, n, out->numa)
+    out->nic_dist = out->gpu >= 0 ? adag__topo_dist(t, &t->gpus[out->gpu], n)
+                    : out->numa >= 0 ? adag__topo_dist_numa(t, n, out->numa)
                                      : ADAG_TOPO_ACROSS_SOCKETS;
     return ADAG_OK;
 }
 
-adag_status_t adag_place(const adag_topo_t *t, const adag_place_request_t *req, const char *who,
+adag_status_t adag__place(const adag_topo_t *t, const adag_place_request_t *req, const char *who,
                          adag_place_t *out)
 {
     char nodes[128];
-    adag_place_none(out);
+    adag__place_none(out);
     out->this_system = t->this_system;
     if (req->gpu >= 0) {
         if ((unsigned)req->gpu >= t->ngpus)
-            return adag_error(ADAG_ERR_INVALID, "%s: GPU %d is not in the topology of %s "
+            return adag__error(ADAG_ERR_INVALID, "%s: GPU %d is not in the topology of %s "
                               "(%u GPUs)", who, req->gpu, t->source, t->ngpus);
         out->gpu = req->gpu;
         snprintf(out->gpu_bus_id, sizeof(out->gpu_bus_id), "%s", t->gpus[req->gpu].bus_id);
     }
     if (req->numa >= 0) {
-        if (!adag_topo_numa(t, req->numa)) {
+        if (!adag__topo_numa(t, req->numa)) {
             list_numa(t, nodes, sizeof(nodes));
-            return adag_error(ADAG_ERR_INVALID, "%s: NUMA node %d does not exist (nodes of "
+            return adag__error(ADAG_ERR_INVALID, "%s: NUMA node %d does not exist (nodes of "
                               "%s: %s)", who, req->numa, t->source, nodes);
         }
         out->numa = req->numa;
@@ -187,18 +187,18 @@ adag_status_t adag_place(const adag_topo_t *t, const adag_place_request_t *req, 
     return ADAG_OK;
 }
 
-adag_status_t adag_place_apply(const adag_place_t *p, const char *who)
+adag_status_t adag__place_apply(const adag_place_t *p, const char *who)
 {
     char cpus[ADAG_CPULIST_MAX];
     if (!p->this_system)
         return ADAG_OK;
     if (p->bound && sched_setaffinity(0, sizeof(p->cpus), &p->cpus) != 0) {
-        adag_cpulist_format(&p->cpus, cpus, sizeof(cpus));
-        return adag_error_errno(errno, "%s: binding to CPUs %s", who, cpus);
+        adag__cpulist_format(&p->cpus, cpus, sizeof(cpus));
+        return adag__error_errno(errno, "%s: binding to CPUs %s", who, cpus);
     }
-    if (p->numa >= 0 && adag_mempolicy_thread(p->numa) != 0) {
+    if (p->numa >= 0 && adag__mempolicy_thread(p->numa) != 0) {
         if (p->given & ADAG_PLACE_GIVEN_NUMA)
-            return adag_error_errno(errno, "%s: memory on NUMA node %d (set_mempolicy)", who,
+            return adag__error_errno(errno, "%s: memory on NUMA node %d (set_mempolicy)", who,
                                     p->numa);
         ADAG_LOG_WARN("%s: memory stays where the kernel puts it: set_mempolicy(NUMA node "
                       "%d): %s", who, p->numa, strerror(errno));
@@ -206,17 +206,17 @@ adag_status_t adag_place_apply(const adag_place_t *p, const char *who)
     return ADAG_OK;
 }
 
-void adag_place_nic_env(const adag_place_t *p)
+void adag__place_nic_env(const adag_place_t *p)
 {
     const char *set = getenv("UCX_NET_DEVICES");
     if (p->this_system && p->nic[0] && !(set && *set))
         setenv("UCX_NET_DEVICES", p->nic, 1);
 }
 
-void adag_place_format(const adag_place_t *p, char *buf, size_t len)
+void adag__place_format(const adag_place_t *p, char *buf, size_t len)
 {
     char cpus[ADAG_CPULIST_MAX];
-    adag_cpulist_format(&p->cpus, cpus, sizeof(cpus));
+    adag__cpulist_format(&p->cpus, cpus, sizeof(cpus));
     int n = snprintf(buf, len, "CPUs %s%s", cpus, p->bound ? "" : " (not bound)");
     size_t pos = n > 0 && (size_t)n < len ? (size_t)n : len - 1;
     if (p->numa >= 0 && pos < len)
@@ -226,5 +226,5 @@ void adag_place_format(const adag_place_t *p, char *buf, size_t len)
     if (pos < len)
         pos += (size_t)snprintf(buf + pos, len - pos, ", NIC %s", p->nic[0] ? p->nic : "(UCX's choice)");
     if (p->nic[0] && pos < len)
-        snprintf(buf + pos, len - pos, " (%s)", adag_topo_dist_name(p->nic_dist));
+        snprintf(buf + pos, len - pos, " (%s)", adag__topo_dist_name(p->nic_dist));
 }

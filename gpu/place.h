@@ -1,8 +1,8 @@
 /*
  * Placement: where an actor's threads, memory and network traffic go,
  * decided from the topology map (gpu/topo.h). A pure function of the map
- * and the request (adag_place), and the calls that apply a placement to
- * the calling thread (adag_place_apply) and to UCX (adag_place_nic_env).
+ * and the request (adag__place), and the calls that apply a placement to
+ * the calling thread (adag__place_apply) and to UCX (adag__place_nic_env).
  */
 #ifndef ADAG_GPU_PLACE_H
 #define ADAG_GPU_PLACE_H
@@ -39,24 +39,24 @@ typedef struct {
 /* Decides a placement. A request that cannot be met (CPUs outside those
  * allowed, an unknown NUMA node, GPU or NIC) is ADAG_ERR_INVALID naming
  * what and what exists. `who` names the actor in messages. */
-adag_status_t adag_place(const adag_topo_t *t, const adag_place_request_t *req, const char *who,
+adag_status_t adag__place(const adag_topo_t *t, const adag_place_request_t *req, const char *who,
                          adag_place_t *out);
 
 /* A placement that binds nothing: every allowed CPU, no node, no NIC. */
-void adag_place_none(adag_place_t *out);
+void adag__place_none(adag_place_t *out);
 
 /* Binds the calling thread (threads it creates later inherit): its CPUs
  * and, with a NUMA node, memory preferring that node (set_mempolicy
  * MPOL_PREFERRED). Nothing when the placement binds nothing or the map is
  * another machine's. */
-adag_status_t adag_place_apply(const adag_place_t *p, const char *who);
+adag_status_t adag__place_apply(const adag_place_t *p, const char *who);
 
 /* Sets UCX_NET_DEVICES to the placement's NIC unless the environment
  * already has one (the user's choice wins). Call before UCX reads its
  * configuration and while no other thread reads the environment. */
-void adag_place_nic_env(const adag_place_t *p);
+void adag__place_nic_env(const adag_place_t *p);
 
 /* Writes "CPUs 0-15, NUMA 0, GPU 0000:07:00.0, NIC mlx5_0:1 (same PCI switch)". */
-void adag_place_format(const adag_place_t *p, char *buf, size_t len);
+void adag__place_format(const adag_place_t *p, char *buf, size_t len);
 
 #endif

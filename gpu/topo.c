@@ -23,7 +23,7 @@
 #define PCI_VENDOR_NVIDIA 0x10de
 #define PCI_VENDOR_AMD 0x1002
 
-const char *adag_topo_dist_name(adag_topo_dist_t d)
+const char *adag__topo_dist_name(adag_topo_dist_t d)
 {
     switch (d) {
     case ADAG_TOPO_SAME_SWITCH: return "same PCI switch";
@@ -159,7 +159,7 @@ static adag_status_t push_dev(adag_topo_dev_t **arr, unsigned *n, const adag_top
 {
     adag_topo_dev_t *grown = realloc(*arr, (*n + 1) * sizeof(**arr));
     if (!grown)
-        return adag_error(ADAG_ERR_NO_MEMORY, "topology: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "topology: out of memory");
     grown[(*n)++] = *d;
     *arr = grown;
     return ADAG_OK;
@@ -171,7 +171,7 @@ static adag_status_t scan_numa(adag_topo_t *t)
     int n = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
     t->numa = calloc(n > 0 ? (size_t)n : 1, sizeof(*t->numa));
     if (!t->numa)
-        return adag_error(ADAG_ERR_NO_MEMORY, "topology: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "topology: out of memory");
     for (int i = 0; i < n; i++) {
         hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, (unsigned)i);
         adag_topo_numa_t *m = &t->numa[t->nnuma++];
@@ -215,13 +215,13 @@ static adag_status_t merge_verbs(adag_topo_t *t, char *note, size_t note_len)
 {
     adag_rdma_dev_t devs[ADAG_TOPO_MAX_RDMA];
     unsigned n = 0;
-    adag_rdma_scan(devs, &n, note, note_len);
+    adag__rdma_scan(devs, &n, note, note_len);
     for (unsigned i = 0; i < n; i++) {
         int port = 0;
         for (unsigned p = 0; p < devs[i].nports && !port; p++)
             if (devs[i].active[p])
                 port = (int)p + 1;
-        int k = adag_topo_nic_by_name(t, devs[i].name);
+        int k = adag__topo_nic_by_name(t, devs[i].name);
         if (k >= 0 && t->nics[k].rdma) {
             t->nics[k].port = port;
             continue;
@@ -255,7 +255,7 @@ static void count_rdma_note(adag_topo_t *t, const char *verbs_note)
                  "(in %s)", rdma, rdma == 1 ? "" : "s", active, t->source);
 }
 
-adag_status_t adag_topo_load(const char *xml, int this_system, adag_topo_t **out)
+adag_status_t adag__topo_load(const char *xml, int this_system, adag_topo_t **out)
 {
     adag_status_t st = ADAG_OK;
     hwloc_topology_t h = NULL;
@@ -263,31 +263,31 @@ adag_status_t adag_topo_load(const char *xml, int this_system, adag_topo_t **out
     adag_topo_t *t = calloc(1, sizeof(*t));
     *out = NULL;
     if (!t)
-        return adag_error(ADAG_ERR_NO_MEMORY, "topology: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "topology: out of memory");
     if (hwloc_topology_init(&h) != 0) {
-        st = adag_error_errno(errno, "topology: hwloc_topology_init");
+        st = adag__error_errno(errno, "topology: hwloc_topology_init");
         goto fail;
     }
     t->hwloc = h;
     snprintf(t->source, sizeof(t->source), "%s", xml ? xml : "this machine");
     if (xml && hwloc_topology_set_xml(h, xml) != 0) {
-        st = adag_error_errno(errno, "topology: cannot use hwloc XML file %s", xml);
+        st = adag__error_errno(errno, "topology: cannot use hwloc XML file %s", xml);
         goto fail;
     }
     if (xml && this_system)
         hwloc_topology_set_flags(h, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
     hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (hwloc_topology_load(h) != 0) {
-        st = xml ? adag_error_errno(errno, "topology: hwloc cannot load %s (not an hwloc XML "
+        st = xml ? adag__error_errno(errno, "topology: hwloc cannot load %s (not an hwloc XML "
                                            "topology?)", xml)
-                 : adag_error_errno(errno, "topology: hwloc cannot read this machine");
+                 : adag__error_errno(errno, "topology: hwloc cannot read this machine");
         goto fail;
     }
     t->this_system = hwloc_topology_is_thissystem(h);
     to_cpuset(hwloc_topology_get_allowed_cpuset(h), &t->allowed);
     if (t->this_system) {
         cpu_set_t mine, both;
-        adag_cpus_allowed(&mine);
+        adag__cpus_allowed(&mine);
         CPU_AND(&both, &t->allowed, &mine);
         if (CPU_COUNT(&both))
             t->allowed = both;
@@ -307,11 +307,11 @@ adag_status_t adag_topo_load(const char *xml, int this_system, adag_topo_t **out
     *out = t;
     return ADAG_OK;
 fail:
-    adag_topo_free(t);
+    adag__topo_free(t);
     return st;
 }
 
-void adag_topo_free(adag_topo_t *t)
+void adag__topo_free(adag_topo_t *t)
 {
     if (!t)
         return;
@@ -330,23 +330,23 @@ static char topo_error[ADAG_ERROR_MAX];
 
 static void topo_load_once(void)
 {
-    const adag_process_settings_t *s = adag_process_settings();
-    topo_status = adag_topo_load(s->topo_xml, s->topo_xml && s->topo_xml_this_system,
+    const adag_process_settings_t *s = adag__process_settings();
+    topo_status = adag__topo_load(s->topo_xml, s->topo_xml && s->topo_xml_this_system,
                                  &topo_process);
     if (topo_status != ADAG_OK)
         snprintf(topo_error, sizeof(topo_error), "%s", adag_last_error());
 }
 
-adag_status_t adag_topo_get(const adag_topo_t **out)
+adag_status_t adag__topo_get(const adag_topo_t **out)
 {
     pthread_once(&topo_once, topo_load_once);
     *out = topo_process;
     if (topo_status != ADAG_OK)
-        return adag_error(topo_status, "%s", topo_error);
+        return adag__error(topo_status, "%s", topo_error);
     return ADAG_OK;
 }
 
-const adag_topo_numa_t *adag_topo_numa(const adag_topo_t *t, int os_index)
+const adag_topo_numa_t *adag__topo_numa(const adag_topo_t *t, int os_index)
 {
     for (unsigned i = 0; i < t->nnuma; i++)
         if (t->numa[i].os_index == os_index)
@@ -354,7 +354,7 @@ const adag_topo_numa_t *adag_topo_numa(const adag_topo_t *t, int os_index)
     return NULL;
 }
 
-int adag_topo_gpu_by_bus(const adag_topo_t *t, const char *id)
+int adag__topo_gpu_by_bus(const adag_topo_t *t, const char *id)
 {
     char full[32];
     /* "07:00.0" means domain 0 */
@@ -373,7 +373,7 @@ int adag_topo_gpu_by_bus(const adag_topo_t *t, const char *id)
     return -1;
 }
 
-int adag_topo_nic_by_name(const adag_topo_t *t, const char *name)
+int adag__topo_nic_by_name(const adag_topo_t *t, const char *name)
 {
     for (unsigned i = 0; i < t->nnics; i++)
         if (strcmp(t->nics[i].name, name) == 0 ||
@@ -402,7 +402,7 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
     return NULL;
 }
 
-adag_topo_dist_t adag_topo_dist(const adag_topo_t *t, const adag_topo_dev_t *a,
+adag_topo_dist_t adag__topo_dist(const adag_topo_t *t, const adag_topo_dev_t *a,
                                 const adag_topo_dev_t *b)
 {
     (void)t;
@@ -415,15 +415,15 @@ adag_topo_dist_t adag_topo_dist(const adag_topo_t *t, const adag_topo_dev_t *a,
     return by_numa(a->numa, a->package, b->numa, b->package);
 }
 
-adag_topo_dist_t adag_topo_dist_numa(const adag_topo_t *t, const adag_topo_dev_t *d, int numa)
+adag_topo_dist_t adag__topo_dist_numa(const adag_topo_t *t, const adag_topo_dev_t *d, int numa)
 {
-    const adag_topo_numa_t *m = adag_topo_numa(t, numa);
+    const adag_topo_numa_t *m = adag__topo_numa(t, numa);
     return by_numa(d->numa, d->package, numa, m ? m->package : -1);
 }
 
-adag_status_t adag_topo_export_xml(const adag_topo_t *t, const char *path)
+adag_status_t adag__topo_export_xml(const adag_topo_t *t, const char *path)
 {
     if (hwloc_topology_export_xml(t->hwloc, path, 0) != 0)
-        return adag_error_errno(errno, "topology: cannot write hwloc XML to %s", path);
+        return adag__error_errno(errno, "topology: cannot write hwloc XML to %s", path);
     return ADAG_OK;
 }

@@ -5,7 +5,7 @@
  * It describes the live machine, or another one from an hwloc XML file
  * (ADAG_TOPO_XML), so tests can describe machines that are not here.
  *
- * A loaded map is read-only: threads may share it. adag_topo_get() gives
+ * A loaded map is read-only: threads may share it. adag__topo_get() gives
  * the process's map (loaded once, on first use).
  */
 #ifndef ADAG_GPU_TOPO_H
@@ -26,7 +26,7 @@ typedef enum {
 } adag_topo_dist_t;
 
 /* "same PCI switch", "same PCI root", ... */
-const char *adag_topo_dist_name(adag_topo_dist_t d);
+const char *adag__topo_dist_name(adag_topo_dist_t d);
 
 typedef struct {
     int os_index;     /* the kernel's node number */
@@ -67,33 +67,33 @@ typedef struct adag_topo {
 
 /* Loads the live machine (xml NULL) or an hwloc XML file. this_system:
  * the XML describes the machine this runs on (its CPUs may be bound). */
-adag_status_t adag_topo_load(const char *xml, int this_system, adag_topo_t **out);
-void adag_topo_free(adag_topo_t *t);
+adag_status_t adag__topo_load(const char *xml, int this_system, adag_topo_t **out);
+void adag__topo_free(adag_topo_t *t);
 
 /* The process's map, loaded once from ADAG_TOPO_XML (and
  * ADAG_TOPO_XML_THIS_SYSTEM) or the live machine; a failure to load is
  * reported to every caller. Never freed. */
-adag_status_t adag_topo_get(const adag_topo_t **out);
+adag_status_t adag__topo_get(const adag_topo_t **out);
 
 /* The NUMA node with that os index, NULL if there is none. */
-const adag_topo_numa_t *adag_topo_numa(const adag_topo_t *t, int os_index);
+const adag_topo_numa_t *adag__topo_numa(const adag_topo_t *t, int os_index);
 /* A GPU by bus id (case-insensitive, "0000:" domain optional); -1 if none. */
-int adag_topo_gpu_by_bus(const adag_topo_t *t, const char *bus_id);
+int adag__topo_gpu_by_bus(const adag_topo_t *t, const char *bus_id);
 /* A NIC by its RDMA device or interface name; -1 if none. */
-int adag_topo_nic_by_name(const adag_topo_t *t, const char *name);
+int adag__topo_nic_by_name(const adag_topo_t *t, const char *name);
 
 /* How close two devices are (PCI ancestry, then NUMA node and package). */
-adag_topo_dist_t adag_topo_dist(const adag_topo_t *t, const adag_topo_dev_t *a,
+adag_topo_dist_t adag__topo_dist(const adag_topo_t *t, const adag_topo_dev_t *a,
                                 const adag_topo_dev_t *b);
 /* How close a device is to a NUMA node. */
-adag_topo_dist_t adag_topo_dist_numa(const adag_topo_t *t, const adag_topo_dev_t *d, int numa);
+adag_topo_dist_t adag__topo_dist_numa(const adag_topo_t *t, const adag_topo_dev_t *d, int numa);
 
-/* Writes the map as hwloc XML (the file adag_topo_load reads back). */
-adag_status_t adag_topo_export_xml(const adag_topo_t *t, const char *path);
+/* Writes the map as hwloc XML (the file adag__topo_load reads back). */
+adag_status_t adag__topo_export_xml(const adag_topo_t *t, const char *path);
 
 /* Prints the map: packages, NUMA nodes, GPUs, NICs and the distance
  * table between GPUs and NICs. */
-void adag_topo_print(const adag_topo_t *t, FILE *out);
+void adag__topo_print(const adag_topo_t *t, FILE *out);
 
 /* ---- libibverbs (gpu/topo_verbs.c) ---- */
 
@@ -109,6 +109,6 @@ typedef struct {
 /* Lists the RDMA devices (at most ADAG_TOPO_MAX_RDMA) and their port
  * states; *n 0 and a note ("no RDMA devices") when there are none. Never
  * fails: a device that cannot be opened is listed with no active port. */
-void adag_rdma_scan(adag_rdma_dev_t *devs, unsigned *n, char *note, size_t note_len);
+void adag__rdma_scan(adag_rdma_dev_t *devs, unsigned *n, char *note, size_t note_len);
 
 #endif

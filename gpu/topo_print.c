@@ -19,7 +19,7 @@ static const char *short_dist(adag_topo_dist_t d)
 static void print_dev(FILE *out, const char *label, const adag_topo_dev_t *d)
 {
     char cpus[ADAG_CPULIST_MAX];
-    adag_cpulist_format(&d->cpus, cpus, sizeof(cpus));
+    adag__cpulist_format(&d->cpus, cpus, sizeof(cpus));
     fprintf(out, "  %-8s %-13s", label, d->bus_id[0] ? d->bus_id : "(no PCI)");
     if (d->numa >= 0)
         fprintf(out, " NUMA %d", d->numa);
@@ -30,10 +30,10 @@ static void print_dev(FILE *out, const char *label, const adag_topo_dev_t *d)
     fprintf(out, "  CPUs %s", cpus[0] ? cpus : "?");
 }
 
-void adag_topo_print(const adag_topo_t *t, FILE *out)
+void adag__topo_print(const adag_topo_t *t, FILE *out)
 {
     char cpus[ADAG_CPULIST_MAX];
-    adag_cpulist_format(&t->allowed, cpus, sizeof(cpus));
+    adag__cpulist_format(&t->allowed, cpus, sizeof(cpus));
     fprintf(out, "topology of %s (hwloc %s)%s\n", t->source, HWLOC_VERSION,
             t->this_system ? "" : ": another machine, placements are shown, nothing is bound");
     fprintf(out, "  %u package%s, %u NUMA node%s, %u cores, %u CPUs; this process may use "
@@ -41,7 +41,7 @@ void adag_topo_print(const adag_topo_t *t, FILE *out)
             t->nnuma == 1 ? "" : "s", t->ncores, t->npus, cpus);
     for (unsigned i = 0; i < t->nnuma; i++) {
         const adag_topo_numa_t *m = &t->numa[i];
-        adag_cpulist_format(&m->cpus, cpus, sizeof(cpus));
+        adag__cpulist_format(&m->cpus, cpus, sizeof(cpus));
         fprintf(out, "  NUMA node %d: socket %d, %u core%s, CPUs %s, %.1f GiB\n", m->os_index,
                 m->package, m->ncores, m->ncores == 1 ? "" : "s", cpus, (double)m->bytes / (1 << 30));
     }
@@ -73,7 +73,7 @@ void adag_topo_print(const adag_topo_t *t, FILE *out)
     for (unsigned i = 0; i < t->ngpus; i++) {
         fprintf(out, "  gpu%-5u", i);
         for (unsigned j = 0; j < t->nnics; j++)
-            fprintf(out, " %-8s", short_dist(adag_topo_dist(t, &t->gpus[i], &t->nics[j])));
+            fprintf(out, " %-8s", short_dist(adag__topo_dist(t, &t->gpus[i], &t->nics[j])));
         fputc('\n', out);
     }
 }

@@ -5,7 +5,7 @@
 #include <infiniband/verbs.h>
 #include <string.h>
 
-void adag_rdma_scan(adag_rdma_dev_t *devs, unsigned *n, char *note, size_t note_len)
+void adag__rdma_scan(adag_rdma_dev_t *devs, unsigned *n, char *note, size_t note_len)
 {
     int count = 0;
     *n = 0;

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define ADAG_VERSION_MAJOR 0
-#define ADAG_VERSION_MINOR 2
+#define ADAG_VERSION_MINOR 3
 
 /* ABI
  *
@@ -83,7 +83,7 @@ extern "C" {
  *     class, so its layout is covered by the class's abi_version, and method
  *     tables keep their positional {name, fn, nargs, nreturns} initializers.
  * libadag.so exports exactly the ADAG_API functions declared here (adag.map). */
-#define ADAG_ABI_VERSION 1u
+#define ADAG_ABI_VERSION 2u
 
 #if defined(__GNUC__)
 #define ADAG_API __attribute__((visibility("default")))

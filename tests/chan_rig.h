@@ -9,7 +9,7 @@
  * through the ops table only; a test that does not apply to a backend never
  * runs on it. Adding a backend (ucx, cuda_ipc) = one line in the table.
  *
- * The rig lays out a channel as the driver does (adag_ctx_create_domains),
+ * The rig lays out a channel as the driver does (adag__ctx_create_domains),
  * opens the writer in the driver's context, exports the domains, imports a
  * copy (dup'd fds) into a second context as a worker would and opens the
  * readers there, then connects every endpoint if the backend connects.
@@ -152,7 +152,7 @@ void blocked_join(blocked_t *b);
  * stream is synchronized after the wait (the data has arrived) and after
  * acquire (the readers are done with the slot) before the test's host
  * thread touches the bytes, the way a kernel enqueued there would run
- * only then. The tests call adag_chan_wait/acquire; these are what runs. */
+ * only then. The tests call adag__chan_wait/acquire; these are what runs. */
 adag_status_t rig_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline, adag_slot_view_t *v);
 adag_status_t rig_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
 /* A device writer publishes from its streams (after its copy to host
@@ -163,18 +163,18 @@ adag_status_t rig_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void 
 adag_status_t rig_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                           const adag_tensor_meta_t *meta, adag_status_t status, const char *err);
 #ifndef RIG_NO_WRAP
-#define adag_chan_wait rig_wait
-#define adag_chan_acquire rig_acquire
-#define adag_chan_publish rig_publish
+#define adag__chan_wait rig_wait
+#define adag__chan_acquire rig_acquire
+#define adag__chan_publish rig_publish
 #endif
 
 /* ready(seq), at once, or within PROMPT_MS on a CAP_ASYNC backend. */
 int rig_ready(const chan_backend_t *be, adag_chan_t *ch, uint64_t seq);
 
-/* milliseconds since t0 (adag_now_ns) */
+/* milliseconds since t0 (adag__now_ns) */
 static inline double ms_since(int64_t t0)
 {
-    return (double)(adag_now_ns() - t0) / 1e6;
+    return (double)(adag__now_ns() - t0) / 1e6;
 }
 
 /* "Promptly", on 2 shared cores. */

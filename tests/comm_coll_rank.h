@@ -46,7 +46,7 @@ static inline int rank_open_mem(rank_t *r, const adag_comm_ops_t *ops, const ada
     memset(r, 0, sizeof(*r));
     r->host_mem = host_mem;
     r->ops = ops;
-    r->d = adag_device_backend(ops->device_kind);
+    r->d = adag__device_backend(ops->device_kind);
     r->id = *id;
     r->nranks = nranks;
     r->rank = rank;
@@ -90,7 +90,7 @@ static inline void rank_close(rank_t *r)
 static inline adag_status_t rank_join(rank_t *r)
 {
     r->d->bind_thread(r->dev);
-    r->init_st = r->ops->init(&r->id, r->nranks, r->rank, r->dev, adag_deadline_ms(20000),
+    r->init_st = r->ops->init(&r->id, r->nranks, r->rank, r->dev, adag__deadline_ms(20000),
                               &r->comm);
     if (r->init_st != ADAG_OK)
         snprintf(r->err, sizeof(r->err), "rank %u: init: %s", r->rank, adag_last_error());
@@ -130,7 +130,7 @@ static inline int run_call(rank_t *r, const call_t *c)
         memset(h, 0xa5, rbytes);
         st = r->d->copy_async(r->s, r->drecv.ptr, h, rbytes);
         if (st == ADAG_OK)
-            st = r->d->stream_sync(r->s, adag_deadline_ms(60000));
+            st = r->d->stream_sync(r->s, adag__deadline_ms(60000));
     }
     for (size_t i = 0; i < send_count(c, r->nranks); i++)
         element(c, r->rank, i, h + i * es);
@@ -141,7 +141,7 @@ static inline int run_call(rank_t *r, const call_t *c)
     if (st == ADAG_OK)
         st = r->d->copy_async(r->s, h, r->drecv.ptr, rbytes);
     if (st == ADAG_OK)
-        st = r->d->stream_sync(r->s, adag_deadline_ms(60000));
+        st = r->d->stream_sync(r->s, adag__deadline_ms(60000));
     if (st != ADAG_OK) {
         snprintf(r->err, sizeof(r->err), "rank %u: %s(count %zu, %s) of %zu ranks: %s", r->rank,
                  kind_names[c->kind], c->count, adag_dtype_name(c->dtype), n, adag_last_error());

@@ -47,9 +47,9 @@ static inline void sleep_ms(int ms)
 static inline int wait_child(pid_t pid, int timeout_ms)
 {
     int status = 0;
-    int64_t deadline = adag_deadline_ms(timeout_ms);
+    int64_t deadline = adag__deadline_ms(timeout_ms);
     while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (adag_now_ns() >= deadline) {
+        if (adag__now_ns() >= deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             break;
@@ -61,18 +61,18 @@ static inline int wait_child(pid_t pid, int timeout_ms)
 
 static inline const adag_comm_ops_t *host_ops(void)
 {
-    return adag_comm_backend(ADAG_COMM_KIND_HOST);
+    return adag__comm_backend(ADAG_COMM_KIND_HOST);
 }
 
 /* The backend of kind, or skips saying why it cannot run nranks ranks here. */
 static inline const adag_comm_ops_t *ops_or_skip(uint32_t kind, unsigned nranks)
 {
-    const adag_comm_ops_t *ops = adag_comm_backend(kind);
+    const adag_comm_ops_t *ops = adag__comm_backend(kind);
     char why[512] = "";
     cr_assert_not_null(ops);
     if (!ops->probe(why, sizeof(why)))
         cr_skip_test("skipped: %s: %s", ops->name, why);
-    const adag_device_ops_t *dev = adag_device_backend(ops->device_kind);
+    const adag_device_ops_t *dev = adag__device_backend(ops->device_kind);
     unsigned n = dev->probe(why, sizeof(why));
     if (n < nranks)
         cr_skip_test("skipped: %s: %u ranks need %u %s devices, %u here", ops->name, nranks,
@@ -84,13 +84,13 @@ static inline void assert_counts_zero(void)
 {
     for (uint32_t k = 0; k < ADAG_COMM_KIND_COUNT; k++) {
         adag_comm_counts_t c;
-        adag_comm_backend(k)->counts(&c);
+        adag__comm_backend(k)->counts(&c);
         cr_assert(c.comms == 0 && c.ids == 0, "%s: %llu communicators and %llu ids left",
-                  adag_comm_backend(k)->name, (unsigned long long)c.comms,
+                  adag__comm_backend(k)->name, (unsigned long long)c.comms,
                   (unsigned long long)c.ids);
     }
     adag_device_counts_t d;
-    adag_device_backend(ADAG_DEV_EMULATED)->counts(NULL, &d);
+    adag__device_backend(ADAG_DEV_EMULATED)->counts(NULL, &d);
     cr_assert_eq(d.streams, 0, "%llu host streams left", (unsigned long long)d.streams);
 }
 

@@ -71,7 +71,7 @@ typedef struct {
 
 static size_t max_size(void)
 {
-    size_t ring = (size_t)adag_comm_host_chunk_bytes(NRANKS) * ADAG_COMM_HOST_RING_CHUNKS;
+    size_t ring = (size_t)adag__comm_host_chunk_bytes(NRANKS) * ADAG_COMM_HOST_RING_CHUNKS;
     return ring + ring / 2;
 }
 
@@ -83,7 +83,7 @@ static size_t msg_size(unsigned j, unsigned src)
     if (j % 31 == 5)
         return max_size() - h % 1000;
     if (j % 7 == 3)
-        return (size_t)adag_comm_host_chunk_bytes(NRANKS) + h % 70000;
+        return (size_t)adag__comm_host_chunk_bytes(NRANKS) + h % 70000;
     return h % 9 == 0 ? 0 : h % 5000;
 }
 
@@ -101,8 +101,8 @@ static unsigned step(unsigned j)
 static int rank_open(rank_t *r, const adag_comm_id_t *id, unsigned rank)
 {
     memset(r, 0, sizeof(*r));
-    r->ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
-    r->d = adag_device_backend(ADAG_DEV_EMULATED);
+    r->ops = adag__comm_backend(ADAG_COMM_KIND_HOST);
+    r->d = adag__device_backend(ADAG_DEV_EMULATED);
     r->id = *id;
     r->rank = rank;
     int ok = r->d->open(rank, &r->dev) == ADAG_OK &&
@@ -140,9 +140,9 @@ static void rank_close(rank_t *r)
 
 static adag_status_t sync_all(rank_t *r)
 {
-    adag_status_t st = r->d->stream_sync(r->recv_s, adag_deadline_ms(DEADLINE_MS));
+    adag_status_t st = r->d->stream_sync(r->recv_s, adag__deadline_ms(DEADLINE_MS));
     for (unsigned i = 0; st == ADAG_OK && i < SEND_STREAMS; i++)
-        st = r->d->stream_sync(r->send_s[i], adag_deadline_ms(DEADLINE_MS));
+        st = r->d->stream_sync(r->send_s[i], adag__deadline_ms(DEADLINE_MS));
     return st;
 }
 
@@ -190,7 +190,7 @@ static void *exchange_main(void *arg)
 {
     rank_t *r = arg;
     r->d->bind_thread(r->dev);
-    r->end = r->ops->init(&r->id, NRANKS, r->rank, r->dev, adag_deadline_ms(DEADLINE_MS),
+    r->end = r->ops->init(&r->id, NRANKS, r->rank, r->dev, adag__deadline_ms(DEADLINE_MS),
                           &r->comm);
     EXPECT(r->end == ADAG_OK, "rank %u: init: %s", r->rank, adag_last_error());
     atomic_store(&r->joined, 1);
@@ -222,7 +222,7 @@ static void *exchange_main(void *arg)
 /* Elements of allreduce j: mostly small, now and then past a slot. */
 static size_t coll_count(unsigned j)
 {
-    size_t slot = (size_t)adag_comm_host_slot_bytes(NRANKS);
+    size_t slot = (size_t)adag__comm_host_slot_bytes(NRANKS);
     if (j % 23 == 7)
         return (slot + slot / 4) / 4 + j;
     return (j * 2654435761u) % (j % 3 ? 3000 : 40000);
@@ -237,7 +237,7 @@ static void *allreduce_main(void *arg)
 {
     rank_t *r = arg;
     r->d->bind_thread(r->dev);
-    r->end = r->ops->init(&r->id, NRANKS, r->rank, r->dev, adag_deadline_ms(DEADLINE_MS),
+    r->end = r->ops->init(&r->id, NRANKS, r->rank, r->dev, adag__deadline_ms(DEADLINE_MS),
                           &r->comm);
     EXPECT(r->end == ADAG_OK, "rank %u: init: %s", r->rank, adag_last_error());
     atomic_store(&r->joined, 1);
@@ -253,9 +253,9 @@ static void *allreduce_main(void *arg)
         if (st == ADAG_OK && j % 3 == 1) {
             st = r->d->event_record(r->ev, s);
             if (st == ADAG_OK)
-                st = r->d->event_sync(r->ev, adag_deadline_ms(DEADLINE_MS));
+                st = r->d->event_sync(r->ev, adag__deadline_ms(DEADLINE_MS));
         } else if (st == ADAG_OK && j % 3 == 2) {
-            for (int k = 0; k < 100000 && r->d->stream_sync(s, adag_now_ns() + 200000) ==
+            for (int k = 0; k < 100000 && r->d->stream_sync(s, adag__now_ns() + 200000) ==
                                               ADAG_ERR_TIMEOUT; k++) {
             }
         }
@@ -296,7 +296,7 @@ static int run_exchange(unsigned rounds, unsigned abort_after, rank_t *ranks)
 static int run_ranks(void *(*rank_main)(void *), unsigned rounds, unsigned abort_after,
                      rank_t *ranks)
 {
-    const adag_comm_ops_t *ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
+    const adag_comm_ops_t *ops = adag__comm_backend(ADAG_COMM_KIND_HOST);
     adag_comm_id_t id;
     void *owner;
     pthread_t t[NRANKS];
@@ -401,8 +401,8 @@ static int counts_zero(void)
 {
     adag_comm_counts_t c;
     adag_device_counts_t d;
-    adag_comm_backend(ADAG_COMM_KIND_HOST)->counts(&c);
-    adag_device_backend(ADAG_DEV_EMULATED)->counts(NULL, &d);
+    adag__comm_backend(ADAG_COMM_KIND_HOST)->counts(&c);
+    adag__device_backend(ADAG_DEV_EMULATED)->counts(NULL, &d);
     EXPECT(c.comms == 0 && c.ids == 0 && d.streams == 0, "left: %llu comms, %llu ids, %llu "
            "streams", (unsigned long long)c.comms, (unsigned long long)c.ids,
            (unsigned long long)d.streams);

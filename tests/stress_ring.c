@@ -8,10 +8,10 @@
  * wrong, late or not at all makes it exit nonzero too.
  *
  *   channels     several shm channels of one domain at once, through the
- *                ops table (adag_chan_backend): writers in the driver's
+ *                ops table (adag__chan_backend): writers in the driver's
  *                context, readers in a context that imported its export,
  *                plus a relay (reader of one channel, writer of the next)
- *   abort races  adag_ctx_abort racing with writers, readers, waits and
+ *   abort races  adag__ctx_abort racing with writers, readers, waits and
  *                endpoints being opened: every call ends with data or
  *                ADAG_ERR_CLOSED, never a timeout or wrong data
  *   DAGs         thread actors driven through the public API, and several
@@ -85,37 +85,37 @@ static int domain_make_kind(domain_t *d, uint32_t kind, const adag_chan_geom_t *
     memcpy(d->geom, geom, n * sizeof(*geom));
     for (unsigned i = 0; i < n; i++)
         kinds[i] = kind;
-    adag_ctx_init(&d->drv);
-    adag_ctx_init(&d->peer);
-    if (adag_ctx_create_domains(&d->drv, "stress", kinds, geom, NULL, n, d->desc) != ADAG_OK ||
-        adag_ctx_export_domains(&d->drv, &blob, fds, &nfds, ADAG_CTL_MAX_FDS) != ADAG_OK) {
+    adag__ctx_init(&d->drv);
+    adag__ctx_init(&d->peer);
+    if (adag__ctx_create_domains(&d->drv, "stress", kinds, geom, NULL, n, d->desc) != ADAG_OK ||
+        adag__ctx_export_domains(&d->drv, &blob, fds, &nfds, ADAG_CTL_MAX_FDS) != ADAG_OK) {
         EXPECT(0, "domain: %s", adag_last_error());
         return 0;
     }
     for (unsigned i = 0; i < nfds; i++)
         fds[i] = dup(fds[i]); /* as SCM_RIGHTS would */
     adag_status_t st =
-        adag_ctx_import_domains(&d->peer, (adag_blob_t){blob.data, blob.len}, fds, nfds);
-    adag_wbuf_free(&blob);
+        adag__ctx_import_domains(&d->peer, (adag_blob_t){blob.data, blob.len}, fds, nfds);
+    adag__wbuf_free(&blob);
     EXPECT(st == ADAG_OK, "import: %s", adag_last_error());
     return st == ADAG_OK;
 }
 
 static void domain_free(domain_t *d)
 {
-    adag_ctx_destroy(&d->peer);
-    adag_ctx_destroy(&d->drv);
+    adag__ctx_destroy(&d->peer);
+    adag__ctx_destroy(&d->drv);
     for (unsigned i = 0; i < d->n; i++) {
-        adag_wbuf_free(&d->desc[i]);
+        adag__wbuf_free(&d->desc[i]);
         for (unsigned j = 0; j <= MAX_READERS; j++)
-            adag_wbuf_free(&d->info[i][j]);
+            adag__wbuf_free(&d->info[i][j]);
     }
 }
 
 /* CONNECT: every endpoint of a channel gets every endpoint's peer info. */
 static int domain_connect(domain_t *d)
 {
-    const adag_chan_ops_t *ops = adag_chan_backend(d->kind);
+    const adag_chan_ops_t *ops = adag__chan_backend(d->kind);
     if (!ops->connect)
         return 1;
     for (unsigned c = 0; c < d->n; c++) {
@@ -137,16 +137,16 @@ static adag_chan_t *endpoint(domain_t *d, adag_dag_ctx_t *ctx, unsigned c, int r
     adag_chan_open_params_t p = params(d, c, reader, yield);
     adag_chan_t *ch = NULL;
     adag_wbuf_t info = {0};
-    if (adag_ctx_open(ctx, d->kind, &p, &info, &ch) != ADAG_OK) {
+    if (adag__ctx_open(ctx, d->kind, &p, &info, &ch) != ADAG_OK) {
         EXPECT(0, "open channel %u reader %d: %s", c, reader, adag_last_error());
-        adag_wbuf_free(&info);
+        adag__wbuf_free(&info);
         return NULL;
     }
     if (!d->eps[c][reader + 1]) { /* the first endpoint of each is the one connected */
         d->eps[c][reader + 1] = ch;
         d->info[c][reader + 1] = info;
     } else {
-        adag_wbuf_free(&info);
+        adag__wbuf_free(&info);
     }
     return ch;
 }
@@ -165,13 +165,13 @@ static uint64_t word(uint64_t seq, unsigned i, unsigned salt)
 static adag_status_t put(adag_chan_t *w, uint64_t seq, unsigned max, unsigned salt)
 {
     void *buf;
-    adag_status_t st = adag_chan_acquire(w, seq, adag_deadline_ms(DEADLINE_MS), &buf);
+    adag_status_t st = adag__chan_acquire(w, seq, adag__deadline_ms(DEADLINE_MS), &buf);
     if (st != ADAG_OK)
         return st;
     unsigned n = words_of(seq, max);
     for (unsigned i = 0; i < n; i++)
         ((uint64_t *)buf)[i] = word(seq, i, salt);
-    return adag_chan_publish(w, seq, n * 8, NULL, ADAG_OK, NULL);
+    return adag__chan_publish(w, seq, n * 8, NULL, ADAG_OK, NULL);
 }
 
 /* wait + check (+ copy into out, if given) + release (held: release_held,
@@ -181,7 +181,7 @@ static adag_status_t get(adag_chan_t *rd, uint64_t seq, unsigned max, unsigned s
                          uint64_t *out, int held)
 {
     adag_slot_view_t v;
-    adag_status_t st = adag_chan_wait(rd, seq, adag_deadline_ms(DEADLINE_MS), &v);
+    adag_status_t st = adag__chan_wait(rd, seq, adag__deadline_ms(DEADLINE_MS), &v);
     if (st != ADAG_OK)
         return st;
     unsigned n = words_of(seq, max);
@@ -193,9 +193,9 @@ static adag_status_t get(adag_chan_t *rd, uint64_t seq, unsigned max, unsigned s
     if (out && st == ADAG_OK)
         memcpy(out, v.data, n * 8);
     if (held)
-        adag_chan_release_held(rd, seq);
+        adag__chan_release_held(rd, seq);
     else
-        adag_chan_release(rd, seq);
+        adag__chan_release(rd, seq);
     return st;
 }
 
@@ -221,11 +221,11 @@ static void *reader_main(void *p)
             /* a relay: forward the value on the next channel (same words),
              * its input released before, held for this publish */
             void *buf;
-            if ((a->st = adag_chan_acquire(a->out, s, adag_deadline_ms(DEADLINE_MS), &buf)))
+            if ((a->st = adag__chan_acquire(a->out, s, adag__deadline_ms(DEADLINE_MS), &buf)))
                 return NULL;
             memcpy(buf, copy, words_of(s, a->words) * 8);
-            adag_chan_publish(a->out, s, words_of(s, a->words) * 8, NULL, ADAG_OK, NULL);
-            adag_chan_flush(a->in);
+            adag__chan_publish(a->out, s, words_of(s, a->words) * 8, NULL, ADAG_OK, NULL);
+            adag__chan_flush(a->in);
         }
         if (a->slow && s % 64 == 0)
             usleep(100);
@@ -312,7 +312,7 @@ static int run_ucx_channels(void)
     return run_channels_of(CHAN_UCX);
 }
 
-/* ---- adag_ctx_abort racing with everything ---- */
+/* ---- adag__ctx_abort racing with everything ---- */
 
 typedef struct {
     domain_t *d;
@@ -331,8 +331,8 @@ static void *opener_main(void *p)
         adag_slot_view_t v;
         if (!rd)
             return NULL;
-        if (adag_ctx_aborted(&o->d->drv)) {
-            o->st = adag_chan_wait(rd, 1u << 30, adag_deadline_ms(DEADLINE_MS), &v);
+        if (adag__ctx_aborted(&o->d->drv)) {
+            o->st = adag__chan_wait(rd, 1u << 30, adag__deadline_ms(DEADLINE_MS), &v);
             return NULL;
         }
         sched_yield();
@@ -386,9 +386,9 @@ static int abort_round(unsigned round)
     pthread_create(&th[3], NULL, opener_main, &o);
     usleep((round * 397) % 3000);
     adag_status_t why = round % 3 ? ADAG_ERR_ACTOR_DIED : ADAG_ERR_METHOD;
-    int set = adag_ctx_abort(&d.drv, why);
-    int again = adag_ctx_abort(&d.drv, ADAG_ERR_TIMEOUT);
-    adag_ctx_abort(&d.peer, why);
+    int set = adag__ctx_abort(&d.drv, why);
+    int again = adag__ctx_abort(&d.drv, ADAG_ERR_TIMEOUT);
+    adag__ctx_abort(&d.peer, why);
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++)
         join_promptly(th[i], round, i);
@@ -769,7 +769,7 @@ static void relay_check(void *arg)
  * write: 2000 rounds of a two-stream ping-pong on plain memory. */
 static int run_host_device(void)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     adag_dev_stream_t *a, *b;
     adag_dev_event_t *ea, *eb;
@@ -785,9 +785,9 @@ static int run_host_device(void)
               o->event_record(ea, a) == ADAG_OK && o->stream_wait_event(b, ea) == ADAG_OK &&
               o->host_fn(b, relay_check, &r) == ADAG_OK && o->event_record(eb, b) == ADAG_OK;
         if (i % 500 == 0) /* now and then the host waits too */
-            ok &= o->event_sync(eb, adag_deadline_ms(10000)) == ADAG_OK;
+            ok &= o->event_sync(eb, adag__deadline_ms(10000)) == ADAG_OK;
     }
-    ok &= o->stream_sync(b, adag_deadline_ms(10000)) == ADAG_OK;
+    ok &= o->stream_sync(b, adag__deadline_ms(10000)) == ADAG_OK;
     o->event_destroy(dev, ea);
     o->event_destroy(dev, eb);
     o->stream_destroy(dev, a);
@@ -806,7 +806,7 @@ static _Atomic int churn_stop;
 
 static void *range_churn(void *arg)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev = arg;
     static char mine[4 * 4096] __attribute__((aligned(4096)));
     while (!atomic_load(&churn_stop)) {
@@ -819,7 +819,7 @@ static void *range_churn(void *arg)
 
 static int run_host_copies(void)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     adag_dev_stream_t *s;
     adag_dev_event_t *ev;
@@ -843,7 +843,7 @@ static int run_host_copies(void)
               o->copy_async(s, out_page, d.ptr, sizeof in) == ADAG_OK; /* returns once done */
         for (int i = 0; i < 512; i++)
             ok &= out_page[i] == round * 512 + i;
-        ok &= o->event_sync(ev, adag_deadline_ms(10000)) == ADAG_OK;
+        ok &= o->event_sync(ev, adag__deadline_ms(10000)) == ADAG_OK;
         for (int i = 0; i < 512; i++)
             ok &= out_reg[i] == round * 512 + i;
     }
@@ -875,13 +875,13 @@ static void gate_wait(void *arg)
 static void *abandoner(void *arg)
 {
     adag_dev_event_t *imp = arg;
-    adag_device_backend(ADAG_DEV_EMULATED)->event_abandon(imp);
+    adag__device_backend(ADAG_DEV_EMULATED)->event_abandon(imp);
     return NULL;
 }
 
 static int run_host_abandon(void)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *d0, *d1;
     adag_dev_stream_t *s0, *s1;
     int ok = 1;
@@ -902,10 +902,10 @@ static int run_host_abandon(void)
         ok &= o->host_fn(s0, gate_wait, NULL) == ADAG_OK && o->event_record(ev, s0) == ADAG_OK &&
               o->stream_wait_event(s1, imp) == ADAG_OK;
         ok &= pthread_create(&th, NULL, abandoner, imp) == 0;
-        ok &= o->stream_sync(s1, adag_deadline_ms(10000)) == ADAG_OK;
+        ok &= o->stream_sync(s1, adag__deadline_ms(10000)) == ADAG_OK;
         pthread_join(th, NULL);
         atomic_store(&abandon_gate, 1);
-        ok &= o->event_sync(ev, adag_deadline_ms(10000)) == ADAG_OK;
+        ok &= o->event_sync(ev, adag__deadline_ms(10000)) == ADAG_OK;
         o->event_destroy(d1, imp);
         o->event_destroy(d0, ev);
     }

@@ -34,7 +34,7 @@ static void *indexed_writer(void *arg)
         /* writer w owns the slots w mod 4 (the driver's writers never share
          * a slot: a ref's records are reused long after it was released) */
         uint64_t v = i * 4 + w;
-        adag_trace_put(&ring, v, ADAG_SPAN_EXECUTE + (unsigned)(v & 1), v, v * 3, v * 3 + 7);
+        adag__trace_put(&ring, v, ADAG_SPAN_EXECUTE + (unsigned)(v & 1), v, v * 3, v * 3 + 7);
     }
     atomic_fetch_add(&writers_done, 1);
     return NULL;
@@ -46,9 +46,9 @@ static void *one_writer(void *arg)
     for (uint64_t v = 0; v < (uint64_t)WRITERS * RECORDS_EACH; v++) {
         uint64_t t[5] = {v, v + 1, v + 2, v + 3, v + 4};
         if (v & 1)
-            adag_trace_add_op(&one, (uint32_t)(v & 0xffff), 0, (uint32_t)(v * 7), 0, v, t);
+            adag__trace_add_op(&one, (uint32_t)(v & 0xffff), 0, (uint32_t)(v * 7), 0, v, t);
         else
-            adag_trace_add(&one, ADAG_SPAN_BACKEND, (uint32_t)v, (uint32_t)(v * 7), v, v, v + 1);
+            adag__trace_add(&one, ADAG_SPAN_BACKEND, (uint32_t)v, (uint32_t)(v * 7), v, v, v + 1);
     }
     atomic_fetch_add(&writers_done, 1);
     return NULL;
@@ -58,7 +58,7 @@ static void check_indexed(const adag_trace_rec_t *r, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t v = r[i].seq;
-        EXPECT(adag_trace_rec_kind(&r[i]) == ADAG_SPAN_EXECUTE + (v & 1) && r[i].t[0] == v * 3 &&
+        EXPECT(adag__trace_rec_kind(&r[i]) == ADAG_SPAN_EXECUTE + (v & 1) && r[i].t[0] == v * 3 &&
                    r[i].t[1] == v * 3 + 7,
                "torn record: seq %llx start %llu end %llu", (unsigned long long)v,
                (unsigned long long)r[i].t[0], (unsigned long long)r[i].t[1]);
@@ -73,11 +73,11 @@ static void check_one(const adag_trace_rec_t *r, uint64_t n)
         uint64_t v = r[i].seq, p = r[i].packed;
         int ok = r[i].t[0] == v && r[i].t[1] == v + 1 && (p >> 16 & 0xffff) == (v & 0xffff);
         if (v & 1)
-            ok = ok && adag_trace_rec_kind(&r[i]) == ADAG_SPAN_OP &&
+            ok = ok && adag__trace_rec_kind(&r[i]) == ADAG_SPAN_OP &&
                  (p >> 32 & 0xffff) == ((v * 7) & 0xffff) && p >> 48 == 0 &&
                  r[i].t[2] == v + 2 && r[i].t[3] == v + 3 && r[i].t[4] == v + 4;
         else
-            ok = ok && adag_trace_rec_kind(&r[i]) == ADAG_SPAN_BACKEND &&
+            ok = ok && adag__trace_rec_kind(&r[i]) == ADAG_SPAN_BACKEND &&
                  p >> 32 == (uint32_t)(v * 7);
         EXPECT(ok, "torn record in the one-writer ring: seq %llu", (unsigned long long)v);
         EXPECT(i == 0 || r[i - 1].seq < v, "one-writer copy out of order at %llu",
@@ -92,12 +92,12 @@ static void *reader(void *arg)
     adag_trace_rec_t *out1 = malloc((one.mask + 1) * sizeof(*out1));
     uint64_t copies = 0, recs = 0;
     while (atomic_load(&writers_done) < WRITERS + 1) {
-        uint64_t lost, n = adag_trace_ring_copy(&ring, out, &lost);
+        uint64_t lost, n = adag__trace_ring_copy(&ring, out, &lost);
         check_indexed(out, n);
         EXPECT(n <= ring.mask + 1, "copied %llu of a ring of %llu", (unsigned long long)n,
                (unsigned long long)(ring.mask + 1));
         recs += n;
-        n = adag_trace_ring_copy(&one, out1, &lost);
+        n = adag__trace_ring_copy(&one, out1, &lost);
         check_one(out1, n);
         recs += n;
         copies++;
@@ -140,9 +140,9 @@ static void *viewer(void *arg)
         int fd;
         char *text = NULL;
         size_t len = 0;
-        EXPECT(adag_live_connect(path, &fd) == ADAG_OK, "%s", adag_last_error());
+        EXPECT(adag__live_connect(path, &fd) == ADAG_OK, "%s", adag_last_error());
         FILE *out = open_memstream(&text, &len);
-        EXPECT(adag_live_request(fd, out, 10000) == ADAG_OK, "%s", adag_last_error());
+        EXPECT(adag__live_request(fd, out, 10000) == ADAG_OK, "%s", adag_last_error());
         fclose(out);
         views++;
         if (strstr(text, ": 0 DAGs"))
@@ -231,8 +231,8 @@ static int traced_dag(void)
 
 int main(void)
 {
-    if (adag_trace_ring_init(&ring, 4096, 1) != ADAG_OK ||
-        adag_trace_ring_init(&one, 4096, 0) != ADAG_OK)
+    if (adag__trace_ring_init(&ring, 4096, 1) != ADAG_OK ||
+        adag__trace_ring_init(&one, 4096, 0) != ADAG_OK)
         return 2;
     pthread_t w[WRITERS + 1], r[2];
     for (int i = 0; i < 2; i++)
@@ -246,17 +246,17 @@ int main(void)
         pthread_join(r[i], NULL);
     uint64_t lost;
     adag_trace_rec_t *all = malloc((ring.mask + 1) * sizeof(*all));
-    uint64_t n = adag_trace_ring_copy(&ring, all, &lost);
+    uint64_t n = adag__trace_ring_copy(&ring, all, &lost);
     /* at rest every slot written holds a whole record: the latest lap's */
     EXPECT(n == (ring.mask + 1) / 4 * WRITERS && all[n - 1].seq == (RECORDS_EACH - 1) * 4ull + 2,
            "after the writers: %llu kept of %llu, last %llu", (unsigned long long)n,
            (unsigned long long)(ring.mask + 1), (unsigned long long)(n ? all[n - 1].seq : 0));
-    n = adag_trace_ring_copy(&one, all, &lost);
+    n = adag__trace_ring_copy(&one, all, &lost);
     EXPECT(n == one.mask + 1 && n + lost == (uint64_t)WRITERS * RECORDS_EACH,
            "one writer: %llu kept, %llu lost", (unsigned long long)n, (unsigned long long)lost);
     free(all);
-    adag_trace_ring_free(&ring);
-    adag_trace_ring_free(&one);
+    adag__trace_ring_free(&ring);
+    adag__trace_ring_free(&one);
     EXPECT(traced_dag() == 0, "traced DAG: %s", adag_last_error());
     int f = atomic_load(&failures);
     printf("stress_trace: %s\n", f ? "FAILED" : "ok");

@@ -159,9 +159,9 @@ static void stopped_member_fails_the_dag(void)
     for (int i = 0; i < 2000 && h_proc_state(adag_actor_pid(a[2])) != 'T'; i++)
         usleep(1000);
     cr_assert_eq(h_proc_state(adag_actor_pid(a[2])), 'T', "m2 did not stop");
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     adag_status_t st = run_one(dag, N, 1);
-    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    double ms = (double)(adag__now_ns() - t0) / 1e6;
     cr_assert_eq(st, ADAG_ERR_TIMEOUT, "%s: %s", adag_status_str(st), last_msg);
     cr_assert(strstr(last_msg, "allreduce#0") && strstr(last_msg, "m2"),
               "the message names neither the collective nor the member: %s", last_msg);
@@ -193,9 +193,9 @@ Test(collective_faults, stuck_collective_times_out, .timeout = 120)
     adag_actor_h a[N];
     members_make(rt, ADAG_PLACEMENT_PROCESS, a, N, "m", 4000000);
     adag_dag_h dag = allreduce_dag(rt, a, N, "apply", 300, 0);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     adag_status_t st = run_one(dag, N, 0);
-    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    double ms = (double)(adag__now_ns() - t0) / 1e6;
     cr_assert_eq(st, ADAG_ERR_TIMEOUT, "%s: %s", adag_status_str(st), last_msg);
     cr_assert(strstr(last_msg, "collective allreduce#0") &&
                   strstr(last_msg, "did not complete within 300 ms") &&
@@ -220,9 +220,9 @@ static void killed_member_fails_the_dag(void)
     for (uint64_t k = 5; k < 200 && st == ADAG_OK; k++)
         st = run_one(dag, N, k);
     cr_assert_eq(st, ADAG_ERR_ACTOR_DIED, "%s", last_msg);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     ASSERT_OK(adag_dag_destroy(dag));
-    cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 3000.0);
+    cr_assert_lt((double)(adag__now_ns() - t0) / 1e6, 3000.0);
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 

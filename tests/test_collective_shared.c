@@ -263,9 +263,9 @@ Test(collective_shared, a_failed_dag_leaves_the_others_working, .timeout = 180)
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, run, &r2), 0);
     cr_assert_eq(kill(adag_actor_pid(w), SIGKILL), 0);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     pthread_join(t, NULL);
-    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    double ms = (double)(adag__now_ns() - t0) / 1e6;
     cr_assert_eq(r2.st, ADAG_OK, "decode: %s: %s", adag_status_str(r2.st), r2.msg);
     cr_assert_lt(ms, 8000.0, "decode waited %.0f ms behind the failed DAG's tickets", ms);
     adag_value_t out[N];
@@ -308,10 +308,10 @@ Test(collective_shared, a_killed_member_fails_both, .timeout = 180)
     pthread_join(t2, NULL);
     cr_assert_eq(r1.st, ADAG_ERR_ACTOR_DIED, "prefill: %s: %s", adag_status_str(r1.st), r1.msg);
     cr_assert_eq(r2.st, ADAG_ERR_ACTOR_DIED, "decode: %s: %s", adag_status_str(r2.st), r2.msg);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     ASSERT_OK(adag_dag_destroy(prefill));
     ASSERT_OK(adag_dag_destroy(decode));
-    cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 6000.0);
+    cr_assert_lt((double)(adag__now_ns() - t0) / 1e6, 6000.0);
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 
@@ -325,7 +325,7 @@ static void *run_timed(void *arg)
 {
     timed_runner_t *t = arg;
     run(t->r);
-    atomic_store(&t->ended_ns, adag_now_ns());
+    atomic_store(&t->ended_ns, adag__now_ns());
     return NULL;
 }
 
@@ -367,7 +367,7 @@ static void a_stopped_member_fails_both(int on_host)
         usleep(1000);
     pid_t m2 = adag_actor_pid(a[2]);
     cr_assert_eq(kill(m2, SIGSTOP), 0);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     pthread_join(th1, NULL);
     pthread_join(th2, NULL);
     double ms1 = (double)(atomic_load(&t1.ended_ns) - t0) / 1e6;
@@ -412,11 +412,11 @@ static void a_stopped_member_fails_both(int on_host)
     cr_assert(st != ADAG_OK && st != ADAG_ERR_AGAIN, "prefill's execute after it failed: %s: %s",
               adag_status_str(st), adag_last_error());
     cr_assert_eq(kill(m2, SIGCONT), 0);
-    int64_t t1_ns = adag_now_ns();
+    int64_t t1_ns = adag__now_ns();
     ASSERT_OK(adag_dag_destroy(prefill));
     ASSERT_OK(adag_dag_destroy(decode));
     ASSERT_OK(adag_runtime_destroy(rt));
-    double down = (double)(adag_now_ns() - t1_ns) / 1e6;
+    double down = (double)(adag__now_ns() - t1_ns) / 1e6;
     cr_assert_lt(down, 10000.0, "teardown took %.0f ms", down);
     h_assert_clean(&snap);
 }

@@ -215,7 +215,7 @@ Test(netns, two_dags_share_remote_actors, .timeout = 120)
 /* One execution that fails (asserts the status); the time it took, ms. */
 static double failing_execution(adag_dag_h dag, adag_status_t want, int timeout_ms)
 {
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     int64_t x = 5;
     adag_value_t in = h_i64v(&x);
     adag_ref_t ref;
@@ -223,7 +223,7 @@ static double failing_execution(adag_dag_h dag, adag_status_t want, int timeout_
     adag_status_t st = adag_dag_execute(dag, &in, 1, 0, &ref);
     if (st == ADAG_OK)
         st = adag_dag_get(dag, ref, &out, 1, timeout_ms);
-    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    double ms = (double)(adag__now_ns() - t0) / 1e6;
     ASSERT_ST(st, want);
     return ms;
 }
@@ -276,12 +276,12 @@ Test(netns, link_cut, .timeout = 120)
     ASSERT_MSG_HAS(w.hosts.ip[2]);
     cr_assert_lt(ms, 3000.0 + 2000.0, "the cut link was reported after %.0f ms", ms);
     cr_log_info("link cut reported after %.0f ms: %s", ms, h_msg());
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     ASSERT_OK(adag_dag_destroy(dag));
     ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(w.rt));
     w.rt = NULL;
-    cr_assert_lt((double)(adag_now_ns() - t0) / 1e6, 5000.0, "teardown after a cut link");
+    cr_assert_lt((double)(adag__now_ns() - t0) / 1e6, 5000.0, "teardown after a cut link");
     int gone = 0; /* the worker's keepalive fails too: it exits */
     for (int i = 0; i < 1000 && !gone; i++) {
         gone = kill(cut_pid, 0) != 0 && errno == ESRCH;
@@ -578,11 +578,11 @@ static void partition(fault_t fault, size_t size)
         ASSERT_OK(adag_dag_release(dag, refs[oldest % 8]));
         if (++oldest == 100) { /* streaming: the fault hits */
             fault_apply(w, fault);
-            t0 = adag_now_ns();
+            t0 = adag__now_ns();
         }
         cr_assert_lt(oldest, 100000, "the chain never failed");
     }
-    double ms = (double)(adag_now_ns() - t0) / 1e6;
+    double ms = (double)(adag__now_ns() - t0) / 1e6;
     ASSERT_ST(st, ADAG_ERR_ACTOR_DIED);
     ASSERT_MSG_HAS("p2");
     if (fault != FAULT_TO_H2)
@@ -597,9 +597,9 @@ static void partition(fault_t fault, size_t size)
     free(in);
     free(want);
 
-    int64_t t1 = adag_now_ns();
+    int64_t t1 = adag__now_ns();
     ASSERT_OK(adag_dag_destroy(dag));
-    double destroy_ms = (double)(adag_now_ns() - t1) / 1e6;
+    double destroy_ms = (double)(adag__now_ns() - t1) / 1e6;
     cr_log_info("the failed DAG destroyed in %.0f ms", destroy_ms);
     /* the teardown timeout (5 s) bounds a worker that does not answer,
      * with slack for a loaded host */

@@ -324,7 +324,7 @@ Test(stats, live_setting_opens_it, .timeout = 60)
 
 static double ms_since(int64_t t0)
 {
-    return (double)(adag_now_ns() - t0) / 1e6;
+    return (double)(adag__now_ns() - t0) / 1e6;
 }
 
 /* The figures of actor `name` in s (asserts it is there). */
@@ -344,7 +344,7 @@ static void find_actor(adag_stats_h s, const char *name, adag_actor_stats_t *out
 static void stats_without_s1(adag_dag_h dag, int bound_ms, uint64_t ran)
 {
     adag_stats_h s;
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     adag_status_t st = adag_dag_stats_take(dag, &s);
     double ms = ms_since(t0);
     cr_assert_eq(st, ADAG_OK, "stats_take with s1 stopped: %s (after %.0f ms)",
@@ -382,7 +382,7 @@ static void trace_without_s1(adag_dag_h dag, int bound_ms)
 {
     char want[64];
     snprintf(want, sizeof(want), "did not answer within %d ms", bound_ms);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     h_trace_check(dag, "--unanswered s1", want);
     double ms = ms_since(t0);
     cr_assert_lt(ms, bound_ms + 4000.0, "write_trace took %.0f ms with s1 stopped", ms);
@@ -395,7 +395,7 @@ static void attach_without_s1(int bound_ms)
     char cmd[512], out[16384] = "";
     snprintf(cmd, sizeof(cmd), "%s/adag-info attach %d --count 1 2>&1", ADAG_TEST_BUILD_DIR,
              (int)getpid());
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     size_t n = fread(out, 1, sizeof(out) - 1, p);

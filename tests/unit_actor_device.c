@@ -23,7 +23,7 @@ static const adag_settings_t *defaults(void)
     static adag_settings_t s;
     static int made;
     if (!made) {
-        cr_assert_eq(adag_settings_defaults(&s), ADAG_OK);
+        cr_assert_eq(adag__settings_defaults(&s), ADAG_OK);
         made = 1;
     }
     return &s;
@@ -32,7 +32,7 @@ static const adag_settings_t *defaults(void)
 static uint64_t host_streams(void)
 {
     adag_device_counts_t c;
-    adag_device_backend(ADAG_DEV_EMULATED)->counts(NULL, &c);
+    adag__device_backend(ADAG_DEV_EMULATED)->counts(NULL, &c);
     return c.streams;
 }
 
@@ -45,7 +45,7 @@ static void sleep_ms(int64_t ms)
 
 static double now_ms(void)
 {
-    return (double)adag_now_ns() / 1e6;
+    return (double)adag__now_ns() / 1e6;
 }
 
 #define HAS(needle)                                                                           \
@@ -80,7 +80,7 @@ Test(actor_device, parse)
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         adag_device_kind_t kind = 77;
         unsigned index = 77;
-        adag_status_t st = adag_device_parse(cases[i].spec, &kind, &index);
+        adag_status_t st = adag__device_parse(cases[i].spec, &kind, &index);
         cr_assert_eq(st, cases[i].st, "\"%s\": %d, want %d (%s)", cases[i].spec, st,
                      cases[i].st, adag_last_error());
         if (st == ADAG_OK)
@@ -95,9 +95,9 @@ Test(actor_device, parse)
     memcpy(longspec + sizeof(longspec) - 3, ":0", 3);
     adag_device_kind_t kind;
     unsigned index;
-    cr_assert_eq(adag_device_parse(longspec, &kind, &index), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__device_parse(longspec, &kind, &index), ADAG_ERR_INVALID);
     HAS("is longer than 63 bytes");
-    cr_assert_eq(adag_device_parse("x:0", &kind, &index), ADAG_ERR_NOT_FOUND);
+    cr_assert_eq(adag__device_parse("x:0", &kind, &index), ADAG_ERR_NOT_FOUND);
     HAS("device \"x:0\": unknown backend \"x\" (known: emu, cuda)");
 }
 
@@ -127,7 +127,7 @@ Test(actor_device, open_and_close)
 {
     adag_actor_device_t *d = NULL;
     cr_assert_eq(host_streams(), 0);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 1, defaults(), &d), ADAG_OK,
+    cr_assert_eq(adag__actor_device_open(ADAG_DEV_EMULATED, 1, defaults(), &d), ADAG_OK,
                  "%s", adag_last_error());
     cr_assert(d->chan.kind == ADAG_DEV_EMULATED && d->chan.dev->index == 1);
     cr_assert(d->chan.compute && d->chan.comm && d->chan.compute != d->chan.comm);
@@ -139,24 +139,24 @@ Test(actor_device, open_and_close)
     /* close waits for the work */
     static _Atomic int done;
     launch_set(d, &done, 50);
-    cr_assert_eq(adag_actor_device_close(d, "a", adag_deadline_ms(5000)), ADAG_OK, "%s",
+    cr_assert_eq(adag__actor_device_close(d, "a", adag__deadline_ms(5000)), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(atomic_load(&done), 1, "close returned before the work was done");
     cr_assert_eq(host_streams(), 0);
-    cr_assert_eq(adag_actor_device_close(NULL, "a", ADAG_FOREVER), ADAG_OK);
+    cr_assert_eq(adag__actor_device_close(NULL, "a", ADAG_FOREVER), ADAG_OK);
 }
 
 Test(actor_device, open_a_device_that_is_not_here)
 {
     adag_actor_device_t *d = (adag_actor_device_t *)0x1;
-    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 99, defaults(), &d),
+    cr_assert_eq(adag__actor_device_open(ADAG_DEV_EMULATED, 99, defaults(), &d),
                  ADAG_ERR_NOT_FOUND);
     cr_assert_null(d);
     HAS("device emu:99 does not exist here (emu: 4 devices)");
-    unsigned n = adag_device_backend(ADAG_DEV_CUDA)->probe(NULL, 0);
+    unsigned n = adag__device_backend(ADAG_DEV_CUDA)->probe(NULL, 0);
     char want[64];
     snprintf(want, sizeof(want), "device cuda:%u does not exist here (cuda: %u device", n, n);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEV_CUDA, n, defaults(), &d),
+    cr_assert_eq(adag__actor_device_open(ADAG_DEV_CUDA, n, defaults(), &d),
                  ADAG_ERR_NOT_FOUND);
     HAS(want);
     if (n == 0)
@@ -176,15 +176,15 @@ Test(actor_device, stop_drains_then_fini_then_close)
 {
     adag_actor_device_t *d = NULL;
     static _Atomic int done;
-    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 0, defaults(), &d), ADAG_OK);
+    cr_assert_eq(adag__actor_device_open(ADAG_DEV_EMULATED, 0, defaults(), &d), ADAG_OK);
     launch_set(d, &done, 100);
-    cr_assert_eq(adag_actor_device_stop(d, "a", adag_deadline_ms(5000), record_fini, &done),
+    cr_assert_eq(adag__actor_device_stop(d, "a", adag__deadline_ms(5000), record_fini, &done),
                  ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(atomic_load(&seen_at_fini), 1, "fini ran before the work was done");
     cr_assert_eq(host_streams(), 0);
     /* no device: fini alone */
     atomic_store(&seen_at_fini, -1);
-    cr_assert_eq(adag_actor_device_stop(NULL, "a", ADAG_FOREVER, record_fini, &done), ADAG_OK);
+    cr_assert_eq(adag__actor_device_stop(NULL, "a", ADAG_FOREVER, record_fini, &done), ADAG_OK);
     cr_assert_eq(atomic_load(&seen_at_fini), 1);
 }
 
@@ -195,16 +195,16 @@ Test(actor_device, stuck_work_is_left_at_the_deadline)
     adag_actor_device_t *d = NULL, *e = NULL;
     static _Atomic int done;
     setenv("ADAG_LOG_LEVEL", "0", 1); /* the leaks are logged: not in the test's output */
-    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 0, defaults(), &d), ADAG_OK);
-    cr_assert_eq(adag_actor_device_open(ADAG_DEV_EMULATED, 1, defaults(), &e), ADAG_OK);
+    cr_assert_eq(adag__actor_device_open(ADAG_DEV_EMULATED, 0, defaults(), &d), ADAG_OK);
+    cr_assert_eq(adag__actor_device_open(ADAG_DEV_EMULATED, 1, defaults(), &e), ADAG_OK);
     launch_set(d, &done, 3000);
     launch_set(e, &done, 3000);
     double t0 = now_ms();
-    cr_assert_eq(adag_actor_device_stop(d, "stuck", adag_deadline_ms(100), record_fini, &done),
+    cr_assert_eq(adag__actor_device_stop(d, "stuck", adag__deadline_ms(100), record_fini, &done),
                  ADAG_ERR_TIMEOUT);
     HAS("actor stuck: device emu:0, compute stream");
     cr_assert_eq(atomic_load(&seen_at_fini), -1, "fini ran while the work still runs");
-    cr_assert_eq(adag_actor_device_close(e, "stuck2", adag_deadline_ms(100)), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(adag__actor_device_close(e, "stuck2", adag__deadline_ms(100)), ADAG_ERR_TIMEOUT);
     HAS("actor stuck2: device emu:1, compute stream");
     double took = now_ms() - t0;
     cr_assert(took < 2000, "stop and close took %.0f ms, past their deadlines", took);

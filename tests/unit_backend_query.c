@@ -104,14 +104,14 @@ Test(backend_query, every_placement_picks_its_backend)
         }
         adag_chan_edge_t e = {"c", ends, row->nreaders, row->transport};
         uint32_t index = UINT32_MAX;
-        adag_status_t st = adag_chan_choose(&e, &index);
+        adag_status_t st = adag__chan_choose(&e, &index);
         if (row->want) {
             cr_assert_eq(st, ADAG_OK, "%s: %s", row->what, adag_last_error());
-            cr_assert_str_eq(adag_chan_backend_name(index), row->want, "%s", row->what);
+            cr_assert_str_eq(adag__chan_backend_name(index), row->want, "%s", row->what);
             continue;
         }
         cr_assert_eq(st, ADAG_ERR_INVALID, "%s: chose %s", row->what,
-                     adag_chan_backend_name(index));
+                     adag__chan_backend_name(index));
         const char *msg = adag_last_error();
         cr_assert(strstr(msg, "channel c: w ("), "%s: %s", row->what, msg);
         cr_assert(strstr(msg, "no backend can carry it"), "%s: %s", row->what, msg);
@@ -129,7 +129,7 @@ Test(backend_query, refusal_names_the_endpoints)
                                {1, 2, NODE2, {EMU, 1, "far", 0}}};
     adag_chan_edge_t e = {"near.step[0]", ends, 1, ADAG_TRANSPORT_IPC};
     uint32_t index;
-    cr_assert_eq(adag_chan_choose(&e, &index), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__chan_choose(&e, &index), ADAG_ERR_INVALID);
     char want[160];
     snprintf(want, sizeof(want),
              "channel near.step[0]: near (%s:0 on the driver's node) -> far (%s:1 on " NODE2 ")",
@@ -149,14 +149,14 @@ Test(backend_query, cost_classes_ordered)
     adag_chan_end_t ends[2] = {{0, 1, NODE2, HOSTMEM}, {1, 2, NODE2, HOSTMEM}};
     adag_chan_edge_t e = {"c", ends, 1, ADAG_TRANSPORT_AUTO};
     unsigned answered = 0;
-    for (uint32_t i = 0; i < adag_chan_nbackends(); i++) {
+    for (uint32_t i = 0; i < adag__chan_nbackends(); i++) {
         char why[160] = "";
-        adag_chan_cost_t c = adag_chan_backend(i)->query(&e, why, sizeof(why));
+        adag_chan_cost_t c = adag__chan_backend(i)->query(&e, why, sizeof(why));
         answered += c != ADAG_CHAN_CANNOT;
         cr_assert(c != ADAG_CHAN_CANNOT || why[0], "%s refused without a reason",
-                  adag_chan_backend_name(i));
+                  adag__chan_backend_name(i));
         if (c != ADAG_CHAN_CANNOT)
-            cr_assert_eq(c, ADAG_CHAN_COST_NETWORK, "%s", adag_chan_backend_name(i));
+            cr_assert_eq(c, ADAG_CHAN_COST_NETWORK, "%s", adag__chan_backend_name(i));
     }
     cr_assert_eq(answered, 1);
 }
@@ -171,22 +171,22 @@ Test(backend_query, unknown_backend_refused_at_decode)
     adag_program_t p = {.dag_id = 1, .dag_name = "d", .max_inflight = 1,
                         .start_chan = ADAG_PROG_NO_CHAN, .nchans = 1, .chans = &chan};
     adag_wbuf_t wb = {0};
-    adag_program_encode(&p, &wb);
+    adag__program_encode(&p, &wb);
     cr_assert(!wb.failed);
     /* the same program decodes as it is ... */
     adag_program_t q;
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb, 0, &q), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__program_decode(&rb, 0, &q), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(q.chans[0].backend, CHAN_SHM);
-    adag_program_free(&q);
+    adag__program_free(&q);
     /* ... and with its backend named "foo" instead of "shm" it does not */
     char *at = memmem(wb.data, wb.len, "shm", 3);
     cr_assert(at, "the program does not name its channel's backend");
     cr_assert_null(memmem(at + 3, wb.len - (size_t)(at + 3 - (char *)wb.data), "shm", 3));
     memcpy(at, "foo", 3);
     adag_rbuf_t rb2 = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb2, 0, &q), ADAG_ERR_PROTOCOL);
+    cr_assert_eq(adag__program_decode(&rb2, 0, &q), ADAG_ERR_PROTOCOL);
     cr_assert_str_eq(adag_last_error(), "channel a.m[0]: backend 'foo' is not in this build "
                                         "(have: self, shm, device, ucx)");
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
 }

@@ -27,7 +27,7 @@ static const chan_backend_t by_comm = {CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
 static const chan_backend_t by_comm_same = {CHAN_DEVICE, CAP_RING | CAP_BY_COMM,
                                             "emu:0 -> emu:0 by communicator", 0, 0};
 
-#define DEADLINE adag_deadline_ms(10000)
+#define DEADLINE adag__deadline_ms(10000)
 
 #define HAS(needle)                                                                           \
     cr_assert(strstr(adag_last_error(), (needle)), "message \"%s\" lacks \"%s\"",              \
@@ -43,12 +43,12 @@ static void sleep_ms(int ms)
 static adag_status_t watch(adag_chan_t *ch, int64_t timeout_ms)
 {
     int64_t since = 0;
-    return ch->ops->watch(ch, adag_now_ns(), timeout_ms * 1000000, &since);
+    return ch->ops->watch(ch, adag__now_ns(), timeout_ms * 1000000, &since);
 }
 
 static adag_status_t stream_sync(const rig_t *r, unsigned place, adag_dev_stream_t *s, int ms)
 {
-    return r->devs[place].dev->ops->stream_sync(s, adag_deadline_ms(ms));
+    return r->devs[place].dev->ops->stream_sync(s, adag__deadline_ms(ms));
 }
 
 /* Every rank of the rig's communicator reports `want`. */
@@ -79,7 +79,7 @@ static void put_status(rig_t *r, uint64_t seq, size_t size, adag_status_t st, co
 
 static size_t size_of(uint64_t seq)
 {
-    size_t chunk = (size_t)adag_comm_host_chunk_bytes(3);
+    size_t chunk = (size_t)adag__comm_host_chunk_bytes(3);
     size_t ring = chunk * ADAG_COMM_HOST_RING_CHUNKS;
     const size_t sizes[SIZES] = {0,     1,         7,    4096,     chunk - 1,
                                  chunk, chunk + 1, ring, ring + 1, 3 * ring + 99};
@@ -110,7 +110,7 @@ static void *taker_main(void *p)
         adag_slot_view_t v;
         adag_tensor_meta_t want;
         meta_of(s, &want);
-        if (rig_wait(t->rd, s, adag_deadline_ms(30000), &v) != ADAG_OK) {
+        if (rig_wait(t->rd, s, adag__deadline_ms(30000), &v) != ADAG_OK) {
             snprintf(t->err, sizeof(t->err), "seq %llu: %s", (unsigned long long)s,
                      adag_last_error());
             return NULL;
@@ -127,7 +127,7 @@ static void *taker_main(void *p)
                      (unsigned long long)s, size_of(s), rc);
             return NULL;
         }
-        adag_chan_release(t->rd, s);
+        adag__chan_release(t->rd, s);
     }
     return NULL;
 }
@@ -151,7 +151,7 @@ Test(chan_comm, every_size_reaches_two_device_readers_and_a_host_reader, .timeou
         void *buf;
         adag_tensor_meta_t m;
         meta_of(s, &m);
-        cr_assert_eq(rig_acquire(r.w, s, adag_deadline_ms(30000), &buf), ADAG_OK, "%s",
+        cr_assert_eq(rig_acquire(r.w, s, adag__deadline_ms(30000), &buf), ADAG_OK, "%s",
                      adag_last_error());
         value_fill(buf, s, size_of(s));
         cr_assert_eq(rig_publish(r.w, s, size_of(s), &m, ADAG_OK, NULL), ADAG_OK, "%s",
@@ -178,12 +178,12 @@ Test(chan_comm, a_seq_waited_twice_is_received_once, .timeout = 60)
         cr_assert_eq(value_put(r.w, s, DEADLINE), ADAG_OK, "%s", adag_last_error());
         for (int k = 0; k < 2; k++) {
             adag_slot_view_t v;
-            cr_assert_eq(rig_wait(r.rd[0], s, adag_deadline_ms(5000), &v), ADAG_OK,
+            cr_assert_eq(rig_wait(r.rd[0], s, adag__deadline_ms(5000), &v), ADAG_OK,
                          "seq %llu, wait %d: %s", (unsigned long long)s, k, adag_last_error());
             cr_assert_eq(value_check(&v, s, value_size(s, 4096)), 0, "seq %llu, wait %d",
                          (unsigned long long)s, k);
         }
-        adag_chan_release(r.rd[0], s);
+        adag__chan_release(r.rd[0], s);
     }
     cr_assert_eq(stream_sync(&r, 1, r.comms[1].stream, 2000), ADAG_OK,
                  "a recv is still pending");
@@ -218,7 +218,7 @@ Test(chan_comm, executions_without_bytes_send_nothing, .timeout = 60)
                          ADAG_ERR_TOO_LARGE, "seq %llu: %s", (unsigned long long)s,
                          adag_last_error());
             for (unsigned i = 0; i < 2; i++)
-                cr_assert(!adag_chan_ready(r.rd[i], s), "refused seq %llu reached reader %u",
+                cr_assert(!adag__chan_ready(r.rd[i], s), "refused seq %llu reached reader %u",
                           (unsigned long long)s, i);
             /* the same execution again, with a size that fits */
             cr_assert_eq(r.w->ops->publish(r.w, s, ex[s].arrives, NULL, ADAG_OK, NULL), ADAG_OK,
@@ -228,13 +228,13 @@ Test(chan_comm, executions_without_bytes_send_nothing, .timeout = 60)
         }
         for (unsigned i = 0; i < 2; i++) {
             adag_slot_view_t v;
-            cr_assert_eq(rig_wait(r.rd[i], s, adag_deadline_ms(5000), &v), ADAG_OK,
+            cr_assert_eq(rig_wait(r.rd[i], s, adag__deadline_ms(5000), &v), ADAG_OK,
                          "seq %llu, reader %u: %s", (unsigned long long)s, i, adag_last_error());
             cr_assert_eq(v.status, ex[s].st, "seq %llu", (unsigned long long)s);
             if (ex[s].st == ADAG_OK)
                 cr_assert_eq(value_check(&v, s, ex[s].arrives), 0, "seq %llu, reader %u",
                              (unsigned long long)s, i);
-            adag_chan_release(r.rd[i], s);
+            adag__chan_release(r.rd[i], s);
         }
     }
     assert_comm_status(&r, ADAG_OK);
@@ -248,8 +248,8 @@ static _Atomic int gate_open;
 static void gate_kernel(void *arg)
 {
     (void)arg;
-    int64_t give_up = adag_deadline_ms(20000); /* a broken test must still end */
-    while (!atomic_load(&gate_open) && adag_now_ns() < give_up)
+    int64_t give_up = adag__deadline_ms(20000); /* a broken test must still end */
+    while (!atomic_load(&gate_open) && adag__now_ns() < give_up)
         sleep_ms(1);
 }
 
@@ -342,7 +342,7 @@ Test(chan_comm, a_recv_whose_writer_stopped_is_named_and_abort_drains_it, .timeo
     cr_assert_eq(stream_sync(&r, 1, r.devs[1].compute, 100), ADAG_ERR_TIMEOUT);
     assert_comm_status(&r, ADAG_OK);
     /* ... until the reader's DAG fails */
-    adag_ctx_abort(&r.peer, ADAG_ERR_TIMEOUT);
+    adag__ctx_abort(&r.peer, ADAG_ERR_TIMEOUT);
     cr_assert_eq(stream_sync(&r, 1, r.comms[1].stream, 2000), ADAG_OK,
                  "the recv still waits on the stopped writer");
     cr_assert_eq(stream_sync(&r, 1, r.devs[1].compute, 2000), ADAG_OK,
@@ -366,7 +366,7 @@ Test(chan_comm, a_failure_aborts_the_communicator_and_the_streams_drain, .timeou
     cr_assert_eq(stream_sync(&r, 0, r.comms[0].stream, 100), ADAG_ERR_TIMEOUT,
                  "the sends completed with no reader");
     assert_comm_status(&r, ADAG_OK);
-    adag_ctx_abort(&r.drv, ADAG_ERR_ACTOR_DIED); /* the writer's context only */
+    adag__ctx_abort(&r.drv, ADAG_ERR_ACTOR_DIED); /* the writer's context only */
     assert_comm_status(&r, ADAG_ERR_CLOSED);
     cr_assert_eq(stream_sync(&r, 0, r.comms[0].stream, 2000), ADAG_OK,
                  "the sends still wait after the abort");
@@ -390,8 +390,8 @@ Test(chan_comm, closed_keeps_the_communicator_for_the_next_channel, .timeout = 6
                 cr_assert_eq(value_get(r.rd[i], s, DEADLINE), 0, "round %d, seq %llu", round,
                              (unsigned long long)s);
         }
-        adag_ctx_abort(&r.drv, ADAG_ERR_CLOSED);
-        adag_ctx_abort(&r.peer, ADAG_ERR_CLOSED);
+        adag__ctx_abort(&r.drv, ADAG_ERR_CLOSED);
+        adag__ctx_abort(&r.peer, ADAG_ERR_CLOSED);
         assert_comm_status(&r, ADAG_OK);
         if (round == 0)
             rig_reopen(&r, 3, 8192); /* asserts the first channel left nothing */
@@ -411,7 +411,7 @@ static adag_status_t open_connect(rig_t *r, adag_chan_geom_t g, int reader,
                                  .desc = {r->desc.data, r->desc.len}, .policy = RIG_POLICY,
                                  .device = &r->devs[reader + 1], .comms = comms,
                                  .ncomms = ncomms};
-    adag_status_t st = adag_ctx_open(&r->peer, CHAN_DEVICE, &p, NULL, &ch);
+    adag_status_t st = adag__ctx_open(&r->peer, CHAN_DEVICE, &p, NULL, &ch);
     if (st != ADAG_OK)
         return st;
     adag_blob_t peers[1 + RIG_MAX_READERS];
@@ -493,26 +493,26 @@ Test(chan_comm, places_without_a_device_writer_or_with_one_rank_twice_are_refuse
     for (unsigned i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
         adag_dag_ctx_t ctx;
         adag_wbuf_t desc = {0};
-        adag_ctx_init(&ctx);
+        adag__ctx_init(&ctx);
         const adag_chan_place_t *places[1] = {i < 3 ? bad[i].pl : NULL};
-        cr_assert_eq(adag_ctx_create_domains(&ctx, "cdag", &kind, &g, places, 1, &desc),
+        cr_assert_eq(adag__ctx_create_domains(&ctx, "cdag", &kind, &g, places, 1, &desc),
                      ADAG_ERR_INVALID, "places %u accepted", i);
         HAS("device channel 0 of DAG cdag");
         if (i < 3)
             HAS(bad[i].why);
-        adag_ctx_destroy(&ctx);
-        adag_wbuf_free(&desc);
+        adag__ctx_destroy(&ctx);
+        adag__wbuf_free(&desc);
     }
     /* the same places with distinct ranks are fine */
     adag_dag_ctx_t ctx;
     adag_wbuf_t desc = {0};
-    adag_ctx_init(&ctx);
+    adag__ctx_init(&ctx);
     adag_chan_place_t ok[3] = {{ADAG_DEV_EMULATED, 0, "w", 2},
                                {ADAG_DEV_EMULATED, 1, "a", 0},
                                {-1, 0, "h", 0}};
     const adag_chan_place_t *places[1] = {ok};
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "cdag", &kind, &g, places, 1, &desc), ADAG_OK,
+    cr_assert_eq(adag__ctx_create_domains(&ctx, "cdag", &kind, &g, places, 1, &desc), ADAG_OK,
                  "%s", adag_last_error());
-    adag_ctx_destroy(&ctx);
-    adag_wbuf_free(&desc);
+    adag__ctx_destroy(&ctx);
+    adag__wbuf_free(&desc);
 }

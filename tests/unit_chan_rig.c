@@ -14,7 +14,7 @@ void rig_export(adag_dag_ctx_t *drv, adag_wbuf_t *blob, int *fds, unsigned *nfds
 {
     int owned[ADAG_CTL_MAX_FDS];
     *nfds = 0;
-    cr_assert_eq(adag_ctx_export_domains(drv, blob, owned, nfds, ADAG_CTL_MAX_FDS), ADAG_OK,
+    cr_assert_eq(adag__ctx_export_domains(drv, blob, owned, nfds, ADAG_CTL_MAX_FDS), ADAG_OK,
                  "export: %s", adag_last_error());
     cr_assert(!blob->failed);
     /* what SCM_RIGHTS would do: new fds for the same files */
@@ -90,7 +90,7 @@ static adag_status_t sync_stream(adag_chan_t *ch, adag_status_t st, int comm)
     const adag_chan_device_t *d = st == ADAG_OK ? device_of(ch) : NULL;
     if (d)
         cr_assert_eq(d->dev->ops->stream_sync(comm ? d->comm : d->compute,
-                                              adag_deadline_ms(20000)),
+                                              adag__deadline_ms(20000)),
                      ADAG_OK, "%s", adag_last_error());
     return st;
 }
@@ -122,7 +122,7 @@ static void device_open(adag_chan_device_t *d, int index)
     memset(d, 0, sizeof(*d));
     if (index < 0)
         return;
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     cr_assert_eq(o->open((unsigned)index, &d->dev), ADAG_OK, "%s", adag_last_error());
     d->kind = ADAG_DEV_EMULATED;
     cr_assert_eq(o->stream_create(d->dev, &d->compute), ADAG_OK);
@@ -169,10 +169,10 @@ typedef struct {
 static void *rank_init_main(void *arg)
 {
     rank_init_t *a = arg;
-    const adag_comm_ops_t *ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
+    const adag_comm_ops_t *ops = adag__comm_backend(ADAG_COMM_KIND_HOST);
     a->st = a->dev->ops->bind_thread(a->dev);
     if (a->st == ADAG_OK)
-        a->st = ops->init(&a->id, a->nranks, a->rank, a->dev, adag_deadline_ms(20000), &a->comm);
+        a->st = ops->init(&a->id, a->nranks, a->rank, a->dev, adag__deadline_ms(20000), &a->comm);
     if (a->st != ADAG_OK)
         snprintf(a->err, sizeof(a->err), "rank %u: %s", a->rank, adag_last_error());
     return NULL;
@@ -182,7 +182,7 @@ static void *rank_init_main(void *arg)
  * a thread of its own (init is collective), with a stream of its own. */
 static void comm_open(rig_t *r, unsigned nplaces)
 {
-    const adag_comm_ops_t *ops = adag_comm_backend(ADAG_COMM_KIND_HOST);
+    const adag_comm_ops_t *ops = adag__comm_backend(ADAG_COMM_KIND_HOST);
     rank_init_t a[1 + RIG_MAX_READERS];
     pthread_t th[1 + RIG_MAX_READERS];
     unsigned nranks = 0;
@@ -230,8 +230,8 @@ adag_status_t rig_endpoint(rig_t *r, adag_dag_ctx_t *ctx, int reader, adag_chan_
 {
     adag_chan_open_params_t p = params(r, reader);
     adag_wbuf_t info = {0};
-    adag_status_t st = adag_ctx_open(ctx, r->be->kind, &p, &info, out);
-    adag_wbuf_free(&info);
+    adag_status_t st = adag__ctx_open(ctx, r->be->kind, &p, &info, out);
+    adag__wbuf_free(&info);
     if (st == ADAG_OK)
         note_endpoint(*out, p.device);
     return st;
@@ -253,31 +253,31 @@ static void chan_open(rig_t *r, unsigned nslots, unsigned nreaders, size_t capac
     const adag_chan_place_t *places[1] = {r->places};
 
     /* the driver lays the channel out (a domain if the backend has them) */
-    adag_ctx_init(&r->drv);
+    adag__ctx_init(&r->drv);
     uint32_t kind = be->kind;
-    cr_assert_eq(adag_ctx_create_domains(&r->drv, "conf", &kind, &r->geom, places, 1, &r->desc),
+    cr_assert_eq(adag__ctx_create_domains(&r->drv, "conf", &kind, &r->geom, places, 1, &r->desc),
                  ADAG_OK, "%s: create: %s", r->ops->name, adag_last_error());
     cr_assert(!r->desc.failed);
 
     /* a worker attaches it */
-    adag_ctx_init(&r->peer);
+    adag__ctx_init(&r->peer);
     adag_wbuf_t blob = {0};
     int fds[ADAG_CTL_MAX_FDS];
     unsigned nfds;
     rig_export(&r->drv, &blob, fds, &nfds);
-    cr_assert_eq(adag_ctx_import_domains(&r->peer, (adag_blob_t){blob.data, blob.len}, fds, nfds),
+    cr_assert_eq(adag__ctx_import_domains(&r->peer, (adag_blob_t){blob.data, blob.len}, fds, nfds),
                  ADAG_OK, "%s: import: %s", r->ops->name, adag_last_error());
-    adag_wbuf_free(&blob);
+    adag__wbuf_free(&blob);
 
     /* PREPARE: every endpoint, collecting peer info */
     adag_wbuf_t info[1 + RIG_MAX_READERS] = {{0}};
     adag_chan_open_params_t p = params(r, -1);
-    cr_assert_eq(adag_ctx_open(&r->drv, kind, &p, &info[0], &r->w), ADAG_OK, "%s: writer: %s",
+    cr_assert_eq(adag__ctx_open(&r->drv, kind, &p, &info[0], &r->w), ADAG_OK, "%s: writer: %s",
                  r->ops->name, adag_last_error());
     note_endpoint(r->w, p.device);
     for (unsigned i = 0; i < nreaders; i++) {
         p = params(r, (int)i);
-        cr_assert_eq(adag_ctx_open(r->one_ctx ? &r->drv : &r->peer, kind, &p, &info[1 + i],
+        cr_assert_eq(adag__ctx_open(r->one_ctx ? &r->drv : &r->peer, kind, &p, &info[1 + i],
                                    &r->rd[i]),
                      ADAG_OK, "%s: reader %u: %s", r->ops->name, i, adag_last_error());
         note_endpoint(r->rd[i], p.device);
@@ -298,14 +298,14 @@ static void chan_open(rig_t *r, unsigned nslots, unsigned nreaders, size_t capac
                          adag_last_error());
     }
     for (unsigned i = 0; i <= nreaders; i++)
-        adag_wbuf_free(&info[i]);
+        adag__wbuf_free(&info[i]);
 }
 
 static void chan_close(rig_t *r)
 {
-    adag_ctx_destroy(&r->peer);
-    adag_ctx_destroy(&r->drv);
-    adag_wbuf_free(&r->desc);
+    adag__ctx_destroy(&r->peer);
+    adag__ctx_destroy(&r->drv);
+    adag__wbuf_free(&r->desc);
     forget_endpoints(r);
     r->w = NULL;
     memset(r->rd, 0, sizeof(r->rd));
@@ -316,7 +316,7 @@ void rig_open_at(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned n
 {
     memset(r, 0, sizeof(*r));
     r->be = be;
-    r->ops = adag_chan_backend(be->kind);
+    r->ops = adag__chan_backend(be->kind);
     cr_assert(r->ops, "no backend of kind %u", be->kind);
     cr_assert_leq(nreaders, RIG_MAX_READERS);
     if (!(be->caps & CAP_RING))
@@ -359,7 +359,7 @@ void rig_close(rig_t *r)
     for (unsigned i = 0; i <= RIG_MAX_READERS; i++)
         device_close(&r->devs[i]);
     adag_comm_counts_t c;
-    adag_comm_backend(ADAG_COMM_KIND_HOST)->counts(&c);
+    adag__comm_backend(ADAG_COMM_KIND_HOST)->counts(&c);
     cr_assert(c.comms == 0 && c.ids == 0, "%llu communicators and %llu ids left",
               (unsigned long long)c.comms, (unsigned long long)c.ids);
 }
@@ -411,14 +411,14 @@ int value_get(adag_chan_t *rd, uint64_t seq, int64_t deadline)
     if (st != ADAG_OK)
         return st < 0 ? st : -100;
     int rc = value_check(&v, seq, value_size(seq, rd->capacity));
-    adag_chan_release(rd, seq);
+    adag__chan_release(rd, seq);
     return rc;
 }
 
 int rig_ready(const chan_backend_t *be, adag_chan_t *ch, uint64_t seq)
 {
-    int64_t t0 = adag_now_ns();
-    while (!adag_chan_ready(ch, seq)) {
+    int64_t t0 = adag__now_ns();
+    while (!adag__chan_ready(ch, seq)) {
         if (!(be->caps & CAP_ASYNC) || ms_since(t0) > PROMPT_MS)
             return 0;
         usleep(100);
@@ -431,7 +431,7 @@ int rig_ready(const chan_backend_t *be, adag_chan_t *ch, uint64_t seq)
 static void *blocked_main(void *p)
 {
     blocked_t *b = p;
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     if (b->acquire) {
         void *buf;
         b->st = rig_acquire(b->ch, b->seq, b->deadline, &buf);

@@ -55,7 +55,7 @@ static int recv_blob(int fd, adag_wbuf_t *out)
             return -1;
         got += (size_t)k;
     }
-    adag_wbuf_raw(out, buf, n);
+    adag__wbuf_raw(out, buf, n);
     return out->failed ? -1 : 0;
 }
 
@@ -96,11 +96,11 @@ static void child_main(pair_t *p, int sock, int (*body)(adag_chan_t *ep))
     adag_wbuf_t dom = {0}, info = {0}, other = {0};
     if (recv_blob(sock, &p->desc) || recv_blob(sock, &dom))
         _exit(19);
-    adag_ctx_init(&ctx);
-    if (adag_ctx_import_domains(&ctx, (adag_blob_t){dom.data, dom.len}, NULL, 0) != ADAG_OK)
+    adag__ctx_init(&ctx);
+    if (adag__ctx_import_domains(&ctx, (adag_blob_t){dom.data, dom.len}, NULL, 0) != ADAG_OK)
         _exit(20);
     adag_chan_open_params_t op = ep_params(p, &ctx, p->child_reads ? 0 : -1);
-    if (adag_ctx_open(&ctx, CHAN_UCX, &op, &info, &ep) != ADAG_OK)
+    if (adag__ctx_open(&ctx, CHAN_UCX, &op, &info, &ep) != ADAG_OK)
         _exit(21);
     uint32_t n = (uint32_t)info.len;
     if (write(sock, &n, 4) != 4 || write(sock, info.data, info.len) != (ssize_t)info.len)
@@ -115,10 +115,10 @@ static void child_main(pair_t *p, int sock, int (*body)(adag_chan_t *ep))
     char done = 'd';
     if (write(sock, &done, 1) != 1) /* the parent's cue: this side is finished */
         rc = rc ? rc : 25;
-    adag_ctx_destroy(&ctx);
-    adag_wbuf_free(&dom);
-    adag_wbuf_free(&info);
-    adag_wbuf_free(&other);
+    adag__ctx_destroy(&ctx);
+    adag__wbuf_free(&dom);
+    adag__wbuf_free(&info);
+    adag__wbuf_free(&other);
     _exit(rc);
 }
 
@@ -141,29 +141,29 @@ static void pair_open(pair_t *p, unsigned nslots, size_t capacity, int child_rea
     }
     close(sv[1]);
     p->sock = sv[0];
-    adag_ctx_init(&p->ctx);
+    adag__ctx_init(&p->ctx);
     uint32_t kind = CHAN_UCX;
-    cr_assert_eq(adag_ctx_create_domains(&p->ctx, "remote", &kind, &p->geom, NULL, 1, &p->desc),
+    cr_assert_eq(adag__ctx_create_domains(&p->ctx, "remote", &kind, &p->geom, NULL, 1, &p->desc),
                  ADAG_OK, "%s", adag_last_error());
     adag_wbuf_t dom = {0};
     int fds[ADAG_CTL_MAX_FDS];
     unsigned nfds = 0;
-    cr_assert_eq(adag_ctx_export_domains(&p->ctx, &dom, fds, &nfds, ADAG_CTL_MAX_FDS), ADAG_OK);
+    cr_assert_eq(adag__ctx_export_domains(&p->ctx, &dom, fds, &nfds, ADAG_CTL_MAX_FDS), ADAG_OK);
     cr_assert_eq(nfds, 0, "a UCX domain carries no fds across hosts");
     send_blob(p->sock, p->desc.data, p->desc.len);
     send_blob(p->sock, dom.data, dom.len);
-    adag_wbuf_free(&dom);
+    adag__wbuf_free(&dom);
     adag_wbuf_t info = {0}, other = {0};
     adag_chan_open_params_t op = ep_params(p, &p->ctx, child_reads ? -1 : 0);
-    cr_assert_eq(adag_ctx_open(&p->ctx, CHAN_UCX, &op, &info, &p->ep), ADAG_OK, "%s",
+    cr_assert_eq(adag__ctx_open(&p->ctx, CHAN_UCX, &op, &info, &p->ep), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(recv_blob(p->sock, &other), 0, "the child sent no peer info");
     send_blob(p->sock, info.data, info.len);
     adag_blob_t mine = {info.data, info.len}, theirs = {other.data, other.len};
     adag_blob_t peers[2] = {child_reads ? mine : theirs, child_reads ? theirs : mine};
     cr_assert_eq(p->ep->ops->connect(p->ep, peers, 2), ADAG_OK, "%s", adag_last_error());
-    adag_wbuf_free(&info);
-    adag_wbuf_free(&other);
+    adag__wbuf_free(&info);
+    adag__wbuf_free(&other);
 }
 
 /* The child's exit code (after it said it was done, or died). */
@@ -172,8 +172,8 @@ static int pair_join(pair_t *p)
     int status;
     cr_assert_eq(waitpid(p->child, &status, 0), p->child);
     close(p->sock);
-    adag_ctx_destroy(&p->ctx);
-    adag_wbuf_free(&p->desc);
+    adag__ctx_destroy(&p->ctx);
+    adag__wbuf_free(&p->desc);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -188,7 +188,7 @@ static int read_sizes(adag_chan_t *rd)
 {
     for (uint64_t s = 0; s < ROUNDS * NSIZES; s++) {
         adag_slot_view_t v;
-        if (adag_chan_wait(rd, s, adag_deadline_ms(20000), &v) != ADAG_OK)
+        if (adag__chan_wait(rd, s, adag__deadline_ms(20000), &v) != ADAG_OK)
             return 1;
         if (value_check(&v, s, sizes[s % NSIZES]))
             return 2;
@@ -198,7 +198,7 @@ static int read_sizes(adag_chan_t *rd)
             usleep(2000);
         if (value_check(&v, s, sizes[s % NSIZES]))
             return 3;
-        adag_chan_release(rd, s);
+        adag__chan_release(rd, s);
     }
     return 0;
 }
@@ -213,13 +213,13 @@ Test(ucx, values_cross_processes_over_tcp, .timeout = 60)
     pair_open(&p, 3, BIG, 1, read_sizes);
     for (uint64_t s = 0; s < ROUNDS * NSIZES; s++) {
         void *buf;
-        cr_assert_eq(adag_chan_acquire(p.ep, s, adag_deadline_ms(20000), &buf), ADAG_OK,
+        cr_assert_eq(adag__chan_acquire(p.ep, s, adag__deadline_ms(20000), &buf), ADAG_OK,
                      "seq %llu: %s", (unsigned long long)s, adag_last_error());
         cr_assert_eq((uintptr_t)buf % (uintptr_t)sysconf(_SC_PAGESIZE), 0,
                      "slot %llu of %u bytes at %p: not on a page",
                      (unsigned long long)(s % 3), BIG, buf);
         value_fill(buf, s, sizes[s % NSIZES]);
-        cr_assert_eq(adag_chan_publish(p.ep, s, sizes[s % NSIZES], NULL, ADAG_OK, NULL), ADAG_OK);
+        cr_assert_eq(adag__chan_publish(p.ep, s, sizes[s % NSIZES], NULL, ADAG_OK, NULL), ADAG_OK);
     }
     char done;
     cr_assert_eq(read(p.sock, &done, 1), 1, "the reader process did not finish");
@@ -241,10 +241,10 @@ static int sleep_then_check(adag_chan_t *rd)
     if (atomic_load(&c->written) == 0)
         return 1;
     adag_slot_view_t v;
-    if (adag_chan_wait(rd, 0, adag_deadline_ms(1000), &v) != ADAG_OK ||
+    if (adag__chan_wait(rd, 0, adag__deadline_ms(1000), &v) != ADAG_OK ||
         value_check(&v, 0, BIG))
         return 2;
-    adag_chan_release(rd, 0);
+    adag__chan_release(rd, 0);
     return 0;
 }
 
@@ -255,9 +255,9 @@ Test(ucx, progress_without_waiters, .timeout = 60)
     pair_t p;
     pair_open(&p, 2, BIG, 1, sleep_then_check);
     void *buf;
-    cr_assert_eq(adag_chan_acquire(p.ep, 0, adag_deadline_ms(5000), &buf), ADAG_OK);
+    cr_assert_eq(adag__chan_acquire(p.ep, 0, adag__deadline_ms(5000), &buf), ADAG_OK);
     value_fill(buf, 0, BIG);
-    cr_assert_eq(adag_chan_publish(p.ep, 0, BIG, NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(p.ep, 0, BIG, NULL, ADAG_OK, NULL), ADAG_OK);
     char done;
     cr_assert_eq(read(p.sock, &done, 1), 1);
     cr_assert_eq(pair_join(&p), 0, "the value did not land without a waiter");
@@ -277,8 +277,8 @@ static int idle_reader(adag_chan_t *rd)
 {
     adag_slot_view_t v;
     double c0 = cpu_s();
-    int64_t t0 = adag_now_ns();
-    adag_status_t st = adag_chan_wait(rd, 0, adag_deadline_ms(600), &v);
+    int64_t t0 = adag__now_ns();
+    adag_status_t st = adag__chan_wait(rd, 0, adag__deadline_ms(600), &v);
     double wall = ms_since(t0) / 1000, cpu = cpu_s() - c0;
     if (st != ADAG_ERR_TIMEOUT)
         return 1;
@@ -309,12 +309,12 @@ Test(ucx, idle_wait_uses_no_cpu, .timeout = 60)
 static void kill_child_then(pair_t *p, uint64_t seq)
 {
     kill(p->child, SIGKILL);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     void *buf;
     adag_slot_view_t v;
     adag_status_t st = p->child_reads
-                           ? adag_chan_acquire(p->ep, seq, adag_deadline_ms(20000), &buf)
-                           : adag_chan_wait(p->ep, seq, adag_deadline_ms(20000), &v);
+                           ? adag__chan_acquire(p->ep, seq, adag__deadline_ms(20000), &buf)
+                           : adag__chan_wait(p->ep, seq, adag__deadline_ms(20000), &v);
     double ms = ms_since(t0);
     cr_assert_eq(st, ADAG_ERR_IO, "after the %s died: %s", p->child_reads ? "reader" : "writer",
                  adag_status_str(st));
@@ -327,7 +327,7 @@ static void kill_child_then(pair_t *p, uint64_t seq)
 static int hold_forever(adag_chan_t *rd)
 {
     adag_slot_view_t v;
-    if (adag_chan_wait(rd, 0, adag_deadline_ms(20000), &v) != ADAG_OK)
+    if (adag__chan_wait(rd, 0, adag__deadline_ms(20000), &v) != ADAG_OK)
         return 1;
     pause(); /* never releases: the writer's ring stays full */
     return 0;
@@ -340,14 +340,14 @@ Test(ucx, killed_reader_fails_the_writer, .timeout = 60)
 {
     pair_t p;
     pair_open(&p, 1, 64, 1, hold_forever);
-    cr_assert_eq(value_put(p.ep, 0, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(value_put(p.ep, 0, adag__deadline_ms(5000)), ADAG_OK);
     usleep(200000); /* the reader holds seq 0 */
     kill_child_then(&p, 1);
 }
 
 static int write_then_hang(adag_chan_t *w)
 {
-    if (value_put(w, 0, adag_deadline_ms(5000)) != ADAG_OK)
+    if (value_put(w, 0, adag__deadline_ms(5000)) != ADAG_OK)
         return 1;
     pause(); /* until killed */
     return 0;
@@ -359,7 +359,7 @@ Test(ucx, killed_writer_fails_the_reader, .timeout = 60)
 {
     pair_t p;
     pair_open(&p, 2, 64, 0, write_then_hang);
-    cr_assert_eq(value_get(p.ep, 0, adag_deadline_ms(5000)), 0);
+    cr_assert_eq(value_get(p.ep, 0, adag__deadline_ms(5000)), 0);
     kill_child_then(&p, 1);
 }
 
@@ -412,8 +412,8 @@ static int receiving(adag_ucx_chan_t *c)
 static void stop_peer_mid_rendezvous(pair_t *p)
 {
     adag_ucx_chan_t *c = (adag_ucx_chan_t *)p->ep;
-    int64_t deadline = adag_deadline_ms(10000);
-    while (!receiving(c) && adag_now_ns() < deadline) {
+    int64_t deadline = adag__deadline_ms(10000);
+    while (!receiving(c) && adag__now_ns() < deadline) {
     }
     kill(p->child, SIGSTOP);
     int status;
@@ -430,8 +430,8 @@ static void destroy_while_stuck(pair_t *p)
     adag_ucx_chan_t *c = (adag_ucx_chan_t *)p->ep;
     usleep(100000); /* what could still move, moved */
     cr_assert(seq1_in_flight(c), "the rendezvous of seq 1 ended: its peer did not stop in time");
-    int64_t t0 = adag_now_ns();
-    adag_ctx_destroy(&p->ctx);
+    int64_t t0 = adag__now_ns();
+    adag__ctx_destroy(&p->ctx);
     double ms = ms_since(t0);
     cr_log_info("the domain went in %.0f ms with a rendezvous in flight", ms);
     cr_assert_lt(ms, DESTROY_BOUND_MS, "destroying the domain took %.0f ms", ms);
@@ -440,7 +440,7 @@ static void destroy_while_stuck(pair_t *p)
     cr_assert_eq(waitpid(p->child, &status, 0), p->child);
     stopped_child = 0;
     close(p->sock);
-    adag_wbuf_free(&p->desc);
+    adag__wbuf_free(&p->desc);
 }
 
 /* The reader: takes seq 0 (the connections are up both ways), says so,
@@ -448,7 +448,7 @@ static void destroy_while_stuck(pair_t *p)
 static int take_one_then_stop(adag_chan_t *rd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (value_get(rd, 0, adag_deadline_ms(10000)) != 0)
+    if (value_get(rd, 0, adag__deadline_ms(10000)) != 0)
         return 1;
     char ready = 'r';
     if (write(child_sock, &ready, 1) != 1)
@@ -463,16 +463,16 @@ Test(ucx, destroy_with_a_send_to_a_stopped_reader, .timeout = 60, .fini = kill_s
     pair_t p;
     pair_open(&p, 2, BIG, 1, take_one_then_stop);
     stopped_child = p.child;
-    cr_assert_eq(value_put(p.ep, 0, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(value_put(p.ep, 0, adag__deadline_ms(5000)), ADAG_OK);
     char ready;
     cr_assert_eq(read(p.sock, &ready, 1), 1, "the reader did not take seq 0");
     int status;
     cr_assert_eq(waitpid(p.child, &status, WUNTRACED), p.child);
     cr_assert(WIFSTOPPED(status), "the reader did not stop");
     void *buf;
-    cr_assert_eq(adag_chan_acquire(p.ep, 1, adag_deadline_ms(5000), &buf), ADAG_OK);
+    cr_assert_eq(adag__chan_acquire(p.ep, 1, adag__deadline_ms(5000), &buf), ADAG_OK);
     value_fill(buf, 1, BIG);
-    cr_assert_eq(adag_chan_publish(p.ep, 1, BIG, NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(p.ep, 1, BIG, NULL, ADAG_OK, NULL), ADAG_OK);
     cr_assert(seq1_in_flight((adag_ucx_chan_t *)p.ep), "the send of seq 1 finished at once");
     destroy_while_stuck(&p);
 }
@@ -486,16 +486,16 @@ Test(ucx, destroy_with_a_send_to_a_stopped_reader, .timeout = 60, .fini = kill_s
 static int send_huge_then_wait(adag_chan_t *w)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (value_put(w, 0, adag_deadline_ms(10000)) != ADAG_OK)
+    if (value_put(w, 0, adag__deadline_ms(10000)) != ADAG_OK)
         return 1;
     char go;
     if (read(child_sock, &go, 1) != 1)
         return 2;
     void *buf;
-    if (adag_chan_acquire(w, 1, adag_deadline_ms(10000), &buf) != ADAG_OK)
+    if (adag__chan_acquire(w, 1, adag__deadline_ms(10000), &buf) != ADAG_OK)
         return 3;
     value_fill(buf, 1, HUGE);
-    if (adag_chan_publish(w, 1, HUGE, NULL, ADAG_OK, NULL) != ADAG_OK)
+    if (adag__chan_publish(w, 1, HUGE, NULL, ADAG_OK, NULL) != ADAG_OK)
         return 4;
     for (;;)
         pause();
@@ -509,7 +509,7 @@ Test(ucx, destroy_with_a_receive_from_a_stopped_writer, .timeout = 60,
     pair_t p;
     pair_open(&p, 2, HUGE, 0, send_huge_then_wait);
     stopped_child = p.child;
-    cr_assert_eq(value_get(p.ep, 0, adag_deadline_ms(5000)), 0);
+    cr_assert_eq(value_get(p.ep, 0, adag__deadline_ms(5000)), 0);
     char go = 'g';
     cr_assert_eq(write(p.sock, &go, 1), 1);
     stop_peer_mid_rendezvous(&p);
@@ -550,7 +550,7 @@ static adag_status_t broken_by(adag_ucx_data_hdr_t h, size_t len, const char *wa
     rig_open(&r, &line, 2, 1, 64, 0);
     send_raw(&r, ADAG_UCX_AM_DATA, &h, sizeof(h), data, len);
     adag_slot_view_t v;
-    adag_status_t st = adag_chan_wait(r.rd[0], h.seq, adag_deadline_ms(3000), &v);
+    adag_status_t st = adag__chan_wait(r.rd[0], h.seq, adag__deadline_ms(3000), &v);
     if (st != ADAG_OK && want)
         cr_assert(strstr(adag_last_error(), want) && strstr(adag_last_error(), "conf.m[0]"),
                   "message: %s", adag_last_error());
@@ -589,9 +589,9 @@ Test(ucx, malformed_values_are_refused, .timeout = 60)
     char shorthdr[8] = {0};
     send_raw(&r, ADAG_UCX_AM_DATA, shorthdr, sizeof(shorthdr), NULL, 0);
     adag_slot_view_t v;
-    cr_assert_eq(adag_chan_wait(r.rd[0], 0, adag_deadline_ms(200), &v), ADAG_ERR_TIMEOUT);
-    cr_assert_eq(value_put(r.w, 0, adag_deadline_ms(3000)), ADAG_OK);
-    cr_assert_eq(value_get(r.rd[0], 0, adag_deadline_ms(3000)), 0, "the channel still works");
+    cr_assert_eq(adag__chan_wait(r.rd[0], 0, adag__deadline_ms(200), &v), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(value_put(r.w, 0, adag__deadline_ms(3000)), ADAG_OK);
+    cr_assert_eq(value_get(r.rd[0], 0, adag__deadline_ms(3000)), 0, "the channel still works");
     rig_close(&r);
 }
 
@@ -622,8 +622,8 @@ Test(ucx, credits_ride_with_values, .timeout = 60)
     void *buf;
     adag_slot_view_t v;
     rig_open(&r, &line, 1, 1, 64, 0);
-    cr_assert_eq(value_put(r.w, 0, adag_deadline_ms(3000)), ADAG_OK);
-    cr_assert_eq(adag_chan_wait(r.rd[0], 0, adag_deadline_ms(3000), &v), ADAG_OK);
+    cr_assert_eq(value_put(r.w, 0, adag__deadline_ms(3000)), ADAG_OK);
+    cr_assert_eq(adag__chan_wait(r.rd[0], 0, adag__deadline_ms(3000), &v), ADAG_OK);
     /* the reader holds seq 0 and sends nothing of its own */
     adag_ucx_data_hdr_t h = {.chan = 77, .reader = 0, .seq = 0, .size = 0, .status = ADAG_OK};
     adag_ucx_credit_hdr_t cr[ADAG_UCX_MAX_CARRIED + 1];
@@ -633,15 +633,15 @@ Test(ucx, credits_ride_with_values, .timeout = 60)
     send_back(&r, &h, cr, 0, sizeof(h)); /* too many: dropped */
     h.ncredits = 1;
     send_back(&r, &h, cr, 1, sizeof(h) + sizeof(cr[0]) + 4); /* length mismatch: dropped */
-    cr_assert_eq(adag_chan_acquire(r.w, 1, adag_deadline_ms(200), &buf), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(adag__chan_acquire(r.w, 1, adag__deadline_ms(200), &buf), ADAG_ERR_TIMEOUT,
                  "a malformed message's credit was taken");
     send_back(&r, &h, cr, 1, sizeof(h) + sizeof(cr[0]));
-    cr_assert_eq(adag_chan_acquire(r.w, 1, adag_deadline_ms(3000), &buf), ADAG_OK,
+    cr_assert_eq(adag__chan_acquire(r.w, 1, adag__deadline_ms(3000), &buf), ADAG_OK,
                  "the carried credit did not free the slot: %s", adag_last_error());
     /* a credit from a reader the channel does not have */
     cr[0] = (adag_ucx_credit_hdr_t){0, 5, 2};
     send_back(&r, &h, cr, 1, sizeof(h) + sizeof(cr[0]));
-    adag_status_t st = adag_chan_acquire(r.w, 2, adag_deadline_ms(3000), &buf);
+    adag_status_t st = adag__chan_acquire(r.w, 2, adag__deadline_ms(3000), &buf);
     cr_assert_eq(st, ADAG_ERR_PROTOCOL, "%s", adag_status_str(st));
     cr_assert(strstr(adag_last_error(), "a credit from reader 5 of 1"), "message: %s",
               adag_last_error());

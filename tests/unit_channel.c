@@ -1,7 +1,7 @@
 /*
  * Channel conformance (suite "chan"): every test runs on every backend of
  * the table below that has the capabilities it needs, through the ops
- * table only (adag_chan_backend), with endpoints opened the real way
+ * table only (adag__chan_backend), with endpoints opened the real way
  * (tests/chan_rig.h: a domain created by the driver's context, exported and
  * imported into a worker's context). A new backend adds one line to
  * chan_backends[]; `chan.table_covers_every_backend` fails until it does.
@@ -74,7 +74,7 @@ static struct criterion_test_params backends_with(unsigned needs)
     ParameterizedTest(const chan_backend_t *be, chan, name, .timeout = 60)
 
 #define NAME (be->label)
-#define DEADLINE adag_deadline_ms(10000)
+#define DEADLINE adag__deadline_ms(10000)
 
 /* Every backend of the registry has a line (the registry's indices name
  * what tests/chan_index.h says); the flags agree with the ops. */
@@ -82,13 +82,13 @@ Test(chan, table_covers_every_backend)
 {
     static const char *const builtin[CHAN_NBUILTIN] = {
         [CHAN_SELF] = "self", [CHAN_SHM] = "shm", [CHAN_DEVICE] = "device", [CHAN_UCX] = "ucx"};
-    cr_assert_geq(adag_chan_nbackends(), CHAN_NBUILTIN);
+    cr_assert_geq(adag__chan_nbackends(), CHAN_NBUILTIN);
     for (uint32_t k = 0; k < CHAN_NBUILTIN; k++) {
-        cr_assert_str_eq(adag_chan_backend_name(k), builtin[k]);
-        cr_assert_eq(adag_chan_backend_find(builtin[k]), (int)k);
+        cr_assert_str_eq(adag__chan_backend_name(k), builtin[k]);
+        cr_assert_eq(adag__chan_backend_find(builtin[k]), (int)k);
     }
-    for (uint32_t k = 0; k < adag_chan_nbackends(); k++) {
-        const adag_chan_ops_t *ops = adag_chan_backend(k);
+    for (uint32_t k = 0; k < adag__chan_nbackends(); k++) {
+        const adag_chan_ops_t *ops = adag__chan_backend(k);
         cr_assert(ops, "index %u has no backend", k);
         cr_assert(ops->query, "%s has no query", ops->name);
         cr_assert_lt(strlen(ops->name), ADAG_CHAN_BACKEND_NAME_MAX, "%s", ops->name);
@@ -116,9 +116,9 @@ Test(chan, table_covers_every_backend)
                   "%s lacks a mandatory op", ops->name);
         cr_assert_eq(!ops->domain_create, !ops->domain_destroy, "%s", ops->name);
     }
-    cr_assert_null(adag_chan_backend(adag_chan_nbackends()));
-    cr_assert_str_eq(adag_chan_backend_name(adag_chan_nbackends()), "?");
-    cr_assert_eq(adag_chan_backend_find("foo"), -1);
+    cr_assert_null(adag__chan_backend(adag__chan_nbackends()));
+    cr_assert_str_eq(adag__chan_backend_name(adag__chan_nbackends()), "?");
+    cr_assert_eq(adag__chan_backend_find("foo"), -1);
 }
 
 /* ---- ordering, fan-out, wrap-around ---- */
@@ -144,13 +144,13 @@ CONFORMANCE(ordering, 0)
     for (uint64_t base = 0; base < 40; base += window) {
         for (uint64_t s = base; s < base + window; s++) {
             void *buf;
-            cr_assert_eq(adag_chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK, "%s", NAME);
+            cr_assert_eq(adag__chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK, "%s", NAME);
             if (s % 5 == 3) {
                 fail_msg(msg, sizeof(msg), s);
-                cr_assert_eq(adag_chan_publish(r.w, s, 0, NULL, ADAG_ERR_METHOD, msg), ADAG_OK);
+                cr_assert_eq(adag__chan_publish(r.w, s, 0, NULL, ADAG_ERR_METHOD, msg), ADAG_OK);
             } else {
                 value_fill(buf, s, value_size(s, 200));
-                cr_assert_eq(adag_chan_publish(r.w, s, value_size(s, 200), NULL, ADAG_OK, NULL),
+                cr_assert_eq(adag__chan_publish(r.w, s, value_size(s, 200), NULL, ADAG_OK, NULL),
                              ADAG_OK);
             }
         }
@@ -158,7 +158,7 @@ CONFORMANCE(ordering, 0)
             unsigned i = together ? k % r.nrd : k / window;
             uint64_t s = base + (together ? k / r.nrd : k % window);
             adag_slot_view_t v;
-            cr_assert_eq(adag_chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK, "%s", NAME);
+            cr_assert_eq(adag__chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK, "%s", NAME);
             if (s % 5 == 3) {
                 fail_msg(msg, sizeof(msg), s);
                 cr_assert_eq(v.status, ADAG_ERR_METHOD, "%s seq %llu", NAME,
@@ -170,7 +170,7 @@ CONFORMANCE(ordering, 0)
                              "%s: reader %u, seq %llu: wrong value", NAME, i,
                              (unsigned long long)s);
             }
-            adag_chan_release(r.rd[i], s);
+            adag__chan_release(r.rd[i], s);
         }
     }
     rig_close(&r);
@@ -189,7 +189,7 @@ static void *reader_main(void *p)
     reader_t *a = p;
     for (uint64_t s = 0; s < a->n; s++) {
         adag_slot_view_t v;
-        adag_status_t st = adag_chan_wait(a->rd, s, adag_deadline_ms(20000), &v);
+        adag_status_t st = adag__chan_wait(a->rd, s, adag__deadline_ms(20000), &v);
         size_t size = value_size(s, a->rd->capacity);
         if (st != ADAG_OK || (a->rc = value_check(&v, s, size)) != 0) {
             a->rc = a->rc ? a->rc : st;
@@ -206,7 +206,7 @@ static void *reader_main(void *p)
             a->bad = s;
             return NULL;
         }
-        adag_chan_release(a->rd, s);
+        adag__chan_release(a->rd, s);
     }
     return NULL;
 }
@@ -225,7 +225,7 @@ static void run_readers(const chan_backend_t *be, unsigned nslots, unsigned nrea
         cr_assert_eq(pthread_create(&th[i], NULL, reader_main, &a[i]), 0);
     }
     for (uint64_t s = 0; s < n; s++)
-        cr_assert_eq(value_put(r.w, s, adag_deadline_ms(20000)), ADAG_OK,
+        cr_assert_eq(value_put(r.w, s, adag__deadline_ms(20000)), ADAG_OK,
                      "%s: acquire %llu: %s", NAME, (unsigned long long)s, adag_last_error());
     for (unsigned i = 0; i < nreaders; i++) {
         cr_assert_eq(pthread_join(th[i], NULL), 0);
@@ -264,33 +264,33 @@ CONFORMANCE(slot_reuse_waits_for_every_reader, CAP_RING)
     rig_open(&r, be, 2, 3, 64, 0);
     cr_assert_eq(value_put(r.w, 0, DEADLINE), ADAG_OK);
     cr_assert_eq(value_put(r.w, 1, DEADLINE), ADAG_OK);
-    cr_assert_eq(adag_chan_acquire(r.w, 2, adag_deadline_ms(20), &buf), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(adag__chan_acquire(r.w, 2, adag__deadline_ms(20), &buf), ADAG_ERR_TIMEOUT,
                  "%s: every reader holds seq 0", NAME);
     cr_assert_eq(value_get(r.rd[0], 0, DEADLINE), 0);
     cr_assert_eq(value_get(r.rd[1], 0, DEADLINE), 0);
-    cr_assert_eq(adag_chan_acquire(r.w, 2, adag_deadline_ms(20), &buf), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(adag__chan_acquire(r.w, 2, adag__deadline_ms(20), &buf), ADAG_ERR_TIMEOUT,
                  "%s: reader 2 still holds seq 0", NAME);
-    cr_assert_eq(adag_chan_wait(r.rd[2], 0, DEADLINE, &v), ADAG_OK);
-    cr_assert_eq(adag_chan_acquire(r.w, 2, adag_deadline_ms(20), &buf), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(adag__chan_wait(r.rd[2], 0, DEADLINE, &v), ADAG_OK);
+    cr_assert_eq(adag__chan_acquire(r.w, 2, adag__deadline_ms(20), &buf), ADAG_ERR_TIMEOUT,
                  "%s: reader 2 read seq 0 but has not released it", NAME);
-    adag_chan_release(r.rd[2], 0);
-    cr_assert_eq(adag_chan_acquire(r.w, 2, adag_deadline_ms(1000), &buf), ADAG_OK,
+    adag__chan_release(r.rd[2], 0);
+    cr_assert_eq(adag__chan_acquire(r.w, 2, adag__deadline_ms(1000), &buf), ADAG_OK,
                  "%s: every reader released seq 0", NAME);
     /* seq 2 is not visible before it is published */
-    cr_assert_eq(adag_chan_wait(r.rd[0], 2, adag_deadline_ms(20), &v), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(adag__chan_wait(r.rd[0], 2, adag__deadline_ms(20), &v), ADAG_ERR_TIMEOUT);
     value_fill(buf, 2, value_size(2, 64));
-    cr_assert_eq(adag_chan_publish(r.w, 2, value_size(2, 64), NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(r.w, 2, value_size(2, 64), NULL, ADAG_OK, NULL), ADAG_OK);
 
     /* a writer asleep in acquire(3) is woken by the last release of seq 1 */
     _Atomic int done = 0;
     blocked_t b;
-    blocked_start(&b, r.w, 1, 3, adag_deadline_ms(10000), &done);
+    blocked_start(&b, r.w, 1, 3, adag__deadline_ms(10000), &done);
     cr_assert_eq(value_get(r.rd[0], 1, DEADLINE), 0);
     cr_assert_eq(value_get(r.rd[1], 1, DEADLINE), 0);
     usleep(50000);
     cr_assert_eq(atomic_load(&done), 0, "%s: acquire(3) returned while reader 2 holds seq 1",
                  NAME);
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     cr_assert_eq(value_get(r.rd[2], 1, DEADLINE), 0);
     blocked_join(&b);
     cr_assert_eq(b.st, ADAG_OK, "%s: %s", NAME, adag_status_str(b.st));
@@ -309,27 +309,27 @@ CONFORMANCE(held_release_frees_the_slot_after_flush, CAP_RING)
     rig_open(&r, be, 1, 2, 64, 0);
     cr_assert_eq(value_put(r.w, 0, DEADLINE), ADAG_OK);
     cr_assert_eq(value_get(r.rd[0], 0, DEADLINE), 0);
-    cr_assert_eq(adag_chan_wait(r.rd[1], 0, DEADLINE, &v), ADAG_OK);
+    cr_assert_eq(adag__chan_wait(r.rd[1], 0, DEADLINE, &v), ADAG_OK);
     _Atomic int done = 0;
     blocked_t b;
-    blocked_start(&b, r.w, 1, 1, adag_deadline_ms(10000), &done);
+    blocked_start(&b, r.w, 1, 1, adag__deadline_ms(10000), &done);
     usleep(20000);
     cr_assert_eq(atomic_load(&done), 0, "%s: acquire(1) returned while reader 1 holds seq 0",
                  NAME);
-    adag_chan_release_held(r.rd[1], 0);
-    int64_t t0 = adag_now_ns();
-    adag_chan_flush(r.rd[1]);
+    adag__chan_release_held(r.rd[1], 0);
+    int64_t t0 = adag__now_ns();
+    adag__chan_flush(r.rd[1]);
     blocked_join(&b);
     cr_assert_eq(b.st, ADAG_OK, "%s: %s", NAME, adag_status_str(b.st));
     cr_assert_lt(ms_since(t0), PROMPT_MS, "%s: the flushed release did not reach the writer",
                  NAME);
     /* and the channel goes on */
-    cr_assert_eq(adag_chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
     for (unsigned i = 0; i < 2; i++) {
-        cr_assert_eq(adag_chan_wait(r.rd[i], 1, DEADLINE, &v), ADAG_OK, "%s", NAME);
+        cr_assert_eq(adag__chan_wait(r.rd[i], 1, DEADLINE, &v), ADAG_OK, "%s", NAME);
         cr_assert_eq(v.size, 0);
-        adag_chan_release_held(r.rd[i], 1);
-        adag_chan_flush(r.rd[i]);
+        adag__chan_release_held(r.rd[i], 1);
+        adag__chan_flush(r.rd[i]);
     }
     cr_assert_eq(value_put(r.w, 2, DEADLINE), ADAG_OK, "%s: seq 1's slot came back", NAME);
     rig_close(&r);
@@ -356,10 +356,10 @@ CONFORMANCE(oversize_values, 0)
     for (uint64_t s = 0; s < sizeof(ex) / sizeof(ex[0]); s++) {
         void *buf;
         size_t fit = ex[s].size <= 64 ? ex[s].size : 64;
-        cr_assert_eq(adag_chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK);
+        cr_assert_eq(adag__chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK);
         value_fill(buf, s, 64);
         if (ex[s].st == ADAG_OK && ex[s].size > 64) {
-            adag_status_t st = adag_chan_publish(r.w, s, ex[s].size, NULL, ADAG_OK, NULL);
+            adag_status_t st = adag__chan_publish(r.w, s, ex[s].size, NULL, ADAG_OK, NULL);
             char want[64];
             snprintf(want, sizeof(want), "%zu bytes", ex[s].size);
             cr_assert(st == ADAG_ERR_TOO_LARGE && strstr(adag_last_error(), r.w->name) &&
@@ -368,19 +368,19 @@ CONFORMANCE(oversize_values, 0)
                       "%s: a publish of %zu bytes into 64: %s (%s)", NAME, ex[s].size,
                       adag_status_str(st), adag_last_error());
             for (unsigned i = 0; (be->caps & CAP_RING) && i < r.nrd; i++)
-                cr_assert(!adag_chan_ready(r.rd[i], s), "%s: reader %u sees refused seq %llu",
+                cr_assert(!adag__chan_ready(r.rd[i], s), "%s: reader %u sees refused seq %llu",
                           NAME, i, (unsigned long long)s);
         }
-        cr_assert_eq(adag_chan_publish(r.w, s, ex[s].st ? ex[s].size : fit, NULL, ex[s].st,
+        cr_assert_eq(adag__chan_publish(r.w, s, ex[s].st ? ex[s].size : fit, NULL, ex[s].st,
                                        ex[s].st ? "it broke" : NULL),
                      ADAG_OK, "%s: %s", NAME, adag_last_error());
         for (unsigned i = 0; i < r.nrd; i++) {
             adag_slot_view_t v;
-            cr_assert_eq(adag_chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK);
+            cr_assert_eq(adag__chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK);
             cr_assert_eq(v.status, ex[s].st, "%s", NAME);
             cr_assert(ex[s].st ? strstr(v.err, "it broke") != NULL : !value_check(&v, s, fit),
                       "%s: seq %llu, %zu bytes arrived", NAME, (unsigned long long)s, v.size);
-            adag_chan_release(r.rd[i], s);
+            adag__chan_release(r.rd[i], s);
         }
     }
     rig_close(&r);
@@ -389,7 +389,7 @@ CONFORMANCE(oversize_values, 0)
 /* ---- abort ---- */
 
 /* Writers blocked in acquire and readers blocked in wait, in other threads,
- * all return ADAG_ERR_CLOSED promptly after adag_ctx_abort; an endpoint
+ * all return ADAG_ERR_CLOSED promptly after adag__ctx_abort; an endpoint
  * opened after the abort does not block either. */
 CONFORMANCE(abort_wakes_every_waiter, CAP_RING)
 {
@@ -406,8 +406,8 @@ CONFORMANCE(abort_wakes_every_waiter, CAP_RING)
     blocked_start(&b[4], r.rd[0], 0, 7, DEADLINE, &done);
     usleep(100000); /* long past the spin: asleep */
     cr_assert_eq(atomic_load(&done), 0, "%s: a call returned before the abort", NAME);
-    int64_t t0 = adag_now_ns();
-    cr_assert(adag_ctx_abort(&r.drv, ADAG_ERR_ACTOR_DIED));
+    int64_t t0 = adag__now_ns();
+    cr_assert(adag__ctx_abort(&r.drv, ADAG_ERR_ACTOR_DIED));
     for (unsigned i = 0; i < 5; i++) {
         blocked_join(&b[i]);
         cr_assert_eq(b[i].st, ADAG_ERR_CLOSED, "%s: call %u: %s", NAME, i,
@@ -420,17 +420,17 @@ CONFORMANCE(abort_wakes_every_waiter, CAP_RING)
     adag_chan_t *late_r, *late_w;
     cr_assert_eq(rig_endpoint(&r, &r.drv, 0, &late_r), ADAG_OK);
     cr_assert_eq(rig_endpoint(&r, &r.drv, -1, &late_w), ADAG_OK);
-    t0 = adag_now_ns();
+    t0 = adag__now_ns();
     adag_slot_view_t v;
     void *buf;
-    cr_assert_eq(adag_chan_wait(late_r, 2, DEADLINE, &v), ADAG_ERR_CLOSED, "%s", NAME);
-    cr_assert_eq(adag_chan_acquire(late_w, 2, DEADLINE, &buf), ADAG_ERR_CLOSED, "%s", NAME);
+    cr_assert_eq(adag__chan_wait(late_r, 2, DEADLINE, &v), ADAG_ERR_CLOSED, "%s", NAME);
+    cr_assert_eq(adag__chan_acquire(late_w, 2, DEADLINE, &buf), ADAG_ERR_CLOSED, "%s", NAME);
     cr_assert_lt(ms_since(t0), PROMPT_MS);
     /* what was published is still there (a late endpoint of an async
      * backend has its own ring: nothing was sent to it); ready never blocks */
     if (!(be->caps & CAP_ASYNC))
-        cr_assert(adag_chan_ready(late_r, 1));
-    cr_assert(!adag_chan_ready(late_r, 2));
+        cr_assert(adag__chan_ready(late_r, 1));
+    cr_assert(!adag__chan_ready(late_r, 2));
     rig_close(&r);
 }
 
@@ -446,14 +446,14 @@ CONFORMANCE(timeouts, 0)
     int64_t deadlines[2];
     if (be->caps & CAP_RING) {
         for (int k = 0; k < 3; k++) {
-            deadlines[0] = adag_now_ns() - 1000;
-            deadlines[1] = adag_deadline_ms(20);
+            deadlines[0] = adag__now_ns() - 1000;
+            deadlines[1] = adag__deadline_ms(20);
             int64_t d = k == 2 ? 0 : deadlines[k];
             adag_slot_view_t v, untouched;
             memset(&v, 0x5a, sizeof(v));
             untouched = v;
-            int64_t t0 = adag_now_ns();
-            cr_assert_eq(adag_chan_wait(r.rd[0], 0, d, &v), ADAG_ERR_TIMEOUT, "%s", NAME);
+            int64_t t0 = adag__now_ns();
+            cr_assert_eq(adag__chan_wait(r.rd[0], 0, d, &v), ADAG_ERR_TIMEOUT, "%s", NAME);
             double ms = ms_since(t0);
             cr_assert_eq(memcmp(&v, &untouched, sizeof(v)), 0, "%s: a timeout gave data", NAME);
             cr_assert_lt(ms, PROMPT_MS);
@@ -464,9 +464,9 @@ CONFORMANCE(timeouts, 0)
         cr_assert_eq(value_put(r.w, 1, DEADLINE), ADAG_OK);
         for (int k = 0; k < 2; k++) {
             void *buf = &r;
-            int64_t d = k ? adag_deadline_ms(20) : adag_now_ns() - 1000;
-            int64_t t0 = adag_now_ns();
-            cr_assert_eq(adag_chan_acquire(r.w, 2, d, &buf), ADAG_ERR_TIMEOUT, "%s", NAME);
+            int64_t d = k ? adag__deadline_ms(20) : adag__now_ns() - 1000;
+            int64_t t0 = adag__now_ns();
+            cr_assert_eq(adag__chan_acquire(r.w, 2, d, &buf), ADAG_ERR_TIMEOUT, "%s", NAME);
             cr_assert_eq(buf, (void *)&r, "%s: a timed-out acquire gave a buffer", NAME);
             cr_assert_lt(ms_since(t0), PROMPT_MS);
             if (k)
@@ -474,12 +474,12 @@ CONFORMANCE(timeouts, 0)
         }
         /* a published value is there whatever the deadline */
         adag_slot_view_t v;
-        cr_assert_eq(adag_chan_wait(r.rd[0], 0, 0, &v), ADAG_OK);
+        cr_assert_eq(adag__chan_wait(r.rd[0], 0, 0, &v), ADAG_OK);
         cr_assert_eq(value_check(&v, 0, value_size(0, 64)), 0);
     } else {
         for (uint64_t s = 0; s < 3; s++) {
-            int64_t t0 = adag_now_ns();
-            cr_assert_eq(value_put(r.w, s, adag_now_ns() - 1000), ADAG_OK, "%s", NAME);
+            int64_t t0 = adag__now_ns();
+            cr_assert_eq(value_put(r.w, s, adag__now_ns() - 1000), ADAG_OK, "%s", NAME);
             cr_assert_eq(value_get(r.rd[0], s, 0), 0, "%s", NAME);
             cr_assert_lt(ms_since(t0), PROMPT_MS);
         }
@@ -492,9 +492,9 @@ CONFORMANCE(timeouts, 0)
 static void publish_status(rig_t *r, uint64_t s, size_t size, adag_status_t st, const char *err)
 {
     void *buf;
-    cr_assert_eq(adag_chan_acquire(r->w, s, DEADLINE, &buf), ADAG_OK);
+    cr_assert_eq(adag__chan_acquire(r->w, s, DEADLINE, &buf), ADAG_OK);
     value_fill(buf, s, size);
-    cr_assert_eq(adag_chan_publish(r->w, s, size, NULL, st, err), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(r->w, s, size, NULL, st, err), ADAG_OK);
 }
 
 /* Every reader sees status want and error text err (and releases s). */
@@ -502,13 +502,13 @@ static void expect_status(rig_t *r, uint64_t s, adag_status_t want, const char *
 {
     for (unsigned i = 0; i < r->nrd; i++) {
         adag_slot_view_t v;
-        cr_assert_eq(adag_chan_wait(r->rd[i], s, DEADLINE, &v), ADAG_OK);
+        cr_assert_eq(adag__chan_wait(r->rd[i], s, DEADLINE, &v), ADAG_OK);
         cr_assert_eq(v.status, want, "%s seq %llu: status %s", r->ops->name,
                      (unsigned long long)s, adag_status_str(v.status));
         cr_assert(v.err, "%s: no error text", r->ops->name);
         cr_assert_str_eq(v.err, err, "%s seq %llu", r->ops->name, (unsigned long long)s);
         cr_assert_eq(v.err_len, strlen(err), "%s", r->ops->name);
-        adag_chan_release(r->rd[i], s);
+        adag__chan_release(r->rd[i], s);
     }
 }
 
@@ -550,23 +550,23 @@ CONFORMANCE(ready_only_after_publish, 0)
     for (uint64_t s = 0; s < 10; s++) {
         void *buf;
         for (unsigned i = 0; i < r.nrd; i++)
-            cr_assert(!adag_chan_ready(r.rd[i], s), "%s: seq %llu ready before acquire", NAME,
+            cr_assert(!adag__chan_ready(r.rd[i], s), "%s: seq %llu ready before acquire", NAME,
                       (unsigned long long)s);
-        cr_assert_eq(adag_chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK);
+        cr_assert_eq(adag__chan_acquire(r.w, s, DEADLINE, &buf), ADAG_OK);
         value_fill(buf, s, 8);
         for (unsigned i = 0; i < r.nrd; i++)
-            cr_assert(!adag_chan_ready(r.rd[i], s), "%s: seq %llu ready before publish", NAME,
+            cr_assert(!adag__chan_ready(r.rd[i], s), "%s: seq %llu ready before publish", NAME,
                       (unsigned long long)s);
-        cr_assert_eq(adag_chan_publish(r.w, s, 8, NULL, ADAG_OK, NULL), ADAG_OK);
+        cr_assert_eq(adag__chan_publish(r.w, s, 8, NULL, ADAG_OK, NULL), ADAG_OK);
         for (unsigned i = 0; i < r.nrd; i++) {
             cr_assert(rig_ready(be, r.rd[i], s), "%s: seq %llu published, not ready", NAME,
                       (unsigned long long)s);
-            cr_assert(!adag_chan_ready(r.rd[i], s + 1), "%s: seq %llu ready", NAME,
+            cr_assert(!adag__chan_ready(r.rd[i], s + 1), "%s: seq %llu ready", NAME,
                       (unsigned long long)s + 1);
             adag_slot_view_t v;
-            cr_assert_eq(adag_chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK);
+            cr_assert_eq(adag__chan_wait(r.rd[i], s, DEADLINE, &v), ADAG_OK);
             cr_assert_eq(value_check(&v, s, 8), 0);
-            adag_chan_release(r.rd[i], s);
+            adag__chan_release(r.rd[i], s);
         }
     }
     rig_close(&r);
@@ -593,23 +593,23 @@ CONFORMANCE(readers_in_other_processes, CAP_FORK | CAP_RING)
         if (kids[k] == 0) {
             adag_dag_ctx_t ctx;
             adag_chan_t *rd;
-            adag_ctx_init(&ctx);
-            if (adag_ctx_import_domains(&ctx, (adag_blob_t){blob.data, blob.len}, fds, nfds))
+            adag__ctx_init(&ctx);
+            if (adag__ctx_import_domains(&ctx, (adag_blob_t){blob.data, blob.len}, fds, nfds))
                 _exit(10);
             if (rig_endpoint(&r, &ctx, k, &rd))
                 _exit(11);
             for (uint64_t s = 0; s < n; s++)
-                if (value_get(rd, s, adag_deadline_ms(20000)))
+                if (value_get(rd, s, adag__deadline_ms(20000)))
                     _exit(12);
-            adag_ctx_destroy(&ctx);
+            adag__ctx_destroy(&ctx);
             _exit(0);
         }
         for (unsigned i = 0; i < nfds; i++)
             close(fds[i]);
-        adag_wbuf_free(&blob);
+        adag__wbuf_free(&blob);
     }
     for (uint64_t s = 0; s < n; s++)
-        cr_assert_eq(value_put(r.w, s, adag_deadline_ms(20000)), ADAG_OK, "%s seq %llu", NAME,
+        cr_assert_eq(value_put(r.w, s, adag__deadline_ms(20000)), ADAG_OK, "%s seq %llu", NAME,
                      (unsigned long long)s);
     for (int k = 0; k < 2; k++) {
         int status;
@@ -648,9 +648,9 @@ CONFORMANCE(notify_fd_after_publish, CAP_NOTIFY_FD | CAP_RING)
     cr_assert_geq(fd, 0, "%s: no notify fd", NAME);
     cr_assert(!readable(fd), "%s: readable before any publish since it was armed", NAME);
     void *buf;
-    cr_assert_eq(adag_chan_acquire(r.w, 1, DEADLINE, &buf), ADAG_OK);
+    cr_assert_eq(adag__chan_acquire(r.w, 1, DEADLINE, &buf), ADAG_OK);
     cr_assert(!readable(fd), "%s: readable after acquire, before publish", NAME);
-    cr_assert_eq(adag_chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(r.w, 1, 0, NULL, ADAG_OK, NULL), ADAG_OK);
     cr_assert(readable_soon(be, fd), "%s: not readable after a publish", NAME);
     uint64_t count;
     cr_assert_eq(read(fd, &count, sizeof(count)), (ssize_t)sizeof(count));
@@ -671,7 +671,7 @@ static adag_status_t open_with(rig_t *r, adag_blob_t desc, adag_chan_geom_t g, i
                                  .desc = desc, .policy = RIG_POLICY,
                                  .device = dev && dev->dev ? dev : NULL};
     unsigned before = r->peer.neps;
-    adag_status_t st = adag_ctx_open(&r->peer, r->be->kind, &p, NULL, &ch);
+    adag_status_t st = adag__ctx_open(&r->peer, r->be->kind, &p, NULL, &ch);
     if (st == ADAG_OK)
         return st;
     cr_assert_eq(r->peer.neps, before, "a failed open was recorded");
@@ -739,7 +739,7 @@ Test(shm, descriptor_offset_outside_segment_is_refused, .timeout = 30)
     uint64_t good;
     cr_assert_eq(r.desc.len, sizeof(good));
     memcpy(&good, r.desc.data, sizeof(good));
-    uint64_t size = adag_ctx_domain_bytes(&r.drv);
+    uint64_t size = adag__ctx_domain_bytes(&r.drv);
     cr_assert_gt(size, good);
     uint64_t bad[] = {0, 32, good + 1, good + 64, good - 64, size - 64, size, size + 64,
                       UINT64_MAX & ~(uint64_t)63, (uint64_t)1 << 63, 0xdeadbeefcafebabeull};
@@ -761,20 +761,20 @@ Test(shm, descriptor_of_another_channel_is_refused, .timeout = 30)
     adag_chan_geom_t g[2] = {{4, 2, 128, 0, 0}, {2, 1, 4096, 0, 0}};
     uint32_t kinds[2] = {CHAN_SHM, CHAN_SHM};
     adag_wbuf_t descs[2] = {{0}, {0}};
-    adag_ctx_init(&ctx);
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "two", kinds, g, NULL, 2, descs), ADAG_OK);
+    adag__ctx_init(&ctx);
+    cr_assert_eq(adag__ctx_create_domains(&ctx, "two", kinds, g, NULL, 2, descs), ADAG_OK);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
             adag_chan_t *ch;
             adag_chan_open_params_t p = {.name = "x", .geom = g[j], .reader = 0,
                                          .desc = {descs[i].data, descs[i].len}};
-            cr_assert_eq(adag_ctx_open(&ctx, CHAN_SHM, &p, NULL, &ch),
+            cr_assert_eq(adag__ctx_open(&ctx, CHAN_SHM, &p, NULL, &ch),
                          i == j ? ADAG_OK : ADAG_ERR_PROTOCOL, "descriptor %d, geometry %d", i,
                          j);
         }
-    adag_ctx_destroy(&ctx);
-    adag_wbuf_free(&descs[0]);
-    adag_wbuf_free(&descs[1]);
+    adag__ctx_destroy(&ctx);
+    adag__wbuf_free(&descs[0]);
+    adag__wbuf_free(&descs[1]);
 }
 
 /* A capacity or slot count whose channel size would wrap around is refused
@@ -782,20 +782,20 @@ Test(shm, descriptor_of_another_channel_is_refused, .timeout = 30)
 Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
 {
     const size_t huge = SIZE_MAX - 10;
-    cr_assert_eq(adag_shm_chan_size(4, 1, huge), SIZE_MAX);
-    cr_assert_eq(adag_shm_chan_size(2, 1, ((size_t)1 << 63) + 512), SIZE_MAX);
-    cr_assert_eq(adag_shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
+    cr_assert_eq(adag__shm_chan_size(4, 1, huge), SIZE_MAX);
+    cr_assert_eq(adag__shm_chan_size(2, 1, ((size_t)1 << 63) + 512), SIZE_MAX);
+    cr_assert_eq(adag__shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
     adag_chan_geom_t bad[] = {{4, 1, huge, 0, 0}, {2, 1, (size_t)1 << 63, 0, 0}, {UINT32_MAX, UINT32_MAX, (size_t)1 << 40, 0, 0}};
     for (unsigned i = 0; i < 3; i++) {
         adag_dag_ctx_t ctx;
         adag_wbuf_t desc = {0};
         uint32_t kind = CHAN_SHM;
-        adag_ctx_init(&ctx);
-        cr_assert_eq(adag_ctx_create_domains(&ctx, "wrap", &kind, &bad[i], NULL, 1, &desc),
+        adag__ctx_init(&ctx);
+        cr_assert_eq(adag__ctx_create_domains(&ctx, "wrap", &kind, &bad[i], NULL, 1, &desc),
                      ADAG_ERR_INVALID, "geometry %u", i);
         cr_assert_null(ctx.domains[CHAN_SHM]);
-        adag_ctx_destroy(&ctx);
-        adag_wbuf_free(&desc);
+        adag__ctx_destroy(&ctx);
+        adag__wbuf_free(&desc);
     }
     /* channels that fit one by one but not together */
     adag_chan_geom_t big[4] = {{3, 0, (size_t)1 << 62, 0, 0}, {3, 0, (size_t)1 << 62, 0, 0},
@@ -803,11 +803,12 @@ Test(shm, geometry_that_wraps_is_refused, .timeout = 30)
     uint32_t kinds[4] = {CHAN_SHM, CHAN_SHM, CHAN_SHM, CHAN_SHM};
     adag_wbuf_t descs[4] = {{0}};
     adag_dag_ctx_t ctx;
-    adag_ctx_init(&ctx);
-    cr_assert_eq(adag_ctx_create_domains(&ctx, "sum", kinds, big, NULL, 4, descs), ADAG_ERR_INVALID);
-    adag_ctx_destroy(&ctx);
+    adag__ctx_init(&ctx);
+    cr_assert_eq(adag__ctx_create_domains(&ctx, "sum", kinds, big, NULL, 4, descs),
+                 ADAG_ERR_INVALID);
+    adag__ctx_destroy(&ctx);
     for (int i = 0; i < 4; i++)
-        adag_wbuf_free(&descs[i]);
+        adag__wbuf_free(&descs[i]);
 
     /* at open: a real channel's offset with a geometry that wraps */
     rig_t r;

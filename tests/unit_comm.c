@@ -51,11 +51,11 @@ static int rank_open(rank_t *r, const adag_comm_ops_t *ops, const adag_comm_id_t
 {
     memset(r, 0, sizeof(*r));
     r->ops = ops;
-    r->d = adag_device_backend(ops->device_kind);
+    r->d = adag__device_backend(ops->device_kind);
     r->id = *id;
     r->nranks = nranks;
     r->rank = rank;
-    r->deadline = adag_deadline_ms(20000);
+    r->deadline = adag__deadline_ms(20000);
     if (r->d->open(rank, &r->dev) != ADAG_OK || r->d->bind_thread(r->dev) != ADAG_OK ||
         r->d->stream_create(r->dev, &r->s) != ADAG_OK ||
         (buf && (r->d->mem_alloc(r->dev, buf, &r->dbuf) != ADAG_OK ||
@@ -134,7 +134,7 @@ static void pair_close(rank_t *r)
 
 static size_t msg_size(unsigned i)
 {
-    size_t chunk = (size_t)adag_comm_host_chunk_bytes(2);
+    size_t chunk = (size_t)adag__comm_host_chunk_bytes(2);
     size_t ring = chunk * ADAG_COMM_HOST_RING_CHUNKS;
     const size_t sizes[] = {0,         1,     7,        4096,          chunk - 1, chunk,
                             chunk + 1, ring,  ring + 1, 3 * ring + 99, 100,       65536};
@@ -199,7 +199,7 @@ static int pingpong_rank(rank_t *r)
         if (st == ADAG_OK)
             st = stage_recv(r, peer, size);
         if (st == ADAG_OK)
-            st = r->d->stream_sync(r->s, adag_deadline_ms(20000));
+            st = r->d->stream_sync(r->s, adag__deadline_ms(20000));
         if (st != ADAG_OK) {
             snprintf(r->err, sizeof(r->err), "rank %u, message %u: %s", r->rank, i,
                      adag_last_error());
@@ -212,7 +212,7 @@ static int pingpong_rank(rank_t *r)
             goto fail;
         }
     }
-    if (r->d->stream_sync(r->s, adag_deadline_ms(20000)) != ADAG_OK) {
+    if (r->d->stream_sync(r->s, adag__deadline_ms(20000)) != ADAG_OK) {
         snprintf(r->err, sizeof(r->err), "rank %u: final sync: %s", r->rank, adag_last_error());
         goto fail;
     }
@@ -291,7 +291,7 @@ Test(comm, pingpong_processes, .timeout = 120)
 COMM_TEST(queued_sends_keep_their_order, 60)
 {
     const adag_comm_ops_t *ops = ops_or_skip(*kind, 2);
-    size_t ring = (size_t)adag_comm_host_chunk_bytes(2) * ADAG_COMM_HOST_RING_CHUNKS;
+    size_t ring = (size_t)adag__comm_host_chunk_bytes(2) * ADAG_COMM_HOST_RING_CHUNKS;
     const size_t sizes[NQUEUED] = {10, ring / 4 + 3, 0, 2 * ring + 1, 5, ring, 77, 3};
     rank_t r[2];
     adag_dev_stream_t *s_other;
@@ -313,17 +313,17 @@ COMM_TEST(queued_sends_keep_their_order, 60)
                      adag_last_error());
     }
     if (*kind == ADAG_COMM_KIND_HOST) /* NCCL may send small messages eagerly */
-        cr_assert_eq(d->stream_sync(r[0].s, adag_deadline_ms(100)), ADAG_ERR_TIMEOUT,
+        cr_assert_eq(d->stream_sync(r[0].s, adag__deadline_ms(100)), ADAG_ERR_TIMEOUT,
                      "a send completed with no matching recv");
     for (unsigned m = 0; m < NQUEUED; m++) {
         cr_assert_eq(ops->recv(r[1].comm, drecv[m].ptr, sizes[m], 0, r[1].s), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert_eq(d->copy_async(r[1].s, hrecv[m].ptr, drecv[m].ptr, sizes[m]), ADAG_OK);
     }
-    cr_assert_eq(d->stream_sync(r[1].s, adag_deadline_ms(20000)), ADAG_OK, "%s",
+    cr_assert_eq(d->stream_sync(r[1].s, adag__deadline_ms(20000)), ADAG_OK, "%s",
                  adag_last_error());
-    cr_assert_eq(d->stream_sync(r[0].s, adag_deadline_ms(20000)), ADAG_OK);
-    cr_assert_eq(d->stream_sync(s_other, adag_deadline_ms(20000)), ADAG_OK);
+    cr_assert_eq(d->stream_sync(r[0].s, adag__deadline_ms(20000)), ADAG_OK);
+    cr_assert_eq(d->stream_sync(s_other, adag__deadline_ms(20000)), ADAG_OK);
     cr_assert_eq(ops->status(r[1].comm), ADAG_OK, "%s", adag_last_error());
     char err[256];
     for (unsigned m = 0; m < NQUEUED; m++)
@@ -347,11 +347,11 @@ Test(comm, a_send_waits_for_its_recv, .timeout = 30)
     rank_t r[2];
     pair_up(ops, r, 64);
     cr_assert_eq(ops->send(r[0].comm, r[0].dbuf.ptr, 64, 1, r[0].s), ADAG_OK);
-    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag_deadline_ms(100)), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag__deadline_ms(100)), ADAG_ERR_TIMEOUT,
                  "a send completed with no matching recv");
     cr_assert_eq(ops->recv(r[1].comm, r[1].dbuf.ptr, 64, 0, r[1].s), ADAG_OK);
     for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(5000)), ADAG_OK);
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(5000)), ADAG_OK);
     pair_close(r);
 }
 
@@ -369,16 +369,16 @@ COMM_TEST(abort_unblocks_a_waiting_recv, 60)
     cr_assert_eq(ops->recv(r[1].comm, r[1].dbuf.ptr, 4096, 0, r[1].s), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(ops->send(r[1].comm, r[1].dbuf.ptr, 100, 0, r[1].s), ADAG_OK);
-    cr_assert_eq(r[1].d->stream_sync(r[1].s, adag_deadline_ms(100)), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(r[1].d->stream_sync(r[1].s, adag__deadline_ms(100)), ADAG_ERR_TIMEOUT,
                  "the recv completed with no matching send");
     cr_assert_eq(ops->status(r[1].comm), ADAG_OK, "%s", adag_last_error());
     ops->abort(r[1].comm);
     ops->abort(r[1].comm); /* idempotent */
-    cr_assert_eq(r[1].d->stream_sync(r[1].s, adag_deadline_ms(5000)), ADAG_OK,
+    cr_assert_eq(r[1].d->stream_sync(r[1].s, adag__deadline_ms(5000)), ADAG_OK,
                  "the stream did not drain after abort: %s", adag_last_error());
     cr_assert_eq(ops->status(r[1].comm), ADAG_ERR_CLOSED, "%s", adag_last_error());
     cr_assert_eq(ops->send(r[1].comm, r[1].dbuf.ptr, 10, 0, r[1].s), ADAG_ERR_CLOSED);
-    cr_assert_eq(r[1].d->stream_sync(r[1].s, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(r[1].d->stream_sync(r[1].s, adag__deadline_ms(5000)), ADAG_OK);
     pair_close(r);
 }
 
@@ -404,7 +404,7 @@ Test(comm, abort_reaches_another_process, .timeout = 60)
             ops->recv(r1.comm, r1.dbuf.ptr, 4096, 0, r1.s) != ADAG_OK ||
             write(sync_pipe[1], &queued, 1) != 1)
             code = 1;
-        else if (r1.d->stream_sync(r1.s, adag_deadline_ms(10000)) != ADAG_OK)
+        else if (r1.d->stream_sync(r1.s, adag__deadline_ms(10000)) != ADAG_OK)
             code = 2; /* the recv did not give up */
         else if (ops->status(r1.comm) != ADAG_ERR_CLOSED ||
                  !strstr(adag_last_error(), "rank 0 aborted"))
@@ -447,7 +447,7 @@ typedef struct {
 static void *slow_fail_main(void *arg)
 {
     slow_fail_t *a = arg;
-    adag_comm_host_fail(&a->c->seg, ADAG_ERR_PROTOCOL, "the first failure %s", a->big);
+    adag__comm_host_fail(&a->c->seg, ADAG_ERR_PROTOCOL, "the first failure %s", a->big);
     return NULL;
 }
 
@@ -487,7 +487,7 @@ static void mismatch(size_t sent, size_t received)
     cr_assert_eq(ops->send(r[0].comm, r[0].dbuf.ptr, sent, 1, r[0].s), ADAG_OK);
     cr_assert_eq(ops->recv(r[1].comm, r[1].dbuf.ptr, received, 0, r[1].s), ADAG_OK);
     for (unsigned i = 0; i < 2; i++) {
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(5000)), ADAG_OK,
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(5000)), ADAG_OK,
                      "rank %u's stream did not drain after the mismatch", i);
         cr_assert_eq(ops->status(r[i].comm), ADAG_ERR_PROTOCOL, "rank %u: %s", i,
                      adag_last_error());
@@ -511,7 +511,7 @@ Test(comm, size_mismatch_breaks_both_ranks, .timeout = 60)
 
 Test(comm, size_mismatch_of_multi_ring_messages, .timeout = 60)
 {
-    size_t ring = (size_t)adag_comm_host_chunk_bytes(2) * ADAG_COMM_HOST_RING_CHUNKS;
+    size_t ring = (size_t)adag__comm_host_chunk_bytes(2) * ADAG_COMM_HOST_RING_CHUNKS;
     mismatch(3 * ring, 3 * ring + 1);
 }
 
@@ -532,11 +532,11 @@ COMM_TEST(init_times_out_without_every_rank, 60)
     rank_t r0;
     cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(rank_open(&r0, ops, &id, 2, 0, 0), 0, "%s", r0.err);
-    r0.deadline = adag_deadline_ms(200);
+    r0.deadline = adag__deadline_ms(200);
     cr_assert_eq(ops->init(&id, 2, 0, r0.dev, r0.deadline, &r0.comm), ADAG_ERR_TIMEOUT, "%s",
                  adag_last_error());
-    cr_assert_geq(adag_now_ns(), r0.deadline, "init gave up before its deadline");
-    cr_assert_lt(adag_now_ns(), r0.deadline + (int64_t)10000 * 1000000,
+    cr_assert_geq(adag__now_ns(), r0.deadline, "init gave up before its deadline");
+    cr_assert_lt(adag__now_ns(), r0.deadline + (int64_t)10000 * 1000000,
                  "init went on long past its deadline");
     cr_assert_null(r0.comm);
     ops->id_destroy(owner);
@@ -556,7 +556,7 @@ Test(comm, init_timeout_names_the_missing_rank, .timeout = 60)
     cr_assert_eq(ops->id_create(3, &id, &owner), ADAG_OK, "%s", adag_last_error());
     for (unsigned i = 0; i < 2; i++) {
         cr_assert_eq(rank_open(&r[i], ops, &id, 3, i, 0), 0, "%s", r[i].err);
-        r[i].deadline = adag_deadline_ms(i == 0 ? 300 : 20000);
+        r[i].deadline = adag__deadline_ms(i == 0 ? 300 : 20000);
     }
     cr_assert_eq(pthread_create(&t, NULL, rank_init_main, &r[1]), 0);
     rank_init_main(&r[0]);
@@ -565,7 +565,7 @@ Test(comm, init_timeout_names_the_missing_rank, .timeout = 60)
         cr_assert_eq(r[i].init_st, ADAG_ERR_TIMEOUT, "rank %u: %s", i, r[i].err);
         cr_assert(strstr(r[i].err, "rank(s) 2 of 3"), "rank %u: %s", i, r[i].err);
     }
-    cr_assert_lt(adag_now_ns(), r[1].deadline, "rank 1 waited for its own deadline");
+    cr_assert_lt(adag__now_ns(), r[1].deadline, "rank 1 waited for its own deadline");
     ops->id_destroy(owner);
     rank_close(&r[0]);
     rank_close(&r[1]);
@@ -585,7 +585,7 @@ Test(comm, a_rank_joins_once, .timeout = 60)
         cr_assert_eq(rank_open(&r[i], ops, &id, 2, i, 64), 0, "%s", r[i].err);
     cr_assert_eq(rank_open(&dup, ops, &id, 2, 0, 0), 0, "%s", dup.err);
     init_all(r, 2);
-    cr_assert_eq(ops->init(&id, 2, 0, dup.dev, adag_deadline_ms(5000), &dup.comm),
+    cr_assert_eq(ops->init(&id, 2, 0, dup.dev, adag__deadline_ms(5000), &dup.comm),
                  ADAG_ERR_PROTOCOL, "%s", adag_last_error());
     cr_assert(strstr(adag_last_error(), "rank 0 already joined"), "%s", adag_last_error());
     cr_assert_null(dup.comm);
@@ -593,7 +593,7 @@ Test(comm, a_rank_joins_once, .timeout = 60)
     cr_assert_eq(ops->send(r[0].comm, r[0].dbuf.ptr, 64, 1, r[0].s), ADAG_OK);
     cr_assert_eq(ops->recv(r[1].comm, r[1].dbuf.ptr, 64, 0, r[1].s), ADAG_OK);
     for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(5000)), ADAG_OK);
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(5000)), ADAG_OK);
     cr_assert_eq(ops->status(r[1].comm), ADAG_OK, "%s", adag_last_error());
     rank_close(&dup);
     rank_close(&r[0]);
@@ -614,7 +614,7 @@ Test(comm, malformed_ids_are_refused, .timeout = 30)
     cr_assert_eq(ops->id_create(2, &id, &owner), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(id.len, sizeof(hid));
     cr_assert_eq(rank_open(&r, ops, &id, 2, 0, 0), 0, "%s", r.err);
-    int64_t soon = adag_deadline_ms(5000);
+    int64_t soon = adag__deadline_ms(5000);
 
     bad = id;
     bad.len = 3;
@@ -670,7 +670,7 @@ Test(comm, stale_ids_are_refused, .timeout = 30)
     memcpy(&new_hid, new_id.bytes, sizeof(new_hid));
     cr_assert_eq(old_hid.segment.fd, new_hid.segment.fd, "the fd number was not reused");
     cr_assert_eq(rank_open(&r, ops, &old_id, 2, 0, 0), 0, "%s", r.err);
-    cr_assert_eq(ops->init(&old_id, 2, 0, r.dev, adag_deadline_ms(5000), &r.comm),
+    cr_assert_eq(ops->init(&old_id, 2, 0, r.dev, adag__deadline_ms(5000), &r.comm),
                  ADAG_ERR_PROTOCOL, "%s", adag_last_error());
     cr_assert(strstr(adag_last_error(), "not that memfd any more"), "%s", adag_last_error());
 
@@ -682,7 +682,7 @@ Test(comm, stale_ids_are_refused, .timeout = 30)
     memcpy(&hid, dead.bytes, sizeof(hid));
     hid.segment.pid = pid;
     memcpy(dead.bytes, &hid, sizeof(hid));
-    cr_assert_eq(ops->init(&dead, 2, 0, r.dev, adag_deadline_ms(5000), &r.comm), ADAG_ERR_IO);
+    cr_assert_eq(ops->init(&dead, 2, 0, r.dev, adag__deadline_ms(5000), &r.comm), ADAG_ERR_IO);
     cr_assert(strstr(adag_last_error(), "/proc/"), "%s", adag_last_error());
     cr_assert_null(r.comm);
     ops->id_destroy(new_owner);
@@ -694,21 +694,21 @@ Test(comm, stale_ids_are_refused, .timeout = 30)
 
 Test(comm, backends_by_kind_name_and_device)
 {
-    const adag_comm_ops_t *host = adag_comm_backend(ADAG_COMM_KIND_HOST);
-    const adag_comm_ops_t *nccl = adag_comm_backend(ADAG_COMM_KIND_NCCL);
+    const adag_comm_ops_t *host = adag__comm_backend(ADAG_COMM_KIND_HOST);
+    const adag_comm_ops_t *nccl = adag__comm_backend(ADAG_COMM_KIND_NCCL);
     cr_assert(host && nccl);
     cr_assert_str_eq(host->name, "host");
     cr_assert_str_eq(nccl->name, "nccl");
     cr_assert_eq(host->kind, ADAG_COMM_KIND_HOST);
     cr_assert_eq(nccl->kind, ADAG_COMM_KIND_NCCL);
-    cr_assert_null(adag_comm_backend(ADAG_COMM_KIND_COUNT));
-    cr_assert_eq(adag_comm_backend_named("host"), host);
-    cr_assert_eq(adag_comm_backend_named("nccl"), nccl);
-    cr_assert_null(adag_comm_backend_named("gloo"));
-    cr_assert_null(adag_comm_backend_named(NULL));
-    cr_assert_eq(adag_comm_backend_for_device(ADAG_DEV_EMULATED), host);
-    cr_assert_eq(adag_comm_backend_for_device(ADAG_DEV_CUDA), nccl);
-    cr_assert_null(adag_comm_backend_for_device(ADAG_DEVICE_KIND_COUNT));
+    cr_assert_null(adag__comm_backend(ADAG_COMM_KIND_COUNT));
+    cr_assert_eq(adag__comm_backend_named("host"), host);
+    cr_assert_eq(adag__comm_backend_named("nccl"), nccl);
+    cr_assert_null(adag__comm_backend_named("gloo"));
+    cr_assert_null(adag__comm_backend_named(NULL));
+    cr_assert_eq(adag__comm_backend_for_device(ADAG_DEV_EMULATED), host);
+    cr_assert_eq(adag__comm_backend_for_device(ADAG_DEV_CUDA), nccl);
+    cr_assert_null(adag__comm_backend_for_device(ADAG_DEVICE_KIND_COUNT));
     char why[256] = "";
     cr_assert_eq(host->probe(why, sizeof(why)), 1, "%s", why);
 }
@@ -717,8 +717,8 @@ Test(comm, backends_by_kind_name_and_device)
 
 Test(comm, nccl_probe_says_why)
 {
-    const adag_comm_ops_t *nccl = adag_comm_backend(ADAG_COMM_KIND_NCCL);
-    const adag_device_ops_t *cuda = adag_device_backend(ADAG_DEV_CUDA);
+    const adag_comm_ops_t *nccl = adag__comm_backend(ADAG_COMM_KIND_NCCL);
+    const adag_device_ops_t *cuda = adag__device_backend(ADAG_DEV_CUDA);
     char why[512] = "", cuda_why[512] = "";
     int usable = nccl->probe(why, sizeof(why));
     cr_assert(why[0], "probe said nothing");
@@ -739,7 +739,7 @@ Test(comm, nccl_path_that_does_not_load_is_named)
 {
     cr_assert_eq(setenv("ADAG_NCCL_PATH", "/nonexistent/libnccl.so.2", 1), 0);
     char why[512] = "";
-    cr_assert_eq(adag_comm_backend(ADAG_COMM_KIND_NCCL)->probe(why, sizeof(why)), 0);
+    cr_assert_eq(adag__comm_backend(ADAG_COMM_KIND_NCCL)->probe(why, sizeof(why)), 0);
     if (strncmp(why, "not built", 9) == 0)
         cr_skip_test("skipped: %s", why);
     cr_assert(strstr(why, "/nonexistent/libnccl.so.2") && strstr(why, "ADAG_NCCL_PATH"), "%s",

@@ -116,7 +116,7 @@ COMM_TEST(matrix_5_ranks, 120)
 COMM_TEST(larger_than_the_collective_area, 240)
 {
     const adag_comm_ops_t *ops = ops_or_skip(*kind, 3);
-    size_t slot = (size_t)adag_comm_host_slot_bytes(3);
+    size_t slot = (size_t)adag__comm_host_slot_bytes(3);
     size_t big = ((size_t)9 << 20) / 4 + 3; /* f32 elements: 9 MiB and a bit */
     const call_t calls[] = {
         {ALLREDUCE, ADAG_DTYPE_F32, ADAG_REDUCE_SUM, big, 0, 0, 1},
@@ -148,8 +148,8 @@ Test(comm_coll, ranks_in_processes, .timeout = 240)
         if (all[i].count == 37 || all[i].count == 5003 || i % 7 == 0)
             calls[k++] = all[i];
     calls[k++] = (call_t){ALLREDUCE, ADAG_DTYPE_F32, ADAG_REDUCE_SUM,
-                          (size_t)adag_comm_host_slot_bytes(N) + 1001, 0, 0, 77};
-    size_t cap = ((size_t)adag_comm_host_slot_bytes(N) + 1001) * 4 + 5003 * 8 * N;
+                          (size_t)adag__comm_host_slot_bytes(N) + 1001, 0, 0, 77};
+    size_t cap = ((size_t)adag__comm_host_slot_bytes(N) + 1001) * 4 + 5003 * 8 * N;
     adag_comm_id_t id;
     void *owner;
     pid_t pid[N];
@@ -223,7 +223,7 @@ static void *mixed_main(void *arg)
         if (st == ADAG_OK)
             st = r->d->copy_async(r->s, h, r->drecv.ptr, 100);
         if (st == ADAG_OK)
-            st = r->d->stream_sync(r->s, adag_deadline_ms(30000));
+            st = r->d->stream_sync(r->s, adag__deadline_ms(30000));
         if (st != ADAG_OK || h[0] != prev * 16 + i || h[99] != prev * 16 + i) {
             snprintf(r->err, sizeof(r->err), "rank %u: ring after call %u: %s (byte 0x%x)",
                      r->rank, i, adag_last_error(), h[0]);
@@ -292,9 +292,11 @@ COMM_TEST(collectives_on_two_streams_keep_their_order, 60)
                                 r[1].s), ADAG_OK);
     cr_assert_eq(d->copy_async(r[1].s, hB[1].ptr, B1, 4096), ADAG_OK);
     cr_assert_eq(d->copy_async(r[1].s, r[1].hbuf.ptr, r[1].drecv.ptr, 400000), ADAG_OK);
-    cr_assert_eq(d->stream_sync(r[0].s, adag_deadline_ms(30000)), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(d->stream_sync(s2, adag_deadline_ms(30000)), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(d->stream_sync(r[1].s, adag_deadline_ms(30000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(d->stream_sync(r[0].s, adag__deadline_ms(30000)), ADAG_OK, "%s",
+                 adag_last_error());
+    cr_assert_eq(d->stream_sync(s2, adag__deadline_ms(30000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(d->stream_sync(r[1].s, adag__deadline_ms(30000)), ADAG_OK, "%s",
+                 adag_last_error());
     cr_assert_eq(ops->status(r[0].comm), ADAG_OK, "%s", adag_last_error());
     for (unsigned i = 0; i < 2; i++) {
         for (unsigned j = 0; j < 100000; j++)
@@ -323,7 +325,7 @@ static void mismatch(const call_t *same, const call_t *odd, const char *want0,
         cr_assert_eq(enqueue_call(&r[i], i == 2 ? odd : same, r[i].dsend.ptr, r[i].drecv.ptr),
                      ADAG_OK, "%s", adag_last_error());
     for (unsigned i = 0; i < 3; i++) {
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(10000)), ADAG_OK,
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(10000)), ADAG_OK,
                      "rank %u's stream did not drain after the mismatch", i);
         cr_assert_eq(ops->status(r[i].comm), ADAG_ERR_PROTOCOL, "rank %u: %s", i,
                      adag_last_error());
@@ -385,11 +387,11 @@ COMM_TEST(abort_mid_collective, 60)
     for (unsigned i = 0; i < 2; i++)
         cr_assert_eq(enqueue_call(&r[i], &c, r[i].dsend.ptr, r[i].drecv.ptr), ADAG_OK);
     for (unsigned i = 0; i < 2; i++)
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(100)), ADAG_ERR_TIMEOUT,
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(100)), ADAG_ERR_TIMEOUT,
                      "rank %u's allreduce completed without rank 2", i);
     ops->abort(r[1].comm);
     for (unsigned i = 0; i < 2; i++) {
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(10000)), ADAG_OK,
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(10000)), ADAG_OK,
                      "rank %u's stream did not drain after abort", i);
         if (*kind == ADAG_COMM_KIND_HOST) /* NCCL's abort covers the calling rank only */
             cr_assert_eq(ops->status(r[i].comm), ADAG_ERR_CLOSED, "%s", adag_last_error());
@@ -445,11 +447,11 @@ Test(comm_coll, a_rank_that_dies, .timeout = 60)
     kill(pid, SIGKILL);
     int status = wait_child(pid, 10000);
     cr_assert(WIFSIGNALED(status), "the child rank was not killed (0x%x)", status);
-    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag_deadline_ms(100)), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag__deadline_ms(100)), ADAG_ERR_TIMEOUT,
                  "an allreduce completed without rank 1");
     ops->abort(r[0].comm);
     for (unsigned i = 0; i < 3; i += 2) {
-        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag_deadline_ms(10000)), ADAG_OK,
+        cr_assert_eq(r[i].d->stream_sync(r[i].s, adag__deadline_ms(10000)), ADAG_OK,
                      "rank %u's stream did not drain after abort", i);
         cr_assert_eq(ops->status(r[i].comm), ADAG_ERR_CLOSED, "%s", adag_last_error());
         rank_close(&r[i]);
@@ -479,18 +481,18 @@ COMM_TEST(a_sync_that_gives_up_leaves_the_collective_running, 60)
     cr_assert_eq(enqueue_call(&r[0], &c, r[0].dsend.ptr, r[0].drecv.ptr), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(r[0].d->copy_async(r[0].s, h, r[0].drecv.ptr, bytes), ADAG_OK);
-    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag_deadline_ms(50)), ADAG_ERR_TIMEOUT,
+    cr_assert_eq(r[0].d->stream_sync(r[0].s, adag__deadline_ms(50)), ADAG_ERR_TIMEOUT,
                  "an allreduce finished without rank 1");
     r[1].calls = &c;
     r[1].ncalls = 1;
     pthread_t t;
     void *res;
     cr_assert_eq(pthread_create(&t, NULL, calls_main, &r[1]), 0);
-    int64_t give_up = adag_deadline_ms(30000);
+    int64_t give_up = adag__deadline_ms(30000);
     adag_status_t st;
     unsigned gave_up = 0;
-    while ((st = r[0].d->stream_sync(r[0].s, adag_deadline_ms(1))) == ADAG_ERR_TIMEOUT &&
-           adag_now_ns() < give_up)
+    while ((st = r[0].d->stream_sync(r[0].s, adag__deadline_ms(1))) == ADAG_ERR_TIMEOUT &&
+           adag__now_ns() < give_up)
         gave_up++;
     pthread_join(t, &res);
     cr_assert_eq(st, ADAG_OK, "rank 0 (after %u syncs that gave up): %s", gave_up,

@@ -30,7 +30,7 @@ static const call_t big[] = {
 
 static unsigned maps_of(const rank_t *r)
 {
-    return adag_comm_host_peer_maps_live(r->comm);
+    return adag__comm_host_peer_maps_live(r->comm);
 }
 
 /* Device memory everywhere: every rank maps each peer's send and recv
@@ -77,7 +77,7 @@ Test(comm_direct, one_rank_in_host_memory_makes_every_rank_stage, .timeout = 60)
  * then on the peers stage without trying; every result is exact. */
 Test(comm_direct, a_buffer_peers_cannot_map_falls_back_to_staging, .timeout = 60)
 {
-    const adag_device_ops_t *d = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *d = adag__device_backend(ADAG_DEV_EMULATED);
     int hp[2], go[2];
     cr_assert_eq(pipe(hp), 0);
     cr_assert_eq(pipe(go), 0);
@@ -124,7 +124,7 @@ Test(comm_direct, a_buffer_peers_cannot_map_falls_back_to_staging, .timeout = 60
 Test(comm_direct, maps_of_freed_buffers_are_dropped, .timeout = 60)
 {
     enum { M = 3 };
-    const adag_device_ops_t *d = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *d = adag__device_backend(ADAG_DEV_EMULATED);
     const call_t call = {ALLREDUCE, ADAG_DTYPE_I32, ADAG_REDUCE_SUM, 40000, 0, 0, 31};
     rank_t r[M];
     open_all(host_ops(), M, 40000 * 4, r);
@@ -148,7 +148,7 @@ Test(comm_direct, maps_of_freed_buffers_are_dropped, .timeout = 60)
 Test(comm_direct, more_buffers_than_maps_stay_bounded, .timeout = 60)
 {
     enum { M = 2, BUFS = ADAG_COMM_HOST_PEER_MAPS };
-    const adag_device_ops_t *d = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *d = adag__device_backend(ADAG_DEV_EMULATED);
     const call_t call = {ALLREDUCE, ADAG_DTYPE_F32, ADAG_REDUCE_SUM, 40000, 0, 0, 41};
     adag_dev_mem_t bufs[M][BUFS][2];
     rank_t r[M];

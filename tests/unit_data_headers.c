@@ -38,7 +38,7 @@ static adag_status_t npy(const char *dict, size_t data_bytes, adag_npy_header_t 
 {
     static unsigned char buf[1 << 16];
     size_t len = npy_image(buf, sizeof(buf), 1, dict, data_bytes);
-    return adag_npy_parse(buf, len, len, h, why, 256);
+    return adag__npy_parse(buf, len, len, h, why, 256);
 }
 
 /* The forms numpy writes, and some it could: quotes, spacing, key order,
@@ -82,7 +82,7 @@ Test(npy, headers_numpy_writes)
     for (unsigned major = 2; major <= 3; major++) {
         size_t len = npy_image(buf, sizeof(buf), major,
                                "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16);
-        cr_assert_eq(adag_npy_parse(buf, len, len, &h, why, sizeof(why)), ADAG_OK, "%s", why);
+        cr_assert_eq(adag__npy_parse(buf, len, len, &h, why, sizeof(why)), ADAG_OK, "%s", why);
         cr_assert_eq(h.version, major);
         cr_assert_eq(h.dtype, ADAG_DTYPE_F64);
         cr_assert_eq(h.data_offset, len - 16);
@@ -132,13 +132,13 @@ Test(npy, refusals_say_why)
     size_t len = npy_image(buf, sizeof(buf), 1, "{'descr': '<f4', 'fortran_order': False, "
                                                 "'shape': (3,), }", 12);
     buf[0] = 'x';
-    cr_assert_eq(adag_npy_parse(buf, len, len, &h, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__npy_parse(buf, len, len, &h, why, sizeof(why)), ADAG_ERR_INVALID);
     cr_assert(strstr(why, "magic"), "%s", why);
     buf[0] = 0x93;
     buf[6] = 4;
-    cr_assert_eq(adag_npy_parse(buf, len, len, &h, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__npy_parse(buf, len, len, &h, why, sizeof(why)), ADAG_ERR_INVALID);
     cr_assert(strstr(why, "version 4"), "%s", why);
-    cr_assert_eq(adag_npy_parse(NULL, 0, 0, &h, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__npy_parse(NULL, 0, 0, &h, why, sizeof(why)), ADAG_ERR_INVALID);
 }
 
 /* A header cut at any length is refused and never read past (a copy of
@@ -154,12 +154,12 @@ Test(npy, every_truncation_is_refused)
     for (size_t n = 0; n < header; n++) {
         unsigned char *cut = malloc(n ? n : 1);
         memcpy(cut, full, n);
-        cr_assert_eq(adag_npy_parse(cut, n, len, &h, why, sizeof(why)), ADAG_ERR_INVALID,
+        cr_assert_eq(adag__npy_parse(cut, n, len, &h, why, sizeof(why)), ADAG_ERR_INVALID,
                      "accepted %zu bytes of a %zu-byte header", n, header);
         free(cut);
     }
-    cr_assert_eq(adag_npy_parse(full, header, len, &h, why, sizeof(why)), ADAG_OK, "%s", why);
-    cr_assert_eq(adag_npy_parse(full, header, len - 1, &h, why, sizeof(why)), ADAG_ERR_INVALID,
+    cr_assert_eq(adag__npy_parse(full, header, len, &h, why, sizeof(why)), ADAG_OK, "%s", why);
+    cr_assert_eq(adag__npy_parse(full, header, len - 1, &h, why, sizeof(why)), ADAG_ERR_INVALID,
                  "data one byte short of the file");
 }
 
@@ -210,18 +210,18 @@ Test(megatron, index_fields)
     idx_build(&x, 4, sizes, 3, 4);
     adag_megatron_idx_t idx;
     char why[256];
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 13 * 4, &idx, why, sizeof(why)), ADAG_OK,
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 13 * 4, &idx, why, sizeof(why)), ADAG_OK,
                  "%s", why);
     cr_assert_eq(idx.dtype, ADAG_DTYPE_I32);
     cr_assert_eq(idx.item_size, 4);
     cr_assert_eq(idx.nseqs, 3);
     cr_assert_eq(idx.ndocs, 4);
     cr_assert_eq(idx.total_tokens, 13);
-    cr_assert_eq(adag_megatron_seq_size(&idx, 2), 9);
-    cr_assert_eq(adag_megatron_seq_offset(&idx, 2), 16);
+    cr_assert_eq(adag__megatron_seq_size(&idx, 2), 9);
+    cr_assert_eq(adag__megatron_seq_offset(&idx, 2), 16);
     /* uint16 tokens (GPT-2 vocabularies): raw 2-byte values */
     idx_build(&x, 8, sizes, 3, 2);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 26, &idx, why, sizeof(why)), ADAG_OK, "%s",
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 26, &idx, why, sizeof(why)), ADAG_OK, "%s",
                  why);
     cr_assert_eq(idx.dtype, ADAG_DTYPE_BYTES);
     cr_assert_eq(idx.item_size, 2);
@@ -238,58 +238,68 @@ Test(megatron, refusals_say_why)
     } c;
 
     idx_build(&x, 4, sizes, 3, 4);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 15 * 4 - 1, &idx, why, sizeof(why)),
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 15 * 4 - 1, &idx, why, sizeof(why)),
                  ADAG_ERR_INVALID);
     cr_assert(strstr(why, "sequence 2 ends at byte 60, past the .bin's 59 bytes"), "%s", why);
 
     idx_build(&x, 4, sizes, 3, 4);
     x.b[0] = 'X';
     c.want = "no MMIDIDX header";
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, c.want), "%s", why);
 
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, 9, 2);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "version 2"), "%s", why);
 
     idx_build(&x, 9, sizes, 3, 4);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "unknown dtype code 9"), "%s", why);
 
     int32_t neg[3] = {4, -2, 9};
     idx_build(&x, 4, neg, 3, 4);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "sequence 1 has size -2"), "%s", why);
 
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, x.pointers + 8, 20);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "sequence 1 starts at byte 20, not 16"), "%s", why);
 
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, x.docs, 1);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "document index entry 0 is 1"), "%s", why);
 
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, x.docs + 16, 0);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "document index entry 2 is 0"), "%s", why);
 
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, x.docs + 24, 2);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "ends at 2, not at the 3 sequences"), "%s", why);
 
     /* counts far larger than the file: refused before any multiplication */
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, 18, INT64_MAX);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "need more than its"), "%s", why);
     idx_build(&x, 4, sizes, 3, 4);
     put64(&x, 26, (int64_t)1 << 61);
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 60, &idx, why, sizeof(why)),
+                 ADAG_ERR_INVALID);
     cr_assert(strstr(why, "need more than its"), "%s", why);
 }
 
@@ -303,10 +313,10 @@ Test(megatron, every_truncation_is_refused)
     for (size_t n = 0; n < x.len; n++) {
         unsigned char *cut = malloc(n ? n : 1);
         memcpy(cut, x.b, n);
-        cr_assert_eq(adag_megatron_idx_parse(cut, n, 56, &idx, why, sizeof(why)),
+        cr_assert_eq(adag__megatron_idx_parse(cut, n, 56, &idx, why, sizeof(why)),
                      ADAG_ERR_INVALID, "accepted %zu of %zu bytes", n, x.len);
         free(cut);
     }
-    cr_assert_eq(adag_megatron_idx_parse(x.b, x.len, 56, &idx, why, sizeof(why)), ADAG_OK, "%s",
+    cr_assert_eq(adag__megatron_idx_parse(x.b, x.len, 56, &idx, why, sizeof(why)), ADAG_OK, "%s",
                  why);
 }

@@ -27,8 +27,8 @@ static _Atomic int gate_open;
 static void gate_kernel(void *arg)
 {
     (void)arg;
-    int64_t give_up = adag_deadline_ms(20000); /* a broken test must still end */
-    while (!atomic_load(&gate_open) && adag_now_ns() < give_up) {
+    int64_t give_up = adag__deadline_ms(20000); /* a broken test must still end */
+    while (!atomic_load(&gate_open) && adag__now_ns() < give_up) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -50,7 +50,7 @@ static void sleep_ms(int ms)
 static adag_status_t watch(adag_chan_t *ch, int64_t timeout_ms)
 {
     int64_t since = 0;
-    return ch->ops->watch(ch, adag_now_ns(), timeout_ms * 1000000, &since);
+    return ch->ops->watch(ch, adag__now_ns(), timeout_ms * 1000000, &since);
 }
 
 #define HAS(needle)                                                                           \
@@ -67,12 +67,12 @@ static const chan_backend_t copy_out = {CHAN_DEVICE, CAP_RING, "emu:0 -> host", 
 static void publish_stuck(rig_t *r)
 {
     void *buf;
-    cr_assert_eq(adag_chan_acquire(r->w, 0, adag_deadline_ms(5000), &buf), ADAG_OK, "%s",
+    cr_assert_eq(adag__chan_acquire(r->w, 0, adag__deadline_ms(5000), &buf), ADAG_OK, "%s",
                  adag_last_error());
     if (r->devs[0].dev)
         block_stream(r->devs[0].dev, r->devs[0].compute);
     memset(buf, 7, 64);
-    cr_assert_eq(adag_chan_publish(r->w, 0, 64, NULL, ADAG_OK, NULL), ADAG_OK);
+    cr_assert_eq(adag__chan_publish(r->w, 0, 64, NULL, ADAG_OK, NULL), ADAG_OK);
 }
 
 /* A reader endpoint's communication op that never completes is named by
@@ -88,7 +88,7 @@ static void stuck_reader(const chan_backend_t *be, const char *what)
     if (!r.devs[0].dev) /* a host writer: the reader's own copy stream is stuck */
         block_stream(r.devs[1].dev, r.devs[1].comm);
     adag_slot_view_t v;
-    cr_assert_eq(adag_chan_wait(rd, 0, adag_deadline_ms(5000), &v), ADAG_OK, "%s",
+    cr_assert_eq(adag__chan_wait(rd, 0, adag__deadline_ms(5000), &v), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(watch(rd, 2000), ADAG_OK, "overdue before its time: %s", adag_last_error());
     sleep_ms(120);
@@ -100,14 +100,14 @@ static void stuck_reader(const chan_backend_t *be, const char *what)
     const adag_device_ops_t *o = r.devs[1].dev->ops;
     if (r.devs[0].dev) {
         /* the reader's streams wait on the writer ... */
-        cr_assert_eq(o->stream_sync(r.devs[1].comm, adag_deadline_ms(100)) == ADAG_OK &&
-                         o->stream_sync(r.devs[1].compute, adag_deadline_ms(100)) == ADAG_OK,
+        cr_assert_eq(o->stream_sync(r.devs[1].comm, adag__deadline_ms(100)) == ADAG_OK &&
+                         o->stream_sync(r.devs[1].compute, adag__deadline_ms(100)) == ADAG_OK,
                      0, "the reader's streams did not wait for the stuck writer");
         /* ... until the DAG is aborted: then they give up on it */
-        adag_ctx_abort(&r.peer, ADAG_ERR_TIMEOUT);
-        cr_assert_eq(o->stream_sync(r.devs[1].comm, adag_deadline_ms(2000)), ADAG_OK,
+        adag__ctx_abort(&r.peer, ADAG_ERR_TIMEOUT);
+        cr_assert_eq(o->stream_sync(r.devs[1].comm, adag__deadline_ms(2000)), ADAG_OK,
                      "the reader's comm stream still waits on the aborted writer");
-        cr_assert_eq(o->stream_sync(r.devs[1].compute, adag_deadline_ms(2000)), ADAG_OK,
+        cr_assert_eq(o->stream_sync(r.devs[1].compute, adag__deadline_ms(2000)), ADAG_OK,
                      "the reader's compute stream still waits on the aborted writer");
     }
     atomic_store(&gate_open, 1);
@@ -144,11 +144,11 @@ Test(dev_faults, watch_names_a_stuck_copy_out, .timeout = 30)
     HAS("for execution 0 did not complete within 50 ms");
     /* the host reader never saw it: its wait ends at its deadline */
     adag_slot_view_t v;
-    cr_assert_eq(adag_chan_wait(r.rd[0], 0, adag_deadline_ms(50), &v), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(adag__chan_wait(r.rd[0], 0, adag__deadline_ms(50), &v), ADAG_ERR_TIMEOUT);
     atomic_store(&gate_open, 1);
-    cr_assert_eq(adag_chan_wait(r.rd[0], 0, adag_deadline_ms(5000), &v), ADAG_OK);
+    cr_assert_eq(adag__chan_wait(r.rd[0], 0, adag__deadline_ms(5000), &v), ADAG_OK);
     cr_assert_eq(v.size, 64);
-    adag_chan_release(r.rd[0], 0);
+    adag__chan_release(r.rd[0], 0);
     rig_close(&r);
 }
 
@@ -163,24 +163,24 @@ Test(dev_faults, completed_ops_are_quiet, .timeout = 30)
         for (uint64_t seq = 0; seq < 6; seq++) {
             void *buf;
             adag_slot_view_t v;
-            cr_assert_eq(adag_chan_acquire(r.w, seq, adag_deadline_ms(5000), &buf), ADAG_OK);
+            cr_assert_eq(adag__chan_acquire(r.w, seq, adag__deadline_ms(5000), &buf), ADAG_OK);
             memset(buf, 1, 16);
-            cr_assert_eq(adag_chan_publish(r.w, seq, 16, NULL, ADAG_OK, NULL), ADAG_OK);
-            cr_assert_eq(adag_chan_wait(r.rd[0], seq, adag_deadline_ms(5000), &v), ADAG_OK);
+            cr_assert_eq(adag__chan_publish(r.w, seq, 16, NULL, ADAG_OK, NULL), ADAG_OK);
+            cr_assert_eq(adag__chan_wait(r.rd[0], seq, adag__deadline_ms(5000), &v), ADAG_OK);
             for (unsigned d = 0; d < 2; d++)
                 if (r.devs[d].dev) {
                     cr_assert_eq(r.devs[d].dev->ops->stream_sync(r.devs[d].comm,
-                                                                 adag_deadline_ms(5000)),
+                                                                 adag__deadline_ms(5000)),
                                  ADAG_OK);
                     cr_assert_eq(r.devs[d].dev->ops->stream_sync(r.devs[d].compute,
-                                                                 adag_deadline_ms(5000)),
+                                                                 adag__deadline_ms(5000)),
                                  ADAG_OK);
                 }
             sleep_ms(2);
             cr_assert_eq(watch(r.w, 1), ADAG_OK, "%s: %s", lines[l]->label, adag_last_error());
             cr_assert_eq(watch(r.rd[0], 1), ADAG_OK, "%s: %s", lines[l]->label,
                          adag_last_error());
-            adag_chan_release(r.rd[0], seq);
+            adag__chan_release(r.rd[0], seq);
         }
         rig_close(&r);
     }
@@ -190,7 +190,7 @@ Test(dev_faults, completed_ops_are_quiet, .timeout = 30)
  * keeps its meaning, and a wait on an abandoned import completes. */
 Test(dev_faults, abandon_releases_waits_on_an_import_only, .timeout = 30)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *d0, *d1;
     adag_dev_stream_t *s0, *s1;
     adag_dev_event_t *ev, *imp;
@@ -207,16 +207,16 @@ Test(dev_faults, abandon_releases_waits_on_an_import_only, .timeout = 30)
     cr_assert_eq(o->event_record(ev, s0), ADAG_OK);
     cr_assert_eq(o->stream_wait_event(s1, imp), ADAG_OK);
     cr_assert_eq(o->event_query(imp), ADAG_ERR_AGAIN);
-    cr_assert_eq(o->stream_sync(s1, adag_deadline_ms(50)), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(o->stream_sync(s1, adag__deadline_ms(50)), ADAG_ERR_TIMEOUT);
     o->event_abandon(ev); /* the exporter's own: nothing changes */
     cr_assert_eq(o->event_query(ev), ADAG_ERR_AGAIN);
-    cr_assert_eq(o->stream_sync(s1, adag_deadline_ms(50)), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(o->stream_sync(s1, adag__deadline_ms(50)), ADAG_ERR_TIMEOUT);
     o->event_abandon(imp);
-    cr_assert_eq(o->stream_sync(s1, adag_deadline_ms(2000)), ADAG_OK);
+    cr_assert_eq(o->stream_sync(s1, adag__deadline_ms(2000)), ADAG_OK);
     cr_assert_eq(o->event_query(imp), ADAG_OK);
     cr_assert_eq(o->event_query(ev), ADAG_ERR_AGAIN, "abandoning an import moved the event");
     atomic_store(&gate_open, 1);
-    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(o->event_sync(ev, adag__deadline_ms(5000)), ADAG_OK);
     o->event_destroy(d1, imp);
     o->event_destroy(d0, ev);
     o->stream_destroy(d0, s0);

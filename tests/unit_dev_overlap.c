@@ -45,7 +45,7 @@
 #define VALUE_BYTES ((size_t)1 << 20)
 #define COPY_MBPS 50 /* 1 MiB: 20.97 ms */
 #define KERNEL_MS 30
-#define DEADLINE adag_deadline_ms(20000)
+#define DEADLINE adag__deadline_ms(20000)
 
 static _Atomic int kernels_run;
 static _Atomic int mismatches;
@@ -140,12 +140,12 @@ static void run_pipeline(int same_stream, timeline_t *t)
     atomic_store(&mismatches, 0);
     for (int k = 0; k < NEXEC; k++) {
         void *buf;
-        cr_assert_eq(adag_chan_acquire(r.w, (uint64_t)k, DEADLINE, &buf), ADAG_OK, "%s",
+        cr_assert_eq(adag__chan_acquire(r.w, (uint64_t)k, DEADLINE, &buf), ADAG_OK, "%s",
                      adag_last_error());
         kernel_args_t fill = {buf, VALUE_BYTES, (uint64_t)k};
         cr_assert_eq(o->launch_host(wd->compute, fill_kernel, &fill, sizeof fill), ADAG_OK);
         cr_assert_eq(o->event_record(m.filled[k], wd->compute), ADAG_OK);
-        cr_assert_eq(adag_chan_publish(r.w, (uint64_t)k, VALUE_BYTES, NULL, ADAG_OK, NULL),
+        cr_assert_eq(adag__chan_publish(r.w, (uint64_t)k, VALUE_BYTES, NULL, ADAG_OK, NULL),
                      ADAG_OK, "%s", adag_last_error());
 
         /* the copy's inputs first, so that its bracket opens as it starts */
@@ -154,7 +154,7 @@ static void run_pipeline(int same_stream, timeline_t *t)
             cr_assert_eq(o->stream_wait_event(rd->comm, m.kern_end[k - NSLOTS]), ADAG_OK);
         cr_assert_eq(o->event_record(m.copy_start[k], rd->comm), ADAG_OK);
         adag_slot_view_t v;
-        cr_assert_eq(adag_chan_wait(r.rd[0], (uint64_t)k, DEADLINE, &v), ADAG_OK, "%s",
+        cr_assert_eq(adag__chan_wait(r.rd[0], (uint64_t)k, DEADLINE, &v), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert_eq(v.size, VALUE_BYTES);
         cr_assert_eq(v.device, ADAG_DEVICE(ADAG_DEV_EMULATED, 1),
@@ -165,7 +165,7 @@ static void run_pipeline(int same_stream, timeline_t *t)
         kernel_args_t check = {(unsigned char *)v.data, v.size, (uint64_t)k};
         cr_assert_eq(o->launch_host(rd->compute, check_kernel, &check, sizeof check), ADAG_OK);
         cr_assert_eq(o->event_record(m.kern_end[k], rd->compute), ADAG_OK);
-        adag_chan_release(r.rd[0], (uint64_t)k);
+        adag__chan_release(r.rd[0], (uint64_t)k);
     }
     cr_assert_eq(o->stream_sync(rd->compute, DEADLINE), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_sync(rd->comm, DEADLINE), ADAG_OK, "%s", adag_last_error());

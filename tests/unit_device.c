@@ -37,7 +37,7 @@ static struct criterion_test_params kinds_params(void)
 
 static double now_ms(void)
 {
-    return adag_now_ns() / 1e6;
+    return adag__now_ns() / 1e6;
 }
 
 static void sleep_ms(int ms)
@@ -49,7 +49,7 @@ static void sleep_ms(int ms)
 /* Opens device 0 of the kind, or skips the test saying why. */
 static adag_device_t *open_or_skip(uint32_t kind)
 {
-    const adag_device_ops_t *ops = adag_device_backend(kind);
+    const adag_device_ops_t *ops = adag__device_backend(kind);
     char why[256] = "";
     if (!ops)
         cr_skip_test("skipped: device kind %u is not built into this library", kind);
@@ -122,7 +122,7 @@ DEVICE_TEST(stream_runs_in_order_and_never_blocks, 30)
     double enqueued = now_ms() - t0;
     cr_assert_lt(enqueued, 100, "enqueueing 8 operations took %.0f ms: it waited for the work",
                  enqueued);
-    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(atomic_load(&log.n), 8);
     for (int i = 0; i < 8; i++)
         cr_assert_eq(atomic_load(&log.order[i]), i, "operation %d ran at position %d",
@@ -150,7 +150,7 @@ DEVICE_TEST(copies_round_trip, 30)
     cr_assert_eq(o->copy_async(s, d_a.ptr, h_in.ptr, n), ADAG_OK);
     cr_assert_eq(o->copy_async(s, d_b.ptr, d_a.ptr, n), ADAG_OK);
     cr_assert_eq(o->copy_async(s, h_out.ptr, d_b.ptr, n), ADAG_OK);
-    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(10000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(10000)), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(memcmp(h_in.ptr, h_out.ptr, n), 0, "H2D -> D2D -> D2H changed the bytes");
     o->stream_destroy(dev, s);
     o->mem_free(dev, &d_a);
@@ -175,11 +175,11 @@ DEVICE_TEST(events_query_sync_and_rerecord, 30)
     cr_assert_eq(o->event_record(ev, s), ADAG_OK);
     cr_assert_eq(o->event_query(ev), ADAG_ERR_AGAIN, "complete before the work it captures");
     double t0 = now_ms();
-    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(30)), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(o->event_sync(ev, adag__deadline_ms(30)), ADAG_ERR_TIMEOUT);
     cr_assert_lt(now_ms() - t0, 1000);
-    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(20)), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(20)), ADAG_ERR_TIMEOUT);
     atomic_store(&gate_open, 1);
-    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->event_sync(ev, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->event_query(ev), ADAG_OK);
     /* recording again moves it to the new work */
     atomic_store(&gate_open, 0);
@@ -187,7 +187,7 @@ DEVICE_TEST(events_query_sync_and_rerecord, 30)
     cr_assert_eq(o->event_record(ev, s), ADAG_OK);
     cr_assert_eq(o->event_query(ev), ADAG_ERR_AGAIN, "a re-recorded event kept its old state");
     atomic_store(&gate_open, 1);
-    cr_assert_eq(o->event_sync(ev, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(o->event_sync(ev, adag__deadline_ms(5000)), ADAG_OK);
     o->event_destroy(dev, ev);
     o->stream_destroy(dev, s);
     assert_no_live_objects(dev);
@@ -246,7 +246,7 @@ DEVICE_TEST(pageable_and_registered_copies, 30)
         cr_assert_eq(b[i], 0x11, "b[%zu] = %#x at the return of its copy: not done, or the "
                      "source's later bytes", i, b[i]);
     cr_assert_eq(pthread_join(opener, NULL), 0);
-    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(a[0], 0x11);
     cr_assert_eq(a[n - 1], 0x11);
     o->host_unregister(dev, &reg);
@@ -294,7 +294,7 @@ DEVICE_TEST(event_orders_two_streams, 30)
     cr_assert_eq(o->stream_wait_event(b, ev), ADAG_OK);
     cr_assert_eq(o->host_fn(b, consume_fn, NULL), ADAG_OK);
     cr_assert_lt(now_ms() - t0, 50, "enqueueing waited on the host");
-    cr_assert_eq(o->stream_sync(b, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(o->stream_sync(b, adag__deadline_ms(5000)), ADAG_OK);
     cr_assert_eq(atomic_load(&seen_by_consumer), 1, "stream B ran before the event it waits on");
     o->event_destroy(dev, ev);
     o->stream_destroy(dev, a);
@@ -346,7 +346,7 @@ DEVICE_TEST(memory_and_events_cross_processes, 60)
                  o->stream_create(dev, &cs) == ADAG_OK && o->stream_wait_event(cs, iev) == ADAG_OK;
         char ready = 'r';
         ok &= write(sv[1], &ready, 1) == 1;
-        ok &= o->stream_sync(cs, adag_deadline_ms(10000)) == ADAG_OK;
+        ok &= o->stream_sync(cs, adag__deadline_ms(10000)) == ADAG_OK;
         for (size_t i = 0; ok && i < n; i++)
             ok = ((unsigned char *)im.ptr)[i] == (unsigned char)(i ^ 0x5a);
         if (ok) {
@@ -404,7 +404,7 @@ DEVICE_TEST(import_refuses_malformed_handles, 30)
  * gone is refused, never mapped. */
 Test(device, host_handle_names_one_memfd, .timeout = 30)
 {
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     cr_assert_eq(o->open(0, &dev), ADAG_OK);
     adag_dev_mem_t a, b, im;
@@ -438,19 +438,19 @@ Test(device, host_handle_names_one_memfd, .timeout = 30)
 
 Test(device, unknown_kind_and_index)
 {
-    cr_assert_null(adag_device_backend(ADAG_DEVICE_KIND_COUNT));
-    cr_assert_null(adag_device_backend(ADAG_DEV_HOST), "host memory has no device backend");
+    cr_assert_null(adag__device_backend(ADAG_DEVICE_KIND_COUNT));
+    cr_assert_null(adag__device_backend(ADAG_DEV_HOST), "host memory has no device backend");
     cr_assert_str_eq(adag_device_kind_name(ADAG_DEV_EMULATED), "emu");
     /* a backend's name is its kind's (specs and messages use the one, ids the other) */
     for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++) {
-        const adag_device_ops_t *ops = adag_device_backend(k);
+        const adag_device_ops_t *ops = adag__device_backend(k);
         if (ops)
             cr_assert(ops->kind == (adag_device_kind_t)k &&
                           strcmp(ops->name, adag_device_kind_name(ops->kind)) == 0,
                       "backend %u: kind %d, name %s", k, (int)ops->kind, ops->name);
     }
     adag_device_t *dev;
-    cr_assert_eq(adag_device_backend(ADAG_DEV_EMULATED)->open(1000, &dev), ADAG_ERR_NOT_FOUND);
+    cr_assert_eq(adag__device_backend(ADAG_DEV_EMULATED)->open(1000, &dev), ADAG_ERR_NOT_FOUND);
     cr_assert(strstr(adag_last_error(), "ADAG_EMU_DEVICES"), "%s", adag_last_error());
 }
 
@@ -487,7 +487,7 @@ DEVICE_TEST(elapsed_time_across_stream_work, 30)
     cr_assert_eq(o->event_elapsed_ns(end, start, &ns), ADAG_ERR_AGAIN);
     sleep_ms(30);
     atomic_store(&gate_open, 1);
-    cr_assert_eq(o->event_sync(end, adag_deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->event_sync(end, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->event_elapsed_ns(start, end, &ns), ADAG_OK, "%s", adag_last_error());
     cr_assert_geq(ns, 20000000, "%s: %lld ns across a host function that sleeps 20 ms", o->name,
                   (long long)ns);
@@ -516,7 +516,7 @@ DEVICE_TEST(elapsed_time_refuses_untimed_events, 30)
     cr_assert_eq(o->event_create_timed(dev, &never), ADAG_OK);
     cr_assert_eq(o->event_record(plain, s), ADAG_OK);
     cr_assert_eq(o->event_record(timed, s), ADAG_OK);
-    cr_assert_eq(o->stream_sync(s, adag_deadline_ms(5000)), ADAG_OK);
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK);
     int64_t ns = 0;
     cr_assert_eq(o->event_elapsed_ns(timed, timed, &ns), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(ns, 0);
@@ -547,7 +547,7 @@ DEVICE_TEST(elapsed_time_refuses_untimed_events, 30)
 Test(device, host_copy_bandwidth, .timeout = 30)
 {
     setenv("ADAG_EMU_COPY_MBPS", "10", 1);
-    const adag_device_ops_t *o = adag_device_backend(ADAG_DEV_EMULATED);
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     adag_device_t *dev;
     cr_assert_eq(o->open(0, &dev), ADAG_OK);
     cr_assert_eq(dev->tuning.copy_mbps, 10, "the device did not take the environment's value");
@@ -565,7 +565,7 @@ Test(device, host_copy_bandwidth, .timeout = 30)
     cr_assert_eq(o->event_record(before, s), ADAG_OK);
     cr_assert_eq(o->copy_async(s, d.ptr, h.ptr, n), ADAG_OK);
     cr_assert_eq(o->event_record(after, s), ADAG_OK);
-    cr_assert_eq(o->event_sync(after, adag_deadline_ms(10000)), ADAG_OK, "%s",
+    cr_assert_eq(o->event_sync(after, adag__deadline_ms(10000)), ADAG_OK, "%s",
                  adag_last_error());
     int64_t ns = 0;
     cr_assert_eq(o->event_elapsed_ns(before, after, &ns), ADAG_OK, "%s", adag_last_error());

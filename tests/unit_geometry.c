@@ -27,8 +27,8 @@ static size_t page(void)
 static void memory_of(uint32_t kind, adag_chan_geom_t g, const adag_chan_place_t *pl,
                       size_t *host, size_t *device)
 {
-    const adag_chan_ops_t *ops = adag_chan_backend(kind);
-    cr_assert(ops && ops->memory, "backend %s reports no memory", adag_chan_backend_name(kind));
+    const adag_chan_ops_t *ops = adag__chan_backend(kind);
+    cr_assert(ops && ops->memory, "backend %s reports no memory", adag__chan_backend_name(kind));
     *host = *device = 77;
     ops->memory(&g, pl, host, device);
 }
@@ -46,7 +46,7 @@ Test(geom, memory_per_backend, .timeout = 30)
     adag_chan_geom_t g = {3, 2, MIB, 0, 0};
     /* shm: its ring in the segment, whole pages */
     memory_of(CHAN_SHM, g, NULL, &host, &device);
-    cr_assert_eq(host, adag_shm_chan_span(&g));
+    cr_assert_eq(host, adag__shm_chan_span(&g));
     cr_assert(host >= 3 * MIB && host % page() == 0 && device == 0, "shm: %zu, %zu", host,
               device);
     /* self: one buffer of the writer's */
@@ -65,14 +65,14 @@ Test(geom, memory_per_backend, .timeout = 30)
     cr_assert_eq(device, 4 * 1024, "the reader reads the writer's slots in place: %zu", device);
     adag_chan_geom_t headers = d1;
     headers.headers_only = 1;
-    cr_assert_eq(host, adag_shm_chan_span(&headers), "an all-device ring keeps headers only");
+    cr_assert_eq(host, adag__shm_chan_span(&headers), "an all-device ring keeps headers only");
     memory_of(CHAN_DEVICE, d1, peer, &host, &device);
     cr_assert_eq(device, 2 * 4 * 1024, "a peer copy has slots of its own: %zu", device);
     memory_of(CHAN_DEVICE, d1, h2d, &host, &device);
-    cr_assert(device == 4 * 1024 && host == adag_shm_chan_span(&d1),
+    cr_assert(device == 4 * 1024 && host == adag__shm_chan_span(&d1),
               "copy in: the reader's slots, the bytes in the ring: %zu, %zu", device, host);
     memory_of(CHAN_DEVICE, d1, d2h, &host, &device);
-    cr_assert(device == 4 * 1024 && host == adag_shm_chan_span(&d1));
+    cr_assert(device == 4 * 1024 && host == adag__shm_chan_span(&d1));
     /* by communicator: every device reader receives into its own slots */
     adag_chan_geom_t c2 = {2, 2, 256, 7, 0};
     adag_chan_place_t comm[3] = {on(0), on(0), on(1)};
@@ -85,7 +85,7 @@ Test(geom, memory_per_backend, .timeout = 30)
  * size of the headers; one with a host reader carries the bytes. */
 Test(geom, device_ring_keeps_headers_only, .timeout = 30)
 {
-    const adag_chan_ops_t *dev = adag_chan_backend(CHAN_DEVICE);
+    const adag_chan_ops_t *dev = adag__chan_backend(CHAN_DEVICE);
     adag_chan_geom_t g = {4, 1, 4 * MIB, 0, 0};
     adag_chan_place_t all_dev[2] = {on(0), on(1)}, to_host[2] = {on(0), on(-1)};
     const adag_chan_place_t *pl[2] = {all_dev, to_host};
@@ -101,7 +101,7 @@ Test(geom, device_ring_keeps_headers_only, .timeout = 30)
         cr_assert_eq(dev->domain_bytes(d), want[i], "segment of %zu bytes, want %zu",
                      dev->domain_bytes(d), want[i]);
         dev->domain_destroy(d);
-        adag_wbuf_free(&desc);
+        adag__wbuf_free(&desc);
     }
     cr_assert_lt(want[0], MIB, "headers only: %zu bytes", want[0]);
     cr_assert_gt(want[1], 16 * MIB, "with the bytes: %zu", want[1]);
@@ -112,7 +112,7 @@ Test(geom, device_ring_keeps_headers_only, .timeout = 30)
  * is refused, and a headers-only writer gets no buffer to write. */
 Test(geom, headers_only_ring_checked, .timeout = 30)
 {
-    const adag_chan_ops_t *shm = adag_chan_backend(CHAN_SHM);
+    const adag_chan_ops_t *shm = adag__chan_backend(CHAN_SHM);
     static _Atomic uint32_t abort_word;
     for (int kind = 0; kind < 2; kind++) {
         adag_chan_geom_t g = {2, 1, 4096, 0, kind};
@@ -141,6 +141,6 @@ Test(geom, headers_only_ring_checked, .timeout = 30)
         cr_assert_eq(shm->publish(ch, 1, 4097, NULL, ADAG_OK, NULL), ADAG_ERR_TOO_LARGE);
         shm->close(ch);
         shm->domain_destroy(d);
-        adag_wbuf_free(&desc);
+        adag__wbuf_free(&desc);
     }
 }

@@ -25,7 +25,7 @@
 
 static const adag_device_ops_t *ops(void)
 {
-    return adag_device_backend(ADAG_DEV_EMULATED);
+    return adag__device_backend(ADAG_DEV_EMULATED);
 }
 
 static void sleep_ms(int ms)
@@ -77,7 +77,7 @@ static adag_status_t step_fn(void *arg, int64_t deadline)
     st->last_thread = pthread_self();
     st->last_deadline = deadline;
     while (st->gate && !atomic_load(st->gate)) {
-        if (adag_now_ns() >= deadline)
+        if (adag__now_ns() >= deadline)
             return ADAG_ERR_TIMEOUT;
         sched_yield();
     }
@@ -89,7 +89,7 @@ static adag_status_t step_fn(void *arg, int64_t deadline)
 static void launch(adag_dev_stream_t *s, step_t *st)
 {
     step_arg_t a = {st};
-    cr_assert_eq(adag_host_launch_steps(s, step_fn, &a, sizeof(a)), ADAG_OK, "%s",
+    cr_assert_eq(adag__host_launch_steps(s, step_fn, &a, sizeof(a)), ADAG_OK, "%s",
                  adag_last_error());
 }
 
@@ -104,8 +104,8 @@ typedef struct {
 static void host_work(void *arg)
 {
     host_work_t *w = arg;
-    int64_t give_up = adag_deadline_ms(10000);
-    while (w->gate && !atomic_load(w->gate) && adag_now_ns() < give_up)
+    int64_t give_up = adag__deadline_ms(10000);
+    while (w->gate && !atomic_load(w->gate) && adag__now_ns() < give_up)
         sched_yield();
     w->thread = pthread_self();
     atomic_store(&w->seq, atomic_fetch_add(&ran_seq, 1) + 1);
@@ -126,7 +126,7 @@ Test(host_stream, a_waiter_runs_queued_steps, .timeout = 60)
         step_t st = {0};
         sleep_ms(5); /* the stream thread stops spinning and sleeps */
         launch(s, &st);
-        cr_assert_eq(ops()->stream_sync(s, adag_deadline_ms(10000)), ADAG_OK, "%s",
+        cr_assert_eq(ops()->stream_sync(s, adag__deadline_ms(10000)), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert_eq(atomic_load(&st.finished), 1);
         cr_assert_eq(atomic_load(&st.calls), 1);
@@ -160,22 +160,22 @@ Test(host_stream, a_step_past_the_deadline_goes_back_to_the_stream, .timeout = 6
     launch(s, &st);
     cr_assert_eq(ops()->copy_async(s, dst.ptr, src.ptr, 64), ADAG_OK);
     cr_assert_eq(ops()->event_record(ev, s), ADAG_OK);
-    int64_t t0 = adag_now_ns();
-    cr_assert_eq(ops()->stream_sync(s, adag_deadline_ms(30)), ADAG_ERR_TIMEOUT);
-    cr_assert_lt(adag_now_ns() - t0, (int64_t)5000 * 1000000, "the sync overstayed its deadline");
+    int64_t t0 = adag__now_ns();
+    cr_assert_eq(ops()->stream_sync(s, adag__deadline_ms(30)), ADAG_ERR_TIMEOUT);
+    cr_assert_lt(adag__now_ns() - t0, (int64_t)5000 * 1000000, "the sync overstayed its deadline");
     cr_assert_eq(atomic_load(&st.finished), 0);
     cr_assert_eq(((unsigned char *)dst.ptr)[0], 0, "the copy ran before the step before it");
     cr_assert_geq(atomic_load(&st.calls), 1);
     atomic_store(&gate, 1);
-    int64_t give_up = adag_deadline_ms(10000);
-    while (ops()->event_query(ev) != ADAG_OK && adag_now_ns() < give_up)
+    int64_t give_up = adag__deadline_ms(10000);
+    while (ops()->event_query(ev) != ADAG_OK && adag__now_ns() < give_up)
         sleep_ms(1);
     cr_assert_eq(ops()->event_query(ev), ADAG_OK, "the stream thread did not go on");
     cr_assert_eq(atomic_load(&st.finished), 1);
     cr_assert_eq(st.last_deadline, ADAG_FOREVER);
     cr_assert(!pthread_equal(st.last_thread, pthread_self()));
     cr_assert_eq(((unsigned char *)dst.ptr)[63], 7);
-    cr_assert_eq(ops()->stream_sync(s, adag_deadline_ms(10000)), ADAG_OK, "%s",
+    cr_assert_eq(ops()->stream_sync(s, adag__deadline_ms(10000)), ADAG_OK, "%s",
                  adag_last_error());
     ops()->event_destroy(dev, ev);
     ops()->mem_free(dev, &src);
@@ -197,10 +197,10 @@ Test(host_stream, a_waiter_never_runs_a_host_function, .timeout = 60)
         sleep_ms(5);
         cr_assert_eq(ops()->host_fn(s, host_work, &w), ADAG_OK);
         launch(s, &st);
-        cr_assert_eq(ops()->stream_sync(s, adag_deadline_ms(20)), ADAG_ERR_TIMEOUT);
+        cr_assert_eq(ops()->stream_sync(s, adag__deadline_ms(20)), ADAG_ERR_TIMEOUT);
         cr_assert_eq(atomic_load(&st.calls), 0, "the step ran before the host function ended");
         atomic_store(&gate, 1);
-        cr_assert_eq(ops()->stream_sync(s, adag_deadline_ms(10000)), ADAG_OK, "%s",
+        cr_assert_eq(ops()->stream_sync(s, adag__deadline_ms(10000)), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert(!pthread_equal(w.thread, pthread_self()), "the waiter ran a host function");
         cr_assert_lt(atomic_load(&w.seq), atomic_load(&st.seq), "the stream's order broke");
@@ -224,7 +224,7 @@ Test(host_stream, event_sync_helps_the_recording_stream, .timeout = 60)
         sleep_ms(5);
         launch(s, &st);
         cr_assert_eq(ops()->event_record(ev, s), ADAG_OK);
-        cr_assert_eq(ops()->event_sync(ev, adag_deadline_ms(10000)), ADAG_OK, "%s",
+        cr_assert_eq(ops()->event_sync(ev, adag__deadline_ms(10000)), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert_eq(atomic_load(&st.finished), 1);
         by_waiter += pthread_equal(st.last_thread, pthread_self()) != 0;
@@ -236,7 +236,7 @@ Test(host_stream, event_sync_helps_the_recording_stream, .timeout = 60)
     launch(gone, &last);
     cr_assert_eq(ops()->event_record(ev, gone), ADAG_OK);
     ops()->stream_destroy(dev, gone); /* runs what it holds, then ends */
-    cr_assert_eq(ops()->event_sync(ev, adag_deadline_ms(10000)), ADAG_OK, "%s",
+    cr_assert_eq(ops()->event_sync(ev, adag__deadline_ms(10000)), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(ops()->event_query(ev), ADAG_OK);
     cr_assert_eq(atomic_load(&last.finished), 1);

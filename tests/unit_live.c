@@ -78,7 +78,7 @@ static int render(void *arg, FILE *out)
 static adag_live_t *open_live(const char *path, view_t *v)
 {
     adag_live_t *l = NULL;
-    cr_assert_eq(adag_live_open(path, render, v, &l), ADAG_OK, "adag_live_open(%s): %s",
+    cr_assert_eq(adag__live_open(path, render, v, &l), ADAG_OK, "adag__live_open(%s): %s",
                  path ? path : "NULL", adag_last_error());
     return l;
 }
@@ -86,7 +86,7 @@ static adag_live_t *open_live(const char *path, view_t *v)
 static int connect_to(const char *path)
 {
     int fd = -1;
-    cr_assert_eq(adag_live_connect(path, &fd), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__live_connect(path, &fd), ADAG_OK, "%s", adag_last_error());
     return fd;
 }
 
@@ -98,7 +98,7 @@ static size_t expect(int fd, adag_status_t want, const char *s)
     char *text = NULL;
     size_t size = 0;
     FILE *m = open_memstream(&text, &size);
-    adag_status_t st = adag_live_request(fd, m, TMO);
+    adag_status_t st = adag__live_request(fd, m, TMO);
     fclose(m);
     cr_assert_eq(st, want, "request gave %d, not %d: %s", st, want, adag_last_error());
     if (want == ADAG_OK && s)
@@ -175,24 +175,24 @@ Test(live, dir, .timeout = 10)
 {
     make_tmp();
     char dir[128], want[128], real[128];
-    cr_assert_eq(adag_live_dir(dir, sizeof(dir)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__live_dir(dir, sizeof(dir)), ADAG_OK, "%s", adag_last_error());
     snprintf(want, sizeof(want), "%s/adag", tmp);
     cr_assert_str_eq(dir, want);
     struct stat st;
     cr_assert(lstat(dir, &st) == 0 && S_ISDIR(st.st_mode));
     cr_assert_eq(st.st_mode & 07777, 0700, "mode %o", st.st_mode & 07777);
-    cr_assert_eq(adag_live_dir(dir, sizeof(dir)), ADAG_OK, "again: %s", adag_last_error());
-    cr_assert_eq(adag_live_dir(dir, 8), ADAG_ERR_INVALID, "a buffer too small");
+    cr_assert_eq(adag__live_dir(dir, sizeof(dir)), ADAG_OK, "again: %s", adag_last_error());
+    cr_assert_eq(adag__live_dir(dir, 8), ADAG_ERR_INVALID, "a buffer too small");
 
     chmod(want, 0750);
-    cr_assert_eq(adag_live_dir(dir, sizeof(dir)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__live_dir(dir, sizeof(dir)), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), want) && strstr(adag_last_error(), "0750"), "%s",
               adag_last_error());
     /* a symlink to a good directory is not followed */
     chmod(want, 0700);
     snprintf(real, sizeof(real), "%s/real", tmp);
     cr_assert(rename(want, real) == 0 && symlink(real, want) == 0);
-    cr_assert_eq(adag_live_dir(dir, sizeof(dir)), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__live_dir(dir, sizeof(dir)), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), "not a directory"), "%s", adag_last_error());
 }
 
@@ -204,7 +204,7 @@ Test(live, views, .timeout = 10)
     adag_live_t *l = open_live(NULL, &v), *l2, *dup = NULL;
     char want[128], want2[128];
     snprintf(want, sizeof(want), "%s/adag/%d.sock", tmp, (int)getpid());
-    cr_assert_str_eq(adag_live_path(l), want);
+    cr_assert_str_eq(adag__live_path(l), want);
     struct stat st;
     cr_assert(stat(want, &st) == 0 && S_ISSOCK(st.st_mode));
     cr_assert_eq(st.st_mode & 07777, 0600, "mode %o", st.st_mode & 07777);
@@ -215,24 +215,24 @@ Test(live, views, .timeout = 10)
     /* a second view in this process, and that name again once free */
     l2 = open_live(NULL, &v2);
     snprintf(want2, sizeof(want2), "%s/adag/%d-2.sock", tmp, (int)getpid());
-    cr_assert_str_eq(adag_live_path(l2), want2);
-    adag_live_close(l2);
+    cr_assert_str_eq(adag__live_path(l2), want2);
+    adag__live_close(l2);
     cr_assert_eq(stat(want2, &st), -1, "closed: no socket file");
     l2 = open_live(NULL, &v2);
-    cr_assert_str_eq(adag_live_path(l2), want2);
+    cr_assert_str_eq(adag__live_path(l2), want2);
     int fd2 = connect_to(want2);
     expect(fd2, ADAG_OK, "view 1\n");
-    adag_live_close(l2);
+    adag__live_close(l2);
     close(fd2);
 
     /* the same exact path while open: busy */
-    cr_assert_eq(adag_live_open(want, render, &v, &dup), ADAG_ERR_BUSY, "%s", adag_last_error());
+    cr_assert_eq(adag__live_open(want, render, &v, &dup), ADAG_ERR_BUSY, "%s", adag_last_error());
     cr_assert(strstr(adag_last_error(), want), "%s", adag_last_error());
     cr_assert_null(dup);
     expect(fd, ADAG_OK, "view 3\n");
 
-    adag_live_close(l);
-    adag_live_close(NULL);
+    adag__live_close(l);
+    adag__live_close(NULL);
     cr_assert_eq(stat(want, &st), -1, "closed: no socket file");
     expect(fd, ADAG_ERR_CLOSED, want);
     close(fd);
@@ -258,18 +258,18 @@ Test(live, bad_requests, .timeout = 10)
     adag_live_t *l = open_live(NULL, &v);
     char line[1000];
     memset(line, 'x', sizeof(line));
-    bad_request(adag_live_path(l), line, sizeof(line), "request line longer than 64 bytes");
-    bad_request(adag_live_path(l), "hello\n", 6, "unknown request \"hello\"");
+    bad_request(adag__live_path(l), line, sizeof(line), "request line longer than 64 bytes");
+    bad_request(adag__live_path(l), "hello\n", 6, "unknown request \"hello\"");
     /* the bound is 64 bytes, newline included: 64 is a request, 65 too long */
     line[63] = '\n';
-    bad_request(adag_live_path(l), line, 64, "unknown request \"xxx");
+    bad_request(adag__live_path(l), line, 64, "unknown request \"xxx");
     line[63] = 'x', line[64] = '\n';
-    bad_request(adag_live_path(l), line, 65, "request line longer than 64 bytes");
+    bad_request(adag__live_path(l), line, 65, "request line longer than 64 bytes");
     /* others are still served */
-    int b = connect_to(adag_live_path(l));
+    int b = connect_to(adag__live_path(l));
     expect(b, ADAG_OK, "view 1\n");
     close(b);
-    adag_live_close(l);
+    adag__live_close(l);
 }
 
 Test(live, render_fails, .timeout = 10)
@@ -277,7 +277,7 @@ Test(live, render_fails, .timeout = 10)
     make_tmp();
     view_t v = {0};
     adag_live_t *l = open_live(NULL, &v);
-    int fd = connect_to(adag_live_path(l));
+    int fd = connect_to(adag__live_path(l));
     expect(fd, ADAG_OK, "view 1\n");
     atomic_store(&v.fail, 1);
     expect(fd, ADAG_ERR_PROTOCOL, "the driver could not render the view");
@@ -291,7 +291,7 @@ Test(live, render_fails, .timeout = 10)
     atomic_store(&v.big, 0);
     expect(fd, ADAG_OK, "view 6\n");
     close(fd);
-    adag_live_close(l);
+    adag__live_close(l);
 }
 
 Test(live, stale_socket, .timeout = 10)
@@ -301,22 +301,22 @@ Test(live, stale_socket, .timeout = 10)
     snprintf(path, sizeof(path), "%s/stale.sock", tmp);
     socket_file_at(path);
     int fd = -1;
-    cr_assert_eq(adag_live_connect(path, &fd), ADAG_ERR_IO, "nobody listens");
+    cr_assert_eq(adag__live_connect(path, &fd), ADAG_ERR_IO, "nobody listens");
     cr_assert(strstr(adag_last_error(), path), "%s", adag_last_error());
     view_t v = {0};
     adag_live_t *l = open_live(path, &v);
-    cr_assert_str_eq(adag_live_path(l), path);
+    cr_assert_str_eq(adag__live_path(l), path);
     fd = connect_to(path);
     expect(fd, ADAG_OK, "view 1\n");
     close(fd);
-    adag_live_close(l);
+    adag__live_close(l);
 
     /* a file that is no socket is never replaced */
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f, "%s: %s", path, strerror(errno));
     fputs("keep", f);
     fclose(f);
-    cr_assert_eq(adag_live_open(path, render, &v, &l), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__live_open(path, render, &v, &l), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), path), "%s", adag_last_error());
     struct stat st;
     cr_assert(stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 4);
@@ -329,10 +329,10 @@ Test(live, clients, .timeout = 15)
     adag_live_t *l = open_live(NULL, &v);
     int c[ADAG_LIVE_MAX_CLIENTS];
     for (int i = 0; i < ADAG_LIVE_MAX_CLIENTS; i++) {
-        c[i] = connect_to(adag_live_path(l));
+        c[i] = connect_to(adag__live_path(l));
         expect(c[i], ADAG_OK, NULL);
     }
-    int ninth = connect_to(adag_live_path(l));
+    int ninth = connect_to(adag__live_path(l));
     expect(ninth, ADAG_ERR_PROTOCOL, "too many clients");
     close(ninth);
     /* one leaves: a newcomer is served (once the server saw it go) */
@@ -341,8 +341,8 @@ Test(live, clients, .timeout = 15)
     adag_status_t st = ADAG_ERR_PROTOCOL;
     for (int tries = 0; tries < 100 && st != ADAG_OK; tries++) {
         usleep(10000);
-        c[0] = connect_to(adag_live_path(l));
-        if ((st = adag_live_request(c[0], devnull, TMO)) != ADAG_OK)
+        c[0] = connect_to(adag__live_path(l));
+        if ((st = adag__live_request(c[0], devnull, TMO)) != ADAG_OK)
             close(c[0]);
     }
     cr_assert_eq(st, ADAG_OK, "%s", adag_last_error());
@@ -367,7 +367,7 @@ Test(live, clients, .timeout = 15)
     cr_assert_geq(read_to_eof(c[1], sink, sizeof(sink), TMO), 0, "the stalled client is dropped");
     for (int i = 0; i < ADAG_LIVE_MAX_CLIENTS; i++)
         close(c[i]);
-    adag_live_close(l);
+    adag__live_close(l);
 }
 
 #define ASSERT_HAS(text, needle) \
@@ -380,7 +380,7 @@ Test(live, attach_tool, .timeout = 30)
     adag_live_t *l = open_live(NULL, &v);
     char args[256], stale[128];
     int rc;
-    snprintf(args, sizeof(args), "attach %s --count 2 --interval 0.1", adag_live_path(l));
+    snprintf(args, sizeof(args), "attach %s --count 2 --interval 0.1", adag__live_path(l));
     char *out = run_info(args, &rc);
     cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
     ASSERT_HAS(out, "--- view 1\nview 1\n");
@@ -412,19 +412,19 @@ Test(live, attach_tool, .timeout = 30)
     adag_live_t *l2 = open_live(NULL, &v2);
     out = run_info("attach", &rc);
     cr_assert_eq(rc, 2, "exit %d:\n%s", rc, out);
-    ASSERT_HAS(out, adag_live_path(l));
-    ASSERT_HAS(out, adag_live_path(l2));
+    ASSERT_HAS(out, adag__live_path(l));
+    ASSERT_HAS(out, adag__live_path(l2));
     free(out);
-    adag_live_close(l2);
+    adag__live_close(l2);
 
     /* the driver closes after a view: exit 0 with a word about it */
-    snprintf(args, sizeof(args), "attach %s --interval 0.05", adag_live_path(l));
+    snprintf(args, sizeof(args), "attach %s --interval 0.05", adag__live_path(l));
     FILE *p = start_info(args);
     char line[256] = "";
     while (fgets(line, sizeof(line), p) && strncmp(line, "view ", 5) != 0)
         ;
     cr_assert(strncmp(line, "view ", 5) == 0, "first view: %s", line);
-    adag_live_close(l);
+    adag__live_close(l);
     out = finish(p, &rc);
     cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
     ASSERT_HAS(out, "adag-info attach: the driver closed the connection");
@@ -456,9 +456,9 @@ static int child_as_nobody(const char *path, adag_status_t want, const char *msg
         int fd = -1;
         if (setgid(65534) != 0 || setuid(65534) != 0)
             _exit(10);
-        adag_status_t st = adag_live_connect(path, &fd);
+        adag_status_t st = adag__live_connect(path, &fd);
         if (st == ADAG_OK)
-            st = adag_live_request(fd, stdout, TMO);
+            st = adag__live_request(fd, stdout, TMO);
         if (st == want && strstr(adag_last_error(), msg))
             _exit(0);
         fprintf(stderr, "child: %d: %s\n", st, adag_last_error());
@@ -490,5 +490,5 @@ Test(live, peer_uid, .timeout = 10)
     int fd = connect_to(path);
     expect(fd, ADAG_OK, "view 1\n");
     close(fd);
-    adag_live_close(l);
+    adag__live_close(l);
 }

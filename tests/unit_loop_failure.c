@@ -125,10 +125,10 @@ Test(loop_failure, malformed_slot_fails_only_its_dag, .timeout = 60)
     adag_chan_t *in = victim->inputs[0];
     uint64_t bogus = 1 + in->nslots;
     void *buf;
-    OK(adag_chan_acquire(in, 1, adag_deadline_ms(1000), &buf));
-    OK(adag_chan_publish(in, bogus, 0, NULL, ADAG_OK, NULL));
-    int64_t deadline = adag_deadline_ms(5000);
-    while (abort_status(victim) == ADAG_OK && adag_now_ns() < deadline)
+    OK(adag__chan_acquire(in, 1, adag__deadline_ms(1000), &buf));
+    OK(adag__chan_publish(in, bogus, 0, NULL, ADAG_OK, NULL));
+    int64_t deadline = adag__deadline_ms(5000);
+    while (abort_status(victim) == ADAG_OK && adag__now_ns() < deadline)
         usleep(1000);
     adag_status_t st = abort_status(victim);
     cr_assert_eq(st, ADAG_ERR_PROTOCOL, "the victim DAG's status is %s (%s)",

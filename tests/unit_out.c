@@ -44,7 +44,7 @@ static void emit(adag_out_t *o, char *expect, size_t *elen, unsigned npieces)
     for (unsigned i = 0; i < npieces; i++) {
         if (i % 50 == 49) {
             memset(big, 'A' + (int)(i % 26), 20000);
-            adag_out_write(o, big, 20000);
+            adag__out_write(o, big, 20000);
             memcpy(expect + *elen, big, 20000);
             *elen += 20000;
             continue;
@@ -54,12 +54,12 @@ static void emit(adag_out_t *o, char *expect, size_t *elen, unsigned npieces)
                          "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstu"
                          "vwxyzabcdefghijklmnopqrstuvwxyz");
         if (i % 3 == 0) {
-            adag_out_printf(o, "%u:%.*s", i, (int)(i % 97),
+            adag__out_printf(o, "%u:%.*s", i, (int)(i % 97),
                             "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopq"
                             "rstuvwxyzabcdefghijklmnopqrstuvwxyz");
-            adag_out_putc(o, '\n');
+            adag__out_putc(o, '\n');
         } else {
-            adag_out_write(o, piece, (size_t)n);
+            adag__out_write(o, piece, (size_t)n);
         }
         memcpy(expect + *elen, piece, (size_t)n);
         *elen += (size_t)n;
@@ -73,9 +73,9 @@ Test(out, writer_gets_every_byte_in_few_calls)
     size_t elen = 0;
     sink_t k = {0};
     adag_out_t o;
-    adag_out_writer(&o, (adag_writer_t){sink, &k});
+    adag__out_writer(&o, (adag_writer_t){sink, &k});
     emit(&o, expect, &elen, 2000);
-    cr_assert_eq(adag_out_end(&o, "test", NULL), ADAG_OK);
+    cr_assert_eq(adag__out_end(&o, "test", NULL), ADAG_OK);
     cr_assert_eq(k.len, elen);
     cr_assert(memcmp(k.text, expect, elen) == 0, "the text differs");
     /* a call per stage or per large piece */
@@ -93,11 +93,11 @@ Test(out, printf_larger_than_the_stage)
     big[3 * ADAG_OUT_STAGE] = '\0';
     sink_t k = {0};
     adag_out_t o;
-    adag_out_writer(&o, (adag_writer_t){sink, &k});
-    adag_out_printf(&o, "<%s>", "x");
-    adag_out_printf(&o, "[%s]", big);
-    adag_out_printf(&o, "<%s>", "y");
-    cr_assert_eq(adag_out_end(&o, "test", NULL), ADAG_OK);
+    adag__out_writer(&o, (adag_writer_t){sink, &k});
+    adag__out_printf(&o, "<%s>", "x");
+    adag__out_printf(&o, "[%s]", big);
+    adag__out_printf(&o, "<%s>", "y");
+    cr_assert_eq(adag__out_end(&o, "test", NULL), ADAG_OK);
     cr_assert_eq(k.len, 3 * ADAG_OUT_STAGE + 8);
     cr_assert(strncmp(k.text, "<x>[qqq", 7) == 0 && strcmp(k.text + k.len - 5, "q]<y>") == 0);
     free(k.text);
@@ -111,10 +111,10 @@ Test(out, buffer_cut_at_every_length)
     char *expect = malloc(1 << 22);
     size_t elen = 0;
     adag_out_t o;
-    adag_out_buffer(&o, NULL, 0);
+    adag__out_buffer(&o, NULL, 0);
     emit(&o, expect, &elen, 120);
     size_t needed = 0;
-    cr_assert_eq(adag_out_end(&o, "test", &needed), ADAG_ERR_TOO_LARGE);
+    cr_assert_eq(adag__out_end(&o, "test", &needed), ADAG_ERR_TOO_LARGE);
     cr_assert_eq(needed, elen + 1);
     char *buf = malloc(elen + 2);
     size_t lens[] = {1, 2, 3, 100, 4095, 4096, 4097, 20000, elen - 1, elen, elen + 1, elen + 2};
@@ -122,9 +122,9 @@ Test(out, buffer_cut_at_every_length)
         size_t len = lens[i];
         memset(buf, 'Z', elen + 2);
         size_t tmp = 0;
-        adag_out_buffer(&o, buf, len);
+        adag__out_buffer(&o, buf, len);
         emit(&o, expect, &tmp, 120);
-        adag_status_t st = adag_out_end(&o, "fmt", &needed);
+        adag_status_t st = adag__out_end(&o, "fmt", &needed);
         cr_assert_eq(needed, elen + 1);
         cr_assert_eq(st, len > elen ? ADAG_OK : ADAG_ERR_TOO_LARGE, "len %zu", len);
         size_t kept = len > elen ? elen : len - 1;
@@ -152,9 +152,9 @@ Test(out, first_failure_sticks)
     size_t elen = 0;
     sink_t k = {.fail_at = 2};
     adag_out_t o;
-    adag_out_writer(&o, (adag_writer_t){sink, &k});
+    adag__out_writer(&o, (adag_writer_t){sink, &k});
     emit(&o, expect, &elen, 400);
-    cr_assert_eq(adag_out_end(&o, "test", NULL), ADAG_ERR_CLOSED);
+    cr_assert_eq(adag__out_end(&o, "test", NULL), ADAG_ERR_CLOSED);
     cr_assert_eq(k.calls, 2);
     char want[96];
     snprintf(want, sizeof(want),
@@ -163,8 +163,8 @@ Test(out, first_failure_sticks)
     cr_assert(memcmp(k.text, expect, k.len) == 0);
     free(k.text);
     /* a NULL fn */
-    adag_out_writer(&o, (adag_writer_t){NULL, NULL});
-    adag_out_printf(&o, "x");
-    cr_assert_eq(adag_out_end(&o, "test", NULL), ADAG_ERR_INVALID);
+    adag__out_writer(&o, (adag_writer_t){NULL, NULL});
+    adag__out_printf(&o, "x");
+    cr_assert_eq(adag__out_end(&o, "test", NULL), ADAG_ERR_INVALID);
     free(expect);
 }

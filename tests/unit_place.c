@@ -1,7 +1,7 @@
 /* Unit tests (suites "cpulist", "wait_policy"): CPU lists as text
  * (common/cpuset.c), and the wait policy each loop gets from the CPUs its
  * actor was placed on and the loops that share them (dag/compile.c,
- * adag_dag_policy). */
+ * adag__dag_policy). */
 #include "common/cpuset.h"
 #include "common/settings.h"
 #include "dag/internal.h"
@@ -15,10 +15,10 @@ static void round_trip(const char *text, const char *canonical, int count)
     cpu_set_t set;
     char out[ADAG_CPULIST_MAX];
     const char *bad = NULL;
-    cr_assert_eq(adag_cpulist_parse(text, &set, &bad), 0, "\"%s\" refused at \"%s\"", text,
+    cr_assert_eq(adag__cpulist_parse(text, &set, &bad), 0, "\"%s\" refused at \"%s\"", text,
                  bad ? bad : "");
     cr_assert_eq(CPU_COUNT(&set), count, "\"%s\"", text);
-    adag_cpulist_format(&set, out, sizeof(out));
+    adag__cpulist_format(&set, out, sizeof(out));
     cr_assert_str_eq(out, canonical);
 }
 
@@ -44,13 +44,13 @@ Test(cpulist, refusals_point_at_the_bad_part)
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cpu_set_t set;
         const char *at = NULL;
-        cr_assert_eq(adag_cpulist_parse(bad[i].text, &set, &at), -1, "\"%s\" accepted",
+        cr_assert_eq(adag__cpulist_parse(bad[i].text, &set, &at), -1, "\"%s\" accepted",
                      bad[i].text);
         cr_assert_str_eq(at, bad[i].at, "\"%s\"", bad[i].text);
         cr_assert_eq(CPU_COUNT(&set), 0);
     }
     cpu_set_t set;
-    cr_assert_eq(adag_cpulist_parse(NULL, &set, NULL), -1);
+    cr_assert_eq(adag__cpulist_parse(NULL, &set, NULL), -1);
 }
 
 Test(cpulist, format_truncates_safely)
@@ -60,13 +60,13 @@ Test(cpulist, format_truncates_safely)
     for (int c = 0; c < 200; c += 2)
         CPU_SET(c, &set);
     char small[16];
-    adag_cpulist_format(&set, small, sizeof(small));
+    adag__cpulist_format(&set, small, sizeof(small));
     cr_assert_lt(strlen(small), sizeof(small));
     cr_assert(strncmp(small, "0,2,4,6,8", 9) == 0, "%s", small);
 }
 
 /* A DAG of fake actors, each with a placement (cpus, host), enough for
- * adag_dag_policy: it reads the actors' places and hosts, and its
+ * adag__dag_policy: it reads the actors' places and hosts, and its
  * runtime's spins (values of their own, to tell them apart). */
 #define FAKE_SPIN 111111
 #define FAKE_SPIN_CROWDED 22222
@@ -87,8 +87,8 @@ static fake_dag_t *fake(unsigned n, const char *const *cpus, const char *const *
     f->dag.nactors = n;
     f->dag.wait.spin_ns = -1;
     for (unsigned i = 0; i < n; i++) {
-        adag_place_none(&f->actors[i].place);
-        cr_assert_eq(adag_cpulist_parse(cpus[i], &f->actors[i].place.cpus, NULL), 0);
+        adag__place_none(&f->actors[i].place);
+        cr_assert_eq(adag__cpulist_parse(cpus[i], &f->actors[i].place.cpus, NULL), 0);
         snprintf(f->actors[i].node, sizeof(f->actors[i].node), "%s", hosts ? hosts[i] : "");
         f->da[i].actor = &f->actors[i];
     }
@@ -98,7 +98,7 @@ static fake_dag_t *fake(unsigned n, const char *const *cpus, const char *const *
 static void driver_on(const char *cpus)
 {
     cpu_set_t set;
-    cr_assert_eq(adag_cpulist_parse(cpus, &set, NULL), 0);
+    cr_assert_eq(adag__cpulist_parse(cpus, &set, NULL), 0);
     cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0, "this test needs CPUs %s", cpus);
 }
 
@@ -111,22 +111,22 @@ Test(wait_policy, loops_on_their_own_cpus_spin)
     const char *cpus[] = {"4-7", "4-7", "4-7", "0", "0"};
     fake_dag_t *f = fake(5, cpus, NULL);
     for (int ai = 0; ai < 3; ai++) {
-        adag_wait_policy_t p = adag_dag_policy(&f->dag, ai);
+        adag_wait_policy_t p = adag__dag_policy(&f->dag, ai);
         cr_assert_eq(p.yield, 0, "actor %d: 3 loops on 4 CPUs", ai);
         cr_assert_eq(p.spin_ns, FAKE_SPIN);
     }
     for (int ai = 3; ai < 5; ai++) {
-        adag_wait_policy_t p = adag_dag_policy(&f->dag, ai);
+        adag_wait_policy_t p = adag__dag_policy(&f->dag, ai);
         cr_assert_eq(p.yield, 1, "actor %d: 3 loops (2 actors, the driver) on 1 CPU", ai);
         cr_assert_eq(p.spin_ns, FAKE_SPIN_CROWDED);
     }
-    cr_assert_eq(adag_dag_policy(&f->dag, -1).yield, 1, "the driver shares CPU 0 with 2 loops");
+    cr_assert_eq(adag__dag_policy(&f->dag, -1).yield, 1, "the driver shares CPU 0 with 2 loops");
     free(f);
     /* four actors on CPUs 4-7 and a fifth on CPU 5: five loops meet there */
     const char *four[] = {"4-7", "4-7", "4-7", "4-7", "5"};
     f = fake(5, four, NULL);
-    cr_assert_eq(adag_dag_policy(&f->dag, 0).yield, 1, "5 loops meet CPUs 4-7");
-    cr_assert_eq(adag_dag_policy(&f->dag, -1).yield, 0, "the driver alone on CPU 0");
+    cr_assert_eq(adag__dag_policy(&f->dag, 0).yield, 1, "5 loops meet CPUs 4-7");
+    cr_assert_eq(adag__dag_policy(&f->dag, -1).yield, 0, "the driver alone on CPU 0");
     free(f);
 }
 
@@ -137,15 +137,15 @@ Test(wait_policy, actors_on_other_hosts_do_not_count)
     const char *hosts[] = {"", "10.0.0.2:7000", "10.0.0.3:7000"};
     fake_dag_t *f = fake(3, cpus, hosts);
     /* the local actor shares CPU 0 with the driver only */
-    cr_assert_eq(adag_dag_policy(&f->dag, 0).yield, 1);
+    cr_assert_eq(adag__dag_policy(&f->dag, 0).yield, 1);
     /* each remote actor is alone on its host's CPU 0 */
-    cr_assert_eq(adag_dag_policy(&f->dag, 1).yield, 0);
-    cr_assert_eq(adag_dag_policy(&f->dag, 2).yield, 0);
+    cr_assert_eq(adag__dag_policy(&f->dag, 1).yield, 0);
+    cr_assert_eq(adag__dag_policy(&f->dag, 2).yield, 0);
     free(f);
     /* two on one remote host, one CPU there: they yield */
     const char *hosts2[] = {"", "10.0.0.2:7000", "10.0.0.2:7000"};
     f = fake(3, cpus, hosts2);
-    cr_assert_eq(adag_dag_policy(&f->dag, 1).yield, 1);
+    cr_assert_eq(adag__dag_policy(&f->dag, 1).yield, 1);
     free(f);
 }
 
@@ -155,7 +155,7 @@ Test(wait_policy, explicit_spin_replaces_the_maximum_only)
     const char *cpus[] = {"0"};
     fake_dag_t *f = fake(1, cpus, NULL);
     f->dag.wait.spin_ns = 1234;
-    adag_wait_policy_t p = adag_dag_policy(&f->dag, 0);
+    adag_wait_policy_t p = adag__dag_policy(&f->dag, 0);
     cr_assert(p.yield == 1 && p.spin_ns == 1234);
     free(f);
 }

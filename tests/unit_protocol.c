@@ -2,7 +2,7 @@
  * The control protocol (suite "protocol", transport/protocol.c): every
  * message type of the table round-trips through its encoder and decoder,
  * every strict prefix (and a trailing byte) is ADAG_ERR_PROTOCOL naming the
- * message, bounds are enforced, and adag_msg_recv refuses unknown types and
+ * message, bounds are enforced, and adag__msg_recv refuses unknown types and
  * fds a message may not carry, over a real socketpair.
  */
 #include "common/clock.h"
@@ -40,13 +40,13 @@ static int blob_is(adag_blob_t b, const void *data, size_t len)
 static void enc_hello(adag_wbuf_t *b)
 {
     adag_msg_hello_t m = {ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION, {"token!", 6}};
-    adag_msg_encode_hello(b, &m);
+    adag__msg_encode_hello(b, &m);
 }
 
 static adag_status_t dec_hello(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_hello_t m;
-    adag_status_t st = adag_msg_decode_hello(msg, &m);
+    adag_status_t st = adag__msg_decode_hello(msg, &m);
     if (check && st == ADAG_OK)
         cr_assert(m.magic == ADAG_PROTOCOL_MAGIC && m.version == ADAG_PROTOCOL_VERSION &&
                   blob_is(m.token, "token!", 6));
@@ -64,11 +64,11 @@ static const adag_msg_place_t place_req = {
  * defaults, and a string. */
 static void sample_settings(adag_settings_t *s)
 {
-    cr_assert_eq(adag_settings_defaults(s), ADAG_OK);
-    cr_assert_eq(adag_settings_set(s, "ADAG_SPIN_NS", "1234", "test"), ADAG_OK);
-    cr_assert_eq(adag_settings_set(s, "ADAG_TEARDOWN_TIMEOUT_MS", "777", "test"), ADAG_OK);
-    cr_assert_eq(adag_settings_set(s, "ADAG_HOSTS", "a=h:1,b=h:2", "test"), ADAG_OK);
-    cr_assert_eq(adag_settings_set(s, "ADAG_TOKEN", "secret", "test"), ADAG_OK);
+    cr_assert_eq(adag__settings_defaults(s), ADAG_OK);
+    cr_assert_eq(adag__settings_set(s, "ADAG_SPIN_NS", "1234", "test"), ADAG_OK);
+    cr_assert_eq(adag__settings_set(s, "ADAG_TEARDOWN_TIMEOUT_MS", "777", "test"), ADAG_OK);
+    cr_assert_eq(adag__settings_set(s, "ADAG_HOSTS", "a=h:1,b=h:2", "test"), ADAG_OK);
+    cr_assert_eq(adag__settings_set(s, "ADAG_TOKEN", "secret", "test"), ADAG_OK);
 }
 
 static void enc_create(adag_wbuf_t *b)
@@ -76,18 +76,18 @@ static void enc_create(adag_wbuf_t *b)
     adag_settings_t s;
     adag_wbuf_t set = {0};
     sample_settings(&s);
-    adag_msg_encode_settings(&set, &s);
-    adag_settings_free(&s);
-    adag_msg_encode_create(b, "/lib/libx.so", "Stage", "stage1", "cuda:1",
+    adag__msg_encode_settings(&set, &s);
+    adag__settings_free(&s);
+    adag__msg_encode_create(b, "/lib/libx.so", "Stage", "stage1", "cuda:1",
                            (adag_blob_t){init_bytes, sizeof(init_bytes)}, &place_req,
                            (adag_blob_t){set.data, set.len});
-    adag_wbuf_free(&set);
+    adag__wbuf_free(&set);
 }
 
 static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_create_t m;
-    adag_status_t st = adag_msg_decode_create(msg, &m);
+    adag_status_t st = adag__msg_decode_create(msg, &m);
     if (check && st == ADAG_OK) {
         cr_assert_str_eq(m.module, "/lib/libx.so");
         cr_assert_str_eq(m.class_name, "Stage");
@@ -99,8 +99,8 @@ static adag_status_t dec_create(const adag_ctl_msg_t *msg, int check)
         cr_assert_str_eq(m.place.nic, "mlx5_2:1");
         /* the settings arrive whole, over defaults elsewhere; not the token */
         adag_settings_t got, want;
-        cr_assert_eq(adag_settings_defaults(&got), ADAG_OK);
-        cr_assert_eq(adag_msg_apply_settings(m.settings, &got), ADAG_OK, "%s",
+        cr_assert_eq(adag__settings_defaults(&got), ADAG_OK);
+        cr_assert_eq(adag__msg_apply_settings(m.settings, &got), ADAG_OK, "%s",
                      adag_last_error());
         sample_settings(&want);
         cr_assert_eq(got.spin_ns, 1234);
@@ -121,13 +121,13 @@ static void enc_prepare(adag_wbuf_t *b)
 {
     adag_msg_prepare_t m = {41, {program_bytes, sizeof(program_bytes)},
                             {domain_bytes, sizeof(domain_bytes)}};
-    adag_msg_encode_prepare(b, &m);
+    adag__msg_encode_prepare(b, &m);
 }
 
 static adag_status_t dec_prepare(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_prepare_t m;
-    adag_status_t st = adag_msg_decode_prepare(msg, &m);
+    adag_status_t st = adag__msg_decode_prepare(msg, &m);
     if (check && st == ADAG_OK)
         cr_assert(m.dag_id == 41 && blob_is(m.program, program_bytes, sizeof(program_bytes)) &&
                   blob_is(m.domains, domain_bytes, sizeof(domain_bytes)));
@@ -137,13 +137,13 @@ static adag_status_t dec_prepare(const adag_ctl_msg_t *msg, int check)
 static void enc_connect(adag_wbuf_t *b)
 {
     adag_msg_connect_t m = {42, {peer_bytes, sizeof(peer_bytes)}};
-    adag_msg_encode_connect(b, &m);
+    adag__msg_encode_connect(b, &m);
 }
 
 static adag_status_t dec_connect(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_connect_t m;
-    adag_status_t st = adag_msg_decode_connect(msg, &m);
+    adag_status_t st = adag__msg_decode_connect(msg, &m);
     if (check && st == ADAG_OK)
         cr_assert(m.dag_id == 42 && blob_is(m.peers, peer_bytes, sizeof(peer_bytes)));
     return st;
@@ -152,19 +152,19 @@ static adag_status_t dec_connect(const adag_ctl_msg_t *msg, int check)
 static void enc_dag_ok(adag_wbuf_t *b)
 {
     adag_msg_dag_t m = {43, ADAG_OK, 0};
-    adag_msg_encode_dag(b, &m);
+    adag__msg_encode_dag(b, &m);
 }
 
 static void enc_dag_abort(adag_wbuf_t *b)
 {
     adag_msg_dag_t m = {43, ADAG_ERR_ACTOR_DIED, 0};
-    adag_msg_encode_dag(b, &m);
+    adag__msg_encode_dag(b, &m);
 }
 
 static adag_status_t dec_dag(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_dag_t m;
-    adag_status_t st = adag_msg_decode_dag(msg, &m);
+    adag_status_t st = adag__msg_decode_dag(msg, &m);
     if (check && st == ADAG_OK)
         cr_assert(m.dag_id == 43 &&
                   m.status == (msg->type == ADAG_MSG_ABORT_DAG ? ADAG_ERR_ACTOR_DIED : ADAG_OK));
@@ -173,14 +173,14 @@ static adag_status_t dec_dag(const adag_ctl_msg_t *msg, int check)
 
 static void enc_reply(adag_wbuf_t *b)
 {
-    adag_msg_encode_reply(b, ADAG_ERR_METHOD, "actor a.m: boom",
+    adag__msg_encode_reply(b, ADAG_ERR_METHOD, "actor a.m: boom",
                           (adag_blob_t){body_bytes, sizeof(body_bytes)});
 }
 
 static adag_status_t dec_reply(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_reply_t m;
-    adag_status_t st = adag_msg_decode_reply(msg, &m);
+    adag_status_t st = adag__msg_decode_reply(msg, &m);
     if (check && st == ADAG_OK) {
         cr_assert_eq(m.status, ADAG_ERR_METHOD);
         cr_assert_str_eq(m.msg, "actor a.m: boom");
@@ -192,13 +192,13 @@ static adag_status_t dec_reply(const adag_ctl_msg_t *msg, int check)
 static void enc_failed(adag_wbuf_t *b)
 {
     adag_msg_failed_t m = {9, ADAG_ERR_TIMEOUT, "device channel x: the peer copy timed out"};
-    adag_msg_encode_failed(b, &m);
+    adag__msg_encode_failed(b, &m);
 }
 
 static adag_status_t dec_failed(const adag_ctl_msg_t *msg, int check)
 {
     adag_msg_failed_t m;
-    adag_status_t st = adag_msg_decode_failed(msg, &m);
+    adag_status_t st = adag__msg_decode_failed(msg, &m);
     if (check && st == ADAG_OK) {
         cr_assert_eq(m.dag_id, 9);
         cr_assert_eq(m.status, ADAG_ERR_TIMEOUT);
@@ -238,7 +238,7 @@ static adag_ctl_msg_t view(uint32_t type, const void *data, size_t len)
 static void assert_names(uint32_t type, const char *what)
 {
     char want[96], buf[32];
-    snprintf(want, sizeof(want), "%s %s message", what, adag_msg_name(type, buf, sizeof(buf)));
+    snprintf(want, sizeof(want), "%s %s message", what, adag__msg_name(type, buf, sizeof(buf)));
     cr_assert(strstr(adag_last_error(), want), "wanted \"%s\" in: %s", want, adag_last_error());
 }
 
@@ -249,16 +249,17 @@ Test(protocol, every_type_has_a_case)
         for (unsigned i = 0; i < NCASES; i++)
             if (cases[i].type == t)
                 c = &cases[i];
-        cr_assert_eq(adag_msg_info(t) != NULL, c != NULL, "message type %u", t);
+        cr_assert_eq(adag__msg_info(t) != NULL, c != NULL, "message type %u", t);
     }
     char buf[32];
-    cr_assert_str_eq(adag_msg_name(ADAG_MSG_PREPARE_DAG, buf, sizeof(buf)), "PREPARE_DAG");
-    cr_assert_str_eq(adag_msg_name(999, buf, sizeof(buf)), "message 999");
-    cr_assert(adag_msg_info(ADAG_MSG_ABORT_DAG)->one_way && adag_msg_info(ADAG_MSG_REPLY)->one_way);
-    cr_assert(!adag_msg_info(ADAG_MSG_PREPARE_DAG)->one_way);
-    cr_assert_eq(adag_msg_info(ADAG_MSG_PREPARE_DAG)->max_fds, ADAG_CTL_MAX_FDS);
-    cr_assert(adag_msg_info(ADAG_MSG_DAG_FAILED)->one_way);
-    cr_assert_eq(adag_msg_info(ADAG_MSG_CREATE_ACTOR)->max_fds, 1); /* the event socket */
+    cr_assert_str_eq(adag__msg_name(ADAG_MSG_PREPARE_DAG, buf, sizeof(buf)), "PREPARE_DAG");
+    cr_assert_str_eq(adag__msg_name(999, buf, sizeof(buf)), "message 999");
+    cr_assert(adag__msg_info(ADAG_MSG_ABORT_DAG)->one_way &&
+              adag__msg_info(ADAG_MSG_REPLY)->one_way);
+    cr_assert(!adag__msg_info(ADAG_MSG_PREPARE_DAG)->one_way);
+    cr_assert_eq(adag__msg_info(ADAG_MSG_PREPARE_DAG)->max_fds, ADAG_CTL_MAX_FDS);
+    cr_assert(adag__msg_info(ADAG_MSG_DAG_FAILED)->one_way);
+    cr_assert_eq(adag__msg_info(ADAG_MSG_CREATE_ACTOR)->max_fds, 1); /* the event socket */
 }
 
 /* DAG_FAILED carries an error status, never OK or a positive value. */
@@ -268,10 +269,10 @@ Test(protocol, dag_failed_needs_an_error_status)
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         adag_msg_failed_t m = {1, bad[i], "x"}, out;
         adag_wbuf_t b = {0};
-        adag_msg_encode_failed(&b, &m);
+        adag__msg_encode_failed(&b, &m);
         adag_ctl_msg_t msg = view(ADAG_MSG_DAG_FAILED, b.data, b.len);
-        cr_assert_eq(adag_msg_decode_failed(&msg, &out), ADAG_ERR_PROTOCOL, "status %d", bad[i]);
-        adag_wbuf_free(&b);
+        cr_assert_eq(adag__msg_decode_failed(&msg, &out), ADAG_ERR_PROTOCOL, "status %d", bad[i]);
+        adag__wbuf_free(&b);
     }
 }
 
@@ -287,12 +288,12 @@ Test(protocol, roundtrip_prefixes_and_trailing_bytes, .timeout = 30)
         c->encode(&b);
         cr_assert(!b.failed);
         adag_ctl_msg_t m = view(c->type, b.data, b.len);
-        cr_assert_eq(c->decode(&m, 1), ADAG_OK, "%s: %s", adag_msg_info(c->type)->name,
+        cr_assert_eq(c->decode(&m, 1), ADAG_OK, "%s: %s", adag__msg_info(c->type)->name,
                      adag_last_error());
         for (size_t len = 0; len < b.len; len++) {
             m = view(c->type, b.data, len);
             cr_assert_eq(c->decode(&m, 0), ADAG_ERR_PROTOCOL, "%s: a %zu-byte prefix",
-                         adag_msg_info(c->type)->name, len);
+                         adag__msg_info(c->type)->name, len);
             assert_names(c->type, "malformed");
         }
         char *more = malloc(b.len + 1);
@@ -300,16 +301,16 @@ Test(protocol, roundtrip_prefixes_and_trailing_bytes, .timeout = 30)
         more[b.len] = 0;
         m = view(c->type, more, b.len + 1);
         cr_assert_eq(c->decode(&m, 0), ADAG_ERR_PROTOCOL, "%s: a trailing byte",
-                     adag_msg_info(c->type)->name);
+                     adag__msg_info(c->type)->name);
         assert_names(c->type, "malformed");
         free(more);
         /* the right bytes under another type */
         uint32_t other = c->type == ADAG_MSG_REPLY ? ADAG_MSG_HELLO : ADAG_MSG_REPLY;
         m = view(other, b.data, b.len);
         cr_assert_eq(c->decode(&m, 0), ADAG_ERR_PROTOCOL, "%s decoded a %s",
-                     adag_msg_info(c->type)->name, adag_msg_info(other)->name);
+                     adag__msg_info(c->type)->name, adag__msg_info(other)->name);
         cr_assert(strstr(adag_last_error(), "expected a"), "%s", adag_last_error());
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
 }
 
@@ -321,15 +322,15 @@ Test(protocol, abort_dag_needs_an_error_status)
         int is_bad = i < sizeof(bad) / sizeof(bad[0]);
         adag_msg_dag_t m = {1, is_bad ? bad[i] : good[i - sizeof(bad) / sizeof(bad[0])], 0}, out;
         adag_wbuf_t b = {0};
-        adag_msg_encode_dag(&b, &m);
+        adag__msg_encode_dag(&b, &m);
         adag_ctl_msg_t msg = view(ADAG_MSG_ABORT_DAG, b.data, b.len);
-        cr_assert_eq(adag_msg_decode_dag(&msg, &out), is_bad ? ADAG_ERR_PROTOCOL : ADAG_OK,
+        cr_assert_eq(adag__msg_decode_dag(&msg, &out), is_bad ? ADAG_ERR_PROTOCOL : ADAG_OK,
                      "status %d", m.status);
         if (is_bad)
             assert_names(ADAG_MSG_ABORT_DAG, "malformed");
         else
             cr_assert_eq(out.status, m.status);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
 }
 
@@ -342,11 +343,11 @@ Test(protocol, bounds_are_enforced)
     memset(token, 't', sizeof(token));
     for (size_t len = ADAG_TOKEN_MAX; len <= ADAG_TOKEN_MAX + 1; len++) {
         adag_msg_hello_t h = {ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION, {token, len}}, out;
-        adag_msg_encode_hello(&b, &h);
+        adag__msg_encode_hello(&b, &h);
         m = view(ADAG_MSG_HELLO, b.data, b.len);
-        cr_assert_eq(adag_msg_decode_hello(&m, &out),
+        cr_assert_eq(adag__msg_decode_hello(&m, &out),
                      len <= ADAG_TOKEN_MAX ? ADAG_OK : ADAG_ERR_PROTOCOL, "token of %zu", len);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
     /* names longer than their arrays */
     char longname[PATH_MAX + 1];
@@ -354,22 +355,22 @@ Test(protocol, bounds_are_enforced)
     longname[sizeof(longname) - 1] = '\0';
     adag_msg_create_t c;
     for (int which = 0; which < 4; which++) {
-        adag_msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
+        adag__msg_encode_create(&b, which == 0 ? longname : "m", which == 1 ? longname : "C",
                                which == 2 ? longname : "a", which == 3 ? longname : "emu:0",
                                (adag_blob_t){NULL, 0}, NULL, (adag_blob_t){NULL, 0});
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
-        cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);
+        cr_assert_eq(adag__msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "name %d", which);
         assert_names(ADAG_MSG_CREATE_ACTOR, "malformed");
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
     /* an actor without a device: NULL travels as "" */
-    adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
+    adag__msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
                            (adag_blob_t){NULL, 0});
     m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
-    cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__msg_decode_create(&m, &c), ADAG_OK, "%s", adag_last_error());
     cr_assert_str_eq(c.device, "");
     cr_assert(c.place.flags == 0 && c.place.numa == -1 && !c.place.cpus[0]);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     /* placements a peer may not send: unknown flags, a node below -1 or
      * past 4095, a distance past the table */
     adag_msg_place_t bad_places[4] = {place_req, place_req, place_req, place_req};
@@ -378,27 +379,27 @@ Test(protocol, bounds_are_enforced)
     bad_places[2].numa = 4096;
     bad_places[3].nic_dist = 9;
     for (int i = 0; i < 4; i++) {
-        adag_msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, &bad_places[i],
+        adag__msg_encode_create(&b, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, &bad_places[i],
                                (adag_blob_t){NULL, 0});
         m = view(ADAG_MSG_CREATE_ACTOR, b.data, b.len);
-        cr_assert_eq(adag_msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "place %d", i);
-        adag_wbuf_free(&b);
+        cr_assert_eq(adag__msg_decode_create(&m, &c), ADAG_ERR_PROTOCOL, "place %d", i);
+        adag__wbuf_free(&b);
     }
     /* HELLO's reply: round trip, prefixes, no CPUs */
     adag_msg_hello_reply_t hr = {ADAG_PROTOCOL_VERSION, 1234, 8}, hout;
-    adag_msg_encode_hello_reply(&b, &hr);
-    cr_assert_eq(adag_msg_decode_hello_reply((adag_blob_t){b.data, b.len}, &hout), ADAG_OK);
+    adag__msg_encode_hello_reply(&b, &hr);
+    cr_assert_eq(adag__msg_decode_hello_reply((adag_blob_t){b.data, b.len}, &hout), ADAG_OK);
     cr_assert(hout.version == hr.version && hout.pid == 1234 && hout.ncpus == 8);
     for (size_t len = 0; len < b.len; len++)
-        cr_assert_eq(adag_msg_decode_hello_reply((adag_blob_t){b.data, len}, &hout),
+        cr_assert_eq(adag__msg_decode_hello_reply((adag_blob_t){b.data, len}, &hout),
                      ADAG_ERR_PROTOCOL);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     hr.ncpus = 0;
-    adag_msg_encode_hello_reply(&b, &hr);
-    cr_assert_eq(adag_msg_decode_hello_reply((adag_blob_t){b.data, b.len}, &hout),
+    adag__msg_encode_hello_reply(&b, &hr);
+    cr_assert_eq(adag__msg_decode_hello_reply((adag_blob_t){b.data, b.len}, &hout),
                  ADAG_ERR_PROTOCOL);
     cr_assert(strstr(adag_last_error(), "malformed reply to HELLO"), "%s", adag_last_error());
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
 }
 
 /* The last CREATE_ACTOR decode_with_settings encoded: what c's views
@@ -409,11 +410,11 @@ static adag_wbuf_t create_msg;
  * the status of its decoder. */
 static adag_status_t decode_with_settings(const adag_wbuf_t *set, adag_msg_create_t *c)
 {
-    adag_wbuf_free(&create_msg);
-    adag_msg_encode_create(&create_msg, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
+    adag__wbuf_free(&create_msg);
+    adag__msg_encode_create(&create_msg, "m", "C", "a", NULL, (adag_blob_t){NULL, 0}, NULL,
                            (adag_blob_t){set->data, set->len});
     adag_ctl_msg_t m = view(ADAG_MSG_CREATE_ACTOR, create_msg.data, create_msg.len);
-    return adag_msg_decode_create(&m, c);
+    return adag__msg_decode_create(&m, c);
 }
 
 /* A list of n pairs {name, value} (values NULL: "1"), and what CREATE_ACTOR
@@ -421,11 +422,11 @@ static adag_status_t decode_with_settings(const adag_wbuf_t *set, adag_msg_creat
 static adag_status_t settings_list(unsigned n, const char *const *names, const char *value,
                                    adag_wbuf_t *set, adag_msg_create_t *c)
 {
-    adag_wbuf_free(set);
-    adag_wbuf_u32(set, n);
+    adag__wbuf_free(set);
+    adag__wbuf_u32(set, n);
     for (unsigned i = 0; i < n; i++) {
-        adag_wbuf_str(set, names[i]);
-        adag_wbuf_str(set, value ? value : "1");
+        adag__wbuf_str(set, names[i]);
+        adag__wbuf_str(set, value ? value : "1");
     }
     return decode_with_settings(set, c);
 }
@@ -472,17 +473,17 @@ Test(protocol, create_actor_settings_are_bounded_and_checked)
     cr_assert_eq(settings_list(1, one, "", &set, &c), ADAG_OK);
     /* a NUL inside a name or a value; a byte after the last pair; no count */
     for (int which = 0; which < 2; which++) {
-        adag_wbuf_free(&set);
-        adag_wbuf_u32(&set, 1);
-        adag_wbuf_bytes(&set, which ? "ADAG_HOSTS" : "ADAG\0X", which ? 10 : 6);
-        adag_wbuf_bytes(&set, which ? "a\0b" : "1", which ? 3 : 1);
+        adag__wbuf_free(&set);
+        adag__wbuf_u32(&set, 1);
+        adag__wbuf_bytes(&set, which ? "ADAG_HOSTS" : "ADAG\0X", which ? 10 : 6);
+        adag__wbuf_bytes(&set, which ? "a\0b" : "1", which ? 3 : 1);
         cr_assert_eq(decode_with_settings(&set, &c), ADAG_ERR_PROTOCOL, "a NUL (%d)", which);
     }
     settings_list(1, one, "x", &set, &c);
-    adag_wbuf_raw(&set, "", 1);
+    adag__wbuf_raw(&set, "", 1);
     cr_assert_eq(decode_with_settings(&set, &c), ADAG_ERR_PROTOCOL, "a byte after the pairs");
-    adag_wbuf_free(&set);
-    adag_wbuf_raw(&set, "\0\0\0", 3);
+    adag__wbuf_free(&set);
+    adag__wbuf_raw(&set, "\0\0\0", 3);
     cr_assert_eq(decode_with_settings(&set, &c), ADAG_ERR_PROTOCOL, "a count of 3 bytes");
     /* well formed, refused by the table when applied */
     static const struct {
@@ -497,15 +498,15 @@ Test(protocol, create_actor_settings_are_bounded_and_checked)
         one[0] = refused[i].name;
         cr_assert_eq(settings_list(1, one, refused[i].value, &set, &c), ADAG_OK);
         adag_settings_t s;
-        cr_assert_eq(adag_settings_defaults(&s), ADAG_OK);
-        cr_assert_eq(adag_msg_apply_settings(c.settings, &s), ADAG_ERR_PROTOCOL, "%s=%s",
+        cr_assert_eq(adag__settings_defaults(&s), ADAG_OK);
+        cr_assert_eq(adag__msg_apply_settings(c.settings, &s), ADAG_ERR_PROTOCOL, "%s=%s",
                      refused[i].name, refused[i].value);
         cr_assert(strstr(adag_last_error(), refused[i].says), "wanted \"%s\" in: %s",
                   refused[i].says, adag_last_error());
-        adag_settings_free(&s);
+        adag__settings_free(&s);
     }
-    adag_wbuf_free(&set);
-    adag_wbuf_free(&create_msg);
+    adag__wbuf_free(&set);
+    adag__wbuf_free(&create_msg);
 }
 
 /* A REPLY's message (a worker's failure, e.g. an init's adag_init_fail
@@ -518,10 +519,10 @@ Test(protocol, reply_message_bound)
         memset(text, 'm', len);
         text[len] = '\0';
         adag_wbuf_t b = {0};
-        adag_msg_encode_reply(&b, ADAG_ERR_INVALID, text, (adag_blob_t){NULL, 0});
+        adag__msg_encode_reply(&b, ADAG_ERR_INVALID, text, (adag_blob_t){NULL, 0});
         adag_ctl_msg_t m = view(ADAG_MSG_REPLY, b.data, b.len);
         adag_msg_reply_t r;
-        adag_status_t st = adag_msg_decode_reply(&m, &r);
+        adag_status_t st = adag__msg_decode_reply(&m, &r);
         if (len < ADAG_ERROR_MAX) {
             cr_assert_eq(st, ADAG_OK, "%s", adag_last_error());
             cr_assert(r.status == ADAG_ERR_INVALID && strcmp(r.msg, text) == 0);
@@ -529,7 +530,7 @@ Test(protocol, reply_message_bound)
             cr_assert_eq(st, ADAG_ERR_PROTOCOL, "a message of %zu bytes", len);
             assert_names(ADAG_MSG_REPLY, "malformed");
         }
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
 }
 
@@ -541,8 +542,8 @@ Test(protocol, method_table)
     adag_msg_place_t placed = {.flags = ADAG_MSG_PLACE_BOUND | ADAG_MSG_PLACE_THIS_SYSTEM,
                                .numa = 0, .cpus = "1", .nic = "mlx5_0:1", .gpu = "0000:07:00.0",
                                .nic_dist = 1}, got;
-    adag_msg_encode_methods(&b, ms, 2, &placed);
-    cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got), ADAG_OK);
+    adag__msg_encode_methods(&b, ms, 2, &placed);
+    cr_assert_eq(adag__msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got), ADAG_OK);
     cr_assert_eq(n, 2);
     cr_assert(got.flags == placed.flags && got.numa == 0 && got.nic_dist == 1);
     cr_assert_str_eq(got.cpus, "1");
@@ -551,48 +552,48 @@ Test(protocol, method_table)
     cr_assert(out[0].nargs == 1 && out[1].nreturns == 2);
     free(out);
     for (size_t len = 0; len < b.len; len++)
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, len}, &out, &n, &got),
+        cr_assert_eq(adag__msg_decode_methods((adag_blob_t){b.data, len}, &out, &n, &got),
                      ADAG_ERR_PROTOCOL, "prefix %zu", len);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     /* bad tables */
     adag_msg_method_t bad[] = {{"", 1, 1},
                                {"m", ADAG_MAX_ARGS + 1, 1},
                                {"m", 1, 0},
                                {"m", 1, ADAG_MAX_RETURNS + 1}};
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        adag_msg_encode_methods(&b, &bad[i], 1, NULL);
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
+        adag__msg_encode_methods(&b, &bad[i], 1, NULL);
+        cr_assert_eq(adag__msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
                      ADAG_ERR_PROTOCOL, "method %u", i);
         cr_assert(strstr(adag_last_error(), "CREATE_ACTOR"), "%s", adag_last_error());
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
     /* 4096 methods, and one more */
     adag_msg_method_t *big = calloc(4097, sizeof(*big));
     for (unsigned i = 0; i < 4097; i++)
         big[i] = (adag_msg_method_t){"m", 1, 1};
     for (unsigned count = 4096; count <= 4097; count++) {
-        adag_msg_encode_methods(&b, big, count, NULL);
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
+        adag__msg_encode_methods(&b, big, count, NULL);
+        cr_assert_eq(adag__msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
                      count <= 4096 ? ADAG_OK : ADAG_ERR_PROTOCOL, "%u methods", count);
         if (count <= 4096)
             free(out);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
     free(big);
     /* counts: none, more than 4096, more than the body holds */
     const uint32_t counts[] = {0, 4097, 3, 0xffffffffu};
     for (unsigned i = 0; i < 4; i++) {
-        adag_wbuf_u32(&b, counts[i]);
-        adag_wbuf_str(&b, "m");
-        adag_wbuf_u32(&b, 1);
-        adag_wbuf_u32(&b, 1);
-        cr_assert_eq(adag_msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
+        adag__wbuf_u32(&b, counts[i]);
+        adag__wbuf_str(&b, "m");
+        adag__wbuf_u32(&b, 1);
+        adag__wbuf_u32(&b, 1);
+        cr_assert_eq(adag__msg_decode_methods((adag_blob_t){b.data, b.len}, &out, &n, &got),
                      ADAG_ERR_PROTOCOL, "count %u", counts[i]);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
 }
 
-/* ---- adag_msg_recv over a socketpair ---- */
+/* ---- adag__msg_recv over a socketpair ---- */
 
 static int count_fds(void)
 {
@@ -618,55 +619,55 @@ Test(protocol, recv_refuses_unknown_types_and_fds, .timeout = 30)
         adag_wbuf_t b = {0};
         if (cases[i].encode)
             cases[i].encode(&b);
-        cr_assert_eq(adag_ctl_send(sv[0], cases[i].type, b.data, b.len, NULL, 0), ADAG_OK);
-        cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_OK, "%s",
+        cr_assert_eq(adag__ctl_send(sv[0], cases[i].type, b.data, b.len, NULL, 0), ADAG_OK);
+        cr_assert_eq(adag__msg_recv(sv[1], adag__deadline_ms(5000), &msg), ADAG_OK, "%s",
                      adag_last_error());
         cr_assert_eq(msg.type, cases[i].type);
         cr_assert(msg.len == b.len && (b.len == 0 || memcmp(msg.payload, b.data, b.len) == 0));
         if (cases[i].decode)
             cr_assert_eq(cases[i].decode(&msg, 1), ADAG_OK);
-        adag_ctl_msg_free(&msg);
-        adag_wbuf_free(&b);
+        adag__ctl_msg_free(&msg);
+        adag__wbuf_free(&b);
     }
 
     /* unknown types (with an fd, which is closed), then a good frame still arrives */
     const uint32_t unknown[] = {0, ADAG_MSG_END, 999};
     for (unsigned i = 0; i < 3; i++) {
-        cr_assert_eq(adag_ctl_send(sv[0], unknown[i], "xyz", 3, &p[0], 1), ADAG_OK);
-        cr_assert_eq(adag_ctl_send(sv[0], ADAG_MSG_SHUTDOWN, NULL, 0, NULL, 0), ADAG_OK);
-        cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_ERR_PROTOCOL,
+        cr_assert_eq(adag__ctl_send(sv[0], unknown[i], "xyz", 3, &p[0], 1), ADAG_OK);
+        cr_assert_eq(adag__ctl_send(sv[0], ADAG_MSG_SHUTDOWN, NULL, 0, NULL, 0), ADAG_OK);
+        cr_assert_eq(adag__msg_recv(sv[1], adag__deadline_ms(5000), &msg), ADAG_ERR_PROTOCOL,
                      "type %u", unknown[i]);
         cr_assert(strstr(adag_last_error(), "unknown control message"), "%s",
                   adag_last_error());
         cr_assert_eq(count_fds(), before, "the refused message's fd is open");
-        cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_OK);
+        cr_assert_eq(adag__msg_recv(sv[1], adag__deadline_ms(5000), &msg), ADAG_OK);
         cr_assert_eq(msg.type, ADAG_MSG_SHUTDOWN);
-        adag_ctl_msg_free(&msg);
+        adag__ctl_msg_free(&msg);
     }
 
     /* fds on a message that carries none; PREPARE_DAG may carry them all */
     adag_wbuf_t b = {0};
     enc_connect(&b);
-    cr_assert_eq(adag_ctl_send(sv[0], ADAG_MSG_CONNECT_DAG, b.data, b.len, p, 2), ADAG_OK);
-    cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_ERR_PROTOCOL);
+    cr_assert_eq(adag__ctl_send(sv[0], ADAG_MSG_CONNECT_DAG, b.data, b.len, p, 2), ADAG_OK);
+    cr_assert_eq(adag__msg_recv(sv[1], adag__deadline_ms(5000), &msg), ADAG_ERR_PROTOCOL);
     cr_assert(strstr(adag_last_error(), "CONNECT_DAG message carries 2 fds, at most 0"), "%s",
               adag_last_error());
     cr_assert_eq(count_fds(), before);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     int many[ADAG_CTL_MAX_FDS];
     for (unsigned i = 0; i < ADAG_CTL_MAX_FDS; i++)
         many[i] = p[i % 2];
     enc_prepare(&b);
-    cr_assert_eq(adag_ctl_send(sv[0], ADAG_MSG_PREPARE_DAG, b.data, b.len, many,
+    cr_assert_eq(adag__ctl_send(sv[0], ADAG_MSG_PREPARE_DAG, b.data, b.len, many,
                                ADAG_CTL_MAX_FDS),
                  ADAG_OK);
-    cr_assert_eq(adag_msg_recv(sv[1], adag_deadline_ms(5000), &msg), ADAG_OK, "%s",
+    cr_assert_eq(adag__msg_recv(sv[1], adag__deadline_ms(5000), &msg), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(msg.nfds, ADAG_CTL_MAX_FDS);
     cr_assert_eq(dec_prepare(&msg, 1), ADAG_OK);
-    adag_ctl_msg_free(&msg);
+    adag__ctl_msg_free(&msg);
     cr_assert_eq(count_fds(), before);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     close(sv[0]);
     close(sv[1]);
     close(p[0]);
@@ -685,34 +686,34 @@ Test(protocol, trace_records)
     }, *out;
     uint64_t now, lost, n;
     adag_wbuf_t b = {0};
-    adag_msg_encode_trace(&b, 12345, 6, recs, 3);
-    cr_assert_eq(adag_msg_decode_trace((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
+    adag__msg_encode_trace(&b, 12345, 6, recs, 3);
+    cr_assert_eq(adag__msg_decode_trace((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
                  ADAG_OK, "%s", adag_last_error());
     cr_assert(now == 12345 && lost == 6 && n == 3);
     cr_assert_eq(memcmp(out, recs, sizeof(recs)), 0);
     free(out);
     for (size_t len = 0; len < b.len; len++)
-        cr_assert_eq(adag_msg_decode_trace((adag_blob_t){b.data, len}, &now, &lost, &out, &n),
+        cr_assert_eq(adag__msg_decode_trace((adag_blob_t){b.data, len}, &now, &lost, &out, &n),
                      ADAG_ERR_PROTOCOL, "prefix %zu", len);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     /* no records */
-    adag_msg_encode_trace(&b, 1, 0, NULL, 0);
-    cr_assert_eq(adag_msg_decode_trace((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
+    adag__msg_encode_trace(&b, 1, 0, NULL, 0);
+    cr_assert_eq(adag__msg_decode_trace((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
                  ADAG_OK);
     cr_assert(n == 0 && out == NULL);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     /* counts that lie */
     const uint64_t counts[] = {2, 4, ADAG_TRACE_MAX_SPANS + 1, UINT64_MAX};
     for (unsigned i = 0; i < 4; i++) {
-        adag_wbuf_u64(&b, 1);
-        adag_wbuf_u64(&b, 0);
-        adag_wbuf_u64(&b, counts[i]);
+        adag__wbuf_u64(&b, 1);
+        adag__wbuf_u64(&b, 0);
+        adag__wbuf_u64(&b, counts[i]);
         for (int k = 0; k < 3 * 7; k++)
-            adag_wbuf_u64(&b, (uint64_t)k);
-        cr_assert_eq(adag_msg_decode_trace((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
+            adag__wbuf_u64(&b, (uint64_t)k);
+        cr_assert_eq(adag__msg_decode_trace((adag_blob_t){b.data, b.len}, &now, &lost, &out, &n),
                      ADAG_ERR_PROTOCOL, "count %llu", (unsigned long long)counts[i]);
         cr_assert(strstr(adag_last_error(), "TRACE_DAG"), "%s", adag_last_error());
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
 }
 
@@ -728,7 +729,7 @@ Test(protocol, trace_expand)
         {.seq = 5, .t = {120, 130}, .packed = ADAG_SPAN_COLLECTIVE | 1u << 16},
     };
     adag_span_t sp[12];
-    cr_assert_eq(adag_trace_expand(recs, 3, sp), 8);
+    cr_assert_eq(adag__trace_expand(recs, 3, sp), 8);
     const unsigned kinds[8] = {ADAG_SPAN_WAIT_INPUT, ADAG_SPAN_WAIT_ROOM, ADAG_SPAN_COMPUTE,
                                ADAG_SPAN_PUBLISH,    ADAG_SPAN_WAIT_INPUT, ADAG_SPAN_WAIT_ROOM,
                                ADAG_SPAN_PUBLISH,    ADAG_SPAN_COLLECTIVE};
@@ -750,21 +751,21 @@ Test(protocol, clock)
     adag_wbuf_t b = {0};
     uint64_t now;
     char boot[ADAG_BOOT_ID_MAX];
-    adag_msg_encode_clock(&b, 987654321, "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab");
-    cr_assert_eq(adag_msg_decode_clock((adag_blob_t){b.data, b.len}, &now, boot), ADAG_OK);
+    adag__msg_encode_clock(&b, 987654321, "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab");
+    cr_assert_eq(adag__msg_decode_clock((adag_blob_t){b.data, b.len}, &now, boot), ADAG_OK);
     cr_assert(now == 987654321 && strcmp(boot, "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab") == 0);
     for (size_t len = 0; len < b.len; len++)
-        cr_assert_eq(adag_msg_decode_clock((adag_blob_t){b.data, len}, &now, boot),
+        cr_assert_eq(adag__msg_decode_clock((adag_blob_t){b.data, len}, &now, boot),
                      ADAG_ERR_PROTOCOL, "prefix %zu", len);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     char long_id[100];
     memset(long_id, 'x', sizeof(long_id) - 1);
     long_id[sizeof(long_id) - 1] = '\0';
-    adag_msg_encode_clock(&b, 1, long_id);
-    cr_assert_eq(adag_msg_decode_clock((adag_blob_t){b.data, b.len}, &now, boot),
+    adag__msg_encode_clock(&b, 1, long_id);
+    cr_assert_eq(adag__msg_decode_clock((adag_blob_t){b.data, b.len}, &now, boot),
                  ADAG_ERR_PROTOCOL);
     cr_assert(strstr(adag_last_error(), "CLOCK"), "%s", adag_last_error());
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
 }
 
 /* STATS_DAG's reply: figures round trip; prefixes and lying counts are
@@ -776,26 +777,26 @@ Test(protocol, stats_figures)
     adag_loop_figures_t f = {.timed = 1, .elapsed_ns = 777, .idle_ns = 55, .doing = 3 << 8 | 2, .nops = 2, .nchans = 1,
                              .ops = ops, .chans = chans}, got;
     adag_wbuf_t b = {0};
-    adag_msg_encode_figures(&b, &f);
-    cr_assert_eq(adag_msg_decode_figures((adag_blob_t){b.data, b.len}, &got), ADAG_OK, "%s",
+    adag__msg_encode_figures(&b, &f);
+    cr_assert_eq(adag__msg_decode_figures((adag_blob_t){b.data, b.len}, &got), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert(got.timed == 1 && got.elapsed_ns == 777 && got.idle_ns == 55 && got.doing == (3 << 8 | 2) && got.nops == 2 &&
               got.nchans == 1);
     cr_assert_eq(memcmp(got.ops, ops, sizeof(ops)), 0);
     cr_assert_eq(memcmp(got.chans, chans, sizeof(chans)), 0);
-    adag_loop_figures_free(&got);
+    adag__loop_figures_free(&got);
     for (size_t len = 0; len < b.len; len++)
-        cr_assert_eq(adag_msg_decode_figures((adag_blob_t){b.data, len}, &got),
+        cr_assert_eq(adag__msg_decode_figures((adag_blob_t){b.data, len}, &got),
                      ADAG_ERR_PROTOCOL, "prefix %zu", len);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
     f.nops = ADAG_MSG_FIGURES_MAX + 1; /* encoded as is: a count the bytes do not hold */
-    adag_wbuf_u32(&b, 1);
-    adag_wbuf_u64(&b, 1);
-    adag_wbuf_u64(&b, 1);
-    adag_wbuf_u32(&b, 0);
-    adag_wbuf_u32(&b, UINT32_MAX);
-    adag_wbuf_u32(&b, 0);
-    cr_assert_eq(adag_msg_decode_figures((adag_blob_t){b.data, b.len}, &got), ADAG_ERR_PROTOCOL);
+    adag__wbuf_u32(&b, 1);
+    adag__wbuf_u64(&b, 1);
+    adag__wbuf_u64(&b, 1);
+    adag__wbuf_u32(&b, 0);
+    adag__wbuf_u32(&b, UINT32_MAX);
+    adag__wbuf_u32(&b, 0);
+    cr_assert_eq(adag__msg_decode_figures((adag_blob_t){b.data, b.len}, &got), ADAG_ERR_PROTOCOL);
     cr_assert(strstr(adag_last_error(), "STATS_DAG"), "%s", adag_last_error());
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
 }

@@ -23,25 +23,25 @@ Test(tensor_meta, tensor_bytes, .timeout = 10)
     size_t n = 99;
     const int64_t s[3] = {2, 3, 4}, zero[3] = {1ll << 62, 0, 1ll << 62},
                   big[2] = {1ll << 31, 1ll << 31}, neg[2] = {1, -1};
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_F32, 3, s, &n, why, sizeof(why)), ADAG_TENSOR_OK);
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_F32, 3, s, &n, why, sizeof(why)), ADAG_TENSOR_OK);
     cr_assert_eq(n, 96);
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_BOOL, 0, NULL, &n, NULL, 0), ADAG_TENSOR_OK);
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_BOOL, 0, NULL, &n, NULL, 0), ADAG_TENSOR_OK);
     cr_assert_eq(n, 1, "a scalar is one element");
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_F64, 3, zero, &n, why, sizeof(why)), ADAG_TENSOR_OK,
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_F64, 3, zero, &n, why, sizeof(why)), ADAG_TENSOR_OK,
                  "a 0 dimension is 0 bytes, whatever the others: %s", why);
     cr_assert_eq(n, 0);
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_I16, 2, big, &n, why, sizeof(why)), ADAG_TENSOR_OK);
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_I16, 2, big, &n, why, sizeof(why)), ADAG_TENSOR_OK);
     cr_assert_eq(n, (size_t)1 << 63);
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_I32, 2, big, &n, why, sizeof(why)),
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_I32, 2, big, &n, why, sizeof(why)),
                  ADAG_TENSOR_OVERFLOW);
     cr_assert(strstr(why, "i32[2147483648,2147483648] has more bytes than a size_t holds"), "%s",
               why);
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_I32, 2, neg, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_I32, 2, neg, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
     cr_assert(strstr(why, "shape[1] is -1"), "%s", why);
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_I32, 9, s, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_I32, 9, s, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
     cr_assert(strstr(why, "ndim 9"), "%s", why);
-    cr_assert_eq(adag_tensor_bytes(ADAG_DTYPE_BYTES, 1, s, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
-    cr_assert_eq(adag_tensor_bytes(11, 1, s, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
+    cr_assert_eq(adag__tensor_bytes(ADAG_DTYPE_BYTES, 1, s, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
+    cr_assert_eq(adag__tensor_bytes(11, 1, s, &n, why, sizeof(why)), ADAG_TENSOR_BAD);
     cr_assert(strstr(why, "dtype 11 (?)"), "%s", why);
 }
 
@@ -49,29 +49,29 @@ Test(tensor_meta, formats, .timeout = 10)
 {
     char b[160];
     const int64_t s[8] = {4, 8, 1, 2, 3, 4, 5, 6};
-    adag_tensor_format(b, sizeof(b), ADAG_DTYPE_F32, 2, s);
+    adag__tensor_format(b, sizeof(b), ADAG_DTYPE_F32, 2, s);
     cr_assert_str_eq(b, "f32[4,8]");
-    adag_tensor_format(b, sizeof(b), ADAG_DTYPE_BF16, 0, s);
+    adag__tensor_format(b, sizeof(b), ADAG_DTYPE_BF16, 0, s);
     cr_assert_str_eq(b, "bf16[]");
-    adag_tensor_format(b, sizeof(b), ADAG_DTYPE_BYTES, 3, s);
+    adag__tensor_format(b, sizeof(b), ADAG_DTYPE_BYTES, 3, s);
     cr_assert_str_eq(b, "bytes");
-    adag_tensor_format(b, 6, ADAG_DTYPE_I64, 8, s); /* truncated, terminated */
+    adag__tensor_format(b, 6, ADAG_DTYPE_I64, 8, s); /* truncated, terminated */
     cr_assert_str_eq(b, "i64[4");
     adag_tensor_decl_t d = {.flags = ADAG_TENSOR_DECLARED};
-    adag_tensor_decl_format(b, sizeof(b), &d);
+    adag__tensor_decl_format(b, sizeof(b), &d);
     cr_assert_str_eq(b, "");
     d.flags |= ADAG_TENSOR_STATIC_DTYPE;
     d.dtype = ADAG_DTYPE_U8;
-    adag_tensor_decl_format(b, sizeof(b), &d);
+    adag__tensor_decl_format(b, sizeof(b), &d);
     cr_assert_str_eq(b, "u8[?]");
     d.flags |= ADAG_TENSOR_STATIC_SHAPE;
     d.ndim = 2;
     memcpy(d.shape, s, 2 * sizeof(s[0]));
-    adag_tensor_decl_format(b, sizeof(b), &d);
+    adag__tensor_decl_format(b, sizeof(b), &d);
     cr_assert_str_eq(b, "u8[4,8]");
     d.flags &= ~(uint32_t)ADAG_TENSOR_STATIC_DTYPE;
     d.dtype = 0;
-    adag_tensor_decl_format(b, sizeof(b), &d);
+    adag__tensor_decl_format(b, sizeof(b), &d);
     cr_assert_str_eq(b, "?[4,8]");
 }
 
@@ -81,8 +81,8 @@ Test(tensor_meta, declarations_from_a_peer, .timeout = 10)
     adag_tensor_decl_t ok = {.flags = ADAG_TENSOR_DECL_KNOWN, .dtype = ADAG_DTYPE_F16,
                              .ndim = 2, .transport = ADAG_TRANSPORT_IPC, .shape = {3, 0}};
     adag_tensor_decl_t none = {0};
-    cr_assert(adag_tensor_decl_valid(&ok));
-    cr_assert(adag_tensor_decl_valid(&none));
+    cr_assert(adag__tensor_decl_valid(&ok));
+    cr_assert(adag__tensor_decl_valid(&none));
     adag_tensor_decl_t bad[8];
     for (int i = 0; i < 8; i++)
         bad[i] = ok;
@@ -95,11 +95,11 @@ Test(tensor_meta, declarations_from_a_peer, .timeout = 10)
     bad[6].transport = ADAG_TRANSPORT_COMM + 1;
     bad[7].shape[5] = 4;                                 /* a dimension past ndim */
     for (int i = 0; i < 8; i++)
-        cr_assert(!adag_tensor_decl_valid(&bad[i]), "bad declaration %d accepted", i);
+        cr_assert(!adag__tensor_decl_valid(&bad[i]), "bad declaration %d accepted", i);
     adag_tensor_decl_t dyn = {.flags = ADAG_TENSOR_DECLARED, .dtype = ADAG_DTYPE_F32};
-    cr_assert(!adag_tensor_decl_valid(&dyn), "a dtype without STATIC_DTYPE accepted");
+    cr_assert(!adag__tensor_decl_valid(&dyn), "a dtype without STATIC_DTYPE accepted");
     dyn = (adag_tensor_decl_t){.flags = ADAG_TENSOR_DECLARED, .ndim = 1};
-    cr_assert(!adag_tensor_decl_valid(&dyn), "an ndim without STATIC_SHAPE accepted");
+    cr_assert(!adag__tensor_decl_valid(&dyn), "an ndim without STATIC_SHAPE accepted");
 }
 
 static adag_slot_view_t view_of(const void *data, size_t size, uint32_t dtype, uint32_t ndim,
@@ -120,14 +120,14 @@ Test(tensor_meta, slot_views, .timeout = 10)
     adag_slot_view_t v = view_of(data, 24, ADAG_DTYPE_I32, 2, s);
     v.meta.shape[5] = 77; /* past ndim: not copied */
     v.device = ADAG_DEVICE(ADAG_DEV_EMULATED, 1);
-    cr_assert_eq(adag_value_check_slot(&v, "c"), ADAG_OK, "%s", adag_last_error());
-    adag_value_t x = adag_value_from_view(&v);
+    cr_assert_eq(adag__value_check_slot(&v, "c"), ADAG_OK, "%s", adag_last_error());
+    adag_value_t x = adag__value_from_view(&v);
     cr_assert(x.kind == ADAG_VALUE_TENSOR && x.dtype == ADAG_DTYPE_I32 && x.ndim == 2 &&
               x.shape[0] == 2 && x.shape[1] == 3 && x.shape[5] == 0 && x.size == 24 &&
               x.data == data && x.device == ADAG_DEVICE(ADAG_DEV_EMULATED, 1));
     v = view_of(data, 5, ADAG_DTYPE_BYTES, 0, NULL);
-    cr_assert_eq(adag_value_check_slot(&v, "c"), ADAG_OK);
-    x = adag_value_from_view(&v);
+    cr_assert_eq(adag__value_check_slot(&v, "c"), ADAG_OK);
+    x = adag__value_from_view(&v);
     cr_assert(x.kind == ADAG_VALUE_BYTES && x.dtype == 0 && x.ndim == 0 && x.size == 5);
 
     /* metadata that no writer of this library publishes */
@@ -142,7 +142,7 @@ Test(tensor_meta, slot_views, .timeout = 10)
         {view_of(data, 24, ADAG_DTYPE_BYTES, 2, s), "bytes with ndim 2"},
     };
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        cr_assert_eq(adag_value_check_slot(&bad[i].v, "a.m[0]"), ADAG_ERR_PROTOCOL, "case %u", i);
+        cr_assert_eq(adag__value_check_slot(&bad[i].v, "a.m[0]"), ADAG_ERR_PROTOCOL, "case %u", i);
         cr_assert(strstr(adag_last_error(), "channel a.m[0]: malformed tensor metadata"), "%s",
                   adag_last_error());
         cr_assert(strstr(adag_last_error(), bad[i].needle), "%s lacks %s", adag_last_error(),
@@ -158,7 +158,7 @@ Test(tensor_meta, every_backend_carries_metadata, .timeout = 60)
 {
     for (unsigned b = 0; b < chan_nbackends; b++) {
         const chan_backend_t *be = &chan_backends[b];
-        const char *name = adag_chan_backend_name(be->kind);
+        const char *name = adag__chan_backend_name(be->kind);
         rig_t r;
         rig_open(&r, be, 2, (be->caps & CAP_RING) ? 2 : 0, 256, 0);
         for (uint64_t seq = 0; seq < 6; seq++) {
@@ -166,18 +166,18 @@ Test(tensor_meta, every_backend_carries_metadata, .timeout = 60)
             adag_tensor_meta_t m = {.dtype = ADAG_DTYPE_F16, .ndim = 8,
                                     .shape = {1, 2, 1, 2, 1, 2, 1, (int64_t)seq + 1}};
             size_t size = 16 * (seq + 1);
-            cr_assert_eq(adag_chan_acquire(r.w, seq, adag_deadline_ms(10000), &buf), ADAG_OK);
+            cr_assert_eq(adag__chan_acquire(r.w, seq, adag__deadline_ms(10000), &buf), ADAG_OK);
             memset(buf, (int)seq, size);
             adag_status_t st = seq % 3 == 2 ? ADAG_ERR_METHOD : ADAG_OK;
-            cr_assert_eq(adag_chan_publish(r.w, seq, size, seq % 3 == 1 ? NULL : &m, st,
+            cr_assert_eq(adag__chan_publish(r.w, seq, size, seq % 3 == 1 ? NULL : &m, st,
                                            "it failed"),
                          ADAG_OK);
             for (unsigned i = 0; i < r.nrd; i++) {
                 adag_slot_view_t v;
-                cr_assert_eq(adag_chan_wait(r.rd[i], seq, adag_deadline_ms(10000), &v), ADAG_OK);
-                cr_assert_eq(adag_value_check_slot(&v, "c"), ADAG_OK, "%s: %s", name,
+                cr_assert_eq(adag__chan_wait(r.rd[i], seq, adag__deadline_ms(10000), &v), ADAG_OK);
+                cr_assert_eq(adag__value_check_slot(&v, "c"), ADAG_OK, "%s: %s", name,
                              adag_last_error());
-                adag_value_t x = adag_value_from_view(&v);
+                adag_value_t x = adag__value_from_view(&v);
                 if (seq % 3 == 0) {
                     cr_assert(x.kind == ADAG_VALUE_TENSOR && x.dtype == ADAG_DTYPE_F16 &&
                                   x.ndim == 8 && x.size == size,
@@ -191,7 +191,7 @@ Test(tensor_meta, every_backend_carries_metadata, .timeout = 60)
                               (unsigned long long)seq);
                     cr_assert_eq(v.status, st);
                 }
-                adag_chan_release(r.rd[i], seq);
+                adag__chan_release(r.rd[i], seq);
             }
         }
         rig_close(&r);
@@ -267,7 +267,7 @@ static adag_status_t run_liar(adag_runtime_h rt, adag_actor_h a, adag_actor_h b)
     char msg[ADAG_ERROR_MAX];
     snprintf(msg, sizeof(msg), "%s", adag_last_error());
     adag_dag_destroy(dag);
-    adag_error(st, "%s", msg);
+    adag__error(st, "%s", msg);
     return st;
 }
 

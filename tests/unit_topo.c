@@ -16,7 +16,7 @@
 static adag_topo_t *load(const char *file)
 {
     adag_topo_t *t = NULL;
-    cr_assert_eq(adag_topo_load(file, 0, &t), ADAG_OK, "%s: %s", file, adag_last_error());
+    cr_assert_eq(adag__topo_load(file, 0, &t), ADAG_OK, "%s: %s", file, adag_last_error());
     return t;
 }
 
@@ -25,7 +25,7 @@ static const char *cpus_of(const cpu_set_t *set)
     static char buf[4][ADAG_CPULIST_MAX];
     static int k;
     char *b = buf[k++ % 4];
-    adag_cpulist_format(set, b, ADAG_CPULIST_MAX);
+    adag__cpulist_format(set, b, ADAG_CPULIST_MAX);
     return b;
 }
 
@@ -57,7 +57,7 @@ Test(topo, server_map)
         char name[16];
         snprintf(name, sizeof(name), "cuda%u", k);
         cr_assert_str_eq(g->name, name);
-        cr_assert_eq(adag_topo_gpu_by_bus(t, g->bus_id), (int)k);
+        cr_assert_eq(adag__topo_gpu_by_bus(t, g->bus_id), (int)k);
     }
     /* four RDMA NICs first, then the plain Ethernet one */
     cr_assert_eq(t->nnics, 5);
@@ -67,18 +67,18 @@ Test(topo, server_map)
         cr_assert_str_eq(t->nics[j].name, name);
         cr_assert(t->nics[j].rdma && t->nics[j].port == 1, "%s port %d", name, t->nics[j].port);
         cr_assert_eq(t->nics[j].numa, (int)j / 2);
-        cr_assert_eq(adag_topo_nic_by_name(t, name), (int)j);
+        cr_assert_eq(adag__topo_nic_by_name(t, name), (int)j);
     }
     /* as CUDA writes bus ids (8-digit domain, capitals) and short forms */
-    cr_assert_eq(adag_topo_gpu_by_bus(t, "00000000:0B:00.0"), 2);
-    cr_assert_eq(adag_topo_gpu_by_bus(t, "0000:0b:00.0"), 2);
-    cr_assert_eq(adag_topo_gpu_by_bus(t, "0b:00.0"), 2);
-    cr_assert_eq(adag_topo_gpu_by_bus(t, "0000:0b:00.1"), -1);
-    cr_assert_eq(adag_topo_gpu_by_bus(t, "00010000:0b:00.0"), -1);
+    cr_assert_eq(adag__topo_gpu_by_bus(t, "00000000:0B:00.0"), 2);
+    cr_assert_eq(adag__topo_gpu_by_bus(t, "0000:0b:00.0"), 2);
+    cr_assert_eq(adag__topo_gpu_by_bus(t, "0b:00.0"), 2);
+    cr_assert_eq(adag__topo_gpu_by_bus(t, "0000:0b:00.1"), -1);
+    cr_assert_eq(adag__topo_gpu_by_bus(t, "00010000:0b:00.0"), -1);
     cr_assert_str_eq(t->nics[4].name, "eno1");
     cr_assert(!t->nics[4].rdma);
     cr_assert(strstr(t->rdma_note, "4 RDMA devices, 4 with an active port"), "%s", t->rdma_note);
-    adag_topo_free(t);
+    adag__topo_free(t);
 }
 
 Test(topo, distances)
@@ -89,31 +89,31 @@ Test(topo, distances)
             adag_topo_dist_t want = j == k / 2             ? ADAG_TOPO_SAME_SWITCH
                                     : j / 2 == k / 4       ? ADAG_TOPO_SAME_NUMA
                                                            : ADAG_TOPO_ACROSS_SOCKETS;
-            adag_topo_dist_t d = adag_topo_dist(t, &t->gpus[k], &t->nics[j]);
-            cr_assert_eq(d, want, "gpu%u - mlx5_%u: %s, want %s", k, j, adag_topo_dist_name(d),
-                         adag_topo_dist_name(want));
-            cr_assert_eq(adag_topo_dist(t, &t->nics[j], &t->gpus[k]), d, "symmetric");
+            adag_topo_dist_t d = adag__topo_dist(t, &t->gpus[k], &t->nics[j]);
+            cr_assert_eq(d, want, "gpu%u - mlx5_%u: %s, want %s", k, j, adag__topo_dist_name(d),
+                         adag__topo_dist_name(want));
+            cr_assert_eq(adag__topo_dist(t, &t->nics[j], &t->gpus[k]), d, "symmetric");
         }
     /* eno1 hangs off socket 0's first host bridge, above the switch of GPUs 0-1 */
-    cr_assert_eq(adag_topo_dist(t, &t->gpus[0], &t->nics[4]), ADAG_TOPO_SAME_ROOT);
-    cr_assert_eq(adag_topo_dist(t, &t->gpus[2], &t->nics[4]), ADAG_TOPO_SAME_NUMA);
-    cr_assert_eq(adag_topo_dist(t, &t->gpus[0], &t->gpus[1]), ADAG_TOPO_SAME_SWITCH);
-    cr_assert_eq(adag_topo_dist_numa(t, &t->gpus[5], 1), ADAG_TOPO_SAME_NUMA);
-    cr_assert_eq(adag_topo_dist_numa(t, &t->gpus[5], 0), ADAG_TOPO_ACROSS_SOCKETS);
-    adag_topo_free(t);
+    cr_assert_eq(adag__topo_dist(t, &t->gpus[0], &t->nics[4]), ADAG_TOPO_SAME_ROOT);
+    cr_assert_eq(adag__topo_dist(t, &t->gpus[2], &t->nics[4]), ADAG_TOPO_SAME_NUMA);
+    cr_assert_eq(adag__topo_dist(t, &t->gpus[0], &t->gpus[1]), ADAG_TOPO_SAME_SWITCH);
+    cr_assert_eq(adag__topo_dist_numa(t, &t->gpus[5], 1), ADAG_TOPO_SAME_NUMA);
+    cr_assert_eq(adag__topo_dist_numa(t, &t->gpus[5], 0), ADAG_TOPO_ACROSS_SOCKETS);
+    adag__topo_free(t);
 }
 
 static adag_place_t place_ok(const adag_topo_t *t, adag_place_request_t r)
 {
     adag_place_t p;
-    cr_assert_eq(adag_place(t, &r, "actor x", &p), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__place(t, &r, "actor x", &p), ADAG_OK, "%s", adag_last_error());
     return p;
 }
 
 static void place_fails(const adag_topo_t *t, adag_place_request_t r, const char *says)
 {
     adag_place_t p;
-    cr_assert_eq(adag_place(t, &r, "actor x", &p), ADAG_ERR_INVALID);
+    cr_assert_eq(adag__place(t, &r, "actor x", &p), ADAG_ERR_INVALID);
     cr_assert(strstr(adag_last_error(), says), "\"%s\" lacks \"%s\"", adag_last_error(), says);
     cr_assert(strstr(adag_last_error(), "actor x"), "%s", adag_last_error());
 }
@@ -149,7 +149,7 @@ Test(place, gpu_actors_get_their_socket_and_switch)
     cr_assert_str_eq(p.nic, "mlx5_2:1");
     cr_assert_eq(p.nic_dist, ADAG_TOPO_SAME_NUMA);
     cr_assert_eq(p.given, ADAG_PLACE_GIVEN_NUMA);
-    adag_topo_free(t);
+    adag__topo_free(t);
 }
 
 Test(place, overrides_win)
@@ -176,7 +176,7 @@ Test(place, overrides_win)
     cr_assert(!p.bound && p.numa == -1 && !p.nic[0]);
     p = place_ok(t, REQ(.gpu = 3, .automatic = 0, .cpus = "8"));
     cr_assert(p.bound && !strcmp(cpus_of(&p.cpus), "8") && !p.nic[0]);
-    adag_topo_free(t);
+    adag__topo_free(t);
 }
 
 Test(place, impossible_requests_fail)
@@ -190,7 +190,7 @@ Test(place, impossible_requests_fail)
     place_fails(t, REQ(.nic = "mlx5_9"), "mlx5_0, mlx5_1, mlx5_2, mlx5_3, eno1");
     place_fails(t, REQ(.nic = "mlx5_0:9"), "the port after ':' must be");
     place_fails(t, REQ(.gpu = 8), "GPU 8 is not in the topology");
-    adag_topo_free(t);
+    adag__topo_free(t);
 }
 
 /* mlx5_1's port is down: GPUs 2 and 3 fall back to the next closest NIC
@@ -207,7 +207,7 @@ Test(place, down_port_is_skipped)
     }
     cr_assert_str_eq(place_ok(t, REQ(.gpu = 0)).nic, "mlx5_0:1");
     place_fails(t, REQ(.nic = "mlx5_1"), "NIC mlx5_1 has no active port");
-    adag_topo_free(t);
+    adag__topo_free(t);
 }
 
 /* The XML this module writes is one hwloc reads back, with the same map. */
@@ -218,18 +218,18 @@ Test(topo, export_round_trip)
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
-    cr_assert_eq(adag_topo_export_xml(t, path), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__topo_export_xml(t, path), ADAG_OK, "%s", adag_last_error());
     adag_topo_t *u = load(path);
     unlink(path);
     cr_assert(u->ngpus == t->ngpus && u->nnics == t->nnics && u->nnuma == t->nnuma);
     for (unsigned k = 0; k < t->ngpus; k++)
         for (unsigned j = 0; j < t->nnics; j++)
-            cr_assert_eq(adag_topo_dist(u, &u->gpus[k], &u->nics[j]),
-                         adag_topo_dist(t, &t->gpus[k], &t->nics[j]));
-    cr_assert_eq(adag_topo_export_xml(t, "/nonexistent/dir/x.xml"), ADAG_ERR_IO);
+            cr_assert_eq(adag__topo_dist(u, &u->gpus[k], &u->nics[j]),
+                         adag__topo_dist(t, &t->gpus[k], &t->nics[j]));
+    cr_assert_eq(adag__topo_export_xml(t, "/nonexistent/dir/x.xml"), ADAG_ERR_IO);
     cr_assert(strstr(adag_last_error(), "/nonexistent/dir/x.xml"), "%s", adag_last_error());
-    adag_topo_free(u);
-    adag_topo_free(t);
+    adag__topo_free(u);
+    adag__topo_free(t);
 }
 
 Test(topo, print_names_devices_and_distances)
@@ -238,7 +238,7 @@ Test(topo, print_names_devices_and_distances)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    adag_topo_print(t, f);
+    adag__topo_print(t, f);
     fclose(f);
     cr_assert(strstr(text, "2 packages, 2 NUMA nodes, 32 cores, 64 CPUs"), "%s", text);
     cr_assert(strstr(text, "GPUs: 8"), "%s", text);
@@ -246,13 +246,13 @@ Test(topo, print_names_devices_and_distances)
     cr_assert(strstr(text, "another machine"), "%s", text);
     cr_assert(strstr(text, "gpu7     system   system   numa     switch "), "%s", text);
     free(text);
-    adag_topo_free(t);
+    adag__topo_free(t);
 }
 
 Test(topo, bad_files_are_refused)
 {
     adag_topo_t *t = NULL;
-    cr_assert_eq(adag_topo_load("/nonexistent/t.xml", 0, &t), ADAG_ERR_IO);
+    cr_assert_eq(adag__topo_load("/nonexistent/t.xml", 0, &t), ADAG_ERR_IO);
     cr_assert(strstr(adag_last_error(), "/nonexistent/t.xml"), "%s", adag_last_error());
     cr_assert_null(t);
     char path[] = "/tmp/adag-topo-XXXXXX";
@@ -260,7 +260,7 @@ Test(topo, bad_files_are_refused)
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "<topology>garbage", 17), 17);
     close(fd);
-    cr_assert_eq(adag_topo_load(path, 0, &t), ADAG_ERR_IO);
+    cr_assert_eq(adag__topo_load(path, 0, &t), ADAG_ERR_IO);
     cr_assert(strstr(adag_last_error(), path), "%s", adag_last_error());
     unlink(path);
 }
@@ -274,11 +274,11 @@ Test(topo, live_map)
      * in a leak report and tests/lsan.supp can match them) */
     const adag_topo_t *t = NULL;
     unsetenv("ADAG_TOPO_XML");
-    cr_assert_eq(adag_topo_get(&t), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__topo_get(&t), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(t->this_system, 1);
     cr_assert_geq(t->nnuma, 1);
     cpu_set_t mine;
-    adag_cpus_allowed(&mine);
+    adag__cpus_allowed(&mine);
     cr_assert(CPU_EQUAL(&mine, &t->allowed), "allowed %s vs affinity %s", cpus_of(&t->allowed),
               cpus_of(&mine));
     unsigned rdma = 0;
@@ -296,21 +296,21 @@ Test(topo, live_map)
 Test(place, nic_goes_to_ucx_unless_the_user_chose)
 {
     adag_place_t p;
-    adag_place_none(&p);
+    adag__place_none(&p);
     snprintf(p.nic, sizeof(p.nic), "mlx5_2:1");
     unsetenv("UCX_NET_DEVICES");
     p.this_system = 0;
-    adag_place_nic_env(&p);
+    adag__place_nic_env(&p);
     cr_assert_null(getenv("UCX_NET_DEVICES"), "another machine's NIC is not this one's");
     p.this_system = 1;
-    adag_place_nic_env(&p);
+    adag__place_nic_env(&p);
     cr_assert_str_eq(getenv("UCX_NET_DEVICES"), "mlx5_2:1");
     setenv("UCX_NET_DEVICES", "eth0", 1);
-    adag_place_nic_env(&p);
+    adag__place_nic_env(&p);
     cr_assert_str_eq(getenv("UCX_NET_DEVICES"), "eth0", "the user's choice wins");
     unsetenv("UCX_NET_DEVICES");
     p.nic[0] = '\0';
-    adag_place_nic_env(&p);
+    adag__place_nic_env(&p);
     cr_assert_null(getenv("UCX_NET_DEVICES"), "no NIC chosen: UCX's own choice");
 }
 
@@ -331,7 +331,7 @@ Test(place, dgx2_gpus_get_their_socket)
             cr_assert_lt(strcmp(t->gpus[k - 1].bus_id, t->gpus[k].bus_id), 0);
     }
     /* GPUs of one socket share no PCI switch with the other socket's */
-    cr_assert_eq(adag_topo_dist(t, &t->gpus[0], &t->gpus[8]), ADAG_TOPO_ACROSS_SOCKETS);
-    cr_assert_lt(adag_topo_dist(t, &t->gpus[0], &t->gpus[1]), ADAG_TOPO_SAME_NUMA);
-    adag_topo_free(t);
+    cr_assert_eq(adag__topo_dist(t, &t->gpus[0], &t->gpus[8]), ADAG_TOPO_ACROSS_SOCKETS);
+    cr_assert_lt(adag__topo_dist(t, &t->gpus[0], &t->gpus[1]), ADAG_TOPO_SAME_NUMA);
+    adag__topo_free(t);
 }

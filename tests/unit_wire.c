@@ -63,14 +63,14 @@ Test(wire, program_roundtrip, .timeout = 30)
     adag_prog_op_t ops[1];
     adag_wbuf_t wb = {0};
     sample_program(&p, chans, ops);
-    adag_program_encode(&p, &wb);
+    adag__program_encode(&p, &wb);
     cr_assert(!wb.failed);
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(adag__program_decode(&rb, 1, &q), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(q.dag_id, 7);
     cr_assert_str_eq(q.chans[1].name, "a.m[0]");
     cr_assert_eq(q.chans[0].desc_len, 8);
-    adag_blob_t d = adag_program_desc(&q, 0);
+    adag_blob_t d = adag__program_desc(&q, 0);
     cr_assert_eq(memcmp(d.data, sample_descs, 8), 0);
     cr_assert_eq(q.ops[0].kind, ADAG_OP_CALL);
     cr_assert_eq(q.ops[0].rets[0], 1);
@@ -78,11 +78,11 @@ Test(wire, program_roundtrip, .timeout = 30)
                  "the tensor declaration changed on the way");
     cr_assert_eq(q.chans[0].tensor.flags, 0);
     adag_program_t c;
-    cr_assert_eq(adag_program_copy(&c, &q), ADAG_OK);
+    cr_assert_eq(adag__program_copy(&c, &q), ADAG_OK);
     cr_assert_eq(memcmp(&c.chans[1].tensor, &chans[1].tensor, sizeof(chans[1].tensor)), 0);
-    adag_program_free(&c);
-    adag_program_free(&q);
-    adag_wbuf_free(&wb);
+    adag__program_free(&c);
+    adag__program_free(&q);
+    adag__wbuf_free(&wb);
 }
 
 /* Every channel carries its own geometry: slots and bytes per slot
@@ -110,10 +110,10 @@ Test(wire, program_channel_geometry, .timeout = 30)
         case 7: chans[1].capacity = (uint64_t)1 << 40; chans[0].capacity = 0; break;
         }
         adag_wbuf_t wb = {0};
-        adag_program_encode(&p, &wb);
+        adag__program_encode(&p, &wb);
         adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-        adag_status_t st = adag_program_decode(&rb, 1, &q);
-        adag_wbuf_free(&wb);
+        adag_status_t st = adag__program_decode(&rb, 1, &q);
+        adag__wbuf_free(&wb);
         if (i >= 1 && i <= 5) {
             cr_assert_eq(st, ADAG_ERR_PROTOCOL, "case %d accepted", i);
             continue;
@@ -126,7 +126,7 @@ Test(wire, program_channel_geometry, .timeout = 30)
                       "case %d, channel %d: %u slots of %llu bytes, sent %u of %llu", i, c,
                       q.chans[c].nslots, (unsigned long long)q.chans[c].capacity,
                       chans[c].nslots, (unsigned long long)chans[c].capacity);
-        adag_program_free(&q);
+        adag__program_free(&q);
     }
 }
 
@@ -168,12 +168,12 @@ Test(wire, program_communicators, .timeout = 30)
         case 11: s[1].ncolls = 1; break;
         }
         adag_wbuf_t wb = {0};
-        adag_program_encode(&p, &wb);
+        adag__program_encode(&p, &wb);
         adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-        adag_status_t st = adag_program_decode(&rb, 1, &q);
+        adag_status_t st = adag__program_decode(&rb, 1, &q);
         if (i > 0 && i < 12) {
             cr_assert_eq(st, ADAG_ERR_PROTOCOL, "case %d accepted", i);
-            adag_wbuf_free(&wb);
+            adag__wbuf_free(&wb);
             continue;
         }
         cr_assert_eq(st, ADAG_OK, "case %d: %s", i, adag_last_error());
@@ -191,11 +191,11 @@ Test(wire, program_communicators, .timeout = 30)
         cr_assert_eq(q.comms[0].order_chan, 0);
         cr_assert_eq(q.comms[1].order_chan, ADAG_PROG_NO_CHAN);
         adag_program_t c;
-        cr_assert_eq(adag_program_copy(&c, &q), ADAG_OK);
+        cr_assert_eq(adag__program_copy(&c, &q), ADAG_OK);
         cr_assert_eq(c.comms[1].key, 9);
-        adag_program_free(&c);
-        adag_program_free(&q);
-        adag_wbuf_free(&wb);
+        adag__program_free(&c);
+        adag__program_free(&q);
+        adag__wbuf_free(&wb);
     }
 }
 
@@ -221,10 +221,10 @@ Test(wire, program_rejects_bad_tensor_declarations, .timeout = 30)
         case 7: t->flags &= ~(uint32_t)ADAG_TENSOR_DECLARED; break;
         }
         adag_wbuf_t wb = {0};
-        adag_program_encode(&p, &wb);
+        adag__program_encode(&p, &wb);
         adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-        cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL, "case %d accepted", i);
-        adag_wbuf_free(&wb);
+        cr_assert_eq(adag__program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL, "case %d accepted", i);
+        adag__wbuf_free(&wb);
     }
 }
 
@@ -235,16 +235,16 @@ Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60
     adag_prog_op_t ops[1];
     adag_wbuf_t wb = {0};
     sample_program(&p, chans, ops);
-    adag_program_encode(&p, &wb);
+    adag__program_encode(&p, &wb);
     /* every strict prefix is malformed */
     for (size_t len = 0; len < wb.len; len++) {
         adag_rbuf_t rb = {wb.data, len, 0, 0};
-        cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL, "prefix %zu accepted",
+        cr_assert_eq(adag__program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL, "prefix %zu accepted",
                      len);
     }
     /* a method index beyond the actor's table */
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb, 0, &q), ADAG_ERR_PROTOCOL);
+    cr_assert_eq(adag__program_decode(&rb, 0, &q), ADAG_ERR_PROTOCOL);
     /* random byte flips: decode either fails cleanly or yields in-bounds indexes */
     srand(1234);
     char *copy = malloc(wb.len);
@@ -253,7 +253,7 @@ Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60
         for (int k = 0; k < 3; k++)
             copy[rand() % wb.len] = (char)rand();
         adag_rbuf_t fb = {copy, wb.len, 0, 0};
-        if (adag_program_decode(&fb, 1, &q) == ADAG_OK) {
+        if (adag__program_decode(&fb, 1, &q) == ADAG_OK) {
             for (uint32_t i = 0; i < q.nops; i++) {
                 for (uint32_t a = 0; a < q.ops[i].nargs; a++)
                     cr_assert_lt(q.ops[i].args[a], q.nchans);
@@ -262,16 +262,16 @@ Test(wire, program_decode_rejects_every_truncation_and_corruption, .timeout = 60
             }
             for (uint32_t c = 0; c < q.nchans; c++) {
                 cr_assert_leq(q.chans[c].desc_off + (uint64_t)q.chans[c].desc_len, q.descs_len);
-                cr_assert(adag_chan_backend(q.chans[c].backend) != NULL);
-                cr_assert(adag_tensor_decl_valid(&q.chans[c].tensor));
+                cr_assert(adag__chan_backend(q.chans[c].backend) != NULL);
+                cr_assert(adag__tensor_decl_valid(&q.chans[c].tensor));
             }
             for (uint32_t i = 0; i < q.nops; i++)
                 cr_assert_eq(q.ops[i].kind, ADAG_OP_CALL);
-            adag_program_free(&q);
+            adag__program_free(&q);
         }
     }
     free(copy);
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
 }
 
 Test(wire, control_frames_carry_payload_and_fds, .timeout = 30)
@@ -286,11 +286,11 @@ Test(wire, control_frames_carry_payload_and_fds, .timeout = 30)
         payload[i] = (char)(i * 7);
     pid_t kid = fork();
     if (kid == 0) {
-        adag_status_t st = adag_ctl_send(sv[0], 42, payload, big, fds, 2);
+        adag_status_t st = adag__ctl_send(sv[0], 42, payload, big, fds, 2);
         _exit(st == ADAG_OK ? 0 : 1);
     }
     adag_ctl_msg_t msg;
-    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(10000), &msg), ADAG_OK, "%s",
+    cr_assert_eq(adag__ctl_recv(sv[1], adag__deadline_ms(10000), &msg), ADAG_OK, "%s",
                  adag_last_error());
     cr_assert_eq(msg.type, 42);
     cr_assert_eq(msg.len, big);
@@ -300,7 +300,7 @@ Test(wire, control_frames_carry_payload_and_fds, .timeout = 30)
     fstat(msg.fds[0], &a);
     fstat(fds[0], &b);
     cr_assert_eq(a.st_ino, b.st_ino, "the passed fd is the same pipe");
-    adag_ctl_msg_free(&msg);
+    adag__ctl_msg_free(&msg);
     int status;
     waitpid(kid, &status, 0);
     cr_assert_eq(status, 0);
@@ -315,14 +315,14 @@ Test(wire, control_recv_reports_closed_peer_and_oversized_frames, .timeout = 30)
     /* a frame header claiming 1 TiB */
     uint32_t hdr[4] = {1, 0, 0, 256};
     cr_assert_eq(write(sv[0], hdr, sizeof(hdr)), (ssize_t)sizeof(hdr));
-    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(1000), &msg), ADAG_ERR_PROTOCOL);
+    cr_assert_eq(adag__ctl_recv(sv[1], adag__deadline_ms(1000), &msg), ADAG_ERR_PROTOCOL);
     /* nothing more: a timeout */
-    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(50), &msg), ADAG_ERR_TIMEOUT);
+    cr_assert_eq(adag__ctl_recv(sv[1], adag__deadline_ms(50), &msg), ADAG_ERR_TIMEOUT);
     /* a truncated frame, then EOF */
     uint32_t part[2] = {1, 0};
     cr_assert_eq(write(sv[0], part, sizeof(part)), (ssize_t)sizeof(part));
     close(sv[0]);
-    cr_assert_eq(adag_ctl_recv(sv[1], adag_deadline_ms(1000), &msg), ADAG_ERR_CLOSED);
+    cr_assert_eq(adag__ctl_recv(sv[1], adag__deadline_ms(1000), &msg), ADAG_ERR_CLOSED);
     close(sv[1]);
 }
 
@@ -330,15 +330,15 @@ Test(wire, strings_are_bounded, .timeout = 30)
 {
     adag_wbuf_t wb = {0};
     char out[8];
-    adag_wbuf_str(&wb, "short");
-    adag_wbuf_str(&wb, "much too long for eight");
+    adag__wbuf_str(&wb, "short");
+    adag__wbuf_str(&wb, "much too long for eight");
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    adag_rbuf_str(&rb, out, sizeof(out));
+    adag__rbuf_str(&rb, out, sizeof(out));
     cr_assert(!rb.failed);
     cr_assert_str_eq(out, "short");
-    adag_rbuf_str(&rb, out, sizeof(out));
+    adag__rbuf_str(&rb, out, sizeof(out));
     cr_assert(rb.failed, "an over-long string must fail, not truncate silently");
-    adag_wbuf_free(&wb);
+    adag__wbuf_free(&wb);
 }
 
 /* A channel's size from peer-given geometry cannot wrap around: a capacity
@@ -346,10 +346,10 @@ Test(wire, strings_are_bounded, .timeout = 30)
  * fit" (SIZE_MAX), so a program claiming such a channel is refused. */
 Test(wire, channel_size_does_not_wrap, .timeout = 30)
 {
-    cr_assert_eq(adag_shm_chan_size(4, 1, (size_t)-256), SIZE_MAX);
-    cr_assert_eq(adag_shm_chan_size(2, 1, ((size_t)1 << 63) + 512), SIZE_MAX);
-    cr_assert_eq(adag_shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
-    cr_assert(adag_shm_chan_size(4, 2, 1024) < 8192);
+    cr_assert_eq(adag__shm_chan_size(4, 1, (size_t)-256), SIZE_MAX);
+    cr_assert_eq(adag__shm_chan_size(2, 1, ((size_t)1 << 63) + 512), SIZE_MAX);
+    cr_assert_eq(adag__shm_chan_size(UINT32_MAX, UINT32_MAX, (size_t)1 << 40), SIZE_MAX);
+    cr_assert(adag__shm_chan_size(4, 2, 1024) < 8192);
 
 }
 
@@ -362,17 +362,17 @@ Test(wire, program_rejects_unknown_op_kind, .timeout = 30)
     adag_wbuf_t wb = {0};
     sample_program(&p, chans, ops);
     ops[0].kind = 77;
-    adag_program_encode(&p, &wb);
+    adag__program_encode(&p, &wb);
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
-    adag_wbuf_free(&wb);
+    cr_assert_eq(adag__program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
+    adag__wbuf_free(&wb);
     /* and a channel of a backend this build does not have too */
     sample_program(&p, chans, ops);
-    chans[1].backend = adag_chan_nbackends(); /* encoded as "?" */
-    adag_program_encode(&p, &wb);
+    chans[1].backend = adag__chan_nbackends(); /* encoded as "?" */
+    adag__program_encode(&p, &wb);
     adag_rbuf_t rb2 = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb2, 1, &q), ADAG_ERR_PROTOCOL);
-    adag_wbuf_free(&wb);
+    cr_assert_eq(adag__program_decode(&rb2, 1, &q), ADAG_ERR_PROTOCOL);
+    adag__wbuf_free(&wb);
 }
 
 /* A count larger than what the rest of the message can hold is refused
@@ -380,18 +380,18 @@ Test(wire, program_rejects_unknown_op_kind, .timeout = 30)
 Test(wire, program_counts_bounded_by_message, .timeout = 30)
 {
     adag_wbuf_t wb = {0};
-    adag_wbuf_u32(&wb, 1);               /* dag id */
-    adag_wbuf_str(&wb, "d");             /* name */
-    adag_wbuf_u32(&wb, 4);               /* max_inflight */
-    adag_wbuf_u64(&wb, 0);               /* spin */
-    adag_wbuf_u32(&wb, 0);               /* yield */
-    adag_wbuf_u64(&wb, 0);               /* trace spans */
-    adag_wbuf_u64(&wb, 0);               /* comm timeout */
-    adag_wbuf_u32(&wb, ADAG_PROG_NO_CHAN); /* start channel */
-    adag_wbuf_bytes(&wb, NULL, 0);       /* descriptors */
-    adag_wbuf_u32(&wb, 1u << 20);        /* a million channels, in 4 bytes */
+    adag__wbuf_u32(&wb, 1);               /* dag id */
+    adag__wbuf_str(&wb, "d");             /* name */
+    adag__wbuf_u32(&wb, 4);               /* max_inflight */
+    adag__wbuf_u64(&wb, 0);               /* spin */
+    adag__wbuf_u32(&wb, 0);               /* yield */
+    adag__wbuf_u64(&wb, 0);               /* trace spans */
+    adag__wbuf_u64(&wb, 0);               /* comm timeout */
+    adag__wbuf_u32(&wb, ADAG_PROG_NO_CHAN); /* start channel */
+    adag__wbuf_bytes(&wb, NULL, 0);       /* descriptors */
+    adag__wbuf_u32(&wb, 1u << 20);        /* a million channels, in 4 bytes */
     adag_program_t q;
     adag_rbuf_t rb = {wb.data, wb.len, 0, 0};
-    cr_assert_eq(adag_program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
-    adag_wbuf_free(&wb);
+    cr_assert_eq(adag__program_decode(&rb, 1, &q), ADAG_ERR_PROTOCOL);
+    adag__wbuf_free(&wb);
 }

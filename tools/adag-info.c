@@ -43,7 +43,7 @@ static void print_devices(void)
     printf("devices:");
     const char *sep = " ";
     for (uint32_t kind = 0; kind < ADAG_DEVICE_KIND_COUNT; kind++) {
-        const adag_device_ops_t *ops = adag_device_backend(kind);
+        const adag_device_ops_t *ops = adag__device_backend(kind);
         if (!ops)
             continue;
         char why[512] = "";
@@ -62,7 +62,7 @@ static void print_comms(void)
     printf("communicators:");
     const char *sep = " ";
     for (uint32_t kind = 0; kind < ADAG_COMM_KIND_COUNT; kind++) {
-        const adag_comm_ops_t *ops = adag_comm_backend(kind);
+        const adag_comm_ops_t *ops = adag__comm_backend(kind);
         if (!ops)
             continue;
         char why[512] = "";
@@ -81,9 +81,9 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "-c") == 0)
         return print_settings();
     if (argc >= 2 && strcmp(argv[1], "topo") == 0)
-        return adag_info_topo(argc - 2, argv + 2);
+        return adag__info_topo(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "attach") == 0)
-        return adag_info_attach(argc - 2, argv + 2);
+        return adag__info_attach(argc - 2, argv + 2);
     if (argc == 1) {
         printf("adag %d.%d\n", ADAG_VERSION_MAJOR, ADAG_VERSION_MINOR);
         printf("transports: shm (memfd rings), self (same actor), device (device memory over IPC, async copies)\n");

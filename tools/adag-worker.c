@@ -8,6 +8,6 @@
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--pmix") == 0)
-        return adag_pmix_main(argc, argv);
-    return adag_worker_main(argc, argv);
+        return adag__pmix_main(argc, argv);
+    return adag__worker_main(argc, argv);
 }

@@ -67,7 +67,7 @@ static int by_name(const void *a, const void *b)
 static int find_only(char *path, size_t cap)
 {
     char dir[PATH_CAP];
-    if (adag_live_dir(dir, sizeof(dir)) != ADAG_OK) {
+    if (adag__live_dir(dir, sizeof(dir)) != ADAG_OK) {
         fprintf(stderr, "adag-info attach: %s\n", adag_last_error());
         return 1;
     }
@@ -99,7 +99,7 @@ static int find_only(char *path, size_t cap)
     closedir(d);
     if (n == 0) {
         fprintf(stderr, "adag-info attach: no adag driver has a live view open in %s (a driver "
-                        "opens one with ADAG_LIVE=1 or adag_live_open)\n", dir);
+                        "opens one with ADAG_LIVE=1 or adag__live_open)\n", dir);
         return 1;
     }
     qsort(found, n, sizeof(found[0]), by_name);
@@ -143,7 +143,7 @@ static int resolve(const char *target, char *path, size_t cap)
         return 2;
     }
     char dir[PATH_CAP];
-    if (adag_live_dir(dir, sizeof(dir)) != ADAG_OK) {
+    if (adag__live_dir(dir, sizeof(dir)) != ADAG_OK) {
         fprintf(stderr, "adag-info attach: %s\n", adag_last_error());
         return 1;
     }
@@ -174,7 +174,7 @@ static int watch(int fd, const char *path, long pid, double interval, unsigned l
             fprintf(stderr, "adag-info attach: open_memstream: %s\n", strerror(errno));
             return 1;
         }
-        adag_status_t st = adag_live_request(fd, m, ATTACH_TIMEOUT_MS);
+        adag_status_t st = adag__live_request(fd, m, ATTACH_TIMEOUT_MS);
         if (fclose(m) != 0 && st == ADAG_OK) {
             fprintf(stderr, "adag-info attach: the view: %s\n", strerror(errno));
             st = ADAG_ERR_NO_MEMORY;
@@ -209,7 +209,7 @@ static int watch(int fd, const char *path, long pid, double interval, unsigned l
     }
 }
 
-int adag_info_attach(int argc, char **argv)
+int adag__info_attach(int argc, char **argv)
 {
     const char *target = NULL;
     double interval = 1.0;
@@ -243,7 +243,7 @@ int adag_info_attach(int argc, char **argv)
     if (rc != 0)
         return rc;
     int fd;
-    if (adag_live_connect(path, &fd) != ADAG_OK) {
+    if (adag__live_connect(path, &fd) != ADAG_OK) {
         fprintf(stderr, "adag-info attach: %s\n", adag_last_error());
         return 1;
     }

@@ -6,6 +6,6 @@
  * every interval. Returns the exit status: 0 done (--count views shown, or
  * the driver closed the connection after one view at least), 1 an error or
  * no driver to attach to, 2 a usage error or several drivers to choose from. */
-int adag_info_attach(int argc, char **argv);
+int adag__info_attach(int argc, char **argv);
 
 #endif

@@ -22,11 +22,11 @@ static void print_place(const adag_topo_t *t, const char *label, int gpu)
     adag_place_request_t req = {.gpu = gpu, .numa = -1, .automatic = 1};
     adag_place_t p;
     char text[ADAG_CPULIST_MAX + 128];
-    if (adag_place(t, &req, label, &p) != ADAG_OK) {
+    if (adag__place(t, &req, label, &p) != ADAG_OK) {
         printf("  %-30s %s\n", label, adag_last_error());
         return;
     }
-    adag_place_format(&p, text, sizeof(text));
+    adag__place_format(&p, text, sizeof(text));
     printf("  %-30s %s\n", label, text);
 }
 
@@ -35,7 +35,7 @@ static void print_place(const adag_topo_t *t, const char *label, int gpu)
  * life (a leak report that could no longer name it). */
 static adag_topo_t *shown;
 
-int adag_info_topo(int argc, char **argv)
+int adag__info_topo(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
     for (int i = 0; i < argc; i++) {
@@ -48,21 +48,21 @@ int adag_info_topo(int argc, char **argv)
     }
     /* a file given here is shown as another machine's unless
      * ADAG_TOPO_XML_THIS_SYSTEM says it is this one */
-    if (adag_topo_load(in ? in : adag_process_settings()->topo_xml,
-                       adag_process_settings()->topo_xml_this_system != 0, &shown) != ADAG_OK) {
+    if (adag__topo_load(in ? in : adag__process_settings()->topo_xml,
+                       adag__process_settings()->topo_xml_this_system != 0, &shown) != ADAG_OK) {
         fprintf(stderr, "adag-info topo: %s\n", adag_last_error());
         return 1;
     }
     const adag_topo_t *t = shown;
     if (out) {
-        adag_status_t st = adag_topo_export_xml(t, out);
+        adag_status_t st = adag__topo_export_xml(t, out);
         if (st != ADAG_OK) {
             fprintf(stderr, "adag-info topo: %s\n", adag_last_error());
             return 1;
         }
         fprintf(stderr, "adag-info topo: wrote %s\n", out);
     }
-    adag_topo_print(t, stdout);
+    adag__topo_print(t, stdout);
     printf("placements (ADAG_PLACEMENT=1; an actor's cpus/numa/nic params override each part):\n");
     for (unsigned i = 0; i < t->ngpus; i++) {
         char label[48];

@@ -199,7 +199,7 @@ static int run_agent(void)
     int lfd;
     host_address(ip, sizeof(ip));
     snprintf(listen_at, sizeof(listen_at), "%s:0", ip);
-    if (adag_tcp_listen(listen_at, &lfd, bound, sizeof(bound)) != ADAG_OK) {
+    if (adag__tcp_listen(listen_at, &lfd, bound, sizeof(bound)) != ADAG_OK) {
         fprintf(stderr, "adag-worker --pmix rank %u: %s\n", me.rank, adag_last_error());
         return 2;
     }
@@ -217,12 +217,12 @@ static int run_agent(void)
                 PMIx_Error_string(rc));
         return 2;
     }
-    adag_agent_serve(lfd, bound, token, strlen(token), stop[0]);
+    adag__agent_serve(lfd, bound, token, strlen(token), stop[0]);
     memset(token, 0, sizeof(token));
     return 0;
 }
 
-int adag_pmix_main(int argc, char **argv)
+int adag__pmix_main(int argc, char **argv)
 {
     char **prog = NULL;
     for (int i = 1; i < argc; i++)
@@ -253,7 +253,7 @@ int adag_pmix_main(int argc, char **argv)
 
 #include <stdio.h>
 
-int adag_pmix_main(int argc, char **argv)
+int adag__pmix_main(int argc, char **argv)
 {
     (void)argc;
     (void)argv;

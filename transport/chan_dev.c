@@ -70,7 +70,7 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
     adag_wbuf_t *rd = calloc(n + 1, sizeof(*rd));
     dev_domain_t *d = dev_domain_new();
     if (!rg || !rd || !d) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "device channels of DAG %s: out of memory", dag_name);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "device channels of DAG %s: out of memory", dag_name);
         goto out;
     }
     /* Every ring has the channel's capacity, so it carries sizes as they
@@ -80,8 +80,8 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
         const adag_chan_place_t *pl = places ? places[i] : NULL;
         char why[160];
         if (geoms[i].comm_key &&
-            !adag_chan_dev_comm_places_ok(pl, 1 + geoms[i].nreaders, why, sizeof(why))) {
-            st = adag_error(ADAG_ERR_INVALID,
+            !adag__chan_dev_comm_places_ok(pl, 1 + geoms[i].nreaders, why, sizeof(why))) {
+            st = adag__error(ADAG_ERR_INVALID,
                             "device channel %u of DAG %s (written by %s) moves its value by "
                             "communicator %llu, but %s",
                             i, dag_name, pl && pl[0].who ? pl[0].who : "?",
@@ -97,23 +97,23 @@ static adag_status_t dev_domain_create(const char *dag_name, const adag_chan_geo
     for (unsigned i = 0; i < n; i++) {
         const adag_chan_place_t *pl = places ? places[i] : NULL;
         unsigned np = 1 + geoms[i].nreaders;
-        adag_wbuf_u32(&descs[i], (uint32_t)needs_payload(pl, geoms[i].nreaders));
-        adag_wbuf_u64(&descs[i], geoms[i].comm_key);
-        adag_wbuf_u32(&descs[i], np);
+        adag__wbuf_u32(&descs[i], (uint32_t)needs_payload(pl, geoms[i].nreaders));
+        adag__wbuf_u64(&descs[i], geoms[i].comm_key);
+        adag__wbuf_u32(&descs[i], np);
         for (unsigned j = 0; j < np; j++) {
             adag_chan_place_t p = pl ? pl[j] : ADAG_CHAN_PLACE_HOST;
-            adag_wbuf_u32(&descs[i], (uint32_t)p.kind);
-            adag_wbuf_u32(&descs[i], p.index);
-            adag_wbuf_str(&descs[i], p.who ? p.who : "?");
-            adag_wbuf_u32(&descs[i], geoms[i].comm_key && is_dev(p) ? p.comm_rank : 0);
+            adag__wbuf_u32(&descs[i], (uint32_t)p.kind);
+            adag__wbuf_u32(&descs[i], p.index);
+            adag__wbuf_str(&descs[i], p.who ? p.who : "?");
+            adag__wbuf_u32(&descs[i], geoms[i].comm_key && is_dev(p) ? p.comm_rank : 0);
         }
-        adag_wbuf_bytes(&descs[i], rd[i].data, rd[i].len);
+        adag__wbuf_bytes(&descs[i], rd[i].data, rd[i].len);
     }
     *out = &d->base;
     d = NULL;
 out:
     for (unsigned i = 0; rd && i < n; i++)
-        adag_wbuf_free(&rd[i]);
+        adag__wbuf_free(&rd[i]);
     free(rd);
     free(rg);
     dev_domain_destroy(d ? &d->base : NULL);
@@ -136,7 +136,7 @@ static adag_status_t dev_domain_import(adag_blob_t blob, const int *fds, unsigne
         /* the ring import takes the fds; a failed allocation must too */
         if (adag_chan_shm_ops.domain_import(blob, fds, nfds, &tmp) == ADAG_OK)
             adag_chan_shm_ops.domain_destroy(tmp);
-        return adag_error(ADAG_ERR_NO_MEMORY, "device channel domain: out of memory");
+        return adag__error(ADAG_ERR_NO_MEMORY, "device channel domain: out of memory");
     }
     adag_status_t st = adag_chan_shm_ops.domain_import(blob, fds, nfds, &d->rings);
     if (st != ADAG_OK) {
@@ -159,11 +159,11 @@ static adag_status_t events_create(dev_chan_t *c, adag_dev_event_t ***evs)
 {
     unsigned n = c->base.nslots;
     if (!(*evs = calloc(n, sizeof(**evs))))
-        return adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", c->base.name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", c->base.name);
     for (unsigned i = 0; i < n; i++) {
         adag_status_t st = c->ops->event_create(c->device->dev, &(*evs)[i]);
         if (st != ADAG_OK) {
-            adag_error_prefix("device channel %s", c->base.name);
+            adag__error_prefix("device channel %s", c->base.name);
             return st;
         }
     }
@@ -182,7 +182,7 @@ static void events_destroy(dev_chan_t *c, adag_dev_event_t **evs, unsigned n)
 
 static void put_handle(adag_wbuf_t *w, const adag_dev_handle_t *h)
 {
-    adag_wbuf_bytes(w, h->bytes, h->len);
+    adag__wbuf_bytes(w, h->bytes, h->len);
 }
 
 static adag_status_t export_events(dev_chan_t *c, adag_dev_event_t **evs, adag_wbuf_t *w)
@@ -191,7 +191,7 @@ static adag_status_t export_events(dev_chan_t *c, adag_dev_event_t **evs, adag_w
         adag_dev_handle_t h;
         adag_status_t st = c->ops->event_export(c->device->dev, evs[i], &h);
         if (st != ADAG_OK) {
-            adag_error_prefix("device channel %s", c->base.name);
+            adag__error_prefix("device channel %s", c->base.name);
             return st;
         }
         put_handle(w, &h);
@@ -239,7 +239,7 @@ static void dev_memory(const adag_chan_geom_t *g, const adag_chan_place_t *place
 {
     adag_chan_geom_t rg = *g;
     rg.headers_only = !needs_payload(places, g->nreaders);
-    *host = adag_shm_chan_span(&rg);
+    *host = adag__shm_chan_span(&rg);
     *device = 0;
     for (unsigned j = 0; places && j <= g->nreaders; j++)
         if (role_allocates(role_at(places, j, g->comm_key)))
@@ -254,49 +254,49 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     adag_status_t st;
     dev_chan_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
-    adag_chan_init_common(&c->base, &adag_chan_dev_ops, p);
-    c->payload = (int)adag_rbuf_u32(&rb);
-    c->comm_key = adag_rbuf_u64(&rb);
-    c->nplaces = adag_rbuf_u32(&rb);
+        return adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+    adag__chan_init_common(&c->base, &adag_chan_dev_ops, p);
+    c->payload = (int)adag__rbuf_u32(&rb);
+    c->comm_key = adag__rbuf_u64(&rb);
+    c->nplaces = adag__rbuf_u32(&rb);
     if (!d || rb.failed || c->nplaces != 1 + p->geom.nreaders || p->reader < -1 ||
         p->reader >= (int)p->geom.nreaders || p->geom.nslots == 0) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "device channel %s: %s", p->name,
+        st = adag__error(ADAG_ERR_PROTOCOL, "device channel %s: %s", p->name,
                         d ? "malformed descriptor" : "no domain");
         goto fail;
     }
     if (!(c->places = calloc(c->nplaces, sizeof(*c->places))) ||
         !(c->who = calloc(c->nplaces, sizeof(*c->who)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
         goto fail;
     }
     for (unsigned j = 0; j < c->nplaces; j++) {
-        c->places[j].kind = (int32_t)adag_rbuf_u32(&rb);
-        c->places[j].index = adag_rbuf_u32(&rb);
-        adag_rbuf_str(&rb, c->who[j], sizeof(c->who[j]));
-        c->places[j].comm_rank = adag_rbuf_u32(&rb);
+        c->places[j].kind = (int32_t)adag__rbuf_u32(&rb);
+        c->places[j].index = adag__rbuf_u32(&rb);
+        adag__rbuf_str(&rb, c->who[j], sizeof(c->who[j]));
+        c->places[j].comm_rank = adag__rbuf_u32(&rb);
         c->places[j].who = c->who[j];
-        if (c->places[j].kind >= 0 && !adag_device_backend((uint32_t)c->places[j].kind))
+        if (c->places[j].kind >= 0 && !adag__device_backend((uint32_t)c->places[j].kind))
             rb.failed = 1;
     }
     adag_blob_t ring_desc;
-    ring_desc.data = adag_rbuf_bytes(&rb, &ring_desc.len);
+    ring_desc.data = adag__rbuf_bytes(&rb, &ring_desc.len);
     if (rb.failed || rb.pos != rb.len || c->payload > 1 ||
         c->payload != needs_payload(c->places, p->geom.nreaders)) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "device channel %s: malformed descriptor", p->name);
+        st = adag__error(ADAG_ERR_PROTOCOL, "device channel %s: malformed descriptor", p->name);
         goto fail;
     }
     char why[160];
     if (c->comm_key != p->geom.comm_key) {
-        st = adag_error(ADAG_ERR_PROTOCOL,
+        st = adag__error(ADAG_ERR_PROTOCOL,
                         "device channel %s: the descriptor moves the value by communicator "
                         "%llu, the geometry by communicator %llu (0: none)",
                         p->name, (unsigned long long)c->comm_key,
                         (unsigned long long)p->geom.comm_key);
         goto fail;
     }
-    if (c->comm_key && !adag_chan_dev_comm_places_ok(c->places, c->nplaces, why, sizeof(why))) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "device channel %s: malformed descriptor (%s)",
+    if (c->comm_key && !adag__chan_dev_comm_places_ok(c->places, c->nplaces, why, sizeof(why))) {
+        st = adag__error(ADAG_ERR_PROTOCOL, "device channel %s: malformed descriptor (%s)",
                         p->name, why);
         goto fail;
     }
@@ -307,7 +307,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     if (is_dev(me)) {
         if (!p->device || (int32_t)p->device->kind != me.kind ||
             p->device->dev->index != me.index) {
-            st = adag_error(ADAG_ERR_PROTOCOL,
+            st = adag__error(ADAG_ERR_PROTOCOL,
                             "device channel %s: this endpoint was compiled for %s:%u but its "
                             "actor %s",
                             p->name, adag_device_kind_name((uint32_t)me.kind), me.index,
@@ -328,7 +328,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     unsigned n = c->base.nslots;
     c->stride = dev_stride(p->geom.capacity);
     if (c->stride > SIZE_MAX / n) {
-        st = adag_error(ADAG_ERR_INVALID, "device channel %s: %u slots of %zu bytes", p->name, n,
+        st = adag__error(ADAG_ERR_INVALID, "device channel %s: %u slots of %zu bytes", p->name, n,
                         p->geom.capacity);
         goto fail;
     }
@@ -338,7 +338,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         c->pending = calloc(n, sizeof(*c->pending));
         c->consumed = calloc((size_t)n * p->geom.nreaders + 1, sizeof(*c->consumed));
         if (!c->ring_bufs || !c->pending || !c->consumed) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
             goto fail;
         }
         for (unsigned r = 1; c->comm_key && r < c->nplaces; r++)
@@ -371,7 +371,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
                 goto fail_prefixed;
         }
         if (c->role == ROLE_H2D && !(c->releases = calloc(n, sizeof(*c->releases)))) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
             goto fail;
         }
         if (c->role != ROLE_H2D && (st = export_events(c, c->my_consumed, peer_info)) != ADAG_OK)
@@ -379,7 +379,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
         break;
     case ROLE_COMM_RECV:
         if (!(c->received = calloc(n, sizeof(*c->received)))) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
             goto fail;
         }
         if ((st = c->ops->mem_alloc(c->device->dev, c->stride * n, &c->local)) != ADAG_OK ||
@@ -394,24 +394,24 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     /* the roles that copy between the device and the ring's host slots:
      * without the lock the copies are right but synchronous (logged) */
     if ((c->role == ROLE_H2D || (c->role == ROLE_DEV_WRITER && c->payload)) &&
-        adag_chan_dev_pin(c) != ADAG_OK)
+        adag__chan_dev_pin(c) != ADAG_OK)
         ADAG_LOG_WARN("%s: its copies will hold the loop until done", adag_last_error());
     /* the roles with communication operations on device streams */
     int watched = c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY ||
                   c->role == ROLE_H2D || c->role == ROLE_COMM_RECV ||
                   (c->role == ROLE_DEV_WRITER && c->payload);
     if (c->comm_readers && !(c->send_watch = calloc(n, sizeof(*c->send_watch)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
         goto fail;
     }
     if (watched && !(c->watch = calloc(n, sizeof(*c->watch)))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
         goto fail;
     }
     *out = &c->base;
     return ADAG_OK;
 fail_prefixed:
-    adag_error_prefix("device channel %s", p->name);
+    adag__error_prefix("device channel %s", p->name);
 fail:
     dev_close(&c->base);
     return st;
@@ -421,7 +421,7 @@ fail:
 static int get_handle(adag_rbuf_t *rb, adag_dev_handle_t *h)
 {
     size_t len;
-    const void *b = adag_rbuf_bytes(rb, &len);
+    const void *b = adag__rbuf_bytes(rb, &len);
     memset(h, 0, sizeof(*h));
     h->fds[0] = h->fds[1] = -1;
     if (rb->failed || len > sizeof(h->bytes))
@@ -437,11 +437,11 @@ static adag_status_t import_events(dev_chan_t *c, adag_rbuf_t *rb, adag_dev_even
     for (unsigned i = 0; i < c->base.nslots; i++) {
         adag_dev_handle_t h;
         if (get_handle(rb, &h) != 0)
-            return adag_error(ADAG_ERR_PROTOCOL, "device channel %s: %s info is malformed",
+            return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: %s info is malformed",
                               c->base.name, whose);
         adag_status_t st = c->ops->event_import(c->device->dev, &h, &evs[i]);
         if (st != ADAG_OK) {
-            adag_error_prefix("device channel %s: %s event %u", c->base.name, whose, i);
+            adag__error_prefix("device channel %s: %s event %u", c->base.name, whose, i);
             return st;
         }
     }
@@ -454,28 +454,28 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
     adag_status_t st = ADAG_OK;
     unsigned n = ch->nslots;
     if (npeers != c->nplaces)
-        return adag_error(ADAG_ERR_PROTOCOL, "device channel %s: %u peers, expected %u",
+        return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: %u peers, expected %u",
                           ch->name, npeers, c->nplaces);
     if (c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY) {
         adag_rbuf_t rb = {peers[0].data, peers[0].len, 0, 0};
         adag_dev_handle_t h;
         if (get_handle(&rb, &h) != 0)
-            return adag_error(ADAG_ERR_PROTOCOL, "device channel %s: the writer's info is "
+            return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: the writer's info is "
                                                  "malformed", ch->name);
         if ((st = c->ops->mem_import(c->device->dev, &h, &c->peer)) != ADAG_OK) {
-            adag_error_prefix("device channel %s: the writer's slots", ch->name);
+            adag__error_prefix("device channel %s: the writer's slots", ch->name);
             return st;
         }
         if (c->peer.size < c->stride * n)
-            return adag_error(ADAG_ERR_PROTOCOL,
+            return adag__error(ADAG_ERR_PROTOCOL,
                               "device channel %s: the writer's slots are %zu bytes, expected %zu",
                               ch->name, c->peer.size, c->stride * n);
         if (!(c->peer_ready = calloc(n, sizeof(*c->peer_ready))))
-            return adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", ch->name);
+            return adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", ch->name);
         if ((st = import_events(c, &rb, c->peer_ready, "the writer's")) != ADAG_OK)
             return st;
         if (rb.pos != rb.len)
-            return adag_error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in the "
+            return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in the "
                                                  "writer's info", ch->name);
     } else if (c->role == ROLE_DEV_WRITER && !c->comm_key) {
         for (unsigned r = 0; r + 1 < c->nplaces; r++) {
@@ -488,12 +488,12 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
             if ((st = import_events(c, &rb, c->consumed + (size_t)r * n, whose)) != ADAG_OK)
                 return st;
             if (rb.pos != rb.len)
-                return adag_error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in %s "
+                return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in %s "
                                                      "info", ch->name, whose);
         }
     }
     if ((c->role == ROLE_COMM_RECV || (c->role == ROLE_DEV_WRITER && c->comm_key)) &&
-        (st = adag_chan_dev_comm_connect(c, (unsigned)(ch->reader + 1))) != ADAG_OK)
+        (st = adag__chan_dev_comm_connect(c, (unsigned)(ch->reader + 1))) != ADAG_OK)
         return st;
     atomic_store_explicit(&c->connected, 1, memory_order_release);
     return ADAG_OK;
@@ -505,7 +505,7 @@ static int drain_streams(dev_chan_t *c)
 {
     if (!c->device)
         return 1;
-    int64_t deadline = adag_deadline_ms(CLOSE_SYNC_MS);
+    int64_t deadline = adag__deadline_ms(CLOSE_SYNC_MS);
     adag_status_t a = c->ops->stream_sync(c->device->comm, deadline);
     adag_status_t b = c->ops->stream_sync(c->device->compute, deadline);
     /* the communicator's stream: set at connect, which the loop thread
@@ -527,7 +527,7 @@ static void dev_close(adag_chan_t *ch)
         return;
     if (!drain_streams(c))
         return; /* the pin too: a stream may still copy with the memory */
-    adag_chan_dev_unpin(c);
+    adag__chan_dev_unpin(c);
     unsigned n = ch->nslots;
     if (c->device) {
         adag_device_t *dev = c->device->dev;
@@ -597,7 +597,7 @@ static adag_dev_event_t *watched_op(dev_chan_t *c, int sends, unsigned s, char *
 {
     const adag_chan_place_t *w = &c->places[0];
     if (sends || c->role == ROLE_COMM_RECV) {
-        adag_chan_dev_comm_describe(c, what, len);
+        adag__chan_dev_comm_describe(c, what, len);
         return sends ? c->sent[s] : c->local_ready[s];
     }
     switch (c->role) {
@@ -662,7 +662,7 @@ static adag_status_t dev_watch(adag_chan_t *ch, int64_t now, int64_t timeout_ns,
         return ADAG_OK;
     watched_op(c, oldest_sends, oldest_slot, what, sizeof(what));
     *since_out = oldest;
-    return adag_error(ADAG_ERR_TIMEOUT,
+    return adag__error(ADAG_ERR_TIMEOUT,
                       "device channel %s: %s for execution %llu did not complete within %lld ms",
                       ch->name, what, (unsigned long long)(oldest_seq1 - 1),
                       (long long)(timeout_ns / 1000000));
@@ -679,7 +679,7 @@ static int dev_notify_fd(adag_chan_t *ch)
  * copy, if any) until every reader released it. */
 static uint32_t dev_in_use(adag_chan_t *ch)
 {
-    return adag_chan_in_use(dev_of(ch)->ring);
+    return adag__chan_in_use(dev_of(ch)->ring);
 }
 
 /* How the value reaches reader r: "cuda_ipc zero copy cuda:0 -> cuda:0",
@@ -703,7 +703,7 @@ static void dev_label(const adag_chan_geom_t *g, const adag_chan_place_t *places
                       : a.index == b.index ? "zero copy" : "peer copy";
     if (g->comm_key && a.kind >= 0 && b.kind >= 0) {
         /* by the DAG's communicator: "host_comm send/recv rank 0 -> 1" */
-        const adag_comm_ops_t *c = adag_comm_backend_for_device((adag_device_kind_t)a.kind);
+        const adag_comm_ops_t *c = adag__comm_backend_for_device((adag_device_kind_t)a.kind);
         snprintf(buf, len, "%s%s send/recv %s rank %u -> %s rank %u", c ? c->name : "?",
                  c && c->kind == ADAG_COMM_KIND_HOST ? "_comm" : "", w, a.comm_rank, rd,
                  b.comm_rank);
@@ -718,8 +718,8 @@ static void dev_label(const adag_chan_geom_t *g, const adag_chan_place_t *places
  * node: IPC, peer and host copies, or a communicator. */
 static adag_chan_cost_t dev_query(const adag_chan_edge_t *e, char *why, size_t why_len)
 {
-    unsigned away = adag_chan_edge_away(e);
-    if (!adag_chan_edge_device(e))
+    unsigned away = adag__chan_edge_away(e);
+    if (!adag__chan_edge_device(e))
         snprintf(why, why_len, "no endpoint keeps its value in device memory");
     else if (away)
         snprintf(why, why_len, "its endpoints are on more than one node (%s, %s)",
@@ -748,10 +748,10 @@ const adag_chan_ops_t adag_chan_dev_ops = {
     .wake_all = dev_wake_all,
     .notify_fd = dev_notify_fd,
     .watch = dev_watch,
-    .acquire = adag_chan_dev_acquire,
-    .publish = adag_chan_dev_publish,
-    .wait = adag_chan_dev_wait,
-    .release = adag_chan_dev_release,
-    .ready = adag_chan_dev_ready,
+    .acquire = adag__chan_dev_acquire,
+    .publish = adag__chan_dev_publish,
+    .wait = adag__chan_dev_wait,
+    .release = adag__chan_dev_release,
+    .ready = adag__chan_dev_ready,
     .in_use = dev_in_use,
 };

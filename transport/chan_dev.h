@@ -110,7 +110,7 @@ typedef enum {
 } role_t;
 
 /* A slot's latest communication operation: seq1 = seq + 1 (0: none yet),
- * enqueued at `since` (adag_now_ns); it is done when its event is (an
+ * enqueued at `since` (adag__now_ns); it is done when its event is (an
  * event of this endpoint, recorded once the op finished on its stream, and
  * recorded again only by the slot's next op, which re-arms the slot first:
  * the loop may release a slot while its op still runs). The loop thread
@@ -204,7 +204,7 @@ static inline void watch_arm(chan_watch_t *w, unsigned s, uint64_t seq)
 {
     if (!w)
         return;
-    atomic_store_explicit(&w[s].since, adag_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&w[s].since, adag__now_ns(), memory_order_relaxed);
     atomic_store_explicit(&w[s].seq1, seq + 1, memory_order_seq_cst);
 }
 
@@ -213,32 +213,32 @@ static inline void watch_arm(chan_watch_t *w, unsigned s, uint64_t seq)
 #define ADAG_CHAN_DEV_WHAT_MAX 640
 /* Nonzero if a channel by communicator may have these places (writer
  * first; NULL: all in host memory); else 0 and why not. */
-int adag_chan_dev_comm_places_ok(const adag_chan_place_t *pl, unsigned nplaces, char *why,
+int adag__chan_dev_comm_places_ok(const adag_chan_place_t *pl, unsigned nplaces, char *why,
                                  size_t len);
 /* connect: finds the channel's communicator among the actor's (the
  * endpoint is place `me`). */
-adag_status_t adag_chan_dev_comm_connect(dev_chan_t *c, unsigned me);
+adag_status_t adag__chan_dev_comm_connect(dev_chan_t *c, unsigned me);
 /* The writer's sends of slot s (seq, size > 0) on the communicator's stream. */
-adag_status_t adag_chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, size_t size);
+adag_status_t adag__chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, size_t size);
 /* ROLE_COMM_RECV's wait once the ring gave an OK view: the recv (once per
  * seq), the compute stream's wait for it, the view of the own slot. */
-adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_view_t *view);
+adag_status_t adag__chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_view_t *view);
 /* The watched op by communicator: the writer's sends, or the reader's recv. */
-void adag_chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len);
+void adag__chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len);
 
 /* The hot path (transport/chan_dev_path.c). */
 /* Page-locks the ring's memory for this endpoint's copies with it (the
  * process's registration, shared by its endpoints), and lets it go. */
-adag_status_t adag_chan_dev_pin(dev_chan_t *c);
-void adag_chan_dev_unpin(dev_chan_t *c);
+adag_status_t adag__chan_dev_pin(dev_chan_t *c);
+void adag__chan_dev_unpin(dev_chan_t *c);
 
-adag_status_t adag_chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
-adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+adag_status_t adag__chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf);
+adag_status_t adag__chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                     const adag_tensor_meta_t *meta, adag_status_t status,
                                     const char *err);
-adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                  adag_slot_view_t *view);
-void adag_chan_dev_release(adag_chan_t *ch, uint64_t seq);
-int adag_chan_dev_ready(adag_chan_t *ch, uint64_t seq);
+void adag__chan_dev_release(adag_chan_t *ch, uint64_t seq);
+int adag__chan_dev_ready(adag_chan_t *ch, uint64_t seq);
 
 #endif

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int adag_chan_dev_comm_places_ok(const adag_chan_place_t *pl, unsigned nplaces, char *why,
+int adag__chan_dev_comm_places_ok(const adag_chan_place_t *pl, unsigned nplaces, char *why,
                                  size_t len)
 {
     if (!pl || !nplaces || !is_dev(pl[0])) {
@@ -38,7 +38,7 @@ int adag_chan_dev_comm_places_ok(const adag_chan_place_t *pl, unsigned nplaces, 
     return 1;
 }
 
-adag_status_t adag_chan_dev_comm_connect(dev_chan_t *c, unsigned me)
+adag_status_t adag__chan_dev_comm_connect(dev_chan_t *c, unsigned me)
 {
     const char *name = c->base.name;
     unsigned long long key = (unsigned long long)c->comm_key;
@@ -47,25 +47,25 @@ adag_status_t adag_chan_dev_comm_connect(dev_chan_t *c, unsigned me)
         if (c->comms[i].key == c->comm_key)
             e = &c->comms[i];
     if (!e || !e->comm)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "device channel %s: communicator %llu was not joined by this actor",
                           name, key);
     const adag_comm_t *comm = e->comm;
     adag_chan_place_t mine = c->places[me];
     if (!e->stream || !comm->dev || (int32_t)comm->dev->ops->kind != mine.kind ||
         comm->dev->index != mine.index)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "device channel %s: this actor's communicator %llu is not on its "
                           "device %s:%u with a stream",
                           name, key, adag_device_kind_name((uint32_t)mine.kind), mine.index);
     if (comm->rank != mine.comm_rank)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "device channel %s: this endpoint is rank %u of communicator %llu, "
                           "but its actor joined it as rank %u",
                           name, mine.comm_rank, key, comm->rank);
     for (unsigned i = 0; i < c->nplaces; i++)
         if (is_dev(c->places[i]) && c->places[i].comm_rank >= comm->nranks)
-            return adag_error(ADAG_ERR_PROTOCOL,
+            return adag__error(ADAG_ERR_PROTOCOL,
                               "device channel %s: %s is rank %u of communicator %llu, which "
                               "has %u ranks",
                               name, c->who[i], c->places[i].comm_rank, key, comm->nranks);
@@ -78,12 +78,12 @@ adag_status_t adag_chan_dev_comm_connect(dev_chan_t *c, unsigned me)
 
 static adag_status_t comm_fail(dev_chan_t *c, adag_status_t st, const char *what, uint64_t seq)
 {
-    adag_error_prefix("device channel %s: %s for execution %llu", c->base.name, what,
+    adag__error_prefix("device channel %s: %s for execution %llu", c->base.name, what,
                       (unsigned long long)seq);
     return st;
 }
 
-adag_status_t adag_chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, size_t size)
+adag_status_t adag__chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, size_t size)
 {
     const void *slot = (const char *)c->slots.ptr + (size_t)s * c->stride;
     adag_dev_stream_t *stream = c->comm_stream;
@@ -98,7 +98,7 @@ adag_status_t adag_chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, s
             continue;
         if ((st = c->comm->ops->send(c->comm, slot, size, c->places[r].comm_rank, stream)) !=
             ADAG_OK) {
-            adag_error_prefix("device channel %s: the send to %s for execution %llu",
+            adag__error_prefix("device channel %s: the send to %s for execution %llu",
                               c->base.name, c->who[r], (unsigned long long)seq);
             return st;
         }
@@ -108,7 +108,7 @@ adag_status_t adag_chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, s
     return ADAG_OK;
 }
 
-adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_view_t *view)
+adag_status_t adag__chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_view_t *view)
 {
     unsigned s = slot_index(c, seq);
     char *local = (char *)c->local.ptr + (size_t)s * c->stride;
@@ -126,7 +126,7 @@ adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_vie
             return comm_fail(c, st, "ordering the recv after the previous use", seq);
         if ((st = c->comm->ops->recv(c->comm, local, view->size, c->places[0].comm_rank,
                                      stream)) != ADAG_OK) {
-            adag_error_prefix("device channel %s: the recv from %s for execution %llu",
+            adag__error_prefix("device channel %s: the recv from %s for execution %llu",
                               c->base.name, c->who[0], (unsigned long long)seq);
             return st;
         }
@@ -139,7 +139,7 @@ adag_status_t adag_chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_vie
     return ADAG_OK;
 }
 
-void adag_chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len)
+void adag__chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len)
 {
     size_t used;
     if (c->role != ROLE_DEV_WRITER) {

@@ -11,12 +11,12 @@
 
 static adag_status_t stream_fail(dev_chan_t *c, adag_status_t st, const char *what, uint64_t seq)
 {
-    adag_error_prefix("device channel %s: %s for execution %llu", c->base.name, what,
+    adag__error_prefix("device channel %s: %s for execution %llu", c->base.name, what,
                       (unsigned long long)seq);
     return st;
 }
 
-adag_status_t adag_chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
+adag_status_t adag__chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
 {
     dev_chan_t *c = dev_of(ch);
     void *ring_buf;
@@ -59,12 +59,12 @@ static void deferred_publish(void *arg)
                        p->err[0] ? p->err : NULL);
 }
 
-adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+adag_status_t adag__chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                     const adag_tensor_meta_t *meta, adag_status_t status,
                                     const char *err)
 {
     dev_chan_t *c = dev_of(ch);
-    adag_status_t st = adag_chan_publish_fits(ch, seq, size, status);
+    adag_status_t st = adag__chan_publish_fits(ch, seq, size, status);
     if (st != ADAG_OK)
         return st; /* before any event or copy: nothing of seq is on a stream */
     if (c->role != ROLE_DEV_WRITER)
@@ -77,7 +77,7 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     p->seq = seq;
     p->size = status == ADAG_OK ? size : 0;
     p->has_meta = status == ADAG_OK && meta != NULL;
-    adag_tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
+    adag__tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
     p->status = status;
     snprintf(p->err, sizeof(p->err), "%s", status != ADAG_OK && err ? err : "");
     if (status == ADAG_OK &&
@@ -88,15 +88,15 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         adag_dev_stream_t *comm = c->device->comm;
         watch_arm(c->watch, s, seq);
         if (status == ADAG_OK && p->size) {
-            uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
+            uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
             if ((st = c->ops->stream_wait_event(comm, c->ready[s])) != ADAG_OK ||
                 (st = c->ops->copy_async(comm, c->ring_bufs[s], (char *)c->slots.ptr +
                                                                    (size_t)s * c->stride,
                                          p->size)) != ADAG_OK)
                 return stream_fail(c, st, "copying the value to host memory", seq);
             if (ch->trace)
-                adag_trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan,
-                               seq, t0, adag_trace_clock());
+                adag__trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan,
+                               seq, t0, adag__trace_clock());
         }
         if ((st = c->ops->event_record(c->copied[s], comm)) != ADAG_OK ||
             (st = c->ops->host_fn(comm, deferred_publish, p)) != ADAG_OK)
@@ -104,7 +104,7 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     }
     /* device readers by communicator: a send each (a failure or 0 bytes: none) */
     if (c->comm_readers && status == ADAG_OK && p->size &&
-        (st = adag_chan_dev_comm_send(c, s, seq, p->size)) != ADAG_OK)
+        (st = adag__chan_dev_comm_send(c, s, seq, p->size)) != ADAG_OK)
         return st;
     /* without payload, only now: a reader that sees the ring finds its send queued */
     if (!c->payload)
@@ -112,7 +112,7 @@ adag_status_t adag_chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     return ADAG_OK;
 }
 
-adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                  adag_slot_view_t *view)
 {
     dev_chan_t *c = dev_of(ch);
@@ -122,7 +122,7 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
         const deferred_t *p = &c->pending[slot_index(c, seq)];
         view->data = (char *)c->slots.ptr + (size_t)slot_index(c, seq) * c->stride;
         view->size = p->size;
-        adag_tensor_meta_load(&view->meta, &p->meta);
+        adag__tensor_meta_load(&view->meta, &p->meta);
         view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
         view->status = p->status;
         view->err = p->err;
@@ -134,13 +134,13 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
     if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER || view->status != ADAG_OK)
         return ADAG_OK;
     if (c->role == ROLE_COMM_RECV)
-        return adag_chan_dev_comm_recv(c, seq, view);
+        return adag__chan_dev_comm_recv(c, seq, view);
     unsigned s = slot_index(c, seq);
     adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
     watch_arm(c->watch, s, seq);
     char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
     view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
-    uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
+    uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
     switch (c->role) {
     case ROLE_SAME_DEVICE:
         /* `arrived` completes when the wait did (the watchdog's view) */
@@ -169,8 +169,8 @@ adag_status_t adag_chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline
         (st = c->ops->stream_wait_event(compute, c->local_ready[s])) != ADAG_OK)
         return stream_fail(c, st, "ordering the copy", seq);
     if (ch->trace)
-        adag_trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
-                       adag_trace_clock());
+        adag__trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
+                       adag__trace_clock());
     view->data = local;
     return ADAG_OK;
 }
@@ -182,7 +182,7 @@ static void deferred_release(void *arg)
     ring->ops->release(ring, p->seq);
 }
 
-void adag_chan_dev_release(adag_chan_t *ch, uint64_t seq)
+void adag__chan_dev_release(adag_chan_t *ch, uint64_t seq)
 {
     dev_chan_t *c = dev_of(ch);
     unsigned s = slot_index(c, seq);
@@ -228,7 +228,7 @@ void adag_chan_dev_release(adag_chan_t *ch, uint64_t seq)
     c->ring->ops->release(c->ring, seq);
 }
 
-int adag_chan_dev_ready(adag_chan_t *ch, uint64_t seq)
+int adag__chan_dev_ready(adag_chan_t *ch, uint64_t seq)
 {
     dev_chan_t *c = dev_of(ch);
     if (c->role == ROLE_DEV_WRITER)

@@ -40,17 +40,17 @@ static adag_status_t pin_register(chan_pin_t *p, dev_chan_t *owner)
 {
     adag_status_t st = p->ops->host_register(owner->device->dev, p->base, p->size, &p->reg);
     if (st != ADAG_OK)
-        adag_error_prefix("device channel %s: page-locking its %zu bytes of host memory",
+        adag__error_prefix("device channel %s: page-locking its %zu bytes of host memory",
                           owner->base.name, p->size);
     return st;
 }
 
-adag_status_t adag_chan_dev_pin(dev_chan_t *c)
+adag_status_t adag__chan_dev_pin(dev_chan_t *c)
 {
     adag_status_t st = ADAG_OK;
     void *base;
     size_t size;
-    adag_shm_chan_memory(c->ring, &base, &size);
+    adag__shm_chan_memory(c->ring, &base, &size);
     pthread_mutex_lock(&pins_lock);
     chan_pin_t *p = pins;
     while (p && !(p->ops == c->ops && p->base == base))
@@ -58,7 +58,7 @@ adag_status_t adag_chan_dev_pin(dev_chan_t *c)
     int fresh = !p;
     if (fresh) {
         if (!(p = calloc(1, sizeof(*p)))) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", c->base.name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", c->base.name);
             goto out;
         }
         *p = (chan_pin_t){.ops = c->ops, .base = base, .size = size};
@@ -67,7 +67,7 @@ adag_status_t adag_chan_dev_pin(dev_chan_t *c)
         unsigned cap = p->cap ? p->cap * 2 : 4;
         dev_chan_t **u = realloc(p->users, cap * sizeof(*u));
         if (!u) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", c->base.name);
+            st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", c->base.name);
             goto out;
         }
         p->users = u;
@@ -90,7 +90,7 @@ out:
     return st;
 }
 
-void adag_chan_dev_unpin(dev_chan_t *c)
+void adag__chan_dev_unpin(dev_chan_t *c)
 {
     chan_pin_t *p = c->pin;
     if (!p)

@@ -38,12 +38,12 @@ static adag_status_t self_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                   const char *err)
 {
     self_chan_t *s = self_of(ch);
-    adag_status_t st = adag_chan_publish_fits(ch, seq, size, status);
+    adag_status_t st = adag__chan_publish_fits(ch, seq, size, status);
     if (st != ADAG_OK)
         return st;
     s->published = seq + 1;
     s->size = status == ADAG_OK ? size : 0;
-    adag_tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
+    adag__tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
     s->status = status;
     s->err[0] = '\0';
     if (status != ADAG_OK && err)
@@ -59,7 +59,7 @@ static adag_status_t self_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     (void)deadline;
     view->data = s->buf;
     view->size = s->size;
-    adag_tensor_meta_load(&view->meta, &s->meta);
+    adag__tensor_meta_load(&view->meta, &s->meta);
     view->device = ADAG_DEVICE_HOST;
     view->status = s->status;
     view->err = s->err;
@@ -89,17 +89,17 @@ static adag_status_t self_open(adag_chan_domain_t *d, const adag_chan_open_param
     (void)d;
     (void)peer_info;
     if (p->reader != -1 || p->geom.nreaders != 0 || p->desc.len != 0)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "self channel %s: only its writer may open it (reader %d of %u, "
                           "descriptor of %zu bytes)",
                           p->name, p->reader, p->geom.nreaders, p->desc.len);
     self_chan_t *s = calloc(1, sizeof(*s));
     if (!s || !(s->buf = malloc(p->geom.capacity ? p->geom.capacity : 1))) {
         free(s);
-        return adag_error(ADAG_ERR_NO_MEMORY, "self channel %s: cannot allocate %zu bytes",
+        return adag__error(ADAG_ERR_NO_MEMORY, "self channel %s: cannot allocate %zu bytes",
                           p->name, p->geom.capacity);
     }
-    adag_chan_init_common(&s->base, &adag_chan_self_ops, p);
+    adag__chan_init_common(&s->base, &adag_chan_self_ops, p);
     s->base.nslots = 1;
     *out = &s->base;
     return ADAG_OK;
@@ -127,7 +127,7 @@ static adag_chan_cost_t self_query(const adag_chan_edge_t *e, char *why, size_t 
     if (e->nreaders || e->ends[0].actor < 0)
         snprintf(why, why_len, "%s", e->nreaders ? "other endpoints than its writer read it"
                                                  : "its writer is the driver");
-    else if (adag_chan_edge_device(e))
+    else if (adag__chan_edge_device(e))
         snprintf(why, why_len, "its value is in device memory");
     else
         return ADAG_CHAN_COST_PROCESS;

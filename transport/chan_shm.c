@@ -87,7 +87,7 @@ typedef struct {
     adag_chan_t base;
     struct adag_shm_chan_hdr *hdr;
     char *slots;
-    size_t size;   /* the channel's bytes in the segment (adag_shm_chan_size) */
+    size_t size;   /* the channel's bytes in the segment (adag__shm_chan_size) */
     int bytes;     /* 0: a headers-only ring */
     int notify_fd; /* the domain's eventfd */
 } shm_chan_t;
@@ -126,12 +126,12 @@ static size_t slot_bytes(const adag_chan_geom_t *g)
 /* The channel's bytes in its segment, whole pages (SIZE_MAX: too large). */
 static size_t geom_span(const adag_chan_geom_t *g)
 {
-    size_t sz = adag_shm_chan_size(g->nslots, g->nreaders, slot_bytes(g));
+    size_t sz = adag__shm_chan_size(g->nslots, g->nreaders, slot_bytes(g));
     size_t span = sz == SIZE_MAX ? SIZE_MAX : ring_span(sz);
     return span < sz ? SIZE_MAX : span;
 }
 
-size_t adag_shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity)
+size_t adag__shm_chan_size(unsigned nslots, unsigned nreaders, size_t capacity)
 {
     /* Saturates at SIZE_MAX instead of wrapping: the geometry may come from a
      * peer's program, and a wrapped size would pass "fits in the segment". */
@@ -171,8 +171,8 @@ static void chan_init(void *base, const adag_chan_geom_t *g)
 static void shm_wake_all(adag_chan_t *ch)
 {
     struct adag_shm_chan_hdr *hdr = shm_of(ch)->hdr;
-    adag_event_notify(&hdr->data_ev);
-    adag_event_notify(&hdr->space_ev);
+    adag__event_notify(&hdr->data_ev);
+    adag__event_notify(&hdr->space_ev);
 }
 
 /* ---- writer ---- */
@@ -196,7 +196,7 @@ static adag_status_t shm_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     shm_chan_t *s = shm_of(ch);
     space_arg_t arg = {s->hdr, seq >= ch->nslots ? seq - ch->nslots + 1 : 0};
     adag_status_t st =
-        adag_event_wait(&s->hdr->space_ev, space_ready, &arg, ch->abort, deadline, &ch->spin);
+        adag__event_wait(&s->hdr->space_ev, space_ready, &arg, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     *buf = s->bytes ? (char *)slot_of(s, seq) + SLOT_HDR_SIZE : NULL;
@@ -220,13 +220,13 @@ static adag_status_t shm_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                  const char *err)
 {
     shm_chan_t *s = shm_of(ch);
-    adag_status_t st = adag_chan_publish_fits(ch, seq, size, status);
+    adag_status_t st = adag__chan_publish_fits(ch, seq, size, status);
     if (st != ADAG_OK)
         return st;
     slot_hdr_t *slot = slot_of(s, seq);
     slot->seq = seq;
     slot->size = status == ADAG_OK ? size : 0;
-    adag_tensor_meta_store(&slot->meta, status == ADAG_OK ? meta : NULL);
+    adag__tensor_meta_store(&slot->meta, status == ADAG_OK ? meta : NULL);
     slot->status = status;
     size_t n = status != ADAG_OK && err ? strnlen(err, ADAG_SLOT_ERR_MAX - 1) : 0;
     if (n)
@@ -236,7 +236,7 @@ static adag_status_t shm_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     /* seq_cst (a release, and part of the event handshake): the slot's contents
      * happen-before any reader's load of written */
     atomic_store_explicit(&s->hdr->written, seq + 1, memory_order_seq_cst);
-    adag_event_notify(&s->hdr->data_ev);
+    adag__event_notify(&s->hdr->data_ev);
     /* seq_cst with the arming reader's store of notify_armed and its later
      * load of written: either we see it armed, or it sees this publish */
     if (atomic_load_explicit(&s->hdr->notify_armed, memory_order_seq_cst) && s->notify_fd >= 0) {
@@ -266,20 +266,20 @@ static adag_status_t shm_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     shm_chan_t *s = shm_of(ch);
     data_arg_t arg = {s->hdr, seq};
     adag_status_t st =
-        adag_event_wait(&s->hdr->data_ev, data_ready, &arg, ch->abort, deadline, &ch->spin);
+        adag__event_wait(&s->hdr->data_ev, data_ready, &arg, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     slot_hdr_t *slot = slot_of(s, seq);
     if (slot->seq != seq || slot->size > ch->capacity || slot->err_len >= ADAG_SLOT_ERR_MAX ||
         slot->meta.ndim > ADAG_MAX_DIMS)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "shm channel %s: slot for execution %llu holds execution %llu "
                           "(size %llu of %zu)",
                           ch->name, (unsigned long long)seq, (unsigned long long)slot->seq,
                           (unsigned long long)slot->size, ch->capacity);
     view->data = s->bytes ? (char *)slot + SLOT_HDR_SIZE : NULL;
     view->size = slot->size;
-    adag_tensor_meta_load(&view->meta, &slot->meta);
+    adag__tensor_meta_load(&view->meta, &slot->meta);
     view->device = ADAG_DEVICE_HOST;
     view->status = slot->status;
     view->err = slot->err; /* terminated by the writer; readers never write a slot */
@@ -295,7 +295,7 @@ static void shm_release(adag_chan_t *ch, uint64_t seq)
     /* seq_cst (a release, and part of the event handshake): our reads of the
      * slot happen-before the writer refills it */
     atomic_store_explicit(cursor(s->hdr, (unsigned)ch->reader), seq + 1, memory_order_seq_cst);
-    adag_event_notify(&s->hdr->space_ev);
+    adag__event_notify(&s->hdr->space_ev);
 }
 
 static int shm_ready(adag_chan_t *ch, uint64_t seq)
@@ -319,30 +319,30 @@ static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_
 {
     shm_domain_t *d = (shm_domain_t *)dom;
     adag_rbuf_t rb = {p->desc.data, p->desc.len, 0, 0};
-    uint64_t off = adag_rbuf_u64(&rb);
+    uint64_t off = adag__rbuf_u64(&rb);
     const adag_chan_geom_t *g = &p->geom;
     (void)peer_info;
     if (!d || rb.failed || rb.pos != rb.len)
-        return adag_error(ADAG_ERR_PROTOCOL, "shm channel %s: %s", p->name,
+        return adag__error(ADAG_ERR_PROTOCOL, "shm channel %s: %s", p->name,
                           d ? "malformed descriptor" : "no shared-memory segment");
-    size_t size = adag_shm_chan_size(g->nslots, g->nreaders, slot_bytes(g));
+    size_t size = adag__shm_chan_size(g->nslots, g->nreaders, slot_bytes(g));
     if (off < SEGMENT_HDR_SIZE || (off & 63) || off > d->seg.size || size > d->seg.size - off)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "shm channel %s: offset %llu does not fit a segment of %zu bytes",
                           p->name, (unsigned long long)off, d->seg.size);
     struct adag_shm_chan_hdr *hdr = (void *)((char *)d->seg.base + off);
     if (hdr->magic != CHAN_MAGIC || hdr->nslots != g->nslots || hdr->nreaders != g->nreaders ||
         hdr->capacity != g->capacity || hdr->stride != slot_stride(slot_bytes(g)) ||
         g->nslots == 0 || p->reader >= (int)g->nreaders || p->reader < -1)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "shm channel %s: header does not match its geometry "
                           "(%u slots, %u readers, %zu bytes%s, reader %d)",
                           p->name, g->nslots, g->nreaders, g->capacity,
                           g->headers_only ? " (headers only)" : "", p->reader);
     shm_chan_t *s = calloc(1, sizeof(*s));
     if (!s)
-        return adag_error(ADAG_ERR_NO_MEMORY, "shm channel %s: out of memory", p->name);
-    adag_chan_init_common(&s->base, &adag_chan_shm_ops, p);
+        return adag__error(ADAG_ERR_NO_MEMORY, "shm channel %s: out of memory", p->name);
+    adag__chan_init_common(&s->base, &adag_chan_shm_ops, p);
     s->hdr = hdr;
     s->slots = (char *)(hdr + 1) + (size_t)g->nreaders * CURSOR_STRIDE;
     s->size = size;
@@ -351,7 +351,7 @@ static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_
     if (p->reader < 0 && p->has_numa) {
         /* the writer's node: its pages are placed when first written */
         size_t span = size - (size_t)(s->slots - (char *)hdr);
-        if (adag_mempolicy_range(s->slots, span, p->numa) != 0)
+        if (adag__mempolicy_range(s->slots, span, p->numa) != 0)
             ADAG_LOG_WARN("shm channel %s: its slots stay where the kernel puts them: mbind "
                           "to NUMA node %d: %s", p->name, p->numa, strerror(errno));
     }
@@ -359,7 +359,7 @@ static adag_status_t shm_open_endpoint(adag_chan_domain_t *dom, const adag_chan_
     return ADAG_OK;
 }
 
-void adag_shm_chan_memory(adag_chan_t *ch, void **base, size_t *size)
+void adag__shm_chan_memory(adag_chan_t *ch, void **base, size_t *size)
 {
     shm_chan_t *s = shm_of(ch);
     *base = s->hdr;
@@ -378,7 +378,7 @@ static void shm_domain_destroy(adag_chan_domain_t *dom)
     shm_domain_t *d = (shm_domain_t *)dom;
     if (!d)
         return;
-    adag_shm_segment_destroy(&d->seg);
+    adag__shm_segment_destroy(&d->seg);
     if (d->notify_fd >= 0)
         close(d->notify_fd);
     free(d);
@@ -405,26 +405,26 @@ static adag_status_t shm_domain_create(const char *dag_name, const adag_chan_geo
     adag_status_t st;
     shm_domain_t *d = domain_new();
     if (!d)
-        return adag_error(ADAG_ERR_NO_MEMORY, "shm domain of DAG %s: out of memory", dag_name);
+        return adag__error(ADAG_ERR_NO_MEMORY, "shm domain of DAG %s: out of memory", dag_name);
     for (unsigned i = 0; i < n; i++) {
         size_t span = geom_span(&geoms[i]);
         if (span == SIZE_MAX || off + span < off) {
-            st = adag_error(ADAG_ERR_INVALID,
+            st = adag__error(ADAG_ERR_INVALID,
                             "DAG %s: shared-memory channels too large (%u slots of %zu bytes)",
                             dag_name, geoms[i].nslots, geoms[i].capacity);
             goto fail;
         }
-        adag_wbuf_u64(&descs[i], off);
+        adag__wbuf_u64(&descs[i], off);
         off += span;
     }
     snprintf(name, sizeof(name), "adag:%s", dag_name);
-    if ((st = adag_shm_segment_create(&d->seg, name, off)) != ADAG_OK) {
-        adag_error_prefix("shared memory for DAG %s", dag_name);
+    if ((st = adag__shm_segment_create(&d->seg, name, off)) != ADAG_OK) {
+        adag__error_prefix("shared memory for DAG %s", dag_name);
         goto fail;
     }
-    d->notify_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    d->notify_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (d->notify_fd < 0) {
-        st = adag_error_errno(errno, "DAG %s: eventfd", dag_name);
+        st = adag__error_errno(errno, "DAG %s: eventfd", dag_name);
         goto fail;
     }
     segment_hdr_t *sh = d->seg.base;
@@ -446,7 +446,7 @@ static adag_status_t shm_domain_export(adag_chan_domain_t *dom, adag_wbuf_t *blo
                                        unsigned *nfds)
 {
     shm_domain_t *d = (shm_domain_t *)dom;
-    adag_wbuf_u64(blob, d->seg.size);
+    adag__wbuf_u64(blob, d->seg.size);
     fds[0] = d->seg.fd;
     fds[1] = d->notify_fd;
     *nfds = 2;
@@ -457,27 +457,27 @@ static adag_status_t shm_domain_import(adag_blob_t blob, const int *fds, unsigne
                                        adag_chan_domain_t **out)
 {
     adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
-    uint64_t size = adag_rbuf_u64(&rb);
+    uint64_t size = adag__rbuf_u64(&rb);
     adag_status_t st;
     shm_domain_t *d = domain_new();
     if (!d) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "shm domain: out of memory");
+        st = adag__error(ADAG_ERR_NO_MEMORY, "shm domain: out of memory");
         goto fail_fds;
     }
     if (rb.failed || rb.pos != rb.len || nfds != 2 || size < SEGMENT_HDR_SIZE ||
         size > SIZE_MAX) {
-        st = adag_error(ADAG_ERR_PROTOCOL,
+        st = adag__error(ADAG_ERR_PROTOCOL,
                         "shm domain: malformed (%zu bytes, %u fds; expected 8 bytes, 2 fds)",
                         blob.len, nfds);
         goto fail_fds;
     }
     d->notify_fd = fds[1];
-    st = adag_shm_segment_map(&d->seg, fds[0], (size_t)size); /* takes fds[0] */
+    st = adag__shm_segment_map(&d->seg, fds[0], (size_t)size); /* takes fds[0] */
     if (st != ADAG_OK)
         goto fail;
     const segment_hdr_t *sh = d->seg.base;
     if (sh->magic != SEGMENT_MAGIC || sh->size != size) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "shm domain: the segment has a bad header");
+        st = adag__error(ADAG_ERR_PROTOCOL, "shm domain: the segment has a bad header");
         goto fail;
     }
     *out = &d->base;
@@ -495,7 +495,7 @@ static size_t shm_domain_bytes(const adag_chan_domain_t *dom)
     return ((const shm_domain_t *)dom)->seg.size;
 }
 
-size_t adag_shm_chan_span(const adag_chan_geom_t *g)
+size_t adag__shm_chan_span(const adag_chan_geom_t *g)
 {
     return geom_span(g);
 }
@@ -512,7 +512,7 @@ static void shm_memory(const adag_chan_geom_t *g, const adag_chan_place_t *place
  * there and passed to worker processes as an fd). */
 static adag_chan_cost_t shm_query(const adag_chan_edge_t *e, char *why, size_t why_len)
 {
-    if (adag_chan_edge_device(e)) {
+    if (adag__chan_edge_device(e)) {
         snprintf(why, why_len, "its value is in device memory");
         return ADAG_CHAN_CANNOT;
     }
@@ -550,24 +550,24 @@ const adag_chan_ops_t adag_chan_shm_ops = {
 
 /* ---- segments ---- */
 
-adag_status_t adag_shm_segment_create(adag_shm_segment_t *seg, const char *name, size_t size)
+adag_status_t adag__shm_segment_create(adag_shm_segment_t *seg, const char *name, size_t size)
 {
     long page = sysconf(_SC_PAGESIZE);
     size = (size + (size_t)page - 1) & ~((size_t)page - 1);
     seg->base = NULL;
     seg->size = 0;
-    seg->fd = adag_fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
+    seg->fd = adag__fd_above_stdio(memfd_create(name, MFD_CLOEXEC));
     if (seg->fd < 0)
-        return adag_error_errno(errno, "memfd_create(%s)", name);
+        return adag__error_errno(errno, "memfd_create(%s)", name);
     if (ftruncate(seg->fd, (off_t)size) != 0) {
-        adag_status_t st = adag_error_errno(errno, "ftruncate(%s, %zu)", name, size);
+        adag_status_t st = adag__error_errno(errno, "ftruncate(%s, %zu)", name, size);
         close(seg->fd);
         seg->fd = -1;
         return st;
     }
     seg->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
     if (seg->base == MAP_FAILED) {
-        adag_status_t st = adag_error_errno(errno, "mmap(%s, %zu)", name, size);
+        adag_status_t st = adag__error_errno(errno, "mmap(%s, %zu)", name, size);
         close(seg->fd);
         seg->fd = -1;
         seg->base = NULL;
@@ -577,14 +577,14 @@ adag_status_t adag_shm_segment_create(adag_shm_segment_t *seg, const char *name,
     return ADAG_OK;
 }
 
-adag_status_t adag_shm_segment_map(adag_shm_segment_t *seg, int fd, size_t size)
+adag_status_t adag__shm_segment_map(adag_shm_segment_t *seg, int fd, size_t size)
 {
     struct stat sb;
     seg->fd = fd;
     seg->base = NULL;
     seg->size = 0;
     if (fstat(fd, &sb) != 0) {
-        adag_status_t st = adag_error_errno(errno, "fstat(segment fd %d)", fd);
+        adag_status_t st = adag__error_errno(errno, "fstat(segment fd %d)", fd);
         close(fd);
         seg->fd = -1;
         return st;
@@ -592,12 +592,12 @@ adag_status_t adag_shm_segment_map(adag_shm_segment_t *seg, int fd, size_t size)
     if ((uint64_t)sb.st_size != size) {
         close(fd);
         seg->fd = -1;
-        return adag_error(ADAG_ERR_PROTOCOL, "segment is %lld bytes, expected %zu",
+        return adag__error(ADAG_ERR_PROTOCOL, "segment is %lld bytes, expected %zu",
                           (long long)sb.st_size, size);
     }
     seg->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (seg->base == MAP_FAILED) {
-        adag_status_t st = adag_error_errno(errno, "mmap(segment, %zu)", size);
+        adag_status_t st = adag__error_errno(errno, "mmap(segment, %zu)", size);
         seg->base = NULL;
         close(fd);
         seg->fd = -1;
@@ -607,7 +607,7 @@ adag_status_t adag_shm_segment_map(adag_shm_segment_t *seg, int fd, size_t size)
     return ADAG_OK;
 }
 
-void adag_shm_segment_destroy(adag_shm_segment_t *seg)
+void adag__shm_segment_destroy(adag_shm_segment_t *seg)
 {
     if (seg->base)
         munmap(seg->base, seg->size);

@@ -3,7 +3,7 @@
  * no memory (other hosts), over UCP active messages.
  *
  * Every endpoint keeps its own ring of nslots slots of capacity bytes,
- * registered with UCX (adag_ucx_slot_stride: a slot of a page or more starts on a
+ * registered with UCX (adag__ucx_slot_stride: a slot of a page or more starts on a
  * page), and apart from it a header per slot:
  *   writer  acquire(seq) waits until every reader's credit says it released
  *           seq - nslots and the sends out of that slot completed; returns
@@ -91,17 +91,17 @@ static void chan_fail(adag_ucx_chan_t *c, adag_status_t st, const char *fmt, ...
     vsnprintf(c->why, sizeof(c->why), fmt, ap);
     va_end(ap);
     atomic_store_explicit(&c->status, st, memory_order_seq_cst);
-    adag_event_notify(&c->ev);
+    adag__event_notify(&c->ev);
 }
 
 /* The endpoint's failure, reported (once, here) as the caller's error. */
 static adag_status_t chan_error(adag_ucx_chan_t *c)
 {
     adag_status_t st = atomic_load_explicit(&c->status, memory_order_seq_cst);
-    return adag_error(st, "ucx channel %s: %s", c->base.name, c->why);
+    return adag__error(st, "ucx channel %s: %s", c->base.name, c->why);
 }
 
-int adag_ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
+int adag__ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
 {
     if (c->to_writer == conn) {
         chan_fail(c, ADAG_ERR_IO, "its writer's process failed or is unreachable: %s",
@@ -155,7 +155,7 @@ static void sent(void *req, ucs_status_t us, void *arg)
     if (us != UCS_OK)
         chan_fail(c, ADAG_ERR_IO, "sending a value failed: %s", ucs_status_string(us));
     atomic_fetch_sub_explicit(&c->slot_sends[x->slot], 1, memory_order_seq_cst);
-    adag_event_notify(&c->ev);
+    adag__event_notify(&c->ev);
     request_done(x, req);
 }
 
@@ -183,7 +183,7 @@ static void landed(adag_ucx_chan_t *c, uint64_t seq)
         return;
     /* seq_cst: releases the slots' bytes; part of the event handshake */
     atomic_store_explicit(&c->written, w, memory_order_seq_cst);
-    adag_event_notify(&c->ev);
+    adag__event_notify(&c->ev);
     if (atomic_load_explicit(&c->notify_armed, memory_order_seq_cst)) {
         uint64_t one = 1;
         while (write(d->notify_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
@@ -208,7 +208,7 @@ static void received(void *req, ucs_status_t us, size_t length, void *arg)
 /* Reader r of a channel whose writer is here released below `released`. */
 static void credit_apply(adag_ucx_domain_t *d, const adag_ucx_credit_hdr_t *h)
 {
-    adag_ucx_chan_t *c = adag_ucx_domain_find(d, h->chan, -1);
+    adag_ucx_chan_t *c = adag__ucx_domain_find(d, h->chan, -1);
     if (!c)
         return;
     if (h->reader >= c->nreaders) {
@@ -219,12 +219,12 @@ static void credit_apply(adag_ucx_domain_t *d, const adag_ucx_credit_hdr_t *h)
     _Atomic uint64_t *cr = &c->credit[h->reader];
     if (h->released > atomic_load_explicit(cr, memory_order_relaxed)) {
         atomic_store_explicit(cr, h->released, memory_order_seq_cst);
-        adag_event_notify(&c->ev);
+        adag__event_notify(&c->ev);
     }
 }
 
 
-ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
+ucs_status_t adag__ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param)
 {
     adag_ucx_domain_t *d = arg;
@@ -242,7 +242,7 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
         memcpy(&cr, (const char *)header + sizeof(h) + i * sizeof(cr), sizeof(cr));
         credit_apply(d, &cr);
     }
-    adag_ucx_chan_t *c = adag_ucx_domain_find(d, h.chan, (int)h.reader);
+    adag_ucx_chan_t *c = adag__ucx_domain_find(d, h.chan, (int)h.reader);
     if (!c || atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return UCS_OK; /* closed here, or failed: dropped (a rendezvous completes) */
     uint64_t w = atomic_load_explicit(&c->written, memory_order_relaxed);
@@ -267,7 +267,7 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
     adag_ucx_slot_t *s = slot_of(c, h.seq);
     s->seq = h.seq;
     s->status = h.status;
-    adag_tensor_meta_store(&s->meta, h.status == ADAG_OK ? &h.meta : NULL);
+    adag__tensor_meta_store(&s->meta, h.status == ADAG_OK ? &h.meta : NULL);
     char *dst = h.status == ADAG_OK ? slot_data(c, h.seq) : s->err;
     s->size = h.status == ADAG_OK ? length : 0;
     s->err_len = h.status == ADAG_OK ? 0 : (uint32_t)length;
@@ -297,7 +297,7 @@ ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_lengt
     return UCS_OK;
 }
 
-ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_length,
+ucs_status_t adag__ucx_on_credit(void *arg, const void *header, size_t header_length,
                                 void *data, size_t length, const ucp_am_recv_param_t *param)
 {
     adag_ucx_credit_hdr_t h;
@@ -335,9 +335,9 @@ static void credit_send(adag_ucx_chan_t *c)
     credit_taken(c);
     /* the header of this slot's last credit must outlive its send: such a
      * send (16 bytes, eager) is long done unless the peer is gone */
-    int64_t deadline = adag_now_ns() + 1000000000LL;
+    int64_t deadline = adag__now_ns() + 1000000000LL;
     while (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) &&
-           adag_now_ns() < deadline)
+           adag__now_ns() < deadline)
         ucp_worker_progress(d->worker);
     if (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) ||
         atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
@@ -361,7 +361,7 @@ static void credit_send(adag_ucx_chan_t *c)
     }
 }
 
-void adag_ucx_credits_flush_locked(adag_ucx_domain_t *d)
+void adag__ucx_credits_flush_locked(adag_ucx_domain_t *d)
 {
     for (unsigned i = 0;
          i < d->neps && atomic_load_explicit(&d->credits_due, memory_order_relaxed); i++)
@@ -369,14 +369,14 @@ void adag_ucx_credits_flush_locked(adag_ucx_domain_t *d)
             credit_send(d->eps[i]);
 }
 
-void adag_ucx_credits_flush(adag_ucx_domain_t *d)
+void adag__ucx_credits_flush(adag_ucx_domain_t *d)
 {
     /* relaxed: a hint; the thread that made a credit due flushes its own
      * later in program order, the progress thread under the lock */
     if (!atomic_load_explicit(&d->credits_due, memory_order_relaxed))
         return;
     pthread_mutex_lock(&d->lock);
-    adag_ucx_credits_flush_locked(d);
+    adag__ucx_credits_flush_locked(d);
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -423,12 +423,13 @@ static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     adag_ucx_chan_t *c = ucx_of(ch);
     space_arg_t a = {c, seq >= ch->nslots ? seq - ch->nslots + 1 : 0,
                      (unsigned)(seq % ch->nslots)};
-    adag_status_t st = adag_ucx_wait(c->d, &c->ev, space_ready, &a, ch->abort, deadline, &ch->spin);
+    adag_status_t st =
+        adag__ucx_wait(c->d, &c->ev, space_ready, &a, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
-    *buf = c->device ? adag_ucx_dev_slot(c, seq) : slot_data(c, seq);
+    *buf = c->device ? adag__ucx_dev_slot(c, seq) : slot_data(c, seq);
     return ADAG_OK;
 }
 
@@ -453,7 +454,7 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     unsigned slot = (unsigned)(seq % ch->nslots);
     adag_ucx_slot_t *s = slot_of(c, seq);
     const void *data = slot_data(c, seq);
-    adag_status_t fits = adag_chan_publish_fits(ch, seq, size, status);
+    adag_status_t fits = adag__chan_publish_fits(ch, seq, size, status);
     if (fits != ADAG_OK)
         return fits;
     size_t len = size;
@@ -467,9 +468,9 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         return chan_error(c);
     adag_status_t st;
     if (c->device && status == ADAG_OK &&
-        (st = adag_ucx_dev_stage_out(c, seq, slot_data(c, seq), len)) != ADAG_OK)
+        (st = adag__ucx_dev_stage_out(c, seq, slot_data(c, seq), len)) != ADAG_OK)
         return st;
-    uint64_t t0 = ch->trace ? adag_trace_clock() : 0;
+    uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
     /* the writer reads its own slot too (a later method of its actor) */
     s->seq = seq;
     s->size = status == ADAG_OK ? len : 0;
@@ -477,14 +478,14 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     s->err_len = status == ADAG_OK ? 0 : (uint32_t)len;
     if (status == ADAG_OK)
         s->err[0] = '\0';
-    adag_tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
+    adag__tensor_meta_store(&s->meta, status == ADAG_OK ? meta : NULL);
     atomic_store_explicit(&c->written, seq + 1, memory_order_seq_cst);
     pthread_mutex_lock(&d->lock);
     for (unsigned r = 0; r < c->nreaders; r++) {
         adag_ucx_data_msg_t *m = &c->hdrs[slot * c->nreaders + r];
         m->h = (adag_ucx_data_hdr_t){.chan = c->index, .reader = r, .seq = seq, .size = len,
                                      .status = status};
-        adag_tensor_meta_store(&m->h.meta, status == ADAG_OK ? meta : NULL);
+        adag__tensor_meta_store(&m->h.meta, status == ADAG_OK ? meta : NULL);
         m->h.ncredits = credits_carry(d, c->to_reader[r], m->credits);
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -514,8 +515,8 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         ucp_worker_progress(d->worker);
     pthread_mutex_unlock(&d->lock);
     if (ch->trace)
-        adag_trace_add(ch->trace, ADAG_SPAN_UCX_SEND, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
-                       adag_trace_clock());
+        adag__trace_add(ch->trace, ADAG_SPAN_UCX_SEND, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
+                       adag__trace_clock());
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
         return chan_error(c);
     return ADAG_OK;
@@ -540,24 +541,24 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     data_arg_t a = {c, seq};
-    adag_ucx_credits_flush(c->d);
-    adag_status_t st = adag_ucx_wait(c->d, &c->ev, data_ready, &a, ch->abort, deadline, &ch->spin);
+    adag__ucx_credits_flush(c->d);
+    adag_status_t st = adag__ucx_wait(c->d, &c->ev, data_ready, &a, ch->abort, deadline, &ch->spin);
     if (st != ADAG_OK)
         return st;
     if (atomic_load_explicit(&c->written, memory_order_seq_cst) <= seq)
         return chan_error(c);
     adag_ucx_slot_t *s = slot_of(c, seq);
     if (s->seq != seq)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "ucx channel %s: slot for execution %llu holds execution %llu",
                           ch->name, (unsigned long long)seq, (unsigned long long)s->seq);
     view->data = slot_data(c, seq);
     view->device = ADAG_DEVICE_HOST;
     if (c->device && s->status == ADAG_OK &&
-        (st = adag_ucx_dev_view(c, seq, s->size, view)) != ADAG_OK)
+        (st = adag__ucx_dev_view(c, seq, s->size, view)) != ADAG_OK)
         return st; /* a device endpoint: the view is its device slot */
     view->size = s->size;
-    adag_tensor_meta_load(&view->meta, &s->meta);
+    adag__tensor_meta_load(&view->meta, &s->meta);
     view->status = s->status;
     view->err = s->err;
     view->err_len = s->err_len;
@@ -597,16 +598,16 @@ static void ucx_release_held(adag_chan_t *ch, uint64_t seq)
 
 static void ucx_flush(adag_chan_t *ch)
 {
-    adag_ucx_credits_flush(ucx_of(ch)->d);
+    adag__ucx_credits_flush(ucx_of(ch)->d);
 }
 
 static int ucx_ready(adag_chan_t *ch, uint64_t seq)
 {
     adag_ucx_chan_t *c = ucx_of(ch);
-    adag_ucx_credits_flush(c->d);
+    adag__ucx_credits_flush(c->d);
     if (atomic_load_explicit(&c->written, memory_order_seq_cst) > seq)
         return 1;
-    adag_ucx_try_progress(c->d);
+    adag__ucx_try_progress(c->d);
     return atomic_load_explicit(&c->written, memory_order_seq_cst) > seq;
 }
 
@@ -621,12 +622,12 @@ static int ucx_notify_fd(adag_chan_t *ch)
 
 static void ucx_wake_all(adag_chan_t *ch)
 {
-    adag_event_notify(&ucx_of(ch)->ev);
+    adag__event_notify(&ucx_of(ch)->ev);
 }
 
 /* ---- endpoints ---- */
 
-void adag_ucx_chan_free(adag_ucx_chan_t *c)
+void adag__ucx_chan_free(adag_ucx_chan_t *c)
 {
     if (c->memh)
         ucp_mem_unmap(c->d->ctx, c->memh);
@@ -650,35 +651,35 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     adag_ucx_domain_t *d = (adag_ucx_domain_t *)dom;
     const adag_chan_geom_t *g = &p->geom;
     adag_rbuf_t rb = {p->desc.data, p->desc.len, 0, 0};
-    uint32_t index = adag_rbuf_u32(&rb);
-    uint32_t nslots = adag_rbuf_u32(&rb), nreaders = adag_rbuf_u32(&rb);
-    uint64_t capacity = adag_rbuf_u64(&rb);
+    uint32_t index = adag__rbuf_u32(&rb);
+    uint32_t nslots = adag__rbuf_u32(&rb), nreaders = adag__rbuf_u32(&rb);
+    uint64_t capacity = adag__rbuf_u64(&rb);
     adag_chan_place_t me;
-    if (!adag_ucx_dev_read_places(&rb, nreaders, p->reader, &me))
+    if (!adag__ucx_dev_read_places(&rb, nreaders, p->reader, &me))
         rb.failed = 1;
     adag_status_t st;
     if (!d || rb.failed || rb.pos != rb.len)
-        return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %s", p->name,
+        return adag__error(ADAG_ERR_PROTOCOL, "ucx channel %s: %s", p->name,
                           d ? "malformed descriptor" : "no UCX worker in this process");
     if (nslots != g->nslots || nreaders != g->nreaders || capacity != g->capacity ||
         g->nslots == 0 || p->reader >= (int)g->nreaders || p->reader < -1)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "ucx channel %s: descriptor does not match its geometry "
                           "(%u slots, %u readers, %zu bytes, reader %d)",
                           p->name, g->nslots, g->nreaders, g->capacity, p->reader);
     adag_ucx_chan_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
-    adag_chan_init_common(&c->base, &adag_chan_ucx_ops, p);
+        return adag__error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
+    adag__chan_init_common(&c->base, &adag_chan_ucx_ops, p);
     c->d = d;
     c->index = index;
     c->nreaders = nreaders;
-    c->stride = adag_ucx_slot_stride(g->capacity);
+    c->stride = adag__ucx_slot_stride(g->capacity);
     c->mem_len = (size_t)nslots * c->stride;
     c->mem = mmap(NULL, c->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c->mem == MAP_FAILED) {
         c->mem = NULL;
-        st = adag_error_errno(errno, "ucx channel %s: %u slots of %zu bytes", p->name, nslots,
+        st = adag__error_errno(errno, "ucx channel %s: %u slots of %zu bytes", p->name, nslots,
                               g->capacity);
         goto fail;
     }
@@ -689,7 +690,7 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     ucs_status_t us = ucp_mem_map(d->ctx, &mp, &c->memh);
     if (us != UCS_OK) {
         c->memh = NULL;
-        st = adag_error(ADAG_ERR_IO, "ucx channel %s: registering %zu bytes: %s", p->name,
+        st = adag__error(ADAG_ERR_IO, "ucx channel %s: registering %zu bytes: %s", p->name,
                         c->mem_len, ucs_status_string(us));
         goto fail;
     }
@@ -711,25 +712,25 @@ static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_para
     if (!c->slots || !c->req_ctx || (p->reader < 0 && (!c->to_reader || !c->credit || !c->slot_sends ||
                                           !c->hdrs)) ||
         (p->reader >= 0 && (!c->landed || !c->credits || !c->slot_credits))) {
-        st = adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
+        st = adag__error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", p->name);
         goto fail;
     }
     for (unsigned i = 0; i < nslots * nctx; i++)
         c->req_ctx[i] = (adag_ucx_req_ctx_t){c, i / nctx, p->reader < 0 ? (int)(i % nctx) : -1};
-    if ((st = adag_ucx_dev_open(c, p, me)) != ADAG_OK)
+    if ((st = adag__ucx_dev_open(c, p, me)) != ADAG_OK)
         goto fail;
     pthread_mutex_lock(&d->lock);
-    st = adag_ucx_domain_add(d, c);
+    st = adag__ucx_domain_add(d, c);
     pthread_mutex_unlock(&d->lock);
     if (st != ADAG_OK)
         goto fail;
     if (peer_info)
-        adag_wbuf_bytes(peer_info, d->addr, d->addr_len);
+        adag__wbuf_bytes(peer_info, d->addr, d->addr_len);
     *out = &c->base;
     return ADAG_OK;
 fail:
-    adag_ucx_dev_close(c);
-    adag_ucx_chan_free(c);
+    adag__ucx_dev_close(c);
+    adag__ucx_chan_free(c);
     return st;
 }
 
@@ -738,9 +739,9 @@ static adag_status_t peer_addr(adag_ucx_chan_t *c, const adag_blob_t *b, unsigne
                                const void **addr, size_t *len)
 {
     adag_rbuf_t rb = {b->data, b->len, 0, 0};
-    *addr = adag_rbuf_bytes(&rb, len);
+    *addr = adag__rbuf_bytes(&rb, len);
     if (rb.failed || rb.pos != rb.len || !*len || *len > ADAG_UCX_MAX_ADDR)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "ucx channel %s: malformed peer info of %s (%zu bytes)", c->base.name,
                           i ? "a reader" : "the writer", b->len);
     return ADAG_OK;
@@ -754,15 +755,15 @@ static adag_status_t ucx_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
     size_t len;
     adag_status_t st = ADAG_OK;
     if (npeers != 1 + c->nreaders)
-        return adag_error(ADAG_ERR_PROTOCOL, "ucx channel %s: %u peers for %u readers",
+        return adag__error(ADAG_ERR_PROTOCOL, "ucx channel %s: %u peers for %u readers",
                           ch->name, npeers, c->nreaders);
     pthread_mutex_lock(&d->lock);
     if (ch->reader < 0) {
         for (unsigned r = 0; r < c->nreaders && st == ADAG_OK; r++)
             if ((st = peer_addr(c, &peers[1 + r], 1 + r, &addr, &len)) == ADAG_OK)
-                st = adag_ucx_conn_get(d, addr, len, ch->name, &c->to_reader[r]);
+                st = adag__ucx_conn_get(d, addr, len, ch->name, &c->to_reader[r]);
     } else if ((st = peer_addr(c, &peers[0], 0, &addr, &len)) == ADAG_OK) {
-        st = adag_ucx_conn_get(d, addr, len, ch->name, &c->to_writer);
+        st = adag__ucx_conn_get(d, addr, len, ch->name, &c->to_writer);
     }
     pthread_mutex_unlock(&d->lock);
     return st;
@@ -772,23 +773,23 @@ static void ucx_close(adag_chan_t *ch)
 {
     adag_ucx_chan_t *c = ucx_of(ch);
     adag_ucx_domain_t *d = c->d;
-    adag_ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
+    adag__ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
     pthread_mutex_lock(&d->lock);
     if (credit_is_due(c))
         credit_taken(c); /* nobody needs it: the DAG goes */
-    adag_ucx_domain_remove(d, c); /* frees c, or keeps it until its requests end */
+    adag__ucx_domain_remove(d, c); /* frees c, or keeps it until its requests end */
     pthread_mutex_unlock(&d->lock);
 }
 
 const adag_chan_ops_t adag_chan_ucx_ops = {
     .name = "ucx",
-    .query = adag_chan_ucx_query,
-    .label = adag_chan_ucx_label,
-    .domain_create = adag_ucx_domain_create,
-    .domain_export = adag_ucx_domain_export,
-    .domain_import = adag_ucx_domain_import,
-    .domain_destroy = adag_ucx_domain_destroy,
-    .memory = adag_ucx_memory,
+    .query = adag__chan_ucx_query,
+    .label = adag__chan_ucx_label,
+    .domain_create = adag__ucx_domain_create,
+    .domain_export = adag__ucx_domain_export,
+    .domain_import = adag__ucx_domain_import,
+    .domain_destroy = adag__ucx_domain_destroy,
+    .memory = adag__ucx_memory,
     .open = ucx_open,
     .connect = ucx_connect,
     .close = ucx_close,

@@ -25,18 +25,18 @@
 
 #define SLICE_MS 100
 
-int adag_ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
+int adag__ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
                              adag_chan_place_t *me)
 {
-    uint32_t nplaces = adag_rbuf_u32(rb);
+    uint32_t nplaces = adag__rbuf_u32(rb);
     *me = ADAG_CHAN_PLACE_HOST;
     if (rb->failed || (nplaces != 0 && nplaces != 1 + nreaders))
         return 0;
     for (uint32_t j = 0; j < nplaces; j++) {
         adag_chan_place_t pl = ADAG_CHAN_PLACE_HOST;
-        pl.kind = (int32_t)adag_rbuf_u32(rb);
-        pl.index = adag_rbuf_u32(rb);
-        if (rb->failed || (pl.kind >= 0 && !adag_device_backend((uint32_t)pl.kind)))
+        pl.kind = (int32_t)adag__rbuf_u32(rb);
+        pl.index = adag__rbuf_u32(rb);
+        if (rb->failed || (pl.kind >= 0 && !adag__device_backend((uint32_t)pl.kind)))
             return 0;
         if ((int)j == reader + 1)
             *me = pl;
@@ -44,20 +44,20 @@ int adag_ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
     return 1;
 }
 
-adag_status_t adag_ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_t *p,
+adag_status_t adag__ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_t *p,
                                 adag_chan_place_t me)
 {
     if (me.kind < 0)
         return ADAG_OK;
     if (!p->device || (int32_t)p->device->kind != me.kind || p->device->dev->index != me.index)
-        return adag_error(ADAG_ERR_PROTOCOL,
+        return adag__error(ADAG_ERR_PROTOCOL,
                           "ucx channel %s: this endpoint was compiled for %s:%u but its actor %s",
                           p->name, adag_device_kind_name((uint32_t)me.kind), me.index,
                           p->device ? "has another device" : "has no device");
     const adag_chan_device_t *d = p->device;
     adag_status_t st = d->dev->ops->mem_alloc(d->dev, c->mem_len, &c->dev_slots);
     if (st != ADAG_OK) {
-        adag_error_prefix("ucx channel %s: %u device slots of %zu bytes on %s:%u", p->name,
+        adag__error_prefix("ucx channel %s: %u device slots of %zu bytes on %s:%u", p->name,
                           c->base.nslots, c->stride, adag_device_kind_name((uint32_t)me.kind),
                           me.index);
         return st;
@@ -67,14 +67,14 @@ adag_status_t adag_ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_
     return ADAG_OK;
 }
 
-void adag_ucx_dev_close(adag_ucx_chan_t *c)
+void adag__ucx_dev_close(adag_ucx_chan_t *c)
 {
     if (c->device && c->dev_slots.ptr)
         c->device->dev->ops->mem_free(c->device->dev, &c->dev_slots);
     c->dev_slots.ptr = NULL;
 }
 
-void *adag_ucx_dev_slot(const adag_ucx_chan_t *c, uint64_t seq)
+void *adag__ucx_dev_slot(const adag_ucx_chan_t *c, uint64_t seq)
 {
     return (char *)c->dev_slots.ptr + (size_t)(seq % c->base.nslots) * c->stride;
 }
@@ -86,7 +86,7 @@ static adag_status_t copy_sync(adag_ucx_chan_t *c, void *dst, const void *src, s
     const adag_chan_device_t *d = c->device;
     adag_status_t st = d->dev->ops->copy_async(d->compute, dst, src, size);
     while (st == ADAG_OK) {
-        st = d->dev->ops->stream_sync(d->compute, adag_deadline_ms(SLICE_MS));
+        st = d->dev->ops->stream_sync(d->compute, adag__deadline_ms(SLICE_MS));
         if (st != ADAG_ERR_TIMEOUT)
             break;
         /* seq_cst: the abort word's handshake (common/event.h) */
@@ -95,32 +95,32 @@ static adag_status_t copy_sync(adag_ucx_chan_t *c, void *dst, const void *src, s
         st = ADAG_OK;
     }
     if (st != ADAG_OK)
-        adag_error_prefix("ucx channel %s: execution %llu: copying %zu bytes %s %s:%u",
+        adag__error_prefix("ucx channel %s: execution %llu: copying %zu bytes %s %s:%u",
                           c->base.name, (unsigned long long)seq, size, what,
                           adag_device_kind_name((uint32_t)d->kind), d->dev->index);
     return st;
 }
 
-adag_status_t adag_ucx_dev_stage_out(adag_ucx_chan_t *c, uint64_t seq, void *host, size_t size)
+adag_status_t adag__ucx_dev_stage_out(adag_ucx_chan_t *c, uint64_t seq, void *host, size_t size)
 {
-    return size ? copy_sync(c, host, adag_ucx_dev_slot(c, seq), size, "out of", seq) : ADAG_OK;
+    return size ? copy_sync(c, host, adag__ucx_dev_slot(c, seq), size, "out of", seq) : ADAG_OK;
 }
 
-adag_status_t adag_ucx_dev_stage_in(adag_ucx_chan_t *c, uint64_t seq, const void *host,
+adag_status_t adag__ucx_dev_stage_in(adag_ucx_chan_t *c, uint64_t seq, const void *host,
                                     size_t size)
 {
-    return size ? copy_sync(c, adag_ucx_dev_slot(c, seq), host, size, "into", seq) : ADAG_OK;
+    return size ? copy_sync(c, adag__ucx_dev_slot(c, seq), host, size, "into", seq) : ADAG_OK;
 }
 
-adag_status_t adag_ucx_dev_view(adag_ucx_chan_t *c, uint64_t seq, size_t size,
+adag_status_t adag__ucx_dev_view(adag_ucx_chan_t *c, uint64_t seq, size_t size,
                                 adag_slot_view_t *view)
 {
     /* a reader's value lands in its host slot; the writer's own is in its device slot */
-    adag_status_t st = c->base.reader >= 0 ? adag_ucx_dev_stage_in(c, seq, view->data, size)
+    adag_status_t st = c->base.reader >= 0 ? adag__ucx_dev_stage_in(c, seq, view->data, size)
                                            : ADAG_OK;
     if (st != ADAG_OK)
         return st;
-    view->data = adag_ucx_dev_slot(c, seq);
+    view->data = adag__ucx_dev_slot(c, seq);
     view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
     return ADAG_OK;
 }

@@ -7,7 +7,7 @@
 
 static adag_status_t not_built(void)
 {
-    return adag_error(ADAG_ERR_NOT_FOUND,
+    return adag__error(ADAG_ERR_NOT_FOUND,
                       "ucx channel: this adag was built without UCX (install libucx-dev and "
                       "rebuild)");
 }
@@ -87,8 +87,8 @@ static int none_ready(adag_chan_t *ch, uint64_t seq)
 
 const adag_chan_ops_t adag_chan_ucx_ops = {
     .name = "ucx",
-    .query = adag_chan_ucx_query,
-    .label = adag_chan_ucx_label,
+    .query = adag__chan_ucx_query,
+    .label = adag__chan_ucx_label,
     .domain_create = none_create,
     .domain_export = none_export,
     .domain_import = none_import,

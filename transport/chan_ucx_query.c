@@ -8,14 +8,14 @@
  * A device endpoint's value is staged through its host ring
  * (chan_ucx_dev.c); a tensor declared to stay in device memory
  * (ADAG_TRANSPORT_IPC, ADAG_TRANSPORT_COMM) is not for it. */
-adag_chan_cost_t adag_chan_ucx_query(const adag_chan_edge_t *e, char *why, size_t why_len)
+adag_chan_cost_t adag__chan_ucx_query(const adag_chan_edge_t *e, char *why, size_t why_len)
 {
-    if (e->nreaders == 0 || adag_chan_edge_one_process(e))
+    if (e->nreaders == 0 || adag__chan_edge_one_process(e))
         snprintf(why, why_len, "%s", e->nreaders ? "its endpoints are in one process"
                                                  : "nobody but its writer reads it");
-    else if (!adag_chan_edge_away(e) && !e->ends[0].node[0])
+    else if (!adag__chan_edge_away(e) && !e->ends[0].node[0])
         snprintf(why, why_len, "its endpoints are all on the driver's node");
-    else if (adag_chan_edge_device(e) &&
+    else if (adag__chan_edge_device(e) &&
              (e->transport == ADAG_TRANSPORT_IPC || e->transport == ADAG_TRANSPORT_COMM))
         snprintf(why, why_len, "it stages device values through host memory, and the tensor's "
                                "transport is %s",
@@ -27,7 +27,7 @@ adag_chan_cost_t adag_chan_ucx_query(const adag_chan_edge_t *e, char *why, size_
 
 /* "staged through host memory: emu:0 -> emu:1" for a value on a device at
  * either end; nothing for host memory at both. */
-void adag_chan_ucx_label(const adag_chan_geom_t *g, const adag_chan_place_t *places, unsigned r,
+void adag__chan_ucx_label(const adag_chan_geom_t *g, const adag_chan_place_t *places, unsigned r,
                          char *buf, size_t len)
 {
     (void)g;

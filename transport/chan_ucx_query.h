@@ -7,9 +7,9 @@
 
 #include "transport/channel.h"
 
-adag_chan_cost_t adag_chan_ucx_query(const adag_chan_edge_t *e, char *why, size_t why_len);
+adag_chan_cost_t adag__chan_ucx_query(const adag_chan_edge_t *e, char *why, size_t why_len);
 /* Its DOT label (ops label): how a device value is staged. */
-void adag_chan_ucx_label(const adag_chan_geom_t *g, const adag_chan_place_t *places, unsigned r,
+void adag__chan_ucx_label(const adag_chan_geom_t *g, const adag_chan_place_t *places, unsigned r,
                          char *buf, size_t len);
 
 #endif

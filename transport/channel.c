@@ -1,5 +1,5 @@
 /* The registry of channel backends: one line per backend. The compiler
- * asks each in this order and takes the cheapest (adag_chan_choose); a
+ * asks each in this order and takes the cheapest (adag__chan_choose); a
  * program names a channel's backend by its name. */
 #include "transport/channel.h"
 
@@ -23,22 +23,22 @@ static const adag_chan_ops_t *const backends[] = {
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 _Static_assert(NBACKENDS <= ADAG_CHAN_MAX_BACKENDS, "raise ADAG_CHAN_MAX_BACKENDS");
 
-unsigned adag_chan_nbackends(void)
+unsigned adag__chan_nbackends(void)
 {
     return NBACKENDS;
 }
 
-const adag_chan_ops_t *adag_chan_backend(uint32_t index)
+const adag_chan_ops_t *adag__chan_backend(uint32_t index)
 {
     return index < NBACKENDS ? backends[index] : NULL;
 }
 
-const char *adag_chan_backend_name(uint32_t index)
+const char *adag__chan_backend_name(uint32_t index)
 {
     return index < NBACKENDS ? backends[index]->name : "?";
 }
 
-int adag_chan_backend_find(const char *name)
+int adag__chan_backend_find(const char *name)
 {
     for (unsigned i = 0; name && i < NBACKENDS; i++)
         if (strcmp(backends[i]->name, name) == 0)
@@ -46,19 +46,19 @@ int adag_chan_backend_find(const char *name)
     return -1;
 }
 
-adag_status_t adag_chan_backend_unknown(const char *chan, const char *name)
+adag_status_t adag__chan_backend_unknown(const char *chan, const char *name)
 {
     char have[128] = "";
     size_t n = 0;
     for (unsigned i = 0; i < NBACKENDS && n < sizeof(have); i++)
         n += (size_t)snprintf(have + n, sizeof(have) - n, "%s%s", i ? ", " : "",
                               backends[i]->name);
-    return adag_error(ADAG_ERR_PROTOCOL,
+    return adag__error(ADAG_ERR_PROTOCOL,
                       "channel %s: backend '%s' is not in this build (have: %s)", chan, name,
                       have);
 }
 
-void adag_chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len)
+void adag__chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len)
 {
     const char *who = e->place.who ? e->place.who : e->actor < 0 ? "the driver" : "an actor";
     char mem[48] = "host memory";
@@ -69,7 +69,7 @@ void adag_chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len)
              e->node && e->node[0] ? e->node : "the driver's node");
 }
 
-adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index)
+adag_status_t adag__chan_choose(const adag_chan_edge_t *e, uint32_t *index)
 {
     adag_chan_cost_t best = ADAG_CHAN_CANNOT;
     char whys[NBACKENDS][160];
@@ -88,10 +88,10 @@ adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index)
     char msg[1024];
     size_t n = 0;
     char who[160];
-    adag_chan_end_describe(&e->ends[0], who, sizeof(who));
+    adag__chan_end_describe(&e->ends[0], who, sizeof(who));
     n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s ->", who);
     for (unsigned r = 0; r < e->nreaders && n < sizeof(msg); r++) {
-        adag_chan_end_describe(&e->ends[1 + r], who, sizeof(who));
+        adag__chan_end_describe(&e->ends[1 + r], who, sizeof(who));
         n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s %s", r ? "," : "", who);
     }
     if (e->nreaders == 0 && n < sizeof(msg))
@@ -100,10 +100,10 @@ adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index)
         n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s %s: %s",
                               i ? ";" : "; no backend can carry it:", backends[i]->name,
                               whys[i][0] ? whys[i] : "no");
-    return adag_error(ADAG_ERR_INVALID, "channel %s: %s", e->name, msg);
+    return adag__error(ADAG_ERR_INVALID, "channel %s: %s", e->name, msg);
 }
 
-void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
+void adag__chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
                            const adag_chan_open_params_t *p)
 {
     ch->ops = ops;
@@ -111,13 +111,13 @@ void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
     ch->nslots = p->geom.nslots;
     ch->reader = p->reader;
     ch->abort = p->abort;
-    adag_spin_init(&ch->spin, p->policy);
+    adag__spin_init(&ch->spin, p->policy);
     snprintf(ch->name, sizeof(ch->name), "%s", p->name ? p->name : "?");
 }
 
-adag_status_t adag_chan_too_large(const adag_chan_t *ch, uint64_t seq, size_t size)
+adag_status_t adag__chan_too_large(const adag_chan_t *ch, uint64_t seq, size_t size)
 {
-    return adag_error(ADAG_ERR_TOO_LARGE,
+    return adag__error(ADAG_ERR_TOO_LARGE,
                       "channel %s: execution %llu's value is %zu bytes, larger than the slot "
                       "capacity of %zu bytes; nothing was published",
                       ch->name, (unsigned long long)seq, size, ch->capacity);

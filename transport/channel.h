@@ -39,7 +39,7 @@
  * chosen by what they can do: the compiler describes a channel's endpoints
  * (adag_chan_edge_t: which actor, process and node each is, where it keeps
  * values, the tensor's transport hint), asks every backend's `query`, and
- * takes the cheapest cost class that answered (adag_chan_choose). The
+ * takes the cheapest cost class that answered (adag__chan_choose). The
  * program names each channel's backend on the wire by its name. Built in:
  * "self" (writer and readers are one actor in one loop iteration: one
  * buffer, no copy, no synchronization), "shm" (a ring in a memfd segment
@@ -210,7 +210,7 @@ struct adag_chan {
     /* The trace ring of the loop that uses this endpoint (NULL: not traced,
      * or the driver's endpoint) and the channel's index in its program: a
      * backend adds spans of its own there, from the loop's thread only
-     * (adag_trace_add, op ADAG_SPAN_NO_OP, arg trace_chan). */
+     * (adag__trace_add, op ADAG_SPAN_NO_OP, arg trace_chan). */
     struct adag_trace_ring *trace;
     uint32_t trace_chan;
     char name[96];
@@ -307,7 +307,7 @@ struct adag_chan_ops {
      * device streams (copies, waits for a peer's value) are checked, never
      * waited for: ADAG_ERR_TIMEOUT, with a message naming the operation,
      * the execution and the peer, if one was enqueued more than timeout_ns
-     * before `now` (adag_now_ns) and has not completed (*since: when the
+     * before `now` (adag__now_ns) and has not completed (*since: when the
      * oldest such was enqueued); else ADAG_OK. Runs on a watchdog thread
      * while the endpoint's loop uses it. */
     adag_status_t (*watch)(adag_chan_t *ch, int64_t now, int64_t timeout_ns, int64_t *since);
@@ -321,7 +321,7 @@ struct adag_chan_ops {
      * status != ADAG_OK, the failure and its message (size then says
      * nothing). A value larger than the slot (size > capacity, status
      * ADAG_OK) is ADAG_ERR_TOO_LARGE naming the channel, the execution and
-     * both sizes (adag_chan_publish_fits), and nothing is published: no
+     * both sizes (adag__chan_publish_fits), and nothing is published: no
      * reader sees seq until it is published again. Any failure here means
      * the value could not be sent: the caller fails the DAG. */
     adag_status_t (*publish)(adag_chan_t *ch, uint64_t seq, size_t size,
@@ -345,7 +345,7 @@ struct adag_chan_ops {
 };
 
 /* Copies meta into a slot's (NULL: plain bytes); copies only the used dims. */
-static inline void adag_tensor_meta_store(adag_tensor_meta_t *dst, const adag_tensor_meta_t *meta)
+static inline void adag__tensor_meta_store(adag_tensor_meta_t *dst, const adag_tensor_meta_t *meta)
 {
     if (!meta) {
         dst->dtype = 0;
@@ -358,32 +358,32 @@ static inline void adag_tensor_meta_store(adag_tensor_meta_t *dst, const adag_te
         dst->shape[d] = meta->shape[d];
 }
 /* Reads a slot's meta (whose ndim the caller checked is <= ADAG_MAX_DIMS). */
-static inline void adag_tensor_meta_load(adag_tensor_meta_t *dst, const adag_tensor_meta_t *src)
+static inline void adag__tensor_meta_load(adag_tensor_meta_t *dst, const adag_tensor_meta_t *src)
 {
-    adag_tensor_meta_store(dst, src);
+    adag__tensor_meta_store(dst, src);
 }
 
 /* The registry (transport/channel.c): backends by index 0..n-1, the index
  * being valid only within this build (the wire names backends). */
-unsigned adag_chan_nbackends(void);
-const adag_chan_ops_t *adag_chan_backend(uint32_t index); /* NULL out of range */
-const char *adag_chan_backend_name(uint32_t index);       /* "?" out of range */
+unsigned adag__chan_nbackends(void);
+const adag_chan_ops_t *adag__chan_backend(uint32_t index); /* NULL out of range */
+const char *adag__chan_backend_name(uint32_t index);       /* "?" out of range */
 /* The index of backend `name`, -1 if this build has none by that name. */
-int adag_chan_backend_find(const char *name);
+int adag__chan_backend_find(const char *name);
 /* ADAG_ERR_PROTOCOL "channel <chan>: backend '<name>' is not in this
  * build (have: self, shm, device, ucx)" */
-adag_status_t adag_chan_backend_unknown(const char *chan, const char *name);
+adag_status_t adag__chan_backend_unknown(const char *chan, const char *name);
 
 /* Asks every backend for edge e and sets *index to the cheapest that can
  * carry it; ADAG_ERR_INVALID if none can, naming the channel, its
  * endpoints and each backend's reason. */
-adag_status_t adag_chan_choose(const adag_chan_edge_t *e, uint32_t *index);
+adag_status_t adag__chan_choose(const adag_chan_edge_t *e, uint32_t *index);
 /* Appends "<who> (<where>)" for endpoint e to buf: "stage1 (emu:0 on 10.0.0.2:7000)". */
-void adag_chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len);
+void adag__chan_end_describe(const adag_chan_end_t *e, char *buf, size_t len);
 
 /* What the queries ask of an edge: whether an endpoint keeps the value in
  * device memory ... */
-static inline int adag_chan_edge_device(const adag_chan_edge_t *e)
+static inline int adag__chan_edge_device(const adag_chan_edge_t *e)
 {
     for (unsigned i = 0; i <= e->nreaders; i++)
         if (e->ends[i].place.kind >= 0)
@@ -391,7 +391,7 @@ static inline int adag_chan_edge_device(const adag_chan_edge_t *e)
     return 0;
 }
 /* ... the first reader (1 + r) on another node than the writer's, 0 if none ... */
-static inline unsigned adag_chan_edge_away(const adag_chan_edge_t *e)
+static inline unsigned adag__chan_edge_away(const adag_chan_edge_t *e)
 {
     for (unsigned i = 1; i <= e->nreaders; i++)
         if (strcmp(e->ends[i].node, e->ends[0].node) != 0)
@@ -399,7 +399,7 @@ static inline unsigned adag_chan_edge_away(const adag_chan_edge_t *e)
     return 0;
 }
 /* ... and whether every endpoint is in the writer's process. */
-static inline int adag_chan_edge_one_process(const adag_chan_edge_t *e)
+static inline int adag__chan_edge_one_process(const adag_chan_edge_t *e)
 {
     for (unsigned i = 1; i <= e->nreaders; i++)
         if (e->ends[i].process != e->ends[0].process)
@@ -408,62 +408,62 @@ static inline int adag_chan_edge_one_process(const adag_chan_edge_t *e)
 }
 
 /* Fills the shared part of an endpoint (backends call it from open). */
-void adag_chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
+void adag__chan_init_common(adag_chan_t *ch, const adag_chan_ops_t *ops,
                            const adag_chan_open_params_t *p);
 
 /* ADAG_ERR_TOO_LARGE for seq's value of `size` bytes on ch: "channel <name>:
  * execution <seq>'s value is <size> bytes, larger than the slot capacity of
  * <capacity> bytes". */
-adag_status_t adag_chan_too_large(const adag_chan_t *ch, uint64_t seq, size_t size);
+adag_status_t adag__chan_too_large(const adag_chan_t *ch, uint64_t seq, size_t size);
 
 /* The publish contract every backend checks first: an OK value fits the
  * slot (else ADAG_ERR_TOO_LARGE, nothing published); a failure's size is
  * not looked at. */
-static inline adag_status_t adag_chan_publish_fits(const adag_chan_t *ch, uint64_t seq,
+static inline adag_status_t adag__chan_publish_fits(const adag_chan_t *ch, uint64_t seq,
                                                    size_t size, adag_status_t status)
 {
     return status != ADAG_OK || size <= ch->capacity ? ADAG_OK
-                                                     : adag_chan_too_large(ch, seq, size);
+                                                     : adag__chan_too_large(ch, seq, size);
 }
 
-static inline adag_status_t adag_chan_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+static inline adag_status_t adag__chan_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                               void **buf)
 {
     return ch->ops->acquire(ch, seq, deadline, buf);
 }
-static inline adag_status_t adag_chan_publish(adag_chan_t *ch, uint64_t seq, size_t size,
+static inline adag_status_t adag__chan_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                               const adag_tensor_meta_t *meta,
                                               adag_status_t status, const char *err)
 {
     return ch->ops->publish(ch, seq, size, meta, status, err);
 }
-static inline adag_status_t adag_chan_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
+static inline adag_status_t adag__chan_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
                                            adag_slot_view_t *view)
 {
     return ch->ops->wait(ch, seq, deadline, view);
 }
-static inline void adag_chan_release(adag_chan_t *ch, uint64_t seq)
+static inline void adag__chan_release(adag_chan_t *ch, uint64_t seq)
 {
     ch->ops->release(ch, seq);
 }
-static inline void adag_chan_release_held(adag_chan_t *ch, uint64_t seq)
+static inline void adag__chan_release_held(adag_chan_t *ch, uint64_t seq)
 {
     if (ch->ops->release_held)
         ch->ops->release_held(ch, seq);
     else
         ch->ops->release(ch, seq);
 }
-static inline void adag_chan_flush(adag_chan_t *ch)
+static inline void adag__chan_flush(adag_chan_t *ch)
 {
     if (ch->ops->flush)
         ch->ops->flush(ch);
 }
 /* UINT32_MAX where the backend cannot tell. */
-static inline uint32_t adag_chan_in_use(adag_chan_t *ch)
+static inline uint32_t adag__chan_in_use(adag_chan_t *ch)
 {
     return ch->reader < 0 && ch->ops->in_use ? ch->ops->in_use(ch) : UINT32_MAX;
 }
-static inline int adag_chan_ready(adag_chan_t *ch, uint64_t seq)
+static inline int adag__chan_ready(adag_chan_t *ch, uint64_t seq)
 {
     return ch->ops->ready(ch, seq);
 }

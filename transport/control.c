@@ -19,7 +19,7 @@ typedef struct {
     uint64_t len;
 } frame_hdr_t;
 
-adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t len,
+adag_status_t adag__ctl_send(int sock, uint32_t type, const void *payload, size_t len,
                             const int *fds, unsigned nfds)
 {
     frame_hdr_t hdr = {type, 0, len};
@@ -29,7 +29,7 @@ adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t
     size_t total = sizeof(hdr) + len, sent = 0;
 
     if (nfds > ADAG_CTL_MAX_FDS || len > ADAG_CTL_MAX_PAYLOAD)
-        return adag_error(ADAG_ERR_INVALID, "control message of %zu bytes, %u fds is too large",
+        return adag__error(ADAG_ERR_INVALID, "control message of %zu bytes, %u fds is too large",
                           len, nfds);
     mh.msg_iov = iov;
     mh.msg_iovlen = len ? 2 : 1;
@@ -49,8 +49,8 @@ adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t
             if (errno == EINTR)
                 continue;
             if (errno == EPIPE || errno == ECONNRESET)
-                return adag_error(ADAG_ERR_CLOSED, "peer closed the control socket");
-            return adag_error_errno(errno, "sendmsg on control socket");
+                return adag__error(ADAG_ERR_CLOSED, "peer closed the control socket");
+            return adag__error_errno(errno, "sendmsg on control socket");
         }
         sent += (size_t)n;
         /* fds went with the first byte; advance the iovecs past what was sent */
@@ -72,15 +72,15 @@ adag_status_t adag_ctl_send(int sock, uint32_t type, const void *payload, size_t
     return ADAG_OK;
 }
 
-adag_status_t adag_ctl_send_nowait(int sock, uint32_t type, const void *payload, size_t len)
+adag_status_t adag__ctl_send_nowait(int sock, uint32_t type, const void *payload, size_t len)
 {
     struct pollfd pfd = {sock, POLLOUT, 0};
     int r;
     while ((r = poll(&pfd, 1, 0)) < 0 && errno == EINTR) {
     }
     if (r <= 0 || !(pfd.revents & POLLOUT))
-        return adag_error(ADAG_ERR_AGAIN, "control socket has no room");
-    return adag_ctl_send(sock, type, payload, len, NULL, 0);
+        return adag__error(ADAG_ERR_AGAIN, "control socket has no room");
+    return adag__ctl_send(sock, type, payload, len, NULL, 0);
 }
 
 /* Reads exactly len bytes, collecting any passed fds into msg. */
@@ -90,14 +90,14 @@ static adag_status_t recv_exact(int sock, void *buf, size_t len, int64_t deadlin
     size_t got = 0;
     while (got < len) {
         struct pollfd pfd = {sock, POLLIN, 0};
-        int pr = poll(&pfd, 1, adag_ms_left(deadline));
+        int pr = poll(&pfd, 1, adag__ms_left(deadline));
         if (pr < 0) {
             if (errno == EINTR)
                 continue;
-            return adag_error_errno(errno, "poll on control socket");
+            return adag__error_errno(errno, "poll on control socket");
         }
         if (pr == 0)
-            return adag_error(ADAG_ERR_TIMEOUT, "no control reply by the deadline");
+            return adag__error(ADAG_ERR_TIMEOUT, "no control reply by the deadline");
         char cbuf[CMSG_SPACE(sizeof(int) * ADAG_CTL_MAX_FDS)];
         struct iovec iov = {(char *)buf + got, len - got};
         struct msghdr mh = {0};
@@ -110,8 +110,8 @@ static adag_status_t recv_exact(int sock, void *buf, size_t len, int64_t deadlin
             if (errno == EINTR || errno == EAGAIN)
                 continue;
             if (errno == ECONNRESET)
-                return adag_error(ADAG_ERR_CLOSED, "peer closed the control socket");
-            return adag_error_errno(errno, "recvmsg on control socket");
+                return adag__error(ADAG_ERR_CLOSED, "peer closed the control socket");
+            return adag__error_errno(errno, "recvmsg on control socket");
         }
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
             if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
@@ -120,20 +120,20 @@ static adag_status_t recv_exact(int sock, void *buf, size_t len, int64_t deadlin
             int *fds = (int *)CMSG_DATA(cm);
             for (unsigned i = 0; i < k; i++) {
                 int fd = fds[i];
-                if (msg->nfds < ADAG_CTL_MAX_FDS && (fd = adag_fd_above_stdio(fd)) >= 0)
+                if (msg->nfds < ADAG_CTL_MAX_FDS && (fd = adag__fd_above_stdio(fd)) >= 0)
                     msg->fds[msg->nfds++] = fd;
                 else if (fd >= 0)
                     close(fd);
             }
         }
         if (n == 0)
-            return adag_error(ADAG_ERR_CLOSED, "peer closed the control socket");
+            return adag__error(ADAG_ERR_CLOSED, "peer closed the control socket");
         got += (size_t)n;
     }
     return ADAG_OK;
 }
 
-adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
+adag_status_t adag__ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
 {
     frame_hdr_t hdr;
     adag_status_t st;
@@ -142,7 +142,7 @@ adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
     if (st != ADAG_OK)
         goto fail;
     if (hdr.len > ADAG_CTL_MAX_PAYLOAD) {
-        st = adag_error(ADAG_ERR_PROTOCOL, "control frame of %llu bytes exceeds %u",
+        st = adag__error(ADAG_ERR_PROTOCOL, "control frame of %llu bytes exceeds %u",
                         (unsigned long long)hdr.len, ADAG_CTL_MAX_PAYLOAD);
         goto fail;
     }
@@ -151,7 +151,7 @@ adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
     if (hdr.len) {
         msg->payload = malloc(hdr.len);
         if (!msg->payload) {
-            st = adag_error(ADAG_ERR_NO_MEMORY, "control frame of %llu bytes",
+            st = adag__error(ADAG_ERR_NO_MEMORY, "control frame of %llu bytes",
                             (unsigned long long)hdr.len);
             goto fail;
         }
@@ -161,11 +161,11 @@ adag_status_t adag_ctl_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg)
     }
     return ADAG_OK;
 fail:
-    adag_ctl_msg_free(msg);
+    adag__ctl_msg_free(msg);
     return st;
 }
 
-void adag_ctl_msg_free(adag_ctl_msg_t *msg)
+void adag__ctl_msg_free(adag_ctl_msg_t *msg)
 {
     free(msg->payload);
     for (unsigned i = 0; i < msg->nfds; i++)

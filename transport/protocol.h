@@ -78,14 +78,14 @@ typedef struct {
 } adag_msg_info_t;
 
 /* The table entry of a message type; NULL for a type this build does not know. */
-const adag_msg_info_t *adag_msg_info(uint32_t type);
+const adag_msg_info_t *adag__msg_info(uint32_t type);
 /* Its name, or "message <type>". */
-const char *adag_msg_name(uint32_t type, char *buf, size_t len);
+const char *adag__msg_name(uint32_t type, char *buf, size_t len);
 
 /* Checks a received frame against the table (known type, fds). */
-adag_status_t adag_msg_check(const adag_ctl_msg_t *msg);
-/* Receives one frame and checks it (adag_msg_check; the frame is freed on failure). */
-adag_status_t adag_msg_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
+adag_status_t adag__msg_check(const adag_ctl_msg_t *msg);
+/* Receives one frame and checks it (adag__msg_check; the frame is freed on failure). */
+adag_status_t adag__msg_recv(int sock, int64_t deadline, adag_ctl_msg_t *msg);
 
 /* ---- typed messages: decoders fill views into msg's payload ---- */
 
@@ -136,7 +136,7 @@ typedef struct {
     char device[ADAG_DEVICE_SPEC_MAX]; /* "<backend>:<index>", "" for none */
     adag_blob_t init;
     adag_msg_place_t place;
-    adag_blob_t settings; /* the encoded pairs (adag_msg_apply_settings) */
+    adag_blob_t settings; /* the encoded pairs (adag__msg_apply_settings) */
 } adag_msg_create_t;
 
 typedef struct {
@@ -147,12 +147,12 @@ typedef struct {
 typedef struct {
     uint32_t dag_id;
     adag_blob_t program; /* dag/program.h encoding */
-    adag_blob_t domains; /* dag/context.h adag_ctx_export_domains */
+    adag_blob_t domains; /* dag/context.h adag__ctx_export_domains */
 } adag_msg_prepare_t;
 
 typedef struct {
     uint32_t dag_id;
-    adag_blob_t peers;   /* dag/loop.h adag_loop_connect */
+    adag_blob_t peers;   /* dag/loop.h adag__loop_connect */
 } adag_msg_connect_t;
 
 typedef struct {
@@ -175,60 +175,60 @@ typedef struct {
     char msg[ADAG_ERROR_MAX];
 } adag_msg_failed_t;     /* DAG_FAILED */
 
-void adag_msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
-void adag_msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
+void adag__msg_encode_hello(adag_wbuf_t *b, const adag_msg_hello_t *m);
+void adag__msg_encode_hello_reply(adag_wbuf_t *b, const adag_msg_hello_reply_t *m);
 /* device: "<backend>:<index>", or NULL / "" for none; settings: what
- * adag_msg_encode_settings wrote (empty: none, a count of 0) */
-void adag_msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
+ * adag__msg_encode_settings wrote (empty: none, a count of 0) */
+void adag__msg_encode_create(adag_wbuf_t *b, const char *module, const char *class_name,
                             const char *actor, const char *device, adag_blob_t init,
                             const adag_msg_place_t *place, adag_blob_t settings);
 /* A runtime's settings, as CREATE_ACTOR carries them. */
-void adag_msg_encode_settings(adag_wbuf_t *b, const adag_settings_t *s);
+void adag__msg_encode_settings(adag_wbuf_t *b, const adag_settings_t *s);
 /* Sets each of CREATE_ACTOR's settings (already decoded) in s, checked by
  * the settings table: a name it does not know or a value it refuses is
  * ADAG_ERR_PROTOCOL naming the setting (s then partly set). */
-adag_status_t adag_msg_apply_settings(adag_blob_t settings, adag_settings_t *s);
+adag_status_t adag__msg_apply_settings(adag_blob_t settings, adag_settings_t *s);
 /* CREATE_ACTOR's reply: the method table, then the placement */
-void adag_msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n,
+void adag__msg_encode_methods(adag_wbuf_t *b, const adag_msg_method_t *m, unsigned n,
                              const adag_msg_place_t *place);
-void adag_msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m);
-void adag_msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m);
-void adag_msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m);
-void adag_msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg,
+void adag__msg_encode_prepare(adag_wbuf_t *b, const adag_msg_prepare_t *m);
+void adag__msg_encode_connect(adag_wbuf_t *b, const adag_msg_connect_t *m);
+void adag__msg_encode_dag(adag_wbuf_t *b, const adag_msg_dag_t *m);
+void adag__msg_encode_reply(adag_wbuf_t *b, adag_status_t status, const char *msg,
                            adag_blob_t body);
-void adag_msg_encode_failed(adag_wbuf_t *b, const adag_msg_failed_t *m);
+void adag__msg_encode_failed(adag_wbuf_t *b, const adag_msg_failed_t *m);
 
 /* Each decoder checks the type and that the payload is exactly one such
  * message; ADAG_ERR_PROTOCOL ("malformed <NAME> message") otherwise. */
-adag_status_t adag_msg_decode_hello(const adag_ctl_msg_t *msg, adag_msg_hello_t *m);
-adag_status_t adag_msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_t *m);
-adag_status_t adag_msg_decode_prepare(const adag_ctl_msg_t *msg, adag_msg_prepare_t *m);
-adag_status_t adag_msg_decode_connect(const adag_ctl_msg_t *msg, adag_msg_connect_t *m);
-adag_status_t adag_msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m);
-adag_status_t adag_msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m);
-adag_status_t adag_msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_t *m);
+adag_status_t adag__msg_decode_hello(const adag_ctl_msg_t *msg, adag_msg_hello_t *m);
+adag_status_t adag__msg_decode_create(const adag_ctl_msg_t *msg, adag_msg_create_t *m);
+adag_status_t adag__msg_decode_prepare(const adag_ctl_msg_t *msg, adag_msg_prepare_t *m);
+adag_status_t adag__msg_decode_connect(const adag_ctl_msg_t *msg, adag_msg_connect_t *m);
+adag_status_t adag__msg_decode_dag(const adag_ctl_msg_t *msg, adag_msg_dag_t *m);
+adag_status_t adag__msg_decode_reply(const adag_ctl_msg_t *msg, adag_msg_reply_t *m);
+adag_status_t adag__msg_decode_failed(const adag_ctl_msg_t *msg, adag_msg_failed_t *m);
 /* Reply bodies. */
-adag_status_t adag_msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
+adag_status_t adag__msg_decode_hello_reply(adag_blob_t body, adag_msg_hello_reply_t *m);
 /* TRACE_DAG's reply (transport/protocol_trace.c): the worker's clock
  * when it copied, the records it lost (overwritten), and the records,
  * oldest first, stamps in its ns (at most ADAG_TRACE_MAX_SPANS; decode:
  * *recs malloc'd, NULL when n is 0). */
-void adag_msg_encode_trace(adag_wbuf_t *b, uint64_t now_ns, uint64_t lost,
+void adag__msg_encode_trace(adag_wbuf_t *b, uint64_t now_ns, uint64_t lost,
                            const adag_trace_rec_t *recs, uint64_t n);
-adag_status_t adag_msg_decode_trace(adag_blob_t body, uint64_t *now_ns, uint64_t *lost,
+adag_status_t adag__msg_decode_trace(adag_blob_t body, uint64_t *now_ns, uint64_t *lost,
                                     adag_trace_rec_t **recs, uint64_t *n);
 /* STATS_DAG's reply: a loop's figures (common/figures.h), at most
  * ADAG_MSG_FIGURES_MAX ops and channels (decode: arrays malloc'd). */
 #define ADAG_MSG_FIGURES_MAX 65536
 /* CLOCK (no body)'s reply: the worker's CLOCK_MONOTONIC and boot id
- * (common/trace.h: adag_clock_offset). */
-void adag_msg_encode_clock(adag_wbuf_t *b, uint64_t now_ns, const char *boot_id);
-adag_status_t adag_msg_decode_clock(adag_blob_t body, uint64_t *now_ns,
+ * (common/trace.h: adag__clock_offset). */
+void adag__msg_encode_clock(adag_wbuf_t *b, uint64_t now_ns, const char *boot_id);
+adag_status_t adag__msg_decode_clock(adag_blob_t body, uint64_t *now_ns,
                                     char boot_id[ADAG_BOOT_ID_MAX]);
-void adag_msg_encode_figures(adag_wbuf_t *b, const adag_loop_figures_t *f);
-adag_status_t adag_msg_decode_figures(adag_blob_t body, adag_loop_figures_t *f);
+void adag__msg_encode_figures(adag_wbuf_t *b, const adag_loop_figures_t *f);
+adag_status_t adag__msg_decode_figures(adag_blob_t body, adag_loop_figures_t *f);
 /* The method table: *out is malloc'd (n in 1..ADAG_MAX_METHODS). */
-adag_status_t adag_msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n,
+adag_status_t adag__msg_decode_methods(adag_blob_t body, adag_msg_method_t **out, unsigned *n,
                                       adag_msg_place_t *place);
 
 #endif

@@ -99,7 +99,7 @@ static int spawn_child(void *arg)
     return 127;
 }
 
-adag_status_t adag_spawn_worker(const char *path, int *pid_out, int *pidfd_out, int *sock_out)
+adag_status_t adag__spawn_worker(const char *path, int *pid_out, int *pidfd_out, int *sock_out)
 {
     int sv[2] = {-1, -1}, child_fd = -1, pidfd = -1;
     char fdarg[16];
@@ -107,24 +107,24 @@ adag_status_t adag_spawn_worker(const char *path, int *pid_out, int *pidfd_out, 
     void *stack;
 
     if (access(path, X_OK) != 0)
-        return adag_error_errno(errno, "adag-worker '%s' is not executable (set ADAG_WORKER_PATH)",
+        return adag__error_errno(errno, "adag-worker '%s' is not executable (set ADAG_WORKER_PATH)",
                                 path);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-        return adag_error_errno(errno, "socketpair for worker control");
+        return adag__error_errno(errno, "socketpair for worker control");
     /* the child's end well clear of 0-9, so dup3 onto 3 never collides */
     child_fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
     if (child_fd < 0) {
-        st = adag_error_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
+        st = adag__error_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
         goto fail_socks;
     }
-    if ((sv[0] = adag_fd_above_stdio(sv[0])) < 0) {
-        st = adag_error_errno(errno, "moving the control socket above fd 2");
+    if ((sv[0] = adag__fd_above_stdio(sv[0])) < 0) {
+        st = adag__error_errno(errno, "moving the control socket above fd 2");
         goto fail_child_fd;
     }
     stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) {
-        st = adag_error_errno(errno, "mmap of the spawn stack");
+        st = adag__error_errno(errno, "mmap of the spawn stack");
         goto fail_child_fd;
     }
     snprintf(fdarg, sizeof(fdarg), "%d", WORKER_CONTROL_FD);
@@ -141,20 +141,20 @@ adag_status_t adag_spawn_worker(const char *path, int *pid_out, int *pidfd_out, 
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     munmap(stack, CHILD_STACK_SIZE);
     if (pid < 0) {
-        st = adag_error_errno(clone_err, "clone for %s", path);
+        st = adag__error_errno(clone_err, "clone for %s", path);
         goto fail_child_fd;
     }
     if (args.step) {
         /* the child failed before or in execve and has exited: collect it */
         char how[96];
-        adag_reap(pidfd, 0, how, sizeof(how));
+        adag__reap(pidfd, 0, how, sizeof(how));
         close(pidfd);
-        st = adag_error_errno(args.err, "starting %s: %s", path, args.step);
+        st = adag__error_errno(args.err, "starting %s: %s", path, args.step);
         goto fail_child_fd;
     }
-    if ((pidfd = adag_fd_above_stdio(pidfd)) < 0) {
+    if ((pidfd = adag__fd_above_stdio(pidfd)) < 0) {
         /* cannot watch it: do not let it run unwatched */
-        st = adag_error_errno(errno, "moving the pidfd of %s above fd 2", path);
+        st = adag__error_errno(errno, "moving the pidfd of %s above fd 2", path);
         kill(pid, SIGKILL);
         siginfo_t si;
         while (waitid(P_PID, (id_t)pid, &si, WEXITED | __WALL) < 0 && errno == EINTR) {
@@ -202,7 +202,7 @@ struct pidfd_exit_info {
 #define PIDFD_GET_INFO_CMD _IOWR(0xFF, 11, struct pidfd_exit_info)
 _Static_assert(sizeof(struct pidfd_exit_info) == 64, "PIDFD_INFO_SIZE_VER0");
 
-int adag_reap(int pidfd, int nohang, char *how, size_t len)
+int adag__reap(int pidfd, int nohang, char *how, size_t len)
 {
     siginfo_t si;
     memset(&si, 0, sizeof(si));
@@ -232,7 +232,7 @@ int adag_reap(int pidfd, int nohang, char *how, size_t len)
     return 1;
 }
 
-int adag_pidfd_kill(int pidfd, int sig)
+int adag__pidfd_kill(int pidfd, int sig)
 {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }

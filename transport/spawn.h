@@ -8,7 +8,7 @@
  *     copy of the driver's memory, and a pidfd from the start (no pid reuse
  *     race). The pidfd alone says whether it lives: a host that ignores
  *     SIGCHLD or reaps every child may collect it first, and then
- *     adag_reap still reports it dead (with its exit status where the
+ *     adag__reap still reports it dead (with its exit status where the
  *     kernel keeps it for the pidfd: Linux 6.15 and later);
  *   - it gets a parent-death signal, SIGKILL, which the kernel sends when
  *     the *thread* that spawned it exits. So call this only from a thread
@@ -29,7 +29,7 @@
 
 /* Spawns the worker. Returns its pid, a pidfd (readable once it exited) and
  * the driver's end of the control socket, all close-on-exec and above fd 2. */
-adag_status_t adag_spawn_worker(const char *path, int *pid, int *pidfd, int *sock);
+adag_status_t adag__spawn_worker(const char *path, int *pid, int *pidfd, int *sock);
 
 /* How a child spawned here ended, once its pidfd polled readable: collects
  * it (waitid on the pidfd) and
@@ -38,9 +38,9 @@ adag_status_t adag_spawn_worker(const char *path, int *pid, int *pidfd, int *soc
  * A child that another wait of this process already collected counts as
  * dead (how it ended from the pidfd's exit record, or "its exit status was
  * collected elsewhere"), never as running. */
-int adag_reap(int pidfd, int nohang, char *how, size_t len);
+int adag__reap(int pidfd, int nohang, char *how, size_t len);
 
 /* Sends sig to the process of pidfd (no pid reuse race). */
-int adag_pidfd_kill(int pidfd, int sig);
+int adag__pidfd_kill(int pidfd, int sig);
 
 #endif

@@ -26,17 +26,17 @@ static adag_status_t resolve(const char *addr, int passive, struct sockaddr_in *
     char host[ADAG_HOSTPORT_MAX];
     const char *colon = addr ? strrchr(addr, ':') : NULL;
     if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host) || !colon[1])
-        return adag_error(ADAG_ERR_INVALID, "address \"%s\" is not host:port", addr ? addr : "");
+        return adag__error(ADAG_ERR_INVALID, "address \"%s\" is not host:port", addr ? addr : "");
     memcpy(host, addr, (size_t)(colon - addr));
     host[colon - addr] = '\0';
     char *end;
     long port = strtol(colon + 1, &end, 10);
     if (*end || port < 0 || port > 65535 || (!passive && port == 0))
-        return adag_error(ADAG_ERR_INVALID, "address \"%s\": bad port", addr);
+        return adag__error(ADAG_ERR_INVALID, "address \"%s\": bad port", addr);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int rc = getaddrinfo(host, NULL, &hints, &res);
     if (rc != 0 || !res)
-        return adag_error(ADAG_ERR_NOT_FOUND, "address \"%s\": cannot resolve %s: %s", addr, host,
+        return adag__error(ADAG_ERR_NOT_FOUND, "address \"%s\": cannot resolve %s: %s", addr, host,
                           gai_strerror(rc));
     *out = *(struct sockaddr_in *)res->ai_addr;
     out->sin_port = htons((uint16_t)port);
@@ -51,21 +51,21 @@ static void name_of(const struct sockaddr_in *sa, char *out, size_t len)
     snprintf(out, len, "%s:%u", ip, (unsigned)ntohs(sa->sin_port));
 }
 
-adag_status_t adag_tcp_listen(const char *addr, int *fd, char *bound, size_t bound_len)
+adag_status_t adag__tcp_listen(const char *addr, int *fd, char *bound, size_t bound_len)
 {
     struct sockaddr_in sa;
     adag_status_t st = resolve(addr, 1, &sa);
     if (st != ADAG_OK)
         return st;
-    int s = adag_fd_above_stdio(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int s = adag__fd_above_stdio(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (s < 0)
-        return adag_error_errno(errno, "socket for %s", addr);
+        return adag__error_errno(errno, "socket for %s", addr);
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     socklen_t sl = sizeof(sa);
     if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(s, 64) != 0 ||
         getsockname(s, (struct sockaddr *)&sa, &sl) != 0) {
-        st = adag_error_errno(errno, "listening on %s", addr);
+        st = adag__error_errno(errno, "listening on %s", addr);
         close(s);
         return st;
     }
@@ -74,29 +74,29 @@ adag_status_t adag_tcp_listen(const char *addr, int *fd, char *bound, size_t bou
     return ADAG_OK;
 }
 
-adag_status_t adag_tcp_connect(const char *addr, int64_t deadline, int *fd)
+adag_status_t adag__tcp_connect(const char *addr, int64_t deadline, int *fd)
 {
     struct sockaddr_in sa;
     adag_status_t st = resolve(addr, 0, &sa);
     if (st != ADAG_OK)
         return st;
-    int s = adag_fd_above_stdio(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int s = adag__fd_above_stdio(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (s < 0)
-        return adag_error_errno(errno, "socket for %s", addr);
+        return adag__error_errno(errno, "socket for %s", addr);
     if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
-        st = adag_error_errno(errno, "connecting to %s", addr);
+        st = adag__error_errno(errno, "connecting to %s", addr);
         goto fail;
     }
     for (;;) {
         struct pollfd p = {.fd = s, .events = POLLOUT};
-        int64_t left = deadline == ADAG_FOREVER ? -1 : (deadline - adag_now_ns()) / 1000000;
+        int64_t left = deadline == ADAG_FOREVER ? -1 : (deadline - adag__now_ns()) / 1000000;
         if (deadline != ADAG_FOREVER && left <= 0) {
-            st = adag_error(ADAG_ERR_TIMEOUT, "connecting to %s: timed out", addr);
+            st = adag__error(ADAG_ERR_TIMEOUT, "connecting to %s: timed out", addr);
             goto fail;
         }
         int n = poll(&p, 1, left > 1000 ? 1000 : (int)left);
         if (n < 0 && errno != EINTR) {
-            st = adag_error_errno(errno, "connecting to %s", addr);
+            st = adag__error_errno(errno, "connecting to %s", addr);
             goto fail;
         }
         if (n > 0)
@@ -106,11 +106,11 @@ adag_status_t adag_tcp_connect(const char *addr, int64_t deadline, int *fd)
     socklen_t el = sizeof(err);
     getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el);
     if (err) {
-        st = adag_error_errno(err, "connecting to %s", addr);
+        st = adag__error_errno(err, "connecting to %s", addr);
         goto fail;
     }
     if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) != 0) {
-        st = adag_error_errno(errno, "connecting to %s", addr);
+        st = adag__error_errno(errno, "connecting to %s", addr);
         goto fail;
     }
     *fd = s;
@@ -120,7 +120,7 @@ fail:
     return st;
 }
 
-adag_status_t adag_tcp_tune(int fd, int64_t timeout_ms)
+adag_status_t adag__tcp_tune(int fd, int64_t timeout_ms)
 {
     int one = 1, idle = 1, intvl = 1;
     int cnt = (int)(timeout_ms / 1000) - 1;
@@ -133,11 +133,11 @@ adag_status_t adag_tcp_tune(int fd, int64_t timeout_ms)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout)) != 0)
-        return adag_error_errno(errno, "setting keepalive on a control connection");
+        return adag__error_errno(errno, "setting keepalive on a control connection");
     return ADAG_OK;
 }
 
-void adag_tcp_peer_name(int fd, char *out, size_t len)
+void adag__tcp_peer_name(int fd, char *out, size_t len)
 {
     struct sockaddr_in sa;
     socklen_t sl = sizeof(sa);
@@ -154,14 +154,14 @@ static adag_status_t token_from_file(const char *path, char *out, size_t *len)
     adag_status_t st;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return adag_error_errno(errno, "ADAG_TOKEN_FILE %s", path);
+        return adag__error_errno(errno, "ADAG_TOKEN_FILE %s", path);
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        st = adag_error_errno(errno, "ADAG_TOKEN_FILE %s", path);
+        st = adag__error_errno(errno, "ADAG_TOKEN_FILE %s", path);
         goto out;
     }
     if (!S_ISREG(sb.st_mode) || (sb.st_mode & 077) || sb.st_uid != geteuid()) {
-        st = adag_error(ADAG_ERR_INVALID,
+        st = adag__error(ADAG_ERR_INVALID,
                         "ADAG_TOKEN_FILE %s: must be a regular file of this user that nobody "
                         "else can read (chmod 600); it is mode %03o, owner %u",
                         path, (unsigned)(sb.st_mode & 0777), (unsigned)sb.st_uid);
@@ -170,13 +170,13 @@ static adag_status_t token_from_file(const char *path, char *out, size_t *len)
     char buf[ADAG_TOKEN_MAX + 2];
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n < 0) {
-        st = adag_error_errno(errno, "ADAG_TOKEN_FILE %s", path);
+        st = adag__error_errno(errno, "ADAG_TOKEN_FILE %s", path);
         goto out;
     }
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
     if (n == 0 || n > ADAG_TOKEN_MAX) {
-        st = adag_error(ADAG_ERR_INVALID, "ADAG_TOKEN_FILE %s: the token must be 1 to %d bytes",
+        st = adag__error(ADAG_ERR_INVALID, "ADAG_TOKEN_FILE %s: the token must be 1 to %d bytes",
                         path, ADAG_TOKEN_MAX);
         goto out;
     }
@@ -188,23 +188,23 @@ out:
     return st;
 }
 
-adag_status_t adag_token_load(const adag_settings_t *s, char *out, size_t *len)
+adag_status_t adag__token_load(const adag_settings_t *s, char *out, size_t *len)
 {
     if (s->token_file)
         return token_from_file(s->token_file, out, len);
     if (!s->token)
-        return adag_error(ADAG_ERR_NOT_FOUND,
+        return adag__error(ADAG_ERR_NOT_FOUND,
                           "no token: set ADAG_TOKEN_FILE to a file only you can read (chmod "
                           "600), or ADAG_TOKEN");
     size_t n = strlen(s->token);
     if (n > ADAG_TOKEN_MAX)
-        return adag_error(ADAG_ERR_INVALID, "ADAG_TOKEN: longer than %d bytes", ADAG_TOKEN_MAX);
+        return adag__error(ADAG_ERR_INVALID, "ADAG_TOKEN: longer than %d bytes", ADAG_TOKEN_MAX);
     memcpy(out, s->token, n);
     *len = n;
     return ADAG_OK;
 }
 
-int adag_token_equal(const void *a, size_t alen, const void *b, size_t blen)
+int adag__token_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
     const unsigned char *x = a, *y = b;
     unsigned diff = alen != blen;

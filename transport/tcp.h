@@ -18,25 +18,25 @@
 #define ADAG_HOSTPORT_MAX 320
 
 /* Listens on addr; *bound gets the address actually bound ("ip:port"). */
-adag_status_t adag_tcp_listen(const char *addr, int *fd, char *bound, size_t bound_len);
+adag_status_t adag__tcp_listen(const char *addr, int *fd, char *bound, size_t bound_len);
 /* Connects to addr by the deadline. */
-adag_status_t adag_tcp_connect(const char *addr, int64_t deadline, int *fd);
+adag_status_t adag__tcp_connect(const char *addr, int64_t deadline, int *fd);
 /* A connection that stays silent (no ACK, no keepalive answer) for about
  * timeout_ms fails: keepalive probes every second after a second idle, and
  * the same bound on data sent but not acknowledged (TCP_USER_TIMEOUT); no
  * Nagle delay. */
-adag_status_t adag_tcp_tune(int fd, int64_t timeout_ms);
+adag_status_t adag__tcp_tune(int fd, int64_t timeout_ms);
 /* "ip:port" of the socket's peer (or "?"). */
-void adag_tcp_peer_name(int fd, char *out, size_t len);
+void adag__tcp_peer_name(int fd, char *out, size_t len);
 
 /* The token of settings s (a runtime's, or an agent's environment): the
  * contents of ADAG_TOKEN_FILE (a regular file of this user, mode 0600 or
  * 0400, a trailing newline dropped), else ADAG_TOKEN; ADAG_ERR_NOT_FOUND if
  * neither is set, ADAG_ERR_INVALID for a file others may read or a token
  * that is empty or longer than ADAG_TOKEN_MAX. */
-adag_status_t adag_token_load(const adag_settings_t *s, char *out, size_t *len);
+adag_status_t adag__token_load(const adag_settings_t *s, char *out, size_t *len);
 /* 1 if a and b are the same token; the time taken does not depend on where
  * they differ. */
-int adag_token_equal(const void *a, size_t alen, const void *b, size_t blen);
+int adag__token_equal(const void *a, size_t alen, const void *b, size_t blen);
 
 #endif

@@ -86,7 +86,7 @@ struct adag_ucx_domain {
     int notify_fd;       /* eventfd: readers' notify_fd */
     int thread_started;
     pthread_t progress;
-    /* Who progresses (adag_ucx_wait): waiters spinning (they progress the
+    /* Who progresses (adag__ucx_wait): waiters spinning (they progress the
      * worker themselves), waiters asleep (they need the progress thread),
      * when a spinner last left with its value (ns; it will be back soon),
      * and the word the progress thread parks on (bumped, then woken if
@@ -160,7 +160,7 @@ struct adag_ucx_chan {
     uint32_t index;       /* the channel's index in its DAG */
     unsigned nreaders;
     adag_ucx_slot_t *slots; /* per slot: what was published / landed there */
-    size_t stride;        /* bytes per slot's value (adag_ucx_slot_stride) */
+    size_t stride;        /* bytes per slot's value (adag__ucx_slot_stride) */
     char *mem;            /* nslots slots' values, registered with UCX */
     size_t mem_len;
     ucp_mem_h memh;
@@ -201,39 +201,39 @@ struct adag_ucx_chan {
  * d->lock). Credits wait for a value going the same way while the
  * progress thread is parked (it flushes them when it wakes): see
  * "Credits" in chan_ucx.c. */
-void adag_ucx_credits_flush(adag_ucx_domain_t *d);
-void adag_ucx_credits_flush_locked(adag_ucx_domain_t *d);
+void adag__ucx_credits_flush(adag_ucx_domain_t *d);
+void adag__ucx_credits_flush_locked(adag_ucx_domain_t *d);
 /* Progresses the worker if no other thread does (never blocks); how many
  * events it handled. */
-unsigned adag_ucx_try_progress(adag_ucx_domain_t *d);
+unsigned adag__ucx_try_progress(adag_ucx_domain_t *d);
 /* A waiter on one of the domain's endpoints: until `ready(arg)`, the
  * abort word or the deadline, spins up to spin->max progressing the worker
  * itself (the progress thread stands aside), then sleeps on ev, which the
  * receive callbacks notify, while the progress thread progresses. ready
  * only looks; it never progresses. */
-adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
+adag_status_t adag__ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
                             const void *arg, const _Atomic uint32_t *abort, int64_t deadline,
                             adag_spin_t *spin);
 /* Under d->lock: the connection to the worker at addr (made on first use).
  * `who` names the endpoint for messages. */
-adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,
+adag_status_t adag__ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,
                                 const char *who, adag_ucx_conn_t **out);
 /* Under d->lock: lists / unlists an endpoint for the AM callbacks. */
-adag_status_t adag_ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
-void adag_ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
+adag_status_t adag__ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
+void adag__ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
 /* Under d->lock: the endpoint of channel `index` in this process (reader
  * r, or the writer for r < 0), NULL if none. */
-adag_ucx_chan_t *adag_ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader);
+adag_ucx_chan_t *adag__ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader);
 
 /* The domain operations of adag_chan_ucx_ops. */
-adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
+adag_status_t adag__ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
                                      const adag_chan_place_t *const *places, unsigned n,
                                      adag_wbuf_t *descs, adag_chan_domain_t **out);
-adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
+adag_status_t adag__ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
                                      unsigned *nfds);
-adag_status_t adag_ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
+adag_status_t adag__ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
                                      adag_chan_domain_t **out);
-void adag_ucx_domain_destroy(adag_chan_domain_t *d);
+void adag__ucx_domain_destroy(adag_chan_domain_t *d);
 
 /* Bytes between two slots' values in an endpoint's registered ring of
  * slots of `capacity` bytes: a slot of a page or more starts on a page. A
@@ -243,21 +243,21 @@ void adag_ucx_domain_destroy(adag_chan_domain_t *d);
  * bytes 43 bytes after that offset (behind a 576-byte header, as before)
  * the copy ran at a third of its speed here (docs/design.md, "UCX
  * channels"). Smaller slots stay packed. */
-size_t adag_ucx_slot_stride(size_t capacity);
+size_t adag__ucx_slot_stride(size_t capacity);
 /* adag_chan_ucx_ops.memory: every endpoint (the writer and each reader)
  * keeps a ring of nslots strides of its own. */
-void adag_ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+void adag__ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
                      size_t *device);
 
 /* chan_ucx.c: the AM handlers (registered by the domain), what a
  * connection's failure does to an endpoint, and freeing a closed one. */
-ucs_status_t adag_ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
+ucs_status_t adag__ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param);
-ucs_status_t adag_ucx_on_credit(void *arg, const void *header, size_t header_length,
+ucs_status_t adag__ucx_on_credit(void *arg, const void *header, size_t header_length,
                                 void *data, size_t length, const ucp_am_recv_param_t *param);
 /* 1 when the endpoint used that connection (now failed) */
-int adag_ucx_chan_peer_failed(adag_ucx_chan_t *ch, const adag_ucx_conn_t *c);
-void adag_ucx_chan_free(adag_ucx_chan_t *ch);
+int adag__ucx_chan_peer_failed(adag_ucx_chan_t *ch, const adag_ucx_conn_t *c);
+void adag__ucx_chan_free(adag_ucx_chan_t *ch);
 
 /* Device endpoints, staged through the host ring (chan_ucx_dev.c):
  * read_places reads the descriptor's places (none: all in host memory)
@@ -267,18 +267,18 @@ void adag_ucx_chan_free(adag_ucx_chan_t *ch);
  * device slot of seq; stage_out copies a device writer's value to its
  * host slot, stage_in a landed value into the device reader's slot; both
  * wait for the copy (ADAG_ERR_CLOSED if the DAG was aborted meanwhile). */
-int adag_ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
+int adag__ucx_dev_read_places(adag_rbuf_t *rb, uint32_t nreaders, int reader,
                              adag_chan_place_t *me);
-adag_status_t adag_ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_t *p,
+adag_status_t adag__ucx_dev_open(adag_ucx_chan_t *c, const adag_chan_open_params_t *p,
                                 adag_chan_place_t me);
-void adag_ucx_dev_close(adag_ucx_chan_t *c);
-void *adag_ucx_dev_slot(const adag_ucx_chan_t *c, uint64_t seq);
-adag_status_t adag_ucx_dev_stage_out(adag_ucx_chan_t *c, uint64_t seq, void *host, size_t size);
-adag_status_t adag_ucx_dev_stage_in(adag_ucx_chan_t *c, uint64_t seq, const void *host,
+void adag__ucx_dev_close(adag_ucx_chan_t *c);
+void *adag__ucx_dev_slot(const adag_ucx_chan_t *c, uint64_t seq);
+adag_status_t adag__ucx_dev_stage_out(adag_ucx_chan_t *c, uint64_t seq, void *host, size_t size);
+adag_status_t adag__ucx_dev_stage_in(adag_ucx_chan_t *c, uint64_t seq, const void *host,
                                     size_t size);
 /* A device endpoint's view of seq (view->data: its host slot, size bytes
  * landed there) turned into its device slot's. */
-adag_status_t adag_ucx_dev_view(adag_ucx_chan_t *c, uint64_t seq, size_t size,
+adag_status_t adag__ucx_dev_view(adag_ucx_chan_t *c, uint64_t seq, size_t size,
                                 adag_slot_view_t *view);
 
 #endif

@@ -104,7 +104,7 @@ static adag_status_t context_get(ucp_context_h *out)
         }
         if (us != UCS_OK) {
             context.ctx = NULL;
-            st = adag_error(ADAG_ERR_NOT_FOUND, "UCX: ucp_init: %s (check the UCX_* settings)",
+            st = adag__error(ADAG_ERR_NOT_FOUND, "UCX: ucp_init: %s (check the UCX_* settings)",
                             ucs_status_string(us));
             goto out;
         }
@@ -129,7 +129,7 @@ static void context_put(void)
 
 /* ---- progress ---- */
 
-unsigned adag_ucx_try_progress(adag_ucx_domain_t *d)
+unsigned adag__ucx_try_progress(adag_ucx_domain_t *d)
 {
     if (pthread_mutex_trylock(&d->lock) != 0)
         return 0;
@@ -156,7 +156,7 @@ static int64_t spin_until(adag_ucx_domain_t *d, const adag_spin_t *spin, int64_t
     return deadline != ADAG_FOREVER && until > deadline ? deadline : until;
 }
 
-adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
+adag_status_t adag__ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn ready,
                             const void *arg, const _Atomic uint32_t *abort, int64_t deadline,
                             adag_spin_t *spin)
 {
@@ -165,29 +165,29 @@ adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn
     atomic_store_explicit(&spin->waited, atomic_load_explicit(&spin->waited, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     /* what this process owes its peers goes before it waits on them */
-    adag_ucx_credits_flush(d);
+    adag__ucx_credits_flush(d);
     if (spin->max > 0) {
         /* seq_cst throughout with the progress thread's checks: either it
          * sees this waiter (spinning, or asleep) or this waiter sees it
          * parked and wakes it */
         atomic_fetch_add_explicit(&d->spinners, 1, memory_order_seq_cst);
-        int64_t now = adag_now_ns(), last_event = now;
+        int64_t now = adag__now_ns(), last_event = now;
         int found = 0;
         while (!(found = ready(arg)) && now < spin_until(d, spin, last_event, deadline) &&
                !(abort && atomic_load_explicit(abort, memory_order_acquire))) {
-            unsigned events = adag_ucx_try_progress(d);
+            unsigned events = adag__ucx_try_progress(d);
             if ((found = ready(arg)))
                 break;
             if (spin->yield)
                 sched_yield();
             else
-                adag_cpu_relax();
-            now = adag_now_ns();
+                adag__cpu_relax();
+            now = adag__now_ns();
             if (events)
                 last_event = now;
         }
         if (found) {
-            atomic_store_explicit(&d->last_found, adag_now_ns(), memory_order_seq_cst);
+            atomic_store_explicit(&d->last_found, adag__now_ns(), memory_order_seq_cst);
             atomic_fetch_sub_explicit(&d->spinners, 1, memory_order_seq_cst);
             return ADAG_OK;
         }
@@ -197,9 +197,9 @@ adag_status_t adag_ucx_wait(adag_ucx_domain_t *d, adag_event_t *ev, adag_cond_fn
     atomic_fetch_add_explicit(&d->sleepers, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&d->park_seq, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&d->parked, memory_order_seq_cst))
-        adag_futex_wake_all(&d->park_seq);
+        adag__futex_wake_all(&d->park_seq);
     static adag_spin_t no_spin; /* max 0: sleep at once (never written) */
-    adag_status_t st = adag_event_wait(ev, ready, arg, abort, deadline, &no_spin);
+    adag_status_t st = adag__event_wait(ev, ready, arg, abort, deadline, &no_spin);
     atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_seq_cst);
     return st;
 }
@@ -211,7 +211,7 @@ static int others_progress(adag_ucx_domain_t *d)
     if (atomic_load_explicit(&d->sleepers, memory_order_seq_cst))
         return 0;
     return atomic_load_explicit(&d->spinners, memory_order_seq_cst) ||
-           adag_now_ns() - atomic_load_explicit(&d->last_found, memory_order_seq_cst) < PARK_NS;
+           adag__now_ns() - atomic_load_explicit(&d->last_found, memory_order_seq_cst) < PARK_NS;
 }
 
 /* Sleeps on the worker's event fd whenever there is nothing to progress,
@@ -229,14 +229,14 @@ static void *progress_main(void *arg)
             /* a waiter that went to sleep after `seen` bumped the word:
              * no sleep here. Else back within PARK_NS to look again */
             if (others_progress(d))
-                adag_futex_wait(&d->park_seq, seen, adag_now_ns() + PARK_NS);
+                adag__futex_wait(&d->park_seq, seen, adag__now_ns() + PARK_NS);
             atomic_store_explicit(&d->parked, 0, memory_order_seq_cst);
             /* credits left due while parked (none followed them) go now */
-            adag_ucx_credits_flush(d);
+            adag__ucx_credits_flush(d);
             continue;
         }
         pthread_mutex_lock(&d->lock);
-        adag_ucx_credits_flush_locked(d);
+        adag__ucx_credits_flush_locked(d);
         while (ucp_worker_progress(d->worker)) {
         }
         ucs_status_t us = ucp_worker_arm(d->worker);
@@ -270,7 +270,7 @@ static void conn_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
     atomic_store_explicit(&c->status, ADAG_ERR_IO, memory_order_seq_cst);
     unsigned hit = 0;
     for (unsigned i = 0; i < d->neps; i++) /* under d->lock: inside progress */
-        hit += (unsigned)adag_ucx_chan_peer_failed(d->eps[i], c);
+        hit += (unsigned)adag__ucx_chan_peer_failed(d->eps[i], c);
     /* a peer that goes when no open channel needs it (a DAG torn down, its
      * workers exiting) is no news */
     if (hit)
@@ -280,7 +280,7 @@ static void conn_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
         ADAG_LOG_DEBUG("ucx: a peer no channel uses went: %s", c->why);
 }
 
-adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,
+adag_status_t adag__ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t len,
                                 const char *who, adag_ucx_conn_t **out)
 {
     for (adag_ucx_conn_t *c = d->conns; c; c = c->next)
@@ -291,7 +291,7 @@ adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t l
     adag_ucx_conn_t *c = calloc(1, sizeof(*c));
     if (!c || !(c->addr = malloc(len))) {
         free(c);
-        return adag_error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", who);
+        return adag__error(ADAG_ERR_NO_MEMORY, "ucx channel %s: out of memory", who);
     }
     memcpy(c->addr, addr, len);
     c->addr_len = len;
@@ -308,7 +308,7 @@ adag_status_t adag_ucx_conn_get(adag_ucx_domain_t *d, const void *addr, size_t l
     if (us != UCS_OK) {
         free(c->addr);
         free(c);
-        return adag_error(ADAG_ERR_IO, "ucx channel %s: cannot reach its peer: ucp_ep_create: %s",
+        return adag__error(ADAG_ERR_IO, "ucx channel %s: cannot reach its peer: ucp_ep_create: %s",
                           who, ucs_status_string(us));
     }
     c->next = d->conns;
@@ -367,7 +367,7 @@ static unsigned conns_unfinished(const adag_ucx_domain_t *d)
 static int progress_until(adag_ucx_domain_t *d, int (*done)(const adag_ucx_domain_t *),
                           int64_t deadline)
 {
-    while (!done(d) && adag_now_ns() < deadline)
+    while (!done(d) && adag__now_ns() < deadline)
         ucp_worker_progress(d->worker);
     return done(d);
 }
@@ -383,7 +383,7 @@ static int conns_close(adag_ucx_domain_t *d)
     const char *what = d->what;
     static const ucp_request_param_t no_params = {0};
     unsigned forced = 0, nconns = 0;
-    int64_t t0 = adag_now_ns();
+    int64_t t0 = adag__now_ns();
     for (adag_ucx_conn_t *c = d->conns; c; c = c->next, nconns++) {
         if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
             continue;
@@ -392,7 +392,7 @@ static int conns_close(adag_ucx_domain_t *d)
             c->flush = r;
         c->flush_failed = UCS_PTR_IS_ERR(r);
     }
-    if (!progress_until(d, conns_settled, adag_now_ns() + CLOSE_FLUSH_NS))
+    if (!progress_until(d, conns_settled, adag__now_ns() + CLOSE_FLUSH_NS))
         ADAG_LOG_DEBUG("ucx: %s: a peer did not take what was in flight within %lld ms",
                        what, CLOSE_FLUSH_NS / 1000000);
     for (adag_ucx_conn_t *c = d->conns; c; c = c->next) {
@@ -406,11 +406,11 @@ static int conns_close(adag_ucx_domain_t *d)
             c->close = r;
         forced += (unsigned)force;
     }
-    int ended = progress_until(d, conns_ended, adag_now_ns() + CLOSE_FORCE_NS);
+    int ended = progress_until(d, conns_ended, adag__now_ns() + CLOSE_FORCE_NS);
     if (forced)
         ADAG_LOG_DEBUG("ucx: %s: %u of %u connections closed forced (failed, or requests "
                        "in flight), in %lld ms", what, forced, nconns,
-                       (long long)((adag_now_ns() - t0) / 1000000));
+                       (long long)((adag__now_ns() - t0) / 1000000));
     if (!ended) {
         ADAG_LOG_WARN("ucx: %s: %u UCX requests and %u connection flushes or closes did not "
                       "end within %lld ms of a forced close; the UCP worker is left as it is "
@@ -434,13 +434,13 @@ static int conns_close(adag_ucx_domain_t *d)
 
 /* ---- the endpoint list ---- */
 
-adag_status_t adag_ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
+adag_status_t adag__ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
 {
     if (d->neps == d->cap) {
         unsigned cap = d->cap ? 2 * d->cap : 16;
         adag_ucx_chan_t **eps = realloc(d->eps, cap * sizeof(*eps));
         if (!eps)
-            return adag_error(ADAG_ERR_NO_MEMORY, "ucx domain: out of memory");
+            return adag__error(ADAG_ERR_NO_MEMORY, "ucx domain: out of memory");
         d->eps = eps;
         d->cap = cap;
     }
@@ -448,7 +448,7 @@ adag_status_t adag_ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
     return ADAG_OK;
 }
 
-adag_ucx_chan_t *adag_ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader)
+adag_ucx_chan_t *adag__ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader)
 {
     for (unsigned i = 0; i < d->neps; i++)
         if (d->eps[i]->index == index && d->eps[i]->base.reader == reader)
@@ -456,7 +456,7 @@ adag_ucx_chan_t *adag_ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int 
     return NULL;
 }
 
-void adag_ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
+void adag__ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
 {
     for (unsigned i = 0; i < d->neps; i++)
         if (d->eps[i] == ch) {
@@ -468,13 +468,13 @@ void adag_ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
         ch->next_zombie = d->zombies;
         d->zombies = ch;
     } else {
-        adag_ucx_chan_free(ch);
+        adag__ucx_chan_free(ch);
     }
 }
 
 /* ---- the domain's lifetime ---- */
 
-void adag_ucx_domain_destroy(adag_chan_domain_t *dom)
+void adag__ucx_domain_destroy(adag_chan_domain_t *dom)
 {
     adag_ucx_domain_t *d = (adag_ucx_domain_t *)dom;
     if (!d)
@@ -483,7 +483,7 @@ void adag_ucx_domain_destroy(adag_chan_domain_t *dom)
         uint64_t one = 1;
         atomic_store_explicit(&d->stopping, 1, memory_order_release);
         atomic_fetch_add_explicit(&d->park_seq, 1, memory_order_seq_cst);
-        adag_futex_wake_all(&d->park_seq);
+        adag__futex_wake_all(&d->park_seq);
         while (write(d->stop_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
         }
         pthread_join(d->progress, NULL);
@@ -503,7 +503,7 @@ void adag_ucx_domain_destroy(adag_chan_domain_t *dom)
         while (d->zombies) {
             adag_ucx_chan_t *z = d->zombies;
             d->zombies = z->next_zombie;
-            adag_ucx_chan_free(z);
+            adag__ucx_chan_free(z);
         }
         if (d->addr)
             ucp_worker_release_address(d->worker, d->addr);
@@ -527,7 +527,7 @@ static adag_status_t domain_new(const char *what, adag_chan_domain_t **out)
     ucs_status_t us;
     adag_ucx_domain_t *d = calloc(1, sizeof(*d));
     if (!d)
-        return adag_error(ADAG_ERR_NO_MEMORY, "ucx domain of %s: out of memory", what);
+        return adag__error(ADAG_ERR_NO_MEMORY, "ucx domain of %s: out of memory", what);
     d->base.ops = &adag_chan_ucx_ops;
     d->efd = d->stop_fd = d->notify_fd = -1;
     snprintf(d->what, sizeof(d->what), "%s", what);
@@ -542,14 +542,14 @@ static adag_status_t domain_new(const char *what, adag_chan_domain_t **out)
                               .events = UCP_WAKEUP_TX | UCP_WAKEUP_RX};
     if ((us = ucp_worker_create(d->ctx, &wp, &d->worker)) != UCS_OK) {
         d->worker = NULL;
-        st = adag_error(ADAG_ERR_IO, "ucx domain of %s: ucp_worker_create: %s", what,
+        st = adag__error(ADAG_ERR_IO, "ucx domain of %s: ucp_worker_create: %s", what,
                         ucs_status_string(us));
         goto fail;
     }
     if ((us = ucp_worker_get_address(d->worker, &d->addr, &d->addr_len)) != UCS_OK ||
         (us = ucp_worker_get_efd(d->worker, &d->efd)) != UCS_OK) {
         d->addr = NULL;
-        st = adag_error(ADAG_ERR_IO, "ucx domain of %s: worker address or event fd: %s", what,
+        st = adag__error(ADAG_ERR_IO, "ucx domain of %s: worker address or event fd: %s", what,
                         ucs_status_string(us));
         goto fail;
     }
@@ -560,37 +560,37 @@ static adag_status_t domain_new(const char *what, adag_chan_domain_t **out)
         .arg = d,
     };
     hp.id = ADAG_UCX_AM_DATA;
-    hp.cb = adag_ucx_on_data;
+    hp.cb = adag__ucx_on_data;
     if ((us = ucp_worker_set_am_recv_handler(d->worker, &hp)) == UCS_OK) {
         hp.id = ADAG_UCX_AM_CREDIT;
-        hp.cb = adag_ucx_on_credit;
+        hp.cb = adag__ucx_on_credit;
         us = ucp_worker_set_am_recv_handler(d->worker, &hp);
     }
     if (us != UCS_OK) {
-        st = adag_error(ADAG_ERR_IO, "ucx domain of %s: AM handlers: %s", what,
+        st = adag__error(ADAG_ERR_IO, "ucx domain of %s: AM handlers: %s", what,
                         ucs_status_string(us));
         goto fail;
     }
-    d->stop_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    d->notify_fd = adag_fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    d->stop_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    d->notify_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (d->stop_fd < 0 || d->notify_fd < 0) {
-        st = adag_error_errno(errno, "ucx domain of %s: eventfd", what);
+        st = adag__error_errno(errno, "ucx domain of %s: eventfd", what);
         goto fail;
     }
     int rc = pthread_create(&d->progress, NULL, progress_main, d);
     if (rc != 0) {
-        st = adag_error_errno(rc, "ucx domain of %s: progress thread", what);
+        st = adag__error_errno(rc, "ucx domain of %s: progress thread", what);
         goto fail;
     }
     d->thread_started = 1;
     *out = &d->base;
     return ADAG_OK;
 fail:
-    adag_ucx_domain_destroy(&d->base);
+    adag__ucx_domain_destroy(&d->base);
     return st;
 }
 
-adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
+adag_status_t adag__ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,
                                    const adag_chan_place_t *const *places, unsigned n,
                                    adag_wbuf_t *descs, adag_chan_domain_t **out)
 {
@@ -602,23 +602,23 @@ adag_status_t adag_ucx_domain_create(const char *dag_name, const adag_chan_geom_
      * host ring: chan_ucx_dev.c) */
     for (unsigned i = 0; i < n; i++) {
         if (geoms[i].nslots == 0 || geoms[i].capacity > (size_t)1 << 40)
-            return adag_error(ADAG_ERR_INVALID, "DAG %s: ucx channel %u: %u slots of %zu bytes",
+            return adag__error(ADAG_ERR_INVALID, "DAG %s: ucx channel %u: %u slots of %zu bytes",
                               dag_name, i, geoms[i].nslots, geoms[i].capacity);
-        adag_wbuf_u32(&descs[i], i);
-        adag_wbuf_u32(&descs[i], geoms[i].nslots);
-        adag_wbuf_u32(&descs[i], geoms[i].nreaders);
-        adag_wbuf_u64(&descs[i], geoms[i].capacity);
+        adag__wbuf_u32(&descs[i], i);
+        adag__wbuf_u32(&descs[i], geoms[i].nslots);
+        adag__wbuf_u32(&descs[i], geoms[i].nreaders);
+        adag__wbuf_u64(&descs[i], geoms[i].capacity);
         const adag_chan_place_t *pl = places ? places[i] : NULL;
-        adag_wbuf_u32(&descs[i], pl ? 1 + geoms[i].nreaders : 0);
+        adag__wbuf_u32(&descs[i], pl ? 1 + geoms[i].nreaders : 0);
         for (unsigned j = 0; pl && j <= geoms[i].nreaders; j++) {
-            adag_wbuf_u32(&descs[i], (uint32_t)pl[j].kind);
-            adag_wbuf_u32(&descs[i], pl[j].index);
+            adag__wbuf_u32(&descs[i], (uint32_t)pl[j].kind);
+            adag__wbuf_u32(&descs[i], pl[j].index);
         }
     }
     return domain_new(what, out);
 }
 
-size_t adag_ucx_slot_stride(size_t capacity)
+size_t adag__ucx_slot_stride(size_t capacity)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (capacity >= page)
@@ -626,10 +626,10 @@ size_t adag_ucx_slot_stride(size_t capacity)
     return capacity ? (capacity + 63) & ~(size_t)63 : 64;
 }
 
-void adag_ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
+void adag__ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
                      size_t *device)
 {
-    size_t ring = g->nslots * adag_ucx_slot_stride(g->capacity);
+    size_t ring = g->nslots * adag__ucx_slot_stride(g->capacity);
     *host = (size_t)(1 + g->nreaders) * ring;
     *device = 0;
     for (unsigned j = 0; places && j <= g->nreaders; j++)
@@ -637,25 +637,25 @@ void adag_ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places,
             *device += ring; /* its device slots (chan_ucx_dev.c) */
 }
 
-adag_status_t adag_ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
+adag_status_t adag__ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, int *fds,
                                    unsigned *nfds)
 {
     (void)d;
     (void)fds;
-    adag_wbuf_u32(blob, DOMAIN_MAGIC);
+    adag__wbuf_u32(blob, DOMAIN_MAGIC);
     *nfds = 0;
     return ADAG_OK;
 }
 
-adag_status_t adag_ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
+adag_status_t adag__ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
                                    adag_chan_domain_t **out)
 {
     adag_rbuf_t rb = {blob.data, blob.len, 0, 0};
-    uint32_t magic = adag_rbuf_u32(&rb);
+    uint32_t magic = adag__rbuf_u32(&rb);
     for (unsigned i = 0; i < nfds; i++)
         close(fds[i]);
     if (rb.failed || rb.pos != rb.len || magic != DOMAIN_MAGIC || nfds)
-        return adag_error(ADAG_ERR_PROTOCOL, "ucx domain: malformed (%zu bytes, %u fds)",
+        return adag__error(ADAG_ERR_PROTOCOL, "ucx domain: malformed (%zu bytes, %u fds)",
                           blob.len, nfds);
     return domain_new("an imported DAG", out);
 }

@@ -23,35 +23,35 @@ static void wbuf_put(adag_wbuf_t *b, const void *p, size_t n)
     b->len += n;
 }
 
-void adag_wbuf_u32(adag_wbuf_t *b, uint32_t v)
+void adag__wbuf_u32(adag_wbuf_t *b, uint32_t v)
 {
     wbuf_put(b, &v, sizeof(v));
 }
 
-void adag_wbuf_u64(adag_wbuf_t *b, uint64_t v)
+void adag__wbuf_u64(adag_wbuf_t *b, uint64_t v)
 {
     wbuf_put(b, &v, sizeof(v));
 }
 
-void adag_wbuf_bytes(adag_wbuf_t *b, const void *data, size_t len)
+void adag__wbuf_bytes(adag_wbuf_t *b, const void *data, size_t len)
 {
-    adag_wbuf_u64(b, len);
+    adag__wbuf_u64(b, len);
     if (len)
         wbuf_put(b, data, len);
 }
 
-void adag_wbuf_raw(adag_wbuf_t *b, const void *data, size_t len)
+void adag__wbuf_raw(adag_wbuf_t *b, const void *data, size_t len)
 {
     if (len)
         wbuf_put(b, data, len);
 }
 
-void adag_wbuf_str(adag_wbuf_t *b, const char *s)
+void adag__wbuf_str(adag_wbuf_t *b, const char *s)
 {
-    adag_wbuf_bytes(b, s ? s : "", s ? strlen(s) : 0);
+    adag__wbuf_bytes(b, s ? s : "", s ? strlen(s) : 0);
 }
 
-void adag_wbuf_free(adag_wbuf_t *b)
+void adag__wbuf_free(adag_wbuf_t *b)
 {
     free(b->data);
     memset(b, 0, sizeof(*b));
@@ -68,7 +68,7 @@ static const void *rbuf_take(adag_rbuf_t *b, size_t n)
     return p;
 }
 
-uint32_t adag_rbuf_u32(adag_rbuf_t *b)
+uint32_t adag__rbuf_u32(adag_rbuf_t *b)
 {
     uint32_t v = 0;
     const void *p = rbuf_take(b, sizeof(v));
@@ -77,7 +77,7 @@ uint32_t adag_rbuf_u32(adag_rbuf_t *b)
     return v;
 }
 
-uint64_t adag_rbuf_u64(adag_rbuf_t *b)
+uint64_t adag__rbuf_u64(adag_rbuf_t *b)
 {
     uint64_t v = 0;
     const void *p = rbuf_take(b, sizeof(v));
@@ -86,9 +86,9 @@ uint64_t adag_rbuf_u64(adag_rbuf_t *b)
     return v;
 }
 
-const void *adag_rbuf_bytes(adag_rbuf_t *b, size_t *len)
+const void *adag__rbuf_bytes(adag_rbuf_t *b, size_t *len)
 {
-    uint64_t n = adag_rbuf_u64(b);
+    uint64_t n = adag__rbuf_u64(b);
     if (b->failed || n > b->len - b->pos) {
         b->failed = 1;
         *len = 0;
@@ -98,10 +98,10 @@ const void *adag_rbuf_bytes(adag_rbuf_t *b, size_t *len)
     return rbuf_take(b, (size_t)n);
 }
 
-void adag_rbuf_str(adag_rbuf_t *b, char *out, size_t max)
+void adag__rbuf_str(adag_rbuf_t *b, char *out, size_t max)
 {
     size_t n;
-    const char *p = adag_rbuf_bytes(b, &n);
+    const char *p = adag__rbuf_bytes(b, &n);
     out[0] = '\0';
     if (!p && n == 0 && b->failed)
         return;

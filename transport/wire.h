@@ -14,12 +14,12 @@ typedef struct {
     int failed; /* an allocation failed; the buffer is unusable */
 } adag_wbuf_t;
 
-void adag_wbuf_u32(adag_wbuf_t *b, uint32_t v);
-void adag_wbuf_u64(adag_wbuf_t *b, uint64_t v);
-void adag_wbuf_bytes(adag_wbuf_t *b, const void *data, size_t len); /* u64 length + bytes */
-void adag_wbuf_raw(adag_wbuf_t *b, const void *data, size_t len);   /* bytes, no length */
-void adag_wbuf_str(adag_wbuf_t *b, const char *s);                  /* NULL allowed */
-void adag_wbuf_free(adag_wbuf_t *b);
+void adag__wbuf_u32(adag_wbuf_t *b, uint32_t v);
+void adag__wbuf_u64(adag_wbuf_t *b, uint64_t v);
+void adag__wbuf_bytes(adag_wbuf_t *b, const void *data, size_t len); /* u64 length + bytes */
+void adag__wbuf_raw(adag_wbuf_t *b, const void *data, size_t len);   /* bytes, no length */
+void adag__wbuf_str(adag_wbuf_t *b, const char *s);                  /* NULL allowed */
+void adag__wbuf_free(adag_wbuf_t *b);
 
 typedef struct {
     const char *data;
@@ -27,11 +27,11 @@ typedef struct {
     int failed; /* read past the end or malformed */
 } adag_rbuf_t;
 
-uint32_t adag_rbuf_u32(adag_rbuf_t *b);
-uint64_t adag_rbuf_u64(adag_rbuf_t *b);
+uint32_t adag__rbuf_u32(adag_rbuf_t *b);
+uint64_t adag__rbuf_u64(adag_rbuf_t *b);
 /* A view of a byte run inside the buffer (no copy); NULL + failed on error. */
-const void *adag_rbuf_bytes(adag_rbuf_t *b, size_t *len);
+const void *adag__rbuf_bytes(adag_rbuf_t *b, size_t *len);
 /* Copies a string of at most max-1 bytes into out; sets failed if longer. */
-void adag_rbuf_str(adag_rbuf_t *b, char *out, size_t max);
+void adag__rbuf_str(adag_rbuf_t *b, char *out, size_t max);
 
 #endif

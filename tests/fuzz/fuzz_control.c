@@ -6,7 +6,7 @@
  *
  * bit 0 = 0, stream mode: the rest of the input, from byte 2 on (at most
  *   MAX_STREAM bytes), is written into one end of a socketpair, which is then
- *   closed, and adag_msg_recv reads messages from the other end until it
+ *   closed, and adag__msg_recv reads messages from the other end until it
  *   fails at the end of the stream. The stream goes in up to 15 writes of
  *   byte 1 bytes (bits 4-7 of byte 0), each carrying 0..7 fds (bits 1-3)
  *   with SCM_RIGHTS, then the rest in one write: so fds land at chosen
@@ -85,7 +85,7 @@ static void check_canonical(const adag_ctl_msg_t *msg, adag_wbuf_t *enc)
 {
     CHECK(!enc->failed && enc->len == msg->len);
     CHECK(msg->len == 0 || memcmp(enc->data, msg->payload, msg->len) == 0);
-    adag_wbuf_free(enc);
+    adag__wbuf_free(enc);
 }
 
 /* ---- the decoders ---- */
@@ -93,48 +93,48 @@ static void check_canonical(const adag_ctl_msg_t *msg, adag_wbuf_t *enc)
 static void reply_bodies(adag_blob_t body)
 {
     adag_msg_hello_reply_t hr;
-    if (adag_msg_decode_hello_reply(body, &hr) == ADAG_OK) {
+    if (adag__msg_decode_hello_reply(body, &hr) == ADAG_OK) {
         adag_wbuf_t b = {0};
         CHECK(hr.ncpus > 0);
-        adag_msg_encode_hello_reply(&b, &hr);
+        adag__msg_encode_hello_reply(&b, &hr);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
     adag_trace_rec_t *recs;
     uint64_t now, lost, nrecs;
-    if (adag_msg_decode_trace(body, &now, &lost, &recs, &nrecs) == ADAG_OK) {
+    if (adag__msg_decode_trace(body, &now, &lost, &recs, &nrecs) == ADAG_OK) {
         adag_wbuf_t b = {0};
         CHECK(nrecs <= ADAG_TRACE_MAX_SPANS && (nrecs == 0) == (recs == NULL));
-        adag_msg_encode_trace(&b, now, lost, recs, nrecs);
+        adag__msg_encode_trace(&b, now, lost, recs, nrecs);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
         /* whatever the records say, expanding them stays in bounds */
         adag_span_t *spans = malloc((nrecs * ADAG_TRACE_SPANS_PER_REC + 1) * sizeof(*spans));
-        CHECK(spans && adag_trace_expand(recs, nrecs, spans) <= nrecs * ADAG_TRACE_SPANS_PER_REC);
+        CHECK(spans && adag__trace_expand(recs, nrecs, spans) <= nrecs * ADAG_TRACE_SPANS_PER_REC);
         free(spans);
         free(recs);
     }
     adag_loop_figures_t fig;
-    if (adag_msg_decode_figures(body, &fig) == ADAG_OK) {
+    if (adag__msg_decode_figures(body, &fig) == ADAG_OK) {
         adag_wbuf_t b = {0};
         CHECK(fig.nops <= ADAG_MSG_FIGURES_MAX && fig.nchans <= ADAG_MSG_FIGURES_MAX);
-        adag_msg_encode_figures(&b, &fig);
+        adag__msg_encode_figures(&b, &fig);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
-        adag_wbuf_free(&b);
-        adag_loop_figures_free(&fig);
+        adag__wbuf_free(&b);
+        adag__loop_figures_free(&fig);
     }
     char boot[ADAG_BOOT_ID_MAX];
-    if (adag_msg_decode_clock(body, &now, boot) == ADAG_OK) {
+    if (adag__msg_decode_clock(body, &now, boot) == ADAG_OK) {
         adag_wbuf_t b = {0};
         CHECK(terminated(boot, sizeof(boot)));
-        adag_msg_encode_clock(&b, now, boot);
+        adag__msg_encode_clock(&b, now, boot);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
     }
     adag_msg_method_t *m;
     adag_msg_place_t place;
     unsigned n;
-    if (adag_msg_decode_methods(body, &m, &n, &place) == ADAG_OK) {
+    if (adag__msg_decode_methods(body, &m, &n, &place) == ADAG_OK) {
         adag_wbuf_t b = {0};
         CHECK(n >= 1 && n <= 4096);
         for (unsigned i = 0; i < n; i++) {
@@ -144,9 +144,9 @@ static void reply_bodies(adag_blob_t body)
         }
         CHECK(terminated(place.cpus, sizeof(place.cpus)) && terminated(place.nic, sizeof(place.nic)));
         CHECK(place.numa >= -1 && !(place.flags & ~(uint32_t)ADAG_MSG_PLACE_ALL));
-        adag_msg_encode_methods(&b, m, n, &place);
+        adag__msg_encode_methods(&b, m, n, &place);
         CHECK(b.len == body.len && memcmp(b.data, body.data, b.len) == 0);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
         free(m);
     }
 }
@@ -155,14 +155,14 @@ static void reply_bodies(adag_blob_t body)
 static void import_domains(adag_blob_t domains, int *fds, unsigned nfds)
 {
     adag_dag_ctx_t ctx;
-    adag_ctx_init(&ctx);
-    adag_status_t st = adag_ctx_import_domains(&ctx, domains, fds, nfds);
+    adag__ctx_init(&ctx);
+    adag_status_t st = adag__ctx_import_domains(&ctx, domains, fds, nfds);
     CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL || st == ADAG_ERR_IO ||
           st == ADAG_ERR_NO_MEMORY);
     if (st != ADAG_OK)
-        for (unsigned k = 0; k < adag_chan_nbackends(); k++)
+        for (unsigned k = 0; k < adag__chan_nbackends(); k++)
             CHECK(ctx.domains[k] == NULL);
-    adag_ctx_destroy(&ctx);
+    adag__ctx_destroy(&ctx);
 }
 
 /* Decodes msg as a message of its type, as the worker / driver would.
@@ -173,16 +173,16 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
     switch (msg->type) {
     case ADAG_MSG_HELLO: {
         adag_msg_hello_t m;
-        if (adag_msg_decode_hello(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_hello(msg, &m) != ADAG_OK)
             return;
         CHECK(m.token.len <= ADAG_TOKEN_MAX && inside(m.token, msg));
-        adag_msg_encode_hello(&b, &m);
+        adag__msg_encode_hello(&b, &m);
         check_canonical(msg, &b);
         return;
     }
     case ADAG_MSG_CREATE_ACTOR: {
         adag_msg_create_t m;
-        if (adag_msg_decode_create(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_create(msg, &m) != ADAG_OK)
             return;
         CHECK(terminated(m.module, sizeof(m.module)));
         CHECK(terminated(m.class_name, sizeof(m.class_name)));
@@ -192,36 +192,36 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
         CHECK(inside(m.settings, msg) && m.settings.len >= 4);
         /* the worker takes them over the table's defaults (dag/worker.c) */
         adag_settings_t s;
-        if (adag_settings_defaults(&s) == ADAG_OK) {
-            (void)adag_msg_apply_settings(m.settings, &s);
-            adag_settings_free(&s);
+        if (adag__settings_defaults(&s) == ADAG_OK) {
+            (void)adag__msg_apply_settings(m.settings, &s);
+            adag__settings_free(&s);
         }
-        adag_msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init, &m.place,
+        adag__msg_encode_create(&b, m.module, m.class_name, m.actor, m.device, m.init, &m.place,
                                m.settings);
         check_canonical(msg, &b);
         return;
     }
     case ADAG_MSG_PREPARE_DAG: {
         adag_msg_prepare_t m;
-        if (adag_msg_decode_prepare(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_prepare(msg, &m) != ADAG_OK)
             return;
         CHECK(inside(m.program, msg) && inside(m.domains, msg));
-        adag_msg_encode_prepare(&b, &m);
+        adag__msg_encode_prepare(&b, &m);
         check_canonical(msg, &b);
         adag_rbuf_t rb = {m.program.data, m.program.len, 0, 0};
         adag_program_t prog;
-        if (adag_program_decode(&rb, 4, &prog) == ADAG_OK)
-            adag_program_free(&prog);
+        if (adag__program_decode(&rb, 4, &prog) == ADAG_OK)
+            adag__program_free(&prog);
         import_domains(m.domains, fds, *nfds);
         *nfds = 0; /* taken, even on failure */
         return;
     }
     case ADAG_MSG_CONNECT_DAG: {
         adag_msg_connect_t m;
-        if (adag_msg_decode_connect(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_connect(msg, &m) != ADAG_OK)
             return;
         CHECK(inside(m.peers, msg));
-        adag_msg_encode_connect(&b, &m);
+        adag__msg_encode_connect(&b, &m);
         check_canonical(msg, &b);
         return;
     }
@@ -231,32 +231,32 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
     case ADAG_MSG_TRACE_DAG:
     case ADAG_MSG_STATS_DAG: {
         adag_msg_dag_t m;
-        if (adag_msg_decode_dag(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_dag(msg, &m) != ADAG_OK)
             return;
         if (msg->type == ADAG_MSG_ABORT_DAG)
             CHECK(m.status < 0 && m.status >= ADAG_ERR_INTERNAL);
-        adag_msg_encode_dag(&b, &m);
+        adag__msg_encode_dag(&b, &m);
         check_canonical(msg, &b);
         return;
     }
     case ADAG_MSG_REPLY: {
         adag_msg_reply_t m;
-        if (adag_msg_decode_reply(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_reply(msg, &m) != ADAG_OK)
             return;
         CHECK(terminated(m.msg, sizeof(m.msg)) && inside(m.body, msg));
-        adag_msg_encode_reply(&b, m.status, m.msg, m.body);
+        adag__msg_encode_reply(&b, m.status, m.msg, m.body);
         if (m.status != ADAG_OK || !m.msg[0]) /* an OK reply's text is not sent */
             check_canonical(msg, &b);
-        adag_wbuf_free(&b);
+        adag__wbuf_free(&b);
         reply_bodies(m.body);
         return;
     }
     case ADAG_MSG_DAG_FAILED: {
         adag_msg_failed_t m;
-        if (adag_msg_decode_failed(msg, &m) != ADAG_OK)
+        if (adag__msg_decode_failed(msg, &m) != ADAG_OK)
             return;
         CHECK(terminated(m.msg, sizeof(m.msg)) && m.status < 0 && m.status >= ADAG_ERR_INTERNAL);
-        adag_msg_encode_failed(&b, &m);
+        adag__msg_encode_failed(&b, &m);
         check_canonical(msg, &b);
         return;
     }
@@ -282,8 +282,8 @@ static void setup_domain(void)
     fuzz_domain_create(&domain, descs);
     domain_nfds = fuzz_domain_export(&domain, &blob, domain_fds);
     for (unsigned i = 0; i < FUZZ_NCHANS; i++)
-        adag_wbuf_free(&descs[i]);
-    adag_wbuf_free(&blob);
+        adag__wbuf_free(&descs[i]);
+    adag__wbuf_free(&blob);
     ready = 1;
 }
 
@@ -405,7 +405,7 @@ static void run_stream(const uint8_t *data, size_t size)
     unsigned fds_got = 0;
     for (;;) {
         adag_ctl_msg_t msg;
-        adag_status_t st = adag_msg_recv(sv[1], adag_deadline_ms(0), &msg);
+        adag_status_t st = adag__msg_recv(sv[1], adag__deadline_ms(0), &msg);
         size_t left = written - off;
         frame_hdr_t hdr = {0, 0, 0};
         if (left >= sizeof(hdr))
@@ -416,7 +416,7 @@ static void run_stream(const uint8_t *data, size_t size)
             CHECK(msg.payload == NULL && msg.nfds == 0); /* freed on failure */
             if (whole) {
                 /* refused by the table: an unknown type, or fds it may not carry */
-                const adag_msg_info_t *info = adag_msg_info(hdr.type);
+                const adag_msg_info_t *info = adag__msg_info(hdr.type);
                 CHECK(st == ADAG_ERR_PROTOCOL);
                 CHECK(!info || nfds * nchunks > info->max_fds);
                 off += sizeof(hdr) + hdr.len;
@@ -433,7 +433,7 @@ static void run_stream(const uint8_t *data, size_t size)
         /* a whole frame was there, and it is what was received */
         CHECK(whole);
         CHECK(msg.type == hdr.type && msg.len == hdr.len);
-        CHECK(adag_msg_info(msg.type) && msg.nfds <= adag_msg_info(msg.type)->max_fds);
+        CHECK(adag__msg_info(msg.type) && msg.nfds <= adag__msg_info(msg.type)->max_fds);
         CHECK((msg.len == 0) == (msg.payload == NULL));
         if (msg.len)
             CHECK(memcmp(msg.payload, stream + off + sizeof(hdr), msg.len) == 0);
@@ -448,7 +448,7 @@ static void run_stream(const uint8_t *data, size_t size)
         CHECK(fds_got <= nfds * nchunks);
         dispatch(&msg, msg.fds, &msg.nfds);
         off += sizeof(hdr) + msg.len;
-        adag_ctl_msg_free(&msg);
+        adag__ctl_msg_free(&msg);
         CHECK(msg.payload == NULL && msg.nfds == 0);
     }
     close(sv[1]);

@@ -24,10 +24,11 @@ static const adag_chan_geom_t fuzz_geoms[FUZZ_NCHANS] = {{4, 1, 1024, 0, 0}, {2,
 static inline void fuzz_domain_create(adag_dag_ctx_t *ctx, adag_wbuf_t *descs)
 {
     uint32_t kinds[FUZZ_NCHANS] = {CHAN_SHM, CHAN_SHM};
-    adag_ctx_init(ctx);
+    adag__ctx_init(ctx);
     for (unsigned i = 0; i < FUZZ_NCHANS; i++)
         descs[i] = (adag_wbuf_t){0};
-    if (adag_ctx_create_domains(ctx, "fuzz", kinds, fuzz_geoms, NULL, FUZZ_NCHANS, descs) != ADAG_OK) {
+    if (adag__ctx_create_domains(ctx, "fuzz", kinds, fuzz_geoms, NULL, FUZZ_NCHANS, descs) !=
+        ADAG_OK) {
         fprintf(stderr, "fuzz: cannot create the shm domain: %s\n", adag_last_error());
         abort();
     }
@@ -37,7 +38,7 @@ static inline void fuzz_domain_create(adag_dag_ctx_t *ctx, adag_wbuf_t *descs)
 static inline unsigned fuzz_domain_export(adag_dag_ctx_t *ctx, adag_wbuf_t *blob, int *fds)
 {
     unsigned nfds = 0;
-    if (adag_ctx_export_domains(ctx, blob, fds, &nfds, ADAG_CTL_MAX_FDS) != ADAG_OK) {
+    if (adag__ctx_export_domains(ctx, blob, fds, &nfds, ADAG_CTL_MAX_FDS) != ADAG_OK) {
         fprintf(stderr, "fuzz: cannot export the shm domain: %s\n", adag_last_error());
         abort();
     }

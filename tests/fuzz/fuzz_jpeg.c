@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 memcpy(&v, (char *)out + 4 * i, 4);
             } else {
                 memcpy(&h, (char *)out + 2 * i, 2);
-                v = img.dtype == ADAG_DTYPE_F16 ? adag_f16_to_f32(h) : adag_bf16_to_f32(h);
+                v = img.dtype == ADAG_DTYPE_F16 ? adag__f16_to_f32(h) : adag__bf16_to_f32(h);
             }
             CHECK(isfinite(v) && v >= lo && v <= hi);
         }

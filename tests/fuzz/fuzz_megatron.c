@@ -31,14 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t bin = size >= 2 ? ((uint64_t)data[0] | (uint64_t)data[1] << 8) * 16 : 0;
     adag_megatron_idx_t idx;
     char why[128] = "";
-    adag_status_t st = adag_megatron_idx_parse(buf, size, bin, &idx, why, sizeof(why));
+    adag_status_t st = adag__megatron_idx_parse(buf, size, bin, &idx, why, sizeof(why));
     if (st == ADAG_OK) {
         CHECK(idx.sizes >= buf && idx.doc_idx + idx.ndocs * 8 <= buf + size);
         uint64_t at = 0, total = 0;
         for (uint64_t i = 0; i < idx.nseqs; i++) {
-            CHECK(adag_megatron_seq_offset(&idx, i) == at);
-            at += (uint64_t)adag_megatron_seq_size(&idx, i) * idx.item_size;
-            total += adag_megatron_seq_size(&idx, i);
+            CHECK(adag__megatron_seq_offset(&idx, i) == at);
+            at += (uint64_t)adag__megatron_seq_size(&idx, i) * idx.item_size;
+            total += adag__megatron_seq_size(&idx, i);
             CHECK(at <= bin);
         }
         CHECK(total == idx.total_tokens);

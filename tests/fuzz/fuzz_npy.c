@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t file_size = size + (size ? data[size - 1] : 0) * 4096ull;
     adag_npy_header_t h;
     char why[128] = "";
-    adag_status_t st = adag_npy_parse(buf, size, file_size, &h, why, sizeof(why));
+    adag_status_t st = adag__npy_parse(buf, size, file_size, &h, why, sizeof(why));
     if (st == ADAG_OK) {
         CHECK(h.version >= 1 && h.version <= 3);
         CHECK(h.item_size == 1 || h.item_size == 2 || h.item_size == 4 || h.item_size == 8);

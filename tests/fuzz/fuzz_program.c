@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: adag_program_decode, the worker's decoder of the DAG
+ * libFuzzer target: adag__program_decode, the worker's decoder of the DAG
  * program carried by PREPARE_DAG, and the backends' descriptor checks that
  * the worker's loop then runs on every channel of it.
  *
@@ -23,7 +23,7 @@
  *     channel this actor writes.
  * Then the round trip: encode -> decode must succeed and give the same
  * program (descriptors included), encoding that again gives the same bytes
- * (a canonical form), and adag_program_copy gives the same program too.
+ * (a canonical form), and adag__program_copy gives the same program too.
  *
  * Finally every shm channel is opened, through the ops table, on a real
  * domain (tests/fuzz/fuzz_domain.h; the seeds' descriptors point into it)
@@ -64,7 +64,7 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
     for (uint32_t i = 0; i < p->nchans; i++) {
         const adag_prog_chan_t *c = &p->chans[i];
         CHECK(memchr(c->name, '\0', sizeof(c->name)));
-        CHECK(adag_chan_backend(c->backend) != NULL);
+        CHECK(adag__chan_backend(c->backend) != NULL);
         CHECK(c->reader >= -1);
         CHECK(c->reader < 0 || (uint32_t)c->reader < c->nreaders);
         CHECK(c->nslots >= 1 && c->nslots <= p->max_inflight);
@@ -81,7 +81,7 @@ static void check_program(const adag_program_t *p, unsigned nmethods)
         CHECK((t->flags & ADAG_TENSOR_STATIC_SHAPE) || t->ndim == 0);
         for (uint32_t d = 0; d < ADAG_MAX_DIMS; d++)
             CHECK(d < t->ndim ? t->shape[d] >= 0 : t->shape[d] == 0);
-        adag_blob_t d = adag_program_desc(p, i);
+        adag_blob_t d = adag__program_desc(p, i);
         CHECK((const char *)d.data >= p->descs &&
               (const char *)d.data + d.len <= p->descs + p->descs_len);
     }
@@ -129,9 +129,9 @@ typedef unsigned __int128 u128;
  * not copied here) and scaled up without overflow. */
 static u128 true_chan_size(uint64_t nslots, uint64_t nreaders, uint64_t capacity)
 {
-    u128 hdr = adag_shm_chan_size(0, 0, 0);
-    u128 cursor = adag_shm_chan_size(0, 1, 0) - hdr;
-    u128 slot_hdr = adag_shm_chan_size(1, 0, 0) - hdr;
+    u128 hdr = adag__shm_chan_size(0, 0, 0);
+    u128 cursor = adag__shm_chan_size(0, 1, 0) - hdr;
+    u128 slot_hdr = adag__shm_chan_size(1, 0, 0) - hdr;
     u128 slot = slot_hdr + (((u128)capacity + 63) & ~(u128)63);
     return hdr + (u128)nreaders * cursor + (u128)nslots * slot;
 }
@@ -147,10 +147,10 @@ static void open_channels(const adag_program_t *p)
         adag_wbuf_t descs[FUZZ_NCHANS];
         fuzz_domain_create(&domain, descs);
         for (unsigned i = 0; i < FUZZ_NCHANS; i++)
-            adag_wbuf_free(&descs[i]);
+            adag__wbuf_free(&descs[i]);
         ready = 1;
     }
-    const adag_chan_ops_t *ops = adag_chan_backend(CHAN_SHM);
+    const adag_chan_ops_t *ops = adag__chan_backend(CHAN_SHM);
     for (uint32_t i = 0; i < p->nchans; i++) {
         const adag_prog_chan_t *c = &p->chans[i];
         if (c->backend != CHAN_SHM)
@@ -159,14 +159,14 @@ static void open_channels(const adag_program_t *p)
             .name = c->name,
             .geom = {c->nslots, c->nreaders, c->capacity, c->comm_key, 0},
             .reader = c->reader,
-            .desc = adag_program_desc(p, i),
+            .desc = adag__program_desc(p, i),
             .abort = &never_aborted,
             .policy = {0, 0},
         };
         adag_wbuf_t info = {0};
         adag_chan_t *ch = NULL;
         adag_status_t st = ops->open(domain.domains[CHAN_SHM], &op, &info, &ch);
-        adag_wbuf_free(&info);
+        adag__wbuf_free(&info);
         CHECK(st == ADAG_OK || st == ADAG_ERR_PROTOCOL);
         if (st != ADAG_OK)
             continue;
@@ -177,7 +177,7 @@ static void open_channels(const adag_program_t *p)
         CHECK(op.desc.len == sizeof(off));
         memcpy(&off, op.desc.data, sizeof(off));
         CHECK((u128)off + true_chan_size(c->nslots, c->nreaders, c->capacity) <=
-              (u128)adag_ctx_domain_bytes(&domain));
+              (u128)adag__ctx_domain_bytes(&domain));
         /* the whole slot of one execution is ours; the domain is shared by
          * every input, so use a fresh writer's view: a slot another input
          * left unreleased times out at once */
@@ -213,7 +213,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     adag_rbuf_t in = {(const char *)data + 1, size - 1, 0, 0};
     adag_program_t p, q;
 
-    if (adag_program_decode(&in, nmethods, &p) != ADAG_OK) {
+    if (adag__program_decode(&in, nmethods, &p) != ADAG_OK) {
         CHECK(p.chans == NULL && p.ops == NULL && p.descs == NULL); /* freed on failure */
         return 0;
     }
@@ -222,24 +222,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* round trip */
     adag_wbuf_t w1 = {0}, w2 = {0};
-    adag_program_encode(&p, &w1);
+    adag__program_encode(&p, &w1);
     CHECK(!w1.failed);
     adag_rbuf_t r1 = {w1.data, w1.len, 0, 0};
-    CHECK(adag_program_decode(&r1, nmethods, &q) == ADAG_OK);
+    CHECK(adag__program_decode(&r1, nmethods, &q) == ADAG_OK);
     CHECK(same_program(&p, &q));
-    adag_program_encode(&q, &w2);
+    adag__program_encode(&q, &w2);
     CHECK(!w2.failed && w1.len == w2.len && memcmp(w1.data, w2.data, w1.len) == 0);
 
     adag_program_t c;
-    CHECK(adag_program_copy(&c, &p) == ADAG_OK);
+    CHECK(adag__program_copy(&c, &p) == ADAG_OK);
     CHECK(same_program(&p, &c));
 
     open_channels(&p);
 
-    adag_wbuf_free(&w1);
-    adag_wbuf_free(&w2);
-    adag_program_free(&p);
-    adag_program_free(&q);
-    adag_program_free(&c);
+    adag__wbuf_free(&w1);
+    adag__wbuf_free(&w2);
+    adag__program_free(&p);
+    adag__program_free(&q);
+    adag__program_free(&c);
     return 0;
 }

@@ -46,11 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(buf, data + 1, len);
     adag_data_shard_t sh = {.path = "fuzz.tar", .data = {buf, len}};
-    adag_status_t st = adag_data_tar_index(&sh, &p);
+    adag_status_t st = adag__data_tar_index(&sh, &p);
     if (st == ADAG_OK) {
         for (uint64_t i = 0; i < sh.nsamples; i++) {
             adag_data_sample_t s = {0};
-            adag_data_format(ADAG_DATA_FORMAT_WEBDATASET)->fields(&sh, i, &s);
+            adag__data_format(ADAG_DATA_FORMAT_WEBDATASET)->fields(&sh, i, &s);
             CHECK(s.key && s.nfields == n);
             for (unsigned f = 0; f < n; f++) {
                 const unsigned char *d = s.fields[f].data;
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         CHECK(adag_last_error()[0] != '\0');
     }
-    adag_data_tar_unindex(&sh);
+    adag__data_tar_unindex(&sh);
     free(buf);
     return 0;
 }

@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int was_failed = b.failed;
         switch (op & 3) {
         case 0: {
-            uint32_t v = adag_rbuf_u32(&b), want = 0;
+            uint32_t v = adag__rbuf_u32(&b), want = 0;
             if (!b.failed) {
                 CHECK(b.pos == pos + 4);
                 memcpy(&want, buf + pos, 4);
@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 1: {
-            uint64_t v = adag_rbuf_u64(&b), want = 0;
+            uint64_t v = adag__rbuf_u64(&b), want = 0;
             if (!b.failed) {
                 CHECK(b.pos == pos + 8);
                 memcpy(&want, buf + pos, 8);
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         case 2: {
             size_t n = 12345;
-            const char *p = adag_rbuf_bytes(&b, &n);
+            const char *p = adag__rbuf_bytes(&b, &n);
             if (b.failed) {
                 CHECK(p == NULL && n == 0);
             } else {
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char *out = malloc(max);
             CHECK(out);
             memset(out, 'x', max);
-            adag_rbuf_str(&b, out, max);
+            adag__rbuf_str(&b, out, max);
             size_t n = strnlen(out, max);
             CHECK(n < max); /* NUL-terminated inside out */
             if (b.failed) {

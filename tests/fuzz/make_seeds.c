@@ -1,6 +1,6 @@
 /*
  * Writes the seed corpora of the fuzz targets with the real encoders
- * (adag_program_encode, adag_msg_encode_*, frames from adag_ctl_send) and
+ * (adag__program_encode, adag_msg_encode_*, frames from adag__ctl_send) and
  * the real shm domain of tests/fuzz/fuzz_domain.h (descriptors, domain list):
  *   make_seeds DIR  ->  files in DIR/wire, DIR/program and DIR/control
  * (`make fuzz-seeds` runs it on tests/fuzz/corpus). Each seed is small and
@@ -51,19 +51,19 @@ static void save(const char *target, const char *name, const void *prefix, size_
 static void wire_seeds(void)
 {
     adag_wbuf_t b = {0};
-    adag_wbuf_u32(&b, 7);
-    adag_wbuf_u64(&b, 1ull << 40);
-    adag_wbuf_bytes(&b, "abc", 3);
-    adag_wbuf_str(&b, "input[0]");  /* str into 64 bytes */
-    adag_wbuf_str(&b, "");          /* str into 1 byte */
+    adag__wbuf_u32(&b, 7);
+    adag__wbuf_u64(&b, 1ull << 40);
+    adag__wbuf_bytes(&b, "abc", 3);
+    adag__wbuf_str(&b, "input[0]");  /* str into 64 bytes */
+    adag__wbuf_str(&b, "");          /* str into 1 byte */
     const uint8_t all[] = {5, 0, 1, 2, 3 | (4 << 2), 3 | (0 << 2)};
     save("wire", "u32-u64-bytes-str", all, sizeof(all), b.data, b.len);
     const uint8_t strs[] = {1, 3 | (5 << 2)}; /* str into 96 bytes, repeated */
-    adag_wbuf_free(&b);
-    adag_wbuf_str(&b, "stage1.forward[0]");
-    adag_wbuf_str(&b, "a.m[0]");
+    adag__wbuf_free(&b);
+    adag__wbuf_str(&b, "stage1.forward[0]");
+    adag__wbuf_str(&b, "a.m[0]");
     save("wire", "strings", strs, sizeof(strs), b.data, b.len);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
 }
 
 /* ---- fuzz_program: [nmethods][program] ---- */
@@ -178,9 +178,9 @@ static void chain_program(adag_program_t *p, adag_prog_chan_t *chans, adag_prog_
 static void save_program(const char *name, const char *nmethods, const adag_program_t *p)
 {
     adag_wbuf_t b = {0};
-    adag_program_encode(p, &b);
+    adag__program_encode(p, &b);
     save("program", name, nmethods, 1, b.data, b.len);
-    adag_wbuf_free(&b);
+    adag__wbuf_free(&b);
 }
 
 static void program_seeds(adag_wbuf_t *sample)
@@ -190,7 +190,7 @@ static void program_seeds(adag_wbuf_t *sample)
     adag_prog_op_t ops[2];
 
     sample_program(&p, chans, ops);
-    adag_program_encode(&p, sample);
+    adag__program_encode(&p, sample);
     save("program", "sample-1-method", "\x01", 1, sample->data, sample->len);
 
     chain_program(&p, chans, ops);
@@ -287,7 +287,7 @@ static void program_seeds(adag_wbuf_t *sample)
 
 /* ---- fuzz_control: [mode][first write][frames] or [1][payload] ---- */
 
-/* Frames built by adag_ctl_send itself, read back raw from a socketpair. */
+/* Frames built by adag__ctl_send itself, read back raw from a socketpair. */
 typedef struct {
     int sv[2];
 } framer_t;
@@ -300,8 +300,8 @@ static void framer_open(framer_t *f)
 
 static void frame(framer_t *f, uint32_t type, const adag_wbuf_t *b)
 {
-    if (adag_ctl_send(f->sv[0], type, b ? b->data : NULL, b ? b->len : 0, NULL, 0) != ADAG_OK)
-        die("adag_ctl_send");
+    if (adag__ctl_send(f->sv[0], type, b ? b->data : NULL, b ? b->len : 0, NULL, 0) != ADAG_OK)
+        die("adag__ctl_send");
 }
 
 /* Closes the framer and returns the bytes sent (malloc'd). */
@@ -327,39 +327,39 @@ static void control_seeds(const adag_wbuf_t *program)
     int fds[ADAG_CTL_MAX_FDS];
     fuzz_domain_export(&domain, &domains, fds);
 
-    adag_msg_encode_hello(&hello, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION,
+    adag__msg_encode_hello(&hello, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC, ADAG_PROTOCOL_VERSION,
                                                       {"token", 5}});
-    adag_msg_encode_hello_reply(&hello_reply,
+    adag__msg_encode_hello_reply(&hello_reply,
                                 &(adag_msg_hello_reply_t){ADAG_PROTOCOL_VERSION, 4242, 2});
     adag_settings_t defaults;
     adag_wbuf_t settings = {0};
-    if (adag_settings_defaults(&defaults) != ADAG_OK)
+    if (adag__settings_defaults(&defaults) != ADAG_OK)
         abort();
-    adag_msg_encode_settings(&settings, &defaults);
-    adag_settings_free(&defaults);
-    adag_msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1", "cuda:0",
+    adag__msg_encode_settings(&settings, &defaults);
+    adag__settings_free(&defaults);
+    adag__msg_encode_create(&create, "/usr/lib/adag/libstages.so", "Stage", "stage1", "cuda:0",
                            (adag_blob_t){"\x01\x02\x03\x04", 4},
                            &(adag_msg_place_t){.flags = ADAG_MSG_PLACE_AUTOMATIC |
                                                         ADAG_MSG_PLACE_CPUS,
                                                .numa = 1, .cpus = "0-3"},
                            (adag_blob_t){settings.data, settings.len});
-    adag_wbuf_free(&settings);
+    adag__wbuf_free(&settings);
     const adag_msg_method_t ms[2] = {{"forward", 1, 1}, {"stats", 0, 2}};
-    adag_msg_encode_methods(&methods, ms, 2,
+    adag__msg_encode_methods(&methods, ms, 2,
                             &(adag_msg_place_t){.flags = ADAG_MSG_PLACE_BOUND, .numa = 0,
                                                 .cpus = "0-3", .nic = "mlx5_0:1",
                                                 .gpu = "0000:07:00.0", .nic_dist = 1});
-    adag_msg_encode_reply(&reply, ADAG_OK, NULL, (adag_blob_t){methods.data, methods.len});
-    adag_msg_encode_reply(&fail, ADAG_ERR_NOT_FOUND, "module x has no class Y",
+    adag__msg_encode_reply(&reply, ADAG_OK, NULL, (adag_blob_t){methods.data, methods.len});
+    adag__msg_encode_reply(&fail, ADAG_ERR_NOT_FOUND, "module x has no class Y",
                           (adag_blob_t){NULL, 0});
-    adag_msg_encode_reply(&ok, ADAG_OK, NULL, (adag_blob_t){hello_reply.data, hello_reply.len});
-    adag_msg_encode_prepare(&prepare, &(adag_msg_prepare_t){7, {program->data, program->len},
+    adag__msg_encode_reply(&ok, ADAG_OK, NULL, (adag_blob_t){hello_reply.data, hello_reply.len});
+    adag__msg_encode_prepare(&prepare, &(adag_msg_prepare_t){7, {program->data, program->len},
                                                             {domains.data, domains.len}});
-    adag_msg_encode_connect(&connect, &(adag_msg_connect_t){7, {"\0\0\0\0", 4}});
-    adag_msg_encode_dag(&start, &(adag_msg_dag_t){7, ADAG_OK, 0});
-    adag_msg_encode_dag(&abort_dag, &(adag_msg_dag_t){7, ADAG_ERR_ACTOR_DIED, 0});
-    adag_msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK, 0});
-    adag_msg_encode_failed(&failed, &(adag_msg_failed_t){7, ADAG_ERR_TIMEOUT,
+    adag__msg_encode_connect(&connect, &(adag_msg_connect_t){7, {"\0\0\0\0", 4}});
+    adag__msg_encode_dag(&start, &(adag_msg_dag_t){7, ADAG_OK, 0});
+    adag__msg_encode_dag(&abort_dag, &(adag_msg_dag_t){7, ADAG_ERR_ACTOR_DIED, 0});
+    adag__msg_encode_dag(&stop, &(adag_msg_dag_t){7, ADAG_OK, 0});
+    adag__msg_encode_failed(&failed, &(adag_msg_failed_t){7, ADAG_ERR_TIMEOUT,
                                                         "actor s2: device channel s1.step[0]: "
                                                         "the peer copy from s1 (emu:0) for "
                                                         "execution 3 did not complete within "
@@ -372,12 +372,12 @@ static void control_seeds(const adag_wbuf_t *program)
     static char token[ADAG_TOKEN_MAX + 1];
     adag_wbuf_t longtok = {0};
     memset(token, 't', sizeof(token));
-    adag_msg_encode_hello(&longtok, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC,
+    adag__msg_encode_hello(&longtok, &(adag_msg_hello_t){ADAG_PROTOCOL_MAGIC,
                                                         ADAG_PROTOCOL_VERSION,
                                                         {token, ADAG_TOKEN_MAX}});
-    adag_wbuf_raw(&longtok, "t", 1);
+    adag__wbuf_raw(&longtok, "t", 1);
     save("control", "reject-hello-token-plus-1", "\x01", 1, longtok.data, longtok.len);
-    adag_wbuf_free(&longtok);
+    adag__wbuf_free(&longtok);
     save("control", "payload-create-actor", "\x01", 1, create.data, create.len);
     save("control", "payload-prepare-dag", "\x01", 1, prepare.data, prepare.len);
     save("control", "payload-connect-dag", "\x01", 1, connect.data, connect.len);
@@ -395,24 +395,24 @@ static void control_seeds(const adag_wbuf_t *program)
         {.seq = 3, .t = {100, 250, 260, 900, 950},
          .packed = ADAG_SPAN_OP | 7u << 8 | 1ull << 32 | 2ull << 48},
         {.seq = 3, .t = {300, 400}, .packed = ADAG_SPAN_COLLECTIVE | 1u << 16}};
-    adag_msg_encode_trace(&recs, 123456789, 0, two, 2);
-    adag_msg_encode_reply(&recs_reply, ADAG_OK, NULL, (adag_blob_t){recs.data, recs.len});
+    adag__msg_encode_trace(&recs, 123456789, 0, two, 2);
+    adag__msg_encode_reply(&recs_reply, ADAG_OK, NULL, (adag_blob_t){recs.data, recs.len});
     adag_op_figures_t ops[1] = {{10, 1000, 20, 500, 30, 90, 50, 80}};
     adag_chan_figures_t chans[1] = {{.chan = 1, .in_use = 2, .values = 10, .bytes = 80}};
     adag_loop_figures_t fig = {.timed = 1, .elapsed_ns = 5000, .idle_ns = 40,
                                .doing = 1u << 8 | ADAG_DOING_INPUT, .nops = 1, .nchans = 1,
                                .ops = ops, .chans = chans};
-    adag_msg_encode_figures(&figs, &fig);
-    adag_msg_encode_reply(&figs_reply, ADAG_OK, NULL, (adag_blob_t){figs.data, figs.len});
-    adag_msg_encode_clock(&clk, 987654321, "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab");
-    adag_msg_encode_reply(&clk_reply, ADAG_OK, NULL, (adag_blob_t){clk.data, clk.len});
+    adag__msg_encode_figures(&figs, &fig);
+    adag__msg_encode_reply(&figs_reply, ADAG_OK, NULL, (adag_blob_t){figs.data, figs.len});
+    adag__msg_encode_clock(&clk, 987654321, "0f1e2d3c-aaaa-bbbb-cccc-0123456789ab");
+    adag__msg_encode_reply(&clk_reply, ADAG_OK, NULL, (adag_blob_t){clk.data, clk.len});
     save("control", "payload-trace-dag", "\x01", 1, stop.data, stop.len);
     save("control", "payload-reply-spans", "\x01", 1, recs_reply.data, recs_reply.len);
     save("control", "payload-reply-figures", "\x01", 1, figs_reply.data, figs_reply.len);
     save("control", "payload-reply-clock", "\x01", 1, clk_reply.data, clk_reply.len);
     adag_wbuf_t *tmp[6] = {&recs, &recs_reply, &figs, &figs_reply, &clk, &clk_reply};
     for (int i = 0; i < 6; i++)
-        adag_wbuf_free(tmp[i]);
+        adag__wbuf_free(tmp[i]);
 
     /* stream mode: a worker's whole session, no fds */
     framer_t f;
@@ -471,7 +471,7 @@ static void control_seeds(const adag_wbuf_t *program)
     adag_wbuf_t *all[] = {&hello, &hello_reply, &create, &methods, &reply, &fail, &prepare,
                           &connect, &start, &abort_dag, &stop, &domains, &ok, &failed};
     for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        adag_wbuf_free(all[i]);
+        adag__wbuf_free(all[i]);
 }
 
 /* ---- fuzz_jpeg: [options][8 rng bytes][JPEG] ---- */
@@ -520,9 +520,9 @@ int main(int argc, char **argv)
     program_seeds(&program);
     control_seeds(&program);
     jpeg_seeds();
-    adag_wbuf_free(&program);
+    adag__wbuf_free(&program);
     for (unsigned i = 0; i < FUZZ_NCHANS; i++)
-        adag_wbuf_free(&descs[i]);
-    adag_ctx_destroy(&domain);
+        adag__wbuf_free(&descs[i]);
+    adag__ctx_destroy(&domain);
     return 0;
 }

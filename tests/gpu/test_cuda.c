@@ -69,7 +69,7 @@ static void sleep_ms(int ms)
 
 static double now_ms(void)
 {
-    return (double)adag_now_ns() / 1e6;
+    return (double)adag__now_ns() / 1e6;
 }
 
 static int counts_zero(adag_device_t *dev)
@@ -190,7 +190,7 @@ static int test_copies_round_trip(adag_device_t *dev)
     CHECK_OK(O->copy_async(s, h_out.ptr, d_b.ptr, n));
     CHECK_OK(O->copy_async(s, pageable, d_b.ptr, n));
     CHECK_OK(O->copy_async(s, pageable, d_b.ptr, 0));
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(10000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
     CHECK(memcmp(h_in.ptr, h_out.ptr, n) == 0, "H2D -> D2D -> D2H changed the bytes");
     CHECK(memcmp(h_in.ptr, pageable, n) == 0, "D2H into pageable memory changed the bytes");
 out:
@@ -235,7 +235,7 @@ static int test_stream_order(adag_device_t *dev)
     CHECK_OK(O->host_fn(s, log_fn, &items[3])); /* sees the bytes of the copy before it */
     double enqueued = now_ms() - t0;
     CHECK(enqueued < 100, "enqueueing took %.0f ms: it waited for the work", enqueued);
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(5000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
     CHECK(atomic_load(&log.n) == 4, "%d host functions ran", atomic_load(&log.n));
     for (int i = 0; i < 4; i++)
         CHECK(atomic_load(&log.order[i]) == i, "host function %d ran at position %d",
@@ -245,7 +245,7 @@ static int test_stream_order(adag_device_t *dev)
     atomic_store(&gate_open, 0);
     CHECK_OK(O->host_fn(s, gate_fn, NULL));
     t0 = now_ms();
-    adag_status_t st = O->stream_sync(s, adag_deadline_ms(20));
+    adag_status_t st = O->stream_sync(s, adag__deadline_ms(20));
     CHECK(st == ADAG_ERR_TIMEOUT, "stream_sync behind a closed gate: %s", adag_status_str(st));
     CHECK(now_ms() - t0 < 1000, "stream_sync(20 ms) took %.0f ms", now_ms() - t0);
     CHECK(strstr(adag_last_error(), "deadline"), "%s", adag_last_error());
@@ -298,17 +298,17 @@ static int test_events(adag_device_t *dev)
     CHECK(now_ms() - t0 < 50, "enqueueing waited on the host (%.0f ms)", now_ms() - t0);
     CHECK(O->event_query(ev) == ADAG_ERR_AGAIN, "complete before the work it captures");
     t0 = now_ms();
-    adag_status_t st = O->event_sync(ev, adag_deadline_ms(30));
+    adag_status_t st = O->event_sync(ev, adag__deadline_ms(30));
     CHECK(st == ADAG_ERR_TIMEOUT, "event_sync behind a closed gate: %s", adag_status_str(st));
     CHECK(now_ms() - t0 < 1000, "event_sync(30 ms) took %.0f ms", now_ms() - t0);
-    st = O->stream_sync(b, adag_deadline_ms(20));
+    st = O->stream_sync(b, adag__deadline_ms(20));
     CHECK(st == ADAG_ERR_TIMEOUT, "stream b ran past the event it waits on: %s",
           adag_status_str(st));
     CHECK(atomic_load(&seen_by_consumer) == -1, "stream b's host function ran too early");
     atomic_store(&gate_open, 1);
     CHECK_OK(O->event_sync(ev, ADAG_FOREVER));
     CHECK(O->event_query(ev) == ADAG_OK, "complete after event_sync, yet not by query");
-    CHECK_OK(O->stream_sync(b, adag_deadline_ms(5000)));
+    CHECK_OK(O->stream_sync(b, adag__deadline_ms(5000)));
     CHECK(atomic_load(&seen_by_consumer) == 1, "stream b ran before the event it waits on");
     /* recording again moves the event to the new work */
     atomic_store(&gate_open, 0);
@@ -316,7 +316,7 @@ static int test_events(adag_device_t *dev)
     CHECK_OK(O->event_record(ev, a));
     CHECK(O->event_query(ev) == ADAG_ERR_AGAIN, "a re-recorded event kept its old state");
     atomic_store(&gate_open, 1);
-    CHECK_OK(O->event_sync(ev, adag_deadline_ms(5000)));
+    CHECK_OK(O->event_sync(ev, adag__deadline_ms(5000)));
 out:
     atomic_store(&gate_open, 1);
     O->stream_destroy(dev, a); /* streams first: they wait for their work */
@@ -378,8 +378,8 @@ static int ipc_child(void)
     CHECK(O->event_query(own) == ADAG_ERR_AGAIN, "the copy did not wait for the parent's event");
     char ready = 'r';
     CHECK(full_io(1, &ready, 1, 1) == 0, "cannot tell the parent");
-    CHECK_OK(O->event_sync(iev, adag_deadline_ms(20000)));
-    CHECK_OK(O->stream_sync(cs, adag_deadline_ms(20000)));
+    CHECK_OK(O->event_sync(iev, adag__deadline_ms(20000)));
+    CHECK_OK(O->stream_sync(cs, adag__deadline_ms(20000)));
     for (size_t i = 0; i < im.size; i++)
         CHECK(((unsigned char *)buf.ptr)[i] == pattern(i, 2),
               "byte %zu is 0x%02x, not the parent's 0x%02x", i, ((unsigned char *)buf.ptr)[i],
@@ -387,7 +387,7 @@ static int ipc_child(void)
     for (size_t i = 0; i < im.size; i++)
         ((unsigned char *)buf.ptr)[i] = pattern(i, 3);
     CHECK_OK(O->copy_async(cs, im.ptr, buf.ptr, im.size));
-    CHECK_OK(O->stream_sync(cs, adag_deadline_ms(20000)));
+    CHECK_OK(O->stream_sync(cs, adag__deadline_ms(20000)));
 out:
     if (dev) {
         O->stream_destroy(dev, cs);
@@ -419,7 +419,7 @@ static int test_ipc(adag_device_t *dev)
     for (size_t i = 0; i < n; i++)
         ((unsigned char *)h.ptr)[i] = pattern(i, 1);
     CHECK_OK(O->copy_async(s, d.ptr, h.ptr, n));
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(10000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
     for (size_t i = 0; i < n; i++)
         ((unsigned char *)h.ptr)[i] = pattern(i, 2);
     CHECK_OK(O->mem_export(dev, &d, &msg.mem));
@@ -455,7 +455,7 @@ static int test_ipc(adag_device_t *dev)
     pid = -1;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (status 0x%x)", status);
     CHECK_OK(O->copy_async(s, h.ptr, d.ptr, n));
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(10000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
     for (size_t i = 0; i < n; i++)
         CHECK(((unsigned char *)h.ptr)[i] == pattern(i, 3), "byte %zu: not the child's write", i);
 out:
@@ -512,7 +512,7 @@ static int test_scale_kernel(adag_device_t *dev)
         y[i] = 12345.0f;
     }
     CHECK_OK(O->copy_async(s, dx.ptr, hx.ptr, n * sizeof(float)));
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(10000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
     /* a failed call of the backend first: the kernel's own check
      * (cudaGetLastError after the launch) must not see it */
     adag_dev_mem_t huge = {0};
@@ -522,7 +522,7 @@ static int test_scale_kernel(adag_device_t *dev)
     int e = scale(0, dy.ptr, dx.ptr, a, b, n, err, sizeof err);
     CHECK(e == 0, "the kernel failed: %s", err);
     CHECK_OK(O->copy_async(s, hy.ptr, dy.ptr, n * sizeof(float)));
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(10000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
     for (size_t i = 0; i < n; i++) {
         float want = a * x[i] + b;
         CHECK(memcmp(&y[i], &want, sizeof want) == 0, "y[%zu] = %.9g, the C reference %.9g", i,
@@ -585,7 +585,7 @@ static int test_pageable_and_registered(adag_device_t *dev)
     CHECK(atomic_load(&gate_open), "the copy to pageable memory returned before the stream got there");
     for (size_t i = 0; i < n; i++)
         CHECK(b[i] == 0x11, "b[%zu] = %#x when its copy returned", i, b[i]);
-    CHECK_OK(O->stream_sync(s, adag_deadline_ms(5000)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
     CHECK(a[0] == 0x11 && a[n - 1] == 0x11, "the copy into registered memory: %#x %#x", a[0],
           a[n - 1]);
 out:
@@ -593,7 +593,7 @@ out:
     if (opener_started)
         pthread_join(opener, NULL);
     if (s) {
-        O->stream_sync(s, adag_deadline_ms(5000));
+        O->stream_sync(s, adag__deadline_ms(5000));
         O->stream_destroy(dev, s);
     }
     O->host_unregister(dev, &reg);
