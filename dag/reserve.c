@@ -150,13 +150,23 @@ static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
     return st;
 }
 
+static void *host_view(adag_dag_h dag, uint64_t ref, unsigned i);
+static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_value_t *inputs,
+                                   int zero_copy, const char *fn);
+static void cancel_locked(adag_dag_h dag, uint64_t ref);
+
 /* Takes the next ref: room in the window, then every slot it writes (and
  * the last copy out of its input staging). The reservation stays open
  * (counted in dag->nreserved) until the ref is committed or cancelled.
  * zero_copy: the public reserve, whose execute record runs to the commit.
+ * commit_now (execute): the host inputs are copied into their views as
+ * soon as the slots are taken, and the ref is committed in the second
+ * critical section, so that execute costs two lock round trips, like a
+ * reserve alone; the caller stays counted in api_users throughout.
  * Two short critical sections; none held across a wait. */
 static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, int zero_copy,
-                              uint64_t *ref, uint64_t *blocked_at)
+                              int commit_now, const adag_value_t *inputs, uint64_t *ref,
+                              uint64_t *blocked_at)
 {
     adag_status_t st = ADAG_OK;
     uint64_t own_blocked_at = 0;
@@ -253,6 +263,12 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
      * released: the lock orders its staged_pending) is done */
     if (st == ADAG_OK)
         st = adag__dag_staging_wait(dag, seq, nonblock, deadline, fn);
+    /* execute: the views are this caller's alone until the ref is
+     * published; a device tensor is copied by the commit, in the stream's
+     * order */
+    for (unsigned i = 0; commit_now && st == ADAG_OK && i < dag->ninputs; i++)
+        if (inputs[i].size && inputs[i].device == ADAG_DEVICE_HOST)
+            memcpy(host_view(dag, seq, i), inputs[i].data, inputs[i].size);
     pthread_mutex_lock(&dag->lock);
     dag->acquiring = 0;
     adag__dag_wake(dag);
@@ -268,6 +284,16 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     if (zero_copy && dag->trace)
         adag__trace_begin_at(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq,
                             *blocked_at ? *blocked_at : adag__trace_clock());
+    if (commit_now) {
+        if (dag->closing) {
+            cancel_locked(dag, seq);
+            st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+        } else {
+            st = commit_locked(dag, seq, inputs, 0, fn);
+        }
+        if (st != ADAG_OK)
+            goto fail_locked;
+    }
     leave_locked(dag);
     pthread_mutex_unlock(&dag->lock);
     *ref = seq;
@@ -336,8 +362,6 @@ static adag_status_t check_reserved(adag_dag_h dag, uint64_t ref, const char *fn
                           fn, (unsigned long long)ref, dag->name);
     return ADAG_OK;
 }
-
-static void cancel_locked(adag_dag_h dag, uint64_t ref);
 
 /* Commits reservation ref (checked open by the caller under dag->lock,
  * still held) with inputs (checked too): the device inputs' copies are
@@ -503,27 +527,8 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
         return adag__error(ADAG_ERR_INVALID, "%s: dag, inputs and ref must not be NULL", fn);
     if ((st = check_inputs(dag, fn, inputs, n)) != ADAG_OK)
         return st; /* before anything is reserved */
-    /* a call in progress from the reserve to the commit: destroy waits for
-     * it, and drops nothing of it */
-    if ((st = adag__dag_api_enter(dag, fn)) != ADAG_OK)
+    if ((st = take_ref(dag, flags, fn, 0, 1, inputs, &seq, &blocked_at)) != ADAG_OK)
         return st;
-    if ((st = take_ref(dag, flags, fn, 0, &seq, &blocked_at)) != ADAG_OK)
-        goto out;
-    /* the views are this caller's alone until the ref is published; a
-     * device tensor is copied by the commit, in the stream's order */
-    for (unsigned i = 0; i < n; i++)
-        if (inputs[i].size && inputs[i].device == ADAG_DEVICE_HOST)
-            memcpy(host_view(dag, seq, i), inputs[i].data, inputs[i].size);
-    pthread_mutex_lock(&dag->lock);
-    if (dag->closing) {
-        cancel_locked(dag, seq);
-        st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
-    } else {
-        st = commit_locked(dag, seq, inputs, 0, fn);
-    }
-    pthread_mutex_unlock(&dag->lock);
-    if (st != ADAG_OK)
-        goto out;
     *ref = seq;
     /* the driver's ring is indexed: ref's execute is record 2 ref. Its
      * span: from when it began to wait for room (if it did) to when its
@@ -534,9 +539,7 @@ adag_status_t adag_dag_execute(adag_dag_h dag, const adag_value_t *inputs, unsig
         adag__trace_put(dag->trace, 2 * seq, ADAG_SPAN_EXECUTE, seq, blocked_at ? blocked_at : t1,
                        t1);
     }
-out:
-    adag__dag_api_leave(dag);
-    return st;
+    return ADAG_OK;
 }
 
 adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t *views,
@@ -550,7 +553,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t
     if (n != dag->ninputs)
         return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u views given", fn,
                           dag->name, dag->ninputs, n);
-    if ((st = take_ref(dag, flags, fn, 1, &seq, NULL)) != ADAG_OK)
+    if ((st = take_ref(dag, flags, fn, 1, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     /* the views of a reserved ref are stable: its slots' buffers and
      * staging do not move */
