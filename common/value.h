@@ -4,8 +4,6 @@
 #ifndef ADAG_COMMON_VALUE_H
 #define ADAG_COMMON_VALUE_H
 
-#include "transport/channel.h"
-
 #include <adag.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,23 +55,6 @@ adag_tensor_check_t adag__tensor_bytes(uint32_t dtype, uint32_t ndim, const int6
 /* "f32[4,8]" ("f32[]" for a scalar), or "bytes" for dtype ADAG_DTYPE_BYTES. */
 void adag__tensor_format(char *buf, size_t len, uint32_t dtype, uint32_t ndim,
                         const int64_t *shape);
-
-/* The value a reader sees in a slot: bytes, or a tensor (meta.dtype != 0)
- * with its dtype and shape; its device is the view's. Every field is set. */
-adag_value_t adag__value_from_view(const adag_slot_view_t *view);
-
-adag_status_t adag__value_check_slot_meta(const adag_slot_view_t *view, const char *chan);
-/* ADAG_OK if the metadata of a slot (read from memory another process can
- * write) is what a writer of this library publishes: bytes (dtype 0, ndim
- * 0), or a known tensor dtype, ndim <= ADAG_MAX_DIMS, every dimension >= 0
- * and size == the shape's bytes; else ADAG_ERR_PROTOCOL naming channel
- * `chan`. Cheap for bytes. */
-static inline adag_status_t adag__value_check_slot(const adag_slot_view_t *view, const char *chan)
-{
-    if (view->meta.dtype == ADAG_DTYPE_BYTES && view->meta.ndim == 0)
-        return ADAG_OK;
-    return adag__value_check_slot_meta(view, chan);
-}
 
 /* ---- declarations (adag_node_tensor) ---- */
 

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "common/value.h"
+#include "transport/slot_value.h"
 #include "dag/internal.h"
 
 #include <errno.h>

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/value.h"
+#include "transport/slot_value.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -36,6 +36,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/value.h"
+#include "transport/slot_value.h"
 
 #include <stdio.h>
 #include <stdlib.h>

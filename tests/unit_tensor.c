@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/value.h"
+#include "transport/slot_value.h"
 #include "dag/loop.h"
 
 #include <stdio.h>

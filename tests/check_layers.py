@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Folders point down only: common < gpu < transport < dag < data < tools, bench.
+
+Reads every #include "folder/..." of the library's, the tools' and the
+bench's sources (git ls-files) and fails, naming file and line, on an
+include of a higher layer, and on a cycle between folders (a folder is a
+file's directory: dag/ today, dag/<part>/ once it has parts; folders of one
+layer may include each other only one way).  The data stage goes through
+the public API: it includes no dag/ header either, though dag/ is below it.
+Usage: tests/check_layers.py [root]   (exit 1 on a violation)
+"""
+import os
+import re
+import subprocess
+import sys
+
+LAYERS = {'common': 0, 'gpu': 1, 'transport': 2, 'dag': 3, 'data': 4, 'tools': 5, 'bench': 5}
+INCLUDE = re.compile(r'\s*#\s*include\s+"(([a-z_]+)/[^"]*)"')
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else '.'
+    files = subprocess.run(['git', '-C', root, 'ls-files', '*.c', '*.h', '*.cu'],
+                           capture_output=True, text=True, check=True).stdout.split()
+    problems, edges = [], {}
+    for f in files:
+        top = f.split('/')[0]
+        if top not in LAYERS:
+            continue
+        with open(os.path.join(root, f), encoding='utf-8', errors='replace') as src:
+            for n, line in enumerate(src, 1):
+                m = INCLUDE.match(line)
+                if not m or m.group(2) not in LAYERS:
+                    continue
+                dep_top = m.group(2)
+                if LAYERS[dep_top] > LAYERS[top]:
+                    problems.append(f'{f}:{n}: {top}/ includes "{m.group(1)}": {dep_top}/ is a '
+                                    f'higher layer')
+                elif top == 'data' and dep_top == 'dag':
+                    problems.append(f'{f}:{n}: data/ includes "{m.group(1)}": the data stage '
+                                    f'uses the public API only')
+                here, there = os.path.dirname(f), os.path.dirname(m.group(1))
+                if here != there:
+                    edges.setdefault(here, {}).setdefault(there, f'{f}:{n}')
+    # a cycle between folders: depth-first search over the folder graph
+    state, stack = {}, []
+
+    def visit(d):
+        state[d] = 1
+        stack.append(d)
+        for e, where in sorted(edges.get(d, {}).items()):
+            if state.get(e) == 1:
+                cyc = stack[stack.index(e):] + [e]
+                problems.append('folders include each other: ' + ' -> '.join(cyc) +
+                                f' (the last arrow at {where})')
+            elif e not in state:
+                visit(e)
+        stack.pop()
+        state[d] = 2
+
+    for d in sorted(edges):
+        if d not in state:
+            visit(d)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f'check-layers: {len(problems)} arrow(s) against the layers '
+              f'(common < gpu < transport < dag < data < tools, bench)', file=sys.stderr)
+        return 1
+    print(f'check-layers: {len(files)} files, every include points down '
+          f'(common < gpu < transport < dag < data < tools, bench), no cycle between folders')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
