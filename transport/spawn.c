@@ -215,9 +215,21 @@ int adag__reap(int pidfd, int nohang, char *how, size_t len)
          * SIG_IGN, or a handler that reaps every child). It is dead all the
          * same; the kernel may still know how it ended. */
         struct pidfd_exit_info info;
-        memset(&info, 0, sizeof(info));
-        info.mask = PIDFD_INFO_EXIT_BIT;
-        if (ioctl(pidfd, PIDFD_GET_INFO_CMD, &info) == 0 && (info.mask & PIDFD_INFO_EXIT_BIT))
+        int known = 0;
+        /* a process reaped by the host a moment ago may not have its record
+         * yet (the kernel writes it as the reap completes): ask again for up
+         * to 100 ms; a kernel without records (before 6.15) refuses the
+         * ioctl at once */
+        for (int tries = 0; tries < 100 && !known; tries++) {
+            memset(&info, 0, sizeof(info));
+            info.mask = PIDFD_INFO_EXIT_BIT;
+            if (ioctl(pidfd, PIDFD_GET_INFO_CMD, &info) != 0)
+                break;
+            known = (info.mask & PIDFD_INFO_EXIT_BIT) != 0;
+            if (!known)
+                usleep(1000);
+        }
+        if (known)
             describe_end(WIFEXITED(info.exit_code),
                          WIFEXITED(info.exit_code) ? WEXITSTATUS(info.exit_code)
                                                    : WTERMSIG(info.exit_code),
