@@ -56,7 +56,7 @@ PMIX_CFLAGS := -DADAG_HAVE_PMIX $(shell pkg-config --cflags pmix)
 PMIX_LIBS := $(shell pkg-config --libs pmix)
 endif
 
-LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c data/*.c))
+LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c dag/*/*.c data/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libadag.so.$(VERSION_MAJOR)
 
@@ -156,7 +156,7 @@ ALL += $(MPI_PEER)
     test-gpu
 all: $(ALL)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h gpu/*.h dag/*.h data/*.h tests/*.h tests/modules/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h dag/*/*.h common/*.h transport/*.h gpu/*.h dag/*.h data/*.h tests/*.h tests/modules/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
@@ -535,10 +535,10 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 # context (domain import, and the communicator table it holds, with the
 # emulated device that table may open), errors and settings
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out $(LIB_SKIP),$(wildcard common/*.c \
-    transport/*.c gpu/*.c)) dag/program.c dag/context.c dag/actor_comm.c dag/actor_device.c \
+    transport/*.c gpu/*.c)) dag/exec/program.c dag/exec/context.c dag/exec/actor_comm.c dag/exec/actor_device.c \
     data/npy.c data/megatron_idx.c data/why.c data/shard.c data/formats.c data/format_tar.c \
     data/image.c data/sample.c data/order.c)
-FUZZ_HDRS := $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h dag/*.h data/*.h \
+FUZZ_HDRS := $(wildcard include/*.h include/adag/*/*.h common/*.h transport/*.h dag/*.h data/*.h \
     tests/fuzz/*.h)
 
 .PHONY: fuzz fuzz-run fuzz-seeds fuzz-merge fuzz-cc

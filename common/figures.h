@@ -1,5 +1,5 @@
 /*
- * The figures of an actor loop (dag/loop_stats.h counts them): what a
+ * The figures of an actor loop (dag/exec/loop_stats.h counts them): what a
  * worker sends in its STATS_DAG reply and what adag_dag_stats_take reads
  * (include/adag/stats.h).
  */

@@ -2,8 +2,8 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/settings.h"
-#include "dag/class.h"
-#include "dag/internal.h"
+#include "dag/exec/class.h"
+#include "dag/driver/dag.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -11,26 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void adag__list_init(adag_list_t *l)
-{
-    l->prev = l->next = l;
-}
-
-void adag__list_push(adag_list_t *l, adag_list_t *item)
-{
-    item->prev = l->prev;
-    item->next = l;
-    l->prev->next = item;
-    l->prev = item;
-}
-
-void adag__list_remove(adag_list_t *item)
-{
-    item->prev->next = item->next;
-    item->next->prev = item->prev;
-    item->prev = item->next = item;
-}
 
 /* The worker next to the library: <dir of libadag>/adag-worker, or
  * <dir>/adag/adag-worker (the installed layout). */
@@ -163,7 +143,7 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
         pthread_mutex_unlock(&rt->lock);
         if (l == &rt->dags)
             break;
-        adag_dag_destroy(ADAG_CONTAINER(l, struct adag_dag, link));
+        adag_dag_destroy(ADAG_CONTAINER(l, struct adag_dag, run.link));
     }
     for (;;) {
         pthread_mutex_lock(&rt->lock);

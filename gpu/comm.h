@@ -71,7 +71,7 @@ typedef struct {
     /* How long enqueueing one operation may take (NCCL's non-blocking
      * calls; <= 0: unbounded): ADAG_COMM_TIMEOUT_MS, from the environment
      * at init, then the runtime's, set by whoever joined it
-     * (dag/actor_comm.c) before any operation. */
+     * (dag/exec/actor_comm.c) before any operation. */
     int64_t timeout_ms;
 } adag_comm_t;
 

@@ -39,7 +39,7 @@ typedef struct adag_device_ops adag_device_ops_t;
 
 /* What an opened device takes from the settings of the runtime it serves
  * (common/settings.h). open fills it from the environment (a device opened
- * outside any runtime: tests, benchmarks); dag/actor_device.c then sets
+ * outside any runtime: tests, benchmarks); dag/exec/actor_device.c then sets
  * its runtime's values, before any work is enqueued. The emulated device
  * uses both; CUDA neither. */
 typedef struct {

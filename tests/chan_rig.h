@@ -18,7 +18,7 @@
 #define ADAG_TESTS_CHAN_RIG_H
 
 #include "common/clock.h"
-#include "dag/context.h"
+#include "dag/exec/context.h"
 #include "tests/chan_index.h"
 #include "transport/channel.h"
 #include "transport/control.h"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Folders point down only: common < gpu < transport < dag < data < tools, bench.
+"""Folders point down only: common < gpu < transport < dag < data < tools, bench,
+and inside dag/: exec < proc < graph < driver < observe < dag/ itself.
 
 Reads every #include "folder/..." of the library's, the tools' and the
 bench's sources (git ls-files) and fails, naming file and line, on an
@@ -15,6 +16,17 @@ import subprocess
 import sys
 
 LAYERS = {'common': 0, 'gpu': 1, 'transport': 2, 'dag': 3, 'data': 4, 'tools': 5, 'bench': 5}
+# the folders of dag/, bottom up (dag/README.md says what each holds); '' is
+# dag/ itself, the runtime object above them all
+DAG_LAYERS = {'exec': 0, 'proc': 1, 'graph': 2, 'driver': 3, 'observe': 4, '': 5}
+
+
+def dag_part(path):
+    """'exec' for dag/exec/loop.c, '' for dag/runtime.c; None outside dag/."""
+    parts = path.split('/')
+    if parts[0] != 'dag':
+        return None
+    return parts[1] if len(parts) > 2 else ''
 INCLUDE = re.compile(r'\s*#\s*include\s+"(([a-z_]+)/[^"]*)"')
 
 
@@ -39,6 +51,15 @@ def main():
                 elif top == 'data' and dep_top == 'dag':
                     problems.append(f'{f}:{n}: data/ includes "{m.group(1)}": the data stage '
                                     f'uses the public API only')
+                mine, theirs = dag_part(f), dag_part(m.group(1))
+                for p in (mine, theirs):
+                    if p is not None and p not in DAG_LAYERS:
+                        problems.append(f'{f}:{n}: dag/{p}/ has no place in the layers of dag/ '
+                                        f'(add it to DAG_LAYERS in tests/check_layers.py)')
+                if (mine in DAG_LAYERS and theirs in DAG_LAYERS and
+                        DAG_LAYERS[theirs] > DAG_LAYERS[mine]):
+                    problems.append(f'{f}:{n}: dag/{mine or ""} includes "{m.group(1)}": '
+                                    f'dag/{theirs}/ is a higher layer of dag/')
                 here, there = os.path.dirname(f), os.path.dirname(m.group(1))
                 if here != there:
                     edges.setdefault(here, {}).setdefault(there, f'{f}:{n}')
@@ -65,10 +86,12 @@ def main():
         print(p, file=sys.stderr)
     if problems:
         print(f'check-layers: {len(problems)} arrow(s) against the layers '
-              f'(common < gpu < transport < dag < data < tools, bench)', file=sys.stderr)
+              f'(common < gpu < transport < dag < data < tools, bench; in dag/: '
+              f'exec < proc < graph < driver < observe)', file=sys.stderr)
         return 1
     print(f'check-layers: {len(files)} files, every include points down '
-          f'(common < gpu < transport < dag < data < tools, bench), no cycle between folders')
+          f'(common < gpu < transport < dag < data < tools, bench; in dag/: '
+          f'exec < proc < graph < driver < observe), no cycle between folders')
     return 0
 
 

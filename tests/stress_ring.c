@@ -19,7 +19,7 @@
  */
 #include "tests/chan_index.h"
 #include "common/clock.h"
-#include "dag/context.h"
+#include "dag/exec/context.h"
 #include "gpu/device.h"
 #include "transport/channel.h"
 #include "transport/control.h"

@@ -476,7 +476,7 @@ ATEST(module_class_without_abi_version_is_refused)
     ASSERT_MSG_HAS(".abi_version = ADAG_ABI_VERSION");
 }
 
-/* adag_class_register applies the same checks (dag/class.c). */
+/* adag_class_register applies the same checks (dag/exec/class.c). */
 ATEST(class_register_checks_abi_and_reserved)
 {
     adag_runtime_h rt = NULL;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #define TOKEN "correct horse battery staple"
-/* connections an agent authenticates at once (dag/agent.c) */
+/* connections an agent authenticates at once (dag/proc/agent.c) */
 #define AGENT_SLOTS 64
 
 /* An agent whose connections must send their HELLO within auth_ms (0: the

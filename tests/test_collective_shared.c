@@ -2,7 +2,7 @@
  * Live DAGs sharing one communicator (suite "collective_shared"): two DAGs
  * over the same four members (prefill and decode) run at once from two
  * threads, each with executions in flight, on the communicator they share
- * (the executions take turns on it, dag/loop_turns.c): every result is
+ * (the executions take turns on it, dag/exec/loop_collective.c): every result is
  * checked against a C reference. A DAG that fails for a reason outside
  * the group, with executions published that its members never ran, leaves
  * the other DAG working; a member killed fails both, and so does a member

@@ -1,13 +1,13 @@
 /* Unit tests (suite "actor_comm"): an actor's communicator table
- * (dag/actor_comm.h) with two "actors" in one process, each its own table
+ * (dag/exec/actor_comm.h) with two "actors" in one process, each its own table
  * and emulated device: joins start at once and are awaited later; a known
  * key is reused (the same communicator, no second join); a key asked with
  * another rank is refused; a dropped or aborted key is gone; a join whose
  * peer never comes times out; nothing is left afterwards. */
 #include "common/clock.h"
 #include "common/settings.h"
-#include "dag/actor_comm.h"
-#include "dag/actor_device.h"
+#include "dag/exec/actor_comm.h"
+#include "dag/exec/actor_device.h"
 #include "gpu/comm.h"
 
 #include <criterion/criterion.h>

@@ -1,12 +1,12 @@
 /* Unit tests (suite "actor_device"): device specs (gpu/device.c), the
- * device object of a device-bound actor (dag/actor_device.c: open, the
+ * device object of a device-bound actor (dag/exec/actor_device.c: open, the
  * stop order drain -> fini -> close, what a deadline leaves behind) and a
  * thread actor on the emulated device, whose streams (the host backend's
  * process-wide count) go back to zero when it is destroyed. */
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/settings.h"
-#include "dag/actor_device.h"
+#include "dag/exec/actor_device.h"
 #include "gpu/device.h"
 
 #include <criterion/criterion.h>
@@ -213,7 +213,7 @@ Test(actor_device, stuck_work_is_left_at_the_deadline)
 
 /* ---- a thread actor on the emulated device ---- */
 
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 typedef struct {
     _Atomic int kernels_done;

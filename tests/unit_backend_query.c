@@ -8,7 +8,7 @@
  * which.
  */
 #include "common/error.h"
-#include "dag/program.h"
+#include "dag/exec/program.h"
 #include "tests/chan_index.h"
 #include "transport/channel.h"
 

@@ -341,7 +341,7 @@ CONFORMANCE(held_release_frees_the_slot_after_flush, CAP_RING)
  * naming the channel, the execution and both sizes, and publishes nothing:
  * no reader sees the execution until the writer publishes it again with a
  * size that fits (the loop refuses such a value before publishing,
- * dag/loop.c; a caller that gets the refusal fails the DAG). Exactly the
+ * dag/exec/loop.c; a caller that gets the refusal fails the DAG). Exactly the
  * capacity fits. A failed execution's size says nothing and is not
  * checked. */
 CONFORMANCE(oversize_values, 0)

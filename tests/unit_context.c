@@ -1,5 +1,5 @@
 /*
- * The per-process DAG context (suite "ctx", dag/context.c): the abort word
+ * The per-process DAG context (suite "ctx", dag/exec/context.c): the abort word
  * (first status wins, wakes every endpoint of every backend), domains laid
  * out for mixed kinds, and the import of a peer's domain list, which must
  * refuse anything malformed and close every fd it was given.

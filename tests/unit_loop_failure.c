@@ -2,9 +2,9 @@
  * (here a malformed slot: the driver's side of an input channel publishes
  * an execution out of turn, as a corrupt or hostile peer would) fails that
  * DAG with the loop's message; the worker process and its other DAGs go
- * on. The DAG is reached through dag/internal.h to inject the fault. */
+ * on. The DAG is reached through dag/driver/dag.h to inject the fault. */
 #include "common/clock.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 #include <criterion/criterion.h>
 #include <limits.h>

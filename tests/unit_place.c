@@ -1,10 +1,10 @@
 /* Unit tests (suites "cpulist", "wait_policy"): CPU lists as text
  * (common/cpuset.c), and the wait policy each loop gets from the CPUs its
- * actor was placed on and the loops that share them (dag/compile.c,
+ * actor was placed on and the loops that share them (dag/driver/compile.c,
  * adag__dag_policy). */
 #include "common/cpuset.h"
 #include "common/settings.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -82,9 +82,9 @@ static fake_dag_t *fake(unsigned n, const char *const *cpus, const char *const *
     fake_dag_t *f = calloc(1, sizeof(*f));
     f->rt.settings.spin_ns = FAKE_SPIN;
     f->rt.settings.spin_ns_crowded = FAKE_SPIN_CROWDED;
-    f->dag.rt = &f->rt;
-    f->dag.actors = f->da;
-    f->dag.nactors = n;
+    f->dag.run.rt = &f->rt;
+    f->dag.run.actors = f->da;
+    f->dag.run.nactors = n;
     f->dag.wait.spin_ns = -1;
     for (unsigned i = 0; i < n; i++) {
         adag__place_none(&f->actors[i].place);

@@ -1,10 +1,10 @@
 /* Unit tests (suites "status", "class", "value"): the status table behind
  * adag_status_str / adag__status_name (common/error.c), and the one check of
  * class definitions and method limits shared by adag_class_register,
- * adag-worker and the driver (dag/class.c). */
+ * adag-worker and the driver (dag/exec/class.c). */
 #include "common/error.h"
 #include "common/value.h"
-#include "dag/class.h"
+#include "dag/exec/class.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -57,7 +57,7 @@ Test(status, values_that_are_no_status)
     }
 }
 
-/* ---- dag/class.c ---- */
+/* ---- dag/exec/class.c ---- */
 
 static adag_status_t noop(void *state, adag_call_h call)
 {

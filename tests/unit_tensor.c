@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/value.h"
 #include "transport/slot_value.h"
-#include "dag/loop.h"
+#include "dag/exec/loop.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * (suite "wire"): every malformed input is rejected, never trusted. */
 #include "tests/chan_index.h"
 #include "common/clock.h"
-#include "dag/program.h"
+#include "dag/exec/program.h"
 #include "transport/control.h"
 #include "transport/chan_shm.h"
 #include "transport/wire.h"

@@ -1,7 +1,7 @@
 /* adag-worker: hosts one process actor. Started by the runtime with
  * `adag-worker --control-fd N`, by an agent (`adag-worker --agent`), or as
  * a rank of a PMIx job (`adag-worker --pmix`). */
-#include "dag/worker.h"
+#include "dag/proc/worker.h"
 
 #include <string.h>
 

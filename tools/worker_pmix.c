@@ -11,12 +11,12 @@
  *              ends the other ranks, and exits with PROGRAM's status.
  *   rank >= 1  listens (first up non-loopback IPv4 address, any port),
  *              publishes "ip:port", fences, reads rank 0's token and serves
- *              as an agent (dag/agent.c) until rank 0's last fence.
+ *              as an agent (dag/proc/agent.c) until rank 0's last fence.
  *
  * PMIx keeps what is put within the job: the token never reaches a command
  * line or a file. Without libpmix-dev at build time this says so.
  */
-#include "dag/worker.h"
+#include "dag/proc/worker.h"
 
 #ifdef ADAG_HAVE_PMIX
 

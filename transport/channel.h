@@ -120,13 +120,13 @@ typedef struct {
 #define ADAG_CHAN_PLACE_HOST ((adag_chan_place_t){-1, 0, NULL, 0})
 
 /* What every endpoint of a channel agrees on. Each channel has its own:
- * the compiler sizes every channel for its value (dag/compile_geom.c). */
+ * the compiler sizes every channel for its value (dag/graph/compile_geom.c). */
 typedef struct {
     unsigned nslots;   /* its ring's slots: values in flight at once, 1.. */
     unsigned nreaders; /* registered readers (the writer reading its own slot is not one) */
     size_t capacity;   /* bytes per slot: the largest value it carries */
     /* Device channel: nonzero, the communicator (the driver's number for
-     * it, dag/actor_comm.h) by whose send/recv the value moves from the
+     * it, dag/exec/actor_comm.h) by whose send/recv the value moves from the
      * writer's device to every device reader (ADAG_TRANSPORT_COMM); 0:
      * IPC and copies. */
     uint64_t comm_key;

@@ -380,7 +380,7 @@ adag_status_t adag__msg_decode_methods(adag_blob_t body, adag_msg_method_t **out
         adag__rbuf_str(&rb, m[i].name, sizeof(m[i].name));
         m[i].nargs = adag__rbuf_u32(&rb);
         m[i].nreturns = adag__rbuf_u32(&rb);
-        /* the limits the worker checked (dag/class.c), checked again: a peer's bytes */
+        /* the limits the worker checked (dag/exec/class.c), checked again: a peer's bytes */
         if (rb.failed || !adag__method_shape_ok(m[i].name, m[i].nargs, m[i].nreturns))
             goto bad;
     }

@@ -100,7 +100,7 @@ typedef struct {
 
 /* An actor's placement on the wire: what the driver asks for in
  * CREATE_ACTOR, and what the worker did, after the method table of its
- * reply (dag/actor_place.c turns it into a gpu/place.h placement). */
+ * reply (dag/proc/actor_place.c turns it into a gpu/place.h placement). */
 enum {
     ADAG_MSG_PLACE_CPUS = 1u << 0,        /* request: cpus given */
     ADAG_MSG_PLACE_NIC = 1u << 1,         /* request: nic given ("" = none) */
@@ -146,20 +146,20 @@ typedef struct {
 
 typedef struct {
     uint32_t dag_id;
-    adag_blob_t program; /* dag/program.h encoding */
-    adag_blob_t domains; /* dag/context.h adag__ctx_export_domains */
+    adag_blob_t program; /* dag/exec/program.h encoding */
+    adag_blob_t domains; /* dag/exec/context.h adag__ctx_export_domains */
 } adag_msg_prepare_t;
 
 typedef struct {
     uint32_t dag_id;
-    adag_blob_t peers;   /* dag/loop.h adag__loop_connect */
+    adag_blob_t peers;   /* dag/exec/loop.h adag__loop_connect */
 } adag_msg_connect_t;
 
 typedef struct {
     uint32_t dag_id;
     int32_t status;      /* ABORT_DAG: why (an ADAG_ERR_* code) */
     /* STOP_DAG: bit i set, the worker drops the program's communicator i
-     * (the driver let it go: dag/comm_lease.c) before the loop stops */
+     * (the driver let it go: dag/proc/comm_lease.c) before the loop stops */
     uint64_t drop;
 } adag_msg_dag_t;        /* START_DAG, ABORT_DAG, STOP_DAG, TRACE_DAG */
 

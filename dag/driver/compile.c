@@ -1,10 +1,10 @@
 /*
  * The compiler: validates a graph, gives every produced value one channel
- * with all its readers and picks its backend (dag/compile_place.c), plans the
- * communicator of ADAG_TRANSPORT_COMM tensors (dag/compile_comm.c), has each
+ * with all its readers and picks its backend (dag/graph/compile_place.c), plans the
+ * communicator of ADAG_TRANSPORT_COMM tensors (dag/graph/compile_comm.c), has each
  * backend lay its channels out (their domains), builds each actor's program
  * (its bind-ordered schedule) and installs it on every actor at once
- * (dag/install.c):
+ * (dag/driver/install.c):
  * PREPARE -> CONNECT -> START through the actors' placements.
  */
 #include "common/clock.h"
@@ -13,8 +13,8 @@
 #include "common/fd.h"
 #include "common/params.h"
 #include "common/settings.h"
-#include "dag/internal.h"
-#include "dag/loop_collective.h"
+#include "dag/driver/dag.h"
+#include "dag/exec/loop_collective.h"
 #include "transport/wire.h"
 
 #include <errno.h>
@@ -34,8 +34,8 @@ typedef struct {
 
 static int dag_actor_index(adag_dag_h dag, adag_actor_h a)
 {
-    for (unsigned i = 0; i < dag->nactors; i++)
-        if (dag->actors[i].actor == a)
+    for (unsigned i = 0; i < dag->run.nactors; i++)
+        if (dag->run.actors[i].actor == a)
             return (int)i;
     return -1;
 }
@@ -119,7 +119,7 @@ static const adag_param_field_t compile_fields[] = {
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
-    const adag_settings_t *s = &dag->rt->settings;
+    const adag_settings_t *s = &dag->run.rt->settings;
     uint64_t mask = p ? p->field_mask : 0;
     adag_status_t st = adag__params_check("adag_graph_compile", "adag_compile_params_t", p, mask,
                                          compile_fields, ADAG_PARAM_COUNT(compile_fields));
@@ -134,9 +134,9 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
         return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: name is set (ADAG_COMPILE_PARAM_NAME) but %s",
                           p->name ? "empty" : "NULL");
-    dag->max_inflight = (mask & ADAG_COMPILE_PARAM_MAX_INFLIGHT) ? p->max_inflight
+    dag->plan.max_inflight = (mask & ADAG_COMPILE_PARAM_MAX_INFLIGHT) ? p->max_inflight
                                                                   : (unsigned)s->max_inflight;
-    dag->default_capacity = (mask & ADAG_COMPILE_PARAM_SLOT_CAPACITY)
+    dag->plan.default_capacity = (mask & ADAG_COMPILE_PARAM_SLOT_CAPACITY)
                                 ? p->slot_capacity
                                 : (size_t)s->slot_capacity;
     dag->execute_timeout_ms = (mask & ADAG_COMPILE_PARAM_EXECUTE_TIMEOUT)
@@ -155,14 +155,14 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
                           "0..%llu", (unsigned long long)dag->trace_spans,
                           (unsigned long long)ADAG_TRACE_MAX_SPANS);
     if (mask & ADAG_COMPILE_PARAM_NAME)
-        snprintf(dag->name, sizeof(dag->name), "%s", p->name);
-    if (dag->max_inflight < 1 || dag->max_inflight > ADAG_PROG_MAX_INFLIGHT)
+        snprintf(dag->run.name, sizeof(dag->run.name), "%s", p->name);
+    if (dag->plan.max_inflight < 1 || dag->plan.max_inflight > ADAG_PROG_MAX_INFLIGHT)
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: max_inflight %u is not in 1..%u",
-                          dag->max_inflight, ADAG_PROG_MAX_INFLIGHT);
-    if (dag->default_capacity < 1 || dag->default_capacity > ADAG_PROG_MAX_CAPACITY)
+                          dag->plan.max_inflight, ADAG_PROG_MAX_INFLIGHT);
+    if (dag->plan.default_capacity < 1 || dag->plan.default_capacity > ADAG_PROG_MAX_CAPACITY)
         return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: slot_capacity %zu is not in 1..2^40",
-                          dag->default_capacity);
+                          dag->plan.default_capacity);
     if ((mask & ADAG_COMPILE_PARAM_SPIN) &&
         (dag->wait.spin_ns < 0 || dag->wait.spin_ns > 1000000000))
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: spin_ns %lld is not in 0..1e9",
@@ -186,15 +186,15 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 
 /* How many of the DAG's loops may run on the CPUs of actor `self` (-1:
  * the driver): itself, each actor on its host whose CPUs meet its own,
- * and the driver if its CPUs do (dag/actor_place.h). */
+ * and the driver if its CPUs do (dag/proc/actor_place.h). */
 static unsigned loops_sharing(adag_dag_h dag, int self, const adag_place_t *mine,
                               const char *host)
 {
     adag_place_t driver;
     adag__place_none(&driver); /* the driver's own CPUs */
     unsigned n = self < 0 || adag__place_share(mine, host, &driver, "") ? 1 : 0;
-    for (unsigned j = 0; j < dag->nactors; j++) {
-        adag_actor_h b = dag->actors[j].actor;
+    for (unsigned j = 0; j < dag->run.nactors; j++) {
+        adag_actor_h b = dag->run.actors[j].actor;
         if ((int)j == self || adag__place_share(mine, host, &b->place, b->node))
             n++;
     }
@@ -218,8 +218,8 @@ adag_wait_policy_t adag__dag_policy(adag_dag_h dag, int ai)
     const adag_place_t *mine = &driver;
     const char *host = "";
     if (ai >= 0) {
-        mine = &dag->actors[ai].actor->place;
-        host = dag->actors[ai].actor->node;
+        mine = &dag->run.actors[ai].actor->place;
+        host = dag->run.actors[ai].actor->node;
     } else {
         adag__place_none(&driver);
     }
@@ -227,8 +227,8 @@ adag_wait_policy_t adag__dag_policy(adag_dag_h dag, int ai)
     int crowded = loops_sharing(dag, ai, mine, host) > (ncpus ? ncpus : 1);
     p.yield = crowded;
     p.spin_ns = dag->wait.spin_ns >= 0 ? dag->wait.spin_ns
-                : crowded            ? dag->rt->settings.spin_ns_crowded
-                                     : dag->rt->settings.spin_ns;
+                : crowded            ? dag->run.rt->settings.spin_ns_crowded
+                                     : dag->run.rt->settings.spin_ns;
     return p;
 }
 
@@ -255,39 +255,39 @@ static int reader_index(const adag_dag_chan_t *c, int who)
     return -1;
 }
 
-/* Per shared communicator (dag/comm_lease.c) the DAG's collectives use:
+/* Per shared communicator (dag/proc/comm_lease.c) the DAG's collectives use:
  * the channel by which the driver hands each execution its ticket, read
  * by every rank ("<communicator>.order", in host memory). */
 static adag_status_t plan_order_channels(adag_dag_h dag)
 {
     adag_status_t st;
-    if (!dag->ncomm_leases)
+    if (!dag->plan.ncomm_leases)
         return ADAG_OK;
-    if (!(dag->lease_order_chan = calloc(dag->ncomm_leases, sizeof(*dag->lease_order_chan))))
+    if (!(dag->lease_order_chan = calloc(dag->plan.ncomm_leases, sizeof(*dag->lease_order_chan))))
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    for (unsigned i = 0; i < dag->ncomm_leases; i++) {
-        const adag_comm_lease_t *l = dag->comm_leases[i];
+    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++) {
+        const adag_comm_lease_t *l = dag->plan.comm_leases[i];
         dag->lease_order_chan[i] = ADAG_PROG_NO_CHAN;
         if (!adag__comm_lease_shared(l))
             continue;
-        adag_dag_chan_t *chans = realloc(dag->chans, (dag->nchans + 1) * sizeof(*chans));
+        adag_dag_chan_t *chans = realloc(dag->plan.chans, (dag->plan.nchans + 1) * sizeof(*chans));
         if (!chans)
             return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-        dag->chans = chans;
-        adag_dag_chan_t *c = &dag->chans[dag->nchans];
+        dag->plan.chans = chans;
+        adag_dag_chan_t *c = &dag->plan.chans[dag->plan.nchans];
         memset(c, 0, sizeof(*c));
-        dag->lease_order_chan[i] = dag->nchans++;
+        dag->lease_order_chan[i] = dag->plan.nchans++;
         dag->norders++;
         c->writer = -1;
         c->producer_node = UINT32_MAX;
-        c->geom = (adag_chan_geom_t){dag->max_inflight, 0, sizeof(uint64_t), 0, 0}; /* a ticket */
+        c->geom = (adag_chan_geom_t){dag->plan.max_inflight, 0, sizeof(uint64_t), 0, 0}; /* a ticket */
         snprintf(c->name, sizeof(c->name), "comm%llu.order",
                  (unsigned long long)adag__comm_lease_key(l));
-        for (unsigned ai = 0; ai < dag->nactors; ai++)
-            if (adag__comm_lease_rank(l, dag->actors[ai].actor->id) >= 0 &&
+        for (unsigned ai = 0; ai < dag->run.nactors; ai++)
+            if (adag__comm_lease_rank(l, dag->run.actors[ai].actor->id) >= 0 &&
                 (st = add_reader(c, (int)ai)) != ADAG_OK)
                 return st;
-        if ((st = adag__compile_place_channel(dag, c)) != ADAG_OK)
+        if ((st = adag__compile_place_channel(&dag->plan, &dag->run, c)) != ADAG_OK)
             return st;
     }
     return ADAG_OK;
@@ -324,23 +324,23 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
         cx->coll_status[k] = n + nstatus;
         nstatus += g->colls[k]->n;
     }
-    dag->chans = calloc(n + nstatus + 1, sizeof(*dag->chans)); /* + the start channel */
-    if (!dag->chans)
+    dag->plan.chans = calloc(n + nstatus + 1, sizeof(*dag->plan.chans)); /* + the start channel */
+    if (!dag->plan.chans)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    dag->nchans = n + nstatus;
+    dag->plan.nchans = n + nstatus;
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
         if (nd->kind == NODE_INPUT) {
-            adag_dag_chan_t *c = &dag->chans[cx->chan_of[i]];
+            adag_dag_chan_t *c = &dag->plan.chans[cx->chan_of[i]];
             c->writer = -1;
             c->producer_node = i;
             c->tensor = adag__node_value_tensor(nd, 0);
             snprintf(c->name, sizeof(c->name), "input[%u]", nd->field);
-            if ((st = adag__compile_value_geometry(dag, nd, c)) != ADAG_OK)
+            if ((st = adag__compile_value_geometry(&dag->plan, nd, c)) != ADAG_OK)
                 return st;
         } else if (nd->kind == NODE_CALL) {
             for (unsigned r = 0; r < nd->nreturns; r++) {
-                adag_dag_chan_t *c = &dag->chans[cx->chan_of[i] + r];
+                adag_dag_chan_t *c = &dag->plan.chans[cx->chan_of[i] + r];
                 c->writer = cx->actor_index[i];
                 c->producer_node = i;
                 c->tensor = adag__node_value_tensor(nd, r);
@@ -350,7 +350,7 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
                 else
                     snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
                              nd->actor->methods[nd->method].name, r);
-                if ((st = adag__compile_value_geometry(dag, adag__node_value(nd, r), c)) !=
+                if ((st = adag__compile_value_geometry(&dag->plan, adag__node_value(nd, r), c)) !=
                     ADAG_OK)
                     return st;
             }
@@ -359,13 +359,13 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
     for (unsigned k = 0; k < g->ncolls; k++) {
         const adag_collective_t *col = g->colls[k];
         for (unsigned m = 0; m < col->n; m++) {
-            adag_dag_chan_t *c = &dag->chans[cx->coll_status[k] + m];
+            adag_dag_chan_t *c = &dag->plan.chans[cx->coll_status[k] + m];
             adag_node_h out = col->outputs[m];
             c->writer = cx->actor_index[out->id];
             c->producer_node = out->id;
             snprintf(c->name, sizeof(c->name), "%s#%u.%s", adag__coll_kind_name(col->kind),
                      col->id, out->actor->name);
-            c->geom = (adag_chan_geom_t){dag->max_inflight, 0, ADAG_COLL_STATUS_BYTES, 0, 0};
+            c->geom = (adag_chan_geom_t){dag->plan.max_inflight, 0, ADAG_COLL_STATUS_BYTES, 0, 0};
             for (unsigned o = 0; o < col->n; o++)
                 if (o != m && (st = add_reader(c, cx->actor_index[col->outputs[o]->id])) !=
                                   ADAG_OK)
@@ -377,12 +377,12 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
         if (nd->kind != NODE_CALL)
             continue;
         for (unsigned a = 0; a < nd->nargs; a++)
-            if ((st = add_reader(&dag->chans[value_chan(cx, nd->args[a])], cx->actor_index[i])) !=
+            if ((st = add_reader(&dag->plan.chans[value_chan(cx, nd->args[a])], cx->actor_index[i])) !=
                 ADAG_OK)
                 return st;
     }
     for (unsigned o = 0; o < g->noutputs; o++)
-        if ((st = add_reader(&dag->chans[value_chan(cx, g->outputs[o])], -1)) != ADAG_OK)
+        if ((st = add_reader(&dag->plan.chans[value_chan(cx, g->outputs[o])], -1)) != ADAG_OK)
             return st;
     /* the start channel: actors with a method that takes no argument read it */
     for (unsigned i = 0; i < g->nnodes; i++) {
@@ -390,31 +390,31 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
         if (nd->kind != NODE_CALL || nd->nargs != 0)
             continue;
         if (dag->start_chan == ADAG_PROG_NO_CHAN) {
-            dag->start_chan = dag->nchans++;
-            adag_dag_chan_t *c = &dag->chans[dag->start_chan];
+            dag->start_chan = dag->plan.nchans++;
+            adag_dag_chan_t *c = &dag->plan.chans[dag->start_chan];
             c->writer = -1;
             c->producer_node = UINT32_MAX;
-            c->geom = (adag_chan_geom_t){dag->max_inflight, 0, 0, 0, 0}; /* carries nothing */
+            c->geom = (adag_chan_geom_t){dag->plan.max_inflight, 0, 0, 0, 0}; /* carries nothing */
             snprintf(c->name, sizeof(c->name), "start");
         }
-        if ((st = add_reader(&dag->chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
+        if ((st = add_reader(&dag->plan.chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
             return st;
     }
-    if ((st = adag__compile_check_slots(dag, g)) != ADAG_OK)
+    if ((st = adag__compile_check_slots(&dag->plan, g)) != ADAG_OK)
         return st;
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        if ((st = adag__compile_place_channel(dag, &dag->chans[c])) != ADAG_OK)
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        if ((st = adag__compile_place_channel(&dag->plan, &dag->run, &dag->plan.chans[c])) != ADAG_OK)
             return st;
     }
-    if ((st = adag__compile_comm_plan(dag, (const adag_collective_t *const *)g->colls, g->ncolls,
+    if ((st = adag__compile_comm_plan(&dag->plan, &dag->run, (const adag_collective_t *const *)g->colls, g->ncolls,
                                      cx->actor_index)) != ADAG_OK)
         return st;
     /* communicator tensors (ADAG_TRANSPORT_COMM) are the host communicator's
      * shared memory or NCCL on one host: not on another host either */
-    for (unsigned i = 0; i < dag->ncomm_leases; i++)
-        for (unsigned ai = 0; ai < dag->nactors; ai++) {
-            adag_actor_h a = dag->actors[ai].actor;
-            if (a->node[0] && adag__comm_lease_rank(dag->comm_leases[i], a->id) >= 0)
+    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++)
+        for (unsigned ai = 0; ai < dag->run.nactors; ai++) {
+            adag_actor_h a = dag->run.actors[ai].actor;
+            if (a->node[0] && adag__comm_lease_rank(dag->plan.comm_leases[i], a->id) >= 0)
                 return adag__error(ADAG_ERR_INVALID,
                                   "adag_graph_compile: actor %s (node %s) has a communicator "
                                   "tensor (ADAG_TRANSPORT_COMM); those run within the driver's "
@@ -428,26 +428,26 @@ static adag_status_t plan_channels(compile_ctx_t *cx)
  * each channel's descriptor, each channel with its own geometry. */
 static adag_status_t make_domains(adag_dag_h dag)
 {
-    uint32_t *kinds = calloc(dag->nchans + 1, sizeof(*kinds));
-    adag_chan_geom_t *geoms = calloc(dag->nchans + 1, sizeof(*geoms));
-    const adag_chan_place_t **places = calloc(dag->nchans + 1, sizeof(*places));
-    adag_wbuf_t *descs = calloc(dag->nchans + 1, sizeof(*descs));
+    uint32_t *kinds = calloc(dag->plan.nchans + 1, sizeof(*kinds));
+    adag_chan_geom_t *geoms = calloc(dag->plan.nchans + 1, sizeof(*geoms));
+    const adag_chan_place_t **places = calloc(dag->plan.nchans + 1, sizeof(*places));
+    adag_wbuf_t *descs = calloc(dag->plan.nchans + 1, sizeof(*descs));
     adag_status_t st;
     if (!kinds || !geoms || !places || !descs) {
         st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto out;
     }
-    adag__compile_finish_geometry(dag);
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        kinds[c] = dag->chans[c].backend;
-        geoms[c] = dag->chans[c].geom;
-        places[c] = dag->chans[c].places;
+    adag__compile_finish_geometry(&dag->plan);
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        kinds[c] = dag->plan.chans[c].backend;
+        geoms[c] = dag->plan.chans[c].geom;
+        places[c] = dag->plan.chans[c].places;
     }
-    st = adag__ctx_create_domains(&dag->ctx, dag->name, kinds, geoms, places, dag->nchans, descs);
-    for (unsigned c = 0; c < dag->nchans; c++) {
+    st = adag__ctx_create_domains(&dag->run.ctx, dag->run.name, kinds, geoms, places, dag->plan.nchans, descs);
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
         if (st == ADAG_OK && descs[c].failed)
             st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-        dag->chans[c].desc = descs[c];
+        dag->plan.chans[c].desc = descs[c];
     }
     if (st != ADAG_OK)
         adag__error_prefix("adag_graph_compile");
@@ -476,7 +476,7 @@ static void coll_op(compile_ctx_t *cx, adag_node_h nd, const int *local, const a
     op->nmembers = col->n;
     op->status_first = (uint32_t)local[cx->coll_status[k]];
     op->comm = 0;
-    while (op->comm < p->ncomms && p->comms[op->comm].key != cx->dag->coll_keys[k])
+    while (op->comm < p->ncomms && p->comms[op->comm].key != cx->dag->plan.coll_keys[k])
         op->comm++;
 }
 
@@ -484,31 +484,31 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
 {
     adag_dag_h dag = cx->dag;
     adag_graph_h g = cx->g;
-    int *local = malloc(dag->nchans * sizeof(*local));
+    int *local = malloc(dag->plan.nchans * sizeof(*local));
     if (!local)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     memset(p, 0, sizeof(*p));
-    p->dag_id = dag->id;
-    snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->name);
+    p->dag_id = dag->run.id;
+    snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->run.name);
     adag_wait_policy_t policy = adag__dag_policy(dag, (int)ai);
     adag_wbuf_t descs = {0};
-    p->max_inflight = dag->max_inflight;
+    p->max_inflight = dag->plan.max_inflight;
     p->spin_ns = policy.spin_ns;
     p->spin_yield = (uint32_t)policy.yield;
     p->trace_spans = dag->trace_spans;
     p->comm_timeout_ms = dag->comm_timeout_ms;
     p->start_chan = ADAG_PROG_NO_CHAN;
-    p->chans = calloc(dag->nchans + 1, sizeof(*p->chans));
+    p->chans = calloc(dag->plan.nchans + 1, sizeof(*p->chans));
     p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
     adag_status_t st = ADAG_OK;
-    if (!p->chans || !p->ops || (st = adag__compile_comm_program(dag, ai, p)) != ADAG_OK) {
+    if (!p->chans || !p->ops || (st = adag__compile_comm_program(&dag->plan, &dag->run, ai, p)) != ADAG_OK) {
         free(local);
         adag__program_free(p);
         return st != ADAG_OK ? st : adag__error(ADAG_ERR_NO_MEMORY,
                                                "adag_graph_compile: out of memory");
     }
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        const adag_dag_chan_t *dc = &dag->chans[c];
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        const adag_dag_chan_t *dc = &dag->plan.chans[c];
         int writes = dc->writer == (int)ai, reader = reader_index(dc, (int)ai);
         local[c] = -1;
         if (!writes && reader < 0)
@@ -532,8 +532,8 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
     }
     /* a shared communicator's ticket channel, by its local number */
     for (uint32_t j = 0; j < p->ncomms; j++)
-        for (unsigned i = 0; p->comms[j].shared && i < dag->ncomm_leases; i++)
-            if (adag__comm_lease_key(dag->comm_leases[i]) == p->comms[j].key)
+        for (unsigned i = 0; p->comms[j].shared && i < dag->plan.ncomm_leases; i++)
+            if (adag__comm_lease_key(dag->plan.comm_leases[i]) == p->comms[j].key)
                 p->comms[j].order_chan = (uint32_t)local[dag->lease_order_chan[i]];
     p->descs = descs.data; /* the program owns it now */
     p->descs_len = (uint32_t)descs.len;
@@ -567,7 +567,7 @@ static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_
 static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader,
                                           adag_chan_t **out)
 {
-    adag_dag_chan_t *dc = &dag->chans[c];
+    adag_dag_chan_t *dc = &dag->plan.chans[c];
     adag_chan_open_params_t p = {
         .name = dc->name,
         /* the channel's whole geometry: a host endpoint of a channel by
@@ -578,7 +578,7 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .policy = dag->wait,
         .device = dag->driver_dev ? &dag->driver_dev->chan : NULL,
     };
-    adag_status_t st = adag__ctx_open(&dag->ctx, dc->backend, &p, &dc->driver_info, out);
+    adag_status_t st = adag__ctx_open(&dag->run.ctx, dc->backend, &p, &dc->driver_info, out);
     if (st != ADAG_OK)
         adag__error_prefix("adag_graph_compile: the driver's endpoint");
     return st;
@@ -593,15 +593,15 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     dag->inputs = calloc(dag->ninputs + 1, sizeof(*dag->inputs));
     dag->input_chan = calloc(dag->ninputs + 1, sizeof(*dag->input_chan));
     dag->input_counts = calloc(dag->ninputs + 1, sizeof(*dag->input_counts));
-    size_t per_ref = (size_t)dag->max_inflight * (dag->ninputs + 1);
+    size_t per_ref = (size_t)dag->plan.max_inflight * (dag->ninputs + 1);
     dag->slot_bufs = calloc(per_ref, sizeof(*dag->slot_bufs));
     dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
     dag->slot_metas = calloc(per_ref, sizeof(*dag->slot_metas));
-    dag->slot_owner = calloc(dag->max_inflight, sizeof(*dag->slot_owner));
+    dag->slot_owner = calloc(dag->plan.max_inflight, sizeof(*dag->slot_owner));
     dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
     dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
     dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
-    dag->ref_flags = calloc(dag->max_inflight, 1);
+    dag->ref_flags = calloc(dag->plan.max_inflight, 1);
     if (!dag->inputs || !dag->input_chan || !dag->input_counts || !dag->slot_bufs || !dag->slot_sizes ||
         !dag->slot_metas || !dag->slot_owner ||
         !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
@@ -622,7 +622,7 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
             if (dag->out_chan[e] == c)
                 break;
         if (e == dag->nouts) {
-            st = open_driver_endpoint(dag, c, reader_index(&dag->chans[c], -1), &dag->outs[e]);
+            st = open_driver_endpoint(dag, c, reader_index(&dag->plan.chans[c], -1), &dag->outs[e]);
             if (st != ADAG_OK)
                 return st;
             dag->out_chan[e] = c;
@@ -633,15 +633,15 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
     if (dag->norders) {
         dag->orders = calloc(dag->norders, sizeof(*dag->orders));
         dag->order_leases = calloc(dag->norders, sizeof(*dag->order_leases));
-        dag->order_bufs = calloc((size_t)dag->max_inflight * dag->norders,
+        dag->order_bufs = calloc((size_t)dag->plan.max_inflight * dag->norders,
                                  sizeof(*dag->order_bufs));
         if (!dag->orders || !dag->order_leases || !dag->order_bufs)
             return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         unsigned k = 0;
-        for (unsigned i = 0; i < dag->ncomm_leases; i++) {
+        for (unsigned i = 0; i < dag->plan.ncomm_leases; i++) {
             if (dag->lease_order_chan[i] == ADAG_PROG_NO_CHAN)
                 continue;
-            dag->order_leases[k] = dag->comm_leases[i];
+            dag->order_leases[k] = dag->plan.comm_leases[i];
             if ((st = open_driver_endpoint(dag, dag->lease_order_chan[i], -1,
                                            &dag->orders[k])) != ADAG_OK)
                 return st;
@@ -675,11 +675,13 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     }
     cx.g = g;
     cx.dag = dag;
-    dag->rt = g->rt;
+    dag->run.rt = g->rt;
+    dag->run.ops = &adag__dag_run_ops;
+    dag->plan.driver_dev_kind = -1; /* none until adag__dag_driver_device_open */
     dag->user_fd = -1;
     dag->start_chan = ADAG_PROG_NO_CHAN;
-    adag__ctx_init(&dag->ctx);
-    adag__list_init(&dag->link);
+    adag__ctx_init(&dag->run.ctx);
+    adag__list_init(&dag->run.link);
     pthread_mutex_init(&dag->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -687,17 +689,17 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     pthread_cond_init(&dag->cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&g->rt->lock);
-    dag->id = g->rt->next_dag_id++;
+    dag->run.id = g->rt->next_dag_id++;
     pthread_mutex_unlock(&g->rt->lock);
-    snprintf(dag->name, sizeof(dag->name), "dag%u", dag->id);
+    snprintf(dag->run.name, sizeof(dag->run.name), "dag%u", dag->run.id);
     if ((st = read_params(params, dag)) != ADAG_OK)
         goto fail;
     /* the driver's ring is indexed by ref (two records each): it holds at
      * least twice the executions in flight, so a ref's records are reused
      * only long after it was released */
-    uint64_t driver_records = dag->trace_spans > 4ull * dag->max_inflight
+    uint64_t driver_records = dag->trace_spans > 4ull * dag->plan.max_inflight
                                   ? dag->trace_spans
-                                  : 4ull * dag->max_inflight;
+                                  : 4ull * dag->plan.max_inflight;
     if (dag->trace_spans &&
         (!(dag->trace = calloc(1, sizeof(*dag->trace))) ||
          adag__trace_ring_init(dag->trace, driver_records, 1) != ADAG_OK)) {
@@ -709,15 +711,15 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         goto fail;
 
     /* actors, in the order the graph first bound them; the DAG holds a reference on each */
-    dag->actors = calloc(g->nactors + 1, sizeof(*dag->actors));
-    if (!dag->actors) {
+    dag->run.actors = calloc(g->nactors + 1, sizeof(*dag->run.actors));
+    if (!dag->run.actors) {
         st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto fail;
     }
     pthread_mutex_lock(&g->rt->lock);
     for (unsigned i = 0; i < g->nactors; i++) {
         adag__actor_hold(g->actors[i]);
-        dag->actors[dag->nactors++].actor = g->actors[i];
+        dag->run.actors[dag->run.nactors++].actor = g->actors[i];
     }
     pthread_mutex_unlock(&g->rt->lock);
     dag->wait = adag__dag_policy(dag, -1);
@@ -731,26 +733,26 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         st = adag__error_errno(errno, "adag_graph_compile: eventfd");
         goto fail;
     }
-    for (unsigned ai = 0; ai < dag->nactors; ai++)
-        if ((st = build_program(&cx, ai, &dag->actors[ai].prog)) != ADAG_OK)
+    for (unsigned ai = 0; ai < dag->run.nactors; ai++)
+        if ((st = build_program(&cx, ai, &dag->run.actors[ai].prog)) != ADAG_OK)
             goto fail;
-    if ((st = adag__compile_comm_check_order(dag)) != ADAG_OK)
+    if ((st = adag__compile_comm_check_order(&dag->plan, &dag->run)) != ADAG_OK)
         goto fail;
     if ((st = open_driver_endpoints(&cx)) != ADAG_OK ||
         (st = adag__dag_staging_open(dag)) != ADAG_OK)
         goto fail;
-    dag->node_labels = calloc(g->nnodes + 1, sizeof(*dag->node_labels));
-    if (!dag->node_labels) {
+    dag->plan.node_labels = calloc(g->nnodes + 1, sizeof(*dag->plan.node_labels));
+    if (!dag->plan.node_labels) {
         st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto fail;
     }
-    dag->nnodes = g->nnodes;
+    dag->plan.nnodes = g->nnodes;
     for (unsigned i = 0; i < g->nnodes; i++)
-        adag__node_describe(g->nodes[i], dag->node_labels[i], sizeof(dag->node_labels[i]));
+        adag__node_describe(g->nodes[i], dag->plan.node_labels[i], sizeof(dag->plan.node_labels[i]));
 
     /* register before installing, so a worker death during install fails it */
     pthread_mutex_lock(&g->rt->lock);
-    adag__list_push(&g->rt->dags, &dag->link);
+    adag__list_push(&g->rt->dags, &dag->run.link);
     pthread_mutex_unlock(&g->rt->lock);
     if ((st = adag__dag_install(dag)) != ADAG_OK) {
         /* adag_dag_destroy stops what was installed; keep this failure's message */
@@ -764,12 +766,12 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         return adag__error(st, "%s", msg);
     }
     g->compiled = 1;
-    dag->stats.max_inflight = dag->max_inflight;
-    dag->stats.slot_capacity = dag->default_capacity;
-    dag->stats.nchannels = dag->nchans - (dag->start_chan != ADAG_PROG_NO_CHAN) - dag->norders;
-    dag->stats.shm_bytes = adag__ctx_domain_bytes(&dag->ctx);
-    for (unsigned c = 0; c < dag->nchans; c++)
-        dag->stats.device_bytes += dag->chans[c].device_bytes;
+    dag->stats.max_inflight = dag->plan.max_inflight;
+    dag->stats.slot_capacity = dag->plan.default_capacity;
+    dag->stats.nchannels = dag->plan.nchans - (dag->start_chan != ADAG_PROG_NO_CHAN) - dag->norders;
+    dag->stats.shm_bytes = adag__ctx_domain_bytes(&dag->run.ctx);
+    for (unsigned c = 0; c < dag->plan.nchans; c++)
+        dag->stats.device_bytes += dag->plan.chans[c].device_bytes;
     free(cx.chan_of);
     free(cx.actor_index);
     free(cx.coll_status);

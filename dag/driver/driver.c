@@ -2,7 +2,7 @@
  * The driver side of a compiled DAG: get waits on the output channels;
  * release gives output slots back in ref order (a ref released early is
  * given back once it completes); the fd, failure, destroy. Executions are
- * reserved, committed and published in dag/reserve.c. Refs in
+ * reserved, committed and published in dag/driver/reserve.c. Refs in
  * [next_release, next_reserve) exist; ref_flags[ref % max_inflight]
  * records RESERVED / COMMITTED / CANCELLED / GOTTEN / RELEASED for each.
  */
@@ -12,7 +12,7 @@
 #include "common/settings.h"
 #include "common/value.h"
 #include "transport/slot_value.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -24,11 +24,11 @@ int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref);
 void adag__dag_update_fd(adag_dag_h dag)
 {
     /* unarmed: nobody polls it, and adag_dag_fd recomputes when it arms */
-    if (dag->user_fd < 0 || !atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
+    if (dag->user_fd < 0 || !atomic_load_explicit(&dag->run.fd_armed, memory_order_relaxed))
         return;
     int ready = dag->abort_status != ADAG_OK;
     for (uint64_t r = dag->next_release; r < dag->next_publish && !ready; r++)
-        ready = !(dag->ref_flags[r % dag->max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
+        ready = !(dag->ref_flags[r % dag->plan.max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
                 adag__dag_ref_complete(dag, r);
     if (ready == dag->user_fd_ready)
         return;
@@ -57,12 +57,12 @@ void adag__dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg
         dag->abort_status = status;
         snprintf(dag->abort_msg, sizeof(dag->abort_msg), "%s", msg);
         /* every wait of the driver and its thread actors ends ... */
-        adag__ctx_abort(&dag->ctx, status);
+        adag__ctx_abort(&dag->run.ctx, status);
         /* ... and every other actor's, by a message that never blocks */
-        for (unsigned i = 0; i < dag->nactors; i++) {
-            adag_actor_h a = dag->actors[i].actor;
-            if (dag->actors[i].prepared && a->ops->abort_dag)
-                a->ops->abort_dag(a, dag, status);
+        for (unsigned i = 0; i < dag->run.nactors; i++) {
+            adag_actor_h a = dag->run.actors[i].actor;
+            if (dag->run.actors[i].prepared && a->ops->abort_dag)
+                a->ops->abort_dag(a, &dag->run, status);
         }
         adag__dag_update_fd(dag);
         adag__dag_wake(dag);
@@ -76,12 +76,50 @@ void adag__dag_fail(adag_dag_h dag, adag_status_t status, const char *msg)
     pthread_mutex_unlock(&dag->lock);
 }
 
-int adag__dag_uses_actor(adag_dag_h dag, adag_actor_h a)
+/* Adds actor b's placement to the union `u` (first: nb == 0). */
+static void place_union(adag_place_t *u, unsigned nb, const adag_place_t *b)
 {
-    for (unsigned i = 0; i < dag->nactors; i++)
-        if (dag->actors[i].actor == a)
-            return 1;
-    return 0;
+    if (nb == 0) {
+        *u = *b;
+        return;
+    }
+    CPU_OR(&u->cpus, &u->cpus, &b->cpus);
+    u->bound = u->bound || b->bound;
+    if (u->numa != b->numa)
+        u->numa = -1;
+    if (strcmp(u->gpu_bus_id, b->gpu_bus_id) != 0)
+        u->gpu_bus_id[0] = '\0';
+    if (strcmp(u->nic, b->nic) != 0)
+        u->nic[0] = '\0';
+    u->this_system = u->this_system && b->this_system;
+}
+
+adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *out)
+{
+    const char *fn = "adag_dag_input_placement";
+    if (!dag || !out)
+        return adag__error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
+    adag_status_t st = adag__placement_check_out(fn, out);
+    if (st != ADAG_OK)
+        return st;
+    adag_place_t u;
+    unsigned n = 0;
+    adag__place_none(&u);
+    for (unsigned i = 0; i < dag->ninputs; i++) {
+        const adag_dag_chan_t *c = &dag->plan.chans[dag->input_chan[i]];
+        for (unsigned r = 0; r < c->nreaders; r++) {
+            adag_actor_h a = c->readers[r] >= 0 ? dag->run.actors[c->readers[r]].actor : NULL;
+            if (a && !a->node[0]) /* an actor on another host: not this machine's CPUs */
+                place_union(&u, n++, &a->place);
+        }
+    }
+    cpu_set_t mine;
+    adag__cpus_allowed(&mine);
+    if (n == 0)
+        adag__place_none(&u);
+    u.bound = u.bound && CPU_COUNT(&u.cpus) > 0 && !CPU_EQUAL(&u.cpus, &mine);
+    adag__placement_report(&u, out);
+    return ADAG_OK;
 }
 
 /* A ucx channel lost its peer (ADAG_ERR_IO, from the channel or as the
@@ -94,7 +132,7 @@ int adag__dag_uses_actor(adag_dag_h dag, adag_actor_h a)
  * Under dag->lock. */
 static int await_cause_locked(adag_dag_h dag)
 {
-    int64_t deadline = adag__deadline_ms(2 * (int)dag->rt->settings.remote_timeout_ms);
+    int64_t deadline = adag__deadline_ms(2 * (int)dag->run.rt->settings.remote_timeout_ms);
     while (dag->abort_status != ADAG_ERR_ACTOR_DIED && !dag->closing &&
            adag__now_ns() < deadline)
         adag__dag_cond_wait(dag, deadline);
@@ -107,7 +145,7 @@ adag_status_t adag__dag_abort_error(adag_dag_h dag, const char *fn)
 {
     if (dag->abort_status == ADAG_ERR_IO)
         await_cause_locked(dag);
-    return adag__error(dag->abort_status, "%s: DAG %s: %s", fn, dag->name, dag->abort_msg);
+    return adag__error(dag->abort_status, "%s: DAG %s: %s", fn, dag->run.name, dag->abort_msg);
 }
 
 adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn)
@@ -115,7 +153,7 @@ adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn)
     pthread_mutex_lock(&dag->lock);
     if (dag->closing) {
         pthread_mutex_unlock(&dag->lock);
-        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->run.name);
     }
     dag->api_users++;
     pthread_mutex_unlock(&dag->lock);
@@ -162,7 +200,7 @@ void adag__dag_advance_releases(adag_dag_h dag)
     int moved = 0;
     while (dag->next_release < dag->next_publish) {
         uint64_t ref = dag->next_release;
-        uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
+        uint8_t *flags = &dag->ref_flags[ref % dag->plan.max_inflight];
         if (!(*flags & REF_RELEASED) || !adag__dag_ref_complete(dag, ref))
             break;
         for (unsigned e = 0; e < dag->nouts; e++)
@@ -194,19 +232,19 @@ adag_status_t adag__dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn
 {
     if (ref >= dag->next_reserve)
         return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was never issued", fn,
-                          (unsigned long long)ref, dag->name);
-    uint8_t f = ref < dag->next_release ? REF_RELEASED : dag->ref_flags[ref % dag->max_inflight];
+                          (unsigned long long)ref, dag->run.name);
+    uint8_t f = ref < dag->next_release ? REF_RELEASED : dag->ref_flags[ref % dag->plan.max_inflight];
     if (f & REF_CANCELLED)
         return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was cancelled", fn,
-                          (unsigned long long)ref, dag->name);
+                          (unsigned long long)ref, dag->run.name);
     if (f & REF_RELEASED)
         return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was already released", fn,
-                          (unsigned long long)ref, dag->name);
+                          (unsigned long long)ref, dag->run.name);
     if (!(f & REF_COMMITTED))
         return adag__error(ADAG_ERR_INVALID,
                           "%s: ref %llu of DAG %s is reserved but not committed "
                           "(adag_dag_commit)",
-                          fn, (unsigned long long)ref, dag->name);
+                          fn, (unsigned long long)ref, dag->run.name);
     return ADAG_OK;
 }
 
@@ -222,7 +260,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         return adag__error(ADAG_ERR_INVALID, "%s: dag and outputs must not be NULL", fn);
     if (n != dag->noutputs)
         return adag__error(ADAG_ERR_INVALID, "%s: DAG %s has %u outputs, %u requested", fn,
-                          dag->name, dag->noutputs, n);
+                          dag->run.name, dag->noutputs, n);
     if (timeout_ms < -1)
         return adag__error(ADAG_ERR_INVALID,
                           "%s: timeout_ms %d is negative; use -1 to wait forever, 0 to poll", fn,
@@ -244,7 +282,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
         st = adag__chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
         if (st == ADAG_ERR_TIMEOUT) {
             st = adag__error(ADAG_ERR_TIMEOUT, "%s: ref %llu of DAG %s not ready within %d ms", fn,
-                            (unsigned long long)ref, dag->name, timeout_ms);
+                            (unsigned long long)ref, dag->run.name, timeout_ms);
             goto out;
         }
         if (st != ADAG_OK) {
@@ -266,7 +304,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     if (dag->abort_status != ADAG_OK) {
         st = adag__dag_abort_error(dag, fn);
     } else if ((st = adag__dag_check_ref(dag, ref, fn)) == ADAG_OK) {
-        uint8_t *flags = &dag->ref_flags[ref % dag->max_inflight];
+        uint8_t *flags = &dag->ref_flags[ref % dag->plan.max_inflight];
         if (!(*flags & REF_GOTTEN)) {
             *flags |= REF_GOTTEN;
             first_get = 1;
@@ -300,7 +338,7 @@ adag_status_t adag_dag_release(adag_dag_h dag, adag_ref_t ref)
         return st;
     pthread_mutex_lock(&dag->lock);
     if ((st = adag__dag_check_ref(dag, ref, fn)) == ADAG_OK) {
-        dag->ref_flags[ref % dag->max_inflight] |= REF_RELEASED;
+        dag->ref_flags[ref % dag->plan.max_inflight] |= REF_RELEASED;
         dag->stats.released++;
         adag__dag_advance_releases(dag);
         adag__dag_update_fd(dag); /* a ref released unread no longer makes it readable */
@@ -317,7 +355,7 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
         return adag__error(ADAG_ERR_INVALID, "adag_dag_fd: dag and fd must not be NULL");
     adag_status_t st = ADAG_OK;
     pthread_mutex_lock(&dag->lock);
-    if (!atomic_load_explicit(&dag->fd_armed, memory_order_relaxed)) {
+    if (!atomic_load_explicit(&dag->run.fd_armed, memory_order_relaxed)) {
         /* each backend arms its writers' signal (seq_cst there: either a
          * writer sees it armed and signals, or the update below sees its
          * publish); the monitor watches the distinct fds */
@@ -332,7 +370,7 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
                 st = adag__error(ADAG_ERR_INVALID,
                                 "adag_dag_fd: output channel %s (%s) of DAG %s cannot signal "
                                 "an fd",
-                                ch->name, ch->ops->name, dag->name);
+                                ch->name, ch->ops->name, dag->run.name);
                 break;
             }
             unsigned k = 0;
@@ -342,9 +380,9 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
                 fds[n++] = nfd;
         }
         if (st == ADAG_OK) {
-            dag->notify_fds = fds;
-            dag->nnotify = n;
-            atomic_store_explicit(&dag->fd_armed, 1, memory_order_seq_cst);
+            dag->run.notify_fds = fds;
+            dag->run.nnotify = n;
+            atomic_store_explicit(&dag->run.fd_armed, 1, memory_order_seq_cst);
         } else {
             free(fds);
         }
@@ -352,7 +390,7 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
     pthread_mutex_unlock(&dag->lock);
     if (st != ADAG_OK)
         return st;
-    adag__monitor_poke(dag->rt); /* it now watches the notify fds */
+    adag__monitor_poke(dag->run.rt); /* it now watches the notify fds */
     pthread_mutex_lock(&dag->lock);
     adag__dag_update_fd(dag);
     pthread_mutex_unlock(&dag->lock);
@@ -360,51 +398,40 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
     return ADAG_OK;
 }
 
-/* adag_dag_stats_t as first versioned: struct_size up to shm_bytes. */
-#define ADAG_DAG_STATS_V1_SIZE (offsetof(adag_dag_stats_t, shm_bytes) + sizeof(size_t))
-
-adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
-{
-    if (!dag || !stats)
-        return adag__error(ADAG_ERR_INVALID, "adag_dag_stats: dag and stats must not be NULL");
-    if (stats->struct_size < ADAG_DAG_STATS_V1_SIZE)
-        return adag__error(ADAG_ERR_INVALID,
-                          "adag_dag_stats: stats->struct_size is %zu; set it to "
-                          "sizeof(adag_dag_stats_t) (at least %zu)",
-                          stats->struct_size, (size_t)ADAG_DAG_STATS_V1_SIZE);
-    size_t n = stats->struct_size < sizeof(*stats) ? stats->struct_size : sizeof(*stats);
-    pthread_mutex_lock(&dag->lock);
-    adag_dag_stats_t s = dag->stats;
-    pthread_mutex_unlock(&dag->lock);
-    s.communicators = dag->ncomm_leases;
-    s.shared_communicators = 0;
-    for (unsigned i = 0; i < dag->ncomm_leases; i++)
-        s.shared_communicators += adag__comm_lease_users(dag->rt, dag->comm_leases[i]) > 1;
-    if (n >= offsetof(adag_dag_stats_t, timed) + sizeof(s.timed))
-        adag__dag_stats_bottleneck(dag, &s);
-    s.struct_size = n;
-    memcpy(stats, &s, n);
-    return ADAG_OK;
-}
-
 void adag__dag_leave_leases(adag_dag_h dag)
 {
-    for (unsigned i = 0; i < dag->ncomm_leases; i++)
-        if (adag__comm_lease_leave(dag->rt, dag->comm_leases[i], dag->comm_keep))
+    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++)
+        if (adag__comm_lease_leave(dag->run.rt, dag->plan.comm_leases[i], dag->comm_keep))
             dag->comm_gone |= 1ull << i;
     dag->comm_left = 1;
+    /* what each actor drops at STOP: its communicators whose lease is gone */
+    for (unsigned ai = 0; ai < dag->run.nactors; ai++) {
+        adag_dag_actor_t *da = &dag->run.actors[ai];
+        da->comm_drop = 0;
+        for (uint32_t j = 0; j < da->prog.ncomms && j < 64; j++)
+            for (unsigned i = 0; i < dag->plan.ncomm_leases; i++)
+                if ((dag->comm_gone >> i & 1) &&
+                    adag__comm_lease_key(dag->plan.comm_leases[i]) == da->prog.comms[j].key)
+                    da->comm_drop |= 1ull << j;
+    }
 }
 
-uint64_t adag__dag_comm_drop_mask(adag_dag_h dag, const adag_program_t *prog)
+/* The run record's upcalls (dag/proc/proc.h): the monitor and the loops
+ * of thread actors fail the DAG and refresh its fd through them. */
+static void run_fail(adag_dag_run_t *run, adag_status_t status, const char *msg)
 {
-    uint64_t mask = 0;
-    for (uint32_t j = 0; j < prog->ncomms && j < 64; j++)
-        for (unsigned i = 0; i < dag->ncomm_leases; i++)
-            if ((dag->comm_gone >> i & 1) &&
-                adag__comm_lease_key(dag->comm_leases[i]) == prog->comms[j].key)
-                mask |= 1ull << j;
-    return mask;
+    adag__dag_fail(ADAG_CONTAINER(run, struct adag_dag, run), status, msg);
 }
+
+static void run_notified(adag_dag_run_t *run)
+{
+    adag_dag_h dag = ADAG_CONTAINER(run, struct adag_dag, run);
+    pthread_mutex_lock(&dag->lock);
+    adag__dag_update_fd(dag);
+    pthread_mutex_unlock(&dag->lock);
+}
+
+const adag_dag_run_ops_t adag__dag_run_ops = {run_fail, run_notified};
 
 void adag__dag_free(adag_dag_h dag)
 {
@@ -412,38 +439,38 @@ void adag__dag_free(adag_dag_h dag)
         adag__trace_ring_free(dag->trace);
         free(dag->trace);
     }
-    adag__ctx_destroy(&dag->ctx);
+    adag__ctx_destroy(&dag->run.ctx);
     adag__dag_driver_device_close(dag);
     /* before the actors may stop (which forgets their communicators) */
     if (!dag->comm_left)
         adag__dag_leave_leases(dag);
-    for (unsigned i = 0; i < dag->ncomm_leases; i++)
+    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++)
         if (dag->comm_gone >> i & 1)
-            adag__comm_lease_free(dag->comm_leases[i]);
-    free(dag->comm_leases);
+            adag__comm_lease_free(dag->plan.comm_leases[i]);
+    free(dag->plan.comm_leases);
     free(dag->lease_order_chan);
     free(dag->orders);
     free(dag->order_leases);
     free(dag->order_bufs);
-    free(dag->coll_keys);
-    for (unsigned i = 0; i < dag->nactors; i++) {
-        adag__program_free(&dag->actors[i].prog);
-        adag__wbuf_free(&dag->actors[i].infos);
-        adag__wbuf_free(&dag->actors[i].peers);
-        adag__actor_drop(dag->actors[i].actor);
+    free(dag->plan.coll_keys);
+    for (unsigned i = 0; i < dag->run.nactors; i++) {
+        adag__program_free(&dag->run.actors[i].prog);
+        adag__wbuf_free(&dag->run.actors[i].infos);
+        adag__wbuf_free(&dag->run.actors[i].peers);
+        adag__actor_drop(dag->run.actors[i].actor);
     }
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        free(dag->chans[c].readers);
-        free(dag->chans[c].places);
-        adag__wbuf_free(&dag->chans[c].desc);
-        adag__wbuf_free(&dag->chans[c].driver_info);
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        free(dag->plan.chans[c].readers);
+        free(dag->plan.chans[c].places);
+        adag__wbuf_free(&dag->plan.chans[c].desc);
+        adag__wbuf_free(&dag->plan.chans[c].driver_info);
     }
-    free(dag->notify_fds);
+    free(dag->run.notify_fds);
     if (dag->user_fd >= 0)
         close(dag->user_fd);
-    free(dag->actors);
-    free(dag->chans);
-    free(dag->node_labels);
+    free(dag->run.actors);
+    free(dag->plan.chans);
+    free(dag->plan.node_labels);
     free(dag->inputs);
     free(dag->input_counts);
     free(dag->slot_bufs);
@@ -466,30 +493,30 @@ void adag__dag_free(adag_dag_h dag)
  * stop at once (thread actors: their loops are joined). */
 static void stop_actors(adag_dag_h dag)
 {
-    unsigned *ais = calloc(dag->nactors + 1, sizeof(*ais));
-    adag_status_t *st = calloc(dag->nactors + 1, sizeof(*st));
-    char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
+    unsigned *ais = calloc(dag->run.nactors + 1, sizeof(*ais));
+    adag_status_t *st = calloc(dag->run.nactors + 1, sizeof(*st));
+    char (*why)[ADAG_ERROR_MAX] = calloc(dag->run.nactors + 1, sizeof(*why));
     int64_t deadline = adag__deadline_ms(dag->teardown_timeout_ms);
     if (!ais || !st || !why) {
         /* no memory to do it politely: the workers cannot keep the DAG */
-        for (unsigned i = 0; i < dag->nactors; i++)
-            if (dag->actors[i].prepared && dag->actors[i].actor->ops->kill)
-                dag->actors[i].actor->ops->kill(dag->actors[i].actor,
+        for (unsigned i = 0; i < dag->run.nactors; i++)
+            if (dag->run.actors[i].prepared && dag->run.actors[i].actor->ops->kill)
+                dag->run.actors[i].actor->ops->kill(dag->run.actors[i].actor,
                                                 "out of memory while stopping a DAG");
         goto out;
     }
     for (int remote = 1; remote >= 0; remote--) {
         unsigned n = 0;
-        for (unsigned i = 0; i < dag->nactors; i++)
-            if (dag->actors[i].prepared && (dag->actors[i].actor->ops->step_fd != NULL) == remote)
+        for (unsigned i = 0; i < dag->run.nactors; i++)
+            if (dag->run.actors[i].prepared && (dag->run.actors[i].actor->ops->step_fd != NULL) == remote)
                 ais[n++] = i;
-        adag__actors_step(dag, ais, n, ADAG_STEP_STOP, deadline, st, why);
+        adag__actors_step(&dag->run, ais, n, ADAG_STEP_STOP, deadline, st, why);
         for (unsigned k = 0; k < n; k++) {
-            adag_actor_h a = dag->actors[ais[k]].actor;
-            dag->actors[ais[k]].prepared = 0;
+            adag_actor_h a = dag->run.actors[ais[k]].actor;
+            dag->run.actors[ais[k]].prepared = 0;
             if (st[k] == ADAG_OK || st[k] == ADAG_ERR_ACTOR_DIED || !a->ops->kill)
                 continue;
-            ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->name, why[k]);
+            ADAG_LOG_WARN("DAG %s: %s; killing the worker", dag->run.name, why[k]);
             a->ops->kill(a, "it did not stop its DAG within the teardown timeout");
         }
     }
@@ -505,11 +532,11 @@ static int tickets_consumed(adag_dag_h dag, uint64_t last, int64_t deadline)
 {
     for (unsigned i = 0; i < dag->norders; i++) {
         void *buf;
-        if (adag__chan_acquire(dag->orders[i], last + dag->max_inflight, deadline, &buf) !=
+        if (adag__chan_acquire(dag->orders[i], last + dag->plan.max_inflight, deadline, &buf) !=
             ADAG_OK) {
             ADAG_LOG_WARN("DAG %s: its collectives of execution %llu did not end within the "
                           "teardown timeout (%d ms) of its destroy; its communicators are "
-                          "closed to new DAGs", dag->name, (unsigned long long)last,
+                          "closed to new DAGs", dag->run.name, (unsigned long long)last,
                           dag->teardown_timeout_ms);
             return 0;
         }
@@ -539,7 +566,7 @@ static int settle_executions(adag_dag_h dag)
         if (adag__now_ns() >= deadline) {
             ADAG_LOG_WARN("DAG %s: execution %llu did not complete within the teardown timeout "
                           "(%d ms) of its destroy; its communicator is dropped",
-                          dag->name, (unsigned long long)(last - 1), dag->teardown_timeout_ms);
+                          dag->run.name, (unsigned long long)(last - 1), dag->teardown_timeout_ms);
             return 0;
         }
         usleep(200);
@@ -550,10 +577,10 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
 {
     if (!dag)
         return adag__error(ADAG_ERR_INVALID, "adag_dag_destroy: dag is NULL");
-    adag_runtime_h rt = dag->rt;
+    adag_runtime_h rt = dag->run.rt;
     /* out of the runtime's list first: the monitor no longer touches it */
     pthread_mutex_lock(&rt->lock);
-    adag__list_remove(&dag->link);
+    adag__list_remove(&dag->run.link);
     pthread_mutex_unlock(&rt->lock);
     adag__monitor_poke(rt);
 
@@ -562,7 +589,7 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
     adag__dag_drop_reservations(dag, 1);
     dag->closing = 1;
     pthread_mutex_unlock(&dag->lock);
-    if (dag->ncomm_leases)
+    if (dag->plan.ncomm_leases)
         dag->comm_keep = settle_executions(dag);
     adag__dag_fail(dag, ADAG_ERR_CLOSED, "the DAG was destroyed");
     /* Calls in progress end at once (the failure woke their waits).
@@ -578,7 +605,7 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
             ADAG_LOG_WARN("DAG %s: destroy dropped %u execution%s that other threads reserved "
                           "and neither committed nor cancelled within the teardown timeout "
                           "(%d ms)",
-                          dag->name, n, n == 1 ? "" : "s", dag->teardown_timeout_ms);
+                          dag->run.name, n, n == 1 ? "" : "s", dag->teardown_timeout_ms);
             break;
         }
         adag__dag_cond_wait(dag, dag->api_users > 0 ? ADAG_FOREVER : deadline);

@@ -1,11 +1,11 @@
 /*
  * The driver's device (adag_compile_params_t.driver_device): the DAG opens
  * it in the driver's process with a compute and a communication stream,
- * like a device-bound actor's (dag/actor_device.h). Tensor inputs and
+ * like a device-bound actor's (dag/exec/actor_device.h). Tensor inputs and
  * outputs of the graph then live on it, and get returns device views,
  * ready in the order of the compute stream (adag_dag_stream).
  *
- * An input on the device is written in one of three ways (dag/reserve.c):
+ * An input on the device is written in one of three ways (dag/driver/reserve.c):
  * in its pinned host staging (one buffer per input and slot, allocated at
  * compile time: the DAG's memory), whose copy to the device slot the
  * commit enqueues on the compute stream; in the device slot directly, by
@@ -23,8 +23,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "dag/actor_device.h"
-#include "dag/internal.h"
+#include "dag/exec/actor_device.h"
+#include "dag/driver/dag.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +37,13 @@ adag_status_t adag__dag_driver_device_open(adag_dag_h dag, const char *spec)
     unsigned index;
     adag_status_t st = adag__device_parse(spec, &kind, &index);
     if (st == ADAG_OK)
-        st = adag__actor_device_open(kind, index, &dag->rt->settings, &dag->driver_dev);
+        st = adag__actor_device_open(kind, index, &dag->run.rt->settings, &dag->driver_dev);
     if (st != ADAG_OK) {
         adag__error_prefix("adag_graph_compile: driver_device");
         return st;
     }
-    dag->driver_dev_kind = (int32_t)kind;
-    dag->driver_dev_index = index;
+    dag->plan.driver_dev_kind = (int32_t)kind;
+    dag->plan.driver_dev_index = index;
     return ADAG_OK;
 }
 
@@ -60,7 +60,7 @@ void adag__dag_driver_device_close(adag_dag_h dag)
 
 int adag__dag_input_on_device(adag_dag_h dag, unsigned i)
 {
-    const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
+    const adag_dag_chan_t *c = &dag->plan.chans[dag->input_chan[i]];
     return c->places && c->places[0].kind >= 0;
 }
 
@@ -70,7 +70,7 @@ adag_status_t adag__dag_check_device_input(adag_dag_h dag, const char *fn, unsig
     if (v->kind != ADAG_VALUE_TENSOR || v->device == ADAG_DEVICE_HOST)
         return ADAG_OK;
     if (adag__dag_input_on_device(dag, i) &&
-        v->device == ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index))
+        v->device == ADAG_DEVICE(dag->plan.driver_dev_kind, dag->plan.driver_dev_index))
         return ADAG_OK;
     char name[ADAG_DEVICE_NAME_MAX], mine[ADAG_DEVICE_NAME_MAX];
     adag__device_name(v->device, name);
@@ -78,13 +78,13 @@ adag_status_t adag__dag_check_device_input(adag_dag_h dag, const char *fn, unsig
         return adag__error(ADAG_ERR_INVALID,
                           "%s: input %u: a tensor on device %s, but DAG %s has no driver device "
                           "(adag_compile_params_t.driver_device): its inputs are in host memory",
-                          fn, i, name, dag->name);
+                          fn, i, name, dag->run.name);
     return adag__error(ADAG_ERR_INVALID,
                       "%s: input %u: a tensor on device %s; this input takes host memory or "
                       "the driver's device %s, and only a tensor field (adag_node_tensor) lives "
                       "on it",
                       fn, i, name,
-                      adag__device_name(ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index),
+                      adag__device_name(ADAG_DEVICE(dag->plan.driver_dev_kind, dag->plan.driver_dev_index),
                                        mine));
 }
 
@@ -92,7 +92,7 @@ adag_status_t adag__dag_check_device_input(adag_dag_h dag, const char *fn, unsig
 
 static size_t staging_index(adag_dag_h dag, uint64_t ref, unsigned i)
 {
-    return (size_t)(ref % dag->max_inflight) * dag->ninputs + i;
+    return (size_t)(ref % dag->plan.max_inflight) * dag->ninputs + i;
 }
 
 adag_status_t adag__dag_staging_open(adag_dag_h dag)
@@ -101,7 +101,7 @@ adag_status_t adag__dag_staging_open(adag_dag_h dag)
         return ADAG_OK;
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     const adag_device_ops_t *ops = d->dev->ops;
-    size_t n = (size_t)dag->max_inflight * dag->ninputs;
+    size_t n = (size_t)dag->plan.max_inflight * dag->ninputs;
     dag->staging = calloc(n, sizeof(*dag->staging));
     dag->staged = calloc(n, sizeof(*dag->staged));
     dag->staged_pending = calloc(n, 1);
@@ -111,7 +111,7 @@ adag_status_t adag__dag_staging_open(adag_dag_h dag)
         if (!adag__dag_input_on_device(dag, i))
             continue;
         size_t capacity = dag->inputs[i]->capacity;
-        for (unsigned s = 0; s < dag->max_inflight; s++) {
+        for (unsigned s = 0; s < dag->plan.max_inflight; s++) {
             size_t k = staging_index(dag, s, i);
             adag_status_t st = ops->host_alloc(d->dev, capacity, &dag->staging[k]);
             if (st == ADAG_OK)
@@ -139,9 +139,9 @@ static void staging_close(adag_dag_h dag)
         /* a copy may still read the staging: leaked rather than freed */
         ADAG_LOG_WARN("DAG %s: the driver's stream did not drain within the teardown timeout "
                       "(%d ms): its pinned input staging is left allocated",
-                      dag->name, dag->teardown_timeout_ms);
+                      dag->run.name, dag->teardown_timeout_ms);
     } else {
-        size_t n = (size_t)dag->max_inflight * dag->ninputs;
+        size_t n = (size_t)dag->plan.max_inflight * dag->ninputs;
         for (size_t k = 0; k < n; k++) {
             if (dag->staged && dag->staged[k])
                 ops->event_destroy(d->dev, dag->staged[k]);
@@ -179,12 +179,12 @@ adag_status_t adag__dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock,
                               "%s: %s: the copy of input %u of ref %llu from its pinned staging "
                               "(channel %s) is still running",
                               fn, nonblock ? "no room now" : "no room in time", i,
-                              (unsigned long long)(ref - dag->max_inflight),
+                              (unsigned long long)(ref - dag->plan.max_inflight),
                               dag->inputs[i]->name);
         if (st != ADAG_OK) {
             adag__error_prefix("%s: waiting for the copy of input %u of ref %llu from its "
                               "pinned staging",
-                              fn, i, (unsigned long long)(ref - dag->max_inflight));
+                              fn, i, (unsigned long long)(ref - dag->plan.max_inflight));
             return st;
         }
         dag->staged_pending[k] = 0;
@@ -214,8 +214,8 @@ adag_status_t adag__dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *c
         if (st != ADAG_OK) {
             adag__error_prefix("%s: input %u (channel %s): copying %zu bytes to %s:%u", fn, i,
                               dag->inputs[i]->name, inputs[i].size,
-                              adag_device_kind_name((uint32_t)dag->driver_dev_kind),
-                              dag->driver_dev_index);
+                              adag_device_kind_name((uint32_t)dag->plan.driver_dev_kind),
+                              dag->plan.driver_dev_index);
             return st;
         }
     }
@@ -231,14 +231,14 @@ adag_status_t adag_dag_enqueue(adag_dag_h dag, void (*fn)(void *args), const voi
     if (!dag->driver_dev)
         return adag__error(ADAG_ERR_INVALID,
                           "%s: DAG %s has no driver device (adag_compile_params_t.driver_device)",
-                          name, dag->name);
+                          name, dag->run.name);
     if (size > ADAG_DEVICE_ARGS_MAX)
         return adag__error(ADAG_ERR_INVALID, "%s: %zu bytes of arguments, at most %d", name, size,
                           ADAG_DEVICE_ARGS_MAX);
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
     if (st != ADAG_OK)
-        adag__error_prefix("%s: DAG %s", name, dag->name);
+        adag__error_prefix("%s: DAG %s", name, dag->run.name);
     return st;
 }
 
@@ -250,7 +250,7 @@ adag_status_t adag_dag_stream(adag_dag_h dag, void **stream)
         return adag__error(ADAG_ERR_INVALID,
                           "adag_dag_stream: DAG %s has no driver device "
                           "(adag_compile_params_t.driver_device)",
-                          dag->name);
+                          dag->run.name);
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     *stream = d->dev->ops->stream_native(d->compute);
     return ADAG_OK;
@@ -270,6 +270,6 @@ adag_status_t adag_dag_stream_sync(adag_dag_h dag, int timeout_ms)
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     st = d->dev->ops->stream_sync(d->compute, adag__deadline_ms(timeout_ms));
     if (st != ADAG_OK)
-        adag__error_prefix("adag_dag_stream_sync: DAG %s", dag->name);
+        adag__error_prefix("adag_dag_stream_sync: DAG %s", dag->run.name);
     return st;
 }

@@ -7,7 +7,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/settings.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 #include "transport/wire.h"
 
 #include <stdlib.h>
@@ -19,8 +19,8 @@ static adag_blob_t endpoint_info(adag_dag_h dag, unsigned c, int who)
 {
     adag_blob_t none = {NULL, 0};
     if (who < 0)
-        return (adag_blob_t){dag->chans[c].driver_info.data, dag->chans[c].driver_info.len};
-    const adag_dag_actor_t *da = &dag->actors[who];
+        return (adag_blob_t){dag->plan.chans[c].driver_info.data, dag->plan.chans[c].driver_info.len};
+    const adag_dag_actor_t *da = &dag->run.actors[who];
     adag_rbuf_t rb = {da->infos.data, da->infos.len, 0, 0};
     uint32_t n = adag__rbuf_u32(&rb);
     for (uint32_t i = 0; i < n && i < da->prog.nchans && !rb.failed; i++) {
@@ -37,8 +37,8 @@ static adag_blob_t endpoint_info(adag_dag_h dag, unsigned c, int who)
  * driver's endpoints connect here. */
 static adag_status_t assemble_peers(adag_dag_h dag)
 {
-    for (unsigned ai = 0; ai < dag->nactors; ai++) {
-        adag_dag_actor_t *da = &dag->actors[ai];
+    for (unsigned ai = 0; ai < dag->run.nactors; ai++) {
+        adag_dag_actor_t *da = &dag->run.actors[ai];
         adag_rbuf_t rb = {da->infos.data, da->infos.len, 0, 0};
         if (adag__rbuf_u32(&rb) != da->prog.nchans || rb.failed)
             return adag__error(ADAG_ERR_PROTOCOL,
@@ -48,7 +48,7 @@ static adag_status_t assemble_peers(adag_dag_h dag)
         adag__wbuf_free(&da->peers);
         adag__wbuf_u32(&da->peers, da->prog.nchans);
         for (uint32_t i = 0; i < da->prog.nchans; i++) {
-            const adag_dag_chan_t *dc = &dag->chans[da->prog.chans[i].id];
+            const adag_dag_chan_t *dc = &dag->plan.chans[da->prog.chans[i].id];
             if (!adag__chan_backend(dc->backend)->connect) {
                 adag__wbuf_u32(&da->peers, 0);
                 continue;
@@ -71,8 +71,8 @@ static adag_status_t assemble_peers(adag_dag_h dag)
  * endpoints connect in their CONNECT step). */
 static adag_status_t connect_driver(adag_dag_h dag)
 {
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        const adag_dag_chan_t *dc = &dag->chans[c];
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        const adag_dag_chan_t *dc = &dag->plan.chans[c];
         const adag_chan_ops_t *ops = adag__chan_backend(dc->backend);
         adag_chan_t *mine = NULL;
         if (!ops->connect)
@@ -107,19 +107,19 @@ static adag_status_t connect_driver(adag_dag_h dag)
  * actor order) is the result. */
 static adag_status_t step_all(adag_dag_h dag, adag_step_t step)
 {
-    unsigned *ais = calloc(dag->nactors + 1, sizeof(*ais));
-    adag_status_t *st = calloc(dag->nactors + 1, sizeof(*st));
-    char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
+    unsigned *ais = calloc(dag->run.nactors + 1, sizeof(*ais));
+    adag_status_t *st = calloc(dag->run.nactors + 1, sizeof(*st));
+    char (*why)[ADAG_ERROR_MAX] = calloc(dag->run.nactors + 1, sizeof(*why));
     adag_status_t result = ADAG_OK;
     if (!ais || !st || !why) {
         result = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto out;
     }
-    for (unsigned i = 0; i < dag->nactors; i++)
+    for (unsigned i = 0; i < dag->run.nactors; i++)
         ais[i] = i;
-    adag__actors_step(dag, ais, dag->nactors, step,
-                     adag__deadline_ms(dag->rt->settings.control_timeout_ms), st, why);
-    for (unsigned i = 0; i < dag->nactors && result == ADAG_OK; i++)
+    adag__actors_step(&dag->run, ais, dag->run.nactors, step,
+                     adag__deadline_ms(dag->run.rt->settings.control_timeout_ms), st, why);
+    for (unsigned i = 0; i < dag->run.nactors && result == ADAG_OK; i++)
         if (st[i] != ADAG_OK)
             result = adag__error(st[i], "adag_graph_compile: %s", why[i]);
 out:

@@ -21,7 +21,7 @@
  *
  * A commit checks its inputs (sizes, tensor metadata against the field's
  * static declaration, the pointers against the views) and, under the lock,
- * enqueues the device inputs' copies (dag/driver_device.c), keeps each
+ * enqueues the device inputs' copies (dag/driver/driver_device.c), keeps each
  * input's size and metadata per slot and publishes what is ready. A
  * refused commit leaves the reservation open.
  *
@@ -33,24 +33,24 @@
 #include "common/error.h"
 #include "common/settings.h"
 #include "common/value.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static void **slot_bufs(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_bufs[(ref % dag->max_inflight) * dag->ninputs];
+    return &dag->slot_bufs[(ref % dag->plan.max_inflight) * dag->ninputs];
 }
 
 static size_t *slot_sizes(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_sizes[(ref % dag->max_inflight) * dag->ninputs];
+    return &dag->slot_sizes[(ref % dag->plan.max_inflight) * dag->ninputs];
 }
 
 static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_metas[(ref % dag->max_inflight) * dag->ninputs];
+    return &dag->slot_metas[(ref % dag->plan.max_inflight) * dag->ninputs];
 }
 
 /* Notes when an execution began to wait for room (span clock; *at 0: it
@@ -66,12 +66,12 @@ static inline void note_blocked(adag_dag_h dag, uint64_t *at)
 static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, int64_t deadline,
                                    const char *fn, uint64_t *blocked_at)
 {
-    while (seq >= dag->next_release + dag->max_inflight) {
+    while (seq >= dag->next_release + dag->plan.max_inflight) {
         if (dag->abort_status != ADAG_OK)
             return adag__dag_abort_error(dag, fn);
         note_blocked(dag, blocked_at);
         uint64_t oldest = dag->next_release;
-        uint8_t f = dag->ref_flags[oldest % dag->max_inflight];
+        uint8_t f = dag->ref_flags[oldest % dag->plan.max_inflight];
         if ((f & REF_RELEASED) && oldest < dag->next_publish) {
             /* released early: its slots come back once it completes */
             adag_status_t st = ADAG_OK;
@@ -103,13 +103,13 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
             return adag__error(ADAG_ERR_AGAIN,
                               "%s: ref %llu %s and ref %llu reuses its slots (max_inflight %u)",
                               fn, (unsigned long long)oldest, why, (unsigned long long)seq,
-                              dag->max_inflight);
+                              dag->plan.max_inflight);
         if (deadline != ADAG_FOREVER && adag__now_ns() >= deadline)
             return adag__error(ADAG_ERR_TIMEOUT,
                               "%s: no room after %d ms: ref %llu %s and ref %llu reuses its "
                               "slots (max_inflight %u); release ref %llu with adag_dag_release",
                               fn, dag->execute_timeout_ms, (unsigned long long)oldest, why,
-                              (unsigned long long)seq, dag->max_inflight,
+                              (unsigned long long)seq, dag->plan.max_inflight,
                               (unsigned long long)oldest);
         adag__dag_cond_wait(dag, deadline);
     }
@@ -135,18 +135,18 @@ static void reservation_ended_locked(adag_dag_h dag)
 static void publish_ready(adag_dag_h dag);
 
 /* Ref seq's tickets on the DAG's shared communicators, drawn for all of
- * them at once (dag/comm_lease.c: one global order), then published. */
+ * them at once (dag/proc/comm_lease.c: one global order), then published. */
 static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
 {
     adag_status_t st = ADAG_OK;
-    void **bufs = &dag->order_bufs[(seq % dag->max_inflight) * dag->norders];
-    pthread_mutex_lock(&dag->rt->order_lock);
+    void **bufs = &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->norders];
+    pthread_mutex_lock(&dag->run.rt->order_lock);
     for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
         uint64_t ticket = adag__comm_lease_next_ticket(dag->order_leases[i]);
         memcpy(bufs[i], &ticket, sizeof(ticket));
         st = adag__chan_publish(dag->orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
     }
-    pthread_mutex_unlock(&dag->rt->order_lock);
+    pthread_mutex_unlock(&dag->run.rt->order_lock);
     return st;
 }
 
@@ -180,7 +180,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     pthread_mutex_lock(&dag->lock);
     if (dag->closing) {
         pthread_mutex_unlock(&dag->lock);
-        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->run.name);
     }
     dag->api_users++;
     while (dag->acquiring) {
@@ -191,12 +191,12 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         if (nonblock || (deadline != ADAG_FOREVER && adag__now_ns() >= deadline)) {
             st = nonblock ? adag__error(ADAG_ERR_AGAIN,
                                        "%s: another thread is taking ref %llu of DAG %s", fn,
-                                       (unsigned long long)dag->next_reserve, dag->name)
+                                       (unsigned long long)dag->next_reserve, dag->run.name)
                           : adag__error(ADAG_ERR_TIMEOUT,
                                        "%s: no room after %d ms: another thread is taking ref "
                                        "%llu of DAG %s",
                                        fn, dag->execute_timeout_ms,
-                                       (unsigned long long)dag->next_reserve, dag->name);
+                                       (unsigned long long)dag->next_reserve, dag->run.name);
             goto fail_locked;
         }
         note_blocked(dag, blocked_at);
@@ -222,12 +222,12 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         if (st == ADAG_ERR_TIMEOUT)
             st = nonblock
                      ? adag__error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu", fn,
-                                   i, (unsigned long long)(seq - dag->max_inflight))
+                                   i, (unsigned long long)(seq - dag->plan.max_inflight))
                      : adag__error(ADAG_ERR_TIMEOUT,
                                    "%s: no room after %d ms: actors still read input %u of "
                                    "ref %llu",
                                    fn, dag->execute_timeout_ms, i,
-                                   (unsigned long long)(seq - dag->max_inflight));
+                                   (unsigned long long)(seq - dag->plan.max_inflight));
         else if (st != ADAG_OK)
             st = adag__dag_wait_error(dag, st, fn);
     }
@@ -242,18 +242,18 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
             st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run ref %llu (channel %s)", fn,
                             nonblock ? "no room now" : "no room in time",
-                            (unsigned long long)(seq - dag->max_inflight), dag->start->name);
+                            (unsigned long long)(seq - dag->plan.max_inflight), dag->start->name);
         else if (st != ADAG_OK)
             st = adag__dag_wait_error(dag, st, fn);
     }
     for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
         st = adag__chan_acquire(dag->orders[i], seq, deadline,
-                               &dag->order_bufs[(seq % dag->max_inflight) * dag->norders + i]);
+                               &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->norders + i]);
         if (st == ADAG_ERR_TIMEOUT)
             st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run the collectives of ref %llu (channel %s)",
                             fn, nonblock ? "no room now" : "no room in time",
-                            (unsigned long long)(seq - dag->max_inflight),
+                            (unsigned long long)(seq - dag->plan.max_inflight),
                             dag->orders[i]->name);
         else if (st != ADAG_OK)
             st = adag__dag_wait_error(dag, st, fn);
@@ -274,7 +274,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     adag__dag_wake(dag);
     if (st != ADAG_OK)
         goto fail_locked;
-    unsigned s = (unsigned)(seq % dag->max_inflight);
+    unsigned s = (unsigned)(seq % dag->plan.max_inflight);
     dag->ref_flags[s] = REF_RESERVED;
     dag->slot_owner[s] = pthread_self();
     dag->next_reserve = seq + 1;
@@ -287,7 +287,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     if (commit_now) {
         if (dag->closing) {
             cancel_locked(dag, seq);
-            st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->name);
+            st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->run.name);
         } else {
             st = commit_locked(dag, seq, inputs, 0, fn);
         }
@@ -311,7 +311,7 @@ static void publish_ready(adag_dag_h dag)
     int moved = 0;
     while (dag->next_publish < dag->next_reserve && dag->abort_status == ADAG_OK) {
         uint64_t seq = dag->next_publish;
-        uint8_t f = dag->ref_flags[seq % dag->max_inflight];
+        uint8_t f = dag->ref_flags[seq % dag->plan.max_inflight];
         if (!(f & (REF_COMMITTED | REF_CANCELLED)))
             break;
         const size_t *sizes = slot_sizes(dag, seq);
@@ -344,7 +344,7 @@ static void publish_ready(adag_dag_h dag)
         return;
     /* the loops may have finished a ref already, before it counted as live
      * for the monitor's recomputation of the fd */
-    if (atomic_load_explicit(&dag->fd_armed, memory_order_relaxed))
+    if (atomic_load_explicit(&dag->run.fd_armed, memory_order_relaxed))
         adag__dag_update_fd(dag);
     adag__dag_advance_releases(dag); /* cancelled refs count as released */
     adag__dag_wake(dag);
@@ -354,12 +354,12 @@ static void publish_ready(adag_dag_h dag)
 static adag_status_t check_reserved(adag_dag_h dag, uint64_t ref, const char *fn)
 {
     uint8_t f = ref < dag->next_reserve && ref >= dag->next_publish
-                    ? dag->ref_flags[ref % dag->max_inflight]
+                    ? dag->ref_flags[ref % dag->plan.max_inflight]
                     : 0;
     if (!(f & REF_RESERVED) || (f & (REF_COMMITTED | REF_CANCELLED)))
         return adag__error(ADAG_ERR_INVALID,
                           "%s: ref %llu of DAG %s is not a reservation waiting for its commit",
-                          fn, (unsigned long long)ref, dag->name);
+                          fn, (unsigned long long)ref, dag->run.name);
     return ADAG_OK;
 }
 
@@ -388,7 +388,7 @@ static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_valu
         for (unsigned d = 0; d < metas[i].ndim; d++)
             metas[i].shape[d] = inputs[i].shape[d];
     }
-    dag->ref_flags[ref % dag->max_inflight] |= REF_COMMITTED;
+    dag->ref_flags[ref % dag->plan.max_inflight] |= REF_COMMITTED;
     dag->stats.executed++;
     publish_ready(dag);
     /* traced: its execute record (2 ref of the indexed ring), begun at the
@@ -402,7 +402,7 @@ static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_valu
 /* Cancels reservation ref (under dag->lock). */
 static void cancel_locked(adag_dag_h dag, uint64_t ref)
 {
-    unsigned s = (unsigned)(ref % dag->max_inflight);
+    unsigned s = (unsigned)(ref % dag->plan.max_inflight);
     if (ref + 1 == dag->next_reserve && !dag->acquiring) {
         dag->ref_flags[s] = 0; /* the newest: given back */
         dag->next_reserve = ref;
@@ -418,7 +418,7 @@ unsigned adag__dag_drop_reservations(adag_dag_h dag, int own_only)
 {
     unsigned n = 0;
     for (uint64_t r = dag->next_reserve; r-- > dag->next_publish;) {
-        unsigned s = (unsigned)(r % dag->max_inflight);
+        unsigned s = (unsigned)(r % dag->plan.max_inflight);
         uint8_t f = dag->ref_flags[s];
         if ((f & REF_RESERVED) && !(f & (REF_COMMITTED | REF_CANCELLED)) &&
             (!own_only || pthread_equal(dag->slot_owner[s], pthread_self()))) {
@@ -433,7 +433,7 @@ unsigned adag__dag_drop_reservations(adag_dag_h dag, int own_only)
 static adag_status_t check_declared(adag_dag_h dag, const char *fn, unsigned i,
                                     const adag_value_t *v)
 {
-    const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
+    const adag_dag_chan_t *c = &dag->plan.chans[dag->input_chan[i]];
     int tensor = v->kind == ADAG_VALUE_TENSOR;
     if (adag__tensor_decl_allows(&c->tensor, tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape))
         return ADAG_OK;
@@ -452,7 +452,7 @@ static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_val
 {
     adag_status_t st;
     if (n != dag->ninputs)
-        return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->name,
+        return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->run.name,
                           dag->ninputs, n);
     for (unsigned i = 0; i < n; i++) {
         if ((st = adag__value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
@@ -463,7 +463,7 @@ static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_val
             return adag__error(ADAG_ERR_TOO_LARGE,
                               "%s: input %u (channel %s) is %zu bytes, larger than the slot "
                               "capacity of %zu bytes",
-                              fn, i, dag->chans[dag->input_chan[i]].name, inputs[i].size,
+                              fn, i, dag->plan.chans[dag->input_chan[i]].name, inputs[i].size,
                               dag->inputs[i]->capacity);
     }
     return ADAG_OK;
@@ -472,11 +472,11 @@ static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_val
 /* What adag_dag_inputs says of input i (no pointers). */
 static void describe_input(adag_dag_h dag, unsigned i, adag_input_view_t *v)
 {
-    const adag_tensor_decl_t *t = &dag->chans[dag->input_chan[i]].tensor;
+    const adag_tensor_decl_t *t = &dag->plan.chans[dag->input_chan[i]].tensor;
     memset(v, 0, sizeof(*v));
     v->capacity = dag->inputs[i]->capacity;
     v->device = adag__dag_input_on_device(dag, i)
-                    ? ADAG_DEVICE(dag->driver_dev_kind, dag->driver_dev_index)
+                    ? ADAG_DEVICE(dag->plan.driver_dev_kind, dag->plan.driver_dev_index)
                     : ADAG_DEVICE_HOST;
     v->flags = (t->flags & ADAG_TENSOR_DECLARED ? ADAG_INPUT_TENSOR : 0) |
                (t->flags & ADAG_TENSOR_STATIC_DTYPE ? ADAG_INPUT_STATIC_DTYPE : 0) |
@@ -508,7 +508,7 @@ static adag_status_t check_written(adag_dag_h dag, uint64_t ref, const char *fn,
         return adag__error(ADAG_ERR_INVALID,
                           "%s: input %u (channel %s) of ref %llu: data %p is not the view's %s "
                           "(%p); a commit names the memory its inputs were written in",
-                          fn, i, dag->chans[dag->input_chan[i]].name, (unsigned long long)ref,
+                          fn, i, dag->plan.chans[dag->input_chan[i]].name, (unsigned long long)ref,
                           v->data, host ? "data" : "device_data", want);
     }
     return ADAG_OK;
@@ -552,7 +552,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t
         return adag__error(ADAG_ERR_INVALID, "%s: dag, views and ref must not be NULL", fn);
     if (n != dag->ninputs)
         return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u views given", fn,
-                          dag->name, dag->ninputs, n);
+                          dag->run.name, dag->ninputs, n);
     if ((st = take_ref(dag, flags, fn, 1, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     /* the views of a reserved ref are stable: its slots' buffers and
@@ -584,7 +584,7 @@ adag_status_t adag_dag_commit(adag_dag_h dag, adag_ref_t ref, const adag_value_t
     if (st == ADAG_OK && dag->closing) {
         cancel_locked(dag, ref);
         st = adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed: ref %llu was cancelled",
-                        fn, dag->name, (unsigned long long)ref);
+                        fn, dag->run.name, (unsigned long long)ref);
     }
     /* a refused input leaves it reserved: fix it and commit, or cancel */
     if (st == ADAG_OK && (st = check_inputs(dag, fn, inputs, n)) == ADAG_OK &&
@@ -621,7 +621,7 @@ adag_status_t adag_dag_inputs(adag_dag_h dag, adag_input_view_t *views, unsigned
 
 const char *adag_dag_name(adag_dag_h dag)
 {
-    return dag ? dag->name : "(null)";
+    return dag ? dag->run.name : "(null)";
 }
 
 adag_status_t adag_dag_config(adag_dag_h dag, adag_config_h *config)
@@ -632,10 +632,10 @@ adag_status_t adag_dag_config(adag_dag_h dag, adag_config_h *config)
     adag_config_h c = calloc(1, sizeof(*c));
     if (!c)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_config: out of memory");
-    adag_status_t st = adag__settings_copy(&c->settings, &dag->rt->settings);
+    adag_status_t st = adag__settings_copy(&c->settings, &dag->run.rt->settings);
     if (st != ADAG_OK) {
         free(c);
-        adag__error_prefix("adag_dag_config: DAG %s", dag->name);
+        adag__error_prefix("adag_dag_config: DAG %s", dag->run.name);
         return st;
     }
     *config = c;

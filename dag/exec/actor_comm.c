@@ -1,5 +1,5 @@
-/* The communicators an actor joined: see dag/actor_comm.h. */
-#include "dag/actor_comm.h"
+/* The communicators an actor joined: see dag/exec/actor_comm.h. */
+#include "dag/exec/actor_comm.h"
 
 #include "common/clock.h"
 #include "common/error.h"

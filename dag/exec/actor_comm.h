@@ -5,7 +5,7 @@
  * travel by ADAG_TRANSPORT_COMM (leased to one DAG at a time) or for the
  * members of its collectives (shared by the live DAGs over them, which take
  * turns on it); the next DAG over the same actors gets it again, already
- * joined (dag/comm_lease.c). Its `key` (the driver's number for it, unique
+ * joined (dag/proc/comm_lease.c). Its `key` (the driver's number for it, unique
  * in the runtime) names it in programs and channel geometries.
  *
  * An entry's life in an actor:
@@ -34,8 +34,8 @@
 #define ADAG_DAG_ACTOR_COMM_H
 
 #include "common/settings.h"
-#include "dag/actor_device.h"
-#include "dag/program.h"
+#include "dag/exec/actor_device.h"
+#include "dag/exec/program.h"
 #include "gpu/comm.h"
 #include "transport/channel.h"
 
@@ -89,7 +89,7 @@ void adag__actor_comm_abort_why(adag_actor_comm_t *e, adag_status_t status, cons
                                const void *by);
 /* A DAG holding it was aborted in this process (failed: not a plain
  * destroy): one it does not share is aborted (a send/recv may be half
- * done); a shared one is left to the DAG's loops (dag/loop_collective.c:
+ * done); a shared one is left to the DAG's loops (dag/exec/loop_collective.c:
  * aborted only if the DAG was inside a collective on it). Wakes its turn
  * waits either way. */
 void adag__actor_comm_dag_aborted(adag_actor_comm_t *e, int failed);
@@ -97,7 +97,7 @@ int adag__actor_comm_shared(const adag_actor_comm_t *e);
 /* Records why it is about to be aborted, and with what status, without
  * aborting it yet (the first reason wins; `by` as for abort_why): a loop
  * whose DAG fails in a collective first reports its failure, then its
- * abort (the DAG's hook, dag/loop_turns.c) carries this reason, so the
+ * abort (the DAG's hook, dag/exec/loop_collective.c) carries this reason, so the
  * peers that the abort stops report after the cause. */
 void adag__actor_comm_blame(adag_actor_comm_t *e, adag_status_t status, const char *why,
                            const void *by);
@@ -120,7 +120,7 @@ adag_status_t adag__actor_comm_broken(adag_actor_comm_t *e, const void *by, char
 
 /*
  * Turns, on a shared communicator (spec.shared): the driver hands each
- * execution of each DAG over it a ticket (dag/comm_lease.c), 0, 1, 2, ...
+ * execution of each DAG over it a ticket (dag/proc/comm_lease.c), 0, 1, 2, ...
  * in one global order; a loop runs the collectives of its execution on it
  * only while holding that ticket's turn, which comes once every earlier
  * ticket's turn ended or was given up. Every rank runs the same tickets

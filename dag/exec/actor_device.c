@@ -1,5 +1,5 @@
-/* The device of a device-bound actor: see dag/actor_device.h. */
-#include "dag/actor_device.h"
+/* The device of a device-bound actor: see dag/exec/actor_device.h. */
+#include "dag/exec/actor_device.h"
 
 #include "common/error.h"
 #include "common/log.h"

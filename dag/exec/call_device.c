@@ -5,7 +5,7 @@
  * the next operation while the stream runs the work.
  */
 #include "common/error.h"
-#include "dag/loop.h"
+#include "dag/exec/loop.h"
 #include "gpu/device.h"
 
 int32_t adag_call_device(adag_call_h call)

@@ -1,4 +1,4 @@
-#include "dag/class.h"
+#include "dag/exec/class.h"
 
 #include "common/error.h"
 

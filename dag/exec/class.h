@@ -1,13 +1,13 @@
 /* Actor classes wherever they come from: adag_class_register (thread
  * actors, dag/runtime.c) and modules loaded by adag-worker (process actors,
- * dag/worker.c) check a class definition here, the same way; the driver
- * checks the method table a worker replies with (dag/actor.c) against the
+ * dag/proc/worker.c) check a class definition here, the same way; the driver
+ * checks the method table a worker replies with (dag/proc/actor.c) against the
  * same limits (adag__method_shape_ok). */
 #ifndef ADAG_DAG_CLASS_H
 #define ADAG_DAG_CLASS_H
 
 #include "common/names.h"
-#include "dag/loop.h"
+#include "dag/exec/loop.h"
 
 #include <adag.h>
 #include <string.h>

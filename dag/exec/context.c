@@ -1,7 +1,7 @@
-#include "dag/context.h"
+#include "dag/exec/context.h"
 
 #include "common/error.h"
-#include "dag/actor_comm.h"
+#include "dag/exec/actor_comm.h"
 
 #include <stdlib.h>
 #include <string.h>

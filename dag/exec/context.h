@@ -27,13 +27,13 @@ typedef struct {
     pthread_mutex_t lock; /* the endpoint list (abort may come from any thread) */
     adag_chan_t **eps;
     unsigned neps, cap;
-    /* the communicators its endpoints use (dag/actor_comm.h): one
+    /* the communicators its endpoints use (dag/exec/actor_comm.h): one
      * reference each, given back after the endpoints are closed */
     struct adag_actor_comm **comms;
     unsigned ncomms;
     /* called by adag__ctx_abort, under lock, after the abort word is set:
      * each running loop with collectives on shared communicators decides
-     * which of them its failure leaves broken (dag/loop_collective.c) */
+     * which of them its failure leaves broken (dag/exec/loop_collective.c) */
     struct adag_ctx_abort_hook {
         void (*fn)(void *arg, int failed);
         void *arg;

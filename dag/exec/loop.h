@@ -12,11 +12,11 @@
 #ifndef ADAG_DAG_LOOP_H
 #define ADAG_DAG_LOOP_H
 
-#include "dag/actor_comm.h"
-#include "dag/context.h"
-#include "dag/loop_stats.h"
+#include "dag/exec/actor_comm.h"
+#include "dag/exec/context.h"
+#include "dag/exec/loop_stats.h"
 #include "common/trace.h"
-#include "dag/program.h"
+#include "dag/exec/program.h"
 #include "transport/channel.h"
 
 #include <adag.h>
@@ -68,7 +68,7 @@ struct adag_call {
                                          method then returns an error) */
 };
 
-/* A failing adag_call_* on a valid call (dag/loop.c, dag/call_device.c):
+/* A failing adag_call_* on a valid call (dag/exec/loop.c, dag/exec/call_device.c):
  * records the message in call->call_err, so that a method that passes the
  * status on reports it rather than just the code, and as this thread's
  * last error. Returns st. */
@@ -76,6 +76,7 @@ adag_status_t adag__call_error(adag_call_h call, adag_status_t st, const char *f
     ADAG_PRINTF(3, 4);
 /* The name of the method the call runs. */
 const char *adag__call_method_name(adag_call_h call);
+/* (both in call.c, with the adag_call_* functions) */
 
 /* Called (from the loop thread) when the loop meets a failure it cannot pass
  * on in a slot; the loop then stops. */
@@ -87,7 +88,7 @@ struct adag_loop {
      * loop thread writes, adag_dag_write_trace (thread actors) or the
      * worker's TRACE_DAG answer (process actors) copies */
     adag_trace_ring_t *trace;
-    /* its counters (dag/loop_stats.h): per op and per program channel;
+    /* its counters (dag/exec/loop_stats.h): per op and per program channel;
      * times too when trace is set */
     adag_op_counters_t *op_counters;
     adag_chan_counters_t *chan_counters;
@@ -109,7 +110,7 @@ struct adag_loop {
      * released */
     adag_status_t start_status;
     const char *start_err;
-    /* Host values of a device-bound actor (dag/loop_host_values.c; loop
+    /* Host values of a device-bound actor (dag/exec/loop_host_values.c; loop
      * thread only): a method used the compute stream since the loop last
      * knew it idle (stream_dirty); its methods take arguments in host
      * memory (host_args); executions [held_from, held_to) whose reads are
@@ -142,10 +143,10 @@ struct adag_loop {
     /* the device they run on: the actor's, or for a host actor (host
      * tensors in a collective) its table's emulated device; NULL: none */
     const adag_chan_device_t *comm_device;
-    /* the program's collective operations (dag/loop_collective.c) */
+    /* the program's collective operations (dag/exec/loop_collective.c) */
     struct adag_loop_coll *colls;
     unsigned ncolls;
-    /* per program communicator: its turns if shared (dag/loop_turns.c);
+    /* per program communicator: its turns if shared (dag/exec/loop_collective.c);
      * NULL: none */
     struct adag_loop_turn *turns;
     pthread_t thread;
@@ -162,9 +163,13 @@ adag_status_t adag__loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, 
 adag_status_t adag__loop_figures(adag_loop_t *loop, adag_loop_figures_t *out);
 
 /* Releases every slot execution seq read here (the loop thread). */
-void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq);
+static inline void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq)
+{
+    for (unsigned i = 0; i < loop->nreads; i++)
+        adag__chan_release(loop->chans[loop->reads[i]], seq);
+}
 
-/* Host values and device work (dag/loop_host_values.c), loop thread only.
+/* Host values and device work (dag/exec/loop_host_values.c), loop thread only.
  * hold_open: at the loop's start (its thread bound to the device), notes
  * whether its methods take host arguments and, if so, makes the events
  * that hold their release; hold_close frees them. settle_returns: before
@@ -185,7 +190,13 @@ adag_status_t adag__loop_release_held(adag_loop_t *loop, uint64_t seq);
 
 /* Fails this DAG from the loop thread (on_fail, else on_fatal): never a
  * hang; the loop then stops (its waits return ADAG_ERR_CLOSED). */
-void adag__loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg);
+static inline void adag__loop_fail_dag(adag_loop_t *loop, adag_status_t st, const char *msg)
+{
+    if (loop->on_fail)
+        loop->on_fail(loop->fail_ctx, st, msg);
+    else if (loop->on_fatal)
+        loop->on_fatal(loop->fatal_ctx, st, msg);
+}
 
 /* PREPARE: starts joining the program's communicators (every rank at
  * once: a thread each), opens the loop's channel endpoints in ctx and

@@ -29,7 +29,7 @@
  */
 #include "common/clock.h"
 #include "common/error.h"
-#include "dag/loop.h"
+#include "dag/exec/loop.h"
 #include "gpu/device.h"
 
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
- * An actor loop's figures (dag/loop_stats.h): read from its counters
+ * An actor loop's figures (dag/exec/loop_stats.h): read from its counters
  * while it runs.
  */
-#include "dag/loop.h"
+#include "dag/exec/loop.h"
 
 #include "common/error.h"
 

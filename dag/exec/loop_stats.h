@@ -1,5 +1,5 @@
 /*
- * What an actor loop counts (dag/loop.c) and the figures read from it
+ * What an actor loop counts (dag/exec/loop.c) and the figures read from it
  * (adag_dag_stats_take, the worker's STATS_DAG answer). Counts of ops,
  * values and bytes are kept always (one add each); times only when the
  * DAG is traced (a span clock read at every boundary of an op, which the

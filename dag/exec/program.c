@@ -1,4 +1,4 @@
-#include "dag/program.h"
+#include "dag/exec/program.h"
 
 #include "common/trace.h"
 

@@ -20,7 +20,7 @@
 /* Operation kinds; the encoder, decoder and loop dispatch on the kind. */
 typedef enum {
     ADAG_OP_CALL = 1,       /* READ args -> COMPUTE method -> WRITE returns */
-    ADAG_OP_COLLECTIVE = 2, /* one member's part of a collective (dag/loop_collective.c) */
+    ADAG_OP_COLLECTIVE = 2, /* one member's part of a collective (dag/exec/loop_collective.c) */
 } adag_op_kind_t;
 
 typedef enum {
@@ -57,14 +57,14 @@ typedef struct {
     uint64_t comm_key;
 } adag_prog_chan_t;
 
-/* A communicator this actor joins for the DAG (dag/actor_comm.h). */
+/* A communicator this actor joins for the DAG (dag/exec/actor_comm.h). */
 typedef struct {
     uint64_t key;     /* the driver's number for it, nonzero */
     uint32_t kind;    /* adag_comm_kind_t */
     uint32_t nranks;  /* 2..ADAG_COMM_MAX_RANKS */
     uint32_t rank;    /* this actor's */
     adag_comm_id_t id;
-    /* Shared by the DAGs whose collectives use it (dag/comm_lease.c): this
+    /* Shared by the DAGs whose collectives use it (dag/proc/comm_lease.c): this
      * DAG's executions take turns on it, each with the ticket the driver
      * publishes on order_chan (8 bytes; this actor reads it), running its
      * ncolls collectives on it per execution within the turn. Not shared
@@ -107,7 +107,7 @@ typedef struct {
     uint32_t spin_yield;
     uint64_t trace_spans; /* spans of the loop's trace ring; 0: tracing off */
     /* a device communication op of this actor not done in this many ms
-     * fails the DAG (dag/watchdog.h); <= 0: not watched */
+     * fails the DAG (dag/exec/watchdog.h); <= 0: not watched */
     int64_t comm_timeout_ms;
     /* the channel the driver publishes as each execution starts, read by an
      * actor with a method that takes no argument (so it runs in its

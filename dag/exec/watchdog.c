@@ -1,4 +1,4 @@
-#include "dag/watchdog.h"
+#include "dag/exec/watchdog.h"
 
 #include "common/clock.h"
 #include "common/error.h"

@@ -1,7 +1,7 @@
 /*
  * The compiler's part for tensors declared with ADAG_TRANSPORT_COMM: the
  * DAG's communicator (one, over every device actor such a tensor touches,
- * leased from dag/comm_lease.c), each channel's key and ranks, and the
+ * leased from dag/proc/comm_lease.c), each channel's key and ranks, and the
  * check that the ranks issue their send/recv in one consistent order.
  *
  * Why the order matters: a send occupies its rank's stream until the peer
@@ -13,7 +13,7 @@
  * none waits forever; with one, the ranks on the cycle wait on each other.
  */
 #include "common/error.h"
-#include "dag/internal.h"
+#include "dag/graph/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +23,9 @@ static int is_comm(const adag_dag_chan_t *c)
     return (c->tensor.flags & ADAG_TENSOR_DECLARED) && c->tensor.transport == ADAG_TRANSPORT_COMM;
 }
 
-static const char *who(adag_dag_h dag, int ai)
+static const char *who(const adag_dag_run_t *run, int ai)
 {
-    return ai < 0 ? "the driver" : dag->actors[ai].actor->name;
+    return ai < 0 ? "the driver" : run->actors[ai].actor->name;
 }
 
 static int cmp_unsigned(const void *a, const void *b)
@@ -36,7 +36,7 @@ static int cmp_unsigned(const void *a, const void *b)
 
 /* A refusal of tensor c, naming its edge: the writer and reader r (-1:
  * its readers). */
-static adag_status_t comm_error(adag_dag_h dag, const adag_dag_chan_t *c, int r,
+static adag_status_t comm_error(const adag_dag_run_t *run, const adag_dag_chan_t *c, int r,
                                 const char *fmt, const char *arg)
 {
     char why[256];
@@ -44,9 +44,9 @@ static adag_status_t comm_error(adag_dag_h dag, const adag_dag_chan_t *c, int r,
     return adag__error(ADAG_ERR_INVALID,
                       "adag_graph_compile: tensor %s (%s -> %s%s) is declared with transport "
                       "ADAG_TRANSPORT_COMM, but %s",
-                      c->name, who(dag, c->writer),
-                      r >= 0 ? who(dag, c->readers[r])
-                      : c->nreaders ? who(dag, c->readers[0]) : "no reader",
+                      c->name, who(run, c->writer),
+                      r >= 0 ? who(run, c->readers[r])
+                      : c->nreaders ? who(run, c->readers[0]) : "no reader",
                       r < 0 && c->nreaders > 1 ? " and others" : "", why);
 }
 
@@ -67,12 +67,12 @@ static adag_status_t add_rank(unsigned *ids, unsigned *n, unsigned id)
 
 /* Leases the communicator of backend ops over ids[0..n) (rank order) for
  * the DAG, or finds the one it already leased over that list. */
-static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
+static adag_status_t lease_group(adag_plan_t *plan, const adag_dag_run_t *run, const adag_comm_ops_t *ops,
                                  const unsigned *ids, unsigned n, int exclusive,
                                  adag_comm_lease_t **out)
 {
-    for (unsigned i = 0; i < dag->ncomm_leases; i++) {
-        adag_comm_lease_t *l = dag->comm_leases[i];
+    for (unsigned i = 0; i < plan->ncomm_leases; i++) {
+        adag_comm_lease_t *l = plan->comm_leases[i];
         int same = adag__comm_lease_ops(l) == ops && adag__comm_lease_nranks(l) == n;
         for (unsigned r = 0; same && r < n; r++)
             same = adag__comm_lease_rank(l, ids[r]) == (int)r;
@@ -81,19 +81,19 @@ static adag_status_t lease_group(adag_dag_h dag, const adag_comm_ops_t *ops,
             return ADAG_OK;
         }
     }
-    adag_comm_lease_t **ls = realloc(dag->comm_leases, (dag->ncomm_leases + 1) * sizeof(*ls));
+    adag_comm_lease_t **ls = realloc(plan->comm_leases, (plan->ncomm_leases + 1) * sizeof(*ls));
     if (!ls)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    dag->comm_leases = ls;
-    if (dag->ncomm_leases == 64)
+    plan->comm_leases = ls;
+    if (plan->ncomm_leases == 64)
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: a DAG uses at most 64 "
                           "communicators (distinct member lists)");
-    adag_status_t st = adag__comm_lease_take(dag->rt, ops, ids, n, exclusive, out);
+    adag_status_t st = adag__comm_lease_take(run->rt, ops, ids, n, exclusive, out);
     if (st != ADAG_OK) {
         adag__error_prefix("adag_graph_compile");
         return st;
     }
-    dag->comm_leases[dag->ncomm_leases++] = *out;
+    plan->comm_leases[plan->ncomm_leases++] = *out;
     return ADAG_OK;
 }
 
@@ -117,36 +117,36 @@ static adag_status_t backend_of(int kind, const char *what, const adag_comm_ops_
 
 /* The tensors with ADAG_TRANSPORT_COMM: one communicator over every
  * device actor they touch (ranks in actor-id order). */
-static adag_status_t plan_transfers(adag_dag_h dag)
+static adag_status_t plan_transfers(adag_plan_t *plan, const adag_dag_run_t *run)
 {
     unsigned ids[ADAG_COMM_MAX_RANKS], n = 0;
     int kind = -1;
     const adag_dag_chan_t *first = NULL;
     adag_status_t st;
 
-    for (unsigned ci = 0; ci < dag->nchans; ci++) {
-        const adag_dag_chan_t *c = &dag->chans[ci];
+    for (unsigned ci = 0; ci < plan->nchans; ci++) {
+        const adag_dag_chan_t *c = &plan->chans[ci];
         if (!is_comm(c))
             continue;
         if (c->writer < 0)
-            return comm_error(dag, c, -1, "%s writes it: a communicator joins device-bound "
+            return comm_error(run, c, -1, "%s writes it: a communicator joins device-bound "
                               "actors", "the driver");
         if (c->places[0].kind < 0)
-            return comm_error(dag, c, -1, "its writer %s is not a device-bound actor",
-                              who(dag, c->writer));
+            return comm_error(run, c, -1, "its writer %s is not a device-bound actor",
+                              who(run, c->writer));
         unsigned ndev = 0;
         for (unsigned r = 0; r < c->nreaders; r++) {
             if (c->places[1 + r].kind < 0)
                 continue; /* host memory: by the ring's copy */
             if (c->readers[r] < 0)
-                return comm_error(dag, c, (int)r, "%s reads it on its driver device: a "
+                return comm_error(run, c, (int)r, "%s reads it on its driver device: a "
                                   "communicator joins actors only (without a driver device "
                                   "the driver reads it in host memory)", "the driver");
             ndev++;
         }
         if (ndev == 0)
-            return comm_error(dag, c, -1, "none of its readers is a device-bound actor "
-                              "(writer %s)", who(dag, c->writer));
+            return comm_error(run, c, -1, "none of its readers is a device-bound actor "
+                              "(writer %s)", who(run, c->writer));
         if (kind >= 0 && c->places[0].kind != kind)
             return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: tensors %s (%s devices) and %s (%s devices) "
@@ -157,11 +157,11 @@ static adag_status_t plan_transfers(adag_dag_h dag)
         kind = c->places[0].kind;
         if (!first)
             first = c;
-        if ((st = add_rank(ids, &n, dag->actors[c->writer].actor->id)) != ADAG_OK)
+        if ((st = add_rank(ids, &n, run->actors[c->writer].actor->id)) != ADAG_OK)
             return st;
         for (unsigned r = 0; r < c->nreaders; r++)
             if (c->places[1 + r].kind >= 0 &&
-                (st = add_rank(ids, &n, dag->actors[c->readers[r]].actor->id)) != ADAG_OK)
+                (st = add_rank(ids, &n, run->actors[c->readers[r]].actor->id)) != ADAG_OK)
                 return st;
     }
     if (!first)
@@ -173,10 +173,10 @@ static adag_status_t plan_transfers(adag_dag_h dag)
         return st;
     qsort(ids, n, sizeof(ids[0]), cmp_unsigned);
     adag_comm_lease_t *l;
-    if ((st = lease_group(dag, ops, ids, n, 1, &l)) != ADAG_OK)
+    if ((st = lease_group(plan, run, ops, ids, n, 1, &l)) != ADAG_OK)
         return st;
-    for (unsigned ci = 0; ci < dag->nchans; ci++) {
-        adag_dag_chan_t *c = &dag->chans[ci];
+    for (unsigned ci = 0; ci < plan->nchans; ci++) {
+        adag_dag_chan_t *c = &plan->chans[ci];
         if (!is_comm(c))
             continue;
         c->comm_key = adag__comm_lease_key(l);
@@ -184,27 +184,27 @@ static adag_status_t plan_transfers(adag_dag_h dag)
             int ai = j == 0 ? c->writer : c->readers[j - 1];
             if (c->places[j].kind >= 0)
                 c->places[j].comm_rank =
-                    (uint32_t)adag__comm_lease_rank(l, dag->actors[ai].actor->id);
+                    (uint32_t)adag__comm_lease_rank(l, run->actors[ai].actor->id);
         }
     }
     return ADAG_OK;
 }
 
-adag_status_t adag__compile_comm_plan(adag_dag_h dag, const adag_collective_t *const *colls,
+adag_status_t adag__compile_comm_plan(adag_plan_t *plan, const adag_dag_run_t *run, const adag_collective_t *const *colls,
                                      unsigned ncolls, const int *actor_index)
 {
-    adag_status_t st = plan_transfers(dag);
+    adag_status_t st = plan_transfers(plan, run);
     if (st != ADAG_OK || ncolls == 0)
         return st;
     /* each collective: the communicator over its members, ranks in member order */
-    if (!(dag->coll_keys = calloc(ncolls, sizeof(*dag->coll_keys))))
+    if (!(plan->coll_keys = calloc(ncolls, sizeof(*plan->coll_keys))))
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    dag->ncolls = ncolls;
+    plan->ncolls = ncolls;
     for (unsigned k = 0; k < ncolls; k++) {
         const adag_collective_t *c = colls[k];
         unsigned ids[ADAG_COMM_MAX_RANKS];
         for (unsigned m = 0; m < c->n; m++)
-            ids[m] = dag->actors[actor_index[c->outputs[m]->id]].actor->id;
+            ids[m] = run->actors[actor_index[c->outputs[m]->id]].actor->id;
         const adag_comm_ops_t *ops;
         char what[160];
         snprintf(what, sizeof(what), "%s#%u", adag__coll_kind_name(c->kind), c->id);
@@ -213,27 +213,28 @@ adag_status_t adag__compile_comm_plan(adag_dag_h dag, const adag_collective_t *c
         if ((st = backend_of(kind < 0 ? ADAG_DEV_EMULATED : kind, what, &ops)) != ADAG_OK)
             return st;
         adag_comm_lease_t *l;
-        if ((st = lease_group(dag, ops, ids, c->n, 0, &l)) != ADAG_OK)
+        if ((st = lease_group(plan, run, ops, ids, c->n, 0, &l)) != ADAG_OK)
             return st;
-        dag->coll_keys[k] = adag__comm_lease_key(l);
+        plan->coll_keys[k] = adag__comm_lease_key(l);
     }
     return ADAG_OK;
 }
 
-adag_status_t adag__compile_comm_program(adag_dag_h dag, unsigned ai, adag_program_t *p)
+adag_status_t adag__compile_comm_program(const adag_plan_t *plan, const adag_dag_run_t *run,
+                                        unsigned ai, adag_program_t *p)
 {
-    if (!dag->ncomm_leases)
+    if (!plan->ncomm_leases)
         return ADAG_OK;
-    if (!(p->comms = calloc(dag->ncomm_leases, sizeof(*p->comms))))
+    if (!(p->comms = calloc(plan->ncomm_leases, sizeof(*p->comms))))
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    for (unsigned i = 0; i < dag->ncomm_leases; i++) {
-        const adag_comm_lease_t *l = dag->comm_leases[i];
-        int rank = adag__comm_lease_rank(l, dag->actors[ai].actor->id);
+    for (unsigned i = 0; i < plan->ncomm_leases; i++) {
+        const adag_comm_lease_t *l = plan->comm_leases[i];
+        int rank = adag__comm_lease_rank(l, run->actors[ai].actor->id);
         if (rank < 0)
             continue;
         uint32_t ncolls = 0;
-        for (unsigned k = 0; k < dag->ncolls; k++)
-            ncolls += dag->coll_keys[k] == adag__comm_lease_key(l);
+        for (unsigned k = 0; k < plan->ncolls; k++)
+            ncolls += plan->coll_keys[k] == adag__comm_lease_key(l);
         p->comms[p->ncomms++] = (adag_comm_spec_t){
             .key = adag__comm_lease_key(l),
             .kind = adag__comm_lease_ops(l)->kind,
@@ -256,7 +257,8 @@ typedef struct {
 } order_edge_t;
 
 typedef struct {
-    adag_dag_h dag;
+    const adag_plan_t *plan;
+    const adag_dag_run_t *run;
     unsigned *first;     /* per channel: its first transfer's number (readers in order) */
     unsigned ntransfers; /* nodes 0..ntransfers: transfers; then one per collective */
     unsigned nnodes;
@@ -286,11 +288,12 @@ static adag_status_t add_edge(order_t *o, unsigned from, unsigned to, unsigned a
  * make the edges. */
 static adag_status_t actor_edges(order_t *o, unsigned ai, unsigned char *received)
 {
-    adag_dag_h dag = o->dag;
-    const adag_program_t *p = &dag->actors[ai].prog;
+    const adag_plan_t *plan = o->plan;
+    const adag_dag_run_t *run = o->run;
+    const adag_program_t *p = &run->actors[ai].prog;
     long prev = -1;
     adag_status_t st;
-    memset(received, 0, dag->nchans);
+    memset(received, 0, plan->nchans);
     for (uint32_t i = 0; i < p->nops; i++) {
         const adag_prog_op_t *op = &p->ops[i];
         if (op->kind == ADAG_OP_COLLECTIVE) {
@@ -301,7 +304,7 @@ static adag_status_t actor_edges(order_t *o, unsigned ai, unsigned char *receive
         }
         for (uint32_t a = 0; op->kind == ADAG_OP_CALL && a < op->nargs; a++) {
             const adag_prog_chan_t *pc = &p->chans[op->args[a]];
-            const adag_dag_chan_t *c = &dag->chans[pc->id];
+            const adag_dag_chan_t *c = &plan->chans[pc->id];
             if (!c->comm_key || pc->reader < 0 || c->places[1 + pc->reader].kind < 0 ||
                 received[pc->id])
                 continue;
@@ -313,7 +316,7 @@ static adag_status_t actor_edges(order_t *o, unsigned ai, unsigned char *receive
         }
         for (uint32_t r = 0; r < op->nrets; r++) {
             unsigned ci = p->chans[op->rets[r]].id;
-            const adag_dag_chan_t *c = &dag->chans[ci];
+            const adag_dag_chan_t *c = &plan->chans[ci];
             if (!c->comm_key)
                 continue;
             for (unsigned rd = 0; rd < c->nreaders; rd++) {
@@ -333,8 +336,8 @@ static void transfer_name(order_t *o, unsigned t, char *buf, size_t len)
 {
     if (t >= o->ntransfers) { /* a collective: its name and members, from a member's op */
         unsigned k = t - o->ntransfers;
-        for (unsigned ai = 0; ai < o->dag->nactors; ai++) {
-            const adag_program_t *p = &o->dag->actors[ai].prog;
+        for (unsigned ai = 0; ai < o->run->nactors; ai++) {
+            const adag_program_t *p = &o->run->actors[ai].prog;
             for (uint32_t i = 0; i < p->nops; i++)
                 if (p->ops[i].kind == ADAG_OP_COLLECTIVE && p->ops[i].coll_id == k) {
                     static const char *const kinds[] = {"allreduce", "allgather",
@@ -347,9 +350,9 @@ static void transfer_name(order_t *o, unsigned t, char *buf, size_t len)
         snprintf(buf, len, "collective #%u", k);
         return;
     }
-    const adag_dag_chan_t *c = &o->dag->chans[o->chan_of[t]];
-    snprintf(buf, len, "%s (%s -> %s)", c->name, who(o->dag, c->writer),
-             who(o->dag, c->readers[o->reader_of[t]]));
+    const adag_dag_chan_t *c = &o->plan->chans[o->chan_of[t]];
+    snprintf(buf, len, "%s (%s -> %s)", c->name, who(o->run, c->writer),
+             who(o->run, c->readers[o->reader_of[t]]));
 }
 
 /* A cycle is left after Kahn's sort: from a node still holding an
@@ -385,7 +388,7 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
     char x[200], y[200];
     transfer_name(o, in->from, x, sizeof(x));
     transfer_name(o, in->to, y, sizeof(y));
-    const char *p = o->dag->actors[in->actor].actor->name;
+    const char *p = o->run->actors[in->actor].actor->name;
     adag_status_t st;
     if (len == 2) {
         const order_edge_t *back = &o->edges[step[in->from]];
@@ -394,7 +397,7 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
                         "on each other: %s issues the first before the second, %s the second "
                         "before the first; bind them in one order (or declare a tensor with "
                         "transport ADAG_TRANSPORT_IPC or ADAG_TRANSPORT_HOST)",
-                        x, y, p, o->dag->actors[back->actor].actor->name);
+                        x, y, p, o->run->actors[back->actor].actor->name);
     } else {
         st = adag__error(ADAG_ERR_INVALID,
                         "adag_graph_compile: the communication operations %s and %s would wait "
@@ -408,36 +411,36 @@ static adag_status_t report_cycle(order_t *o, const unsigned *indeg)
     return st;
 }
 
-adag_status_t adag__compile_comm_check_order(adag_dag_h dag)
+adag_status_t adag__compile_comm_check_order(const adag_plan_t *plan, const adag_dag_run_t *run)
 {
-    order_t o = {.dag = dag};
+    order_t o = {.plan = plan, .run = run};
     adag_status_t st = ADAG_OK;
     unsigned *indeg = NULL, *queue = NULL;
     unsigned char *received = NULL;
-    if (!dag->ncomm_leases)
+    if (!plan->ncomm_leases)
         return ADAG_OK;
-    o.first = calloc(dag->nchans + 1, sizeof(*o.first));
-    received = calloc(dag->nchans + 1, 1);
+    o.first = calloc(plan->nchans + 1, sizeof(*o.first));
+    received = calloc(plan->nchans + 1, 1);
     if (!o.first || !received)
         goto nomem;
-    for (unsigned ci = 0; ci < dag->nchans; ci++) {
+    for (unsigned ci = 0; ci < plan->nchans; ci++) {
         o.first[ci] = o.ntransfers;
-        if (dag->chans[ci].comm_key)
-            o.ntransfers += dag->chans[ci].nreaders;
+        if (plan->chans[ci].comm_key)
+            o.ntransfers += plan->chans[ci].nreaders;
     }
-    o.nnodes = o.ntransfers + dag->ncolls;
+    o.nnodes = o.ntransfers + plan->ncolls;
     o.chan_of = calloc(o.ntransfers + 1, sizeof(*o.chan_of));
     o.reader_of = calloc(o.ntransfers + 1, sizeof(*o.reader_of));
     indeg = calloc(o.nnodes + 1, sizeof(*indeg));
     queue = calloc(o.nnodes + 1, sizeof(*queue));
     if (!o.chan_of || !o.reader_of || !indeg || !queue)
         goto nomem;
-    for (unsigned ci = 0; ci < dag->nchans; ci++)
-        for (unsigned r = 0; dag->chans[ci].comm_key && r < dag->chans[ci].nreaders; r++) {
+    for (unsigned ci = 0; ci < plan->nchans; ci++)
+        for (unsigned r = 0; plan->chans[ci].comm_key && r < plan->chans[ci].nreaders; r++) {
             o.chan_of[o.first[ci] + r] = ci;
             o.reader_of[o.first[ci] + r] = r;
         }
-    for (unsigned ai = 0; ai < dag->nactors && st == ADAG_OK; ai++)
+    for (unsigned ai = 0; ai < run->nactors && st == ADAG_OK; ai++)
         st = actor_edges(&o, ai, received);
     if (st != ADAG_OK)
         goto out;

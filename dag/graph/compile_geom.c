@@ -1,5 +1,5 @@
 /*
- * Every channel's geometry, part of the compiler (dag/compile.c): its slot
+ * Every channel's geometry, part of the compiler (dag/driver/compile.c): its slot
  * size and slot count, each channel its own, so an edge moving 4-byte
  * token ids does not take the slots of one moving megabytes of logits.
  *
@@ -23,7 +23,7 @@
  * device-bound actor whose stream still reads host inputs releases them
  * when that work is done, and waits for it before it waits for execution
  * seq's inputs when seq - k is held, k the fewest slots it reads:
- * dag/loop_host_values.c). Order every op of every execution by
+ * dag/exec/loop_host_values.c). Order every op of every execution by
  * (execution, bind order): the lowest op not yet done always runs. Its
  * inputs come from lower ops, all done; a slot it writes waits for
  * readers to finish execution seq - k, whose ops are all lower and done;
@@ -37,8 +37,8 @@
  */
 #include "common/error.h"
 #include "common/value.h"
-#include "dag/internal.h"
-#include "dag/loop_collective.h"
+#include "dag/graph/plan.h"
+#include "dag/exec/loop_collective.h"
 
 #include <stdio.h>
 
@@ -52,12 +52,12 @@ static int static_bytes(const adag_tensor_decl_t *decl, size_t *bytes)
                ADAG_TENSOR_OK;
 }
 
-adag_status_t adag__compile_value_geometry(adag_dag_h dag, adag_node_h v, adag_dag_chan_t *c)
+adag_status_t adag__compile_value_geometry(const adag_plan_t *plan, adag_node_h v, adag_dag_chan_t *c)
 {
     char d[160];
     size_t exact = 0;
-    c->geom.nslots = dag->max_inflight;
-    c->geom.capacity = dag->default_capacity;
+    c->geom.nslots = plan->max_inflight;
+    c->geom.capacity = plan->default_capacity;
     c->asked_slots = 0;
     if (!v)
         return ADAG_OK;
@@ -79,22 +79,22 @@ adag_status_t adag__compile_value_geometry(adag_dag_h dag, adag_node_h v, adag_d
                           "more than a slot can hold (2^40)",
                           d, c->name, c->geom.capacity);
     if (v->chan_mask & ADAG_CHANNEL_PARAM_SLOTS) {
-        if (v->chan_slots > dag->max_inflight)
+        if (v->chan_slots > plan->max_inflight)
             return adag__error(ADAG_ERR_INVALID,
                               "adag_graph_compile: %s (channel %s): slots %u (adag_node_channel) "
                               "is more than the DAG's max_inflight (%u)",
-                              d, c->name, v->chan_slots, dag->max_inflight);
+                              d, c->name, v->chan_slots, plan->max_inflight);
         c->geom.nslots = v->chan_slots;
         c->asked_slots = 1;
     }
     return ADAG_OK;
 }
 
-adag_status_t adag__compile_check_slots(adag_dag_h dag, adag_graph_h g)
+adag_status_t adag__compile_check_slots(const adag_plan_t *plan, adag_graph_h g)
 {
-    for (unsigned i = 0; i < dag->nchans; i++) {
-        const adag_dag_chan_t *c = &dag->chans[i];
-        if (!c->asked_slots || c->geom.nslots >= dag->max_inflight)
+    for (unsigned i = 0; i < plan->nchans; i++) {
+        const adag_dag_chan_t *c = &plan->chans[i];
+        if (!c->asked_slots || c->geom.nslots >= plan->max_inflight)
             continue;
         int driver_reads = 0;
         for (unsigned r = 0; r < c->nreaders; r++)
@@ -108,7 +108,7 @@ adag_status_t adag__compile_check_slots(adag_dag_h dag, adag_graph_h g)
                           "adag_graph_compile: %s (channel %s) asks for %u slots "
                           "(adag_node_channel), fewer than max_inflight (%u), but %s: a channel "
                           "of the driver keeps max_inflight slots (%s)",
-                          d, c->name, c->geom.nslots, dag->max_inflight,
+                          d, c->name, c->geom.nslots, plan->max_inflight,
                           c->writer < 0 ? "it is an input field" : "it is a graph output",
                           c->writer < 0 ? "adag_dag_reserve hands out max_inflight input slots "
                                           "at once"
@@ -117,10 +117,10 @@ adag_status_t adag__compile_check_slots(adag_dag_h dag, adag_graph_h g)
     return ADAG_OK;
 }
 
-void adag__compile_finish_geometry(adag_dag_h dag)
+void adag__compile_finish_geometry(adag_plan_t *plan)
 {
-    for (unsigned i = 0; i < dag->nchans; i++) {
-        adag_dag_chan_t *c = &dag->chans[i];
+    for (unsigned i = 0; i < plan->nchans; i++) {
+        adag_dag_chan_t *c = &plan->chans[i];
         c->geom.nreaders = c->nreaders;
         c->geom.comm_key = c->comm_key;
         c->geom.headers_only = 0; /* the backend decides for rings of its own */

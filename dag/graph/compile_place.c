@@ -1,6 +1,6 @@
 /*
  * Where a channel's endpoints keep its values, and its backend: the one
- * decision of a channel's backend (part of the compiler, dag/compile.c).
+ * decision of a channel's backend (part of the compiler, dag/driver/compile.c).
  *   places   a declared tensor lives on the device of a device-bound
  *            endpoint (unless its transport is HOST); everything else in
  *            host memory; one channel cannot join two device backends;
@@ -12,42 +12,42 @@
  *            backend by name.
  */
 #include "common/error.h"
-#include "dag/internal.h"
+#include "dag/graph/plan.h"
 
 #include <stdlib.h>
 
 /* Endpoint `who`: a DAG actor index, -1 the driver. */
-static const char *endpoint_name(adag_dag_h dag, int who)
+static const char *endpoint_name(const adag_dag_run_t *run, int who)
 {
-    return who < 0 ? "the driver" : dag->actors[who].actor->name;
+    return who < 0 ? "the driver" : run->actors[who].actor->name;
 }
 
 /* Where endpoint `who` keeps channel c's values. */
-static adag_chan_place_t place_of(adag_dag_h dag, const adag_dag_chan_t *c, int who)
+static adag_chan_place_t place_of(const adag_plan_t *plan, const adag_dag_run_t *run, const adag_dag_chan_t *c, int who)
 {
-    adag_chan_place_t host = {-1, 0, endpoint_name(dag, who), 0};
+    adag_chan_place_t host = {-1, 0, endpoint_name(run, who), 0};
     if (!(c->tensor.flags & ADAG_TENSOR_DECLARED) || c->tensor.transport == ADAG_TRANSPORT_HOST)
         return host;
     if (who < 0) /* the driver's tensors live on its device, if it has one */
-        return dag->driver_dev ? (adag_chan_place_t){dag->driver_dev_kind,
-                                                     dag->driver_dev_index, host.who, 0}
+        return plan->driver_dev_kind >= 0 ? (adag_chan_place_t){plan->driver_dev_kind,
+                                                     plan->driver_dev_index, host.who, 0}
                                : host;
-    adag_actor_h a = dag->actors[who].actor;
+    adag_actor_h a = run->actors[who].actor;
     if (a->device_kind < 0)
         return host;
     return (adag_chan_place_t){a->device_kind, a->device_index, host.who, 0};
 }
 
 /* The places of c's writer (places[0]) and readers (1 + r). */
-static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
+static adag_status_t place_channel(const adag_plan_t *plan, const adag_dag_run_t *run, adag_dag_chan_t *c)
 {
     c->places = calloc(1 + c->nreaders, sizeof(*c->places));
     if (!c->places)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    c->places[0] = place_of(dag, c, c->writer);
+    c->places[0] = place_of(plan, run, c, c->writer);
     int dev = c->places[0].kind >= 0 ? 0 : -1; /* an endpoint on a device */
     for (unsigned r = 0; r < c->nreaders; r++) {
-        adag_chan_place_t p = place_of(dag, c, c->readers[r]);
+        adag_chan_place_t p = place_of(plan, run, c, c->readers[r]);
         c->places[1 + r] = p;
         if (p.kind < 0)
             continue;
@@ -58,9 +58,9 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
                               "adag_graph_compile: tensor %s goes from %s (%s:%u) to %s (%s:%u): "
                               "a tensor cannot move between device backends; declare it with "
                               "transport ADAG_TRANSPORT_HOST",
-                              c->name, endpoint_name(dag, dev ? c->readers[dev - 1] : c->writer),
+                              c->name, endpoint_name(run, dev ? c->readers[dev - 1] : c->writer),
                               adag_device_kind_name((uint32_t)c->places[dev].kind),
-                              c->places[dev].index, endpoint_name(dag, c->readers[r]),
+                              c->places[dev].index, endpoint_name(run, c->readers[r]),
                               adag_device_kind_name((uint32_t)p.kind), p.index);
     }
     if (dev < 0 && (c->tensor.flags & ADAG_TENSOR_DECLARED) &&
@@ -69,36 +69,36 @@ static adag_status_t place_channel(adag_dag_h dag, adag_dag_chan_t *c)
                           "adag_graph_compile: tensor %s is declared with transport "
                           "ADAG_TRANSPORT_IPC, but neither its writer (%s) nor a reader is a "
                           "device-bound actor",
-                          c->name, endpoint_name(dag, c->writer));
+                          c->name, endpoint_name(run, c->writer));
     return ADAG_OK;
 }
 
 /* The node of a DAG actor (-1: the driver): its agent's address, "" for
  * the driver's node. */
-static const char *host_of(adag_dag_h dag, int who)
+static const char *host_of(const adag_dag_run_t *run, int who)
 {
-    return who < 0 ? "" : dag->actors[who].actor->node;
+    return who < 0 ? "" : run->actors[who].actor->node;
 }
 
 /* The process of a DAG actor (-1: the driver): 0 for the driver's own (the
  * driver, thread actors), else a number of the actor's own. */
-static uint32_t process_of(adag_dag_h dag, int who)
+static uint32_t process_of(const adag_dag_run_t *run, int who)
 {
-    return who < 0 || dag->actors[who].actor->ops == &adag_placement_thread
+    return who < 0 || run->actors[who].actor->ops == &adag_placement_thread
                ? 0
                : 1 + (uint32_t)who;
 }
 
 /* The one decision of a channel's backend: every registered backend is
  * asked (adag__chan_choose) and the cheapest that can carry it wins. */
-static adag_status_t choose_backend(adag_dag_h dag, adag_dag_chan_t *c)
+static adag_status_t choose_backend(const adag_dag_run_t *run, adag_dag_chan_t *c)
 {
     adag_chan_end_t *ends = calloc(1 + c->nreaders, sizeof(*ends));
     if (!ends)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
     for (unsigned i = 0; i <= c->nreaders; i++) {
         int who = i ? c->readers[i - 1] : c->writer;
-        ends[i] = (adag_chan_end_t){who, process_of(dag, who), host_of(dag, who), c->places[i]};
+        ends[i] = (adag_chan_end_t){who, process_of(run, who), host_of(run, who), c->places[i]};
     }
     adag_chan_edge_t e = {c->name, ends, c->nreaders,
                           c->tensor.flags & ADAG_TENSOR_DECLARED ? c->tensor.transport
@@ -126,8 +126,8 @@ adag_status_t adag__compile_check_collective_hosts(adag_graph_h g)
     return ADAG_OK;
 }
 
-adag_status_t adag__compile_place_channel(adag_dag_h dag, adag_dag_chan_t *c)
+adag_status_t adag__compile_place_channel(const adag_plan_t *plan, const adag_dag_run_t *run, adag_dag_chan_t *c)
 {
-    adag_status_t st = place_channel(dag, c);
-    return st != ADAG_OK ? st : choose_backend(dag, c);
+    adag_status_t st = place_channel(plan, run, c);
+    return st != ADAG_OK ? st : choose_backend(run, c);
 }

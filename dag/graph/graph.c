@@ -1,6 +1,6 @@
 #include "common/error.h"
 #include "common/params.h"
-#include "dag/internal.h"
+#include "dag/graph/graph.h"
 
 #include <stdlib.h>
 #include <string.h>

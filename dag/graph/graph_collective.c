@@ -2,10 +2,10 @@
  * Collective nodes of a graph (include/adag.h: adag_graph_allreduce ...):
  * the checks of the members and their tensors, and one output node per
  * member, a one-return CALL node that the compiler turns into the member's
- * COLLECTIVE operation (dag/compile.c, dag/compile_comm.c).
+ * COLLECTIVE operation (dag/driver/compile.c, dag/graph/compile_comm.c).
  */
 #include "common/error.h"
-#include "dag/internal.h"
+#include "dag/graph/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>

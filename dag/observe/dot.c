@@ -5,7 +5,7 @@
  * for a value declared a tensor). */
 #include "common/error.h"
 #include "common/out.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +31,7 @@ static void collective_line(adag_out_t *out, const adag_program_t *p, const adag
 
 static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
 {
-    const adag_dag_actor_t *da = &dag->actors[ai];
+    const adag_dag_actor_t *da = &dag->run.actors[ai];
     const adag_program_t *p = &da->prog;
     /* its placement (a remote one's node) and its device */
     const adag_actor_h actor = da->actor;
@@ -45,7 +45,7 @@ static void actor_node(adag_out_t *out, adag_dag_h dag, unsigned ai)
     else
         adag__out_printf(out, "  a%u [shape=box, label=\"%s (%s, %s)\\l", ai, actor->name,
                         actor->ops->name, device);
-    /* where it runs and how its loop waits (dag/actor_place.h, adag__dag_policy) */
+    /* where it runs and how its loop waits (dag/proc/actor_place.h, adag__dag_policy) */
     char where[ADAG_CPULIST_MAX + 160];
     adag__place_format(&actor->place, where, sizeof(where));
     adag__out_printf(out, "%s; waits: %s\\l", where, p->spin_yield ? "spin, yielding" : "spin");
@@ -101,15 +101,15 @@ static void endpoint(adag_out_t *out, int who)
 static adag_status_t write_dot(void *arg, adag_out_t *out)
 {
     adag_dag_h dag = arg;
-    adag__out_printf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->name);
+    adag__out_printf(out, "digraph \"%s\" {\n  rankdir=LR;\n", dag->run.name);
     adag__out_printf(out,
                     "  driver [shape=ellipse, label=\"driver\\nmax_inflight=%u default slot=%zu "
                     "B\"];\n",
-                    dag->max_inflight, dag->default_capacity);
-    for (unsigned ai = 0; ai < dag->nactors; ai++)
+                    dag->plan.max_inflight, dag->plan.default_capacity);
+    for (unsigned ai = 0; ai < dag->run.nactors; ai++)
         actor_node(out, dag, ai);
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        const adag_dag_chan_t *ch = &dag->chans[c];
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        const adag_dag_chan_t *ch = &dag->plan.chans[c];
         char tensor[200], slots[64];
         tensor_label(tensor, sizeof(tensor), ch);
         /* its geometry: "8 slots x 4096 B" */
@@ -118,8 +118,8 @@ static adag_status_t write_dot(void *arg, adag_out_t *out)
         if (ch->nreaders == 0) {
             /* read by its writer only (or by nobody): an in-place edge if it is read */
             int read = 0;
-            for (unsigned ai = 0; ai < dag->nactors && !read; ai++) {
-                const adag_program_t *p = &dag->actors[ai].prog;
+            for (unsigned ai = 0; ai < dag->run.nactors && !read; ai++) {
+                const adag_program_t *p = &dag->run.actors[ai].prog;
                 for (uint32_t i = 0; i < p->nops && !read; i++)
                     for (uint32_t a = 0; a < p->ops[i].nargs; a++)
                         read |= p->chans[p->ops[i].args[a]].id == c;

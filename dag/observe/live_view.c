@@ -3,7 +3,7 @@
  * the socket of common/live.c, whose view is the figures of every DAG the
  * runtime holds now (adag_stats_print) and each one's executions a second
  * since the last view. The DAGs' figures are taken one DAG after another,
- * each bounded by ADAG_STATS_TIMEOUT_MS (dag/observe.c): an actor that does
+ * each bounded by ADAG_STATS_TIMEOUT_MS (dag/proc/observe.c): an actor that does
  * not answer costs the first DAG that asks it that long and the later
  * ones (and later views, until it answers) nothing.
  */
@@ -11,7 +11,8 @@
 #include "common/live.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
+#include "dag/observe/observe.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,7 @@ static adag_dag_h *pin_dags(adag_runtime_h rt, unsigned *n)
         /* a DAG still in the list is not being destroyed (destroy takes
          * it out first, then waits for its users): entering cannot fail */
         for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
-            adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
+            adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, run.link);
             if (adag__dag_api_enter(dag, "the live view") == ADAG_OK)
                 dags[(*n)++] = dag;
         }
@@ -58,7 +59,7 @@ static double rate_of(struct adag_live_view *v, adag_dag_h dag, uint64_t complet
 {
     unsigned free_slot = RATE_DAGS, oldest = 0;
     for (unsigned i = 0; i < RATE_DAGS; i++) {
-        if (v->last[i].at && v->last[i].id == dag->id) {
+        if (v->last[i].at && v->last[i].id == dag->run.id) {
             double s = (double)(now - v->last[i].at) / 1e9;
             double r = s > 0 ? (double)(completed - v->last[i].completed) / s : 0;
             v->last[i].completed = completed;
@@ -71,7 +72,7 @@ static double rate_of(struct adag_live_view *v, adag_dag_h dag, uint64_t complet
             oldest = i;
     }
     unsigned k = free_slot < RATE_DAGS ? free_slot : oldest;
-    v->last[k].id = dag->id;
+    v->last[k].id = dag->run.id;
     v->last[k].completed = completed;
     v->last[k].at = now;
     return -1;
@@ -96,7 +97,7 @@ static int render(void *arg, FILE *out)
         adag_stats_h s;
         fputc('\n', out);
         if (adag_dag_stats_take(dags[i], &s) != ADAG_OK) {
-            fprintf(out, "DAG %s: no figures: %s\n", dags[i]->name, adag_last_error());
+            fprintf(out, "DAG %s: no figures: %s\n", dags[i]->run.name, adag_last_error());
             continue;
         }
         adag_dag_stats_t c = *adag__stats_counts(s);

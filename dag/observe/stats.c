@@ -1,12 +1,13 @@
 /*
  * adag_dag_stats_take (include/adag/stats.h): every actor loop's figures
- * (dag/loop_stats.h) gathered into a snapshot, the channels' from their
+ * (dag/exec/loop_stats.h) gathered into a snapshot, the channels' from their
  * writers (the driver's inputs from its own counts), the busiest actor
  * named; adag_stats_print's tables.
  */
 #include "common/log.h"
 #include "common/settings.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
+#include "dag/observe/observe.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -64,7 +65,7 @@ static void doing_text(uint32_t doing, const adag_program_t *p, char (*op_names)
 /* Actor ai's entry: who it is, no figures yet. */
 static adag_actor_stats_t *actor_entry(adag_stats_h s, adag_dag_h dag, unsigned ai)
 {
-    adag_actor_h a = dag->actors[ai].actor;
+    adag_actor_h a = dag->run.actors[ai].actor;
     adag_actor_stats_t *as = &s->actors[ai];
     snprintf(s->actor_names[ai], sizeof(s->actor_names[ai]), "%s", a->name);
     if (a->node[0])
@@ -74,7 +75,7 @@ static adag_actor_stats_t *actor_entry(adag_stats_h s, adag_dag_h dag, unsigned 
     as->struct_size = sizeof(*as);
     as->name = s->actor_names[ai];
     as->placement = s->placements[ai];
-    as->nops = dag->actors[ai].prog.nops;
+    as->nops = dag->run.actors[ai].prog.nops;
     as->doing = s->doings[ai];
     as->device = a->device_kind >= 0 ? ADAG_DEVICE(a->device_kind, a->device_index)
                                      : ADAG_DEVICE_HOST;
@@ -85,8 +86,8 @@ static adag_actor_stats_t *actor_entry(adag_stats_h s, adag_dag_h dag, unsigned 
 static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
                                const adag_loop_figures_t *f)
 {
-    adag_actor_h a = dag->actors[ai].actor;
-    const adag_program_t *p = &dag->actors[ai].prog;
+    adag_actor_h a = dag->run.actors[ai].actor;
+    const adag_program_t *p = &dag->run.actors[ai].prog;
     if (f->nops != p->nops)
         return adag__error(ADAG_ERR_PROTOCOL, "actor %s: figures of %u ops for a schedule of %u",
                           a->name, f->nops, p->nops);
@@ -131,7 +132,7 @@ static adag_status_t add_actor(adag_stats_h s, adag_dag_h dag, unsigned ai,
     /* the channels it writes */
     for (uint32_t k = 0; k < f->nchans; k++) {
         const adag_chan_figures_t *cf = &f->chans[k];
-        if (cf->chan >= p->nchans || p->chans[cf->chan].id >= dag->nchans)
+        if (cf->chan >= p->nchans || p->chans[cf->chan].id >= dag->plan.nchans)
             return adag__error(ADAG_ERR_PROTOCOL, "actor %s: figures of channel %u of %u",
                               a->name, cf->chan, p->nchans);
         adag_channel_stats_t *cs = &s->chans[p->chans[cf->chan].id];
@@ -149,7 +150,7 @@ static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
 {
     adag_answers_t as;
     adag_status_t st =
-        adag__actors_ask(dag, ADAG_ASK_FIGURES, dag->rt->settings.stats_timeout_ms, &as);
+        adag__actors_ask(&dag->run, ADAG_ASK_FIGURES, dag->run.rt->settings.stats_timeout_ms, &as);
     if (st != ADAG_OK)
         return st;
     for (unsigned ai = 0; ai < as.n; ai++) {
@@ -161,8 +162,8 @@ static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
             continue;
         snprintf(s->unanswered[ai], sizeof(s->unanswered[ai]), "%s", as.why[ai]);
         actor_entry(s, dag, ai)->unanswered = s->unanswered[ai];
-        ADAG_LOG_DEBUG("DAG %s: no figures of actor %s: %s", dag->name,
-                       dag->actors[ai].actor->name, as.why[ai]);
+        ADAG_LOG_DEBUG("DAG %s: no figures of actor %s: %s", dag->run.name,
+                       dag->run.actors[ai].actor->name, as.why[ai]);
     }
     adag__answers_free(&as);
     return ADAG_OK;
@@ -171,26 +172,26 @@ static adag_status_t ask_actors(adag_dag_h dag, adag_stats_h s)
 static adag_status_t take(adag_dag_h dag, adag_stats_h s)
 {
     unsigned total_ops = 0;
-    for (unsigned ai = 0; ai < dag->nactors; ai++)
-        total_ops += dag->actors[ai].prog.nops;
-    s->actors = calloc(dag->nactors + 1, sizeof(*s->actors));
-    s->actor_names = calloc(dag->nactors + 1, sizeof(*s->actor_names));
-    s->placements = calloc(dag->nactors + 1, sizeof(*s->placements));
-    s->doings = calloc(dag->nactors + 1, sizeof(*s->doings));
+    for (unsigned ai = 0; ai < dag->run.nactors; ai++)
+        total_ops += dag->run.actors[ai].prog.nops;
+    s->actors = calloc(dag->run.nactors + 1, sizeof(*s->actors));
+    s->actor_names = calloc(dag->run.nactors + 1, sizeof(*s->actor_names));
+    s->placements = calloc(dag->run.nactors + 1, sizeof(*s->placements));
+    s->doings = calloc(dag->run.nactors + 1, sizeof(*s->doings));
     s->ops = calloc(total_ops + 1, sizeof(*s->ops));
     s->op_names = calloc(total_ops + 1, sizeof(*s->op_names));
-    s->chans = calloc(dag->nchans + 1, sizeof(*s->chans));
-    s->chan_names = calloc(dag->nchans + 1, sizeof(*s->chan_names));
-    s->unanswered = calloc(dag->nactors + 1, sizeof(*s->unanswered));
+    s->chans = calloc(dag->plan.nchans + 1, sizeof(*s->chans));
+    s->chan_names = calloc(dag->plan.nchans + 1, sizeof(*s->chan_names));
+    s->unanswered = calloc(dag->run.nactors + 1, sizeof(*s->unanswered));
     if (!s->actors || !s->actor_names || !s->placements || !s->doings || !s->ops || !s->op_names ||
         !s->chans || !s->chan_names || !s->unanswered)
         return adag__error(ADAG_ERR_NO_MEMORY, "out of memory");
-    snprintf(s->dag_name, sizeof(s->dag_name), "%s", dag->name);
+    snprintf(s->dag_name, sizeof(s->dag_name), "%s", dag->run.name);
     s->timed = dag->trace != NULL;
-    s->nactors = dag->nactors;
-    s->nchans = dag->nchans;
-    for (unsigned c = 0; c < dag->nchans; c++) {
-        const adag_dag_chan_t *dc = &dag->chans[c];
+    s->nactors = dag->run.nactors;
+    s->nchans = dag->plan.nchans;
+    for (unsigned c = 0; c < dag->plan.nchans; c++) {
+        const adag_dag_chan_t *dc = &dag->plan.chans[c];
         snprintf(s->chan_names[c], sizeof(s->chan_names[c]), "%s", dc->name);
         s->chans[c] = (adag_channel_stats_t){
             .struct_size = sizeof(s->chans[c]),
@@ -207,9 +208,9 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
     adag_status_t st = ask_actors(dag, s);
     if (st != ADAG_OK)
         return st;
-    for (unsigned c = 0; c < dag->nchans; c++)
-        if (dag->chans[c].writer >= 0 && (unsigned)dag->chans[c].writer < dag->nactors)
-            s->chans[c].writer = s->actor_names[dag->chans[c].writer];
+    for (unsigned c = 0; c < dag->plan.nchans; c++)
+        if (dag->plan.chans[c].writer >= 0 && (unsigned)dag->plan.chans[c].writer < dag->run.nactors)
+            s->chans[c].writer = s->actor_names[dag->plan.chans[c].writer];
     pthread_mutex_lock(&dag->lock);
     s->counts = dag->stats;
     for (unsigned i = 0; i < dag->ninputs; i++) {
@@ -247,7 +248,7 @@ adag_status_t adag_dag_stats_take(adag_dag_h dag, adag_stats_h *out)
     st = s ? take(dag, s) : adag__error(ADAG_ERR_NO_MEMORY, "out of memory");
     adag__dag_api_leave(dag);
     if (st != ADAG_OK) {
-        adag__error_prefix("%s: DAG %s", fn, dag->name);
+        adag__error_prefix("%s: DAG %s", fn, dag->run.name);
         adag_stats_free(s);
         return st;
     }
@@ -255,7 +256,8 @@ adag_status_t adag_dag_stats_take(adag_dag_h dag, adag_stats_h *out)
     return ADAG_OK;
 }
 
-void adag__dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
+/* adag_dag_stats_t's version-3 fields: the bottleneck of a snapshot. */
+static void stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
 {
     adag_stats_h s;
     out->timed = dag->trace != NULL;
@@ -266,6 +268,33 @@ void adag__dag_stats_bottleneck(adag_dag_h dag, adag_dag_stats_t *out)
     const char *name = adag_stats_bottleneck(s, &out->bottleneck_busy);
     snprintf(out->bottleneck, sizeof(out->bottleneck), "%s", name ? name : "");
     adag_stats_free(s);
+}
+
+/* adag_dag_stats_t as first versioned: struct_size up to shm_bytes. */
+#define ADAG_DAG_STATS_V1_SIZE (offsetof(adag_dag_stats_t, shm_bytes) + sizeof(size_t))
+
+adag_status_t adag_dag_stats(adag_dag_h dag, adag_dag_stats_t *stats)
+{
+    if (!dag || !stats)
+        return adag__error(ADAG_ERR_INVALID, "adag_dag_stats: dag and stats must not be NULL");
+    if (stats->struct_size < ADAG_DAG_STATS_V1_SIZE)
+        return adag__error(ADAG_ERR_INVALID,
+                          "adag_dag_stats: stats->struct_size is %zu; set it to "
+                          "sizeof(adag_dag_stats_t) (at least %zu)",
+                          stats->struct_size, (size_t)ADAG_DAG_STATS_V1_SIZE);
+    size_t n = stats->struct_size < sizeof(*stats) ? stats->struct_size : sizeof(*stats);
+    pthread_mutex_lock(&dag->lock);
+    adag_dag_stats_t s = dag->stats;
+    pthread_mutex_unlock(&dag->lock);
+    s.communicators = dag->plan.ncomm_leases;
+    s.shared_communicators = 0;
+    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++)
+        s.shared_communicators += adag__comm_lease_users(dag->run.rt, dag->plan.comm_leases[i]) > 1;
+    if (n >= offsetof(adag_dag_stats_t, timed) + sizeof(s.timed))
+        stats_bottleneck(dag, &s);
+    s.struct_size = n;
+    memcpy(stats, &s, n);
+    return ADAG_OK;
 }
 
 const adag_dag_stats_t *adag__stats_counts(adag_stats_h s)

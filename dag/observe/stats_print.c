@@ -1,10 +1,11 @@
 /*
- * adag_stats_print: a snapshot (dag/stats.c) as text tables, for people:
+ * adag_stats_print: a snapshot (dag/observe/stats.c) as text tables, for people:
  * the DAG's counts, the bottleneck, then per actor (shares of its time),
  * per op (counts and times per run) and per channel.
  */
 #include "common/out.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
+#include "dag/observe/observe.h"
 
 #include <stdio.h>
 

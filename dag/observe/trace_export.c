@@ -6,7 +6,7 @@
  * and the channel (or method) in its args. Times are the driver's
  * CLOCK_MONOTONIC, in microseconds from the first span: a remote worker's
  * clock is mapped by the offset its placement measured. Every actor is
- * asked at once (dag/observe.c); one that does not answer within
+ * asked at once (dag/proc/observe.c); one that does not answer within
  * ADAG_STATS_TIMEOUT_MS keeps an empty track named "...: no answer", and
  * otherData's "unanswered" maps its name to why.
  */
@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/out.h"
 #include "common/settings.h"
-#include "dag/internal.h"
+#include "dag/driver/dag.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +48,8 @@ static void json_str(adag_out_t *out, const char *s)
 static void write_span(adag_out_t *out, adag_dag_h dag, int ai, const adag_span_t *s,
                        int64_t offset, uint64_t base)
 {
-    const adag_program_t *p = ai >= 0 ? &dag->actors[ai].prog : NULL;
-    adag_actor_h a = ai >= 0 ? dag->actors[ai].actor : NULL;
+    const adag_program_t *p = ai >= 0 ? &dag->run.actors[ai].prog : NULL;
+    adag_actor_h a = ai >= 0 ? dag->run.actors[ai].actor : NULL;
     double ts = (double)((int64_t)s->start_ns + offset - (int64_t)base) / 1e3;
     double dur = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) / 1e3 : 0;
     const char *what = adag__span_kind_name(s->kind);
@@ -84,7 +84,7 @@ static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const tra
     if (ai < 0) {
         snprintf(label, sizeof(label), "driver (pid %d)", (int)getpid());
     } else {
-        adag_actor_h a = dag->actors[ai].actor;
+        adag_actor_h a = dag->run.actors[ai].actor;
         int pid = a->ops->pid ? a->ops->pid(a) : 0;
         char dev[ADAG_DEVICE_NAME_MAX + 16] = "";
         if (a->device_kind >= 0) { /* ", device emu:1" */
@@ -114,7 +114,7 @@ static void write_track_names(adag_out_t *out, adag_dag_h dag, int ai, const tra
                     "\"name\":",
                     ai + 2);
     snprintf(label, sizeof(label), "%s of %s (%llu records lost)",
-             ai < 0 ? "execute/get" : "loop", dag->name, (unsigned long long)t->lost);
+             ai < 0 ? "execute/get" : "loop", dag->run.name, (unsigned long long)t->lost);
     json_str(out, label);
     adag__out_printf(out, "}}");
 }
@@ -125,7 +125,7 @@ static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADA
 {
     adag_answers_t as;
     adag_status_t st =
-        adag__actors_ask(dag, ADAG_ASK_TRACE, dag->rt->settings.stats_timeout_ms, &as);
+        adag__actors_ask(&dag->run, ADAG_ASK_TRACE, dag->run.rt->settings.stats_timeout_ms, &as);
     if (st != ADAG_OK) {
         adag__error_prefix("adag_dag_write_trace");
         return st;
@@ -142,8 +142,8 @@ static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADA
         }
         snprintf(why[ai], ADAG_ERROR_MAX, "%s", as.why[ai]);
         t->unanswered = why[ai];
-        ADAG_LOG_DEBUG("DAG %s: no trace of actor %s: %s", dag->name,
-                       dag->actors[ai].actor->name, why[ai]);
+        ADAG_LOG_DEBUG("DAG %s: no trace of actor %s: %s", dag->run.name,
+                       dag->run.actors[ai].actor->name, why[ai]);
     }
     adag__answers_free(&as);
     return ADAG_OK;
@@ -153,11 +153,11 @@ static adag_status_t ask_actors(adag_dag_h dag, track_t *tracks, char (*why)[ADA
 static void write_unanswered(adag_out_t *out, adag_dag_h dag, const track_t *tracks)
 {
     int first = 1;
-    for (unsigned ai = 0; ai < dag->nactors; ai++) {
+    for (unsigned ai = 0; ai < dag->run.nactors; ai++) {
         if (!tracks[1 + ai].unanswered)
             continue;
         adag__out_printf(out, "%s", first ? ",\"unanswered\":{" : ",");
-        json_str(out, dag->actors[ai].actor->name);
+        json_str(out, dag->run.actors[ai].actor->name);
         adag__out_putc(out, ':');
         json_str(out, tracks[1 + ai].unanswered);
         first = 0;
@@ -184,14 +184,14 @@ static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *track
     tracks[0].lost = wrote > tracks[0].nrecs ? wrote - tracks[0].nrecs : 0;
     if ((st = ask_actors(dag, tracks, why)) != ADAG_OK)
         return st;
-    for (unsigned k = 0; k <= dag->nactors; k++) {
+    for (unsigned k = 0; k <= dag->run.nactors; k++) {
         track_t *t = &tracks[k];
         if (!(t->spans = malloc((t->nrecs * ADAG_TRACE_SPANS_PER_REC + 1) * sizeof(*t->spans))))
             return adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_write_trace: out of memory");
         t->n = adag__trace_expand(t->recs, t->nrecs, t->spans);
     }
     uint64_t base = UINT64_MAX;
-    for (unsigned k = 0; k <= dag->nactors; k++)
+    for (unsigned k = 0; k <= dag->run.nactors; k++)
         for (uint64_t i = 0; i < tracks[k].n; i++) {
             int64_t t = (int64_t)tracks[k].spans[i].start_ns + tracks[k].offset_ns;
             if (t >= 0 && (uint64_t)t < base)
@@ -200,13 +200,13 @@ static adag_status_t write_trace(adag_dag_h dag, adag_out_t *out, track_t *track
     if (base == UINT64_MAX)
         base = 0;
     adag__out_printf(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dag\":");
-    json_str(out, dag->name);
+    json_str(out, dag->run.name);
     adag__out_printf(out, ",\"clock\":\"the driver's CLOCK_MONOTONIC in us from %llu ns\"",
                     (unsigned long long)base);
     write_unanswered(out, dag, tracks);
     adag__out_printf(out, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace\",\"pid\":0,"
                          "\"args\":{}}");
-    for (unsigned k = 0; k <= dag->nactors; k++) {
+    for (unsigned k = 0; k <= dag->run.nactors; k++) {
         int ai = (int)k - 1;
         write_track_names(out, dag, ai, &tracks[k]);
         for (uint64_t i = 0; i < tracks[k].n; i++)
@@ -225,17 +225,17 @@ adag_status_t adag_dag_write_trace(adag_dag_h dag, adag_writer_t out)
         return adag__error(ADAG_ERR_INVALID,
                           "%s: DAG %s was compiled without tracing (ADAG_COMPILE_PARAM_TRACE "
                           "or ADAG_TRACE_SPANS)",
-                          fn, dag->name);
+                          fn, dag->run.name);
     adag_status_t st = adag__dag_api_enter(dag, fn);
     if (st != ADAG_OK)
         return st;
-    track_t *tracks = calloc(dag->nactors + 1, sizeof(*tracks));
-    char (*why)[ADAG_ERROR_MAX] = calloc(dag->nactors + 1, sizeof(*why));
+    track_t *tracks = calloc(dag->run.nactors + 1, sizeof(*tracks));
+    char (*why)[ADAG_ERROR_MAX] = calloc(dag->run.nactors + 1, sizeof(*why));
     adag_out_t o;
     adag__out_writer(&o, out);
     st = tracks && why ? write_trace(dag, &o, tracks, why)
                        : adag__error(ADAG_ERR_NO_MEMORY, "%s: out of memory", fn);
-    for (unsigned k = 0; tracks && k <= dag->nactors; k++) {
+    for (unsigned k = 0; tracks && k <= dag->run.nactors; k++) {
         free(tracks[k].recs);
         free(tracks[k].spans);
     }

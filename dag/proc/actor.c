@@ -3,7 +3,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/settings.h"
-#include "dag/internal.h"
+#include "dag/proc/proc.h"
 #include "transport/tcp.h"
 
 #include <errno.h>
@@ -38,11 +38,11 @@ void adag__actor_hold(adag_actor_h a)
 }
 
 /* Sorts ais by actor id (insertion sort: DAGs have few actors). */
-static void sort_by_id(adag_dag_h dag, unsigned *order, const unsigned *ais, unsigned n)
+static void sort_by_id(adag_dag_run_t *run, unsigned *order, const unsigned *ais, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
         unsigned k = i;
-        while (k > 0 && dag->actors[order[k - 1]].actor->id > dag->actors[ais[i]].actor->id) {
+        while (k > 0 && run->actors[order[k - 1]].actor->id > run->actors[ais[i]].actor->id) {
             order[k] = order[k - 1];
             k--;
         }
@@ -59,7 +59,7 @@ static void step_done(adag_actor_h a, adag_status_t s, adag_status_t *st,
         a->ops->unlock(a);
 }
 
-void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_step_t step,
+void adag__actors_step(adag_dag_run_t *run, const unsigned *ais, unsigned n, adag_step_t step,
                       int64_t deadline, adag_status_t *st, char (*why)[ADAG_ERROR_MAX])
 {
     unsigned *order = malloc((n + 1) * sizeof(*order));
@@ -70,19 +70,19 @@ void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_ste
     unsigned pending = 0;
     if (!order || !pos || !pfds || !who || !waiting) {
         for (unsigned i = 0; i < n; i++) {
-            st[i] = adag__error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag->name);
+            st[i] = adag__error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", run->name);
             snprintf(why[i], ADAG_ERROR_MAX, "%s", adag_last_error());
         }
         goto out;
     }
     /* locks in actor-id order: two DAGs stepping shared actors cannot
      * deadlock (every other holder takes a single one) */
-    sort_by_id(dag, order, ais, n);
+    sort_by_id(run, order, ais, n);
     for (unsigned k = 0; k < n; k++) {
         for (unsigned i = 0; i < n; i++)
             if (ais[i] == order[k])
                 pos[k] = i;
-        adag_actor_h a = dag->actors[order[k]].actor;
+        adag_actor_h a = run->actors[order[k]].actor;
         if (a->ops->lock)
             a->ops->lock(a);
     }
@@ -90,9 +90,9 @@ void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_ste
      * frees that actor at once */
     for (unsigned k = 0; k < n; k++) {
         unsigned i = pos[k];
-        adag_actor_h a = dag->actors[ais[i]].actor;
+        adag_actor_h a = run->actors[ais[i]].actor;
         int wait = 0;
-        adag_status_t s = a->ops->step_begin(a, dag, ais[i], step, &wait);
+        adag_status_t s = a->ops->step_begin(a, run, ais[i], step, &wait);
         if (s == ADAG_OK && wait) {
             waiting[i] = 1;
             pending++;
@@ -105,7 +105,7 @@ void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_ste
         for (unsigned i = 0; i < n; i++) {
             if (!waiting[i])
                 continue;
-            adag_actor_h a = dag->actors[ais[i]].actor;
+            adag_actor_h a = run->actors[ais[i]].actor;
             pfds[np] = (struct pollfd){a->ops->step_fd(a), POLLIN, 0};
             who[np++] = i;
         }
@@ -114,7 +114,7 @@ void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_ste
             continue;
         if (r <= 0) {
             for (unsigned k = 0; k < np; k++) {
-                adag_actor_h a = dag->actors[ais[who[k]]].actor;
+                adag_actor_h a = run->actors[ais[who[k]]].actor;
                 adag_status_t s = adag__error(ADAG_ERR_TIMEOUT, "actor %s (pid %d) did not "
                                              "answer in time (%s)", a->name, adag_actor_pid(a),
                                              step == ADAG_STEP_STOP ? "stopping the DAG"
@@ -127,8 +127,8 @@ void adag__actors_step(adag_dag_h dag, const unsigned *ais, unsigned n, adag_ste
             if (!pfds[k].revents)
                 continue;
             unsigned i = who[k];
-            adag_actor_h a = dag->actors[ais[i]].actor;
-            step_done(a, a->ops->step_end(a, dag, ais[i], step, deadline), st, why, i);
+            adag_actor_h a = run->actors[ais[i]].actor;
+            step_done(a, a->ops->step_end(a, run, ais[i], step, deadline), st, why, i);
             waiting[i] = 0;
             pending--;
         }
@@ -400,7 +400,7 @@ const char *adag_actor_name(adag_actor_h a)
     return a ? a->name : "";
 }
 
-static adag_status_t check_placement_out(const char *fn, const adag_actor_placement_t *out)
+adag_status_t adag__placement_check_out(const char *fn, const adag_actor_placement_t *out)
 {
     if (out->struct_size < sizeof(adag_actor_placement_t))
         return adag__error(ADAG_ERR_INVALID, "%s: struct_size %zu is below %zu (set it to "
@@ -409,7 +409,7 @@ static adag_status_t check_placement_out(const char *fn, const adag_actor_placem
     return ADAG_OK;
 }
 
-static void placement_report(const adag_place_t *p, adag_actor_placement_t *out)
+void adag__placement_report(const adag_place_t *p, adag_actor_placement_t *out)
 {
     adag_actor_placement_t r;
     memset(&r, 0, sizeof(r));
@@ -430,56 +430,18 @@ adag_status_t adag_actor_placement(adag_actor_h a, adag_actor_placement_t *out)
     if (!a || !out)
         return adag__error(ADAG_ERR_INVALID,
                            "adag_actor_placement: actor and out must not be NULL");
-    adag_status_t st = check_placement_out("adag_actor_placement", out);
+    adag_status_t st = adag__placement_check_out("adag_actor_placement", out);
     if (st == ADAG_OK)
-        placement_report(&a->place, out);
+        adag__placement_report(&a->place, out);
     return st;
 }
 
-/* Adds actor b's placement to the union `u` (first: nb == 0). */
-static void place_union(adag_place_t *u, unsigned nb, const adag_place_t *b)
+int adag__run_uses_actor(const adag_dag_run_t *run, adag_actor_h a)
 {
-    if (nb == 0) {
-        *u = *b;
-        return;
-    }
-    CPU_OR(&u->cpus, &u->cpus, &b->cpus);
-    u->bound = u->bound || b->bound;
-    if (u->numa != b->numa)
-        u->numa = -1;
-    if (strcmp(u->gpu_bus_id, b->gpu_bus_id) != 0)
-        u->gpu_bus_id[0] = '\0';
-    if (strcmp(u->nic, b->nic) != 0)
-        u->nic[0] = '\0';
-    u->this_system = u->this_system && b->this_system;
-}
-
-adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *out)
-{
-    const char *fn = "adag_dag_input_placement";
-    if (!dag || !out)
-        return adag__error(ADAG_ERR_INVALID, "%s: dag and out must not be NULL", fn);
-    adag_status_t st = check_placement_out(fn, out);
-    if (st != ADAG_OK)
-        return st;
-    adag_place_t u;
-    unsigned n = 0;
-    adag__place_none(&u);
-    for (unsigned i = 0; i < dag->ninputs; i++) {
-        const adag_dag_chan_t *c = &dag->chans[dag->input_chan[i]];
-        for (unsigned r = 0; r < c->nreaders; r++) {
-            adag_actor_h a = c->readers[r] >= 0 ? dag->actors[c->readers[r]].actor : NULL;
-            if (a && !a->node[0]) /* an actor on another host: not this machine's CPUs */
-                place_union(&u, n++, &a->place);
-        }
-    }
-    cpu_set_t mine;
-    adag__cpus_allowed(&mine);
-    if (n == 0)
-        adag__place_none(&u);
-    u.bound = u.bound && CPU_COUNT(&u.cpus) > 0 && !CPU_EQUAL(&u.cpus, &mine);
-    placement_report(&u, out);
-    return ADAG_OK;
+    for (unsigned i = 0; i < run->nactors; i++)
+        if (run->actors[i].actor == a)
+            return 1;
+    return 0;
 }
 
 int adag_actor_pid(adag_actor_h a)

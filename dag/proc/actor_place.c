@@ -1,4 +1,4 @@
-#include "dag/actor_place.h"
+#include "dag/proc/actor_place.h"
 
 #include "common/error.h"
 #include "common/log.h"

@@ -9,7 +9,7 @@
  * (ADAG_TOKEN_FILE or ADAG_TOKEN; constant time). One that passes gets a
  * worker: the child execs `adag-worker --remote-fd 3` with the connection
  * as its control socket, and that worker answers the HELLO and serves one
- * actor (dag/worker.c), with its events on the same socket. The agent
+ * actor (dag/proc/worker.c), with its events on the same socket. The agent
  * keeps nothing of it but the child to reap: a driver that dies or whose
  * host becomes unreachable makes the worker's control socket fail (EOF, or
  * the keepalive of ADAG_REMOTE_TIMEOUT_MS: the agent's own until the
@@ -35,7 +35,7 @@
  * closes, for at most LINGER_MS: closing with its HELLO unread would reset
  * the connection, and a reset can destroy the refusal on its way.
  */
-#include "dag/worker.h"
+#include "dag/proc/worker.h"
 
 #include "common/clock.h"
 #include "common/error.h"

@@ -1,5 +1,5 @@
 /*
- * The driver's communicators (dag/actor_comm.h): one record per
+ * The driver's communicators (dag/exec/actor_comm.h): one record per
  * communicator made for a set of actors and a backend.
  *
  * Shared: a communicator that only collectives use is shared by every
@@ -9,7 +9,7 @@
  * rt->order_lock, for all of its communicators at once, so the turns of
  * every communicator follow one global order and no two can wait on each
  * other), and every rank runs the collectives of ticket t only after
- * those of t - 1 (dag/actor_comm.h, "turns").
+ * those of t - 1 (dag/exec/actor_comm.h, "turns").
  *
  * Exclusive: one that carries ADAG_TRANSPORT_COMM tensors is leased to one
  * DAG at a time: send/recv are issued by each rank's loop as values come,
@@ -22,12 +22,12 @@
  * failed closes it to newcomers (the next DAG gets a new one); the DAGs
  * still on it go on, unless the failure broke it (a collective on it that
  * a member did not come to or did not complete: every DAG on it fails
- * then, dag/loop_turns.c). The last DAG to leave a closed communicator drops it
+ * then, dag/exec/loop_collective.c). The last DAG to leave a closed communicator drops it
  * (its actors are told to). A record also goes when one of its actors
  * stops. Under rt->lock; tickets under rt->order_lock.
  */
 #include "common/error.h"
-#include "dag/internal.h"
+#include "dag/proc/proc.h"
 
 #include <stdlib.h>
 #include <string.h>

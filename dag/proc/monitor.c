@@ -12,12 +12,12 @@
  *   - keeps armed DAG fds exact: when a writer signals one of a DAG's notify
  *     fds (a backend's pollable fd), it recomputes that DAG's user fd under
  *     the DAG's lock.
- * Lock order: rt->lock, then dag->lock.
+ * Lock order: rt->lock, then run->lock.
  */
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "dag/internal.h"
+#include "dag/proc/proc.h"
 #include "transport/protocol.h"
 #include "transport/spawn.h"
 
@@ -79,9 +79,9 @@ static int reap_worker(adag_runtime_h rt, unsigned actor_id)
     snprintf(msg, sizeof(msg), "%s", a->death);
     pthread_cond_broadcast(&rt->cond);
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
-        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-        if (adag__dag_uses_actor(dag, a))
-            adag__dag_fail(dag, ADAG_ERR_ACTOR_DIED, msg);
+        adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
+        if (adag__run_uses_actor(run, a))
+            run->ops->fail(run, ADAG_ERR_ACTOR_DIED, msg);
     }
     pthread_mutex_unlock(&rt->lock);
     if (!was_dead)
@@ -119,9 +119,9 @@ static void read_events(adag_runtime_h rt, unsigned actor_id)
     }
     int found = 0;
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
-        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-        if (dag->id == m.dag_id && adag__dag_uses_actor(dag, a)) {
-            adag__dag_fail(dag, m.status, m.msg);
+        adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
+        if (run->id == m.dag_id && adag__run_uses_actor(run, a)) {
+            run->ops->fail(run, m.status, m.msg);
             found = 1;
         }
     }
@@ -135,16 +135,14 @@ static void refresh_dag_fd(adag_runtime_h rt, unsigned dag_id)
 {
     pthread_mutex_lock(&rt->lock);
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
-        adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-        if (dag->id != dag_id)
+        adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
+        if (run->id != dag_id)
             continue;
         uint64_t v;
-        for (unsigned i = 0; i < dag->nnotify; i++)
-            while (read(dag->notify_fds[i], &v, sizeof(v)) < 0 && errno == EINTR) {
+        for (unsigned i = 0; i < run->nnotify; i++)
+            while (read(run->notify_fds[i], &v, sizeof(v)) < 0 && errno == EINTR) {
             }
-        pthread_mutex_lock(&dag->lock);
-        adag__dag_update_fd(dag);
-        pthread_mutex_unlock(&dag->lock);
+        run->ops->notified(run);
         break;
     }
     pthread_mutex_unlock(&rt->lock);
@@ -217,11 +215,11 @@ static void *monitor_main(void *arg)
         for (adag_list_t *l = rt->actors.next; l != &rt->actors; l = l->next)
             count += 2; /* liveness and events */
         for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
-            adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-            /* nnotify is written under dag->lock, not ours: read it only once
+            adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
+            /* nnotify is written under run->lock, not ours: read it only once
              * armed (the seq_cst store of fd_armed publishes it) */
-            if (atomic_load_explicit(&dag->fd_armed, memory_order_seq_cst))
-                count += dag->nnotify;
+            if (atomic_load_explicit(&run->fd_armed, memory_order_seq_cst))
+                count += run->nnotify;
         }
         if (reserve_slots(&pfds, &watch, &cap, count) != 0 && cap == 0) {
             /* out of memory: try again shortly rather than lose deaths */
@@ -247,12 +245,12 @@ static void *monitor_main(void *arg)
             }
         }
         for (adag_list_t *l = rt->dags.next; l != &rt->dags && n < cap; l = l->next) {
-            adag_dag_h dag = ADAG_CONTAINER(l, struct adag_dag, link);
-            if (!atomic_load_explicit(&dag->fd_armed, memory_order_seq_cst))
+            adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
+            if (!atomic_load_explicit(&run->fd_armed, memory_order_seq_cst))
                 continue;
-            for (unsigned i = 0; i < dag->nnotify && n < cap; i++) {
-                pfds[n] = (struct pollfd){dag->notify_fds[i], POLLIN, 0};
-                watch[n++] = (watch_t){WATCH_DAG, dag->id};
+            for (unsigned i = 0; i < run->nnotify && n < cap; i++) {
+                pfds[n] = (struct pollfd){run->notify_fds[i], POLLIN, 0};
+                watch[n++] = (watch_t){WATCH_DAG, run->id};
             }
         }
         pthread_mutex_unlock(&rt->lock);

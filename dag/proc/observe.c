@@ -5,11 +5,11 @@
  * not answered are left (ask_cancel): a stopped or stuck actor costs the
  * observer that timeout once, never the control timeout, and the others'
  * answers are kept. An actor whose earlier answer is still owed is not
- * waited for again (dag/placement_process.c): it costs nothing until it
+ * waited for again (dag/proc/placement_process.c): it costs nothing until it
  * answers.
  */
 #include "common/clock.h"
-#include "dag/internal.h"
+#include "dag/proc/proc.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -88,10 +88,10 @@ void adag__answers_free(adag_answers_t *as)
     memset(as, 0, sizeof(*as));
 }
 
-adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_ms,
+adag_status_t adag__actors_ask(adag_dag_run_t *run, adag_ask_t what, int64_t timeout_ms,
                               adag_answers_t *out)
 {
-    unsigned n = dag->nactors, pending = 0;
+    unsigned n = run->nactors, pending = 0;
     int64_t deadline = adag__deadline_ms(timeout_ms);
     struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
     unsigned *who = calloc(n + 1, sizeof(*who));
@@ -103,13 +103,13 @@ adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_
     *out = (adag_answers_t){answers, st, why, n};
     if (!pfds || !who || !waiting || !answers || !st || !why) {
         adag__answers_free(out);
-        result = adag__error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", dag->name);
+        result = adag__error(ADAG_ERR_NO_MEMORY, "DAG %s: out of memory", run->name);
         goto out;
     }
     for (unsigned ai = 0; ai < n; ai++) {
-        adag_actor_h a = dag->actors[ai].actor;
+        adag_actor_h a = run->actors[ai].actor;
         int wait = 0;
-        adag_status_t s = a->ops->ask_begin(a, dag, ai, what, deadline, &wait, &answers[ai]);
+        adag_status_t s = a->ops->ask_begin(a, run, ai, what, deadline, &wait, &answers[ai]);
         if (s == ADAG_OK && wait) {
             waiting[ai] = 1;
             pending++;
@@ -122,7 +122,7 @@ adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_
         for (unsigned ai = 0; ai < n; ai++) {
             if (!waiting[ai])
                 continue;
-            adag_actor_h a = dag->actors[ai].actor;
+            adag_actor_h a = run->actors[ai].actor;
             pfds[np] = (struct pollfd){a->ops->step_fd(a), POLLIN, 0};
             who[np++] = ai;
         }
@@ -132,7 +132,7 @@ adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_
             continue;
         if (r <= 0) {
             for (unsigned k = 0; k < np; k++) {
-                adag_actor_h a = dag->actors[who[k]].actor;
+                adag_actor_h a = run->actors[who[k]].actor;
                 a->ops->ask_cancel(a);
                 st[who[k]] = ADAG_ERR_TIMEOUT;
                 no_answer(a, timeout_ms, r < 0 ? "poll failed" : NULL, why[who[k]]);
@@ -143,8 +143,8 @@ adag_status_t adag__actors_ask(adag_dag_h dag, adag_ask_t what, int64_t timeout_
             if (!pfds[k].revents)
                 continue;
             unsigned ai = who[k];
-            adag_actor_h a = dag->actors[ai].actor;
-            adag_status_t s = a->ops->ask_end(a, dag, ai, what, deadline, &answers[ai]);
+            adag_actor_h a = run->actors[ai].actor;
+            adag_status_t s = a->ops->ask_end(a, run, ai, what, deadline, &answers[ai]);
             answered(a, s, timeout_ms, &st[ai], why[ai]);
             waiting[ai] = 0;
             pending--;

@@ -3,21 +3,21 @@
  * monitor thread, spoken to over a Unix socket with the control protocol
  * (transport/protocol.h), watched through its pidfd. A device-bound
  * actor's device is named in CREATE_ACTOR and opened by the worker, where
- * its code runs (dag/worker.c); the driver only checked the text.
+ * its code runs (dag/proc/worker.c); the driver only checked the text.
  *
  * Locks: ctl_lock makes one request at a time (held from its send to its
  * reply); send_lock makes one frame at a time and is a leaf (nothing is
  * taken under it), so ABORT_DAG, which needs no reply, can be sent from
  * any thread holding any other lock. Order: ctl_lock -> rt->lock ->
- * dag->lock -> send_lock.
+ * run->lock -> send_lock.
  */
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/fd.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "dag/internal.h"
-#include "dag/remote_link.h"
+#include "dag/proc/proc.h"
+#include "dag/proc/remote_link.h"
 #include "transport/spawn.h"
 #include "transport/tcp.h"
 
@@ -394,10 +394,10 @@ static const uint32_t step_msg[] = {
     [ADAG_STEP_STOP] = ADAG_MSG_STOP_DAG,
 };
 
-static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+static adag_status_t process_step_begin(adag_actor_h a, adag_dag_run_t *run, unsigned ai,
                                         adag_step_t step, int *pending)
 {
-    adag_dag_actor_t *da = &dag->actors[ai];
+    adag_dag_actor_t *da = &run->actors[ai];
     adag_wbuf_t wb = {0}, prog = {0}, domains = {0};
     int fds[ADAG_CTL_MAX_FDS] = {0}; /* gcc 13 cannot see that nfds guards it */
     unsigned nfds = 0;
@@ -410,24 +410,24 @@ static adag_status_t process_step_begin(adag_actor_h a, adag_dag_h dag, unsigned
         uint32_t kinds = 0;
         for (uint32_t c = 0; c < da->prog.nchans; c++)
             kinds |= 1u << da->prog.chans[c].backend;
-        st = adag__ctx_export_domains_of(&dag->ctx, kinds, &domains, fds, &nfds,
+        st = adag__ctx_export_domains_of(&run->ctx, kinds, &domains, fds, &nfds,
                                         ADAG_CTL_MAX_FDS);
-        adag_msg_prepare_t m = {dag->id, {prog.data, prog.len}, {domains.data, domains.len}};
+        adag_msg_prepare_t m = {run->id, {prog.data, prog.len}, {domains.data, domains.len}};
         adag__msg_encode_prepare(&wb, &m);
         if (prog.failed)
             wb.failed = 1;
         break;
     }
     case ADAG_STEP_CONNECT: {
-        adag_msg_connect_t m = {dag->id, {da->peers.data, da->peers.len}};
+        adag_msg_connect_t m = {run->id, {da->peers.data, da->peers.len}};
         adag__msg_encode_connect(&wb, &m);
         break;
     }
     case ADAG_STEP_START:
     case ADAG_STEP_STOP: {
         /* STOP's drop: the communicators the worker drops */
-        adag_msg_dag_t m = {dag->id, ADAG_OK,
-                            step == ADAG_STEP_STOP ? adag__dag_comm_drop_mask(dag, &da->prog) : 0};
+        adag_msg_dag_t m = {run->id, ADAG_OK,
+                            step == ADAG_STEP_STOP ? da->comm_drop : 0};
         adag__msg_encode_dag(&wb, &m);
         break;
     }
@@ -448,7 +448,7 @@ static int process_step_fd(adag_actor_h a)
     return proc_of(a)->ctl;
 }
 
-static adag_status_t process_step_end(adag_actor_h a, adag_dag_h dag, unsigned ai,
+static adag_status_t process_step_end(adag_actor_h a, adag_dag_run_t *run, unsigned ai,
                                       adag_step_t step, int64_t deadline)
 {
     adag_ctl_msg_t reply;
@@ -457,7 +457,7 @@ static adag_status_t process_step_end(adag_actor_h a, adag_dag_h dag, unsigned a
     if (st != ADAG_OK)
         return st;
     if (step == ADAG_STEP_PREPARE) {
-        adag_dag_actor_t *da = &dag->actors[ai];
+        adag_dag_actor_t *da = &run->actors[ai];
         adag__wbuf_free(&da->infos);
         adag__wbuf_raw(&da->infos, body.data, body.len);
         if (da->infos.failed)
@@ -470,10 +470,10 @@ static adag_status_t process_step_end(adag_actor_h a, adag_dag_h dag, unsigned a
     return st;
 }
 
-static void process_abort_dag(adag_actor_h a, adag_dag_h dag, adag_status_t status)
+static void process_abort_dag(adag_actor_h a, adag_dag_run_t *run, adag_status_t status)
 {
     process_actor_t *p = proc_of(a);
-    adag_msg_dag_t m = {dag->id, status, 0};
+    adag_msg_dag_t m = {run->id, status, 0};
     adag_wbuf_t wb = {0};
     adag__msg_encode_dag(&wb, &m);
     /* Sent only when the socket has room, so this never blocks (the frame
@@ -576,7 +576,7 @@ static adag_status_t clock_offset(adag_actor_h a, int64_t begin, int64_t *offset
     return ADAG_OK;
 }
 
-/* ---- observation (dag/observe.c) ---- */
+/* ---- observation (dag/proc/observe.c) ---- */
 
 static const uint32_t ask_msg[] = {
     [ADAG_ASK_FIGURES] = ADAG_MSG_STATS_DAG,
@@ -596,7 +596,7 @@ static int lock_by(pthread_mutex_t *m, int64_t deadline)
  * An actor that still owes the answer to an earlier request, which has
  * not begun to come, is not asked again (its requests would pile up in
  * its socket while it is stopped): it has not answered, at once. */
-static adag_status_t process_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+static adag_status_t process_ask_begin(adag_actor_h a, adag_dag_run_t *run, unsigned ai,
                                        adag_ask_t what, int64_t deadline, int *pending,
                                        adag_answer_t *out)
 {
@@ -614,7 +614,7 @@ static adag_status_t process_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned 
                           s);
     }
     adag_wbuf_t wb = {0};
-    adag__msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = dag->id});
+    adag__msg_encode_dag(&wb, &(adag_msg_dag_t){.dag_id = run->id});
     adag_status_t st = request_send(a, ask_msg[what], &wb, NULL, 0);
     adag__wbuf_free(&wb);
     if (st != ADAG_OK) {
@@ -627,18 +627,18 @@ static adag_status_t process_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned 
 
 /* The control socket polled readable: answers owed to earlier requests
  * are dropped (then ours must begin by the deadline), ours is read whole. */
-static adag_status_t process_ask_end(adag_actor_h a, adag_dag_h dag, unsigned ai,
+static adag_status_t process_ask_end(adag_actor_h a, adag_dag_run_t *run, unsigned ai,
                                      adag_ask_t what, int64_t deadline, adag_answer_t *out)
 {
     process_actor_t *p = proc_of(a);
     adag_ctl_msg_t reply;
     adag_blob_t body;
     uint64_t worker_now;
-    (void)dag;
+    (void)run;
     (void)ai;
     adag_status_t st =
         request_recv_by(a, ask_msg[what], deadline, control_deadline(a), &reply, &body);
-    if (st == ADAG_ERR_TIMEOUT) /* owed now; dag/observe.c says how long it waited */
+    if (st == ADAG_ERR_TIMEOUT) /* owed now; dag/proc/observe.c says how long it waited */
         st = adag__error(ADAG_ERR_TIMEOUT, "%s", "");
     if (st != ADAG_OK)
         goto out;
@@ -701,7 +701,7 @@ static void process_free(adag_actor_h a)
 }
 
 /* A remote actor (ADAG_PLACEMENT_REMOTE) uses this table too: its impl
- * holds a TCP link to an agent's worker (dag/remote_link.h) whose relay is
+ * holds a TCP link to an agent's worker (dag/proc/remote_link.h) whose relay is
  * its control socket, and the link's dead fd in place of a pidfd. */
 const adag_placement_ops_t adag_placement_process = {
     .name = "process",

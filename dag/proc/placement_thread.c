@@ -4,14 +4,14 @@
  * one set of domains). Every step runs at once; nothing can die alone.
  * A device-bound one opens its device in the driver: init runs in
  * adag_actor_create's thread, bound to it; fini in the thread that stops
- * the actor, bound to it too (dag/actor_device.h).
+ * the actor, bound to it too (dag/exec/actor_device.h).
  */
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/settings.h"
-#include "dag/actor_device.h"
-#include "dag/class.h"
-#include "dag/internal.h"
+#include "dag/exec/actor_device.h"
+#include "dag/exec/class.h"
+#include "dag/proc/proc.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ typedef struct {
     void *state;
     pthread_mutex_t call_lock; /* methods of one actor never run concurrently, across DAGs */
     adag_actor_device_t *device; /* NULL: a host actor */
-    adag_actor_comms_t comms;  /* its communicators (dag/actor_comm.h) */
+    adag_actor_comms_t comms;  /* its communicators (dag/exec/actor_comm.h) */
     int leaked;                /* its device work outlived teardown: state and device are kept */
 } thread_actor_t;
 
@@ -93,13 +93,14 @@ static adag_status_t thread_create(adag_actor_h a, const adag_actor_params_t *p,
 
 static void loop_fatal(void *ctx, adag_status_t st, const char *msg)
 {
-    adag__dag_fail(ctx, st, msg);
+    adag_dag_run_t *run = ctx;
+    run->ops->fail(run, st, msg);
 }
 
-static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_run_t *run, unsigned ai,
                                        adag_step_t step, int *pending)
 {
-    adag_dag_actor_t *da = &dag->actors[ai];
+    adag_dag_actor_t *da = &run->actors[ai];
     thread_actor_t *t = thr_of(a);
     adag_program_t copy;
     adag_status_t st;
@@ -123,9 +124,9 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
             .numa = a->place.numa,
             .settings = &a->rt->settings,
         };
-        st = adag__loop_prepare(&da->loop, &dag->ctx, &copy, &la, &da->infos);
+        st = adag__loop_prepare(&da->loop, &run->ctx, &copy, &la, &da->infos);
         da->loop.on_fatal = loop_fatal;
-        da->loop.fatal_ctx = dag;
+        da->loop.fatal_ctx = run;
         return st;
     case ADAG_STEP_CONNECT:
         return adag__loop_connect(&da->loop, (adag_blob_t){da->peers.data, da->peers.len});
@@ -136,7 +137,7 @@ static adag_status_t thread_step_begin(adag_actor_h a, adag_dag_h dag, unsigned 
          * (a method that never returns keeps it: teardown waits for it). A
          * communicator the driver let go is dropped first: aborted, nothing
          * of it can keep the loop's streams waiting */
-        uint64_t drop = adag__dag_comm_drop_mask(dag, &da->prog);
+        uint64_t drop = da->comm_drop;
         for (uint32_t i = 0; i < da->prog.ncomms; i++)
             if (drop >> i & 1)
                 adag__actor_comm_drop(&t->comms, da->prog.comms[i].key);
@@ -152,7 +153,7 @@ static int64_t teardown_deadline(adag_actor_h a)
     return adag__deadline_ms(a->rt->settings.teardown_timeout_ms);
 }
 
-/* fini, between the device's drain and its close (dag/actor_device.h). */
+/* fini, between the device's drain and its close (dag/exec/actor_device.h). */
 static void thread_stop(adag_actor_h a)
 {
     thread_actor_t *t = thr_of(a);
@@ -184,14 +185,14 @@ static void thread_free(adag_actor_h a)
 }
 
 /* The loop is in this process: its figures or its ring, read at once. */
-static adag_status_t thread_ask_begin(adag_actor_h a, adag_dag_h dag, unsigned ai,
+static adag_status_t thread_ask_begin(adag_actor_h a, adag_dag_run_t *run, unsigned ai,
                                       adag_ask_t what, int64_t deadline, int *pending,
                                       adag_answer_t *out)
 {
     (void)a;
     (void)deadline;
     *pending = 0;
-    adag_loop_t *loop = &dag->actors[ai].loop;
+    adag_loop_t *loop = &run->actors[ai].loop;
     if (what == ADAG_ASK_FIGURES)
         return adag__loop_figures(loop, &out->figures);
     out->offset_ns = 0;

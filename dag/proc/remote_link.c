@@ -1,6 +1,6 @@
 /* The relay between a remote worker's TCP connection and the driver's
- * local control and event sockets (dag/remote_link.h). */
-#include "dag/remote_link.h"
+ * local control and event sockets (dag/proc/remote_link.h). */
+#include "dag/proc/remote_link.h"
 
 #include "common/clock.h"
 #include "common/error.h"

@@ -1,8 +1,8 @@
 /*
- * The driver's TCP connection to a remote worker (dag/remote_link.c), made
+ * The driver's TCP connection to a remote worker (dag/proc/remote_link.c), made
  * to look like a local one: a relay thread joins the TCP socket to a Unix
  * socketpair whose other end is the actor's control socket, so the process
- * placement (dag/placement_process.c) speaks to a remote worker exactly as
+ * placement (dag/proc/placement_process.c) speaks to a remote worker exactly as
  * to a local one. Frames from the worker are sorted: DAG_FAILED goes to the
  * actor's event socket (the one CREATE_ACTOR carries, which the relay keeps
  * instead of sending), everything else to the control socket. A frame with

@@ -1,12 +1,12 @@
-#include "dag/worker.h"
+#include "dag/proc/worker.h"
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "dag/actor_device.h"
-#include "dag/class.h"
-#include "dag/internal.h"
+#include "dag/exec/actor_device.h"
+#include "dag/exec/class.h"
+#include "dag/proc/proc.h"
 #include "transport/protocol.h"
 #include "transport/wire.h"
 
@@ -48,8 +48,8 @@ typedef struct worker {
     pthread_mutex_t call_lock;
     worker_dag_t *dags;
     adag_actor_device_t *device; /* a device-bound actor's, opened here; NULL: none */
-    adag_actor_comms_t comms;    /* its communicators (dag/actor_comm.h) */
-    adag_place_t place;          /* where it runs (dag/actor_place.h) */
+    adag_actor_comms_t comms;    /* its communicators (dag/exec/actor_comm.h) */
+    adag_place_t place;          /* where it runs (dag/proc/actor_place.h) */
 } worker_t;
 
 static adag_status_t reply(worker_t *w, adag_status_t st, const char *msg, const adag_wbuf_t *body)
@@ -166,7 +166,7 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
         return st;
     adag__place_nic_env(&w->place);
 
-    /* load, check the ABI, find and validate the class: dag/class.c */
+    /* load, check the ABI, find and validate the class: dag/exec/class.c */
     if ((st = adag__module_load(module, class_name, &handle, &def)) != ADAG_OK)
         return st;
     snprintf(where, sizeof(where), "module %s", module);
@@ -366,7 +366,7 @@ static adag_status_t dag_message(worker_t *w, const adag_ctl_msg_t *msg)
             d->started = 1;
         return st;
     }
-    /* STOP_DAG's drop: the communicators the driver let go (dag/comm_lease.c)
+    /* STOP_DAG's drop: the communicators the driver let go (dag/proc/comm_lease.c)
      * are dropped first, so nothing of them keeps the loop's streams waiting */
     for (uint32_t i = 0; i < d->loop.prog.ncomms && i < 64; i++)
         if (m.drop >> i & 1)
@@ -403,7 +403,7 @@ static adag_status_t trace_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf
     return ADAG_OK;
 }
 
-/* STATS_DAG: the DAG's loop figures now (dag/loop_stats.h). */
+/* STATS_DAG: the DAG's loop figures now (dag/exec/loop_stats.h). */
 static adag_status_t stats_dag(worker_t *w, const adag_ctl_msg_t *msg, adag_wbuf_t *body)
 {
     worker_dag_t *d;
@@ -534,7 +534,7 @@ int adag__worker_main(int argc, char **argv)
                     dag_free(d);
                 }
                 adag__actor_comms_destroy(&w.comms);
-                /* drain, fini, close (dag/actor_device.h); what does not
+                /* drain, fini, close (dag/exec/actor_device.h); what does not
                  * end in time is logged and left: the process exits */
                 (void)adag__actor_device_stop(w.device, w.name, teardown_deadline(&w),
                                              w.def ? w.def->fini : NULL, w.state);

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 int adag__worker_main(int argc, char **argv);
-/* adag-worker --agent (dag/agent.c): never returns unless it cannot start. */
+/* adag-worker --agent (dag/proc/agent.c): never returns unless it cannot start. */
 int adag__agent_main(const char *addr, const char *port_file);
 /* The agent's loop on a listening socket `lfd` (its address `bound`),
  * checking `token`: returns 0 once stop_fd (-1: none) polls readable, 2 if

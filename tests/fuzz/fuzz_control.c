@@ -21,7 +21,7 @@
  *   PROTOCOL for a truncated frame, never a timeout. Each message received
  *   goes to its decoder as the worker and the driver dispatch it (a
  *   PREPARE_DAG's program is decoded and its domain list imported with the
- *   message's fds, as dag/worker.c does). No fd may leak: /proc/self/fd is
+ *   message's fds, as dag/proc/worker.c does). No fd may leak: /proc/self/fd is
  *   counted before and after.
  *
  * bit 0 = 1, payload mode: the rest of the input is one payload, given to
@@ -38,8 +38,8 @@
 #include "tests/chan_index.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "dag/context.h"
-#include "dag/program.h"
+#include "dag/exec/context.h"
+#include "dag/exec/program.h"
 #include "fuzz_domain.h"
 #include "transport/control.h"
 #include "transport/protocol.h"
@@ -190,7 +190,7 @@ static void dispatch(adag_ctl_msg_t *msg, int *fds, unsigned *nfds)
         CHECK(terminated(m.device, sizeof(m.device)));
         CHECK(terminated(m.place.cpus, sizeof(m.place.cpus)));
         CHECK(inside(m.settings, msg) && m.settings.len >= 4);
-        /* the worker takes them over the table's defaults (dag/worker.c) */
+        /* the worker takes them over the table's defaults (dag/proc/worker.c) */
         adag_settings_t s;
         if (adag__settings_defaults(&s) == ADAG_OK) {
             (void)adag__msg_apply_settings(m.settings, &s);

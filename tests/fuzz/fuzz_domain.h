@@ -8,7 +8,7 @@
 #define ADAG_FUZZ_DOMAIN_H
 
 #include "tests/chan_index.h"
-#include "dag/context.h"
+#include "dag/exec/context.h"
 #include "transport/channel.h"
 #include "transport/control.h"
 

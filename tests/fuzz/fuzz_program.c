@@ -34,7 +34,7 @@
  * (acquire, fill its own `capacity` bytes, publish, wait, release).
  */
 #include "tests/chan_index.h"
-#include "dag/program.h"
+#include "dag/exec/program.h"
 #include "fuzz_domain.h"
 #include "transport/chan_shm.h"
 #include "transport/channel.h"

@@ -8,7 +8,7 @@
  * the layouts are the ones described at the top of each fuzz_*.c.
  */
 #include "tests/chan_index.h"
-#include "dag/program.h"
+#include "dag/exec/program.h"
 #include "fuzz_domain.h"
 #include "transport/control.h"
 #include "transport/protocol.h"
