@@ -1,11 +1,11 @@
 /*
- * The compiler: validates a graph, gives every produced value one channel
- * with all its readers and picks its backend (dag/graph/compile_place.c), plans the
- * communicator of ADAG_TRANSPORT_COMM tensors (dag/graph/compile_comm.c), has each
- * backend lay its channels out (their domains), builds each actor's program
- * (its bind-ordered schedule) and installs it on every actor at once
- * (dag/driver/install.c):
- * PREPARE -> CONNECT -> START through the actors' placements.
+ * adag_graph_compile, in the driver: reads the compile params, opens the
+ * driver's device, takes the graph's actors, runs the compiler's passes
+ * (dag/graph/compile_plan.c: the channel plan, then each actor's program),
+ * has each backend lay its channels out in the DAG's context (their
+ * domains), opens the driver's endpoints and installs the programs on
+ * every actor at once (dag/driver/install.c: PREPARE -> CONNECT -> START
+ * through the actors' placements).
  */
 #include "common/clock.h"
 #include "common/error.h"
@@ -14,7 +14,6 @@
 #include "common/params.h"
 #include "common/settings.h"
 #include "dag/driver/dag.h"
-#include "dag/exec/loop_collective.h"
 #include "transport/wire.h"
 
 #include <errno.h>
@@ -23,86 +22,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-
-typedef struct {
-    adag_graph_h g;
-    adag_dag_h dag;
-    unsigned *chan_of;   /* node id -> channel (value nodes), call -> first return's channel */
-    unsigned *coll_status; /* per graph collective: its first status channel */
-    int *actor_index;    /* node id (calls) -> DAG actor index */
-} compile_ctx_t;
-
-static int dag_actor_index(adag_dag_h dag, adag_actor_h a)
-{
-    for (unsigned i = 0; i < dag->run.nactors; i++)
-        if (dag->run.actors[i].actor == a)
-            return (int)i;
-    return -1;
-}
-
-/* The channel carrying value node n. */
-static unsigned value_chan(compile_ctx_t *cx, adag_node_h n)
-{
-    if (n->kind == NODE_RETURN)
-        return cx->chan_of[n->call->id] + n->ret;
-    return cx->chan_of[n->id];
-}
-
-static adag_status_t validate(adag_graph_h g)
-{
-    unsigned ncalls = 0, max_field = 0;
-    int have_input = 0;
-    char d[160];
-
-    if (g->compiled)
-        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: the graph was already compiled");
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h n = g->nodes[i];
-        if (n->kind == NODE_CALL)
-            ncalls++;
-        if (n->kind == NODE_INPUT) {
-            have_input = 1;
-            if (n->field > max_field)
-                max_field = n->field;
-        }
-    }
-    if (ncalls == 0)
-        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: empty graph: no method is bound");
-    if (!g->has_outputs)
-        return adag__error(ADAG_ERR_INVALID,
-                          "adag_graph_compile: the graph has no outputs (adag_graph_output)");
-    for (unsigned f = 0; have_input && f <= max_field; f++) {
-        adag_node_h in = NULL;
-        for (unsigned i = 0; i < g->nnodes; i++)
-            if (g->nodes[i]->kind == NODE_INPUT && g->nodes[i]->field == f)
-                in = g->nodes[i];
-        if (!in)
-            return adag__error(ADAG_ERR_INVALID,
-                              "adag_graph_compile: input field %u is not used (fields must be "
-                              "0..%u, each read by a method)",
-                              f, max_field);
-        if (!in->used)
-            return adag__error(ADAG_ERR_INVALID,
-                              "adag_graph_compile: input field %u (node %u) is not used by any "
-                              "method",
-                              f, in->id);
-    }
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h n = g->nodes[i];
-        if (n->kind != NODE_CALL)
-            continue;
-        pthread_mutex_lock(&g->rt->lock);
-        int destroyed = n->actor->user_destroyed, dead = n->actor->dead;
-        pthread_mutex_unlock(&g->rt->lock);
-        adag__node_describe(n, d, sizeof(d));
-        if (destroyed)
-            return adag__error(ADAG_ERR_INVALID,
-                              "adag_graph_compile: %s: actor %s was destroyed", d, n->actor->name);
-        if (dead)
-            return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: %s: %s", d, n->actor->death);
-    }
-    return ADAG_OK;
-}
 
 #define COMPILE_FIELD(m, bit) ADAG_PARAM_FIELD(adag_compile_params_t, m, bit)
 static const adag_param_field_t compile_fields[] = {
@@ -145,14 +64,14 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
     dag->teardown_timeout_ms = (mask & ADAG_COMPILE_PARAM_TEARDOWN_TIMEOUT)
                                    ? p->teardown_timeout_ms
                                    : (int)s->teardown_timeout_ms;
-    dag->comm_timeout_ms = (mask & ADAG_COMPILE_PARAM_COMM_TIMEOUT) ? p->comm_timeout_ms
+    dag->plan.comm_timeout_ms = (mask & ADAG_COMPILE_PARAM_COMM_TIMEOUT) ? p->comm_timeout_ms
                                                                      : (int)s->comm_timeout_ms;
     dag->wait.spin_ns = (mask & ADAG_COMPILE_PARAM_SPIN) ? p->spin_ns : -1; /* -1: choose_spin */
-    dag->trace_spans = (mask & ADAG_COMPILE_PARAM_TRACE) ? p->trace_spans
+    dag->plan.trace_spans = (mask & ADAG_COMPILE_PARAM_TRACE) ? p->trace_spans
                                                           : (uint64_t)s->trace_spans;
-    if (dag->trace_spans > ADAG_TRACE_MAX_SPANS)
+    if (dag->plan.trace_spans > ADAG_TRACE_MAX_SPANS)
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: trace_spans %llu is not in "
-                          "0..%llu", (unsigned long long)dag->trace_spans,
+                          "0..%llu", (unsigned long long)dag->plan.trace_spans,
                           (unsigned long long)ADAG_TRACE_MAX_SPANS);
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->run.name, sizeof(dag->run.name), "%s", p->name);
@@ -171,11 +90,11 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
         return adag__error(ADAG_ERR_INVALID,
                            "adag_graph_compile: teardown_timeout_ms %d is negative",
                            dag->teardown_timeout_ms);
-    if (dag->comm_timeout_ms < -1)
+    if (dag->plan.comm_timeout_ms < -1)
         return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: comm_timeout_ms %d is negative; use 0 or -1 for "
                           "no timeout",
-                          dag->comm_timeout_ms);
+                          dag->plan.comm_timeout_ms);
     if (dag->execute_timeout_ms < -1)
         return adag__error(ADAG_ERR_INVALID,
                           "adag_graph_compile: execute_timeout_ms %d is negative; use -1 to wait "
@@ -232,198 +151,6 @@ adag_wait_policy_t adag__dag_policy(adag_dag_h dag, int ai)
     return p;
 }
 
-static adag_status_t add_reader(adag_dag_chan_t *c, int who)
-{
-    if (c->writer == who && who >= 0)
-        return ADAG_OK; /* the writer reads its own slot: no registration */
-    for (unsigned i = 0; i < c->nreaders; i++)
-        if (c->readers[i] == who)
-            return ADAG_OK;
-    int *r = realloc(c->readers, (c->nreaders + 1) * sizeof(*r));
-    if (!r)
-        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    c->readers = r;
-    c->readers[c->nreaders++] = who;
-    return ADAG_OK;
-}
-
-static int reader_index(const adag_dag_chan_t *c, int who)
-{
-    for (unsigned i = 0; i < c->nreaders; i++)
-        if (c->readers[i] == who)
-            return (int)i;
-    return -1;
-}
-
-/* Per shared communicator (dag/proc/comm_lease.c) the DAG's collectives use:
- * the channel by which the driver hands each execution its ticket, read
- * by every rank ("<communicator>.order", in host memory). */
-static adag_status_t plan_order_channels(adag_dag_h dag)
-{
-    adag_status_t st;
-    if (!dag->plan.ncomm_leases)
-        return ADAG_OK;
-    if (!(dag->lease_order_chan = calloc(dag->plan.ncomm_leases, sizeof(*dag->lease_order_chan))))
-        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++) {
-        const adag_comm_lease_t *l = dag->plan.comm_leases[i];
-        dag->lease_order_chan[i] = ADAG_PROG_NO_CHAN;
-        if (!adag__comm_lease_shared(l))
-            continue;
-        adag_dag_chan_t *chans = realloc(dag->plan.chans, (dag->plan.nchans + 1) * sizeof(*chans));
-        if (!chans)
-            return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-        dag->plan.chans = chans;
-        adag_dag_chan_t *c = &dag->plan.chans[dag->plan.nchans];
-        memset(c, 0, sizeof(*c));
-        dag->lease_order_chan[i] = dag->plan.nchans++;
-        dag->norders++;
-        c->writer = -1;
-        c->producer_node = UINT32_MAX;
-        c->geom = (adag_chan_geom_t){dag->plan.max_inflight, 0, sizeof(uint64_t), 0, 0}; /* a ticket */
-        snprintf(c->name, sizeof(c->name), "comm%llu.order",
-                 (unsigned long long)adag__comm_lease_key(l));
-        for (unsigned ai = 0; ai < dag->run.nactors; ai++)
-            if (adag__comm_lease_rank(l, dag->run.actors[ai].actor->id) >= 0 &&
-                (st = add_reader(c, (int)ai)) != ADAG_OK)
-                return st;
-        if ((st = adag__compile_place_channel(&dag->plan, &dag->run, c)) != ADAG_OK)
-            return st;
-    }
-    return ADAG_OK;
-}
-
-/* Channels: one per input field, one per return of every call and, if some
- * method takes no argument, the start channel. */
-static adag_status_t plan_channels(compile_ctx_t *cx)
-{
-    adag_graph_h g = cx->g;
-    adag_dag_h dag = cx->dag;
-    unsigned n = 0;
-    adag_status_t st = adag__compile_check_collective_hosts(g);
-    if (st != ADAG_OK)
-        return st;
-
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h nd = g->nodes[i];
-        if (nd->kind == NODE_INPUT) {
-            cx->chan_of[i] = n++;
-            if (nd->field + 1 > dag->ninputs)
-                dag->ninputs = nd->field + 1;
-        } else if (nd->kind == NODE_CALL) {
-            cx->chan_of[i] = n;
-            n += nd->nreturns;
-        }
-    }
-    /* each collective's status channels: one per member, read by the others */
-    unsigned nstatus = 0;
-    cx->coll_status = calloc(g->ncolls + 1, sizeof(*cx->coll_status));
-    if (!cx->coll_status)
-        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    for (unsigned k = 0; k < g->ncolls; k++) {
-        cx->coll_status[k] = n + nstatus;
-        nstatus += g->colls[k]->n;
-    }
-    dag->plan.chans = calloc(n + nstatus + 1, sizeof(*dag->plan.chans)); /* + the start channel */
-    if (!dag->plan.chans)
-        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    dag->plan.nchans = n + nstatus;
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h nd = g->nodes[i];
-        if (nd->kind == NODE_INPUT) {
-            adag_dag_chan_t *c = &dag->plan.chans[cx->chan_of[i]];
-            c->writer = -1;
-            c->producer_node = i;
-            c->tensor = adag__node_value_tensor(nd, 0);
-            snprintf(c->name, sizeof(c->name), "input[%u]", nd->field);
-            if ((st = adag__compile_value_geometry(&dag->plan, nd, c)) != ADAG_OK)
-                return st;
-        } else if (nd->kind == NODE_CALL) {
-            for (unsigned r = 0; r < nd->nreturns; r++) {
-                adag_dag_chan_t *c = &dag->plan.chans[cx->chan_of[i] + r];
-                c->writer = cx->actor_index[i];
-                c->producer_node = i;
-                c->tensor = adag__node_value_tensor(nd, r);
-                if (nd->coll)
-                    snprintf(c->name, sizeof(c->name), "%s.%s#%u[%u]", nd->actor->name,
-                             adag__coll_kind_name(nd->coll->kind), nd->coll->id, r);
-                else
-                    snprintf(c->name, sizeof(c->name), "%s.%s[%u]", nd->actor->name,
-                             nd->actor->methods[nd->method].name, r);
-                if ((st = adag__compile_value_geometry(&dag->plan, adag__node_value(nd, r), c)) !=
-                    ADAG_OK)
-                    return st;
-            }
-        }
-    }
-    for (unsigned k = 0; k < g->ncolls; k++) {
-        const adag_collective_t *col = g->colls[k];
-        for (unsigned m = 0; m < col->n; m++) {
-            adag_dag_chan_t *c = &dag->plan.chans[cx->coll_status[k] + m];
-            adag_node_h out = col->outputs[m];
-            c->writer = cx->actor_index[out->id];
-            c->producer_node = out->id;
-            snprintf(c->name, sizeof(c->name), "%s#%u.%s", adag__coll_kind_name(col->kind),
-                     col->id, out->actor->name);
-            c->geom = (adag_chan_geom_t){dag->plan.max_inflight, 0, ADAG_COLL_STATUS_BYTES, 0, 0};
-            for (unsigned o = 0; o < col->n; o++)
-                if (o != m && (st = add_reader(c, cx->actor_index[col->outputs[o]->id])) !=
-                                  ADAG_OK)
-                    return st;
-        }
-    }
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h nd = g->nodes[i];
-        if (nd->kind != NODE_CALL)
-            continue;
-        for (unsigned a = 0; a < nd->nargs; a++)
-            if ((st = add_reader(&dag->plan.chans[value_chan(cx, nd->args[a])], cx->actor_index[i])) !=
-                ADAG_OK)
-                return st;
-    }
-    for (unsigned o = 0; o < g->noutputs; o++)
-        if ((st = add_reader(&dag->plan.chans[value_chan(cx, g->outputs[o])], -1)) != ADAG_OK)
-            return st;
-    /* the start channel: actors with a method that takes no argument read it */
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h nd = g->nodes[i];
-        if (nd->kind != NODE_CALL || nd->nargs != 0)
-            continue;
-        if (dag->start_chan == ADAG_PROG_NO_CHAN) {
-            dag->start_chan = dag->plan.nchans++;
-            adag_dag_chan_t *c = &dag->plan.chans[dag->start_chan];
-            c->writer = -1;
-            c->producer_node = UINT32_MAX;
-            c->geom = (adag_chan_geom_t){dag->plan.max_inflight, 0, 0, 0, 0}; /* carries nothing */
-            snprintf(c->name, sizeof(c->name), "start");
-        }
-        if ((st = add_reader(&dag->plan.chans[dag->start_chan], cx->actor_index[i])) != ADAG_OK)
-            return st;
-    }
-    if ((st = adag__compile_check_slots(&dag->plan, g)) != ADAG_OK)
-        return st;
-    for (unsigned c = 0; c < dag->plan.nchans; c++) {
-        if ((st = adag__compile_place_channel(&dag->plan, &dag->run, &dag->plan.chans[c])) != ADAG_OK)
-            return st;
-    }
-    if ((st = adag__compile_comm_plan(&dag->plan, &dag->run, (const adag_collective_t *const *)g->colls, g->ncolls,
-                                     cx->actor_index)) != ADAG_OK)
-        return st;
-    /* communicator tensors (ADAG_TRANSPORT_COMM) are the host communicator's
-     * shared memory or NCCL on one host: not on another host either */
-    for (unsigned i = 0; i < dag->plan.ncomm_leases; i++)
-        for (unsigned ai = 0; ai < dag->run.nactors; ai++) {
-            adag_actor_h a = dag->run.actors[ai].actor;
-            if (a->node[0] && adag__comm_lease_rank(dag->plan.comm_leases[i], a->id) >= 0)
-                return adag__error(ADAG_ERR_INVALID,
-                                  "adag_graph_compile: actor %s (node %s) has a communicator "
-                                  "tensor (ADAG_TRANSPORT_COMM); those run within the driver's "
-                                  "host for now",
-                                  a->name, a->node);
-        }
-    return plan_order_channels(dag);
-}
-
 /* Creates every backend's domain for the DAG (the shm segment) and gets
  * each channel's descriptor, each channel with its own geometry. */
 static adag_status_t make_domains(adag_dag_h dag)
@@ -459,110 +186,6 @@ out:
     return st;
 }
 
-/* A member's COLLECTIVE operation: its collective, rank and status
- * channels (local numbers: a member touches all of them, in order). */
-static void coll_op(compile_ctx_t *cx, adag_node_h nd, const int *local, const adag_program_t *p,
-                    adag_prog_op_t *op)
-{
-    const adag_collective_t *col = nd->coll;
-    unsigned k = 0;
-    while (cx->g->colls[k] != col)
-        k++;
-    op->coll_kind = (uint32_t)col->kind;
-    op->coll_id = col->id;
-    op->reduce_op = (uint32_t)col->op;
-    op->root = col->root;
-    op->member = nd->member;
-    op->nmembers = col->n;
-    op->status_first = (uint32_t)local[cx->coll_status[k]];
-    op->comm = 0;
-    while (op->comm < p->ncomms && p->comms[op->comm].key != cx->dag->plan.coll_keys[k])
-        op->comm++;
-}
-
-static adag_status_t build_program(compile_ctx_t *cx, unsigned ai, adag_program_t *p)
-{
-    adag_dag_h dag = cx->dag;
-    adag_graph_h g = cx->g;
-    int *local = malloc(dag->plan.nchans * sizeof(*local));
-    if (!local)
-        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    memset(p, 0, sizeof(*p));
-    p->dag_id = dag->run.id;
-    snprintf(p->dag_name, sizeof(p->dag_name), "%s", dag->run.name);
-    adag_wait_policy_t policy = adag__dag_policy(dag, (int)ai);
-    adag_wbuf_t descs = {0};
-    p->max_inflight = dag->plan.max_inflight;
-    p->spin_ns = policy.spin_ns;
-    p->spin_yield = (uint32_t)policy.yield;
-    p->trace_spans = dag->trace_spans;
-    p->comm_timeout_ms = dag->comm_timeout_ms;
-    p->start_chan = ADAG_PROG_NO_CHAN;
-    p->chans = calloc(dag->plan.nchans + 1, sizeof(*p->chans));
-    p->ops = calloc(g->nnodes + 1, sizeof(*p->ops));
-    adag_status_t st = ADAG_OK;
-    if (!p->chans || !p->ops || (st = adag__compile_comm_program(&dag->plan, &dag->run, ai, p)) != ADAG_OK) {
-        free(local);
-        adag__program_free(p);
-        return st != ADAG_OK ? st : adag__error(ADAG_ERR_NO_MEMORY,
-                                               "adag_graph_compile: out of memory");
-    }
-    for (unsigned c = 0; c < dag->plan.nchans; c++) {
-        const adag_dag_chan_t *dc = &dag->plan.chans[c];
-        int writes = dc->writer == (int)ai, reader = reader_index(dc, (int)ai);
-        local[c] = -1;
-        if (!writes && reader < 0)
-            continue;
-        adag_prog_chan_t *pc = &p->chans[p->nchans];
-        snprintf(pc->name, sizeof(pc->name), "%s", dc->name);
-        pc->id = c;
-        pc->backend = dc->backend;
-        pc->nreaders = dc->nreaders;
-        pc->reader = writes ? -1 : reader;
-        pc->nslots = dc->geom.nslots;
-        pc->capacity = dc->geom.capacity;
-        pc->desc_off = (uint32_t)descs.len;
-        pc->desc_len = (uint32_t)dc->desc.len;
-        pc->tensor = dc->tensor;
-        pc->comm_key = dc->comm_key;
-        adag__wbuf_raw(&descs, dc->desc.data, dc->desc.len);
-        if (c == dag->start_chan)
-            p->start_chan = p->nchans;
-        local[c] = (int)p->nchans++;
-    }
-    /* a shared communicator's ticket channel, by its local number */
-    for (uint32_t j = 0; j < p->ncomms; j++)
-        for (unsigned i = 0; p->comms[j].shared && i < dag->plan.ncomm_leases; i++)
-            if (adag__comm_lease_key(dag->plan.comm_leases[i]) == p->comms[j].key)
-                p->comms[j].order_chan = (uint32_t)local[dag->lease_order_chan[i]];
-    p->descs = descs.data; /* the program owns it now */
-    p->descs_len = (uint32_t)descs.len;
-    if (descs.failed || descs.len > UINT32_MAX) {
-        free(local);
-        adag__program_free(p);
-        return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    }
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        adag_node_h nd = g->nodes[i];
-        if (nd->kind != NODE_CALL || cx->actor_index[i] != (int)ai)
-            continue;
-        adag_prog_op_t *op = &p->ops[p->nops++];
-        op->kind = nd->coll ? ADAG_OP_COLLECTIVE : ADAG_OP_CALL;
-        op->method = nd->coll ? 0 : nd->method;
-        op->node = i;
-        op->nargs = nd->nargs;
-        op->nrets = nd->nreturns;
-        for (unsigned a = 0; a < nd->nargs; a++)
-            op->args[a] = (uint32_t)local[value_chan(cx, nd->args[a])];
-        for (unsigned r = 0; r < nd->nreturns; r++)
-            op->rets[r] = (uint32_t)local[cx->chan_of[i] + r];
-        if (nd->coll)
-            coll_op(cx, nd, local, p, op);
-    }
-    free(local);
-    return ADAG_OK;
-}
-
 /* Opens one of the driver's endpoints of channel c (reader -1: the writer). */
 static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader,
                                           adag_chan_t **out)
@@ -584,16 +207,15 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
     return st;
 }
 
-static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
+static adag_status_t open_driver_endpoints(adag_compiler_t *cx, adag_dag_h dag)
 {
-    adag_dag_h dag = cx->dag;
     adag_graph_h g = cx->g;
     adag_status_t st;
 
-    dag->inputs = calloc(dag->ninputs + 1, sizeof(*dag->inputs));
-    dag->input_chan = calloc(dag->ninputs + 1, sizeof(*dag->input_chan));
-    dag->input_counts = calloc(dag->ninputs + 1, sizeof(*dag->input_counts));
-    size_t per_ref = (size_t)dag->plan.max_inflight * (dag->ninputs + 1);
+    dag->inputs = calloc(dag->plan.ninputs + 1, sizeof(*dag->inputs));
+    dag->input_chan = calloc(dag->plan.ninputs + 1, sizeof(*dag->input_chan));
+    dag->input_counts = calloc(dag->plan.ninputs + 1, sizeof(*dag->input_counts));
+    size_t per_ref = (size_t)dag->plan.max_inflight * (dag->plan.ninputs + 1);
     dag->slot_bufs = calloc(per_ref, sizeof(*dag->slot_bufs));
     dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
     dag->slot_metas = calloc(per_ref, sizeof(*dag->slot_metas));
@@ -617,12 +239,12 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
             return st;
     }
     for (unsigned o = 0; o < g->noutputs; o++) {
-        unsigned c = value_chan(cx, g->outputs[o]), e;
+        unsigned c = adag__compile_value_chan(cx, g->outputs[o]), e;
         for (e = 0; e < dag->nouts; e++)
             if (dag->out_chan[e] == c)
                 break;
         if (e == dag->nouts) {
-            st = open_driver_endpoint(dag, c, reader_index(&dag->plan.chans[c], -1), &dag->outs[e]);
+            st = open_driver_endpoint(dag, c, adag__plan_reader_index(&dag->plan.chans[c], -1), &dag->outs[e]);
             if (st != ADAG_OK)
                 return st;
             dag->out_chan[e] = c;
@@ -630,33 +252,33 @@ static adag_status_t open_driver_endpoints(compile_ctx_t *cx)
         }
         dag->output_of[o] = e;
     }
-    if (dag->norders) {
-        dag->orders = calloc(dag->norders, sizeof(*dag->orders));
-        dag->order_leases = calloc(dag->norders, sizeof(*dag->order_leases));
-        dag->order_bufs = calloc((size_t)dag->plan.max_inflight * dag->norders,
+    if (dag->plan.norders) {
+        dag->orders = calloc(dag->plan.norders, sizeof(*dag->orders));
+        dag->order_leases = calloc(dag->plan.norders, sizeof(*dag->order_leases));
+        dag->order_bufs = calloc((size_t)dag->plan.max_inflight * dag->plan.norders,
                                  sizeof(*dag->order_bufs));
         if (!dag->orders || !dag->order_leases || !dag->order_bufs)
             return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         unsigned k = 0;
         for (unsigned i = 0; i < dag->plan.ncomm_leases; i++) {
-            if (dag->lease_order_chan[i] == ADAG_PROG_NO_CHAN)
+            if (dag->plan.lease_order_chan[i] == ADAG_PROG_NO_CHAN)
                 continue;
             dag->order_leases[k] = dag->plan.comm_leases[i];
-            if ((st = open_driver_endpoint(dag, dag->lease_order_chan[i], -1,
+            if ((st = open_driver_endpoint(dag, dag->plan.lease_order_chan[i], -1,
                                            &dag->orders[k])) != ADAG_OK)
                 return st;
             k++;
         }
     }
-    if (dag->start_chan != ADAG_PROG_NO_CHAN)
-        return open_driver_endpoint(dag, dag->start_chan, -1, &dag->start);
+    if (dag->plan.start_chan != ADAG_PROG_NO_CHAN)
+        return open_driver_endpoint(dag, dag->plan.start_chan, -1, &dag->start);
     return ADAG_OK;
 }
 
 adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *params,
                                  adag_dag_h *out)
 {
-    compile_ctx_t cx = {0};
+    adag_compiler_t cx = {0};
     adag_dag_h dag = NULL;
     adag_status_t st;
 
@@ -664,22 +286,18 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: graph and dag must not be NULL");
     *out = NULL;
     pthread_mutex_lock(&g->lock);
-    if ((st = validate(g)) != ADAG_OK)
+    if ((st = adag__compile_validate(g)) != ADAG_OK)
         goto fail_unlock;
     dag = calloc(1, sizeof(*dag));
-    cx.chan_of = calloc(g->nnodes, sizeof(*cx.chan_of));
-    cx.actor_index = calloc(g->nnodes, sizeof(*cx.actor_index));
-    if (!dag || !cx.chan_of || !cx.actor_index) {
+    if (!dag) {
         st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         goto fail;
     }
-    cx.g = g;
-    cx.dag = dag;
     dag->run.rt = g->rt;
     dag->run.ops = &adag__dag_run_ops;
     dag->plan.driver_dev_kind = -1; /* none until adag__dag_driver_device_open */
     dag->user_fd = -1;
-    dag->start_chan = ADAG_PROG_NO_CHAN;
+    dag->plan.start_chan = ADAG_PROG_NO_CHAN;
     adag__ctx_init(&dag->run.ctx);
     adag__list_init(&dag->run.link);
     pthread_mutex_init(&dag->lock, NULL);
@@ -697,10 +315,10 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     /* the driver's ring is indexed by ref (two records each): it holds at
      * least twice the executions in flight, so a ref's records are reused
      * only long after it was released */
-    uint64_t driver_records = dag->trace_spans > 4ull * dag->plan.max_inflight
-                                  ? dag->trace_spans
+    uint64_t driver_records = dag->plan.trace_spans > 4ull * dag->plan.max_inflight
+                                  ? dag->plan.trace_spans
                                   : 4ull * dag->plan.max_inflight;
-    if (dag->trace_spans &&
+    if (dag->plan.trace_spans &&
         (!(dag->trace = calloc(1, sizeof(*dag->trace))) ||
          adag__trace_ring_init(dag->trace, driver_records, 1) != ADAG_OK)) {
         st = adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: the driver's trace ring");
@@ -723,10 +341,8 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     }
     pthread_mutex_unlock(&g->rt->lock);
     dag->wait = adag__dag_policy(dag, -1);
-    for (unsigned i = 0; i < g->nnodes; i++)
-        cx.actor_index[i] = g->nodes[i]->kind == NODE_CALL ? dag_actor_index(dag, g->nodes[i]->actor)
-                                                           : -1;
-    if ((st = plan_channels(&cx)) != ADAG_OK || (st = make_domains(dag)) != ADAG_OK)
+    if ((st = adag__compiler_init(&cx, g, &dag->plan, &dag->run)) != ADAG_OK ||
+        (st = adag__compile_channels(&cx)) != ADAG_OK || (st = make_domains(dag)) != ADAG_OK)
         goto fail;
     dag->user_fd = adag__fd_above_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (dag->user_fd < 0) {
@@ -734,11 +350,12 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         goto fail;
     }
     for (unsigned ai = 0; ai < dag->run.nactors; ai++)
-        if ((st = build_program(&cx, ai, &dag->run.actors[ai].prog)) != ADAG_OK)
+        if ((st = adag__compile_program(&cx, ai, adag__dag_policy(dag, (int)ai),
+                                        &dag->run.actors[ai].prog)) != ADAG_OK)
             goto fail;
     if ((st = adag__compile_comm_check_order(&dag->plan, &dag->run)) != ADAG_OK)
         goto fail;
-    if ((st = open_driver_endpoints(&cx)) != ADAG_OK ||
+    if ((st = open_driver_endpoints(&cx, dag)) != ADAG_OK ||
         (st = adag__dag_staging_open(dag)) != ADAG_OK)
         goto fail;
     dag->plan.node_labels = calloc(g->nnodes + 1, sizeof(*dag->plan.node_labels));
@@ -758,9 +375,7 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
         /* adag_dag_destroy stops what was installed; keep this failure's message */
         char msg[ADAG_ERROR_MAX];
         snprintf(msg, sizeof(msg), "%s", adag_last_error());
-        free(cx.chan_of);
-        free(cx.actor_index);
-        free(cx.coll_status);
+        adag__compiler_free(&cx);
         pthread_mutex_unlock(&g->lock);
         adag_dag_destroy(dag);
         return adag__error(st, "%s", msg);
@@ -768,21 +383,17 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     g->compiled = 1;
     dag->stats.max_inflight = dag->plan.max_inflight;
     dag->stats.slot_capacity = dag->plan.default_capacity;
-    dag->stats.nchannels = dag->plan.nchans - (dag->start_chan != ADAG_PROG_NO_CHAN) - dag->norders;
+    dag->stats.nchannels = dag->plan.nchans - (dag->plan.start_chan != ADAG_PROG_NO_CHAN) - dag->plan.norders;
     dag->stats.shm_bytes = adag__ctx_domain_bytes(&dag->run.ctx);
     for (unsigned c = 0; c < dag->plan.nchans; c++)
         dag->stats.device_bytes += dag->plan.chans[c].device_bytes;
-    free(cx.chan_of);
-    free(cx.actor_index);
-    free(cx.coll_status);
+    adag__compiler_free(&cx);
     pthread_mutex_unlock(&g->lock);
     *out = dag;
     return ADAG_OK;
 
 fail:
-    free(cx.chan_of);
-    free(cx.actor_index);
-    free(cx.coll_status);
+    adag__compiler_free(&cx);
     if (dag)
         adag__dag_free(dag);
 fail_unlock:

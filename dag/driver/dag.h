@@ -1,7 +1,7 @@
 /*
- * dag/driver/: a compiled DAG in the driver. Compiling (compile.c: a
- * graph in, per-actor programs, the channel plan and the driver's
- * endpoints out) and installing it on its actors (install.c); the ref
+ * dag/driver/: a compiled DAG in the driver. Compiling (compile.c: the
+ * compiler's passes of dag/graph/, the channels' domains and the driver's
+ * endpoints) and installing it on its actors (install.c); the ref
  * window, execute/get/release and the DAG fd (driver.c); reservations,
  * the zero-copy inputs (reserve.c); the driver's own device
  * (driver_device.c). struct adag_dag is made of the parts each folder
@@ -40,23 +40,16 @@ struct adag_dag {
                                   the driver's context, the DAG fd's notify fds */
     adag_plan_t plan;          /* its channels and communicators (dag/graph/plan.h) */
     int execute_timeout_ms, teardown_timeout_ms;
-    int comm_timeout_ms; /* <= 0: device communication ops are not watched */
     adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
-    uint64_t trace_spans;      /* per loop and the driver; 0: tracing off */
     adag_trace_ring_t *trace;  /* the driver's spans (execute, get); NULL: off */
 
-    unsigned start_chan;       /* channel published as each execution starts, or
-                                  ADAG_PROG_NO_CHAN */
-    adag_chan_t *start;        /* its writer endpoint */
-    /* The turns on shared communicators: per DAG lease, the channel by
-     * which the driver hands each execution its ticket (8 bytes, read by
-     * every rank), or ADAG_PROG_NO_CHAN (an exclusive lease); the writer
-     * endpoints, their leases and reserved slots ([ref % max_inflight][i]) */
-    unsigned *lease_order_chan;
+    adag_chan_t *start;        /* the writer endpoint of plan.start_chan */
+    /* The turns on shared communicators (plan.lease_order_chan): the
+     * writer endpoints of the ticket channels, their leases and reserved
+     * slots ([ref % max_inflight][i]), plan.norders of each */
     adag_chan_t **orders;
     struct adag_comm_lease **order_leases;
     void **order_bufs;
-    unsigned norders;
     /* adag_dag_fd hands out user_fd, which only the driver writes, under
      * lock: readable exactly while a ref is ready and not got. Once it is
      * armed the output endpoints' writers signal run.notify_fds, and the
@@ -95,7 +88,6 @@ struct adag_dag {
     adag_dev_mem_t *staging;
     adag_dev_event_t **staged;
     uint8_t *staged_pending;
-    unsigned ninputs;
     unsigned *input_chan;      /* channel id per input field */
     adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
     unsigned nouts;

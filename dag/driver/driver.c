@@ -105,7 +105,7 @@ adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *o
     adag_place_t u;
     unsigned n = 0;
     adag__place_none(&u);
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         const adag_dag_chan_t *c = &dag->plan.chans[dag->input_chan[i]];
         for (unsigned r = 0; r < c->nreaders; r++) {
             adag_actor_h a = c->readers[r] >= 0 ? dag->run.actors[c->readers[r]].actor : NULL;
@@ -448,7 +448,7 @@ void adag__dag_free(adag_dag_h dag)
         if (dag->comm_gone >> i & 1)
             adag__comm_lease_free(dag->plan.comm_leases[i]);
     free(dag->plan.comm_leases);
-    free(dag->lease_order_chan);
+    free(dag->plan.lease_order_chan);
     free(dag->orders);
     free(dag->order_leases);
     free(dag->order_bufs);
@@ -530,7 +530,7 @@ out:
  * nothing of this DAG is left to run on a shared communicator. */
 static int tickets_consumed(adag_dag_h dag, uint64_t last, int64_t deadline)
 {
-    for (unsigned i = 0; i < dag->norders; i++) {
+    for (unsigned i = 0; i < dag->plan.norders; i++) {
         void *buf;
         if (adag__chan_acquire(dag->orders[i], last + dag->plan.max_inflight, deadline, &buf) !=
             ADAG_OK) {

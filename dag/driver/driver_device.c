@@ -92,22 +92,22 @@ adag_status_t adag__dag_check_device_input(adag_dag_h dag, const char *fn, unsig
 
 static size_t staging_index(adag_dag_h dag, uint64_t ref, unsigned i)
 {
-    return (size_t)(ref % dag->plan.max_inflight) * dag->ninputs + i;
+    return (size_t)(ref % dag->plan.max_inflight) * dag->plan.ninputs + i;
 }
 
 adag_status_t adag__dag_staging_open(adag_dag_h dag)
 {
-    if (!dag->driver_dev || !dag->ninputs)
+    if (!dag->driver_dev || !dag->plan.ninputs)
         return ADAG_OK;
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     const adag_device_ops_t *ops = d->dev->ops;
-    size_t n = (size_t)dag->plan.max_inflight * dag->ninputs;
+    size_t n = (size_t)dag->plan.max_inflight * dag->plan.ninputs;
     dag->staging = calloc(n, sizeof(*dag->staging));
     dag->staged = calloc(n, sizeof(*dag->staged));
     dag->staged_pending = calloc(n, 1);
     if (!dag->staging || !dag->staged || !dag->staged_pending)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         if (!adag__dag_input_on_device(dag, i))
             continue;
         size_t capacity = dag->inputs[i]->capacity;
@@ -141,7 +141,7 @@ static void staging_close(adag_dag_h dag)
                       "(%d ms): its pinned input staging is left allocated",
                       dag->run.name, dag->teardown_timeout_ms);
     } else {
-        size_t n = (size_t)dag->plan.max_inflight * dag->ninputs;
+        size_t n = (size_t)dag->plan.max_inflight * dag->plan.ninputs;
         for (size_t k = 0; k < n; k++) {
             if (dag->staged && dag->staged[k])
                 ops->event_destroy(d->dev, dag->staged[k]);
@@ -168,7 +168,7 @@ adag_status_t adag__dag_staging_wait(adag_dag_h dag, uint64_t ref, int nonblock,
     if (!dag->staged_pending)
         return ADAG_OK;
     const adag_device_ops_t *ops = dag->driver_dev->chan.dev->ops;
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         size_t k = staging_index(dag, ref, i);
         if (!dag->staged_pending[k])
             continue;
@@ -199,7 +199,7 @@ adag_status_t adag__dag_copy_device_inputs(adag_dag_h dag, uint64_t ref, void *c
         return ADAG_OK;
     const adag_chan_device_t *d = &dag->driver_dev->chan;
     const adag_device_ops_t *ops = d->dev->ops;
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         if (!adag__dag_input_on_device(dag, i) || !inputs[i].size || inputs[i].data == bufs[i])
             continue; /* written in the slot, on the stream */
         /* in the compute stream's order: after the readers' `consumed`

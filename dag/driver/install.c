@@ -77,13 +77,13 @@ static adag_status_t connect_driver(adag_dag_h dag)
         adag_chan_t *mine = NULL;
         if (!ops->connect)
             continue;
-        for (unsigned f = 0; f < dag->ninputs; f++)
+        for (unsigned f = 0; f < dag->plan.ninputs; f++)
             if (dag->input_chan[f] == c)
                 mine = dag->inputs[f];
         for (unsigned e = 0; e < dag->nouts; e++)
             if (dag->out_chan[e] == c)
                 mine = dag->outs[e];
-        if (c == dag->start_chan)
+        if (c == dag->plan.start_chan)
             mine = dag->start;
         if (!mine)
             continue;

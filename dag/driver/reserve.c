@@ -40,17 +40,17 @@
 
 static void **slot_bufs(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_bufs[(ref % dag->plan.max_inflight) * dag->ninputs];
+    return &dag->slot_bufs[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
 }
 
 static size_t *slot_sizes(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_sizes[(ref % dag->plan.max_inflight) * dag->ninputs];
+    return &dag->slot_sizes[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
 }
 
 static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_metas[(ref % dag->plan.max_inflight) * dag->ninputs];
+    return &dag->slot_metas[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
 }
 
 /* Notes when an execution began to wait for room (span clock; *at 0: it
@@ -139,9 +139,9 @@ static void publish_ready(adag_dag_h dag);
 static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
 {
     adag_status_t st = ADAG_OK;
-    void **bufs = &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->norders];
+    void **bufs = &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->plan.norders];
     pthread_mutex_lock(&dag->run.rt->order_lock);
-    for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
+    for (unsigned i = 0; i < dag->plan.norders && st == ADAG_OK; i++) {
         uint64_t ticket = adag__comm_lease_next_ticket(dag->order_leases[i]);
         memcpy(bufs[i], &ticket, sizeof(ticket));
         st = adag__chan_publish(dag->orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
@@ -217,7 +217,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     st = wait_for_room(dag, seq, nonblock, deadline, fn, blocked_at);
     pthread_mutex_unlock(&dag->lock);
     void **bufs = slot_bufs(dag, seq);
-    for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs && st == ADAG_OK; i++) {
         st = adag__chan_acquire(dag->inputs[i], seq, deadline, &bufs[i]);
         if (st == ADAG_ERR_TIMEOUT)
             st = nonblock
@@ -246,9 +246,9 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         else if (st != ADAG_OK)
             st = adag__dag_wait_error(dag, st, fn);
     }
-    for (unsigned i = 0; i < dag->norders && st == ADAG_OK; i++) {
+    for (unsigned i = 0; i < dag->plan.norders && st == ADAG_OK; i++) {
         st = adag__chan_acquire(dag->orders[i], seq, deadline,
-                               &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->norders + i]);
+                               &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->plan.norders + i]);
         if (st == ADAG_ERR_TIMEOUT)
             st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run the collectives of ref %llu (channel %s)",
@@ -266,7 +266,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     /* execute: the views are this caller's alone until the ref is
      * published; a device tensor is copied by the commit, in the stream's
      * order */
-    for (unsigned i = 0; commit_now && st == ADAG_OK && i < dag->ninputs; i++)
+    for (unsigned i = 0; commit_now && st == ADAG_OK && i < dag->plan.ninputs; i++)
         if (inputs[i].size && inputs[i].device == ADAG_DEVICE_HOST)
             memcpy(host_view(dag, seq, i), inputs[i].data, inputs[i].size);
     pthread_mutex_lock(&dag->lock);
@@ -317,7 +317,7 @@ static void publish_ready(adag_dag_h dag)
         const size_t *sizes = slot_sizes(dag, seq);
         const adag_tensor_meta_t *metas = slot_metas(dag, seq);
         adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
-        for (unsigned i = 0; i < dag->ninputs && st == ADAG_OK; i++) {
+        for (unsigned i = 0; i < dag->plan.ninputs && st == ADAG_OK; i++) {
             size_t size = status == ADAG_OK ? sizes[i] : 0;
             st = adag__chan_publish(dag->inputs[i], seq, size,
                                    metas[i].dtype != ADAG_DTYPE_BYTES ? &metas[i] : NULL, status,
@@ -326,7 +326,7 @@ static void publish_ready(adag_dag_h dag)
             dag->input_counts[i][1] += size;
         }
         /* a cancelled ref gets its tickets too: its loops run it */
-        if (st == ADAG_OK && dag->norders)
+        if (st == ADAG_OK && dag->plan.norders)
             st = publish_tickets(dag, seq);
         /* a cancelled ref's start carries its status: methods of no
          * argument are skipped like those whose inputs failed */
@@ -380,7 +380,7 @@ static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_valu
     }
     size_t *sizes = slot_sizes(dag, ref);
     adag_tensor_meta_t *metas = slot_metas(dag, ref);
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         int tensor = inputs[i].kind == ADAG_VALUE_TENSOR;
         sizes[i] = inputs[i].size;
         metas[i].dtype = tensor ? (uint32_t)inputs[i].dtype : 0;
@@ -451,9 +451,9 @@ static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_val
                                   unsigned n)
 {
     adag_status_t st;
-    if (n != dag->ninputs)
+    if (n != dag->plan.ninputs)
         return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u given", fn, dag->run.name,
-                          dag->ninputs, n);
+                          dag->plan.ninputs, n);
     for (unsigned i = 0; i < n; i++) {
         if ((st = adag__value_check_input(&inputs[i], fn, i)) != ADAG_OK ||
             (st = adag__dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
@@ -499,7 +499,7 @@ static void *host_view(adag_dag_h dag, uint64_t ref, unsigned i)
 static adag_status_t check_written(adag_dag_h dag, uint64_t ref, const char *fn,
                                    const adag_value_t *inputs)
 {
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         const adag_value_t *v = &inputs[i];
         int host = v->device == ADAG_DEVICE_HOST;
         void *want = host ? host_view(dag, ref, i) : slot_bufs(dag, ref)[i];
@@ -550,9 +550,9 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t
     uint64_t seq;
     if (!dag || !ref || (n && !views))
         return adag__error(ADAG_ERR_INVALID, "%s: dag, views and ref must not be NULL", fn);
-    if (n != dag->ninputs)
+    if (n != dag->plan.ninputs)
         return adag__error(ADAG_ERR_INVALID, "%s: DAG %s takes %u inputs, %u views given", fn,
-                          dag->run.name, dag->ninputs, n);
+                          dag->run.name, dag->plan.ninputs, n);
     if ((st = take_ref(dag, flags, fn, 1, 0, NULL, &seq, NULL)) != ADAG_OK)
         return st;
     /* the views of a reserved ref are stable: its slots' buffers and
@@ -613,9 +613,9 @@ adag_status_t adag_dag_inputs(adag_dag_h dag, adag_input_view_t *views, unsigned
     if (!dag || !ninputs || (n && !views))
         return adag__error(ADAG_ERR_INVALID,
                           "adag_dag_inputs: dag, views and ninputs must not be NULL");
-    for (unsigned i = 0; i < n && i < dag->ninputs; i++)
+    for (unsigned i = 0; i < n && i < dag->plan.ninputs; i++)
         describe_input(dag, i, &views[i]);
-    *ninputs = dag->ninputs;
+    *ninputs = dag->plan.ninputs;
     return ADAG_OK;
 }
 

@@ -1,4 +1,16 @@
 /*
+ * dag/exec/: what runs an actor's part of a compiled DAG, in any process
+ * (the driver for thread actors, adag-worker for the others): this loop,
+ * the program it interprets (program.h), the call a method gets (call.c,
+ * call_device.c), its collectives and turns on shared communicators
+ * (loop_collective.h), host values and device work (loop_host_values.c),
+ * its figures (loop_stats.h), the watchdog (watchdog.h), the DAG's context
+ * in a process (context.h: abort word, domains), an actor's communicators
+ * and device (actor_comm.h, actor_device.h) and class registry (class.h).
+ * It knows nothing of actors' processes, graphs or the driver: its host
+ * fills adag_loop_actor_t and the on_fail/on_fatal hooks. Below:
+ * transport/, gpu/, common/.
+ *
  * The execution loop of one actor in one compiled DAG. For execution
  * seq = 0, 1, 2, ... it runs the actor's schedule: for each operation,
  * READ (wait for the args' slots), acquire the return slots, COMPUTE (call

@@ -61,6 +61,18 @@ typedef struct adag_plan {
     unsigned ncomm_leases;
     uint64_t *coll_keys;
     unsigned ncolls;
+    /* The turns on shared communicators: per lease, the channel by which
+     * the driver hands each execution its ticket (8 bytes, read by every
+     * rank), or ADAG_PROG_NO_CHAN (an exclusive lease); norders of them */
+    unsigned *lease_order_chan;
+    unsigned norders;
+    /* the channel published as each execution starts (read by the actors
+     * with a method of no argument), or ADAG_PROG_NO_CHAN */
+    unsigned start_chan;
+    unsigned ninputs;          /* input fields: the highest field + 1 */
+    /* what every program carries (adag_compile_params_t) */
+    int comm_timeout_ms;       /* <= 0: device communication ops are not watched */
+    uint64_t trace_spans;      /* per loop and the driver; 0: tracing off */
 } adag_plan_t;
 
 /* compile_place.c: a channel's places (c->places: writer, then readers)
@@ -97,5 +109,34 @@ adag_status_t adag__compile_comm_program(const adag_plan_t *plan, const adag_dag
 /* After every program was built: the ranks' send/recv orders must be
  * consistent (else ADAG_ERR_INVALID naming two transfers). */
 adag_status_t adag__compile_comm_check_order(const adag_plan_t *plan, const adag_dag_run_t *run);
+
+/* compile_plan.c: the compiler's passes over graph g (under its lock),
+ * filling plan for the DAG whose actors are run's (every actor of the
+ * graph, in bind order). */
+typedef struct adag_compiler {
+    adag_graph_h g;
+    adag_plan_t *plan;
+    const adag_dag_run_t *run;
+    unsigned *chan_of;         /* node id -> channel (value nodes), call -> first return's */
+    unsigned *coll_status;     /* per graph collective: its first status channel */
+    int *actor_index;          /* node id (calls) -> DAG actor index */
+} adag_compiler_t;
+
+/* ADAG_ERR_INVALID naming the node when the graph cannot be compiled. */
+adag_status_t adag__compile_validate(adag_graph_h g);
+adag_status_t adag__compiler_init(adag_compiler_t *cx, adag_graph_h g, adag_plan_t *plan,
+                                 const adag_dag_run_t *run);
+void adag__compiler_free(adag_compiler_t *cx);
+/* Every channel, placed, sized, with its communicator (plan->max_inflight
+ * and default_capacity set before). */
+adag_status_t adag__compile_channels(adag_compiler_t *cx);
+/* Actor ai's program, whose loop waits by policy (after the channels'
+ * descriptors exist: they travel in it). */
+adag_status_t adag__compile_program(const adag_compiler_t *cx, unsigned ai,
+                                   adag_wait_policy_t policy, adag_program_t *p);
+/* The channel carrying value node n. */
+unsigned adag__compile_value_chan(const adag_compiler_t *cx, adag_node_h n);
+/* Reader who's index in channel c (-1: the driver), -1 if it does not read it. */
+int adag__plan_reader_index(const adag_dag_chan_t *c, int who);
 
 #endif

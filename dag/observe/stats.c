@@ -213,7 +213,7 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
             s->chans[c].writer = s->actor_names[dag->plan.chans[c].writer];
     pthread_mutex_lock(&dag->lock);
     s->counts = dag->stats;
-    for (unsigned i = 0; i < dag->ninputs; i++) {
+    for (unsigned i = 0; i < dag->plan.ninputs; i++) {
         adag_channel_stats_t *cs = &s->chans[dag->input_chan[i]];
         cs->values = dag->input_counts[i][0];
         cs->bytes = dag->input_counts[i][1];
