@@ -153,7 +153,7 @@ MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
 .PHONY: all test test-tsan test-faults test-install check check-layers check-names install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
-    test-gpu
+    test-gpu plots plots-smoke
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h common/*.h transport/*.h gpu/*.h dag/*.h data/*.h tests/*.h tests/modules/*.h)
@@ -339,7 +339,7 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: check-layers check-names test bench-smoke test-install
+check: check-layers check-names test bench-smoke plots-smoke test-install
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
@@ -377,6 +377,34 @@ bench-smoke: all
 	$(MAKE) --no-print-directory demo-gpu
 	$(MAKE) --no-print-directory demo-tp
 	$(MAKE) --no-print-directory demo-loader
+
+# The plots (bench/plot.py) from the quick bench's JSON, into $(BUILD)/plots:
+# each of the four must be well-formed SVG (tests/check_plots.py); no figure
+# is asserted, and a plot whose rows did not run says "no data".
+# PLOT_PYTHON: the first python3 that has matplotlib (setup.sh installs
+# Debian's python3-matplotlib for /usr/bin/python3, which another python3
+# earlier on PATH, e.g. pyenv's, does not see).
+PLOT_PYTHON ?= $(shell for p in python3 /usr/bin/python3; do \
+    $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; exit 0; }; done; echo python3)
+plots-smoke: bench-smoke
+	$(PLOT_PYTHON) bench/plot.py --out $(BUILD)/plots $(BUILD)/bench-quick.json
+	python3 tests/check_plots.py $(BUILD)/plots
+
+# docs/perf/*.svg: a full adag-bench run (Ray Compiled Graphs and Ray Data
+# where Ray is installed, Open MPI where mpicc is), the chain at more stage
+# counts, and adag-bench-hosts --quick (root; else its rows are left out and
+# the plot says why), then bench/plot.py. ~5 minutes on a 2-core machine.
+PLOTS_OUT ?= docs/perf
+PLOTS_CHAIN_N ?= 2 8 16
+plots: all
+	$(BUILD)/adag-bench --json --vs-ray > $(BUILD)/bench.json
+	for n in $(PLOTS_CHAIN_N); do \
+	    $(BUILD)/adag-bench --json --only chain --n $$n > $(BUILD)/bench-chain-n$$n.json || exit 1; \
+	done
+	$(BUILD)/adag-bench-hosts --quick --json > $(BUILD)/bench-hosts.json || \
+	    echo "skipped: adag-bench-hosts failed (see the output of make plots)" > $(BUILD)/bench-hosts.json
+	$(PLOT_PYTHON) bench/plot.py --out $(PLOTS_OUT) --hosts $(BUILD)/bench-hosts.json $(BUILD)/bench.json \
+	    $(foreach n,$(PLOTS_CHAIN_N),$(BUILD)/bench-chain-n$(n).json)
 
 demo: all
 	$(BUILD)/examples/pipeline_demo
