@@ -390,21 +390,38 @@ plots-smoke: bench-smoke
 	$(PLOT_PYTHON) bench/plot.py --out $(BUILD)/plots $(BUILD)/bench-quick.json
 	python3 tests/check_plots.py $(BUILD)/plots
 
-# docs/perf/*.svg: a full adag-bench run (Ray Compiled Graphs and Ray Data
-# where Ray is installed, Open MPI where mpicc is), the chain at more stage
-# counts, and adag-bench-hosts --quick (root; else its rows are left out and
-# the plot says why), then bench/plot.py. ~5 minutes on a 2-core machine.
+# docs/perf/*.svg (bench/plot.py): adag-bench runs only the rows the plots
+# draw (--only, a run each; the chain again at more stage counts), with Ray
+# Compiled Graphs beside the chain and payload rows where Ray is installed
+# (--vs-ray; Ray Data beside data-images likewise, Open MPI beside allreduce
+# where mpicc is), their rows together in $(BUILD)/bench.json; then
+# adag-bench-hosts --quick (root; else the plot says why its rows are
+# absent). About 4 minutes on a 2-core machine without Ray.
 PLOTS_OUT ?= docs/perf
+PLOTS_ROWS ?= roundtrip chain payload payload-zc allreduce allreduce-dag allreduce-nccl-dag data-images
+PLOTS_RAY_ROWS ?= chain payload
+# each row measured PLOTS_REPS times, the median kept (this machine is shared
+# and noisy), but data-images: its figures are medians of rounds already
+PLOTS_REPS ?= 3
 PLOTS_CHAIN_N ?= 2 8 16
+PLOTS_RUNS := $(BUILD)/plots-data
 plots: all
-	$(BUILD)/adag-bench --json --vs-ray > $(BUILD)/bench.json
-	for n in $(PLOTS_CHAIN_N); do \
-	    $(BUILD)/adag-bench --json --only chain --n $$n > $(BUILD)/bench-chain-n$$n.json || exit 1; \
+	rm -rf $(PLOTS_RUNS) && mkdir -p $(PLOTS_RUNS)
+	for s in $(PLOTS_ROWS); do \
+	    ray=; case " $(PLOTS_RAY_ROWS) " in *" $$s "*) ray=--vs-ray;; esac; \
+	    reps="--reps $(PLOTS_REPS)"; [ $$s != data-images ] || reps=; \
+	    $(BUILD)/adag-bench --json --only $$s $$ray $$reps > $(PLOTS_RUNS)/$$s.json || exit 1; \
 	done
+	for n in $(PLOTS_CHAIN_N); do \
+	    $(BUILD)/adag-bench --json --only chain --n $$n --reps $(PLOTS_REPS) \
+	        > $(PLOTS_RUNS)/chain-n$$n.json || exit 1; \
+	done
+	$(PLOT_PYTHON) -c 'import json, sys; json.dump([r for f in sys.argv[1:] for r in json.load(open(f))], sys.stdout, indent=1)' \
+	    $(foreach s,$(PLOTS_ROWS),$(PLOTS_RUNS)/$(s).json) $(foreach n,$(PLOTS_CHAIN_N),$(PLOTS_RUNS)/chain-n$(n).json) \
+	    > $(BUILD)/bench.json
 	$(BUILD)/adag-bench-hosts --quick --json > $(BUILD)/bench-hosts.json || \
 	    echo "skipped: adag-bench-hosts failed (see the output of make plots)" > $(BUILD)/bench-hosts.json
-	$(PLOT_PYTHON) bench/plot.py --out $(PLOTS_OUT) --hosts $(BUILD)/bench-hosts.json $(BUILD)/bench.json \
-	    $(foreach n,$(PLOTS_CHAIN_N),$(BUILD)/bench-chain-n$(n).json)
+	$(PLOT_PYTHON) bench/plot.py --out $(PLOTS_OUT) --hosts $(BUILD)/bench-hosts.json $(BUILD)/bench.json
 
 demo: all
 	$(BUILD)/examples/pipeline_demo

@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import sys
+import textwrap
 
 try:
     import matplotlib
@@ -93,7 +94,12 @@ def load_json(path):
     try:
         return text, json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
+        raise InputError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
+
+
+def json_kind(v):
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(v), "null")
 
 
 def load_rows(path):
@@ -102,7 +108,7 @@ def load_rows(path):
     _, data = load_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON array of adag-bench rows "
-                         f"(adag-bench --json), got a {type(data).__name__}")
+                         f"(adag-bench --json), got {json_kind(data)}")
     for i, r in enumerate(data):
         if not isinstance(r, dict) or not isinstance(r.get("name"), str) or \
                 not isinstance(r.get("params"), dict) or "skipped" not in r:
@@ -211,7 +217,7 @@ class Page:
         self.footnote = footnote
 
     def new(self, title):
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        fig, ax = plt.subplots(figsize=(9.5, 4.8))
         ax.set_title(title)
         return fig, ax
 
@@ -225,7 +231,10 @@ class Page:
 
     def save(self, fig, ax, name, notes=()):
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7.5, loc="best")
+            # beside the axes: never over a point
+            handles, labels = ax.get_legend_handles_labels()
+            ax.legend(handles, [textwrap.fill(t, 40) for t in labels], fontsize=7.5,
+                      loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
         foot = "\n".join(list(notes) + [self.footnote])
         fig.text(0.01, 0.01, foot, fontsize=6.5, color="#555555", va="bottom")
         fig.tight_layout(rect=(0, 0.01 + 0.023 * (foot.count("\n") + 1), 1, 1))
@@ -276,7 +285,8 @@ def plot_latency(page, rows, hosts, hosts_why):
         ax.set_yscale("log")
         ax.set_xlabel("payload")
         ax.set_ylabel("median round trip (µs, log)")
-        notes.append("Baselines measured in the same run.")
+        notes.append("Baselines measured in the same run; memcpy's time = the bytes / "
+                     "its GB/s.")
     else:
         ax.set_axis_off()
         page.no_data(ax, "adag-bench --json --only payload", skips(rows, {"payload"}))
@@ -322,8 +332,8 @@ def plot_chain(page, rows, hosts):
         ax.set_ylabel("median latency (µs, log)")
         cpus = os.cpu_count() or 0
         if xs and max(xs) + 1 > cpus:
-            notes.append(f"Past {cpus - 1} stages the loops outnumber this machine's "
-                         f"{cpus} CPUs.")
+            notes.append(f"From {cpus} stages on, the loops (stages + driver) outnumber "
+                         f"the {cpus} CPUs: the wait policy, not the hand-off, sets the latency.")
         if len(xs) < 3:
             notes.append("More stage counts: adag-bench --json --only chain --n N.")
     else:
@@ -344,6 +354,9 @@ def plot_allreduce(page, rows):
         mpi = by_x(host, size, lambda r: r.get("baseline_gbps"))
         if not plot_series(ax, mpi, "Open MPI MPI_Allreduce, 4 procs (vader)", PEER):
             absent(ax, "Open MPI: not in this run (needs mpicc, mpirun)")
+    else:
+        absent(ax, "host communicator, Open MPI: not in this run "
+                   "(adag-bench --only allreduce; needs mpicc, mpirun)")
     for name, label, style, base_label in (
             ("allreduce-dag", "adag inside a compiled DAG (i32)", ADAG_DAG, None),
             ("allreduce-nccl-dag", "adag inside a DAG on CUDA (NCCL)", dict(ADAG_DAG, color="#2ca02c"),
