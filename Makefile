@@ -153,7 +153,7 @@ MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
 .PHONY: all test test-tsan test-faults test-install check check-layers check-names install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
-    test-gpu
+    test-gpu plots plots-smoke
 all: $(ALL)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h dag/*/*.h common/*.h transport/*.h gpu/*.h dag/*.h data/*.h tests/*.h tests/modules/*.h)
@@ -339,7 +339,7 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: check-layers check-names test bench-smoke test-install
+check: check-layers check-names test bench-smoke plots-smoke test-install
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
@@ -377,6 +377,51 @@ bench-smoke: all
 	$(MAKE) --no-print-directory demo-gpu
 	$(MAKE) --no-print-directory demo-tp
 	$(MAKE) --no-print-directory demo-loader
+
+# The plots (bench/plot.py) from the quick bench's JSON, into $(BUILD)/plots:
+# each of the four must be well-formed SVG (tests/check_plots.py); no figure
+# is asserted, and a plot whose rows did not run says "no data".
+# PLOT_PYTHON: the first python3 that has matplotlib (setup.sh installs
+# Debian's python3-matplotlib for /usr/bin/python3, which another python3
+# earlier on PATH, e.g. pyenv's, does not see).
+PLOT_PYTHON ?= $(shell for p in python3 /usr/bin/python3; do \
+    $$p -c 'import matplotlib' 2>/dev/null && { echo $$p; exit 0; }; done; echo python3)
+plots-smoke: bench-smoke
+	$(PLOT_PYTHON) bench/plot.py --out $(BUILD)/plots $(BUILD)/bench-quick.json
+	python3 tests/check_plots.py $(BUILD)/plots
+
+# docs/perf/*.svg (bench/plot.py): adag-bench runs only the rows the plots
+# draw (--only, a run each; the chain again at more stage counts), with Ray
+# Compiled Graphs beside the chain and payload rows where Ray is installed
+# (--vs-ray; Ray Data beside data-images likewise, Open MPI beside allreduce
+# where mpicc is), their rows together in $(BUILD)/bench.json; then
+# adag-bench-hosts --quick (root; else the plot says why its rows are
+# absent). About 4 minutes on a 2-core machine without Ray.
+PLOTS_OUT ?= docs/perf
+PLOTS_ROWS ?= roundtrip chain payload payload-zc allreduce allreduce-dag allreduce-nccl-dag data-images
+PLOTS_RAY_ROWS ?= chain payload
+# each row measured PLOTS_REPS times, the median kept (this machine is shared
+# and noisy), but data-images: its figures are medians of rounds already
+PLOTS_REPS ?= 3
+PLOTS_CHAIN_N ?= 2 8 16
+PLOTS_RUNS := $(BUILD)/plots-data
+plots: all
+	rm -rf $(PLOTS_RUNS) && mkdir -p $(PLOTS_RUNS)
+	for s in $(PLOTS_ROWS); do \
+	    ray=; case " $(PLOTS_RAY_ROWS) " in *" $$s "*) ray=--vs-ray;; esac; \
+	    reps="--reps $(PLOTS_REPS)"; [ $$s != data-images ] || reps=; \
+	    $(BUILD)/adag-bench --json --only $$s $$ray $$reps > $(PLOTS_RUNS)/$$s.json || exit 1; \
+	done
+	for n in $(PLOTS_CHAIN_N); do \
+	    $(BUILD)/adag-bench --json --only chain --n $$n --reps $(PLOTS_REPS) \
+	        > $(PLOTS_RUNS)/chain-n$$n.json || exit 1; \
+	done
+	$(PLOT_PYTHON) -c 'import json, sys; json.dump([r for f in sys.argv[1:] for r in json.load(open(f))], sys.stdout, indent=1)' \
+	    $(foreach s,$(PLOTS_ROWS),$(PLOTS_RUNS)/$(s).json) $(foreach n,$(PLOTS_CHAIN_N),$(PLOTS_RUNS)/chain-n$(n).json) \
+	    > $(BUILD)/bench.json
+	$(BUILD)/adag-bench-hosts --quick --json > $(BUILD)/bench-hosts.json || \
+	    echo "skipped: adag-bench-hosts failed (see the output of make plots)" > $(BUILD)/bench-hosts.json
+	$(PLOT_PYTHON) bench/plot.py --out $(PLOTS_OUT) --hosts $(BUILD)/bench-hosts.json $(BUILD)/bench.json
 
 demo: all
 	$(BUILD)/examples/pipeline_demo

@@ -12,9 +12,11 @@ set -euo pipefail
 #   whose entries carry XXH3 checksums
 # libhwloc-dev, libhwloc-plugins (PCI discovery), libibverbs-dev: the topology map
 #   that places actors next to their GPU and NIC
+# python3-matplotlib: bench/plot.py draws adag-bench's figures (make plots, make check)
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev
-      libcurl4-openssl-dev libxxhash-dev libhwloc-dev libhwloc-plugins libibverbs-dev)
+      libcurl4-openssl-dev libxxhash-dev libhwloc-dev libhwloc-plugins libibverbs-dev
+      python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
