@@ -469,3 +469,18 @@ out:
     pthread_mutex_unlock(&g->lock);
     return st;
 }
+
+const char *adag__coll_kind_name(adag_coll_kind_t kind)
+{
+    switch (kind) {
+    case ADAG_COLL_ALLREDUCE:
+        return "allreduce";
+    case ADAG_COLL_ALLGATHER:
+        return "allgather";
+    case ADAG_COLL_REDUCESCATTER:
+        return "reducescatter";
+    case ADAG_COLL_BROADCAST:
+        return "broadcast";
+    }
+    return "?";
+}

@@ -11,21 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *adag__coll_kind_name(adag_coll_kind_t kind)
-{
-    switch (kind) {
-    case ADAG_COLL_ALLREDUCE:
-        return "allreduce";
-    case ADAG_COLL_ALLGATHER:
-        return "allgather";
-    case ADAG_COLL_REDUCESCATTER:
-        return "reducescatter";
-    case ADAG_COLL_BROADCAST:
-        return "broadcast";
-    }
-    return "?";
-}
-
 static adag_actor_h writer_of(adag_node_h n)
 {
     return n->kind == NODE_RETURN ? n->call->actor : n->actor;

@@ -7,7 +7,6 @@
 #include "transport/tcp.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,15 +138,6 @@ out:
     free(pfds);
     free(who);
     free(waiting);
-}
-
-void adag__actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...)
-{
-    va_list ap;
-    a->dead = 1;
-    va_start(ap, fmt);
-    vsnprintf(a->death, sizeof(a->death), fmt, ap);
-    va_end(ap);
 }
 
 /* Waits until the monitor reaped the worker; 0 if it did by the deadline. */
@@ -434,14 +424,6 @@ adag_status_t adag_actor_placement(adag_actor_h a, adag_actor_placement_t *out)
     if (st == ADAG_OK)
         adag__placement_report(&a->place, out);
     return st;
-}
-
-int adag__run_uses_actor(const adag_dag_run_t *run, adag_actor_h a)
-{
-    for (unsigned i = 0; i < run->nactors; i++)
-        if (run->actors[i].actor == a)
-            return 1;
-    return 0;
 }
 
 int adag_actor_pid(adag_actor_h a)

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -44,6 +45,24 @@ typedef struct {
     watch_kind_t kind;
     unsigned id; /* actor id or DAG id */
 } watch_t;
+
+void adag__actor_mark_dead_locked(adag_actor_h a, const char *fmt, ...)
+{
+    va_list ap;
+    a->dead = 1;
+    va_start(ap, fmt);
+    vsnprintf(a->death, sizeof(a->death), fmt, ap);
+    va_end(ap);
+}
+
+/* Whether actor a runs part of the DAG. */
+static int run_uses_actor(const adag_dag_run_t *run, adag_actor_h a)
+{
+    for (unsigned i = 0; i < run->nactors; i++)
+        if (run->actors[i].actor == a)
+            return 1;
+    return 0;
+}
 
 static adag_actor_h find_actor_locked(adag_runtime_h rt, unsigned actor_id)
 {
@@ -80,7 +99,7 @@ static int reap_worker(adag_runtime_h rt, unsigned actor_id)
     pthread_cond_broadcast(&rt->cond);
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
         adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
-        if (adag__run_uses_actor(run, a))
+        if (run_uses_actor(run, a))
             run->ops->fail(run, ADAG_ERR_ACTOR_DIED, msg);
     }
     pthread_mutex_unlock(&rt->lock);
@@ -120,7 +139,7 @@ static void read_events(adag_runtime_h rt, unsigned actor_id)
     int found = 0;
     for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
         adag_dag_run_t *run = ADAG_CONTAINER(l, adag_dag_run_t, link);
-        if (run->id == m.dag_id && adag__run_uses_actor(run, a)) {
+        if (run->id == m.dag_id && run_uses_actor(run, a)) {
             run->ops->fail(run, m.status, m.msg);
             found = 1;
         }

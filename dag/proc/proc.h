@@ -238,9 +238,6 @@ struct adag_dag_run {
     unsigned nnotify;
 };
 
-/* Whether actor a runs part of the DAG. */
-int adag__run_uses_actor(const adag_dag_run_t *run, adag_actor_h a);
-
 /* comm_lease.c: the driver's communicators, shared by the DAGs whose
  * collectives use them or leased to one DAG (ADAG_TRANSPORT_COMM tensors) */
 typedef struct adag_comm_lease adag_comm_lease_t;
