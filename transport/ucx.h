@@ -40,6 +40,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
 /* Active message ids of the UCX channel. */
@@ -234,6 +235,11 @@ adag_status_t adag__ucx_domain_export(adag_chan_domain_t *d, adag_wbuf_t *blob, 
 adag_status_t adag__ucx_domain_import(adag_blob_t blob, const int *fds, unsigned nfds,
                                      adag_chan_domain_t **out);
 void adag__ucx_domain_destroy(adag_chan_domain_t *d);
+
+/* Prints the UCP configuration this process's context is made with (UCX's
+ * defaults and UCX_* variables, then adag's choices: ucp_config_print),
+ * for tests. */
+adag_status_t adag__ucx_config_print(FILE *f);
 
 /* Bytes between two slots' values in an endpoint's registered ring of
  * slots of `capacity` bytes: a slot of a page or more starts on a page. A
