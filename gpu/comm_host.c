@@ -58,7 +58,7 @@
  * send_turn moved), join_wake; the collectives' coll_wake and turn_wake,
  * which adag__comm_host_fail's wake-up covers too.
  */
-#include "gpu/comm_host_impl.h"
+#include "gpu/comm_host_seg.h"
 
 #include "common/clock.h"
 #include "common/error.h"

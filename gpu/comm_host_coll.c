@@ -69,7 +69,7 @@
  * adag__comm_host_fail wakes both.
  */
 #include "common/log.h"
-#include "gpu/comm_host_impl.h"
+#include "gpu/comm_host_seg.h"
 #include "gpu/comm_reduce.h"
 #include "gpu/host_impl.h"
 

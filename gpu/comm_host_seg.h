@@ -4,8 +4,8 @@
  * collectives): the segment's header and geometry, a rank's communicator,
  * and the error record and waits both use.
  */
-#ifndef ADAG_GPU_COMM_HOST_IMPL_H
-#define ADAG_GPU_COMM_HOST_IMPL_H
+#ifndef ADAG_GPU_COMM_HOST_SEG_H
+#define ADAG_GPU_COMM_HOST_SEG_H
 
 #include "common/error.h"
 #include "common/event.h"
