@@ -41,7 +41,7 @@ LIBS += $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -libverbs
 # UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
 # without it transport/chan_ucx_none.c says "built without UCX" at first use.
 HAVE_UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1)
-UCX_SRCS := transport/chan_ucx.c transport/chan_ucx_dev.c transport/ucx_domain.c
+UCX_SRCS := transport/chan_ucx.c transport/chan_ucx_msg.c transport/chan_ucx_dev.c transport/ucx_domain.c
 ifeq ($(HAVE_UCX),1)
 LIBS += -lucp -lucs
 LIB_SKIP := transport/chan_ucx_none.c
