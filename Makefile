@@ -420,6 +420,8 @@ demo-tp: all
 demo-loader: all
 	$(BUILD)/examples/loader_pipeline --epochs 2 --dot $(BUILD)/loader.dot
 
+# include/adag.h's parts (by topic; adag.h includes them all)
+ADAG_H_PARTS := $(addprefix include/adag/,core.h value.h class.h config.h actor.h graph.h dag.h)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/adag $(DESTDIR)$(PREFIX)/include \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -430,6 +432,7 @@ install: all
 	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/adag
 	install -m 0644 include/adag/data.h include/adag/stats.h $(DESTDIR)$(PREFIX)/include/adag/
+	install -m 0644 $(ADAG_H_PARTS) $(DESTDIR)$(PREFIX)/include/adag/
 	install -m 0755 $(BUILD)/adag-worker $(DESTDIR)$(PREFIX)/lib/adag/adag-worker
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' adag.pc.in \
