@@ -41,7 +41,7 @@ LIBS += $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -libverbs
 # UCX (Debian's libucx-dev): the ucx channel (transport/chan_ucx.c, ucx_domain.c);
 # without it transport/chan_ucx_none.c says "built without UCX" at first use.
 HAVE_UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1)
-UCX_SRCS := transport/chan_ucx.c transport/chan_ucx_dev.c transport/ucx_domain.c
+UCX_SRCS := transport/chan_ucx.c transport/chan_ucx_msg.c transport/chan_ucx_dev.c transport/ucx_domain.c
 ifeq ($(HAVE_UCX),1)
 LIBS += -lucp -lucs
 LIB_SKIP := transport/chan_ucx_none.c
@@ -62,7 +62,8 @@ SONAME := libadag.so.$(VERSION_MAJOR)
 
 # tests/test_*.c: the API suite, linked with libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static library.
-# tests/stress_ring.c: the channels, abort and concurrent drivers under ThreadSanitizer (make test-tsan);
+# tests/stress_ring.c, stress_dag.c, stress_device.c: the channels and abort, whole DAGs and
+# concurrent drivers, the emulated device, under ThreadSanitizer (make test-tsan);
 # tests/stress_comm.c: the host communicator, likewise.
 TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
 # The test actor classes, in libtest_actors.so (process actors) and in the test
@@ -300,6 +301,16 @@ $(BUILD)/tests/stress-ring: $(BUILD)/obj/tests/stress_ring.o $(BUILD)/libadag.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# tests/stress_dag.c: whole DAGs of thread actors, several drivers at once;
+# tests/stress_device.c: the emulated device's streams and events.
+$(BUILD)/tests/stress-dag: $(BUILD)/obj/tests/stress_dag.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/stress-device: $(BUILD)/obj/tests/stress_device.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 # tests/stress_comm.c: the host communicator (ranks in threads, many
 # messages, an abort mid-stream) under ThreadSanitizer.
 $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
@@ -325,10 +336,15 @@ $(BUILD)/tests/stress-trace: $(BUILD)/obj/tests/stress_trace.o $(BUILD)/libadag.
 # under TSan's interceptors: off for these runs (they serve RDMA registration
 # caches only).
 test-tsan:
-	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-comm \
+	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-dag \
+	    build/san-thread/tests/stress-device build/san-thread/tests/stress-comm \
 	    build/san-thread/tests/stress-data build/san-thread/tests/stress-trace
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-dag
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-device
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
@@ -449,6 +465,8 @@ demo-tp: all
 demo-loader: all
 	$(BUILD)/examples/loader_pipeline --epochs 2 --dot $(BUILD)/loader.dot
 
+# include/adag.h's parts (by topic; adag.h includes them all)
+ADAG_H_PARTS := $(addprefix include/adag/,core.h value.h class.h config.h actor.h graph.h dag.h)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/adag $(DESTDIR)$(PREFIX)/include \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -459,6 +477,7 @@ install: all
 	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/adag
 	install -m 0644 include/adag/data.h include/adag/stats.h $(DESTDIR)$(PREFIX)/include/adag/
+	install -m 0644 $(ADAG_H_PARTS) $(DESTDIR)$(PREFIX)/include/adag/
 	install -m 0755 $(BUILD)/adag-worker $(DESTDIR)$(PREFIX)/lib/adag/adag-worker
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' adag.pc.in \

@@ -218,8 +218,6 @@ const char *adag__span_kind_name(unsigned kind)
     case ADAG_SPAN_COLLECTIVE: return "collective";
     case ADAG_SPAN_EXECUTE: return "execute";
     case ADAG_SPAN_GET: return "get";
-    case ADAG_SPAN_UCX_SEND: return "ucx send";
-    case ADAG_SPAN_DEVICE_COPY: return "device copy";
     }
     return "backend";
 }

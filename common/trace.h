@@ -14,9 +14,10 @@
  * cost four.
  *
  * A layer below dag/ adds spans of its own with one call, adag__trace_add,
- * and a kind from ADAG_SPAN_BACKEND up (a backend's transfer, a device
- * copy), into the ring of the thread it runs on; the exporter names them
- * by kind.
+ * and a kind from ADAG_SPAN_BACKEND up, into the ring of the thread it
+ * runs on. This file knows those kinds only by number: the layer that
+ * records them numbers and names them (the channels' in
+ * transport/channel.h, adag__chan_span_name), and the exporter asks it.
  *
  * Two kinds of ring:
  *   - one writer (an actor loop's): records get indices 0, 1, 2, ... in
@@ -58,9 +59,8 @@ typedef enum {
     ADAG_SPAN_EXECUTE = 6,    /* the driver starts an execution (arg: -) */
     ADAG_SPAN_GET = 7,        /* the driver waits for a result (arg: -) */
     ADAG_SPAN_OP = 8,         /* a record of a loop's whole op (never a span) */
-    ADAG_SPAN_BACKEND = 16,   /* and up: a backend's own spans (arg: channel) */
-    ADAG_SPAN_UCX_SEND = ADAG_SPAN_BACKEND,         /* posting a value's sends to its readers */
-    ADAG_SPAN_DEVICE_COPY = ADAG_SPAN_BACKEND + 1,  /* enqueuing a value's device copy */
+    ADAG_SPAN_BACKEND = 16,   /* and up (to 255): a lower layer's own spans, numbered and
+                               * named by that layer (arg: channel) */
 } adag_span_kind_t;
 
 /* Clocks of two processes. Two on one kernel (one boot: the same
@@ -77,7 +77,9 @@ int64_t adag__clock_offset(const int64_t (*samples)[3], unsigned n);
 /* A span's op when its layer does not know the op (a backend's). */
 #define ADAG_SPAN_NO_OP 0xffffu
 
-/* What the exporter calls a kind ("wait input", "ucx send", ...). */
+/* What the exporter calls a kind of this file ("wait input", "compute",
+ * ...); "backend" for one from ADAG_SPAN_BACKEND up (its layer has the
+ * name) or one unknown. */
 const char *adag__span_kind_name(unsigned kind);
 
 /* An op record's parts (its flags). */

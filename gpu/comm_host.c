@@ -3,6 +3,11 @@
  * of one host, in any mix of threads and processes, talking through one
  * shared memory segment per communicator.
  *
+ * This file: ids, init, send and recv, the ops table. The segment's
+ * layout, error record and a rank's references are gpu/comm_host_seg.c's,
+ * the collectives gpu/comm_host_coll.c's (calls go one way: this file ->
+ * comm_host_coll.c -> comm_host_seg.c).
+ *
  * The id is bytes only (gpu/comm_host.h): the driver's memfd, named like a
  * emulated device handle (pid, fd, identity; gpu/memfd_handle.h) and opened by
  * each rank through /proc, so it travels in any message. The driver keeps
@@ -58,7 +63,7 @@
  * send_turn moved), join_wake; the collectives' coll_wake and turn_wake,
  * which adag__comm_host_fail's wake-up covers too.
  */
-#include "gpu/comm_host_impl.h"
+#include "gpu/comm_host_seg.h"
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -80,151 +85,9 @@
 
 extern const adag_comm_ops_t adag_comm_host_ops;
 
-/* ---- geometry ----
- *
- * 4 chunks per ring: the sender fills the next chunks while the receiver
- * copies one, with slack for stream threads that are scheduled late. A
- * 256 KiB chunk makes the per-chunk cost (a counter store and, if the peer
- * sleeps, a futex wake of a few us) small next to its copy (tens of us),
- * and keeps a pair's ring at 1 MiB. All rings of a communicator together
- * stay under 64 MiB: past 8 ranks (56 pairs) the chunk halves as needed,
- * down to 4 KiB at 64 ranks. Pages are touched only by pairs that talk. */
 #define RING_CHUNKS ADAG_COMM_HOST_RING_CHUNKS
-#define CHUNK_MAX ((uint64_t)256 << 10)
-#define CHUNK_MIN ((uint64_t)4 << 10)
-#define RINGS_BUDGET ((uint64_t)64 << 20)
-#define PAGE ADAG_COMM_HOST_PAGE
 #define COMM_SPIN_NS ADAG_COMM_HOST_SPIN_NS
-
-#define SEG_MAGIC 0x67736461u /* "adsg" */
-
-uint64_t adag__comm_host_chunk_bytes(unsigned nranks)
-{
-    uint64_t pairs = (uint64_t)nranks * (nranks > 0 ? nranks - 1 : 0);
-    uint64_t chunk = CHUNK_MAX;
-    while (chunk > CHUNK_MIN && pairs * RING_CHUNKS * chunk > RINGS_BUDGET)
-        chunk /= 2;
-    return chunk;
-}
-
-typedef struct {
-    uint64_t msg_seq;  /* which message of the pair */
-    uint64_t msg_size; /* the whole message's bytes */
-    uint64_t offset;   /* of this chunk's bytes in the message */
-    uint64_t len;      /* bytes in this chunk */
-} chunk_head_t;
-
-typedef struct {
-    /* the sending rank's side */
-    alignas(64) _Atomic uint64_t head; /* chunks published */
-    _Atomic uint64_t send_turn;        /* messages its sends finished writing */
-    adag_event_t recv_wake;            /* receivers sleep here */
-    /* the receiving rank's side */
-    alignas(64) _Atomic uint64_t tail; /* chunks consumed */
-    _Atomic uint64_t recv_turn;        /* messages its recvs finished */
-    adag_event_t send_wake;            /* senders sleep here */
-    alignas(64) chunk_head_t heads[RING_CHUNKS];
-} mailbox_t;
-
-#define HEADER_BYTES (((sizeof(seg_header_t) + PAGE - 1) / PAGE) * PAGE)
-
-/* The geometry of a communicator of n ranks, in a header. */
-static void seg_layout(unsigned n, seg_header_t *g)
-{
-    g->magic = SEG_MAGIC;
-    g->version = ADAG_COMM_HOST_VERSION;
-    g->nranks = n;
-    g->ring_chunks = RING_CHUNKS;
-    g->chunk_bytes = adag__comm_host_chunk_bytes(n);
-    g->boxes_bytes = ((uint64_t)(n - 1) * sizeof(mailbox_t) + PAGE - 1) / PAGE * PAGE;
-    g->area_bytes = g->boxes_bytes + (uint64_t)(n - 1) * RING_CHUNKS * g->chunk_bytes;
-    g->coll_offset = HEADER_BYTES + (uint64_t)n * g->area_bytes;
-    g->slot_bytes = adag__comm_host_slot_bytes(n);
-    g->size = g->coll_offset + adag__comm_host_coll_ctl_bytes(n) +
-              (uint64_t)n * ADAG_COMM_HOST_COLL_SLOTS * g->slot_bytes;
-}
-
-/* dst's inbox from src (src != dst), and its ring's chunk bytes. */
-static size_t inbox_index(unsigned src, unsigned dst)
-{
-    return src < dst ? src : src - 1;
-}
-
-static mailbox_t *mailbox(const seg_t *g, unsigned src, unsigned dst)
-{
-    char *area = (char *)g->h + HEADER_BYTES + (size_t)dst * g->area_bytes;
-    return (mailbox_t *)area + inbox_index(src, dst);
-}
-
-static unsigned char *ring_bytes(const seg_t *g, unsigned src, unsigned dst)
-{
-    char *area = (char *)g->h + HEADER_BYTES + (size_t)dst * g->area_bytes;
-    return (unsigned char *)area + g->boxes_bytes +
-           inbox_index(src, dst) * RING_CHUNKS * g->chunk_bytes;
-}
-
-/* ---- the communicator's state: abort and the error record ---- */
-
-static void wake_everyone(const seg_t *g)
-{
-    adag__event_notify(&g->h->join_wake);
-    adag__event_notify(&g->h->coll_wake);
-    for (unsigned r = 0; r < g->nranks; r++)
-        adag__event_notify(&adag__comm_host_coll_rank(g, r)->turn_wake);
-    for (unsigned dst = 0; dst < g->nranks; dst++)
-        for (unsigned src = 0; src < g->nranks; src++) {
-            if (src == dst)
-                continue;
-            mailbox_t *mb = mailbox(g, src, dst);
-            adag__event_notify(&mb->recv_wake);
-            adag__event_notify(&mb->send_wake);
-        }
-}
-
-/* Breaks the communicator: the first failure's status and text are kept
- * (later ones wait until its text is complete, then abort), then every
- * waiter of every rank gives up. */
-void adag__comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, ...)
-{
-    seg_header_t *h = g->h;
-    int32_t none = 0;
-    if (atomic_compare_exchange_strong_explicit(&h->error_code, &none, (int32_t)code,
-                                                memory_order_seq_cst, memory_order_seq_cst)) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(h->error_text, sizeof(h->error_text), fmt, ap);
-        va_end(ap);
-        atomic_store_explicit(&h->error_ready, 1, memory_order_release);
-        adag__futex_wake_all(&h->error_ready);
-    } else {
-        /* Another failure claimed the record (two ranks often detect one
-         * mismatch together): wait until its text is complete before abort
-         * is stored, so that a rank which sees abort (its stream drained)
-         * reads the whole text: error_ready's release store, this acquire
-         * load, then the seq_cst abort store chain happens-before. The
-         * writer only formats; the bound covers one killed in between. */
-        int64_t deadline = adag__deadline_ms(1000);
-        while (!atomic_load_explicit(&h->error_ready, memory_order_acquire) &&
-               adag__now_ns() < deadline)
-            adag__futex_wait(&h->error_ready, 0, deadline);
-    }
-    atomic_store_explicit(&h->abort, 1, memory_order_seq_cst);
-    wake_everyone(g);
-}
-
-/* ADAG_OK, or the record's status with its text as this thread's error
- * ("<who>: <text>"). Never blocks. */
-adag_status_t adag__comm_host_seg_status(seg_header_t *h, const char *who)
-{
-    int32_t code = atomic_load_explicit(&h->error_code, memory_order_seq_cst);
-    if (code == 0)
-        return ADAG_OK;
-    if (!atomic_load_explicit(&h->error_ready, memory_order_acquire))
-        return adag__error((adag_status_t)code, "%s: broken (%s; its message is being written)",
-                          who, adag__status_name((adag_status_t)code));
-    return adag__error((adag_status_t)code, "%s: %.*s", who, (int)sizeof(h->error_text),
-                      h->error_text);
-}
+#define HEADER_BYTES ADAG_COMM_HOST_HEADER_BYTES
 
 /* ---- waiting ---- */
 
@@ -257,7 +120,7 @@ typedef struct {
     int fd;
 } host_owner_t;
 
-static _Atomic uint64_t live_comms, live_ids;
+static _Atomic uint64_t live_ids;
 
 static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **owner)
 {
@@ -268,7 +131,7 @@ static adag_status_t host_id_create(unsigned nranks, adag_comm_id_t *id, void **
         return adag__error(ADAG_ERR_INVALID, "host communicator: %u ranks (1 to %d)", nranks,
                           ADAG_COMM_MAX_RANKS);
     memset(&g, 0, sizeof(g));
-    seg_layout(nranks, &g);
+    adag__comm_host_seg_layout(nranks, &g);
     host_owner_t *o = calloc(1, sizeof(*o));
     if (!o)
         return adag__error(ADAG_ERR_NO_MEMORY, "host communicator: out of memory");
@@ -337,19 +200,6 @@ static host_comm_t *host_comm(adag_comm_t *c)
     return (host_comm_t *)c;
 }
 
-/* Drops a reference; the last frees. acq_rel: every use of the
- * communicator by a dropper happens-before the unmap. */
-void adag__comm_host_unref(host_comm_t *c)
-{
-    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    adag__comm_host_peer_maps_release(c);
-    munmap(c->seg.h, c->seg.size);
-    pthread_mutex_destroy(&c->enqueue_lock);
-    free(c);
-    atomic_fetch_sub(&live_comms, 1);
-}
-
 static int all_joined(const void *p)
 {
     const seg_t *g = p;
@@ -388,7 +238,7 @@ static adag_status_t map_segment(const adag_comm_id_t *id, unsigned nranks, cons
         return adag__error(ADAG_ERR_PROTOCOL, "%s: the id is for %u ranks, not %u", who,
                           hid.nranks, nranks);
     memset(&want, 0, sizeof(want));
-    seg_layout(nranks, &want);
+    adag__comm_host_seg_layout(nranks, &want);
     if (hid.segment.size != want.size)
         return adag__error(ADAG_ERR_PROTOCOL,
                           "%s: the id names a segment of %llu bytes; %u ranks take %llu", who,
@@ -487,7 +337,7 @@ static adag_status_t host_init(const adag_comm_id_t *id, unsigned nranks, unsign
     memcpy(c->who, who, sizeof(c->who));
     pthread_mutex_init(&c->enqueue_lock, NULL);
     atomic_init(&c->refs, 1);
-    atomic_fetch_add(&live_comms, 1);
+    atomic_fetch_add(&adag__comm_host_live_comms, 1);
     *out = &c->base;
     return ADAG_OK;
 fail:
@@ -514,8 +364,8 @@ static void run_send(const comm_op_t *op, adag_spin_t *spin)
     const seg_t *g = &op->c->seg;
     seg_header_t *h = g->h;
     unsigned me = op->c->base.rank;
-    mailbox_t *mb = mailbox(g, me, op->peer);
-    unsigned char *ring = ring_bytes(g, me, op->peer);
+    mailbox_t *mb = adag__comm_host_mailbox(g, me, op->peer);
+    unsigned char *ring = adag__comm_host_ring_bytes(g, me, op->peer);
     const unsigned char *src = op->buf;
     uint64_t chunk = g->chunk_bytes, off = 0;
     if (wait_reached(h, &mb->send_wake, &mb->send_turn, op->seq, spin) != ADAG_OK)
@@ -581,8 +431,8 @@ static void run_recv(const comm_op_t *op, adag_spin_t *spin)
     const seg_t *g = &op->c->seg;
     seg_header_t *h = g->h;
     unsigned me = op->c->base.rank;
-    mailbox_t *mb = mailbox(g, op->peer, me);
-    const unsigned char *ring = ring_bytes(g, op->peer, me);
+    mailbox_t *mb = adag__comm_host_mailbox(g, op->peer, me);
+    const unsigned char *ring = adag__comm_host_ring_bytes(g, op->peer, me);
     unsigned char *dst = op->buf;
     uint64_t chunk = g->chunk_bytes, got = 0;
     if (wait_reached(h, &mb->recv_wake, &mb->recv_turn, op->seq, spin) != ADAG_OK)
@@ -678,7 +528,7 @@ static void host_destroy(adag_comm_t *base)
 
 static void host_counts(adag_comm_counts_t *out)
 {
-    out->comms = atomic_load(&live_comms);
+    out->comms = atomic_load(&adag__comm_host_live_comms);
     out->ids = atomic_load(&live_ids);
 }
 
@@ -692,7 +542,7 @@ static int host_probe(char *why, size_t len)
     }
     snprintf(why, len, "a memfd segment per communicator: a ring of %d x %llu KiB per pair of "
              "ranks up to 8 ranks, smaller beyond", RING_CHUNKS,
-             (unsigned long long)(CHUNK_MAX >> 10));
+             (unsigned long long)(ADAG_COMM_HOST_CHUNK_MAX >> 10));
     return 1;
 }
 

@@ -1,6 +1,7 @@
 /*
- * The host communicator's id and ring geometry (gpu/comm_host.c), for the
- * tests that forge ids and size messages against the ring.
+ * The host communicator's id (gpu/comm_host.c) and ring geometry
+ * (gpu/comm_host_seg.c), for the tests that forge ids and size messages
+ * against the ring.
  */
 #ifndef ADAG_GPU_COMM_HOST_H
 #define ADAG_GPU_COMM_HOST_H

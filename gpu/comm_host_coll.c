@@ -1,7 +1,7 @@
 /*
  * The host communicator's collectives (gpu/comm.h: allreduce, allgather,
  * reducescatter, broadcast), over the collective area of the segment
- * (gpu/comm_host.c lays it out):
+ * (gpu/comm_host_seg.c lays it out):
  *
  *   per rank    a coll_rank_t: `arrived` (the barriers it arrived at), its
  *               streams' `turn`, the call it posted (desc[seq % 2]) and,
@@ -69,7 +69,7 @@
  * adag__comm_host_fail wakes both.
  */
 #include "common/log.h"
-#include "gpu/comm_host_impl.h"
+#include "gpu/comm_host_seg.h"
 #include "gpu/comm_reduce.h"
 #include "gpu/host_impl.h"
 
@@ -78,20 +78,9 @@
 
 /* Up to this many bytes (times the ranks), allreduce is one flat round. */
 #define FLAT_ALLREDUCE_BYTES ((uint64_t)64 << 10)
-#define SLOT_MAX ((uint64_t)1 << 20)
-#define SLOT_MIN ((uint64_t)64 << 10)
-#define SLOTS_BUDGET ((uint64_t)48 << 20)
 #define NSLOTS ADAG_COMM_HOST_COLL_SLOTS
 /* reduce_from's tile (see there) */
 #define REDUCE_TILE_BYTES ((uint64_t)8 << 10)
-
-uint64_t adag__comm_host_slot_bytes(unsigned nranks)
-{
-    uint64_t slot = SLOT_MAX;
-    while (slot > SLOT_MIN && (uint64_t)nranks * NSLOTS * slot > SLOTS_BUDGET)
-        slot /= 2;
-    return slot;
-}
 
 typedef enum {
     COLL_ALLREDUCE = 0,
@@ -122,17 +111,6 @@ static void describe(const coll_desc_t *d, char *buf, size_t len)
     else
         snprintf(buf, len, "%s(count %llu, %s)", coll_kind_name(d->kind),
                  (unsigned long long)d->count, dtype);
-}
-
-uint64_t adag__comm_host_coll_ctl_bytes(unsigned nranks)
-{
-    uint64_t page = ADAG_COMM_HOST_PAGE;
-    return ((uint64_t)nranks * sizeof(coll_rank_t) + page - 1) / page * page;
-}
-
-coll_rank_t *adag__comm_host_coll_rank(const seg_t *g, unsigned rank)
-{
-    return (coll_rank_t *)((char *)g->h + g->coll_offset) + rank;
 }
 
 /* One collective: its arguments, copied into the stream's work, and its

@@ -1,5 +1,5 @@
 /*
- * The host communicator's maps of its peers' buffers (comm_host_impl.h,
+ * The host communicator's maps of its peers' buffers (comm_host_seg.h,
  * "peer maps"), for the collectives that read them in place
  * (gpu/comm_host_coll.c, "direct").
  *
@@ -23,7 +23,7 @@
  */
 #include "common/error.h"
 #include "common/fd.h"
-#include "gpu/comm_host_impl.h"
+#include "gpu/comm_host_seg.h"
 
 #include <errno.h>
 #include <stdio.h>

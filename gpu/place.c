@@ -206,11 +206,9 @@ adag_status_t adag__place_apply(const adag_place_t *p, const char *who)
     return ADAG_OK;
 }
 
-void adag__place_nic_env(const adag_place_t *p)
+const char *adag__place_nic(const adag_place_t *p)
 {
-    const char *set = getenv("UCX_NET_DEVICES");
-    if (p->this_system && p->nic[0] && !(set && *set))
-        setenv("UCX_NET_DEVICES", p->nic, 1);
+    return p->this_system && p->nic[0] ? p->nic : NULL;
 }
 
 void adag__place_format(const adag_place_t *p, char *buf, size_t len)

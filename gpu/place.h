@@ -2,7 +2,8 @@
  * Placement: where an actor's threads, memory and network traffic go,
  * decided from the topology map (gpu/topo.h). A pure function of the map
  * and the request (adag__place), and the calls that apply a placement to
- * the calling thread (adag__place_apply) and to UCX (adag__place_nic_env).
+ * the calling thread (adag__place_apply); the NIC it chose is for the
+ * transport to apply (adag__place_nic).
  */
 #ifndef ADAG_GPU_PLACE_H
 #define ADAG_GPU_PLACE_H
@@ -30,7 +31,7 @@ typedef struct {
     int numa;                   /* the NUMA node its memory prefers, -1: none chosen */
     cpu_set_t cpus;             /* the CPUs it runs on */
     int bound;                  /* cpus narrower than what the process may use */
-    char nic[ADAG_NIC_NAME_MAX]; /* "mlx5_0:1" (UCX_NET_DEVICES), "" none */
+    char nic[ADAG_NIC_NAME_MAX]; /* "mlx5_0:1" (a UCX device name), "" none */
     adag_topo_dist_t nic_dist;  /* from its GPU (or NUMA node) to the NIC */
     unsigned given;             /* ADAG_PLACE_GIVEN_* */
     int this_system;            /* the map is this machine: binding applies */
@@ -51,10 +52,10 @@ void adag__place_none(adag_place_t *out);
  * another machine's. */
 adag_status_t adag__place_apply(const adag_place_t *p, const char *who);
 
-/* Sets UCX_NET_DEVICES to the placement's NIC unless the environment
- * already has one (the user's choice wins). Call before UCX reads its
- * configuration and while no other thread reads the environment. */
-void adag__place_nic_env(const adag_place_t *p);
+/* The NIC this machine's UCX should use for the placement ("mlx5_0:1"),
+ * or NULL: none chosen, or the map is another machine's (UCX chooses).
+ * The transport applies it (adag__ucx_use_net_device). */
+const char *adag__place_nic(const adag_place_t *p);
 
 /* Writes "CPUs 0-15, NUMA 0, GPU 0000:07:00.0, NIC mlx5_0:1 (same PCI switch)". */
 void adag__place_format(const adag_place_t *p, char *buf, size_t len);

@@ -24,6 +24,7 @@
 #include "transport/control.h"
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -68,6 +69,20 @@ typedef struct {
 
 extern const chan_backend_t chan_backends[];
 extern const unsigned chan_nbackends;
+
+/* The lines that have every capability in `needs`, as Criterion's
+ * parameters (tests/unit_chan_rig.c). */
+struct criterion_test_params chan_backends_with(unsigned needs);
+
+/* A conformance test of suite "chan": runs once per line with the
+ * capabilities `needs`, `be` its line (tests/unit_channel.c,
+ * tests/unit_channel_errors.c). */
+#define CONFORMANCE(name, needs)                                                             \
+    ParameterizedTestParameters(chan, name)                                                  \
+    {                                                                                        \
+        return chan_backends_with(needs);                                                    \
+    }                                                                                        \
+    ParameterizedTest(const chan_backend_t *be, chan, name, .timeout = 60)
 
 #define RIG_MAX_READERS 8
 /* The rig's communicator (CAP_BY_COMM), as the driver numbers them. */

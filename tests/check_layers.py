@@ -8,6 +8,10 @@ include of a higher layer, and on a cycle between folders (a folder is a
 file's directory: dag/ today, dag/<part>/ once it has parts; folders of one
 layer may include each other only one way).  The data stage goes through
 the public API: it includes no dag/ header either, though dag/ is below it.
+Inside a folder, calls between its files go one way too: two .c files
+whose functions call each other (found by the adag_* functions each
+defines and the ones it calls) are one idea, or share a part that belongs
+below both.
 Usage: tests/check_layers.py [root]   (exit 1 on a violation)
 """
 import os
@@ -28,6 +32,35 @@ def dag_part(path):
         return None
     return parts[1] if len(parts) > 2 else ''
 INCLUDE = re.compile(r'\s*#\s*include\s+"(([a-z_]+)/[^"]*)"')
+# a function of the library defined at file scope: "type adag_x(...) {"
+DEFINITION = re.compile(r'^[A-Za-z_][\w \*]*?\b(adag_\w+)\s*\([^;{]*\)\s*\{', re.M)
+CALL = re.compile(r'\b(adag_\w+)\s*\(')
+
+
+def calls_both_ways(root, files):
+    """Pairs of .c files of one folder that call each other's functions."""
+    sources = {}
+    for f in files:
+        if f.endswith('.c') and f.split('/')[0] in LAYERS:
+            with open(os.path.join(root, f), encoding='utf-8', errors='replace') as src:
+                sources[f] = src.read()
+    where = {}
+    for f, text in sources.items():
+        for m in DEFINITION.finditer(text):
+            where.setdefault(m.group(1), f)
+    calls = {}
+    for f, text in sources.items():
+        for m in CALL.finditer(text):
+            g = where.get(m.group(1))
+            if g and g != f and os.path.dirname(g) == os.path.dirname(f):
+                calls.setdefault(f, {}).setdefault(g, m.group(1))
+    problems = []
+    for a in sorted(calls):
+        for b, fn in sorted(calls[a].items()):
+            if a < b and a in calls.get(b, {}):
+                problems.append(f'{a} and {b} call each other ({a} calls {fn}, {b} calls '
+                                f'{calls[b][a]}): merge them or move the shared part below both')
+    return problems
 
 
 def main():
@@ -82,6 +115,7 @@ def main():
     for d in sorted(edges):
         if d not in state:
             visit(d)
+    problems += calls_both_ways(root, files)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
@@ -91,7 +125,8 @@ def main():
         return 1
     print(f'check-layers: {len(files)} files, every include points down '
           f'(common < gpu < transport < dag < data < tools, bench; in dag/: '
-          f'exec < proc < graph < driver < observe), no cycle between folders')
+          f'exec < proc < graph < driver < observe), no cycle between folders, calls between '
+          f'the files of a folder go one way')
     return 0
 
 

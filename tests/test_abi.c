@@ -133,11 +133,18 @@ static void header_file_api(const char *path, symset_t *out)
     free(text);
 }
 
-/* The functions the public headers (include/adag.h, include/adag/data.h, stats.h)
- * declare with ADAG_API. */
+/* The functions the public headers (include/adag.h and its parts
+ * include/adag/{core,value,class,config,actor,graph,dag}.h, include/adag/data.h,
+ * stats.h) declare with ADAG_API. */
 static void header_api(symset_t *out)
 {
+    static const char *const parts[] = {"core", "value", "class", "config", "actor", "graph", "dag"};
+    char path[512];
     header_file_api(ADAG_TEST_SRC_DIR "/include/adag.h", out);
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        snprintf(path, sizeof(path), "%s/include/adag/%s.h", ADAG_TEST_SRC_DIR, parts[i]);
+        header_file_api(path, out);
+    }
     header_file_api(ADAG_TEST_SRC_DIR "/include/adag/data.h", out);
     header_file_api(ADAG_TEST_SRC_DIR "/include/adag/stats.h", out);
     /* a parser that found nothing would make the comparisons vacuous */

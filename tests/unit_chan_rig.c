@@ -10,6 +10,21 @@
 #include <string.h>
 #include <unistd.h>
 
+static void free_params(struct criterion_test_params *p)
+{
+    cr_free(p->params);
+}
+
+struct criterion_test_params chan_backends_with(unsigned needs)
+{
+    chan_backend_t *a = cr_malloc(sizeof(chan_backend_t) * chan_nbackends);
+    size_t n = 0;
+    for (unsigned i = 0; i < chan_nbackends; i++)
+        if ((chan_backends[i].caps & needs) == needs)
+            a[n++] = chan_backends[i];
+    return cr_make_param_array(chan_backend_t, a, n, free_params);
+}
+
 void rig_export(adag_dag_ctx_t *drv, adag_wbuf_t *blob, int *fds, unsigned *nfds)
 {
     int owned[ADAG_CTL_MAX_FDS];

@@ -7,7 +7,7 @@
 #include "common/clock.h"
 #include "gpu/comm.h"
 #include "gpu/comm_host.h"
-#include "gpu/comm_host_impl.h"
+#include "gpu/comm_host_seg.h"
 #include "gpu/device.h"
 #include "comm_rig.h"
 

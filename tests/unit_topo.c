@@ -4,6 +4,8 @@
  * the live map of this machine. */
 #include "gpu/place.h"
 #include "gpu/topo.h"
+#include "transport/chan_ucx_query.h"
+#include "transport/ucx.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -291,27 +293,54 @@ Test(topo, live_map)
     }
 }
 
-/* UCX is told the placement's NIC, unless the user chose one; nothing for
- * a map of another machine. */
+/* The value of UCX_NET_DEVICES in the configuration this process's UCP
+ * context would be made with now (transport/ucx_domain.c), into buf. */
+static const char *ucx_net_devices(char *buf, size_t len)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    cr_assert(f);
+    cr_assert_eq(adag__ucx_config_print(f), ADAG_OK, "%s", adag_last_error());
+    fclose(f);
+    const char *line = strstr(text, "UCX_NET_DEVICES=");
+    cr_assert(line, "no UCX_NET_DEVICES in UCX's configuration:\n%s", text);
+    line += strlen("UCX_NET_DEVICES=");
+    snprintf(buf, len, "%.*s", (int)strcspn(line, "\n"), line);
+    free(text);
+    return buf;
+}
+
+/* UCX is told the placement's NIC (in the configuration of its context,
+ * not the environment), unless the user chose one; nothing for a map of
+ * another machine. */
 Test(place, nic_goes_to_ucx_unless_the_user_chose)
 {
+    char dev[64], ucx_default[64];
     adag_place_t p;
     adag__place_none(&p);
     snprintf(p.nic, sizeof(p.nic), "mlx5_2:1");
     unsetenv("UCX_NET_DEVICES");
+    ucx_net_devices(ucx_default, sizeof(ucx_default));
+    cr_assert_str_neq(ucx_default, "mlx5_2:1");
     p.this_system = 0;
-    adag__place_nic_env(&p);
-    cr_assert_null(getenv("UCX_NET_DEVICES"), "another machine's NIC is not this one's");
+    cr_assert_null(adag__place_nic(&p), "another machine's NIC is not this one's");
+    adag__ucx_use_net_device(adag__place_nic(&p));
+    cr_assert_str_eq(ucx_net_devices(dev, sizeof(dev)), ucx_default);
     p.this_system = 1;
-    adag__place_nic_env(&p);
-    cr_assert_str_eq(getenv("UCX_NET_DEVICES"), "mlx5_2:1");
+    adag__ucx_use_net_device(adag__place_nic(&p));
+    cr_assert_str_eq(ucx_net_devices(dev, sizeof(dev)), "mlx5_2:1");
+    cr_assert_null(getenv("UCX_NET_DEVICES"), "the environment is left alone");
     setenv("UCX_NET_DEVICES", "eth0", 1);
-    adag__place_nic_env(&p);
-    cr_assert_str_eq(getenv("UCX_NET_DEVICES"), "eth0", "the user's choice wins");
+    cr_assert_str_eq(ucx_net_devices(dev, sizeof(dev)), "eth0", "the user's choice wins");
+    setenv("UCX_NET_DEVICES", "", 1);
+    cr_assert_str_eq(ucx_net_devices(dev, sizeof(dev)), "mlx5_2:1", "an empty one is no choice");
     unsetenv("UCX_NET_DEVICES");
     p.nic[0] = '\0';
-    adag__place_nic_env(&p);
-    cr_assert_null(getenv("UCX_NET_DEVICES"), "no NIC chosen: UCX's own choice");
+    cr_assert_null(adag__place_nic(&p));
+    adag__ucx_use_net_device(adag__place_nic(&p));
+    cr_assert_str_eq(ucx_net_devices(dev, sizeof(dev)), ucx_default,
+                     "no NIC chosen: UCX's own choice");
 }
 
 /* hwloc's own DGX-2 topology (tests/topo/hwloc-dgx2.xml): 16 GPUs, 8 per

@@ -43,6 +43,11 @@
  * reader's ring wakes nobody; AM carries the slot header with the value
  * and lets the handler route it, with no receives to post per slot.
  *
+ * This file: the endpoint's ops (open, connect, close; the writer's
+ * acquire and publish; a reader's wait and release) and the ops table.
+ * What arrives (request callbacks, AM handlers) and the credits going out
+ * are transport/chan_ucx_msg.c's; this file calls it, never the reverse.
+ *
  * Waiting and progress: see transport/ucx.h. The conditions (written, a
  * credit, a slot's sends, an endpoint's status) are atomics stored seq_cst
  * by the callbacks (under the domain's lock) and loaded seq_cst by waiters,
@@ -69,334 +74,6 @@ static adag_ucx_chan_t *ucx_of(adag_chan_t *ch)
     return (adag_ucx_chan_t *)ch;
 }
 
-static adag_ucx_slot_t *slot_of(adag_ucx_chan_t *c, uint64_t seq)
-{
-    return &c->slots[seq % c->base.nslots];
-}
-
-static char *slot_data(adag_ucx_chan_t *c, uint64_t seq)
-{
-    return c->mem + (size_t)(seq % c->base.nslots) * c->stride;
-}
-
-/* Fails the endpoint (the first reason stays) and wakes its waiters. */
-static void chan_fail(adag_ucx_chan_t *c, adag_status_t st, const char *fmt, ...)
-    ADAG_PRINTF(3, 4);
-static void chan_fail(adag_ucx_chan_t *c, adag_status_t st, const char *fmt, ...)
-{
-    if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->why, sizeof(c->why), fmt, ap);
-    va_end(ap);
-    atomic_store_explicit(&c->status, st, memory_order_seq_cst);
-    adag__event_notify(&c->ev);
-}
-
-/* The endpoint's failure, reported (once, here) as the caller's error. */
-static adag_status_t chan_error(adag_ucx_chan_t *c)
-{
-    adag_status_t st = atomic_load_explicit(&c->status, memory_order_seq_cst);
-    return adag__error(st, "ucx channel %s: %s", c->base.name, c->why);
-}
-
-int adag__ucx_chan_peer_failed(adag_ucx_chan_t *c, const adag_ucx_conn_t *conn)
-{
-    if (c->to_writer == conn) {
-        chan_fail(c, ADAG_ERR_IO, "its writer's process failed or is unreachable: %s",
-                  conn->why);
-        return 1;
-    }
-    for (unsigned r = 0; c->to_reader && r < c->nreaders; r++)
-        if (c->to_reader[r] == conn) {
-            chan_fail(c, ADAG_ERR_IO, "the process of its reader %u failed or is unreachable: %s",
-                      r, conn->why);
-            return 1;
-        }
-    return 0;
-}
-
-/* ---- request callbacks (inside progress: under the domain's lock) ---- */
-
-/* The connection a request of x goes over (NULL only for a value that
- * reached a reader before its CONNECT, which no DAG does). */
-static adag_ucx_conn_t *req_conn(const adag_ucx_req_ctx_t *x)
-{
-    return x->reader < 0 ? x->ch->to_writer : x->ch->to_reader[x->reader];
-}
-
-/* A UCX request of x started / ended (its callback ran). `pending` and
- * the connection's `inflight` change under d->lock; relaxed: they are
- * read under it. `requests` is only a hint for how long a waiter spins. */
-static void request_started(const adag_ucx_req_ctx_t *x)
-{
-    adag_ucx_conn_t *conn = req_conn(x);
-    atomic_fetch_add_explicit(&x->ch->pending, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&x->ch->d->requests, 1, memory_order_relaxed);
-    if (conn)
-        conn->inflight++;
-}
-
-static void request_done(const adag_ucx_req_ctx_t *x, void *req)
-{
-    adag_ucx_conn_t *conn = req_conn(x);
-    ucp_request_free(req);
-    if (conn)
-        conn->inflight--;
-    atomic_fetch_sub_explicit(&x->ch->pending, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&x->ch->d->requests, 1, memory_order_relaxed);
-}
-
-static void sent(void *req, ucs_status_t us, void *arg)
-{
-    adag_ucx_req_ctx_t *x = arg;
-    adag_ucx_chan_t *c = x->ch;
-    if (us != UCS_OK)
-        chan_fail(c, ADAG_ERR_IO, "sending a value failed: %s", ucs_status_string(us));
-    atomic_fetch_sub_explicit(&c->slot_sends[x->slot], 1, memory_order_seq_cst);
-    adag__event_notify(&c->ev);
-    request_done(x, req);
-}
-
-static void credit_sent(void *req, ucs_status_t us, void *arg)
-{
-    adag_ucx_req_ctx_t *x = arg;
-    adag_ucx_chan_t *c = x->ch;
-    if (us != UCS_OK)
-        chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
-                  ucs_status_string(us));
-    atomic_store_explicit(&c->slot_credits[x->slot], 0, memory_order_seq_cst);
-    request_done(x, req);
-}
-
-/* seq landed in its slot: advance `written` over every landed seq. */
-static void landed(adag_ucx_chan_t *c, uint64_t seq)
-{
-    adag_ucx_domain_t *d = c->d;
-    c->landed[seq % c->base.nslots] = seq + 1;
-    uint64_t w = atomic_load_explicit(&c->written, memory_order_relaxed);
-    uint64_t was = w;
-    while (c->landed[w % c->base.nslots] == w + 1)
-        w++;
-    if (w == was)
-        return;
-    /* seq_cst: releases the slots' bytes; part of the event handshake */
-    atomic_store_explicit(&c->written, w, memory_order_seq_cst);
-    adag__event_notify(&c->ev);
-    if (atomic_load_explicit(&c->notify_armed, memory_order_seq_cst)) {
-        uint64_t one = 1;
-        while (write(d->notify_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
-        }
-    }
-}
-
-static void received(void *req, ucs_status_t us, size_t length, void *arg)
-{
-    adag_ucx_req_ctx_t *x = arg;
-    adag_ucx_chan_t *c = x->ch;
-    (void)length;
-    if (us != UCS_OK)
-        chan_fail(c, ADAG_ERR_IO, "receiving a value failed: %s", ucs_status_string(us));
-    else
-        landed(c, slot_of(c, x->slot)->seq);
-    request_done(x, req);
-}
-
-/* ---- AM handlers (inside progress) ---- */
-
-/* Reader r of a channel whose writer is here released below `released`. */
-static void credit_apply(adag_ucx_domain_t *d, const adag_ucx_credit_hdr_t *h)
-{
-    adag_ucx_chan_t *c = adag__ucx_domain_find(d, h->chan, -1);
-    if (!c)
-        return;
-    if (h->reader >= c->nreaders) {
-        chan_fail(c, ADAG_ERR_PROTOCOL, "a credit from reader %u of %u", h->reader,
-                  c->nreaders);
-        return;
-    }
-    _Atomic uint64_t *cr = &c->credit[h->reader];
-    if (h->released > atomic_load_explicit(cr, memory_order_relaxed)) {
-        atomic_store_explicit(cr, h->released, memory_order_seq_cst);
-        adag__event_notify(&c->ev);
-    }
-}
-
-
-ucs_status_t adag__ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
-                              size_t length, const ucp_am_recv_param_t *param)
-{
-    adag_ucx_domain_t *d = arg;
-    int rndv = !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
-    adag_ucx_data_hdr_t h;
-    if (header_length >= sizeof(h))
-        memcpy(&h, header, sizeof(h));
-    if (header_length < sizeof(h) || h.ncredits > ADAG_UCX_MAX_CARRIED ||
-        header_length != sizeof(h) + h.ncredits * sizeof(adag_ucx_credit_hdr_t)) {
-        ADAG_LOG_WARN("ucx: a value with a %zu-byte header dropped", header_length);
-        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
-    }
-    for (uint32_t i = 0; i < h.ncredits; i++) {
-        adag_ucx_credit_hdr_t cr;
-        memcpy(&cr, (const char *)header + sizeof(h) + i * sizeof(cr), sizeof(cr));
-        credit_apply(d, &cr);
-    }
-    adag_ucx_chan_t *c = adag__ucx_domain_find(d, h.chan, (int)h.reader);
-    if (!c || atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-        return UCS_OK; /* closed here, or failed: dropped (a rendezvous completes) */
-    uint64_t w = atomic_load_explicit(&c->written, memory_order_relaxed);
-    size_t max = h.status == ADAG_OK ? c->base.capacity : ADAG_SLOT_ERR_MAX - 1;
-    if (h.seq < w || h.seq >= c->released + c->base.nslots ||
-        c->landed[h.seq % c->base.nslots] == h.seq + 1) {
-        chan_fail(c, ADAG_ERR_PROTOCOL,
-                  "execution %llu arrived while the reader holds %llu..%llu (%u slots)",
-                  (unsigned long long)h.seq, (unsigned long long)c->released,
-                  (unsigned long long)w, c->base.nslots);
-        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
-    }
-    if (length != h.size || length > max || h.meta.ndim > ADAG_MAX_DIMS ||
-        (h.status == ADAG_OK && rndv == 0 && !data && length)) {
-        chan_fail(c, ADAG_ERR_PROTOCOL,
-                  "execution %llu: %zu bytes (header says %llu, %u dims) do not fit a slot of "
-                  "%zu bytes",
-                  (unsigned long long)h.seq, length, (unsigned long long)h.size, h.meta.ndim,
-                  max);
-        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
-    }
-    adag_ucx_slot_t *s = slot_of(c, h.seq);
-    s->seq = h.seq;
-    s->status = h.status;
-    adag__tensor_meta_store(&s->meta, h.status == ADAG_OK ? &h.meta : NULL);
-    char *dst = h.status == ADAG_OK ? slot_data(c, h.seq) : s->err;
-    s->size = h.status == ADAG_OK ? length : 0;
-    s->err_len = h.status == ADAG_OK ? 0 : (uint32_t)length;
-    s->err[h.status == ADAG_OK ? 0 : length] = '\0';
-    if (!rndv) {
-        if (length)
-            memcpy(dst, data, length);
-        landed(c, h.seq);
-        return UCS_OK;
-    }
-    adag_ucx_req_ctx_t *x = &c->req_ctx[h.seq % c->base.nslots];
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        (h.status == ADAG_OK ? UCP_OP_ATTR_FIELD_MEMH : 0),
-        .cb.recv_am = received,
-        .user_data = x,
-        .memh = c->memh,
-    };
-    void *req = ucp_am_recv_data_nbx(d->worker, data, dst, length, &p);
-    if (UCS_PTR_IS_ERR(req))
-        chan_fail(c, ADAG_ERR_IO, "receiving execution %llu failed: %s",
-                  (unsigned long long)h.seq, ucs_status_string(UCS_PTR_STATUS(req)));
-    else if (req)
-        request_started(x);
-    else
-        landed(c, h.seq);
-    return UCS_OK;
-}
-
-ucs_status_t adag__ucx_on_credit(void *arg, const void *header, size_t header_length,
-                                void *data, size_t length, const ucp_am_recv_param_t *param)
-{
-    adag_ucx_credit_hdr_t h;
-    (void)data;
-    (void)param;
-    if (header_length != sizeof(h) || length) {
-        ADAG_LOG_WARN("ucx: a malformed credit dropped (%zu + %zu bytes)",
-                 header_length, length);
-        return UCS_OK;
-    }
-    memcpy(&h, header, sizeof(h));
-    credit_apply(arg, &h);
-    return UCS_OK;
-}
-
-/* ---- credits going out (under d->lock) ---- */
-
-/* The reader's due credit is on its way (or lost with its endpoint). */
-static void credit_taken(adag_ucx_chan_t *c)
-{
-    c->credited = c->released;
-    atomic_fetch_sub_explicit(&c->d->credits_due, 1, memory_order_relaxed);
-}
-
-static int credit_is_due(const adag_ucx_chan_t *c)
-{
-    return c->base.reader >= 0 && c->released > c->credited;
-}
-
-/* Sends the reader's due credit on its own. */
-static void credit_send(adag_ucx_chan_t *c)
-{
-    adag_ucx_domain_t *d = c->d;
-    unsigned slot = (unsigned)((c->released - 1) % c->base.nslots);
-    credit_taken(c);
-    /* the header of this slot's last credit must outlive its send: such a
-     * send (16 bytes, eager) is long done unless the peer is gone */
-    int64_t deadline = adag__now_ns() + 1000000000LL;
-    while (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) &&
-           adag__now_ns() < deadline)
-        ucp_worker_progress(d->worker);
-    if (atomic_load_explicit(&c->slot_credits[slot], memory_order_seq_cst) ||
-        atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-        return; /* the writer's waits end on the failure, not on credits */
-    adag_ucx_credit_hdr_t *h = &c->credits[slot];
-    *h = (adag_ucx_credit_hdr_t){c->index, (uint32_t)c->base.reader, c->released};
-    ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = credit_sent,
-        .user_data = &c->req_ctx[slot],
-        .flags = UCP_AM_SEND_FLAG_EAGER,
-    };
-    void *req = ucp_am_send_nbx(c->to_writer->ep, ADAG_UCX_AM_CREDIT, h, sizeof(*h), NULL, 0, &p);
-    if (UCS_PTR_IS_ERR(req)) {
-        chan_fail(c, ADAG_ERR_IO, "sending a credit to the writer failed: %s",
-                  ucs_status_string(UCS_PTR_STATUS(req)));
-    } else if (req) {
-        atomic_store_explicit(&c->slot_credits[slot], 1, memory_order_seq_cst);
-        request_started(&c->req_ctx[slot]);
-    }
-}
-
-void adag__ucx_credits_flush_locked(adag_ucx_domain_t *d)
-{
-    for (unsigned i = 0;
-         i < d->neps && atomic_load_explicit(&d->credits_due, memory_order_relaxed); i++)
-        if (credit_is_due(d->eps[i]))
-            credit_send(d->eps[i]);
-}
-
-void adag__ucx_credits_flush(adag_ucx_domain_t *d)
-{
-    /* relaxed: a hint; the thread that made a credit due flushes its own
-     * later in program order, the progress thread under the lock */
-    if (!atomic_load_explicit(&d->credits_due, memory_order_relaxed))
-        return;
-    pthread_mutex_lock(&d->lock);
-    adag__ucx_credits_flush_locked(d);
-    pthread_mutex_unlock(&d->lock);
-}
-
-/* Takes the due credits whose writer is at the other end of `to` into
- * `out` (at most ADAG_UCX_MAX_CARRIED); how many. */
-static uint32_t credits_carry(adag_ucx_domain_t *d, const adag_ucx_conn_t *to,
-                              adag_ucx_credit_hdr_t *out)
-{
-    uint32_t n = 0;
-    for (unsigned i = 0; i < d->neps && n < ADAG_UCX_MAX_CARRIED &&
-                         atomic_load_explicit(&d->credits_due, memory_order_relaxed);
-         i++) {
-        adag_ucx_chan_t *e = d->eps[i];
-        if (!credit_is_due(e) || e->to_writer != to)
-            continue;
-        out[n++] = (adag_ucx_credit_hdr_t){e->index, (uint32_t)e->base.reader, e->released};
-        credit_taken(e);
-    }
-    return n;
-}
 
 /* ---- the writer ---- */
 
@@ -428,8 +105,8 @@ static adag_status_t ucx_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline
     if (st != ADAG_OK)
         return st;
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-        return chan_error(c);
-    *buf = c->device ? adag__ucx_dev_slot(c, seq) : slot_data(c, seq);
+        return adag__ucx_chan_error(c);
+    *buf = c->device ? adag__ucx_dev_slot(c, seq) : adag__ucx_slot_data(c, seq);
     return ADAG_OK;
 }
 
@@ -452,8 +129,8 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     adag_ucx_chan_t *c = ucx_of(ch);
     adag_ucx_domain_t *d = c->d;
     unsigned slot = (unsigned)(seq % ch->nslots);
-    adag_ucx_slot_t *s = slot_of(c, seq);
-    const void *data = slot_data(c, seq);
+    adag_ucx_slot_t *s = adag__ucx_slot_of(c, seq);
+    const void *data = adag__ucx_slot_data(c, seq);
     adag_status_t fits = adag__chan_publish_fits(ch, seq, size, status);
     if (fits != ADAG_OK)
         return fits;
@@ -465,10 +142,10 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         data = s->err;
     }
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-        return chan_error(c);
+        return adag__ucx_chan_error(c);
     adag_status_t st;
     if (c->device && status == ADAG_OK &&
-        (st = adag__ucx_dev_stage_out(c, seq, slot_data(c, seq), len)) != ADAG_OK)
+        (st = adag__ucx_dev_stage_out(c, seq, adag__ucx_slot_data(c, seq), len)) != ADAG_OK)
         return st;
     uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
     /* the writer reads its own slot too (a later method of its actor) */
@@ -486,11 +163,11 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         m->h = (adag_ucx_data_hdr_t){.chan = c->index, .reader = r, .seq = seq, .size = len,
                                      .status = status};
         adag__tensor_meta_store(&m->h.meta, status == ADAG_OK ? meta : NULL);
-        m->h.ncredits = credits_carry(d, c->to_reader[r], m->credits);
+        m->h.ncredits = adag__ucx_credits_carry(d, c->to_reader[r], m->credits);
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                             (status == ADAG_OK ? UCP_OP_ATTR_FIELD_MEMH : 0),
-            .cb.send = sent,
+            .cb.send = adag__ucx_sent,
             .user_data = &c->req_ctx[slot * c->nreaders + r],
             .memh = c->memh,
         };
@@ -498,13 +175,13 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                     sizeof(m->h) + m->h.ncredits * sizeof(m->credits[0]), data,
                                     len, &p);
         if (UCS_PTR_IS_ERR(req)) {
-            chan_fail(c, ADAG_ERR_IO, "sending execution %llu to reader %u failed: %s",
+            adag__ucx_chan_fail(c, ADAG_ERR_IO, "sending execution %llu to reader %u failed: %s",
                       (unsigned long long)seq, r, ucs_status_string(UCS_PTR_STATUS(req)));
             break;
         }
         if (req) {
             atomic_fetch_add_explicit(&c->slot_sends[slot], 1, memory_order_seq_cst);
-            request_started(p.user_data);
+            adag__ucx_request_started(p.user_data);
         }
     }
     /* a send UCX could not finish in the call (a rendezvous, a full
@@ -518,7 +195,7 @@ static adag_status_t ucx_publish(adag_chan_t *ch, uint64_t seq, size_t size,
         adag__trace_add(ch->trace, ADAG_SPAN_UCX_SEND, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
                        adag__trace_clock());
     if (atomic_load_explicit(&c->status, memory_order_seq_cst) != ADAG_OK)
-        return chan_error(c);
+        return adag__ucx_chan_error(c);
     return ADAG_OK;
 }
 
@@ -546,13 +223,13 @@ static adag_status_t ucx_wait(adag_chan_t *ch, uint64_t seq, int64_t deadline,
     if (st != ADAG_OK)
         return st;
     if (atomic_load_explicit(&c->written, memory_order_seq_cst) <= seq)
-        return chan_error(c);
-    adag_ucx_slot_t *s = slot_of(c, seq);
+        return adag__ucx_chan_error(c);
+    adag_ucx_slot_t *s = adag__ucx_slot_of(c, seq);
     if (s->seq != seq)
         return adag__error(ADAG_ERR_PROTOCOL,
                           "ucx channel %s: slot for execution %llu holds execution %llu",
                           ch->name, (unsigned long long)seq, (unsigned long long)s->seq);
-    view->data = slot_data(c, seq);
+    view->data = adag__ucx_slot_data(c, seq);
     view->device = ADAG_DEVICE_HOST;
     if (c->device && s->status == ADAG_OK &&
         (st = adag__ucx_dev_view(c, seq, s->size, view)) != ADAG_OK)
@@ -574,12 +251,12 @@ static void release(adag_chan_t *ch, uint64_t seq, int now)
         return;
     pthread_mutex_lock(&d->lock);
     if (seq + 1 > c->released) {
-        if (!credit_is_due(c))
+        if (!adag__ucx_credit_is_due(c))
             atomic_fetch_add_explicit(&d->credits_due, 1, memory_order_relaxed);
         c->released = seq + 1;
     }
-    if (now && credit_is_due(c))
-        credit_send(c);
+    if (now && adag__ucx_credit_is_due(c))
+        adag__ucx_credit_send(c);
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -775,8 +452,8 @@ static void ucx_close(adag_chan_t *ch)
     adag_ucx_domain_t *d = c->d;
     adag__ucx_dev_close(c); /* UCX moves only the host ring: no request uses it */
     pthread_mutex_lock(&d->lock);
-    if (credit_is_due(c))
-        credit_taken(c); /* nobody needs it: the DAG goes */
+    if (adag__ucx_credit_is_due(c))
+        adag__ucx_credit_taken(c); /* nobody needs it: the DAG goes */
     adag__ucx_domain_remove(d, c); /* frees c, or keeps it until its requests end */
     pthread_mutex_unlock(&d->lock);
 }

@@ -12,6 +12,11 @@ static adag_status_t not_built(void)
                       "rebuild)");
 }
 
+void adag__ucx_use_net_device(const char *nic)
+{
+    (void)nic;
+}
+
 static adag_status_t none_create(const char *dag_name, const adag_chan_geom_t *geoms,
                                  const adag_chan_place_t *const *places, unsigned n,
                                  adag_wbuf_t *descs, adag_chan_domain_t **out)

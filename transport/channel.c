@@ -33,6 +33,18 @@ const adag_chan_ops_t *adag__chan_backend(uint32_t index)
     return index < NBACKENDS ? backends[index] : NULL;
 }
 
+const char *adag__chan_span_name(unsigned kind)
+{
+    static const char *const names[] = {
+        [ADAG_SPAN_UCX_SEND - ADAG_SPAN_BACKEND] = "ucx send",
+        [ADAG_SPAN_DEVICE_COPY - ADAG_SPAN_BACKEND] = "device copy",
+    };
+    unsigned i = kind - ADAG_SPAN_BACKEND;
+    if (kind >= ADAG_SPAN_BACKEND && i < sizeof(names) / sizeof(names[0]) && names[i])
+        return names[i];
+    return adag__span_kind_name(kind);
+}
+
 const char *adag__chan_backend_name(uint32_t index)
 {
     return index < NBACKENDS ? backends[index]->name : "?";

@@ -216,6 +216,18 @@ struct adag_chan {
     char name[96];
 };
 
+/* The span kinds the backends record on an endpoint's `trace` (from
+ * ADAG_SPAN_BACKEND up: common/trace.h leaves them to this layer), and
+ * the name of any kind in an exported trace: theirs, else common's
+ * (adag__span_kind_name). */
+enum {
+    ADAG_SPAN_UCX_SEND = ADAG_SPAN_BACKEND,        /* "ucx send": posting a value's sends to
+                                                   * its readers */
+    ADAG_SPAN_DEVICE_COPY = ADAG_SPAN_BACKEND + 1, /* "device copy": enqueuing a value's
+                                                   * device copy */
+};
+const char *adag__chan_span_name(unsigned kind);
+
 /* How dear a backend carries a channel: the compiler takes the cheapest
  * class that a backend answered (ties: the first in the table). */
 typedef enum {

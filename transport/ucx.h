@@ -1,6 +1,7 @@
 /*
  * The UCX channel's per-DAG state in one process (transport/ucx_domain.c),
- * shared with its endpoints (transport/chan_ucx.c).
+ * shared with its endpoints (transport/chan_ucx.c: their ops;
+ * transport/chan_ucx_msg.c: their messages).
  *
  * A domain is one UCP worker: every UCX endpoint of one DAG in one process
  * sends and receives through it, with one UCP endpoint ("connection") per
@@ -40,6 +41,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
 /* Active message ids of the UCX channel. */
@@ -197,7 +199,7 @@ struct adag_ucx_chan {
     adag_dev_mem_t dev_slots;
 };
 
-/* Sends every due credit on its own (chan_ucx.c; the _locked one under
+/* Sends every due credit on its own (chan_ucx_msg.c; the _locked one under
  * d->lock). Credits wait for a value going the same way while the
  * progress thread is parked (it flushes them when it wakes): see
  * "Credits" in chan_ucx.c. */
@@ -235,6 +237,11 @@ adag_status_t adag__ucx_domain_import(adag_blob_t blob, const int *fds, unsigned
                                      adag_chan_domain_t **out);
 void adag__ucx_domain_destroy(adag_chan_domain_t *d);
 
+/* Prints the UCP configuration this process's context is made with (UCX's
+ * defaults and UCX_* variables, then adag's choices: ucp_config_print),
+ * for tests. */
+adag_status_t adag__ucx_config_print(FILE *f);
+
 /* Bytes between two slots' values in an endpoint's registered ring of
  * slots of `capacity` bytes: a slot of a page or more starts on a page. A
  * copy into a slot then keeps the distance from its source that a
@@ -249,8 +256,46 @@ size_t adag__ucx_slot_stride(size_t capacity);
 void adag__ucx_memory(const adag_chan_geom_t *g, const adag_chan_place_t *places, size_t *host,
                      size_t *device);
 
-/* chan_ucx.c: the AM handlers (registered by the domain), what a
- * connection's failure does to an endpoint, and freeing a closed one. */
+/* Slot seq's header and its value's bytes in an endpoint's ring. */
+static inline adag_ucx_slot_t *adag__ucx_slot_of(adag_ucx_chan_t *c, uint64_t seq)
+{
+    return &c->slots[seq % c->base.nslots];
+}
+
+static inline char *adag__ucx_slot_data(adag_ucx_chan_t *c, uint64_t seq)
+{
+    return c->mem + (size_t)(seq % c->base.nslots) * c->stride;
+}
+
+/* The channel's messages (chan_ucx_msg.c), for the endpoint's ops
+ * (chan_ucx.c), under d->lock where they touch credits or requests:
+ * chan_fail fails the endpoint (the first reason stays) and wakes its
+ * waiters; chan_error reports its failure (once, there) as the caller's
+ * error; sent is a value's send callback; request_started counts a
+ * request UCX did not finish in the call (its callback will run);
+ * credit_taken marks the reader's due credit on its way (or lost with the
+ * endpoint); credit_send sends it on its own; credits_carry takes the due
+ * credits whose writer is at the other end of `to` into `out` (at most
+ * ADAG_UCX_MAX_CARRIED) and says how many. */
+void adag__ucx_chan_fail(adag_ucx_chan_t *c, adag_status_t st, const char *fmt, ...)
+    ADAG_PRINTF(3, 4);
+adag_status_t adag__ucx_chan_error(adag_ucx_chan_t *c);
+void adag__ucx_sent(void *req, ucs_status_t us, void *arg);
+void adag__ucx_request_started(const adag_ucx_req_ctx_t *x);
+void adag__ucx_credit_taken(adag_ucx_chan_t *c);
+void adag__ucx_credit_send(adag_ucx_chan_t *c);
+uint32_t adag__ucx_credits_carry(adag_ucx_domain_t *d, const adag_ucx_conn_t *to,
+                                adag_ucx_credit_hdr_t *out);
+
+/* A reader's credit is due: it released more than its last credit said. */
+static inline int adag__ucx_credit_is_due(const adag_ucx_chan_t *c)
+{
+    return c->base.reader >= 0 && c->released > c->credited;
+}
+
+/* chan_ucx_msg.c: the AM handlers (registered by the domain) and what a
+ * connection's failure does to an endpoint; chan_ucx.c: freeing a closed
+ * endpoint. */
 ucs_status_t adag__ucx_on_data(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param);
 ucs_status_t adag__ucx_on_credit(void *arg, const void *header, size_t header_length,

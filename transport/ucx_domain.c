@@ -3,6 +3,7 @@
  * one worker per DAG, its progress thread, and the connections to peers.
  */
 #include "transport/ucx.h"
+#include "transport/chan_ucx_query.h"
 
 #include "common/error.h"
 #include "common/fd.h"
@@ -57,6 +58,17 @@ static const struct {
     {"RX_SEG_SIZE", {"UCX_TCP_RX_SEG_SIZE", "UCX_RX_SEG_SIZE"}, "524352"},
 };
 
+static struct {
+    pthread_mutex_t lock;
+    ucp_context_h ctx;
+    unsigned refs;
+    pid_t pid; /* a forked child must not touch its parent's (UCX does not
+                * survive fork: workers are exec'd; this only keeps it from
+                * using the parent's context) */
+    char net_device[64]; /* adag__ucx_use_net_device's; "": UCX's choice */
+} context = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, ""};
+
+/* Under context.lock. */
 static void tune_config(ucp_config_t *config)
 {
     for (size_t i = 0; i < sizeof(ucx_defaults) / sizeof(ucx_defaults[0]); i++) {
@@ -67,16 +79,46 @@ static void tune_config(ucp_config_t *config)
             ADAG_LOG_DEBUG("ucx: %s=%s not applied: %s", ucx_defaults[i].env[0],
                            ucx_defaults[i].value, ucs_status_string(us));
     }
+    /* the placement's NIC, unless the user chose (an empty
+     * UCX_NET_DEVICES is no choice) */
+    const char *set = getenv("UCX_NET_DEVICES");
+    if (context.net_device[0] && !(set && *set)) {
+        ucs_status_t us = ucp_config_modify(config, "NET_DEVICES", context.net_device);
+        if (us != UCS_OK)
+            ADAG_LOG_WARN("ucx: NET_DEVICES=%s not applied: %s (UCX chooses the device)",
+                          context.net_device, ucs_status_string(us));
+    }
 }
 
-static struct {
-    pthread_mutex_t lock;
-    ucp_context_h ctx;
-    unsigned refs;
-    pid_t pid; /* a forked child must not touch its parent's (UCX does not
-                * survive fork: workers are exec'd; this only keeps it from
-                * using the parent's context) */
-} context = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+void adag__ucx_use_net_device(const char *nic)
+{
+    pthread_mutex_lock(&context.lock);
+    snprintf(context.net_device, sizeof(context.net_device), "%s", nic ? nic : "");
+    pthread_mutex_unlock(&context.lock);
+}
+
+/* The configuration the context is made with: UCX's (its defaults, the
+ * UCX_* environment), then adag's choices. Under context.lock. */
+static ucs_status_t config_make(ucp_config_t **out)
+{
+    ucs_status_t us = ucp_config_read(NULL, NULL, out);
+    if (us == UCS_OK)
+        tune_config(*out);
+    return us;
+}
+
+adag_status_t adag__ucx_config_print(FILE *f)
+{
+    ucp_config_t *config;
+    pthread_mutex_lock(&context.lock);
+    ucs_status_t us = config_make(&config);
+    pthread_mutex_unlock(&context.lock);
+    if (us != UCS_OK)
+        return adag__error(ADAG_ERR_NOT_FOUND, "UCX: ucp_config_read: %s", ucs_status_string(us));
+    ucp_config_print(config, f, NULL, UCS_CONFIG_PRINT_CONFIG);
+    ucp_config_release(config);
+    return ADAG_OK;
+}
 
 static adag_status_t context_get(ucp_context_h *out)
 {
@@ -88,9 +130,7 @@ static adag_status_t context_get(ucp_context_h *out)
     }
     if (!context.ctx) {
         ucp_config_t *config;
-        ucs_status_t us = ucp_config_read(NULL, NULL, &config);
-        if (us == UCS_OK)
-            tune_config(config);
+        ucs_status_t us = config_make(&config);
         if (us == UCS_OK) {
             ucp_params_t p = {
                 .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |

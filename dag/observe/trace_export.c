@@ -52,7 +52,7 @@ static void write_span(adag_out_t *out, adag_dag_h dag, int ai, const adag_span_
     adag_actor_h a = ai >= 0 ? dag->run.actors[ai].actor : NULL;
     double ts = (double)((int64_t)s->start_ns + offset - (int64_t)base) / 1e3;
     double dur = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) / 1e3 : 0;
-    const char *what = adag__span_kind_name(s->kind);
+    const char *what = adag__chan_span_name(s->kind);
     adag__out_printf(out, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"cat\":",
                     ai + 2, ts, dur);
     json_str(out, s->kind == ADAG_SPAN_COMPUTE ? "compute" : what);

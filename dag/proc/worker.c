@@ -7,6 +7,7 @@
 #include "dag/exec/actor_device.h"
 #include "dag/exec/class.h"
 #include "dag/proc/proc.h"
+#include "transport/chan_ucx_query.h"
 #include "transport/protocol.h"
 #include "transport/wire.h"
 
@@ -164,7 +165,7 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
                                       &w->place)) != ADAG_OK ||
         (st = adag__place_apply(&w->place, who)) != ADAG_OK)
         return st;
-    adag__place_nic_env(&w->place);
+    adag__ucx_use_net_device(adag__place_nic(&w->place));
 
     /* load, check the ABI, find and validate the class: dag/exec/class.c */
     if ((st = adag__module_load(module, class_name, &handle, &def)) != ADAG_OK)

@@ -1,11 +1,13 @@
 /*
- * What the host communicator's files share (gpu/comm_host.c: the segment,
- * ids, init, send/recv and the ops table; gpu/comm_host_coll.c: the
- * collectives): the segment's header and geometry, a rank's communicator,
- * and the error record and waits both use.
+ * The host communicator's segment and a rank's communicator, shared by its
+ * files (gpu/comm_host_seg.c: the layout, the error record, references;
+ * gpu/comm_host.c: ids, init, send/recv and the ops table;
+ * gpu/comm_host_coll.c: the collectives; gpu/comm_host_peers.c: the
+ * peers' buffers mapped). Calls go one way: comm_host.c -> comm_host_coll.c
+ * -> comm_host_seg.c -> comm_host_peers.c.
  */
-#ifndef ADAG_GPU_COMM_HOST_IMPL_H
-#define ADAG_GPU_COMM_HOST_IMPL_H
+#ifndef ADAG_GPU_COMM_HOST_SEG_H
+#define ADAG_GPU_COMM_HOST_SEG_H
 
 #include "common/error.h"
 #include "common/event.h"
@@ -22,6 +24,8 @@
  * another stream thread that usually answers within microseconds. */
 #define ADAG_COMM_HOST_SPIN_NS 20000
 #define ADAG_COMM_HOST_ERROR_TEXT 400
+/* The largest ring chunk (gpu/comm_host_seg.c: adag__comm_host_chunk_bytes). */
+#define ADAG_COMM_HOST_CHUNK_MAX ((uint64_t)256 << 10)
 
 /* The segment's header (the first page). */
 typedef struct {
@@ -40,6 +44,30 @@ typedef struct {
     adag_event_t join_wake;
     alignas(64) adag_event_t coll_wake; /* a rank arrived at a collective barrier */
 } seg_header_t;
+
+/* A mailbox ring chunk's header (gpu/comm_host.c, send and recv). */
+typedef struct {
+    uint64_t msg_seq;  /* which message of the pair */
+    uint64_t msg_size; /* the whole message's bytes */
+    uint64_t offset;   /* of this chunk's bytes in the message */
+    uint64_t len;      /* bytes in this chunk */
+} chunk_head_t;
+
+/* One peer's mailbox in a rank's area. */
+typedef struct {
+    /* the sending rank's side */
+    alignas(64) _Atomic uint64_t head; /* chunks published */
+    _Atomic uint64_t send_turn;        /* messages its sends finished writing */
+    adag_event_t recv_wake;            /* receivers sleep here */
+    /* the receiving rank's side */
+    alignas(64) _Atomic uint64_t tail; /* chunks consumed */
+    _Atomic uint64_t recv_turn;        /* messages its recvs finished */
+    adag_event_t send_wake;            /* senders sleep here */
+    alignas(64) chunk_head_t heads[ADAG_COMM_HOST_RING_CHUNKS];
+} mailbox_t;
+
+#define ADAG_COMM_HOST_HEADER_BYTES                                                          \
+    (((sizeof(seg_header_t) + ADAG_COMM_HOST_PAGE - 1) / ADAG_COMM_HOST_PAGE) * ADAG_COMM_HOST_PAGE)
 
 /* One collective call as its rank posted it (gpu/comm_host_coll.c). */
 typedef struct {
@@ -105,6 +133,30 @@ typedef struct {
     int direct_off;
 } host_comm_t;
 
+/* The geometry of a communicator of n ranks, in a header (the id's maker
+ * writes it; every rank checks the segment's against it). */
+void adag__comm_host_seg_layout(unsigned n, seg_header_t *g);
+
+/* dst's inbox from src (src != dst), and its ring's chunk bytes. */
+static inline size_t adag__comm_host_inbox_index(unsigned src, unsigned dst)
+{
+    return src < dst ? src : src - 1;
+}
+
+static inline mailbox_t *adag__comm_host_mailbox(const seg_t *g, unsigned src, unsigned dst)
+{
+    char *area = (char *)g->h + ADAG_COMM_HOST_HEADER_BYTES + (size_t)dst * g->area_bytes;
+    return (mailbox_t *)area + adag__comm_host_inbox_index(src, dst);
+}
+
+static inline unsigned char *adag__comm_host_ring_bytes(const seg_t *g, unsigned src,
+                                                        unsigned dst)
+{
+    char *area = (char *)g->h + ADAG_COMM_HOST_HEADER_BYTES + (size_t)dst * g->area_bytes;
+    return (unsigned char *)area + g->boxes_bytes +
+           adag__comm_host_inbox_index(src, dst) * ADAG_COMM_HOST_RING_CHUNKS * g->chunk_bytes;
+}
+
 /* Breaks the communicator: the first failure's status and text are kept
  * (later ones wait until its text is complete, then abort), then every
  * waiter of every rank gives up. */
@@ -113,8 +165,12 @@ void adag__comm_host_fail(const seg_t *g, adag_status_t code, const char *fmt, .
 /* ADAG_OK, or the record's status with its text as this thread's error
  * ("<who>: <text>"). Never blocks. */
 adag_status_t adag__comm_host_seg_status(seg_header_t *h, const char *who);
-/* Drops a reference to c; the last frees it. */
+/* Drops a reference to c; the last frees it (acq_rel: every use of the
+ * communicator by a dropper happens-before the unmap). */
 void adag__comm_host_unref(host_comm_t *c);
+/* Ranks' communicators not freed yet (adag_comm_counts_t.comms): init
+ * counts one up, the last unref down. */
+extern _Atomic uint64_t adag__comm_host_live_comms;
 
 /* Bytes [off, off + len) of the memfd ref names, which rank posted: mapped
  * (once, then from the peer maps), or NULL with the error recorded. */
@@ -123,11 +179,11 @@ unsigned char *adag__comm_host_peer_bytes(host_comm_t *c, unsigned rank,
 /* Unmaps every peer buffer (the communicator's last reference). */
 void adag__comm_host_peer_maps_release(host_comm_t *c);
 
-/* The collective area (gpu/comm_host_coll.c): its per-rank state, page-
- * rounded (the slots follow), and rank's. */
+/* The collective area (gpu/comm_host_coll.c uses it): its per-rank state,
+ * page-rounded (the slots follow), and rank's. */
 uint64_t adag__comm_host_coll_ctl_bytes(unsigned nranks);
 coll_rank_t *adag__comm_host_coll_rank(const seg_t *g, unsigned rank);
-/* The collectives, as the ops table calls them (laggards: the ranks behind
+/* The collectives (gpu/comm_host_coll.c), as the ops table calls them (laggards: the ranks behind
  * the furthest one at the collective barriers). */
 unsigned adag__comm_host_laggards(adag_comm_t *c, uint64_t *ranks);
 adag_status_t adag__comm_host_allreduce(adag_comm_t *c, const void *send, void *recv,
