@@ -304,24 +304,6 @@ static void ucx_wake_all(adag_chan_t *ch)
 
 /* ---- endpoints ---- */
 
-void adag__ucx_chan_free(adag_ucx_chan_t *c)
-{
-    if (c->memh)
-        ucp_mem_unmap(c->d->ctx, c->memh);
-    if (c->mem)
-        munmap(c->mem, c->mem_len);
-    free(c->slots);
-    free(c->req_ctx);
-    free(c->to_reader);
-    free(c->credit);
-    free(c->slot_sends);
-    free(c->hdrs);
-    free(c->landed);
-    free(c->credits);
-    free(c->slot_credits);
-    free(c);
-}
-
 static adag_status_t ucx_open(adag_chan_domain_t *dom, const adag_chan_open_params_t *p,
                               adag_wbuf_t *peer_info, adag_chan_t **out)
 {

@@ -3,10 +3,10 @@
  * endpoint's failure does, the callbacks of its UCX requests, the AM
  * handlers that land values in a reader's slots and apply credits to a
  * writer, and the credits going out (on their own, or carried by a value
- * going the writer's way). Everything here runs under the domain's lock:
+ * going the writer's way), and freeing an endpoint. Everything here runs under the domain's lock:
  * inside progress (callbacks, handlers) or called with it held. The
- * endpoint's ops (transport/chan_ucx.c) call this file; it calls none of
- * them.
+ * endpoint's ops (transport/chan_ucx.c) and the domain
+ * (transport/ucx_domain.c) call this file; it calls neither.
  *
  * Memory ordering: the conditions waiters wait on (written, a credit, a
  * slot's sends, an endpoint's status) are stored seq_cst here, then the
@@ -22,7 +22,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Fails the endpoint (the first reason stays) and wakes its waiters. */
@@ -335,4 +337,24 @@ uint32_t adag__ucx_credits_carry(adag_ucx_domain_t *d, const adag_ucx_conn_t *to
         adag__ucx_credit_taken(e);
     }
     return n;
+}
+
+/* Frees an endpoint: its memory registration, ring and arrays (its
+ * domain removed it; nothing of UCX refers to it any more). */
+void adag__ucx_chan_free(adag_ucx_chan_t *c)
+{
+    if (c->memh)
+        ucp_mem_unmap(c->d->ctx, c->memh);
+    if (c->mem)
+        munmap(c->mem, c->mem_len);
+    free(c->slots);
+    free(c->req_ctx);
+    free(c->to_reader);
+    free(c->credit);
+    free(c->slot_sends);
+    free(c->hdrs);
+    free(c->landed);
+    free(c->credits);
+    free(c->slot_credits);
+    free(c);
 }

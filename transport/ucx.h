@@ -225,7 +225,14 @@ adag_status_t adag__ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
 void adag__ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch);
 /* Under d->lock: the endpoint of channel `index` in this process (reader
  * r, or the writer for r < 0), NULL if none. */
-adag_ucx_chan_t *adag__ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader);
+static inline adag_ucx_chan_t *adag__ucx_domain_find(adag_ucx_domain_t *d, uint32_t index,
+                                                    int reader)
+{
+    for (unsigned i = 0; i < d->neps; i++)
+        if (d->eps[i]->index == index && d->eps[i]->base.reader == reader)
+            return d->eps[i];
+    return NULL;
+}
 
 /* The domain operations of adag_chan_ucx_ops. */
 adag_status_t adag__ucx_domain_create(const char *dag_name, const adag_chan_geom_t *geoms,

@@ -488,14 +488,6 @@ adag_status_t adag__ucx_domain_add(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
     return ADAG_OK;
 }
 
-adag_ucx_chan_t *adag__ucx_domain_find(adag_ucx_domain_t *d, uint32_t index, int reader)
-{
-    for (unsigned i = 0; i < d->neps; i++)
-        if (d->eps[i]->index == index && d->eps[i]->base.reader == reader)
-            return d->eps[i];
-    return NULL;
-}
-
 void adag__ucx_domain_remove(adag_ucx_domain_t *d, adag_ucx_chan_t *ch)
 {
     for (unsigned i = 0; i < d->neps; i++)
