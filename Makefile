@@ -81,8 +81,8 @@ DATA_SONAME := libadag-data.so.$(VERSION_MAJOR)
 DATA_LINK := -L$(BUILD) -ladag-data -ladag
 DATA_STATIC := $(BUILD)/libadag-data.a $(BUILD)/libadag.a
 
-# tests/test_*.c: the API suite, linked with libadag.so like any program;
-# tests/unit_*.c: unit tests of internals, linked with the static library.
+# tests/test_*.c: the API suite, linked with libadag-data.so and libadag.so like any program;
+# tests/unit_*.c: unit tests of internals, linked with the static libraries (libadag-data.a first).
 # tests/stress_ring.c: the channels, abort and concurrent drivers under ThreadSanitizer (make test-tsan);
 # tests/stress_comm.c: the host communicator, likewise.
 TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
@@ -307,8 +307,9 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/module
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(EXAMPLE_LINK) $(RPATH) $(LIBS) $(DATA_LIBS)
 
 # adag-bench: the harness (bench/*.c) and its actor module. It links the
-# static library, as adag-info does: the raw device baselines drive the device
-# ops table (gpu/device.h), which libadag.so does not export. Process actors
+# static libraries (libadag-data.a for the data rows, libadag.a), as adag-info
+# does: the raw device baselines drive the device ops table (gpu/device.h),
+# which libadag.so does not export. Process actors
 # run the module in adag-worker (found next to adag-bench), thread actors the
 # classes linked in here.
 BENCH_MODULE_SRCS := bench/modules/bench_actors.c bench/modules/bench_device.c tests/modules/shared_methods.c
@@ -351,7 +352,7 @@ $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # tests/stress_data.c: the data source's threads, budget and consumer under
-# ThreadSanitizer.
+# ThreadSanitizer (the static libadag-data.a and libadag.a).
 $(BUILD)/tests/stress-data: $(BUILD)/obj/tests/stress_data.o $(DATA_STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS) $(DATA_LIBS)
