@@ -1,7 +1,10 @@
-# adag build. `make` builds the library, worker, tools, tests and examples;
+# adag build. `make` builds the two libraries, the worker, tools, tests and examples:
+#   libadag.so / libadag.a            the runtime (common/ gpu/ transport/ dag/), export list adag.map
+#   libadag-data.so / libadag-data.a  the data stage (data/, include/adag/data.h), export list
+#                                     adag-data.map; it links libadag through its public API only
 # `make test` runs the suite; `make check` adds the sanitizer runs; `make test SAN=address,undefined` runs it under
 # sanitizers (in build/san-*); `make test-tsan` runs the channel and communicator stress programs under TSan;
-# `make install PREFIX=/usr/local` installs library, header, worker and adag.pc;
+# `make install PREFIX=/usr/local` installs both libraries, the headers, the worker, adag.pc and adag-data.pc;
 # `make test-gpu` runs tests/gpu on a CUDA device (skipped without one; not in check).
 
 VERSION_MAJOR := 0
@@ -24,16 +27,18 @@ OPT ?= -O2 -g
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation \
     -fvisibility=hidden -fPIC $(OPT) $(SANFLAGS) -I include -I .
 LDFLAGS_BASE := $(SANFLAGS)
-LIBS := -lpthread -ldl
+# LIBS: what libadag links (CUDA and NCCL are loaded with dlopen);
+# DATA_LIBS: what libadag-data links besides libadag.
+LIBS := -lpthread -ldl -lm
 # libarchive (Debian's libarchive-dev): the data stage's WebDataset shards
 # (data/format_tar.c)
-LIBS += $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
+DATA_LIBS := $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
 # libjpeg-turbo (Debian's libturbojpeg0-dev): the data stage's image map
 # (data/image.c); libm for its crop draws
-LIBS += $(shell pkg-config --libs libturbojpeg 2>/dev/null || echo -lturbojpeg) -lm
+DATA_LIBS += $(shell pkg-config --libs libturbojpeg 2>/dev/null || echo -lturbojpeg) -lm
 # libcurl (Debian's libcurl4-openssl-dev) and xxHash (libxxhash-dev): the data
 # stage's http(s) shards and their disk cache's checksums (data/fetch.c, cache.c)
-LIBS += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl) -lxxhash
+DATA_LIBS += $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl) -lxxhash -lpthread
 # hwloc (Debian's libhwloc-dev; libhwloc-plugins finds PCI devices) and
 # libibverbs (libibverbs-dev): the topology map and placement (gpu/topo*.c)
 LIBS += $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -libverbs
@@ -56,12 +61,28 @@ PMIX_CFLAGS := -DADAG_HAVE_PMIX $(shell pkg-config --cflags pmix)
 PMIX_LIBS := $(shell pkg-config --libs pmix)
 endif
 
-LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c dag/*/*.c data/*.c))
+LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c dag/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libadag.so.$(VERSION_MAJOR)
 
-# tests/test_*.c: the API suite, linked with libadag.so like any program;
-# tests/unit_*.c: unit tests of internals, linked with the static library.
+# libadag-data: data/*.c, and its own copy (hidden, like every internal
+# name) of the stateless helpers of common/ it writes with: CPU lists,
+# the params-struct check and the text writer. Those report only through
+# libadag's public adag_fail/adag_last_error (common/error.h), so both
+# libraries share one per-thread message and no other state. Everything
+# else data/ needs of libadag is its public API (--no-undefined: a call
+# of an internal adag__ function of libadag fails this link).
+DATA_SHARED_SRCS := common/cpuset.c common/params.c common/out.c
+DATA_SRCS := $(wildcard data/*.c) $(DATA_SHARED_SRCS)
+DATA_OBJS := $(DATA_SRCS:%.c=$(BUILD)/obj/%.o)
+DATA_SONAME := libadag-data.so.$(VERSION_MAJOR)
+# programs using the data stage link both (shared: -ladag-data -ladag;
+# static: libadag-data.a before libadag.a)
+DATA_LINK := -L$(BUILD) -ladag-data -ladag
+DATA_STATIC := $(BUILD)/libadag-data.a $(BUILD)/libadag.a
+
+# tests/test_*.c: the API suite, linked with libadag-data.so and libadag.so like any program;
+# tests/unit_*.c: unit tests of internals, linked with the static libraries (libadag-data.a first).
 # tests/stress_ring.c, stress_dag.c, stress_device.c: the channels and abort, whole DAGs and
 # concurrent drivers, the emulated device, under ThreadSanitizer (make test-tsan);
 # tests/stress_comm.c: the host communicator, likewise.
@@ -93,7 +114,8 @@ BAD_ABI_MODULES := $(BUILD)/tests/modules/libbad_abi_newer.so $(BUILD)/tests/mod
     $(BUILD)/tests/modules/libbad_abi_class.so
 LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
 
-ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/adag-worker $(BUILD)/adag-info \
+ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/libadag-data.so $(BUILD)/libadag-data.a \
+    $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
     $(BUILD)/tests/stress-trace \
@@ -183,6 +205,21 @@ $(BUILD)/libadag.a: $(LIB_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
+# adag-data.map: libadag-data.so exports exactly the ADAG_API functions of
+# include/adag/data.h (tests/test_abi.c checks it); it finds libadag.so next
+# to itself.
+$(BUILD)/libadag-data.so.$(VERSION): $(DATA_OBJS) adag-data.map $(BUILD)/libadag.so
+	$(CC) -shared -Wl,-soname,$(DATA_SONAME) -Wl,--version-script=adag-data.map -Wl,--no-undefined \
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(DATA_OBJS) -L$(BUILD) -ladag -Wl,-rpath,'$$ORIGIN' $(DATA_LIBS)
+
+$(BUILD)/libadag-data.so: $(BUILD)/libadag-data.so.$(VERSION)
+	ln -sf libadag-data.so.$(VERSION) $(BUILD)/$(DATA_SONAME)
+	ln -sf libadag-data.so.$(VERSION) $@
+
+$(BUILD)/libadag-data.a: $(DATA_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
 # Programs link the shared library and find it next to themselves or one up.
 RPATH := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..:$$ORIGIN/../..'
 
@@ -228,9 +265,10 @@ $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspat
     -DADAG_TEST_DEVICE_MODULE='"$(abspath $(DEVICE_TEST_MODULE))"' \
     -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DADAG_TEST_SRC_DIR='"$(abspath .)"'
 
-$(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so
+$(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so $(BUILD)/libadag-data.so
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) -L$(BUILD) -ladag $(RPATH) -lcriterion $(LIBS)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) $(DATA_LINK) $(RPATH) -lcriterion $(LIBS) \
+	    $(DATA_LIBS)
 
 # adag-bench-hosts (bench/hosts/bench_hosts.c): DAGs across two network
 # namespaces against ucx_perftest over the same link (root; `make bench-hosts`).
@@ -250,22 +288,29 @@ $(BUILD)/tests/pmix-driver: tests/programs/pmix_driver.c $(BUILD)/libadag.so $(T
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' $(LDFLAGS_BASE) $(LDFLAGS) \
 	    -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
-$(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(BUILD)/libadag.a
+$(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(DATA_STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(BUILD)/libadag.a -lcriterion $(LIBS)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(DATA_STATIC) -lcriterion $(LIBS) $(DATA_LIBS)
 
 $(BUILD)/examples/lib%.so: examples/modules/%.c include/adag.h $(wildcard examples/modules/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
 
-$(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/modules/*.h) examples/example_util.h
+# an example that includes adag/data.h links libadag-data too
+DATA_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(shell grep -l 'adag/data\.h' examples/*.c))
+$(DATA_EXAMPLES): EXAMPLE_LINK := $(DATA_LINK)
+$(DATA_EXAMPLES): $(BUILD)/libadag-data.so
+EXAMPLE_LINK ?= -L$(BUILD) -ladag
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/modules/*.h) examples/example_util.h \
+    examples/jpeg_shards.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_EXAMPLE_DIR='"$(abspath $(BUILD))/examples"' \
-	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(EXAMPLE_LINK) $(RPATH) $(LIBS) $(DATA_LIBS)
 
 # adag-bench: the harness (bench/*.c) and its actor module. It links the
-# static library, as adag-info does: the raw device baselines drive the device
-# ops table (gpu/device.h), which libadag.so does not export. Process actors
+# static libraries (libadag-data.a for the data rows, libadag.a), as adag-info
+# does: the raw device baselines drive the device ops table (gpu/device.h),
+# which libadag.so does not export. Process actors
 # run the module in adag-worker (found next to adag-bench), thread actors the
 # classes linked in here.
 BENCH_MODULE_SRCS := bench/modules/bench_actors.c bench/modules/bench_device.c tests/modules/shared_methods.c
@@ -274,10 +319,10 @@ $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
 $(BUILD)/adag-bench: $(BENCH_SRCS) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
-    $(BUILD)/libadag.a $(BUILD)/adag-worker examples/jpeg_shards.h \
+    $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h \
     $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
-	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(BUILD)/libadag.a $(LIBS)
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(DATA_STATIC) $(LIBS) $(DATA_LIBS)
 
 # bench/peers/mpi_allreduce.c with $(MPICC) (see MPI_PEER above)
 $(BUILD)/bench/mpi-allreduce: bench/peers/mpi_allreduce.c
@@ -318,10 +363,10 @@ $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # tests/stress_data.c: the data source's threads, budget and consumer under
-# ThreadSanitizer.
-$(BUILD)/tests/stress-data: $(BUILD)/obj/tests/stress_data.o $(BUILD)/libadag.a
+# ThreadSanitizer (the static libadag-data.a and libadag.a).
+$(BUILD)/tests/stress-data: $(BUILD)/obj/tests/stress_data.o $(DATA_STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS) $(DATA_LIBS)
 
 # tests/stress_trace.c: trace rings written and copied at once, and a traced
 # DAG whose trace is written while it runs, under ThreadSanitizer.
@@ -370,15 +415,18 @@ check-layers:
 # Internal names are visibly internal: a function the library defines
 # either is the contract (ADAG_API, listed in adag.map) or is named adag__*
 # (or is static); nothing else may take the public adag_ prefix.
-check-names: $(BUILD)/libadag.a
-	@nm $(BUILD)/libadag.a | awk '$$2 ~ /^[TW]$$/ {print $$3}' | grep '^adag_' | \
-	    grep -v '^adag__' | sort -u > $(BUILD)/names.defined
-	@grep -o 'adag_[a-z0-9_]*' adag.map | sort -u > $(BUILD)/names.exported
-	@if comm -23 $(BUILD)/names.defined $(BUILD)/names.exported | grep .; then \
-	    echo "check-names: functions above take the public adag_ prefix but are not in adag.map: name them adag__*" >&2; \
-	    exit 1; \
-	fi
-	@echo "check-names: every adag_ function is in adag.map; internal ones are adag__*"
+check-names: $(BUILD)/libadag.a $(BUILD)/libadag-data.a
+	@for l in libadag:adag.map libadag-data:adag-data.map; do \
+	    lib=$${l%%:*}; map=$${l#*:}; \
+	    nm $(BUILD)/$$lib.a | awk '$$2 ~ /^[TW]$$/ {print $$3}' | grep '^adag_' | \
+	        grep -v '^adag__' | sort -u > $(BUILD)/names.defined; \
+	    grep -o 'adag_[a-z0-9_]*' $$map | sort -u > $(BUILD)/names.exported; \
+	    if comm -23 $(BUILD)/names.defined $(BUILD)/names.exported | grep .; then \
+	        echo "check-names: functions above of $$lib take the public adag_ prefix but are not in $$map: name them adag__*" >&2; \
+	        exit 1; \
+	    fi; \
+	done
+	@echo "check-names: every adag_ function is in adag.map (libadag) or adag-data.map (libadag-data); internal ones are adag__*"
 
 # The harness runs once, quickly, to prove it works (it asserts no timing):
 # every scenario must run, check its results and print valid JSON (a row
@@ -474,6 +522,10 @@ install: all
 	ln -sf libadag.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf libadag.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libadag.so
 	install -m 0644 $(BUILD)/libadag.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(BUILD)/libadag-data.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libadag-data.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(DATA_SONAME)
+	ln -sf libadag-data.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libadag-data.so
+	install -m 0644 $(BUILD)/libadag-data.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 include/adag.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/adag
 	install -m 0644 include/adag/data.h include/adag/stats.h $(DESTDIR)$(PREFIX)/include/adag/
@@ -482,11 +534,17 @@ install: all
 	install -m 0755 $(BUILD)/adag-info $(DESTDIR)$(PREFIX)/bin/adag-info
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' adag.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adag.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(DATA_LIBS)|' \
+	    adag-data.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adag-data.pc
 
 # The installed files alone work: install into a scratch prefix, build
 # pipeline_demo and its module there with pkg-config, and run it with process
 # actors, so the installed adag-worker (found next to the installed libadag)
-# loads the module and runs its methods.
+# loads the module and runs its methods; then build loader_pipeline with
+# `pkg-config adag-data` (the installed adag/data.h, libadag-data.so, which
+# finds the installed libadag.so) and run it for an epoch of the JPEG shards
+# it writes, feeding the same module's stages. (Its own JPEG writer,
+# examples/jpeg_shards.h, calls libturbojpeg: $(DATA_LIBS) on its line.)
 INSTALL_TEST := $(abspath $(BUILD))/install-test
 INSTALL_TEST_PC := PKG_CONFIG_PATH=$(INSTALL_TEST)/usr/lib/pkgconfig pkg-config
 # the repo's include/ is not on the path: the installed adag.h must do
@@ -502,6 +560,13 @@ test-install: all
 	$(INSTALL_TEST)/pipeline_demo --iters 200 > $(INSTALL_TEST)/pipeline_demo.out
 	@echo "test-install: pipeline_demo ran with process actors on the installed files" \
 	    "(library, adag.h, adag.pc, adag-worker)"
+	$(CC) $(INSTALL_TEST_CFLAGS) -I examples -I examples/modules -DADAG_EXAMPLE_DIR='"$(INSTALL_TEST)"' \
+	    -o $(INSTALL_TEST)/loader_pipeline examples/loader_pipeline.c \
+	    $$($(INSTALL_TEST_PC) --cflags --libs adag-data) -Wl,-rpath,$(INSTALL_TEST)/usr/lib $(DATA_LIBS)
+	readelf -d $(INSTALL_TEST)/loader_pipeline | grep -q 'NEEDED.*\[libadag-data\.so\.$(VERSION_MAJOR)\]'
+	$(INSTALL_TEST)/loader_pipeline --epochs 1 > $(INSTALL_TEST)/loader_pipeline.out
+	@echo "test-install: loader_pipeline ran on the installed data stage" \
+	    "(libadag-data, adag/data.h, adag-data.pc)"
 
 clean:
 	rm -rf build
@@ -620,10 +685,10 @@ $(FUZZ_DIR)/obj/%.o: %.c $(FUZZ_HDRS) | fuzz-cc
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS) $(FUZZ_HDRS) | fuzz-cc
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS) $(DATA_LIBS)
 
 $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_OBJS) $(FUZZ_HDRS) | fuzz-cc
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJS) $(LIBS) $(DATA_LIBS)
 
 # libFuzzer exits non-zero on a finding; its log and the input that caused it
 # (crash-*, leak-*, ...) stay in build/fuzz/<t>.log and build/fuzz/artifacts/<t>/.

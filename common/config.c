@@ -49,6 +49,19 @@ adag_status_t adag_config_print(adag_config_h config, char *buf, size_t len, siz
     return ADAG_OK;
 }
 
+adag_status_t adag_config_get(adag_config_h config, const char *name, char *buf, size_t len,
+                              size_t *needed)
+{
+    if (needed)
+        *needed = 0;
+    if (!config || !name || (!buf && len))
+        return adag__error(ADAG_ERR_INVALID, "adag_config_get: %s",
+                          !config ? "config is NULL"
+                          : !name ? "name is NULL"
+                                  : "buf is NULL but len is not 0");
+    return adag__settings_get(&config->settings, name, buf, len, needed, "adag_config_get");
+}
+
 adag_status_t adag_config_release(adag_config_h config)
 {
     if (!config)

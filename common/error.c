@@ -66,41 +66,13 @@ const char *adag_last_error(void)
 /* Formatted into a buffer of its own first: the arguments may quote
  * adag_last_error() itself (a caller adding what it knows), which writing
  * straight into last_error would overwrite while it is read. */
-adag_status_t adag__error(adag_status_t status, const char *fmt, ...)
+adag_status_t adag_fail(adag_status_t status, const char *fmt, ...)
 {
     char msg[ADAG_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt ? fmt : "(no message)", ap);
     va_end(ap);
     memcpy(last_error, msg, strlen(msg) + 1);
     return status;
-}
-
-adag_status_t adag__error_errno(int err, const char *fmt, ...)
-{
-    char msg[ADAG_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    snprintf(last_error, sizeof(last_error), "%s: %s", msg, strerror(err));
-    return err == ENOMEM ? ADAG_ERR_NO_MEMORY : ADAG_ERR_IO;
-}
-
-void adag__error_clear(void)
-{
-    last_error[0] = '\0';
-}
-
-void adag__error_prefix(const char *fmt, ...)
-{
-    char prefix[ADAG_ERROR_MAX];
-    char old[ADAG_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
-    va_end(ap);
-    memcpy(old, last_error, sizeof(old));
-    snprintf(last_error, sizeof(last_error), "%s: %s", prefix, old);
 }

@@ -1,4 +1,5 @@
-/* File-descriptor hygiene shared by every layer. */
+/* File-descriptor hygiene shared by every layer; common/fd.c also holds
+ * adag_write_fd, the public writer to an fd (include/adag.h). */
 #ifndef ADAG_COMMON_FD_H
 #define ADAG_COMMON_FD_H
 

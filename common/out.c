@@ -2,67 +2,10 @@
 
 #include "common/error.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-/* ---- adag_write_fd ---- */
-
-/* Waits until fd takes bytes again (a non-blocking fd that said EAGAIN):
- * as long as a blocking write would have waited. */
-static void wait_writable(int fd)
-{
-    struct pollfd pfd = {fd, POLLOUT, 0};
-    while (poll(&pfd, 1, -1) < 0 && errno == EINTR) {
-    }
-}
-
-adag_status_t adag_write_fd(void *ctx, const void *buf, size_t n)
-{
-    int fd = (int)(intptr_t)ctx;
-    const char *p = buf;
-    adag_status_t st = ADAG_OK;
-    /* A pipe or socket whose reader is gone raises SIGPIPE, which would end
-     * the program: it is blocked while this thread writes, and one that a
-     * write here raised (it was not pending before) is taken back, so the
-     * failure is an ADAG_ERR_IO for the caller (EPIPE) and nothing else. */
-    sigset_t pipe_set, old, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w > 0) { /* a short write goes on with the rest */
-            p += w;
-            n -= (size_t)w;
-            continue;
-        }
-        int err = w < 0 ? errno : EIO; /* 0 bytes of n > 0: nothing will move */
-        if (err == EINTR)
-            continue;
-        if (err == EAGAIN || err == EWOULDBLOCK) {
-            wait_writable(fd);
-            continue;
-        }
-        if (err == EPIPE && !was_pending) {
-            const struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
-            }
-        }
-        st = adag__error_errno(err, "write to fd %d (%zu bytes left)", fd, n);
-        break;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return st;
-}
 
 /* ---- adag_out_t ---- */
 
@@ -100,12 +43,17 @@ static void deliver(adag_out_t *o, const void *data, size_t n)
         o->delivered += n;
         return;
     }
-    o->st = st < ADAG_OK && adag__status_name(st) ? st : ADAG_ERR_IO;
+    /* a status's name is what adag_status_str gives before its ':' (a
+     * value that is no status has none): the public API, as this file is
+     * compiled into libadag-data too */
+    const char *str = adag_status_str(st), *colon = strchr(str, ':');
+    o->st = st < ADAG_OK && colon ? st : ADAG_ERR_IO;
     if (adag_last_error()[0])
         snprintf(o->why, sizeof(o->why), "%s", adag_last_error());
+    else if (colon)
+        snprintf(o->why, sizeof(o->why), "it returned %.*s (%d)", (int)(colon - str), str, (int)st);
     else
-        snprintf(o->why, sizeof(o->why), "it returned %s (%d)",
-                 adag__status_name(st) ? adag__status_name(st) : "no adag status", (int)st);
+        snprintf(o->why, sizeof(o->why), "it returned no adag status (%d)", (int)st);
 }
 
 void adag__out_flush(adag_out_t *o)

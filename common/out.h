@@ -4,7 +4,10 @@
  * staged so that the writer gets a few large pieces, or into a caller's
  * buffer, counting what did not fit. The first failure sticks: later
  * output is dropped and the writer is not called again; adag__out_end says
- * how it went, once. */
+ * how it went, once. No state and nothing internal: it reports through
+ * the public adag_fail (common/error.h), so libadag-data compiles its own
+ * copy (data/source_print.c writes with it). adag_write_fd, a writer of
+ * libadag's API, is in common/fd.c. */
 #ifndef ADAG_COMMON_OUT_H
 #define ADAG_COMMON_OUT_H
 

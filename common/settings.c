@@ -333,6 +333,35 @@ void adag__settings_each_sent(const adag_settings_t *s,
     }
 }
 
+adag_status_t adag__settings_get(const adag_settings_t *s, const char *name, char *buf,
+                                size_t len, size_t *needed, const char *fn)
+{
+    const setting_def_t *def = find_def(name);
+    if (!def)
+        return adag__error(ADAG_ERR_NOT_FOUND,
+                          "%s: there is no setting %.80s (`adag-info -c` lists them)", fn, name);
+    if (def->type == SETTING_SECRET)
+        return adag__error(ADAG_ERR_INVALID, "%s: %s is secret: it is never read back", fn,
+                          name);
+    const void *base = def->scope == SCOPE_RUNTIME ? (const void *)s
+                                                   : (const void *)adag__process_settings();
+    char num[32];
+    const char *v = num;
+    if (def->type == SETTING_INT)
+        snprintf(num, sizeof(num), "%" PRId64, *int_field(def, (void *)base));
+    else if (!(v = *str_field(def, (void *)base)))
+        v = "";
+    size_t n = strlen(v) + 1;
+    if (needed)
+        *needed = n;
+    if (len)
+        snprintf(buf, len, "%s", v);
+    if (n > len)
+        return adag__error(ADAG_ERR_TOO_LARGE, "%s: %s takes %zu bytes, the buffer has %zu", fn,
+                          name, n, len);
+    return ADAG_OK;
+}
+
 /* ---- the process's settings ---- */
 
 static adag_process_settings_t process_settings;

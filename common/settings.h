@@ -93,6 +93,12 @@ void adag__settings_free(adag_settings_t *s);
 adag_status_t adag__settings_set(adag_settings_t *s, const char *name, const char *value,
                                 const char *fn);
 
+/* Setting `name` of s (a process-wide one: the process's) as text into
+ * buf[0..len), as adag_config_get says (include/adag.h), `fn` prefixing
+ * the message. */
+adag_status_t adag__settings_get(const adag_settings_t *s, const char *name, char *buf,
+                                size_t len, size_t *needed, const char *fn);
+
 /* An integer runtime setting as the environment gives it now (the default
  * when unset or refused, silently): what a device or communicator opened
  * outside any runtime starts with. 0 for a name that is not one. */

@@ -14,7 +14,7 @@
 #include "data/cache.h"
 
 #include "common/error.h"
-#include "common/log.h"
+#include "data/settings.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -184,8 +184,8 @@ static int entry_valid(const entry_paths_t *e, const char *url)
              adag__data_file_hash(fd, size, &got) == ADAG_OK && got == hash;
     close(fd);
     if (!ok)
-        ADAG_LOG_WARN("data cache: %s does not match its checksum: fetching %s again", e->data,
-                      url);
+        ADAG_DATA_LOG_WARN("data cache: %s does not match its checksum: fetching %s again",
+                           e->data, url);
     return ok;
 }
 
@@ -294,14 +294,14 @@ static void make_room(adag_data_cache_t *c, uint64_t need)
         pthread_mutex_lock(&c->lock);
         c->stats.evicted++;
         pthread_mutex_unlock(&c->lock);
-        ADAG_LOG_INFO("data cache: evicted %s (%llu bytes; least recently used)", v[i].data,
-                      (unsigned long long)v[i].size);
+        ADAG_DATA_LOG_INFO("data cache: evicted %s (%llu bytes; least recently used)",
+                           v[i].data, (unsigned long long)v[i].size);
     }
     if (total + need > c->cap)
-        ADAG_LOG_INFO("data cache: %s holds %llu bytes in use; %llu more go over its cap of "
-                      "%llu until they are released",
-                      c->dir, (unsigned long long)total, (unsigned long long)need,
-                      (unsigned long long)c->cap);
+        ADAG_DATA_LOG_INFO("data cache: %s holds %llu bytes in use; %llu more go over its cap "
+                           "of %llu until they are released",
+                           c->dir, (unsigned long long)total, (unsigned long long)need,
+                           (unsigned long long)c->cap);
     for (size_t i = 0; i < n; i++)
         free(v[i].data);
     free(v);

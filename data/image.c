@@ -21,7 +21,7 @@
 #include <adag/data.h>
 
 #include "common/params.h"
-#include "gpu/comm_reduce.h"
+#include "common/half.h"
 
 #include <limits.h>
 #include <math.h>

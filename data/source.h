@@ -1,7 +1,9 @@
 /*
- * The data source's state (data/source.c: threads, ring, consumer) and
- * its opening (data/source_open.c: parameters, shards, batch counts),
- * shared by the two files only.
+ * The data source's state and the functions of the files that make it:
+ * data/source.c (threads, ring, consumer), data/source_feed.c (feeding a
+ * DAG), data/source_print.c (showing it), data/source_open.c and
+ * source_fetch.c (opening: parameters, shards, batch counts). What the
+ * threads of both loops share is data/source_fill.h.
  */
 #ifndef ADAG_DATA_SOURCE_H
 #define ADAG_DATA_SOURCE_H
@@ -124,25 +126,6 @@ struct adag_data_source {
     adag_writer_t progress_out;
     int64_t progress_ns;
 };
-
-/* ---- the threads (data/source.c), shared with data/source_feed.c ---- */
-
-/* Fills seq's batch into buf (no lock held). */
-adag_status_t adag__data_fill(adag_data_source_t *src, filler_t *f, uint64_t seq,
-                             unsigned char *buf);
-/* A failure that belongs to no batch (a thread's start, the DAG's
- * reservation): it comes after the batches already taken. */
-#define ADAG_DATA_NO_SEQ UINT64_MAX
-/* Under the lock: the source fails at batch seq (ADAG_DATA_NO_SEQ: after
- * those taken so far); the failure of the earliest batch is the one kept. */
-void adag__data_fail_locked(adag_data_source_t *src, adag_status_t st, const char *msg,
-                           uint64_t seq);
-/* Under the lock: a thread starts / ends waiting for room (blocked_s
- * counts waits still going too). */
-int64_t adag__data_wait_begin(adag_data_source_t *src);
-void adag__data_wait_end(adag_data_source_t *src, int64_t t0);
-/* Under the lock: what a thread counted while filling goes to the stats. */
-void adag__data_counted(adag_data_source_t *src, filler_t *f);
 
 /* ---- feeding a DAG (data/source_feed.c) ---- */
 

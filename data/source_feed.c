@@ -11,8 +11,13 @@
  * waiting for it (the DAG hands the buffer out again only once that copy
  * ran). The staging is the DAG's memory: the source's budget does not
  * hold it.
+ *
+ * Calls go one way: data/source.c (the threads) runs this loop instead of
+ * the ring's for a source that feeds a DAG; both fill and report through
+ * data/source_fill.c, and nothing here calls back into source.c.
  */
 #include "data/source.h"
+#include "data/source_fill.h"
 
 #include "common/clock.h"
 

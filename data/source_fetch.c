@@ -5,8 +5,8 @@
  */
 #include "data/source.h"
 
-#include "common/settings.h"
 #include "data/order.h"
+#include "data/settings.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -70,12 +70,12 @@ static void *fetch_main(void *arg)
 }
 
 /* The cache directory: the params', the setting's, or the user's cache. */
-static adag_status_t cache_dir(const adag_data_params_t *p, const adag_settings_t *set, char *out,
+static adag_status_t cache_dir(const adag_data_params_t *p, const char *setting, char *out,
                                size_t len)
 {
     const char *dir = (p->field_mask & ADAG_DATA_PARAM_CACHE) && p->cache_dir
                           ? p->cache_dir
-                          : set->data_cache_dir;
+                          : setting;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
     if (dir && dir[0])
@@ -102,35 +102,39 @@ adag_status_t adag__data_fetch_shards(adag_data_source_t *src)
         return ADAG_OK;
     /* the settings of the runtime of the DAG it feeds, else the
      * environment's now */
-    adag_config_h cfg = NULL;
-    adag_settings_t env;
-    adag_status_t st = src->p.dag ? adag_dag_config(src->p.dag, &cfg)
-                                  : adag__settings_from_env(&env);
+    adag_config_h cfg;
+    adag_status_t st = adag__data_config(src->p.dag, &cfg);
     if (st != ADAG_OK)
         return st;
-    const adag_settings_t *set = cfg ? &cfg->settings : &env;
-    char dir[4096];
-    st = cache_dir(&src->p, set, dir, sizeof(dir));
+    char setting[4096], dir[4096];
+    int64_t cache_bytes = 0, retries = 0, timeout_ms = 0, fetches = 0;
+    st = adag__data_config_text(cfg, "ADAG_DATA_CACHE_DIR", setting, sizeof(setting));
+    if (st == ADAG_ERR_TOO_LARGE)
+        st = adag__error(ADAG_ERR_INVALID, "adag_data_open: cache directory name too long");
+    if (st == ADAG_OK &&
+        (st = adag__data_config_int(cfg, "ADAG_DATA_CACHE_BYTES", &cache_bytes)) == ADAG_OK &&
+        (st = adag__data_config_int(cfg, "ADAG_DATA_HTTP_RETRIES", &retries)) == ADAG_OK &&
+        (st = adag__data_config_int(cfg, "ADAG_DATA_HTTP_TIMEOUT_MS", &timeout_ms)) == ADAG_OK &&
+        (st = adag__data_config_int(cfg, "ADAG_DATA_FETCHES", &fetches)) == ADAG_OK)
+        st = cache_dir(&src->p, setting, dir, sizeof(dir));
+    adag_config_release(cfg);
+    if (st != ADAG_OK)
+        return st;
     uint64_t cap = (src->p.field_mask & ADAG_DATA_PARAM_CACHE) && src->p.cache_bytes
                        ? src->p.cache_bytes
-                       : (uint64_t)set->data_cache_bytes;
+                       : (uint64_t)cache_bytes;
     adag_data_fetch_opts_t opts = {
-        .retries = (int)set->data_http_retries,
-        .timeout_ms = set->data_http_timeout_ms,
+        .retries = (int)retries,
+        .timeout_ms = timeout_ms,
     };
-    unsigned fetches = (unsigned)set->data_fetches;
-    if (cfg)
-        adag_config_release(cfg);
-    else
-        adag__settings_free(&env);
-    if (st != ADAG_OK || (st = adag__data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
+    if ((st = adag__data_cache_open(dir, cap, &opts, &src->cache)) != ADAG_OK)
         return st;
 
     /* the first epoch's shard order (the opened shards' permutation is over
      * those that open well; with none bad it is this one) */
     fetch_job_t job = {.src = src, .n = src->nshards};
     uint32_t *order = malloc(src->nshards * sizeof(*order));
-    unsigned nthreads = fetches < nurls ? fetches : nurls;
+    unsigned nthreads = (uint64_t)fetches < nurls ? (unsigned)fetches : nurls;
     pthread_t *threads = calloc(nthreads, sizeof(*threads));
     if (!order || !threads) {
         free(order);

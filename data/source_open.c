@@ -6,7 +6,7 @@
 #include "data/source.h"
 
 #include "common/params.h"
-#include "common/settings.h"
+#include "data/settings.h"
 
 #include <glob.h>
 #include <stdio.h>
@@ -198,11 +198,14 @@ adag_status_t adag__data_choose_cpus(adag_data_source_t *src, const adag_data_pa
     if (!p->dag)
         return ADAG_OK;
     adag_config_h cfg;
+    int64_t placement = 0;
     adag_status_t st = adag_dag_config(p->dag, &cfg);
     if (st != ADAG_OK)
         return st;
-    int placement = cfg->settings.placement != 0;
+    st = adag__data_config_int(cfg, "ADAG_PLACEMENT", &placement);
     adag_config_release(cfg);
+    if (st != ADAG_OK)
+        return st;
     if (!placement)
         return ADAG_OK;
     st = adag_dag_input_placement(p->dag, &first);

@@ -1,7 +1,7 @@
 /*
  * The element-wise reductions of the host communicator's collectives
  * (gpu/comm_reduce.c), one loop per dtype and op, and the f16/bf16
- * conversions they go through.
+ * conversions they go through (common/half.h).
  *
  * Semantics (adag_reduce_op_t, include/adag.h):
  *   u8 i8 i16 i32 i64  SUM and PROD wrap (two's complement); MIN/MAX by
@@ -32,10 +32,5 @@ void adag__reduce_into(adag_dtype_t dtype, adag_reduce_op_t op, void *restrict d
                       const void *restrict src, size_t n);
 /* dst[i] = dst[i] / divisor: AVG's last step. */
 void adag__reduce_divide(adag_dtype_t dtype, void *dst, size_t n, unsigned divisor);
-
-float adag__f16_to_f32(uint16_t h);
-uint16_t adag__f32_to_f16(float f);
-float adag__bf16_to_f32(uint16_t h);
-uint16_t adag__f32_to_bf16(float f);
 
 #endif

@@ -1,14 +1,15 @@
 /*
  * Suite "abi": what a program or a module built against another adag.h
  * would trip over. libadag.so and adag-worker export exactly the ADAG_API
- * functions of include/adag.h; the public structs keep their layout (pinned
- * numbers, x86_64); modules and classes of another ABI version are refused
+ * functions of include/adag.h and include/adag/stats.h (libadag-data.so's,
+ * those of include/adag/data.h: tests/test_abi_data.c); the public structs
+ * keep their layout (pinned numbers, x86_64); modules and classes of another ABI version are refused
  * with a message; versioned structs and reserved words behave as adag.h
  * says; modules bind their adag_call_* to the worker's copy of the library.
  */
+#include "abi_syms.h"
 #include "helpers.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,180 +26,12 @@
 /* Exported symbols                                                  */
 /* ---------------------------------------------------------------- */
 
-#define MAX_SYMS 256
-
-typedef struct {
-    char *names[MAX_SYMS];
-    unsigned n;
-} symset_t;
-
-static void symset_add(symset_t *s, const char *name, size_t len)
-{
-    cr_assert(s->n < MAX_SYMS, "more than %d symbols", MAX_SYMS);
-    s->names[s->n] = strndup(name, len);
-    cr_assert_not_null(s->names[s->n]);
-    s->n++;
-}
-
-static int symset_has(const symset_t *s, const char *name)
-{
-    for (unsigned i = 0; i < s->n; i++)
-        if (strcmp(s->names[i], name) == 0)
-            return 1;
-    return 0;
-}
-
-static void symset_free(symset_t *s)
-{
-    for (unsigned i = 0; i < s->n; i++)
-        free(s->names[i]);
-    s->n = 0;
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    do {
-        if (len + 4096 + 1 > cap) {
-            cap = (cap ? cap * 2 : 65536);
-            buf = realloc(buf, cap);
-            cr_assert_not_null(buf);
-        }
-        got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-    } while (got > 0);
-    fclose(f);
-    buf[len] = '\0';
-    return buf;
-}
-
-/* Blanks comments and preprocessor directives (with their continuation
- * lines) of C text, keeping everything else in place. */
-static void strip_comments_and_directives(char *t)
-{
-    int line_start = 1;
-    for (char *p = t; *p;) {
-        if (p[0] == '/' && p[1] == '*') {
-            char *e = strstr(p + 2, "*/");
-            char *end = e ? e + 2 : p + strlen(p);
-            for (; p < end; p++)
-                if (*p != '\n')
-                    *p = ' ';
-            continue;
-        }
-        if (p[0] == '/' && p[1] == '/') {
-            for (; *p && *p != '\n'; p++)
-                *p = ' ';
-            continue;
-        }
-        if (line_start && *p == '#') {
-            char prev = 0;
-            for (; *p && !(*p == '\n' && prev != '\\'); p++) {
-                prev = *p;
-                if (*p != '\n')
-                    *p = ' ';
-            }
-            continue;
-        }
-        if (*p == '\n')
-            line_start = 1;
-        else if (!isspace((unsigned char)*p))
-            line_start = 0;
-        p++;
-    }
-}
-
-/* The functions a public header declares with ADAG_API. */
-static void header_file_api(const char *path, symset_t *out)
-{
-    char *text = read_file(path);
-    strip_comments_and_directives(text);
-    for (char *p = strstr(text, "ADAG_API"); p; p = strstr(p + 1, "ADAG_API")) {
-        char *semi = strchr(p, ';');
-        char *paren = strchr(p, '(');
-        cr_assert(semi && paren && paren < semi,
-                  "adag.h: an ADAG_API declaration that is no function: %.60s", p);
-        char *e = paren;
-        while (e > p && isspace((unsigned char)e[-1]))
-            e--;
-        char *b = e;
-        while (b > p && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
-            b--;
-        cr_assert(e > b, "adag.h: no function name in: %.60s", p);
-        symset_add(out, b, (size_t)(e - b));
-    }
-    free(text);
-}
-
-/* The functions the public headers (include/adag.h and its parts
- * include/adag/{core,value,class,config,actor,graph,dag}.h, include/adag/data.h,
- * stats.h) declare with ADAG_API. */
-static void header_api(symset_t *out)
-{
-    static const char *const parts[] = {"core", "value", "class", "config", "actor", "graph", "dag"};
-    char path[512];
-    header_file_api(ADAG_TEST_SRC_DIR "/include/adag.h", out);
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-        snprintf(path, sizeof(path), "%s/include/adag/%s.h", ADAG_TEST_SRC_DIR, parts[i]);
-        header_file_api(path, out);
-    }
-    header_file_api(ADAG_TEST_SRC_DIR "/include/adag/data.h", out);
-    header_file_api(ADAG_TEST_SRC_DIR "/include/adag/stats.h", out);
-    /* a parser that found nothing would make the comparisons vacuous */
-    cr_assert(out->n >= 30, "found only %u ADAG_API functions in adag.h", out->n);
-    cr_assert(symset_has(out, "adag_dag_execute") && symset_has(out, "adag_call_arg") &&
-                  symset_has(out, "adag_data_open"),
-              "the header parser missed known functions");
-}
-
-/* The dynamic symbols an ELF file defines (nm -D --defined-only), those
- * starting with `prefix` ("" for all). */
-static void elf_exports(const char *path, const char *prefix, symset_t *out)
-{
-    char cmd[1024], line[512];
-    cr_assert(access(path, R_OK) == 0, "%s is missing", path);
-    snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s' 2>&1", path);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f, "cannot run %s", cmd);
-    while (fgets(line, sizeof(line), f)) {
-        /* "<address> <type> <name>" */
-        char addr[64], type[8], name[400];
-        cr_assert(sscanf(line, "%63s %7s %399s", addr, type, name) == 3,
-                  "unexpected nm output for %s: %s", path, line);
-        if (strncmp(name, prefix, strlen(prefix)) == 0)
-            symset_add(out, name, strlen(name));
-    }
-    int rc = pclose(f);
-    cr_assert_eq(rc, 0, "%s failed (status %d)", cmd, rc);
-}
-
-/* Fails naming every symbol in one set and not the other. */
-static void assert_same_symbols(const symset_t *header, const symset_t *elf, const char *what)
-{
-    char missing[2048] = "", extra[2048] = "";
-    for (unsigned i = 0; i < header->n; i++)
-        if (!symset_has(elf, header->names[i]))
-            snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " %s",
-                     header->names[i]);
-    for (unsigned i = 0; i < elf->n; i++)
-        if (!symset_has(header, elf->names[i]))
-            snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), " %s",
-                     elf->names[i]);
-    cr_assert(!missing[0] && !extra[0],
-              "%s: declared ADAG_API in adag.h but not exported:%s; exported but not "
-              "declared ADAG_API:%s (the export list is adag.map)",
-              what, missing[0] ? missing : " (none)", extra[0] ? extra : " (none)");
-}
-
 ATEST(library_exports_exactly_the_header_api)
 {
     symset_t header = {0}, lib = {0};
-    header_api(&header);
-    elf_exports(ADAG_TEST_BUILD_DIR "/libadag.so", "", &lib);
-    assert_same_symbols(&header, &lib, "libadag.so");
+    abi_runtime_api(&header);
+    abi_elf_symbols(ADAG_TEST_BUILD_DIR "/libadag.so", "--defined-only", "", &lib);
+    abi_assert_same_symbols(&header, &lib, "libadag.so", "adag.map");
     cr_assert(!symset_has(&lib, "adag__worker_main"));
     symset_free(&header);
     symset_free(&lib);
@@ -209,9 +42,9 @@ ATEST(library_exports_exactly_the_header_api)
 ATEST(worker_exports_exactly_the_header_api)
 {
     symset_t header = {0}, worker = {0};
-    header_api(&header);
-    elf_exports(ADAG_TEST_BUILD_DIR "/adag-worker", "adag_", &worker);
-    assert_same_symbols(&header, &worker, "adag-worker");
+    abi_runtime_api(&header);
+    abi_elf_symbols(ADAG_TEST_BUILD_DIR "/adag-worker", "--defined-only", "adag_", &worker);
+    abi_assert_same_symbols(&header, &worker, "adag-worker", "adag.map");
     symset_free(&header);
     symset_free(&worker);
 }

@@ -60,6 +60,18 @@ ADAG_API adag_status_t adag_config_modify(adag_config_h config, const char *name
 ADAG_API adag_status_t adag_config_print(adag_config_h config, char *buf, size_t len,
                                          size_t *needed);
 
+/* The value of setting `name` as text, as its environment variable would
+ * hold it ("250"; "" for a string setting that is unset), NUL-terminated in
+ * buf: what a component takes its settings from (e.g. the config of the DAG
+ * it feeds, adag_dag_config). A process-wide setting gives this process's
+ * value. *needed (when not NULL) gets the value's size with its NUL; when
+ * it does not fit, buf holds as much as fits and the call returns
+ * ADAG_ERR_TOO_LARGE (buf may be NULL with len 0, to learn the size).
+ * ADAG_ERR_NOT_FOUND for a name that is no setting; ADAG_ERR_INVALID for
+ * the secret ADAG_TOKEN (never read back) and for a NULL config or name. */
+ADAG_API adag_status_t adag_config_get(adag_config_h config, const char *name, char *buf,
+                                       size_t len, size_t *needed);
+
 /* Frees the config; runtimes created with it keep their own copy. */
 ADAG_API adag_status_t adag_config_release(adag_config_h config);
 

@@ -85,6 +85,16 @@ ADAG_API const char *adag_status_str(adag_status_t status);
  * NULL; empty if none). Valid until the next adag call on this thread. */
 ADAG_API const char *adag_last_error(void);
 
+/* Records the message (printf's format) as this thread's last error, what
+ * adag_last_error() gives next, and returns status, so that code built on
+ * adag reports a failure the way adag's own functions do: a writer's fn
+ * (see below), a data map (include/adag/data.h), a library layered on this
+ * one (libadag-data reports through it). `return adag_fail(ADAG_ERR_IO,
+ * "cannot open %s", path);`. The arguments may quote adag_last_error()
+ * (adding context to the message there); an empty message ("%s", "")
+ * clears it. A NULL fmt records "(no message)". */
+ADAG_API adag_status_t adag_fail(adag_status_t status, const char *fmt, ...) ADAG_PRINTF(2, 3);
+
 /* ------------------------------------------------------------------ */
 /* Writers: where text and traces go                                   */
 /* ------------------------------------------------------------------ */

@@ -15,7 +15,7 @@
  */
 #include <adag/data.h>
 
-#include "gpu/comm_reduce.h"
+#include "common/half.h"
 #include "tests/fuzz/fuzz_check.h"
 
 #include <math.h>
