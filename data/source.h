@@ -140,7 +140,12 @@ void adag__data_feed_loop(adag_data_source_t *src, filler_t *f);
 
 /* Ends the progress bar's line (a newline on the writer last drawn on), if
  * one is drawn. */
-void adag__data_progress_end(adag_data_source_t *src);
+static inline void adag__data_progress_end(adag_data_source_t *src)
+{
+    if (src->progress_out.fn) /* a failed write only leaves the line open */
+        (void)src->progress_out.fn(src->progress_out.ctx, "\n", 1);
+    src->progress_out.fn = NULL;
+}
 
 /* ---- opening (data/source_open.c); each reports its own failure ---- */
 

@@ -80,13 +80,6 @@ static void print_memory(adag_data_source_t *src, const adag_data_stats_t *st, a
                     held, budget, peak);
 }
 
-void adag__data_progress_end(adag_data_source_t *src)
-{
-    if (src->progress_out.fn) /* a failed write only leaves the line open */
-        (void)src->progress_out.fn(src->progress_out.ctx, "\n", 1);
-    src->progress_out.fn = NULL;
-}
-
 static adag_status_t print_stats(void *arg, adag_out_t *out)
 {
     adag_data_source_h src = arg;
