@@ -56,7 +56,7 @@ typedef struct {
     unsigned copies;     /* device-bandwidth: copies of the bytes the runtime makes */
     char skipped[160];   /* not run, and why ("" = ran); never counted as a result */
     /* collective rows (allreduce): the baseline's bus bandwidth, and the
-     * issue's goal for this size, printed, never asserted */
+     * goal for this size, printed, never asserted */
     double baseline_gbps;
     char goal[64];       /* "" for the other rows */
     int per_collective;  /* allreduce-dag: print adag - baseline as the DAG's cost */

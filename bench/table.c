@@ -66,7 +66,7 @@ const scenario_t bench_scenarios[] = {
     /* allreduce rows (bench/collective.c): the host communicator, 4 ranks in
      * processes on emu:0..3, SUM over f32, out of place, against Open MPI
      * (4 processes, shared memory) measured in the same run; time per call,
-     * ratio = adag / MPI time. The issue's goal, printed, never asserted:
+     * ratio = adag / MPI time. The goal, printed, never asserted:
      * adag's bus bandwidth >= MPI's from 1 MiB up, time <= 2x MPI's below. */
     {"allreduce", RUN_ALLREDUCE, 1, 4, 1, 8, -1, METRIC_LATENCY, BASE_MPI_ALLREDUCE, 1, NULL,
      DEV_PATH_NONE},
@@ -109,13 +109,13 @@ const scenario_t bench_scenarios[] = {
      BASE_NCCL_ALLREDUCE_DIRECT, 0, NULL, DEV_PATH_NONE},
     /* the data front stage (bench/data.c): a shuffled epoch of a Megatron
      * token dataset (uint16, 100 M tokens) in batches of 8 x 2048 against
-     * memcpy of the same samples in the same order; issue 11's goal >= 0.8 */
+     * memcpy of the same samples in the same order; goal >= 0.8 */
     {"data-tokens", RUN_DATA_TOKENS, 1, 1, 1, 8 * 2048 * 2, -1, METRIC_BANDWIDTH,
      BASE_TOKENS_MEMCPY, 1, NULL, DEV_PATH_NONE},
     /* images (bench/data_images.c): WebDataset JPEGs 256 -> random-resized
      * crop 224, flip, normalize, f32, batches of 64, samples/s: against the
      * ideal (one thread's rate x threads; Ray Data in the "ray" column) and
-     * torch's DataLoader + PIL; issue 11's goals >= 0.9x ideal, >= 2x Ray */
+     * torch's DataLoader + PIL; goals >= 0.9x ideal, >= 2x Ray */
     {"data-images", RUN_DATA_IMAGES, 1, 1, 1, 64, -1, METRIC_THROUGHPUT, BASE_IMAGES_IDEAL, 1,
      NULL, DEV_PATH_NONE},
     {"data-images", RUN_DATA_IMAGES, 1, 2, 1, 64, -1, METRIC_THROUGHPUT, BASE_IMAGES_TORCH, 1,
@@ -147,7 +147,7 @@ const scenario_t bench_scenarios[] = {
      * tracing on (trace_spans 65536) against off (trace_spans 0); 5 rounds
      * (--reps R: R) alternating on, off, medians; ratio on / off, and the
      * cost of tracing (latency: on / off - 1; executions/s: off / on - 1)
-     * against the issue's goal, <= 5 %, printed, never asserted. A round
+     * against the goal, <= 5 %, printed, never asserted. A round
      * trip (1 actor, 8 B, in-flight 1) and a chain of 4 (8 B, in-flight 8);
      * the last on round's trace is written, and must be a real one. */
     {"tracing", RUN_TRACE_CHAIN, 1, 1, 1, 8, -1, METRIC_LATENCY, BASE_TRACE_OFF, 1, NULL,

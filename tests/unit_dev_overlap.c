@@ -1,8 +1,8 @@
 /*
  * Suite "overlap": the device channel moves a value on the reader's
  * communication stream, so the transfer of execution k + 1 runs while the
- * reader's compute stream still works on execution k (issue 8, must-have
- * 4), proven from timed events on the emulated device.
+ * reader's compute stream still works on execution k, proven from timed
+ * events on the emulated device.
  *
  * The channel is the peer-copy arrangement of the conformance table (writer
  * on emu:0, reader on emu:1, two slots: double buffering), opened by the

@@ -122,7 +122,7 @@ Test(loop_failure, malformed_slot_fails_only_its_dag, .timeout = 60)
 
     /* the loop waits for execution 1 of the victim's input; its slot is
      * published as execution 1 + max_inflight */
-    adag_chan_t *in = victim->inputs[0];
+    adag_chan_t *in = victim->ends.inputs[0];
     uint64_t bogus = 1 + in->nslots;
     void *buf;
     OK(adag__chan_acquire(in, 1, adag__deadline_ms(1000), &buf));

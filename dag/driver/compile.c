@@ -199,7 +199,7 @@ static adag_status_t open_driver_endpoint(adag_dag_h dag, unsigned c, int reader
         .reader = reader,
         .desc = {dc->desc.data, dc->desc.len},
         .policy = dag->wait,
-        .device = dag->driver_dev ? &dag->driver_dev->chan : NULL,
+        .device = dag->ends.driver_dev ? &dag->ends.driver_dev->chan : NULL,
     };
     adag_status_t st = adag__ctx_open(&dag->run.ctx, dc->backend, &p, &dc->driver_info, out);
     if (st != ADAG_OK)
@@ -212,66 +212,66 @@ static adag_status_t open_driver_endpoints(adag_compiler_t *cx, adag_dag_h dag)
     adag_graph_h g = cx->g;
     adag_status_t st;
 
-    dag->inputs = calloc(dag->plan.ninputs + 1, sizeof(*dag->inputs));
-    dag->input_chan = calloc(dag->plan.ninputs + 1, sizeof(*dag->input_chan));
-    dag->input_counts = calloc(dag->plan.ninputs + 1, sizeof(*dag->input_counts));
+    dag->ends.inputs = calloc(dag->plan.ninputs + 1, sizeof(*dag->ends.inputs));
+    dag->ends.input_chan = calloc(dag->plan.ninputs + 1, sizeof(*dag->ends.input_chan));
+    dag->ends.input_counts = calloc(dag->plan.ninputs + 1, sizeof(*dag->ends.input_counts));
     size_t per_ref = (size_t)dag->plan.max_inflight * (dag->plan.ninputs + 1);
-    dag->slot_bufs = calloc(per_ref, sizeof(*dag->slot_bufs));
-    dag->slot_sizes = calloc(per_ref, sizeof(*dag->slot_sizes));
-    dag->slot_metas = calloc(per_ref, sizeof(*dag->slot_metas));
-    dag->slot_owner = calloc(dag->plan.max_inflight, sizeof(*dag->slot_owner));
-    dag->outs = calloc(g->noutputs, sizeof(*dag->outs));
-    dag->out_chan = calloc(g->noutputs, sizeof(*dag->out_chan));
-    dag->output_of = calloc(g->noutputs, sizeof(*dag->output_of));
+    dag->resv.slot_bufs = calloc(per_ref, sizeof(*dag->resv.slot_bufs));
+    dag->resv.slot_sizes = calloc(per_ref, sizeof(*dag->resv.slot_sizes));
+    dag->resv.slot_metas = calloc(per_ref, sizeof(*dag->resv.slot_metas));
+    dag->resv.slot_owner = calloc(dag->plan.max_inflight, sizeof(*dag->resv.slot_owner));
+    dag->ends.outs = calloc(g->noutputs, sizeof(*dag->ends.outs));
+    dag->ends.out_chan = calloc(g->noutputs, sizeof(*dag->ends.out_chan));
+    dag->ends.output_of = calloc(g->noutputs, sizeof(*dag->ends.output_of));
     dag->ref_flags = calloc(dag->plan.max_inflight, 1);
-    if (!dag->inputs || !dag->input_chan || !dag->input_counts || !dag->slot_bufs || !dag->slot_sizes ||
-        !dag->slot_metas || !dag->slot_owner ||
-        !dag->outs || !dag->out_chan || !dag->output_of || !dag->ref_flags)
+    if (!dag->ends.inputs || !dag->ends.input_chan || !dag->ends.input_counts || !dag->resv.slot_bufs || !dag->resv.slot_sizes ||
+        !dag->resv.slot_metas || !dag->resv.slot_owner ||
+        !dag->ends.outs || !dag->ends.out_chan || !dag->ends.output_of || !dag->ref_flags)
         return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
-    dag->noutputs = g->noutputs;
+    dag->ends.noutputs = g->noutputs;
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
         if (nd->kind != NODE_INPUT)
             continue;
         unsigned c = cx->chan_of[i];
-        dag->input_chan[nd->field] = c;
-        if ((st = open_driver_endpoint(dag, c, -1, &dag->inputs[nd->field])) != ADAG_OK)
+        dag->ends.input_chan[nd->field] = c;
+        if ((st = open_driver_endpoint(dag, c, -1, &dag->ends.inputs[nd->field])) != ADAG_OK)
             return st;
     }
     for (unsigned o = 0; o < g->noutputs; o++) {
         unsigned c = adag__compile_value_chan(cx, g->outputs[o]), e;
-        for (e = 0; e < dag->nouts; e++)
-            if (dag->out_chan[e] == c)
+        for (e = 0; e < dag->ends.nouts; e++)
+            if (dag->ends.out_chan[e] == c)
                 break;
-        if (e == dag->nouts) {
-            st = open_driver_endpoint(dag, c, adag__plan_reader_index(&dag->plan.chans[c], -1), &dag->outs[e]);
+        if (e == dag->ends.nouts) {
+            st = open_driver_endpoint(dag, c, adag__plan_reader_index(&dag->plan.chans[c], -1), &dag->ends.outs[e]);
             if (st != ADAG_OK)
                 return st;
-            dag->out_chan[e] = c;
-            dag->nouts++;
+            dag->ends.out_chan[e] = c;
+            dag->ends.nouts++;
         }
-        dag->output_of[o] = e;
+        dag->ends.output_of[o] = e;
     }
     if (dag->plan.norders) {
-        dag->orders = calloc(dag->plan.norders, sizeof(*dag->orders));
-        dag->order_leases = calloc(dag->plan.norders, sizeof(*dag->order_leases));
-        dag->order_bufs = calloc((size_t)dag->plan.max_inflight * dag->plan.norders,
-                                 sizeof(*dag->order_bufs));
-        if (!dag->orders || !dag->order_leases || !dag->order_bufs)
+        dag->ends.orders = calloc(dag->plan.norders, sizeof(*dag->ends.orders));
+        dag->ends.order_leases = calloc(dag->plan.norders, sizeof(*dag->ends.order_leases));
+        dag->ends.order_bufs = calloc((size_t)dag->plan.max_inflight * dag->plan.norders,
+                                 sizeof(*dag->ends.order_bufs));
+        if (!dag->ends.orders || !dag->ends.order_leases || !dag->ends.order_bufs)
             return adag__error(ADAG_ERR_NO_MEMORY, "adag_graph_compile: out of memory");
         unsigned k = 0;
         for (unsigned i = 0; i < dag->plan.ncomm_leases; i++) {
             if (dag->plan.lease_order_chan[i] == ADAG_PROG_NO_CHAN)
                 continue;
-            dag->order_leases[k] = dag->plan.comm_leases[i];
+            dag->ends.order_leases[k] = dag->plan.comm_leases[i];
             if ((st = open_driver_endpoint(dag, dag->plan.lease_order_chan[i], -1,
-                                           &dag->orders[k])) != ADAG_OK)
+                                           &dag->ends.orders[k])) != ADAG_OK)
                 return st;
             k++;
         }
     }
     if (dag->plan.start_chan != ADAG_PROG_NO_CHAN)
-        return open_driver_endpoint(dag, dag->plan.start_chan, -1, &dag->start);
+        return open_driver_endpoint(dag, dag->plan.start_chan, -1, &dag->ends.start);
     return ADAG_OK;
 }
 

@@ -35,14 +35,13 @@ enum {
     REF_CANCELLED = 16, /* cancelled: published as a skipped execution */
 };
 
-struct adag_dag {
-    adag_dag_run_t run;        /* its actors' side (dag/proc/proc.h): id, name, actors,
-                                  the driver's context, the DAG fd's notify fds */
-    adag_plan_t plan;          /* its channels and communicators (dag/graph/plan.h) */
-    int execute_timeout_ms, teardown_timeout_ms;
-    adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
-    adag_trace_ring_t *trace;  /* the driver's spans (execute, get); NULL: off */
-
+/* The driver's endpoints of a DAG (opened by dag/driver/compile.c, closed
+ * by adag__dag_free): one writer per input field, the start and ticket
+ * channels' writers, one reader per distinct output channel. */
+typedef struct {
+    adag_chan_t **inputs;      /* writer endpoint per input field */
+    unsigned *input_chan;      /* channel id per input field */
+    uint64_t (*input_counts)[2]; /* per input field: values, bytes published (under lock) */
     adag_chan_t *start;        /* the writer endpoint of plan.start_chan */
     /* The turns on shared communicators (plan.lease_order_chan): the
      * writer endpoints of the ticket channels, their leases and reserved
@@ -50,24 +49,22 @@ struct adag_dag {
     adag_chan_t **orders;
     struct adag_comm_lease **order_leases;
     void **order_bufs;
-    /* adag_dag_fd hands out user_fd, which only the driver writes, under
-     * lock: readable exactly while a ref is ready and not got. Once it is
-     * armed the output endpoints' writers signal run.notify_fds, and the
-     * monitor calls back adag__dag_update_fd through the run's ops. */
-    int user_fd;
-    int user_fd_ready;         /* user_fd holds a token; under lock */
-
-    /* driver endpoints */
-    adag_chan_t **inputs;      /* writer endpoint per input field */
-    uint64_t (*input_counts)[2]; /* per input field: values, bytes published (under lock) */
-    /* the driver's device (driver_device), opened here; NULL: none
-     * (dag/driver/driver_device.c) */
+    adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
+    unsigned nouts;
+    unsigned *out_chan;        /* channel id per out endpoint */
+    unsigned *output_of;       /* out endpoint per graph output */
+    unsigned noutputs;
+    /* the driver's device (adag_compile_params_t.driver_device), opened
+     * here; NULL: none (dag/driver/driver_device.c) */
     adag_actor_device_t *driver_dev;
-    /* Reservations (dag/driver/reserve.c): refs [next_publish, next_reserve) are
-     * reserved, filled by any threads and committed or cancelled in any
-     * order; they are published in ref order. One thread at a time takes
-     * the next ref (`acquiring`: room in the window, then every input
-     * slot), never holding the lock across a wait. Under lock. */
+} adag_dag_ends_t;
+
+/* Reservations (dag/driver/reserve.c): refs [next_publish, next_reserve)
+ * are reserved, filled by any threads and committed or cancelled in any
+ * order; they are published in ref order. One thread at a time takes the
+ * next ref (`acquiring`: room in the window, then every input slot),
+ * never holding the lock across a wait. Under the DAG's lock. */
+typedef struct {
     int acquiring;
     uint64_t next_reserve;     /* refs below it were handed out */
     uint64_t next_publish;     /* refs below it are published */
@@ -79,23 +76,32 @@ struct adag_dag {
     unsigned nreserved;        /* reservations not yet committed or cancelled (destroy
                                 * waits for them, up to the teardown timeout) */
     /* The pinned staging of the inputs on the driver's device
-     * (dag/driver/driver_device.c), [ref % max_inflight][input]: a buffer of the
-     * input's capacity (ptr NULL for a host input), the event recorded
-     * after the commit's copy out of it, and whether that copy may still
-     * run (set by the commit under lock; waited for and cleared by the
-     * next reservation of the slot, in the acquiring thread). NULL: no
-     * input on the device. */
+     * (dag/driver/driver_device.c), [ref % max_inflight][input]: a buffer
+     * of the input's capacity (ptr NULL for a host input), the event
+     * recorded after the commit's copy out of it, and whether that copy
+     * may still run (set by the commit under lock; waited for and cleared
+     * by the next reservation of the slot, in the acquiring thread). NULL:
+     * no input on the device. */
     adag_dev_mem_t *staging;
     adag_dev_event_t **staged;
     uint8_t *staged_pending;
-    unsigned *input_chan;      /* channel id per input field */
-    adag_chan_t **outs;        /* reader endpoints, one per distinct output channel */
-    unsigned nouts;
-    unsigned *out_chan;        /* channel id per out endpoint */
-    unsigned *output_of;       /* out endpoint per graph output */
-    unsigned noutputs;
+} adag_dag_resv_t;
 
-    pthread_mutex_t lock;      /* the ref window, reservation, abort state, fd, stats */
+/* A compiled DAG in the driver: the parts of the folders below it, the
+ * driver's endpoints and reservations, and the ref window (driver.c,
+ * window.c) with what its lock guards. */
+struct adag_dag {
+    adag_dag_run_t run;        /* its actors' side (dag/proc/proc.h): id, name, actors,
+                                  the driver's context, the DAG fd's notify fds */
+    adag_plan_t plan;          /* its channels and communicators (dag/graph/plan.h) */
+    adag_dag_ends_t ends;      /* the driver's endpoints */
+    adag_dag_resv_t resv;      /* reservations, under lock */
+    int execute_timeout_ms, teardown_timeout_ms;
+    adag_wait_policy_t wait;   /* spin_ns -1 until choose_spin */
+    adag_trace_ring_t *trace;  /* the driver's spans (execute, get); NULL: off */
+
+    /* The ref window */
+    pthread_mutex_t lock;      /* the ref window, reservations, abort state, fd, stats */
     pthread_cond_t cond;       /* a ref was released / a ref was taken / the DAG failed */
     int cond_waiters;          /* threads in adag__dag_cond_wait (wakes cost nothing without) */
     uint64_t next_release;     /* refs below it are released */
@@ -105,6 +111,13 @@ struct adag_dag {
     int closing;
     int api_users;             /* threads inside execute/get/release */
     adag_dag_stats_t stats;
+    /* adag_dag_fd hands out user_fd, which only the driver writes, under
+     * lock: readable exactly while a ref is ready and not got. Once it is
+     * armed the output endpoints' writers signal run.notify_fds, and the
+     * monitor calls back adag__dag_update_fd through the run's ops. */
+    int user_fd;
+    int user_fd_ready;         /* user_fd holds a token; under lock */
+
     /* comm_keep: its communicators (plan.comm_leases) are given back for
      * the next DAG (it ended cleanly) */
     int comm_keep;

@@ -47,7 +47,7 @@ adag_status_t adag_dag_input_placement(adag_dag_h dag, adag_actor_placement_t *o
     unsigned n = 0;
     adag__place_none(&u);
     for (unsigned i = 0; i < dag->plan.ninputs; i++) {
-        const adag_dag_chan_t *c = &dag->plan.chans[dag->input_chan[i]];
+        const adag_dag_chan_t *c = &dag->plan.chans[dag->ends.input_chan[i]];
         for (unsigned r = 0; r < c->nreaders; r++) {
             adag_actor_h a = c->readers[r] >= 0 ? dag->run.actors[c->readers[r]].actor : NULL;
             if (a && !a->node[0]) /* an actor on another host: not this machine's CPUs */
@@ -73,9 +73,9 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
 
     if (!dag || (n && !outputs))
         return adag__error(ADAG_ERR_INVALID, "%s: dag and outputs must not be NULL", fn);
-    if (n != dag->noutputs)
+    if (n != dag->ends.noutputs)
         return adag__error(ADAG_ERR_INVALID, "%s: DAG %s has %u outputs, %u requested", fn,
-                          dag->run.name, dag->noutputs, n);
+                          dag->run.name, dag->ends.noutputs, n);
     if (timeout_ms < -1)
         return adag__error(ADAG_ERR_INVALID,
                           "%s: timeout_ms %d is negative; use -1 to wait forever, 0 to poll", fn,
@@ -94,7 +94,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
     int first_get = 0;
     for (unsigned o = 0; o < n; o++) {
         adag_slot_view_t view;
-        st = adag__chan_wait(dag->outs[dag->output_of[o]], ref, deadline, &view);
+        st = adag__chan_wait(dag->ends.outs[dag->ends.output_of[o]], ref, deadline, &view);
         if (st == ADAG_ERR_TIMEOUT) {
             st = adag__error(ADAG_ERR_TIMEOUT, "%s: ref %llu of DAG %s not ready within %d ms", fn,
                             (unsigned long long)ref, dag->run.name, timeout_ms);
@@ -105,7 +105,7 @@ adag_status_t adag_dag_get(adag_dag_h dag, adag_ref_t ref, adag_value_t *outputs
             goto out;
         }
         /* the slot's metadata is in memory other processes write: checked here */
-        st = adag__value_check_slot(&view, dag->outs[dag->output_of[o]]->name);
+        st = adag__value_check_slot(&view, dag->ends.outs[dag->ends.output_of[o]]->name);
         if (st != ADAG_OK)
             goto out;
         outputs[o] = adag__value_from_view(&view);
@@ -174,12 +174,12 @@ adag_status_t adag_dag_fd(adag_dag_h dag, int *fd)
         /* each backend arms its writers' signal (seq_cst there: either a
          * writer sees it armed and signals, or the update below sees its
          * publish); the monitor watches the distinct fds */
-        int *fds = calloc(dag->nouts + 1, sizeof(*fds));
+        int *fds = calloc(dag->ends.nouts + 1, sizeof(*fds));
         unsigned n = 0;
         if (!fds)
             st = adag__error(ADAG_ERR_NO_MEMORY, "adag_dag_fd: out of memory");
-        for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
-            adag_chan_t *ch = dag->outs[e];
+        for (unsigned e = 0; e < dag->ends.nouts && st == ADAG_OK; e++) {
+            adag_chan_t *ch = dag->ends.outs[e];
             int nfd = ch->ops->notify_fd ? ch->ops->notify_fd(ch) : -1;
             if (nfd < 0) {
                 st = adag__error(ADAG_ERR_INVALID,
@@ -264,9 +264,9 @@ void adag__dag_free(adag_dag_h dag)
             adag__comm_lease_free(dag->plan.comm_leases[i]);
     free(dag->plan.comm_leases);
     free(dag->plan.lease_order_chan);
-    free(dag->orders);
-    free(dag->order_leases);
-    free(dag->order_bufs);
+    free(dag->ends.orders);
+    free(dag->ends.order_leases);
+    free(dag->ends.order_bufs);
     free(dag->plan.coll_keys);
     for (unsigned i = 0; i < dag->run.nactors; i++) {
         adag__program_free(&dag->run.actors[i].prog);
@@ -286,16 +286,16 @@ void adag__dag_free(adag_dag_h dag)
     free(dag->run.actors);
     free(dag->plan.chans);
     free(dag->plan.node_labels);
-    free(dag->inputs);
-    free(dag->input_counts);
-    free(dag->slot_bufs);
-    free(dag->slot_sizes);
-    free(dag->slot_metas);
-    free(dag->slot_owner);
-    free(dag->input_chan);
-    free(dag->outs);
-    free(dag->out_chan);
-    free(dag->output_of);
+    free(dag->ends.inputs);
+    free(dag->ends.input_counts);
+    free(dag->resv.slot_bufs);
+    free(dag->resv.slot_sizes);
+    free(dag->resv.slot_metas);
+    free(dag->resv.slot_owner);
+    free(dag->ends.input_chan);
+    free(dag->ends.outs);
+    free(dag->ends.out_chan);
+    free(dag->ends.output_of);
     free(dag->ref_flags);
     pthread_cond_destroy(&dag->cond);
     pthread_mutex_destroy(&dag->lock);
@@ -347,7 +347,7 @@ static int tickets_consumed(adag_dag_h dag, uint64_t last, int64_t deadline)
 {
     for (unsigned i = 0; i < dag->plan.norders; i++) {
         void *buf;
-        if (adag__chan_acquire(dag->orders[i], last + dag->plan.max_inflight, deadline, &buf) !=
+        if (adag__chan_acquire(dag->ends.orders[i], last + dag->plan.max_inflight, deadline, &buf) !=
             ADAG_OK) {
             ADAG_LOG_WARN("DAG %s: its collectives of execution %llu did not end within the "
                           "teardown timeout (%d ms) of its destroy; its communicators are "
@@ -370,9 +370,9 @@ static int settle_executions(adag_dag_h dag)
     for (;;) {
         pthread_mutex_lock(&dag->lock);
         int failed = dag->abort_status != ADAG_OK;
-        int done = dag->next_publish == dag->next_release ||
-                   adag__dag_ref_complete(dag, dag->next_publish - 1);
-        uint64_t last = dag->next_publish;
+        int done = dag->resv.next_publish == dag->next_release ||
+                   adag__dag_ref_complete(dag, dag->resv.next_publish - 1);
+        uint64_t last = dag->resv.next_publish;
         pthread_mutex_unlock(&dag->lock);
         if (failed)
             return 0;
@@ -414,7 +414,7 @@ adag_status_t adag_dag_destroy(adag_dag_h dag)
      * here, so destroy is bounded whatever a client left reserved. */
     pthread_mutex_lock(&dag->lock);
     int64_t deadline = adag__deadline_ms(dag->teardown_timeout_ms);
-    while (dag->api_users > 0 || dag->nreserved > 0) {
+    while (dag->api_users > 0 || dag->resv.nreserved > 0) {
         if (dag->api_users == 0 && adag__now_ns() >= deadline) {
             unsigned n = adag__dag_drop_reservations(dag, 0);
             ADAG_LOG_WARN("DAG %s: destroy dropped %u execution%s that other threads reserved "

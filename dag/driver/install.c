@@ -78,13 +78,13 @@ static adag_status_t connect_driver(adag_dag_h dag)
         if (!ops->connect)
             continue;
         for (unsigned f = 0; f < dag->plan.ninputs; f++)
-            if (dag->input_chan[f] == c)
-                mine = dag->inputs[f];
-        for (unsigned e = 0; e < dag->nouts; e++)
-            if (dag->out_chan[e] == c)
-                mine = dag->outs[e];
+            if (dag->ends.input_chan[f] == c)
+                mine = dag->ends.inputs[f];
+        for (unsigned e = 0; e < dag->ends.nouts; e++)
+            if (dag->ends.out_chan[e] == c)
+                mine = dag->ends.outs[e];
         if (c == dag->plan.start_chan)
-            mine = dag->start;
+            mine = dag->ends.start;
         if (!mine)
             continue;
         adag_blob_t *peers = calloc(1 + dc->nreaders, sizeof(*peers));

@@ -40,17 +40,17 @@
 
 static void **slot_bufs(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_bufs[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
+    return &dag->resv.slot_bufs[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
 }
 
 static size_t *slot_sizes(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_sizes[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
+    return &dag->resv.slot_sizes[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
 }
 
 static adag_tensor_meta_t *slot_metas(adag_dag_h dag, uint64_t ref)
 {
-    return &dag->slot_metas[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
+    return &dag->resv.slot_metas[(ref % dag->plan.max_inflight) * dag->plan.ninputs];
 }
 
 /* Notes when an execution began to wait for room (span clock; *at 0: it
@@ -72,13 +72,13 @@ static adag_status_t wait_for_room(adag_dag_h dag, uint64_t seq, int nonblock, i
         note_blocked(dag, blocked_at);
         uint64_t oldest = dag->next_release;
         uint8_t f = dag->ref_flags[oldest % dag->plan.max_inflight];
-        if ((f & REF_RELEASED) && oldest < dag->next_publish) {
+        if ((f & REF_RELEASED) && oldest < dag->resv.next_publish) {
             /* released early: its slots come back once it completes */
             adag_status_t st = ADAG_OK;
             pthread_mutex_unlock(&dag->lock);
-            for (unsigned e = 0; e < dag->nouts && st == ADAG_OK; e++) {
+            for (unsigned e = 0; e < dag->ends.nouts && st == ADAG_OK; e++) {
                 adag_slot_view_t view;
-                st = adag__chan_wait(dag->outs[e], oldest, nonblock ? 0 : deadline, &view);
+                st = adag__chan_wait(dag->ends.outs[e], oldest, nonblock ? 0 : deadline, &view);
             }
             if (st == ADAG_ERR_CLOSED)
                 st = adag__dag_wait_error(dag, st, fn);
@@ -128,7 +128,7 @@ static void leave_locked(adag_dag_h dag)
  * may be waiting for it. */
 static void reservation_ended_locked(adag_dag_h dag)
 {
-    if (--dag->nreserved == 0 && dag->closing)
+    if (--dag->resv.nreserved == 0 && dag->closing)
         pthread_cond_broadcast(&dag->cond);
 }
 
@@ -139,12 +139,12 @@ static void publish_ready(adag_dag_h dag);
 static adag_status_t publish_tickets(adag_dag_h dag, uint64_t seq)
 {
     adag_status_t st = ADAG_OK;
-    void **bufs = &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->plan.norders];
+    void **bufs = &dag->ends.order_bufs[(seq % dag->plan.max_inflight) * dag->plan.norders];
     pthread_mutex_lock(&dag->run.rt->order_lock);
     for (unsigned i = 0; i < dag->plan.norders && st == ADAG_OK; i++) {
-        uint64_t ticket = adag__comm_lease_next_ticket(dag->order_leases[i]);
+        uint64_t ticket = adag__comm_lease_next_ticket(dag->ends.order_leases[i]);
         memcpy(bufs[i], &ticket, sizeof(ticket));
-        st = adag__chan_publish(dag->orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
+        st = adag__chan_publish(dag->ends.orders[i], seq, sizeof(ticket), NULL, ADAG_OK, NULL);
     }
     pthread_mutex_unlock(&dag->run.rt->order_lock);
     return st;
@@ -157,7 +157,7 @@ static void cancel_locked(adag_dag_h dag, uint64_t ref);
 
 /* Takes the next ref: room in the window, then every slot it writes (and
  * the last copy out of its input staging). The reservation stays open
- * (counted in dag->nreserved) until the ref is committed or cancelled.
+ * (counted in dag->resv.nreserved) until the ref is committed or cancelled.
  * zero_copy: the public reserve, whose execute record runs to the commit.
  * commit_now (execute): the host inputs are copied into their views as
  * soon as the slots are taken, and the ref is committed in the second
@@ -183,7 +183,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->run.name);
     }
     dag->api_users++;
-    while (dag->acquiring) {
+    while (dag->resv.acquiring) {
         if (dag->abort_status != ADAG_OK) {
             st = adag__dag_abort_error(dag, fn);
             goto fail_locked;
@@ -191,12 +191,12 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         if (nonblock || (deadline != ADAG_FOREVER && adag__now_ns() >= deadline)) {
             st = nonblock ? adag__error(ADAG_ERR_AGAIN,
                                        "%s: another thread is taking ref %llu of DAG %s", fn,
-                                       (unsigned long long)dag->next_reserve, dag->run.name)
+                                       (unsigned long long)dag->resv.next_reserve, dag->run.name)
                           : adag__error(ADAG_ERR_TIMEOUT,
                                        "%s: no room after %d ms: another thread is taking ref "
                                        "%llu of DAG %s",
                                        fn, dag->execute_timeout_ms,
-                                       (unsigned long long)dag->next_reserve, dag->run.name);
+                                       (unsigned long long)dag->resv.next_reserve, dag->run.name);
             goto fail_locked;
         }
         note_blocked(dag, blocked_at);
@@ -206,8 +206,8 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         st = adag__dag_abort_error(dag, fn);
         goto fail_locked;
     }
-    dag->acquiring = 1;
-    uint64_t seq = dag->next_reserve;
+    dag->resv.acquiring = 1;
+    uint64_t seq = dag->resv.next_reserve;
     /* its get's record (2 seq + 1 of the indexed ring), begun before its
      * inputs can go: the get, on the path to the caller's next execute,
      * writes only its stamps (a get on another thread sees this through
@@ -218,7 +218,7 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
     pthread_mutex_unlock(&dag->lock);
     void **bufs = slot_bufs(dag, seq);
     for (unsigned i = 0; i < dag->plan.ninputs && st == ADAG_OK; i++) {
-        st = adag__chan_acquire(dag->inputs[i], seq, deadline, &bufs[i]);
+        st = adag__chan_acquire(dag->ends.inputs[i], seq, deadline, &bufs[i]);
         if (st == ADAG_ERR_TIMEOUT)
             st = nonblock
                      ? adag__error(ADAG_ERR_AGAIN, "%s: actors still read input %u of ref %llu", fn,
@@ -235,26 +235,26 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
      * written like an input: its slot for seq is free once every such
      * actor released seq - max_inflight, which may be after the DAG's
      * outputs of that ref came back */
-    if (dag->start && st == ADAG_OK) {
+    if (dag->ends.start && st == ADAG_OK) {
         void *start_buf;
-        st = adag__chan_acquire(dag->start, seq, deadline, &start_buf);
+        st = adag__chan_acquire(dag->ends.start, seq, deadline, &start_buf);
         if (st == ADAG_ERR_TIMEOUT)
             st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run ref %llu (channel %s)", fn,
                             nonblock ? "no room now" : "no room in time",
-                            (unsigned long long)(seq - dag->plan.max_inflight), dag->start->name);
+                            (unsigned long long)(seq - dag->plan.max_inflight), dag->ends.start->name);
         else if (st != ADAG_OK)
             st = adag__dag_wait_error(dag, st, fn);
     }
     for (unsigned i = 0; i < dag->plan.norders && st == ADAG_OK; i++) {
-        st = adag__chan_acquire(dag->orders[i], seq, deadline,
-                               &dag->order_bufs[(seq % dag->plan.max_inflight) * dag->plan.norders + i]);
+        st = adag__chan_acquire(dag->ends.orders[i], seq, deadline,
+                               &dag->ends.order_bufs[(seq % dag->plan.max_inflight) * dag->plan.norders + i]);
         if (st == ADAG_ERR_TIMEOUT)
             st = adag__error(nonblock ? ADAG_ERR_AGAIN : ADAG_ERR_TIMEOUT,
                             "%s: %s: actors still run the collectives of ref %llu (channel %s)",
                             fn, nonblock ? "no room now" : "no room in time",
                             (unsigned long long)(seq - dag->plan.max_inflight),
-                            dag->orders[i]->name);
+                            dag->ends.orders[i]->name);
         else if (st != ADAG_OK)
             st = adag__dag_wait_error(dag, st, fn);
     }
@@ -270,15 +270,15 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         if (inputs[i].size && inputs[i].device == ADAG_DEVICE_HOST)
             memcpy(host_view(dag, seq, i), inputs[i].data, inputs[i].size);
     pthread_mutex_lock(&dag->lock);
-    dag->acquiring = 0;
+    dag->resv.acquiring = 0;
     adag__dag_wake(dag);
     if (st != ADAG_OK)
         goto fail_locked;
     unsigned s = (unsigned)(seq % dag->plan.max_inflight);
     dag->ref_flags[s] = REF_RESERVED;
-    dag->slot_owner[s] = pthread_self();
-    dag->next_reserve = seq + 1;
-    dag->nreserved++;
+    dag->resv.slot_owner[s] = pthread_self();
+    dag->resv.next_reserve = seq + 1;
+    dag->resv.nreserved++;
     /* the zero-copy API: its execute record runs from the reserve (its
      * wait for room, if any) to the commit, which ends it */
     if (zero_copy && dag->trace)
@@ -309,8 +309,8 @@ fail_locked:
 static void publish_ready(adag_dag_h dag)
 {
     int moved = 0;
-    while (dag->next_publish < dag->next_reserve && dag->abort_status == ADAG_OK) {
-        uint64_t seq = dag->next_publish;
+    while (dag->resv.next_publish < dag->resv.next_reserve && dag->abort_status == ADAG_OK) {
+        uint64_t seq = dag->resv.next_publish;
         uint8_t f = dag->ref_flags[seq % dag->plan.max_inflight];
         if (!(f & (REF_COMMITTED | REF_CANCELLED)))
             break;
@@ -319,25 +319,25 @@ static void publish_ready(adag_dag_h dag)
         adag_status_t st = ADAG_OK, status = f & REF_CANCELLED ? ADAG_ERR_CLOSED : ADAG_OK;
         for (unsigned i = 0; i < dag->plan.ninputs && st == ADAG_OK; i++) {
             size_t size = status == ADAG_OK ? sizes[i] : 0;
-            st = adag__chan_publish(dag->inputs[i], seq, size,
+            st = adag__chan_publish(dag->ends.inputs[i], seq, size,
                                    metas[i].dtype != ADAG_DTYPE_BYTES ? &metas[i] : NULL, status,
                                    "the execution was cancelled");
-            dag->input_counts[i][0]++;
-            dag->input_counts[i][1] += size;
+            dag->ends.input_counts[i][0]++;
+            dag->ends.input_counts[i][1] += size;
         }
         /* a cancelled ref gets its tickets too: its loops run it */
         if (st == ADAG_OK && dag->plan.norders)
             st = publish_tickets(dag, seq);
         /* a cancelled ref's start carries its status: methods of no
          * argument are skipped like those whose inputs failed */
-        if (st == ADAG_OK && dag->start)
-            st = adag__chan_publish(dag->start, seq, 0, NULL, status,
+        if (st == ADAG_OK && dag->ends.start)
+            st = adag__chan_publish(dag->ends.start, seq, 0, NULL, status,
                                    "the execution was cancelled");
         if (st != ADAG_OK) {
             adag__dag_fail_locked(dag, st, adag_last_error());
             break;
         }
-        dag->next_publish = seq + 1;
+        dag->resv.next_publish = seq + 1;
         moved = 1;
     }
     if (!moved)
@@ -353,7 +353,7 @@ static void publish_ready(adag_dag_h dag)
 /* The reservation `ref` of this DAG, still open. Under dag->lock. */
 static adag_status_t check_reserved(adag_dag_h dag, uint64_t ref, const char *fn)
 {
-    uint8_t f = ref < dag->next_reserve && ref >= dag->next_publish
+    uint8_t f = ref < dag->resv.next_reserve && ref >= dag->resv.next_publish
                     ? dag->ref_flags[ref % dag->plan.max_inflight]
                     : 0;
     if (!(f & REF_RESERVED) || (f & (REF_COMMITTED | REF_CANCELLED)))
@@ -403,9 +403,9 @@ static adag_status_t commit_locked(adag_dag_h dag, uint64_t ref, const adag_valu
 static void cancel_locked(adag_dag_h dag, uint64_t ref)
 {
     unsigned s = (unsigned)(ref % dag->plan.max_inflight);
-    if (ref + 1 == dag->next_reserve && !dag->acquiring) {
+    if (ref + 1 == dag->resv.next_reserve && !dag->resv.acquiring) {
         dag->ref_flags[s] = 0; /* the newest: given back */
-        dag->next_reserve = ref;
+        dag->resv.next_reserve = ref;
     } else {
         dag->ref_flags[s] |= REF_CANCELLED | REF_RELEASED;
         publish_ready(dag);
@@ -417,11 +417,11 @@ static void cancel_locked(adag_dag_h dag, uint64_t ref)
 unsigned adag__dag_drop_reservations(adag_dag_h dag, int own_only)
 {
     unsigned n = 0;
-    for (uint64_t r = dag->next_reserve; r-- > dag->next_publish;) {
+    for (uint64_t r = dag->resv.next_reserve; r-- > dag->resv.next_publish;) {
         unsigned s = (unsigned)(r % dag->plan.max_inflight);
         uint8_t f = dag->ref_flags[s];
         if ((f & REF_RESERVED) && !(f & (REF_COMMITTED | REF_CANCELLED)) &&
-            (!own_only || pthread_equal(dag->slot_owner[s], pthread_self()))) {
+            (!own_only || pthread_equal(dag->resv.slot_owner[s], pthread_self()))) {
             cancel_locked(dag, r);
             n++;
         }
@@ -433,7 +433,7 @@ unsigned adag__dag_drop_reservations(adag_dag_h dag, int own_only)
 static adag_status_t check_declared(adag_dag_h dag, const char *fn, unsigned i,
                                     const adag_value_t *v)
 {
-    const adag_dag_chan_t *c = &dag->plan.chans[dag->input_chan[i]];
+    const adag_dag_chan_t *c = &dag->plan.chans[dag->ends.input_chan[i]];
     int tensor = v->kind == ADAG_VALUE_TENSOR;
     if (adag__tensor_decl_allows(&c->tensor, tensor ? (uint32_t)v->dtype : 0, v->ndim, v->shape))
         return ADAG_OK;
@@ -459,12 +459,12 @@ static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_val
             (st = adag__dag_check_device_input(dag, fn, i, &inputs[i])) != ADAG_OK ||
             (st = check_declared(dag, fn, i, &inputs[i])) != ADAG_OK)
             return st;
-        if (inputs[i].size > dag->inputs[i]->capacity)
+        if (inputs[i].size > dag->ends.inputs[i]->capacity)
             return adag__error(ADAG_ERR_TOO_LARGE,
                               "%s: input %u (channel %s) is %zu bytes, larger than the slot "
                               "capacity of %zu bytes",
-                              fn, i, dag->plan.chans[dag->input_chan[i]].name, inputs[i].size,
-                              dag->inputs[i]->capacity);
+                              fn, i, dag->plan.chans[dag->ends.input_chan[i]].name, inputs[i].size,
+                              dag->ends.inputs[i]->capacity);
     }
     return ADAG_OK;
 }
@@ -472,9 +472,9 @@ static adag_status_t check_inputs(adag_dag_h dag, const char *fn, const adag_val
 /* What adag_dag_inputs says of input i (no pointers). */
 static void describe_input(adag_dag_h dag, unsigned i, adag_input_view_t *v)
 {
-    const adag_tensor_decl_t *t = &dag->plan.chans[dag->input_chan[i]].tensor;
+    const adag_tensor_decl_t *t = &dag->plan.chans[dag->ends.input_chan[i]].tensor;
     memset(v, 0, sizeof(*v));
-    v->capacity = dag->inputs[i]->capacity;
+    v->capacity = dag->ends.inputs[i]->capacity;
     v->device = adag__dag_input_on_device(dag, i)
                     ? ADAG_DEVICE(dag->plan.driver_dev_kind, dag->plan.driver_dev_index)
                     : ADAG_DEVICE_HOST;
@@ -508,7 +508,7 @@ static adag_status_t check_written(adag_dag_h dag, uint64_t ref, const char *fn,
         return adag__error(ADAG_ERR_INVALID,
                           "%s: input %u (channel %s) of ref %llu: data %p is not the view's %s "
                           "(%p); a commit names the memory its inputs were written in",
-                          fn, i, dag->plan.chans[dag->input_chan[i]].name, (unsigned long long)ref,
+                          fn, i, dag->plan.chans[dag->ends.input_chan[i]].name, (unsigned long long)ref,
                           v->data, host ? "data" : "device_data", want);
     }
     return ADAG_OK;
@@ -561,7 +561,7 @@ adag_status_t adag_dag_reserve(adag_dag_h dag, unsigned flags, adag_input_view_t
         describe_input(dag, i, &views[i]);
         views[i].data = host_view(dag, seq, i);
         if (adag__dag_input_on_device(dag, i)) {
-            const adag_chan_device_t *d = &dag->driver_dev->chan;
+            const adag_chan_device_t *d = &dag->ends.driver_dev->chan;
             views[i].device_data = slot_bufs(dag, seq)[i];
             views[i].stream = d->dev->ops->stream_native(d->compute);
         }

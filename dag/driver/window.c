@@ -24,7 +24,7 @@ void adag__dag_update_fd(adag_dag_h dag)
     if (dag->user_fd < 0 || !atomic_load_explicit(&dag->run.fd_armed, memory_order_relaxed))
         return;
     int ready = dag->abort_status != ADAG_OK;
-    for (uint64_t r = dag->next_release; r < dag->next_publish && !ready; r++)
+    for (uint64_t r = dag->next_release; r < dag->resv.next_publish && !ready; r++)
         ready = !(dag->ref_flags[r % dag->plan.max_inflight] & (REF_GOTTEN | REF_RELEASED)) &&
                 adag__dag_ref_complete(dag, r);
     if (ready == dag->user_fd_ready)
@@ -140,8 +140,8 @@ adag_status_t adag__dag_wait_error(adag_dag_h dag, adag_status_t st, const char 
 
 int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref)
 {
-    for (unsigned e = 0; e < dag->nouts; e++)
-        if (!adag__chan_ready(dag->outs[e], ref))
+    for (unsigned e = 0; e < dag->ends.nouts; e++)
+        if (!adag__chan_ready(dag->ends.outs[e], ref))
             return 0;
     return 1;
 }
@@ -150,13 +150,13 @@ int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref)
 void adag__dag_advance_releases(adag_dag_h dag)
 {
     int moved = 0;
-    while (dag->next_release < dag->next_publish) {
+    while (dag->next_release < dag->resv.next_publish) {
         uint64_t ref = dag->next_release;
         uint8_t *flags = &dag->ref_flags[ref % dag->plan.max_inflight];
         if (!(*flags & REF_RELEASED) || !adag__dag_ref_complete(dag, ref))
             break;
-        for (unsigned e = 0; e < dag->nouts; e++)
-            adag__chan_release(dag->outs[e], ref);
+        for (unsigned e = 0; e < dag->ends.nouts; e++)
+            adag__chan_release(dag->ends.outs[e], ref);
         *flags = 0;
         dag->next_release++;
         moved = 1;
@@ -182,7 +182,7 @@ void adag__dag_cond_wait(adag_dag_h dag, int64_t deadline)
  * Under dag->lock. */
 adag_status_t adag__dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn)
 {
-    if (ref >= dag->next_reserve)
+    if (ref >= dag->resv.next_reserve)
         return adag__error(ADAG_ERR_INVALID, "%s: ref %llu of DAG %s was never issued", fn,
                           (unsigned long long)ref, dag->run.name);
     uint8_t f = ref < dag->next_release ? REF_RELEASED : dag->ref_flags[ref % dag->plan.max_inflight];

@@ -214,10 +214,10 @@ static adag_status_t take(adag_dag_h dag, adag_stats_h s)
     pthread_mutex_lock(&dag->lock);
     s->counts = dag->stats;
     for (unsigned i = 0; i < dag->plan.ninputs; i++) {
-        adag_channel_stats_t *cs = &s->chans[dag->input_chan[i]];
-        cs->values = dag->input_counts[i][0];
-        cs->bytes = dag->input_counts[i][1];
-        uint32_t used = adag__chan_in_use(dag->inputs[i]);
+        adag_channel_stats_t *cs = &s->chans[dag->ends.input_chan[i]];
+        cs->values = dag->ends.input_counts[i][0];
+        cs->bytes = dag->ends.input_counts[i][1];
+        uint32_t used = adag__chan_in_use(dag->ends.inputs[i]);
         cs->in_use = used == UINT32_MAX ? -1 : (int)used;
     }
     pthread_mutex_unlock(&dag->lock);
