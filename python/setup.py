@@ -1,0 +1,69 @@
+"""Builds adag._adag against libadag.
+
+Where libadag comes from, first found wins:
+  1. ADAG_BUILD_DIR (a `make` build folder, e.g. the repo's build/): its
+     libadag.so, with the repo's include/ (the folder above it);
+  2. `pkg-config adag`: an install (`make install PREFIX=...`; set
+     PKG_CONFIG_PATH to PREFIX/lib/pkgconfig for a prefix pkg-config does
+     not search);
+  3. the repo's build/ next to this python/ folder (an in-tree build).
+The extension gets an rpath to that library folder, so `import adag` needs
+no LD_LIBRARY_PATH.
+"""
+import os
+import shutil
+import subprocess
+
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def in_tree(build):
+    build = os.path.abspath(build)
+    if not os.path.exists(os.path.join(build, "libadag.so")):
+        raise SystemExit(f"adag: no libadag.so in {build}: run `make` in the repo first")
+    return [os.path.join(os.path.dirname(build), "include")], build, "build folder " + build
+
+
+def pkg_config():
+    if not shutil.which("pkg-config"):
+        return None
+    try:
+        cflags = subprocess.run(["pkg-config", "--cflags-only-I", "adag"], check=True,
+                                capture_output=True, text=True).stdout.split()
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", "adag"], check=True,
+                                capture_output=True, text=True).stdout.strip()
+    except subprocess.CalledProcessError:
+        return None
+    return [f[2:] for f in cflags], libdir, "pkg-config adag (" + libdir + ")"
+
+
+def find_adag():
+    if os.environ.get("ADAG_BUILD_DIR"):
+        return in_tree(os.environ["ADAG_BUILD_DIR"])
+    found = pkg_config()
+    if found:
+        return found
+    build = os.path.join(REPO, "build")
+    if os.path.exists(os.path.join(build, "libadag.so")):
+        return in_tree(build)
+    raise SystemExit("adag: libadag not found: set ADAG_BUILD_DIR to a build folder, install "
+                     "adag (pkg-config adag), or run `make` in the repo")
+
+
+includes, libdir, where = find_adag()
+print(f"adag: building against {where}")
+ext = Extension(
+    "adag._adag",
+    sources=["src/module.c", "src/dag.c"],
+    include_dirs=includes + ["src"],
+    library_dirs=[libdir],
+    libraries=["adag", "dl"],
+    runtime_library_dirs=[libdir],
+    define_macros=[("ADAGPY_LIBDIR", '"' + libdir + '"')],
+    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers",
+                        "-Wno-cast-function-type"],
+)
+setup(ext_modules=[ext])
