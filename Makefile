@@ -175,7 +175,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check check-layers check-names install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
+.PHONY: all test test-tsan test-faults test-install check check-layers check-names test-python install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
     test-gpu plots plots-smoke
 all: $(ALL)
 
@@ -400,7 +400,7 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: check-layers check-names test bench-smoke plots-smoke test-install
+check: check-layers check-names test bench-smoke plots-smoke test-install test-python
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
@@ -738,3 +738,25 @@ $(BUILD)/tests/fault-matrix: $(FAULT_OBJS) $(BUILD)/libadag.so
 # A hard limit on the whole run: a hang is a failure, never a stuck CI.
 test-faults: $(BUILD)/tests/fault-matrix $(BUILD)/adag-worker $(TEST_MODULE)
 	timeout --kill-after=10 240 $(BUILD)/tests/fault-matrix $(FAULT_ARGS)
+
+# ---- Python ----
+# The Python package (python/: adag._adag, a CPython extension) built against
+# this build folder into $(BUILD)/python, and its tests (python/tests, pytest)
+# with the test actor module. PY: the first python3 that has numpy, pytest,
+# setuptools and its own headers (setup.sh installs Debian's python3-dev,
+# python3-numpy, python3-pytest, python3-setuptools for /usr/bin/python3,
+# which another python3 earlier on PATH, e.g. pyenv's, does not see).
+PY ?= $(shell for p in python3 /usr/bin/python3; do \
+    $$p -c 'import numpy, pytest, setuptools, sysconfig, os, sys; \
+            sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+        2>/dev/null && { echo $$p; exit 0; }; done)
+PY_BUILD := $(abspath $(BUILD))/python
+test-python: all
+	@if [ -z "$(PY)" ]; then \
+	    echo "test-python: skipped: no python3 with numpy, pytest, setuptools and Python.h (./setup.sh installs them)"; \
+	    exit 0; \
+	fi; \
+	cd python && ADAG_BUILD_DIR=$(abspath $(BUILD)) $(PY) setup.py -q build_py --build-lib $(PY_BUILD) \
+	    build_ext --build-lib $(PY_BUILD) --build-temp $(PY_BUILD)-tmp && cd .. && \
+	PYTHONPATH=$(PY_BUILD) ADAG_TEST_MODULE=$(abspath $(TEST_MODULE)) \
+	    $(PY) -m pytest -p no:cacheprovider -q python/tests $(PYTEST_ARGS)
