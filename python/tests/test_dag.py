@@ -73,17 +73,19 @@ def test_many_refs_in_flight_in_order_and_out_of_order(rt, counter):
 def test_context_view_released_at_block_exit(rt, counter):
     # max_inflight 2: ref r + 2 reuses ref r's slots, so an execute beyond the
     # window would wait (and fail after the 3 s execute timeout) were a view
-    # not given back at block exit.
+    # not given back at block exit. The results are kept alive (a freed
+    # Result also gives its slots back), so only the block exit releases.
     dag = one_stage(rt, counter(5), "add", max_inflight=2, execute_timeout=3)
-    kept = []
+    kept, results = [], []
     for x in range(8):
         result = dag.get(dag.execute(i64(x)), timeout=10)
+        results.append(result)
         with result as (out,):
             assert as_i64(out) == x + 5
             kept.append(out)
-        assert result.released
     with pytest.raises(ValueError):
         kept[0].tobytes()   # the memoryview itself was released
+    assert all(r.released for r in results)
 
 
 def test_view_still_exported_holds_the_slot_until_freed(rt, counter):
