@@ -173,9 +173,8 @@ adag_wait_policy_t adag__dag_policy(adag_dag_h dag, int ai);
 /* Makes user_fd readable exactly while some live ref is ready and not got
  * (or the DAG failed). Under dag->lock. */
 void adag__dag_update_fd(adag_dag_h dag);
-/* Shared by driver.c and reserve.c. */
-adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn); /* not closing: count a user */
-void adag__dag_api_leave(adag_dag_h dag);
+/* The ref window's primitives (dag/driver/window.c), shared by driver.c,
+ * reserve.c and dag/observe/. */
 adag_status_t adag__dag_abort_error(adag_dag_h dag, const char *fn); /* under lock */
 adag_status_t adag__dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn);
 int adag__dag_ref_complete(adag_dag_h dag, uint64_t ref);
@@ -186,6 +185,28 @@ static inline void adag__dag_wake(adag_dag_h dag)
 {
     if (dag->cond_waiters)
         pthread_cond_broadcast(&dag->cond);
+}
+/* Every API call on a DAG enters (ADAG_ERR_CLOSED once destroy began) and
+ * leaves; destroy waits until no thread is inside. Inline: on the hot
+ * path of execute, get and release. */
+static inline adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn)
+{
+    pthread_mutex_lock(&dag->lock);
+    if (dag->closing) {
+        pthread_mutex_unlock(&dag->lock);
+        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->run.name);
+    }
+    dag->api_users++;
+    pthread_mutex_unlock(&dag->lock);
+    return ADAG_OK;
+}
+
+static inline void adag__dag_api_leave(adag_dag_h dag)
+{
+    pthread_mutex_lock(&dag->lock);
+    if (--dag->api_users == 0 && dag->closing)
+        adag__dag_wake(dag);
+    pthread_mutex_unlock(&dag->lock);
 }
 void adag__dag_fail_locked(adag_dag_h dag, adag_status_t status, const char *msg);
 adag_status_t adag__dag_check_ref(adag_dag_h dag, adag_ref_t ref, const char *fn); /* under lock */

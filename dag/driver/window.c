@@ -100,26 +100,6 @@ adag_status_t adag__dag_abort_error(adag_dag_h dag, const char *fn)
     return adag__error(dag->abort_status, "%s: DAG %s: %s", fn, dag->run.name, dag->abort_msg);
 }
 
-adag_status_t adag__dag_api_enter(adag_dag_h dag, const char *fn)
-{
-    pthread_mutex_lock(&dag->lock);
-    if (dag->closing) {
-        pthread_mutex_unlock(&dag->lock);
-        return adag__error(ADAG_ERR_CLOSED, "%s: DAG %s is being destroyed", fn, dag->run.name);
-    }
-    dag->api_users++;
-    pthread_mutex_unlock(&dag->lock);
-    return ADAG_OK;
-}
-
-void adag__dag_api_leave(adag_dag_h dag)
-{
-    pthread_mutex_lock(&dag->lock);
-    if (--dag->api_users == 0 && dag->closing)
-        adag__dag_wake(dag);
-    pthread_mutex_unlock(&dag->lock);
-}
-
 /* A wait on a channel ended without data: the DAG failed or is closing. */
 adag_status_t adag__dag_wait_error(adag_dag_h dag, adag_status_t st, const char *fn)
 {
