@@ -17,7 +17,8 @@ from conftest import MODULE, as_i64, i64, one_stage
 
 def test_round_trip_bytes(rt, counter):
     dag = one_stage(rt, counter(), "echo")
-    for value in (b"hello adag", bytearray(b"\x00\x01\x02" * 1000), memoryview(b"view" * 10)):
+    for value in (b"hello adag", bytearray(b"\x00\x01\x02" * 1000), memoryview(b"view" * 10),
+                  b"", np.zeros(0, dtype=np.uint8)):
         (out,) = dag.execute(value).get(timeout=10)
         assert isinstance(out, bytes)
         assert out == bytes(value)
@@ -29,6 +30,8 @@ def test_round_trip_numpy(rt, counter):
     (out,) = dag.execute(arr).get(timeout=10)
     back = np.frombuffer(out, dtype=np.float32).reshape(12, 1000)
     assert np.array_equal(back, arr)
+    with dag.get(dag.execute(b"")) as (empty,):
+        assert len(empty) == 0  # an empty value is a value, its view empty
     with dag.get(dag.execute(arr * 2)) as (view,):
         assert view.readonly
         assert np.array_equal(np.frombuffer(view, dtype=np.float32).reshape(12, 1000), arr * 2)
