@@ -10,6 +10,7 @@ Where libadag comes from, first found wins:
 The extension gets an rpath to that library folder, so `import adag` needs
 no LD_LIBRARY_PATH.
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -57,7 +58,7 @@ includes, libdir, where = find_adag()
 print(f"adag: building against {where}")
 ext = Extension(
     "adag._adag",
-    sources=["src/module.c", "src/dag.c"],
+    sources=sorted(glob.glob("src/*.c")),  # every C file of src/ is part of adag._adag
     include_dirs=includes + ["src"],
     library_dirs=[libdir],
     libraries=["adag", "dl"],
