@@ -113,10 +113,12 @@ DEVICE_TEST_MODULE := $(BUILD)/tests/modules/libdevice_actors.so
 BAD_ABI_MODULES := $(BUILD)/tests/modules/libbad_abi_newer.so $(BUILD)/tests/modules/libbad_abi_missing.so \
     $(BUILD)/tests/modules/libbad_abi_class.so
 LINKED_TEST_MODULE := $(BUILD)/tests/modules/libtest_actors_linked.so
+# a module that makes its classes when asked (ADAG_MODULE_RESOLVER)
+RESOLVER_TEST_MODULE := $(BUILD)/tests/modules/libresolver_actors.so
 
 ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/libadag-data.so $(BUILD)/libadag-data.a \
     $(BUILD)/adag-worker $(BUILD)/adag-info \
-    $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
+    $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(RESOLVER_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
     $(BUILD)/tests/stress-trace \
     $(BUILD)/tests/pmix-driver \
@@ -255,6 +257,10 @@ $(DEVICE_TEST_MODULE): $(DEVICE_ACTOR_SRCS) tests/modules/device_actors.h includ
 $(BAD_ABI_MODULES): $(BUILD)/tests/modules/libbad_abi_%.so: tests/modules/bad_abi.c include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DBAD_ABI_$(shell echo $* | tr a-z A-Z) -shared -o $@ $< $(LDFLAGS_BASE)
+
+$(RESOLVER_TEST_MODULE): tests/modules/resolver_actors.c include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
 
 $(LINKED_TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)

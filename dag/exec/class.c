@@ -89,27 +89,51 @@ static adag_status_t check_module_abi(void *handle, const char *path)
     return ADAG_OK;
 }
 
-adag_status_t adag__module_load(const char *path, const char *class_name, void **handle,
-                               const adag_class_def_t **def)
+adag_status_t adag__module_load(const char *path, const char *class_name, const void *init,
+                               size_t init_size, void **handle, const adag_class_def_t **def)
 {
     const adag_class_def_t *found = NULL;
     char where[PATH_MAX + 16];
     adag_status_t st;
+    int ran_resolver = 0;
 
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return adag__error(ADAG_ERR_NOT_FOUND, "cannot load module %s: %s", path, dlerror());
+    const adag_module_resolve_fn *resolve = NULL;
     if ((st = check_module_abi(h, path)) != ADAG_OK)
         goto fail;
     const adag_class_def_t *const *classes = dlsym(h, "adag_module_classes");
-    if (!classes) {
-        st = adag__error(ADAG_ERR_NOT_FOUND, "module %s exports no classes (ADAG_MODULE missing)",
+    resolve = dlsym(h, "adag_module_resolve");
+    if (!classes && !resolve) {
+        st = adag__error(ADAG_ERR_NOT_FOUND,
+                        "module %s exports no classes (neither ADAG_MODULE nor "
+                        "ADAG_MODULE_RESOLVER)",
                         path);
         goto fail;
     }
-    for (unsigned i = 0; classes[i] && i < MAX_MODULE_CLASSES && !found; i++)
+    for (unsigned i = 0; classes && classes[i] && i < MAX_MODULE_CLASSES && !found; i++)
         if (classes[i]->name && strcmp(classes[i]->name, class_name) == 0)
             found = classes[i];
+    if (!found && resolve && *resolve) {
+        ran_resolver = 1;
+        /* the module makes the class: what it reports (adag_fail) is the
+         * message; a status without one is named here */
+        adag__error_clear();
+        st = (*resolve)(class_name, init, init_size, &found);
+        if (st == ADAG_OK && !found)
+            st = adag__error(ADAG_ERR_INTERNAL,
+                            "module %s: its resolver returned ADAG_OK and no class for %s", path,
+                            class_name);
+        if (st != ADAG_OK) {
+            if (!adag_last_error()[0])
+                adag__error(st, "module %s cannot make class %s (%s)", path, class_name,
+                           adag_status_str(st));
+            else
+                adag__error_prefix("module %s, class %s", path, class_name);
+            goto fail;
+        }
+    }
     if (!found) {
         st = adag__error(ADAG_ERR_NOT_FOUND, "module %s has no class %s", path, class_name);
         goto fail;
@@ -121,7 +145,10 @@ adag_status_t adag__module_load(const char *path, const char *class_name, void *
     *def = found;
     return ADAG_OK;
 fail:
-    dlclose(h);
+    /* a resolver that ran may have started threads (an interpreter): the
+     * module stays */
+    if (!ran_resolver)
+        dlclose(h);
     return st;
 }
 

@@ -27,12 +27,15 @@ adag_status_t adag__class_methods(const adag_class_def_t *def, const char *where
 /* Loads module `path` (dlopen, RTLD_NOW | RTLD_LOCAL), checks that it was
  * built for this ADAG_ABI_VERSION (adag_module_abi_version; a missing
  * symbol or another version is ADAG_ERR_INVALID naming the path and both
- * versions), finds class `class_name` in its adag_module_classes
- * (ADAG_ERR_NOT_FOUND if the module or the class is missing) and validates
- * it (adag__class_validate). On success *handle is the dlopen handle and
- * *def the class; on failure the module is unloaded. */
-adag_status_t adag__module_load(const char *path, const char *class_name, void **handle,
-                               const adag_class_def_t **def);
+ * versions), finds class `class_name` in its adag_module_classes or, when
+ * the table lacks it, asks the module's resolver (adag_module_resolve,
+ * given the actor's init bytes) to make it (ADAG_ERR_NOT_FOUND if the
+ * module, the class or both exports are missing; a resolver's own status
+ * and message otherwise) and validates it (adag__class_validate). On
+ * success *handle is the dlopen handle and *def the class; on failure the
+ * module is unloaded, unless its resolver ran. */
+adag_status_t adag__module_load(const char *path, const char *class_name, const void *init,
+                               size_t init_size, void **handle, const adag_class_def_t **def);
 
 /* The most bytes of a message adag_init_fail keeps, its NUL included:
  * with the actor's and class's names it fits a control REPLY's message

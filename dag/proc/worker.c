@@ -168,7 +168,7 @@ static adag_status_t create_actor(worker_t *w, const adag_ctl_msg_t *msg, adag_w
     adag__ucx_use_net_device(adag__place_nic(&w->place));
 
     /* load, check the ABI, find and validate the class: dag/exec/class.c */
-    if ((st = adag__module_load(module, class_name, &handle, &def)) != ADAG_OK)
+    if ((st = adag__module_load(module, class_name, init_data, init_size, &handle, &def)) != ADAG_OK)
         return st;
     snprintf(where, sizeof(where), "module %s", module);
     if ((st = adag__class_methods(def, where, &methods)) != ADAG_OK)
@@ -213,7 +213,9 @@ fail:
     if (adag__actor_device_close(device, w->name, teardown_deadline(w)) == ADAG_OK)
         free(state);
     free(methods);
-    if (!init_ran) /* an init that ran may have left threads or handlers in the module */
+    /* an init that ran may have left threads or handlers in the module, and
+     * so may a resolver (adag__module_load keeps such a module) */
+    if (!init_ran && !dlsym(handle, "adag_module_resolve"))
         dlclose(handle);
     return st;
 }

@@ -89,6 +89,26 @@ typedef struct {
     ADAG_MODULE_EXTERN ADAG_API const adag_class_def_t *const adag_module_classes[]; \
     const adag_class_def_t *const adag_module_classes[] = {__VA_ARGS__, NULL}
 
+/* A module may also make classes when they are asked for, for classes that
+ * exist only at run time (a language binding's: the Python package's module
+ * builds a class from a Python class). It exports, instead of ADAG_MODULE,
+ *     ADAG_MODULE_RESOLVER(my_resolve);
+ * which defines adag_module_abi_version and adag_module_resolve. adag-worker
+ * calls the resolver once, on its main thread, for the class the actor asks
+ * for, with the actor's init bytes (the ones the class's init then gets):
+ * it returns ADAG_OK and *def, a class that stays valid while the module is
+ * loaded (checked like a listed one), or an error status, its message given
+ * with adag_fail (adag_actor_create then fails with that status, the
+ * message naming the module and the class). A module whose resolver ran
+ * stays loaded even when it fails (it may have started threads). */
+typedef adag_status_t (*adag_module_resolve_fn)(const char *class_name, const void *init,
+                                               size_t init_size, const adag_class_def_t **def);
+#define ADAG_MODULE_RESOLVER(fn)                                              \
+    ADAG_MODULE_EXTERN ADAG_API const uint32_t adag_module_abi_version;      \
+    const uint32_t adag_module_abi_version = ADAG_ABI_VERSION;               \
+    ADAG_MODULE_EXTERN ADAG_API const adag_module_resolve_fn adag_module_resolve; \
+    const adag_module_resolve_fn adag_module_resolve = (fn)
+
 /* Inside a method: a zero-copy view of input i (valid during the call). */
 ADAG_API adag_status_t adag_call_arg(adag_call_h call, unsigned i, adag_value_t *value);
 
