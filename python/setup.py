@@ -14,6 +14,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sysconfig
 
 from setuptools import Extension, setup
 
@@ -67,4 +68,25 @@ ext = Extension(
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
 )
-setup(ext_modules=[ext])
+exts = [ext]
+
+# The module adag-worker loads for Python actors (src/worker/pyworker.c): it
+# starts an interpreter, so it links libpython, which a static Python lacks.
+if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+    pylib = sysconfig.get_config_var("LDLIBRARY")  # libpython3.11.so
+    pydir = sysconfig.get_config_var("LIBDIR")
+    exts.append(Extension(
+        "adag._pyworker",
+        sources=["src/worker/pyworker.c"],
+        include_dirs=includes + ["src"],
+        library_dirs=[pydir],
+        libraries=[pylib[3:].split(".so")[0], "dl"],
+        runtime_library_dirs=[pydir],
+        define_macros=[("ADAGPY_LIBPYTHON", '"' + sysconfig.get_config_var("INSTSONAME") + '"')],
+        extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror",
+                            "-Wno-missing-field-initializers"],
+    ))
+else:
+    print("adag: this Python has no shared libpython: Python actors run as threads only "
+          "(no adag/_pyworker module for process actors)")
+setup(ext_modules=exts)

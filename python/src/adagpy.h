@@ -48,4 +48,35 @@ int adagpy_timeout_ms(PyObject *timeout, const char *what);
 /* A DAG object for dag, compiled from a graph of rt with n outputs and inputs. */
 PyObject *adagpy_dag_new(RuntimeObject *rt, adag_dag_h dag, unsigned noutputs, unsigned ninputs);
 
+/* ---- Python actors (pyactor.c, call.c) ---- */
+
+/* The call a Python method runs in, for adag.current_call(): valid only
+ * during the method; a Call object made for it is invalidated at its end. */
+typedef struct {
+    PyObject_HEAD
+    adag_call_h call; /* NULL once the method returned */
+    uint32_t written;  /* outputs given a slot through output() */
+    PyObject *views[ADAG_MAX_RETURNS]; /* what output() gave for each */
+} CallObject;
+extern PyTypeObject Call_Type;
+extern PyMethodDef adagpy_call_functions[]; /* current_call() */
+/* the method running on this thread (pyactor.c sets them around it) */
+extern _Thread_local adag_call_h adagpy_cur_call;
+extern _Thread_local CallObject *adagpy_cur_obj;
+
+/* Fills p's class name, module path and init bytes for an actor of the
+ * Python class cls (cls(*args, **kwargs)): a thread actor (its class made
+ * and registered in rt once) or a process actor (adag-worker loads the
+ * package's worker module). *keep holds what p points into; -1 with an
+ * exception set. */
+int adagpy_python_actor(RuntimeObject *rt, PyObject *cls, PyObject *args, PyObject *kwargs,
+                        int thread, adag_actor_params_t *p, PyObject **keep);
+/* The capsule adag._adag._worker_api (pyactor.h). */
+PyObject *adagpy_worker_api_capsule(void);
+/* A numpy array (a memoryview without numpy) viewing data as a tensor. */
+PyObject *adagpy_array_view(void *data, size_t size, adag_dtype_t dtype, unsigned ndim,
+                            const int64_t *shape, int writable);
+/* A buffer format ("<f", "q") as an adag dtype; ADAG_DTYPE_BYTES if none fits. */
+adag_dtype_t adagpy_format_dtype(const char *format, Py_ssize_t itemsize);
+
 #endif

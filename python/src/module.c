@@ -281,22 +281,49 @@ typedef struct {
 
 static PyObject *Runtime_actor(RuntimeObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"class_name", "module", "placement", "init", "device", "name", NULL};
-    const char *cls, *module = NULL, *placement = NULL, *device = NULL, *name = NULL;
+    static char *kwlist[] = {"cls",  "module", "placement", "init", "device",
+                             "name", "args",   "kwargs",    NULL};
+    const char *cls = NULL, *module = NULL, *placement = NULL, *device = NULL, *name = NULL;
+    PyObject *cls_obj, *cargs = NULL, *ckwargs = NULL, *keep = NULL;
     Py_buffer init = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zzz*zz:actor", kwlist, &cls, &module,
-                                     &placement, &init, &device, &name))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|zzz*zz$OO:actor", kwlist, &cls_obj, &module,
+                                     &placement, &init, &device, &name, &cargs, &ckwargs))
         return NULL;
     PyObject *result = NULL;
     ActorObject *a = NULL;
+    int python = PyType_Check(cls_obj);
     if (adagpy_check_open(self, "Runtime.actor") < 0)
         goto out;
+    if (!python && !(cls = PyUnicode_AsUTF8(cls_obj))) {
+        PyErr_Format(PyExc_TypeError,
+                     "Runtime.actor: the class is a name (a C class) or a Python class, not %s",
+                     Py_TYPE(cls_obj)->tp_name);
+        goto out;
+    }
+    if (python && (module || init.buf)) {
+        PyErr_SetString(PyExc_TypeError, "Runtime.actor: a Python class takes args= and "
+                                         "kwargs=, not module= or init=");
+        goto out;
+    }
+    if (!python && (cargs || ckwargs)) {
+        PyErr_Format(PyExc_TypeError, "Runtime.actor(%s): args= and kwargs= are for Python "
+                     "classes; a C class takes init= bytes", cls);
+        goto out;
+    }
     adag_actor_params_t p = {.field_mask = ADAG_ACTOR_PARAM_CLASS, .class_name = cls};
-    int process = placement ? strcmp(placement, "process") == 0 : module != NULL;
+    /* a C class runs in a process when it comes from a module, a Python class by default */
+    int process = placement ? strcmp(placement, "process") == 0 : module != NULL || python;
     if (placement && !process && strcmp(placement, "thread") != 0) {
         PyErr_Format(PyExc_ValueError, "Runtime.actor(%s): placement %s: \"thread\" or \"process\"",
-                     cls, placement);
+                     python ? ((PyTypeObject *)cls_obj)->tp_name : cls, placement);
         goto out;
+    }
+    if (python) {
+        if (adagpy_python_actor(self, cls_obj, cargs, ckwargs, !process, &p, &keep) < 0)
+            goto out;
+        module = p.module_path;
+        if (p.init_size)
+            p.field_mask |= ADAG_ACTOR_PARAM_INIT;
     }
     if (module && !process && load_module(self, module) < 0)
         goto out;
@@ -340,6 +367,7 @@ static PyObject *Runtime_actor(RuntimeObject *self, PyObject *args, PyObject *kw
     result = Py_NewRef(a);
 out:
     Py_XDECREF(a);
+    Py_XDECREF(keep);
     if (init.buf)
         PyBuffer_Release(&init);
     return result;
@@ -369,6 +397,10 @@ typedef struct {
     adag_graph_h graph;
     unsigned noutputs;
     int compiled;
+    /* the actors bound in the graph: an actor left by its Python object
+     * would be destroyed before the graph is compiled (a compiled DAG
+     * keeps its actors in C) */
+    PyObject *actors;
 } GraphObject;
 
 typedef struct {
@@ -388,6 +420,11 @@ static PyObject *Runtime_graph(RuntimeObject *self, PyObject *unused)
     g->rt = (RuntimeObject *)Py_NewRef(self);
     g->noutputs = 0;
     g->compiled = 0;
+    g->graph = NULL;
+    if (!(g->actors = PySet_New(NULL))) {
+        Py_DECREF(g);
+        return NULL;
+    }
     adag_status_t st = adag_graph_create(self->rt, &g->graph);
     if (st != ADAG_OK) {
         g->graph = NULL;
@@ -401,6 +438,7 @@ static void Graph_dealloc(GraphObject *self)
 {
     if (self->graph && self->rt->rt)
         adag_graph_destroy(self->graph);
+    Py_XDECREF(self->actors);
     Py_DECREF(self->rt);
     PyObject_Free(self);
 }
@@ -474,6 +512,8 @@ static PyObject *Graph_bind(GraphObject *self, PyObject *args)
                                        &call);
     if (st != ADAG_OK)
         return adagpy_raise(st, "Graph.bind");
+    if (PySet_Add(self->actors, (PyObject *)a) < 0)
+        return NULL;
     /* a method of several returns gives a tuple of nodes, one per return */
     if (adag_node_output(call, 1, &v) != ADAG_OK)
         return node_new(self, call);
@@ -651,6 +691,7 @@ static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, .m_name = "adag._adag",
     .m_doc = "adag's C API for Python: runtimes, actors, graphs, compiled DAGs.",
     .m_size = -1,
+    .m_methods = adagpy_call_functions,
 };
 
 PyMODINIT_FUNC PyInit__adag(void)
@@ -659,13 +700,18 @@ PyMODINIT_FUNC PyInit__adag(void)
     if (!m)
         return NULL;
     PyTypeObject *types[] = {&Runtime_Type, &Actor_Type, &Graph_Type, &Node_Type,
-                             &Dag_Type, &Ref_Type, &Result_Type, &Slot_Type};
+                             &Dag_Type, &Ref_Type, &Result_Type, &Slot_Type, &Call_Type};
     const char *names[] = {"Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result",
-                           "_Slot"};
+                           "_Slot", "Call"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
             goto fail;
+    PyObject *api = adagpy_worker_api_capsule();
+    int added = api ? PyModule_AddObjectRef(m, "_worker_api", api) : -1;
+    Py_XDECREF(api);
+    if (added < 0)
+        goto fail;
     if (add_errors(m) < 0 || PyModule_AddStringConstant(m, "LIBDIR", ADAGPY_LIBDIR) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_MAJOR", ADAG_VERSION_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_MINOR", ADAG_VERSION_MINOR) < 0)
