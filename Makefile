@@ -177,7 +177,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 MPI_PEER := $(if $(HAVE_MPICC),$(BUILD)/bench/mpi-allreduce)
 ALL += $(MPI_PEER)
 
-.PHONY: all test test-tsan test-faults test-install check check-layers check-names test-python install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
+.PHONY: all test test-tsan test-faults test-install check check-layers check-names test-python bench-python install clean demo demo-gpu demo-tp demo-loader bench bench-smoke bench-hosts \
     test-gpu plots plots-smoke
 all: $(ALL)
 
@@ -756,6 +756,22 @@ PY ?= $(shell for p in python3 /usr/bin/python3; do \
     $$p -c 'import numpy, pytest, setuptools, sysconfig, os, sys; \
             sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
         2>/dev/null && { echo $$p; exit 0; }; done)
+# The package built for BENCH_PY (the first python3 with Ray, numpy and
+# setuptools: pip install ray) into $(BUILD)/python-bench, then
+# python/bench/vs_ray.py: the same Python actors with adag and with Ray
+# Compiled Graphs in one run (BENCH_ARGS=--quick for a short one).
+BENCH_PY ?= $(shell for p in python3 /usr/bin/python3; do \
+    $$p -c 'import ray, numpy, setuptools' 2>/dev/null && { echo $$p; exit 0; }; done)
+PY_BENCH_BUILD := $(abspath $(BUILD))/python-bench
+bench-python: all
+	@if [ -z "$(BENCH_PY)" ]; then \
+	    echo "bench-python: skipped: no python3 with ray, numpy and setuptools (pip install ray numpy)"; \
+	    exit 0; \
+	fi; \
+	cd python && ADAG_BUILD_DIR=$(abspath $(BUILD)) $(BENCH_PY) setup.py -q build_py --build-lib $(PY_BENCH_BUILD) \
+	    build_ext --build-lib $(PY_BENCH_BUILD) --build-temp $(PY_BENCH_BUILD)-tmp && cd .. && \
+	PYTHONPATH=$(PY_BENCH_BUILD) $(BENCH_PY) python/bench/vs_ray.py $(BENCH_ARGS)
+
 PY_BUILD := $(abspath $(BUILD))/python
 test-python: all
 	@if [ -z "$(PY)" ]; then \
