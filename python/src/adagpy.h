@@ -79,7 +79,7 @@ typedef struct {
 } SlotSetObject;
 
 extern PyTypeObject Runtime_Type, Actor_Type, Graph_Type, Node_Type;
-extern PyTypeObject Dag_Type, Ref_Type, Result_Type, SlotView_Type;
+extern PyTypeObject Dag_Type, Ref_Type, Result_Type, SlotView_Type, Reservation_Type;
 
 /* Raises the exception of status st (adag.InvalidError, ...) with
  * adag_last_error()'s message (or `what` when it is empty); returns NULL. */
@@ -139,6 +139,9 @@ typedef struct {
 int adagpy_input_take(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t *v,
                       adagpy_input_t *hold);
 void adagpy_input_drop(adagpy_input_t *hold);
+
+/* ---- reservations (reserve.c) ---- */
+PyObject *adagpy_dag_reserve(DagObject *d, PyObject *args, PyObject *kw);
 
 /* A Node of g (module.c). */
 PyObject *adagpy_node_new(GraphObject *g, adag_node_h n);

@@ -498,10 +498,18 @@ PyTypeObject Ref_Type = {
     .tp_members = Ref_members,
 };
 
+static PyObject *Dag_reserve(DagObject *self, PyObject *args, PyObject *kw)
+{
+    return adagpy_dag_reserve(self, args, kw);
+}
+
 static PyMethodDef Dag_methods[] = {
     {"execute", (PyCFunction)(void (*)(void))Dag_execute, METH_VARARGS | METH_KEYWORDS,
      "execute(*inputs, block=True) -> Ref: each input (bytes, or a tensor: a buffer with a "
      "format, a DLPack tensor) copied into its slot"},
+    {"reserve", (PyCFunction)(void (*)(void))Dag_reserve, METH_VARARGS | METH_KEYWORDS,
+     "reserve(block=True) -> Reservation: `with dag.reserve() as r:` writes the inputs in "
+     "their slots; the block's exit commits (r.ref)"},
     {"get", (PyCFunction)(void (*)(void))Dag_get, METH_VARARGS | METH_KEYWORDS,
      "get(ref, timeout=None) -> Result: `with dag.get(ref) as outs:` views the slots"},
     {"release", (PyCFunction)Dag_release, METH_O, "release(ref)"},
