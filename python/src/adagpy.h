@@ -149,6 +149,10 @@ PyObject *adagpy_node_new(GraphObject *g, adag_node_h n);
 /* ---- graph declarations and collectives (collective.c) ---- */
 PyObject *adagpy_graph_tensor(GraphObject *g, PyObject *args, PyObject *kw);
 PyObject *adagpy_graph_channel(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_allreduce(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_allgather(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_reducescatter(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_broadcast(GraphObject *g, PyObject *args, PyObject *kw);
 extern PyMethodDef adagpy_node_methods[];
 
 #endif

@@ -20,7 +20,10 @@
 
 #include <string.h>
 
+#define MAX_MEMBERS 64
+
 static const char *const transports[] = {"auto", "host", "ipc", "comm"};
+static const char *const ops[] = {"sum", "prod", "min", "max", "avg"};
 
 /* The index of name o in names[0..n); -1 with ValueError. */
 static int pick(PyObject *o, const char *const *names, int n, const char *what)
@@ -166,3 +169,103 @@ PyMethodDef adagpy_node_methods[] = {
      "(adag_node_channel)"},
     {NULL, NULL, 0, NULL},
 };
+
+/* ---- collectives ---- */
+
+typedef enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST } kind_t;
+
+static const char *const kind_names[] = {"Graph.allreduce", "Graph.allgather",
+                                         "Graph.reducescatter", "Graph.broadcast"};
+
+static PyObject *collective(GraphObject *g, kind_t kind, PyObject *nodes, PyObject *op_o,
+                            unsigned root)
+{
+    const char *what = kind_names[kind];
+    adag_node_h in[MAX_MEMBERS], outs[MAX_MEMBERS];
+    if (adagpy_check_open(g->rt, what) < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(nodes, "");
+    if (!seq) {
+        PyErr_Format(PyExc_TypeError, "%s: nodes is %.80s, not a sequence of nodes", what,
+                     Py_TYPE(nodes)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MAX_MEMBERS) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd nodes, at most %d", what, n, MAX_MEMBERS);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (node_of(g, PySequence_Fast_GET_ITEM(seq, i), &in[i], what) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    Py_DECREF(seq);
+    int op = 0;
+    if (op_o && (op = pick(op_o, ops, 5, what)) < 0)
+        return NULL;
+    adag_status_t st;
+    switch (kind) {
+    case ALLREDUCE:
+        st = adag_graph_allreduce(g->graph, in, (unsigned)n, (adag_reduce_op_t)op, outs);
+        break;
+    case ALLGATHER:
+        st = adag_graph_allgather(g->graph, in, (unsigned)n, outs);
+        break;
+    case REDUCESCATTER:
+        st = adag_graph_reducescatter(g->graph, in, (unsigned)n, (adag_reduce_op_t)op, outs);
+        break;
+    default:
+        st = adag_graph_broadcast(g->graph, in, (unsigned)n, root, outs);
+        break;
+    }
+    if (st != ADAG_OK)
+        return adagpy_raise(st, what);
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *o = adagpy_node_new(g, outs[i]);
+        if (!o)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, o);
+    }
+    return t;
+}
+
+PyObject *adagpy_graph_allreduce(GraphObject *g, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"nodes", "op", NULL};
+    PyObject *nodes, *op = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:allreduce", kwlist, &nodes, &op))
+        return NULL;
+    return collective(g, ALLREDUCE, nodes, op, 0);
+}
+
+PyObject *adagpy_graph_allgather(GraphObject *g, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"nodes", NULL};
+    PyObject *nodes;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:allgather", kwlist, &nodes))
+        return NULL;
+    return collective(g, ALLGATHER, nodes, NULL, 0);
+}
+
+PyObject *adagpy_graph_reducescatter(GraphObject *g, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"nodes", "op", NULL};
+    PyObject *nodes, *op = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:reducescatter", kwlist, &nodes, &op))
+        return NULL;
+    return collective(g, REDUCESCATTER, nodes, op, 0);
+}
+
+PyObject *adagpy_graph_broadcast(GraphObject *g, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"nodes", "root", NULL};
+    PyObject *nodes;
+    unsigned root = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|I:broadcast", kwlist, &nodes, &root))
+        return NULL;
+    return collective(g, BROADCAST, nodes, NULL, root);
+}
