@@ -1,7 +1,9 @@
 """DLPack from the test's side, with ctypes: a producer of capsules with any
 fields (versioned or legacy, strides, byte offset, device, dtype, lanes) that
 counts its deleter's calls, and readers of the capsules adag exports."""
+import atexit
 import ctypes
+import weakref
 from ctypes import (CFUNCTYPE, POINTER, PYFUNCTYPE, Structure, c_char_p, c_int32, c_int64,
                     c_uint8, c_uint16, c_uint32, c_uint64, c_void_p, py_object)
 
@@ -56,6 +58,8 @@ _api.PyCapsule_GetPointer.restype = c_void_p
 _api.PyCapsule_GetPointer.argtypes = [py_object, c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [py_object, c_char_p]
+_api.PyCapsule_SetDestructor.restype = ctypes.c_int
+_api.PyCapsule_SetDestructor.argtypes = [py_object, c_void_p]
 # the destructor gets the capsule being freed: read it by address
 _name_at = PYFUNCTYPE(c_char_p, c_void_p)(("PyCapsule_GetName", _api))
 _pointer_at = PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
@@ -74,6 +78,16 @@ def capsule_name(cap):
 # calls it would crash it); each finds its Producer by the managed tensor's
 # address, which holds it until the tensor is deleted.
 _owners = {}
+_producers = weakref.WeakSet()
+
+
+@atexit.register
+def _disarm():
+    """Capsules still alive at exit (kept by a failed test's traceback) are
+    freed while ctypes is torn down: they must not call back into it."""
+    for p in list(_producers):
+        for cap in p.capsules:
+            _api.PyCapsule_SetDestructor(cap, None)
 
 
 def _deleted(address):
@@ -126,6 +140,7 @@ class Producer:
         self._keep = []
         if dlpack_device:
             self.__dlpack_device__ = lambda: self.device
+        _producers.add(self)
 
     def __dlpack__(self, stream=None, max_version=None, **kw):
         if max_version is not None and not self.versioned:
