@@ -62,15 +62,11 @@ static adag_dtype_t dtype_by_name(const char *s)
 {
     if (strncmp(s, "torch.", 6) == 0)
         s += 6;
+    if (strcmp(s, "bool_") == 0) /* numpy 1's np.bool_ */
+        return ADAG_DTYPE_BOOL;
     for (size_t i = 0; i < NDTYPES; i++)
         if (strcmp(s, dtypes[i].numpy) == 0 || strcmp(s, adag_dtype_name(dtypes[i].dtype)) == 0)
             return dtypes[i].dtype;
-    if (strcmp(s, "half") == 0)
-        return ADAG_DTYPE_F16;
-    if (strcmp(s, "float") == 0)
-        return ADAG_DTYPE_F32;
-    if (strcmp(s, "double") == 0)
-        return ADAG_DTYPE_F64;
     return ADAG_DTYPE_BYTES;
 }
 
@@ -381,6 +377,13 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
                      (int)t->ndim, ADAG_MAX_DIMS);
         return -1;
     }
+    if (t->ndim && !t->shape) {
+        PyErr_Format(PyExc_ValueError,
+                     "CompiledDAG.execute: input %zd: a DLPack tensor of %d dimensions without "
+                     "a shape",
+                     index, (int)t->ndim);
+        return -1;
+    }
     int32_t device;
     switch (t->device.device_type) {
     case kDLCPU:
@@ -417,6 +420,12 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
     *v = adag_value_tensor((const char *)t->data + t->byte_offset, dt, (unsigned)t->ndim,
                            t->shape);
     v->device = device;
+    if (!t->data && v->size && v->size != SIZE_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "CompiledDAG.execute: input %zd: a DLPack tensor of %zu bytes at NULL", index,
+                     v->size);
+        return -1;
+    }
     return 0;
 fail_untaken:
     hold->managed = NULL;
@@ -431,16 +440,22 @@ int adagpy_input_take(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t 
     int rc;
     memset(hold, 0, sizeof(*hold));
     memset(v, 0, sizeof(*v));
-    int dlpack = PyObject_HasAttrString(o, "__dlpack__");
+    if (PyBytes_CheckExact(o)) {
+        /* immutable, and held by execute's arguments: no export needed */
+        v->data = PyBytes_AS_STRING(o);
+        v->size = (size_t)PyBytes_GET_SIZE(o);
+        return 0;
+    }
     if (PyObject_CheckBuffer(o)) {
         rc = take_buffer(o, index, v, hold);
         /* an exporter whose memory has no buffer export (a SlotView of a
          * CUDA output) may still give it by DLPack */
-        if (rc < 0 && dlpack && !hold->buf.obj && PyErr_ExceptionMatches(PyExc_BufferError)) {
+        if (rc < 0 && !hold->buf.obj && PyErr_ExceptionMatches(PyExc_BufferError) &&
+            PyObject_HasAttrString(o, "__dlpack__")) {
             PyErr_Clear();
             rc = take_dlpack(d, o, index, v, hold);
         }
-    } else if (dlpack) {
+    } else if (PyObject_HasAttrString(o, "__dlpack__")) {
         rc = take_dlpack(d, o, index, v, hold);
     } else {
         PyErr_Format(PyExc_TypeError,

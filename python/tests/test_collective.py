@@ -104,7 +104,7 @@ def test_tensor_and_channel_declarations(rt):
     a = tensor_actor(rt)
     g = rt.graph()
     x = g.input(0)
-    assert x.tensor(dtype="int16", shape=(3,), transport="host") is x
+    assert x.tensor(dtype=np.int16, shape=(3,), transport="host") is x
     assert g.channel(x, max_bytes=6) is x
     g.output(g.bind(a, "interleave", x).channel(max_bytes=12, slots=2))
     dag = g.compile(max_inflight=2)

@@ -28,7 +28,7 @@ def test_tensor_written_in_place_arrives(interleave_dag):
     x = sample("int32", (3, 4), seed=5)
     with dag.reserve() as r:
         assert len(r) == 1 and r.capacities == (4096,) and r.state == "reserved"
-        v = r.tensor(0, "int32", (3, 4))
+        v = r.tensor(0, np.dtype("int32"), np.array([3, 4]))
         assert (v.dtype, v.shape, v.readonly, v.device) == ("int32", (3, 4), False, "host")
         np.copyto(v.numpy(), x)
         assert np.from_dlpack(v).ctypes.data == np.asarray(v).ctypes.data   # the slot
@@ -59,6 +59,8 @@ def test_static_field_is_its_tensor_from_the_start(rt):
     assert np.array_equal(np.frombuffer(r.ref.get(timeout=10)[0]).reshape(2, 4), interleave(x))
     with dag.reserve() as r:                   # tensor() defaults to the static declaration
         r.tensor(0).numpy()[:] = 1.0
+        with pytest.raises(ValueError, match="dtype <class 'float'>"):
+            r.tensor(0, float)                 # numpy's float64 or torch's float32? neither
     assert np.frombuffer(r.ref.get(timeout=10)[0])[0] == 3.5
     with pytest.raises(TypeError, match="input 0 declares no static dtype"):
         with one_stage(rt, a, "interleave").reserve() as r:
