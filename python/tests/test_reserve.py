@@ -8,7 +8,7 @@ import pytest
 
 import adag
 import dlpack_util as dl
-from conftest import as_i64, i64, one_stage
+from conftest import as_i64, one_stage
 from tensor_util import interleave, sample, tensor_actor
 
 

@@ -4,13 +4,14 @@ in place by the buffer protocol and DLPack, with dtype, shape and device;
 capsules that hold the ref; slot sizes; the emulated driver device."""
 import gc
 import sys
+import threading
 
 import numpy as np
 import pytest
 
 import adag
 import dlpack_util as dl
-from conftest import MODULE, as_i64, i64, one_stage
+from conftest import as_i64, i64, one_stage
 from tensor_util import DTYPES, interleave, interleave_bf16_bits, sample, tensor_actor
 
 
@@ -259,7 +260,11 @@ def test_a_dlpack_export_holds_the_ref_until_its_deleter(interleave_dag):
     assert not result.released
     del cap                                 # its destructor runs the deleter
     assert not result.released
-    taken.release()                         # the consumer's deleter call
+    # the consumer's deleter call, from another thread without the GIL
+    # (ctypes drops it around a C call): the deleter takes it itself
+    t = threading.Thread(target=taken.release)
+    t.start()
+    t.join()
     assert result.released
     for x in range(4):   # slots came back: more than max_inflight executions
         dag.execute(np.int64(x)).get(timeout=10)
