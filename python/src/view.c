@@ -368,6 +368,14 @@ static PyObject *View_dlpack_device(SlotViewObject *self, PyObject *unused)
     return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
 }
 
+/* stream == -1 (DLPack's "no synchronization"), without an error set. */
+static int is_minus_one(PyObject *stream)
+{
+    int overflow = 0;
+    return PyLong_Check(stream) && PyLong_AsLongLongAndOverflow(stream, &overflow) == -1 &&
+           !overflow;
+}
+
 /* The consumer's stream for a CUDA value: wait unless it is -1. */
 static int cuda_stream_wait(SlotViewObject *self, PyObject *stream)
 {
@@ -437,8 +445,7 @@ static PyObject *View_dlpack(SlotViewObject *self, PyObject *args, PyObject *kw)
         }
         if (cuda_stream_wait(self, stream) < 0)
             return NULL;
-    } else if (stream != Py_None &&
-               !(PyLong_Check(stream) && PyLong_AsLongLong(stream) == -1)) {
+    } else if (stream != Py_None && !is_minus_one(stream)) {
         PyErr_Format(PyExc_ValueError,
                      "__dlpack__: stream %R: %s %u is host memory (kDLCPU): stream is None",
                      stream, view_what(self), self->i);

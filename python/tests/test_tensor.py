@@ -236,8 +236,10 @@ def test_output_capsules_view_the_slot(interleave_dag):
         assert arr.ctypes.data == addr and np.array_equal(arr, interleave(x))
         copied = dl.read(out.__dlpack__(max_version=(1, 0), copy=True))
         assert copied["data"] != addr and copied["flags"] == dl.IS_COPIED
-        with pytest.raises(ValueError, match="stream"):
-            out.__dlpack__(stream=7)
+        for stream in (7, 1 << 70, "s"):
+            with pytest.raises(ValueError, match="stream"):
+                out.__dlpack__(stream=stream)
+        assert dl.read(out.__dlpack__(stream=-1))["data"] == addr
         with pytest.raises(BufferError, match="device"):
             out.__dlpack__(dl_device=(dl.kDLCUDA, 0))
         assert out.readonly and memoryview(out).readonly
