@@ -8,9 +8,13 @@
         dag = g.compile(max_inflight=4)
         print(dag.execute((1).to_bytes(8, "little")).get())   # [b'\\x06\\x00...']
 
-Every blocking call releases the GIL. Failures raise adag.Error subclasses
-named after their status (adag.MethodError, adag.TimeoutError, ...), with
-.status and the library's message. See docs/guide/python.md.
+Inputs are bytes or tensors (numpy arrays, DLPack tensors such as torch's);
+`with dag.get(ref) as outs:` views the output slots in place (np.asarray,
+np.from_dlpack, torch.from_dlpack); `with dag.reserve() as r:` writes the
+inputs in their slots. Every blocking call releases the GIL. Failures raise
+adag.Error subclasses named after their status (adag.MethodError,
+adag.TimeoutError, ...), with .status and the library's message. See
+docs/guide/python.md.
 """
 from ._adag import (  # noqa: F401
     Actor,
@@ -18,8 +22,10 @@ from ._adag import (  # noqa: F401
     Graph,
     Node,
     Ref,
+    Reservation,
     Result,
     Runtime,
+    SlotView,
     Error,
     VERSION_MAJOR,
     VERSION_MINOR,
@@ -36,6 +42,5 @@ ERRORS = {name: obj for name, obj in vars(_adag).items()
 globals().update(ERRORS)
 
 __version__ = f"{VERSION_MAJOR}.{VERSION_MINOR}"
-__all__ = ["Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result", "Error",
-           "Call", "current_call", "method",
-           *sorted(ERRORS)]
+__all__ = ["Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result", "SlotView",
+           "Reservation", "Error", "Call", "current_call", "method", *sorted(ERRORS)]

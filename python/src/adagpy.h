@@ -1,7 +1,10 @@
 /*
  * adag._adag: the CPython extension that drives adag's C API from Python.
  * Shared between module.c (errors, runtime, actors, graphs, nodes, the
- * module) and dag.c (compiled DAGs, refs, results and their views).
+ * module), dag.c (compiled DAGs, refs, results), view.c (the views of
+ * slots: buffer protocol and DLPack), tensor.c (dtypes, execute's inputs
+ * as bytes or tensors), reserve.c (zero-copy inputs) and collective.c
+ * (tensor and channel declarations, collectives).
  *
  * Lifetimes: every object holds a strong reference to its Runtime object;
  * the runtime's handle, once closed, invalidates every handle it made, so
@@ -35,8 +38,52 @@ typedef struct {
     long nbusy;
 } DagObject;
 
+typedef struct {
+    PyObject_HEAD
+    RuntimeObject *rt;
+    adag_graph_h graph;
+    unsigned noutputs;
+    int compiled;
+    /* the actors bound in the graph: an actor left by its Python object
+     * would be destroyed before the graph is compiled (a compiled DAG
+     * keeps its actors in C) */
+    PyObject *actors;
+} GraphObject;
+
+typedef struct {
+    PyObject_HEAD
+    GraphObject *graph;
+    adag_node_h node;
+} NodeObject;
+
+/* The slots of one execution, seen through views (view.c): a Result's
+ * outputs (read-only, dag.c) or a Reservation's inputs (writable,
+ * reserve.c). Each view exports its slot by the buffer protocol and by
+ * DLPack; every live export (a Py_buffer not yet released, a capsule whose
+ * deleter has not run) counts in nexports and holds a reference to its
+ * view, which holds the set. Leaving the `with` block closes the set:
+ * views without exports refuse use from then on (ValueError); the slots
+ * go back (finish: the ref released, or the reservation cancelled) once
+ * the set is closed and nexports is 0, or when the set is freed. */
+typedef struct {
+    PyObject_HEAD
+    DagObject *dag;
+    adag_ref_t ref;
+    unsigned n;
+    int writable;    /* a Reservation's input slots; else a Result's outputs */
+    int open;        /* inside the block: the views may be used */
+    int closed;      /* the block ended (the views closed) */
+    int held;        /* the slots are still ours (ref not released, not committed or cancelled) */
+    int synced;      /* the DAG's stream was synchronized since get (device outputs) */
+    long nexports;   /* live exports of all its views (GIL held to change) */
+    adag_value_t *values;      /* what view i shows: values[0..n) */
+    adag_input_view_t *inputs; /* a Reservation's: adag_dag_reserve's views; else NULL */
+    unsigned char *declared;   /* a Reservation's: input i's value was declared */
+    PyObject *views;           /* the tuple of views once made, until the block ends */
+} SlotSetObject;
+
 extern PyTypeObject Runtime_Type, Actor_Type, Graph_Type, Node_Type;
-extern PyTypeObject Dag_Type, Ref_Type, Result_Type, Slot_Type;
+extern PyTypeObject Dag_Type, Ref_Type, Result_Type, SlotView_Type, Reservation_Type;
 
 /* Raises the exception of status st (adag.InvalidError, ...) with
  * adag_last_error()'s message (or `what` when it is empty); returns NULL. */
@@ -47,6 +94,70 @@ int adagpy_check_open(RuntimeObject *rt, const char *what);
 int adagpy_timeout_ms(PyObject *timeout, const char *what);
 /* A DAG object for dag, compiled from a graph of rt with n outputs and inputs. */
 PyObject *adagpy_dag_new(RuntimeObject *rt, adag_dag_h dag, unsigned noutputs, unsigned ninputs);
+/* 0 when the DAG (and its runtime) is open, else ClosedError naming what. */
+int adagpy_dag_check(DagObject *d, const char *what);
+/* A live Ref of d for ref (a committed reservation). */
+PyObject *adagpy_ref_new(DagObject *d, adag_ref_t ref);
+
+/* ---- views (view.c) ---- */
+/* The tuple of s's views (made on first call), a new reference. */
+PyObject *adagpy_views(SlotSetObject *s);
+/* Ends the block: views without exports close; the slots go back now
+ * unless an export is alive (then when the last one goes). 1 when an
+ * export is still alive, else 0. */
+int adagpy_views_close(SlotSetObject *s);
+/* Gives the slots back now if they are still held (release or cancel). */
+void adagpy_slots_finish(SlotSetObject *s);
+int adagpy_slots_traverse(SlotSetObject *s, visitproc visit, void *arg);
+/* Frees what a set owns (its dealloc, after finishing). */
+void adagpy_slots_free(SlotSetObject *s);
+
+/* ---- tensors (tensor.c) ---- */
+/* An element type given as a name ("float32", "f32", "bfloat16", ...) or
+ * an object whose .name, __name__ or str() is one (a numpy dtype, a numpy
+ * scalar type, a torch dtype); -1 with ValueError naming `what`. */
+int adagpy_dtype_parse(PyObject *o, adag_dtype_t *out, const char *what);
+/* numpy's name of a dtype ("float32", "bfloat16"); NULL for bytes. */
+const char *adagpy_dtype_numpy(adag_dtype_t dtype);
+/* The buffer-protocol format of a dtype's elements (bf16: "H", its bits). */
+const char *adagpy_dtype_format(adag_dtype_t dtype);
+/* A shape (a sequence of ints, or an int) into shape[0..*ndim); -1 with
+ * an exception naming what. */
+int adagpy_shape_parse(PyObject *o, int64_t *shape, unsigned *ndim, const char *what);
+/* "host", "emu:0", "cuda:1". */
+PyObject *adagpy_device_str(int32_t device);
+
+/* One input of execute as taken from its Python object: what must be
+ * given back once execute returned. */
+typedef struct {
+    Py_buffer buf;      /* a buffer-protocol export (buf.obj set), or unused */
+    PyObject *capsule;  /* a DLPack capsule taken (renamed "used_..."), or NULL */
+    void *managed;      /* its DLManagedTensor(Versioned) */
+    int versioned;
+    int device;         /* on a device: the copy runs on the DAG's stream */
+} adagpy_input_t;
+
+/* Takes input `index` of execute from o into *v (bytes, a tensor from a
+ * buffer with a format, or a DLPack tensor); *hold keeps its memory until
+ * adagpy_input_drop. -1 with an exception naming the input. */
+int adagpy_input_take(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t *v,
+                      adagpy_input_t *hold);
+void adagpy_input_drop(adagpy_input_t *hold);
+
+/* ---- reservations (reserve.c) ---- */
+PyObject *adagpy_dag_reserve(DagObject *d, PyObject *args, PyObject *kw);
+
+/* A Node of g (module.c). */
+PyObject *adagpy_node_new(GraphObject *g, adag_node_h n);
+
+/* ---- graph declarations and collectives (collective.c) ---- */
+PyObject *adagpy_graph_tensor(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_channel(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_allreduce(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_allgather(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_reducescatter(GraphObject *g, PyObject *args, PyObject *kw);
+PyObject *adagpy_graph_broadcast(GraphObject *g, PyObject *args, PyObject *kw);
+extern PyMethodDef adagpy_node_methods[];
 
 /* ---- Python actors (pyactor.c, call.c) ---- */
 

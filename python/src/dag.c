@@ -1,10 +1,11 @@
 /*
- * adag._adag: compiled DAGs. execute() copies buffer-protocol inputs into
- * the slots and returns a Ref; Ref.get() copies the outputs out as bytes
- * and releases the ref; CompiledDAG.get(ref) gives a Result whose `with`
- * block views the slots themselves (read-only memoryviews), released at
- * block exit, or, while a view is still exported (a numpy array made from
- * it), when the last export goes.
+ * adag._adag: compiled DAGs. execute() takes each input as bytes or a
+ * tensor (tensor.c) and copies it into its slot, returning a Ref;
+ * Ref.get() copies the outputs out as bytes and releases the ref;
+ * CompiledDAG.get(ref) gives a Result whose `with` block views the slots
+ * themselves (SlotViews, view.c), released at block exit, or, while a view
+ * is still exported (an array from np.from_dlpack or np.asarray of it),
+ * when the last export goes. reserve() is in reserve.c.
  */
 #include "adagpy.h"
 
@@ -20,21 +21,7 @@ typedef struct {
 
 enum { REF_LIVE, REF_GOT, REF_RELEASED };
 
-typedef struct {
-    PyObject_HEAD
-    DagObject *dag;
-    adag_ref_t ref;
-    int released;
-    unsigned n;
-    adag_value_t *values;
-    PyObject *views; /* the memoryviews handed out by __enter__ (a tuple), or NULL */
-} ResultObject;
-
-typedef struct {
-    PyObject_HEAD
-    ResultObject *result; /* keeps the slot (and its ref) alive */
-    unsigned i;
-} SlotObject;
+typedef SlotSetObject ResultObject;
 
 PyObject *adagpy_dag_new(RuntimeObject *rt, adag_dag_h dag, unsigned noutputs, unsigned ninputs)
 {
@@ -51,8 +38,7 @@ PyObject *adagpy_dag_new(RuntimeObject *rt, adag_dag_h dag, unsigned noutputs, u
     return (PyObject *)d;
 }
 
-/* 0 when the DAG (and its runtime) is open, else ClosedError. */
-static int dag_check(DagObject *d, const char *what)
+int adagpy_dag_check(DagObject *d, const char *what)
 {
     if (adagpy_check_open(d->rt, what) < 0)
         return -1;
@@ -131,59 +117,65 @@ static PyObject *Dag_execute(DagObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     Py_XDECREF(empty);
-    if (dag_check(self, "CompiledDAG.execute") < 0)
+    if (adagpy_dag_check(self, "CompiledDAG.execute") < 0)
         return NULL;
     if ((size_t)n != self->ninputs || n > MAX_INPUTS) {
         PyErr_Format(PyExc_TypeError, "CompiledDAG.execute: %zd inputs given, the DAG takes %u", n,
                      self->ninputs);
         return NULL;
     }
-    Py_buffer bufs[MAX_INPUTS];
+    adagpy_input_t hold[MAX_INPUTS];
     adag_value_t in[MAX_INPUTS];
     Py_ssize_t got = 0;
+    int on_device = 0;
     PyObject *result = NULL;
     for (; got < n; got++) {
-        PyObject *o = PyTuple_GET_ITEM(args, got);
-        if (PyObject_GetBuffer(o, &bufs[got], PyBUF_C_CONTIGUOUS) < 0) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_TypeError,
-                             "CompiledDAG.execute: input %zd is %.80s, not an object with the "
-                             "buffer protocol (bytes, bytearray, memoryview, a numpy array)",
-                             got, Py_TYPE(o)->tp_name);
-            }
+        if (adagpy_input_take(self, PyTuple_GET_ITEM(args, got), got, &in[got], &hold[got]) < 0)
             goto out;
-        }
-        memset(&in[got], 0, sizeof(in[got]));
-        in[got].data = bufs[got].buf;
-        in[got].size = (size_t)bufs[got].len;
+        on_device |= hold[got].device;
     }
     RefObject *r = PyObject_New(RefObject, &Ref_Type);
     if (!r)
         goto out;
     r->dag = (DagObject *)Py_NewRef(self);
     r->state = REF_RELEASED;
-    adag_status_t st;
+    adag_status_t st, synced = ADAG_OK;
     adag_dag_h dag = self->dag;
     unsigned flags = block ? 0 : ADAG_EXECUTE_NONBLOCK;
     self->nbusy++;
     self->rt->nbusy++;
     Py_BEGIN_ALLOW_THREADS
     st = adag_dag_execute(dag, n ? in : NULL, (unsigned)n, flags, &r->ref);
+    /* a device input is copied on the DAG's stream: its producer gets it
+     * back (DLPack's deleter) only once that copy ran */
+    if (st == ADAG_OK && on_device)
+        synced = adag_dag_stream_sync(dag, -1);
     Py_END_ALLOW_THREADS
     self->nbusy--;
     self->rt->nbusy--;
-    if (st != ADAG_OK) {
+    if (st == ADAG_OK)
+        r->state = REF_LIVE; /* freed below on a failed sync: released */
+    if (st != ADAG_OK || synced != ADAG_OK) {
+        adagpy_raise(st != ADAG_OK ? st : synced, "CompiledDAG.execute");
         Py_DECREF(r);
-        adagpy_raise(st, "CompiledDAG.execute");
         goto out;
     }
-    r->state = REF_LIVE;
     result = (PyObject *)r;
 out:
     for (Py_ssize_t i = 0; i < got; i++)
-        PyBuffer_Release(&bufs[i]);
+        adagpy_input_drop(&hold[i]);
     return result;
+}
+
+PyObject *adagpy_ref_new(DagObject *d, adag_ref_t ref)
+{
+    RefObject *r = PyObject_New(RefObject, &Ref_Type);
+    if (!r)
+        return NULL;
+    r->dag = (DagObject *)Py_NewRef(d);
+    r->ref = ref;
+    r->state = REF_LIVE;
+    return (PyObject *)r;
 }
 
 /* Waits for ref r's outputs into values[0..noutputs). A failed execution
@@ -191,7 +183,7 @@ out:
 static int ref_wait(RefObject *r, PyObject *timeout, adag_value_t *values, const char *what)
 {
     DagObject *d = r->dag;
-    if (dag_check(d, what) < 0)
+    if (adagpy_dag_check(d, what) < 0)
         return -1;
     if (r->state != REF_LIVE) {
         PyErr_Format(PyExc_ValueError, "%s: ref %llu was %s", what, (unsigned long long)r->ref,
@@ -247,6 +239,36 @@ static PyObject *Ref_get(RefObject *self, PyObject *args, PyObject *kw)
     PyObject *list = NULL;
     if (ref_wait(self, timeout, values, "Ref.get") < 0)
         goto out;
+    /* device outputs (a driver device): emulated memory is host memory
+     * once the DAG's stream ran; CUDA memory has no host copy here */
+    int on_device = 0;
+    for (unsigned i = 0; i < self->dag->noutputs; i++) {
+        if (ADAG_DEVICE_KIND(values[i].device) == ADAG_DEV_CUDA) {
+            PyErr_Format(PyExc_BufferError,
+                         "Ref.get: output %u is in CUDA memory: view it with dag.get(ref) and "
+                         "DLPack (torch.from_dlpack)",
+                         i);
+            ref_release(self);
+            goto out;
+        }
+        on_device |= values[i].device != ADAG_DEVICE_HOST;
+    }
+    if (on_device) {
+        adag_status_t st;
+        adag_dag_h dag = self->dag->dag;
+        self->dag->nbusy++;
+        self->dag->rt->nbusy++;
+        Py_BEGIN_ALLOW_THREADS
+        st = adag_dag_stream_sync(dag, -1);
+        Py_END_ALLOW_THREADS
+        self->dag->nbusy--;
+        self->dag->rt->nbusy--;
+        if (st != ADAG_OK) {
+            adagpy_raise(st, "Ref.get: adag_dag_stream_sync");
+            ref_release(self);
+            goto out;
+        }
+    }
     list = PyList_New(self->dag->noutputs);
     for (unsigned i = 0; list && i < self->dag->noutputs; i++) {
         PyObject *b = PyBytes_FromStringAndSize(values[i].data, (Py_ssize_t)values[i].size);
@@ -297,9 +319,8 @@ static PyObject *Dag_get(DagObject *self, PyObject *args, PyObject *kw)
     ResultObject *res = PyObject_GC_New(ResultObject, &Result_Type);
     if (!res)
         return NULL;
+    memset((char *)res + sizeof(PyObject), 0, sizeof(*res) - sizeof(PyObject));
     res->dag = (DagObject *)Py_NewRef(self);
-    res->released = 1;
-    res->views = NULL;
     res->n = self->noutputs;
     res->values = calloc(res->n ? res->n : 1, sizeof(*res->values));
     PyObject_GC_Track(res);
@@ -312,7 +333,7 @@ static PyObject *Dag_get(DagObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     res->ref = r->ref;
-    res->released = 0;
+    res->held = 1;
     r->state = REF_GOT;
     return (PyObject *)res;
 }
@@ -329,7 +350,7 @@ static PyObject *Dag_release(DagObject *self, PyObject *arg)
 static PyObject *Dag_dot(DagObject *self, PyObject *unused)
 {
     (void)unused;
-    if (dag_check(self, "CompiledDAG.dot") < 0)
+    if (adagpy_dag_check(self, "CompiledDAG.dot") < 0)
         return NULL;
     size_t need = 0;
     adag_status_t st = adag_dag_format_dot(self->dag, NULL, 0, &need);
@@ -347,7 +368,7 @@ static PyObject *Dag_dot(DagObject *self, PyObject *unused)
 static PyObject *Dag_get_name(DagObject *self, void *unused)
 {
     (void)unused;
-    if (dag_check(self, "CompiledDAG.name") < 0)
+    if (adagpy_dag_check(self, "CompiledDAG.name") < 0)
         return NULL;
     return PyUnicode_FromString(adag_dag_name(self->dag));
 }
@@ -358,76 +379,54 @@ static PyObject *Dag_get_closed(DagObject *self, void *unused)
     return PyBool_FromLong(!self->dag || !self->rt->rt);
 }
 
-/* ---- Result and its slots ---- */
+/* ---- Result ---- */
 
-static void result_release(ResultObject *self)
-{
-    if (self->released)
-        return;
-    self->released = 1;
-    if (self->dag->dag && self->dag->rt->rt)
-        adag_dag_release(self->dag->dag, self->ref);
-}
-
+/* The views of the outputs. Device outputs are ready in the order of the
+ * DAG's stream: on the emulated device, whose memory the views export to
+ * host code, the stream is synchronized first (a CUDA output is made ready
+ * for its consumer's stream by its DLPack export, view.c). */
 static PyObject *Result_enter(ResultObject *self, PyObject *unused)
 {
     (void)unused;
-    if (self->released) {
+    if (!self->held || self->closed) {
         PyErr_SetString(PyExc_ValueError, "Result: already released");
         return NULL;
     }
-    if (self->views)
-        return Py_NewRef(self->views);
-    PyObject *views = PyTuple_New(self->n);
-    for (unsigned i = 0; views && i < self->n; i++) {
-        SlotObject *s = PyObject_GC_New(SlotObject, &Slot_Type);
-        if (!s) {
-            Py_CLEAR(views);
-            break;
-        }
-        s->result = (ResultObject *)Py_NewRef(self);
-        s->i = i;
-        PyObject_GC_Track(s);
-        PyObject *mv = PyMemoryView_FromObject((PyObject *)s);
-        Py_DECREF(s);
-        if (!mv)
-            Py_CLEAR(views);
-        else
-            PyTuple_SET_ITEM(views, i, mv);
+    if (adagpy_dag_check(self->dag, "Result.__enter__") < 0)
+        return NULL;
+    int emulated = 0;
+    for (unsigned i = 0; i < self->n; i++)
+        emulated |= ADAG_DEVICE_KIND(self->values[i].device) == ADAG_DEV_EMULATED;
+    if (emulated && !self->synced) {
+        adag_status_t st;
+        adag_dag_h dag = self->dag->dag;
+        self->dag->nbusy++;
+        self->dag->rt->nbusy++;
+        Py_BEGIN_ALLOW_THREADS
+        st = adag_dag_stream_sync(dag, -1);
+        Py_END_ALLOW_THREADS
+        self->dag->nbusy--;
+        self->dag->rt->nbusy--;
+        if (st != ADAG_OK)
+            return adagpy_raise(st, "Result.__enter__: adag_dag_stream_sync");
+        self->synced = 1;
     }
-    self->views = views;
-    return views ? Py_NewRef(views) : NULL;
+    self->open = 1;
+    return adagpy_views(self);
 }
 
-/* Releases the views; the slots go back now, unless a view is still
- * exported (then when the last export goes, which frees this Result). */
+/* Ends the block: the views close; the slots go back now, unless a view
+ * is still exported (then when the last export goes). */
 static PyObject *Result_exit(ResultObject *self, PyObject *args)
 {
     (void)args;
-    int held = 0;
-    PyObject *views = self->views;
-    self->views = NULL;
-    for (Py_ssize_t i = 0; views && i < PyTuple_GET_SIZE(views); i++) {
-        PyObject *r = PyObject_CallMethod(PyTuple_GET_ITEM(views, i), "release", NULL);
-        if (!r && PyErr_ExceptionMatches(PyExc_BufferError)) {
-            PyErr_Clear();
-            held = 1;
-        } else if (!r) {
-            Py_DECREF(views);
-            return NULL;
-        }
-        Py_XDECREF(r);
-    }
-    Py_XDECREF(views);
-    if (!held)
-        result_release(self);
+    adagpy_views_close(self);
     Py_RETURN_FALSE;
 }
 
 static int Result_traverse(ResultObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->views);
-    return 0;
+    return adagpy_slots_traverse(self, visit, arg);
 }
 
 static int Result_clear(ResultObject *self)
@@ -439,9 +438,8 @@ static int Result_clear(ResultObject *self)
 static void Result_dealloc(ResultObject *self)
 {
     PyObject_GC_UnTrack(self);
-    Result_clear(self);
-    result_release(self);
-    free(self->values);
+    adagpy_slots_finish(self);
+    adagpy_slots_free(self);
     Py_DECREF(self->dag);
     PyObject_GC_Del(self);
 }
@@ -449,57 +447,12 @@ static void Result_dealloc(ResultObject *self)
 static PyObject *Result_get_released(ResultObject *self, void *unused)
 {
     (void)unused;
-    return PyBool_FromLong(self->released);
+    return PyBool_FromLong(!self->held);
 }
-
-static int Slot_getbuffer(SlotObject *self, Py_buffer *view, int flags)
-{
-    ResultObject *r = self->result;
-    if (r->released || !r->dag->dag) {
-        PyErr_SetString(PyExc_BufferError, "adag: the result was released");
-        view->obj = NULL;
-        return -1;
-    }
-    const adag_value_t *v = &r->values[self->i];
-    return PyBuffer_FillInfo(view, (PyObject *)self, (void *)v->data, (Py_ssize_t)v->size, 1,
-                             flags);
-}
-
-static int Slot_traverse(SlotObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->result);
-    return 0;
-}
-
-static int Slot_clear(SlotObject *self)
-{
-    Py_CLEAR(self->result);
-    return 0;
-}
-
-static void Slot_dealloc(SlotObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    Slot_clear(self);
-    PyObject_GC_Del(self);
-}
-
-static PyBufferProcs Slot_as_buffer = {.bf_getbuffer = (getbufferproc)Slot_getbuffer};
-
-PyTypeObject Slot_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adag._Slot",
-    .tp_basicsize = sizeof(SlotObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "One output slot of a Result, exported read-only through the buffer protocol.",
-    .tp_dealloc = (destructor)Slot_dealloc,
-    .tp_traverse = (traverseproc)Slot_traverse,
-    .tp_clear = (inquiry)Slot_clear,
-    .tp_as_buffer = &Slot_as_buffer,
-};
 
 static PyMethodDef Result_methods[] = {
     {"__enter__", (PyCFunction)Result_enter, METH_NOARGS,
-     "The outputs as read-only memoryviews of their slots."},
+     "The outputs as read-only SlotViews of their slots (buffer protocol and DLPack)."},
     {"__exit__", (PyCFunction)Result_exit, METH_VARARGS, "Releases the views and the ref."},
     {"release", (PyCFunction)Result_exit, METH_VARARGS, "Same as leaving the with block."},
     {NULL, NULL, 0, NULL},
@@ -545,9 +498,18 @@ PyTypeObject Ref_Type = {
     .tp_members = Ref_members,
 };
 
+static PyObject *Dag_reserve(DagObject *self, PyObject *args, PyObject *kw)
+{
+    return adagpy_dag_reserve(self, args, kw);
+}
+
 static PyMethodDef Dag_methods[] = {
     {"execute", (PyCFunction)(void (*)(void))Dag_execute, METH_VARARGS | METH_KEYWORDS,
-     "execute(*inputs, block=True) -> Ref: each input copied into its slot"},
+     "execute(*inputs, block=True) -> Ref: each input (bytes, or a tensor: a buffer with a "
+     "format, a DLPack tensor) copied into its slot"},
+    {"reserve", (PyCFunction)(void (*)(void))Dag_reserve, METH_VARARGS | METH_KEYWORDS,
+     "reserve(block=True) -> Reservation: `with dag.reserve() as r:` writes the inputs in "
+     "their slots; the block's exit commits (r.ref)"},
     {"get", (PyCFunction)(void (*)(void))Dag_get, METH_VARARGS | METH_KEYWORDS,
      "get(ref, timeout=None) -> Result: `with dag.get(ref) as outs:` views the slots"},
     {"release", (PyCFunction)Dag_release, METH_O, "release(ref)"},

@@ -1,7 +1,9 @@
 /*
  * adag._adag: errors (one exception per adag_status_t, generated from the
  * library's status list), the runtime, actors, graphs and nodes, and the
- * module itself. Compiled DAGs are in dag.c.
+ * module itself. Compiled DAGs are in dag.c; the views of slots in view.c;
+ * tensor inputs in tensor.c; reservations in reserve.c; tensor
+ * declarations and collectives in collective.c.
  */
 #include "adagpy.h"
 
@@ -391,24 +393,6 @@ static PyObject *Actor_repr(ActorObject *self)
 
 /* ---- Graph and Node ---- */
 
-typedef struct {
-    PyObject_HEAD
-    RuntimeObject *rt;
-    adag_graph_h graph;
-    unsigned noutputs;
-    int compiled;
-    /* the actors bound in the graph: an actor left by its Python object
-     * would be destroyed before the graph is compiled (a compiled DAG
-     * keeps its actors in C) */
-    PyObject *actors;
-} GraphObject;
-
-typedef struct {
-    PyObject_HEAD
-    GraphObject *graph;
-    adag_node_h node;
-} NodeObject;
-
 static PyObject *Runtime_graph(RuntimeObject *self, PyObject *unused)
 {
     (void)unused;
@@ -443,7 +427,7 @@ static void Graph_dealloc(GraphObject *self)
     PyObject_Free(self);
 }
 
-static PyObject *node_new(GraphObject *g, adag_node_h n)
+PyObject *adagpy_node_new(GraphObject *g, adag_node_h n)
 {
     NodeObject *o = PyObject_New(NodeObject, &Node_Type);
     if (!o)
@@ -468,7 +452,7 @@ static PyObject *Graph_input(GraphObject *self, PyObject *arg)
         return NULL;
     adag_node_h n;
     adag_status_t st = adag_graph_input(self->graph, (unsigned)field, &n);
-    return st == ADAG_OK ? node_new(self, n) : adagpy_raise(st, "Graph.input");
+    return st == ADAG_OK ? adagpy_node_new(self, n) : adagpy_raise(st, "Graph.input");
 }
 
 /* Collects nodes of this graph from seq into out[0..n); -1 with TypeError. */
@@ -516,10 +500,10 @@ static PyObject *Graph_bind(GraphObject *self, PyObject *args)
         return NULL;
     /* a method of several returns gives a tuple of nodes, one per return */
     if (adag_node_output(call, 1, &v) != ADAG_OK)
-        return node_new(self, call);
+        return adagpy_node_new(self, call);
     PyObject *outs = PyList_New(0);
     for (unsigned i = 0; outs && adag_node_output(call, i, &v) == ADAG_OK; i++) {
-        PyObject *n = node_new(self, v);
+        PyObject *n = adagpy_node_new(self, v);
         if (!n || PyList_Append(outs, n) < 0) {
             Py_XDECREF(n);
             Py_CLEAR(outs);
@@ -554,13 +538,14 @@ static PyObject *Graph_output(GraphObject *self, PyObject *args)
 static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"max_inflight", "slot_capacity", "execute_timeout",
-                             "teardown_timeout", "name", "spin_ns", NULL};
+                             "teardown_timeout", "name", "spin_ns", "driver_device", NULL};
     int max_inflight = -1;
     long long slot_capacity = -1, spin_ns = -1;
     PyObject *exec_t = NULL, *tear_t = NULL;
-    const char *name = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLOOzL:compile", kwlist, &max_inflight,
-                                     &slot_capacity, &exec_t, &tear_t, &name, &spin_ns))
+    const char *name = NULL, *driver_device = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLOOzLz:compile", kwlist, &max_inflight,
+                                     &slot_capacity, &exec_t, &tear_t, &name, &spin_ns,
+                                     &driver_device))
         return NULL;
     if (adagpy_check_open(self->rt, "Graph.compile") < 0)
         return NULL;
@@ -590,6 +575,10 @@ static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
     if (spin_ns >= 0) {
         p.field_mask |= ADAG_COMPILE_PARAM_SPIN;
         p.spin_ns = spin_ns;
+    }
+    if (driver_device) {
+        p.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
+        p.driver_device = driver_device;
     }
     adag_dag_h dag = NULL;
     adag_status_t st;
@@ -664,9 +653,21 @@ static PyMethodDef Graph_methods[] = {
     {"bind", (PyCFunction)Graph_bind, METH_VARARGS,
      "bind(actor, method, *nodes) -> Node, or a tuple of nodes for a method of several returns"},
     {"output", (PyCFunction)Graph_output, METH_VARARGS, "output(*nodes): the graph's outputs"},
+    {"tensor", (PyCFunction)(void (*)(void))adagpy_graph_tensor, METH_VARARGS | METH_KEYWORDS,
+     "tensor(node, dtype=None, shape=None, transport=None) -> node (adag_node_tensor)"},
+    {"channel", (PyCFunction)(void (*)(void))adagpy_graph_channel, METH_VARARGS | METH_KEYWORDS,
+     "channel(node, max_bytes=None, slots=None) -> node (adag_node_channel)"},
+    {"allreduce", (PyCFunction)(void (*)(void))adagpy_graph_allreduce,
+     METH_VARARGS | METH_KEYWORDS, "allreduce(nodes, op=\"sum\") -> a node per member"},
+    {"allgather", (PyCFunction)(void (*)(void))adagpy_graph_allgather,
+     METH_VARARGS | METH_KEYWORDS, "allgather(nodes) -> a node per member"},
+    {"reducescatter", (PyCFunction)(void (*)(void))adagpy_graph_reducescatter,
+     METH_VARARGS | METH_KEYWORDS, "reducescatter(nodes, op=\"sum\") -> a node per member"},
+    {"broadcast", (PyCFunction)(void (*)(void))adagpy_graph_broadcast,
+     METH_VARARGS | METH_KEYWORDS, "broadcast(nodes, root=0) -> a node per member"},
     {"compile", (PyCFunction)(void (*)(void))Graph_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(*, max_inflight, slot_capacity, execute_timeout, teardown_timeout, name, "
-     "spin_ns) -> CompiledDAG"},
+     "spin_ns, driver_device) -> CompiledDAG"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -685,6 +686,7 @@ PyTypeObject Node_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A value of a graph: an input field or a method's return.",
     .tp_dealloc = (destructor)Node_dealloc,
+    .tp_methods = adagpy_node_methods,
 };
 
 static struct PyModuleDef module_def = {
@@ -700,9 +702,10 @@ PyMODINIT_FUNC PyInit__adag(void)
     if (!m)
         return NULL;
     PyTypeObject *types[] = {&Runtime_Type, &Actor_Type, &Graph_Type, &Node_Type,
-                             &Dag_Type, &Ref_Type, &Result_Type, &Slot_Type, &Call_Type};
+                             &Dag_Type, &Ref_Type, &Result_Type, &SlotView_Type,
+                             &Reservation_Type, &Call_Type};
     const char *names[] = {"Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result",
-                           "_Slot", "Call"};
+                           "SlotView", "Reservation", "Call"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
