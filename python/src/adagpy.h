@@ -135,13 +135,16 @@ typedef struct {
     void *managed;      /* its DLManagedTensor(Versioned) */
     int versioned;
     int device;         /* on a device: the copy runs on the DAG's stream */
+    const char *what;   /* what its errors call it: "CompiledDAG.execute: input", "return" */
 } adagpy_input_t;
 
-/* Takes input `index` of execute from o into *v (bytes, a tensor from a
- * buffer with a format, or a DLPack tensor); *hold keeps its memory until
- * adagpy_input_drop. -1 with an exception naming the input. */
-int adagpy_input_take(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t *v,
-                      adagpy_input_t *hold);
+/* Takes value `index` from o into *v (bytes, a tensor from a buffer with
+ * a format, or a DLPack tensor): an input of execute (d its DAG, whose
+ * stream a CUDA producer is asked to order against) or a Python method's
+ * return (d NULL); *hold keeps its memory until adagpy_input_drop. -1
+ * with an exception naming "<what> <index>". */
+int adagpy_input_take(DagObject *d, PyObject *o, const char *what, Py_ssize_t index,
+                      adag_value_t *v, adagpy_input_t *hold);
 void adagpy_input_drop(adagpy_input_t *hold);
 
 /* ---- reservations (reserve.c) ---- */
@@ -187,7 +190,5 @@ PyObject *adagpy_worker_api_capsule(void);
 /* A numpy array (a memoryview without numpy) viewing data as a tensor. */
 PyObject *adagpy_array_view(void *data, size_t size, adag_dtype_t dtype, unsigned ndim,
                             const int64_t *shape, int writable);
-/* A buffer format ("<f", "q") as an adag dtype; ADAG_DTYPE_BYTES if none fits. */
-adag_dtype_t adagpy_format_dtype(const char *format, Py_ssize_t itemsize);
 
 #endif

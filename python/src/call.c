@@ -45,32 +45,6 @@ PyMethodDef adagpy_call_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* An adag dtype from what numpy.dtype() makes of d ("float32", np.int64). */
-static int dtype_of(PyObject *d, adag_dtype_t *out)
-{
-    PyObject *np = PyImport_ImportModule("numpy");
-    PyObject *dt = np ? PyObject_CallMethod(np, "dtype", "O", d) : NULL;
-    PyObject *ch = dt ? PyObject_GetAttrString(dt, "char") : NULL;
-    PyObject *sz = dt ? PyObject_GetAttrString(dt, "itemsize") : NULL;
-    int rc = -1;
-    if (ch && sz) {
-        *out = adagpy_format_dtype(PyUnicode_AsUTF8(ch), PyLong_AsSsize_t(sz));
-        rc = 0;
-        if (*out == ADAG_DTYPE_BYTES) {
-            PyErr_Format(PyExc_TypeError,
-                         "Call.output: dtype %R: adag's dtypes are uint8, int8, int16, int32, "
-                         "int64, float16, float32, float64 and bool",
-                         d);
-            rc = -1;
-        }
-    }
-    Py_XDECREF(np);
-    Py_XDECREF(dt);
-    Py_XDECREF(ch);
-    Py_XDECREF(sz);
-    return rc;
-}
-
 /* output(i, shape, dtype=None): a writable view of return i's slot. With
  * a dtype, a tensor of that shape (a numpy array); without, `shape` bytes
  * (an int; a writable memoryview). The method then returns None (or the
@@ -104,31 +78,14 @@ static PyObject *Call_output(CallObject *self, PyObject *args, PyObject *kw)
     } else {
         adag_dtype_t dt;
         int64_t dims[ADAG_MAX_DIMS];
-        PyObject *seq = PyLong_Check(shape) ? PyTuple_Pack(1, shape) : PySequence_Tuple(shape);
-        if (!seq || dtype_of(dtype, &dt) < 0) {
-            Py_XDECREF(seq);
+        unsigned nd;
+        if (adagpy_dtype_parse(dtype, &dt, "Call.output") < 0 ||
+            adagpy_shape_parse(shape, dims, &nd, "Call.output") < 0)
             return NULL;
-        }
-        Py_ssize_t nd = PyTuple_GET_SIZE(seq);
-        if (nd > ADAG_MAX_DIMS) {
-            Py_DECREF(seq);
-            return PyErr_Format(PyExc_ValueError, "Call.output: %zd dimensions, at most %d", nd,
-                                ADAG_MAX_DIMS);
-        }
-        for (Py_ssize_t d = 0; d < nd; d++) {
-            dims[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, d));
-            if (dims[d] < 0) {
-                Py_DECREF(seq);
-                if (!PyErr_Occurred())
-                    PyErr_Format(PyExc_ValueError, "Call.output: dimension %zd is negative", d);
-                return NULL;
-            }
-        }
-        Py_DECREF(seq);
         if ((st = adag_call_output_tensor(self->call, i, dt, (unsigned)nd, dims, &buf)) != ADAG_OK)
             return adagpy_raise(st, "Call.output");
         size_t size = adag_dtype_size(dt);
-        for (Py_ssize_t d = 0; d < nd; d++)
+        for (unsigned d = 0; d < nd; d++)
             size *= (size_t)dims[d];
         if (ADAG_DEVICE_KIND(adag_call_device(self->call)) == ADAG_DEV_CUDA)
             return PyErr_Format(PyExc_TypeError,
@@ -160,11 +117,7 @@ static PyObject *Call_get_device(CallObject *self, void *unused)
     (void)unused;
     if (!call_check(self))
         return NULL;
-    int32_t d = adag_call_device(self->call);
-    if (d == ADAG_DEVICE_HOST)
-        return PyUnicode_FromString("host");
-    return PyUnicode_FromFormat("%s:%u", adag_device_kind_name(ADAG_DEVICE_KIND(d)),
-                                ADAG_DEVICE_INDEX(d));
+    return adagpy_device_str(adag_call_device(self->call));
 }
 
 static PyObject *Call_get_stream(CallObject *self, void *unused)

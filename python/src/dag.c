@@ -130,7 +130,8 @@ static PyObject *Dag_execute(DagObject *self, PyObject *args, PyObject *kw)
     int on_device = 0;
     PyObject *result = NULL;
     for (; got < n; got++) {
-        if (adagpy_input_take(self, PyTuple_GET_ITEM(args, got), got, &in[got], &hold[got]) < 0)
+        if (adagpy_input_take(self, PyTuple_GET_ITEM(args, got), "CompiledDAG.execute: input", got,
+                              &in[got], &hold[got]) < 0)
             goto out;
         on_device |= hold[got].device;
     }

@@ -106,47 +106,6 @@ static void exception_text(char *out, size_t n)
     PyErr_Clear();
 }
 
-/* ---- dtypes: buffer formats and adag's ---- */
-
-static const struct {
-    char fmt;
-    adag_dtype_t dtype;
-} formats[] = {
-    {'b', ADAG_DTYPE_I8},  {'B', ADAG_DTYPE_U8},  {'h', ADAG_DTYPE_I16}, {'i', ADAG_DTYPE_I32},
-    {'e', ADAG_DTYPE_F16}, {'f', ADAG_DTYPE_F32}, {'d', ADAG_DTYPE_F64}, {'?', ADAG_DTYPE_BOOL},
-};
-
-/* A buffer format ("<f", "q", "=i") as an adag dtype; BYTES if none fits. */
-adag_dtype_t adagpy_format_dtype(const char *f, Py_ssize_t itemsize)
-{
-    if (!f)
-        return ADAG_DTYPE_U8;
-    if (*f == '@' || *f == '=' || *f == '<')
-        f++;
-    if (!f[0] || f[1])
-        return ADAG_DTYPE_BYTES;
-    if ((*f == 'l' || *f == 'q') && itemsize == 8)
-        return ADAG_DTYPE_I64;
-    if (*f == 'l' && itemsize == 4)
-        return ADAG_DTYPE_I32;
-    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
-        if (formats[i].fmt == *f)
-            return formats[i].dtype;
-    return ADAG_DTYPE_BYTES;
-}
-
-/* An adag dtype's buffer format; bf16 reads as uint16 ("H"). */
-static const char *dtype_format(adag_dtype_t d)
-{
-    static const char *names[] = {
-        [ADAG_DTYPE_BYTES] = "B", [ADAG_DTYPE_U8] = "B",  [ADAG_DTYPE_I8] = "b",
-        [ADAG_DTYPE_I16] = "h",   [ADAG_DTYPE_I32] = "i", [ADAG_DTYPE_I64] = "q",
-        [ADAG_DTYPE_F16] = "e",   [ADAG_DTYPE_BF16] = "H", [ADAG_DTYPE_F32] = "f",
-        [ADAG_DTYPE_F64] = "d",   [ADAG_DTYPE_BOOL] = "?",
-    };
-    return (unsigned)d < sizeof(names) / sizeof(names[0]) && names[d] ? names[d] : "B";
-}
-
 /* A view of memory as a numpy array (a memoryview without numpy), with
  * the tensor's format and shape; writable or not. */
 PyObject *adagpy_array_view(void *data, size_t size, adag_dtype_t dtype, unsigned ndim,
@@ -161,7 +120,7 @@ PyObject *adagpy_array_view(void *data, size_t size, adag_dtype_t dtype, unsigne
         .len = (Py_ssize_t)size,
         .readonly = !writable,
         .itemsize = dtype == ADAG_DTYPE_BYTES ? 1 : (Py_ssize_t)adag_dtype_size(dtype),
-        .format = (char *)dtype_format(dtype),
+        .format = (char *)adagpy_dtype_format(dtype),
         .ndim = (int)ndim,
         .shape = sh,
     };
@@ -184,9 +143,9 @@ static PyObject *arg_object(const adag_value_t *v, unsigned i)
                                        (Py_ssize_t)v->size, PyBUF_READ);
     if (ADAG_DEVICE_KIND(v->device) == ADAG_DEV_CUDA) {
         PyErr_Format(PyExc_TypeError,
-                     "argument %u is a tensor on cuda:%u: a Python method reads device tensors "
-                     "through adag.current_call().arg(%u) as a DLPack tensor",
-                     i, ADAG_DEVICE_INDEX(v->device), i);
+                     "argument %u is a tensor in cuda:%u memory: a Python method is given host "
+                     "values (and emulated devices' memory) only",
+                     i, ADAG_DEVICE_INDEX(v->device));
         return NULL;
     }
     return adagpy_array_view((void *)v->data, v->size, v->dtype, v->ndim, v->shape, 0);
@@ -194,77 +153,61 @@ static PyObject *arg_object(const adag_value_t *v, unsigned i)
 
 /* ---- returns ---- */
 
-static int is_plain_bytes(PyObject *o)
+/* A numpy conversion of what a method returned that is not bytes or an
+ * array (a number, a list, a non-contiguous array): numpy.asarray(o,
+ * order="C"); NULL with an exception set. */
+static PyObject *as_contiguous(PyObject *o)
 {
-    if (PyBytes_Check(o) || PyByteArray_Check(o))
-        return 1;
-    if (!PyMemoryView_Check(o))
-        return 0;
-    Py_buffer *b = PyMemoryView_GET_BUFFER(o);
-    return b->ndim <= 1 && (!b->format || strcmp(b->format, "B") == 0);
+    PyObject *np = asarray();
+    if (np == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "numpy is not installed to convert it");
+        return NULL;
+    }
+    PyObject *args = PyTuple_Pack(1, o), *kw = Py_BuildValue("{s:s}", "order", "C");
+    PyObject *r = args && kw ? PyObject_Call(np, args, kw) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return r;
 }
 
 /* Copies what a method returned into output i: bytes-like objects as
- * bytes, anything with a buffer (a numpy array) as a host tensor of its
- * dtype and shape, other objects through numpy.asarray (a number, a list,
- * a tensor with __dlpack__ via numpy.from_dlpack). None is an empty value. */
+ * bytes, a buffer with a format (a numpy array) or a DLPack tensor in
+ * host memory as a tensor of its dtype and shape (what execute takes:
+ * adagpy_input_take), anything else through numpy.ascontiguousarray.
+ * None is an empty value. */
 static adag_status_t put_output(adag_call_h call, unsigned i, PyObject *o)
 {
     void *buf;
     if (o == Py_None)
         return adag_call_output(call, i, 0, &buf);
-    if (PyBytes_Check(o))
-        return adag_call_set_output(call, i, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
+    adag_value_t v;
+    adagpy_input_t hold;
     PyObject *conv = NULL;
-    Py_buffer b;
-    int plain = is_plain_bytes(o);
-    if (PyObject_GetBuffer(o, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        PyObject *np = asarray();
-        if (np == Py_None)
-            return adag_call_fail(call, "return %u is a %s, not bytes or a buffer (numpy "
-                                  "is not installed to convert it)", i, Py_TYPE(o)->tp_name);
-        PyObject *mod = PyImport_ImportModule("numpy");
-        if (mod && PyObject_HasAttrString(o, "__dlpack__"))
-            conv = PyObject_CallMethod(mod, "from_dlpack", "O", o);
-        else if (mod)
-            conv = PyObject_CallOneArg(np, o);
-        if (conv && PyObject_GetBuffer(conv, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-            /* a non-contiguous array: a contiguous copy */
+    if (adagpy_input_take(NULL, o, "return", i, &v, &hold) < 0) {
+        /* not an array of adag's (a number, a list, a strided view): numpy's */
+        char first[TEXT_MAX];
+        exception_text(first, sizeof(first));
+        if (!(conv = as_contiguous(o)) ||
+            adagpy_input_take(NULL, conv, "return", i, &v, &hold) < 0) {
+            Py_XDECREF(conv);
             PyErr_Clear();
-            PyObject *c = PyObject_CallMethod(mod, "ascontiguousarray", "O", conv);
-            Py_DECREF(conv);
-            conv = c;
-            if (conv && PyObject_GetBuffer(conv, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-                Py_CLEAR(conv);
-        }
-        Py_XDECREF(mod);
-        if (!conv) {
-            char text[256];
-            exception_text(text, sizeof(text));
-            return adag_call_fail(call, "return %u (a %s) is not bytes or an array: %s", i,
-                                  Py_TYPE(o)->tp_name, text);
+            return adag_call_fail(call, "return %u (a %s) is not bytes or an array adag carries: "
+                                  "%s", i, Py_TYPE(o)->tp_name, first);
         }
     }
     adag_status_t st;
-    adag_dtype_t dtype = adagpy_format_dtype(b.format, b.itemsize);
-    if (plain) {
-        st = adag_call_set_output(call, i, b.buf, (size_t)b.len);
-    } else if (dtype == ADAG_DTYPE_BYTES || b.ndim > ADAG_MAX_DIMS) {
-        st = adag_call_fail(call, "return %u (a %s) is not bytes or an array adag carries: "
-                            "buffer format %s, %d dimensions (adag's dtypes are u8, i8, i16, "
-                            "i32, i64, f16, f32, f64 and bool, at most %d dimensions)",
-                            i, Py_TYPE(o)->tp_name, b.format ? b.format : "B", b.ndim,
-                            ADAG_MAX_DIMS);
+    if (v.kind == ADAG_VALUE_BYTES) {
+        st = adag_call_set_output(call, i, v.data, v.size);
+    } else if (v.device != ADAG_DEVICE_HOST) {
+        st = adag_call_fail(call, "return %u is a tensor in device memory: write a device "
+                            "return in place (adag.current_call().output) or return host memory",
+                            i);
     } else {
-        int64_t shape[ADAG_MAX_DIMS];
-        for (int d = 0; d < b.ndim; d++)
-            shape[d] = (int64_t)b.shape[d];
-        st = adag_call_output_tensor(call, i, dtype, (unsigned)b.ndim, shape, &buf);
-        if (st == ADAG_OK && b.len)
-            memcpy(buf, b.buf, (size_t)b.len);
+        st = adag_call_output_tensor(call, i, v.dtype, v.ndim, v.shape, &buf);
+        if (st == ADAG_OK && v.size)
+            memcpy(buf, v.data, v.size);
     }
-    PyBuffer_Release(&b);
+    adagpy_input_drop(&hold);
     Py_XDECREF(conv);
     return st;
 }

@@ -215,9 +215,9 @@ static int take_buffer(PyObject *o, Py_ssize_t index, adag_value_t *v, adagpy_in
         return -1;
     if (!PyBuffer_IsContiguous(b, 'C')) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd (%.80s) is not C-contiguous: copy it "
+                     "%s %zd (%.80s) is not C-contiguous: copy it "
                      "(numpy.ascontiguousarray)",
-                     index, Py_TYPE(o)->tp_name);
+                     hold->what, index, Py_TYPE(o)->tp_name);
         return -1;
     }
     if (is_bytes_object(o, b)) {
@@ -228,16 +228,16 @@ static int take_buffer(PyObject *o, Py_ssize_t index, adag_value_t *v, adagpy_in
     adag_dtype_t dt = dtype_of_format(b->format, b->itemsize);
     if (dt == ADAG_DTYPE_BYTES) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd (%.80s) has elements of format '%s' (%zd "
+                     "%s %zd (%.80s) has elements of format '%s' (%zd "
                      "bytes), which is no adag dtype (uint8 int8 int16 int32 int64 float16 "
                      "float32 float64 bool; bfloat16 by DLPack); memoryview(x).cast('B') sends "
                      "its bytes",
-                     index, Py_TYPE(o)->tp_name, b->format ? b->format : "B", b->itemsize);
+                     hold->what, index, Py_TYPE(o)->tp_name, b->format ? b->format : "B", b->itemsize);
         return -1;
     }
     if (b->ndim > ADAG_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd has %d dimensions, at most %d", index,
+                     "%s %zd has %d dimensions, at most %d", hold->what, index,
                      b->ndim, ADAG_MAX_DIMS);
         return -1;
     }
@@ -293,7 +293,7 @@ static PyObject *consumer_stream(DagObject *d, PyObject *o)
     if (!ok)
         return NULL;
     void *stream = NULL;
-    if (type != kDLCUDA || adag_dag_stream(d->dag, &stream) != ADAG_OK)
+    if (type != kDLCUDA || !d || adag_dag_stream(d->dag, &stream) != ADAG_OK)
         return Py_NewRef(Py_None); /* without a driver device execute refuses it, saying so */
     /* DLPack's numbers: 1 is the legacy default stream (a NULL cudaStream_t) */
     return stream ? PyLong_FromVoidPtr(stream) : PyLong_FromLong(1);
@@ -338,8 +338,8 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
         DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
         if (m->version.major != ADAGPY_DLPACK_MAJOR) {
             PyErr_Format(PyExc_BufferError,
-                         "CompiledDAG.execute: input %zd: DLPack version %u.%u, this reads %d.x",
-                         index, m->version.major, m->version.minor, ADAGPY_DLPACK_MAJOR);
+                         "%s %zd: DLPack version %u.%u, this reads %d.x",
+                         hold->what, index, m->version.major, m->version.minor, ADAGPY_DLPACK_MAJOR);
             Py_DECREF(cap); /* not taken: the capsule's destructor frees it */
             return -1;
         }
@@ -356,9 +356,9 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
             goto fail_untaken;
     } else {
         PyErr_Format(PyExc_TypeError,
-                     "CompiledDAG.execute: input %zd: __dlpack__ of %.80s returned %.80s, not a "
+                     "%s %zd: __dlpack__ of %.80s returned %.80s, not a "
                      "\"dltensor\" or \"dltensor_versioned\" capsule",
-                     index, Py_TYPE(o)->tp_name, Py_TYPE(cap)->tp_name);
+                     hold->what, index, Py_TYPE(o)->tp_name, Py_TYPE(cap)->tp_name);
         Py_DECREF(cap);
         return -1;
     }
@@ -366,22 +366,22 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
     adag_dtype_t dt = dtype_of_dl(t->dtype);
     if (dt == ADAG_DTYPE_BYTES) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd: DLPack dtype (code %u, %u bits, %u lanes) is "
+                     "%s %zd: DLPack dtype (code %u, %u bits, %u lanes) is "
                      "no adag dtype (int8..int64, uint8, float16/32/64, bfloat16, bool; 1 lane)",
-                     index, t->dtype.code, t->dtype.bits, t->dtype.lanes);
+                     hold->what, index, t->dtype.code, t->dtype.bits, t->dtype.lanes);
         return -1;
     }
     if (t->ndim < 0 || t->ndim > ADAG_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd has %d dimensions, at most %d", index,
+                     "%s %zd has %d dimensions, at most %d", hold->what, index,
                      (int)t->ndim, ADAG_MAX_DIMS);
         return -1;
     }
     if (t->ndim && !t->shape) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd: a DLPack tensor of %d dimensions without "
+                     "%s %zd: a DLPack tensor of %d dimensions without "
                      "a shape",
-                     index, (int)t->ndim);
+                     hold->what, index, (int)t->ndim);
         return -1;
     }
     int32_t device;
@@ -396,9 +396,9 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
         break;
     default:
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd is on DLPack device type %d (id %d): adag "
+                     "%s %zd is on DLPack device type %d (id %d): adag "
                      "takes host memory (kDLCPU, kDLCUDAHost) and CUDA devices (kDLCUDA)",
-                     index, (int)t->device.device_type, (int)t->device.device_id);
+                     hold->what, index, (int)t->device.device_type, (int)t->device.device_id);
         return -1;
     }
     /* Contiguous: no strides, or the row-major ones (a dimension of 1, or
@@ -409,9 +409,9 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
     for (int dim = t->ndim; t->strides && count && dim-- > 0;) {
         if (t->shape[dim] != 1 && t->strides[dim] != expect) {
             PyErr_Format(PyExc_ValueError,
-                         "CompiledDAG.execute: input %zd (%.80s) is not C-contiguous (stride "
+                         "%s %zd (%.80s) is not C-contiguous (stride "
                          "%lld of dimension %d, %lld expected): copy it (.contiguous())",
-                         index, Py_TYPE(o)->tp_name, (long long)t->strides[dim], dim,
+                         hold->what, index, Py_TYPE(o)->tp_name, (long long)t->strides[dim], dim,
                          (long long)expect);
             return -1;
         }
@@ -422,7 +422,7 @@ static int take_dlpack(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t
     v->device = device;
     if (!t->data && v->size && v->size != SIZE_MAX) {
         PyErr_Format(PyExc_ValueError,
-                     "CompiledDAG.execute: input %zd: a DLPack tensor of %zu bytes at NULL", index,
+                     "%s %zd: a DLPack tensor of %zu bytes at NULL", hold->what, index,
                      v->size);
         return -1;
     }
@@ -434,12 +434,13 @@ fail_untaken:
     return -1;
 }
 
-int adagpy_input_take(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t *v,
-                      adagpy_input_t *hold)
+int adagpy_input_take(DagObject *d, PyObject *o, const char *what, Py_ssize_t index,
+                      adag_value_t *v, adagpy_input_t *hold)
 {
     int rc;
     memset(hold, 0, sizeof(*hold));
     memset(v, 0, sizeof(*v));
+    hold->what = what;
     if (PyBytes_CheckExact(o)) {
         /* immutable, and held by execute's arguments: no export needed */
         v->data = PyBytes_AS_STRING(o);
@@ -459,10 +460,10 @@ int adagpy_input_take(DagObject *d, PyObject *o, Py_ssize_t index, adag_value_t 
         rc = take_dlpack(d, o, index, v, hold);
     } else {
         PyErr_Format(PyExc_TypeError,
-                     "CompiledDAG.execute: input %zd is %.80s, not an object with the buffer "
+                     "%s %zd is %.80s, not an object with the buffer "
                      "protocol (bytes, bytearray, memoryview, a numpy array) or __dlpack__ (a "
                      "torch tensor)",
-                     index, Py_TYPE(o)->tp_name);
+                     hold->what, index, Py_TYPE(o)->tp_name);
         rc = -1;
     }
     if (rc < 0)

@@ -70,6 +70,15 @@ class Scale:
         c = adag.current_call()
         return f"{c.ref} {c.actor} {c.device}".encode()
 
+    def transpose(self, x):
+        return x.T  # not contiguous: copied into the slot as a contiguous array
+
+    def as_list(self, x):
+        return [1.5, 2.5]  # numpy makes a float64 array of it
+
+    def scalar(self, x):
+        return 7
+
     def bad_return(self, x):
         return {"not": "an array"}
 

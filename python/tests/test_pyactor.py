@@ -84,6 +84,28 @@ def test_outputs_in_place_and_the_call(rt, placement):
         assert info == f"{ref_id} inplace host".encode()
 
 
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_arrays_in_and_out(rt, placement):
+    """An array given to execute reaches the method as a read-only numpy
+    view of its dtype and shape; what the method returns comes back with
+    its own dtype and shape."""
+    a = rt.actor(pyactors.Scale, args=(2,), placement=placement)
+    kind, mul = stage(rt, a, "kind"), stage(rt, a, "mul")
+    for dtype in ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"):
+        x = (np.arange(12) % 7).astype(dtype).reshape(3, 4)
+        assert kind.execute(x).get(timeout=30) == [f"ndarray {dtype} (3, 4) False".encode()]
+        with mul.get(mul.execute(x)) as (out,):
+            assert (out.dtype, out.shape) == (dtype, (3, 4))
+            assert np.array_equal(out.numpy(), x * 2)
+    assert kind.execute(np.float32(1.5).reshape(())).get(timeout=30) == [b"ndarray float32 () False"]
+    for method, want in (("transpose", np.arange(6, dtype=np.int32).reshape(2, 3).T),
+                         ("as_list", np.array([1.5, 2.5])), ("scalar", np.array(7))):
+        d = stage(rt, a, method)
+        with d.get(d.execute(np.arange(6, dtype=np.int32).reshape(2, 3))) as (out,):
+            assert out.shape == want.shape and out.dtype == str(want.dtype)
+            assert np.array_equal(out.numpy(), want)
+
+
 def test_current_call_outside_a_method():
     with pytest.raises(RuntimeError, match="no actor method runs on this thread"):
         adag.current_call()
