@@ -172,10 +172,13 @@ static adag_status_t py_callback(void *arg, const adag_data_sample_t *sample, ui
     SampleObject *so = sample_new(sample, rng);
     PyObject *o = so ? view_of(out, out_size, PyBUF_WRITE) : NULL;
     PyObject *r = o ? PyObject_CallFunctionObjArgs(f->fn, (PyObject *)so, o, NULL) : NULL;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb); /* the views are released with no exception set */
     if (so)
         sample_end(so);
     if (o)
         view_release(o);
+    PyErr_Restore(t, v, tb);
     if (!r) {
         take_error(f->calls, why, sizeof(why));
         st = adag_data_fail(sample, "%s: %s", f->name, why);
