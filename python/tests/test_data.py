@@ -402,6 +402,10 @@ def test_feed_a_dag(rt, counter, tmp_path):
             rt.close()
     assert np.array_equal(np.concatenate(outs), total)
     dag.close()
+    g, a = rt.graph(), counter()
+    g.output(g.bind(a, "sum2", g.input(0), g.input(1)))
+    with pytest.raises(adag.InvalidError, match="has 2 input fields; a source feeds a DAG with one"):
+        ad.Source(str(tmp_path / "s*.npy"), batch_size=4, dag=g.compile())
 
 
 def test_next_waits_in_slices_releasing_the_gil(rt, counter, tmp_path):
@@ -427,15 +431,31 @@ def test_next_waits_in_slices_releasing_the_gil(rt, counter, tmp_path):
         stop.set()
         t.join()
         assert 0.45 <= waited < 10 and ticks[0] > 50  # others ran while it waited
+        # Ctrl-C gets through a wait without end between its slices (were it not,
+        # the watchdog ends the wait after 20 s, and pytest.raises fails)
+        watchdog = threading.Timer(20, lambda: [ex.release() for ex in held])
+        watchdog.start()
         timer = threading.Timer(0.3, _thread.interrupt_main)
         timer.start()
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            next(src)  # forever, but Ctrl-C gets through between slices
+            next(src)
         assert time.monotonic() - t0 < 10
+        watchdog.cancel()
+        # close() while another thread waits in next() is refused, not a free
+        # under that thread
+        box = []
+        t = threading.Thread(target=lambda: box.append(next(src)))
+        t.start()
+        deadline = time.monotonic() + 10
+        while not src._src.busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(adag.BusyError, match="another thread is inside next"):
+            src.close()
         for ex in held:
             ex.release()
-        assert next(src).get(timeout=10)  # the source goes on
+        t.join(10)
+        assert len(box) == 1 and box[0].get(timeout=10)  # the source goes on
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path):

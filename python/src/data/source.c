@@ -667,6 +667,8 @@ static PyMemberDef Source_members[] = {
      "this rank's batches of an epoch (adag_data_size)"},
     {"samples_per_epoch", T_ULONGLONG, offsetof(SourceObject, samples_per_epoch), READONLY,
      "the epoch's samples (adag_data_size)"},
+    {"busy", T_INT, offsetof(SourceObject, busy), READONLY,
+     "1 while a thread waits inside next()"},
     {"nbatches", T_LONG, offsetof(SourceObject, nmem), READONLY,
      "batch memory objects alive (the source closes once it is 0 after close())"},
     {NULL, 0, 0, 0, NULL},
