@@ -94,7 +94,8 @@ def test_shuffle_is_a_seeded_permutation(tmp_path):
     in_order = epoch_rows(tmp_path)
     assert in_order == list(range(40))
     a = epoch_rows(tmp_path, shuffle=True, seed=7)
-    assert sorted(a) == in_order and a != in_order
+    assert sorted(a) == in_order
+    assert sum(y != x + 1 for x, y in zip(a, a[1:])) > 8  # not just the shards reordered
     assert epoch_rows(tmp_path, shuffle=True, seed=7, threads=3) == a  # same seed, same order
     assert epoch_rows(tmp_path, shuffle=True, seed=8) != a
     windowed = epoch_rows(tmp_path, shuffle=4, shuffle_shards=False, seed=7)
