@@ -225,7 +225,7 @@ class Source:
                  cache_dir: Optional[Union[str, os.PathLike]] = None,
                  cache_bytes: Optional[int] = None, dag: Optional[CompiledDAG] = None,
                  copy: bool = False, as_torch: bool = False, progress: bool = False):
-        self._src = None
+        self._src = self._final = None
         if isinstance(shards, (str, bytes, os.PathLike)):
             shards = [shards]
         shards = [os.fsdecode(s) for s in shards]
@@ -423,7 +423,10 @@ class Source:
         return self._src is None or self._src.closed
 
     def stats(self) -> Stats:
-        """adag_data_stats now; str() of it is adag_data_format_stats' text."""
+        """adag_data_stats now (after close(): as they were when it closed); str()
+        of it is adag_data_format_stats' text."""
+        if self._final is not None and self.closed:
+            return self._final
         return Stats(**self._src.stats())
 
     def progress_line(self) -> str:
@@ -434,7 +437,8 @@ class Source:
         """Stops handing out batches and closes the source (adag_data_close):
         its threads stopped, its memory freed. Arrays still viewing a batch keep
         that memory: the source closes when the last of them goes."""
-        if self._src is not None:
+        if self._src is not None and not self._src.closed:
+            self._final = Stats(**self._src.stats())
             self._src.close()
         _live.discard(self)
 

@@ -273,6 +273,11 @@ def test_stats_and_progress_line(tmp_path):
         assert re.search(r"delivered +5 batches", text)
         assert "epoch 0" in src.progress_line() and "5/8" in src.progress_line()
         assert src.cpus == ""
+        next(src)
+    after = src.stats()  # as they were when it closed
+    assert after.batches == 6 and str(after).startswith("data source: 2 shards")
+    with pytest.raises(adag.ClosedError, match="the source is closed"):
+        src.progress_line()
 
 
 def test_torch_tensors(tmp_path):
@@ -405,7 +410,7 @@ def test_feed_a_dag(rt, counter, tmp_path):
     dag.close()
     g, a = rt.graph(), counter()
     g.output(g.bind(a, "sum2", g.input(0), g.input(1)))
-    with pytest.raises(adag.InvalidError, match="has 2 input fields; a source feeds a DAG with one"):
+    with pytest.raises(adag.InvalidError, match="has 2 input fields; a source feeds a DAG"):
         ad.Source(str(tmp_path / "s*.npy"), batch_size=4, dag=g.compile())
 
 
@@ -489,3 +494,16 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
     os.close(master)
     assert p.returncode == 0 and out == b"batches 10\n"
     assert b"\r" in tty and b"epoch 0 [" in tty and b"samples/s" in tty, tty
+
+
+def test_example_runs():
+    import subprocess
+    import sys
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "data_iter.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, example], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "rank 1: 10 batches of 50 x (16,) float32" in r.stdout
+    assert "resumed: 3 + 17 batches of 2 epochs" in r.stdout
+    assert "pairs.tar: 4 batches of x (16, 16) and label (16,)" in r.stdout
