@@ -458,6 +458,9 @@ def test_next_waits_in_slices_releasing_the_gil(rt, counter, tmp_path):
             time.sleep(0.01)
         with pytest.raises(adag.BusyError, match="another thread is inside next"):
             src.close()
+        with pytest.raises(adag.BusyError, match="another thread is inside next"):
+            src.next(timeout=0)
+        assert src.stats().batches == 2 and "epoch 0" in src.progress_line()  # meanwhile
         for ex in held:
             ex.release()
         t.join(10)

@@ -77,13 +77,16 @@ PyTypeObject Batch_Type = {
 
 /* ---- the source ---- */
 
-static int source_check(SourceObject *s, const char *what)
+/* ClosedError unless the source is open; with `alone`, BusyError while
+ * another thread waits in next() (which writes the batch held). Stats and
+ * the like may be read meanwhile: the library locks them. */
+static int source_check(SourceObject *s, const char *what, int alone)
 {
     if (!s->src || s->closing) {
         datapy_fail(ADAG_ERR_CLOSED, "%s: the source is closed", what);
         return -1;
     }
-    if (s->busy) {
+    if (alone && s->busy) {
         datapy_fail(ADAG_ERR_BUSY, "%s: another thread is inside next() of this source", what);
         return -1;
     }
@@ -247,7 +250,7 @@ static PyObject *Source_next(SourceObject *self, PyObject *arg)
         PyErr_Format(PyExc_ValueError, "Source.next: timeout %ld ms", ms);
         return NULL;
     }
-    if (source_check(self, "Source.next") < 0)
+    if (source_check(self, "Source.next", 1) < 0)
         return NULL;
     if (self->dag) {
         adag_data_batch_t b;
@@ -293,7 +296,8 @@ static PyObject *Source_release(SourceObject *self, PyObject *unused)
     (void)unused;
     if (!self->src || self->closing)
         Py_RETURN_NONE;
-    if (release_current(self, "Source.release") < 0)
+    if (source_check(self, "Source.release", 1) < 0 ||
+        release_current(self, "Source.release") < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -310,7 +314,7 @@ typedef adag_status_t (*format_fn)(adag_data_source_h, char *, size_t, size_t *)
  * room for figures that grow between the calls. */
 static PyObject *format_text(SourceObject *s, format_fn fn, const char *what)
 {
-    if (source_check(s, what) < 0)
+    if (source_check(s, what, 0) < 0)
         return NULL;
     size_t need = 0;
     adag_status_t st = fn(s->src, NULL, 0, &need);
@@ -331,7 +335,7 @@ static PyObject *format_text(SourceObject *s, format_fn fn, const char *what)
 static PyObject *Source_stats(SourceObject *self, PyObject *unused)
 {
     (void)unused;
-    if (source_check(self, "Source.stats") < 0)
+    if (source_check(self, "Source.stats", 0) < 0)
         return NULL;
     adag_data_stats_t t;
     adag_status_t st;
@@ -369,7 +373,7 @@ static PyObject *Source_get_cpus(SourceObject *self, void *unused)
 {
     (void)unused;
     char buf[1024];
-    if (source_check(self, "Source.cpus") < 0)
+    if (source_check(self, "Source.cpus", 0) < 0)
         return NULL;
     adag_status_t st = adag_data_cpus(self->src, buf, sizeof(buf));
     return st == ADAG_OK ? PyUnicode_FromString(buf) : datapy_raise(st, "Source.cpus");
