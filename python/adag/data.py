@@ -305,6 +305,8 @@ class Source:
                 size = record_size if format == "records" else None
                 if format == "tokens" and seq_len is not None:
                     shape = (seq_len,)
+                elif size is not None and dtype.names and size == dtype.itemsize:
+                    shape = ()  # a record is one element of a structured dtype
                 elif size is not None and dtype.itemsize and size % dtype.itemsize == 0:
                     shape = (size // dtype.itemsize,)
                 elif size is not None:

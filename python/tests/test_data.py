@@ -62,13 +62,15 @@ def test_records_plain_and_structured(tmp_path):
     data["image"] = np.arange(12 * 6).reshape(12, 2, 3) % 251
     data["label"] = np.arange(12) * 1000 + 7
     data.tofile(tmp_path / "r.bin")
-    with ad.Source(str(tmp_path / "r.bin"), format="records", batch_size=4, dtype=rec) as src:
-        batches = [next(src) for _ in range(3)]  # dicts of views
-        # the last one is valid (nothing was asked for after it)
-        assert set(batches[2]) == {"image", "label"}
-        assert batches[2]["image"].shape == (4, 2, 3) and batches[2]["label"].shape == (4,)
-        assert np.array_equal(batches[2]["image"], data["image"][8:])
-        assert np.array_equal(batches[2]["label"], data["label"][8:])
+    for record_size in (None, 14):  # record_size: the dtype's by default
+        with ad.Source(str(tmp_path / "r.bin"), format="records", batch_size=4, dtype=rec,
+                       record_size=record_size) as src:
+            batches = [next(src) for _ in range(3)]  # dicts of views
+            # the last one is valid (nothing was asked for after it)
+            assert set(batches[2]) == {"image", "label"}
+            assert batches[2]["image"].shape == (4, 2, 3) and batches[2]["label"].shape == (4,)
+            assert np.array_equal(batches[2]["image"], data["image"][8:])
+            assert np.array_equal(batches[2]["label"], data["label"][8:])
     with ad.Source(str(tmp_path / "r.bin"), format="records", record_size=rec.itemsize,
                    batch_size=6, copy=True) as src:
         raw = list(src)
