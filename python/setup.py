@@ -1,4 +1,5 @@
-"""Builds adag._adag against libadag.
+"""Builds adag._adag against libadag, and adag._data (the data stage,
+src/data/*.c) against libadag-data.
 
 Where libadag comes from, first found wins:
   1. ADAG_BUILD_DIR (a `make` build folder, e.g. the repo's build/): its
@@ -8,7 +9,9 @@ Where libadag comes from, first found wins:
      not search);
   3. the repo's build/ next to this python/ folder (an in-tree build).
 The extension gets an rpath to that library folder, so `import adag` needs
-no LD_LIBRARY_PATH.
+no LD_LIBRARY_PATH. libadag-data is looked for the same way (the build
+folder's libadag-data.so, `pkg-config adag-data`); without it adag._data is
+not built and `import adag.data` says so.
 """
 import glob
 import os
@@ -29,17 +32,17 @@ def in_tree(build):
     return [os.path.join(os.path.dirname(build), "include")], build, "build folder " + build
 
 
-def pkg_config():
+def pkg_config(package="adag"):
     if not shutil.which("pkg-config"):
         return None
     try:
-        cflags = subprocess.run(["pkg-config", "--cflags-only-I", "adag"], check=True,
+        cflags = subprocess.run(["pkg-config", "--cflags-only-I", package], check=True,
                                 capture_output=True, text=True).stdout.split()
-        libdir = subprocess.run(["pkg-config", "--variable=libdir", "adag"], check=True,
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", package], check=True,
                                 capture_output=True, text=True).stdout.strip()
     except subprocess.CalledProcessError:
         return None
-    return [f[2:] for f in cflags], libdir, "pkg-config adag (" + libdir + ")"
+    return [f[2:] for f in cflags], libdir, f"pkg-config {package} ({libdir})"
 
 
 def find_adag():
@@ -89,4 +92,26 @@ if sysconfig.get_config_var("Py_ENABLE_SHARED"):
 else:
     print("adag: this Python has no shared libpython: Python actors run as threads only "
           "(no adag/_pyworker module for process actors)")
+
+def find_adag_data():
+    if os.path.exists(os.path.join(libdir, "libadag-data.so")):
+        return includes, libdir
+    found = pkg_config("adag-data")
+    return found[:2] if found else None
+
+
+data = find_adag_data()
+if data:
+    exts.append(Extension(
+        "adag._data",
+        sources=sorted(glob.glob("src/data/*.c")),  # the data stage: a folder of its own
+        include_dirs=data[0] + ["src"],
+        library_dirs=[data[1]],
+        libraries=["adag-data", "adag"],
+        runtime_library_dirs=[data[1]],
+        extra_compile_args=ext.extra_compile_args,
+    ))
+else:
+    print("adag: no libadag-data next to libadag nor from pkg-config adag-data: "
+          "adag._data (adag.data) is not built")
 setup(ext_modules=exts)
