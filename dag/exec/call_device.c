@@ -16,6 +16,13 @@ int32_t adag_call_device(adag_call_h call)
     return ADAG_DEVICE(dev->ops->kind, dev->index);
 }
 
+int32_t adag_call_output_device(adag_call_h call, unsigned i)
+{
+    if (!call || !call->op || i >= call->op->nrets || !call->loop->chans[call->op->rets[i]]->on_device)
+        return ADAG_DEVICE_HOST;
+    return adag_call_device(call);
+}
+
 void *adag_call_stream(adag_call_h call)
 {
     if (!call || !call->loop->actor.device)

@@ -167,6 +167,14 @@ ADAG_API const char *adag_call_actor_name(adag_call_h call);
  * ADAG_DEVICE_HOST for other actors. */
 ADAG_API int32_t adag_call_device(adag_call_h call);
 
+/* Inside a method: where the buffer of return i (adag_call_output,
+ * adag_call_output_tensor) lives: the actor's device (adag_call_device)
+ * when the return was declared a tensor (adag_node_tensor) and the actor
+ * is device-bound, ADAG_DEVICE_HOST otherwise (and for a return the
+ * method does not have). A binding that cannot tell device memory from
+ * host memory by its address asks here (the Python package does). */
+ADAG_API int32_t adag_call_output_device(adag_call_h call, unsigned i);
+
 /* Inside a method of a device-bound actor: its compute stream, in the
  * backend's own type (a cudaStream_t on "cuda"; an opaque handle on the
  * emulated "emu" device, for adag_call_enqueue). A method enqueues its

@@ -171,9 +171,17 @@ typedef struct {
     adag_call_h call; /* NULL once the method returned */
     uint32_t written;  /* outputs given a slot through output() */
     PyObject *views[ADAG_MAX_RETURNS]; /* what output() gave for each */
+    PyObject *args;    /* the ArgViews arg() gave (a list), ended with the call */
 } CallObject;
 extern PyTypeObject Call_Type;
 extern PyMethodDef adagpy_call_functions[]; /* current_call() */
+extern PyTypeObject ArgView_Type;
+/* An ArgView of argument `index` (argview.c), or of return `index`'s slot
+ * when writable (Call.output on a device), valid until adagpy_argview_end. */
+PyObject *adagpy_argview_new(const adag_value_t *v, unsigned index, void *stream, int writable);
+void adagpy_argview_end(PyObject *argview);
+/* Ends a Call when its method returned (call.c): its views and ArgViews. */
+void adagpy_call_end(CallObject *call);
 /* the method running on this thread (pyactor.c sets them around it) */
 extern _Thread_local adag_call_h adagpy_cur_call;
 extern _Thread_local CallObject *adagpy_cur_obj;

@@ -33,6 +33,7 @@ static PyObject *current_call(PyObject *mod, PyObject *unused)
             return NULL;
         c->call = adagpy_cur_call;
         c->written = 0;
+        c->args = NULL;
         memset(c->views, 0, sizeof(c->views));
         adagpy_cur_obj = c; /* the running method's reference, dropped at its end */
     }
@@ -87,17 +88,63 @@ static PyObject *Call_output(CallObject *self, PyObject *args, PyObject *kw)
         size_t size = adag_dtype_size(dt);
         for (unsigned d = 0; d < nd; d++)
             size *= (size_t)dims[d];
-        if (ADAG_DEVICE_KIND(adag_call_device(self->call)) == ADAG_DEV_CUDA)
-            return PyErr_Format(PyExc_TypeError,
-                                "Call.output: return %u is in cuda memory, which a numpy array "
-                                "cannot view", i);
-        view = adagpy_array_view(buf, size, dt, (unsigned)nd, dims, 1);
+        int32_t dev = adag_call_output_device(self->call, i);
+        if (ADAG_DEVICE_KIND(dev) == ADAG_DEV_CUDA) {
+            /* a return declared a tensor of a cuda actor is in device
+             * memory, which numpy cannot view: DLPack */
+            adag_value_t v = adag_value_tensor(buf, dt, nd, dims);
+            v.device = dev;
+            view = adagpy_argview_new(&v, i, adag_call_stream(self->call), 1);
+        } else {
+            view = adagpy_array_view(buf, size, dt, nd, dims, 1);
+        }
     }
     if (!view)
         return NULL;
     self->written |= 1u << i;
     Py_XSETREF(self->views[i], Py_NewRef(view));
     return view;
+}
+
+/* arg(i): argument i as an ArgView (DLPack), valid during the method. */
+static PyObject *Call_arg(CallObject *self, PyObject *arg)
+{
+    unsigned long i = PyLong_AsUnsignedLong(arg);
+    if ((i == (unsigned long)-1 && PyErr_Occurred()) || !call_check(self))
+        return NULL;
+    adag_value_t v;
+    adag_status_t st = adag_call_arg(self->call, (unsigned)i, &v);
+    if (st != ADAG_OK)
+        return adagpy_raise(st, "Call.arg");
+    if (!self->args && !(self->args = PyList_New(0)))
+        return NULL;
+    PyObject *a = adagpy_argview_new(&v, (unsigned)i, adag_call_stream(self->call), 0);
+    if (a && PyList_Append(self->args, a) < 0)
+        Py_CLEAR(a);
+    return a;
+}
+
+/* output_device(i): where return i's slot is ("host", "emu:0", "cuda:1"). */
+static PyObject *Call_output_device(CallObject *self, PyObject *arg)
+{
+    unsigned long i = PyLong_AsUnsignedLong(arg);
+    if ((i == (unsigned long)-1 && PyErr_Occurred()) || !call_check(self))
+        return NULL;
+    return adagpy_device_str(adag_call_output_device(self->call, (unsigned)i));
+}
+
+/* The method returned: what it was given stops being valid. */
+void adagpy_call_end(CallObject *self)
+{
+    self->call = NULL;
+    for (unsigned i = 0; i < ADAG_MAX_RETURNS; i++) {
+        if (self->views[i] && Py_IS_TYPE(self->views[i], &ArgView_Type))
+            adagpy_argview_end(self->views[i]);
+        Py_CLEAR(self->views[i]);
+    }
+    for (Py_ssize_t i = 0; self->args && i < PyList_GET_SIZE(self->args); i++)
+        adagpy_argview_end(PyList_GET_ITEM(self->args, i));
+    Py_CLEAR(self->args);
 }
 
 static PyObject *Call_get_ref(CallObject *self, void *unused)
@@ -133,12 +180,17 @@ static void Call_dealloc(CallObject *self)
 {
     for (unsigned i = 0; i < ADAG_MAX_RETURNS; i++)
         Py_XDECREF(self->views[i]);
+    Py_XDECREF(self->args);
     PyObject_Free(self);
 }
 
 static PyMethodDef Call_methods[] = {
     {"output", (PyCFunction)(void (*)(void))Call_output, METH_VARARGS | METH_KEYWORDS,
      "output(index, shape, dtype=None): a writable view of return `index`'s slot"},
+    {"output_device", (PyCFunction)Call_output_device, METH_O,
+     "output_device(index) -> str: where return `index`'s slot is (\"host\", \"cuda:0\", ...)"},
+    {"arg", (PyCFunction)Call_arg, METH_O,
+     "arg(index) -> ArgView: argument `index` by DLPack (torch.from_dlpack), during the method"},
     {NULL, NULL, 0, NULL},
 };
 

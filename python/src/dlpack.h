@@ -88,4 +88,10 @@ typedef struct DLManagedTensorVersioned {
 #define ADAGPY_DLPACK_MAJOR 1
 #define ADAGPY_DLPACK_MINOR 0
 
+/* A value's DLPack dtype and device (view.c): bytes as uint8, host and
+ * emulated-device memory as kDLCPU (host addresses), cuda as kDLCUDA. */
+#include <adag.h>
+void adagpy_dl_dtype(const adag_value_t *v, DLDataType *t);
+void adagpy_dl_device(int32_t device, DLDevice *d);
+
 #endif

@@ -703,9 +703,9 @@ PyMODINIT_FUNC PyInit__adag(void)
         return NULL;
     PyTypeObject *types[] = {&Runtime_Type, &Actor_Type, &Graph_Type, &Node_Type,
                              &Dag_Type, &Ref_Type, &Result_Type, &SlotView_Type,
-                             &Reservation_Type, &Call_Type};
+                             &Reservation_Type, &Call_Type, &ArgView_Type};
     const char *names[] = {"Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result",
-                           "SlotView", "Reservation", "Call"};
+                           "SlotView", "Reservation", "Call", "ArgView"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)

@@ -21,6 +21,7 @@
 #include "adagpy.h"
 #include "pyactor.h"
 
+#include <semaphore.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -135,19 +136,15 @@ PyObject *adagpy_array_view(void *data, size_t size, adag_dtype_t dtype, unsigne
 
 /* An input as a Python object: bytes as a read-only memoryview, a tensor
  * in host memory (or the emulated device's, which is host memory) as a
- * read-only numpy array viewing the slot. */
-static PyObject *arg_object(const adag_value_t *v, unsigned i)
+ * read-only numpy array viewing the slot, a tensor in cuda memory as an
+ * ArgView (DLPack: torch.from_dlpack). */
+static PyObject *arg_object(const adag_value_t *v, unsigned i, void *stream)
 {
     if (v->kind == ADAG_VALUE_BYTES)
         return PyMemoryView_FromMemory(v->size ? (char *)v->data : (char *)"",
                                        (Py_ssize_t)v->size, PyBUF_READ);
-    if (ADAG_DEVICE_KIND(v->device) == ADAG_DEV_CUDA) {
-        PyErr_Format(PyExc_TypeError,
-                     "argument %u is a tensor in cuda:%u memory: a Python method is given host "
-                     "values (and emulated devices' memory) only",
-                     i, ADAG_DEVICE_INDEX(v->device));
-        return NULL;
-    }
+    if (ADAG_DEVICE_KIND(v->device) == ADAG_DEV_CUDA) /* numpy cannot view it: DLPack */
+        return adagpy_argview_new(v, i, stream, 0);
     return adagpy_array_view((void *)v->data, v->size, v->dtype, v->ndim, v->shape, 0);
 }
 
@@ -245,6 +242,40 @@ out:
 
 /* ---- methods ---- */
 
+static void post_done(void *args)
+{
+    sem_t *done;
+    memcpy(&done, args, sizeof(done));
+    sem_post(done);
+}
+
+/* A method of an emulated-device actor reads its device arguments from
+ * the host (numpy views): the stream's work so far, which brings them,
+ * must have run. Waits for it (not holding the GIL) when an argument is
+ * in emulated-device memory; on cuda the method orders its own work on
+ * the stream instead (ArgView, torch). */
+static adag_status_t wait_device_args(adag_call_h call, unsigned nargs)
+{
+    int32_t dev = adag_call_device(call);
+    if (ADAG_DEVICE_KIND(dev) != ADAG_DEV_EMULATED)
+        return ADAG_OK;
+    int any = 0;
+    for (unsigned i = 0; i < nargs && !any; i++) {
+        adag_value_t v;
+        any = adag_call_arg(call, i, &v) == ADAG_OK && v.device != ADAG_DEVICE_HOST;
+    }
+    if (!any)
+        return ADAG_OK;
+    sem_t done, *p = &done;
+    sem_init(&done, 0, 0);
+    adag_status_t st = adag_call_enqueue(call, post_done, &p, sizeof(p));
+    if (st == ADAG_OK)
+        while (sem_wait(&done) != 0)
+            ; /* EINTR */
+    sem_destroy(&done);
+    return st;
+}
+
 static adag_status_t dispatch(void *state, adag_call_h call, unsigned mi)
 {
     pystate_t *s = state;
@@ -255,6 +286,8 @@ static adag_status_t dispatch(void *state, adag_call_h call, unsigned mi)
     char text[2 * TEXT_MAX];
     unsigned n = 0;
 
+    if ((st = wait_device_args(call, m->nargs)) != ADAG_OK)
+        return st;
     PyGILState_STATE gil = PyGILState_Ensure();
     adag_call_h outer_call = adagpy_cur_call; /* a method of a thread actor may run DAGs too */
     CallObject *outer_obj = adagpy_cur_obj;
@@ -265,7 +298,7 @@ static adag_status_t dispatch(void *state, adag_call_h call, unsigned mi)
         adag_value_t v;
         if ((st = adag_call_arg(call, n, &v)) != ADAG_OK)
             goto out;
-        if (!(argv[1 + n] = arg_object(&v, n))) {
+        if (!(argv[1 + n] = arg_object(&v, n, adag_call_stream(call)))) {
             exception_text(text, sizeof(text));
             st = adag_call_fail(call, "argument %u: %s", n, text);
             goto out;
@@ -281,12 +314,13 @@ static adag_status_t dispatch(void *state, adag_call_h call, unsigned mi)
     st = put_returns(call, m, r, co ? co->written : 0, co ? co->views : NULL);
     Py_DECREF(r);
 out:
-    for (unsigned i = 1; i <= n && i <= m->nargs; i++)
+    for (unsigned i = 1; i <= n && i <= m->nargs; i++) {
+        if (argv[i] && Py_IS_TYPE(argv[i], &ArgView_Type))
+            adagpy_argview_end(argv[i]);
         Py_XDECREF(argv[i]);
+    }
     if (adagpy_cur_obj) {
-        adagpy_cur_obj->call = NULL;
-        for (unsigned i = 0; i < ADAG_MAX_RETURNS; i++)
-            Py_CLEAR(adagpy_cur_obj->views[i]);
+        adagpy_call_end(adagpy_cur_obj);
         Py_DECREF(adagpy_cur_obj);
     }
     adagpy_cur_call = outer_call;

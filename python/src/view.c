@@ -320,7 +320,7 @@ static void capsule_destructor(PyObject *cap)
     PyErr_Restore(et, ev, tb);
 }
 
-static void dl_dtype(const adag_value_t *v, DLDataType *t)
+void adagpy_dl_dtype(const adag_value_t *v, DLDataType *t)
 {
     t->lanes = 1;
     t->bits = (uint8_t)(8 * adag_dtype_size(v->kind == ADAG_VALUE_TENSOR ? v->dtype
@@ -349,7 +349,7 @@ static void dl_dtype(const adag_value_t *v, DLDataType *t)
     }
 }
 
-static void dl_device(int32_t device, DLDevice *d)
+void adagpy_dl_device(int32_t device, DLDevice *d)
 {
     if (ADAG_DEVICE_KIND(device) == ADAG_DEV_CUDA) {
         d->device_type = kDLCUDA;
@@ -364,7 +364,7 @@ static PyObject *View_dlpack_device(SlotViewObject *self, PyObject *unused)
 {
     (void)unused;
     DLDevice d;
-    dl_device(view_value(self)->device, &d);
+    adagpy_dl_device(view_value(self)->device, &d);
     return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
 }
 
@@ -406,7 +406,7 @@ static PyObject *View_dlpack(SlotViewObject *self, PyObject *args, PyObject *kw)
         return NULL;
     const adag_value_t *val = view_value(self);
     DLDevice dev;
-    dl_device(val->device, &dev);
+    adagpy_dl_device(val->device, &dev);
     int versioned = 0, want_copy = copy != Py_None && PyObject_IsTrue(copy);
     if (want_copy < 0)
         return NULL;
@@ -465,7 +465,7 @@ static PyObject *View_dlpack(SlotViewObject *self, PyObject *args, PyObject *kw)
         t->data = e->copy;
     }
     t->device = dev;
-    dl_dtype(val, &t->dtype);
+    adagpy_dl_dtype(val, &t->dtype);
     if (val->kind == ADAG_VALUE_TENSOR) {
         t->ndim = (int32_t)val->ndim;
         memcpy(e->shape, val->shape, sizeof(e->shape));

@@ -79,6 +79,27 @@ class Scale:
     def scalar(self, x):
         return 7
 
+    def via_dlpack(self, x):
+        """Argument 0 through DLPack (adag.current_call().arg), kept past the call."""
+        self.kept = adag.current_call().arg(0)
+        got = np.from_dlpack(self.kept)
+        return np.array(got) + 1  # a copy: the view dies with the call
+
+    def kept_arg(self, x):
+        try:
+            self.kept.__dlpack__()
+        except ValueError as e:
+            return f"{self.kept.valid} {e}".encode()
+        return b"still valid"
+
+    @adag.method(returns=2)
+    def where(self, x):
+        """Return 0 written in place, and where each return's slot is."""
+        c = adag.current_call()
+        out = c.output(0, x.shape, x.dtype)
+        np.add(x, 1, out=out)
+        return None, f"{c.output_device(0)} {c.output_device(1)} {c.device}".encode()
+
     def bad_return(self, x):
         return {"not": "an array"}
 

@@ -106,6 +106,39 @@ def test_arrays_in_and_out(rt, placement):
             assert np.array_equal(out.numpy(), want)
 
 
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_arguments_by_dlpack(rt, placement):
+    a = rt.actor(pyactors.Scale, args=(1,), placement=placement)
+    g = rt.graph()
+    x = g.input(0)
+    first = g.bind(a, "via_dlpack", x)
+    g.output(first, g.bind(a, "kept_arg", first))
+    dag = g.compile()
+    v = np.arange(6, dtype=np.int16).reshape(2, 3)
+    with dag.get(dag.execute(v)) as (out, kept):
+        assert out.dtype == "int16" and np.array_equal(out.numpy(), v + 1)
+        assert bytes(kept).startswith(b"False adag.ArgView: argument 0 was used after its method")
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_device_actor_outputs(rt, placement):
+    """On an emulated device, a return declared a tensor is in the device's
+    memory (output_device), written in place; an undeclared one is host memory."""
+    a = rt.actor(pyactors.Scale, args=(1,), placement=placement, device="emu:1")
+    g = rt.graph()
+    t, where = g.bind(a, "where", g.input(0).tensor())
+    g.output(t.tensor(), where)
+    dag = g.compile()
+    v = np.linspace(0, 1, 8, dtype=np.float32)
+    with dag.get(dag.execute(v)) as (out, w):
+        assert np.array_equal(out.numpy(), v + 1)
+        assert bytes(w) == b"emu:1 host emu:1"
+    g = rt.graph()
+    t, where = g.bind(a, "where", g.input(0))  # nothing declared: host memory
+    g.output(t, where)
+    assert g.compile().execute(v).get(timeout=30)[1] == b"host host emu:1"
+
+
 def test_current_call_outside_a_method():
     with pytest.raises(RuntimeError, match="no actor method runs on this thread"):
         adag.current_call()
