@@ -202,31 +202,36 @@ def check(name, row, got, value):
             raise SystemExit(f"vs_ray: {name} {row}: wrong result {o!r:.80}")
 
 
-def c_roundtrip(rounds):
-    """The C API's round trip (adag-bench --only roundtrip), and this package's to a C actor."""
+def c_roundtrip(rounds, iters):
+    """The round trip of 8 B to a C process actor (the bench module's "pass"), driven by the
+    C API (adag-bench --only roundtrip) and by this package, in alternating rounds, with
+    the default spin and with spin 0 (futex waits)."""
     bench = os.path.join(REPO, "build", "adag-bench")
     module = os.path.join(REPO, "build", "bench", "libbench_actors.so")
     if not (os.access(bench, os.X_OK) and os.path.exists(module)):
         return {"skipped": f"no {bench} (run make)"}
-    c_us, py_us = [], []
+    got = {(who, spin): [] for who in ("c", "python") for spin in (-1, 0)}
     for _ in range(rounds):
-        out = subprocess.run([bench, "--only", "roundtrip", "--json", "--quick"],
-                             capture_output=True, text=True, timeout=600)
-        rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-        adag_rows = [r for r in rows if r.get("placement") == "process" and
-                     r.get("params", {}).get("spin_ns", -1) != 0]
-        if adag_rows:
-            c_us.append(adag_rows[0]["median_us"])
-        with adag.Runtime() as rt:
-            a = rt.actor("bench", module=module)
-            g = rt.graph()
-            g.output(g.bind(a, "pass", g.input(0)))
-            dag = g.compile()
-            x = b"12345678"
-            py_us.append(lat_loop(lambda: dag.execute(x).get(timeout=GET_TIMEOUT), 5000, 500))
-    if not c_us:
+        out = subprocess.run([bench, "--only", "roundtrip", "--json"], capture_output=True,
+                             text=True, timeout=600)
+        for r in json.loads(out.stdout):
+            spin = r.get("params", {}).get("spin_ns")
+            if r.get("placement") == "process" and spin in (-1, 0) and r.get("median_us"):
+                got[("c", spin)].append(r["median_us"])
+        for spin in (-1, 0):
+            settings = {} if spin < 0 else {"spin_ns": 0}
+            with adag.Runtime(**settings) as rt:
+                a = rt.actor("bench", module=module)
+                g = rt.graph()
+                g.output(g.bind(a, "pass", g.input(0)))
+                dag = g.compile()
+                x = b"12345678"
+                got[("python", spin)].append(
+                    lat_loop(lambda: dag.execute(x).get(timeout=GET_TIMEOUT), iters, iters // 10))
+    if not got[("c", -1)]:
         return {"skipped": "adag-bench printed no process roundtrip row"}
-    return {"c_us": statistics.median(c_us), "python_us": statistics.median(py_us)}
+    return {f"{who}_us" + ("" if spin < 0 else "_spin0"): statistics.median(v)
+            for (who, spin), v in got.items() if v}
 
 
 def main(argv):
@@ -277,7 +282,7 @@ def main(argv):
             res["ray"] = f"skipped: {ray_skip}"
         results.append(res)
     if a.only in (None, "c-roundtrip"):
-        results.append({"name": "c-roundtrip", **c_roundtrip(max(1, rounds // 2 + 1))})
+        results.append({"name": "c-roundtrip", **c_roundtrip(rounds, max(iters, 2000))})
 
     if a.json:
         for r in results:
@@ -289,9 +294,11 @@ def main(argv):
             if "skipped" in r:
                 print(f"{'c-roundtrip':<16} skipped: {r['skipped']}")
             else:
-                print(f"{'c-roundtrip':<16}{'':>10}{8:>10}  Python driver {r['python_us']:.2f} us,"
-                      f" C driver {r['c_us']:.2f} us, difference "
-                      f"{r['python_us'] - r['c_us']:.2f} us")
+                for sfx, what in (("", "spin"), ("_spin0", "spin 0")):
+                    if "c_us" + sfx in r and "python_us" + sfx in r:
+                        py, c = r["python_us" + sfx], r["c_us" + sfx]
+                        print(f"{'c-roundtrip':<16}{'':>10}{8:>10}  ({what}) Python driver "
+                              f"{py:.2f} us, C driver {c:.2f} us: {py - c:+.2f} us")
             continue
         unit = " us" if r["metric"] == "us" else "/s"
         fmt = (lambda v: f"{v:.1f}{unit}" if isinstance(v, float) else "skipped")

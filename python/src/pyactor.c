@@ -21,6 +21,7 @@
 #include "adagpy.h"
 #include "pyactor.h"
 
+#include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
 #include <string.h>
@@ -240,6 +241,45 @@ out:
     return st;
 }
 
+/* ---- the GIL on a loop thread ---- */
+
+/* A loop thread that runs Python methods keeps its Python thread state
+ * from its first method to its exit: PyGILState_Ensure on a thread
+ * without one makes one and PyGILState_Release at count 0 deletes it,
+ * which costs microseconds on every method. The first method's Ensure is
+ * kept (the count stays 1, the GIL dropped with PyEval_SaveThread), so
+ * each method's own Ensure/Release only takes and drops the GIL; the
+ * thread's exit (the key's destructor) releases the kept one. */
+static pthread_key_t kept_key;
+static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+
+static void kept_release(void *state)
+{
+    PyThreadState *ts = state;
+    if (!ts || !Py_IsInitialized())
+        return; /* the interpreter is gone: nothing to give back */
+    /* (the thread's gilstate key may be cleared already: the state is
+     * deleted as itself, not through PyGILState_Release) */
+    PyEval_RestoreThread(ts);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent(); /* and the GIL with it */
+}
+
+static void kept_key_make(void)
+{
+    (void)pthread_key_create(&kept_key, kept_release);
+}
+
+static PyGILState_STATE gil_take(void)
+{
+    (void)pthread_once(&kept_once, kept_key_make);
+    if (!pthread_getspecific(kept_key) && !PyGILState_GetThisThreadState()) {
+        (void)PyGILState_Ensure(); /* this thread's state, kept */
+        (void)pthread_setspecific(kept_key, PyEval_SaveThread());
+    }
+    return PyGILState_Ensure();
+}
+
 /* ---- methods ---- */
 
 static void post_done(void *args)
@@ -288,7 +328,7 @@ static adag_status_t dispatch(void *state, adag_call_h call, unsigned mi)
 
     if ((st = wait_device_args(call, m->nargs)) != ADAG_OK)
         return st;
-    PyGILState_STATE gil = PyGILState_Ensure();
+    PyGILState_STATE gil = gil_take();
     adag_call_h outer_call = adagpy_cur_call; /* a method of a thread actor may run DAGs too */
     CallObject *outer_obj = adagpy_cur_obj;
     adagpy_cur_call = call;
