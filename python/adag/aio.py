@@ -76,6 +76,7 @@ class _Watch:
         self.fd = os.dup(dag.fileno())  # ours: valid even once the DAG closes its own
         self.results = {}               # ref id -> (ref, future)
         self.room = collections.deque()  # futures of executes waiting for room, FIFO
+        self.nroom = 0                  # executes between their first AgainError and room
         self.reading = False            # the reader is registered
         self.polling = False            # readable for a result nobody here awaits: timer
         self.timer = None
@@ -130,13 +131,13 @@ class _Watch:
         self.polling = False  # the reader again: it tells whether that result is still in
         if not self._deliver():
             self.delay = min(2 * self.delay, _MAX_DELAY)
-            self.wake_room(1)
             if (self.room and self.room_timeout is not None
                     and self.loop.time() - self.moved > self.room_timeout):
                 err = (f"CompiledDAG.execute_async: no room after {self.room_timeout:g} s: "
                        f"{self.why}")
                 while self.room:
                     _expire(self.room.popleft(), err)
+            self.wake_room(1)
         self._arm()
 
     # ---- room ----
@@ -198,7 +199,7 @@ class _Watch:
             if self.timer is not None:
                 self.timer.cancel()
                 self.timer = None
-            if not self.results:
+            if not self.results and not self.nroom:
                 self._close()
             return
         when = self.loop.time() + self.delay
@@ -237,6 +238,29 @@ async def _result(dag, ref, loop, deadline, what):
         w.drop(ref, fut)
 
 
+async def _execute_in_turn(dag, inputs, loop, deadline, why):
+    """Executes once there is room: waits its turn, tries, waits again first
+    in line. The watch lives as long as it does (its stall clock with it)."""
+    w = _watch(dag, loop)
+    w.nroom += 1
+    try:
+        front = False
+        while True:
+            w.why = why
+            await w.wait_room(deadline, front)
+            front = True
+            try:
+                ref = dag.execute(*inputs, block=False)
+            except _adag.AgainError as e:
+                why = str(e)
+                continue
+            w.executed()
+            return ref
+    finally:
+        w.nroom -= 1
+        w._arm()
+
+
 async def execute(dag, *inputs, timeout=None):
     """CompiledDAG.execute_async(*inputs, timeout=None): executes, without
     blocking the loop while the window is full, and returns the outputs as
@@ -245,19 +269,14 @@ async def execute(dag, *inputs, timeout=None):
     is released. Failures raise as Ref.get does."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
-    queued = False
-    while True:
-        try:
-            ref = dag.execute(*inputs, block=False)
-            break
-        except _adag.AgainError as e:
-            w = _watch(dag, loop)
-            w.why = str(e)
-        await w.wait_room(deadline, queued)
-        queued = True
-    w = _watches.get((dag, loop))
-    if w is not None:
-        w.executed()
+    try:
+        ref = dag.execute(*inputs, block=False)
+    except _adag.AgainError as e:
+        ref = await _execute_in_turn(dag, inputs, loop, deadline, str(e))
+    else:
+        w = _watches.get((dag, loop))
+        if w is not None:
+            w.executed()
     try:
         return await _result(dag, ref, loop, deadline, "CompiledDAG.execute_async")
     except BaseException:
