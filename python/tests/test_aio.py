@@ -229,3 +229,22 @@ def test_killed_worker_fails_the_waiting_coroutines(rt, counter):
         assert "victim" in str(res[0])
     run(main(), timeout=30)
     assert adag.aio._watches == {}
+
+
+def test_execute_async_raises_when_the_window_never_moves(rt, counter):
+    # both slots held by refs nobody releases: as a blocking execute would,
+    # execute_async gives up after the DAG's execute timeout, naming the ref
+    dag = one_stage(rt, counter(5), "add", max_inflight=2, execute_timeout=0.5)
+    held = [dag.execute(i64(x)) for x in range(2)]
+
+    async def main():
+        t0 = time.monotonic()
+        with pytest.raises(adag.TimeoutError, match=r"no room after 0.5 s: .*ref 0 is not released"):
+            await dag.execute_async(i64(9))
+        took = time.monotonic() - t0
+        held[0].release()
+        assert as_i64((await dag.execute_async(i64(9)))[0]) == 14
+        return took
+    took = run(main(), timeout=10)
+    assert 0.45 < took < 3
+    assert adag.aio._watches == {}
