@@ -74,7 +74,7 @@ def test_untraced_snapshot_has_counts_and_no_times(rt, counter):
 
 def test_write_trace_is_chrome_trace_json_naming_actors_and_methods(rt, counter, tmp_path):
     dag = chain(rt, counter, trace_spans=64, name="traced")
-    for x in range(4):
+    for x in range(5):
         dag.execute(i64(1)).get(timeout=10)
     path = tmp_path / "trace.json"
     dag.write_trace(path)
@@ -88,7 +88,9 @@ def test_write_trace_is_chrome_trace_json_naming_actors_and_methods(rt, counter,
     names = {e["name"] for e in spans}
     assert {"add", "sleep_ms", "execute", "get"} <= names
     assert all(e["dur"] >= 0 and "ts" in e for e in spans)
-    assert sorted({e["args"]["ref"] for e in spans if e["name"] == "sleep_ms"}) == [0, 1, 2, 3]
+    # an actor records an op once it is done with it, which may be just
+    # after the driver got its value: ref 4's is not waited for
+    assert {0, 1, 2, 3} <= {e["args"]["ref"] for e in spans if e["name"] == "sleep_ms"}
 
 
 def test_write_trace_refusals(rt, counter, tmp_path):
