@@ -8,8 +8,9 @@
  * Lifetimes: every object holds a strong reference to its Runtime object;
  * the runtime's handle, once closed, invalidates every handle it made, so
  * each call first checks rt->rt (ClosedError). A call that blocks (actor
- * creation, compile, execute, get, destroy) releases the GIL and counts
- * itself in rt->nbusy (and dag->nbusy): close() refuses with BusyError
+ * creation, compile, execute, get, stats, write_trace, destroy) releases
+ * the GIL and counts itself in rt->nbusy (and dag->nbusy), also while it
+ * holds the GIL between the slices of its wait: close() refuses with BusyError
  * while another thread is inside such a call, so no handle is freed under
  * a thread that still uses it.
  */
