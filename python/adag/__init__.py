@@ -1,4 +1,4 @@
-"""adag for Python: drive compiled DAGs of C actors.
+"""adag for Python: drive compiled DAGs of actors (C classes, or Python classes).
 
     import adag
     with adag.Runtime(spin_ns=0) as rt:
@@ -11,7 +11,11 @@
 Inputs are bytes or tensors (numpy arrays, DLPack tensors such as torch's);
 `with dag.get(ref) as outs:` views the output slots in place (np.asarray,
 np.from_dlpack, torch.from_dlpack); `with dag.reserve() as r:` writes the
-inputs in their slots. Every blocking call releases the GIL. Failures raise
+inputs in their slots. A Python class is an actor class too:
+rt.actor(MyClass, args=(...)) runs it in an adag-worker process (or a
+thread). Every blocking call releases the GIL (and Ctrl-C interrupts it).
+asyncio: `await dag.execute_async(x)`, `await ref` (adag.aio). Statistics:
+dag.stats(take=True) -> adag.DagStats (adag.stats). Failures raise
 adag.Error subclasses named after their status (adag.MethodError,
 adag.TimeoutError, ...), with .status and the library's message. See
 docs/guide/python.md.
@@ -42,5 +46,22 @@ ERRORS = {name: obj for name, obj in vars(_adag).items()
 globals().update(ERRORS)
 
 __version__ = f"{VERSION_MAJOR}.{VERSION_MINOR}"
+
+_LAZY = {"aio": None, "DagStats": "stats", "ActorStats": "stats", "OpStats": "stats",
+         "ChannelStats": "stats"}
+
+
+def __getattr__(name):
+    # adag.aio (asyncio) and adag.stats (dataclasses) are imported when first
+    # used, not by `import adag`: a driver that needs neither does not pay
+    # for them
+    if name not in _LAZY:
+        raise AttributeError(f"module 'adag' has no attribute {name!r}")
+    import importlib
+    mod = importlib.import_module(f".{_LAZY[name] or name}", __name__)
+    return mod if _LAZY[name] is None else getattr(mod, name)
+
+
 __all__ = ["Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result", "SlotView",
-           "Reservation", "Error", "Call", "current_call", "method", *sorted(ERRORS)]
+           "Reservation", "Error", "Call", "current_call", "method", "DagStats", "ActorStats",
+           "OpStats", "ChannelStats", "aio", *sorted(ERRORS)]

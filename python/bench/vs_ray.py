@@ -12,7 +12,8 @@ Rows (each actor is a process; the classes are below, one definition for both):
   c-roundtrip      the round trip of 8 B to a C actor: driven from Python (this package)
                    and from C (adag-bench's roundtrip row, run as a subprocess)
 
-Rounds alternate adag and Ray (the machine is shared and noisy): each figure is the median
+Rounds alternate adag and Ray (the machine is shared and noisy), each system alone on the
+machine while it runs (started, measured on every row, shut down): each figure is the median
 over rounds of each round's median latency (in flight 1) or executions per second (in
 flight 8). Ray's figure over adag's is the ratio (> 1: adag is faster).
 
@@ -247,26 +248,30 @@ def main(argv):
     warmup = max(10, iters // 10)
     rows = [r for r in ROWS if a.only in (None, r[0])]
 
-    sides = [AdagSide(4)]
+    # each system runs alone: started, measured on every row, shut down, then
+    # the other (what one leaves running, a spinning loop or Ray's raylet and
+    # its polling threads, would slow the other on a 2-core machine); who
+    # goes first alternates by round
+    makers = [AdagSide]
     ray_skip = None
     try:
-        sides.append(RaySide(4))
+        import ray  # noqa: F401
+        makers.append(RaySide)
     except ImportError as e:
         ray_skip = f"Ray is not installed ({e}): pip install 'ray[default]'"
         log(f"skipped: {ray_skip}")
 
-    figures = {(r, s.name): [] for r in rows for s in sides}
-    try:
-        for rnd in range(rounds):
-            order = sides if rnd % 2 == 0 else sides[::-1]  # who goes first alternates
-            for row in rows:
-                for side in order:
-                    v = measure(side, row[0], row[1], row[2], row[3], iters, warmup)
-                    figures[(row, side.name)].append(v)
-            log(f"round {rnd + 1}/{rounds} done")
-    finally:
-        for s in sides:
-            s.shutdown()
+    figures = {(r, m.name): [] for r in rows for m in makers}
+    for rnd in range(rounds):
+        for maker in (makers if rnd % 2 == 0 else makers[::-1]):
+            side = maker(4)
+            try:
+                for row in rows:
+                    figures[(row, side.name)].append(
+                        measure(side, row[0], row[1], row[2], row[3], iters, warmup))
+            finally:
+                side.shutdown()
+        log(f"round {rnd + 1}/{rounds} done")
 
     results = []
     for row in rows:

@@ -1,16 +1,20 @@
 /*
  * adag._adag: the CPython extension that drives adag's C API from Python.
  * Shared between module.c (errors, runtime, actors, graphs, nodes, the
- * module), dag.c (compiled DAGs, refs, results), view.c (the views of
- * slots: buffer protocol and DLPack), tensor.c (dtypes, execute's inputs
- * as bytes or tensors), reserve.c (zero-copy inputs) and collective.c
- * (tensor and channel declarations, collectives).
+ * module), dag.c (compiled DAGs, refs, results), dag_observe.c (waits
+ * that Ctrl-C interrupts, the fd and asyncio hooks, statistics, traces,
+ * the DAG's settings), view.c (the views of slots: buffer protocol and
+ * DLPack), tensor.c (dtypes, execute's inputs as bytes or tensors),
+ * reserve.c (zero-copy inputs), collective.c (tensor and channel
+ * declarations, collectives), pyactor.c, call.c and argview.c (actors
+ * written in Python).
  *
  * Lifetimes: every object holds a strong reference to its Runtime object;
  * the runtime's handle, once closed, invalidates every handle it made, so
  * each call first checks rt->rt (ClosedError). A call that blocks (actor
- * creation, compile, execute, get, destroy) releases the GIL and counts
- * itself in rt->nbusy (and dag->nbusy): close() refuses with BusyError
+ * creation, compile, execute, get, stats, write_trace, destroy) releases
+ * the GIL and counts itself in rt->nbusy (and dag->nbusy), also while it
+ * holds the GIL between the slices of its wait: close() refuses with BusyError
  * while another thread is inside such a call, so no handle is freed under
  * a thread that still uses it.
  */
@@ -36,7 +40,18 @@ typedef struct {
     unsigned noutputs;
     unsigned ninputs;
     long nbusy;
+    int execute_timeout_ms; /* compile's execute_timeout (-1: forever), or -2: the runtime's
+                               ADAG_EXECUTE_TIMEOUT_MS, read when first needed */
 } DagObject;
+
+typedef struct {
+    PyObject_HEAD
+    DagObject *dag;
+    adag_ref_t ref;
+    int state; /* REF_LIVE, REF_GOT (a Result owns it), REF_RELEASED */
+} RefObject;
+
+enum { REF_LIVE, REF_GOT, REF_RELEASED };
 
 typedef struct {
     PyObject_HEAD
@@ -198,5 +213,47 @@ PyObject *adagpy_worker_api_capsule(void);
 /* A numpy array (a memoryview without numpy) viewing data as a tensor. */
 PyObject *adagpy_array_view(void *data, size_t size, adag_dtype_t dtype, unsigned ndim,
                             const int64_t *shape, int writable);
+
+/* ---- dag.c: refs ---- */
+
+/* Waits up to ms (-1 forever; adagpy_dag_get's slices) for ref r's outputs
+ * into values[0..noutputs): 0 when got; 1 when not ready by then (nothing
+ * raised: the ref stays live); -1 with an exception: a failed execution
+ * (released), a ref no longer live, or what a signal handler raised (a
+ * KeyboardInterrupt: the ref stays live). */
+int adagpy_ref_wait(RefObject *r, int ms, adag_value_t *values, const char *what);
+/* Ref r's outputs (values, just got) copied into a list of bytes (device
+ * outputs synchronized first; cuda ones refused); releases r. */
+PyObject *adagpy_ref_take(RefObject *r, const adag_value_t *values);
+
+/* ---- dag_observe.c: waits that Ctrl-C interrupts ---- */
+
+/* Not an adag_status_t: a Python exception is set and nothing was done (a
+ * signal handler raised while the call waited: KeyboardInterrupt for
+ * Ctrl-C). */
+#define ADAGPY_RAISED ((adag_status_t)1)
+
+/* adag_dag_get of d, GIL released, waiting in slices of at most
+ * ADAGPY_SLICE_MS with the signal handlers run between them (Ctrl-C raises
+ * KeyboardInterrupt in the main thread, which waits: ADAGPY_RAISED). The GIL
+ * is held on entry and return. */
+adag_status_t adagpy_dag_get(DagObject *d, adag_ref_t ref, adag_value_t *values, int ms);
+/* adag_dag_execute of d, GIL released; blocking (block != 0) in slices in
+ * the main thread, as above, up to the DAG's execute timeout. */
+adag_status_t adagpy_dag_execute(DagObject *d, const adag_value_t *in, unsigned n, int block,
+                                 adag_ref_t *ref);
+
+/* ---- dag_observe.c: methods of CompiledDAG and Ref ---- */
+
+PyObject *adagpy_dag_fileno(DagObject *self, PyObject *unused);
+PyObject *adagpy_dag_execute_async(DagObject *self, PyObject *args, PyObject *kw);
+PyObject *adagpy_dag_stats(DagObject *self, PyObject *args, PyObject *kw);
+PyObject *adagpy_dag_write_trace(DagObject *self, PyObject *arg);
+PyObject *adagpy_dag_config(DagObject *self, void *unused);
+PyObject *adagpy_dag_execute_timeout(DagObject *self, void *unused);
+PyObject *adagpy_ref_try_get(RefObject *self, PyObject *unused);
+PyObject *adagpy_ref_ready(RefObject *self, PyObject *unused);
+PyObject *adagpy_ref_wait_async(RefObject *self, PyObject *args, PyObject *kw);
+extern PyAsyncMethods adagpy_ref_as_async; /* `await ref` */
 
 #endif

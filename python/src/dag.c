@@ -12,15 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    PyObject_HEAD
-    DagObject *dag;
-    adag_ref_t ref;
-    int state; /* REF_LIVE, REF_GOT (a Result owns it), REF_RELEASED */
-} RefObject;
-
-enum { REF_LIVE, REF_GOT, REF_RELEASED };
-
 typedef SlotSetObject ResultObject;
 
 PyObject *adagpy_dag_new(RuntimeObject *rt, adag_dag_h dag, unsigned noutputs, unsigned ninputs)
@@ -35,6 +26,7 @@ PyObject *adagpy_dag_new(RuntimeObject *rt, adag_dag_h dag, unsigned noutputs, u
     d->noutputs = noutputs;
     d->ninputs = ninputs;
     d->nbusy = 0;
+    d->execute_timeout_ms = -2;
     return (PyObject *)d;
 }
 
@@ -142,22 +134,23 @@ static PyObject *Dag_execute(DagObject *self, PyObject *args, PyObject *kw)
     r->state = REF_RELEASED;
     adag_status_t st, synced = ADAG_OK;
     adag_dag_h dag = self->dag;
-    unsigned flags = block ? 0 : ADAG_EXECUTE_NONBLOCK;
     self->nbusy++;
     self->rt->nbusy++;
-    Py_BEGIN_ALLOW_THREADS
-    st = adag_dag_execute(dag, n ? in : NULL, (unsigned)n, flags, &r->ref);
+    st = adagpy_dag_execute(self, n ? in : NULL, (unsigned)n, block, &r->ref);
     /* a device input is copied on the DAG's stream: its producer gets it
      * back (DLPack's deleter) only once that copy ran */
-    if (st == ADAG_OK && on_device)
+    if (st == ADAG_OK && on_device) {
+        Py_BEGIN_ALLOW_THREADS
         synced = adag_dag_stream_sync(dag, -1);
-    Py_END_ALLOW_THREADS
+        Py_END_ALLOW_THREADS
+    }
     self->nbusy--;
     self->rt->nbusy--;
     if (st == ADAG_OK)
         r->state = REF_LIVE; /* freed below on a failed sync: released */
     if (st != ADAG_OK || synced != ADAG_OK) {
-        adagpy_raise(st != ADAG_OK ? st : synced, "CompiledDAG.execute");
+        if (st != ADAGPY_RAISED) /* else: raised while it waited (Ctrl-C) */
+            adagpy_raise(st != ADAG_OK ? st : synced, "CompiledDAG.execute");
         Py_DECREF(r);
         goto out;
     }
@@ -179,9 +172,7 @@ PyObject *adagpy_ref_new(DagObject *d, adag_ref_t ref)
     return (PyObject *)r;
 }
 
-/* Waits for ref r's outputs into values[0..noutputs). A failed execution
- * (any status but TIMEOUT, which leaves the ref live) releases the ref. */
-static int ref_wait(RefObject *r, PyObject *timeout, adag_value_t *values, const char *what)
+int adagpy_ref_wait(RefObject *r, int ms, adag_value_t *values, const char *what)
 {
     DagObject *d = r->dag;
     if (adagpy_dag_check(d, what) < 0)
@@ -191,26 +182,38 @@ static int ref_wait(RefObject *r, PyObject *timeout, adag_value_t *values, const
                      r->state == REF_GOT ? "already got" : "released");
         return -1;
     }
-    int ms = adagpy_timeout_ms(timeout, what);
-    if (ms == -2)
-        return -1;
-    adag_status_t st;
-    adag_dag_h dag = d->dag;
     d->nbusy++;
     d->rt->nbusy++;
-    Py_BEGIN_ALLOW_THREADS
-    st = adag_dag_get(dag, r->ref, values, d->noutputs, ms);
-    Py_END_ALLOW_THREADS
+    adag_status_t st = adagpy_dag_get(d, r->ref, values, ms);
     d->nbusy--;
     d->rt->nbusy--;
     if (st == ADAG_OK)
         return 0;
+    if (st == ADAG_ERR_TIMEOUT)
+        return 1;
+    if (st == ADAGPY_RAISED)
+        return -1;
     adagpy_raise(st, what);
-    if (st != ADAG_ERR_TIMEOUT && d->dag) {
+    if (d->dag) {
         adag_dag_release(d->dag, r->ref);
         r->state = REF_RELEASED;
     }
     return -1;
+}
+
+/* adagpy_ref_wait with a timeout in seconds (None: forever); TimeoutError
+ * leaves the ref live. */
+static int ref_wait(RefObject *r, PyObject *timeout, adag_value_t *values, const char *what)
+{
+    int ms = adagpy_timeout_ms(timeout, what);
+    if (ms == -2)
+        return -1;
+    int rc = adagpy_ref_wait(r, ms, values, what);
+    if (rc == 1) {
+        adagpy_raise(ADAG_ERR_TIMEOUT, what);
+        return -1;
+    }
+    return rc;
 }
 
 static int ref_release(RefObject *r)
@@ -237,51 +240,54 @@ static PyObject *Ref_get(RefObject *self, PyObject *args, PyObject *kw)
     adag_value_t *values = calloc(self->dag->noutputs ? self->dag->noutputs : 1, sizeof(*values));
     if (!values)
         return PyErr_NoMemory();
-    PyObject *list = NULL;
-    if (ref_wait(self, timeout, values, "Ref.get") < 0)
-        goto out;
+    PyObject *list = ref_wait(self, timeout, values, "Ref.get") < 0 ? NULL
+                                                                     : adagpy_ref_take(self, values);
+    free(values);
+    return list;
+}
+
+PyObject *adagpy_ref_take(RefObject *r, const adag_value_t *values)
+{
     /* device outputs (a driver device): emulated memory is host memory
      * once the DAG's stream ran; CUDA memory has no host copy here */
     int on_device = 0;
-    for (unsigned i = 0; i < self->dag->noutputs; i++) {
+    for (unsigned i = 0; i < r->dag->noutputs; i++) {
         if (ADAG_DEVICE_KIND(values[i].device) == ADAG_DEV_CUDA) {
             PyErr_Format(PyExc_BufferError,
                          "Ref.get: output %u is in CUDA memory: view it with dag.get(ref) and "
                          "DLPack (torch.from_dlpack)",
                          i);
-            ref_release(self);
-            goto out;
+            ref_release(r);
+            return NULL;
         }
         on_device |= values[i].device != ADAG_DEVICE_HOST;
     }
     if (on_device) {
         adag_status_t st;
-        adag_dag_h dag = self->dag->dag;
-        self->dag->nbusy++;
-        self->dag->rt->nbusy++;
+        adag_dag_h dag = r->dag->dag;
+        r->dag->nbusy++;
+        r->dag->rt->nbusy++;
         Py_BEGIN_ALLOW_THREADS
         st = adag_dag_stream_sync(dag, -1);
         Py_END_ALLOW_THREADS
-        self->dag->nbusy--;
-        self->dag->rt->nbusy--;
+        r->dag->nbusy--;
+        r->dag->rt->nbusy--;
         if (st != ADAG_OK) {
             adagpy_raise(st, "Ref.get: adag_dag_stream_sync");
-            ref_release(self);
-            goto out;
+            ref_release(r);
+            return NULL;
         }
     }
-    list = PyList_New(self->dag->noutputs);
-    for (unsigned i = 0; list && i < self->dag->noutputs; i++) {
+    PyObject *list = PyList_New(r->dag->noutputs);
+    for (unsigned i = 0; list && i < r->dag->noutputs; i++) {
         PyObject *b = PyBytes_FromStringAndSize(values[i].data, (Py_ssize_t)values[i].size);
         if (!b)
             Py_CLEAR(list);
         else
             PyList_SET_ITEM(list, i, b);
     }
-    if (ref_release(self) < 0)
+    if (ref_release(r) < 0)
         Py_CLEAR(list);
-out:
-    free(values);
     return list;
 }
 
@@ -480,11 +486,19 @@ static PyMethodDef Ref_methods[] = {
     {"get", (PyCFunction)(void (*)(void))Ref_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> list of bytes: the outputs copied out; releases the ref"},
     {"release", (PyCFunction)Ref_release, METH_NOARGS, "Drops the execution's result."},
+    {"try_get", (PyCFunction)adagpy_ref_try_get, METH_NOARGS,
+     "try_get() -> list of bytes, or None when not complete yet: get without waiting"},
+    {"ready", (PyCFunction)adagpy_ref_ready, METH_NOARGS,
+     "ready() -> bool: whether the outputs are in (without waiting; the ref stays live)"},
+    {"wait_async", (PyCFunction)(void (*)(void))adagpy_ref_wait_async,
+     METH_VARARGS | METH_KEYWORDS,
+     "wait_async(timeout=None): a coroutine giving get()'s list of bytes (adag.aio)"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef Ref_members[] = {
     {"id", T_ULONGLONG, offsetof(RefObject, ref), READONLY, "the adag_ref_t"},
+    {"dag", T_OBJECT, offsetof(RefObject, dag), READONLY, "the CompiledDAG it runs on"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -495,6 +509,7 @@ PyTypeObject Ref_Type = {
     .tp_doc = "One execution in flight (CompiledDAG.execute).",
     .tp_dealloc = (destructor)Ref_dealloc,
     .tp_repr = (reprfunc)Ref_repr,
+    .tp_as_async = &adagpy_ref_as_async,
     .tp_methods = Ref_methods,
     .tp_members = Ref_members,
 };
@@ -514,6 +529,15 @@ static PyMethodDef Dag_methods[] = {
     {"get", (PyCFunction)(void (*)(void))Dag_get, METH_VARARGS | METH_KEYWORDS,
      "get(ref, timeout=None) -> Result: `with dag.get(ref) as outs:` views the slots"},
     {"release", (PyCFunction)Dag_release, METH_O, "release(ref)"},
+    {"execute_async", (PyCFunction)(void (*)(void))adagpy_dag_execute_async,
+     METH_VARARGS | METH_KEYWORDS,
+     "execute_async(*inputs, timeout=None): a coroutine giving the outputs as bytes (adag.aio)"},
+    {"fileno", (PyCFunction)adagpy_dag_fileno, METH_NOARGS,
+     "The DAG's fd (adag_dag_fd): readable while a result is in and not got nor released"},
+    {"stats", (PyCFunction)(void (*)(void))adagpy_dag_stats, METH_VARARGS | METH_KEYWORDS,
+     "stats(take=False) -> adag.DagStats: the counts; take=True adds per actor, op, channel"},
+    {"write_trace", (PyCFunction)adagpy_dag_write_trace, METH_O,
+     "write_trace(path): the trace as Chrome trace-event JSON (a traced DAG)"},
     {"dot", (PyCFunction)Dag_dot, METH_NOARGS, "The compiled graph in Graphviz DOT."},
     {"close", (PyCFunction)Dag_close, METH_NOARGS, "Stops the DAG's loops, frees its channels."},
     {"__enter__", (PyCFunction)Dag_enter, METH_NOARGS, NULL},
@@ -524,6 +548,10 @@ static PyMethodDef Dag_methods[] = {
 static PyGetSetDef Dag_getset[] = {
     {"name", (getter)Dag_get_name, NULL, "the DAG's name", NULL},
     {"closed", (getter)Dag_get_closed, NULL, "True once closed", NULL},
+    {"config", (getter)adagpy_dag_config, NULL,
+     "the settings the DAG runs on (adag_dag_config): {\"ADAG_...\": text}", NULL},
+    {"execute_timeout", (getter)adagpy_dag_execute_timeout, NULL,
+     "seconds a blocking execute waits for room (None: forever)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -538,14 +538,15 @@ static PyObject *Graph_output(GraphObject *self, PyObject *args)
 static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"max_inflight", "slot_capacity", "execute_timeout",
-                             "teardown_timeout", "name", "spin_ns", "driver_device", NULL};
+                             "teardown_timeout", "name", "spin_ns", "driver_device",
+                             "trace_spans", NULL};
     int max_inflight = -1;
-    long long slot_capacity = -1, spin_ns = -1;
+    long long slot_capacity = -1, spin_ns = -1, trace_spans = -1;
     PyObject *exec_t = NULL, *tear_t = NULL;
     const char *name = NULL, *driver_device = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLOOzLz:compile", kwlist, &max_inflight,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLOOzLzL:compile", kwlist, &max_inflight,
                                      &slot_capacity, &exec_t, &tear_t, &name, &spin_ns,
-                                     &driver_device))
+                                     &driver_device, &trace_spans))
         return NULL;
     if (adagpy_check_open(self->rt, "Graph.compile") < 0)
         return NULL;
@@ -580,6 +581,10 @@ static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
         p.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
         p.driver_device = driver_device;
     }
+    if (trace_spans >= 0) {
+        p.field_mask |= ADAG_COMPILE_PARAM_TRACE;
+        p.trace_spans = (uint64_t)trace_spans;
+    }
     adag_dag_h dag = NULL;
     adag_status_t st;
     self->rt->nbusy++;
@@ -591,7 +596,10 @@ static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
         return adagpy_raise(st, "Graph.compile");
     unsigned nin = 0;
     adag_dag_inputs(dag, NULL, 0, &nin);
-    return adagpy_dag_new(self->rt, dag, self->noutputs, nin);
+    PyObject *d = adagpy_dag_new(self->rt, dag, self->noutputs, nin);
+    if (d && exec_t)
+        ((DagObject *)d)->execute_timeout_ms = p.execute_timeout_ms;
+    return d;
 }
 
 /* ---- types and the module ---- */
@@ -667,7 +675,7 @@ static PyMethodDef Graph_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "broadcast(nodes, root=0) -> a node per member"},
     {"compile", (PyCFunction)(void (*)(void))Graph_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(*, max_inflight, slot_capacity, execute_timeout, teardown_timeout, name, "
-     "spin_ns, driver_device) -> CompiledDAG"},
+     "spin_ns, driver_device, trace_spans) -> CompiledDAG"},
     {NULL, NULL, 0, NULL},
 };
 
