@@ -30,3 +30,9 @@ def test_torch_mlp():
     out = run("torch_mlp.py", "--batches", "12")
     assert "12 batches of 32x256 through 2 stages" in out
     assert "TOO LARGE" not in out
+
+
+def test_asyncio_server():
+    out = run("asyncio_server.py", "--clients", "16", "--requests", "10")
+    assert "160 requests from 16 clients through 2 actors" in out
+    assert "every answer right" in out
