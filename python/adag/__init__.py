@@ -33,6 +33,7 @@ from ._adag import (  # noqa: F401
     Error,
     VERSION_MAJOR,
     VERSION_MINOR,
+    ArgView,
     Call,
     current_call,
 )
@@ -63,5 +64,5 @@ def __getattr__(name):
 
 
 __all__ = ["Runtime", "Actor", "Graph", "Node", "CompiledDAG", "Ref", "Result", "SlotView",
-           "Reservation", "Error", "Call", "current_call", "method", "DagStats", "ActorStats",
+           "Reservation", "Error", "Call", "ArgView", "current_call", "method", "DagStats", "ActorStats",
            "OpStats", "ChannelStats", "aio", *sorted(ERRORS)]

@@ -1,7 +1,8 @@
 """Type stubs of adag (the classes come from the C extension adag._adag)."""
 import os
 from types import TracebackType
-from typing import Any, Coroutine, Dict, Generator, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Coroutine, Dict, Generator, List, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 from . import aio as aio
 from .stats import ActorStats as ActorStats, ChannelStats as ChannelStats
@@ -43,14 +44,47 @@ class Runtime:
     its prefix (Runtime(spin_ns=0) sets ADAG_SPIN_NS=0)."""
     closed: bool
     def __init__(self, **settings: Union[str, int, float, bool]) -> None: ...
-    def actor(self, class_name: str, module: Optional[str] = None,
+    # a C class by name (from `module`, or registered), or a Python class
+    # (cls(*args, **kwargs) in an adag-worker process, or a thread)
+    def actor(self, cls: Union[str, type], module: Optional[str] = None,
               placement: Optional[str] = None, init: Optional[Buffer] = None,
-              device: Optional[str] = None, name: Optional[str] = None) -> Actor: ...
+              device: Optional[str] = None, name: Optional[str] = None, *,
+              args: Sequence[Any] = ..., kwargs: Dict[str, Any] = ...) -> Actor: ...
     def graph(self) -> Graph: ...
     def close(self) -> None: ...
     def __enter__(self) -> Runtime: ...
     def __exit__(self, t: Optional[type], v: Optional[BaseException],
                  tb: Optional[TracebackType]) -> bool: ...
+
+F = TypeVar("F", bound=Callable[..., Any])
+def method(fn: Optional[F] = None, *, returns: int = 1) -> Any:
+    """@adag.method(returns=n): a Python actor method returning a tuple of n."""
+    ...
+
+class ArgView:
+    """An argument of a Python method (or a device output slot) by DLPack,
+    valid during the method."""
+    dtype: Optional[str]
+    shape: Tuple[int, ...]
+    device: str
+    valid: bool
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+class Call:
+    """The call a Python actor method serves (adag.current_call())."""
+    ref: int
+    actor: str
+    device: str            # "host", "emu:0", "cuda:1"
+    stream: Optional[int]  # the device stream (a cudaStream_t on cuda)
+    # a writable view of return `index`'s slot: a numpy array (or, in cuda
+    # memory, an ArgView); with dtype None, `shape` bytes as a memoryview
+    def output(self, index: int, shape: Any, dtype: Optional[DType] = None) -> Any: ...
+    def output_device(self, index: int) -> str: ...
+    def arg(self, index: int) -> ArgView: ...
+
+def current_call() -> Call: ...
 
 class Actor:
     name: str

@@ -55,10 +55,21 @@ def log(msg):
 
 # ---- measuring: the same loops for both systems ----
 
+WARMUP_S = 0.5  # at least this long untimed first: wait policies and caches settle
+
+
+def warm(run, warmup):
+    t_end = time.perf_counter() + WARMUP_S
+    n = 0
+    while n < warmup or time.perf_counter() < t_end:
+        run()
+        n += 1
+
+
 def lat_loop(run_one, iters, warmup):
-    """Median microseconds of run_one() (one execution, in flight 1)."""
-    for _ in range(warmup):
-        run_one()
+    """Median microseconds of run_one() (one execution, in flight 1), after
+    warmup executions and at least WARMUP_S seconds of them."""
+    warm(run_one, warmup)
     times = []
     clock = time.perf_counter
     for _ in range(iters):
@@ -77,7 +88,7 @@ def rate_loop(submit, wait, k, iters, warmup):
             pending.append(submit())
         for p in pending:
             wait(p)
-    go(warmup)
+    warm(lambda: go(1), warmup)
     t = time.perf_counter()
     go(iters)
     return (iters + k) / (time.perf_counter() - t)
@@ -203,6 +214,15 @@ def check(name, row, got, value):
             raise SystemExit(f"vs_ray: {name} {row}: wrong result {o!r:.80}")
 
 
+def memcpy_us(size, iters):
+    """The floor of a payload row: one copy of `size` bytes in this process
+    (numpy.copyto into a buffer written before), median microseconds."""
+    src = np.frombuffer(np.random.default_rng(size).bytes(size), dtype=np.uint8)
+    dst = np.empty_like(src)
+    dst[:] = 1
+    return lat_loop(lambda: np.copyto(dst, src), iters, iters // 10)
+
+
 def c_roundtrip(rounds, iters):
     """The round trip of 8 B to a C process actor (the bench module's "pass"), driven by the
     C API (adag-bench --only roundtrip) and by this package, in alternating rounds, with
@@ -262,7 +282,10 @@ def main(argv):
         log(f"skipped: {ray_skip}")
 
     figures = {(r, m.name): [] for r in rows for m in makers}
+    copies = {r: [] for r in rows if r[0] == "payload"}
     for rnd in range(rounds):
+        for row in copies:
+            copies[row].append(memcpy_us(row[2], max(20, iters // 20)))
         for maker in (makers if rnd % 2 == 0 else makers[::-1]):
             side = maker(4)
             try:
@@ -280,6 +303,9 @@ def main(argv):
         for s in ("adag", "ray"):
             vals = figures.get((row, s))
             res[s] = statistics.median(vals) if vals else None
+            res[s + "_rounds"] = vals
+        if row in copies:
+            res["memcpy_us"] = statistics.median(copies[row])
         if res["ray"] and res["adag"]:
             res["ray_over_adag"] = (res["ray"] / res["adag"] if metric == "us"
                                     else res["adag"] / res["ray"])
@@ -293,7 +319,8 @@ def main(argv):
         for r in results:
             print(json.dumps(r))
         return 0
-    print(f"{'row':<16}{'in flight':>10}{'bytes':>10}{'adag':>14}{'Ray CG':>14}{'Ray/adag':>10}")
+    print(f"{'row':<16}{'in flight':>10}{'bytes':>10}{'adag':>14}{'Ray CG':>14}{'Ray/adag':>10}"
+          f"   rounds: adag, Ray (min-max)")
     for r in results:
         if r["name"] == "c-roundtrip":
             if "skipped" in r:
@@ -308,8 +335,11 @@ def main(argv):
         unit = " us" if r["metric"] == "us" else "/s"
         fmt = (lambda v: f"{v:.1f}{unit}" if isinstance(v, float) else "skipped")
         ratio = f"{r['ray_over_adag']:.1f}x" if "ray_over_adag" in r else "-"
+        span = "  ".join(f"{min(v):.1f}-{max(v):.1f}" for v in (r["adag_rounds"], r["ray_rounds"])
+                         if v)
+        extra = f"   one memcpy {r['memcpy_us']:.1f} us" if "memcpy_us" in r else ""
         print(f"{r['name']:<16}{r['inflight']:>10}{r['bytes']:>10}{fmt(r['adag']):>14}"
-              f"{fmt(r['ray']):>14}{ratio:>10}")
+              f"{fmt(r['ray']):>14}{ratio:>10}   {span}{extra}")
     return 0
 
 
