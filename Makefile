@@ -101,6 +101,14 @@ TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/ob
     $(DEVICE_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+# examples/llm/: a small transformer (model.c) and its safetensors file
+# (safetensors.c), built into llm-gen and linked into adag-unit-tests
+# (tests/unit_llm_model.c). jansson (Debian's libjansson-dev) reads and
+# writes the safetensors JSON header.
+LLM_SRCS := examples/llm/model.c examples/llm/safetensors.c
+LLM_OBJS := $(LLM_SRCS:%.c=$(BUILD)/obj/%.o)
+LLM_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm
+LLM_GEN := $(BUILD)/examples/llm/llm-gen
 BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c bench/modules/bench_device.c \
     tests/modules/shared_methods.c
 BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
@@ -122,7 +130,7 @@ ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/libadag-data.so $(BUILD)/
     $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
     $(BUILD)/tests/stress-trace \
     $(BUILD)/tests/pmix-driver \
-    $(BUILD)/adag-bench-hosts
+    $(BUILD)/adag-bench-hosts $(LLM_GEN)
 
 # ---- CUDA ----
 # gpu/cuda.c (the cuda device backend) takes the types of the toolkit's headers
@@ -294,9 +302,17 @@ $(BUILD)/tests/pmix-driver: tests/programs/pmix_driver.c $(BUILD)/libadag.so $(T
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' $(LDFLAGS_BASE) $(LDFLAGS) \
 	    -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
 
-$(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(DATA_STATIC)
+$(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(LLM_OBJS) $(DATA_STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(DATA_STATIC) -lcriterion $(LIBS) $(DATA_LIBS)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(LLM_OBJS) $(DATA_STATIC) -lcriterion $(LIBS) $(DATA_LIBS) \
+	    $(LLM_LIBS)
+
+# examples/llm/: its objects see its headers; llm-gen is a plain program
+# (no libadag yet).
+$(LLM_OBJS) $(BUILD)/obj/tests/unit_llm_model.o: $(wildcard examples/llm/*.h)
+$(LLM_GEN): examples/llm/llm_gen.c $(LLM_OBJS) $(wildcard examples/llm/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ examples/llm/llm_gen.c $(LLM_OBJS) $(LLM_LIBS)
 
 $(BUILD)/examples/lib%.so: examples/modules/%.c include/adag.h $(wildcard examples/modules/*.h)
 	@mkdir -p $(dir $@)

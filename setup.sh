@@ -15,10 +15,13 @@ set -euo pipefail
 # python3-matplotlib: bench/plot.py draws adag-bench's figures (make plots, make check)
 # python3-dev, python3-setuptools, python3-numpy, python3-pytest: the Python package
 #   (python/) built and tested by make test-python
+# libjansson-dev: the LLM example (examples/llm/) reads and writes the JSON header of
+#   its .safetensors weights with jansson
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev
       libcurl4-openssl-dev libxxhash-dev libhwloc-dev libhwloc-plugins libibverbs-dev
-      python3-matplotlib python3-dev python3-setuptools python3-numpy python3-pytest)
+      python3-matplotlib python3-dev python3-setuptools python3-numpy python3-pytest
+      libjansson-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
