@@ -5,7 +5,7 @@
  * recomputing the whole sequence, bit for bit; a scattered block table and
  * two interleaved requests equal a contiguous table and each request alone);
  * RoPE at the cached K's position; the shard functions called by hand for
- * tp 2 equal llm_ref; each tp deterministic; the greedy pick's ties. */
+ * tp 2 and 4 equal llm_ref; each tp deterministic; the greedy pick's ties. */
 #include "examples/llm/model.h"
 #include "examples/llm/safetensors.h"
 
@@ -353,13 +353,12 @@ Test(llm_model, rope_at_cached_position) {
 
 /* ---- tensor parallelism ---- */
 
-/* tp 2 as two "ranks" would run it: each its own cache and partials, the
+/* tp ranks as separate actors would run them: each its own cache and partials, the
  * allreduce summing the partials in rank order into a zeroed buffer, the
  * vocab-parallel head's picks combined in rank order. */
-static void manual_tp2(const llm_model_t *m, const int *prompt, int n_prompt, int steps, int *out) {
-    enum { TP = 2 };
+static void manual_tp(const llm_model_t *m, int TP, const int *prompt, int n_prompt, int steps, int *out) {
     int d = m->cfg.d_model, V = m->cfg.vocab;
-    llm_kv_t kv[TP];
+    llm_kv_t kv[4];
     int32_t table[NB];
     contiguous(table);
     for (int r = 0; r < TP; r++) {
@@ -368,7 +367,7 @@ static void manual_tp2(const llm_model_t *m, const int *prompt, int n_prompt, in
         cr_assert_eq(llm_kv_init(&kv[r], &m->cfg, 0, m->cfg.n_layers, h0, h1, NB), 0);
     }
     float *x = malloc(32 * (size_t)d * sizeof(float)), *h = malloc(32 * (size_t)d * sizeof(float));
-    float *part[TP], *acc = malloc(32 * (size_t)d * sizeof(float)), lg[256];
+    float *part[4], *acc = malloc(32 * (size_t)d * sizeof(float)), lg[256];
     for (int r = 0; r < TP; r++)
         part[r] = malloc(32 * (size_t)d * sizeof(float));
     llm_row_t rows[32];
@@ -396,7 +395,7 @@ static void manual_tp2(const llm_model_t *m, const int *prompt, int n_prompt, in
             llm_residual_add(x, acc, nd);
         }
         llm_final_norm(m, 1, x + (size_t)(n - 1) * d, h);
-        llm_pick_t picks[TP];
+        llm_pick_t picks[4];
         for (int r = 0; r < TP; r++) {
             int v0, v1;
             llm_shard_range(V, TP, r, &v0, &v1);
@@ -412,44 +411,48 @@ static void manual_tp2(const llm_model_t *m, const int *prompt, int n_prompt, in
     free(x), free(h), free(acc);
 }
 
-Test(llm_model, tp2_shards_by_hand_equal_ref) {
+/* tp 2 and 4: the sum of 4 partials depends on its order (2 would not) */
+Test(llm_model, tp_shards_by_hand_equal_ref) {
     llm_model_t m;
     tiny_model(&m, 6);
     enum { STEPS = 24 };
-    int ref[STEPS], hand[STEPS];
     const uint8_t p[5] = {'H', 'e', 'l', 'l', 'o'};
-    cr_assert_eq(llm_ref_generate(&m, 2, p, 5, STEPS, ref), 0, "%s", llm_error());
-    manual_tp2(&m, prompt5, 5, STEPS, hand);
-    cr_assert_eq(memcmp(ref, hand, sizeof ref), 0, "shards by hand differ from llm_ref_generate(tp 2)");
-    /* and the hidden states bit for bit */
-    llm_kv_t kvs[2];
-    int32_t table[NB];
-    contiguous(table);
-    cr_assert_eq(llm_ref_init_kvs(&m, 2, NB, kvs), 0);
-    llm_row_t rows[5];
-    for (int i = 0; i < 5; i++)
-        rows[i] = (llm_row_t){table, NB, i, prompt5[i]};
-    float x[5 * 64], y[5 * 64], part[5 * 64], acc[5 * 64];
-    cr_assert_eq(llm_forward_tokens(&m, 2, kvs, rows, 5, x), 0);
-    llm_ref_free_kvs(kvs, 2);
-    cr_assert_eq(llm_ref_init_kvs(&m, 2, NB, kvs), 0);
-    llm_embed(&m, rows, 5, y);
-    for (int l = 0; l < 2; l++) {
-        memset(acc, 0, sizeof acc);
-        for (int r = 0; r < 2; r++) {
-            cr_assert_eq(llm_attn_shard(&m, l, &kvs[r], rows, 5, y, part), 0);
-            llm_acc_add(acc, part, 5 * 64);
+    for (int tp = 2; tp <= 4; tp += 2) {
+        int ref[STEPS], hand[STEPS];
+        cr_assert_eq(llm_ref_generate(&m, tp, p, 5, STEPS, ref), 0, "%s", llm_error());
+        manual_tp(&m, tp, prompt5, 5, STEPS, hand);
+        cr_assert_eq(memcmp(ref, hand, sizeof ref), 0, "tp %d: shards by hand differ from llm_ref_generate", tp);
+        /* and the hidden states bit for bit */
+        llm_kv_t kvs[4];
+        int32_t table[NB];
+        contiguous(table);
+        cr_assert_eq(llm_ref_init_kvs(&m, tp, NB, kvs), 0);
+        llm_row_t rows[5];
+        for (int i = 0; i < 5; i++)
+            rows[i] = (llm_row_t){table, NB, i, prompt5[i]};
+        float x[5 * 64], y[5 * 64], part[5 * 64], acc[5 * 64];
+        cr_assert_eq(llm_forward_tokens(&m, tp, kvs, rows, 5, x), 0);
+        llm_ref_free_kvs(kvs, tp);
+        cr_assert_eq(llm_ref_init_kvs(&m, tp, NB, kvs), 0);
+        llm_embed(&m, rows, 5, y);
+        for (int l = 0; l < 2; l++) {
+            memset(acc, 0, sizeof acc);
+            for (int r = 0; r < tp; r++) {
+                cr_assert_eq(llm_attn_shard(&m, l, &kvs[r], rows, 5, y, part), 0);
+                llm_acc_add(acc, part, 5 * 64);
+            }
+            llm_residual_add(y, acc, 5 * 64);
+            memset(acc, 0, sizeof acc);
+            int w = 96 / tp;
+            for (int r = 0; r < tp; r++) {
+                cr_assert_eq(llm_mlp_shard(&m, l, r * w, (r + 1) * w, 5, y, part), 0);
+                llm_acc_add(acc, part, 5 * 64);
+            }
+            llm_residual_add(y, acc, 5 * 64);
         }
-        llm_residual_add(y, acc, 5 * 64);
-        memset(acc, 0, sizeof acc);
-        for (int r = 0; r < 2; r++) {
-            cr_assert_eq(llm_mlp_shard(&m, l, r * 48, (r + 1) * 48, 5, y, part), 0);
-            llm_acc_add(acc, part, 5 * 64);
-        }
-        llm_residual_add(y, acc, 5 * 64);
+        cr_assert_eq(memcmp(x, y, sizeof x), 0, "tp %d: hidden states differ", tp);
+        llm_ref_free_kvs(kvs, tp);
     }
-    cr_assert_eq(memcmp(x, y, sizeof x), 0, "hidden states differ");
-    llm_ref_free_kvs(kvs, 2);
     llm_model_free(&m);
 }
 
