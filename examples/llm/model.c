@@ -272,6 +272,8 @@ int llm_attn_shard(const llm_model_t *m, int layer, llm_kv_t *kv, const llm_row_
     for (int i = 0; i < n; i++)
         if (row_check(kv, &rows[i], i))
             return -1;
+    if (n <= 0)
+        return n < 0 ? fail("llm attn: %d rows", n) : 0;
     const llm_layer_t *L = &m->layers[layer];
     int nh = h1 - h0, width = nh * hd, max_pos = 0;
     for (int i = 0; i < n; i++)
@@ -424,6 +426,8 @@ void llm_ref_free_kvs(llm_kv_t *kvs, int tp) {
 int llm_forward_tokens(const llm_model_t *m, int tp, llm_kv_t *kvs, const llm_row_t *rows, int n, float *x) {
     if (llm_tp_check(&m->cfg, tp))
         return -1;
+    if (n <= 0)
+        return n < 0 ? fail("llm forward: %d rows", n) : 0;
     size_t nd = (size_t)n * (size_t)m->cfg.d_model;
     float *part = malloc(nd * sizeof(float)), *acc = malloc(nd * sizeof(float));
     int rc = -1;
@@ -461,6 +465,10 @@ out:
 int llm_ref_step(const llm_model_t *m, int tp, llm_kv_t *kvs, const llm_row_t *rows, int n, float *logits,
                  int *next) {
     int d = m->cfg.d_model, V = m->cfg.vocab, rc = -1;
+    if (llm_tp_check(&m->cfg, tp))
+        return -1;
+    if (n <= 0)
+        return n < 0 ? fail("llm step: %d rows", n) : 0;
     float *x = malloc((size_t)n * d * sizeof(float)), *h = malloc((size_t)n * d * sizeof(float));
     float *lg = malloc((size_t)V * sizeof(float));
     llm_pick_t *picks = malloc((size_t)tp * sizeof *picks);
