@@ -109,6 +109,9 @@ LLM_SRCS := examples/llm/model.c examples/llm/safetensors.c
 LLM_OBJS := $(LLM_SRCS:%.c=$(BUILD)/obj/%.o)
 LLM_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm
 LLM_GEN := $(BUILD)/examples/llm/llm-gen
+# the sharded model over actors: the class module and the driver's graph builder
+LLM_SHARD_MODULE := $(BUILD)/examples/llm/libllm_shard.so
+LLM_SERVE_OBJS := $(BUILD)/obj/examples/llm/serve_graph.o
 BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c bench/modules/bench_device.c \
     tests/modules/shared_methods.c
 BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
@@ -130,7 +133,7 @@ ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/libadag-data.so $(BUILD)/
     $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
     $(BUILD)/tests/stress-trace \
     $(BUILD)/tests/pmix-driver \
-    $(BUILD)/adag-bench-hosts $(LLM_GEN)
+    $(BUILD)/adag-bench-hosts $(LLM_GEN) $(LLM_SHARD_MODULE)
 
 # ---- CUDA ----
 # gpu/cuda.c (the cuda device backend) takes the types of the toolkit's headers
@@ -279,10 +282,10 @@ $(BUILD)/obj/tests/%.o: CFLAGS += -I tests/modules -DADAG_TEST_MODULE='"$(abspat
     -DADAG_TEST_DEVICE_MODULE='"$(abspath $(DEVICE_TEST_MODULE))"' \
     -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DADAG_TEST_SRC_DIR='"$(abspath .)"'
 
-$(BUILD)/tests/adag-tests: $(TEST_OBJS) $(BUILD)/libadag.so $(BUILD)/libadag-data.so
+$(BUILD)/tests/adag-tests: $(TEST_OBJS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(BUILD)/libadag.so $(BUILD)/libadag-data.so
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) $(DATA_LINK) $(RPATH) -lcriterion $(LIBS) \
-	    $(DATA_LIBS)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TEST_OBJS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(DATA_LINK) $(RPATH) \
+	    -lcriterion $(LIBS) $(DATA_LIBS) $(LLM_LIBS)
 
 # adag-bench-hosts (bench/hosts/bench_hosts.c): DAGs across two network
 # namespaces against ucx_perftest over the same link (root; `make bench-hosts`).
@@ -309,7 +312,14 @@ $(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(LLM_OBJS) $(DATA_STATIC)
 
 # examples/llm/: its objects see its headers; llm-gen is a plain program
 # (no libadag yet).
-$(LLM_OBJS) $(BUILD)/obj/tests/unit_llm_model.o: $(wildcard examples/llm/*.h)
+$(LLM_OBJS) $(LLM_SERVE_OBJS) $(BUILD)/obj/tests/unit_llm_model.o $(BUILD)/obj/tests/test_llm_actors.o: \
+    $(wildcard examples/llm/*.h)
+# libllm_shard.so: the "llm_shard" class with the model compiled in (adag-worker
+# loads it; its adag_call_* calls bind to the worker's libadag)
+$(LLM_SHARD_MODULE): examples/llm/stage_actors.c $(LLM_SRCS) $(wildcard examples/llm/*.h) include/adag.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ examples/llm/stage_actors.c $(LLM_SRCS) $(LDFLAGS_BASE) \
+	    $(LLM_LIBS)
 $(LLM_GEN): examples/llm/llm_gen.c $(LLM_OBJS) $(wildcard examples/llm/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ examples/llm/llm_gen.c $(LLM_OBJS) $(LLM_LIBS)

@@ -1,0 +1,164 @@
+/* examples/llm/serve_graph.c: the step DAG of the sharded model
+ * (serve_graph.h). Per pipeline stage s (layers [l0, l1) by llm_shard_range)
+ * and rank r, actor <name>_s<s>r<r>; per layer L of the stage:
+ *
+ *   p_r   = attn<L>(x_r, rows)    on every rank
+ *   sum   = allreduce(SUM, p_0..p_{tp-1})   (p_0 itself when tp = 1)
+ *   x_r   = resid(x_r, sum_r)
+ *   p_r   = mlp<L>(x_r)
+ *   sum   = allreduce(SUM, ...)
+ *   x_r   = resid(x_r, sum_r)
+ *
+ * Stage 0 starts from x_r = embed(rows) on every rank; stage s+1's rank r
+ * reads stage s's rank r's last x. The last stage ends with picks_r =
+ * logits(x_r) and next = pick<tp>(picks_0..) on its rank 0. */
+#include "serve_graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define STEP_TIMEOUT_MS 60000
+
+static int afail(const char *what, const char *where) {
+    return llm_fail("llm serve: %s (%s): %s", what, where, adag_last_error());
+}
+
+/* One call node per rank of the stage: method(args of rank r). */
+static int bind_ranks(adag_graph_h g, adag_actor_h *actors, int tp, const char *method, adag_node_h *a0,
+                      adag_node_h *a1, int nargs, adag_node_h *out) {
+    for (int r = 0; r < tp; r++) {
+        adag_node_h args[2] = {a0[r], a1 ? a1[r] : NULL};
+        adag_tensor_params_t f32 = {.field_mask = ADAG_TENSOR_PARAM_DTYPE, .dtype = ADAG_DTYPE_F32};
+        if (adag_graph_bind(g, actors[r], method, args, (unsigned)nargs, &out[r]) != ADAG_OK)
+            return afail("adag_graph_bind", method);
+        if (strcmp(method, "logits") != 0 && adag_node_tensor(out[r], &f32) != ADAG_OK)
+            return afail("adag_node_tensor", method);
+    }
+    return 0;
+}
+
+/* sum[r] = the partials summed over the ranks (the partial itself for tp 1). */
+static int reduce(adag_graph_h g, int tp, adag_node_h *part, adag_node_h *sum) {
+    if (tp == 1) {
+        sum[0] = part[0];
+        return 0;
+    }
+    if (adag_graph_allreduce(g, part, (unsigned)tp, ADAG_REDUCE_SUM, sum) != ADAG_OK)
+        return afail("adag_graph_allreduce", "partials");
+    return 0;
+}
+
+int llm_serve_build(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s) {
+    memset(s, 0, sizeof *s);
+    if (p->tp < 1 || p->tp > LLM_SHARD_MAX_TP || p->pp < 1 || p->pp > p->cfg.n_layers)
+        return llm_fail("llm serve: tp %d (1..%d), pp %d (1..%d layers)", p->tp, LLM_SHARD_MAX_TP, p->pp,
+                        p->cfg.n_layers);
+    adag_graph_h g = NULL;
+    adag_node_h rows, x[LLM_SHARD_MAX_TP], part[LLM_SHARD_MAX_TP], sum[LLM_SHARD_MAX_TP], next = NULL;
+    adag_actor_h actors[LLM_SHARD_MAX_TP];
+    int rc = -1;
+    if (adag_graph_create(rt, &g) != ADAG_OK)
+        return afail("adag_graph_create", "step");
+    if (adag_graph_input(g, 0, &rows) != ADAG_OK) {
+        afail("adag_graph_input", "rows");
+        goto out;
+    }
+    for (int st = 0; st < p->pp; st++) {
+        int l0, l1;
+        llm_shard_range(p->cfg.n_layers, p->pp, st, &l0, &l1);
+        for (int r = 0; r < p->tp; r++) {
+            llm_shard_init_t in = {.cfg = p->cfg, .seed = p->seed, .l0 = l0, .l1 = l1, .is_first = st == 0,
+                                   .is_last = st == p->pp - 1, .tp = p->tp, .rank = r, .n_blocks = p->n_blocks};
+            if (p->path)
+                snprintf(in.path, sizeof in.path, "%s", p->path);
+            char name[64];
+            snprintf(name, sizeof name, "%s_s%dr%d", p->name ? p->name : "llm", st, r);
+            adag_actor_params_t ap = {
+                .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_PLACEMENT |
+                              ADAG_ACTOR_PARAM_INIT,
+                .class_name = "llm_shard", .name = name, .placement = p->placement, .init_data = &in,
+                .init_size = sizeof in};
+            if (p->module) {
+                ap.field_mask |= ADAG_ACTOR_PARAM_MODULE;
+                ap.module_path = p->module;
+            }
+            if (adag_actor_create(rt, &ap, &actors[r]) != ADAG_OK) {
+                afail("adag_actor_create", name);
+                goto out;
+            }
+        }
+        if (st == 0) {
+            adag_node_h rr[LLM_SHARD_MAX_TP];
+            for (int r = 0; r < p->tp; r++)
+                rr[r] = rows;
+            if (bind_ranks(g, actors, p->tp, "embed", rr, NULL, 1, x))
+                goto out;
+        }
+        for (int l = l0; l < l1; l++) {
+            char method[16];
+            adag_node_h rr[LLM_SHARD_MAX_TP];
+            for (int r = 0; r < p->tp; r++)
+                rr[r] = rows;
+            snprintf(method, sizeof method, "attn%d", l);
+            if (bind_ranks(g, actors, p->tp, method, x, rr, 2, part) || reduce(g, p->tp, part, sum) ||
+                bind_ranks(g, actors, p->tp, "resid", x, sum, 2, x))
+                goto out;
+            snprintf(method, sizeof method, "mlp%d", l);
+            if (bind_ranks(g, actors, p->tp, method, x, NULL, 1, part) || reduce(g, p->tp, part, sum) ||
+                bind_ranks(g, actors, p->tp, "resid", x, sum, 2, x))
+                goto out;
+        }
+        if (st == p->pp - 1) {
+            char method[16];
+            snprintf(method, sizeof method, "pick%d", p->tp);
+            if (bind_ranks(g, actors, p->tp, "logits", x, NULL, 1, part))
+                goto out;
+            if (adag_graph_bind(g, actors[0], method, part, (unsigned)p->tp, &next) != ADAG_OK) {
+                afail("adag_graph_bind", method);
+                goto out;
+            }
+        }
+    }
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_NAME,
+                                .max_inflight = 1, .name = "llm_step"};
+    if (adag_graph_output(g, &next, 1) != ADAG_OK || adag_graph_compile(g, &cp, &s->dag) != ADAG_OK) {
+        afail("adag_graph_compile", "llm_step");
+        goto out;
+    }
+    s->tp = p->tp;
+    s->pp = p->pp;
+    s->n_layers = p->cfg.n_layers;
+    rc = 0;
+out:
+    adag_graph_destroy(g);
+    return rc;
+}
+
+int llm_serve_step(llm_serve_t *s, const llm_shard_row_t *rows, int n, int *next) {
+    if (n < 1 || n > LLM_SHARD_MAX_ROWS)
+        return llm_fail("llm serve step: %d rows (1..%d)", n, LLM_SHARD_MAX_ROWS);
+    adag_value_t in = {.data = rows, .size = (size_t)n * sizeof *rows}, outv;
+    adag_ref_t ref;
+    if (adag_dag_execute(s->dag, &in, 1, 0, &ref) != ADAG_OK)
+        return afail("adag_dag_execute", "llm_step");
+    int rc = -1;
+    if (adag_dag_get(s->dag, ref, &outv, 1, STEP_TIMEOUT_MS) != ADAG_OK) {
+        afail("adag_dag_get", "llm_step");
+    } else if (outv.kind != ADAG_VALUE_TENSOR || outv.dtype != ADAG_DTYPE_I32 || outv.ndim != 1 ||
+               outv.shape[0] != n) {
+        llm_fail("llm serve step: the next tokens are not i32 [%d] (%zu bytes)", n, outv.size);
+    } else {
+        const int32_t *t = outv.data;
+        for (int i = 0; i < n; i++)
+            next[i] = t[i];
+        rc = 0;
+    }
+    adag_dag_release(s->dag, ref);
+    return rc;
+}
+
+void llm_serve_free(llm_serve_t *s) {
+    if (s->dag)
+        adag_dag_destroy(s->dag);
+    s->dag = NULL;
+}

@@ -1,0 +1,79 @@
+/* examples/llm/serve_graph.h: the model of model.h sharded over adag actors
+ * (tensor parallel tp x pipeline parallel pp), one batch step per DAG
+ * execution.
+ *
+ * The actor class "llm_shard" (stage_actors.c, built as
+ * build/examples/llm/libllm_shard.so) is one rank of one pipeline stage: it
+ * holds the weights and its own paged KV cache (its layers, its heads). Its
+ * init bytes are an llm_shard_init_t. Its methods, all on host tensors:
+ *
+ *   embed(rows)          -> x        f32 [n, d_model] (first stage)
+ *   attn<L>(x, rows)     -> partial  f32 [n, d_model]: the rank's attention
+ *                                     partial of layer L (K/V written to its
+ *                                     cache); one method per layer index,
+ *                                     attn0 .. attn<LLM_SHARD_MAX_LAYERS-1>
+ *   mlp<L>(x)            -> partial  f32 [n, d_model]: the MLP partial of L
+ *   resid(x, sum)        -> x + sum  f32 [n, d_model]
+ *   logits(x)            -> picks    bytes, n llm_pick_t of the rank's vocab
+ *                                     range (last stage)
+ *   pick<T>(picks_0..T-1)-> next     i32 [n]: the picks combined in rank
+ *                                     order (T = tp, pick1 .. pick8)
+ *
+ * rows: bytes, n llm_shard_row_t (one per token of the batch). */
+#ifndef LLM_SERVE_GRAPH_H
+#define LLM_SERVE_GRAPH_H
+
+#include <adag.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define LLM_SHARD_MAX_LAYERS 16
+#define LLM_SHARD_MAX_TP 8
+#define LLM_SHARD_MAX_TABLE 16 /* blocks per request: 256 positions */
+#define LLM_SHARD_MAX_ROWS 256 /* rows per step */
+
+/* One row of a step, as the driver sends it. */
+typedef struct llm_shard_row {
+    int32_t pos, token, n_table;
+    int32_t table[LLM_SHARD_MAX_TABLE];
+} llm_shard_row_t;
+
+/* The init bytes of an "llm_shard" actor. */
+typedef struct llm_shard_init {
+    llm_config_t cfg;   /* with seed weights; ignored with a path */
+    uint64_t seed;
+    char path[256];     /* a .safetensors file, or "" for llm_model_init(cfg, seed) */
+    int32_t l0, l1;     /* the stage's layers [l0, l1) */
+    int32_t is_first, is_last;
+    int32_t tp, rank;
+    int32_t n_blocks;   /* KV cache blocks of this actor */
+    int32_t pad;
+} llm_shard_init_t;
+
+/* The sharded model as a compiled DAG. */
+typedef struct llm_serve {
+    adag_dag_h dag;
+    int tp, pp, n_layers;
+} llm_serve_t;
+
+typedef struct llm_serve_params {
+    const char *module;       /* path of libllm_shard.so */
+    adag_placement_t placement; /* ADAG_PLACEMENT_PROCESS or _THREAD (class registered) */
+    llm_config_t cfg;
+    uint64_t seed;
+    const char *path;         /* weights file or NULL (seed) */
+    int tp, pp, n_blocks;
+    const char *name;         /* actor name prefix ("llm"): actors <name>.s<S>r<R> */
+} llm_serve_params_t;
+
+/* Creates the tp*pp actors in rt and compiles the step DAG: input 0 the rows
+ * (bytes), output 0 the next token per row (i32 [n]). -1 with llm_error()
+ * (naming the actor or node and adag_last_error()). */
+int llm_serve_build(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s);
+/* One step: rows[0..n) in, next[0..n) out (greedy next token per row). */
+int llm_serve_step(llm_serve_t *s, const llm_shard_row_t *rows, int n, int *next);
+/* Destroys the DAG (the actors go with the runtime). */
+void llm_serve_free(llm_serve_t *s);
+
+#endif

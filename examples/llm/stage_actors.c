@@ -1,0 +1,274 @@
+/* examples/llm/stage_actors.c: the actor class "llm_shard", one tensor-
+ * parallel rank of one pipeline stage of the model (serve_graph.h lists the
+ * methods). Built as build/examples/llm/libllm_shard.so with model.c and
+ * safetensors.c compiled in.
+ *
+ * The state holds the whole model's weights (loaded from the seed or the
+ * file; a rank only reads its layers, heads, d_ff columns and vocabulary
+ * rows) and the rank's paged KV cache: layers [l0, l1), heads of its range.
+ * The layer of attn/mlp is in the method's name (attn0, mlp3, ...): a method
+ * cannot tell which node of the graph it serves, so one name per layer. */
+#include <adag.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "safetensors.h"
+#include "serve_graph.h"
+
+typedef struct {
+    llm_shard_init_t in;
+    llm_model_t m;
+    llm_kv_t kv;
+    int col0, col1, voc0, voc1;
+} shard_t;
+
+static void shard_fini(void *state) {
+    shard_t *st = state;
+    llm_kv_free(&st->kv);
+    llm_model_free(&st->m);
+}
+
+static adag_status_t shard_init(void *state, const void *data, size_t size) {
+    shard_t *st = state;
+    if (data == NULL || size != sizeof st->in)
+        return adag_init_fail("llm_shard: init is %zu bytes, an llm_shard_init_t is %zu", size, sizeof st->in);
+    memcpy(&st->in, data, sizeof st->in);
+    llm_shard_init_t *in = &st->in;
+    in->path[sizeof in->path - 1] = '\0';
+    int rc = in->path[0] ? llm_st_load(&st->m, in->path) : llm_model_init(&st->m, &in->cfg, in->seed);
+    if (rc)
+        return adag_init_fail("llm_shard: %s", llm_error());
+    const llm_config_t *c = &st->m.cfg;
+    if (in->tp < 1 || in->tp > LLM_SHARD_MAX_TP || in->rank < 0 || in->rank >= in->tp ||
+        llm_tp_check(c, in->tp) || in->l0 < 0 || in->l1 <= in->l0 || in->l1 > c->n_layers ||
+        c->n_layers > LLM_SHARD_MAX_LAYERS || in->n_blocks < 1) {
+        llm_model_free(&st->m);
+        return adag_init_fail("llm_shard: rank %d of tp %d, layers [%d, %d) of %d (at most %d), %d blocks: "
+                              "does not fit the model", in->rank, in->tp, in->l0, in->l1, c->n_layers,
+                              LLM_SHARD_MAX_LAYERS, in->n_blocks);
+    }
+    int h0, h1;
+    llm_shard_range(c->n_heads, in->tp, in->rank, &h0, &h1);
+    llm_shard_range(c->d_ff, in->tp, in->rank, &st->col0, &st->col1);
+    llm_shard_range(c->vocab, in->tp, in->rank, &st->voc0, &st->voc1);
+    if (llm_kv_init(&st->kv, c, in->l0, in->l1, h0, h1, in->n_blocks)) {
+        llm_model_free(&st->m);
+        return adag_init_fail("llm_shard: %s", llm_error());
+    }
+    return ADAG_OK;
+}
+
+/* Argument i as f32 [n, d_model]; *n its rows. */
+static adag_status_t arg_x(adag_call_h call, const shard_t *st, unsigned i, const float **x, int *n) {
+    adag_value_t v;
+    adag_status_t s = adag_call_arg(call, i, &v);
+    if (s != ADAG_OK)
+        return s;
+    if (v.kind != ADAG_VALUE_TENSOR || v.dtype != ADAG_DTYPE_F32 || v.ndim != 2 ||
+        v.shape[1] != st->m.cfg.d_model || v.shape[0] > LLM_SHARD_MAX_ROWS)
+        return adag_call_fail(call, "argument %u: expected f32 [n <= %d, %d], got kind %d dtype %s ndim %u",
+                              i, LLM_SHARD_MAX_ROWS, st->m.cfg.d_model, (int)v.kind, adag_dtype_name(v.dtype),
+                              v.ndim);
+    *x = v.data;
+    *n = (int)v.shape[0];
+    return ADAG_OK;
+}
+
+/* Argument i as the step's rows, converted to llm_row_t (tables point into
+ * the argument, valid during the call). */
+static adag_status_t arg_rows(adag_call_h call, unsigned i, llm_row_t *rows, int *n) {
+    adag_value_t v;
+    adag_status_t s = adag_call_arg(call, i, &v);
+    if (s != ADAG_OK)
+        return s;
+    if (v.kind != ADAG_VALUE_BYTES || v.size % sizeof(llm_shard_row_t) != 0 ||
+        v.size / sizeof(llm_shard_row_t) > LLM_SHARD_MAX_ROWS)
+        return adag_call_fail(call, "argument %u: rows of %zu bytes, not a whole number (<= %d) of %zu-byte rows",
+                              i, v.size, LLM_SHARD_MAX_ROWS, sizeof(llm_shard_row_t));
+    const llm_shard_row_t *r = v.data;
+    *n = (int)(v.size / sizeof *r);
+    for (int k = 0; k < *n; k++) {
+        if (r[k].n_table < 0 || r[k].n_table > LLM_SHARD_MAX_TABLE)
+            return adag_call_fail(call, "row %d: a block table of %d entries (at most %d)", k, r[k].n_table,
+                                  LLM_SHARD_MAX_TABLE);
+        rows[k] = (llm_row_t){.table = r[k].table, .n_table = r[k].n_table, .pos = r[k].pos, .token = r[k].token};
+    }
+    return ADAG_OK;
+}
+
+static adag_status_t out_x(adag_call_h call, const shard_t *st, int n, float **y) {
+    int64_t shape[2] = {n, st->m.cfg.d_model};
+    return adag_call_output_tensor(call, 0, ADAG_DTYPE_F32, 2, shape, (void **)y);
+}
+
+static adag_status_t m_embed(void *state, adag_call_h call) {
+    const shard_t *st = state;
+    llm_row_t rows[LLM_SHARD_MAX_ROWS];
+    int n;
+    float *x;
+    adag_status_t s = arg_rows(call, 0, rows, &n);
+    if (s == ADAG_OK)
+        s = out_x(call, st, n, &x);
+    if (s != ADAG_OK)
+        return s;
+    if (!st->in.is_first)
+        return adag_call_fail(call, "embed on a stage that is not the first (layers [%d, %d))", st->in.l0,
+                              st->in.l1);
+    return llm_embed(&st->m, rows, n, x) ? adag_call_fail(call, "%s", llm_error()) : ADAG_OK;
+}
+
+static adag_status_t check_layer(adag_call_h call, const shard_t *st, int layer) {
+    if (layer < st->in.l0 || layer >= st->in.l1)
+        return adag_call_fail(call, "layer %d is not in this stage's [%d, %d)", layer, st->in.l0, st->in.l1);
+    return ADAG_OK;
+}
+
+static adag_status_t do_attn(shard_t *st, adag_call_h call, int layer) {
+    llm_row_t rows[LLM_SHARD_MAX_ROWS];
+    const float *x;
+    float *p;
+    int n, nr;
+    adag_status_t s = check_layer(call, st, layer);
+    if (s == ADAG_OK)
+        s = arg_x(call, st, 0, &x, &n);
+    if (s == ADAG_OK)
+        s = arg_rows(call, 1, rows, &nr);
+    if (s == ADAG_OK && nr != n)
+        return adag_call_fail(call, "attn%d: %d rows of x, %d rows", layer, n, nr);
+    if (s == ADAG_OK)
+        s = out_x(call, st, n, &p);
+    if (s != ADAG_OK)
+        return s;
+    return llm_attn_shard(&st->m, layer, &st->kv, rows, n, x, p) ? adag_call_fail(call, "%s", llm_error())
+                                                                 : ADAG_OK;
+}
+
+static adag_status_t do_mlp(shard_t *st, adag_call_h call, int layer) {
+    const float *x;
+    float *p;
+    int n;
+    adag_status_t s = check_layer(call, st, layer);
+    if (s == ADAG_OK)
+        s = arg_x(call, st, 0, &x, &n);
+    if (s == ADAG_OK)
+        s = out_x(call, st, n, &p);
+    if (s != ADAG_OK)
+        return s;
+    return llm_mlp_shard(&st->m, layer, st->col0, st->col1, n, x, p) ? adag_call_fail(call, "%s", llm_error())
+                                                                     : ADAG_OK;
+}
+
+/* x + sum: the reference adds the partials into a zeroed buffer in rank
+ * order, then adds that to x once; sum is the allreduce of the partials. */
+static adag_status_t m_resid(void *state, adag_call_h call) {
+    const shard_t *st = state;
+    const float *x, *sum;
+    float *y;
+    int n, n2;
+    adag_status_t s = arg_x(call, st, 0, &x, &n);
+    if (s == ADAG_OK)
+        s = arg_x(call, st, 1, &sum, &n2);
+    if (s == ADAG_OK && n2 != n)
+        return adag_call_fail(call, "resid: x has %d rows, the sum %d", n, n2);
+    if (s == ADAG_OK)
+        s = out_x(call, st, n, &y);
+    if (s != ADAG_OK)
+        return s;
+    size_t count = (size_t)n * (size_t)st->m.cfg.d_model;
+    memcpy(y, x, count * sizeof *y);
+    llm_residual_add(y, sum, count);
+    return ADAG_OK;
+}
+
+static adag_status_t m_logits(void *state, adag_call_h call) {
+    const shard_t *st = state;
+    const float *x;
+    int n;
+    adag_status_t s = arg_x(call, st, 0, &x, &n);
+    if (s != ADAG_OK)
+        return s;
+    if (!st->in.is_last)
+        return adag_call_fail(call, "logits on a stage that is not the last (layers [%d, %d))", st->in.l0,
+                              st->in.l1);
+    int vc = st->voc1 - st->voc0;
+    llm_pick_t *picks;
+    s = adag_call_output(call, 0, (size_t)n * sizeof *picks, (void **)&picks);
+    if (s != ADAG_OK)
+        return s;
+    float *h = malloc(((size_t)n * (size_t)st->m.cfg.d_model + (size_t)n * (size_t)vc + 1) * sizeof *h);
+    if (!h)
+        return adag_call_fail(call, "logits: out of memory for %d rows", n);
+    float *logits = h + (size_t)n * (size_t)st->m.cfg.d_model;
+    llm_final_norm(&st->m, n, x, h);
+    if (llm_logits_shard(&st->m, st->voc0, st->voc1, n, h, logits)) {
+        s = adag_call_fail(call, "%s", llm_error());
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        picks[i] = llm_argmax_shard(logits + (size_t)i * (size_t)vc, vc, st->voc0);
+out:
+    free(h);
+    return s;
+}
+
+/* pick<tp>(picks of rank 0 .. tp-1) -> i32 [n]. */
+static adag_status_t m_pick(void *state, adag_call_h call) {
+    const shard_t *st = state;
+    const llm_pick_t *picks[LLM_SHARD_MAX_TP];
+    size_t size = 0;
+    for (int r = 0; r < st->in.tp; r++) {
+        adag_value_t v;
+        adag_status_t s = adag_call_arg(call, (unsigned)r, &v);
+        if (s != ADAG_OK)
+            return s;
+        if (v.size % sizeof(llm_pick_t) != 0 || (r > 0 && v.size != size))
+            return adag_call_fail(call, "pick: rank %d's picks are %zu bytes (rank 0's %zu, %zu each)", r, v.size,
+                                  size, sizeof(llm_pick_t));
+        size = v.size;
+        picks[r] = v.data;
+    }
+    int64_t n = (int64_t)(size / sizeof(llm_pick_t));
+    int32_t *next;
+    adag_status_t s = adag_call_output_tensor(call, 0, ADAG_DTYPE_I32, 1, &n, (void **)&next);
+    if (s != ADAG_OK)
+        return s;
+    for (int64_t i = 0; i < n; i++) {
+        llm_pick_t row[LLM_SHARD_MAX_TP];
+        for (int r = 0; r < st->in.tp; r++)
+            row[r] = picks[r][i];
+        next[i] = llm_pick(row, st->in.tp);
+    }
+    return ADAG_OK;
+}
+
+#define LAYER(L)                                                                                                  \
+    static adag_status_t m_attn##L(void *state, adag_call_h call) { return do_attn(state, call, L); }           \
+    static adag_status_t m_mlp##L(void *state, adag_call_h call) { return do_mlp(state, call, L); }
+LAYER(0) LAYER(1) LAYER(2) LAYER(3) LAYER(4) LAYER(5) LAYER(6) LAYER(7)
+LAYER(8) LAYER(9) LAYER(10) LAYER(11) LAYER(12) LAYER(13) LAYER(14) LAYER(15)
+#define LAYER_DEFS(L) {"attn" #L, m_attn##L, 2, 1}, {"mlp" #L, m_mlp##L, 1, 1}
+
+static const adag_method_def_t shard_methods[] = {
+    {"embed", m_embed, 1, 1},
+    {"resid", m_resid, 2, 1},
+    {"logits", m_logits, 1, 1},
+    {"pick1", m_pick, 1, 1}, {"pick2", m_pick, 2, 1}, {"pick3", m_pick, 3, 1}, {"pick4", m_pick, 4, 1},
+    {"pick5", m_pick, 5, 1}, {"pick6", m_pick, 6, 1}, {"pick7", m_pick, 7, 1}, {"pick8", m_pick, 8, 1},
+    LAYER_DEFS(0), LAYER_DEFS(1), LAYER_DEFS(2), LAYER_DEFS(3), LAYER_DEFS(4), LAYER_DEFS(5),
+    LAYER_DEFS(6), LAYER_DEFS(7), LAYER_DEFS(8), LAYER_DEFS(9), LAYER_DEFS(10), LAYER_DEFS(11),
+    LAYER_DEFS(12), LAYER_DEFS(13), LAYER_DEFS(14), LAYER_DEFS(15),
+};
+
+static const adag_class_def_t shard_class = {
+    .abi_version = ADAG_ABI_VERSION,
+    .name = "llm_shard",
+    .state_size = sizeof(shard_t),
+    .init = shard_init,
+    .fini = shard_fini,
+    .methods = shard_methods,
+    .nmethods = sizeof shard_methods / sizeof shard_methods[0],
+};
+
+ADAG_MODULE(&shard_class);
