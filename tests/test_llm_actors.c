@@ -3,15 +3,17 @@
  * 1x2, 2x2}: a prefill of three requests of different lengths in one step,
  * then decode steps of one row per request, every picked token equal to the
  * single-process reference's (llm_ref_generate of each request alone, same
- * tp). With tp <= 2 the allreduce's sum is the reference's bit for bit. */
+ * tp); 2x2 loads the weights from a .safetensors file. With tp <= 2 the allreduce's sum is the reference's bit for bit. */
 #include "helpers.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "examples/llm/model.h"
+#include "examples/llm/safetensors.h"
 #include "examples/llm/serve_graph.h"
 
 #define LLM_MODULE ADAG_TEST_BUILD_DIR "/examples/llm/libllm_shard.so"
@@ -49,7 +51,9 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void run_case(int tp, int pp) {
+/* from_file: the actors load the weights from a .safetensors file the test
+ * writes (else each makes them from the seed). */
+static void run_case(int tp, int pp, int from_file) {
     llm_config_t cfg;
     llm_model_t m;
     int want[NREQ][NEW], got[NREQ][NEW], len[NREQ], total = 0;
@@ -62,11 +66,19 @@ static void run_case(int tp, int pp) {
         cr_assert_eq(llm_ref_generate(&m, tp, (const uint8_t *)prompts[q], len[q], NEW, want[q]), 0, "%s",
                      llm_error());
     }
+    char path[] = "/tmp/adag-llm-actors-XXXXXX";
+    if (from_file) {
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0, "mkstemp %s", path);
+        close(fd);
+        cr_assert_eq(llm_st_save(&m, path), 0, "%s", llm_error());
+    }
     h_snapshot_t snap;
     h_snapshot(&snap);
     adag_runtime_h rt = h_runtime();
-    llm_serve_params_t p = {.module = LLM_MODULE, .placement = ADAG_PLACEMENT_PROCESS, .cfg = cfg, .seed = SEED,
-                            .tp = tp, .pp = pp, .n_blocks = N_BLOCKS, .name = "llm"};
+    llm_serve_params_t p = {.module = LLM_MODULE, .placement = ADAG_PLACEMENT_PROCESS, .cfg = cfg,
+                            .seed = from_file ? ~SEED : SEED, /* the file's weights, not the seed's */
+                            .path = from_file ? path : NULL, .tp = tp, .pp = pp, .n_blocks = N_BLOCKS, .name = "llm"};
     llm_serve_t s;
     cr_assert_eq(llm_serve_build(rt, &p, &s), 0, "tp %d pp %d: %s", tp, pp, llm_error());
 
@@ -100,10 +112,31 @@ static void run_case(int tp, int pp) {
     llm_serve_free(&s);
     ASSERT_OK(adag_runtime_destroy(rt));
     llm_model_free(&m);
+    if (from_file)
+        unlink(path);
     h_assert_clean(&snap);
 }
 
-Test(llm_actors, tp1_pp1, .timeout = 120) { run_case(1, 1); }
-Test(llm_actors, tp2_pp1, .timeout = 120) { run_case(2, 1); }
-Test(llm_actors, tp1_pp2, .timeout = 120) { run_case(1, 2); }
-Test(llm_actors, tp2_pp2, .timeout = 120) { run_case(2, 2); }
+Test(llm_actors, tp1_pp1, .timeout = 120) { run_case(1, 1, 0); }
+Test(llm_actors, tp2_pp1, .timeout = 120) { run_case(2, 1, 0); }
+Test(llm_actors, tp1_pp2, .timeout = 120) { run_case(1, 2, 0); }
+Test(llm_actors, tp2_pp2, .timeout = 120) { run_case(2, 2, 1); }
+
+/* An actor whose weights file is missing fails its init; the build says
+ * which actor and which file, and leaves nothing behind. */
+Test(llm_actors, missing_weights_file, .timeout = 60) {
+    llm_config_t cfg;
+    tiny_config(&cfg);
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    llm_serve_params_t p = {.module = LLM_MODULE, .placement = ADAG_PLACEMENT_PROCESS, .cfg = cfg, .seed = SEED,
+                            .path = "/nonexistent/llm-actors.safetensors", .tp = 2, .pp = 1, .n_blocks = 4};
+    llm_serve_t s;
+    cr_assert_eq(llm_serve_build(rt, &p, &s), -1);
+    cr_assert(strstr(llm_error(), "llm_s0r0") && strstr(llm_error(), "/nonexistent/llm-actors.safetensors"),
+              "the error names neither the actor nor the file: %s", llm_error());
+    cr_assert_null(s.dag);
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
