@@ -143,6 +143,12 @@ class RaySide:
         import ray
         from ray.dag import InputNode, MultiOutputNode
         self.ray, self.InputNode, self.MultiOutputNode = ray, InputNode, MultiOutputNode
+        # Ray's channels leave named semaphores in /dev/shm; the peer of
+        # adag-bench (bench/peers/ray_cgraph.py) knows which and removes them
+        sys.path.insert(0, os.path.join(REPO, "bench", "peers"))
+        import ray_cgraph
+        self.peer = ray_cgraph
+        self.sems_before = ray_cgraph.ray_sems()
         ray.init(num_cpus=max(4, n + 1), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
         remote = ray.remote(num_cpus=0)(Worker)
@@ -176,6 +182,7 @@ class RaySide:
 
     def shutdown(self):
         self.ray.shutdown()
+        self.peer.remove_leaked_sems(self.sems_before)
 
 
 # rows: (name, in flight, bytes, metric)
