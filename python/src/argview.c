@@ -158,21 +158,7 @@ static PyObject *Arg_dlpack(ArgViewObject *self, PyObject *args, PyObject *kw)
     DLTensor *t = versioned ? &e->versioned.dl_tensor : &e->legacy.dl_tensor;
     t->data = (void *)v->data;
     t->device = dev;
-    adagpy_dl_dtype(v, &t->dtype);
-    if (v->kind == ADAG_VALUE_TENSOR) {
-        t->ndim = (int32_t)v->ndim;
-        memcpy(e->shape, v->shape, sizeof(e->shape));
-    } else {
-        t->ndim = 1;
-        e->shape[0] = (int64_t)v->size;
-    }
-    int64_t stride = 1;
-    for (int d = t->ndim; d-- > 0;) {
-        e->strides[d] = stride;
-        stride *= e->shape[d];
-    }
-    t->shape = e->shape;
-    t->strides = e->strides;
+    adagpy_dl_layout(v, t, e->shape, e->strides);
     if (versioned) {
         e->versioned.version.major = ADAGPY_DLPACK_MAJOR;
         e->versioned.version.minor = ADAGPY_DLPACK_MINOR;

@@ -93,5 +93,8 @@ typedef struct DLManagedTensorVersioned {
 #include <adag.h>
 void adagpy_dl_dtype(const adag_value_t *v, DLDataType *t);
 void adagpy_dl_device(int32_t device, DLDevice *d);
+/* t's dtype, ndim, shape and row-major strides for v (bytes: uint8, 1-D),
+ * into shape[ADAG_MAX_DIMS] and strides[ADAG_MAX_DIMS]; byte_offset 0. */
+void adagpy_dl_layout(const adag_value_t *v, DLTensor *t, int64_t *shape, int64_t *strides);
 
 #endif

@@ -349,6 +349,26 @@ void adagpy_dl_dtype(const adag_value_t *v, DLDataType *t)
     }
 }
 
+void adagpy_dl_layout(const adag_value_t *v, DLTensor *t, int64_t *shape, int64_t *strides)
+{
+    adagpy_dl_dtype(v, &t->dtype);
+    if (v->kind == ADAG_VALUE_TENSOR) {
+        t->ndim = (int32_t)v->ndim;
+        memcpy(shape, v->shape, ADAG_MAX_DIMS * sizeof(*shape));
+    } else {
+        t->ndim = 1;
+        shape[0] = (int64_t)v->size;
+    }
+    int64_t stride = 1;
+    for (int d = t->ndim; d-- > 0;) {
+        strides[d] = stride;
+        stride *= shape[d];
+    }
+    t->shape = shape;
+    t->strides = strides;
+    t->byte_offset = 0;
+}
+
 void adagpy_dl_device(int32_t device, DLDevice *d)
 {
     if (ADAG_DEVICE_KIND(device) == ADAG_DEV_CUDA) {
@@ -465,22 +485,7 @@ static PyObject *View_dlpack(SlotViewObject *self, PyObject *args, PyObject *kw)
         t->data = e->copy;
     }
     t->device = dev;
-    adagpy_dl_dtype(val, &t->dtype);
-    if (val->kind == ADAG_VALUE_TENSOR) {
-        t->ndim = (int32_t)val->ndim;
-        memcpy(e->shape, val->shape, sizeof(e->shape));
-    } else {
-        t->ndim = 1;
-        e->shape[0] = (int64_t)val->size;
-    }
-    int64_t stride = 1;
-    for (int d = t->ndim; d-- > 0;) {
-        e->strides[d] = stride;
-        stride *= e->shape[d];
-    }
-    t->shape = e->shape;
-    t->strides = e->strides;
-    t->byte_offset = 0;
+    adagpy_dl_layout(val, t, e->shape, e->strides);
     if (versioned) {
         e->versioned.version.major = ADAGPY_DLPACK_MAJOR;
         e->versioned.version.minor = ADAGPY_DLPACK_MINOR;

@@ -118,6 +118,10 @@ def test_arguments_by_dlpack(rt, placement):
     with dag.get(dag.execute(v)) as (out, kept):
         assert out.dtype == "int16" and np.array_equal(out.numpy(), v + 1)
         assert bytes(kept).startswith(b"False adag.ArgView: argument 0 was used after its method")
+    with dag.get(dag.execute(b"\x01\x02")) as (out, _):  # bytes: uint8, 1-D
+        assert out.dtype == "uint8" and np.array_equal(out.numpy(), [2, 3])
+    with dag.get(dag.execute(b"")) as (out, _):  # an empty value
+        assert out.shape == (0,)
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
