@@ -243,6 +243,8 @@ static void rope(float *v, int head_dim, int pos, float theta) {
 }
 
 static int row_check(const llm_kv_t *kv, const llm_row_t *r, int i) {
+    if (r->pos == LLM_ROW_PAD)
+        return 0;
     if (r->pos < 0 || r->pos / LLM_KV_BLOCK >= r->n_table)
         return fail("llm: row %d: position %d is past its block table of %d blocks", i, r->pos, r->n_table);
     for (int b = 0; b <= r->pos / LLM_KV_BLOCK; b++)
@@ -277,7 +279,7 @@ int llm_attn_shard(const llm_model_t *m, int layer, llm_kv_t *kv, const llm_row_
     const llm_layer_t *L = &m->layers[layer];
     int nh = h1 - h0, width = nh * hd, max_pos = 0;
     for (int i = 0; i < n; i++)
-        max_pos = rows[i].pos > max_pos ? rows[i].pos : max_pos;
+        max_pos = rows[i].pos > max_pos ? rows[i].pos : max_pos; /* a pad row's -1 never wins */
     float *xn = malloc((size_t)d * sizeof(float));
     float *q = malloc((size_t)n * (size_t)width * sizeof(float));
     float *att = malloc((size_t)d * sizeof(float));
@@ -289,6 +291,8 @@ int llm_attn_shard(const llm_model_t *m, int layer, llm_kv_t *kv, const llm_row_
     /* q of every row; K and V written at each row's slot before any row attends */
     for (int i = 0; i < n; i++) {
         const llm_row_t *r = &rows[i];
+        if (r->pos == LLM_ROW_PAD)
+            continue;
         int blk = r->table[r->pos / LLM_KV_BLOCK], slot = r->pos % LLM_KV_BLOCK;
         rmsnorm(x + (size_t)i * d, L->attn_norm, d, c->norm_eps, xn);
         float *qi = q + (size_t)i * width;
@@ -304,6 +308,10 @@ int llm_attn_shard(const llm_model_t *m, int layer, llm_kv_t *kv, const llm_row_
     float inv = 1.0f / sqrtf((float)hd);
     for (int i = 0; i < n; i++) {
         const llm_row_t *r = &rows[i];
+        if (r->pos == LLM_ROW_PAD) {
+            memset(partial + (size_t)i * d, 0, (size_t)d * sizeof(float));
+            continue;
+        }
         memset(att, 0, (size_t)d * sizeof(float));
         for (int h = h0; h < h1; h++) {
             const float *qh = q + (size_t)i * width + (size_t)(h - h0) * hd;

@@ -118,6 +118,12 @@ void llm_kv_free(llm_kv_t *kv);
 float *llm_kv_k(const llm_kv_t *kv, int layer, int block, int head, int slot);
 float *llm_kv_v(const llm_kv_t *kv, int layer, int block, int head, int slot);
 
+/* The position of a padding row: a row that fills a batch up to its static
+ * size. Its token is embedded and goes through every layer like any row
+ * (its result is ignored), but attention neither reads nor writes the cache
+ * for it (its partial is zeros) and its table is not looked at. */
+#define LLM_ROW_PAD (-1)
+
 /* One row of a batch: a token of a request at a position. The request's
  * block table must cover pos (pos / 16 < n_table). In one batch, the rows of
  * one request are consecutive positions in increasing order (a prefill) or

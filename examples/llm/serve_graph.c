@@ -23,16 +23,40 @@ static int afail(const char *what, const char *where) {
     return llm_fail("llm serve: %s (%s): %s", what, where, adag_last_error());
 }
 
+/* Static shapes of a DAG for `rows` rows (0: per execution). */
+typedef struct {
+    int rows, d_model;
+} shape_t;
+
+static int declare_x(adag_node_h node, const shape_t *sh, const char *method) {
+    adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE, .dtype = ADAG_DTYPE_F32};
+    if (sh->rows) {
+        tp.field_mask |= ADAG_TENSOR_PARAM_SHAPE;
+        tp.ndim = 2;
+        tp.shape[0] = sh->rows;
+        tp.shape[1] = sh->d_model;
+    }
+    return adag_node_tensor(node, &tp) != ADAG_OK ? afail("adag_node_tensor", method) : 0;
+}
+
+static int size_channel(adag_node_h node, size_t bytes, const char *what) {
+    adag_channel_params_t cp = {.field_mask = ADAG_CHANNEL_PARAM_MAX_BYTES, .max_bytes = bytes};
+    return adag_node_channel(node, &cp) != ADAG_OK ? afail("adag_node_channel", what) : 0;
+}
+
 /* One call node per rank of the stage: method(args of rank r). */
 static int bind_ranks(adag_graph_h g, adag_actor_h *actors, int tp, const char *method, adag_node_h *a0,
-                      adag_node_h *a1, int nargs, adag_node_h *out) {
+                      adag_node_h *a1, int nargs, const shape_t *sh, adag_node_h *out) {
     for (int r = 0; r < tp; r++) {
         adag_node_h args[2] = {a0[r], a1 ? a1[r] : NULL};
-        adag_tensor_params_t f32 = {.field_mask = ADAG_TENSOR_PARAM_DTYPE, .dtype = ADAG_DTYPE_F32};
         if (adag_graph_bind(g, actors[r], method, args, (unsigned)nargs, &out[r]) != ADAG_OK)
             return afail("adag_graph_bind", method);
-        if (strcmp(method, "logits") != 0 && adag_node_tensor(out[r], &f32) != ADAG_OK)
-            return afail("adag_node_tensor", method);
+        if (strcmp(method, "logits") == 0) {
+            if (sh->rows && size_channel(out[r], (size_t)sh->rows * sizeof(llm_pick_t), "logits"))
+                return -1;
+        } else if (declare_x(out[r], sh, method)) {
+            return -1;
+        }
     }
     return 0;
 }
@@ -48,21 +72,12 @@ static int reduce(adag_graph_h g, int tp, adag_node_h *part, adag_node_h *sum) {
     return 0;
 }
 
-int llm_serve_build(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s) {
+int llm_serve_create(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s) {
     memset(s, 0, sizeof *s);
-    if (p->tp < 1 || p->tp > LLM_SHARD_MAX_TP || p->pp < 1 || p->pp > p->cfg.n_layers)
-        return llm_fail("llm serve: tp %d (1..%d), pp %d (1..%d layers)", p->tp, LLM_SHARD_MAX_TP, p->pp,
-                        p->cfg.n_layers);
-    adag_graph_h g = NULL;
-    adag_node_h rows, x[LLM_SHARD_MAX_TP], part[LLM_SHARD_MAX_TP], sum[LLM_SHARD_MAX_TP], next = NULL;
-    adag_actor_h actors[LLM_SHARD_MAX_TP];
-    int rc = -1;
-    if (adag_graph_create(rt, &g) != ADAG_OK)
-        return afail("adag_graph_create", "step");
-    if (adag_graph_input(g, 0, &rows) != ADAG_OK) {
-        afail("adag_graph_input", "rows");
-        goto out;
-    }
+    if (p->tp < 1 || p->tp > LLM_SHARD_MAX_TP || p->pp < 1 || p->pp > LLM_SHARD_MAX_STAGES ||
+        p->pp > p->cfg.n_layers)
+        return llm_fail("llm serve: tp %d (1..%d), pp %d (1..%d, at most the %d layers)", p->tp,
+                        LLM_SHARD_MAX_TP, p->pp, LLM_SHARD_MAX_STAGES, p->cfg.n_layers);
     for (int st = 0; st < p->pp; st++) {
         int l0, l1;
         llm_shard_range(p->cfg.n_layers, p->pp, st, &l0, &l1);
@@ -82,68 +97,113 @@ int llm_serve_build(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t 
                 ap.field_mask |= ADAG_ACTOR_PARAM_MODULE;
                 ap.module_path = p->module;
             }
-            if (adag_actor_create(rt, &ap, &actors[r]) != ADAG_OK) {
-                afail("adag_actor_create", name);
-                goto out;
-            }
+            if (adag_actor_create(rt, &ap, &s->actors[st * p->tp + r]) != ADAG_OK)
+                return afail("adag_actor_create", name);
         }
-        if (st == 0) {
-            adag_node_h rr[LLM_SHARD_MAX_TP];
-            for (int r = 0; r < p->tp; r++)
-                rr[r] = rows;
-            if (bind_ranks(g, actors, p->tp, "embed", rr, NULL, 1, x))
-                goto out;
-        }
+    }
+    s->rt = rt;
+    s->cfg = p->cfg;
+    s->tp = p->tp;
+    s->pp = p->pp;
+    return 0;
+}
+
+/* The step graph over s's actors; rows 0: per-execution shapes. */
+static int compile_step(llm_serve_t *s, int rows, unsigned max_inflight, const char *name, adag_dag_h *dag) {
+    int tp = s->tp;
+    shape_t sh = {.rows = rows, .d_model = s->cfg.d_model};
+    adag_graph_h g = NULL;
+    adag_node_h in, x[LLM_SHARD_MAX_TP], part[LLM_SHARD_MAX_TP], sum[LLM_SHARD_MAX_TP], next = NULL;
+    adag_node_h rr[LLM_SHARD_MAX_TP];
+    int rc = -1;
+    *dag = NULL;
+    if (adag_graph_create(s->rt, &g) != ADAG_OK)
+        return afail("adag_graph_create", name);
+    if (adag_graph_input(g, 0, &in) != ADAG_OK) {
+        afail("adag_graph_input", "rows");
+        goto out;
+    }
+    if (rows && size_channel(in, (size_t)rows * sizeof(llm_shard_row_t), "rows"))
+        goto out;
+    for (int r = 0; r < tp; r++)
+        rr[r] = in;
+    for (int st = 0; st < s->pp; st++) {
+        adag_actor_h *actors = &s->actors[st * tp];
+        int l0, l1;
+        llm_shard_range(s->cfg.n_layers, s->pp, st, &l0, &l1);
+        if (st == 0 && bind_ranks(g, actors, tp, "embed", rr, NULL, 1, &sh, x))
+            goto out;
         for (int l = l0; l < l1; l++) {
             char method[16];
-            adag_node_h rr[LLM_SHARD_MAX_TP];
-            for (int r = 0; r < p->tp; r++)
-                rr[r] = rows;
             snprintf(method, sizeof method, "attn%d", l);
-            if (bind_ranks(g, actors, p->tp, method, x, rr, 2, part) || reduce(g, p->tp, part, sum) ||
-                bind_ranks(g, actors, p->tp, "resid", x, sum, 2, x))
+            if (bind_ranks(g, actors, tp, method, x, rr, 2, &sh, part) || reduce(g, tp, part, sum) ||
+                bind_ranks(g, actors, tp, "resid", x, sum, 2, &sh, x))
                 goto out;
             snprintf(method, sizeof method, "mlp%d", l);
-            if (bind_ranks(g, actors, p->tp, method, x, NULL, 1, part) || reduce(g, p->tp, part, sum) ||
-                bind_ranks(g, actors, p->tp, "resid", x, sum, 2, x))
+            if (bind_ranks(g, actors, tp, method, x, NULL, 1, &sh, part) || reduce(g, tp, part, sum) ||
+                bind_ranks(g, actors, tp, "resid", x, sum, 2, &sh, x))
                 goto out;
         }
-        if (st == p->pp - 1) {
+        if (st == s->pp - 1) {
             char method[16];
-            snprintf(method, sizeof method, "pick%d", p->tp);
-            if (bind_ranks(g, actors, p->tp, "logits", x, NULL, 1, part))
+            snprintf(method, sizeof method, "pick%d", tp);
+            if (bind_ranks(g, actors, tp, "logits", x, NULL, 1, &sh, part))
                 goto out;
-            if (adag_graph_bind(g, actors[0], method, part, (unsigned)p->tp, &next) != ADAG_OK) {
+            if (adag_graph_bind(g, actors[0], method, part, (unsigned)tp, &next) != ADAG_OK) {
                 afail("adag_graph_bind", method);
+                goto out;
+            }
+            adag_tensor_params_t i32 = {.field_mask = ADAG_TENSOR_PARAM_DTYPE, .dtype = ADAG_DTYPE_I32};
+            if (rows) {
+                i32.field_mask |= ADAG_TENSOR_PARAM_SHAPE;
+                i32.ndim = 1;
+                i32.shape[0] = rows;
+            }
+            if (adag_node_tensor(next, &i32) != ADAG_OK) {
+                afail("adag_node_tensor", method);
                 goto out;
             }
         }
     }
     adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_NAME,
-                                .max_inflight = 1, .name = "llm_step"};
-    if (adag_graph_output(g, &next, 1) != ADAG_OK || adag_graph_compile(g, &cp, &s->dag) != ADAG_OK) {
-        afail("adag_graph_compile", "llm_step");
+                                .max_inflight = max_inflight, .name = name};
+    if (adag_graph_output(g, &next, 1) != ADAG_OK || adag_graph_compile(g, &cp, dag) != ADAG_OK) {
+        afail("adag_graph_compile", name);
         goto out;
     }
-    s->tp = p->tp;
-    s->pp = p->pp;
-    s->n_layers = p->cfg.n_layers;
     rc = 0;
 out:
     adag_graph_destroy(g);
     return rc;
 }
 
-int llm_serve_step(llm_serve_t *s, const llm_shard_row_t *rows, int n, int *next) {
+int llm_serve_compile(llm_serve_t *s, int rows, unsigned max_inflight, const char *name, adag_dag_h *dag) {
+    if (rows < 1 || rows > LLM_SHARD_MAX_ROWS || max_inflight < 1)
+        return llm_fail("llm serve: a DAG of %d rows (1..%d), %u in flight (at least 1)", rows,
+                        LLM_SHARD_MAX_ROWS, max_inflight);
+    return compile_step(s, rows, max_inflight, name, dag);
+}
+
+int llm_serve_build(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s) {
+    if (llm_serve_create(rt, p, s))
+        return -1;
+    return compile_step(s, 0, 1, "llm_step", &s->dag);
+}
+
+int llm_serve_start(adag_dag_h dag, const llm_shard_row_t *rows, int n, adag_ref_t *ref) {
     if (n < 1 || n > LLM_SHARD_MAX_ROWS)
         return llm_fail("llm serve step: %d rows (1..%d)", n, LLM_SHARD_MAX_ROWS);
-    adag_value_t in = {.data = rows, .size = (size_t)n * sizeof *rows}, outv;
-    adag_ref_t ref;
-    if (adag_dag_execute(s->dag, &in, 1, 0, &ref) != ADAG_OK)
-        return afail("adag_dag_execute", "llm_step");
+    adag_value_t in = {.data = rows, .size = (size_t)n * sizeof *rows};
+    if (adag_dag_execute(dag, &in, 1, 0, ref) != ADAG_OK)
+        return afail("adag_dag_execute", adag_dag_name(dag));
+    return 0;
+}
+
+int llm_serve_finish(adag_dag_h dag, adag_ref_t ref, int n, int *next, int timeout_ms) {
+    adag_value_t outv;
     int rc = -1;
-    if (adag_dag_get(s->dag, ref, &outv, 1, STEP_TIMEOUT_MS) != ADAG_OK) {
-        afail("adag_dag_get", "llm_step");
+    if (adag_dag_get(dag, ref, &outv, 1, timeout_ms) != ADAG_OK) {
+        afail("adag_dag_get", adag_dag_name(dag));
     } else if (outv.kind != ADAG_VALUE_TENSOR || outv.dtype != ADAG_DTYPE_I32 || outv.ndim != 1 ||
                outv.shape[0] != n) {
         llm_fail("llm serve step: the next tokens are not i32 [%d] (%zu bytes)", n, outv.size);
@@ -153,8 +213,15 @@ int llm_serve_step(llm_serve_t *s, const llm_shard_row_t *rows, int n, int *next
             next[i] = t[i];
         rc = 0;
     }
-    adag_dag_release(s->dag, ref);
+    adag_dag_release(dag, ref);
     return rc;
+}
+
+int llm_serve_step(llm_serve_t *s, const llm_shard_row_t *rows, int n, int *next) {
+    adag_ref_t ref;
+    if (llm_serve_start(s->dag, rows, n, &ref))
+        return -1;
+    return llm_serve_finish(s->dag, ref, n, next, STEP_TIMEOUT_MS);
 }
 
 void llm_serve_free(llm_serve_t *s) {

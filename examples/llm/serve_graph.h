@@ -51,10 +51,15 @@ typedef struct llm_shard_init {
     int32_t pad;
 } llm_shard_init_t;
 
-/* The sharded model as a compiled DAG. */
+#define LLM_SHARD_MAX_STAGES 8
+
+/* The sharded model's actors: stage s, rank r is actors[s * tp + r]. */
 typedef struct llm_serve {
-    adag_dag_h dag;
-    int tp, pp, n_layers;
+    adag_runtime_h rt;
+    adag_actor_h actors[LLM_SHARD_MAX_STAGES * LLM_SHARD_MAX_TP];
+    llm_config_t cfg;
+    int tp, pp;
+    adag_dag_h dag; /* llm_serve_build's DAG (LLM_SHARD_MAX_ROWS rows), else NULL */
 } llm_serve_t;
 
 typedef struct llm_serve_params {
@@ -64,16 +69,35 @@ typedef struct llm_serve_params {
     uint64_t seed;
     const char *path;         /* weights file or NULL (seed) */
     int tp, pp, n_blocks;
-    const char *name;         /* actor name prefix ("llm"): actors <name>.s<S>r<R> */
+    const char *name;         /* actor name prefix ("llm"): actors <name>_s<S>r<R> */
 } llm_serve_params_t;
 
-/* Creates the tp*pp actors in rt and compiles the step DAG: input 0 the rows
- * (bytes), output 0 the next token per row (i32 [n]). -1 with llm_error()
- * (naming the actor or node and adag_last_error()). */
+/* Creates the tp*pp actors in rt (no DAG yet). -1 with llm_error() (naming
+ * the actor and adag_last_error()). The actors go with the runtime. */
+int llm_serve_create(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s);
+
+/* Compiles a step DAG over s's actors for batches of exactly `rows` rows
+ * (1..LLM_SHARD_MAX_ROWS; static shapes: every channel's slot is sized for
+ * `rows`, f32 [rows, d_model] between the methods): input 0 the rows
+ * (bytes, rows * sizeof(llm_shard_row_t)), output 0 the next token per row
+ * (i32 [rows]). max_inflight executions may be in flight (pp keeps every
+ * stage busy). Several DAGs over the same actors share the actors' KV
+ * caches and their communicators. name names the DAG in stats and traces.
+ * -1 with llm_error(). */
+int llm_serve_compile(llm_serve_t *s, int rows, unsigned max_inflight, const char *name, adag_dag_h *dag);
+
+/* llm_serve_create, then one DAG for up to LLM_SHARD_MAX_ROWS rows with
+ * per-execution shapes (s->dag), max_inflight 1. */
 int llm_serve_build(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t *s);
-/* One step: rows[0..n) in, next[0..n) out (greedy next token per row). */
+/* One step on s->dag: rows[0..n) in, next[0..n) out (greedy next token per
+ * row; a padding row's is meaningless). */
 int llm_serve_step(llm_serve_t *s, const llm_shard_row_t *rows, int n, int *next);
-/* Destroys the DAG (the actors go with the runtime). */
+/* One step on a DAG of llm_serve_compile: starts it (*ref) ... */
+int llm_serve_start(adag_dag_h dag, const llm_shard_row_t *rows, int n, adag_ref_t *ref);
+/* ... and waits for its n next tokens (timeout_ms; -1 forever), releasing
+ * the ref whatever happens. */
+int llm_serve_finish(adag_dag_h dag, adag_ref_t ref, int n, int *next, int timeout_ms);
+/* Destroys s->dag (the actors go with the runtime). */
 void llm_serve_free(llm_serve_t *s);
 
 #endif
