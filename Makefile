@@ -111,7 +111,7 @@ LLM_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm
 LLM_GEN := $(BUILD)/examples/llm/llm-gen
 # the sharded model over actors: the class module and the driver's graph builder
 LLM_SHARD_MODULE := $(BUILD)/examples/llm/libllm_shard.so
-LLM_SERVE_OBJS := $(BUILD)/obj/examples/llm/serve_graph.o
+LLM_SERVE_OBJS := $(BUILD)/obj/examples/llm/serve_graph.o $(BUILD)/obj/examples/llm/engine.o
 BENCH_SRCS := $(wildcard bench/*.c) bench/modules/bench_actors.c bench/modules/bench_device.c \
     tests/modules/shared_methods.c
 BENCH_MODULE := $(BUILD)/bench/libbench_actors.so
@@ -312,7 +312,7 @@ $(BUILD)/tests/adag-unit-tests: $(UNIT_OBJS) $(LLM_OBJS) $(DATA_STATIC)
 
 # examples/llm/: its objects see its headers; llm-gen is a plain program
 # (no libadag yet).
-$(LLM_OBJS) $(LLM_SERVE_OBJS) $(BUILD)/obj/tests/unit_llm_model.o $(BUILD)/obj/tests/test_llm_actors.o: \
+$(LLM_OBJS) $(LLM_SERVE_OBJS) $(BUILD)/obj/tests/unit_llm_model.o $(BUILD)/obj/tests/test_llm_actors.o $(BUILD)/obj/tests/test_llm_engine.o: \
     $(wildcard examples/llm/*.h)
 # libllm_shard.so: the "llm_shard" class with the model compiled in (adag-worker
 # loads it; its adag_call_* calls bind to the worker's libadag)

@@ -92,6 +92,10 @@ typedef struct llm_engine_metrics {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t steps_prefill, steps_decode;
     uint64_t rows, padded_rows; /* real rows and padding rows sent */
+    uint64_t waited_for_blocks; /* requests admitted later than they could have
+                                   been for want of free blocks */
+    int rows_max;               /* the most real rows of one step */
+    int in_flight_max;          /* the most steps in flight at once (pp at most) */
     double step_seconds;        /* summed over steps, start to result */
     int waiting, running, in_flight;
     int blocks_used, blocks_total;
@@ -102,6 +106,10 @@ void llm_engine_metrics(llm_engine_t *e, llm_engine_metrics_t *m);
 /* The engine's DAGs (for adag_dag_stats_take and friends): at most max,
  * returns the count. Valid until llm_engine_destroy. */
 int llm_engine_dags(llm_engine_t *e, adag_dag_h *dags, int max);
+
+/* The actor of pipeline stage `stage`, tensor-parallel rank `rank` (NULL
+ * outside the grid). */
+adag_actor_h llm_engine_actor(llm_engine_t *e, int stage, int rank);
 
 /* Stops admitting (submit answers LLM_ENGINE_EDRAINING), lets waiting and
  * running requests finish, and returns 0 once none is left, or -1 when
