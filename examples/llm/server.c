@@ -244,9 +244,9 @@ int main(int argc, char **argv) {
 
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0,
-        NULL, NULL, srv_handle, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        srv_completed, &s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_END);
+        NULL, NULL, srv_handle, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, &s, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)120, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "llm-server: cannot listen on %s port %ld (libmicrohttpd's MHD_start_daemon failed)\n", o.host,
                 o.port);
