@@ -219,6 +219,12 @@ int main(int argc, char **argv) {
         llm_model_free(&m);
     }
 
+    if (llm_tp_check(&cfg, (int)o.tp) || o.pp > cfg.n_layers) {
+        fprintf(stderr, "llm-server: --tp %ld --pp %ld: %s\n", o.tp, o.pp,
+                o.pp > cfg.n_layers ? "pp must be at most the model's layers" : llm_error());
+        goto out_paths;
+    }
+
     srv_t s = {.model = o.model_name};
     pthread_mutex_init(&s.live_mu, NULL);
     pthread_cond_init(&s.live_cv, NULL);

@@ -139,11 +139,12 @@ def parse_metrics(text):
     return out
 
 
-def metric(ms, name, **labels):
+def metric(ms, name, default=None, **labels):
+    """The sample name{labels}; default when absent (None: a failure)."""
     want = tuple(sorted(labels.items()))
     found = [v for (n, ls), v in ms.items() if n == name and tuple(sorted(ls)) == want]
-    assert found, f"no metric {name}{labels or ''}"
-    return found[0]
+    assert found or default is not None, f"no metric {name}{labels or ''}"
+    return found[0] if found else default
 
 
 def metric_sum(ms, name):
@@ -338,8 +339,8 @@ def test_metrics(servers):
     assert status == 400
     after = s.metrics()
 
-    def delta(name, **labels):
-        return metric(after, name, **labels) - metric(before, name, **labels)
+    def delta(name, **labels):  # a labelled counter appears at its first count
+        return metric(after, name, **labels) - metric(before, name, default=0, **labels)
 
     assert delta("llm_requests_total") == 2
     assert delta("llm_requests_finished_total", reason="length") == 2
@@ -611,7 +612,8 @@ def test_weights_file(tmp_path):
 
 
 def test_bad_options():
-    for args, words in [(["--tp", "0"], "--tp 0"), (["--weights", "/nonexistent/w.safetensors"], "/nonexistent"),
+    for args, words in [(["--tp", "0"], "--tp 0"), (["--tp", "3"], "tp 3 must divide"), (["--pp", "5"], "at most"),
+                        (["--weights", "/nonexistent/w.safetensors"], "/nonexistent"),
                         (["--host", "localhost"], "numeric"), (["--token-budget", "48"], "token_budget 48"),
                         (["--bogus", "1"], "unknown option")]:
         r = subprocess.run([SERVER, "--port", "0", *args], capture_output=True, text=True, timeout=60)
