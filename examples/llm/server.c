@@ -5,6 +5,7 @@
  *   llm-server [--seed N | --weights FILE] [--port 0] [--host 127.0.0.1]
  *              [--tp 1] [--pp 1] [--blocks N] [--token-budget 64]
  *              [--max-queue 256] [--model-name NAME] [--drain-timeout S]
+ *              [--idle-timeout S]
  *
  * It prints "listening on http://HOST:PORT" once it answers. SIGTERM or
  * SIGINT drains: new requests get 503, the running ones (streams too) run
@@ -26,7 +27,7 @@
 
 typedef struct opts {
     const char *host, *weights, *model_name, *module;
-    long port, seed, tp, pp, blocks, token_budget, max_queue, drain_timeout;
+    long port, seed, tp, pp, blocks, token_budget, max_queue, drain_timeout, idle_timeout;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -42,6 +43,7 @@ static void usage(FILE *f) {
             "  --max-queue N       waiting requests at most; more get 503 (default 256)\n"
             "  --model-name NAME   the model's name in the API (default adag-llm)\n"
             "  --drain-timeout S   at SIGTERM, wait at most S seconds for requests (default 300)\n"
+            "  --idle-timeout S    close a connection idle for S seconds, between requests (default 120)\n"
             "  --module PATH       the llm_shard actor module (default: next to this program)\n");
 }
 
@@ -59,7 +61,7 @@ static int num(const char *opt, const char *v, long lo, long hi, long *out) {
 
 static int parse(int argc, char **argv, opts_t *o) {
     *o = (opts_t){.host = "127.0.0.1", .model_name = "adag-llm", .port = 8000, .seed = 1, .tp = 1, .pp = 1,
-                  .blocks = 256, .token_budget = 64, .max_queue = 256, .drain_timeout = 300};
+                  .blocks = 256, .token_budget = 64, .max_queue = 256, .drain_timeout = 300, .idle_timeout = 120};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -94,6 +96,8 @@ static int parse(int argc, char **argv, opts_t *o) {
             o->model_name = v;
         else if (!strcmp(a, "--drain-timeout"))
             rc = num(a, v, 1, 86400, &o->drain_timeout);
+        else if (!strcmp(a, "--idle-timeout"))
+            rc = num(a, v, 1, 86400, &o->idle_timeout);
         else if (!strcmp(a, "--module"))
             o->module = v;
         else {
@@ -225,7 +229,7 @@ int main(int argc, char **argv) {
         goto out_paths;
     }
 
-    srv_t s = {.model = o.model_name};
+    srv_t s = {.model = o.model_name, .idle_timeout_s = (unsigned)o.idle_timeout};
     pthread_mutex_init(&s.live_mu, NULL);
     pthread_cond_init(&s.live_cv, NULL);
     srv_metrics_init(&s.metrics);
@@ -252,7 +256,7 @@ int main(int argc, char **argv) {
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0,
         NULL, NULL, srv_handle, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, &s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)120, MHD_OPTION_END);
+        s.idle_timeout_s, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "llm-server: cannot listen on %s port %ld (libmicrohttpd's MHD_start_daemon failed)\n", o.host,
                 o.port);

@@ -129,6 +129,7 @@ typedef struct srv {
     llm_engine_t *engine;
     const char *model; /* --model-name */
     int max_len;       /* llm_engine_max_len */
+    unsigned idle_timeout_s; /* a connection idle this long is closed (none while a completion runs) */
     /* set once by the signal's handling thread, read by the connections'
      * threads; relaxed is enough: a request that reads 0 just before the
      * store is answered by the engine (LLM_ENGINE_EDRAINING) or drained */

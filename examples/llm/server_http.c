@@ -29,6 +29,7 @@
 #define WAIT_SLICE_MS 50
 #define MAX_BODY (1u << 20)
 
+
 typedef struct req {
     srv_t *srv;
     pthread_mutex_t mu;
@@ -360,6 +361,9 @@ static enum MHD_Result completions(srv_t *s, struct MHD_Connection *conn, conn_s
         return respond_error(s, conn, &err);
     }
     r->choice.id = r->id;
+    /* no idle timeout while it runs: it may wait in the queue for longer,
+     * sending nothing; srv_completed sets it back */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (!r->stream) {
         cs->req = r; /* srv_completed releases it */
         return non_stream_answer(s, conn, r);
@@ -464,12 +468,12 @@ enum MHD_Result srv_handle(void *cls, struct MHD_Connection *conn, const char *u
 }
 
 void srv_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    srv_t *s = cls;
     conn_state_t *cs = *con_cls;
-    (void)cls;
-    (void)conn;
     (void)toe;
     if (!cs)
         return;
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->idle_timeout_s);
     if (cs->req)
         req_release(cs->req);
     free(cs->body);

@@ -595,6 +595,38 @@ def test_sigterm_drains():
         s.kill()
 
 
+def test_idle_timeout():
+    """--idle-timeout 1: a request that waits in the queue longer than that
+    still runs to its end (no timeout while a completion runs), and an idle
+    connection, new or kept alive after a completion, is closed."""
+    s = Server("--blocks", "16", "--idle-timeout", "1", "--tp", "2", "--pp", "2")
+    try:
+        socks = [stream_socket(s, {"model": MODEL, "prompt": [72, i], "max_tokens": LONG, "stream": True})
+                 for i in range(4)]
+        t0 = time.monotonic()
+        for i, sock in enumerate(socks):  # one after another: the last waited for the three others
+            check_stream(sse_events(read_stream(sock)), reference(bytes([72, i]), LONG, 2), 2)
+        assert time.monotonic() - t0 > 1.5, "the requests ran too fast to wait past the idle timeout"
+        # kept alive after a completion, then idle: closed
+        c = http.client.HTTPConnection(s.host, s.port, timeout=30)
+        c.request("POST", "/v1/completions", json.dumps({"model": MODEL, "prompt": "ab", "max_tokens": 2}),
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 200 and r.getheader("Connection", "").lower() != "close"
+        r.read()
+        idle = socket.create_connection((s.host, s.port), timeout=30)
+        t0 = time.monotonic()
+        assert c.sock.recv(1) == b"" and idle.recv(1) == b"", "an idle connection was not closed"
+        assert time.monotonic() - t0 < 20
+        c.close()
+        idle.close()
+        for sock in socks:
+            sock.close()
+        assert s.stop() == 0, s.dir_text
+    finally:
+        s.kill()
+
+
 def test_weights_file(tmp_path):
     """--weights: the file's weights (not the seed's), over 1x2."""
     path = str(tmp_path / "model.safetensors")
