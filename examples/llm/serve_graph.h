@@ -70,6 +70,11 @@ typedef struct llm_serve_params {
     const char *path;         /* weights file or NULL (seed) */
     int tp, pp, n_blocks;
     const char *name;         /* actor name prefix ("llm"): actors <name>_s<S>r<R> */
+    /* NULL: host actors. "emu": actor (s, r) on the emulated device
+     * emu:<s*tp + r>, its tensors in device memory, its work in stream order.
+     * "cuda": actor (s, r) on cuda:<r> (the stages share the GPUs; tp needs
+     * tp GPUs), with module = libllm_shard_cuda.so. */
+    const char *device;
 } llm_serve_params_t;
 
 /* Creates the tp*pp actors in rt (no DAG yet). -1 with llm_error() (naming
