@@ -92,7 +92,8 @@ int llm_serve_create(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t
         llm_shard_range(p->cfg.n_layers, p->pp, st, &l0, &l1);
         for (int r = 0; r < p->tp; r++) {
             llm_shard_init_t in = {.cfg = p->cfg, .seed = p->seed, .l0 = l0, .l1 = l1, .is_first = st == 0,
-                                   .is_last = st == p->pp - 1, .tp = p->tp, .rank = r, .n_blocks = p->n_blocks};
+                                   .is_last = st == p->pp - 1, .tp = p->tp, .rank = r, .n_blocks = p->n_blocks,
+                                   .device_kind = !p->device ? 0 : cuda ? ADAG_DEV_CUDA : ADAG_DEV_EMULATED};
             if (p->path)
                 snprintf(in.path, sizeof in.path, "%s", p->path);
             char name[64];

@@ -48,7 +48,7 @@ typedef struct llm_shard_init {
     int32_t is_first, is_last;
     int32_t tp, rank;
     int32_t n_blocks;   /* KV cache blocks of this actor */
-    int32_t pad;
+    int32_t device_kind; /* ADAG_DEV_* of the actor's device (0: host) */
 } llm_shard_init_t;
 
 #define LLM_SHARD_MAX_STAGES 8

@@ -29,6 +29,9 @@
 #include "model.h"
 #include "safetensors.h"
 #include "serve_graph.h"
+#ifdef LLM_SHARD_CUDA
+#include "shard_cuda.h"
+#endif
 
 typedef struct {
     llm_shard_init_t in;
@@ -40,6 +43,9 @@ typedef struct {
      * the flag is seen (acquire) */
     atomic_int async_failed;
     char async_msg[256];
+#ifdef LLM_SHARD_CUDA
+    llm_cuda_t *cuda; /* the weights and the cache on the actor's GPU (cuda actors) */
+#endif
 } shard_t;
 
 /* The work of one method, run in the method (host actor) or on the
@@ -128,11 +134,29 @@ static adag_status_t submit(adag_call_h call, const work_t *w) {
         return adag_call_fail(call, "an earlier step's work on the stream failed: %s", st->async_msg);
     if (adag_call_device(call) == ADAG_DEVICE_HOST)
         return run_work(w) ? adag_call_fail(call, "%s", llm_error()) : ADAG_OK;
+#ifdef LLM_SHARD_CUDA
+    if (ADAG_DEVICE_KIND(adag_call_device(call)) == ADAG_DEV_CUDA) {
+        static const int kinds[] = {[W_EMBED] = LLM_CUDA_EMBED, [W_ATTN] = LLM_CUDA_ATTN, [W_MLP] = LLM_CUDA_MLP,
+                                    [W_RESID] = LLM_CUDA_RESID, [W_LOGITS] = LLM_CUDA_LOGITS,
+                                    [W_PICK] = LLM_CUDA_PICK};
+        char err[256];
+        if (!st->cuda)
+            return adag_call_fail(call, "llm_shard: no CUDA state (the actor's init ran off its GPU)");
+        if (llm_cuda_run(st->cuda, adag_call_stream(call), kinds[w->kind], w->layer, w->n, w->x, w->x2, w->rows,
+                         w->out, w->picks, err, sizeof err))
+            return adag_call_fail(call, "%s", err);
+        return ADAG_OK;
+    }
+#endif
     return adag_call_enqueue(call, stream_work, w, sizeof *w);
 }
 
 static void shard_fini(void *state) {
     shard_t *st = state;
+#ifdef LLM_SHARD_CUDA
+    llm_cuda_free(st->cuda);
+    st->cuda = NULL;
+#endif
     llm_kv_free(&st->kv);
     llm_model_free(&st->m);
 }
@@ -164,6 +188,20 @@ static adag_status_t shard_init(void *state, const void *data, size_t size) {
         llm_model_free(&st->m);
         return adag_init_fail("llm_shard: %s", llm_error());
     }
+#ifdef LLM_SHARD_CUDA
+    /* the init runs on a thread bound to the actor's device: a cuda actor
+     * gets its weights and cache there (a host or emu actor needs none) */
+    if (in->device_kind == ADAG_DEV_CUDA) {
+        llm_cuda_shard_t sh = {.l0 = in->l0, .l1 = in->l1, .h0 = h0, .h1 = h1, .col0 = st->col0, .col1 = st->col1,
+                               .voc0 = st->voc0, .voc1 = st->voc1, .tp = in->tp, .n_blocks = in->n_blocks};
+        char err[256];
+        if (llm_cuda_init(&st->m, &sh, &st->cuda, err, sizeof err)) {
+            llm_kv_free(&st->kv);
+            llm_model_free(&st->m);
+            return adag_init_fail("%s", err);
+        }
+    }
+#endif
     return ADAG_OK;
 }
 
