@@ -79,7 +79,7 @@ typedef struct {
     int llm;
     int tp, pp, bucket, d_model, cpus;
     double step_us, compute_us, collective_us, overhead_us, single_us, untraced_step_us;
-    double all_compute_us;
+    double other_cpus;
 } result_t;
 
 /* How the actors a scenario creates are placed (the placement rows,
@@ -300,7 +300,9 @@ int run_nccl_allreduce_direct(const bench_opts_t *o, size_t bytes, measure_t *m)
 typedef struct {
     int tp, pp, bucket, inflight, d_model, cpus;
     double step_us, compute_us, collective_us, overhead_us, single_us, untraced_step_us;
-    double all_compute_us; /* every actor's methods summed: the CPU work of a step */
+    /* the CPUs other processes of the machine took while the steps ran
+     * (0..cpus; -1 unknown): the actors and the driver had the rest */
+    double other_cpus;
     long steps;            /* steps counted (every round's) */
 } bench_llm_row_t;
 #define BENCH_LLM_MAX_ROWS 32

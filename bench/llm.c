@@ -52,12 +52,14 @@
  * Reported: the median of the rounds of each figure (the overhead's: of
  * the rounds' own differences, so that a round the machine slowed is
  * compared with itself; it may differ from the difference of the medians
- * by the rounds' spread), and every actor's method times summed (the CPU
- * work of a step: with C CPUs free, no step takes less than that / C).
- * Each variant's rounds go to stderr, with the allreduce ops' own time
- * inside the DAG on the same path (their op time: the agreement, the
- * wait for the peer and the call), and the load average of the machine
- * before and after.
+ * by the rounds' spread), and how many CPUs other processes of the
+ * machine took while the segments ran (its busy ticks, /proc/stat, less
+ * this process's and the actors', /proc/<pid>/stat, over the wall time):
+ * where they leave fewer CPUs than actors and driver, the overhead is
+ * mostly waiting for a CPU, not adag. Each variant's rounds go to stderr, with the
+ * allreduce ops' own time inside the DAG on the same path (their op time:
+ * the agreement, the wait for the peer and the call), and the load
+ * average of the machine before and after.
  */
 #include "bench.h"
 
@@ -119,7 +121,7 @@ typedef struct var {
     struct var *twin_of;   /* the twin's: the traced variant it repeats */
     double step[LLM_MAX_ROUNDS], compute[LLM_MAX_ROUNDS], coll[LLM_MAX_ROUNDS];
     double coll_dag[LLM_MAX_ROUNDS], single[LLM_MAX_ROUNDS], over[LLM_MAX_ROUNDS];
-    double all[LLM_MAX_ROUNDS]; /* every actor's methods, summed */
+    double others[LLM_MAX_ROUNDS]; /* CPUs other processes took meanwhile */
 } var_t;
 
 /* One DAG's op figures at one time. */
@@ -348,6 +350,52 @@ static int same_as_original(const var_t *t, int nsteps)
 
 /* ---- the actors' own times ---- */
 
+/* CPU ticks the machine spent busy (/proc/stat's "cpu" line: all but
+ * idle and iowait; steal counts, as the hypervisor gave the CPU to
+ * others); -1 unknown. */
+static int64_t machine_busy_ticks(void)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                       &v[3], &v[4], &v[5], &v[6], &v[7])
+              : 0;
+    if (f)
+        fclose(f);
+    return n == 8 ? (int64_t)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) : -1;
+}
+
+/* utime + stime of process pid, ticks (/proc/<pid>/stat fields 14, 15);
+ * -1 unknown. */
+static int64_t proc_ticks(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[len] = '\0';
+    char *p = strrchr(buf, ')'); /* the name before it may hold anything */
+    unsigned long long ut, st;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                     &st) != 2)
+        return -1;
+    return (int64_t)(ut + st);
+}
+
+/* The machine's busy ticks less this run's (this process, every actor). */
+static int64_t others_ticks(const llm_t *L)
+{
+    int64_t busy = machine_busy_ticks(), ours = proc_ticks(getpid());
+    for (unsigned i = 0; i < L->ncfg && busy >= 0 && ours >= 0; i++)
+        for (int a = 0; a < L->cfgs[i].tp * L->cfgs[i].pp && ours >= 0; a++) {
+            int64_t t = proc_ticks(adag_actor_pid(L->cfgs[i].s.actors[a]));
+            ours = t < 0 ? -1 : ours + t;
+        }
+    return busy < 0 || ours < 0 ? -1 : busy - ours;
+}
+
 static int snap_take(const cfg_t *c, adag_dag_h dag, snap_t *s)
 {
     adag_stats_h h = NULL;
@@ -394,11 +442,9 @@ fail:
 }
 
 /* From the snapshots around a segment of nsteps: per stage the slowest
- * rank's methods (comp) and allreduce ops (coll), and every actor's
- * methods summed (*all), us per step. */
+ * rank's methods (comp) and allreduce ops (coll), us per step. */
 static int stage_times(const var_t *v, const snap_t *a, const snap_t *z, int nsteps,
-                       double comp[LLM_SHARD_MAX_STAGES], double coll[LLM_SHARD_MAX_STAGES],
-                       double *all)
+                       double comp[LLM_SHARD_MAX_STAGES], double coll[LLM_SHARD_MAX_STAGES])
 {
     double per[LLM_SHARD_MAX_STAGES][LLM_SHARD_MAX_TP][2];
     memset(per, 0, sizeof per);
@@ -416,11 +462,9 @@ static int stage_times(const var_t *v, const snap_t *a, const snap_t *z, int nst
         per[z->op[i].stage][z->op[i].rank][z->op[i].coll] +=
             (double)(z->op[i].compute_ns - a->op[i].compute_ns) / (double)dn * 1e-3;
     }
-    *all = 0;
     for (int s = 0; s < v->c->pp; s++) {
         comp[s] = coll[s] = 0;
         for (int r = 0; r < v->c->tp; r++) {
-            *all += per[s][r][0];
             comp[s] = per[s][r][0] > comp[s] ? per[s][r][0] : comp[s];
             coll[s] = per[s][r][1] > coll[s] ? per[s][r][1] : coll[s];
         }
@@ -436,8 +480,15 @@ static int segment(llm_t *L, var_t *v, int r)
     double step_us, single_us = 0;
     if (c->traced && snap_take(c, c->dags[v->bi], &L->before))
         return -1;
+    int64_t others0 = others_ticks(L);
+    double t0 = bench_now_us();
     if (run_steps(v, nsteps, &step_us))
         return -1;
+    int64_t others1 = others_ticks(L);
+    double secs = (bench_now_us() - t0) * 1e-6;
+    v->others[r] = others0 < 0 || others1 < 0 || secs <= 0 ? -1
+                   : others1 < others0 ? 0 /* the ticks of processes that ended */
+                   : (double)(others1 - others0) / (double)sysconf(_SC_CLK_TCK) / secs;
     if (v->twin_of) {
         v->step[r] = step_us;
         return same_as_original(v, nsteps);
@@ -445,7 +496,7 @@ static int segment(llm_t *L, var_t *v, int r)
     usleep(2000); /* the last op's times are added just after it publishes */
     double comp[LLM_SHARD_MAX_STAGES], coll_dag[LLM_SHARD_MAX_STAGES];
     if (snap_take(c, c->dags[v->bi], &L->after) ||
-        stage_times(v, &L->before, &L->after, nsteps, comp, coll_dag, &v->all[r]))
+        stage_times(v, &L->before, &L->after, nsteps, comp, coll_dag))
         return -1;
     if (replay(L, v, nsteps, &single_us))
         return -1;
@@ -600,7 +651,7 @@ int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char 
         row->collective_us = median_of(v->coll + 1, n);
         row->single_us = median_of(v->single + 1, n);
         row->overhead_us = median_of(v->over + 1, n);
-        row->all_compute_us = median_of(v->all + 1, n);
+        row->other_cpus = median_of(v->others + 1, n);
         row->cpus = (int)cpus;
         row->steps = (long)n * steps_of(&L, v->bucket);
         for (unsigned t = 0; t < L.nvars; t++)
@@ -614,7 +665,8 @@ int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char 
         print_rounds("; compute", v->compute + 1, n);
         print_rounds("; collective", v->coll + 1, n);
         print_rounds("; overhead", v->over + 1, n);
-        print_rounds("; every actor's compute", v->all + 1, n);
+        fprintf(stderr, ";\n   ");
+        print_rounds(" CPUs other work took", v->others + 1, n);
         print_rounds("; in-DAG allreduce ops", v->coll_dag + 1, n);
         print_rounds("; single", v->single + 1, n);
         fprintf(stderr, "\n");

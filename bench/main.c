@@ -301,7 +301,7 @@ static int llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t
         q->overhead_us = x->overhead_us;
         q->single_us = x->single_us;
         q->untraced_step_us = x->untraced_step_us;
-        q->all_compute_us = x->all_compute_us;
+        q->other_cpus = x->other_cpus;
         q->cpus = x->cpus;
         q->m.median_us = x->step_us;
         q->m.p99_us = x->step_us;

@@ -125,9 +125,9 @@ void bench_print_table(FILE *out, const result_t *results, unsigned nresults)
                 snprintf(untraced, sizeof untraced, "; untraced step %.1f us (tracing %+.1f %%)",
                          r->untraced_step_us, (r->step_us / r->untraced_step_us - 1) * 100);
             fprintf(out, "%-16s %-7s %-26s   compute %.1f us, collective %.1f us, overhead "
-                         "%.1f us; every actor's compute %.1f us (%d CPUs)%s\n",
+                         "%.1f us; other work took %.2f of %d CPUs%s\n",
                     "", "", "", r->compute_us, r->collective_us, r->overhead_us,
-                    r->all_compute_us, r->cpus, untraced);
+                    r->other_cpus, r->cpus, untraced);
         }
         if (r->has_cost) /* tracing rows */
             fprintf(out, "%-16s %-7s %-26s   cost of tracing: %+.1f %% (median of the rounds' "
@@ -216,10 +216,10 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
                     r->m.median_us - r->baseline_value);
         if (r->llm) {
             fprintf(out, "\"step_us\": %.3f, \"compute_us\": %.3f, \"collective_us\": %.3f, "
-                         "\"overhead_us\": %.3f, \"single_us\": %.3f, \"all_compute_us\": %.3f, "
+                         "\"overhead_us\": %.3f, \"single_us\": %.3f, \"other_cpus\": %.3f, "
                          "\"untraced_step_us\": ",
                     r->step_us, r->compute_us, r->collective_us, r->overhead_us, r->single_us,
-                    r->all_compute_us);
+                    r->other_cpus);
             if (r->untraced_step_us > 0)
                 fprintf(out, "%.3f, ", r->untraced_step_us);
             else
