@@ -79,7 +79,7 @@ typedef struct {
     int llm;
     int tp, pp, bucket, d_model, cpus;
     double step_us, compute_us, collective_us, overhead_us, single_us, untraced_step_us;
-    double other_cpus;
+    double other_cpus, collective_dag_us;
 } result_t;
 
 /* How the actors a scenario creates are placed (the placement rows,
@@ -303,6 +303,10 @@ typedef struct {
     /* the CPUs other processes of the machine took while the steps ran
      * (0..cpus; -1 unknown): the actors and the driver had the rest */
     double other_cpus;
+    /* the allreduce ops' own time inside the DAG on the same path as
+     * collective_us (the members' agreement, the wait for the other rank,
+     * the call): traced op stats, like compute */
+    double collective_dag_us;
     long steps;            /* steps counted (every round's) */
 } bench_llm_row_t;
 #define BENCH_LLM_MAX_ROWS 32

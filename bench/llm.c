@@ -652,6 +652,7 @@ int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char 
         row->single_us = median_of(v->single + 1, n);
         row->overhead_us = median_of(v->over + 1, n);
         row->other_cpus = median_of(v->others + 1, n);
+        row->collective_dag_us = median_of(v->coll_dag + 1, n);
         row->cpus = (int)cpus;
         row->steps = (long)n * steps_of(&L, v->bucket);
         for (unsigned t = 0; t < L.nvars; t++)

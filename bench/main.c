@@ -302,6 +302,7 @@ static int llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t
         q->single_us = x->single_us;
         q->untraced_step_us = x->untraced_step_us;
         q->other_cpus = x->other_cpus;
+        q->collective_dag_us = x->collective_dag_us;
         q->cpus = x->cpus;
         q->m.median_us = x->step_us;
         q->m.p99_us = x->step_us;

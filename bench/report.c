@@ -124,10 +124,10 @@ void bench_print_table(FILE *out, const result_t *results, unsigned nresults)
             if (r->untraced_step_us > 0)
                 snprintf(untraced, sizeof untraced, "; untraced step %.1f us (tracing %+.1f %%)",
                          r->untraced_step_us, (r->step_us / r->untraced_step_us - 1) * 100);
-            fprintf(out, "%-16s %-7s %-26s   compute %.1f us, collective %.1f us, overhead "
-                         "%.1f us; other work took %.2f of %d CPUs%s\n",
-                    "", "", "", r->compute_us, r->collective_us, r->overhead_us,
-                    r->other_cpus, r->cpus, untraced);
+            fprintf(out, "%-16s %-7s %-26s   compute %.1f us, collective %.1f us (in the DAG "
+                         "%.1f us), overhead %.1f us; other work took %.2f of %d CPUs%s\n",
+                    "", "", "", r->compute_us, r->collective_us, r->collective_dag_us,
+                    r->overhead_us, r->other_cpus, r->cpus, untraced);
         }
         if (r->has_cost) /* tracing rows */
             fprintf(out, "%-16s %-7s %-26s   cost of tracing: %+.1f %% (median of the rounds' "
@@ -217,9 +217,10 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
         if (r->llm) {
             fprintf(out, "\"step_us\": %.3f, \"compute_us\": %.3f, \"collective_us\": %.3f, "
                          "\"overhead_us\": %.3f, \"single_us\": %.3f, \"other_cpus\": %.3f, "
+                         "\"collective_dag_us\": %.3f, "
                          "\"untraced_step_us\": ",
                     r->step_us, r->compute_us, r->collective_us, r->overhead_us, r->single_us,
-                    r->other_cpus);
+                    r->other_cpus, r->collective_dag_us);
             if (r->untraced_step_us > 0)
                 fprintf(out, "%.3f, ", r->untraced_step_us);
             else
