@@ -12,7 +12,7 @@
  * per configuration and bucket, one step DAG of exactly `bucket` rows
  * (llm_serve_compile, max_inflight pp). A second, untraced runtime holds a
  * twin of TP-2xPP-2 (full runs only): its steps against the traced ones
- * give what tracing costs. The model is LLM_BENCH_SMALL (below) unless
+ * give what tracing costs. The model is small_config's (below) unless
  * --llm-model default (llm_config_default, about 4x the compute).
  *
  * Decode. Every row is a request of its own with its own blocks (4 blocks
@@ -56,10 +56,10 @@
  * machine took while the segments ran (its busy ticks, /proc/stat, less
  * this process's and the actors', /proc/<pid>/stat, over the wall time):
  * where they leave fewer CPUs than actors and driver, the overhead is
- * mostly waiting for a CPU, not adag. Each variant's rounds go to stderr, with the
- * allreduce ops' own time inside the DAG on the same path (their op time:
- * the agreement, the wait for the peer and the call), and the load
- * average of the machine before and after.
+ * mostly waiting for a CPU, not adag. Also reported: the allreduce ops'
+ * own time inside the DAG on the same path as collective (their op time:
+ * the agreement, the wait for the peer and the call). Each variant's
+ * rounds go to stderr, and the load average before and after.
  */
 #include "bench.h"
 
@@ -78,6 +78,8 @@
 #define LLM_ROUNDS 7
 #define LLM_QUICK_ROUNDS 2
 #define LLM_MAX_ROUNDS 8 /* the warm-up round and the counted ones */
+_Static_assert(LLM_ROUNDS + 1 <= LLM_MAX_ROUNDS && LLM_QUICK_ROUNDS <= LLM_ROUNDS,
+               "LLM_MAX_ROUNDS holds the warm-up and every counted round");
 #define LLM_WARM_STEPS 4
 #define LLM_NBUCKETS 4
 #define LLM_NCFG 5      /* 4 traced configurations and the untraced twin */
@@ -104,7 +106,7 @@ static void small_config(llm_config_t *cfg)
 }
 
 typedef struct {
-    int tp, pp, traced, made;
+    int tp, pp, traced;
     char prefix[16];
     llm_serve_t s;
     adag_dag_h dags[LLM_NBUCKETS];
@@ -157,10 +159,14 @@ static int steps_of(const llm_t *L, int bucket)
     return (n + 1) / 2 * 2; /* a multiple of every pp (1, 2) */
 }
 
+/* A failure of configuration c (bucket 0: not of one bucket), printed. */
 static int lfail(const char *what, const cfg_t *c, int bucket)
 {
-    fprintf(stderr, "adag-bench: llm tp %d pp %d%s, bucket %d: %s\n", c->tp, c->pp,
-            c->traced ? "" : " (untraced)", bucket, what);
+    char b[32] = "";
+    if (bucket > 0)
+        snprintf(b, sizeof b, ", bucket %d", bucket);
+    fprintf(stderr, "adag-bench: llm tp %d pp %d%s%s: %s\n", c->tp, c->pp,
+            c->traced ? "" : " (untraced)", b, what);
     return -1;
 }
 
@@ -204,7 +210,6 @@ static int cfg_make(llm_t *L, cfg_t *c, const char *module)
                             .n_blocks = n_blocks, .name = c->prefix};
     if (llm_serve_create(L->rt[c->traced ? 0 : 1], &p, &c->s))
         return lfail(llm_error(), c, 0);
-    c->made = 1;
     for (int bi = 0; bi < L->nbuckets; bi++) {
         char name[32];
         snprintf(name, sizeof name, "%s_b%d", c->prefix, bucket_sizes[bi]);
@@ -348,7 +353,7 @@ static int same_as_original(const var_t *t, int nsteps)
     return 0;
 }
 
-/* ---- the actors' own times ---- */
+/* ---- the machine's other work ---- */
 
 /* CPU ticks the machine spent busy (/proc/stat's "cpu" line: all but
  * idle and iowait; steal counts, as the hypervisor gave the CPU to
@@ -396,6 +401,9 @@ static int64_t others_ticks(const llm_t *L)
     return busy < 0 || ours < 0 ? -1 : busy - ours;
 }
 
+/* ---- the actors' own times ---- */
+
+/* The op figures of dag, whose actors are c's, now. */
 static int snap_take(const cfg_t *c, adag_dag_h dag, snap_t *s)
 {
     adag_stats_h h = NULL;
@@ -477,7 +485,7 @@ static int segment(llm_t *L, var_t *v, int r)
 {
     cfg_t *c = v->c;
     int nsteps = r == 0 ? LLM_WARM_STEPS : steps_of(L, v->bucket);
-    double step_us, single_us = 0;
+    double step_us = 0, single_us = 0;
     if (c->traced && snap_take(c, c->dags[v->bi], &L->before))
         return -1;
     int64_t others0 = others_ticks(L);
