@@ -349,17 +349,21 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/module
 # does: the raw device baselines drive the device ops table (gpu/device.h),
 # which libadag.so does not export. Process actors
 # run the module in adag-worker (found next to adag-bench), thread actors the
-# classes linked in here.
+# classes linked in here. The llm rows (bench/llm.c) drive examples/llm's
+# step DAG (serve_graph.o, model.o; safetensors.o needs jansson) over the
+# llm_shard actors, whose module they find next to it like adag-worker.
 BENCH_MODULE_SRCS := bench/modules/bench_actors.c bench/modules/bench_device.c tests/modules/shared_methods.c
 $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules/shared_methods.h include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
 $(BUILD)/adag-bench: $(BENCH_SRCS) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
-    $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h \
+    $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h $(wildcard examples/llm/*.h) \
+    $(LLM_SERVE_OBJS) $(LLM_OBJS) $(LLM_SHARD_MODULE) \
     $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
-	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(DATA_STATIC) $(LIBS) $(DATA_LIBS)
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(DATA_STATIC) $(LIBS) \
+	    $(DATA_LIBS) $(LLM_LIBS)
 
 # bench/peers/mpi_allreduce.c with $(MPICC) (see MPI_PEER above)
 $(BUILD)/bench/mpi-allreduce: bench/peers/mpi_allreduce.c
