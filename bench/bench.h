@@ -77,6 +77,7 @@ typedef struct {
     /* llm rows (bench/llm.c): the figures of one configuration, bucket and
      * in flight (bench_llm_row_t); median_us is step_us */
     int llm;
+    char llm_device[8]; /* llm rows: "emu" or "host" */
     int tp, pp, bucket, d_model, cpus;
     double step_us, compute_us, collective_us, overhead_us, single_us, untraced_step_us;
     double other_cpus, collective_dag_us;
@@ -127,6 +128,10 @@ typedef struct {
     /* --llm-model default: the llm rows run llm_config_default (else a
      * model of half its width, bench/llm.c) */
     int llm_default_model;
+    /* --llm-device: the llm rows' actors on the emulated device ("emu", the
+     * default: tensors in device memory, the work on each actor's stream)
+     * or host actors ("host") */
+    const char *llm_device;
 } bench_opts_t;
 
 /* Runs an adag call; on failure prints it with its status and message and
@@ -308,6 +313,7 @@ typedef struct {
      * the call): traced op stats, like compute */
     double collective_dag_us;
     long steps;            /* steps counted (every round's) */
+    char device[8];        /* "emu" or "host" */
 } bench_llm_row_t;
 #define BENCH_LLM_MAX_ROWS 32
 #define BENCH_LLM_GOAL_US 20.0 /* overhead at TP-2xPP-2: printed, never asserted */

@@ -110,6 +110,7 @@ typedef struct {
     char prefix[16];
     llm_serve_t s;
     adag_dag_h dags[LLM_NBUCKETS];
+    adag_dag_h wdag; /* work_stats of every actor (work_take) */
     llm_kv_t kvs[2]; /* the reference's caches (traced configurations) */
     int kvs_made;
 } cfg_t;
@@ -139,6 +140,7 @@ typedef struct {
 
 typedef struct {
     const bench_opts_t *o;
+    const char *device; /* "emu" or "host" */
     llm_config_t cfg;
     llm_model_t model;
     int model_made, nbuckets, rounds;
@@ -149,6 +151,7 @@ typedef struct {
     unsigned nvars;
     double ar[LLM_MAX_ROUNDS][LLM_NBUCKETS]; /* the allreduce called directly, us */
     snap_t before, after;
+    uint64_t work0[LLM_SHARD_MAX_STAGES * LLM_SHARD_MAX_TP]; /* work_take before a segment */
 } llm_t;
 
 static int steps_of(const llm_t *L, int bucket)
@@ -207,9 +210,22 @@ static int cfg_make(llm_t *L, cfg_t *c, const char *module)
     snprintf(c->prefix, sizeof c->prefix, "llm%d%d%s", c->tp, c->pp, c->traced ? "" : "u");
     llm_serve_params_t p = {.module = module, .placement = ADAG_PLACEMENT_PROCESS,
                             .cfg = L->cfg, .seed = LLM_SEED, .tp = c->tp, .pp = c->pp,
-                            .n_blocks = n_blocks, .name = c->prefix};
+                            .n_blocks = n_blocks, .name = c->prefix,
+                            .device = strcmp(L->device, "emu") ? NULL : "emu"};
     if (llm_serve_create(L->rt[c->traced ? 0 : 1], &p, &c->s))
         return lfail(llm_error(), c, 0);
+    /* the actors' own work timers, asked by a DAG of its own */
+    adag_graph_h g = NULL;
+    adag_node_h out[LLM_SHARD_MAX_STAGES * LLM_SHARD_MAX_TP];
+    unsigned na = (unsigned)(c->tp * c->pp);
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT, .max_inflight = 1};
+    TRY(adag_graph_create(L->rt[c->traced ? 0 : 1], &g));
+    for (unsigned a = 0; a < na; a++)
+        TRY(adag_graph_bind(g, c->s.actors[a], "work_stats", NULL, 0, &out[a]));
+    TRY(adag_graph_output(g, out, na));
+    TRY(adag_graph_compile(g, &cp, &c->wdag));
+    adag_graph_destroy(g);
+    g = NULL;
     for (int bi = 0; bi < L->nbuckets; bi++) {
         char name[32];
         snprintf(name, sizeof name, "%s_b%d", c->prefix, bucket_sizes[bi]);
@@ -222,6 +238,10 @@ static int cfg_make(llm_t *L, cfg_t *c, const char *module)
         c->kvs_made = 1;
     }
     return 0;
+fail: /* TRY said what failed */
+    if (g)
+        adag_graph_destroy(g);
+    return -1;
 }
 
 static int var_make(llm_t *L, cfg_t *c, int bi, int inflight, var_t *twin_of)
@@ -403,6 +423,38 @@ static int64_t others_ticks(const llm_t *L)
 
 /* ---- the actors' own times ---- */
 
+/* ns[a]: the time actor a's work took so far (its work_stats: measured
+ * inside the actor, in the method on a host actor, on its stream on an
+ * emulated device). */
+static int work_take(const cfg_t *c, uint64_t *ns)
+{
+    adag_ref_t ref;
+    adag_value_t v[LLM_SHARD_MAX_STAGES * LLM_SHARD_MAX_TP];
+    unsigned na = (unsigned)(c->tp * c->pp);
+    int rc = -1;
+    TRY(adag_dag_execute(c->wdag, NULL, 0, 0, &ref));
+    if (adag_dag_get(c->wdag, ref, v, na, LLM_STEP_MS) != ADAG_OK) {
+        fprintf(stderr, "adag-bench: llm: work_stats: %s\n", adag_last_error());
+    } else {
+        rc = 0;
+        for (unsigned a = 0; a < na && rc == 0; a++) {
+            llm_shard_work_stats_t ws;
+            if (v[a].size != sizeof ws) {
+                fprintf(stderr, "adag-bench: llm: work_stats of %s: %zu bytes\n",
+                        adag_actor_name(c->s.actors[a]), v[a].size);
+                rc = -1;
+                break;
+            }
+            memcpy(&ws, v[a].data, sizeof ws);
+            ns[a] = ws.ns;
+        }
+    }
+    adag_dag_release(c->wdag, ref);
+    return rc;
+fail:
+    return -1;
+}
+
 /* The op figures of dag, whose actors are c's, now. */
 static int snap_take(const cfg_t *c, adag_dag_h dag, snap_t *s)
 {
@@ -486,7 +538,7 @@ static int segment(llm_t *L, var_t *v, int r)
     cfg_t *c = v->c;
     int nsteps = r == 0 ? LLM_WARM_STEPS : steps_of(L, v->bucket);
     double step_us = 0, single_us = 0;
-    if (c->traced && snap_take(c, c->dags[v->bi], &L->before))
+    if (c->traced && (snap_take(c, c->dags[v->bi], &L->before) || work_take(c, L->work0)))
         return -1;
     int64_t others0 = others_ticks(L);
     double t0 = bench_now_us();
@@ -502,10 +554,22 @@ static int segment(llm_t *L, var_t *v, int r)
         return same_as_original(v, nsteps);
     }
     usleep(2000); /* the last op's times are added just after it publishes */
-    double comp[LLM_SHARD_MAX_STAGES], coll_dag[LLM_SHARD_MAX_STAGES];
+    double comp[LLM_SHARD_MAX_STAGES], coll_dag[LLM_SHARD_MAX_STAGES], op_comp[LLM_SHARD_MAX_STAGES];
+    uint64_t work1[LLM_SHARD_MAX_STAGES * LLM_SHARD_MAX_TP];
     if (snap_take(c, c->dags[v->bi], &L->after) ||
-        stage_times(v, &L->before, &L->after, nsteps, comp, coll_dag))
+        stage_times(v, &L->before, &L->after, nsteps, op_comp, coll_dag) || work_take(c, work1))
         return -1;
+    /* compute: per stage, the slowest rank's work per step, as the actors
+     * timed it (on an emulated device the methods only enqueue: their op
+     * times are not the compute) */
+    for (int s = 0; s < c->pp; s++) {
+        comp[s] = 0;
+        for (int k = 0; k < c->tp; k++) {
+            int a = s * c->tp + k;
+            double us = (double)(work1[a] - L->work0[a]) / (double)nsteps * 1e-3;
+            comp[s] = us > comp[s] ? us : comp[s];
+        }
+    }
     if (replay(L, v, nsteps, &single_us))
         return -1;
     /* the path of one step: every stage (1 in flight), the bottleneck (pp) */
@@ -617,6 +681,7 @@ int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char 
     *nrows = 0;
     memset(&L, 0, sizeof L);
     L.o = o;
+    L.device = o->llm_device ? o->llm_device : "emu";
     L.nbuckets = o->quick ? 2 : LLM_NBUCKETS;
     L.rounds = o->quick ? LLM_QUICK_ROUNDS : LLM_ROUNDS;
     if (o->llm_default_model)
@@ -632,9 +697,9 @@ int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char 
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     double load[2][1] = {{-1}, {-1}};
     getloadavg(load[0], 1);
-    fprintf(stderr, "adag-bench: llm: d_model %d, %d layers, %d heads of %d, d_ff %d; %ld CPUs "
-            "for tp x pp actors and the driver (load average %.2f); %d rounds after a "
-            "warm-up\n", L.cfg.d_model, L.cfg.n_layers, L.cfg.n_heads, L.cfg.head_dim,
+    fprintf(stderr, "adag-bench: llm: %s actors; d_model %d, %d layers, %d heads of %d, d_ff %d; "
+            "%ld CPUs for tp x pp actors and the driver (load average %.2f); %d rounds after a "
+            "warm-up\n", L.device, L.cfg.d_model, L.cfg.n_layers, L.cfg.n_heads, L.cfg.head_dim,
             L.cfg.d_ff, cpus, load[0][0], L.rounds);
     if (llm_setup(&L, module))
         goto out;
@@ -663,6 +728,7 @@ int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char 
         row->collective_dag_us = median_of(v->coll_dag + 1, n);
         row->cpus = (int)cpus;
         row->steps = (long)n * steps_of(&L, v->bucket);
+        snprintf(row->device, sizeof row->device, "%s", L.device);
         for (unsigned t = 0; t < L.nvars; t++)
             if (L.vars[t].twin_of == v)
                 row->untraced_step_us = median_of(L.vars[t].step + 1, n);

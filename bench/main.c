@@ -289,6 +289,7 @@ static int llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t
         const bench_llm_row_t *x = &rows[i];
         result_t *q = i ? new_result(s, pl) : r;
         q->llm = 1;
+        snprintf(q->llm_device, sizeof q->llm_device, "%s", x->device);
         q->tp = x->tp;
         q->pp = x->pp;
         q->bucket = x->bucket;
@@ -649,7 +650,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--n N] [--reps R] "
-            "[--seed N] [--stats] [--llm-model small|default] [--module PATH]\n"
+            "[--seed N] [--stats] [--llm-model small|default] [--llm-device emu|host]\n"
+            "       [--module PATH]\n"
             "  --quick    fewer iterations and sizes (under 60 s)\n"
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
@@ -662,6 +664,7 @@ static void usage(FILE *out)
             "  --stats    print each chain's figures (adag_stats_print) after it runs; the\n"
             "             tracing rows' are timed and name the bottleneck\n"
             "  --llm-model the llm rows' model: small (d_model 128, default) or default\n"
+            "  --llm-device the llm rows' actors: emu (emulated devices, default) or host\n"
             "             (llm_config_default, d_model 256: about 4x the compute)\n");
 }
 
@@ -695,6 +698,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--llm-model") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "default") || !strcmp(argv[i + 1], "small")))
             o.llm_default_model = !strcmp(argv[++i], "default");
+        else if (!strcmp(argv[i], "--llm-device") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "emu") || !strcmp(argv[i + 1], "host")))
+            o.llm_device = argv[++i];
         else if (!strcmp(argv[i], "--module") && i + 1 < argc)
             o.module = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

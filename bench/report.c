@@ -39,9 +39,9 @@ static void params_text(const result_t *r, char *buf, size_t n)
     size_text(r->bytes, size, sizeof size);
     /* placement rows: "chain n=4 k=8 pinned", "device-hop host on", "payload 1 MiB on"
      * (no variant when skipped) */
-    if (r->llm) /* "tp=2 pp=2 b=8 k=2 d=128": bucket, in flight, d_model */
-        snprintf(buf, n, "tp=%d pp=%d b=%d k=%u d=%d", r->tp, r->pp, r->bucket, r->inflight,
-                 r->d_model);
+    if (r->llm) /* "tp=2 pp=2 b=8 k=2 emu": bucket, in flight, device */
+        snprintf(buf, n, "tp=%d pp=%d b=%d k=%u %s", r->tp, r->pp, r->bucket, r->inflight,
+                 r->llm_device);
     else if (r->scenario[0] && !strcmp(r->scenario, "chain"))
         snprintf(buf, n, "chain n=%u k=%u %s", r->n, r->inflight, r->variant);
     else if (r->scenario[0] && r->device[0])
@@ -186,8 +186,9 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
             fprintf(out, ", \"device\": \"%s\", \"path\": \"%s\", \"hops\": %u, \"copies\": %u",
                     r->device, bench_path_name(r->path), r->hops, r->copies);
         if (r->llm)
-            fprintf(out, ", \"tp\": %d, \"pp\": %d, \"bucket\": %d, \"d_model\": %d, \"cpus\": %d",
-                    r->tp, r->pp, r->bucket, r->d_model, r->cpus);
+            fprintf(out, ", \"tp\": %d, \"pp\": %d, \"bucket\": %d, \"d_model\": %d, \"cpus\": %d, "
+                         "\"device\": \"%s\"",
+                    r->tp, r->pp, r->bucket, r->d_model, r->cpus, r->llm_device);
         if (r->scenario[0]) /* placement and tracing rows; variant "" when skipped */
             fprintf(out, ", \"scenario\": \"%s\", \"variant\": \"%s\"", r->scenario,
                     r->variant);

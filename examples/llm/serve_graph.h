@@ -19,6 +19,10 @@
  *   pick<T>(picks_0..T-1)-> next     i32 [n]: the picks combined in rank
  *                                     order (T = tp, pick1 .. pick8)
  *
+ *   work_stats()         -> bytes, an llm_shard_work_stats_t: the time the
+ *                                     actor's work took, summed (the bench's
+ *                                     compute measured inside the actors)
+ *
  * rows: bytes, n llm_shard_row_t (one per token of the batch). */
 #ifndef LLM_SERVE_GRAPH_H
 #define LLM_SERVE_GRAPH_H
@@ -38,6 +42,11 @@ typedef struct llm_shard_row {
     int32_t pos, token, n_table;
     int32_t table[LLM_SHARD_MAX_TABLE];
 } llm_shard_row_t;
+
+/* What work_stats returns. */
+typedef struct llm_shard_work_stats {
+    uint64_t ns, calls;
+} llm_shard_work_stats_t;
 
 /* The init bytes of an "llm_shard" actor. */
 typedef struct llm_shard_init {

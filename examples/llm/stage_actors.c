@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model.h"
 #include "safetensors.h"
@@ -43,6 +44,10 @@ typedef struct {
      * the flag is seen (acquire) */
     atomic_int async_failed;
     char async_msg[256];
+    /* the time run_work took, summed, and its calls (work_stats): added by
+     * whichever thread ran it; relaxed, counters read as a snapshot after
+     * the steps whose results the driver already has */
+    atomic_uint_fast64_t work_ns, work_calls;
 #ifdef LLM_SHARD_CUDA
     llm_cuda_t *cuda; /* the weights and the cache on the actor's GPU (cuda actors) */
 #endif
@@ -118,10 +123,25 @@ static int run_work(const work_t *w) {
     return llm_fail("llm_shard: work of kind %d", (int)w->kind);
 }
 
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* run_work, its time added to the shard's work counters. */
+static int run_timed(const work_t *w) {
+    uint64_t t0 = mono_ns();
+    int rc = run_work(w);
+    atomic_fetch_add_explicit(&w->st->work_ns, mono_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->st->work_calls, 1, memory_order_relaxed);
+    return rc;
+}
+
 /* On the emulated device's stream. */
 static void stream_work(void *args) {
     const work_t *w = args;
-    if (run_work(w) != 0 && !atomic_load_explicit(&w->st->async_failed, memory_order_acquire)) {
+    if (run_timed(w) != 0 && !atomic_load_explicit(&w->st->async_failed, memory_order_acquire)) {
         snprintf(w->st->async_msg, sizeof w->st->async_msg, "%s", llm_error());
         atomic_store_explicit(&w->st->async_failed, 1, memory_order_release);
     }
@@ -133,7 +153,7 @@ static adag_status_t submit(adag_call_h call, const work_t *w) {
     if (atomic_load_explicit(&st->async_failed, memory_order_acquire))
         return adag_call_fail(call, "an earlier step's work on the stream failed: %s", st->async_msg);
     if (adag_call_device(call) == ADAG_DEVICE_HOST)
-        return run_work(w) ? adag_call_fail(call, "%s", llm_error()) : ADAG_OK;
+        return run_timed(w) ? adag_call_fail(call, "%s", llm_error()) : ADAG_OK;
 #ifdef LLM_SHARD_CUDA
     if (ADAG_DEVICE_KIND(adag_call_device(call)) == ADAG_DEV_CUDA) {
         static const int kinds[] = {[W_EMBED] = LLM_CUDA_EMBED, [W_ATTN] = LLM_CUDA_ATTN, [W_MLP] = LLM_CUDA_MLP,
@@ -375,6 +395,16 @@ static adag_status_t m_pick(void *state, adag_call_h call) {
     return submit(call, &w);
 }
 
+/* work_stats() -> bytes, an llm_shard_work_stats_t: the time the actor's
+ * work took so far (in the method on a host actor, on the stream on an emu
+ * actor; CUDA kernels run asynchronously and are not timed: zeros). */
+static adag_status_t m_work_stats(void *state, adag_call_h call) {
+    shard_t *st = state;
+    llm_shard_work_stats_t ws = {.ns = atomic_load_explicit(&st->work_ns, memory_order_relaxed),
+                                 .calls = atomic_load_explicit(&st->work_calls, memory_order_relaxed)};
+    return adag_call_set_output(call, 0, &ws, sizeof ws);
+}
+
 #define LAYER(L)                                                                                                  \
     static adag_status_t m_attn##L(void *state, adag_call_h call) { return do_attn(state, call, L); }           \
     static adag_status_t m_mlp##L(void *state, adag_call_h call) { return do_mlp(state, call, L); }
@@ -385,6 +415,7 @@ LAYER(8) LAYER(9) LAYER(10) LAYER(11) LAYER(12) LAYER(13) LAYER(14) LAYER(15)
 static const adag_method_def_t shard_methods[] = {
     {"embed", m_embed, 1, 1},
     {"resid", m_resid, 2, 1},
+    {"work_stats", m_work_stats, 0, 1},
     {"logits", m_logits, 1, 1},
     {"pick1", m_pick, 1, 1}, {"pick2", m_pick, 2, 1}, {"pick3", m_pick, 3, 1}, {"pick4", m_pick, 4, 1},
     {"pick5", m_pick, 5, 1}, {"pick6", m_pick, 6, 1}, {"pick7", m_pick, 7, 1}, {"pick8", m_pick, 8, 1},
