@@ -441,7 +441,7 @@ test-tsan:
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
 CHECK_FUZZ_SECONDS ?= 15
-check: check-layers check-names test bench-smoke plots-smoke test-install test-python
+check: check-layers check-names test bench-smoke plots-smoke test-install test-python test-llm
 	$(MAKE) SAN=address,undefined test
 	$(MAKE) test-tsan
 	$(MAKE) test-faults
@@ -800,3 +800,5 @@ test-faults: $(BUILD)/tests/fault-matrix $(BUILD)/adag-worker $(TEST_MODULE)
 # test-python (the package built into $(BUILD)/python, its pytest suite) and
 # bench-python (the same Python actors with adag and with Ray): python/python.mk
 include python/python.mk
+# llm-server, llm-loadgen, test-llm, demo-llm (the LLM example's HTTP side)
+include examples/llm/server.mk

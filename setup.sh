@@ -17,11 +17,13 @@ set -euo pipefail
 #   (python/) built and tested by make test-python
 # libjansson-dev: the LLM example (examples/llm/) reads and writes the JSON header of
 #   its .safetensors weights with jansson
+# libmicrohttpd-dev: its HTTP server (llm-server, examples/llm/server*.c)
+# python3-pip: installs the openai package below
 pkgs=(build-essential pkg-config libcriterion-dev python3 clang openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libpmix-dev iproute2 libarchive-dev libturbojpeg0-dev
       libcurl4-openssl-dev libxxhash-dev libhwloc-dev libhwloc-plugins libibverbs-dev
       python3-matplotlib python3-dev python3-setuptools python3-numpy python3-pytest
-      libjansson-dev)
+      libjansson-dev libmicrohttpd-dev python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,4 +34,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq "${missing[@]}"
+fi
+# openai (pip, not packaged by Debian 12): make test-llm drives llm-server with the
+# openai client, in the python3 first on PATH (the one examples/llm/server.mk picks)
+if ! python3 -c 'import openai' 2>/dev/null; then
+    python3 -m pip install -q openai 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages openai # Debian's own python3 (PEP 668)
 fi
