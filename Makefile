@@ -176,8 +176,13 @@ GPU_DAG_EMULATED_MODULE := $(BUILD)/tests/gpu/libcuda_stage_emulated.so
 # -DTP_MLP_CUDA plus tp_mlp_kernel.cu).
 EXAMPLE_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/libgpu_stages_cuda.so \
     $(BUILD)/examples/libtp_mlp_cuda.so)
-ALL += $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
-    $(EXAMPLE_CUDA_MODULE)
+# examples/llm's shard class on CUDA: stage_actors.c with -DLLM_SHARD_CUDA
+# plus the kernels of shard_kernels.cu, linked by nvcc.
+LLM_SHARD_CUDA_MODULE := $(if $(HAVE_NVCC),$(BUILD)/examples/llm/libllm_shard_cuda.so)
+# tests/gpu/test-llm-cuda: the serving engine over that class on CUDA
+GPU_LLM_TEST := $(BUILD)/tests/gpu/test-llm-cuda
+ALL += $(GPU_LLM_TEST) $(GPU_TEST) $(GPU_KERNEL) $(GPU_DAG_TEST) $(GPU_DAG_MODULE) $(GPU_DAG_EMULATED_MODULE) \
+    $(EXAMPLE_CUDA_MODULE) $(LLM_SHARD_CUDA_MODULE)
 
 # The MPI side of the allreduce rows (bench/peers/mpi_allreduce.c), built with
 # $(MPICC) when it exists (Debian: openmpi-bin libopenmpi-dev) into
@@ -344,17 +349,21 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/module
 # does: the raw device baselines drive the device ops table (gpu/device.h),
 # which libadag.so does not export. Process actors
 # run the module in adag-worker (found next to adag-bench), thread actors the
-# classes linked in here.
+# classes linked in here. The llm rows (bench/llm.c) drive examples/llm's
+# step DAG (serve_graph.o, model.o; safetensors.o needs jansson) over the
+# llm_shard actors, whose module they find next to it like adag-worker.
 BENCH_MODULE_SRCS := bench/modules/bench_actors.c bench/modules/bench_device.c tests/modules/shared_methods.c
 $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules/shared_methods.h include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
 $(BUILD)/adag-bench: $(BENCH_SRCS) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
-    $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h \
+    $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h $(wildcard examples/llm/*.h) \
+    $(LLM_SERVE_OBJS) $(LLM_OBJS) $(LLM_SHARD_MODULE) \
     $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
-	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(DATA_STATIC) $(LIBS) $(DATA_LIBS)
+	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(DATA_STATIC) $(LIBS) \
+	    $(DATA_LIBS) $(LLM_LIBS)
 
 # bench/peers/mpi_allreduce.c with $(MPICC) (see MPI_PEER above)
 $(BUILD)/bench/mpi-allreduce: bench/peers/mpi_allreduce.c
@@ -621,6 +630,22 @@ $(EXAMPLE_CUDA_MODULE): $(BUILD)/examples/lib%_cuda.so: examples/modules/%.c \
 	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -I include -o $@ \
 	    examples/modules/$*_kernel.cu $(BUILD)/obj/examples/$*_cuda.o \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
+
+$(LLM_SHARD_CUDA_MODULE): examples/llm/stage_actors.c examples/llm/shard_kernels.cu $(LLM_SRCS) \
+    $(wildcard examples/llm/*.h) include/adag.h
+	@mkdir -p $(dir $@) $(BUILD)/obj/examples/llm/cuda
+	for f in stage_actors model safetensors; do \
+	    $(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DLLM_SHARD_CUDA -c \
+	        -o $(BUILD)/obj/examples/llm/cuda/$$f.o examples/llm/$$f.c || exit 1; done
+	$(NVCC) $(NVCC_FLAGS) -fmad=false --cudart shared -shared -Xcompiler -fPIC -I include -I . -o $@ \
+	    examples/llm/shard_kernels.cu $(BUILD)/obj/examples/llm/cuda/*.o \
+	    -Xlinker -rpath,$(CUDA_HOME)/lib64 $(LLM_LIBS)
+
+$(GPU_LLM_TEST): tests/gpu/test_llm_cuda.c $(LLM_SERVE_OBJS) $(LLM_OBJS) $(wildcard examples/llm/*.h) \
+    $(BUILD)/libadag.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I . -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' $(LDFLAGS_BASE) $(LDFLAGS) \
+	    -o $@ $< $(LLM_SERVE_OBJS) $(LLM_OBJS) -L$(BUILD) -ladag $(RPATH) $(LLM_LIBS) -lpthread
 
 $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
 	@mkdir -p $(dir $@)

@@ -74,6 +74,13 @@ typedef struct {
     int has_cost;
     double cost_pct, best_cost_pct, spread, paired_cost_pct;
     int noisy;
+    /* llm rows (bench/llm.c): the figures of one configuration, bucket and
+     * in flight (bench_llm_row_t); median_us is step_us */
+    int llm;
+    char llm_device[8]; /* llm rows: "emu" or "host" */
+    int tp, pp, bucket, d_model, cpus;
+    double step_us, compute_us, collective_us, overhead_us, single_us, untraced_step_us;
+    double other_cpus, collective_dag_us;
 } result_t;
 
 /* How the actors a scenario creates are placed (the placement rows,
@@ -118,6 +125,13 @@ typedef struct {
      * to stderr after their executions (a tracing row: its last on round,
      * timed) */
     int print_stats;
+    /* --llm-model default: the llm rows run llm_config_default (else a
+     * model of half its width, bench/llm.c) */
+    int llm_default_model;
+    /* --llm-device: the llm rows' actors on the emulated device ("emu", the
+     * default: tensors in device memory, the work on each actor's stream)
+     * or host actors ("host") */
+    const char *llm_device;
 } bench_opts_t;
 
 /* Runs an adag call; on failure prints it with its status and message and
@@ -278,5 +292,34 @@ int nccl_allreduce_row_available(unsigned *nranks, char *why, size_t len);
 /* The allreduce inside a compiled DAG on CUDA, and NCCL called directly. */
 int run_nccl_allreduce_dag(const bench_opts_t *o, size_t bytes, long iters, measure_t *m);
 int run_nccl_allreduce_direct(const bench_opts_t *o, size_t bytes, measure_t *m);
+
+/* The llm rows (bench/llm.c): steady decode of examples/llm's sharded
+ * model over process actors, TP-1xPP-1, TP-2xPP-1, TP-1xPP-2, TP-2xPP-2,
+ * buckets 1, 8, 32, 64 (--quick: 1, 8), in flight pp and (pp > 1) 1; per
+ * row the medians of rounds alternating the configurations: the step's
+ * wall time, the actors' compute and the collectives on its path, the
+ * rest (overhead_us: the median of the rounds' step - compute -
+ * collective), and the same steps single-process. untraced_step_us: the
+ * same steps on an untraced twin of TP-2xPP-2 (0: not run); cpus: the
+ * CPUs online. */
+typedef struct {
+    int tp, pp, bucket, inflight, d_model, cpus;
+    double step_us, compute_us, collective_us, overhead_us, single_us, untraced_step_us;
+    /* the CPUs other processes of the machine took while the steps ran
+     * (0..cpus; -1 unknown): the actors and the driver had the rest */
+    double other_cpus;
+    /* the allreduce ops' own time inside the DAG on the same path as
+     * collective_us (the members' agreement, the wait for the other rank,
+     * the call): traced op stats, like compute */
+    double collective_dag_us;
+    long steps;            /* steps counted (every round's) */
+    char device[8];        /* "emu" or "host" */
+} bench_llm_row_t;
+#define BENCH_LLM_MAX_ROWS 32
+#define BENCH_LLM_GOAL_US 20.0 /* overhead at TP-2xPP-2: printed, never asserted */
+/* 0 with *nrows rows, 1 when it cannot run here (why says so), -1 failed
+ * (printed) */
+int run_llm(const bench_opts_t *o, bench_llm_row_t *rows, unsigned *nrows, char *why,
+            size_t why_len);
 
 #endif

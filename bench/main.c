@@ -269,6 +269,56 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
     return 0;
 }
 
+/* The llm rows: every configuration, bucket and in flight of one run
+ * (bench/llm.c), a result each after r. */
+static int llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                    result_t *r)
+{
+    static bench_llm_row_t rows[BENCH_LLM_MAX_ROWS];
+    unsigned n = 0;
+    int rc = run_llm(o, rows, &n, r->skipped, sizeof r->skipped);
+    if (rc > 0) {
+        fprintf(stderr, "adag-bench: %s: skipped: %s\n", s->name, r->skipped);
+        return 0;
+    }
+    if (rc < 0 || n == 0) {
+        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
+        return -1;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const bench_llm_row_t *x = &rows[i];
+        result_t *q = i ? new_result(s, pl) : r;
+        q->llm = 1;
+        snprintf(q->llm_device, sizeof q->llm_device, "%s", x->device);
+        q->tp = x->tp;
+        q->pp = x->pp;
+        q->bucket = x->bucket;
+        q->d_model = x->d_model;
+        q->n = (unsigned)(x->tp * x->pp);
+        q->inflight = (unsigned)x->inflight;
+        q->step_us = x->step_us;
+        q->compute_us = x->compute_us;
+        q->collective_us = x->collective_us;
+        q->overhead_us = x->overhead_us;
+        q->single_us = x->single_us;
+        q->untraced_step_us = x->untraced_step_us;
+        q->other_cpus = x->other_cpus;
+        q->collective_dag_us = x->collective_dag_us;
+        q->cpus = x->cpus;
+        q->m.median_us = x->step_us;
+        q->m.p99_us = x->step_us;
+        q->m.iterations = x->steps;
+        q->m.per_s = x->step_us > 0 ? x->bucket * 1e6 / x->step_us : 0; /* tokens/s */
+        set_ratio(q, "same steps single-process", x->single_us);
+        if (x->tp == 2 && x->pp == 2) {
+            snprintf(q->goal, sizeof q->goal, "overhead <= %.0f us at TP-2xPP-2",
+                     BENCH_LLM_GOAL_US);
+            q->goal_met = x->overhead_us <= BENCH_LLM_GOAL_US;
+        }
+    }
+    return 0;
+}
+
 static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
                         measure_t *m, measure_t *teardown)
 {
@@ -313,6 +363,7 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_PLACE_PAYLOAD:
     case RUN_PLACE_DEV_HOP:
     case RUN_TRACE_CHAIN: /* the same: tracing_rows */
+    case RUN_LLM:         /* and llm_rows */
         break;
     }
     return -1;
@@ -351,6 +402,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         return placement_rows(o, s, pl, r);
     if (s->baseline == BASE_TRACE_OFF)
         return tracing_rows(o, s, r);
+    if (s->run == RUN_LLM)
+        return llm_rows(o, s, pl, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -484,6 +537,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         break;
     case BASE_PLACE_OFF: /* measured with the row: placement_rows */
     case BASE_TRACE_OFF: /* and tracing_rows */
+    case BASE_LLM_SINGLE: /* and llm_rows */
         break;
     }
     return 0;
@@ -596,18 +650,22 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: adag-bench [--quick] [--json] [--vs-ray] [--only NAME] [--n N] [--reps R] "
-            "[--seed N] [--stats] [--module PATH]\n"
+            "[--seed N] [--stats] [--llm-model small|default] [--llm-device emu|host]\n"
+            "       [--module PATH]\n"
             "  --quick    fewer iterations and sizes (under 60 s)\n"
             "  --json     one JSON object per result instead of the table\n"
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
             "  --only     run only scenarios with this name (roundtrip, chain, ...,\n"
             "             device-hop, device-bandwidth, allreduce, placement,\n"
-            "             tracing)\n"
+            "             tracing, llm)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
             "  --seed N   seed of the payload bytes (default 42)\n"
             "  --stats    print each chain's figures (adag_stats_print) after it runs; the\n"
-            "             tracing rows' are timed and name the bottleneck\n");
+            "             tracing rows' are timed and name the bottleneck\n"
+            "  --llm-model the llm rows' model: small (d_model 128, default) or default\n"
+            "  --llm-device the llm rows' actors: emu (emulated devices, default) or host\n"
+            "             (llm_config_default, d_model 256: about 4x the compute)\n");
 }
 
 int main(int argc, char **argv)
@@ -637,6 +695,12 @@ int main(int argc, char **argv)
             o.n = (unsigned)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             o.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--llm-model") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "default") || !strcmp(argv[i + 1], "small")))
+            o.llm_default_model = !strcmp(argv[++i], "default");
+        else if (!strcmp(argv[i], "--llm-device") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "emu") || !strcmp(argv[i + 1], "host")))
+            o.llm_device = argv[++i];
         else if (!strcmp(argv[i], "--module") && i + 1 < argc)
             o.module = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -39,7 +39,10 @@ static void params_text(const result_t *r, char *buf, size_t n)
     size_text(r->bytes, size, sizeof size);
     /* placement rows: "chain n=4 k=8 pinned", "device-hop host on", "payload 1 MiB on"
      * (no variant when skipped) */
-    if (r->scenario[0] && !strcmp(r->scenario, "chain"))
+    if (r->llm) /* "tp=2 pp=2 b=8 k=2 emu": bucket, in flight, device */
+        snprintf(buf, n, "tp=%d pp=%d b=%d k=%u %s", r->tp, r->pp, r->bucket, r->inflight,
+                 r->llm_device);
+    else if (r->scenario[0] && !strcmp(r->scenario, "chain"))
         snprintf(buf, n, "chain n=%u k=%u %s", r->n, r->inflight, r->variant);
     else if (r->scenario[0] && r->device[0])
         snprintf(buf, n, "%s %s %s", r->scenario, r->device, r->variant);
@@ -116,6 +119,16 @@ void bench_print_table(FILE *out, const result_t *results, unsigned nresults)
         if (r->per_collective && r->baseline_value > 0)
             fprintf(out, "%-16s %-7s %-26s   the DAG's cost per collective: %.1f us\n", "", "",
                     "", r->m.median_us - r->baseline_value);
+        if (r->llm) {
+            char untraced[64] = "";
+            if (r->untraced_step_us > 0)
+                snprintf(untraced, sizeof untraced, "; untraced step %.1f us (tracing %+.1f %%)",
+                         r->untraced_step_us, (r->step_us / r->untraced_step_us - 1) * 100);
+            fprintf(out, "%-16s %-7s %-26s   compute %.1f us, collective %.1f us (in the DAG "
+                         "%.1f us), overhead %.1f us; other work took %.2f of %d CPUs%s\n",
+                    "", "", "", r->compute_us, r->collective_us, r->collective_dag_us,
+                    r->overhead_us, r->other_cpus, r->cpus, untraced);
+        }
         if (r->has_cost) /* tracing rows */
             fprintf(out, "%-16s %-7s %-26s   cost of tracing: %+.1f %% (median of the rounds' "
                          "%s), medians %+.1f %%, best rounds %+.1f %%, rounds spread %.1fx; "
@@ -172,6 +185,10 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
         if (r->device[0])
             fprintf(out, ", \"device\": \"%s\", \"path\": \"%s\", \"hops\": %u, \"copies\": %u",
                     r->device, bench_path_name(r->path), r->hops, r->copies);
+        if (r->llm)
+            fprintf(out, ", \"tp\": %d, \"pp\": %d, \"bucket\": %d, \"d_model\": %d, \"cpus\": %d, "
+                         "\"device\": \"%s\"",
+                    r->tp, r->pp, r->bucket, r->d_model, r->cpus, r->llm_device);
         if (r->scenario[0]) /* placement and tracing rows; variant "" when skipped */
             fprintf(out, ", \"scenario\": \"%s\", \"variant\": \"%s\"", r->scenario,
                     r->variant);
@@ -198,6 +215,18 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
         if (r->per_collective && r->baseline_value > 0)
             fprintf(out, "\"dag_cost_per_collective_us\": %.3f, ",
                     r->m.median_us - r->baseline_value);
+        if (r->llm) {
+            fprintf(out, "\"step_us\": %.3f, \"compute_us\": %.3f, \"collective_us\": %.3f, "
+                         "\"overhead_us\": %.3f, \"single_us\": %.3f, \"other_cpus\": %.3f, "
+                         "\"collective_dag_us\": %.3f, "
+                         "\"untraced_step_us\": ",
+                    r->step_us, r->compute_us, r->collective_us, r->overhead_us, r->single_us,
+                    r->other_cpus, r->collective_dag_us);
+            if (r->untraced_step_us > 0)
+                fprintf(out, "%.3f, ", r->untraced_step_us);
+            else
+                fprintf(out, "null, ");
+        }
         if (r->has_cost) /* goal_met null: not judged, the rounds too spread */
             fprintf(out, "\"cost_pct\": %.3f, \"paired_cost_pct\": %.3f, \"best_cost_pct\": %.3f, "
                          "\"rounds_spread\": %.3f, ",

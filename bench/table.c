@@ -154,6 +154,14 @@ const scenario_t bench_scenarios[] = {
      DEV_PATH_NONE},
     {"tracing", RUN_TRACE_CHAIN, 1, 4, 8, 8, -1, METRIC_THROUGHPUT, BASE_TRACE_OFF, 1, NULL,
      DEV_PATH_NONE},
+    /* llm (bench/llm.c): steady decode of examples/llm's sharded model over
+     * process actors, TP-1xPP-1, TP-2xPP-1, TP-1xPP-2, TP-2xPP-2, buckets 1,
+     * 8, 32, 64 (--quick: 1, 8), pp micro-batches in flight and 1; one
+     * line generates every row. Each: the step's wall time against the
+     * same steps single-process (llm_ref_step), with the actors' compute,
+     * the collectives and the rest (adag's overhead) on the step's path;
+     * goal at TP-2xPP-2: overhead <= 20 us, printed, never asserted. */
+    {"llm", RUN_LLM, 1, 4, 2, 0, -1, METRIC_LATENCY, BASE_LLM_SINGLE, 1, NULL, DEV_PATH_NONE},
 };
 
 const unsigned bench_nscenarios = sizeof(bench_scenarios) / sizeof(bench_scenarios[0]);

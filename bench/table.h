@@ -32,6 +32,7 @@ typedef enum {
     BASE_IMAGES_LOCAL, /* an open + one epoch of the same shards as local files */
     BASE_PLACE_OFF,    /* the same scenario with placement off, rounds alternating with it */
     BASE_TRACE_OFF,    /* the same scenario with tracing off, rounds alternating with it */
+    BASE_LLM_SINGLE,   /* the same decode steps single-process (llm_ref_step), same tp */
 } baseline_kind_t;
 
 typedef enum {
@@ -54,6 +55,7 @@ typedef enum {
     RUN_PLACE_PAYLOAD, /* a payload, */
     RUN_PLACE_DEV_HOP, /* a device hop, each with every bench_place_t */
     RUN_TRACE_CHAIN,   /* tracing rows (bench/tracing.c): a chain, traced and not */
+    RUN_LLM,           /* the llm rows (bench/llm.c): every configuration in one run */
 } run_kind_t;
 
 typedef struct {

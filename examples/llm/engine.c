@@ -78,6 +78,7 @@ struct llm_engine {
 
     event_t *events;
     int n_events, cap_events;
+    int delivering; /* callbacks running (the lock dropped) */
     llm_shard_row_t rows[LLM_SHARD_MAX_ROWS];
     llm_engine_metrics_t m;
 };
@@ -138,6 +139,7 @@ static void deliver(llm_engine_t *e) {
         event_t *ev = e->events;
         e->events = NULL;
         e->n_events = e->cap_events = 0;
+        e->delivering = 1;
         pthread_mutex_unlock(&e->lock);
         for (int i = 0; i < n; i++) {
             if (e->p.on_event)
@@ -148,6 +150,8 @@ static void deliver(llm_engine_t *e) {
         }
         free(ev);
         pthread_mutex_lock(&e->lock);
+        e->delivering = 0;
+        pthread_cond_broadcast(&e->idle); /* drain waits for the last end event */
     }
 }
 
@@ -164,8 +168,6 @@ static void end_running(llm_engine_t *e, req_t *r, llm_finish_t finish, const ch
     r->n_table = 0;
     e->m.finished[finish]++;
     push_event(e, r, -1, finish, message);
-    if (e->n_running == 0 && e->n_waiting == 0)
-        pthread_cond_broadcast(&e->idle);
 }
 
 static void end_waiting_all(llm_engine_t *e, llm_finish_t finish, const char *message) {
@@ -177,7 +179,6 @@ static void end_waiting_all(llm_engine_t *e, llm_finish_t finish, const char *me
         push_event(e, r, -1, finish, message);
     }
     e->wait_tail = NULL;
-    pthread_cond_broadcast(&e->idle);
 }
 
 /* ---- scheduling ---- */
@@ -562,7 +563,8 @@ int llm_engine_drain(llm_engine_t *e, int timeout_ms) {
     int rc = 0;
     pthread_mutex_lock(&e->lock);
     e->draining = 1;
-    while (e->n_waiting + e->n_running > 0) {
+    /* done when no request is left and every end event was delivered */
+    while (e->n_waiting + e->n_running > 0 || e->n_events > 0 || e->delivering) {
         int w = timeout_ms < 0 ? pthread_cond_wait(&e->idle, &e->lock)
                                : pthread_cond_timedwait(&e->idle, &e->lock, &dl);
         if (w == ETIMEDOUT) {

@@ -112,8 +112,9 @@ int llm_engine_dags(llm_engine_t *e, adag_dag_h *dags, int max);
 adag_actor_h llm_engine_actor(llm_engine_t *e, int stage, int rank);
 
 /* Stops admitting (submit answers LLM_ENGINE_EDRAINING), lets waiting and
- * running requests finish, and returns 0 once none is left, or -1 when
- * timeout_ms (-1: forever) passed first. */
+ * running requests finish, and returns 0 once none is left and every end
+ * event has been delivered (its callback returned), or -1 when timeout_ms
+ * (-1: forever) passed first. */
 int llm_engine_drain(llm_engine_t *e, int timeout_ms);
 /* Stops the thread (requests left end CANCELLED), destroys the DAGs. The
  * actors go with the runtime. */

@@ -242,7 +242,7 @@ static void rope(float *v, int head_dim, int pos, float theta) {
     }
 }
 
-static int row_check(const llm_kv_t *kv, const llm_row_t *r, int i) {
+int llm_kv_row_check(const llm_kv_t *kv, const llm_row_t *r, int i) {
     if (r->pos == LLM_ROW_PAD)
         return 0;
     if (r->pos < 0 || r->pos / LLM_KV_BLOCK >= r->n_table)
@@ -272,7 +272,7 @@ int llm_attn_shard(const llm_model_t *m, int layer, llm_kv_t *kv, const llm_row_
         return fail("llm attn: layer %d is not in the cache's layers [%d, %d)", layer, kv->layer_begin,
                     kv->layer_end);
     for (int i = 0; i < n; i++)
-        if (row_check(kv, &rows[i], i))
+        if (llm_kv_row_check(kv, &rows[i], i))
             return -1;
     if (n <= 0)
         return n < 0 ? fail("llm attn: %d rows", n) : 0;

@@ -136,6 +136,10 @@ typedef struct llm_row {
     int token;
 } llm_row_t;
 
+/* Whether row i fits the cache: a padding row, or a position its block
+ * table covers with block ids of the cache (-1 with llm_error() if not). */
+int llm_kv_row_check(const llm_kv_t *kv, const llm_row_t *r, int i);
+
 /* x[n, d_model] = tok_emb[token of each row]. */
 int llm_embed(const llm_model_t *m, const llm_row_t *rows, int n, float *x);
 /* One shard's attention of `layer` for n rows: RMSNorm(x), q/k/v of the

@@ -78,12 +78,22 @@ int llm_serve_create(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t
         p->pp > p->cfg.n_layers)
         return llm_fail("llm serve: tp %d (1..%d), pp %d (1..%d, at most the %d layers)", p->tp,
                         LLM_SHARD_MAX_TP, p->pp, LLM_SHARD_MAX_STAGES, p->cfg.n_layers);
+    int cuda = p->device && strcmp(p->device, "cuda") == 0;
+    if (p->device && !cuda && strcmp(p->device, "emu") != 0)
+        return llm_fail("llm serve: device \"%s\": \"emu\", \"cuda\" or none (host actors)", p->device);
+    if (cuda) {
+        unsigned count = 0;
+        if (adag_device_count("cuda", &count) != ADAG_OK || count < (unsigned)p->tp)
+            return llm_fail("llm serve: tp %d on cuda needs %d GPUs, this host has %u (%s)", p->tp, p->tp, count,
+                            count ? "NCCL refuses two ranks on one GPU" : adag_last_error());
+    }
     for (int st = 0; st < p->pp; st++) {
         int l0, l1;
         llm_shard_range(p->cfg.n_layers, p->pp, st, &l0, &l1);
         for (int r = 0; r < p->tp; r++) {
             llm_shard_init_t in = {.cfg = p->cfg, .seed = p->seed, .l0 = l0, .l1 = l1, .is_first = st == 0,
-                                   .is_last = st == p->pp - 1, .tp = p->tp, .rank = r, .n_blocks = p->n_blocks};
+                                   .is_last = st == p->pp - 1, .tp = p->tp, .rank = r, .n_blocks = p->n_blocks,
+                                   .device_kind = !p->device ? 0 : cuda ? ADAG_DEV_CUDA : ADAG_DEV_EMULATED};
             if (p->path)
                 snprintf(in.path, sizeof in.path, "%s", p->path);
             char name[64];
@@ -96,6 +106,12 @@ int llm_serve_create(adag_runtime_h rt, const llm_serve_params_t *p, llm_serve_t
             if (p->module) {
                 ap.field_mask |= ADAG_ACTOR_PARAM_MODULE;
                 ap.module_path = p->module;
+            }
+            char device[32];
+            if (p->device) {
+                snprintf(device, sizeof device, "%s:%d", p->device, cuda ? r : st * p->tp + r);
+                ap.field_mask |= ADAG_ACTOR_PARAM_DEVICE;
+                ap.device = device;
             }
             if (adag_actor_create(rt, &ap, &s->actors[st * p->tp + r]) != ADAG_OK)
                 return afail("adag_actor_create", name);

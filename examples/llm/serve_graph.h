@@ -19,6 +19,10 @@
  *   pick<T>(picks_0..T-1)-> next     i32 [n]: the picks combined in rank
  *                                     order (T = tp, pick1 .. pick8)
  *
+ *   work_stats()         -> bytes, an llm_shard_work_stats_t: the time the
+ *                                     actor's work took, summed (the bench's
+ *                                     compute measured inside the actors)
+ *
  * rows: bytes, n llm_shard_row_t (one per token of the batch). */
 #ifndef LLM_SERVE_GRAPH_H
 #define LLM_SERVE_GRAPH_H
@@ -39,6 +43,11 @@ typedef struct llm_shard_row {
     int32_t table[LLM_SHARD_MAX_TABLE];
 } llm_shard_row_t;
 
+/* What work_stats returns. */
+typedef struct llm_shard_work_stats {
+    uint64_t ns, calls;
+} llm_shard_work_stats_t;
+
 /* The init bytes of an "llm_shard" actor. */
 typedef struct llm_shard_init {
     llm_config_t cfg;   /* with seed weights; ignored with a path */
@@ -48,7 +57,7 @@ typedef struct llm_shard_init {
     int32_t is_first, is_last;
     int32_t tp, rank;
     int32_t n_blocks;   /* KV cache blocks of this actor */
-    int32_t pad;
+    int32_t device_kind; /* ADAG_DEV_* of the actor's device (0: host) */
 } llm_shard_init_t;
 
 #define LLM_SHARD_MAX_STAGES 8
@@ -70,6 +79,11 @@ typedef struct llm_serve_params {
     const char *path;         /* weights file or NULL (seed) */
     int tp, pp, n_blocks;
     const char *name;         /* actor name prefix ("llm"): actors <name>_s<S>r<R> */
+    /* NULL: host actors. "emu": actor (s, r) on the emulated device
+     * emu:<s*tp + r>, its tensors in device memory, its work in stream order.
+     * "cuda": actor (s, r) on cuda:<r> (the stages share the GPUs; tp needs
+     * tp GPUs), with module = libllm_shard_cuda.so. */
+    const char *device;
 } llm_serve_params_t;
 
 /* Creates the tp*pp actors in rt (no DAG yet). -1 with llm_error() (naming

@@ -19,7 +19,8 @@ targets="build/libadag.so build/adag-worker build/adag-bench build/adag-info
     build/tests/gpu/libcuda_stage.so build/tests/gpu/libcuda_stage_emulated.so
     build/tests/gpu/libscale.so build/examples/gpu_pipeline build/examples/tp_pp
     build/examples/libgpu_stages.so build/examples/libgpu_stages_cuda.so
-    build/examples/libtp_mlp.so build/examples/libtp_mlp_cuda.so build/tests/adag-unit-tests"
+    build/examples/libtp_mlp.so build/examples/libtp_mlp_cuda.so build/tests/adag-unit-tests
+    build/tests/gpu/test-llm-cuda build/examples/llm/libllm_shard_cuda.so build/examples/llm/libllm_shard.so"
 # shellcheck disable=SC2086
 make -j"$(nproc)" $targets >/dev/null
 stage=$(mktemp -d)

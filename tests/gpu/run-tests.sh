@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the GPU test programs of a build (default: build), each under a hard
-# limit, as `make test-gpu` does (tests/gpu/README.md): test-cuda, then
-# test-cuda-dag. Each exits 0 (none failed, one passed at least), 77 (every
+# limit, as `make test-gpu` does (tests/gpu/README.md): test-cuda,
+# test-cuda-dag, then test-llm-cuda. Each exits 0 (none failed, one passed at least), 77 (every
 # test skipped, "skipped: <reason>" per test) or 1 (one failed). A program
 # that skipped everything is SKIPPED, never passed; with TEST_GPU_REQUIRE
 # set (a runner that has a GPU) that is a failure. Used by the Makefile and
@@ -10,7 +10,8 @@
 set -u
 build=${1:-build}
 passed=0 skipped=0 failed=0
-for run in "$build/tests/gpu/test-cuda:300" "$build/tests/gpu/test-cuda-dag:1200"; do
+for run in "$build/tests/gpu/test-cuda:300" "$build/tests/gpu/test-cuda-dag:1200" \
+    "$build/tests/gpu/test-llm-cuda:300"; do
     prog=${run%:*} limit=${run##*:} name=$(basename "${run%:*}") rc=0
     timeout --kill-after=10 "$limit" "$prog" || rc=$?
     case $rc in
