@@ -5,7 +5,7 @@
  *   llm-server [--seed N | --weights FILE] [--port 0] [--host 127.0.0.1]
  *              [--tp 1] [--pp 1] [--blocks N] [--token-budget 64]
  *              [--max-queue 256] [--model-name NAME] [--drain-timeout S]
- *              [--idle-timeout S]
+ *              [--idle-timeout S] [--device host|emu|cuda]
  *
  * It prints "listening on http://HOST:PORT" once it answers. SIGTERM or
  * SIGINT drains: new requests get 503, the running ones (streams too) run
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 typedef struct opts {
-    const char *host, *weights, *model_name, *module;
+    const char *host, *weights, *model_name, *module, *device;
     long port, seed, tp, pp, blocks, token_budget, max_queue, drain_timeout, idle_timeout;
 } opts_t;
 
@@ -44,7 +44,10 @@ static void usage(FILE *f) {
             "  --model-name NAME   the model's name in the API (default adag-llm)\n"
             "  --drain-timeout S   at SIGTERM, wait at most S seconds for requests (default 300)\n"
             "  --idle-timeout S    close a connection idle for S seconds, between requests (default 120)\n"
-            "  --module PATH       the llm_shard actor module (default: next to this program)\n");
+            "  --device KIND       the actors' device: host (default), emu (the emulated device,\n"
+            "                      emu:<stage*tp+rank>) or cuda (cuda:<rank>, libllm_shard_cuda.so)\n"
+            "  --module PATH       the llm_shard actor module (default: next to this program,\n"
+            "                      libllm_shard.so, or libllm_shard_cuda.so with --device cuda)\n");
 }
 
 static int num(const char *opt, const char *v, long lo, long hi, long *out) {
@@ -100,6 +103,8 @@ static int parse(int argc, char **argv, opts_t *o) {
             rc = num(a, v, 1, 86400, &o->idle_timeout);
         else if (!strcmp(a, "--module"))
             o->module = v;
+        else if (!strcmp(a, "--device"))
+            o->device = v;
         else {
             fprintf(stderr, "llm-server: unknown option %s (--help)\n", a);
             return -1;
@@ -107,6 +112,12 @@ static int parse(int argc, char **argv, opts_t *o) {
         if (rc)
             return -1;
     }
+    if (o->device && strcmp(o->device, "host") && strcmp(o->device, "emu") && strcmp(o->device, "cuda")) {
+        fprintf(stderr, "llm-server: --device %s: host, emu or cuda\n", o->device);
+        return -1;
+    }
+    if (o->device && !strcmp(o->device, "host"))
+        o->device = NULL;
     if (!*o->model_name) {
         fprintf(stderr, "llm-server: --model-name is empty\n");
         return -1;
@@ -175,8 +186,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     fprintf(stderr, "llm-server: http: %s\n", msg);
 }
 
-/* The module next to this program (build/examples/llm/libllm_shard.so). */
-static char *default_module(void) {
+/* The module next to this program (build/examples/llm/libllm_shard.so,
+ * or libllm_shard_cuda.so). */
+static char *default_module(const char *device) {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
@@ -187,7 +199,8 @@ static char *default_module(void) {
     char *slash = strrchr(self, '/');
     *slash = 0;
     char *path = NULL;
-    return asprintf(&path, "%s/libllm_shard.so", self) < 0 ? NULL : path;
+    int cuda = device && !strcmp(device, "cuda");
+    return asprintf(&path, "%s/libllm_shard%s.so", self, cuda ? "_cuda" : "") < 0 ? NULL : path;
 }
 
 int main(int argc, char **argv) {
@@ -201,7 +214,7 @@ int main(int argc, char **argv) {
 
     llm_config_t cfg;
     llm_config_default(&cfg);
-    char *weights = NULL, *module = o.module ? strdup(o.module) : default_module();
+    char *weights = NULL, *module = o.module ? strdup(o.module) : default_module(o.device);
     if (!module)
         goto out_paths;
     if (o.weights) {
@@ -240,7 +253,8 @@ int main(int argc, char **argv) {
     }
     llm_engine_params_t ep = {
         .serve = {.module = module, .placement = ADAG_PLACEMENT_PROCESS, .cfg = cfg, .seed = (uint64_t)o.seed,
-                  .path = weights, .tp = (int)o.tp, .pp = (int)o.pp, .n_blocks = (int)o.blocks, .name = "llm"},
+                  .path = weights, .tp = (int)o.tp, .pp = (int)o.pp, .n_blocks = (int)o.blocks, .name = "llm",
+                  .device = o.device},
         .token_budget = (int)o.token_budget,
         .max_queue = (int)o.max_queue,
         .on_event = srv_on_event,
@@ -264,8 +278,9 @@ int main(int argc, char **argv) {
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     printf("listening on http://%s%s%s:%u\n", v6 ? "[" : "", o.host, v6 ? "]" : "", di ? di->port : (unsigned)o.port);
-    printf("model %s: d_model %d, %d layers, tp %ld x pp %ld, %ld KV blocks per actor, %d positions per request\n",
-           o.model_name, cfg.d_model, cfg.n_layers, o.tp, o.pp, o.blocks, s.max_len);
+    printf("model %s: d_model %d, %d layers, tp %ld x pp %ld on %s, %ld KV blocks per actor, %d positions per "
+           "request\n",
+           o.model_name, cfg.d_model, cfg.n_layers, o.tp, o.pp, o.device ? o.device : "host", o.blocks, s.max_len);
     fflush(stdout);
 
     unsigned char sig = 0;

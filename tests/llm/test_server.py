@@ -201,10 +201,11 @@ def check_stream(events, want, n_prompt):
 def servers():
     made = {}
 
-    def get(topo):
+    def get(topo):  # "2x1", or "2x2-emu": on the emulated device
         if topo not in made:
-            tp, pp = topo.split("x")
-            made[topo] = Server("--tp", tp, "--pp", pp)
+            shape, _, device = topo.partition("-")
+            tp, pp = shape.split("x")
+            made[topo] = Server("--tp", tp, "--pp", pp, *(["--device", device] if device else []))
         return made[topo]
 
     yield get
@@ -290,7 +291,7 @@ def test_openai_client(servers, topo):
     assert e.value.body["param"] == "max_tokens"
 
 
-@pytest.mark.parametrize("topo", ["1x1", "2x1", "1x2", "2x2"])
+@pytest.mark.parametrize("topo", ["1x1", "2x1", "1x2", "2x2", "2x1-emu"])
 def test_concurrent_requests_exact(servers, topo):
     """Requests of different prompts and lengths at once, streamed and not:
     every token equal to the reference of that request alone."""
@@ -638,6 +639,26 @@ def test_weights_file(tmp_path):
         want = reference(b"Hello", 24, weights=path)
         assert want != reference(b"Hello", 24)  # the file's and the seed's weights differ
         assert d["choices"][0]["token_ids"] == want
+        assert s.stop() == 0, s.dir_text
+    finally:
+        s.kill()
+
+
+def test_cuda_device():
+    """--device cuda (libllm_shard_cuda.so): tokens equal to the reference;
+    skipped without the module (no nvcc at build) or a CUDA device."""
+    if not os.path.exists(os.path.join(BUILD, "examples", "llm", "libllm_shard_cuda.so")):
+        pytest.skip("skipped: libllm_shard_cuda.so was not built (no nvcc)")
+    try:
+        s = Server("--device", "cuda")
+    except pytest.fail.Exception as e:
+        if "this host has 0" not in str(e):
+            raise
+        pytest.skip(f"skipped: no CUDA device: {str(e).splitlines()[-1]}")
+    try:
+        status, d = s.complete({"model": MODEL, "prompt": "The quick brown fox", "max_tokens": 40})
+        assert status == 200, d
+        assert d["choices"][0]["token_ids"] == reference(b"The quick brown fox", 40)
         assert s.stop() == 0, s.dir_text
     finally:
         s.kill()
