@@ -109,6 +109,7 @@ static void dags_text(FILE *f, dag_fig_t *d, int n) {
         {"adag_dag_max_inflight", "gauge", "Executions a DAG may have in flight."},
         {"adag_dag_channels", "gauge", "Channels carrying values."},
         {"adag_dag_shm_bytes", "gauge", "Bytes of a DAG's shared-memory segment."},
+        {"adag_dag_device_bytes", "gauge", "Device memory of a DAG's channels' slots."},
     };
     for (size_t k = 0; k < sizeof dag_fams / sizeof dag_fams[0]; k++) {
         family(f, dag_fams[k].name, dag_fams[k].type, dag_fams[k].help);
@@ -121,7 +122,8 @@ static void dags_text(FILE *f, dag_fig_t *d, int n) {
                        : k == 2 ? (double)st->failed
                        : k == 3 ? (double)st->max_inflight
                        : k == 4 ? (double)st->nchannels
-                                : (double)st->shm_bytes;
+                       : k == 5 ? (double)st->shm_bytes
+                                : (double)st->device_bytes;
             fprintf(f, "%s{dag=", dag_fams[k].name);
             label(f, d[i].name);
             fprintf(f, "} %.17g\n", v);
@@ -157,7 +159,8 @@ static void dags_text(FILE *f, dag_fig_t *d, int n) {
             }
         }
     }
-    family(f, "adag_actor_executions_total", "counter", "Executions an actor's loop finished, per DAG.");
+    family(f, "adag_actor_executions_total", "counter",
+           "Executions an actor's loop finished, per DAG (device: the actor's, or host).");
     for (int i = 0; i < n; i++) {
         unsigned na = d[i].snap ? adag_stats_nactors(d[i].snap) : 0;
         for (unsigned j = 0; j < na; j++) {
@@ -168,6 +171,11 @@ static void dags_text(FILE *f, dag_fig_t *d, int n) {
             label(f, d[i].name);
             fputs(",actor=", f);
             label(f, a.name);
+            if (a.device == ADAG_DEVICE_HOST)
+                fputs(",device=\"host\"", f);
+            else
+                fprintf(f, ",device=\"%s:%u\"", adag_device_kind_name(ADAG_DEVICE_KIND(a.device)),
+                        ADAG_DEVICE_INDEX(a.device));
             fprintf(f, "} %llu\n", (unsigned long long)a.count);
         }
     }

@@ -317,6 +317,15 @@ def test_concurrent_requests_exact(servers, topo):
             check_stream(sse_events(data), want, len(prompt))
         else:
             assert json.loads(data)["choices"][0]["token_ids"] == want
+    # the actors ran where they were asked to
+    ms = s.metrics()
+    devices = {(dict(ls)["actor"], dict(ls)["device"]) for (n, ls), v in ms.items()
+               if n == "adag_actor_executions_total" and v > 0}
+    tp, pp = (int(x) for x in topo.split("-")[0].split("x"))
+    emu = topo.endswith("-emu")
+    assert devices == {(f"llm_s{st}r{r}", f"emu:{st * tp + r}" if emu else "host")
+                       for st in range(pp) for r in range(tp)}, devices
+    assert (metric_sum(ms, "adag_dag_device_bytes") > 0) == emu
 
 
 def test_models_and_health(servers):
