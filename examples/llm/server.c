@@ -9,7 +9,8 @@
  *
  * It prints "listening on http://HOST:PORT" once it answers. SIGTERM or
  * SIGINT drains: new requests get 503, the running ones (streams too) run
- * to their end, then it exits 0 (1 when the drain timed out). */
+ * to their end, then it exits 0 (1 when the drain timed out or a step had
+ * failed). */
 #include "safetensors.h"
 #include "server.h"
 
@@ -302,7 +303,11 @@ int main(int argc, char **argv) {
     atomic_store_explicit(&s.stopping, 1, memory_order_relaxed);
     MHD_stop_daemon(d); /* joins the connections' threads */
     fprintf(stderr, "llm-server: drained in %.2f s\n", srv_now() - t0);
-    rc = drained ? 0 : 1;
+    llm_engine_metrics_t em;
+    llm_engine_metrics(s.engine, &em);
+    if (em.failed)
+        fprintf(stderr, "llm-server: exiting with status 1: a step had failed (its requests ended with an error)\n");
+    rc = drained && !em.failed ? 0 : 1;
 out_engine:
     llm_engine_destroy(s.engine); /* requests left end CANCELLED: their last references */
 out_rt:

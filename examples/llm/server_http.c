@@ -349,8 +349,11 @@ static enum MHD_Result completions(srv_t *s, struct MHD_Connection *conn, conn_s
         r->refs = 1; /* no end event comes */
         if (rc == LLM_ENGINE_EFULL)
             srv_err(&err, 503, "server_error", NULL, "the server is overloaded: its queue is full; retry later");
-        else if (rc == LLM_ENGINE_EDRAINING)
+        else if (rc == LLM_ENGINE_EDRAINING && atomic_load_explicit(&s->draining, memory_order_relaxed))
             srv_err(&err, 503, "server_error", NULL, "the server is shutting down; it takes no new request");
+        else if (rc == LLM_ENGINE_EDRAINING)
+            srv_err(&err, 503, "server_error", NULL,
+                    "the engine stopped after a step failed (GET /health says \"failed\"); restart the server");
         else
             srv_err(&err, 400, "invalid_request_error", NULL, "the engine refused the request: %s", llm_error());
         if (rc == LLM_ENGINE_EFULL)

@@ -637,6 +637,45 @@ def test_idle_timeout():
         s.kill()
 
 
+def test_worker_killed():
+    """An actor's worker process killed mid-stream: the step fails, the
+    stream ends with an error event and [DONE], a waiting non-stream
+    request gets 500, /health says failed (503), new requests get 503, and
+    SIGTERM ends the server with status 1."""
+    s = Server("--blocks", "16", "--tp", "2")
+    try:
+        a = stream_socket(s, {"model": MODEL, "prompt": "Hello", "max_tokens": LONG, "stream": True})
+        first = read_until(a, b"data: ")
+        waiting = {}
+        t = threading.Thread(target=lambda: waiting.update(r=s.complete(
+            {"model": MODEL, "prompt": "ab", "max_tokens": 10})))
+        t.start()
+        wait_metrics(s, lambda m: metric(m, "llm_queue_depth") == 1, "the second request queued")
+        workers = subprocess.run(["pgrep", "-P", str(s.proc.pid)], capture_output=True, text=True).stdout.split()
+        assert workers, "no worker process"
+        os.kill(int(workers[-1]), signal.SIGKILL)
+        events = sse_events(read_stream(a, first))
+        a.close()
+        assert events[-1] == "[DONE]"
+        err = json.loads(events[-2])["error"]
+        assert err["type"] == "server_error" and "generation failed" in err["message"], err
+        assert all(json.loads(e)["choices"][0]["finish_reason"] is None for e in events[:-2])
+        t.join(60)
+        status, d = waiting["r"]  # the queued request ends with the failure too
+        assert status == 500 and d["error"]["type"] == "server_error", (status, d)
+        status, _, data = s.request("GET", "/health")
+        assert status == 503 and json.loads(data) == {"status": "failed"}
+        status, d = s.complete({"model": MODEL, "prompt": "x", "max_tokens": 2})
+        assert status == 503 and "step failed" in d["error"]["message"], d
+        ms = s.metrics()
+        assert metric(ms, "llm_engine_failed") == 1
+        assert metric(ms, "llm_requests_finished_total", reason="error") >= 1
+        assert s.stop() == 1, s.dir_text
+        assert "a step had failed" in s.dir_text
+    finally:
+        s.kill()
+
+
 def test_weights_file(tmp_path):
     """--weights: the file's weights (not the seed's), over 1x2."""
     path = str(tmp_path / "model.safetensors")
