@@ -631,22 +631,6 @@ $(EXAMPLE_CUDA_MODULE): $(BUILD)/examples/lib%_cuda.so: examples/modules/%.c \
 	    examples/modules/$*_kernel.cu $(BUILD)/obj/examples/$*_cuda.o \
 	    -Xlinker -rpath,$(CUDA_HOME)/lib64
 
-$(LLM_SHARD_CUDA_MODULE): examples/llm/stage_actors.c examples/llm/shard_kernels.cu $(LLM_SRCS) \
-    $(wildcard examples/llm/*.h) include/adag.h
-	@mkdir -p $(dir $@) $(BUILD)/obj/examples/llm/cuda
-	for f in stage_actors model safetensors; do \
-	    $(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DLLM_SHARD_CUDA -c \
-	        -o $(BUILD)/obj/examples/llm/cuda/$$f.o examples/llm/$$f.c || exit 1; done
-	$(NVCC) $(NVCC_FLAGS) -fmad=false --cudart shared -shared -Xcompiler -fPIC -I include -I . -o $@ \
-	    examples/llm/shard_kernels.cu $(BUILD)/obj/examples/llm/cuda/*.o \
-	    -Xlinker -rpath,$(CUDA_HOME)/lib64 $(LLM_LIBS)
-
-$(GPU_LLM_TEST): tests/gpu/test_llm_cuda.c $(LLM_SERVE_OBJS) $(LLM_OBJS) $(wildcard examples/llm/*.h) \
-    $(BUILD)/libadag.so
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I . -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' $(LDFLAGS_BASE) $(LDFLAGS) \
-	    -o $@ $< $(LLM_SERVE_OBJS) $(LLM_OBJS) -L$(BUILD) -ladag $(RPATH) $(LLM_LIBS) -lpthread
-
 $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) --cudart shared -shared -Xcompiler -fPIC -o $@ $< \
@@ -801,4 +785,4 @@ test-faults: $(BUILD)/tests/fault-matrix $(BUILD)/adag-worker $(TEST_MODULE)
 # bench-python (the same Python actors with adag and with Ray): python/python.mk
 include python/python.mk
 # llm-server, llm-loadgen, test-llm, demo-llm (the LLM example's HTTP side)
-include examples/llm/server.mk
+include examples/llm/llm.mk

@@ -36,7 +36,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get install -y -qq "${missing[@]}"
 fi
 # openai (pip, not packaged by Debian 12): make test-llm drives llm-server with the
-# openai client, in the python3 first on PATH (the one examples/llm/server.mk picks)
+# openai client, in the python3 first on PATH (the one examples/llm/llm.mk picks)
 if ! python3 -c 'import openai' 2>/dev/null; then
     python3 -m pip install -q openai 2>/dev/null ||
         python3 -m pip install -q --break-system-packages openai # Debian's own python3 (PEP 668)

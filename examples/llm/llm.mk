@@ -1,6 +1,11 @@
-# examples/llm/server.mk, included by the top Makefile (which defines BUILD,
+# examples/llm/llm.mk, included by the top Makefile (which defines BUILD,
 # CFLAGS_BASE, RPATH, LLM_OBJS, LLM_SERVE_OBJS, LLM_LIBS, LLM_GEN,
-# LLM_SHARD_MODULE and `all`): the LLM example's HTTP side.
+# LLM_SHARD_MODULE, LLM_SHARD_CUDA_MODULE, GPU_LLM_TEST and `all`): the LLM
+# example's programs beyond the library's tests.
+#   libllm_shard_cuda.so  the shard class on CUDA (stage_actors.c with
+#                -DLLM_SHARD_CUDA plus shard_kernels.cu, linked by nvcc),
+#                built when nvcc exists
+#   tests/gpu/test-llm-cuda  the engine over it (make test-gpu)
 #   llm-server   the OpenAI-compatible server over the serving engine
 #                (server*.c); libmicrohttpd (Debian's libmicrohttpd-dev)
 #   llm-loadgen  its load generator (loadgen.c); libcurl
@@ -41,3 +46,20 @@ demo-llm: $(LLM_SERVER) $(LLM_GEN) $(LLM_SHARD_MODULE) $(BUILD)/adag-worker
 	$(LLM_TEST_ENV) $(or $(LLM_PY),python3) examples/llm/demo.py
 
 .PHONY: test-llm demo-llm
+
+$(LLM_SHARD_CUDA_MODULE): examples/llm/stage_actors.c examples/llm/shard_kernels.cu $(LLM_SRCS) \
+    $(wildcard examples/llm/*.h) include/adag.h
+	@mkdir -p $(dir $@) $(BUILD)/obj/examples/llm/cuda
+	for f in stage_actors model safetensors; do \
+	    $(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DLLM_SHARD_CUDA -c \
+	        -o $(BUILD)/obj/examples/llm/cuda/$$f.o examples/llm/$$f.c || exit 1; done
+	$(NVCC) $(NVCC_FLAGS) -fmad=false --cudart shared -shared -Xcompiler -fPIC -I include -I . -o $@ \
+	    examples/llm/shard_kernels.cu $(BUILD)/obj/examples/llm/cuda/*.o \
+	    -Xlinker -rpath,$(CUDA_HOME)/lib64 $(LLM_LIBS)
+
+$(GPU_LLM_TEST): tests/gpu/test_llm_cuda.c $(LLM_SERVE_OBJS) $(LLM_OBJS) $(wildcard examples/llm/*.h) \
+    $(BUILD)/libadag.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I . -DADAG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' $(LDFLAGS_BASE) $(LDFLAGS) \
+	    -o $@ $< $(LLM_SERVE_OBJS) $(LLM_OBJS) -L$(BUILD) -ladag $(RPATH) $(LLM_LIBS) -lpthread
+
