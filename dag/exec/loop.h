@@ -174,11 +174,28 @@ adag_status_t adag__loop_trace_copy(adag_loop_t *loop, adag_trace_rec_t **recs, 
  * runs). */
 adag_status_t adag__loop_figures(adag_loop_t *loop, adag_loop_figures_t *out);
 
-/* Releases every slot execution seq read here (the loop thread). */
-static inline void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq)
+/* Whether channel c carries the tickets of a shared communicator: read by
+ * the loop itself (adag__loop_turn_begin), never by a method or its device
+ * work. */
+static inline int adag__loop_is_order_chan(const adag_loop_t *loop, uint32_t c)
 {
-    for (unsigned i = 0; i < loop->nreads; i++)
-        adag__chan_release(loop->chans[loop->reads[i]], seq);
+    for (uint32_t i = 0; i < loop->prog.ncomms; i++)
+        if (loop->prog.comms[i].shared && loop->prog.comms[i].order_chan == c)
+            return 1;
+    return 0;
+}
+
+/* Releases the slots execution seq read here (the loop thread): every one
+ * (ADAG_READS_ALL), the ticket channels' only (ADAG_READS_ORDERS) or all
+ * but those (ADAG_READS_HELD). Each channel's slots go back in order. */
+enum { ADAG_READS_ALL, ADAG_READS_ORDERS, ADAG_READS_HELD };
+static inline void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq, int which)
+{
+    for (unsigned i = 0; i < loop->nreads; i++) {
+        int order = which != ADAG_READS_ALL && adag__loop_is_order_chan(loop, loop->reads[i]);
+        if (which == ADAG_READS_ALL || order == (which == ADAG_READS_ORDERS))
+            adag__chan_release(loop->chans[loop->reads[i]], seq);
+    }
 }
 
 /* Host values and device work (dag/exec/loop_host_values.c), loop thread only.

@@ -13,7 +13,9 @@
  *   - the slots an execution read are handed back to their writers only
  *     after that work, when the actor's methods take host arguments: an
  *     event is recorded on the compute stream at the end of the execution
- *     and its release is held until the event completed. Held executions
+ *     and its release is held until the event completed (but for the
+ *     tickets of shared communicators, which only the loop reads: given
+ *     back at once, so that an idle loop holds none). Held executions
  *     are released in order at the start of a later execution, without
  *     waiting while the event is pending, except for those whose slots
  *     that execution's writers need: a writer fills slot seq of a channel
@@ -133,9 +135,13 @@ adag_status_t adag__loop_end_reads(adag_loop_t *loop, uint64_t seq)
 {
     /* nothing enqueued may still read them, and none held before: now */
     if (!loop->host_args || (!loop->stream_dirty && loop->held_to == loop->held_from)) {
-        adag__loop_release_reads(loop, seq);
+        adag__loop_release_reads(loop, seq, ADAG_READS_ALL);
         return ADAG_OK;
     }
+    /* the tickets are no method's argument: never held, so that an idle
+     * loop holds none (a destroy waits for every rank to give its last
+     * ticket back) */
+    adag__loop_release_reads(loop, seq, ADAG_READS_ORDERS);
     const adag_chan_device_t *d = loop->actor.device;
     adag_status_t st = d->dev->ops->event_record(loop->held_ev[seq % loop->prog.max_inflight],
                                                  d->compute);
@@ -169,7 +175,7 @@ adag_status_t adag__loop_release_held(adag_loop_t *loop, uint64_t seq)
                                   (unsigned long long)n);
             return st;
         }
-        adag__loop_release_reads(loop, n);
+        adag__loop_release_reads(loop, n, ADAG_READS_HELD);
         loop->held_from = n + 1;
     }
     return ADAG_OK;

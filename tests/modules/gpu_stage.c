@@ -9,6 +9,8 @@
  *                          shape reversed; info (host bytes) = what the
  *                          method saw: {ref, elements, dtype, device, when}
  *   apply(x) -> y          the same, one return
+ *   apply_with(x, any) -> y  apply; its second argument only read (a host
+ *                          value held while the kernel may still run)
  *   apply_flaky(x) -> y    apply, but stage 2 fails executions ref % 4 == 1
  */
 #include "gpu_stage.h"
@@ -101,6 +103,18 @@ static adag_status_t stage_apply_m(void *state, adag_call_h call)
     return run(state, call, 0);
 }
 
+/* apply_with(x, any): apply of x; the second argument (any value, a host
+ * value for a device actor whose work may still run when the method
+ * returns) is only checked to be there */
+static adag_status_t stage_apply_with(void *state, adag_call_h call)
+{
+    adag_value_t tag;
+    adag_status_t st = adag_call_arg(call, 1, &tag);
+    if (st != ADAG_OK)
+        return st;
+    return run(state, call, 0);
+}
+
 /* apply, except that stage 2 fails every execution whose ref % 4 == 1 */
 static adag_status_t stage_apply_flaky(void *state, adag_call_h call)
 {
@@ -114,6 +128,7 @@ static adag_status_t stage_apply_flaky(void *state, adag_call_h call)
 static const adag_method_def_t stage_methods[] = {
     {"step", stage_step, 1, 2},
     {"apply", stage_apply_m, 1, 1},
+    {"apply_with", stage_apply_with, 2, 1},
     {"apply_flaky", stage_apply_flaky, 1, 1},
 };
 
@@ -123,5 +138,5 @@ const adag_class_def_t test_gpu_stage_class = {
     .state_size = sizeof(stage_state_t),
     .init = stage_init,
     .methods = stage_methods,
-    .nmethods = 3,
+    .nmethods = sizeof(stage_methods) / sizeof(stage_methods[0]),
 };
