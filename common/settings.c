@@ -67,6 +67,10 @@ static const setting_def_t setting_table[] = {
      "bandwidth of the emulated devices' copies (copy_async, every direction) in MB/s (10^6 "
      "bytes): a copy of n bytes takes at least n / bandwidth, its stream thread sleeping "
      "what the memmove left, to model a PCIe or NVLink link; 0: as fast as memmove"},
+    {"ADAG_DEVICE_MEMOPS", SETTING_INT, "1", 0, 1, RT(device_memops),
+     "device channels hand a value between two processes' device streams by stream memory "
+     "operations on words in the channel's ring where both devices support them (1), or "
+     "always by IPC events (0)"},
     {"ADAG_TOKEN_FILE", SETTING_STRING, NULL, 0, 0, RT(token_file),
      "file holding the token that remote workers and their agents check (mode 0600 or "
      "0400, owned by this user); preferred to ADAG_TOKEN"},

@@ -46,6 +46,7 @@ typedef struct {
     int64_t control_timeout_ms;  /* ADAG_CONTROL_TIMEOUT_MS */
     int64_t comm_timeout_ms;     /* ADAG_COMM_TIMEOUT_MS */
     int64_t emu_copy_mbps;      /* ADAG_EMU_COPY_MBPS */
+    int64_t device_memops;       /* ADAG_DEVICE_MEMOPS */
     char *token_file;            /* ADAG_TOKEN_FILE */
     char *token;                 /* ADAG_TOKEN */
     char *hosts;                 /* ADAG_HOSTS */

@@ -24,6 +24,7 @@
 #define ADAG_GPU_DEVICE_H
 
 #include <adag.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,11 @@ typedef struct {
     /* ADAG_SPIN_NS_CROWDED: the spin of a stream's thread and of
      * stream_sync before they sleep, read when the stream is created */
     int64_t spin_ns;
+    /* ADAG_DEVICE_MEMOPS: device channels hand off between processes by
+     * stream memory operations (value_* below) where every endpoint's
+     * device has them (1), or always by IPC events (0); read by the
+     * channels at open */
+    int memops;
 } adag_device_tuning_t;
 
 /* One opened device (backends embed it first). */
@@ -87,6 +93,35 @@ typedef struct {
 } adag_device_counts_t;
 
 typedef void (*adag_host_fn)(void *arg);
+
+/* Stream memory operations ("value ops"): a stream writes a 64-bit word
+ * when it reaches that point, or waits until a word reaches a value, so
+ * that a stream of one process orders its work after a stream of another
+ * with neither an event nor a host thread on the path (CUDA:
+ * cuStreamWriteValue64 / cuStreamWaitValue64).
+ *
+ * A word is a *cell* of ADAG_DEV_WORD_BYTES bytes, 64-aligned, zeroed
+ * before first use, in host memory that every process using it maps (a
+ * channel's ring) and that this process registered with the backend
+ * (host_register); the value is its first 8 bytes, the rest the backend's
+ * (the emulated device's futex handshake). The host reads the value with
+ * an atomic load at any time (a watchdog sees progress without the
+ * device) and may write it with word_store (an abort).
+ *
+ * Waits compare cyclically, as CUDA's GEQ does: a wait for v ends once
+ * (int64_t)(value - v) >= 0. Writers only ever raise a word by less than
+ * 2^62 at a time, so ADAG_DEV_WORD_ABORT, stored by the host, releases
+ * every wait for a value below it: a stuck wait is given up that way. A
+ * write by a stream happens after everything enqueued before it on that
+ * stream, its effects (copies, kernels' writes) visible to whoever the
+ * write releases. */
+#define ADAG_DEV_WORD_BYTES 64
+#define ADAG_DEV_WORD_ABORT ((UINT64_C(1) << 62) | UINT64_C(0xffffffff))
+
+typedef struct {
+    _Atomic uint64_t *host; /* the cell in this process's mapping */
+    uint64_t dev;           /* its address for the device's operations */
+} adag_dev_word_t;
 
 struct adag_device_ops {
     const char *name; /* "emu", "cuda" */
@@ -178,6 +213,24 @@ struct adag_device_ops {
      * this process is left alone. CUDA has no such operation for IPC
      * events: there it does nothing (see docs/design.md, "Faults"). */
     void (*event_abandon)(adag_dev_event_t *ev);
+
+    /* Value ops (see adag_dev_word_t). values_supported: nonzero if
+     * streams of dev can run them, else 0 and why not (CUDA: the device's
+     * CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS, and the driver's entry
+     * points); NULL in a table means never. word_map: the device's view of
+     * the cell at host (ADAG_ERR_INVALID, with a message, if it is not
+     * 64-aligned or not in memory this process registered). */
+    int (*values_supported)(adag_device_t *dev, char *why, size_t len);
+    adag_status_t (*word_map)(adag_device_t *dev, _Atomic uint64_t *host, adag_dev_word_t *w);
+    /* The stream stores v into w once everything before it on s is done. */
+    adag_status_t (*stream_write_value64)(adag_dev_stream_t *s, const adag_dev_word_t *w,
+                                          uint64_t v);
+    /* Later work on s waits until (int64_t)(w's value - v) >= 0. */
+    adag_status_t (*stream_wait_value64)(adag_dev_stream_t *s, const adag_dev_word_t *w,
+                                         uint64_t v);
+    /* The host stores v (seq_cst) and wakes the waits it releases, in any
+     * process (any thread; never waits). */
+    void (*word_store)(const adag_dev_word_t *w, uint64_t v);
 
     /* (emu: dev NULL gives the counts of all its devices in this process) */
     void (*counts)(adag_device_t *dev, adag_device_counts_t *c);

@@ -317,6 +317,7 @@ static adag_status_t host_open(unsigned index, adag_device_t **out)
     d->base.index = index;
     d->base.tuning.copy_mbps = adag__settings_env_int("ADAG_EMU_COPY_MBPS");
     d->base.tuning.spin_ns = adag__settings_env_int("ADAG_SPIN_NS_CROWDED");
+    d->base.tuning.memops = (int)adag__settings_env_int("ADAG_DEVICE_MEMOPS");
     *out = &d->base;
     return ADAG_OK;
 }
@@ -377,6 +378,11 @@ const adag_device_ops_t adag_device_emu_ops = {
     .event_export = adag__host_event_export,
     .event_import = adag__host_event_import,
     .event_abandon = adag__host_event_abandon,
+    .values_supported = adag__host_values_supported,
+    .word_map = adag__host_word_map,
+    .stream_write_value64 = adag__host_stream_write_value64,
+    .stream_wait_value64 = adag__host_stream_wait_value64,
+    .word_store = adag__host_word_store,
     .event_create_timed = adag__host_event_create_timed,
     .event_elapsed_ns = adag__host_event_elapsed_ns,
     .counts = host_counts,

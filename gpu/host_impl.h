@@ -95,5 +95,14 @@ adag_status_t adag__host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn
                                      const void *args, size_t size);
 adag_status_t adag__host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
 adag_status_t adag__host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+/* Value ops (gpu/device.h). */
+typedef struct word_cell word_cell_t;
+int adag__host_values_supported(adag_device_t *d, char *why, size_t len);
+adag_status_t adag__host_word_map(adag_device_t *d, _Atomic uint64_t *host, adag_dev_word_t *w);
+void adag__host_word_store(const adag_dev_word_t *w, uint64_t v);
+adag_status_t adag__host_stream_write_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
+                                             uint64_t v);
+adag_status_t adag__host_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
+                                            uint64_t v);
 
 #endif

@@ -36,6 +36,7 @@ adag_status_t adag__actor_device_open(adag_device_kind_t kind, unsigned index,
     /* before its streams: they read it */
     d->chan.dev->tuning.copy_mbps = settings->emu_copy_mbps;
     d->chan.dev->tuning.spin_ns = settings->spin_ns_crowded;
+    d->chan.dev->tuning.memops = (int)settings->device_memops;
     if ((st = ops->bind_thread(d->chan.dev)) != ADAG_OK)
         goto cleanup;
     if ((st = ops->stream_create(d->chan.dev, &d->chan.compute)) != ADAG_OK) {
