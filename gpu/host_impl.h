@@ -104,5 +104,11 @@ adag_status_t adag__host_stream_write_value64(adag_dev_stream_t *s, const adag_d
                                              uint64_t v);
 adag_status_t adag__host_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
                                             uint64_t v);
+/* (gpu/host_values.c) A word's cell; storing a value into it (then waking
+ * its waiters); waiting until the value reaches want (cyclic), or the
+ * deadline (ADAG_ERR_TIMEOUT, no message). */
+word_cell_t *adag__host_cell(const adag_dev_word_t *w);
+void adag__host_value_store(word_cell_t *cell, uint64_t v);
+adag_status_t adag__host_value_wait(word_cell_t *cell, uint64_t want, int64_t deadline);
 
 #endif

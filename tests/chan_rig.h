@@ -55,6 +55,9 @@ enum {
      * a notify fd readable, shortly after), and an endpoint opened late
      * has a ring of its own that nothing was sent to. */
     CAP_ASYNC = 1u << 5,
+    /* An arrangement too: the devices' hand-offs are by IPC events
+     * (tuning.memops 0, as ADAG_DEVICE_MEMOPS=0) instead of value ops. */
+    CAP_IPC_EVENTS = 1u << 6,
 };
 
 /* A line: a backend, and where its writer and readers keep values (-1

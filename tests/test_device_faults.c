@@ -70,6 +70,17 @@ static void check(const float *in, const adag_value_t *out, const int *stages, u
     }
 }
 
+/* A runtime whose device hand-offs are by value ops (memops 1, the
+ * default) or by IPC events (ADAG_DEVICE_MEMOPS=0, read at its creation;
+ * each test runs in a process of its own). */
+static adag_runtime_h runtime_memops(int memops)
+{
+    setenv("ADAG_DEVICE_MEMOPS", memops ? "1" : "0", 1);
+    adag_runtime_h rt = h_runtime();
+    unsetenv("ADAG_DEVICE_MEMOPS");
+    return rt;
+}
+
 /* One execution through dag, checked. */
 static void run_one(adag_dag_h dag, const int *stages, unsigned n, uint64_t k)
 {
@@ -87,11 +98,11 @@ static void run_one(adag_dag_h dag, const int *stages, unsigned n, uint64_t k)
  * is ready. With a comm timeout of 300 ms, s2's watchdog fails the DAG
  * with ADAG_ERR_TIMEOUT naming the peer copy and s1, well before the
  * kernel ends; a DAG over s3 alone runs before and after. */
-static void stuck_transfer(adag_placement_t pl)
+static void stuck_transfer_by(adag_placement_t pl, int memops)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
-    adag_runtime_h rt = h_runtime();
+    adag_runtime_h rt = runtime_memops(memops);
     adag_actor_h a[2] = {h_gpu_stage(rt, pl, "s1", "emu:0", 1, 4000000),
                          h_gpu_stage(rt, pl, "s2", "emu:1", 2, 0)};
     adag_actor_h s3 = h_gpu_stage(rt, pl, "s3", "emu:2", 3, 0);
@@ -114,6 +125,8 @@ static void stuck_transfer(adag_placement_t pl)
     cr_assert(strstr(msg, "the peer copy from s1 (emu:0)") &&
                   strstr(msg, "did not complete within 300 ms") && strstr(msg, "actor s2"),
               "the failure does not name the op, the peer and the actor: %s", msg);
+    cr_assert(strstr(msg, memops ? "after a stream memory op on its word" : "after its IPC event"),
+              "the hand-off is not by %s: %s", memops ? "value ops" : "IPC events", msg);
     /* the watchdog, not the kernel's end (4 s), failed it */
     cr_assert_lt(ms, 3500.0, "the DAG failed only after %.0f ms", ms);
     /* the DAG stays failed; the other DAG and every worker go on */
@@ -129,17 +142,29 @@ static void stuck_transfer(adag_placement_t pl)
     h_assert_clean(&snap);
 }
 
+static void stuck_transfer(adag_placement_t pl)
+{
+    stuck_transfer_by(pl, 1);
+}
+
 H_BOTH(device_faults, stuck_transfer, 60)
+
+/* The same by IPC events (ADAG_DEVICE_MEMOPS=0): the watchdog names the
+ * event, and the abort abandons it. */
+Test(device_faults, stuck_transfer_by_ipc_events, .timeout = 60)
+{
+    stuck_transfer_by(ADAG_PLACEMENT_PROCESS, 0);
+}
 
 /* s1 (emu:0) -> s2 (emu:0, zero copy: s1's compute stream waits on s2's
  * `consumed` events) -> s3 (emu:1, peer copy: s3's comm stream waits on
  * s2's `ready` events), kernels of 2 ms; s2 is killed with executions in
  * flight. */
-Test(device_faults, sigkill_mid_stream, .timeout = 90)
+static void sigkill_mid_stream(int memops)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
-    adag_runtime_h rt = h_runtime();
+    adag_runtime_h rt = runtime_memops(memops);
     const int stages[3] = {1, 2, 3};
     adag_actor_h a[3] = {h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s1", "emu:0", 1, 2000),
                          h_gpu_stage(rt, ADAG_PLACEMENT_PROCESS, "s2", "emu:0", 2, 2000),
@@ -193,6 +218,19 @@ Test(device_faults, sigkill_mid_stream, .timeout = 90)
         adag_actor_destroy(a[i]); /* s2's says it died */
     ASSERT_OK(adag_runtime_destroy(rt));
     h_assert_clean(&snap);
+}
+
+/* by value ops, the survivors' stores of the abort value into the ring's
+ * words release the streams that waited for s2 */
+Test(device_faults, sigkill_mid_stream, .timeout = 90)
+{
+    sigkill_mid_stream(1);
+}
+
+/* by IPC events, their abandon does */
+Test(device_faults, sigkill_mid_stream_by_ipc_events, .timeout = 90)
+{
+    sigkill_mid_stream(0);
 }
 
 Test(device_faults, comm_timeout_is_checked)

@@ -132,7 +132,7 @@ adag_status_t rig_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void 
 }
 
 /* An actor on emulated device `index` (-1: none): the device and its streams. */
-static void device_open(adag_chan_device_t *d, int index)
+static void device_open(adag_chan_device_t *d, int index, const chan_backend_t *be)
 {
     memset(d, 0, sizeof(*d));
     if (index < 0)
@@ -140,6 +140,7 @@ static void device_open(adag_chan_device_t *d, int index)
     const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
     cr_assert_eq(o->open((unsigned)index, &d->dev), ADAG_OK, "%s", adag_last_error());
     d->kind = ADAG_DEV_EMULATED;
+    d->dev->tuning.memops = !(be->caps & CAP_IPC_EVENTS);
     cr_assert_eq(o->stream_create(d->dev, &d->compute), ADAG_OK);
     cr_assert_eq(o->stream_create(d->dev, &d->comm), ADAG_OK);
 }
@@ -337,11 +338,11 @@ void rig_open_at(rig_t *r, const chan_backend_t *be, unsigned nslots, unsigned n
     if (!(be->caps & CAP_RING))
         nreaders = 0;
     r->one_ctx = flags & RIG_ONE_CTX;
-    device_open(&r->devs[0], be->wdev);
+    device_open(&r->devs[0], be->wdev, be);
     r->places[0] = place_on(be->wdev, "writer");
     for (unsigned i = 0; i < nreaders; i++) {
         int dev = rdevs ? rdevs[i] : be->rdev;
-        device_open(&r->devs[1 + i], dev);
+        device_open(&r->devs[1 + i], dev, be);
         r->places[1 + i] = place_on(dev, "reader");
     }
     if (be->caps & CAP_BY_COMM)

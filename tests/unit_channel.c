@@ -41,8 +41,10 @@ const chan_backend_t chan_backends[] = {
     /* the device channel on the emulated device, one line per arrangement */
     {CHAN_DEVICE, DEV_CAPS, "device host->dev0 (async copy in)", -1, 0},
     {CHAN_DEVICE, DEV_CAPS, "device dev0->host (async copy out)", 0, -1},
-    {CHAN_DEVICE, DEV_CAPS, "device dev0->dev0 (zero copy)", 0, 0},
-    {CHAN_DEVICE, DEV_CAPS, "device dev0->dev1 (peer copy)", 0, 1},
+    {CHAN_DEVICE, DEV_CAPS, "device dev0->dev0 (zero copy, value ops)", 0, 0},
+    {CHAN_DEVICE, DEV_CAPS, "device dev0->dev1 (peer copy, value ops)", 0, 1},
+    {CHAN_DEVICE, DEV_CAPS | CAP_IPC_EVENTS, "device dev0->dev0 (zero copy, IPC events)", 0, 0},
+    {CHAN_DEVICE, DEV_CAPS | CAP_IPC_EVENTS, "device dev0->dev1 (peer copy, IPC events)", 0, 1},
     /* the same by the host communicator's send/recv */
     {CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev1 (communicator)", 0, 1},
     {CHAN_DEVICE, DEV_CAPS | CAP_BY_COMM, "device dev0->dev0 (communicator)", 0, 0},
@@ -82,8 +84,8 @@ Test(chan, table_covers_every_backend)
             for (unsigned j = 0; j < i; j++)
                 cr_assert(chan_backends[j].kind != k || chan_backends[j].wdev != line->wdev ||
                               chan_backends[j].rdev != line->rdev ||
-                              (chan_backends[j].caps & CAP_BY_COMM) !=
-                                  (line->caps & CAP_BY_COMM),
+                              (chan_backends[j].caps & (CAP_BY_COMM | CAP_IPC_EVENTS)) !=
+                                  (line->caps & (CAP_BY_COMM | CAP_IPC_EVENTS)),
                           "%s has the same arrangement as %s", line->label,
                           chan_backends[j].label);
         }

@@ -59,6 +59,10 @@ static adag_status_t watch(adag_chan_t *ch, int64_t timeout_ms)
 
 static const chan_backend_t peer_copy = {CHAN_DEVICE, CAP_RING, "emu:0 -> emu:1", 0, 1};
 static const chan_backend_t same_device = {CHAN_DEVICE, CAP_RING, "emu:0 -> emu:0", 0, 0};
+static const chan_backend_t peer_copy_events = {CHAN_DEVICE, CAP_RING | CAP_IPC_EVENTS,
+                                                "emu:0 -> emu:1", 0, 1};
+static const chan_backend_t same_device_events = {CHAN_DEVICE, CAP_RING | CAP_IPC_EVENTS,
+                                                  "emu:0 -> emu:0", 0, 0};
 static const chan_backend_t copy_in = {CHAN_DEVICE, CAP_RING, "host -> emu:1", -1, 1};
 static const chan_backend_t copy_out = {CHAN_DEVICE, CAP_RING, "emu:0 -> host", 0, -1};
 
@@ -114,14 +118,28 @@ static void stuck_reader(const chan_backend_t *be, const char *what)
     rig_close(&r); /* asserts nothing is left on any device */
 }
 
+/* by value ops: the abort stores the abort value into the ring's words */
 Test(dev_faults, watch_names_a_stuck_peer_copy, .timeout = 30)
 {
-    stuck_reader(&peer_copy, "the peer copy from writer (emu:0)");
+    stuck_reader(&peer_copy, "the peer copy from writer (emu:0) after a stream memory op on "
+                             "its word");
 }
 
 Test(dev_faults, watch_names_a_value_never_ready_on_the_same_device, .timeout = 30)
 {
-    stuck_reader(&same_device, "waiting for the value of writer (emu:0)");
+    stuck_reader(&same_device, "waiting for the value of writer (emu:0) by a stream memory op on "
+                               "its word");
+}
+
+/* by IPC events: the abort abandons the imported events */
+Test(dev_faults, watch_names_a_stuck_peer_copy_by_events, .timeout = 30)
+{
+    stuck_reader(&peer_copy_events, "the peer copy from writer (emu:0) after its IPC event");
+}
+
+Test(dev_faults, watch_names_a_value_never_ready_on_the_same_device_by_events, .timeout = 30)
+{
+    stuck_reader(&same_device_events, "waiting for the value of writer (emu:0) by its IPC event");
 }
 
 Test(dev_faults, watch_names_a_stuck_copy_in, .timeout = 30)

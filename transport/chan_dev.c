@@ -350,6 +350,8 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
             goto fail_prefixed;
         if (c->comm_key)
             break; /* no reader reaches the slots or events by IPC */
+        if ((st = adag__chan_dev_words_open(c, peer_info)) != ADAG_OK)
+            goto fail;
         adag_dev_handle_t h;
         if ((st = c->ops->mem_export(c->device->dev, &c->slots, &h)) != ADAG_OK)
             goto fail_prefixed;
@@ -374,7 +376,8 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
             st = adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", p->name);
             goto fail;
         }
-        if (c->role != ROLE_H2D && (st = export_events(c, c->my_consumed, peer_info)) != ADAG_OK)
+        if (c->role != ROLE_H2D && ((st = adag__chan_dev_words_open(c, peer_info)) != ADAG_OK ||
+                                    (st = export_events(c, c->my_consumed, peer_info)) != ADAG_OK))
             goto fail;
         break;
     case ROLE_COMM_RECV:
@@ -393,7 +396,7 @@ static adag_status_t dev_open(adag_chan_domain_t *dom, const adag_chan_open_para
     }
     /* the roles that copy between the device and the ring's host slots:
      * without the lock the copies are right but synchronous (logged) */
-    if ((c->role == ROLE_H2D || (c->role == ROLE_DEV_WRITER && c->payload)) &&
+    if ((c->role == ROLE_H2D || (c->role == ROLE_DEV_WRITER && c->payload)) && !c->pin &&
         adag__chan_dev_pin(c) != ADAG_OK)
         ADAG_LOG_WARN("%s: its copies will hold the loop until done", adag_last_error());
     /* the roles with communication operations on device streams */
@@ -448,6 +451,18 @@ static adag_status_t import_events(dev_chan_t *c, adag_rbuf_t *rb, adag_dev_even
     return ADAG_OK;
 }
 
+/* Reads past a peer's event handles that this endpoint does not use. */
+static adag_status_t skip_handles(dev_chan_t *c, adag_rbuf_t *rb, const char *whose)
+{
+    for (unsigned i = 0; i < c->base.nslots; i++) {
+        adag_dev_handle_t h;
+        if (get_handle(rb, &h) != 0)
+            return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: %s info is malformed",
+                              c->base.name, whose);
+    }
+    return ADAG_OK;
+}
+
 static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsigned npeers)
 {
     dev_chan_t *c = dev_of(ch);
@@ -458,6 +473,8 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
                           ch->name, npeers, c->nplaces);
     if (c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY) {
         adag_rbuf_t rb = {peers[0].data, peers[0].len, 0, 0};
+        if ((st = adag__chan_dev_words_connect(c, &rb, 0)) != ADAG_OK)
+            return st;
         adag_dev_handle_t h;
         if (get_handle(&rb, &h) != 0)
             return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: the writer's info is "
@@ -472,7 +489,11 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
                               ch->name, c->peer.size, c->stride * n);
         if (!(c->peer_ready = calloc(n, sizeof(*c->peer_ready))))
             return adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory", ch->name);
-        if ((st = import_events(c, &rb, c->peer_ready, "the writer's")) != ADAG_OK)
+        if (c->ready_by_word)
+            st = skip_handles(c, &rb, "the writer's"); /* its events: not used */
+        else
+            st = import_events(c, &rb, c->peer_ready, "the writer's");
+        if (st != ADAG_OK)
             return st;
         if (rb.pos != rb.len)
             return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in the "
@@ -485,7 +506,13 @@ static adag_status_t dev_connect(adag_chan_t *ch, const adag_blob_t *peers, unsi
             adag_rbuf_t rb = {peers[1 + r].data, peers[1 + r].len, 0, 0};
             char whose[32];
             snprintf(whose, sizeof(whose), "reader %u's", r);
-            if ((st = import_events(c, &rb, c->consumed + (size_t)r * n, whose)) != ADAG_OK)
+            if ((st = adag__chan_dev_words_connect(c, &rb, r)) != ADAG_OK)
+                return st;
+            if (c->done_words && c->done_words[r].host)
+                st = skip_handles(c, &rb, whose); /* its events: not used */
+            else
+                st = import_events(c, &rb, c->consumed + (size_t)r * n, whose);
+            if (st != ADAG_OK)
                 return st;
             if (rb.pos != rb.len)
                 return adag__error(ADAG_ERR_PROTOCOL, "device channel %s: trailing bytes in %s "
@@ -562,6 +589,7 @@ static void dev_close(adag_chan_t *ch)
     free(c->ring_bufs);
     free(c->pending);
     free(c->releases);
+    free(c->done_words);
     free(c);
 }
 
@@ -583,6 +611,7 @@ static void dev_wake_all(adag_chan_t *ch)
         return;
     abandon_events(c, c->peer_ready, ch->nslots);
     abandon_events(c, c->consumed, (size_t)ch->nslots * (c->nplaces - 1));
+    adag__chan_dev_words_abort(c);
     /* a failed DAG: a send or recv whose peer stopped must give up. A plain
      * destroy (ADAG_ERR_CLOSED) let the executions finish: the communicator
      * stays usable for the actor's next DAG. */
@@ -602,12 +631,14 @@ static adag_dev_event_t *watched_op(dev_chan_t *c, int sends, unsigned s, char *
     }
     switch (c->role) {
     case ROLE_SAME_DEVICE:
-        snprintf(what, len, "waiting for the value of %s (%s:%u)", c->who[0],
-                 adag_device_kind_name((uint32_t)w->kind), w->index);
+        snprintf(what, len, "waiting for the value of %s (%s:%u) by %s", c->who[0],
+                 adag_device_kind_name((uint32_t)w->kind), w->index,
+                 c->ready_by_word ? "a stream memory op on its word" : "its IPC event");
         return c->arrived[s];
     case ROLE_PEER_COPY:
-        snprintf(what, len, "the peer copy from %s (%s:%u)", c->who[0],
-                 adag_device_kind_name((uint32_t)w->kind), w->index);
+        snprintf(what, len, "the peer copy from %s (%s:%u) after %s", c->who[0],
+                 adag_device_kind_name((uint32_t)w->kind), w->index,
+                 c->ready_by_word ? "a stream memory op on its word" : "its IPC event");
         return c->local_ready[s];
     case ROLE_H2D:
         snprintf(what, len, "the copy from host memory (written by %s)", c->who[0]);

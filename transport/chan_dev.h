@@ -179,6 +179,16 @@ typedef struct dev_chan {
     chan_watch_t *watch;
     chan_watch_t *send_watch;
     char (*who)[ADAG_MAX_NAME];  /* per place */
+    /* value ops (transport/chan_dev_words.c): memops, this endpoint can
+     * use them; ready_by_word, a reader waits for the writer's word / the
+     * writer stores it for some reader; done_words, a writer's per reader
+     * (host NULL: that reader by events), a reader's own at [0]; done_max,
+     * the highest value a reader's streams were given to store there */
+    int memops;
+    int ready_by_word;
+    adag_dev_word_t ready_word;
+    adag_dev_word_t *done_words;
+    uint64_t done_max;
     /* connect finished (release); wake_all reads the imported events after
      * an acquire load of it */
     _Atomic int connected;
@@ -225,6 +235,19 @@ adag_status_t adag__chan_dev_comm_send(dev_chan_t *c, unsigned s, uint64_t seq, 
 adag_status_t adag__chan_dev_comm_recv(dev_chan_t *c, uint64_t seq, adag_slot_view_t *view);
 /* The watched op by communicator: the writer's sends, or the reader's recv. */
 void adag__chan_dev_comm_describe(const dev_chan_t *c, char *what, size_t len);
+
+/* Hand-offs by value ops (transport/chan_dev_words.c). */
+/* open: whether this endpoint can use words (pins the ring for them), its
+ * own word mapped (a reader), and that said in its peer info. */
+adag_status_t adag__chan_dev_words_open(dev_chan_t *c, adag_wbuf_t *peer_info);
+/* connect: reads a peer's word (the writer's, or reader r's for the
+ * writer) and decides the pair's mechanism. */
+adag_status_t adag__chan_dev_words_connect(dev_chan_t *c, adag_rbuf_t *rb, unsigned r);
+/* A reader's streams are done with the writer's slot of seq: s stores
+ * seq + 1 into its word (once; never lower). */
+adag_status_t adag__chan_dev_word_done(dev_chan_t *c, adag_dev_stream_t *s, uint64_t seq);
+/* wake_all: ADAG_DEV_WORD_ABORT into every word of the channel. */
+void adag__chan_dev_words_abort(dev_chan_t *c);
 
 /* The hot path (transport/chan_dev_path.c). */
 /* Page-locks the ring's memory for this endpoint's copies with it (the

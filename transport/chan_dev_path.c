@@ -33,8 +33,15 @@ adag_status_t adag__chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t dead
     /* the device readers are done with the slot, and so is the payload copy */
     for (unsigned r = 0; r + 1 < c->nplaces; r++) {
         adag_dev_event_t *ev = c->consumed[(size_t)r * ch->nslots + s];
-        if (ev && (st = c->ops->stream_wait_event(compute, ev)) != ADAG_OK)
+        if (c->done_words && c->done_words[r].host) {
+            /* reader r's word says it is done with seq - nslots */
+            if (seq >= ch->nslots &&
+                (st = c->ops->stream_wait_value64(compute, &c->done_words[r],
+                                                  seq - ch->nslots + 1)) != ADAG_OK)
+                return stream_fail(c, st, "waiting for a reader's word", seq);
+        } else if (ev && (st = c->ops->stream_wait_event(compute, ev)) != ADAG_OK) {
             return stream_fail(c, st, "waiting for a reader", seq);
+        }
     }
     if (c->copied && (st = c->ops->stream_wait_event(compute, c->copied[s])) != ADAG_OK)
         return stream_fail(c, st, "waiting for the host copy", seq);
@@ -81,7 +88,10 @@ adag_status_t adag__chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     p->status = status;
     snprintf(p->err, sizeof(p->err), "%s", status != ADAG_OK && err ? err : "");
     if (status == ADAG_OK &&
-        (st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK)
+        ((st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK ||
+         (c->ready_by_word && (st = c->ops->stream_write_value64(c->device->compute,
+                                                                 &c->ready_word, seq + 1)) !=
+                                  ADAG_OK)))
         return stream_fail(c, st, "recording the value", seq);
     if (c->payload) {
         /* host readers: copy to the ring's slot, then publish it, in stream order */
@@ -131,8 +141,15 @@ adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadlin
     }
     if ((st = c->ring->ops->wait(c->ring, seq, deadline, view)) != ADAG_OK)
         return st;
-    if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER || view->status != ADAG_OK)
+    if (c->role == ROLE_HOST_WRITER || c->role == ROLE_HOST_READER)
         return ADAG_OK;
+    if (view->status != ADAG_OK) {
+        /* a peer copy by words: no copy to say the writer's slot is free */
+        if (c->role == ROLE_PEER_COPY && c->ready_by_word &&
+            (st = adag__chan_dev_word_done(c, c->device->comm, seq)) != ADAG_OK)
+            return stream_fail(c, st, "giving the writer's slot back", seq);
+        return ADAG_OK;
+    }
     if (c->role == ROLE_COMM_RECV)
         return adag__chan_dev_comm_recv(c, seq, view);
     unsigned s = slot_index(c, seq);
@@ -144,17 +161,22 @@ adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadlin
     switch (c->role) {
     case ROLE_SAME_DEVICE:
         /* `arrived` completes when the wait did (the watchdog's view) */
-        if ((st = c->ops->stream_wait_event(compute, c->peer_ready[s])) != ADAG_OK ||
+        if ((st = c->ready_by_word
+                      ? c->ops->stream_wait_value64(compute, &c->ready_word, seq + 1)
+                      : c->ops->stream_wait_event(compute, c->peer_ready[s])) != ADAG_OK ||
             (st = c->ops->event_record(c->arrived[s], compute)) != ADAG_OK)
             return stream_fail(c, st, "waiting for the writer", seq);
         view->data = (char *)c->peer.ptr + (size_t)s * c->stride;
         return ADAG_OK;
     case ROLE_PEER_COPY:
-        if ((st = c->ops->stream_wait_event(comm, c->peer_ready[s])) != ADAG_OK ||
+        if ((st = c->ready_by_word
+                      ? c->ops->stream_wait_value64(comm, &c->ready_word, seq + 1)
+                      : c->ops->stream_wait_event(comm, c->peer_ready[s])) != ADAG_OK ||
             (st = c->ops->stream_wait_event(comm, c->local_free[s])) != ADAG_OK ||
             (st = c->ops->copy_async(comm, local, (char *)c->peer.ptr + (size_t)s * c->stride,
                                      view->size)) != ADAG_OK ||
-            (st = c->ops->event_record(c->my_consumed[s], comm)) != ADAG_OK)
+            (st = c->ready_by_word ? adag__chan_dev_word_done(c, comm, seq)
+                                   : c->ops->event_record(c->my_consumed[s], comm)) != ADAG_OK)
             return stream_fail(c, st, "copying from the writer's device", seq);
         break;
     case ROLE_H2D:
@@ -196,9 +218,15 @@ void adag__chan_dev_release(adag_chan_t *ch, uint64_t seq)
     switch (c->role) {
     case ROLE_SAME_DEVICE:
         /* the compute stream's reads of the writer's slot come first */
-        st = c->ops->event_record(c->my_consumed[s], c->device->compute);
+        st = c->ready_by_word ? adag__chan_dev_word_done(c, c->device->compute, seq)
+                              : c->ops->event_record(c->my_consumed[s], c->device->compute);
         break;
     case ROLE_PEER_COPY:
+        /* by words: a seq this endpoint never waited for gives the slot
+         * back too (never a lower value: adag__chan_dev_word_done) */
+        if (c->ready_by_word && (st = adag__chan_dev_word_done(c, c->device->comm, seq)) != ADAG_OK)
+            break;
+        /* fall through */
     case ROLE_COMM_RECV:
         /* the compute stream's reads of the own slot come before its next copy/recv */
         st = c->ops->event_record(c->local_free[s], c->device->compute);

@@ -48,7 +48,9 @@ extern const adag_chan_ops_t adag_chan_shm_ops;
 #define SEGMENT_MAGIC 0x6164616773656733ull /* "adagseg3" */
 #define SEGMENT_HDR_SIZE 64
 #define CHAN_MAGIC 0x6164616763683032ull /* "adagch02" */
-#define CURSOR_STRIDE 64
+/* a reader's cursor, then its device word (below) */
+#define CURSOR_STRIDE 128
+#define WORD_BYTES 64 /* a device word's cell (gpu/device.h, ADAG_DEV_WORD_BYTES) */
 #define SLOT_HDR_SIZE 576
 
 typedef struct {
@@ -69,6 +71,10 @@ struct adag_shm_chan_hdr {
     uint64_t capacity;
     uint64_t stride; /* bytes per slot, header included */
     _Atomic uint32_t notify_armed; /* signal the domain's eventfd after each publish */
+    /* the writer's device word (device channels' value ops: written by the
+     * writer's stream, waited on by the readers' streams); each reader's
+     * follows its cursor */
+    alignas(64) unsigned char writer_word[WORD_BYTES];
 };
 
 typedef adag_slot_hdr_t slot_hdr_t;
@@ -164,8 +170,11 @@ static void chan_init(void *base, const adag_chan_geom_t *g)
     hdr->stride = slot_stride(slot_bytes(g));
     atomic_store_explicit(&hdr->written, 0, memory_order_relaxed);
     atomic_store_explicit(&hdr->notify_armed, 0, memory_order_relaxed);
-    for (unsigned r = 0; r < g->nreaders; r++)
+    memset(hdr->writer_word, 0, WORD_BYTES);
+    for (unsigned r = 0; r < g->nreaders; r++) {
         atomic_store_explicit(cursor(hdr, r), 0, memory_order_relaxed);
+        memset((char *)cursor(hdr, r) + WORD_BYTES, 0, WORD_BYTES);
+    }
 }
 
 static void shm_wake_all(adag_chan_t *ch)
@@ -493,6 +502,14 @@ fail:
 static size_t shm_domain_bytes(const adag_chan_domain_t *dom)
 {
     return ((const shm_domain_t *)dom)->seg.size;
+}
+
+_Atomic uint64_t *adag__shm_chan_word(adag_chan_t *ch, int reader)
+{
+    struct adag_shm_chan_hdr *hdr = shm_of(ch)->hdr;
+    if (reader < 0)
+        return (_Atomic uint64_t *)(void *)hdr->writer_word;
+    return (_Atomic uint64_t *)(void *)((char *)cursor(hdr, (unsigned)reader) + WORD_BYTES);
 }
 
 size_t adag__shm_chan_span(const adag_chan_geom_t *g)

@@ -5,6 +5,8 @@
 
 #include "transport/channel.h"
 
+#include <stdatomic.h>
+
 #include <stddef.h>
 
 /* Bytes a channel of nslots slots keeping slot_bytes bytes of value each
@@ -18,6 +20,10 @@ size_t adag__shm_chan_span(const adag_chan_geom_t *g);
 
 /* The memory of an open shm channel: its header, cursors and slots. */
 void adag__shm_chan_memory(adag_chan_t *ch, void **base, size_t *size);
+/* The device word of an open shm channel's writer (reader -1) or reader r:
+ * a 64-byte cell in its memory, zeroed at init, that only device channels
+ * use (gpu/device.h, adag_dev_word_t). */
+_Atomic uint64_t *adag__shm_chan_word(adag_chan_t *ch, int reader);
 
 /* A shared-memory segment: a memfd mapped MAP_SHARED, size rounded up to
  * pages. The fd is close-on-exec and passed to workers with SCM_RIGHTS. */
