@@ -40,6 +40,13 @@
  *                        copy (a host function).
  *   reader in host memory  the ring as is (host payload).
  *
+ * Between a device writer and a zero-copy or peer-copy reader the
+ * cross-process waits above (`ready`, `consumed`) are by value ops on
+ * words of the ring instead, where both endpoints can
+ * (transport/chan_dev_words.c): the writer's word says which value is
+ * ready, each reader's which slot it gave back; the events stay for the
+ * pairs that cannot and for waits within one process.
+ *
  * A channel whose geometry names a communicator (comm_key != 0,
  * ADAG_TRANSPORT_COMM) moves the value from the writer's device to every
  * device reader by the communicator's send/recv instead (host readers still
