@@ -397,6 +397,12 @@ $(BUILD)/tests/stress-device: $(BUILD)/obj/tests/stress_device.o $(BUILD)/libada
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# tests/stress_device_dag.c: device channels between thread actors on emu
+$(BUILD)/tests/stress-device-dag: $(BUILD)/obj/tests/stress_device_dag.o \
+    $(BUILD)/obj/tests/modules/gpu_stage.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 # tests/stress_comm.c: the host communicator (ranks in threads, many
 # messages, an abort mid-stream) under ThreadSanitizer.
 $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
@@ -423,7 +429,8 @@ $(BUILD)/tests/stress-trace: $(BUILD)/obj/tests/stress_trace.o $(BUILD)/libadag.
 # caches only).
 test-tsan:
 	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-dag \
-	    build/san-thread/tests/stress-device build/san-thread/tests/stress-comm \
+	    build/san-thread/tests/stress-device build/san-thread/tests/stress-device-dag \
+	    build/san-thread/tests/stress-comm \
 	    build/san-thread/tests/stress-data build/san-thread/tests/stress-trace
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
@@ -431,6 +438,8 @@ test-tsan:
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-dag
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-device
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-device-dag
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-comm
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
