@@ -26,7 +26,8 @@ make -j"$(nproc)" $targets >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib"
-for t in $targets build/libadag.so.0 build/libadag.so.0.2.0 build/tests/modules; do
+# the library's versioned names, whatever the version (make's VERSION)
+for t in $targets build/libadag.so.0 build/libadag.so.0.*.* build/tests/modules; do
     cp -a --parents "$t" "$stage/"
 done
 find "$stage/build" -type f | while read -r f; do

@@ -9,6 +9,8 @@
 # Where the toolkit has no NCCL, the one of a pip wheel (nvidia-nccl-cu13,
 # as PyTorch installs it) is used: its nccl.h for the build, its library by
 # ADAG_NCCL_PATH. Steps: build test-gpu examples bench unit (default: all).
+# Ends with one table: every check with its result and seconds, then the
+# bench rows (adag against the raw mechanism of the same run).
 #
 # BUNDLE=FILE (made by tests/gpu/bundle.sh where adag builds): the build
 # step unpacks it instead of building (a GPU image without the -dev
@@ -34,6 +36,30 @@ if [ ! -f "$CUDA_HOME/include/nccl.h" ] || [ -z "${ADAG_NCCL_PATH:-}" ]; then
     fi
 fi
 failed=0
+# one line per check (step, check, result, seconds) for the table at the end
+export GPU_SUMMARY=$PWD/build/gpu-summary.tsv
+mkdir -p build && : >"$GPU_SUMMARY"
+rm -f build/gpu-bench-*.json
+began=$SECONDS
+# record STEP CHECK RC SECONDS: 0 passed, 77 SKIPPED, else FAILED (and the run fails)
+record() {
+    local result
+    case $3 in 0) result=passed ;; 77) result=SKIPPED ;; *) result="FAILED (exit $3)"; failed=1 ;; esac
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$result" "$4" >>"$GPU_SUMMARY"
+}
+# check STEP NAME LIMIT CMD...: runs CMD under LIMIT seconds and records it
+check() {
+    local step=$1 name=$2 limit=$3 t0=$SECONDS rc=0
+    shift 3
+    timeout --kill-after=10 "$limit" "$@" || rc=$?
+    record "$step" "$name" $rc $((SECONDS - t0))
+}
+# bench ROW: its human table, and its --json rows for the table at the end
+bench() {
+    local t0=$SECONDS rc=0
+    timeout --kill-after=10 120 build/adag-bench --only "$1" --json >"build/gpu-bench-$1.json" || rc=$?
+    record bench "$1" $rc $((SECONDS - t0))
+}
 for step in $steps; do
     echo "==== $step ($(date +%T))"
     case $step in
@@ -62,34 +88,38 @@ for step in $steps; do
             build/examples/libtp_mlp_cuda.so >build/gpu-build.log 2>&1 ||
             { tail -40 build/gpu-build.log; exit 1; } ;;
     test-gpu)
+        # run-tests.sh records each program (GPU_SUMMARY)
         if [ -n "${BUNDLE:-}" ]; then
-            TEST_GPU_REQUIRE=1 timeout 900 tests/gpu/run-tests.sh build || failed=1
+            TEST_GPU_REQUIRE=1 timeout 420 tests/gpu/run-tests.sh build || failed=1
         else
-            timeout 900 make test-gpu TEST_GPU_REQUIRE=1 || failed=1
+            timeout 420 make test-gpu TEST_GPU_REQUIRE=1 || failed=1
         fi ;;
     examples)
-        timeout 120 build/examples/gpu_pipeline --device cuda || failed=1
+        check examples gpu_pipeline 60 build/examples/gpu_pipeline --device cuda
         # traced: every span checked (device copies inside their waits/publishes)
-        timeout 120 build/examples/gpu_pipeline --device cuda --iters 2000 \
-            --trace build/gpu_pipeline_trace.json --stats --dot /dev/null &&
-            python3 tests/trace_check.py build/gpu_pipeline_trace.json 4 forward backend || failed=1
+        check examples "gpu_pipeline traced" 60 bash -c "build/examples/gpu_pipeline --device cuda \
+            --iters 2000 --trace build/gpu_pipeline_trace.json --stats --dot /dev/null &&
+            python3 tests/trace_check.py build/gpu_pipeline_trace.json 4 forward backend"
         # needs 2 GPUs (a shard per device): says so on one
-        timeout 120 build/examples/tp_pp --device cuda --dot /dev/null ;;
+        timeout 60 build/examples/tp_pp --device cuda --dot /dev/null ;;
     bench)
-        timeout 120 build/adag-bench --only device-hop
-        timeout 120 build/adag-bench --only device-bandwidth
-        timeout 120 build/adag-bench --only allreduce-nccl-dag
-        timeout 120 build/adag-bench --only tracing ;;
+        for row in device-hop device-bandwidth graph allreduce-nccl-dag tracing; do
+            bench "$row"
+        done ;;
     unit)
         if [ -z "${UNIT_TESTS:-}" ]; then echo "UNIT_TESTS not set: skipped"; continue; fi
-        for suite in device device_cuda actor_device dev_faults overlap chan_comm comm comm_coll; do
+        for suite in device device_cuda device_values device_graph device_alias actor_device \
+            dev_faults overlap chan_comm comm comm_coll; do
             echo "== $suite"
-            timeout 300 "$UNIT_TESTS" --filter "$suite/*" --jobs 4 --verbose 2>&1 |
+            t0=$SECONDS
+            timeout 120 "$UNIT_TESTS" --filter "$suite/*" --jobs 4 --verbose 2>&1 |
                 grep -v "Test is disabled" |
                 grep -E '^\[SKIP\]|^\[FAIL\]|Assert|Synthesis|^\[----\]   '
-            [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
+            record unit "$suite" "${PIPESTATUS[0]}" $((SECONDS - t0))
         done ;;
     *) echo "unknown step $step"; failed=1 ;;
     esac
 done
+echo "==== summary ($((SECONDS - began)) s in all)"
+python3 tests/gpu/summary.py "$GPU_SUMMARY" build/gpu-bench-*.json || cat "$GPU_SUMMARY"
 exit $failed

@@ -12,13 +12,17 @@ build=${1:-build}
 passed=0 skipped=0 failed=0
 for run in "$build/tests/gpu/test-cuda:300" "$build/tests/gpu/test-cuda-dag:1200" \
     "$build/tests/gpu/test-llm-cuda:300"; do
-    prog=${run%:*} limit=${run##*:} name=$(basename "${run%:*}") rc=0
+    prog=${run%:*} limit=${run##*:} name=$(basename "${run%:*}") rc=0 t0=$SECONDS
     timeout --kill-after=10 "$limit" "$prog" || rc=$?
     case $rc in
-    0) passed=$((passed + 1)); echo "test-gpu: $name: passed" ;;
-    77) skipped=$((skipped + 1)); echo "test-gpu: $name: SKIPPED, not passed (the reason is above)" ;;
-    *) failed=$((failed + 1)); echo "test-gpu: $name: FAILED (exit $rc)" >&2 ;;
+    0) passed=$((passed + 1)); result=passed; echo "test-gpu: $name: passed" ;;
+    77) skipped=$((skipped + 1)); result=SKIPPED
+        echo "test-gpu: $name: SKIPPED, not passed (the reason is above)" ;;
+    *) failed=$((failed + 1)); result="FAILED (exit $rc)"; echo "test-gpu: $name: FAILED (exit $rc)" >&2 ;;
     esac
+    # GPU_SUMMARY (run-on-gpu-host.sh): one line per program for its table
+    [ -z "${GPU_SUMMARY:-}" ] || printf 'test-gpu\t%s\t%s\t%s\n' "$name" "$result" \
+        $((SECONDS - t0)) >>"$GPU_SUMMARY"
 done
 if [ $failed -ne 0 ]; then
     echo "test-gpu: FAILED ($failed failed, $passed passed, $skipped skipped)" >&2
