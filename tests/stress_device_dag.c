@@ -7,7 +7,9 @@
  * reads after its writer's writes and a writer's next writes after them,
  * so a missing edge is a race TSan reports, and a wrong value fails the
  * element check. Run once by value ops on the ring's words (the default)
- * and once by IPC events (ADAG_DEVICE_MEMOPS=0).
+ * and once by IPC events (ADAG_DEVICE_MEMOPS=0); by value ops once more
+ * with the tensors declared f32[ELEMS], so that the stages after the first
+ * run ahead of their inputs.
  */
 #include "gpu_stage.h"
 #include "stress.h"
@@ -21,18 +23,25 @@ enum { STAGES = 3, ELEMS = 256, EXECS = 600, INFLIGHT = 3 };
 
 static const char *const devices[STAGES] = {"emu:0", "emu:0", "emu:1"};
 
-static adag_status_t build(adag_runtime_h rt, adag_actor_h *a, adag_dag_h *dag)
+/* declared f32[ELEMS] (fixed: the stages after the first read ahead of
+ * their inputs, dag/exec/loop_ahead.c) or a tensor per execution */
+static adag_status_t build(adag_runtime_h rt, adag_actor_h *a, int fixed, adag_dag_h *dag)
 {
     adag_graph_h g;
     adag_node_h x, y;
     adag_status_t st;
+    adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
+                               .dtype = ADAG_DTYPE_F32,
+                               .ndim = 1,
+                               .shape = {ELEMS}};
+    const adag_tensor_params_t *decl = fixed ? &tp : NULL;
     if ((st = adag_graph_create(rt, &g)) != ADAG_OK)
         return st;
-    if ((st = adag_graph_input(g, 0, &x)) != ADAG_OK || (st = adag_node_tensor(x, NULL)) != ADAG_OK)
+    if ((st = adag_graph_input(g, 0, &x)) != ADAG_OK || (st = adag_node_tensor(x, decl)) != ADAG_OK)
         goto out;
     for (unsigned s = 0; s < STAGES; s++) {
         if ((st = adag_graph_bind(g, a[s], "apply", &x, 1, &y)) != ADAG_OK ||
-            (st = adag_node_tensor(y, NULL)) != ADAG_OK)
+            (st = adag_node_tensor(y, decl)) != ADAG_OK)
             goto out;
         x = y;
     }
@@ -66,7 +75,7 @@ static int check(const float *in, const adag_value_t *out, uint64_t k)
     return 1;
 }
 
-static int pipeline(void)
+static int pipeline(int fixed)
 {
     adag_runtime_h rt = NULL;
     adag_actor_h a[STAGES] = {0};
@@ -93,7 +102,7 @@ static int pipeline(void)
         if (adag_actor_create(rt, &p, &a[s]) != ADAG_OK)
             goto out;
     }
-    if (build(rt, a, &dag) != ADAG_OK)
+    if (build(rt, a, fixed, &dag) != ADAG_OK)
         goto out;
     for (uint64_t k = 0; k < EXECS + INFLIGHT; k++) {
         unsigned i = (unsigned)(k % INFLIGHT);
@@ -129,13 +138,19 @@ out:
 static int by_value_ops(void)
 {
     setenv("ADAG_DEVICE_MEMOPS", "1", 1);
-    return pipeline();
+    return pipeline(0);
+}
+
+static int ahead_by_value_ops(void)
+{
+    setenv("ADAG_DEVICE_MEMOPS", "1", 1);
+    return pipeline(1);
 }
 
 static int by_ipc_events(void)
 {
     setenv("ADAG_DEVICE_MEMOPS", "0", 1);
-    int ok = pipeline();
+    int ok = pipeline(0);
     unsetenv("ADAG_DEVICE_MEMOPS");
     return ok;
 }
@@ -144,6 +159,7 @@ int main(void)
 {
     static const stress_part_t parts[] = {
         {"3 thread stages on emu, by value ops", by_value_ops},
+        {"3 thread stages on emu, static tensors read ahead", ahead_by_value_ops},
         {"3 thread stages on emu, by IPC events", by_ipc_events},
     };
     return stress_run_parts("stress-device-dag", parts, sizeof(parts) / sizeof(parts[0]));

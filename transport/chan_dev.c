@@ -590,6 +590,8 @@ static void dev_close(adag_chan_t *ch)
     free(c->pending);
     free(c->releases);
     free(c->done_words);
+    free(c->ahead);
+    free(c->ahead_size);
     free(c);
 }
 
@@ -785,4 +787,7 @@ const adag_chan_ops_t adag_chan_dev_ops = {
     .release = adag__chan_dev_release,
     .ready = adag__chan_dev_ready,
     .in_use = dev_in_use,
+    .ahead = adag__chan_dev_ahead,
+    .wait_ahead = adag__chan_dev_wait_ahead,
+    .publish_ahead = adag__chan_dev_publish_ahead,
 };

@@ -193,6 +193,11 @@ typedef struct dev_chan {
      * the highest value a reader's streams were given to store there */
     int memops;
     int ready_by_word;
+    /* per slot: seq + 1 of the execution whose device part this endpoint
+     * enqueued ahead of the ring (wait_ahead, publish_ahead), or 0; and a
+     * reader's size of it */
+    uint64_t *ahead;
+    size_t *ahead_size;
     adag_dev_word_t ready_word;
     adag_dev_word_t *done_words;
     uint64_t done_max;
@@ -270,5 +275,9 @@ adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadlin
                                  adag_slot_view_t *view);
 void adag__chan_dev_release(adag_chan_t *ch, uint64_t seq);
 int adag__chan_dev_ready(adag_chan_t *ch, uint64_t seq);
+int adag__chan_dev_ahead(adag_chan_t *ch);
+adag_status_t adag__chan_dev_wait_ahead(adag_chan_t *ch, uint64_t seq, size_t size,
+                                       const adag_tensor_meta_t *meta, adag_slot_view_t *view);
+adag_status_t adag__chan_dev_publish_ahead(adag_chan_t *ch, uint64_t seq);
 
 #endif

@@ -16,6 +16,11 @@ static adag_status_t stream_fail(dev_chan_t *c, adag_status_t st, const char *wh
     return st;
 }
 
+static adag_status_t enqueue_read(dev_chan_t *c, unsigned s, uint64_t seq,
+                                  adag_slot_view_t *view);
+static adag_status_t confirm_ahead(dev_chan_t *c, unsigned s, uint64_t seq,
+                                   adag_slot_view_t *view);
+
 adag_status_t adag__chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
 {
     dev_chan_t *c = dev_of(ch);
@@ -66,6 +71,16 @@ static void deferred_publish(void *arg)
                        p->err[0] ? p->err : NULL);
 }
 
+/* The writer's value of seq is on its compute stream: its `ready` event,
+ * and its word for the readers by words. */
+static adag_status_t record_value(dev_chan_t *c, unsigned s, uint64_t seq)
+{
+    adag_status_t st = c->ops->event_record(c->ready[s], c->device->compute);
+    if (st == ADAG_OK && c->ready_by_word)
+        st = c->ops->stream_write_value64(c->device->compute, &c->ready_word, seq + 1);
+    return st;
+}
+
 adag_status_t adag__chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
                                     const adag_tensor_meta_t *meta, adag_status_t status,
                                     const char *err)
@@ -87,11 +102,12 @@ adag_status_t adag__chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
     adag__tensor_meta_store(&p->meta, p->has_meta ? meta : NULL);
     p->status = status;
     snprintf(p->err, sizeof(p->err), "%s", status != ADAG_OK && err ? err : "");
-    if (status == ADAG_OK &&
-        ((st = c->ops->event_record(c->ready[s], c->device->compute)) != ADAG_OK ||
-         (c->ready_by_word && (st = c->ops->stream_write_value64(c->device->compute,
-                                                                 &c->ready_word, seq + 1)) !=
-                                  ADAG_OK)))
+    /* recorded already by publish_ahead; a failed execution's too, so that
+     * a reader that waits ahead of the ring goes on (its loop then reads
+     * the failure on the ring) */
+    int ahead = c->ahead && c->ahead[s] == seq + 1;
+    if (!ahead && (status == ADAG_OK || c->ready_by_word) &&
+        (st = record_value(c, s, seq)) != ADAG_OK)
         return stream_fail(c, st, "recording the value", seq);
     if (c->payload) {
         /* host readers: copy to the ring's slot, then publish it, in stream order */
@@ -153,11 +169,28 @@ adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadlin
     if (c->role == ROLE_COMM_RECV)
         return adag__chan_dev_comm_recv(c, seq, view);
     unsigned s = slot_index(c, seq);
-    adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
+    if (c->ahead && c->ahead[s] == seq + 1)
+        return confirm_ahead(c, s, seq, view);
     watch_arm(c->watch, s, seq);
+    uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
+    if ((st = enqueue_read(c, s, seq, view)) != ADAG_OK)
+        return st;
+    if (ch->trace && c->role != ROLE_SAME_DEVICE)
+        adag__trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
+                       adag__trace_clock());
+    return ADAG_OK;
+}
+
+/* What a device reader's streams do to read seq (view->size bytes): wait
+ * for the writer's value, copy it where it is not read in place; the
+ * view's data and device then say where it is. */
+static adag_status_t enqueue_read(dev_chan_t *c, unsigned s, uint64_t seq,
+                                  adag_slot_view_t *view)
+{
+    adag_status_t st;
+    adag_dev_stream_t *compute = c->device->compute, *comm = c->device->comm;
     char *local = c->local.ptr ? (char *)c->local.ptr + (size_t)s * c->stride : NULL;
     view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
-    uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
     switch (c->role) {
     case ROLE_SAME_DEVICE:
         /* `arrived` completes when the wait did (the watchdog's view) */
@@ -190,10 +223,65 @@ adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadlin
     if ((st = c->ops->event_record(c->local_ready[s], comm)) != ADAG_OK ||
         (st = c->ops->stream_wait_event(compute, c->local_ready[s])) != ADAG_OK)
         return stream_fail(c, st, "ordering the copy", seq);
-    if (ch->trace)
-        adag__trace_add(ch->trace, ADAG_SPAN_DEVICE_COPY, ADAG_SPAN_NO_OP, ch->trace_chan, seq, t0,
-                       adag__trace_clock());
     view->data = local;
+    return ADAG_OK;
+}
+
+int adag__chan_dev_ahead(adag_chan_t *ch)
+{
+    dev_chan_t *c = dev_of(ch);
+    return c->ahead && c->ready_by_word &&
+           (c->role == ROLE_SAME_DEVICE || c->role == ROLE_PEER_COPY ||
+            (c->role == ROLE_DEV_WRITER && !c->comm_key));
+}
+
+adag_status_t adag__chan_dev_wait_ahead(adag_chan_t *ch, uint64_t seq, size_t size,
+                                       const adag_tensor_meta_t *meta, adag_slot_view_t *view)
+{
+    dev_chan_t *c = dev_of(ch);
+    unsigned s = slot_index(c, seq);
+    if (size > c->stride)
+        return adag__error(ADAG_ERR_INVALID, "device channel %s: a value of %zu bytes ahead, "
+                                            "its slots hold %zu", ch->name, size, c->stride);
+    memset(view, 0, sizeof(*view));
+    view->size = size;
+    adag__tensor_meta_load(&view->meta, meta);
+    view->status = ADAG_OK;
+    view->err = "";
+    adag_status_t st = enqueue_read(c, s, seq, view);
+    if (st != ADAG_OK)
+        return st;
+    c->ahead_size[s] = size;
+    c->ahead[s] = seq + 1;
+    return ADAG_OK;
+}
+
+/* The ring's view of a value read ahead: its status and size are the
+ * ring's (a failed execution's data is the stream's to ignore), its data
+ * where wait_ahead put it. The watchdog counts the read from here: the
+ * writer's loop has enqueued its work. */
+static adag_status_t confirm_ahead(dev_chan_t *c, unsigned s, uint64_t seq,
+                                   adag_slot_view_t *view)
+{
+    if (view->status == ADAG_OK && view->size != c->ahead_size[s])
+        return adag__error(ADAG_ERR_PROTOCOL,
+                          "device channel %s: execution %llu is %zu bytes, read ahead as %zu",
+                          c->base.name, (unsigned long long)seq, view->size, c->ahead_size[s]);
+    watch_arm(c->watch, s, seq);
+    view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
+    view->data = c->role == ROLE_SAME_DEVICE ? (char *)c->peer.ptr + (size_t)s * c->stride
+                                             : (char *)c->local.ptr + (size_t)s * c->stride;
+    return ADAG_OK;
+}
+
+adag_status_t adag__chan_dev_publish_ahead(adag_chan_t *ch, uint64_t seq)
+{
+    dev_chan_t *c = dev_of(ch);
+    unsigned s = slot_index(c, seq);
+    adag_status_t st = record_value(c, s, seq);
+    if (st != ADAG_OK)
+        return stream_fail(c, st, "recording the value", seq);
+    c->ahead[s] = seq + 1;
     return ADAG_OK;
 }
 

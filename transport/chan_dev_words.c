@@ -69,6 +69,13 @@ adag_status_t adag__chan_dev_words_open(dev_chan_t *c, adag_wbuf_t *peer_info)
         }
     }
     c->memops = can;
+    if (can) {
+        unsigned n = c->base.nslots;
+        if (!(c->ahead = calloc(n, sizeof(*c->ahead))) ||
+            !(c->ahead_size = calloc(n, sizeof(*c->ahead_size))))
+            return adag__error(ADAG_ERR_NO_MEMORY, "device channel %s: out of memory",
+                              c->base.name);
+    }
     adag__wbuf_u32(peer_info, (uint32_t)can);
     return ADAG_OK;
 }

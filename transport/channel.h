@@ -354,6 +354,24 @@ struct adag_chan_ops {
     /* Optional, the writer: its slots published and not yet released by
      * every reader, now (statistics; any thread). */
     uint32_t (*in_use)(adag_chan_t *ch);
+
+    /* ---- ahead of the ring (optional: device channels) ----
+     * A device reader whose streams order themselves after the writer's
+     * on the device (transport/chan_dev_words.c) may take execution seq's
+     * value before the writer's loop published it. ahead: nonzero if this
+     * connected endpoint can (a reader: wait_ahead; a writer:
+     * publish_ahead). wait_ahead fills the view of a value of `size` bytes
+     * described by meta (the channel's static declaration) and enqueues
+     * the waits and copies that make the reader's streams see it, without
+     * waiting on the host; the loop's wait(seq) later still says the
+     * value's status, and enqueues nothing again. publish_ahead, a writer
+     * on a device: what publish(seq) enqueues to make an OK value visible
+     * to such readers, now; the ring's publish comes later, with the
+     * status. */
+    int (*ahead)(adag_chan_t *ch);
+    adag_status_t (*wait_ahead)(adag_chan_t *ch, uint64_t seq, size_t size,
+                                const adag_tensor_meta_t *meta, adag_slot_view_t *view);
+    adag_status_t (*publish_ahead)(adag_chan_t *ch, uint64_t seq);
 };
 
 /* Copies meta into a slot's (NULL: plain bytes); copies only the used dims. */
@@ -453,6 +471,10 @@ static inline adag_status_t adag__chan_wait(adag_chan_t *ch, uint64_t seq, int64
                                            adag_slot_view_t *view)
 {
     return ch->ops->wait(ch, seq, deadline, view);
+}
+static inline int adag__chan_ahead(adag_chan_t *ch)
+{
+    return ch->ops->ahead && ch->ops->ahead(ch);
 }
 static inline void adag__chan_release(adag_chan_t *ch, uint64_t seq)
 {

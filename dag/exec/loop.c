@@ -110,6 +110,41 @@ static adag_status_t publish_all(adag_loop_t *loop, const adag_prog_op_t *op, ui
     return st;
 }
 
+/* READ: each input of op's execution seq from its ring, checked; the
+ * first failure upstream in *upstream (with several inputs, the one waited
+ * for longest is named in the trace). The clock is read after every wait,
+ * even one that did not wait: its value may have come after the last op
+ * ended, and the trace must not show it taken before it was published. */
+static adag_status_t read_args(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+                               struct adag_call *call, op_times_t *ot, adag_status_t *upstream,
+                               const char **upstream_err)
+{
+    uint64_t longest = 0;
+    for (uint32_t a = 0; a < op->nargs; a++) {
+        adag_status_t st =
+            adag__chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
+        if (st != ADAG_OK)
+            return st;
+        if (loop->trace) {
+            uint64_t now = adag__trace_clock();
+            if (a == 0 || now - ot->t[1] > longest) {
+                longest = now - ot->t[1];
+                ot->in_chan = op->args[a];
+            }
+            ot->t[1] = now;
+        }
+        /* the slot's metadata is in memory other processes write: checked here */
+        st = adag__value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
+        if (st != ADAG_OK)
+            return st;
+        if (call->args[a].status != ADAG_OK && *upstream == ADAG_OK) {
+            *upstream = call->args[a].status;
+            *upstream_err = call->args[a].err;
+        }
+    }
+    return ADAG_OK;
+}
+
 /* Runs one CALL of execution seq. Returns ADAG_ERR_CLOSED when the DAG is
  * aborted, another error on a fatal failure. Traced, each boundary of the
  * op costs one clock read (the wait begins where the last op ended). */
@@ -125,32 +160,13 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     ot.flags = (op->nargs ? ADAG_OP_HAS_INPUT : 0) | (op->nrets ? ADAG_OP_HAS_OUTPUT : 0);
     doing(loop, ot.oi, ADAG_DOING_INPUT);
 
-    /* READ (with several inputs, the one waited for longest is named). The
-     * clock is read after every wait, even one that did not wait: its
-     * value may have come after the last op ended, and the trace must not
-     * show it taken before it was published. */
-    uint64_t longest = 0;
-    for (uint32_t a = 0; a < op->nargs; a++) {
-        st = adag__chan_wait(loop->chans[op->args[a]], seq, ADAG_FOREVER, &call->args[a]);
-        if (st != ADAG_OK)
-            return st;
-        if (loop->trace) {
-            uint64_t now = adag__trace_clock();
-            if (a == 0 || now - ot.t[1] > longest) {
-                longest = now - ot.t[1];
-                ot.in_chan = op->args[a];
-            }
-            ot.t[1] = now;
-        }
-        /* the slot's metadata is in memory other processes write: checked here */
-        st = adag__value_check_slot(&call->args[a], loop->chans[op->args[a]]->name);
-        if (st != ADAG_OK)
-            return st;
-        if (call->args[a].status != ADAG_OK && upstream == ADAG_OK) {
-            upstream = call->args[a].status;
-            upstream_err = call->args[a].err;
-        }
-    }
+    /* READ, or (ahead) only the views and waits of the inputs, their ring
+     * read after the method */
+    int ahead = loop->op_ahead && loop->op_ahead[ot.oi] && loop->start_status == ADAG_OK;
+    st = ahead ? adag__loop_ahead_args(loop, op, seq, call)
+               : read_args(loop, op, seq, call, &ot, &upstream, &upstream_err);
+    if (st != ADAG_OK)
+        return st;
     /* a method of no argument runs as its execution's start says */
     if (op->nargs == 0 && loop->start_status != ADAG_OK) {
         upstream = loop->start_status;
@@ -230,6 +246,17 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
                 break;
             }
         }
+    }
+    if (ahead) {
+        /* the device returns go to readers ahead of the ring; then the
+         * inputs' statuses: a failure upstream is what the execution
+         * publishes */
+        adag_status_t fst;
+        if ((st == ADAG_OK && (fst = adag__loop_ahead_publish(loop, op, seq)) != ADAG_OK) ||
+            (fst = read_args(loop, op, seq, call, &ot, &upstream, &upstream_err)) != ADAG_OK)
+            return fst;
+        if (upstream != ADAG_OK)
+            return publish_all(loop, op, seq, call, upstream, upstream_err, &ot);
     }
     if (!release_early)
         return publish_all(loop, op, seq, call, st, call->msg, &ot);
@@ -546,6 +573,8 @@ adag_status_t adag__loop_start(adag_loop_t *loop)
             return st;
     }
     adag_status_t st = adag__loop_turns_start(loop);
+    if (st == ADAG_OK)
+        st = adag__loop_ahead_init(loop);
     int err = 0;
     pthread_attr_t attr;
     if (st == ADAG_OK && (err = pthread_attr_init(&attr)) != 0)
@@ -571,6 +600,7 @@ adag_status_t adag__loop_start(adag_loop_t *loop)
         pthread_attr_destroy(&attr);
     }
     if (st != ADAG_OK) {
+        adag__loop_ahead_close(loop);
         adag__loop_turns_close(loop);
         adag__watchdog_stop(loop->watchdog);
         loop->watchdog = NULL;
@@ -594,6 +624,7 @@ void adag__loop_join(adag_loop_t *loop)
 void adag__loop_close(adag_loop_t *loop)
 {
     adag__loop_join(loop);
+    adag__loop_ahead_close(loop);
     adag__loop_coll_close(loop);
     free(loop->chans);
     free(loop->reads);

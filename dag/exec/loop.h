@@ -122,6 +122,9 @@ struct adag_loop {
      * released */
     adag_status_t start_status;
     const char *start_err;
+    /* per op, nonzero: its call runs ahead of its inputs once its
+     * execution started (dag/exec/loop_ahead.c); NULL: no op does */
+    uint8_t *op_ahead;
     /* Host values of a device-bound actor (dag/exec/loop_host_values.c; loop
      * thread only): a method used the compute stream since the loop last
      * knew it idle (stream_dirty); its methods take arguments in host
@@ -247,5 +250,16 @@ adag_status_t adag__loop_start(adag_loop_t *loop);
 void adag__loop_join(adag_loop_t *loop);
 /* Joins, then frees the program (the context closes the endpoints). */
 void adag__loop_close(adag_loop_t *loop);
+
+/* Calls ahead of their inputs (dag/exec/loop_ahead.c): which ops may, once
+ * the channels are connected; the arguments' views and waits (the
+ * channels' wait_ahead); the device returns made visible to readers that
+ * read ahead (publish_ahead). */
+adag_status_t adag__loop_ahead_init(adag_loop_t *loop);
+void adag__loop_ahead_close(adag_loop_t *loop);
+adag_status_t adag__loop_ahead_args(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq,
+                                   struct adag_call *call);
+adag_status_t adag__loop_ahead_publish(adag_loop_t *loop, const adag_prog_op_t *op,
+                                      uint64_t seq);
 
 #endif

@@ -153,8 +153,30 @@ static adag_status_t plan_order_channels(adag_plan_t *plan, const adag_dag_run_t
     return ADAG_OK;
 }
 
+/* Whether a call may run ahead of its inputs (dag/exec/loop_ahead.c): a
+ * method of a device-bound actor whose every argument is a static tensor
+ * (dtype and shape declared) written by an actor on a device of the same
+ * backend, moved by the device channel (not ADAG_TRANSPORT_HOST or COMM),
+ * in a runtime whose hand-offs are by value ops. Its actor then reads the
+ * start channel: it waits for its execution to start, and each endpoint
+ * says at connect whether it can read ahead (the loop asks). */
+static int may_run_ahead(const adag_compiler_t *cx, adag_node_h nd)
+{
+    if (nd->coll || nd->actor->device_kind < 0 || !cx->run->rt->settings.device_memops)
+        return 0;
+    for (unsigned a = 0; a < nd->nargs; a++) {
+        const adag_dag_chan_t *c = &cx->plan->chans[adag__compile_value_chan(cx, nd->args[a])];
+        if (c->writer < 0 ||
+            cx->run->actors[c->writer].actor->device_kind != nd->actor->device_kind ||
+            (c->tensor.flags & ADAG_TENSOR_DECL_KNOWN) != ADAG_TENSOR_DECL_KNOWN ||
+            c->tensor.transport == ADAG_TRANSPORT_HOST || c->tensor.transport == ADAG_TRANSPORT_COMM)
+            return 0;
+    }
+    return 1;
+}
+
 /* Channels: one per input field, one per return of every call and, if some
- * method takes no argument, the start channel. */
+ * method takes no argument or may run ahead, the start channel. */
 adag_status_t adag__compile_channels(adag_compiler_t *cx)
 {
     adag_graph_h g = cx->g;
@@ -245,10 +267,11 @@ adag_status_t adag__compile_channels(adag_compiler_t *cx)
     for (unsigned o = 0; o < g->noutputs; o++)
         if ((st = add_reader(&plan->chans[adag__compile_value_chan(cx, g->outputs[o])], -1)) != ADAG_OK)
             return st;
-    /* the start channel: actors with a method that takes no argument read it */
+    /* the start channel: actors with a method that takes no argument read
+     * it, and those whose method may run ahead of its inputs */
     for (unsigned i = 0; i < g->nnodes; i++) {
         adag_node_h nd = g->nodes[i];
-        if (nd->kind != NODE_CALL || nd->nargs != 0)
+        if (nd->kind != NODE_CALL || (nd->nargs != 0 && !may_run_ahead(cx, nd)))
             continue;
         if (plan->start_chan == ADAG_PROG_NO_CHAN) {
             plan->start_chan = plan->nchans++;

@@ -1,5 +1,6 @@
 /*
- * A pipeline stage for device-bound actors (tests/test_gpu_pipeline.c):
+ * A pipeline stage for device-bound actors (tests/test_gpu_pipeline.c;
+ * init: {stage, kernel_us, host_us}, the last two optional):
  * its "kernel" runs on the actor's compute stream (adag_call_enqueue), the
  * way a CUDA kernel would, so the method returns before the work is done
  * and the runtime's events order the next stage after it. On a host actor
@@ -22,6 +23,7 @@
 typedef struct {
     int stage;
     int kernel_us; /* each kernel sleeps this long (a slow emulated kernel) */
+    int host_us;   /* each method sleeps this long before its kernel (a slow host side) */
 } stage_state_t;
 
 typedef struct {
@@ -54,6 +56,8 @@ static adag_status_t stage_init(void *state, const void *data, size_t size)
     memcpy(&s->stage, data, sizeof(int));
     if (size >= 2 * sizeof(int))
         memcpy(&s->kernel_us, (const char *)data + sizeof(int), sizeof(int));
+    if (size >= 3 * sizeof(int))
+        memcpy(&s->host_us, (const char *)data + 2 * sizeof(int), sizeof(int));
     return ADAG_OK;
 }
 
@@ -79,6 +83,11 @@ static adag_status_t run(stage_state_t *s, adag_call_h call, int with_info)
     if (st != ADAG_OK)
         return st;
     kernel_args_t a = {x.data, out, n, (uint32_t)x.dtype, s->stage, s->kernel_us};
+    if (s->host_us) {
+        struct timespec ts = {s->host_us / 1000000, (s->host_us % 1000000) * 1000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
     if (adag_call_device(call) == ADAG_DEVICE_HOST)
         kernel(&a); /* a host actor: host tensors, computed now */
     else if ((st = adag_call_enqueue(call, kernel, &a, sizeof(a))) != ADAG_OK)
