@@ -42,6 +42,10 @@ struct adag_dev_event {
     event_page_t *page;
     int fd;
     int imported;
+    /* an alias (an import of this process's own handle, gpu/host_alias.c):
+     * the exporter's event, whose page it shares and which it holds by a
+     * reference until its own last one drops; NULL otherwise */
+    adag_dev_event_t *origin;
     /* set (seq_cst, then the page's wake word is notified) by
      * event_abandon: waits in this process stop waiting for the exporter */
     _Atomic int abandoned;
@@ -167,24 +171,37 @@ static void event_unref(adag_dev_event_t *ev)
 {
     if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
         return;
-    munmap(ev->page, adag__host_page_round(sizeof(event_page_t)));
+    if (ev->origin)
+        event_unref(ev->origin); /* the page is the origin's */
+    else
+        munmap(ev->page, adag__host_page_round(sizeof(event_page_t)));
     if (ev->stream)
         stream_unref(ev->stream);
     pthread_mutex_destroy(&ev->stream_lock);
     if (ev->fd >= 0)
         close(ev->fd);
-    if (ev->imported)
-        COUNT(ev->dev, imported_events, -1);
-    else
-        COUNT(ev->dev, events, -1);
     free(ev);
 }
 
+static void event_ref(void *obj)
+{
+    atomic_fetch_add_explicit(&((adag_dev_event_t *)obj)->refs, 1, memory_order_relaxed);
+}
+
+/* The count drops at once: the event is no longer its owner's (work
+ * queued on it and aliases may hold it longer, without its device). */
 void adag__host_event_destroy(adag_device_t *d, adag_dev_event_t *ev)
 {
     (void)d;
-    if (ev)
-        event_unref(ev);
+    if (!ev)
+        return;
+    if (ev->imported) {
+        COUNT(ev->dev, imported_events, -1);
+    } else {
+        adag__host_alias_remove(ev);
+        COUNT(ev->dev, events, -1);
+    }
+    event_unref(ev);
 }
 
 adag_status_t adag__host_event_export(adag_device_t *d, adag_dev_event_t *ev,
@@ -196,7 +213,36 @@ adag_status_t adag__host_event_export(adag_device_t *d, adag_dev_event_t *ev,
     if (ev->timed) /* as on CUDA, where an interprocess event cannot be timed */
         return adag__error(ADAG_ERR_INVALID, "device emu:%u: a timed event cannot be exported",
                           d->index);
-    return adag__host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
+    adag_status_t st = adag__host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
+    return st == ADAG_OK ? adag__host_alias_add(h, ev) : st;
+}
+
+/* An import of a handle this process exported: an event object of the
+ * importer's own (its abandon flag: abandoning it releases the waits on it,
+ * not those on the exporter's event) over the exporter's page. */
+static adag_status_t event_import_alias(adag_device_t *d, const adag_memfd_ref_t *ref,
+                                        adag_dev_event_t **out)
+{
+    adag_dev_event_t *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
+    adag_dev_event_t *o = adag__host_alias_take(ref, event_ref);
+    if (!o) {
+        free(ev);
+        return adag__error(ADAG_ERR_PROTOCOL,
+                          "device emu:%u: an event handle of this process (fd %d) names an "
+                          "event that is no longer exported (destroyed)", d->index, ref->fd);
+    }
+    ev->dev = adag__host_dev(d);
+    ev->page = o->page;
+    ev->fd = -1;
+    ev->imported = 1;
+    ev->origin = o;
+    atomic_init(&ev->refs, 1);
+    pthread_mutex_init(&ev->stream_lock, NULL);
+    COUNT(adag__host_dev(d), imported_events, 1);
+    *out = ev;
+    return ADAG_OK;
 }
 
 adag_status_t adag__host_event_import(adag_device_t *d, adag_dev_handle_t *h,
@@ -204,6 +250,9 @@ adag_status_t adag__host_event_import(adag_device_t *d, adag_dev_handle_t *h,
 {
     uint64_t size;
     adag_status_t st = ADAG_OK;
+    adag_memfd_ref_t ref;
+    if (adag__host_handle_local(h, &ref))
+        return event_import_alias(d, &ref, out);
     int fd = adag__host_handle_open(d, h, "event", sizeof(event_page_t), &size, &st);
     if (fd < 0)
         return st;
@@ -246,11 +295,13 @@ adag_status_t adag__host_event_sync(adag_dev_event_t *ev, int64_t deadline)
     uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
     reached_arg_t a = {ev->page, want, &ev->abandoned};
     if (!ticket_reached(&a)) {
-        pthread_mutex_lock(&ev->stream_lock);
-        adag_dev_stream_t *s = ev->stream;
+        /* an alias helps the stream of its exporter's latest record */
+        adag_dev_event_t *rec = ev->origin ? ev->origin : ev;
+        pthread_mutex_lock(&rec->stream_lock);
+        adag_dev_stream_t *s = rec->stream;
         if (s)
             stream_ref(s);
-        pthread_mutex_unlock(&ev->stream_lock);
+        pthread_mutex_unlock(&rec->stream_lock);
         if (s) {
             stream_help(s, ticket_reached, &a, deadline);
             stream_unref(s);
@@ -299,81 +350,6 @@ adag_status_t adag__host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_even
         return ADAG_ERR_AGAIN;
     *ns = t1 - t0;
     return ADAG_OK;
-}
-
-/* ---- words (value ops) ---- */
-
-/* A word's cell (gpu/device.h): the value, then the futex handshake of
- * common/event.h, both in the shared mapping, so a stream or a host thread
- * of any process that maps the cell waits on it. Memory ordering: a writer
- * (a stream's OP_WRITE_VALUE, word_store) stores the value seq_cst, then
- * notifies; a waiter loads it seq_cst (the handshake's condition). The
- * seq_cst store also orders everything the writer's stream did before it
- * (its copies, its host functions) before what the released stream does. */
-struct word_cell {
-    _Atomic uint64_t value;
-    adag_event_t wake;
-};
-_Static_assert(sizeof(word_cell_t) <= ADAG_DEV_WORD_BYTES, "a word's cell is too small");
-
-static word_cell_t *cell_of(const adag_dev_word_t *w)
-{
-    return (word_cell_t *)(uintptr_t)w->dev;
-}
-
-typedef struct {
-    const word_cell_t *cell;
-    uint64_t want;
-} value_arg_t;
-
-/* CUDA's GEQ: cyclic, so a value stored at ADAG_DEV_WORD_ABORT releases. */
-static int value_reached(const void *p)
-{
-    const value_arg_t *a = p;
-    uint64_t v = atomic_load_explicit(&a->cell->value, memory_order_seq_cst);
-    return (int64_t)(v - a->want) >= 0;
-}
-
-static adag_status_t wait_value(word_cell_t *cell, uint64_t want, int64_t deadline)
-{
-    adag_spin_t spin;
-    adag__spin_init(&spin, (adag_wait_policy_t){20000, 1});
-    value_arg_t a = {cell, want};
-    return adag__event_wait(&cell->wake, value_reached, &a, NULL, deadline, &spin);
-}
-
-static void store_value(word_cell_t *cell, uint64_t v)
-{
-    atomic_store_explicit(&cell->value, v, memory_order_seq_cst);
-    adag__event_notify(&cell->wake);
-}
-
-int adag__host_values_supported(adag_device_t *d, char *why, size_t len)
-{
-    (void)d, (void)why, (void)len;
-    return 1;
-}
-
-/* As on CUDA, a word must be in memory the device can reach: device memory
- * or page-locked host memory (gpu/host_ranges.c), so a path that forgets to
- * register its ring fails here as it would there. */
-adag_status_t adag__host_word_map(adag_device_t *d, _Atomic uint64_t *host, adag_dev_word_t *w)
-{
-    if ((uintptr_t)host % 64)
-        return adag__error(ADAG_ERR_INVALID, "device emu:%u: word %p is not 64-byte aligned",
-                          d->index, (void *)host);
-    if (!adag__host_ranges_cover(host, ADAG_DEV_WORD_BYTES))
-        return adag__error(ADAG_ERR_INVALID,
-                          "device emu:%u: word %p is neither device memory nor registered "
-                          "host memory", d->index, (void *)host);
-    w->host = host;
-    w->dev = (uint64_t)(uintptr_t)host;
-    return ADAG_OK;
-}
-
-void adag__host_word_store(const adag_dev_word_t *w, uint64_t v)
-{
-    store_value(cell_of(w), v);
 }
 
 /* ---- streams ---- */
@@ -535,10 +511,10 @@ static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
         finished = wait_ticket(op->ev, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
         break;
     case OP_WRITE_VALUE:
-        store_value(op->cell, op->ticket);
+        adag__host_cell_store(op->cell, op->ticket);
         break;
     case OP_WAIT_VALUE:
-        finished = wait_value(op->cell, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
+        finished = adag__host_cell_wait(op->cell, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
         break;
     case OP_STOP:
         break;
@@ -797,11 +773,11 @@ adag_status_t adag__host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_
 adag_status_t adag__host_stream_write_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
                                              uint64_t v)
 {
-    return enqueue(s, (stream_op_t){.kind = OP_WRITE_VALUE, .cell = cell_of(w), .ticket = v});
+    return enqueue(s, (stream_op_t){.kind = OP_WRITE_VALUE, .cell = adag__host_word_cell(w), .ticket = v});
 }
 
 adag_status_t adag__host_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
                                             uint64_t v)
 {
-    return enqueue(s, (stream_op_t){.kind = OP_WAIT_VALUE, .cell = cell_of(w), .ticket = v});
+    return enqueue(s, (stream_op_t){.kind = OP_WAIT_VALUE, .cell = adag__host_word_cell(w), .ticket = v});
 }
