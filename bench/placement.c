@@ -84,7 +84,8 @@ static int measure(const bench_opts_t *o, const scenario_t *s, measure_t *m)
                            o->quick ? (reps + 9) / 10 : reps, m);
     }
     case RUN_PLACE_DEV_HOP:
-        return run_device_hop(o, s->device, s->path, s->bytes, scaled(o, 5000), m);
+        return run_device_hop(o, s->device, s->path, ADAG_PLACEMENT_PROCESS, DEV_MECH_DEFAULT,
+                              s->bytes, scaled(o, 5000), m);
     default:
         return -1;
     }

@@ -2,9 +2,10 @@
  * Same-process handles of the cuda backend (gpu/cuda_alias.h).
  *
  * cudaIpcOpenMemHandle refuses a handle that the calling process exported
- * (cudaErrorInvalidResourceHandle, or cudaErrorDeviceUninitialized on some
- * drivers), and an IPC event opened by its own process is not the
- * exporter's. Thread actors of one process exchange tensors through device
+ * (cudaErrorDeviceUninitialized, "invalid device context": UCX's cuda_ipc
+ * transport meets the same and uses the exporter's pointer in that case),
+ * and cudaIpcOpenEventHandle is documented for handles "exported from
+ * another process" only (it may fail the same way). Thread actors of one process exchange tensors through device
  * channels, which export and import as they do between processes; here,
  * those threads share the process's CUDA context (the runtime's primary
  * context of each device), so the importer can use the exporter's device
