@@ -166,6 +166,8 @@ const char *bench_worker_path(void);
 void bench_summarize(double *lat_us, long n, double total_s, measure_t *m);
 /* The figure a metric is judged by: median_us, per_s, gbps or cpu_pct. */
 double bench_primary(metric_t metric, const measure_t *m);
+/* The measurement of m[0..rounds) whose primary figure is the median (bench/placement.c). */
+measure_t bench_median_round(metric_t metric, const measure_t *m, int rounds);
 
 /* baselines (bench/baselines.c): raw shared memory between processes */
 typedef enum { WAIT_SPIN, WAIT_FUTEX } wait_policy_t;

@@ -238,20 +238,6 @@ static int placement_rows(const bench_opts_t *o, const scenario_t *s, adag_place
     return 0;
 }
 
-/* The round of ms[0..n) whose primary figure is the median. */
-static measure_t median_round(metric_t metric, const measure_t *ms, int n)
-{
-    int best = 0;
-    for (int i = 0; i < n; i++) {
-        int below = 0;
-        for (int j = 0; j < n; j++)
-            below += bench_primary(metric, &ms[j]) < bench_primary(metric, &ms[i]);
-        if (below == n / 2)
-            best = i;
-    }
-    return ms[best];
-}
-
 #define DEV_HOP_ROUNDS 3
 
 /* The raw hop of one mechanism, the better of the two wait policies: 0,
@@ -310,8 +296,8 @@ static int dev_hop_rows(const bench_opts_t *o, const scenario_t *s, adag_placeme
                     r->placement, bench_mech_name(mech), why[i]);
             continue;
         }
-        rows[i]->m = median_round(s->metric, am[i], rounds);
-        measure_t b = median_round(s->metric, bm[i], rounds);
+        rows[i]->m = bench_median_round(s->metric, am[i], rounds);
+        measure_t b = bench_median_round(s->metric, bm[i], rounds);
         snprintf(label, sizeof label, "raw device ops, %s, %s, same run",
                  threads ? "2 threads" : "3 procs", bench_mech_name(mech));
         set_ratio(rows[i], label, b.median_us);
