@@ -244,6 +244,15 @@ int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight);
  * PEER 16 B -> A(dev 0) -> B(dev 1) -> 16 B back. */
 int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path,
                    adag_placement_t pl, dev_mech_t mech, size_t bytes, long iters, measure_t *m);
+/* The device-hop rows' measurements: for each mechanism (0 ipc-event, 1
+ * memops), adag's hop (actors placed pl) and the raw hop of the same
+ * mechanism (3 processes for process actors, 2 threads of one process for
+ * thread actors; the better wait policy), rounds alternating the four,
+ * each figure the median of its rounds. why[i] (empty on entry) says why
+ * mechanism i could not run (its figures left alone). 0, or -1 (printed). */
+int run_device_hop_rounds(const bench_opts_t *o, const char *backend, dev_path_t path,
+                          size_t bytes, adag_placement_t pl, measure_t adag[2], measure_t raw[2],
+                          char why[2][160]);
 int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
                          size_t bytes, long iters, measure_t *m);
 /* Whether a row can run here: 0, or -1 with why not in why. */

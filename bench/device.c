@@ -224,6 +224,59 @@ fail:
     return rc;
 }
 
+#define DEV_HOP_ROUNDS 3
+
+/* The raw hop of one mechanism, the better of the two wait policies: 0,
+ * 1 (why: the backend cannot), -1. */
+static int raw_hop_best(const char *backend, dev_path_t path, size_t bytes, int threads,
+                        dev_mech_t mech, long rounds, measure_t *m, char *why, size_t len)
+{
+    measure_t a, b;
+    int rc = baseline_device_hop(backend, path, threads, mech, bytes, WAIT_SPIN, rounds, &a, why,
+                                 len);
+    if (rc == 0)
+        rc = baseline_device_hop(backend, path, threads, mech, bytes, WAIT_FUTEX, rounds, &b,
+                                 why, len);
+    if (rc == 0)
+        *m = a.median_us <= b.median_us ? a : b;
+    return rc;
+}
+
+int run_device_hop_rounds(const bench_opts_t *o, const char *backend, dev_path_t path,
+                          size_t bytes, adag_placement_t pl, measure_t adag[2], measure_t raw[2],
+                          char why[2][160])
+{
+    int threads = pl == ADAG_PLACEMENT_THREAD, rounds = o->quick ? 1 : DEV_HOP_ROUNDS;
+    long iters = o->quick ? 500 : 5000;
+    measure_t am[2][DEV_HOP_ROUNDS], bm[2][DEV_HOP_ROUNDS];
+    for (int k = 0; k < rounds; k++)
+        for (int i = 0; i < 2; i++) {
+            dev_mech_t mech = i ? DEV_MECH_MEMOPS : DEV_MECH_IPC_EVENT;
+            if (why[i][0])
+                continue;
+            int rc = raw_hop_best(backend, path, bytes, threads, mech, iters, &bm[i][k], why[i],
+                                  sizeof why[i]);
+            if (rc == 0 && run_device_hop(o, backend, path, pl, mech, bytes, iters, &am[i][k]))
+                rc = -1;
+            if (rc < 0) {
+                fprintf(stderr, "adag-bench: device-hop %s %s (%s, %s) failed\n", backend,
+                        bench_path_name(path), threads ? "thread" : "process",
+                        bench_mech_name(mech));
+                return -1;
+            }
+            if (rc > 0)
+                fprintf(stderr, "adag-bench: device-hop %s %s (%s, %s): skipped: %s\n", backend,
+                        bench_path_name(path), threads ? "thread" : "process",
+                        bench_mech_name(mech), why[i]);
+        }
+    for (int i = 0; i < 2; i++)
+        if (!why[i][0]) {
+            adag[i] = bench_median_round(METRIC_LATENCY, am[i], rounds);
+            raw[i] = bench_median_round(METRIC_LATENCY, bm[i], rounds);
+        }
+    return 0;
+}
+
 int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
                          size_t bytes, long iters, measure_t *m)
 {

@@ -238,69 +238,30 @@ static int placement_rows(const bench_opts_t *o, const scenario_t *s, adag_place
     return 0;
 }
 
-#define DEV_HOP_ROUNDS 3
-
-/* The raw hop of one mechanism, the better of the two wait policies: 0,
- * 1 (why: the backend cannot), -1. */
-static int raw_hop_best(const bench_opts_t *o, const scenario_t *s, int threads, dev_mech_t mech,
-                        measure_t *m, char *why, size_t len)
-{
-    measure_t a, b;
-    long rounds = scaled(o, 5000);
-    int rc = baseline_device_hop(s->device, s->path, threads, mech, s->bytes, WAIT_SPIN, rounds,
-                                 &a, why, len);
-    if (rc == 0)
-        rc = baseline_device_hop(s->device, s->path, threads, mech, s->bytes, WAIT_FUTEX, rounds,
-                                 &b, why, len);
-    if (rc == 0)
-        *m = a.median_us <= b.median_us ? a : b;
-    return rc;
-}
-
 /* A device-hop row: for each mechanism (ipc-event, then memops, a result
- * after r), adag's hop (actors placed pl, the runtime's
- * ADAG_DEVICE_MEMOPS 0 or 1) against the raw hop of the same mechanism on
- * the device ops alone (3 processes for process actors, two threads of one
- * process for thread actors), rounds alternating the four, each figure the
- * median of its rounds. A mechanism the raw hop cannot run here (no value
- * ops) is a skipped row. */
+ * after r), adag's hop against the raw hop of the same mechanism, measured
+ * in alternating rounds (run_device_hop_rounds); a mechanism the raw hop
+ * cannot run here (no value ops) is a skipped row. */
 static int dev_hop_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
                         result_t *r)
 {
-    int threads = pl == ADAG_PLACEMENT_THREAD, rounds = o->quick ? 1 : DEV_HOP_ROUNDS;
-    measure_t am[2][DEV_HOP_ROUNDS], bm[2][DEV_HOP_ROUNDS];
+    measure_t am[2], bm[2];
     char why[2][160] = {"", ""};
     result_t *rows[2] = {r, new_result(s, pl)};
-    for (int k = 0; k < rounds; k++)
-        for (int i = 0; i < 2; i++) {
-            dev_mech_t mech = i ? DEV_MECH_MEMOPS : DEV_MECH_IPC_EVENT;
-            if (why[i][0])
-                continue;
-            int rc = raw_hop_best(o, s, threads, mech, &bm[i][k], why[i], sizeof why[i]);
-            if (rc == 0 && run_device_hop(o, s->device, s->path, pl, mech, s->bytes,
-                                          scaled(o, 5000), &am[i][k]))
-                rc = -1;
-            if (rc < 0) {
-                fprintf(stderr, "adag-bench: %s %s (%s, %s) failed\n", s->name, s->device,
-                        r->placement, bench_mech_name(mech));
-                return -1;
-            }
-        }
+    if (run_device_hop_rounds(o, s->device, s->path, s->bytes, pl, am, bm, why))
+        return -1;
     for (int i = 0; i < 2; i++) {
         dev_mech_t mech = i ? DEV_MECH_MEMOPS : DEV_MECH_IPC_EVENT;
         char label[64];
         snprintf(rows[i]->mechanism, sizeof rows[i]->mechanism, "%s", bench_mech_name(mech));
         if (why[i][0]) {
             snprintf(rows[i]->skipped, sizeof rows[i]->skipped, "%s", why[i]);
-            fprintf(stderr, "adag-bench: %s %s (%s, %s): skipped: %s\n", s->name, s->device,
-                    r->placement, bench_mech_name(mech), why[i]);
             continue;
         }
-        rows[i]->m = bench_median_round(s->metric, am[i], rounds);
-        measure_t b = bench_median_round(s->metric, bm[i], rounds);
+        rows[i]->m = am[i];
         snprintf(label, sizeof label, "raw device ops, %s, %s, same run",
-                 threads ? "2 threads" : "3 procs", bench_mech_name(mech));
-        set_ratio(rows[i], label, b.median_us);
+                 pl == ADAG_PLACEMENT_THREAD ? "2 threads" : "3 procs", bench_mech_name(mech));
+        set_ratio(rows[i], label, bm[i].median_us);
     }
     return 0;
 }

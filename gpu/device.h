@@ -25,7 +25,9 @@
  *   - host_fn(s, fn, arg) runs fn on a backend thread in s's order (it must
  *     not call the device API).
  * Every backend counts what is live (memory, streams, events, imports), so
- * tests can check that teardown returns each count to zero.
+ * tests can check that teardown returns each count to zero. An object
+ * counts until its holder frees it (mem_free, event_destroy, ...), even
+ * where queued work or an alias keeps the backend's object a while longer.
  */
 #ifndef ADAG_GPU_DEVICE_H
 #define ADAG_GPU_DEVICE_H
