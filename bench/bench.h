@@ -35,6 +35,13 @@ typedef enum {
     DEV_PATH_D2H,   /* device -> driver output: async copy out */
 } dev_path_t;
 
+/* Device hop rows: how one stream is ordered after another's. */
+typedef enum {
+    DEV_MECH_DEFAULT = 0, /* adag: the runtime's ADAG_DEVICE_MEMOPS as set; raw: events */
+    DEV_MECH_IPC_EVENT,   /* events (adag: ADAG_DEVICE_MEMOPS=0) */
+    DEV_MECH_MEMOPS,      /* value ops on words (adag: ADAG_DEVICE_MEMOPS=1) */
+} dev_mech_t;
+
 typedef struct {
     char name[32];       /* roundtrip, chain, ..., device-hop, device-bandwidth */
     char placement[16];  /* thread, process */
@@ -54,6 +61,7 @@ typedef struct {
     dev_path_t path;
     unsigned hops;       /* device-hop: hand-offs in one round trip (in, between, out) */
     unsigned copies;     /* device-bandwidth: copies of the bytes the runtime makes */
+    char mechanism[16];  /* device-hop: "ipc-event", "memops" ("" for the other rows) */
     char skipped[160];   /* not run, and why ("" = ran); never counted as a result */
     /* collective rows (allreduce): the baseline's bus bandwidth, and the
      * goal for this size, printed, never asserted */
@@ -158,6 +166,8 @@ const char *bench_worker_path(void);
 void bench_summarize(double *lat_us, long n, double total_s, measure_t *m);
 /* The figure a metric is judged by: median_us, per_s, gbps or cpu_pct. */
 double bench_primary(metric_t metric, const measure_t *m);
+/* The measurement of m[0..rounds) whose primary figure is the median (bench/placement.c). */
+measure_t bench_median_round(metric_t metric, const measure_t *m, int rounds);
 
 /* baselines (bench/baselines.c): raw shared memory between processes */
 typedef enum { WAIT_SPIN, WAIT_FUTEX } wait_policy_t;
@@ -225,13 +235,24 @@ int bench_trace_write(adag_dag_h dag, bench_trace_seen_t *seen);
 /* The chain's figures (adag_stats_print) on stderr. */
 int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight);
 
-/* device rows, adag side (bench/device.c): process actors bound to devices
+/* device rows, adag side (bench/device.c): actors bound to devices
  * of `backend` ("emu" or "cuda"), tensors of `bytes`, every result checked.
- * device-hop: driver -> A(dev 0) -> B(dev 0 for SAME, 1 for PEER) -> driver.
+ * device-hop: driver -> A(dev 0) -> B(dev 0 for SAME, 1 for PEER) -> driver,
+ * A and B placed `pl`, the runtime's ADAG_DEVICE_MEMOPS set by `mech`
+ * (DEV_MECH_DEFAULT: left as configured); the bandwidth rows: process actors.
  * device-bandwidth: H2D driver -> A -> 16 B back; D2H 16 B -> A -> driver;
  * PEER 16 B -> A(dev 0) -> B(dev 1) -> 16 B back. */
-int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path, size_t bytes,
-                   long iters, measure_t *m);
+int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path,
+                   adag_placement_t pl, dev_mech_t mech, size_t bytes, long iters, measure_t *m);
+/* The device-hop rows' measurements: for each mechanism (0 ipc-event, 1
+ * memops), adag's hop (actors placed pl) and the raw hop of the same
+ * mechanism (3 processes for process actors, 2 threads of one process for
+ * thread actors; the better wait policy), rounds alternating the four,
+ * each figure the median of its rounds. why[i] (empty on entry) says why
+ * mechanism i could not run (its figures left alone). 0, or -1 (printed). */
+int run_device_hop_rounds(const bench_opts_t *o, const char *backend, dev_path_t path,
+                          size_t bytes, adag_placement_t pl, measure_t adag[2], measure_t raw[2],
+                          char why[2][160]);
 int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
                          size_t bytes, long iters, measure_t *m);
 /* Whether a row can run here: 0, or -1 with why not in why. */
@@ -242,10 +263,14 @@ int device_row_available(const char *backend, dev_path_t path, char *why, size_t
  * started for it (--raw-peer), so a CUDA context is always fresh.
  * The hop: the driver writes the input into shared host memory, A copies it
  * in, copies it on its compute stream (the work), B reads it (zero copy or
- * peer copy), copies it on, copies it out; each hand-off ordered by events,
- * each process woken through a shared word. */
-int baseline_device_hop(const char *backend, dev_path_t path, size_t bytes,
-                        wait_policy_t policy, long rounds, measure_t *m);
+ * peer copy), copies it on, copies it out; each hand-off between A and B
+ * ordered by `mech` (events; value ops on words in registered shared
+ * memory), each process woken through a shared word; with `threads`, A and
+ * B are two threads of one process (nothing exported). 0; 1 with why when
+ * the backend cannot (value ops not supported); -1 on failure (printed). */
+int baseline_device_hop(const char *backend, dev_path_t path, int threads, dev_mech_t mech,
+                        size_t bytes, wait_policy_t policy, long rounds, measure_t *m,
+                        char *why, size_t why_len);
 /* One copy of `bytes` through the device ops (copy_async + stream_sync) in
  * a process of its own: H2D from shared host memory, D2H into it, PEER from
  * another process's device 0 memory to device 1 (one process, one device:
@@ -257,6 +282,7 @@ int device_raw_peer_main(int argc, char **argv);
 
 /* output (bench/report.c) */
 const char *bench_path_name(dev_path_t p); /* "", "zero-copy", "peer", "h2d", "d2h" */
+const char *bench_mech_name(dev_mech_t m);  /* "", "ipc-event", "memops" */
 void bench_print_table(FILE *out, const result_t *results, unsigned nresults);
 void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
                       unsigned nresults);

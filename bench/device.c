@@ -1,6 +1,7 @@
 /*
- * The adag side of the device rows: process actors of class "bench_dev"
- * (bench/modules/bench_device.c) bound to devices, tensors declared with
+ * The adag side of the device rows: actors of class "bench_dev"
+ * (bench/modules/bench_device.c; processes, or threads for the thread
+ * rows of device-hop) bound to devices, tensors declared with
  * adag_node_tensor so they stay in device memory, one execution in flight,
  * every result checked (stamps that change with every execution, at both
  * ends of the tensor, so a stale or half-moved slot fails).
@@ -36,8 +37,8 @@ typedef struct {
 } dev_fixture_t;
 
 /* The nth actor (0, 1, ...) of a row, on device `index` of backend. */
-static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backend,
-                     unsigned nth, unsigned index, adag_actor_h *out)
+static int dev_actor_placed(const bench_opts_t *o, adag_runtime_h rt, const char *backend,
+                            adag_placement_t pl, unsigned nth, unsigned index, adag_actor_h *out)
 {
     char device[32];
     int32_t cuda = !strcmp(backend, "cuda");
@@ -46,24 +47,46 @@ static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backe
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_PLACEMENT |
                       ADAG_ACTOR_PARAM_MODULE | ADAG_ACTOR_PARAM_INIT | ADAG_ACTOR_PARAM_DEVICE,
         .class_name = "bench_dev", .module_path = o->module,
-        .placement = ADAG_PLACEMENT_PROCESS, .init_data = &cuda, .init_size = sizeof cuda,
+        .placement = pl, .init_data = &cuda, .init_size = sizeof cuda,
         .device = device};
     return bench_actor_create(o, rt, nth, &p, out);
 }
 
-/* A on device 0; B (when wanted) on device 0 or, for a peer copy, 1. */
-static int dev_fixture(dev_fixture_t *f, const bench_opts_t *o, const char *backend,
-                       int with_b, dev_path_t path)
+static int dev_actor(const bench_opts_t *o, adag_runtime_h rt, const char *backend,
+                     unsigned nth, unsigned index, adag_actor_h *out)
 {
+    return dev_actor_placed(o, rt, backend, ADAG_PLACEMENT_PROCESS, nth, index, out);
+}
+
+/* A on device 0; B (when wanted) on device 0 or, for a peer copy, 1;
+ * both placed pl, in a runtime whose ADAG_DEVICE_MEMOPS mech sets. */
+static int dev_fixture(dev_fixture_t *f, const bench_opts_t *o, const char *backend,
+                       int with_b, dev_path_t path, adag_placement_t pl, dev_mech_t mech)
+{
+    adag_config_h cfg = NULL;
     adag_runtime_params_t rp = {.field_mask = ADAG_RUNTIME_PARAM_WORKER_PATH,
                                 .worker_path = bench_worker_path()};
     memset(f, 0, sizeof(*f));
+    if (mech != DEV_MECH_DEFAULT) {
+        TRY(adag_config_read(&cfg));
+        TRY(adag_config_modify(cfg, "ADAG_DEVICE_MEMOPS", mech == DEV_MECH_MEMOPS ? "1" : "0"));
+        rp.field_mask |= ADAG_RUNTIME_PARAM_CONFIG;
+        rp.config = cfg;
+    }
     TRY(adag_runtime_create(&rp, &f->rt));
-    if (dev_actor(o, f->rt, backend, 0, 0, &f->a) ||
-        (with_b && dev_actor(o, f->rt, backend, 1, path == DEV_PATH_PEER ? 1 : 0, &f->b)))
+    if (cfg)
+        adag_config_release(cfg);
+    cfg = NULL;
+    if (pl == ADAG_PLACEMENT_THREAD) /* linked in, as the module's process actors load it */
+        TRY(adag_class_register(f->rt, &bench_device_class));
+    if (dev_actor_placed(o, f->rt, backend, pl, 0, 0, &f->a) ||
+        (with_b &&
+         dev_actor_placed(o, f->rt, backend, pl, 1, path == DEV_PATH_PEER ? 1 : 0, &f->b)))
         goto fail;
     return 0;
 fail:
+    if (cfg)
+        adag_config_release(cfg);
     return -1;
 }
 
@@ -174,14 +197,14 @@ static int drive_stamped(const bench_opts_t *o, adag_dag_h dag, size_t in_bytes,
     return drive_stamped_sum(o, dag, in_bytes, stamp_n, out_bytes, 1, iters, m);
 }
 
-int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path, size_t bytes,
-                   long iters, measure_t *m)
+int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path,
+                   adag_placement_t pl, dev_mech_t mech, size_t bytes, long iters, measure_t *m)
 {
     dev_fixture_t f = {0};
     adag_graph_h g;
     adag_node_h x, y, z;
     int rc = -1;
-    if (bytes < 16 || dev_fixture(&f, o, backend, 1, path))
+    if (bytes < 16 || dev_fixture(&f, o, backend, 1, path, pl, mech))
         goto fail;
     TRY(adag_graph_create(f.rt, &g));
     TRY(adag_graph_input(g, 0, &x));
@@ -201,6 +224,59 @@ fail:
     return rc;
 }
 
+#define DEV_HOP_ROUNDS 3
+
+/* The raw hop of one mechanism, the better of the two wait policies: 0,
+ * 1 (why: the backend cannot), -1. */
+static int raw_hop_best(const char *backend, dev_path_t path, size_t bytes, int threads,
+                        dev_mech_t mech, long rounds, measure_t *m, char *why, size_t len)
+{
+    measure_t a, b;
+    int rc = baseline_device_hop(backend, path, threads, mech, bytes, WAIT_SPIN, rounds, &a, why,
+                                 len);
+    if (rc == 0)
+        rc = baseline_device_hop(backend, path, threads, mech, bytes, WAIT_FUTEX, rounds, &b,
+                                 why, len);
+    if (rc == 0)
+        *m = a.median_us <= b.median_us ? a : b;
+    return rc;
+}
+
+int run_device_hop_rounds(const bench_opts_t *o, const char *backend, dev_path_t path,
+                          size_t bytes, adag_placement_t pl, measure_t adag[2], measure_t raw[2],
+                          char why[2][160])
+{
+    int threads = pl == ADAG_PLACEMENT_THREAD, rounds = o->quick ? 1 : DEV_HOP_ROUNDS;
+    long iters = o->quick ? 500 : 5000;
+    measure_t am[2][DEV_HOP_ROUNDS], bm[2][DEV_HOP_ROUNDS];
+    for (int k = 0; k < rounds; k++)
+        for (int i = 0; i < 2; i++) {
+            dev_mech_t mech = i ? DEV_MECH_MEMOPS : DEV_MECH_IPC_EVENT;
+            if (why[i][0])
+                continue;
+            int rc = raw_hop_best(backend, path, bytes, threads, mech, iters, &bm[i][k], why[i],
+                                  sizeof why[i]);
+            if (rc == 0 && run_device_hop(o, backend, path, pl, mech, bytes, iters, &am[i][k]))
+                rc = -1;
+            if (rc < 0) {
+                fprintf(stderr, "adag-bench: device-hop %s %s (%s, %s) failed\n", backend,
+                        bench_path_name(path), threads ? "thread" : "process",
+                        bench_mech_name(mech));
+                return -1;
+            }
+            if (rc > 0)
+                fprintf(stderr, "adag-bench: device-hop %s %s (%s, %s): skipped: %s\n", backend,
+                        bench_path_name(path), threads ? "thread" : "process",
+                        bench_mech_name(mech), why[i]);
+        }
+    for (int i = 0; i < 2; i++)
+        if (!why[i][0]) {
+            adag[i] = bench_median_round(METRIC_LATENCY, am[i], rounds);
+            raw[i] = bench_median_round(METRIC_LATENCY, bm[i], rounds);
+        }
+    return 0;
+}
+
 int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
                          size_t bytes, long iters, measure_t *m)
 {
@@ -208,7 +284,9 @@ int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t 
     adag_graph_h g;
     adag_node_h x, y, e;
     int rc = -1;
-    if (bytes < 16 || dev_fixture(&f, o, backend, path == DEV_PATH_PEER, path))
+    if (bytes < 16 ||
+        dev_fixture(&f, o, backend, path == DEV_PATH_PEER, path, ADAG_PLACEMENT_PROCESS,
+                    DEV_MECH_DEFAULT))
         goto fail;
     TRY(adag_graph_create(f.rt, &g));
     TRY(adag_graph_input(g, 0, &x));

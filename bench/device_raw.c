@@ -19,6 +19,15 @@
  *   driver  waits for `done`, checks the stamps
  * which is what the device channels do (docs/design.md, "Device
  * channels"), less the runtime: no rings, no schedules, no slot headers.
+ * Two mechanisms order B's stream after A's and A's next write after B's
+ * read (dev_mech_t): IPC events (`ready`, `consumed`, exported and
+ * imported), or value ops (stream_write_value64 / stream_wait_value64 on
+ * two words in a page of the shared memfd that each process registered:
+ * A writes `ready` = round, B waits for it and writes `consumed` = round,
+ * which A's next round waits for). With `threads`, A and B are two
+ * threads of one spawned process, each with its device object and
+ * streams, as thread actors are: B uses A's memory and `ready` event
+ * itself (nothing exported), or the same words.
  *
  * The copy (baseline_device_copy): copy_async + stream_sync of the same
  * bytes, one at a time, in a process of its own; for a peer copy, from the
@@ -56,8 +65,8 @@ extern char **environ;
 #define RAW_MAX_LAT 20000
 #define RAW_SETUP_MS 30000    /* setup and teardown waits (not timed) */
 
-typedef enum { ROLE_HOP_A, ROLE_HOP_B, ROLE_COPY, ROLE_OWNER, NROLES } raw_role_t;
-static const char *const role_names[NROLES] = {"hop-a", "hop-b", "copy", "owner"};
+typedef enum { ROLE_HOP_A, ROLE_HOP_B, ROLE_COPY, ROLE_OWNER, ROLE_HOP_THREADS, NROLES } raw_role_t;
+static const char *const role_names[NROLES] = {"hop-a", "hop-b", "copy", "owner", "hop-threads"};
 
 enum {
     SETUP_A = 1u << 0,     /* A exported its out memory and `ready` */
@@ -75,9 +84,13 @@ typedef struct {
     dev_path_t path;
     wait_policy_t policy;
     uint64_t bytes, host_off, host_stride, pattern;
+    uint64_t words_off; /* the page of the two words (value ops) */
+    dev_mech_t mech;
+    uint32_t threads; /* A and B: threads of one process */
     long rounds, warmup;
     int32_t parent;
     _Atomic uint32_t abort, setup;
+    _Atomic uint32_t unsupported; /* the failure is "value ops not supported here" */
     char error[256];
     adag_dev_handle_t a_out, a_ready, b_consumed, owner_mem;
     bench_cell_t go_a, go_b, done;
@@ -92,6 +105,12 @@ static char *host_in(raw_ctl_t *c)
 static char *host_out(raw_ctl_t *c)
 {
     return (char *)c + c->host_off + c->host_stride;
+}
+
+/* Word 0 (`ready`, A -> B) and 1 (`consumed`, B -> A): 64-byte cells. */
+static _Atomic uint64_t *word_at(raw_ctl_t *c, unsigned i)
+{
+    return (_Atomic uint64_t *)((char *)c + c->words_off + i * ADAG_DEV_WORD_BYTES);
 }
 
 /* The first failure wins the message; every waiter sees abort. */
@@ -139,7 +158,17 @@ typedef struct {
     adag_dev_mem_t in, out, imported;
     adag_dev_mem_t pinned; /* the shared host memory it copies with, page-locked */
     adag_dev_event_t *ev_a, *ev_b, *ev_imported;
+    adag_dev_mem_t words_reg;          /* value ops: the words' page, registered */
+    adag_dev_word_t w_ready, w_consumed;
+    int borrowed; /* threads: `imported` and `ev_imported` are the other thread's own */
 } peer_t;
+
+/* threads: what A hands B and B hands A in the process (each pointer
+ * written before the seq_cst setup bit that publishes it, read after) */
+static struct {
+    adag_dev_mem_t a_out;
+    adag_dev_event_t *a_ready, *b_consumed;
+} local;
 
 #define OPS_TRY(c, call, what)                                                              \
     do {                                                                                    \
@@ -176,9 +205,9 @@ static void peer_close(raw_ctl_t *c, peer_t *p, uint32_t done, uint32_t other_do
         ops->stream_sync(p->comm, deadline);
     if (p->compute)
         ops->stream_sync(p->compute, deadline);
-    if (p->imported.ptr)
+    if (p->imported.ptr && !p->borrowed)
         ops->mem_unimport(p->dev, &p->imported);
-    if (p->ev_imported)
+    if (p->ev_imported && !p->borrowed)
         ops->event_destroy(p->dev, p->ev_imported);
     setup_set(c, done);
     if (other_done)
@@ -189,6 +218,8 @@ static void peer_close(raw_ctl_t *c, peer_t *p, uint32_t done, uint32_t other_do
         ops->event_destroy(p->dev, p->ev_b);
     if (p->pinned.ptr)
         ops->host_unregister(p->dev, &p->pinned);
+    if (p->words_reg.ptr)
+        ops->host_unregister(p->dev, &p->words_reg);
     if (p->in.ptr)
         ops->mem_free(p->dev, &p->in);
     if (p->out.ptr)
@@ -231,11 +262,90 @@ static void signal_done(void *arg)
     bench_cell_set(&a->ctl->done, a->round);
 }
 
+/* Value ops: the words, registered by this process (A's thread registers
+ * for both threads of one process), each mapped for the device. */
+static int words_open(raw_ctl_t *c, peer_t *p, int do_register)
+{
+    char why[160] = "no value ops in this backend";
+    if (!p->ops->values_supported || !p->ops->values_supported(p->dev, why, sizeof why)) {
+        atomic_store(&c->unsupported, 1);
+        return raw_fail(c, "value ops not supported: %s", why);
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (do_register)
+        OPS_TRY(c, p->ops->host_register(p->dev, word_at(c, 0), page, &p->words_reg),
+                "registering the words");
+    OPS_TRY(c, p->ops->word_map(p->dev, word_at(c, 0), &p->w_ready), "mapping a word");
+    OPS_TRY(c, p->ops->word_map(p->dev, word_at(c, 1), &p->w_consumed), "mapping a word");
+    return 0;
+fail:
+    return -1;
+}
+
+/* A's side of setup: its out memory and `ready` to B (exported, or handed
+ * over in this process), then B's `consumed` (imported or borrowed). */
+static int setup_a(raw_ctl_t *c, peer_t *p)
+{
+    const adag_device_ops_t *ops = p->ops;
+    int events = c->mech != DEV_MECH_MEMOPS;
+    if (c->threads) {
+        local.a_out = p->out;
+        local.a_ready = p->ev_b;
+    } else {
+        OPS_TRY(c, ops->mem_export(p->dev, &p->out, &c->a_out), "exporting memory");
+        if (events)
+            OPS_TRY(c, ops->event_export(p->dev, p->ev_b, &c->a_ready), "exporting an event");
+    }
+    if (!events && words_open(c, p, 1))
+        goto fail;
+    setup_set(c, SETUP_A);
+    if (setup_wait(c, SETUP_B, "`consumed` from B"))
+        goto fail;
+    if (events && c->threads) {
+        p->ev_imported = local.b_consumed;
+        p->borrowed = 1;
+    } else if (events) {
+        OPS_TRY(c, import_event(p, &c->b_consumed), "importing B's event");
+    }
+    setup_set(c, READY_A);
+    return 0;
+fail:
+    return -1;
+}
+
+/* B's side: A's memory and `ready`, then its `consumed` to A. */
+static int setup_b(raw_ctl_t *c, peer_t *p)
+{
+    const adag_device_ops_t *ops = p->ops;
+    int events = c->mech != DEV_MECH_MEMOPS;
+    if (setup_wait(c, SETUP_A, "memory and `ready` from A"))
+        goto fail;
+    if (c->threads) {
+        p->imported = local.a_out;
+        p->ev_imported = local.a_ready;
+        p->borrowed = 1;
+    } else {
+        OPS_TRY(c, import_mem(p, &c->a_out), "importing A's memory");
+        if (events)
+            OPS_TRY(c, import_event(p, &c->a_ready), "importing A's event");
+    }
+    if (!events && words_open(c, p, !c->threads))
+        goto fail;
+    if (c->threads)
+        local.b_consumed = p->ev_a;
+    else if (events)
+        OPS_TRY(c, ops->event_export(p->dev, p->ev_a, &c->b_consumed), "exporting an event");
+    setup_set(c, SETUP_B | READY_B);
+    return 0;
+fail:
+    return -1;
+}
+
 static int role_hop_a(raw_ctl_t *c)
 {
     peer_t p;
     const adag_device_ops_t *ops;
-    int rc = -1;
+    int rc = -1, memops = c->mech == DEV_MECH_MEMOPS;
     if (peer_open(c, &p, c->dev_a))
         goto fail;
     ops = p.ops;
@@ -243,29 +353,48 @@ static int role_hop_a(raw_ctl_t *c)
     OPS_TRY(c, ops->mem_alloc(p.dev, c->bytes, &p.out), "device memory");
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_a), "an event"); /* copied in */
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_b), "an event"); /* ready */
-    OPS_TRY(c, ops->mem_export(p.dev, &p.out, &c->a_out), "exporting memory");
-    OPS_TRY(c, ops->event_export(p.dev, p.ev_b, &c->a_ready), "exporting an event");
     OPS_TRY(c, pin_host(c, &p, host_in(c)), "page-locking the input");
-    setup_set(c, SETUP_A);
-    if (setup_wait(c, SETUP_B, "`consumed` event from B"))
+    if (setup_a(c, &p))
         goto fail;
-    OPS_TRY(c, import_event(&p, &c->b_consumed), "importing B's event");
-    setup_set(c, READY_A);
     for (long r = 1; r <= c->rounds; r++) {
         if (bench_cell_wait(&c->go_a, (uint32_t)r, c->policy, &c->abort))
             goto fail;
         OPS_TRY(c, ops->copy_async(p.comm, p.in.ptr, host_in(c), c->bytes), "copy in");
         OPS_TRY(c, ops->event_record(p.ev_a, p.comm), "event record");
         OPS_TRY(c, ops->stream_wait_event(p.compute, p.ev_a), "stream wait");
-        OPS_TRY(c, ops->stream_wait_event(p.compute, p.ev_imported), "stream wait");
+        if (memops) /* B read the previous round's value */
+            OPS_TRY(c, ops->stream_wait_value64(p.compute, &p.w_consumed, (uint64_t)r - 1),
+                    "value wait");
+        else
+            OPS_TRY(c, ops->stream_wait_event(p.compute, p.ev_imported), "stream wait");
         OPS_TRY(c, ops->copy_async(p.compute, p.out.ptr, p.in.ptr, c->bytes), "the work");
-        OPS_TRY(c, ops->event_record(p.ev_b, p.compute), "event record");
+        if (memops)
+            OPS_TRY(c, ops->stream_write_value64(p.compute, &p.w_ready, (uint64_t)r),
+                    "value write");
+        else
+            OPS_TRY(c, ops->event_record(p.ev_b, p.compute), "event record");
         bench_cell_set(&c->go_b, (uint32_t)r);
     }
     rc = 0;
 fail:
     peer_close(c, &p, DONE_A, rc == 0 ? DONE_B : 0);
     return rc;
+}
+
+/* The stream waits for A's value of round r (`ready`). */
+static adag_status_t wait_ready(raw_ctl_t *c, peer_t *p, adag_dev_stream_t *s, long r)
+{
+    return c->mech == DEV_MECH_MEMOPS
+               ? p->ops->stream_wait_value64(s, &p->w_ready, (uint64_t)r)
+               : p->ops->stream_wait_event(s, p->ev_imported);
+}
+
+/* The stream says B is done reading A's memory of round r (`consumed`). */
+static adag_status_t mark_consumed(raw_ctl_t *c, peer_t *p, adag_dev_stream_t *s, long r)
+{
+    return c->mech == DEV_MECH_MEMOPS
+               ? p->ops->stream_write_value64(s, &p->w_consumed, (uint64_t)r)
+               : p->ops->event_record(p->ev_a, s);
 }
 
 static int role_hop_b(raw_ctl_t *c)
@@ -276,33 +405,30 @@ static int role_hop_b(raw_ctl_t *c)
     if (peer_open(c, &p, c->dev_b))
         goto fail;
     ops = p.ops;
-    if (setup_wait(c, SETUP_A, "memory and `ready` event from A"))
-        goto fail;
-    OPS_TRY(c, import_mem(&p, &c->a_out), "importing A's memory");
-    OPS_TRY(c, import_event(&p, &c->a_ready), "importing A's event");
     if (peer)
         OPS_TRY(c, ops->mem_alloc(p.dev, c->bytes, &p.in), "device memory");
     OPS_TRY(c, ops->mem_alloc(p.dev, c->bytes, &p.out), "device memory");
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_a), "an event"); /* consumed */
     OPS_TRY(c, ops->event_create(p.dev, &p.ev_b), "an event"); /* B's ready */
-    OPS_TRY(c, ops->event_export(p.dev, p.ev_a, &c->b_consumed), "exporting an event");
     OPS_TRY(c, pin_host(c, &p, host_out(c)), "page-locking the output");
-    setup_set(c, SETUP_B | READY_B);
+    if (setup_b(c, &p))
+        goto fail;
     for (long r = 1; r <= c->rounds; r++) {
         done_args_t done = {c, (uint32_t)r};
         if (bench_cell_wait(&c->go_b, (uint32_t)r, c->policy, &c->abort))
             goto fail;
         if (peer) { /* one peer copy on comm, then the work reads B's own copy */
-            OPS_TRY(c, ops->stream_wait_event(p.comm, p.ev_imported), "stream wait");
+            OPS_TRY(c, wait_ready(c, &p, p.comm, r), "stream wait");
             OPS_TRY(c, ops->copy_async(p.comm, p.in.ptr, p.imported.ptr, c->bytes), "peer copy");
-            OPS_TRY(c, ops->event_record(p.ev_a, p.comm), "event record");
-            OPS_TRY(c, ops->stream_wait_event(p.compute, p.ev_a), "stream wait");
+            OPS_TRY(c, mark_consumed(c, &p, p.comm, r), "consumed");
+            OPS_TRY(c, ops->event_record(p.ev_b, p.comm), "event record");
+            OPS_TRY(c, ops->stream_wait_event(p.compute, p.ev_b), "stream wait");
             OPS_TRY(c, ops->copy_async(p.compute, p.out.ptr, p.in.ptr, c->bytes), "the work");
         } else { /* zero copy: the work reads A's memory */
-            OPS_TRY(c, ops->stream_wait_event(p.compute, p.ev_imported), "stream wait");
+            OPS_TRY(c, wait_ready(c, &p, p.compute, r), "stream wait");
             OPS_TRY(c, ops->copy_async(p.compute, p.out.ptr, p.imported.ptr, c->bytes),
                     "the work");
-            OPS_TRY(c, ops->event_record(p.ev_a, p.compute), "event record");
+            OPS_TRY(c, mark_consumed(c, &p, p.compute, r), "consumed");
         }
         OPS_TRY(c, ops->event_record(p.ev_b, p.compute), "event record");
         OPS_TRY(c, ops->stream_wait_event(p.comm, p.ev_b), "stream wait");
@@ -313,6 +439,23 @@ static int role_hop_b(raw_ctl_t *c)
 fail:
     peer_close(c, &p, DONE_B, rc == 0 ? DONE_A : 0);
     return rc;
+}
+
+static void *hop_b_thread(void *arg)
+{
+    return (void *)(intptr_t)role_hop_b(arg);
+}
+
+/* A and B as two threads of this process (thread actors' hop). */
+static int role_hop_threads(raw_ctl_t *c)
+{
+    pthread_t b;
+    void *brc = (void *)(intptr_t)-1;
+    if (pthread_create(&b, NULL, hop_b_thread, c) != 0)
+        return raw_fail(c, "raw device baseline: a thread for B");
+    int rc = role_hop_a(c);
+    pthread_join(b, &brc);
+    return rc || brc ? -1 : 0;
 }
 
 /* The first 8 bytes at a device (or host) address, through the ops. */
@@ -411,6 +554,7 @@ int device_raw_peer_main(int argc, char **argv)
     close(RAW_FD);
     int rc = role == ROLE_HOP_A ? role_hop_a(c)
              : role == ROLE_HOP_B ? role_hop_b(c)
+             : role == ROLE_HOP_THREADS ? role_hop_threads(c)
              : role == ROLE_OWNER ? role_owner(c)
                                   : role_copy(c);
     return rc ? 1 : 0;
@@ -430,7 +574,8 @@ typedef struct {
 } raw_run_t;
 
 static int raw_create(raw_run_t *run, const char *backend, dev_path_t path, size_t bytes,
-                      wait_policy_t policy, long rounds, long warmup)
+                      wait_policy_t policy, long rounds, long warmup, dev_mech_t mech,
+                      int threads)
 {
     const adag_device_ops_t *ops = adag__device_backend_named(backend);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -443,7 +588,7 @@ static int raw_create(raw_run_t *run, const char *backend, dev_path_t path, size
                 rounds);
         return -1;
     }
-    run->map_size = head + 2 * stride;
+    run->map_size = head + 2 * stride + page; /* the last page: the words */
     run->fd = memfd_create("adag-bench-raw", MFD_CLOEXEC);
     if (run->fd < 0 || ftruncate(run->fd, (off_t)run->map_size) != 0) {
         perror("adag-bench: raw device baseline: memfd");
@@ -465,6 +610,9 @@ static int raw_create(raw_run_t *run, const char *backend, dev_path_t path, size
     c->bytes = bytes;
     c->host_off = head;
     c->host_stride = stride;
+    c->words_off = head + 2 * stride;
+    c->mech = mech;
+    c->threads = (uint32_t)threads;
     c->pattern = 0x0123456789abcdefull ^ bytes;
     c->rounds = rounds;
     c->warmup = warmup;
@@ -545,20 +693,24 @@ static void raw_free(raw_run_t *run)
     run->fd = -1;
 }
 
-int baseline_device_hop(const char *backend, dev_path_t path, size_t bytes,
-                        wait_policy_t policy, long rounds, measure_t *m)
+int baseline_device_hop(const char *backend, dev_path_t path, int threads, dev_mech_t mech,
+                        size_t bytes, wait_policy_t policy, long rounds, measure_t *m,
+                        char *why, size_t why_len)
 {
     raw_run_t run;
     static const raw_role_t roles[2] = {ROLE_HOP_A, ROLE_HOP_B};
+    static const raw_role_t one[1] = {ROLE_HOP_THREADS};
     long warmup = rounds / 10 < 50 ? 50 : rounds / 10, total = warmup + rounds;
     double *lat = malloc((size_t)rounds * sizeof(*lat)), t_start = 0;
     char *user = malloc(bytes);
     int rc = -1;
-    if (raw_create(&run, backend, path, bytes, policy, total, 0) || !lat || !user || bytes < 16)
+    if (raw_create(&run, backend, path, bytes, policy, total, 0, mech, threads) || !lat || !user ||
+        bytes < 16)
         goto done;
     raw_ctl_t *c = run.ctl;
     memset(user, 0x5a, bytes);
-    if (raw_spawn(&run, roles, 2) || setup_wait(c, READY_A | READY_B, "peers ready"))
+    if (raw_spawn(&run, threads ? one : roles, threads ? 1 : 2) ||
+        setup_wait(c, READY_A | READY_B, "peers ready"))
         goto done;
     for (long r = 1; r <= total; r++) {
         uint64_t stamp = (uint64_t)r * 0x9e3779b97f4a7c15ull, head, tail;
@@ -588,6 +740,10 @@ int baseline_device_hop(const char *backend, dev_path_t path, size_t bytes,
 done:
     if (raw_wait(&run))
         rc = -1;
+    if (rc && run.ctl && atomic_load(&run.ctl->unsupported)) {
+        snprintf(why, why_len, "%s", run.ctl->error);
+        rc = 1;
+    }
     raw_free(&run);
     free(lat);
     free(user);
@@ -600,7 +756,7 @@ int baseline_device_copy(const char *backend, dev_path_t path, size_t bytes, lon
     raw_run_t run;
     static const raw_role_t roles[2] = {ROLE_COPY, ROLE_OWNER};
     long warmup = reps / 10 < 2 ? 2 : reps / 10;
-    int rc = raw_create(&run, backend, path, bytes, WAIT_FUTEX, reps, warmup);
+    int rc = raw_create(&run, backend, path, bytes, WAIT_FUTEX, reps, warmup, DEV_MECH_DEFAULT, 0);
     if (rc == 0)
         rc = raw_spawn(&run, roles, path == DEV_PATH_PEER ? 2 : 1);
     if (raw_wait(&run))

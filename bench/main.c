@@ -112,13 +112,6 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
         snprintf(c->label, sizeof c->label, "memcpy %zu B", bytes);
         break;
     }
-    case BASE_DEV_RAW_BEST:
-        rc = baseline_device_hop(device, path, bytes, WAIT_SPIN, scaled(o, 5000), &a) |
-             baseline_device_hop(device, path, bytes, WAIT_FUTEX, scaled(o, 5000), &b);
-        c->m = a.median_us <= b.median_us ? a : b;
-        snprintf(c->label, sizeof c->label, "raw device ops, 3 procs (%s)",
-                 a.median_us <= b.median_us ? "spin" : "futex");
-        break;
     case BASE_DEV_COPY:
         rc = baseline_device_copy(device, path, bytes, device_bw_reps(o, bytes), &c->m);
         snprintf(c->label, sizeof c->label, "raw copy_async %s (1 copy)", bench_path_name(path));
@@ -245,6 +238,34 @@ static int placement_rows(const bench_opts_t *o, const scenario_t *s, adag_place
     return 0;
 }
 
+/* A device-hop row: for each mechanism (ipc-event, then memops, a result
+ * after r), adag's hop against the raw hop of the same mechanism, measured
+ * in alternating rounds (run_device_hop_rounds); a mechanism the raw hop
+ * cannot run here (no value ops) is a skipped row. */
+static int dev_hop_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                        result_t *r)
+{
+    measure_t am[2], bm[2];
+    char why[2][160] = {"", ""};
+    result_t *rows[2] = {r, new_result(s, pl)};
+    if (run_device_hop_rounds(o, s->device, s->path, s->bytes, pl, am, bm, why))
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        dev_mech_t mech = i ? DEV_MECH_MEMOPS : DEV_MECH_IPC_EVENT;
+        char label[64];
+        snprintf(rows[i]->mechanism, sizeof rows[i]->mechanism, "%s", bench_mech_name(mech));
+        if (why[i][0]) {
+            snprintf(rows[i]->skipped, sizeof rows[i]->skipped, "%s", why[i]);
+            continue;
+        }
+        rows[i]->m = am[i];
+        snprintf(label, sizeof label, "raw device ops, %s, %s, same run",
+                 pl == ADAG_PLACEMENT_THREAD ? "2 threads" : "3 procs", bench_mech_name(mech));
+        set_ratio(rows[i], label, bm[i].median_us);
+    }
+    return 0;
+}
+
 /* A tracing row: on against off, the medians of rounds alternating the
  * two. Rounds that spread over 3x say noise (a round trip whose loops
  * slept in some rounds): the goal is then not judged. */
@@ -339,8 +360,8 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
         return run_idle(o, pl, 2.0, m);
     case RUN_COMPILE:
         return run_compile(o, pl, s->n, o->quick ? 3 : 9, m, teardown);
-    case RUN_DEV_HOP:
-        return run_device_hop(o, s->device, s->path, s->bytes, scaled(o, 5000), m);
+    case RUN_DEV_HOP: /* rounds of its own: dev_hop_rows */
+        break;
     case RUN_DEV_BW:
         return run_device_bandwidth(o, s->device, s->path, s->bytes, device_bw_reps(o, s->bytes),
                                     m);
@@ -404,6 +425,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         return tracing_rows(o, s, r);
     if (s->run == RUN_LLM)
         return llm_rows(o, s, pl, r);
+    if (s->run == RUN_DEV_HOP)
+        return dev_hop_rows(o, s, pl, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -444,11 +467,6 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         if (!(b = baseline(o, s->baseline, 0, s->bytes, NULL, DEV_PATH_NONE)))
             return -1;
         set_ratio(r, b->label, b->m.gbps);
-        break;
-    case BASE_DEV_RAW_BEST:
-        if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device, s->path)))
-            return -1;
-        set_ratio(r, b->label, b->m.median_us);
         break;
     case BASE_DEV_COPY:
         if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device, s->path)))
@@ -535,7 +553,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
             set_ratio(t, "budget: 100 ms", 100000);
         }
         break;
-    case BASE_PLACE_OFF: /* measured with the row: placement_rows */
+    case BASE_DEV_RAW_SAME_MECH: /* measured with the row: dev_hop_rows */
+    case BASE_PLACE_OFF: /* and placement_rows */
     case BASE_TRACE_OFF: /* and tracing_rows */
     case BASE_LLM_SINGLE: /* and llm_rows */
         break;

@@ -84,7 +84,8 @@ static int measure(const bench_opts_t *o, const scenario_t *s, measure_t *m)
                            o->quick ? (reps + 9) / 10 : reps, m);
     }
     case RUN_PLACE_DEV_HOP:
-        return run_device_hop(o, s->device, s->path, s->bytes, scaled(o, 5000), m);
+        return run_device_hop(o, s->device, s->path, ADAG_PLACEMENT_PROCESS, DEV_MECH_DEFAULT,
+                              s->bytes, scaled(o, 5000), m);
     default:
         return -1;
     }
@@ -118,8 +119,7 @@ static void print_seen(const char *row, int variant, const adag_actor_placement_
             p->this_machine ? "" : " (placed on another machine's topology)");
 }
 
-/* The measurement of rounds whose figure is the median (by metric). */
-static measure_t median_round(metric_t metric, const measure_t *m, int rounds)
+measure_t bench_median_round(metric_t metric, const measure_t *m, int rounds)
 {
     int pick = 0;
     for (int i = 0; i < rounds; i++) {
@@ -158,6 +158,6 @@ int run_placement(const bench_opts_t *o, const scenario_t *s, measure_t out[3])
                 print_seen(row, v, &seen[v]);
     }
     for (int v = 0; v < 3; v++)
-        out[v] = median_round(s->metric, m[v], rounds);
+        out[v] = bench_median_round(s->metric, m[v], rounds);
     return 0;
 }

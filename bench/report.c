@@ -15,6 +15,11 @@ static const char *metric_name(metric_t m)
     return names[m];
 }
 
+const char *bench_mech_name(dev_mech_t m)
+{
+    return m == DEV_MECH_IPC_EVENT ? "ipc-event" : m == DEV_MECH_MEMOPS ? "memops" : "";
+}
+
 const char *bench_path_name(dev_path_t p)
 {
     static const char *names[] = {"", "zero-copy", "peer", "h2d", "d2h"};
@@ -52,9 +57,9 @@ static void params_text(const result_t *r, char *buf, size_t n)
         snprintf(buf, n, "%u ranks f32 sum %s", r->n, size);
     else if (!strcmp(r->name, "allreduce-dag") || !strcmp(r->name, "allreduce-nccl-dag"))
         snprintf(buf, n, "%u members i32 sum %s", r->n, size);
-    else if (r->device[0] && r->hops) /* "host 0->0 zero-copy 64 B" */
-        snprintf(buf, n, "%s 0->%d %s %s", r->device, r->path == DEV_PATH_PEER, bench_path_name(r->path),
-                 size);
+    else if (r->device[0] && r->hops) /* "emu 0->0 zero-copy 64 B memops" */
+        snprintf(buf, n, "%s 0->%d %s %s%s%s", r->device, r->path == DEV_PATH_PEER,
+                 bench_path_name(r->path), size, r->mechanism[0] ? " " : "", r->mechanism);
     else if (r->device[0] && r->path == DEV_PATH_PEER)
         snprintf(buf, n, "%s 0->1 peer %s", r->device, size);
     else if (r->device[0]) /* "host h2d 16 MiB x2": copies of the bytes */
@@ -185,6 +190,8 @@ void bench_print_json(FILE *out, const bench_opts_t *o, const result_t *results,
         if (r->device[0])
             fprintf(out, ", \"device\": \"%s\", \"path\": \"%s\", \"hops\": %u, \"copies\": %u",
                     r->device, bench_path_name(r->path), r->hops, r->copies);
+        if (r->mechanism[0])
+            fprintf(out, ", \"mechanism\": \"%s\"", r->mechanism);
         if (r->llm)
             fprintf(out, ", \"tp\": %d, \"pp\": %d, \"bucket\": %d, \"d_model\": %d, \"cpus\": %d, "
                          "\"device\": \"%s\"",

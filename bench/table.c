@@ -35,15 +35,18 @@ const scenario_t bench_scenarios[] = {
     {"compile", RUN_COMPILE, 0, 8, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 0, NULL, DEV_PATH_NONE},
     {"compile", RUN_COMPILE, 0, 16, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
     {"compile", RUN_COMPILE, 0, 64, 8, 8, -1, METRIC_TIME, BASE_BUDGET, 1, NULL, DEV_PATH_NONE},
-    /* device rows: process actors bound to devices, tensors in device memory
+    /* device rows: actors bound to devices, tensors in device memory
      * (bench/device.c) against the same hand-offs or copies on the device
      * ops table alone (bench/device_raw.c). "emu" is the emulated device;
      * the "cuda" rows say "skipped: <reason>" where CUDA has no device.
-     * A hop row is a round trip of 3 hand-offs: copy in, A -> B, copy out;
+     * A hop row is a round trip of 3 hand-offs: copy in, A -> B, copy out,
+     * with thread actors (one process: one context) and process actors,
+     * each giving a row per mechanism (ipc-event, memops: ADAG_DEVICE_MEMOPS
+     * 0 and 1) against the raw hop of that mechanism, rounds alternating;
      * --quick divides the bandwidth rows' bytes by 4. */
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "emu",
+    {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "emu",
      DEV_PATH_SAME},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "emu",
+    {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "emu",
      DEV_PATH_PEER},
     {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "emu", DEV_PATH_H2D},
@@ -53,9 +56,9 @@ const scenario_t bench_scenarios[] = {
      "emu", DEV_PATH_PEER},
     {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 0,
      "emu", DEV_PATH_PEER},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
+    {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "cuda",
      DEV_PATH_SAME},
-    {"device-hop", RUN_DEV_HOP, 1, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_BEST, 1, "cuda",
+    {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "cuda",
      DEV_PATH_PEER},
     {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "cuda", DEV_PATH_H2D},

@@ -21,7 +21,8 @@ typedef enum {
     BASE_MEMCPY,       /* memcpy of the same bytes */
     BASE_INFLIGHT_ONE, /* the same chain with one execution in flight */
     BASE_BUDGET,       /* a budget: 1 % of a core, 100 ms */
-    BASE_DEV_RAW_BEST, /* the same hand-offs on the device ops alone, the better wait policy */
+    BASE_DEV_RAW_SAME_MECH, /* the same hand-offs on the device ops alone, by the same
+                             * mechanism, the better wait policy, rounds alternating */
     BASE_DEV_COPY,     /* one copy_async of the same bytes, the same way */
     BASE_MPI_ALLREDUCE, /* Open MPI's MPI_Allreduce, the same ranks, size and op */
     BASE_ALLREDUCE_DIRECT, /* the host communicator's allreduce called directly */

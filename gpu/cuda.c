@@ -25,9 +25,11 @@
  *     the host waiting;
  *   - events are cudaEventDisableTiming | cudaEventInterprocess, so each can
  *     be exported; a handle is the 64-byte CUDA IPC handle (memory: plus the
- *     size, 8 bytes), no fds. Importing needs another process than the one
- *     that exported (CUDA's rule), and that process must not have inherited
- *     an initialized CUDA from fork. event_create_timed's events have the
+ *     size, 8 bytes) and a trailer naming the exporting process, no fds.
+ *     Another process opens the IPC handle; it must not have inherited an
+ *     initialized CUDA from fork. The exporting process itself (thread
+ *     actors) gets an alias of the object instead, since CUDA refuses to
+ *     open a handle in its own process (gpu/cuda_alias.c). event_create_timed's events have the
  *     default flags (timing, not interprocess), timed with
  *     cudaEventElapsedTime (ms as a float, about 0.5 us resolution);
  *   - stream_sync and event_sync with a deadline poll cudaStreamQuery /
@@ -83,6 +85,7 @@ const adag_device_ops_t adag_device_cuda_ops = {
 
 #else /* ADAG_HAVE_CUDA */
 
+#include "gpu/cuda_alias.h"
 #include "gpu/cuda_impl.h"
 
 #include <cuda_runtime_api.h>
@@ -382,6 +385,8 @@ static void free_tagged(adag_device_t *dev, adag_dev_mem_t *mem, const char *tag
 
 static void cuda_mem_free(adag_device_t *dev, adag_dev_mem_t *mem)
 {
+    if (mem && mem->impl == &mem_tag_device && adag__cuda_alias_mem_free(adag__cuda_dev(dev), mem))
+        return; /* exported: freed with its last alias (gpu/cuda_alias.c) */
     free_tagged(dev, mem, &mem_tag_device, adag_cudart.fn.Free, "cudaFree",
                 &adag__cuda_dev(dev)->mem);
 }
@@ -459,7 +464,7 @@ static adag_status_t cuda_mem_export(adag_device_t *dev, const adag_dev_mem_t *m
     memcpy(h->bytes, &ipc, sizeof(ipc));
     memcpy(h->bytes + sizeof(ipc), &size, sizeof(size));
     h->len = MEM_HANDLE_LEN;
-    return ADAG_OK;
+    return adag__cuda_alias_export_mem(d, h, MEM_HANDLE_LEN, mem->ptr, mem->size);
 }
 
 static adag_status_t cuda_mem_import(adag_device_t *dev, adag_dev_handle_t *h, adag_dev_mem_t *mem)
@@ -467,6 +472,8 @@ static adag_status_t cuda_mem_import(adag_device_t *dev, adag_dev_handle_t *h, a
     cuda_dev_t *d = adag__cuda_dev(dev);
     memset(mem, 0, sizeof(*mem));
     adag_status_t st;
+    if (adag__cuda_alias_import_mem(d, h, MEM_HANDLE_LEN, mem, &st))
+        return st; /* this process's own: an alias (gpu/cuda_alias.c) */
     if (h->nfds || h->len != MEM_HANDLE_LEN) {
         st = adag__error(ADAG_ERR_PROTOCOL,
                         "cuda device %u (%s): mem_import: not a CUDA memory handle (%u bytes, %u "
@@ -496,7 +503,7 @@ out:
 static void cuda_mem_unimport(adag_device_t *dev, adag_dev_mem_t *mem)
 {
     cuda_dev_t *d = adag__cuda_dev(dev);
-    if (!mem || !mem->impl)
+    if (!mem || !mem->impl || adag__cuda_alias_mem_unimport(d, mem))
         return;
     if (mem->impl != &mem_tag_import) {
         ADAG_LOG_ERROR("cuda device %u (%s): mem_unimport of memory that mem_import did not "

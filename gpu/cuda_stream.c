@@ -5,6 +5,7 @@
  */
 #ifdef ADAG_HAVE_CUDA
 
+#include "gpu/cuda_alias.h"
 #include "gpu/cuda_impl.h"
 
 #include "common/clock.h"
@@ -240,8 +241,8 @@ adag_status_t adag__cuda_event_elapsed_ns(adag_dev_event_t *start, adag_dev_even
 void adag__cuda_event_destroy(adag_device_t *dev, adag_dev_event_t *ev)
 {
     (void)dev;
-    if (!ev)
-        return;
+    if (!ev || adag__cuda_alias_event_destroy(ev))
+        return; /* exported, or an alias: destroyed with its last holder */
     cuda_dev_t *d = ev->dev;
     cudaError_t err = adag_cudart.fn.EventDestroy(ev->ev);
     if (err != cudaSuccess)
@@ -302,7 +303,7 @@ adag_status_t adag__cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
         return adag__cuda_fail(d, err, "cudaIpcGetEventHandle");
     memcpy(h->bytes, &ipc, sizeof(ipc));
     h->len = EVENT_HANDLE_LEN;
-    return ADAG_OK;
+    return adag__cuda_alias_export_event(d, h, EVENT_HANDLE_LEN, ev->ev);
 }
 
 /* A stream waiting on an IPC event of a process that died or stopped
@@ -322,6 +323,8 @@ adag_status_t adag__cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
     adag_dev_event_t *ev = NULL;
     adag_status_t st;
     *out = NULL;
+    if (adag__cuda_alias_import_event(d, h, EVENT_HANDLE_LEN, out, &st))
+        return st; /* this process's own: an alias (gpu/cuda_alias.c) */
     if (h->nfds || h->len != EVENT_HANDLE_LEN) {
         st = adag__error(ADAG_ERR_PROTOCOL,
                         "cuda device %u (%s): event_import: not a CUDA event handle (%u bytes, %u "

@@ -14,11 +14,20 @@
  *     (the host thread does not wait); an event never recorded is complete;
  *   - memory and events can be exported as a handle (bytes + fds) that
  *     another process imports: it then sees the same bytes and can wait on
- *     the same event;
+ *     the same event. The exporting process may import its own handle too
+ *     (thread actors of one process): that import is an *alias* of the
+ *     exporter's object, with no IPC (CUDA refuses to open a handle in the
+ *     process that made it; the emulated device does not map its memfd a
+ *     second time), counted as an import, and it stays valid until its
+ *     mem_unimport / event_destroy even if the exporter frees the object
+ *     first (the last of them frees it). A handle names its exporting
+ *     process, so an import tells the two cases apart;
  *   - host_fn(s, fn, arg) runs fn on a backend thread in s's order (it must
  *     not call the device API).
  * Every backend counts what is live (memory, streams, events, imports), so
- * tests can check that teardown returns each count to zero.
+ * tests can check that teardown returns each count to zero. An object
+ * counts until its holder frees it (mem_free, event_destroy, ...), even
+ * where queued work or an alias keeps the backend's object a while longer.
  */
 #ifndef ADAG_GPU_DEVICE_H
 #define ADAG_GPU_DEVICE_H
@@ -209,8 +218,10 @@ struct adag_device_ops {
      * stopped): from now on every wait on ev in this process, queued on a
      * stream, running or later, completes at once (what the stream then
      * reads of the peer is undefined), so no stream waits forever for a
-     * peer that will never record. Any thread, idempotent; an event of
-     * this process is left alone. CUDA has no such operation for IPC
+     * peer that will never record. Any thread, idempotent; an event this
+     * process created is left alone, and abandoning an alias releases the
+     * waits on that alias only, never those on the exporter's own event
+     * (its waits go on until it records). CUDA has no such operation for IPC
      * events: there it does nothing (see docs/design.md, "Faults"). */
     void (*event_abandon)(adag_dev_event_t *ev);
 

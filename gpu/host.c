@@ -59,9 +59,16 @@ host_counts_t adag_host_process_live;
 
 /* ---- memory ---- */
 
-typedef struct {
+/* Device memory that this process allocated or imported. An allocation
+ * is held by its owner and by every alias (an import of its own handle in
+ * this process, gpu/host_alias.c): the last reference unmaps it. refs is
+ * acq_rel on the drop, so every use by a dropper happens before the unmap. */
+typedef struct host_mem {
     int fd;       /* -1 for an import (closed once mapped) and host memory */
     size_t map_size;
+    void *ptr;               /* the mapping */
+    _Atomic int refs;        /* the owner's (or an import's own) and its aliases' */
+    struct host_mem *origin; /* an alias: the exporter's allocation, which it holds */
 } host_mem_t;
 
 static char host_registered_tag; /* adag_dev_mem_t.impl of a registration */
@@ -105,6 +112,8 @@ static adag_status_t host_mem_alloc(adag_device_t *d, size_t size, adag_dev_mem_
         munmap(p, m->map_size);
         goto fail_fd;
     }
+    m->ptr = p;
+    atomic_init(&m->refs, 1);
     mem->ptr = p;
     mem->size = size;
     mem->impl = m;
@@ -117,17 +126,35 @@ fail:
     return st;
 }
 
+static void mem_ref(void *obj)
+{
+    atomic_fetch_add_explicit(&((host_mem_t *)obj)->refs, 1, memory_order_relaxed);
+}
+
+/* Drops a reference to a mapping (an allocation or an import through
+ * /proc); the last one unmaps it. */
+static void mem_unref(host_mem_t *m)
+{
+    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    adag__host_ranges_remove(m->ptr);
+    munmap(m->ptr, m->map_size);
+    if (m->fd >= 0)
+        close(m->fd);
+    free(m);
+}
+
+/* The allocation stops being the owner's at once (its count, its handle:
+ * a later import of it is stale); the mapping lives on while aliases hold it. */
 static void host_mem_free(adag_device_t *d, adag_dev_mem_t *mem)
 {
     host_mem_t *m = mem->impl;
     if (!m)
         return;
-    adag__host_ranges_remove(mem->ptr);
-    munmap(mem->ptr, m->map_size);
-    close(m->fd);
-    free(m);
+    adag__host_alias_remove(m);
     memset(mem, 0, sizeof(*mem));
     COUNT(adag__host_dev(d), mem, -1);
+    mem_unref(m);
 }
 
 static adag_status_t host_host_alloc(adag_device_t *d, size_t size, adag_dev_mem_t *mem)
@@ -191,7 +218,10 @@ static void host_host_unregister(adag_device_t *d, adag_dev_mem_t *reg)
  *
  * A handle is bytes only, like a CUDA IPC handle, so it travels in any
  * message: a memfd named by the exporter's pid and fd number plus its
- * identity (gpu/memfd_handle.h), opened by the importer through /proc. */
+ * identity (gpu/memfd_handle.h), opened by the importer through /proc.
+ * A handle of this process itself is never opened that way: its import is
+ * an alias of the exporter's object (gpu/host_alias.c), as on CUDA, where
+ * a process cannot open its own IPC handles. */
 
 adag_status_t adag__host_handle_make(adag_device_t *d, int fd, uint64_t size, const char *what,
                                    adag_dev_handle_t *h)
@@ -242,7 +272,30 @@ static adag_status_t host_mem_export(adag_device_t *d, const adag_dev_mem_t *mem
     if (!m || m->fd < 0)
         return adag__error(ADAG_ERR_INVALID, "device emu:%u: only device memory it allocated "
                                             "can be exported", d->index);
-    return adag__host_handle_make(d, m->fd, mem->size, "memory", h);
+    adag_status_t st = adag__host_handle_make(d, m->fd, mem->size, "memory", h);
+    return st == ADAG_OK ? adag__host_alias_add(h, m) : st;
+}
+
+/* An import of a handle this process exported: the exporter's mapping. */
+static adag_status_t mem_import_alias(adag_device_t *d, const adag_memfd_ref_t *ref,
+                                      adag_dev_mem_t *mem)
+{
+    host_mem_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
+    host_mem_t *o = adag__host_alias_take(ref, mem_ref);
+    if (!o) {
+        free(a);
+        return adag__error(ADAG_ERR_PROTOCOL,
+                          "device emu:%u: a memory handle of this process (fd %d, %llu bytes) "
+                          "names memory that is no longer exported (freed)",
+                          d->index, ref->fd, (unsigned long long)ref->size);
+    }
+    *a = (host_mem_t){.fd = -1, .map_size = o->map_size, .ptr = o->ptr, .origin = o};
+    atomic_init(&a->refs, 1);
+    *mem = (adag_dev_mem_t){.ptr = o->ptr, .size = (size_t)ref->size, .impl = a};
+    COUNT(adag__host_dev(d), imported_mem, 1);
+    return ADAG_OK;
 }
 
 static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, adag_dev_mem_t *mem)
@@ -251,6 +304,8 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
     adag_status_t st = ADAG_OK;
     host_mem_t *m = NULL;
     adag_memfd_ref_t ref = {0}; /* the owner's name for it: checked by the open */
+    if (adag__host_handle_local(h, &ref))
+        return mem_import_alias(d, &ref, mem);
     if (h->len == sizeof(ref))
         memcpy(&ref, h->bytes, sizeof(ref));
     int fd = adag__host_handle_open(d, h, "memory", 0, &size, &st);
@@ -273,6 +328,8 @@ static adag_status_t host_mem_import(adag_device_t *d, adag_dev_handle_t *h, ada
         free(m);
         goto out;
     }
+    m->ptr = p;
+    atomic_init(&m->refs, 1);
     mem->ptr = p;
     mem->size = (size_t)size;
     mem->impl = m;
@@ -287,11 +344,14 @@ static void host_mem_unimport(adag_device_t *d, adag_dev_mem_t *mem)
     host_mem_t *m = mem->impl;
     if (!m)
         return;
-    adag__host_ranges_remove(mem->ptr);
-    munmap(mem->ptr, m->map_size);
-    free(m);
     memset(mem, 0, sizeof(*mem));
     COUNT(adag__host_dev(d), imported_mem, -1);
+    if (m->origin) { /* an alias: lets go of the exporter's mapping */
+        mem_unref(m->origin);
+        free(m);
+        return;
+    }
+    mem_unref(m);
 }
 
 /* ---- devices ---- */

@@ -50,6 +50,21 @@ adag_status_t adag__host_handle_make(adag_device_t *d, int fd, uint64_t size, co
 int adag__host_handle_open(adag_device_t *d, adag_dev_handle_t *h, const char *what, uint64_t min,
                           uint64_t *size, adag_status_t *st);
 
+/* Aliases (gpu/host_alias.c): a handle this process exported, imported
+ * here again, gives the exporter's object itself (memory: its mapping;
+ * events: its page, with an event object of the importer's own), held by
+ * a reference until the import is closed, even if the exporter freed it
+ * first: no second mapping through /proc/self/fd. handle_local says
+ * whether h names a memfd of this process (and gives its name); the
+ * exporter adds its object once exported and removes it before it drops
+ * its own reference; take finds the object exported under ref's memfd and
+ * calls take(obj) (which takes a reference) under the table's lock, or
+ * returns NULL (the exporter freed it: a stale handle). */
+int adag__host_handle_local(const adag_dev_handle_t *h, adag_memfd_ref_t *ref);
+adag_status_t adag__host_alias_add(const adag_dev_handle_t *h, void *obj);
+void adag__host_alias_remove(void *obj);
+void *adag__host_alias_take(const adag_memfd_ref_t *ref, void (*take)(void *obj));
+
 /* The process's map of device and page-locked memory (gpu/host_ranges.c):
  * add refuses a range that overlaps one in the map (ADAG_ERR_INVALID),
  * unless the memory is fresh (just mapped or allocated: what it overlaps

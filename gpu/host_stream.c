@@ -42,6 +42,10 @@ struct adag_dev_event {
     event_page_t *page;
     int fd;
     int imported;
+    /* an alias (an import of this process's own handle, gpu/host_alias.c):
+     * the exporter's event, whose page it shares and which it holds by a
+     * reference until its own last one drops; NULL otherwise */
+    adag_dev_event_t *origin;
     /* set (seq_cst, then the page's wake word is notified) by
      * event_abandon: waits in this process stop waiting for the exporter */
     _Atomic int abandoned;
@@ -167,24 +171,37 @@ static void event_unref(adag_dev_event_t *ev)
 {
     if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
         return;
-    munmap(ev->page, adag__host_page_round(sizeof(event_page_t)));
+    if (ev->origin)
+        event_unref(ev->origin); /* the page is the origin's */
+    else
+        munmap(ev->page, adag__host_page_round(sizeof(event_page_t)));
     if (ev->stream)
         stream_unref(ev->stream);
     pthread_mutex_destroy(&ev->stream_lock);
     if (ev->fd >= 0)
         close(ev->fd);
-    if (ev->imported)
-        COUNT(ev->dev, imported_events, -1);
-    else
-        COUNT(ev->dev, events, -1);
     free(ev);
 }
 
+static void event_ref(void *obj)
+{
+    atomic_fetch_add_explicit(&((adag_dev_event_t *)obj)->refs, 1, memory_order_relaxed);
+}
+
+/* The count drops at once: the event is no longer its owner's (work
+ * queued on it and aliases may hold it longer, without its device). */
 void adag__host_event_destroy(adag_device_t *d, adag_dev_event_t *ev)
 {
     (void)d;
-    if (ev)
-        event_unref(ev);
+    if (!ev)
+        return;
+    if (ev->imported) {
+        COUNT(ev->dev, imported_events, -1);
+    } else {
+        adag__host_alias_remove(ev);
+        COUNT(ev->dev, events, -1);
+    }
+    event_unref(ev);
 }
 
 adag_status_t adag__host_event_export(adag_device_t *d, adag_dev_event_t *ev,
@@ -196,7 +213,36 @@ adag_status_t adag__host_event_export(adag_device_t *d, adag_dev_event_t *ev,
     if (ev->timed) /* as on CUDA, where an interprocess event cannot be timed */
         return adag__error(ADAG_ERR_INVALID, "device emu:%u: a timed event cannot be exported",
                           d->index);
-    return adag__host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
+    adag_status_t st = adag__host_handle_make(d, ev->fd, sizeof(event_page_t), "event", h);
+    return st == ADAG_OK ? adag__host_alias_add(h, ev) : st;
+}
+
+/* An import of a handle this process exported: an event object of the
+ * importer's own (its abandon flag: abandoning it releases the waits on it,
+ * not those on the exporter's event) over the exporter's page. */
+static adag_status_t event_import_alias(adag_device_t *d, const adag_memfd_ref_t *ref,
+                                        adag_dev_event_t **out)
+{
+    adag_dev_event_t *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: out of memory", d->index);
+    adag_dev_event_t *o = adag__host_alias_take(ref, event_ref);
+    if (!o) {
+        free(ev);
+        return adag__error(ADAG_ERR_PROTOCOL,
+                          "device emu:%u: an event handle of this process (fd %d) names an "
+                          "event that is no longer exported (destroyed)", d->index, ref->fd);
+    }
+    ev->dev = adag__host_dev(d);
+    ev->page = o->page;
+    ev->fd = -1;
+    ev->imported = 1;
+    ev->origin = o;
+    atomic_init(&ev->refs, 1);
+    pthread_mutex_init(&ev->stream_lock, NULL);
+    COUNT(adag__host_dev(d), imported_events, 1);
+    *out = ev;
+    return ADAG_OK;
 }
 
 adag_status_t adag__host_event_import(adag_device_t *d, adag_dev_handle_t *h,
@@ -204,6 +250,9 @@ adag_status_t adag__host_event_import(adag_device_t *d, adag_dev_handle_t *h,
 {
     uint64_t size;
     adag_status_t st = ADAG_OK;
+    adag_memfd_ref_t ref;
+    if (adag__host_handle_local(h, &ref))
+        return event_import_alias(d, &ref, out);
     int fd = adag__host_handle_open(d, h, "event", sizeof(event_page_t), &size, &st);
     if (fd < 0)
         return st;
@@ -246,11 +295,13 @@ adag_status_t adag__host_event_sync(adag_dev_event_t *ev, int64_t deadline)
     uint64_t want = atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
     reached_arg_t a = {ev->page, want, &ev->abandoned};
     if (!ticket_reached(&a)) {
-        pthread_mutex_lock(&ev->stream_lock);
-        adag_dev_stream_t *s = ev->stream;
+        /* an alias helps the stream of its exporter's latest record */
+        adag_dev_event_t *rec = ev->origin ? ev->origin : ev;
+        pthread_mutex_lock(&rec->stream_lock);
+        adag_dev_stream_t *s = rec->stream;
         if (s)
             stream_ref(s);
-        pthread_mutex_unlock(&ev->stream_lock);
+        pthread_mutex_unlock(&rec->stream_lock);
         if (s) {
             stream_help(s, ticket_reached, &a, deadline);
             stream_unref(s);

@@ -5,6 +5,7 @@
  * and in another; memory and events cross processes; counts return to
  * zero. */
 #include "common/clock.h"
+#include "device_kinds.h"
 #include "gpu/device.h"
 
 #include <criterion/criterion.h>
@@ -18,22 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint32_t all_kinds[ADAG_DEVICE_KIND_COUNT];
-
-static struct criterion_test_params kinds_params(void)
-{
-    for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++)
-        all_kinds[k] = k;
-    return cr_make_param_array(uint32_t, all_kinds, ADAG_DEVICE_KIND_COUNT);
-}
-
 /* One test per device kind (a backend without a device here skips). */
-#define DEVICE_TEST(name, tmo)                                                                 \
-    ParameterizedTestParameters(device, name)                                                  \
-    {                                                                                          \
-        return kinds_params();                                                                 \
-    }                                                                                          \
-    ParameterizedTest(uint32_t *kind, device, name, .timeout = tmo)
+#define DEVICE_TEST(name, tmo) DEVICE_KIND_TEST(device, name, tmo)
 
 static double now_ms(void)
 {
@@ -46,19 +33,9 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Opens device 0 of the kind, or skips the test saying why. */
 static adag_device_t *open_or_skip(uint32_t kind)
 {
-    const adag_device_ops_t *ops = adag__device_backend(kind);
-    char why[256] = "";
-    if (!ops)
-        cr_skip_test("skipped: device kind %u is not built into this library", kind);
-    if (ops->probe(why, sizeof why) == 0)
-        cr_skip_test("skipped: %s: %s", ops->name, why);
-    adag_device_t *dev = NULL;
-    cr_assert_eq(ops->open(0, &dev), ADAG_OK, "%s: %s", ops->name, adag_last_error());
-    cr_assert_eq(ops->bind_thread(dev), ADAG_OK, "%s", adag_last_error());
-    return dev;
+    return device_open_or_skip(kind, 0);
 }
 
 static void assert_no_live_objects(adag_device_t *dev)

@@ -67,6 +67,7 @@ int cdag_test_driver_device_zero_copy(void);
 int cdag_test_peer_copy(void);
 int cdag_test_comm_transport(void);
 int cdag_test_emu_and_cuda(void);
+int cdag_test_thread_actors(void);
 /* cuda_dag_faults.c */
 int cdag_test_slow_kernel(void);
 int cdag_test_stuck_transfer(void);
@@ -116,6 +117,11 @@ adag_status_t cdag_stage(adag_runtime_h rt, const char *name, const char *device
  * device, ADAG_TEST_CUDA_EMULATED_MODULE for an emu one. */
 adag_status_t cdag_stage_module(adag_runtime_h rt, const char *name, const char *device,
                                 const char *module, int stage, int spin_us, adag_actor_h *actor);
+/* The same with the placement given (ADAG_PLACEMENT_THREAD: the module is
+ * loaded into this process, which then runs CUDA itself). */
+adag_status_t cdag_stage_placed(adag_runtime_h rt, const char *name, const char *device,
+                                const char *module, adag_placement_t placement, int stage,
+                                int spin_us, adag_actor_h *actor);
 
 /* How cdag_chain compiles. */
 typedef struct {

@@ -191,7 +191,39 @@ adag_status_t cdag_stage(adag_runtime_h rt, const char *name, const char *device
 adag_status_t cdag_stage_module(adag_runtime_h rt, const char *name, const char *device,
                                 const char *module, int stage, int spin_us, adag_actor_h *actor)
 {
+    return cdag_stage_placed(rt, name, device, module, ADAG_PLACEMENT_PROCESS, stage, spin_us,
+                             actor);
+}
+
+/* A thread actor's class comes from the module loaded into this process
+ * (kept loaded: the runtime holds the class), registered once per runtime
+ * (a second register of the name is refused, which is fine). */
+static adag_status_t register_module_class(adag_runtime_h rt, const char *module)
+{
+    void *lib = dlopen(module, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "  dlopen %s: %s\n", module, dlerror());
+        return ADAG_ERR_NOT_FOUND;
+    }
+    const adag_class_def_t *const *classes = dlsym(lib, "adag_module_classes");
+    if (!classes || !classes[0]) {
+        fprintf(stderr, "  %s exports no classes\n", module);
+        return ADAG_ERR_NOT_FOUND;
+    }
+    (void)adag_class_register(rt, classes[0]);
+    return ADAG_OK;
+}
+
+adag_status_t cdag_stage_placed(adag_runtime_h rt, const char *name, const char *device,
+                                const char *module, adag_placement_t placement, int stage,
+                                int spin_us, adag_actor_h *actor)
+{
     cuda_stage_init_t init = {stage, spin_us};
+    if (placement == ADAG_PLACEMENT_THREAD) {
+        adag_status_t st = register_module_class(rt, module);
+        if (st != ADAG_OK)
+            return st;
+    }
     adag_actor_params_t p = {
         .field_mask = ADAG_ACTOR_PARAM_CLASS | ADAG_ACTOR_PARAM_NAME | ADAG_ACTOR_PARAM_MODULE |
                       ADAG_ACTOR_PARAM_PLACEMENT | ADAG_ACTOR_PARAM_INIT |
@@ -199,7 +231,7 @@ adag_status_t cdag_stage_module(adag_runtime_h rt, const char *name, const char 
         .class_name = "cuda_stage",
         .name = name,
         .module_path = module,
-        .placement = ADAG_PLACEMENT_PROCESS,
+        .placement = placement,
         .init_data = &init,
         .init_size = sizeof init,
         .device = device,

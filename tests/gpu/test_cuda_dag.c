@@ -1,6 +1,7 @@
 /*
  * test-cuda-dag: the DAG scenarios of the emulated device's suites with
- * "cuda_stage" process actors on CUDA devices (`make test-gpu`;
+ * "cuda_stage" process actors (and thread actors: thread_actors_one_process)
+ * on CUDA devices (`make test-gpu`;
  * tests/gpu/README.md). This file has the runner and the data-path tests
  * (pipelines, the driver's device); cuda_dag_faults.c the timing and fault
  * tests.
@@ -151,6 +152,59 @@ int cdag_test_peer_copy(void)
     CHECK(cdag_wait_no_children(10000) == 0, "workers left after the runtime was destroyed");
 out:
     free(dot);
+    if (rt)
+        adag_runtime_destroy(rt);
+    return rc;
+}
+
+/* Thread actors of this process on CUDA devices: their device channels
+ * import handles this process exported, which CUDA cannot open here (an
+ * IPC import in the exporting process fails): the backend gives aliases
+ * of the writer's slots and events instead, in the one context all the
+ * threads share. s1 -> s2 -> s3 on cuda:0 (zero copies), 1000 executions
+ * of every dtype checked; then, with two devices, s1 (cuda:0) -> s2
+ * (cuda:1), a peer copy from the alias, 500 executions. */
+int cdag_test_thread_actors(void)
+{
+    int rc = cdag_require(1);
+    if (rc != PASS)
+        return rc;
+    const char *module = cdag_emulated ? ADAG_TEST_CUDA_EMULATED_MODULE : ADAG_TEST_CUDA_MODULE;
+    static const int spin_us[3] = {50, 150, 0};
+    adag_runtime_h rt = NULL;
+    adag_actor_h a[3], b[2];
+    adag_dag_h dag = NULL;
+    CHECK_OK(cdag_runtime(&rt));
+    for (int s = 0; s < 3; s++) {
+        char name[8];
+        snprintf(name, sizeof name, "s%d", s + 1);
+        CHECK_OK(cdag_stage_placed(rt, name, cdag_dev(0), module, ADAG_PLACEMENT_THREAD, s + 1,
+                                   spin_us[s], &a[s]));
+    }
+    cdag_chain_t o = {.max_inflight = 4, .slot_capacity = 4096};
+    CHECK_OK(cdag_chain(rt, a, 3, &o, &dag));
+    if ((rc = run_checked(dag, 3, 4, 1000, cdag_device(0))) != PASS)
+        goto out;
+    CHECK_OK(adag_dag_destroy(dag));
+    dag = NULL;
+    if (cdag_require(2) == PASS) {
+        CHECK_OK(cdag_stage_placed(rt, "t1", cdag_dev(0), module, ADAG_PLACEMENT_THREAD, 1, 100,
+                                   &b[0]));
+        CHECK_OK(cdag_stage_placed(rt, "t2", cdag_dev(1), module, ADAG_PLACEMENT_THREAD, 2, 0,
+                                   &b[1]));
+        CHECK_OK(cdag_chain(rt, b, 2, &o, &dag));
+        if ((rc = run_checked(dag, 2, 4, 500, cdag_device(1))) != PASS)
+            goto out;
+        CHECK_OK(adag_dag_destroy(dag));
+        dag = NULL;
+    } else {
+        printf("  (one device: the two-device part did not run: %s)\n", cdag_skip_reason);
+    }
+    CHECK_OK(adag_runtime_destroy(rt));
+    rt = NULL;
+out:
+    if (dag)
+        adag_dag_destroy(dag);
     if (rt)
         adag_runtime_destroy(rt);
     return rc;
@@ -456,6 +510,7 @@ static const struct {
     {"no_device_memory_left", cdag_test_leaks, 180},
     {"peer_copy_two_devices", cdag_test_peer_copy, 120},
     {"emu_and_cuda_in_one_runtime", cdag_test_emu_and_cuda, 120},
+    {"thread_actors_one_process", cdag_test_thread_actors, 180},
     {"comm_transport_two_devices", cdag_test_comm_transport, 120},
     {"allreduce_every_op_and_dtype", cdag_test_coll_allreduce, 300},
     {"reducescatter_every_op_and_dtype", cdag_test_coll_reducescatter, 300},
