@@ -651,7 +651,7 @@ $(BUILD)/tests/gpu/libscale.so: tests/gpu/scale.cu
 # cuda_stage.c (the class, by cc) and cuda_stage_kernels.cu, linked by nvcc
 # against the shared CUDA runtime, like libgpu_stages_cuda.so.
 GPU_DAG_SRCS := tests/gpu/test_cuda_dag.c tests/gpu/cuda_dag_common.c tests/gpu/cuda_dag_faults.c \
-    tests/gpu/cuda_dag_coll.c tests/probes.c
+    tests/gpu/cuda_dag_coll.c tests/gpu/cuda_dag_ahead.c tests/probes.c
 $(GPU_DAG_TEST): $(GPU_DAG_SRCS) tests/gpu/cuda_dag.h tests/gpu/cuda_stage.h tests/modules/gpu_stage.h \
     tests/probes.h $(BUILD)/libadag.so $(CUDA_STAMP)
 	@mkdir -p $(dir $@)

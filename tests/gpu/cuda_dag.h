@@ -68,6 +68,7 @@ int cdag_test_peer_copy(void);
 int cdag_test_comm_transport(void);
 int cdag_test_emu_and_cuda(void);
 int cdag_test_thread_actors(void);
+int cdag_test_ahead(void);
 /* cuda_dag_faults.c */
 int cdag_test_slow_kernel(void);
 int cdag_test_stuck_transfer(void);
@@ -131,6 +132,9 @@ typedef struct {
     int comm_timeout_ms;       /* 0: the default */
     const char *driver_device; /* NULL: none */
     adag_transport_t transport; /* of every tensor between stages (not the input) */
+    /* nonzero: every tensor (the input too) declared f32[fixed], so that
+     * the stages after the first run ahead of their inputs */
+    int64_t fixed;
 } cdag_chain_t;
 
 /* input 0 (a tensor) -> a[0].step -> ... -> a[n-1].step, each step's

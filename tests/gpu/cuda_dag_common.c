@@ -272,10 +272,21 @@ adag_status_t cdag_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
     adag_node_h x, y = NULL, info = NULL;
     adag_tensor_params_t between = {.field_mask = ADAG_TENSOR_PARAM_TRANSPORT,
                                     .transport = o->transport};
+    adag_tensor_params_t fixed = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
+                                  .dtype = ADAG_DTYPE_F32,
+                                  .ndim = 1,
+                                  .shape = {o->fixed}};
+    if (o->fixed) {
+        between.field_mask |= fixed.field_mask;
+        between.dtype = fixed.dtype;
+        between.ndim = 1;
+        between.shape[0] = o->fixed;
+    }
     adag_status_t st = adag_graph_create(rt, &g);
     if (st != ADAG_OK)
         return st;
-    if ((st = adag_graph_input(g, 0, &x)) != ADAG_OK || (st = adag_node_tensor(x, NULL)) != ADAG_OK)
+    if ((st = adag_graph_input(g, 0, &x)) != ADAG_OK ||
+        (st = adag_node_tensor(x, o->fixed ? &fixed : NULL)) != ADAG_OK)
         goto out;
     for (unsigned s = 0; s < n; s++) {
         adag_node_h call;
@@ -284,7 +295,8 @@ adag_status_t cdag_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
             (st = adag_node_output(call, 1, &info)) != ADAG_OK)
             goto out;
         /* the transport asked for goes to tensors a next stage reads */
-        st = adag_node_tensor(y, s + 1 < n && o->transport != ADAG_TRANSPORT_AUTO ? &between : NULL);
+        st = adag_node_tensor(y, o->fixed || (s + 1 < n && o->transport != ADAG_TRANSPORT_AUTO)
+                                     ? &between : NULL);
         if (st != ADAG_OK)
             goto out;
         x = y;
