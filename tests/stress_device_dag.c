@@ -45,8 +45,10 @@ static adag_status_t build(adag_runtime_h rt, adag_actor_h *a, int fixed, adag_d
             goto out;
         x = y;
     }
-    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT,
-                                .max_inflight = INFLIGHT};
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
+                                              ADAG_COMPILE_PARAM_RUN_AHEAD,
+                                .max_inflight = INFLIGHT,
+                                .run_ahead = fixed};
     if ((st = adag_graph_output(g, &y, 1)) == ADAG_OK)
         st = adag_graph_compile(g, &cp, dag);
 out:

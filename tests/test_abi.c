@@ -181,7 +181,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_placement_t, nic_distance, 584);
     PIN_AT(adag_actor_placement_t, this_machine, 608);
 
-    PIN_SIZE(adag_compile_params_t, 72); /* comm_timeout_ms, driver_device, trace_spans appended (bits 6-8) */
+    PIN_SIZE(adag_compile_params_t, 80); /* comm_timeout_ms, driver_device, trace_spans, run_ahead appended (bits 6-9) */
     PIN_AT(adag_compile_params_t, field_mask, 0);
     PIN_AT(adag_compile_params_t, max_inflight, 8);
     PIN_AT(adag_compile_params_t, slot_capacity, 16);
@@ -192,6 +192,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_compile_params_t, comm_timeout_ms, 48);
     PIN_AT(adag_compile_params_t, driver_device, 56);
     PIN_AT(adag_compile_params_t, trace_spans, 64);
+    PIN_AT(adag_compile_params_t, run_ahead, 72);
 
     PIN_SIZE(adag_writer_t, 16);
     PIN_AT(adag_writer_t, fn, 0);

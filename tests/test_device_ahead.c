@@ -77,11 +77,12 @@ static void check(const float *x, const adag_value_t *out, uint64_t k)
     }
 }
 
-/* s1's method spends 30 ms on the host before its kernel. s2 and s3 read
- * ahead: their methods end before s1's does (each stage's info says when
- * its method ended), and every element is right. By IPC events nothing
- * runs ahead: each method ends after its writer's. */
-static void slow_host_side(adag_placement_t pl, int memops)
+/* s1's method spends 30 ms on the host before its kernel. Compiled with
+ * run_ahead, s2 and s3 read ahead: their methods end before s1's does
+ * (each stage's info says when its method ended), and every element is
+ * right. Without run_ahead, or by IPC events, nothing runs ahead: each
+ * method ends after its writer's. */
+static void slow_host_side(adag_placement_t pl, int memops, int run_ahead)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
@@ -104,9 +105,12 @@ static void slow_host_side(adag_placement_t pl, int memops)
     }
     adag_node_h outs[4] = {y, info[0], info[1], info[2]};
     ASSERT_OK(adag_graph_output(g, outs, 4));
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_RUN_AHEAD,
+                                .run_ahead = run_ahead};
     adag_dag_h dag;
-    ASSERT_OK(adag_graph_compile(g, NULL, &dag));
+    ASSERT_OK(adag_graph_compile(g, &cp, &dag));
     ASSERT_OK(adag_graph_destroy(g));
+    int ahead = run_ahead && memops;
     static float xs[N];
     for (uint64_t k = 0; k < 12; k++) {
         input(xs, k);
@@ -123,13 +127,14 @@ static void slow_host_side(adag_placement_t pl, int memops)
         }
         for (int s = 1; s < 3; s++) {
             double after_ms = (double)(si[s].method_ns - si[0].method_ns) / 1e6;
-            if (memops)
+            if (ahead)
                 cr_assert_lt(after_ms, 0.0, "execution %llu: s%d's method ended %.1f ms after "
                              "s1's: it did not run ahead", (unsigned long long)k, s + 1,
                              after_ms);
             else
                 cr_assert_gt(after_ms, 0.0, "execution %llu: s%d's method ended %.1f ms before "
-                             "s1's by IPC events", (unsigned long long)k, s + 1, -after_ms);
+                             "s1's (memops %d, run_ahead %d)", (unsigned long long)k, s + 1,
+                             -after_ms, memops, run_ahead);
         }
         ASSERT_OK(adag_dag_release(dag, ref));
     }
@@ -142,14 +147,19 @@ static void slow_host_side(adag_placement_t pl, int memops)
 
 static void slow_host_side_ahead(adag_placement_t pl)
 {
-    slow_host_side(pl, 1);
+    slow_host_side(pl, 1, 1);
 }
 
 H_BOTH(device_ahead, slow_host_side_ahead, 60)
 
 Test(device_ahead, nothing_ahead_by_ipc_events, .timeout = 60)
 {
-    slow_host_side(ADAG_PLACEMENT_PROCESS, 0);
+    slow_host_side(ADAG_PLACEMENT_PROCESS, 0, 1);
+}
+
+Test(device_ahead, nothing_ahead_without_run_ahead, .timeout = 60)
+{
+    slow_host_side(ADAG_PLACEMENT_THREAD, 1, 0);
 }
 
 /* s2 fails every execution whose ref % 4 == 1; s3 reads ahead of it. Each
@@ -180,9 +190,11 @@ static void upstream_failures(adag_placement_t pl)
     ASSERT_OK(adag_graph_output(g, &y, 1));
     enum { INFLIGHT = 3 };
     adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
-                                              ADAG_COMPILE_PARAM_COMM_TIMEOUT,
+                                              ADAG_COMPILE_PARAM_COMM_TIMEOUT |
+                                              ADAG_COMPILE_PARAM_RUN_AHEAD,
                                 .max_inflight = INFLIGHT,
-                                .comm_timeout_ms = 300};
+                                .comm_timeout_ms = 300,
+                                .run_ahead = 1};
     adag_dag_h dag;
     ASSERT_OK(adag_graph_compile(g, &cp, &dag));
     ASSERT_OK(adag_graph_destroy(g));
@@ -232,3 +244,60 @@ static void upstream_failures(adag_placement_t pl)
 }
 
 H_BOTH(device_ahead, upstream_failures, 90)
+
+/* A DAG that runs ahead has its device actors to itself: a second DAG
+ * over one of them is refused (ADAG_ERR_BUSY, naming the actor and the
+ * DAG) while it lives, whichever compiles first, and compiles once it is
+ * gone. A bad run_ahead is refused too. */
+static adag_status_t one_stage_dag(adag_runtime_h rt, adag_actor_h a, const char *name,
+                                   int run_ahead, adag_dag_h *dag)
+{
+    adag_graph_h g;
+    adag_node_h x, y;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    ASSERT_OK(adag_graph_input(g, 0, &x));
+    declare(x);
+    ASSERT_OK(adag_graph_bind(g, a, "apply", &x, 1, &y));
+    declare(y);
+    ASSERT_OK(adag_graph_output(g, &y, 1));
+    adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_RUN_AHEAD | ADAG_COMPILE_PARAM_NAME,
+                                .run_ahead = run_ahead,
+                                .name = name};
+    adag_status_t st = adag_graph_compile(g, &cp, dag);
+    ASSERT_OK(adag_graph_destroy(g));
+    return st;
+}
+
+static void exclusive_actors(adag_placement_t pl)
+{
+    h_snapshot_t snap;
+    h_snapshot(&snap);
+    adag_runtime_h rt = h_runtime();
+    adag_actor_h a = stage(rt, pl, "s1", "emu:0", 1, 0, 0);
+    adag_dag_h first, second;
+    ASSERT_ST(one_stage_dag(rt, a, "bad", 2, &first), ADAG_ERR_INVALID);
+    cr_assert(strstr(adag_last_error(), "run_ahead 2"), "%s", adag_last_error());
+    /* ahead first, then a plain DAG */
+    ASSERT_OK(one_stage_dag(rt, a, "ahead", 1, &first));
+    ASSERT_ST(one_stage_dag(rt, a, "plain", 0, &second), ADAG_ERR_BUSY);
+    cr_assert(strstr(adag_last_error(), "actor s1 is in DAG ahead") &&
+                  strstr(adag_last_error(), "runs ahead of its inputs"),
+              "%s", adag_last_error());
+    ASSERT_OK(adag_dag_destroy(first));
+    /* a plain DAG first, then one that runs ahead */
+    ASSERT_OK(one_stage_dag(rt, a, "plain", 0, &second));
+    ASSERT_ST(one_stage_dag(rt, a, "ahead", 1, &first), ADAG_ERR_BUSY);
+    cr_assert(strstr(adag_last_error(), "actor s1 is in DAG plain"), "%s", adag_last_error());
+    /* two plain DAGs share it as ever */
+    adag_dag_h third;
+    ASSERT_OK(one_stage_dag(rt, a, "plain2", 0, &third));
+    ASSERT_OK(adag_dag_destroy(third));
+    ASSERT_OK(adag_dag_destroy(second));
+    ASSERT_OK(one_stage_dag(rt, a, "ahead", 1, &first));
+    ASSERT_OK(adag_dag_destroy(first));
+    ASSERT_OK(adag_actor_destroy(a));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(&snap);
+}
+
+H_BOTH(device_ahead, exclusive_actors, 60)

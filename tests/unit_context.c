@@ -94,7 +94,7 @@ Test(ctx, abort_race_has_one_winner, .timeout = 60)
  * and a backend where nothing blocks keeps working. */
 Test(ctx, abort_wakes_every_endpoint_of_every_backend, .timeout = 60)
 {
-    enum { PER = 2, MAXCH = 2 * 12 };
+    enum { PER = 2, MAXCH = 2 * 16 };
     adag_dag_ctx_t ctx;
     uint32_t kinds[MAXCH];
     adag_chan_geom_t geoms[MAXCH];

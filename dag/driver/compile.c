@@ -34,7 +34,39 @@ static const adag_param_field_t compile_fields[] = {
     COMPILE_FIELD(comm_timeout_ms, ADAG_COMPILE_PARAM_COMM_TIMEOUT),
     COMPILE_FIELD(driver_device, ADAG_COMPILE_PARAM_DRIVER_DEVICE),
     COMPILE_FIELD(trace_spans, ADAG_COMPILE_PARAM_TRACE),
+    COMPILE_FIELD(run_ahead, ADAG_COMPILE_PARAM_RUN_AHEAD),
 };
+
+/* A DAG that runs ahead (adag_compile_params_t.run_ahead) leaves waits on
+ * its device actors' streams for work their writers have not queued yet:
+ * another DAG's work queued behind them on one of those streams could wait
+ * for work of this DAG's queued behind its own, and neither would run. So
+ * such a DAG's device-bound actors are in no other live DAG, and a DAG that
+ * does not run ahead shares none with one that does. Under rt->lock, before
+ * the DAG joins rt->dags. */
+static adag_status_t check_run_ahead(adag_runtime_h rt, const adag_dag_run_t *mine)
+{
+    for (adag_list_t *l = rt->dags.next; l != &rt->dags; l = l->next) {
+        const adag_dag_run_t *other = (const adag_dag_run_t *)l;
+        if (!mine->run_ahead && !other->run_ahead)
+            continue;
+        for (unsigned i = 0; i < mine->nactors; i++) {
+            adag_actor_h a = mine->actors[i].actor;
+            if (a->device_kind < 0)
+                continue;
+            for (unsigned j = 0; j < other->nactors; j++)
+                if (other->actors[j].actor == a)
+                    return adag__error(ADAG_ERR_BUSY,
+                                      "adag_graph_compile: actor %s is in DAG %s, which %s; a "
+                                      "DAG that runs ahead of its inputs (run_ahead) has its "
+                                      "device actors to itself",
+                                      a->name, other->name,
+                                      other->run_ahead ? "runs ahead of its inputs"
+                                                       : "is still alive");
+        }
+    }
+    return ADAG_OK;
+}
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
 {
@@ -73,6 +105,11 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: trace_spans %llu is not in "
                           "0..%llu", (unsigned long long)dag->plan.trace_spans,
                           (unsigned long long)ADAG_TRACE_MAX_SPANS);
+    if ((mask & ADAG_COMPILE_PARAM_RUN_AHEAD) && p->run_ahead != 0 && p->run_ahead != 1)
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: run_ahead %d is not 0 or 1",
+                          p->run_ahead);
+    dag->plan.run_ahead = (mask & ADAG_COMPILE_PARAM_RUN_AHEAD) ? p->run_ahead : 0;
+    dag->run.run_ahead = dag->plan.run_ahead;
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->run.name, sizeof(dag->run.name), "%s", p->name);
     if (dag->plan.max_inflight < 1 || dag->plan.max_inflight > ADAG_PROG_MAX_INFLIGHT)
@@ -367,10 +404,15 @@ adag_status_t adag_graph_compile(adag_graph_h g, const adag_compile_params_t *pa
     for (unsigned i = 0; i < g->nnodes; i++)
         adag__node_describe(g->nodes[i], dag->plan.node_labels[i], sizeof(dag->plan.node_labels[i]));
 
-    /* register before installing, so a worker death during install fails it */
+    /* register before installing, so a worker death during install fails
+     * it; a DAG that runs ahead has its device actors to itself */
     pthread_mutex_lock(&g->rt->lock);
-    adag__list_push(&g->rt->dags, &dag->run.link);
+    st = check_run_ahead(g->rt, &dag->run);
+    if (st == ADAG_OK)
+        adag__list_push(&g->rt->dags, &dag->run.link);
     pthread_mutex_unlock(&g->rt->lock);
+    if (st != ADAG_OK)
+        goto fail;
     if ((st = adag__dag_install(dag)) != ADAG_OK) {
         /* adag_dag_destroy stops what was installed; keep this failure's message */
         char msg[ADAG_ERROR_MAX];

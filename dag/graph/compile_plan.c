@@ -157,12 +157,14 @@ static adag_status_t plan_order_channels(adag_plan_t *plan, const adag_dag_run_t
  * method of a device-bound actor whose every argument is a static tensor
  * (dtype and shape declared) written by an actor on a device of the same
  * backend, moved by the device channel (not ADAG_TRANSPORT_HOST or COMM),
- * in a runtime whose hand-offs are by value ops. Its actor then reads the
+ * in a DAG compiled with run_ahead, in a runtime whose hand-offs are by
+ * value ops. Its actor then reads the
  * start channel: it waits for its execution to start, and each endpoint
  * says at connect whether it can read ahead (the loop asks). */
 static int may_run_ahead(const adag_compiler_t *cx, adag_node_h nd)
 {
-    if (nd->coll || nd->actor->device_kind < 0 || !cx->run->rt->settings.device_memops)
+    if (!cx->plan->run_ahead || nd->coll || nd->actor->device_kind < 0 ||
+        !cx->run->rt->settings.device_memops)
         return 0;
     for (unsigned a = 0; a < nd->nargs; a++) {
         const adag_dag_chan_t *c = &cx->plan->chans[adag__compile_value_chan(cx, nd->args[a])];

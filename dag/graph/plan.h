@@ -42,6 +42,7 @@ typedef struct {
  * at compile, read-only once the DAG is installed. */
 typedef struct adag_plan {
     unsigned max_inflight;     /* executions in flight: every channel's default slot count */
+    int run_ahead;             /* adag_compile_params_t.run_ahead */
     /* the slot size of a channel whose value asks for none
      * (adag_compile_params_t.slot_capacity); each channel's own is in its
      * geom, and the driver's endpoints know theirs (inputs[i]->capacity) */

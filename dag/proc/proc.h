@@ -227,6 +227,7 @@ struct adag_dag_run {
     char name[64];
     adag_dag_actor_t *actors;
     unsigned nactors;
+    int run_ahead;             /* adag_compile_params_t.run_ahead (compile.c: check_run_ahead) */
     adag_dag_ctx_t ctx;        /* the DAG in the driver's process: abort word, domains,
                                   every endpoint of the driver and its thread actors */
     /* Once adag_dag_fd armed the output endpoints, their writers signal

@@ -181,6 +181,7 @@ enum {
     ADAG_COMPILE_PARAM_COMM_TIMEOUT = 1u << 6,
     ADAG_COMPILE_PARAM_DRIVER_DEVICE = 1u << 7,
     ADAG_COMPILE_PARAM_TRACE = 1u << 8,
+    ADAG_COMPILE_PARAM_RUN_AHEAD = 1u << 9,
 };
 
 /* Every default below is a setting of the graph's runtime (see
@@ -225,6 +226,19 @@ typedef struct {
      * off, and tracing then costs nothing); a traced DAG also times its
      * statistics (adag/stats.h); default ADAG_TRACE_SPANS (0) */
     uint64_t trace_spans;
+    /* 1: a method of a device-bound actor whose every argument is a tensor
+     * of static dtype and shape written by another device-bound actor runs
+     * as soon as its execution starts, its device work queued behind its
+     * writers' on the device rather than after their loops published (the
+     * host leaves the data path between device actors; results and
+     * failures are the same). Its device actors' streams then hold waits
+     * for work not yet queued, so they must serve this DAG alone: compile
+     * fails with ADAG_ERR_BUSY, naming the actor and the DAG, if one of
+     * them is in another live DAG, and so does a later compile that would
+     * share one while this DAG lives. Needs stream memory operations
+     * (ADAG_DEVICE_MEMOPS 1 and a device that has them); elsewhere the
+     * DAG runs as with 0. Default 0. */
+    int run_ahead;
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,

@@ -113,7 +113,8 @@ class Graph:
     def compile(self, *, max_inflight: int = ..., slot_capacity: int = ...,
                 execute_timeout: Optional[float] = ..., teardown_timeout: Optional[float] = ...,
                 name: Optional[str] = ..., spin_ns: int = ...,
-                driver_device: Optional[str] = ..., trace_spans: int = ...) -> CompiledDAG: ...
+                driver_device: Optional[str] = ..., trace_spans: int = ...,
+                run_ahead: bool = ...) -> CompiledDAG: ...
 
 class Ref:
     id: int

@@ -132,8 +132,9 @@ typedef struct {
     int comm_timeout_ms;       /* 0: the default */
     const char *driver_device; /* NULL: none */
     adag_transport_t transport; /* of every tensor between stages (not the input) */
-    /* nonzero: every tensor (the input too) declared f32[fixed], so that
-     * the stages after the first run ahead of their inputs */
+    /* nonzero: every tensor (the input too) declared f32[fixed], and the
+     * DAG compiled with run_ahead, so that the stages after the first run
+     * ahead of their inputs */
     int64_t fixed;
 } cdag_chain_t;
 

@@ -262,6 +262,10 @@ static adag_compile_params_t compile_params(const cdag_chain_t *o)
         cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
         cp.driver_device = o->driver_device;
     }
+    if (o->fixed) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_RUN_AHEAD;
+        cp.run_ahead = 1;
+    }
     return cp;
 }
 
