@@ -36,6 +36,16 @@ static adag_actor_h stage(adag_runtime_h rt, adag_placement_t pl, const char *na
     return a;
 }
 
+/* Destroys the DAG, the three stages and the runtime; nothing is left. */
+static void teardown(adag_dag_h dag, adag_actor_h *a, adag_runtime_h rt, h_snapshot_t *snap)
+{
+    ASSERT_OK(adag_dag_destroy(dag));
+    for (int s = 0; s < 3; s++)
+        ASSERT_OK(adag_actor_destroy(a[s]));
+    ASSERT_OK(adag_runtime_destroy(rt));
+    h_assert_clean(snap);
+}
+
 static void declare(adag_node_h v)
 {
     adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
@@ -138,11 +148,7 @@ static void slow_host_side(adag_placement_t pl, int memops, int run_ahead)
         }
         ASSERT_OK(adag_dag_release(dag, ref));
     }
-    ASSERT_OK(adag_dag_destroy(dag));
-    for (int s = 0; s < 3; s++)
-        ASSERT_OK(adag_actor_destroy(a[s]));
-    ASSERT_OK(adag_runtime_destroy(rt));
-    h_assert_clean(&snap);
+    teardown(dag, a, rt, &snap);
 }
 
 static void slow_host_side_ahead(adag_placement_t pl)
@@ -236,11 +242,7 @@ static void upstream_failures(adag_placement_t pl)
     ASSERT_OK(adag_dag_get(dag, ref, &out, 1, 20000));
     check(xs[0], &out, last + 1);
     ASSERT_OK(adag_dag_release(dag, ref));
-    ASSERT_OK(adag_dag_destroy(dag));
-    for (int s = 0; s < 3; s++)
-        ASSERT_OK(adag_actor_destroy(a[s]));
-    ASSERT_OK(adag_runtime_destroy(rt));
-    h_assert_clean(&snap);
+    teardown(dag, a, rt, &snap);
 }
 
 H_BOTH(device_ahead, upstream_failures, 90)
