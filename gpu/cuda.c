@@ -21,8 +21,8 @@
  *     direction (unified addressing). With pageable host memory CUDA may
  *     return only after the stream reached the copy and did it (device to
  *     pageable host memory always does); device and pinned memory
- *     (host_alloc, host_register: cudaHostRegister, portable) copy without
- *     the host waiting;
+ *     (host_alloc: cudaHostAlloc, host_register: cudaHostRegister; both
+ *     portable and mapped) copy without the host waiting;
  *   - events are cudaEventDisableTiming | cudaEventInterprocess, so each can
  *     be exported; a handle is the 64-byte CUDA IPC handle (memory: plus the
  *     size, 8 bytes), no fds. Importing needs another process than the one
@@ -33,7 +33,11 @@
  *   - stream_sync and event_sync with a deadline poll cudaStreamQuery /
  *     cudaEventQuery (yields, then sleeps doubling from 1 us to 200 us);
  *     with ADAG_FOREVER they block in cudaStreamSynchronize /
- *     cudaEventSynchronize.
+ *     cudaEventSynchronize;
+ *   - the value ops are the driver's cuStreamWriteValue64 /
+ *     cuStreamWaitValue64 on a word's device address
+ *     (cudaHostGetDevicePointer), reached through the runtime's
+ *     cudaGetDriverEntryPointByVersion: gpu/cuda_values.c.
  * A CUDA error becomes ADAG_ERR_NO_MEMORY (cudaErrorMemoryAllocation) or
  * ADAG_ERR_IO, with "cuda device <i> (<name>): <call>: <cudaError name>:
  * <text>" as the message; ops that return nothing (free, destroy) log it.

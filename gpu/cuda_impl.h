@@ -1,6 +1,7 @@
 /*
  * What the cuda device backend's files share (gpu/cuda.c: the runtime,
- * devices, memory, the ops table; gpu/cuda_stream.c: streams and events):
+ * devices, memory, the ops table; gpu/cuda_stream.c: streams and events;
+ * gpu/cuda_values.c: the value ops):
  * the runtime's function table, loaded once with dlopen, the objects, and
  * the error helpers. Only with the toolkit's headers (ADAG_HAVE_CUDA).
  */
