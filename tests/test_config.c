@@ -33,6 +33,7 @@ static const char *const all_settings[] = {
     "ADAG_TEARDOWN_TIMEOUT_MS",  "ADAG_CONTROL_TIMEOUT_MS",
     "ADAG_COMM_TIMEOUT_MS",      "ADAG_LOG_LEVEL",
     "ADAG_EMU_DEVICES",         "ADAG_EMU_COPY_MBPS",
+    "ADAG_DEVICE_MEMOPS",
     "ADAG_TOKEN_FILE",           "ADAG_TOKEN",
     "ADAG_HOSTS",                "ADAG_REMOTE_TIMEOUT_MS",
     "ADAG_AGENT_AUTH_TIMEOUT_MS", "ADAG_DATA_CACHE_DIR",
