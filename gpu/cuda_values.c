@@ -27,9 +27,10 @@
  *   - the write uses CU_STREAM_WRITE_VALUE_DEFAULT: a memory barrier before
  *     it (like __threadfence_system, scoped to the stream) makes every
  *     write of the work before it on the stream visible before the value;
- *   - in a stream under capture both operations become memory-operation
- *     nodes of the graph, run when the graph is launched; the channels do
- *     not capture their streams;
+ *   - stream capture: CUDA graphs have memory-operation nodes
+ *     (cuGraphAddBatchMemOpNode), which is what a captured value op would
+ *     become, run at each launch of the graph rather than at capture; the
+ *     channels never capture their streams, and this was not exercised;
  *   - CUDA does not see the order a value op makes (it is not an event):
  *     a wait and the write that releases it must not be queued where CUDA
  *     may serialize them behind each other (one stream; the device's
@@ -226,7 +227,8 @@ adag_status_t adag__cuda_word_map(adag_device_t *dev, _Atomic uint64_t *host, ad
                           "cuda device %u (%s): word_map: word %p is not in host memory this "
                           "process registered (host_register) or allocated (host_alloc): "
                           "cudaHostGetDevicePointer: %s",
-                          dev->index, d->name, (void *)host, first && last ? "not contiguous" : err);
+                          dev->index, d->name, (void *)host,
+                          first && last ? "not contiguous" : err);
     w->host = host;
     w->dev = first;
     return ADAG_OK;
