@@ -83,8 +83,9 @@ DATA_STATIC := $(BUILD)/libadag-data.a $(BUILD)/libadag.a
 
 # tests/test_*.c: the API suite, linked with libadag-data.so and libadag.so like any program;
 # tests/unit_*.c: unit tests of internals, linked with the static libraries (libadag-data.a first).
-# tests/stress_ring.c, stress_dag.c, stress_device.c: the channels and abort, whole DAGs and
-# concurrent drivers, the emulated device, under ThreadSanitizer (make test-tsan);
+# tests/stress_ring.c, stress_dag.c, stress_device.c, stress_values.c: the channels and abort,
+# whole DAGs and concurrent drivers, the emulated device and its value ops, under
+# ThreadSanitizer (make test-tsan);
 # tests/stress_comm.c: the host communicator, likewise.
 TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,$(wildcard tests/*.c))
 # The test actor classes, in libtest_actors.so (process actors) and in the test
@@ -131,7 +132,7 @@ ALL := $(BUILD)/libadag.so $(BUILD)/libadag.a $(BUILD)/libadag-data.so $(BUILD)/
     $(BUILD)/adag-worker $(BUILD)/adag-info \
     $(TEST_MODULE) $(DEVICE_TEST_MODULE) $(BAD_ABI_MODULES) $(LINKED_TEST_MODULE) $(RESOLVER_TEST_MODULE) $(BUILD)/tests/adag-tests $(BUILD)/tests/adag-unit-tests $(EXAMPLES) $(EXAMPLE_MODULES) \
     $(BUILD)/adag-bench $(BENCH_MODULE) $(BUILD)/tests/stress-comm $(BUILD)/tests/stress-data \
-    $(BUILD)/tests/stress-trace \
+    $(BUILD)/tests/stress-trace $(BUILD)/tests/stress-values \
     $(BUILD)/tests/pmix-driver \
     $(BUILD)/adag-bench-hosts $(LLM_GEN) $(LLM_SHARD_MODULE)
 
@@ -201,7 +202,8 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h dag/*/*.h common/*
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/gpu/cuda.o $(BUILD)/obj/gpu/cuda_stream.o $(BUILD)/obj/gpu/cuda_alias.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
+$(BUILD)/obj/gpu/cuda.o $(BUILD)/obj/gpu/cuda_stream.o $(BUILD)/obj/gpu/cuda_alias.o \
+    $(BUILD)/obj/gpu/cuda_values.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
     $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CUDA_CFLAGS) -c $< -o $@
@@ -388,12 +390,10 @@ $(BUILD)/tests/stress-ring: $(BUILD)/obj/tests/stress_ring.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # tests/stress_dag.c: whole DAGs of thread actors, several drivers at once;
-# tests/stress_device.c: the emulated device's streams and events.
-$(BUILD)/tests/stress-dag: $(BUILD)/obj/tests/stress_dag.o $(BUILD)/libadag.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
-
-$(BUILD)/tests/stress-device: $(BUILD)/obj/tests/stress_device.o $(BUILD)/libadag.a
+# tests/stress_device.c: the emulated device's streams and events;
+# tests/stress_values.c: its value ops.
+$(BUILD)/tests/stress-dag $(BUILD)/tests/stress-device $(BUILD)/tests/stress-values: \
+    $(BUILD)/tests/stress-%: $(BUILD)/obj/tests/stress_%.o $(BUILD)/libadag.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -431,7 +431,8 @@ test-tsan:
 	$(MAKE) SAN=thread build/san-thread/tests/stress-ring build/san-thread/tests/stress-dag \
 	    build/san-thread/tests/stress-device build/san-thread/tests/stress-device-dag \
 	    build/san-thread/tests/stress-comm \
-	    build/san-thread/tests/stress-data build/san-thread/tests/stress-trace
+	    build/san-thread/tests/stress-data build/san-thread/tests/stress-trace \
+	    build/san-thread/tests/stress-values
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
@@ -446,6 +447,8 @@ test-tsan:
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-data
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-trace
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-values
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.
@@ -624,10 +627,12 @@ clean:
 # ---- GPU tests (tests/gpu/README.md) ----
 # test-cuda links the static library (the backend's table is internal) and
 # loads the kernel module, built by nvcc against the shared CUDA runtime.
-$(GPU_TEST): tests/gpu/test_cuda.c $(BUILD)/libadag.a $(CUDA_STAMP) $(wildcard include/*.h common/*.h gpu/*.h)
+GPU_TEST_SRCS := tests/gpu/test_cuda.c tests/gpu/cuda_values.c
+$(GPU_TEST): $(GPU_TEST_SRCS) tests/gpu/test_cuda.h $(BUILD)/libadag.a $(CUDA_STAMP) \
+    $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_GPU_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
-	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(BUILD)/libadag.a $(LIBS)
+	    -DADAG_TEST_NVCC='"$(NVCC)"' $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(GPU_TEST_SRCS) $(BUILD)/libadag.a $(LIBS)
 
 # The CUDA variant of example module <m>: <m>.c with -D<M>_CUDA (upper case)
 # plus the kernels of <m>_kernel.cu, linked by nvcc.

@@ -21,8 +21,8 @@
  *     direction (unified addressing). With pageable host memory CUDA may
  *     return only after the stream reached the copy and did it (device to
  *     pageable host memory always does); device and pinned memory
- *     (host_alloc, host_register: cudaHostRegister, portable) copy without
- *     the host waiting;
+ *     (host_alloc: cudaHostAlloc, host_register: cudaHostRegister; both
+ *     portable and mapped) copy without the host waiting;
  *   - events are cudaEventDisableTiming | cudaEventInterprocess, so each can
  *     be exported; a handle is the 64-byte CUDA IPC handle (memory: plus the
  *     size, 8 bytes) and a trailer naming the exporting process, no fds.
@@ -35,7 +35,11 @@
  *   - stream_sync and event_sync with a deadline poll cudaStreamQuery /
  *     cudaEventQuery (yields, then sleeps doubling from 1 us to 200 us);
  *     with ADAG_FOREVER they block in cudaStreamSynchronize /
- *     cudaEventSynchronize.
+ *     cudaEventSynchronize;
+ *   - the value ops are the driver's cuStreamWriteValue64 /
+ *     cuStreamWaitValue64 on a word's device address
+ *     (cudaHostGetDevicePointer), reached through the runtime's
+ *     cudaGetDriverEntryPointByVersion: gpu/cuda_values.c.
  * A CUDA error becomes ADAG_ERR_NO_MEMORY (cudaErrorMemoryAllocation) or
  * ADAG_ERR_IO, with "cuda device <i> (<name>): <call>: <cudaError name>:
  * <text>" as the message; ops that return nothing (free, destroy) log it.
@@ -151,6 +155,10 @@ static void cudart_load(void)
     }
     CUDART_FUNCTIONS(CUDART_RESOLVE)
 #undef CUDART_RESOLVE
+#define CUDART_RESOLVE_OPTIONAL(sym)                                                               \
+    adag_cudart.fn.sym = (__typeof__(adag_cudart.fn.sym))dlsym(adag_cudart.lib, "cuda" #sym);
+    CUDART_OPTIONAL_FUNCTIONS(CUDART_RESOLVE_OPTIONAL)
+#undef CUDART_RESOLVE_OPTIONAL
     return;
 fail:
     dlclose(adag_cudart.lib);
@@ -313,6 +321,7 @@ static adag_status_t cuda_open(unsigned index, adag_device_t **out)
     }
     snprintf(d->name, sizeof(d->name), "%.*s", (int)sizeof(prop->p.name), prop->p.name);
     free(prop);
+    adag__cuda_values_probe(d);
     *out = &d->base;
     return ADAG_OK;
 fail:
@@ -399,7 +408,9 @@ static adag_status_t cuda_host_alloc(adag_device_t *dev, size_t size, adag_dev_m
     if (st != ADAG_OK)
         return st;
     void *ptr = NULL;
-    cudaError_t err = adag_cudart.fn.HostAlloc(&ptr, size, cudaHostAllocPortable);
+    /* mapped: a word (value ops) may live in it (gpu/cuda_values.c) */
+    cudaError_t err =
+        adag_cudart.fn.HostAlloc(&ptr, size, cudaHostAllocPortable | cudaHostAllocMapped);
     if (err != cudaSuccess)
         return adag__cuda_fail(d, err, "cudaHostAlloc(%zu bytes)", size);
     *mem = (adag_dev_mem_t){.ptr = ptr, .size = size, .impl = &mem_tag_host};
@@ -424,7 +435,10 @@ static adag_status_t cuda_host_register(adag_device_t *dev, void *ptr, size_t si
     adag_status_t st = adag__cuda_set_device(d);
     if (st != ADAG_OK)
         return st;
-    cudaError_t err = adag_cudart.fn.HostRegister(base, len, cudaHostRegisterPortable);
+    /* mapped: cudaHostGetDevicePointer gives a word's device address in it
+     * (value ops; under unified addressing CUDA maps it anyway) */
+    cudaError_t err =
+        adag_cudart.fn.HostRegister(base, len, cudaHostRegisterPortable | cudaHostRegisterMapped);
     if (err == cudaErrorHostMemoryAlreadyRegistered) {
         (void)adag_cudart.fn.GetLastError();
         return adag__error(ADAG_ERR_INVALID,
@@ -567,6 +581,11 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .event_abandon = adag__cuda_event_abandon,
     .event_create_timed = adag__cuda_event_create_timed,
     .event_elapsed_ns = adag__cuda_event_elapsed_ns,
+    .values_supported = adag__cuda_values_supported,
+    .word_map = adag__cuda_word_map,
+    .stream_write_value64 = adag__cuda_stream_write_value64,
+    .stream_wait_value64 = adag__cuda_stream_wait_value64,
+    .word_store = adag__cuda_word_store,
     .counts = cuda_counts,
 };
 

@@ -1,6 +1,7 @@
 /*
  * What the cuda device backend's files share (gpu/cuda.c: the runtime,
- * devices, memory, the ops table; gpu/cuda_stream.c: streams and events):
+ * devices, memory, the ops table; gpu/cuda_stream.c: streams and events;
+ * gpu/cuda_values.c: the value ops):
  * the runtime's function table, loaded once with dlopen, the objects, and
  * the error helpers. Only with the toolkit's headers (ADAG_HAVE_CUDA).
  */
@@ -28,11 +29,17 @@
     X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \
     X(StreamWaitEvent) X(MemcpyAsync) X(LaunchHostFunc)                                            \
     X(EventCreateWithFlags) X(EventDestroy) X(EventRecord) X(EventQuery) X(EventSynchronize)       \
-    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle)
+    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle) X(HostGetDevicePointer)
+
+/* Runtime functions that only some supported runtimes have: NULL in the
+ * table when absent, and the ops that need one say so (a runtime without
+ * cudaGetDriverEntryPointByVersion, before CUDA 12.5, has no value ops). */
+#define CUDART_OPTIONAL_FUNCTIONS(X) X(GetDriverEntryPointByVersion)
 
 #define CUDART_FIELD(name) __typeof__(&cuda##name) name;
 typedef struct {
     CUDART_FUNCTIONS(CUDART_FIELD)
+    CUDART_OPTIONAL_FUNCTIONS(CUDART_FIELD)
 } cudart_fns_t;
 #undef CUDART_FIELD
 
@@ -53,6 +60,10 @@ bool adag__cudart_loaded(void);
 typedef struct {
     adag_device_t base;
     char name[128]; /* cudaDeviceProp.name, for messages */
+    /* whether its streams run value ops, found at open (gpu/cuda_values.c);
+     * if not, why not */
+    bool values_ok;
+    char values_why[ADAG_ERROR_MAX / 2];
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
 } cuda_dev_t;
 
@@ -110,6 +121,17 @@ adag_status_t adag__cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
 void adag__cuda_event_abandon(adag_dev_event_t *ev);
 adag_status_t adag__cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
                                      adag_dev_event_t **out);
+
+/* Value ops (gpu/cuda_values.c): the ops of gpu/device.h. values_probe
+ * fills d->values_ok and d->values_why (open calls it once). */
+void adag__cuda_values_probe(cuda_dev_t *d);
+int adag__cuda_values_supported(adag_device_t *dev, char *why, size_t len);
+adag_status_t adag__cuda_word_map(adag_device_t *dev, _Atomic uint64_t *host, adag_dev_word_t *w);
+adag_status_t adag__cuda_stream_write_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
+                                             uint64_t v);
+adag_status_t adag__cuda_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
+                                            uint64_t v);
+void adag__cuda_word_store(const adag_dev_word_t *w, uint64_t v);
 
 #endif /* ADAG_HAVE_CUDA */
 #endif

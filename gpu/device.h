@@ -152,7 +152,8 @@ struct adag_device_ops {
     void (*host_free)(adag_device_t *dev, adag_dev_mem_t *mem);
     /* Page-locks host memory that something else allocated (a channel's
      * shared-memory slots), for the whole process and every device of the
-     * backend (CUDA: cudaHostRegister, portable), so copy_async to and
+     * backend (CUDA: cudaHostRegister, portable and mapped: a word may
+     * live in it), so copy_async to and
      * from it runs without the host waiting. copy_async with *pageable*
      * host memory (neither host_alloc'd nor registered) may be synchronous:
      * CUDA then returns only once the stream reached the copy and did it,
@@ -227,8 +228,9 @@ struct adag_device_ops {
 
     /* Value ops (see adag_dev_word_t). values_supported: nonzero if
      * streams of dev can run them, else 0 and why not (CUDA: the device's
-     * CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS, and the driver's entry
-     * points); NULL in a table means never. word_map: the device's view of
+     * CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS and
+     * CAN_MAP_HOST_MEMORY, and the driver's entry points, found at open:
+     * gpu/cuda_values.c); NULL in a table means never. word_map: the device's view of
      * the cell at host (ADAG_ERR_INVALID, with a message, if it is not
      * 64-aligned or not in memory this process registered). */
     int (*values_supported)(adag_device_t *dev, char *why, size_t len);

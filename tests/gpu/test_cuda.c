@@ -8,6 +8,8 @@
  * counts are back to zero and closes. Without a device every test prints
  * "skipped: <reason>" and the program exits 77 (never counted as passed).
  */
+#include "test_cuda.h"
+
 #include "common/clock.h"
 #include "gpu/device.h"
 
@@ -26,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern const adag_device_ops_t adag_device_cuda_ops;
 extern char **environ;
 
 #ifndef ADAG_TEST_GPU_KERNEL
@@ -36,43 +37,21 @@ extern char **environ;
 #define ADAG_TEST_NVCC "nvcc"
 #endif
 
-static const adag_device_ops_t *const O = &adag_device_cuda_ops;
+char skip_reason[256];
+const char *who = ""; /* "ipc child: " in the child */
 
-enum { PASS = 0, FAIL = 1, SKIP = 77 };
-
-static char skip_reason[256];
-static const char *who = ""; /* "ipc child: " in the child */
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "  %sline %d: %s: ", who, __LINE__, #cond);                            \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            rc = FAIL;                                                                             \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-/* An op that must succeed: the failure shows its status and message. */
-#define CHECK_OK(expr)                                                                             \
-    do {                                                                                           \
-        adag_status_t st_ = (expr);                                                                \
-        CHECK(st_ == ADAG_OK, "%s: %s", adag_status_str(st_), adag_last_error());                  \
-    } while (0)
-
-static void sleep_ms(int ms)
+void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-static double now_ms(void)
+double now_ms(void)
 {
     return (double)adag__now_ns() / 1e6;
 }
 
-static int counts_zero(adag_device_t *dev)
+int counts_zero(adag_device_t *dev)
 {
     adag_device_counts_t c;
     O->counts(dev, &c);
@@ -339,7 +318,7 @@ static unsigned char pattern(size_t i, int which)
     return (unsigned char)(which == 2 ? i ^ 0x5a : i * 31 + 7);
 }
 
-static int full_io(int fd, void *buf, size_t n, int writing)
+int full_io(int fd, void *buf, size_t n, int writing)
 {
     for (size_t done = 0; done < n;) {
         ssize_t r = writing ? write(fd, (char *)buf + done, n - done)
@@ -616,6 +595,9 @@ static const struct {
     {"ipc_memory_and_event_across_processes", test_ipc},
     {"pageable_and_registered_copies", test_pageable_and_registered},
     {"scale_kernel_vs_c_reference", test_scale_kernel},
+    {"values_write_after_copy_releases_another_stream", test_values_order},
+    {"values_stuck_wait_released_by_abort", test_values_abort},
+    {"values_word_written_by_another_process", test_values_ipc},
 };
 #define NTESTS (sizeof(tests) / sizeof(tests[0]))
 
@@ -623,6 +605,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--ipc-child") == 0)
         return ipc_child();
+    if (argc == 2 && strcmp(argv[1], "--values-child") == 0)
+        return values_child();
     setvbuf(stdout, NULL, _IOLBF, 0);
     char why[256] = "";
     unsigned ndev = O->probe(why, sizeof why);
