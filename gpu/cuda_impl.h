@@ -28,7 +28,10 @@
     X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \
     X(StreamWaitEvent) X(MemcpyAsync) X(LaunchHostFunc)                                            \
     X(EventCreateWithFlags) X(EventDestroy) X(EventRecord) X(EventQuery) X(EventSynchronize)       \
-    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle)
+    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle)                                 \
+    X(StreamBeginCapture) X(StreamEndCapture) X(GraphInstantiateWithFlags) X(GraphLaunch)          \
+    X(GraphExecDestroy) X(GraphDestroy) X(EventRecordWithFlags) X(PointerGetAttributes)            \
+    X(UserObjectCreate) X(GraphRetainUserObject)
 
 #define CUDART_FIELD(name) __typeof__(&cuda##name) name;
 typedef struct {
@@ -54,6 +57,7 @@ typedef struct {
     adag_device_t base;
     char name[128]; /* cudaDeviceProp.name, for messages */
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
+    _Atomic uint64_t graphs;
 } cuda_dev_t;
 
 struct adag_dev_stream {
@@ -110,6 +114,23 @@ adag_status_t adag__cuda_event_export(adag_device_t *dev, adag_dev_event_t *ev,
 void adag__cuda_event_abandon(adag_dev_event_t *ev);
 adag_status_t adag__cuda_event_import(adag_device_t *dev, adag_dev_handle_t *h,
                                      adag_dev_event_t **out);
+
+/* Graphs (gpu/cuda_graph.c): the capture ops, and the ops of gpu/device.h
+ * that a capture changes (they check what is illegal during a capture, or
+ * record differently, then call the ones above). */
+adag_status_t adag__cuda_stream_capture_begin(adag_dev_stream_t *s);
+adag_status_t adag__cuda_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph_t **out);
+adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s);
+void adag__cuda_graph_destroy(adag_device_t *dev, adag_dev_graph_t *g);
+adag_status_t adag__cuda_graph_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+                                          size_t size);
+adag_status_t adag__cuda_graph_launch_host(adag_dev_stream_t *s, adag_host_fn fn,
+                                           const void *args, size_t size);
+adag_status_t adag__cuda_graph_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag__cuda_graph_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag__cuda_graph_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag__cuda_graph_event_query(adag_dev_event_t *ev);
+adag_status_t adag__cuda_graph_event_sync(adag_dev_event_t *ev, int64_t deadline);
 
 #endif /* ADAG_HAVE_CUDA */
 #endif

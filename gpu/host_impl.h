@@ -9,6 +9,7 @@
 #include "gpu/device.h"
 #include "gpu/memfd_handle.h"
 
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 /* What is live (relaxed: counts, read by tests after the work is joined). */
 typedef struct {
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
+    _Atomic uint64_t graphs;
 } host_counts_t;
 
 typedef struct {
@@ -104,5 +106,80 @@ adag_status_t adag__host_stream_write_value64(adag_dev_stream_t *s, const adag_d
                                              uint64_t v);
 adag_status_t adag__host_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
                                             uint64_t v);
+
+
+/* A stream's operation (gpu/host_stream.c runs them; gpu/host_graph.c
+ * records them in a capture and runs them again in a graph's launch). */
+typedef enum {
+    OP_COPY,
+    OP_HOST_FN,
+    OP_STEPS,
+    OP_RECORD,
+    OP_WAIT,
+    OP_WRITE_VALUE,
+    OP_WAIT_VALUE,
+    OP_GRAPH, /* a graph's launch (gpu/host_graph.c): args hold its run */
+    OP_STOP
+} op_kind_t;
+
+typedef struct stream_op {
+    struct stream_op *next;
+    op_kind_t kind;
+    void *dst;
+    const void *src;
+    size_t size;
+    adag_host_fn fn;
+    adag_host_step_fn step; /* OP_STEPS */
+    void *arg;
+    adag_dev_event_t *ev;
+    uint64_t ticket; /* OP_RECORD, OP_WAIT; OP_*_VALUE: the value */
+    word_cell_t *cell; /* OP_*_VALUE */
+    uint64_t mbps; /* OP_COPY: its device's copy_mbps when it was enqueued */
+    /* OP_HOST_FN from launch_host: arg points here; OP_COPY from pageable
+     * memory: the staged bytes (src is NULL) */
+    alignas(16) unsigned char args[];
+} stream_op_t;
+
+/* Queues a copy of proto, with args[0..size) copied after it (arg then
+ * points at the copy); while s captures, the capture takes it instead. */
+adag_status_t adag__host_enqueue(adag_dev_stream_t *s, stream_op_t proto, const void *args,
+                                 size_t size);
+/* Runs op until the deadline: 1 if it finished, 0 if it kept its progress
+ * (OP_STEPS, waits) to be called again. */
+int adag__host_op_run(stream_op_t *op, int64_t deadline);
+/* Whether a thread helping a stream (stream_sync) may run op. */
+int adag__host_op_helpable(const stream_op_t *op);
+/* Drops what op holds (its event, a graph's launch) and frees it. */
+void adag__host_op_free(stream_op_t *op);
+/* An event's latest ticket (take 0), or a new one (take 1: a record). */
+uint64_t adag__host_event_ticket(adag_dev_event_t *ev, int take);
+/* Completes a ticket nobody will reach (a record that was not queued). */
+void adag__host_event_complete(adag_dev_event_t *ev, uint64_t ticket);
+/* Notes that ev's latest record is on s (event_sync helps s). */
+void adag__host_event_recorded_on(adag_dev_event_t *ev, adag_dev_stream_t *s);
+
+/* Graphs (gpu/host_graph.c). capture_take: if s captures, the capture
+ * takes op (it then holds op and its event reference; size: the bytes of
+ * arguments copied after it) and *st says how that went: 1; else 0. */
+int adag__host_capture_take(adag_dev_stream_t *s, stream_op_t *op, size_t size,
+                            adag_status_t *st);
+int adag__host_graph_run(stream_op_t *op, int64_t deadline);
+int adag__host_graph_helpable(const stream_op_t *op);
+void adag__host_graph_op_free(stream_op_t *op);
+/* The ops of gpu/device.h that a capture changes: they check what is
+ * illegal during a capture, then call the ones above. */
+adag_status_t adag__host_graph_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+                                          size_t size);
+adag_status_t adag__host_graph_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag__host_graph_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag__host_graph_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag__host_graph_event_query(adag_dev_event_t *ev);
+adag_status_t adag__host_graph_event_sync(adag_dev_event_t *ev, int64_t deadline);
+adag_status_t adag__host_stream_capture_begin(adag_dev_stream_t *s);
+adag_status_t adag__host_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph_t **out);
+adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s);
+void adag__host_graph_destroy(adag_device_t *d, adag_dev_graph_t *g);
+/* The stream's device (for host_graph.c, which does not see the stream). */
+host_dev_t *adag__host_stream_dev(adag_dev_stream_t *s);
 
 #endif
