@@ -357,11 +357,12 @@ $(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
-$(BUILD)/adag-bench: $(BENCH_SRCS) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
+$(BUILD)/adag-bench: $(BENCH_SRCS) $(GPU_KERNEL) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
     $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h $(wildcard examples/llm/*.h) \
     $(LLM_SERVE_OBJS) $(LLM_OBJS) $(LLM_SHARD_MODULE) \
     $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
+	    -DADAG_BENCH_SCALE_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(DATA_STATIC) $(LIBS) \
 	    $(DATA_LIBS) $(LLM_LIBS)
 

@@ -196,6 +196,8 @@ static result_t *new_result(const scenario_t *s, adag_placement_t pl)
                  s->run == RUN_PLACE_CHAIN     ? "chain"
                  : s->run == RUN_PLACE_PAYLOAD ? "payload"
                                                : "device-hop");
+    if (s->baseline == BASE_GRAPH_EAGER) /* the figure: graph_rows */
+        snprintf(r->scenario, sizeof r->scenario, "cpu/exec");
     if (s->baseline == BASE_TRACE_OFF) /* the variant: tracing_rows */
         snprintf(r->scenario, sizeof r->scenario, "%s",
                  s->n == 1 && s->inflight == 1 ? "roundtrip" : "chain");
@@ -266,6 +268,39 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
     snprintf(r->goal, sizeof r->goal, "cost <= 5 %%");
     r->paired_cost_pct = t.paired_cost_pct;
     r->goal_met = !r->noisy && r->paired_cost_pct <= 5.0;
+    return 0;
+}
+
+/* A graph row: the graph's launch against the same kernels enqueued
+ * eagerly; two results, the launching CPU time per execution (r) and
+ * executions/s (after it). */
+static int graph_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                      result_t *r)
+{
+    bench_graph_rounds_t g;
+    if (run_graph(o, s->device, s->n, &g)) {
+        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, s->device);
+        return -1;
+    }
+    result_t *rows[2] = {r, new_result(s, pl)};
+    for (int i = 0; i < 2; i++) {
+        result_t *q = rows[i];
+        snprintf(q->scenario, sizeof q->scenario, "%s", i ? "exec/s" : "cpu/exec");
+        snprintf(q->variant, sizeof q->variant, "graph");
+        q->metric = i ? METRIC_THROUGHPUT : METRIC_LATENCY;
+        q->m.iterations = g.executions;
+        if (i) {
+            q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
+            q->m.median_us = q->m.per_s > 0 ? 1e6 / q->m.per_s : 0;
+            q->m.p99_us = q->m.median_us;
+            set_ratio(q, "eager launches, same run", g.per_s[BENCH_GRAPH_EAGER]);
+        } else {
+            q->m.median_us = g.cpu_us[BENCH_GRAPH_LAUNCH];
+            q->m.p99_us = q->m.median_us;
+            q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
+            set_ratio(q, "eager launches, same run", g.cpu_us[BENCH_GRAPH_EAGER]);
+        }
+    }
     return 0;
 }
 
@@ -364,6 +399,7 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_PLACE_DEV_HOP:
     case RUN_TRACE_CHAIN: /* the same: tracing_rows */
     case RUN_LLM:         /* and llm_rows */
+    case RUN_GRAPH:       /* and graph_rows */
         break;
     }
     return -1;
@@ -378,6 +414,10 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     if (sc.run == RUN_DEV_BW && o->quick)
         sc.bytes /= 4;
     result_t *r = new_result(s, pl), *r2;
+    if (s->run == RUN_GRAPH && bench_graph_available(s->device, r->skipped, sizeof r->skipped)) {
+        fprintf(stderr, "adag-bench: %s (%s): skipped: %s\n", s->name, s->device, r->skipped);
+        return 0;
+    }
     if (s->device && device_row_available(s->device, s->path, r->skipped, sizeof r->skipped)) {
         fprintf(stderr, "adag-bench: %s (%s %s): skipped: %s\n", s->name, s->device,
                 bench_path_name(s->path), r->skipped);
@@ -404,6 +444,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         return tracing_rows(o, s, r);
     if (s->run == RUN_LLM)
         return llm_rows(o, s, pl, r);
+    if (s->run == RUN_GRAPH)
+        return graph_rows(o, s, pl, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -538,6 +580,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_PLACE_OFF: /* measured with the row: placement_rows */
     case BASE_TRACE_OFF: /* and tracing_rows */
     case BASE_LLM_SINGLE: /* and llm_rows */
+    case BASE_GRAPH_EAGER: /* and graph_rows */
         break;
     }
     return 0;
@@ -657,7 +700,7 @@ static void usage(FILE *out)
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
             "  --only     run only scenarios with this name (roundtrip, chain, ...,\n"
             "             device-hop, device-bandwidth, allreduce, placement,\n"
-            "             tracing, llm)\n"
+            "             tracing, llm, graph)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
             "  --seed N   seed of the payload bytes (default 42)\n"
