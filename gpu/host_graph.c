@@ -1,14 +1,16 @@
 /*
  * The emulated device's graphs (gpu/device.h, stream_capture_begin): a
  * capture keeps the operations enqueued on its stream (gpu/host_stream.c
- * hands each to adag__host_capture_take instead of queueing it), and a
- * graph's launch is ONE operation, OP_GRAPH, that runs them in order on
- * the stream it was launched on: what the launch costs the launching
- * thread is one enqueue plus a ticket per event node, whatever the graph's
- * length.
+ * hands each to capture_take, its capture hook, instead of queueing it),
+ * and a graph's launch is ONE operation, step work (OP_STEPS, run_step)
+ * that runs them in order on the stream it was launched on: what the
+ * launch costs the launching thread is one enqueue plus a ticket per event
+ * node, whatever the graph's length. host_stream.c never calls this file
+ * (the hook is a pointer it loads; a launch carries its step and release
+ * functions), so calls between the two go one way.
  *
- * Per launch (the OP_GRAPH operation's arguments, graph_run_t): the
- * tickets of the graph's event nodes, taken at the launch as event_record
+ * Per launch (the operation's arguments, graph_run_t): the tickets of the
+ * graph's event nodes, taken at the launch as event_record
  * and stream_wait_event take theirs at the call, and where a node is run
  * up to, so that a helper (stream_sync) that runs the launch up to its
  * deadline leaves it for the stream thread to go on. Each node runs on a
@@ -16,8 +18,9 @@
  * progress), so every launch starts from what was recorded. A helper may
  * run a launch only if it may run every node of the graph.
  *
- * Memory ordering: the graph is immutable once stream_capture_end returns
- * it; a launch reaches the stream thread through the queue's mutex, and
+ * Memory ordering: the hook is stored with release by the first capture
+ * and loaded with acquire by every enqueue; the graph is immutable once
+ * stream_capture_end returns it; a launch reaches the stream thread through the queue's mutex, and
  * its references (`refs`, acq_rel on the last drop) keep the graph until
  * its last launch ran.
  */
@@ -89,8 +92,6 @@ static const char *op_name(op_kind_t k)
         return "stream_write_value64";
     case OP_WAIT_VALUE:
         return "stream_wait_value64";
-    case OP_GRAPH:
-        return "graph_launch";
     case OP_STOP:
         break;
     }
@@ -104,8 +105,9 @@ static void free_nodes(graph_node_t *nodes, size_t n)
     free(nodes);
 }
 
-int adag__host_capture_take(adag_dev_stream_t *s, stream_op_t *op, size_t size,
-                            adag_status_t *st)
+static adag_status_t run_step(void *arg, int64_t deadline);
+
+static int capture_take(adag_dev_stream_t *s, stream_op_t *op, size_t size, adag_status_t *st)
 {
     if (!adag__capture_any() || op->kind == OP_STOP)
         return 0;
@@ -119,7 +121,7 @@ int adag__host_capture_take(adag_dev_stream_t *s, stream_op_t *op, size_t size,
     *st = ADAG_OK;
     if (c->illegal[0])
         *st = adag__capture_invalidated_locked(c, op_name(op->kind));
-    else if (op->kind == OP_GRAPH)
+    else if (op->kind == OP_STEPS && op->step == run_step)
         *st = adag__capture_illegal_locked(c, "graph_launch on the capturing stream");
     else if (op->kind == OP_RECORD)
         *st = adag__capture_note_event(c, op->ev);
@@ -142,9 +144,11 @@ int adag__host_capture_take(adag_dev_stream_t *s, stream_op_t *op, size_t size,
     return 1;
 }
 
-int adag__host_graph_run(stream_op_t *op, int64_t deadline)
+/* A launch, as step work: ADAG_ERR_TIMEOUT if a node kept to the
+ * deadline without finishing (the run goes on from it), else ADAG_OK. */
+static adag_status_t run_step(void *arg, int64_t deadline)
 {
-    graph_run_t *run = (graph_run_t *)(void *)op->args;
+    graph_run_t *run = arg;
     const adag_dev_graph_t *g = run->g;
     unsigned char *scratch = g->has_steps ? (unsigned char *)run + scratch_offset(g) : NULL;
     for (; run->next < g->n; run->next++, run->started = 0) {
@@ -163,14 +167,9 @@ int adag__host_graph_run(stream_op_t *op, int64_t deadline)
         }
         run->started = 1;
         if (!adag__host_op_run(&one, deadline))
-            return 0;
+            return ADAG_ERR_TIMEOUT;
     }
-    return 1;
-}
-
-int adag__host_graph_helpable(const stream_op_t *op)
-{
-    return ((const graph_run_t *)(const void *)op->args)->g->helpable;
+    return ADAG_OK;
 }
 
 static void graph_unref(adag_dev_graph_t *g)
@@ -183,9 +182,10 @@ static void graph_unref(adag_dev_graph_t *g)
     free(g);
 }
 
-void adag__host_graph_op_free(stream_op_t *op)
+/* A launch's operation is freed: its reference goes. */
+static void run_release(void *arg)
 {
-    graph_unref(((graph_run_t *)(void *)op->args)->g);
+    graph_unref(((graph_run_t *)arg)->g);
 }
 
 adag_status_t adag__host_stream_capture_begin(adag_dev_stream_t *s)
@@ -202,6 +202,8 @@ adag_status_t adag__host_stream_capture_begin(adag_dev_stream_t *s)
         return st;
     }
     c->impl = w; /* before any enqueue of this thread can look: it is this thread's stream */
+    /* release: a stream thread that loads the hook may call it */
+    atomic_store_explicit(&adag__host_capture_hook, capture_take, memory_order_release);
     return ADAG_OK;
 }
 
@@ -275,7 +277,10 @@ adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s)
         run->tickets[k] = adag__host_event_ticket(op->ev, op->kind == OP_RECORD);
     }
     atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
-    adag_status_t st = adag__host_enqueue(s, (stream_op_t){.kind = OP_GRAPH}, run, size);
+    adag_status_t st = adag__host_enqueue(s, (stream_op_t){.kind = OP_STEPS, .step = run_step,
+                                                           .unhelped = !g->helpable,
+                                                           .release = run_release},
+                                          run, size);
     for (size_t k = 0; k < g->nevents; k++) {
         const stream_op_t *op = g->nodes[g->events[k]].op;
         if (op->kind != OP_RECORD)

@@ -118,7 +118,6 @@ typedef enum {
     OP_WAIT,
     OP_WRITE_VALUE,
     OP_WAIT_VALUE,
-    OP_GRAPH, /* a graph's launch (gpu/host_graph.c): args hold its run */
     OP_STOP
 } op_kind_t;
 
@@ -135,6 +134,8 @@ typedef struct stream_op {
     uint64_t ticket; /* OP_RECORD, OP_WAIT; OP_*_VALUE: the value */
     word_cell_t *cell; /* OP_*_VALUE */
     uint64_t mbps; /* OP_COPY: its device's copy_mbps when it was enqueued */
+    int unhelped; /* OP_STEPS: a helper may not run it (a graph's launch of opaque work) */
+    void (*release)(void *arg); /* if set: called with arg when the operation is freed */
     /* OP_HOST_FN from launch_host: arg points here; OP_COPY from pageable
      * memory: the staged bytes (src is NULL) */
     alignas(16) unsigned char args[];
@@ -158,14 +159,15 @@ void adag__host_event_complete(adag_dev_event_t *ev, uint64_t ticket);
 /* Notes that ev's latest record is on s (event_sync helps s). */
 void adag__host_event_recorded_on(adag_dev_event_t *ev, adag_dev_stream_t *s);
 
-/* Graphs (gpu/host_graph.c). capture_take: if s captures, the capture
- * takes op (it then holds op and its event reference; size: the bytes of
- * arguments copied after it) and *st says how that went: 1; else 0. */
-int adag__host_capture_take(adag_dev_stream_t *s, stream_op_t *op, size_t size,
-                            adag_status_t *st);
-int adag__host_graph_run(stream_op_t *op, int64_t deadline);
-int adag__host_graph_helpable(const stream_op_t *op);
-void adag__host_graph_op_free(stream_op_t *op);
+/* Graphs (gpu/host_graph.c), which calls this file and is never called
+ * by it: while the hook is set (the first stream_capture_begin of the
+ * process sets it, acquire/release), every enqueue first offers its
+ * operation to it; it returns 1 if s captures and took op (it then holds
+ * op and its event reference; size: the bytes of arguments copied after
+ * it), *st saying how that went, else 0. */
+typedef int (*adag_host_capture_hook_t)(adag_dev_stream_t *s, stream_op_t *op, size_t size,
+                                        adag_status_t *st);
+extern _Atomic(adag_host_capture_hook_t) adag__host_capture_hook;
 /* The ops of gpu/device.h that a capture changes: they check what is
  * illegal during a capture, then call the ones above. */
 adag_status_t adag__host_graph_copy_async(adag_dev_stream_t *s, void *dst, const void *src,

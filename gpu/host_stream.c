@@ -380,6 +380,8 @@ void adag__host_word_store(const adag_dev_word_t *w, uint64_t v)
 
 /* (stream_op_t: gpu/host_impl.h) */
 
+_Atomic(adag_host_capture_hook_t) adag__host_capture_hook;
+
 /* The queue is under `lock`, and so is `running` (an operation was taken
  * from it and has not finished): operations run one at a time, in queue
  * order, by whichever thread took them. The counters are seq_cst, each
@@ -506,8 +508,6 @@ int adag__host_op_run(stream_op_t *op, int64_t deadline)
         break;
     case OP_WAIT_VALUE:
         return wait_value(op->cell, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
-    case OP_GRAPH:
-        return adag__host_graph_run(op, deadline);
     case OP_STOP:
         break;
     }
@@ -516,8 +516,8 @@ int adag__host_op_run(stream_op_t *op, int64_t deadline)
 
 void adag__host_op_free(stream_op_t *op)
 {
-    if (op->kind == OP_GRAPH)
-        adag__host_graph_op_free(op);
+    if (op->release)
+        op->release(op->arg);
     if (op->ev)
         event_unref(op->ev);
     free(op);
@@ -585,13 +585,12 @@ int adag__host_op_helpable(const stream_op_t *op)
     case OP_COPY:
         return op->mbps == 0;
     case OP_STEPS:
+        return !op->unhelped;
     case OP_RECORD:
     case OP_WAIT:
     case OP_WRITE_VALUE:
     case OP_WAIT_VALUE:
         return 1;
-    case OP_GRAPH:
-        return adag__host_graph_helpable(op);
     case OP_HOST_FN:
     case OP_STOP:
         break;
@@ -630,7 +629,9 @@ adag_status_t adag__host_enqueue(adag_dev_stream_t *s, stream_op_t proto, const 
     if (op->ev)
         atomic_fetch_add_explicit(&op->ev->refs, 1, memory_order_relaxed);
     adag_status_t st;
-    if (adag__host_capture_take(s, op, size, &st)) /* recorded by a capture (host_graph.c) */
+    adag_host_capture_hook_t hook =
+        atomic_load_explicit(&adag__host_capture_hook, memory_order_acquire);
+    if (hook && hook(s, op, size, &st)) /* recorded by a capture (host_graph.c) */
         return st;
     pthread_mutex_lock(&s->lock);
     if (s->tail)
