@@ -94,9 +94,9 @@ TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,
 # any size (tests/test_geometry.c).
 TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c \
                    tests/modules/gpu_stage.c tests/modules/probe_actors.c tests/modules/geom_actors.c
-# The device-bound actor class (tests/test_device_actor.c): in adag-tests, and
-# in a module of its own, libdevice_actors.so, for process actors.
-DEVICE_ACTOR_SRCS := tests/modules/device_actors.c
+# The device-bound actor classes (tests/test_device_actor.c, tests/test_graph_capture.c):
+# in adag-tests, and in a module of their own, libdevice_actors.so, for process actors.
+DEVICE_ACTOR_SRCS := tests/modules/device_actors.c tests/modules/graph_actors.c
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o) \
     $(DEVICE_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
@@ -265,7 +265,8 @@ $(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(TEST_ACTOR_SRCS) $(LDFLAGS_BASE)
 
-$(DEVICE_TEST_MODULE): $(DEVICE_ACTOR_SRCS) tests/modules/device_actors.h include/adag.h
+$(DEVICE_TEST_MODULE): $(DEVICE_ACTOR_SRCS) tests/modules/device_actors.h tests/modules/graph_actors.h \
+    include/adag.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_DEVICE_ACTORS_MODULE -shared -o $@ $(DEVICE_ACTOR_SRCS) \
 	    $(LDFLAGS_BASE)

@@ -277,19 +277,34 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
 static int graph_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
                       result_t *r)
 {
-    bench_graph_rounds_t g;
+    bench_graph_rounds_t g, gd;
     if (run_graph(o, s->device, s->n, &g)) {
         fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, s->device);
         return -1;
     }
-    result_t *rows[2] = {r, new_result(s, pl)};
-    for (int i = 0; i < 2; i++) {
+    /* through a DAG: the emulated device only (its kernels are host functions) */
+    int dag_rows = !strcmp(s->device, "emu");
+    if (dag_rows && run_graph_dag(o, &gd)) {
+        fprintf(stderr, "adag-bench: %s (%s, dag) failed\n", s->name, s->device);
+        return -1;
+    }
+    result_t *rows[4] = {r, new_result(s, pl), NULL, NULL};
+    if (dag_rows) {
+        rows[2] = new_result(s, pl);
+        rows[3] = new_result(s, pl);
+    }
+    for (int i = 0; i < 4 && rows[i]; i++) {
         result_t *q = rows[i];
-        snprintf(q->scenario, sizeof q->scenario, "%s", i ? "exec/s" : "cpu/exec");
+        if (i >= 2) { /* the actor's loop thread: thread placement */
+            g = gd;
+            snprintf(q->placement, sizeof q->placement, "thread");
+        }
+        snprintf(q->scenario, sizeof q->scenario, "%s%s", i >= 2 ? "dag-" : "",
+                 i % 2 ? "exec/s" : "cpu/exec");
         snprintf(q->variant, sizeof q->variant, "graph");
-        q->metric = i ? METRIC_THROUGHPUT : METRIC_LATENCY;
+        q->metric = i % 2 ? METRIC_THROUGHPUT : METRIC_LATENCY;
         q->m.iterations = g.executions;
-        if (i) {
+        if (i % 2) {
             q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
             q->m.median_us = q->m.per_s > 0 ? 1e6 / q->m.per_s : 0;
             q->m.p99_us = q->m.median_us;

@@ -123,5 +123,10 @@ typedef struct {
 int run_graph(const bench_opts_t *o, const char *backend, unsigned kernels,
               bench_graph_rounds_t *out);
 int bench_graph_available(const char *backend, char *why, size_t len);
+/* The same through a DAG (bench/graph.c): a thread actor on emu whose
+ * method enqueues the kernels, compiled with graphs off (BENCH_GRAPH_EAGER)
+ * and on (BENCH_GRAPH_LAUNCH); cpu_us: the actor's loop thread's CPU time
+ * per execution. 0, or -1 (printed). */
+int run_graph_dag(const bench_opts_t *o, bench_graph_rounds_t *out);
 
 #endif

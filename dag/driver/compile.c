@@ -34,6 +34,7 @@ static const adag_param_field_t compile_fields[] = {
     COMPILE_FIELD(comm_timeout_ms, ADAG_COMPILE_PARAM_COMM_TIMEOUT),
     COMPILE_FIELD(driver_device, ADAG_COMPILE_PARAM_DRIVER_DEVICE),
     COMPILE_FIELD(trace_spans, ADAG_COMPILE_PARAM_TRACE),
+    COMPILE_FIELD(graphs, ADAG_COMPILE_PARAM_GRAPHS),
 };
 
 static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
@@ -73,6 +74,10 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
         return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: trace_spans %llu is not in "
                           "0..%llu", (unsigned long long)dag->plan.trace_spans,
                           (unsigned long long)ADAG_TRACE_MAX_SPANS);
+    if ((mask & ADAG_COMPILE_PARAM_GRAPHS) && p->graphs != 0 && p->graphs != 1)
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: graphs is %d: 0 (off) or 1 (on)",
+                           p->graphs);
+    dag->plan.graphs = (mask & ADAG_COMPILE_PARAM_GRAPHS) && p->graphs;
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->run.name, sizeof(dag->run.name), "%s", p->name);
     if (dag->plan.max_inflight < 1 || dag->plan.max_inflight > ADAG_PROG_MAX_INFLIGHT)
