@@ -176,3 +176,37 @@ Test(graph_capture, capturable_names_a_method_of_the_class, .timeout = 30)
     ASSERT_OK(adag_graph_destroy(g));
     ASSERT_OK(adag_runtime_destroy(rt));
 }
+
+/* A replayed execution whose input is not the captured size fails naming
+ * it (the method promised static shapes); the next ones replay again. */
+Test(graph_capture, an_input_of_another_size_fails_the_replay, .timeout = 60)
+{
+    adag_runtime_h rt = h_runtime();
+    ASSERT_OK(adag_class_register(rt, &test_graph_class));
+    adag_actor_h a = graph_actor(rt, ADAG_PLACEMENT_THREAD, "emu:0", "shaped");
+    adag_dag_h d = method_dag(rt, a, "chain", 1, 1, 1);
+    static float want[GRAPH_ACTOR_N];
+    for (int k = 0; k < 12; k++) {
+        int64_t x[2] = {5 + k, 0};
+        adag_value_t in = {.data = x, .size = k == 8 ? sizeof x : sizeof x[0]}, out;
+        adag_ref_t ref;
+        ASSERT_OK(adag_dag_execute(d, &in, 1, 0, &ref));
+        adag_status_t st = adag_dag_get(d, ref, &out, 1, 10000);
+        if (k == 8) {
+            cr_assert_eq(st, ADAG_ERR_METHOD, "16 bytes into a graph of 8: %s",
+                         adag_status_str(st));
+            cr_assert(strstr(adag_last_error(), "shaped.chain") &&
+                          strstr(adag_last_error(), "argument 0") &&
+                          strstr(adag_last_error(), "static shapes"),
+                      "%s", adag_last_error());
+        } else {
+            ASSERT_OK(st);
+            graph_actor_reference(x[0], want);
+            cr_assert(memcmp(out.data, want, sizeof want) == 0, "execution %d differs", k);
+        }
+        ASSERT_OK(adag_dag_release(d, ref));
+    }
+    ASSERT_OK(adag_dag_destroy(d));
+    cr_assert(calls_of(rt, a) < 12, "the method was called every time: nothing was replayed");
+    ASSERT_OK(adag_runtime_destroy(rt));
+}

@@ -239,8 +239,9 @@ typedef struct {
      * copy with pageable memory, a return set with adag_call_set_output)
      * fails the execution it was captured in with ADAG_ERR_METHOD naming
      * actor.method and the operation, and runs uncaptured from then on;
-     * an execution whose inputs differ from the capture's (sizes, shapes,
-     * buffers) fails naming the input. 0: off (the default) */
+     * an execution whose inputs differ from the capture's in size, dtype
+     * or shape fails naming the input (one whose buffers moved calls the
+     * method as usual). 0: off (the default) */
     int graphs;
 } adag_compile_params_t;
 
