@@ -263,7 +263,8 @@ struct adag_device_ops {
      * and invalidates the capture: later enqueues on s fail, and
      * stream_capture_end fails with a message naming the first illegal
      * operation; either way s is an ordinary stream again after
-     * stream_capture_end. Without a capture, every op behaves as before. */
+     * stream_capture_end. A capture is ended before its stream is
+     * destroyed. Without a capture, every op behaves as before. */
     adag_status_t (*stream_capture_begin)(adag_dev_stream_t *s);
     adag_status_t (*stream_capture_end)(adag_dev_stream_t *s, adag_dev_graph_t **graph);
     adag_status_t (*graph_launch)(adag_dev_graph_t *graph, adag_dev_stream_t *s);
