@@ -61,6 +61,8 @@ PMIX_CFLAGS := -DADAG_HAVE_PMIX $(shell pkg-config --cflags pmix)
 PMIX_LIBS := $(shell pkg-config --libs pmix)
 endif
 
+# the public headers: adag.h and its parts (a module rebuilt when any changes)
+ADAG_HEADERS := include/adag.h $(wildcard include/adag/*.h)
 LIB_SRCS := $(filter-out $(LIB_SKIP),$(wildcard common/*.c transport/*.c gpu/*.c dag/*.c dag/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libadag.so.$(VERSION_MAJOR)
@@ -95,9 +97,9 @@ TEST_SRCS := $(filter-out tests/unit_%.c tests/stress_%.c tests/fault_matrix%.c,
 # any size (tests/test_geometry.c).
 TEST_ACTOR_SRCS := tests/modules/test_actors.c tests/modules/shared_methods.c tests/modules/tensor_actors.c \
                    tests/modules/gpu_stage.c tests/modules/probe_actors.c tests/modules/geom_actors.c
-# The device-bound actor class (tests/test_device_actor.c): in adag-tests, and
-# in a module of its own, libdevice_actors.so, for process actors.
-DEVICE_ACTOR_SRCS := tests/modules/device_actors.c
+# The device-bound actor classes (tests/test_device_actor.c, tests/test_graph_capture.c):
+# in adag-tests, and in a module of their own, libdevice_actors.so, for process actors.
+DEVICE_ACTOR_SRCS := tests/modules/device_actors.c tests/modules/graph_actors.c
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o) \
     $(DEVICE_ACTOR_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit_*.c))
@@ -203,7 +205,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h dag/*/*.h common/*
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gpu/cuda.o $(BUILD)/obj/gpu/cuda_stream.o $(BUILD)/obj/gpu/cuda_alias.o \
-    $(BUILD)/obj/gpu/cuda_values.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
+    $(BUILD)/obj/gpu/cuda_values.o $(BUILD)/obj/gpu/cuda_graph.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
     $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CUDA_CFLAGS) -c $< -o $@
@@ -263,24 +265,25 @@ $(BUILD)/adag-info: $(BUILD)/obj/tools/adag-info.o $(BUILD)/obj/tools/info_topo.
     $(BUILD)/obj/tools/info_attach.o $(BUILD)/libadag.a
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h
+$(TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(TEST_ACTOR_SRCS) $(LDFLAGS_BASE)
 
-$(DEVICE_TEST_MODULE): $(DEVICE_ACTOR_SRCS) tests/modules/device_actors.h include/adag.h
+$(DEVICE_TEST_MODULE): $(DEVICE_ACTOR_SRCS) tests/modules/device_actors.h tests/modules/graph_actors.h \
+    $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_DEVICE_ACTORS_MODULE -shared -o $@ $(DEVICE_ACTOR_SRCS) \
 	    $(LDFLAGS_BASE)
 
-$(BAD_ABI_MODULES): $(BUILD)/tests/modules/libbad_abi_%.so: tests/modules/bad_abi.c include/adag.h
+$(BAD_ABI_MODULES): $(BUILD)/tests/modules/libbad_abi_%.so: tests/modules/bad_abi.c $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DBAD_ABI_$(shell echo $* | tr a-z A-Z) -shared -o $@ $< $(LDFLAGS_BASE)
 
-$(RESOLVER_TEST_MODULE): tests/modules/resolver_actors.c include/adag.h
+$(RESOLVER_TEST_MODULE): tests/modules/resolver_actors.c $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
 
-$(LINKED_TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) include/adag.h $(BUILD)/libadag.so
+$(LINKED_TEST_MODULE): $(TEST_ACTOR_SRCS) $(wildcard tests/modules/*.h) $(ADAG_HEADERS) $(BUILD)/libadag.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(TEST_ACTOR_SRCS) $(LDFLAGS_BASE) -L$(BUILD) -ladag \
 	    -Wl,-rpath,'$$ORIGIN/../..'
@@ -297,7 +300,7 @@ $(BUILD)/tests/adag-tests: $(TEST_OBJS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(BUILD)/l
 # adag-bench-hosts (bench/hosts/bench_hosts.c): DAGs across two network
 # namespaces against ucx_perftest over the same link (root; `make bench-hosts`).
 $(BUILD)/adag-bench-hosts: bench/hosts/bench_hosts.c tests/netns_rig.c tests/netns_rig.h \
-    $(BUILD)/libadag.so $(BENCH_MODULE) include/adag.h
+    $(BUILD)/libadag.so $(BENCH_MODULE) $(ADAG_HEADERS)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests -DADAG_BENCH_BUILD_DIR='"$(abspath $(BUILD))"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ bench/hosts/bench_hosts.c tests/netns_rig.c \
 	    -L$(BUILD) -ladag $(RPATH) $(LIBS)
@@ -307,7 +310,7 @@ bench-hosts: $(BUILD)/adag-bench-hosts $(BUILD)/adag-worker
 
 # The driver that tests/test_pmix.c runs under mpirun (rank 0 of
 # `adag-worker --pmix -- pmix-driver`): a program of the public API only.
-$(BUILD)/tests/pmix-driver: tests/programs/pmix_driver.c $(BUILD)/libadag.so $(TEST_MODULE) include/adag.h
+$(BUILD)/tests/pmix-driver: tests/programs/pmix_driver.c $(BUILD)/libadag.so $(TEST_MODULE) $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DADAG_TEST_MODULE='"$(abspath $(TEST_MODULE))"' $(LDFLAGS_BASE) $(LDFLAGS) \
 	    -o $@ $< -L$(BUILD) -ladag $(RPATH) $(LIBS)
@@ -323,7 +326,7 @@ $(LLM_OBJS) $(LLM_SERVE_OBJS) $(BUILD)/obj/tests/unit_llm_model.o $(BUILD)/obj/t
     $(wildcard examples/llm/*.h)
 # libllm_shard.so: the "llm_shard" class with the model compiled in (adag-worker
 # loads it; its adag_call_* calls bind to the worker's libadag)
-$(LLM_SHARD_MODULE): examples/llm/stage_actors.c $(LLM_SRCS) $(wildcard examples/llm/*.h) include/adag.h
+$(LLM_SHARD_MODULE): examples/llm/stage_actors.c $(LLM_SRCS) $(wildcard examples/llm/*.h) $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ examples/llm/stage_actors.c $(LLM_SRCS) $(LDFLAGS_BASE) \
 	    $(LLM_LIBS)
@@ -331,7 +334,7 @@ $(LLM_GEN): examples/llm/llm_gen.c $(LLM_OBJS) $(wildcard examples/llm/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ examples/llm/llm_gen.c $(LLM_OBJS) $(LLM_LIBS)
 
-$(BUILD)/examples/lib%.so: examples/modules/%.c include/adag.h $(wildcard examples/modules/*.h)
+$(BUILD)/examples/lib%.so: examples/modules/%.c $(ADAG_HEADERS) $(wildcard examples/modules/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $< $(LDFLAGS_BASE)
 
@@ -355,15 +358,16 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libadag.so $(wildcard examples/module
 # step DAG (serve_graph.o, model.o; safetensors.o needs jansson) over the
 # llm_shard actors, whose module they find next to it like adag-worker.
 BENCH_MODULE_SRCS := bench/modules/bench_actors.c bench/modules/bench_device.c tests/modules/shared_methods.c
-$(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules/shared_methods.h include/adag.h
+$(BENCH_MODULE): $(BENCH_MODULE_SRCS) bench/modules/bench_actors.h tests/modules/shared_methods.h $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I tests/modules -shared -o $@ $(BENCH_MODULE_SRCS) $(LDFLAGS_BASE) -ldl
 
-$(BUILD)/adag-bench: $(BENCH_SRCS) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
+$(BUILD)/adag-bench: $(BENCH_SRCS) $(GPU_KERNEL) $(wildcard bench/*.h) bench/modules/bench_actors.h tests/modules/shared_methods.h \
     $(DATA_STATIC) $(BUILD)/adag-worker examples/jpeg_shards.h $(wildcard examples/llm/*.h) \
     $(LLM_SERVE_OBJS) $(LLM_OBJS) $(LLM_SHARD_MODULE) \
     $(wildcard include/*.h include/adag/*.h common/*.h gpu/*.h data/*.h)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -I bench -I tests/modules -DADAG_BENCH_PEERS='"$(abspath bench/peers)"' \
+	    -DADAG_BENCH_SCALE_KERNEL='"$(if $(GPU_KERNEL),$(abspath $(GPU_KERNEL)))"' \
 	    $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(BENCH_SRCS) $(LLM_SERVE_OBJS) $(LLM_OBJS) $(DATA_STATIC) $(LIBS) \
 	    $(DATA_LIBS) $(LLM_LIBS)
 
@@ -637,7 +641,7 @@ $(GPU_TEST): $(GPU_TEST_SRCS) tests/gpu/test_cuda.h $(BUILD)/libadag.a $(CUDA_ST
 # The CUDA variant of example module <m>: <m>.c with -D<M>_CUDA (upper case)
 # plus the kernels of <m>_kernel.cu, linked by nvcc.
 $(EXAMPLE_CUDA_MODULE): $(BUILD)/examples/lib%_cuda.so: examples/modules/%.c \
-    examples/modules/%_kernel.cu examples/modules/%.h include/adag.h
+    examples/modules/%_kernel.cu examples/modules/%.h $(ADAG_HEADERS)
 	@mkdir -p $(dir $@) $(BUILD)/obj/examples
 	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -D$(shell echo $* | tr a-z A-Z)_CUDA -c \
 	    -o $(BUILD)/obj/examples/$*_cuda.o examples/modules/$*.c
@@ -667,7 +671,7 @@ $(GPU_DAG_TEST): $(GPU_DAG_SRCS) tests/gpu/cuda_dag.h tests/gpu/cuda_stage.h tes
 	    -L$(BUILD) -ladag $(RPATH) $(LIBS) -lm
 
 $(BUILD)/tests/gpu/libcuda_stage.so: tests/gpu/cuda_stage.c tests/gpu/cuda_stage_kernels.cu \
-    tests/gpu/cuda_stage.h include/adag.h
+    tests/gpu/cuda_stage.h $(ADAG_HEADERS)
 	@mkdir -p $(dir $@) $(BUILD)/obj/tests/gpu
 	$(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -c \
 	    -o $(BUILD)/obj/tests/gpu/cuda_stage_class.o tests/gpu/cuda_stage.c
@@ -678,7 +682,7 @@ $(BUILD)/tests/gpu/libcuda_stage.so: tests/gpu/cuda_stage.c tests/gpu/cuda_stage
 # The same class for the emulated device: its kernels are host work on
 # the compute stream (test-cuda-dag --emulate checks the test program here).
 $(GPU_DAG_EMULATED_MODULE): tests/gpu/cuda_stage.c tests/gpu/cuda_stage.h tests/modules/gpu_stage.h \
-    include/adag.h
+    $(ADAG_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DCUDA_STAGE_EMULATED -I tests/modules -shared -o $@ $< \
 	    $(LDFLAGS_BASE)

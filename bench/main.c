@@ -189,6 +189,8 @@ static result_t *new_result(const scenario_t *s, adag_placement_t pl)
                  s->run == RUN_PLACE_CHAIN     ? "chain"
                  : s->run == RUN_PLACE_PAYLOAD ? "payload"
                                                : "device-hop");
+    if (s->baseline == BASE_GRAPH_EAGER) /* the figure: graph_rows */
+        snprintf(r->scenario, sizeof r->scenario, "cpu/exec");
     if (s->baseline == BASE_TRACE_OFF) /* the variant: tracing_rows */
         snprintf(r->scenario, sizeof r->scenario, "%s",
                  s->n == 1 && s->inflight == 1 ? "roundtrip" : "chain");
@@ -290,6 +292,54 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
     return 0;
 }
 
+/* A graph row: the graph's launch against the same kernels enqueued
+ * eagerly; two results, the launching CPU time per execution (r) and
+ * executions/s (after it). */
+static int graph_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                      result_t *r)
+{
+    bench_graph_rounds_t g, gd;
+    if (run_graph(o, s->device, s->n, &g)) {
+        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, s->device);
+        return -1;
+    }
+    /* through a DAG: the emulated device only (its kernels are host functions) */
+    int dag_rows = !strcmp(s->device, "emu");
+    if (dag_rows && run_graph_dag(o, &gd)) {
+        fprintf(stderr, "adag-bench: %s (%s, dag) failed\n", s->name, s->device);
+        return -1;
+    }
+    result_t *rows[4] = {r, new_result(s, pl), NULL, NULL};
+    if (dag_rows) {
+        rows[2] = new_result(s, pl);
+        rows[3] = new_result(s, pl);
+    }
+    for (int i = 0; i < 4 && rows[i]; i++) {
+        result_t *q = rows[i];
+        if (i >= 2) { /* the actor's loop thread: thread placement */
+            g = gd;
+            snprintf(q->placement, sizeof q->placement, "thread");
+        }
+        snprintf(q->scenario, sizeof q->scenario, "%s%s", i >= 2 ? "dag-" : "",
+                 i % 2 ? "exec/s" : "cpu/exec");
+        snprintf(q->variant, sizeof q->variant, "graph");
+        q->metric = i % 2 ? METRIC_THROUGHPUT : METRIC_LATENCY;
+        q->m.iterations = g.executions;
+        if (i % 2) {
+            q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
+            q->m.median_us = q->m.per_s > 0 ? 1e6 / q->m.per_s : 0;
+            q->m.p99_us = q->m.median_us;
+            set_ratio(q, "eager launches, same run", g.per_s[BENCH_GRAPH_EAGER]);
+        } else {
+            q->m.median_us = g.cpu_us[BENCH_GRAPH_LAUNCH];
+            q->m.p99_us = q->m.median_us;
+            q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
+            set_ratio(q, "eager launches, same run", g.cpu_us[BENCH_GRAPH_EAGER]);
+        }
+    }
+    return 0;
+}
+
 /* The llm rows: every configuration, bucket and in flight of one run
  * (bench/llm.c), a result each after r. */
 static int llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
@@ -385,6 +435,7 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_PLACE_DEV_HOP:
     case RUN_TRACE_CHAIN: /* the same: tracing_rows */
     case RUN_LLM:         /* and llm_rows */
+    case RUN_GRAPH:       /* and graph_rows */
         break;
     }
     return -1;
@@ -399,6 +450,10 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     if (sc.run == RUN_DEV_BW && o->quick)
         sc.bytes /= 4;
     result_t *r = new_result(s, pl), *r2;
+    if (s->run == RUN_GRAPH && bench_graph_available(s->device, r->skipped, sizeof r->skipped)) {
+        fprintf(stderr, "adag-bench: %s (%s): skipped: %s\n", s->name, s->device, r->skipped);
+        return 0;
+    }
     if (s->device && device_row_available(s->device, s->path, r->skipped, sizeof r->skipped)) {
         fprintf(stderr, "adag-bench: %s (%s %s): skipped: %s\n", s->name, s->device,
                 bench_path_name(s->path), r->skipped);
@@ -427,6 +482,8 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         return llm_rows(o, s, pl, r);
     if (s->run == RUN_DEV_HOP)
         return dev_hop_rows(o, s, pl, r);
+    if (s->run == RUN_GRAPH)
+        return graph_rows(o, s, pl, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -557,6 +614,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_PLACE_OFF: /* and placement_rows */
     case BASE_TRACE_OFF: /* and tracing_rows */
     case BASE_LLM_SINGLE: /* and llm_rows */
+    case BASE_GRAPH_EAGER: /* and graph_rows */
         break;
     }
     return 0;
@@ -676,7 +734,7 @@ static void usage(FILE *out)
             "  --vs-ray   also run bench/peers/ray_cgraph.py (Ray Compiled Graphs)\n"
             "  --only     run only scenarios with this name (roundtrip, chain, ...,\n"
             "             device-hop, device-bandwidth, allreduce, placement,\n"
-            "             tracing, llm)\n"
+            "             tracing, llm, graph)\n"
             "  --n N      actors in chain and scatter-gather (default 4, at most 63)\n"
             "  --reps R   measure each scenario R times (at most 16), keep the median one\n"
             "  --seed N   seed of the payload bytes (default 42)\n"

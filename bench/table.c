@@ -165,6 +165,15 @@ const scenario_t bench_scenarios[] = {
      * the collectives and the rest (adag's overhead) on the step's path;
      * goal at TP-2xPP-2: overhead <= 20 us, printed, never asserted. */
     {"llm", RUN_LLM, 1, 4, 2, 0, -1, METRIC_LATENCY, BASE_LLM_SINGLE, 1, NULL, DEV_PATH_NONE},
+    /* graph (bench/graph.c): on the device ops table alone, an execution
+     * enqueues 50 small kernels (n) one by one against one graph_launch of
+     * the same 50 captured once, then waits for its stream; rounds
+     * alternating, medians. Two results per row: the launching thread's
+     * CPU time per execution (ratio graph / eager) and executions/s. */
+    {"graph", RUN_GRAPH, 1, 50, 1, 256 * sizeof(float), -1, METRIC_LATENCY, BASE_GRAPH_EAGER, 1,
+     "emu", DEV_PATH_NONE},
+    {"graph", RUN_GRAPH, 1, 50, 1, 256 * sizeof(float), -1, METRIC_LATENCY, BASE_GRAPH_EAGER, 1,
+     "cuda", DEV_PATH_NONE},
 };
 
 const unsigned bench_nscenarios = sizeof(bench_scenarios) / sizeof(bench_scenarios[0]);

@@ -34,6 +34,7 @@ typedef enum {
     BASE_PLACE_OFF,    /* the same scenario with placement off, rounds alternating with it */
     BASE_TRACE_OFF,    /* the same scenario with tracing off, rounds alternating with it */
     BASE_LLM_SINGLE,   /* the same decode steps single-process (llm_ref_step), same tp */
+    BASE_GRAPH_EAGER,  /* the same kernels enqueued one by one, rounds alternating */
 } baseline_kind_t;
 
 typedef enum {
@@ -57,6 +58,7 @@ typedef enum {
     RUN_PLACE_DEV_HOP, /* a device hop, each with every bench_place_t */
     RUN_TRACE_CHAIN,   /* tracing rows (bench/tracing.c): a chain, traced and not */
     RUN_LLM,           /* the llm rows (bench/llm.c): every configuration in one run */
+    RUN_GRAPH,         /* the graph rows (bench/graph.c): a graph's launch against eager */
 } run_kind_t;
 
 typedef struct {
@@ -107,5 +109,25 @@ typedef struct {
     double paired_cost_pct;
 } bench_trace_rounds_t;
 int run_tracing(const bench_opts_t *o, const scenario_t *s, bench_trace_rounds_t *out);
+
+/* A graph row (bench/graph.c): `kernels` small kernels per execution on
+ * device 0 of backend, enqueued one by one (BENCH_GRAPH_EAGER) against one
+ * graph_launch of them (BENCH_GRAPH_LAUNCH), rounds alternating; per
+ * variant the medians of the rounds' launching CPU time per execution (us)
+ * and executions/s. 0, or -1 (printed). bench_graph_available: 0, or -1
+ * and why the row cannot run here. */
+enum { BENCH_GRAPH_EAGER = 0, BENCH_GRAPH_LAUNCH = 1 };
+typedef struct {
+    double cpu_us[2], per_s[2];
+    long executions; /* per variant */
+} bench_graph_rounds_t;
+int run_graph(const bench_opts_t *o, const char *backend, unsigned kernels,
+              bench_graph_rounds_t *out);
+int bench_graph_available(const char *backend, char *why, size_t len);
+/* The same through a DAG (bench/graph.c): a thread actor on emu whose
+ * method enqueues the kernels, compiled with graphs off (BENCH_GRAPH_EAGER)
+ * and on (BENCH_GRAPH_LAUNCH); cpu_us: the actor's loop thread's CPU time
+ * per execution. 0, or -1 (printed). */
+int run_graph_dag(const bench_opts_t *o, bench_graph_rounds_t *out);
 
 #endif

@@ -543,6 +543,7 @@ static void cuda_counts(adag_device_t *dev, adag_device_counts_t *c)
         .imported_mem = atomic_load(&d->imported_mem),
         .imported_events = atomic_load(&d->imported_events),
         .registered = atomic_load(&d->registered),
+        .graphs = atomic_load(&d->graphs),
     };
 }
 
@@ -565,17 +566,17 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .mem_unimport = cuda_mem_unimport,
     .stream_create = adag__cuda_stream_create,
     .stream_destroy = adag__cuda_stream_destroy,
-    .copy_async = adag__cuda_copy_async,
+    .copy_async = adag__cuda_graph_copy_async,
     .host_fn = adag__cuda_host_fn,
-    .launch_host = adag__cuda_launch_host,
+    .launch_host = adag__cuda_graph_launch_host,
     .stream_native = adag__cuda_stream_native,
-    .stream_sync = adag__cuda_stream_sync,
+    .stream_sync = adag__cuda_graph_stream_sync,
     .event_create = adag__cuda_event_create,
     .event_destroy = adag__cuda_event_destroy,
-    .event_record = adag__cuda_event_record,
-    .stream_wait_event = adag__cuda_stream_wait_event,
-    .event_query = adag__cuda_event_query,
-    .event_sync = adag__cuda_event_sync,
+    .event_record = adag__cuda_graph_event_record,
+    .stream_wait_event = adag__cuda_graph_stream_wait_event,
+    .event_query = adag__cuda_graph_event_query,
+    .event_sync = adag__cuda_graph_event_sync,
     .event_export = adag__cuda_event_export,
     .event_import = adag__cuda_event_import,
     .event_abandon = adag__cuda_event_abandon,
@@ -586,6 +587,10 @@ const adag_device_ops_t adag_device_cuda_ops = {
     .stream_write_value64 = adag__cuda_stream_write_value64,
     .stream_wait_value64 = adag__cuda_stream_wait_value64,
     .word_store = adag__cuda_word_store,
+    .stream_capture_begin = adag__cuda_stream_capture_begin,
+    .stream_capture_end = adag__cuda_stream_capture_end,
+    .graph_launch = adag__cuda_graph_launch,
+    .graph_destroy = adag__cuda_graph_destroy,
     .counts = cuda_counts,
 };
 

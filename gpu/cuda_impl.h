@@ -29,7 +29,10 @@
     X(StreamCreateWithFlags) X(StreamDestroy) X(StreamSynchronize) X(StreamQuery)                  \
     X(StreamWaitEvent) X(MemcpyAsync) X(LaunchHostFunc)                                            \
     X(EventCreateWithFlags) X(EventDestroy) X(EventRecord) X(EventQuery) X(EventSynchronize)       \
-    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle) X(HostGetDevicePointer)
+    X(EventElapsedTime) X(IpcGetEventHandle) X(IpcOpenEventHandle) X(HostGetDevicePointer)         \
+    X(StreamBeginCapture) X(StreamEndCapture) X(GraphInstantiateWithFlags) X(GraphLaunch)          \
+    X(GraphExecDestroy) X(GraphDestroy) X(EventRecordWithFlags) X(PointerGetAttributes)            \
+    X(UserObjectCreate) X(GraphRetainUserObject)
 
 /* Runtime functions that only some supported runtimes have: NULL in the
  * table when absent, and the ops that need one say so (a runtime without
@@ -65,6 +68,7 @@ typedef struct {
     bool values_ok;
     char values_why[ADAG_ERROR_MAX / 2];
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
+    _Atomic uint64_t graphs;
 } cuda_dev_t;
 
 struct adag_dev_stream {
@@ -132,6 +136,22 @@ adag_status_t adag__cuda_stream_write_value64(adag_dev_stream_t *s, const adag_d
 adag_status_t adag__cuda_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
                                             uint64_t v);
 void adag__cuda_word_store(const adag_dev_word_t *w, uint64_t v);
+/* Graphs (gpu/cuda_graph.c): the capture ops, and the ops of gpu/device.h
+ * that a capture changes (they check what is illegal during a capture, or
+ * record differently, then call the ones above). */
+adag_status_t adag__cuda_stream_capture_begin(adag_dev_stream_t *s);
+adag_status_t adag__cuda_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph_t **out);
+adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s);
+void adag__cuda_graph_destroy(adag_device_t *dev, adag_dev_graph_t *g);
+adag_status_t adag__cuda_graph_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+                                          size_t size);
+adag_status_t adag__cuda_graph_launch_host(adag_dev_stream_t *s, adag_host_fn fn,
+                                           const void *args, size_t size);
+adag_status_t adag__cuda_graph_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag__cuda_graph_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag__cuda_graph_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag__cuda_graph_event_query(adag_dev_event_t *ev);
+adag_status_t adag__cuda_graph_event_sync(adag_dev_event_t *ev, int64_t deadline);
 
 #endif /* ADAG_HAVE_CUDA */
 #endif

@@ -23,7 +23,9 @@
  *     first (the last of them frees it). A handle names its exporting
  *     process, so an import tells the two cases apart;
  *   - host_fn(s, fn, arg) runs fn on a backend thread in s's order (it must
- *     not call the device API).
+ *     not call the device API);
+ *   - a stream can capture its work into a graph that is then launched as
+ *     one operation, many times (stream_capture_begin below).
  * Every backend counts what is live (memory, streams, events, imports), so
  * tests can check that teardown returns each count to zero. An object
  * counts until its holder frees it (mem_free, event_destroy, ...), even
@@ -82,6 +84,8 @@ typedef struct {
 
 typedef struct adag_dev_stream adag_dev_stream_t;
 typedef struct adag_dev_event adag_dev_event_t;
+/* Recorded stream work, launched as one operation (stream_capture_begin). */
+typedef struct adag_dev_graph adag_dev_graph_t;
 
 #define ADAG_DEVICE_HANDLE_BYTES 128
 
@@ -99,6 +103,7 @@ typedef struct {
 typedef struct {
     uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
     uint64_t registered; /* host_register'ed ranges not yet unregistered */
+    uint64_t graphs;     /* graphs from stream_capture_end not yet freed */
 } adag_device_counts_t;
 
 typedef void (*adag_host_fn)(void *arg);
@@ -244,6 +249,39 @@ struct adag_device_ops {
     /* The host stores v (seq_cst) and wakes the waits it releases, in any
      * process (any thread; never waits). */
     void (*word_store)(const adag_dev_word_t *w, uint64_t v);
+
+    /* Graphs (CUDA's stream capture). stream_capture_begin(s): from now on
+     * the work enqueued on s (by any thread: copies, host_fn, launch_host
+     * with its argument bytes copied now, event records and waits, value
+     * ops, kernels launched on stream_native(s)) is recorded, not run;
+     * nothing of it runs until the graph is launched. stream_capture_end(s,
+     * &g) ends the capture and gives the executable graph (counted in
+     * `graphs`); graph_launch(g, s2) enqueues the whole recorded work on s2
+     * (any stream of g's device, s itself included) in its recorded order,
+     * as ONE operation: what it costs the launching thread does not grow
+     * with the graph's length. A graph may be launched any number of times,
+     * each launch after what s2 had before it, like any operation; an event
+     * recorded in the graph is recorded again by each launch (a record
+     * "now"), a wait in the graph waits for the event's latest record as of
+     * the launch, a value op writes or waits for the value it was recorded
+     * with. graph_destroy frees g once its launches have run (it may be
+     * called with launches pending).
+     *
+     * Illegal during a capture, as in CUDA (cudaErrorStreamCaptureUnsupported,
+     * then cudaErrorStreamCaptureInvalidated): stream_sync of the capturing
+     * stream, event_query or event_sync of an event recorded in the capture,
+     * copy_async with pageable host memory (neither device memory nor
+     * host_alloc'd nor registered), a second stream_capture_begin of the
+     * stream, graph_launch on it. The illegal call fails (ADAG_ERR_INVALID)
+     * and invalidates the capture: later enqueues on s fail, and
+     * stream_capture_end fails with a message naming the first illegal
+     * operation; either way s is an ordinary stream again after
+     * stream_capture_end. A capture is ended before its stream is
+     * destroyed. Without a capture, every op behaves as before. */
+    adag_status_t (*stream_capture_begin)(adag_dev_stream_t *s);
+    adag_status_t (*stream_capture_end)(adag_dev_stream_t *s, adag_dev_graph_t **graph);
+    adag_status_t (*graph_launch)(adag_dev_graph_t *graph, adag_dev_stream_t *s);
+    void (*graph_destroy)(adag_device_t *dev, adag_dev_graph_t *graph);
 
     /* (emu: dev NULL gives the counts of all its devices in this process) */
     void (*counts)(adag_device_t *dev, adag_device_counts_t *c);

@@ -404,6 +404,7 @@ static void host_counts(adag_device_t *d, adag_device_counts_t *c)
     c->imported_mem = atomic_load_explicit(&h->imported_mem, memory_order_relaxed);
     c->imported_events = atomic_load_explicit(&h->imported_events, memory_order_relaxed);
     c->registered = atomic_load_explicit(&h->registered, memory_order_relaxed);
+    c->graphs = atomic_load_explicit(&h->graphs, memory_order_relaxed);
 }
 
 const adag_device_ops_t adag_device_emu_ops = {
@@ -424,17 +425,17 @@ const adag_device_ops_t adag_device_emu_ops = {
     .mem_unimport = host_mem_unimport,
     .stream_create = adag__host_stream_create,
     .stream_destroy = adag__host_stream_destroy,
-    .copy_async = adag__host_copy_async,
+    .copy_async = adag__host_graph_copy_async,
     .host_fn = adag__host_host_fn,
     .launch_host = adag__host_launch_host,
     .stream_native = adag__host_stream_native,
-    .stream_sync = adag__host_stream_sync,
+    .stream_sync = adag__host_graph_stream_sync,
     .event_create = adag__host_event_create,
     .event_destroy = adag__host_event_destroy,
-    .event_record = adag__host_event_record,
-    .stream_wait_event = adag__host_stream_wait_event,
-    .event_query = adag__host_event_query,
-    .event_sync = adag__host_event_sync,
+    .event_record = adag__host_graph_event_record,
+    .stream_wait_event = adag__host_graph_stream_wait_event,
+    .event_query = adag__host_graph_event_query,
+    .event_sync = adag__host_graph_event_sync,
     .event_export = adag__host_event_export,
     .event_import = adag__host_event_import,
     .event_abandon = adag__host_event_abandon,
@@ -445,5 +446,9 @@ const adag_device_ops_t adag_device_emu_ops = {
     .word_store = adag__host_word_store,
     .event_create_timed = adag__host_event_create_timed,
     .event_elapsed_ns = adag__host_event_elapsed_ns,
+    .stream_capture_begin = adag__host_stream_capture_begin,
+    .stream_capture_end = adag__host_stream_capture_end,
+    .graph_launch = adag__host_graph_launch,
+    .graph_destroy = adag__host_graph_destroy,
     .counts = host_counts,
 };

@@ -9,6 +9,7 @@
 #include "gpu/device.h"
 #include "gpu/memfd_handle.h"
 
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 /* What is live (relaxed: counts, read by tests after the work is joined). */
 typedef struct {
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
+    _Atomic uint64_t graphs;
 } host_counts_t;
 
 typedef struct {
@@ -125,5 +127,82 @@ adag_status_t adag__host_stream_wait_value64(adag_dev_stream_t *s, const adag_de
 word_cell_t *adag__host_cell(const adag_dev_word_t *w);
 void adag__host_value_store(word_cell_t *cell, uint64_t v);
 adag_status_t adag__host_value_wait(word_cell_t *cell, uint64_t want, int64_t deadline);
+
+
+/* A stream's operation (gpu/host_stream.c runs them; gpu/host_graph.c
+ * records them in a capture and runs them again in a graph's launch). */
+typedef enum {
+    OP_COPY,
+    OP_HOST_FN,
+    OP_STEPS,
+    OP_RECORD,
+    OP_WAIT,
+    OP_WRITE_VALUE,
+    OP_WAIT_VALUE,
+    OP_STOP
+} op_kind_t;
+
+typedef struct stream_op {
+    struct stream_op *next;
+    op_kind_t kind;
+    void *dst;
+    const void *src;
+    size_t size;
+    adag_host_fn fn;
+    adag_host_step_fn step; /* OP_STEPS */
+    void *arg;
+    adag_dev_event_t *ev;
+    uint64_t ticket; /* OP_RECORD, OP_WAIT; OP_*_VALUE: the value */
+    word_cell_t *cell; /* OP_*_VALUE */
+    uint64_t mbps; /* OP_COPY: its device's copy_mbps when it was enqueued */
+    int unhelped; /* OP_STEPS: a helper may not run it (a graph's launch of opaque work) */
+    void (*release)(void *arg); /* if set: called with arg when the operation is freed */
+    /* OP_HOST_FN from launch_host: arg points here; OP_COPY from pageable
+     * memory: the staged bytes (src is NULL) */
+    alignas(16) unsigned char args[];
+} stream_op_t;
+
+/* Queues a copy of proto, with args[0..size) copied after it (arg then
+ * points at the copy); while s captures, the capture takes it instead. */
+adag_status_t adag__host_enqueue(adag_dev_stream_t *s, stream_op_t proto, const void *args,
+                                 size_t size);
+/* Runs op until the deadline: 1 if it finished, 0 if it kept its progress
+ * (OP_STEPS, waits) to be called again. */
+int adag__host_op_run(stream_op_t *op, int64_t deadline);
+/* Whether a thread helping a stream (stream_sync) may run op. */
+int adag__host_op_helpable(const stream_op_t *op);
+/* Drops what op holds (its event, a graph's launch) and frees it. */
+void adag__host_op_free(stream_op_t *op);
+/* An event's latest ticket (take 0), or a new one (take 1: a record). */
+uint64_t adag__host_event_ticket(adag_dev_event_t *ev, int take);
+/* Completes a ticket nobody will reach (a record that was not queued). */
+void adag__host_event_complete(adag_dev_event_t *ev, uint64_t ticket);
+/* Notes that ev's latest record is on s (event_sync helps s). */
+void adag__host_event_recorded_on(adag_dev_event_t *ev, adag_dev_stream_t *s);
+
+/* Graphs (gpu/host_graph.c), which calls this file and is never called
+ * by it: while the hook is set (the first stream_capture_begin of the
+ * process sets it, acquire/release), every enqueue first offers its
+ * operation to it; it returns 1 if s captures and took op (it then holds
+ * op and its event reference; size: the bytes of arguments copied after
+ * it), *st saying how that went, else 0. */
+typedef int (*adag_host_capture_hook_t)(adag_dev_stream_t *s, stream_op_t *op, size_t size,
+                                        adag_status_t *st);
+extern _Atomic(adag_host_capture_hook_t) adag__host_capture_hook;
+/* The ops of gpu/device.h that a capture changes: they check what is
+ * illegal during a capture, then call the ones above. */
+adag_status_t adag__host_graph_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
+                                          size_t size);
+adag_status_t adag__host_graph_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s);
+adag_status_t adag__host_graph_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev);
+adag_status_t adag__host_graph_stream_sync(adag_dev_stream_t *s, int64_t deadline);
+adag_status_t adag__host_graph_event_query(adag_dev_event_t *ev);
+adag_status_t adag__host_graph_event_sync(adag_dev_event_t *ev, int64_t deadline);
+adag_status_t adag__host_stream_capture_begin(adag_dev_stream_t *s);
+adag_status_t adag__host_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph_t **out);
+adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s);
+void adag__host_graph_destroy(adag_device_t *d, adag_dev_graph_t *g);
+/* The stream's device (for host_graph.c, which does not see the stream). */
+host_dev_t *adag__host_stream_dev(adag_dev_stream_t *s);
 
 #endif

@@ -354,34 +354,9 @@ adag_status_t adag__host_event_elapsed_ns(adag_dev_event_t *start, adag_dev_even
 
 /* ---- streams ---- */
 
-typedef enum {
-    OP_COPY,
-    OP_HOST_FN,
-    OP_STEPS,
-    OP_RECORD,
-    OP_WAIT,
-    OP_WRITE_VALUE,
-    OP_WAIT_VALUE,
-    OP_STOP
-} op_kind_t;
+/* (stream_op_t: gpu/host_impl.h) */
 
-typedef struct stream_op {
-    struct stream_op *next;
-    op_kind_t kind;
-    void *dst;
-    const void *src;
-    size_t size;
-    adag_host_fn fn;
-    adag_host_step_fn step; /* OP_STEPS */
-    void *arg;
-    adag_dev_event_t *ev;
-    uint64_t ticket; /* OP_RECORD, OP_WAIT; OP_*_VALUE: the value */
-    word_cell_t *cell; /* OP_*_VALUE */
-    uint64_t mbps; /* OP_COPY: its device's copy_mbps when it was enqueued */
-    /* OP_HOST_FN from launch_host: arg points here; OP_COPY from pageable
-     * memory: the staged bytes (src is NULL) */
-    alignas(16) unsigned char args[];
-} stream_op_t;
+_Atomic(adag_host_capture_hook_t) adag__host_capture_hook;
 
 /* The queue is under `lock`, and so is `running` (an operation was taken
  * from it and has not finished): operations run one at a time, in queue
@@ -488,12 +463,8 @@ static stream_op_t *take(adag_dev_stream_t *s, int (*may)(const stream_op_t *), 
     return op;
 }
 
-/* Runs a taken operation (on the stream thread, or on a helper) until the
- * deadline: 1 if it finished (counted in `done`), 0 if it is not done and
- * went back to the head of the queue. */
-static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
+int adag__host_op_run(stream_op_t *op, int64_t deadline)
 {
-    int finished = 1;
     switch (op->kind) {
     case OP_COPY:
         run_copy(op);
@@ -502,23 +473,38 @@ static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
         op->fn(op->arg);
         break;
     case OP_STEPS:
-        finished = op->step(op->arg, deadline) != ADAG_ERR_TIMEOUT;
-        break;
+        return op->step(op->arg, deadline) != ADAG_ERR_TIMEOUT;
     case OP_RECORD:
         complete_ticket(op->ev, op->ticket);
         break;
     case OP_WAIT:
-        finished = wait_ticket(op->ev, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
-        break;
+        return wait_ticket(op->ev, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
     case OP_WRITE_VALUE:
         adag__host_value_store(op->cell, op->ticket);
         break;
     case OP_WAIT_VALUE:
-        finished = adag__host_value_wait(op->cell, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
-        break;
+        return adag__host_value_wait(op->cell, op->ticket, deadline) != ADAG_ERR_TIMEOUT;
     case OP_STOP:
         break;
     }
+    return 1;
+}
+
+void adag__host_op_free(stream_op_t *op)
+{
+    if (op->release)
+        op->release(op->arg);
+    if (op->ev)
+        event_unref(op->ev);
+    free(op);
+}
+
+/* Runs a taken operation (on the stream thread, or on a helper) until the
+ * deadline: 1 if it finished (counted in `done`), 0 if it is not done and
+ * went back to the head of the queue. */
+static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
+{
+    int finished = adag__host_op_run(op, deadline);
     pthread_mutex_lock(&s->lock);
     if (!finished) {
         op->next = s->head;
@@ -529,9 +515,7 @@ static int run_taken(adag_dev_stream_t *s, stream_op_t *op, int64_t deadline)
     atomic_store_explicit(&s->running, 0, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
     if (finished) {
-        if (op->ev)
-            event_unref(op->ev);
-        free(op);
+        adag__host_op_free(op);
         atomic_fetch_add_explicit(&s->done, 1, memory_order_seq_cst);
     }
     /* stream_sync waits for `done`; the stream thread, while a helper
@@ -571,12 +555,13 @@ static void *stream_main(void *arg)
 }
 
 /* What a helper may run: bounded work, or work that keeps a deadline. */
-static int helper_may_run(const stream_op_t *op)
+int adag__host_op_helpable(const stream_op_t *op)
 {
     switch (op->kind) {
     case OP_COPY:
         return op->mbps == 0;
     case OP_STEPS:
+        return !op->unhelped;
     case OP_RECORD:
     case OP_WAIT:
     case OP_WRITE_VALUE:
@@ -597,15 +582,15 @@ static void stream_help(adag_dev_stream_t *s, adag_cond_fn done, const void *arg
 {
     stream_op_t *op;
     int busy;
-    while (!done(arg) && (op = take(s, helper_may_run, &busy)) != NULL)
+    while (!done(arg) && (op = take(s, adag__host_op_helpable, &busy)) != NULL)
         if (!run_taken(s, op, deadline))
             return;
 }
 
 /* Queues a copy of proto, with args[0..size) copied after it (arg then
  * points at the copy). */
-static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const void *args,
-                                  size_t size)
+adag_status_t adag__host_enqueue(adag_dev_stream_t *s, stream_op_t proto, const void *args,
+                                 size_t size)
 {
     stream_op_t *op = malloc(sizeof(*op) + size);
     if (!op)
@@ -619,6 +604,11 @@ static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const
     }
     if (op->ev)
         atomic_fetch_add_explicit(&op->ev->refs, 1, memory_order_relaxed);
+    adag_status_t st;
+    adag_host_capture_hook_t hook =
+        atomic_load_explicit(&adag__host_capture_hook, memory_order_acquire);
+    if (hook && hook(s, op, size, &st)) /* recorded by a capture (host_graph.c) */
+        return st;
     pthread_mutex_lock(&s->lock);
     if (s->tail)
         s->tail->next = op;
@@ -633,7 +623,7 @@ static adag_status_t enqueue_args(adag_dev_stream_t *s, stream_op_t proto, const
 
 static adag_status_t enqueue(adag_dev_stream_t *s, stream_op_t proto)
 {
-    return enqueue_args(s, proto, NULL, 0);
+    return adag__host_enqueue(s, proto, NULL, 0);
 }
 
 adag_status_t adag__host_stream_create(adag_device_t *d, adag_dev_stream_t **out)
@@ -685,7 +675,7 @@ adag_status_t adag__host_copy_async(adag_dev_stream_t *s, void *dst, const void 
         return st == ADAG_OK ? adag__host_stream_sync(s, ADAG_FOREVER) : st;
     }
     copy.src = NULL;
-    return enqueue_args(s, copy, src, size);
+    return adag__host_enqueue(s, copy, src, size);
 }
 
 adag_status_t adag__host_host_fn(adag_dev_stream_t *s, adag_host_fn fn, void *arg)
@@ -700,12 +690,17 @@ adag_status_t adag__host_launch_host(adag_dev_stream_t *s, adag_host_fn fn, cons
         return adag__error(ADAG_ERR_INVALID,
                           "device emu:%u: launch_host: %zu bytes of arguments, at most %d",
                           s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
-    return enqueue_args(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn}, args, size);
+    return adag__host_enqueue(s, (stream_op_t){.kind = OP_HOST_FN, .fn = fn}, args, size);
 }
 
 void *adag__host_stream_native(adag_dev_stream_t *s)
 {
     return s;
+}
+
+host_dev_t *adag__host_stream_dev(adag_dev_stream_t *s)
+{
+    return s->dev;
 }
 
 adag_status_t adag__host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn,
@@ -715,7 +710,7 @@ adag_status_t adag__host_launch_steps(adag_dev_stream_t *s, adag_host_step_fn fn
         return adag__error(ADAG_ERR_INVALID,
                           "device emu:%u: launch_steps: %zu bytes of arguments, at most %d",
                           s->dev->base.index, size, ADAG_DEVICE_ARGS_MAX);
-    return enqueue_args(s, (stream_op_t){.kind = OP_STEPS, .step = fn}, args, size);
+    return adag__host_enqueue(s, (stream_op_t){.kind = OP_STEPS, .step = fn}, args, size);
 }
 
 adag_status_t adag__host_stream_sync(adag_dev_stream_t *s, int64_t deadline)
@@ -751,6 +746,24 @@ adag_status_t adag__host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s
         complete_ticket(ev, ticket); /* never leave a ticket nobody will reach */
         return st;
     }
+    adag__host_event_recorded_on(ev, s);
+    return ADAG_OK;
+}
+
+uint64_t adag__host_event_ticket(adag_dev_event_t *ev, int take)
+{
+    if (!take)
+        return atomic_load_explicit(&ev->page->recorded, memory_order_seq_cst);
+    return atomic_fetch_add_explicit(&ev->page->recorded, 1, memory_order_seq_cst) + 1;
+}
+
+void adag__host_event_complete(adag_dev_event_t *ev, uint64_t ticket)
+{
+    complete_ticket(ev, ticket);
+}
+
+void adag__host_event_recorded_on(adag_dev_event_t *ev, adag_dev_stream_t *s)
+{
     stream_ref(s);
     pthread_mutex_lock(&ev->stream_lock);
     adag_dev_stream_t *was = ev->stream;
@@ -758,7 +771,6 @@ adag_status_t adag__host_event_record(adag_dev_event_t *ev, adag_dev_stream_t *s
     pthread_mutex_unlock(&ev->stream_lock);
     if (was)
         stream_unref(was);
-    return ADAG_OK;
 }
 
 adag_status_t adag__host_stream_wait_event(adag_dev_stream_t *s, adag_dev_event_t *ev)

@@ -2,7 +2,8 @@
  * The emulated device (gpu/host.c) under ThreadSanitizer (`make
  * test-tsan`; the harness: tests/stress.h): two streams ordered only by
  * events, pageable and registered copies racing with range changes, and
- * an imported event abandoned while a stream waits on it. The buffers the
+ * an imported event abandoned while a stream waits on it, graphs replaying
+ * the ping-pong and copies run by a helping stream_sync. The buffers the
  * streams share are plain memory: only the events order their accesses,
  * so a missing edge is a race TSan reports.
  */
@@ -198,12 +199,69 @@ static int run_host_abandon(void)
     return ok && c.streams == 0 && c.events == 0 && c.imported_events == 0;
 }
 
+/* The ping-pong of run_host_device as two graphs (gpu/host_graph.c), each
+ * waiting for the other's event and recording its own at every launch, and
+ * a graph of copies that stream_sync runs on the host thread (a helper)
+ * while the stream thread competes for it. 2000 rounds. */
+static int run_host_graphs(void)
+{
+    const adag_device_ops_t *o = adag__device_backend(ADAG_DEV_EMULATED);
+    adag_device_t *dev;
+    adag_dev_stream_t *a, *b, *c;
+    adag_dev_event_t *ea, *eb;
+    adag_dev_graph_t *ga = NULL, *gb = NULL, *gc = NULL;
+    adag_dev_mem_t m;
+    static relay_t r;
+    if (o->open(0, &dev) || o->stream_create(dev, &a) || o->stream_create(dev, &b) ||
+        o->stream_create(dev, &c) || o->event_create(dev, &ea) || o->event_create(dev, &eb) ||
+        o->mem_alloc(dev, 4096, &m)) {
+        fprintf(stderr, "emulated device: %s\n", adag_last_error());
+        return 0;
+    }
+    int ok = o->stream_capture_begin(a) == ADAG_OK && o->stream_wait_event(a, eb) == ADAG_OK &&
+             o->host_fn(a, relay_write, &r) == ADAG_OK && o->event_record(ea, a) == ADAG_OK &&
+             o->stream_capture_end(a, &ga) == ADAG_OK;
+    ok = ok && o->stream_capture_begin(b) == ADAG_OK && o->stream_wait_event(b, ea) == ADAG_OK &&
+         o->host_fn(b, relay_check, &r) == ADAG_OK && o->event_record(eb, b) == ADAG_OK &&
+         o->stream_capture_end(b, &gb) == ADAG_OK;
+    int64_t *words = m.ptr;
+    ok = ok && o->stream_capture_begin(c) == ADAG_OK &&
+         o->copy_async(c, words + 64, words, 512) == ADAG_OK &&
+         o->copy_async(c, words, words + 64, 512) == ADAG_OK &&
+         o->stream_capture_end(c, &gc) == ADAG_OK;
+    for (int i = 0; i < 2000 && ok; i++) {
+        words[0] = i; /* c's last launch is done: the sync below */
+        ok &= o->graph_launch(ga, a) == ADAG_OK && o->graph_launch(gb, b) == ADAG_OK &&
+              o->graph_launch(gc, c) == ADAG_OK;
+        ok &= o->stream_sync(c, adag__deadline_ms(10000)) == ADAG_OK && words[64] == i;
+        if (i % 500 == 0)
+            ok &= o->event_sync(eb, adag__deadline_ms(10000)) == ADAG_OK;
+    }
+    if (!ok)
+        fprintf(stderr, "graphs: %s\n", adag_last_error());
+    ok &= o->stream_sync(b, adag__deadline_ms(10000)) == ADAG_OK;
+    o->graph_destroy(dev, ga);
+    o->graph_destroy(dev, gb);
+    o->graph_destroy(dev, gc);
+    o->mem_free(dev, &m);
+    o->event_destroy(dev, ea);
+    o->event_destroy(dev, eb);
+    o->stream_destroy(dev, a);
+    o->stream_destroy(dev, b);
+    o->stream_destroy(dev, c);
+    adag_device_counts_t n;
+    o->counts(dev, &n);
+    o->close(dev);
+    return ok && !r.bad && r.round == 2000 && n.streams == 0 && n.events == 0 && n.graphs == 0;
+}
+
 int main(void)
 {
     static const stress_part_t parts[] = {
         {"emulated device: two streams ordered by events", run_host_device},
         {"emulated device: pageable and registered copies", run_host_copies},
         {"emulated device: an import abandoned while a stream waits on it", run_host_abandon},
+        {"emulated device: graphs ordered by events, copies helped", run_host_graphs},
     };
     return stress_run_parts("stress_device", parts, sizeof(parts) / sizeof(parts[0]));
 }

@@ -97,7 +97,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_method_def_t, nargs, 16);
     PIN_AT(adag_method_def_t, nreturns, 20);
 
-    PIN_SIZE(adag_class_def_t, 88);
+    PIN_SIZE(adag_class_def_t, 96); /* capturable appended */
     PIN_AT(adag_class_def_t, abi_version, 0);
     PIN_AT(adag_class_def_t, name, 8);
     PIN_AT(adag_class_def_t, state_size, 16);
@@ -106,6 +106,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_class_def_t, methods, 40);
     PIN_AT(adag_class_def_t, nmethods, 48);
     PIN_AT(adag_class_def_t, reserved, 56);
+    PIN_AT(adag_class_def_t, capturable, 88);
 
     PIN_SIZE(adag_dag_stats_t, 168); /* timed, bottleneck (version 3), device_bytes (4) appended */
     PIN_AT(adag_dag_stats_t, struct_size, 0);
@@ -181,7 +182,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_actor_placement_t, nic_distance, 584);
     PIN_AT(adag_actor_placement_t, this_machine, 608);
 
-    PIN_SIZE(adag_compile_params_t, 80); /* comm_timeout_ms, driver_device, trace_spans, run_ahead appended (bits 6-9) */
+    PIN_SIZE(adag_compile_params_t, 80); /* comm_timeout_ms, driver_device, trace_spans, run_ahead, graphs appended (bits 6-10) */
     PIN_AT(adag_compile_params_t, field_mask, 0);
     PIN_AT(adag_compile_params_t, max_inflight, 8);
     PIN_AT(adag_compile_params_t, slot_capacity, 16);
@@ -193,6 +194,7 @@ ATEST(struct_layouts_are_pinned)
     PIN_AT(adag_compile_params_t, driver_device, 56);
     PIN_AT(adag_compile_params_t, trace_spans, 64);
     PIN_AT(adag_compile_params_t, run_ahead, 72);
+    PIN_AT(adag_compile_params_t, graphs, 76);
 
     PIN_SIZE(adag_writer_t, 16);
     PIN_AT(adag_writer_t, fn, 0);

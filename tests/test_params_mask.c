@@ -59,6 +59,7 @@ static const field_t compile_fields[] = {
     F(adag_compile_params_t, comm_timeout_ms, ADAG_COMPILE_PARAM_COMM_TIMEOUT),
     F(adag_compile_params_t, driver_device, ADAG_COMPILE_PARAM_DRIVER_DEVICE),
     F(adag_compile_params_t, trace_spans, ADAG_COMPILE_PARAM_TRACE),
+    F(adag_compile_params_t, graphs, ADAG_COMPILE_PARAM_GRAPHS),
 };
 
 static const field_t channel_fields[] = {

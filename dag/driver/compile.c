@@ -35,6 +35,7 @@ static const adag_param_field_t compile_fields[] = {
     COMPILE_FIELD(driver_device, ADAG_COMPILE_PARAM_DRIVER_DEVICE),
     COMPILE_FIELD(trace_spans, ADAG_COMPILE_PARAM_TRACE),
     COMPILE_FIELD(run_ahead, ADAG_COMPILE_PARAM_RUN_AHEAD),
+    COMPILE_FIELD(graphs, ADAG_COMPILE_PARAM_GRAPHS),
 };
 
 /* A DAG that runs ahead (adag_compile_params_t.run_ahead) leaves waits on
@@ -110,6 +111,10 @@ static adag_status_t read_params(const adag_compile_params_t *p, adag_dag_h dag)
                           p->run_ahead);
     dag->plan.run_ahead = (mask & ADAG_COMPILE_PARAM_RUN_AHEAD) ? p->run_ahead : 0;
     dag->run.run_ahead = dag->plan.run_ahead;
+    if ((mask & ADAG_COMPILE_PARAM_GRAPHS) && p->graphs != 0 && p->graphs != 1)
+        return adag__error(ADAG_ERR_INVALID, "adag_graph_compile: graphs is %d: 0 (off) or 1 (on)",
+                           p->graphs);
+    dag->plan.graphs = (mask & ADAG_COMPILE_PARAM_GRAPHS) && p->graphs;
     if (mask & ADAG_COMPILE_PARAM_NAME)
         snprintf(dag->run.name, sizeof(dag->run.name), "%s", p->name);
     if (dag->plan.max_inflight < 1 || dag->plan.max_inflight > ADAG_PROG_MAX_INFLIGHT)

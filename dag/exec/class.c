@@ -51,6 +51,15 @@ adag_status_t adag__class_validate(const adag_class_def_t *def, const char *wher
                 return adag__error(ADAG_ERR_INVALID, "%s: class %s defines method %s twice",
                                   where, def->name, m->name);
     }
+    for (const char *const *c = def->capturable; c && *c; c++) {
+        unsigned i = 0;
+        while (i < def->nmethods && strcmp(def->methods[i].name, *c) != 0)
+            i++;
+        if (i == def->nmethods)
+            return adag__error(ADAG_ERR_INVALID,
+                              "%s: class %s: capturable names method %s, which the class does "
+                              "not define", where, def->name, *c);
+    }
     return ADAG_OK;
 }
 
@@ -66,6 +75,8 @@ adag_status_t adag__class_methods(const adag_class_def_t *def, const char *where
         m[i].fn = def->methods[i].fn;
         m[i].nargs = def->methods[i].nargs;
         m[i].nreturns = def->methods[i].nreturns;
+        for (const char *const *c = def->capturable; c && *c; c++)
+            m[i].capturable |= strcmp(*c, m[i].name) == 0;
     }
     *methods = m;
     return ADAG_OK;

@@ -208,7 +208,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     doing(loop, ot.oi, ADAG_DOING_COMPUTE);
     call->used_stream = 0;
     pthread_mutex_lock(loop->call_lock);
-    st = m->fn(loop->state, call);
+    st = loop->graphs ? adag__loop_graph_call(loop, op, call) : m->fn(loop->state, call);
     pthread_mutex_unlock(loop->call_lock);
     if (call->used_stream) {
         loop->stream_dirty = 1;
@@ -338,7 +338,8 @@ static void *loop_main(void *arg)
             return NULL;
         }
     }
-    if (st == ADAG_OK && (st = adag__loop_hold_open(loop)) != ADAG_OK) {
+    if (st == ADAG_OK && ((st = adag__loop_hold_open(loop)) != ADAG_OK ||
+                          (st = adag__loop_graphs_open(loop)) != ADAG_OK)) {
         adag__error_prefix("actor %s: loop of DAG %s", loop->actor_name, loop->prog.dag_name);
         adag__loop_fail_dag(loop, st, adag_last_error());
         goto out;
@@ -378,6 +379,7 @@ static void *loop_main(void *arg)
 out:
     adag__loop_turns_end(loop);
     drain_device(loop);
+    adag__loop_graphs_close(loop);
     adag__loop_hold_close(loop);
     return NULL;
 }

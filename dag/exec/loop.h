@@ -39,6 +39,7 @@ typedef struct {
     char name[ADAG_MAX_NAME];
     adag_method_fn fn; /* NULL on the driver side of a process actor */
     unsigned nargs, nreturns;
+    int capturable; /* named in its class's capturable list */
 } adag_method_info_t;
 
 typedef struct adag_loop adag_loop_t;
@@ -164,6 +165,8 @@ struct adag_loop {
     /* per program communicator: its turns if shared (dag/exec/loop_collective.c);
      * NULL: none */
     struct adag_loop_turn *turns;
+    /* per op, its device graphs (dag/exec/loop_graph.c); NULL: off */
+    struct adag_loop_graph *graphs;
     pthread_t thread;
     int started;
 };
@@ -215,6 +218,18 @@ static inline void adag__loop_release_reads(adag_loop_t *loop, uint64_t seq, int
  * slot counts say which). */
 adag_status_t adag__loop_hold_open(adag_loop_t *loop);
 void adag__loop_hold_close(adag_loop_t *loop);
+
+/* Device graphs (dag/exec/loop_graph.c): graphs_open makes loop->graphs
+ * when the program captures (adag_compile_params_t.graphs) and the actor
+ * has a device; graph_call then runs a call op's method: called,
+ * captured, or its graph replayed (under the call lock; the method's
+ * status, or ADAG_OK with the call's fail_status set); graphs_close
+ * destroys them (after the device work is drained). */
+typedef struct adag_loop_graph adag_loop_graph_t;
+adag_status_t adag__loop_graphs_open(adag_loop_t *loop);
+void adag__loop_graphs_close(adag_loop_t *loop);
+adag_status_t adag__loop_graph_call(adag_loop_t *loop, const adag_prog_op_t *op,
+                                    struct adag_call *call);
 adag_status_t adag__loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
                                        struct adag_call *call);
 adag_status_t adag__loop_end_reads(adag_loop_t *loop, uint64_t seq);

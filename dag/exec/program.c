@@ -45,6 +45,7 @@ void adag__program_encode(const adag_program_t *p, adag_wbuf_t *b)
     adag__wbuf_u64(b, (uint64_t)p->spin_ns);
     adag__wbuf_u32(b, p->spin_yield);
     adag__wbuf_u64(b, p->trace_spans);
+    adag__wbuf_u32(b, p->graphs);
     adag__wbuf_u64(b, (uint64_t)p->comm_timeout_ms);
     adag__wbuf_u32(b, p->start_chan);
     adag__wbuf_bytes(b, p->descs, p->descs_len);
@@ -182,6 +183,7 @@ adag_status_t adag__program_decode(adag_rbuf_t *b, unsigned nmethods, adag_progr
     p->spin_ns = (int64_t)adag__rbuf_u64(b);
     p->spin_yield = adag__rbuf_u32(b) != 0;
     p->trace_spans = adag__rbuf_u64(b);
+    p->graphs = adag__rbuf_u32(b) != 0;
     p->comm_timeout_ms = (int64_t)adag__rbuf_u64(b);
     p->start_chan = adag__rbuf_u32(b);
     descs = adag__rbuf_bytes(b, &descs_len);

@@ -106,6 +106,7 @@ typedef struct {
     int64_t spin_ns;    /* this actor's wait policy */
     uint32_t spin_yield;
     uint64_t trace_spans; /* spans of the loop's trace ring; 0: tracing off */
+    uint32_t graphs;      /* capture capturable methods into device graphs (dag/exec/loop_graph.c) */
     /* a device communication op of this actor not done in this many ms
      * fails the DAG (dag/exec/watchdog.h); <= 0: not watched */
     int64_t comm_timeout_ms;

@@ -349,6 +349,7 @@ adag_status_t adag__compile_program(const adag_compiler_t *cx, unsigned ai,
     p->spin_ns = policy.spin_ns;
     p->spin_yield = (uint32_t)policy.yield;
     p->trace_spans = plan->trace_spans;
+    p->graphs = plan->graphs != 0;
     p->comm_timeout_ms = plan->comm_timeout_ms;
     p->start_chan = ADAG_PROG_NO_CHAN;
     p->chans = calloc(plan->nchans + 1, sizeof(*p->chans));

@@ -74,6 +74,7 @@ typedef struct adag_plan {
     /* what every program carries (adag_compile_params_t) */
     int comm_timeout_ms;       /* <= 0: device communication ops are not watched */
     uint64_t trace_spans;      /* per loop and the driver; 0: tracing off */
+    int graphs;                /* device graphs of capturable methods (adag_compile_params_t) */
 } adag_plan_t;
 
 /* compile_place.c: a channel's places (c->places: writer, then readers)

@@ -48,7 +48,7 @@ demo-llm: $(LLM_SERVER) $(LLM_GEN) $(LLM_SHARD_MODULE) $(BUILD)/adag-worker
 .PHONY: test-llm demo-llm
 
 $(LLM_SHARD_CUDA_MODULE): examples/llm/stage_actors.c examples/llm/shard_kernels.cu $(LLM_SRCS) \
-    $(wildcard examples/llm/*.h) include/adag.h
+    $(wildcard examples/llm/*.h) $(ADAG_HEADERS)
 	@mkdir -p $(dir $@) $(BUILD)/obj/examples/llm/cuda
 	for f in stage_actors model safetensors; do \
 	    $(CC) $(filter-out $(SANFLAGS),$(CFLAGS_BASE)) $(CFLAGS) -DLLM_SHARD_CUDA -c \

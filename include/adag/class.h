@@ -66,6 +66,18 @@ typedef struct {
     const adag_method_def_t *methods;
     unsigned nmethods;      /* 1..ADAG_MAX_METHODS */
     uint64_t reserved[4];   /* must be zero */
+    /* Optional: the names of the methods whose work can be captured into
+     * a device graph and replayed (adag_compile_params_t.graphs), NULL
+     * terminated; a name the class does not define is refused. Such a
+     * method, on a device-bound actor, only enqueues work on its compute
+     * stream (adag_call_stream, adag_call_enqueue) and fills every return
+     * it writes there (adag_call_output, adag_call_output_tensor; never
+     * adag_call_set_output); its work, sizes and shapes depend only on the
+     * buffers of the execution's slots, never on the execution's number
+     * or on values the host reads; and it never waits for the device (no
+     * stream or event synchronisation, no copy with pageable host memory,
+     * no allocation on CUDA). */
+    const char *const *capturable;
 } adag_class_def_t;
 
 /* A module .so for process actors exports its classes with

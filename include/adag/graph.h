@@ -182,6 +182,7 @@ enum {
     ADAG_COMPILE_PARAM_DRIVER_DEVICE = 1u << 7,
     ADAG_COMPILE_PARAM_TRACE = 1u << 8,
     ADAG_COMPILE_PARAM_RUN_AHEAD = 1u << 9,
+    ADAG_COMPILE_PARAM_GRAPHS = 1u << 10,
 };
 
 /* Every default below is a setting of the graph's runtime (see
@@ -239,6 +240,23 @@ typedef struct {
      * (ADAG_DEVICE_MEMOPS 1 and a device that has them); elsewhere the
      * DAG runs as with 0. Default 0. */
     int run_ahead;
+    /* device graphs: 1 to capture the work of every capturable method
+     * (adag_class_def_t.capturable) of a device-bound actor and replay it. Per call of such a
+     * method, the first execution of each slot pattern (the execution's
+     * number modulo the least common multiple of the slot counts of the
+     * call's channels) runs the method as usual (a warm-up), the next
+     * runs it with its compute stream capturing (then launches what was
+     * recorded), and every later one launches the graph of its pattern
+     * instead of calling the method: one launch, whatever the method
+     * enqueues, its returns' sizes and shapes those of the capture. A
+     * method whose work cannot be captured (a host wait on the device, a
+     * copy with pageable memory, a return set with adag_call_set_output)
+     * fails the execution it was captured in with ADAG_ERR_METHOD naming
+     * actor.method and the operation, and runs uncaptured from then on;
+     * an execution whose inputs differ from the capture's in size, dtype
+     * or shape fails naming the input (one whose buffers moved calls the
+     * method as usual). 0: off (the default) */
+    int graphs;
 } adag_compile_params_t;
 
 /* Validates the graph and compiles it into channels and per-actor schedules,

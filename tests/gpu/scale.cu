@@ -39,3 +39,16 @@ adag_test_scale(int device, float *y, const float *x, float a, float b, size_t n
         snprintf(err, errlen, "%s: %s: %s", call, cudaGetErrorName(e), cudaGetErrorString(e));
     return (int)e;
 }
+
+// The same kernel launched on `stream` (a cudaStream_t), not waited for:
+// what a capture records (tests/gpu/test_cuda.c's graph test, the graph
+// rows of adag-bench). Returns the launch's cudaError_t.
+extern "C" __attribute__((visibility("default"))) int
+adag_test_scale_on(void *stream, float *y, const float *x, float a, float b, size_t n)
+{
+    const unsigned threads = 256;
+    unsigned blocks = (unsigned)((n + threads - 1) / threads);
+    if (n > 0)
+        scale_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>(y, x, a, b, n);
+    return (int)cudaGetLastError();
+}

@@ -56,14 +56,14 @@ int counts_zero(adag_device_t *dev)
     adag_device_counts_t c;
     O->counts(dev, &c);
     if (c.mem | c.host_mem | c.streams | c.events | c.imported_mem | c.imported_events |
-        c.registered) {
+        c.registered | c.graphs) {
         fprintf(stderr,
                 "  live objects left: mem %llu host %llu streams %llu events %llu imported "
-                "mem %llu events %llu registered %llu\n",
+                "mem %llu events %llu registered %llu graphs %llu\n",
                 (unsigned long long)c.mem, (unsigned long long)c.host_mem,
                 (unsigned long long)c.streams, (unsigned long long)c.events,
                 (unsigned long long)c.imported_mem, (unsigned long long)c.imported_events,
-                (unsigned long long)c.registered);
+                (unsigned long long)c.registered, (unsigned long long)c.graphs);
         return 0;
     }
     return 1;
@@ -521,6 +521,117 @@ out:
     return rc;
 }
 
+/* ---- graphs (tests/unit_device_graph.c on CUDA, with the real kernel) ---- */
+
+typedef int (*scale_on_fn_t)(void *stream, float *y, const float *x, float a, float b, size_t n);
+
+static void count_host(void *arg)
+{
+    atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+/* 50 kernels on one buffer, captured once and launched 200 times, against
+ * the same 50 launched eagerly 200 times (bit for bit); launch_host and
+ * copies inside the graph; each illegal operation fails the capture naming
+ * it, and the stream works after. */
+static int test_graphs(adag_device_t *dev)
+{
+    int rc = PASS;
+    enum { CHAIN = 50, REPLAYS = 200 };
+    const size_t n = 65536;
+    adag_dev_mem_t h = {0}, dg = {0}, de = {0}, hg = {0};
+    adag_dev_stream_t *s = NULL, *s2 = NULL;
+    adag_dev_event_t *ev = NULL;
+    adag_dev_graph_t *g = NULL;
+    static _Atomic int runs;
+    static unsigned char pageable[4096];
+    void *mod = NULL;
+    if (!ADAG_TEST_GPU_KERNEL[0]) {
+        snprintf(skip_reason, sizeof skip_reason,
+                 "the kernel was not built: no nvcc at %s at build time", ADAG_TEST_NVCC);
+        return SKIP;
+    }
+    mod = dlopen(ADAG_TEST_GPU_KERNEL, RTLD_NOW | RTLD_LOCAL);
+    CHECK(mod, "dlopen: %s", dlerror());
+    scale_on_fn_t scale_on = (scale_on_fn_t)dlsym(mod, "adag_test_scale_on");
+    CHECK(scale_on, "%s has no adag_test_scale_on", ADAG_TEST_GPU_KERNEL);
+    CHECK_OK(O->host_alloc(dev, n * sizeof(float), &h));
+    CHECK_OK(O->host_alloc(dev, n * sizeof(float), &hg));
+    CHECK_OK(O->mem_alloc(dev, n * sizeof(float), &dg));
+    CHECK_OK(O->mem_alloc(dev, n * sizeof(float), &de));
+    CHECK_OK(O->stream_create(dev, &s));
+    CHECK_OK(O->stream_create(dev, &s2));
+    CHECK_OK(O->event_create(dev, &ev));
+    float *x = h.ptr, *y = hg.ptr;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(i % 1013) * 0.25f - 100.0f;
+    CHECK_OK(O->copy_async(s, dg.ptr, h.ptr, n * sizeof(float)));
+    CHECK_OK(O->copy_async(s, de.ptr, h.ptr, n * sizeof(float)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
+    atomic_store(&runs, 0);
+    CHECK_OK(O->stream_capture_begin(s));
+    for (int k = 0; k < CHAIN; k++)
+        CHECK(scale_on(O->stream_native(s), dg.ptr, dg.ptr, 0.5f, (float)k * 0.01f, n) == 0,
+              "a kernel launch in the capture failed");
+    CHECK_OK(O->host_fn(s, count_host, (void *)&runs));
+    CHECK_OK(O->stream_capture_end(s, &g));
+    for (int r = 0; r < REPLAYS; r++)
+        CHECK_OK(O->graph_launch(g, s2)); /* another stream than the capture's */
+    for (int r = 0; r < REPLAYS; r++)
+        for (int k = 0; k < CHAIN; k++)
+            CHECK(scale_on(O->stream_native(s), de.ptr, de.ptr, 0.5f, (float)k * 0.01f, n) == 0,
+                  "an eager kernel launch failed");
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(30000)));
+    CHECK_OK(O->stream_sync(s2, adag__deadline_ms(30000)));
+    CHECK(atomic_load(&runs) == REPLAYS, "the graph's host function ran %d times, want %d",
+          atomic_load(&runs), REPLAYS);
+    CHECK_OK(O->copy_async(s, hg.ptr, dg.ptr, n * sizeof(float)));
+    CHECK_OK(O->copy_async(s, h.ptr, de.ptr, n * sizeof(float)));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(10000)));
+    for (size_t i = 0; i < n; i++)
+        CHECK(memcmp(&y[i], &x[i], sizeof(float)) == 0, "element %zu: replayed %.9g, eager %.9g",
+              i, (double)y[i], (double)x[i]);
+    O->graph_destroy(dev, g);
+    g = NULL;
+    /* each illegal operation fails the capture, naming it */
+    static const char *const names[] = {"stream_sync", "event_query", "event_sync",
+                                        "pageable host memory", "a second stream_capture_begin"};
+    for (int k = 0; k < 5; k++) {
+        CHECK_OK(O->stream_capture_begin(s));
+        CHECK_OK(O->event_record(ev, s));
+        adag_status_t st = k == 0   ? O->stream_sync(s, adag__deadline_ms(1000))
+                           : k == 1 ? O->event_query(ev)
+                           : k == 2 ? O->event_sync(ev, adag__deadline_ms(1000))
+                           : k == 3 ? O->copy_async(s, dg.ptr, pageable, sizeof pageable)
+                                    : O->stream_capture_begin(s);
+        CHECK(st == ADAG_ERR_INVALID, "%s during a capture: %s", names[k], adag_status_str(st));
+        CHECK(O->stream_capture_end(s, &g) == ADAG_ERR_INVALID && !g,
+              "%s: the capture ended with a graph", names[k]);
+        CHECK(strstr(adag_last_error(), names[k]), "%s: the message: %s", names[k],
+              adag_last_error());
+        CHECK_OK(O->host_fn(s, count_host, (void *)&runs));
+        CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
+    }
+out:
+    if (g)
+        O->graph_destroy(dev, g);
+    if (s)
+        O->stream_destroy(dev, s);
+    if (s2)
+        O->stream_destroy(dev, s2);
+    if (ev)
+        O->event_destroy(dev, ev);
+    O->mem_free(dev, &dg);
+    O->mem_free(dev, &de);
+    O->host_free(dev, &h);
+    O->host_free(dev, &hg);
+    if (rc == PASS && !counts_zero(dev))
+        rc = FAIL;
+    if (mod)
+        dlclose(mod);
+    return rc;
+}
+
 static void *open_gate_later(void *arg)
 {
     sleep_ms(*(int *)arg);
@@ -598,6 +709,7 @@ static const struct {
     {"values_write_after_copy_releases_another_stream", test_values_order},
     {"values_stuck_wait_released_by_abort", test_values_abort},
     {"values_word_written_by_another_process", test_values_ipc},
+    {"graphs_replay_equals_eager", test_graphs},
 };
 #define NTESTS (sizeof(tests) / sizeof(tests[0]))
 

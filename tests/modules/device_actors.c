@@ -324,5 +324,6 @@ const adag_class_def_t test_device_class = {
 };
 
 #ifdef ADAG_DEVICE_ACTORS_MODULE
-ADAG_MODULE(&test_device_class);
+#include "graph_actors.h"
+ADAG_MODULE(&test_device_class, &test_graph_class);
 #endif
