@@ -114,7 +114,7 @@ class Graph:
                 execute_timeout: Optional[float] = ..., teardown_timeout: Optional[float] = ...,
                 name: Optional[str] = ..., spin_ns: int = ...,
                 driver_device: Optional[str] = ..., trace_spans: int = ...,
-                run_ahead: bool = ...) -> CompiledDAG: ...
+                run_ahead: bool = ..., graphs: bool = ...) -> CompiledDAG: ...
 
 class Ref:
     id: int

@@ -539,14 +539,14 @@ static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"max_inflight", "slot_capacity", "execute_timeout",
                              "teardown_timeout", "name", "spin_ns", "driver_device",
-                             "trace_spans", "run_ahead", NULL};
-    int max_inflight = -1, run_ahead = -1;
+                             "trace_spans", "run_ahead", "graphs", NULL};
+    int max_inflight = -1, run_ahead = -1, graphs = -1;
     long long slot_capacity = -1, spin_ns = -1, trace_spans = -1;
     PyObject *exec_t = NULL, *tear_t = NULL;
     const char *name = NULL, *driver_device = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLOOzLzLp:compile", kwlist, &max_inflight,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLOOzLzLpp:compile", kwlist, &max_inflight,
                                      &slot_capacity, &exec_t, &tear_t, &name, &spin_ns,
-                                     &driver_device, &trace_spans, &run_ahead))
+                                     &driver_device, &trace_spans, &run_ahead, &graphs))
         return NULL;
     if (adagpy_check_open(self->rt, "Graph.compile") < 0)
         return NULL;
@@ -588,6 +588,10 @@ static PyObject *Graph_compile(GraphObject *self, PyObject *args, PyObject *kw)
     if (run_ahead >= 0) {
         p.field_mask |= ADAG_COMPILE_PARAM_RUN_AHEAD;
         p.run_ahead = run_ahead;
+    }
+    if (graphs >= 0) {
+        p.field_mask |= ADAG_COMPILE_PARAM_GRAPHS;
+        p.graphs = graphs;
     }
     adag_dag_h dag = NULL;
     adag_status_t st;
@@ -679,7 +683,7 @@ static PyMethodDef Graph_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "broadcast(nodes, root=0) -> a node per member"},
     {"compile", (PyCFunction)(void (*)(void))Graph_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(*, max_inflight, slot_capacity, execute_timeout, teardown_timeout, name, "
-     "spin_ns, driver_device, trace_spans, run_ahead) -> CompiledDAG"},
+     "spin_ns, driver_device, trace_spans, run_ahead, graphs) -> CompiledDAG"},
     {NULL, NULL, 0, NULL},
 };
 
