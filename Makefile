@@ -205,7 +205,8 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/adag/*.h dag/*/*.h common/*
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gpu/cuda.o $(BUILD)/obj/gpu/cuda_stream.o $(BUILD)/obj/gpu/cuda_alias.o \
-    $(BUILD)/obj/gpu/cuda_values.o $(BUILD)/obj/gpu/cuda_graph.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
+    $(BUILD)/obj/gpu/cuda_values.o $(BUILD)/obj/gpu/cuda_graph.o \
+    $(BUILD)/obj/gpu/cuda_runtime.o: $(BUILD)/obj/gpu/%.o: gpu/%.c $(CUDA_STAMP) \
     $(wildcard include/*.h common/*.h gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) $(CUDA_CFLAGS) -c $< -o $@

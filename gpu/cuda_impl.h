@@ -1,7 +1,9 @@
 /*
- * What the cuda device backend's files share (gpu/cuda.c: the runtime,
+ * What the cuda device backend's files share (gpu/cuda_runtime.c, below
+ * the others: the runtime loaded once, the error helpers; gpu/cuda.c:
  * devices, memory, the ops table; gpu/cuda_stream.c: streams and events;
- * gpu/cuda_values.c: the value ops):
+ * gpu/cuda_values.c: the value ops; gpu/cuda_graph.c: graphs;
+ * gpu/cuda_alias.c: a process's own handles):
  * the runtime's function table, loaded once with dlopen, the objects, and
  * the error helpers. Only with the toolkit's headers (ADAG_HAVE_CUDA).
  */
