@@ -204,10 +204,11 @@ static void *submit_main(void *arg)
 }
 
 /* Two threads execute at once, each on its own DAG of one runtime (thread
- * actors on emu:0 and emu:1): their large copies run at the same time,
- * one split by the pool and the other on its caller, or one after the
- * other; every byte checked either way. */
-Test(execcopy, two_submitting_threads, .timeout = 180)
+ * actors on emu:0 and emu:1; their large copies run at the same time, one
+ * split by the pool and the other on its caller, or one after the other),
+ * then both on one DAG (twice the room; each gets its own refs); every
+ * byte checked either way. */
+static void two_threads(int shared)
 {
     h_snapshot_t snap;
     h_snapshot(&snap);
@@ -216,18 +217,29 @@ Test(execcopy, two_submitting_threads, .timeout = 180)
                          h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d1", "emu:1", STAGE, 0)};
     submitter_t s[2] = {{.k0 = 0}, {.k0 = 1000}};
     pthread_t t[2];
-    for (int i = 0; i < 2; i++)
-        s[i].dag = fan_dag(rt, a[i], 2, 2, 12 * MiB + 1);
+    s[0].dag = fan_dag(rt, a[0], 2, shared ? 4 : 2, 12 * MiB + 1);
+    s[1].dag = shared ? s[0].dag : fan_dag(rt, a[1], 2, 2, 12 * MiB + 1);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(pthread_create(&t[i], NULL, submit_main, &s[i]), 0);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(pthread_join(t[i], NULL), 0);
     for (int i = 0; i < 2; i++)
-        cr_assert_eq(s[i].rc, 0, "thread %d: %s", i, s[i].why);
-    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(s[i].rc, 0, "thread %d (%s): %s", i, shared ? "one DAG" : "two DAGs",
+                     s[i].why);
+    for (int i = 0; i < (shared ? 1 : 2); i++)
         ASSERT_OK(adag_dag_destroy(s[i].dag));
+    for (int i = 0; i < 2; i++)
         ASSERT_OK(adag_actor_destroy(a[i]));
-    }
     ASSERT_OK(adag_runtime_destroy(rt));
     h_assert_clean(&snap);
+}
+
+Test(execcopy, two_threads_two_dags, .timeout = 180)
+{
+    two_threads(0);
+}
+
+Test(execcopy, two_threads_one_dag, .timeout = 180)
+{
+    two_threads(1);
 }
