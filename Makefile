@@ -408,6 +408,13 @@ $(BUILD)/tests/stress-device-dag: $(BUILD)/obj/tests/stress_device_dag.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# tests/stress_execute_copy.c: execute's split copy of large inputs into
+# the ring (the runtime's copy pool) while actors on emu read earlier slots
+$(BUILD)/tests/stress-execute-copy: $(BUILD)/obj/tests/stress_execute_copy.o \
+    $(BUILD)/obj/tests/modules/gpu_stage.o $(BUILD)/libadag.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 # tests/stress_comm.c: the host communicator (ranks in threads, many
 # messages, an abort mid-stream) under ThreadSanitizer.
 $(BUILD)/tests/stress-comm: $(BUILD)/obj/tests/stress_comm.o $(BUILD)/libadag.a
@@ -437,7 +444,8 @@ test-tsan:
 	    build/san-thread/tests/stress-device build/san-thread/tests/stress-device-dag \
 	    build/san-thread/tests/stress-comm \
 	    build/san-thread/tests/stress-data build/san-thread/tests/stress-trace \
-	    build/san-thread/tests/stress-values
+	    build/san-thread/tests/stress-values \
+	    build/san-thread/tests/stress-execute-copy
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-ring
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
@@ -454,6 +462,8 @@ test-tsan:
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-trace
 	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-values
+	UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+	    TSAN_OPTIONS=halt_on_error=1:exitcode=66 build/san-thread/tests/stress-execute-copy
 
 # Everything CI runs: the suite, the suite under ASan+UBSan, the channel and
 # driver stress under TSan, the fault matrix, and each fuzzer for a bounded time.

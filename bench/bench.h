@@ -33,7 +33,11 @@ typedef enum {
     DEV_PATH_PEER,  /* device 0 -> device 1: one peer copy */
     DEV_PATH_H2D,   /* driver input -> device: async copy in */
     DEV_PATH_D2H,   /* device -> driver output: async copy out */
+    DEV_PATH_H2D_ZC, /* driver input written in its slot (reserve/commit) -> device */
 } dev_path_t;
+
+/* The most executions in flight a device-bandwidth row runs. */
+#define BENCH_DEV_INFLIGHT_MAX 8
 
 /* Device hop rows: how one stream is ordered after another's. */
 typedef enum {
@@ -240,7 +244,8 @@ int bench_print_stats(adag_dag_h dag, unsigned n, unsigned inflight);
  * device-hop: driver -> A(dev 0) -> B(dev 0 for SAME, 1 for PEER) -> driver,
  * A and B placed `pl`, the runtime's ADAG_DEVICE_MEMOPS set by `mech`
  * (DEV_MECH_DEFAULT: left as configured); the bandwidth rows: process actors.
- * device-bandwidth: H2D driver -> A -> 16 B back; D2H 16 B -> A -> driver;
+ * device-bandwidth: H2D (execute, or H2D_ZC: reserve/commit) driver -> A ->
+ * 16 B back; D2H 16 B -> A -> driver;
  * PEER 16 B -> A(dev 0) -> B(dev 1) -> 16 B back. */
 int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path,
                    adag_placement_t pl, dev_mech_t mech, size_t bytes, long iters, measure_t *m);
@@ -253,8 +258,11 @@ int run_device_hop(const bench_opts_t *o, const char *backend, dev_path_t path,
 int run_device_hop_rounds(const bench_opts_t *o, const char *backend, dev_path_t path,
                           size_t bytes, adag_placement_t pl, measure_t adag[2], measure_t raw[2],
                           char why[2][160]);
+/* device-bandwidth with `inflight` executions in flight: h2d, h2d-zero-copy
+ * and d2h pipelined (the time between executions coming back); peer with 1
+ * in flight, one execution at a time (its latency). */
 int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
-                         size_t bytes, long iters, measure_t *m);
+                         size_t bytes, unsigned inflight, long iters, measure_t *m);
 /* Whether a row can run here: 0, or -1 with why not in why. */
 int device_row_available(const char *backend, dev_path_t path, char *why, size_t len);
 

@@ -100,16 +100,21 @@ fail:
     return -1;
 }
 
-static adag_dag_h compile_one(adag_graph_h g, size_t cap)
+static adag_dag_h compile_inflight(adag_graph_h g, size_t cap, unsigned inflight)
 {
     adag_dag_h dag = NULL;
     adag_compile_params_t cp = {
         .field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT | ADAG_COMPILE_PARAM_SLOT_CAPACITY,
-        .max_inflight = 1, .slot_capacity = cap};
+        .max_inflight = inflight, .slot_capacity = cap};
     TRY(adag_graph_compile(g, &cp, &dag));
     return dag;
 fail:
     return NULL;
+}
+
+static adag_dag_h compile_one(adag_graph_h g, size_t cap)
+{
+    return compile_inflight(g, cap, 1);
 }
 
 static uint64_t stamp_of(const bench_opts_t *o, long i)
@@ -122,6 +127,37 @@ static uint64_t stamp_summed(uint64_t stamp, unsigned times)
 {
     uint32_t lo = (uint32_t)stamp * times, hi = (uint32_t)(stamp >> 32) * times;
     return times == 1 ? stamp : (uint64_t)hi << 32 | lo;
+}
+
+/* Gets execution i (*got: the time it came back), checks that its one
+ * output is a host tensor of out_bytes whose first and last 8 bytes are
+ * `want`, and releases it. 0, or -1 (printed). */
+static int take_stamped(adag_dag_h dag, adag_ref_t ref, long i, uint64_t want, size_t out_bytes,
+                        double *got)
+{
+    adag_value_t out;
+    uint64_t head, tail;
+    TRY(adag_dag_get(dag, ref, &out, 1, 60000));
+    *got = bench_now_us();
+    if (out.kind != ADAG_VALUE_TENSOR || out.device != ADAG_DEVICE_HOST ||
+        out.size != out_bytes) {
+        fprintf(stderr, "adag-bench: execution %ld: an output of kind %d, %zu bytes on device %d, "
+                        "want a host tensor of %zu bytes\n",
+                i, out.kind, out.size, out.device, out_bytes);
+        adag_dag_release(dag, ref);
+        return -1;
+    }
+    memcpy(&head, out.data, 8);
+    memcpy(&tail, (const char *)out.data + out.size - 8, 8);
+    TRY(adag_dag_release(dag, ref));
+    if (head != want || tail != want) {
+        fprintf(stderr, "adag-bench: execution %ld: stamps %llx / %llx back, want %llx\n", i,
+                (unsigned long long)head, (unsigned long long)tail, (unsigned long long)want);
+        return -1;
+    }
+    return 0;
+fail:
+    return -1;
 }
 
 /* Executes `warmup + iters` times with input(i) and checks the one output;
@@ -142,9 +178,9 @@ static int drive_stamped_sum(const bench_opts_t *o, adag_dag_h dag, size_t in_by
         goto fail;
     memset(buf, 0x5a, in_bytes < 24 ? 24 : in_bytes);
     for (long i = 0; i < warmup + iters; i++) {
-        uint64_t stamp = stamp_of(o, i), head, tail;
+        uint64_t stamp = stamp_of(o, i);
         uint64_t want = stamp_summed(stamp, times);
-        adag_value_t in = {.data = buf, .size = times > 1 ? 24 : 16}, out;
+        adag_value_t in = {.data = buf, .size = times > 1 ? 24 : 16};
         adag_ref_t ref;
         if (in_bytes) {
             int64_t shape[1] = {(int64_t)in_bytes};
@@ -161,25 +197,9 @@ static int drive_stamped_sum(const bench_opts_t *o, adag_dag_h dag, size_t in_by
             t_start = bench_now_us();
         double t0 = bench_now_us();
         TRY(adag_dag_execute(dag, &in, 1, 0, &ref));
-        TRY(adag_dag_get(dag, ref, &out, 1, 60000));
-        double t1 = bench_now_us();
-        if (out.kind != ADAG_VALUE_TENSOR || out.device != ADAG_DEVICE_HOST ||
-            out.size != out_bytes) {
-            fprintf(stderr, "adag-bench: execution %ld: an output of kind %d, %zu bytes on "
-                            "device %d, want a host tensor of %zu bytes\n",
-                    i, out.kind, out.size, out.device, out_bytes);
-            adag_dag_release(dag, ref);
+        double t1;
+        if (take_stamped(dag, ref, i, want, out_bytes, &t1))
             goto fail;
-        }
-        memcpy(&head, out.data, 8);
-        memcpy(&tail, (const char *)out.data + out.size - 8, 8);
-        TRY(adag_dag_release(dag, ref));
-        if (head != want || tail != want) {
-            fprintf(stderr, "adag-bench: execution %ld: stamps %llx / %llx back, want %llx\n", i,
-                    (unsigned long long)head, (unsigned long long)tail,
-                    (unsigned long long)want);
-            goto fail;
-        }
         if (i >= warmup)
             lat[i - warmup] = t1 - t0;
     }
@@ -277,8 +297,81 @@ int run_device_hop_rounds(const bench_opts_t *o, const char *backend, dev_path_t
     return 0;
 }
 
+/* Submits execution i of a bandwidth row: h2d, a u8 tensor of `bytes`
+ * stamped at both ends, by execute (copied from buf) or, zero copy, written
+ * in the reserved view (only the stamps: the tensor is produced in place);
+ * d2h and peer, host bytes {stamp, bytes}. */
+static int submit_stamped(adag_dag_h dag, dev_path_t path, char *buf, size_t bytes,
+                          uint64_t stamp, adag_ref_t *ref)
+{
+    int64_t shape[1] = {(int64_t)bytes};
+    if (path == DEV_PATH_H2D_ZC) {
+        adag_input_view_t view;
+        TRY(adag_dag_reserve(dag, 0, &view, 1, ref));
+        memcpy(view.data, &stamp, 8);
+        memcpy((char *)view.data + bytes - 8, &stamp, 8);
+        adag_value_t written = adag_value_tensor(view.data, ADAG_DTYPE_U8, 1, shape);
+        TRY(adag_dag_commit(dag, *ref, &written, 1));
+        return 0;
+    }
+    adag_value_t in = {.data = buf, .size = 16};
+    if (path == DEV_PATH_H2D) {
+        in = adag_value_tensor(buf, ADAG_DTYPE_U8, 1, shape);
+        memcpy(buf, &stamp, 8);
+        memcpy(buf + bytes - 8, &stamp, 8);
+    } else {
+        uint64_t n = bytes;
+        memcpy(buf, &stamp, 8);
+        memcpy(buf + 8, &n, 8);
+    }
+    TRY(adag_dag_execute(dag, &in, 1, 0, ref));
+    return 0;
+fail:
+    return -1;
+}
+
+/* A bandwidth row pipelined: execution i + inflight is submitted before
+ * execution i is taken, so the driver's part of one (execute's copy, or
+ * the zero-copy stamps) overlaps the device's copy of the one before. The
+ * figure per execution is the time between two executions coming back
+ * (its median: the steady state); warmup executions first. */
+static int drive_pipelined(const bench_opts_t *o, adag_dag_h dag, dev_path_t path, size_t bytes,
+                           unsigned inflight, long iters, measure_t *m)
+{
+    long warmup = iters / 10 < 3 ? 3 : iters / 10, total = warmup + iters;
+    double *lat = malloc((size_t)iters * sizeof(*lat)), t_start = 0, t_prev = 0;
+    char *buf = path == DEV_PATH_H2D ? malloc(bytes) : malloc(16);
+    adag_ref_t refs[BENCH_DEV_INFLIGHT_MAX];
+    int rc = -1;
+    if (!lat || !buf || inflight > BENCH_DEV_INFLIGHT_MAX)
+        goto fail;
+    memset(buf, 0x5a, path == DEV_PATH_H2D ? bytes : 16);
+    for (long i = 0; i < total + (long)inflight; i++) {
+        if (i >= (long)inflight) {
+            long j = i - inflight;
+            double t;
+            if (take_stamped(dag, refs[j % inflight], j, stamp_of(o, j),
+                             path == DEV_PATH_D2H ? bytes : 16, &t))
+                goto fail;
+            if (j == warmup - 1)
+                t_start = t;
+            else if (j >= warmup)
+                lat[j - warmup] = t - t_prev;
+            t_prev = t;
+        }
+        if (i < total && submit_stamped(dag, path, buf, bytes, stamp_of(o, i), &refs[i % inflight]))
+            goto fail;
+    }
+    bench_summarize(lat, iters, (bench_now_us() - t_start) * 1e-6, m);
+    rc = 0;
+fail:
+    free(lat);
+    free(buf);
+    return rc;
+}
+
 int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t path,
-                         size_t bytes, long iters, measure_t *m)
+                         size_t bytes, unsigned inflight, long iters, measure_t *m)
 {
     dev_fixture_t f = {0};
     adag_graph_h g;
@@ -292,6 +385,7 @@ int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t 
     TRY(adag_graph_input(g, 0, &x));
     switch (path) {
     case DEV_PATH_H2D: /* u8[bytes] in, i64[2] back */
+    case DEV_PATH_H2D_ZC:
         TRY(adag_graph_bind(g, f.a, "ends", &x, 1, &e));
         if (tensor_node(x, ADAG_DTYPE_U8, (int64_t)bytes) || tensor_node(e, ADAG_DTYPE_I64, 2))
             goto fail;
@@ -313,10 +407,11 @@ int run_device_bandwidth(const bench_opts_t *o, const char *backend, dev_path_t 
     default:
         goto fail;
     }
-    adag_dag_h dag = compile_one(g, bytes);
-    if (dag)
-        rc = drive_stamped(o, dag, path == DEV_PATH_H2D ? bytes : 0, bytes,
-                           path == DEV_PATH_D2H ? bytes : 16, iters, m);
+    adag_dag_h dag = compile_inflight(g, bytes, inflight ? inflight : 1);
+    if (dag && path == DEV_PATH_PEER && inflight <= 1)
+        rc = drive_stamped(o, dag, 0, bytes, 16, iters, m);
+    else if (dag)
+        rc = drive_pipelined(o, dag, path, bytes, inflight ? inflight : 1, iters, m);
     if (rc == 0)
         m->gbps = bytes / (m->median_us * 1e3);
 fail:

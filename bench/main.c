@@ -25,7 +25,9 @@ static result_t results[3 * BENCH_MAX_SCENARIOS];
 static unsigned nresults;
 
 /* Copies of the bytes a device-bandwidth row's runtime path makes: an input
- * is copied into its ring slot by execute, then to the device. */
+ * is copied into its ring slot by execute, then to the device; a zero-copy
+ * input is written in its slot by the caller, so only the device's copy
+ * counts; an output is copied into the driver's ring slot and read there. */
 static unsigned path_copies(dev_path_t p)
 {
     return p == DEV_PATH_H2D ? 2 : 1;
@@ -413,8 +415,8 @@ static int measure_once(const bench_opts_t *o, const scenario_t *s, adag_placeme
     case RUN_DEV_HOP: /* rounds of its own: dev_hop_rows */
         break;
     case RUN_DEV_BW:
-        return run_device_bandwidth(o, s->device, s->path, s->bytes, device_bw_reps(o, s->bytes),
-                                    m);
+        return run_device_bandwidth(o, s->device, s->path, s->bytes, s->inflight,
+                                    device_bw_reps(o, s->bytes), m);
     case RUN_ALLREDUCE:
         return run_allreduce(o, s->n, s->bytes, m);
     case RUN_ALLREDUCE_DAG:
@@ -525,8 +527,9 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
             return -1;
         set_ratio(r, b->label, b->m.gbps);
         break;
-    case BASE_DEV_COPY:
-        if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device, s->path)))
+    case BASE_DEV_COPY: /* zero-copy h2d: against the same raw h2d copy, measured once */
+        if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device,
+                           s->path == DEV_PATH_H2D_ZC ? DEV_PATH_H2D : s->path)))
             return -1;
         set_ratio(r, b->label, b->m.gbps);
         break;

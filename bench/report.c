@@ -22,7 +22,7 @@ const char *bench_mech_name(dev_mech_t m)
 
 const char *bench_path_name(dev_path_t p)
 {
-    static const char *names[] = {"", "zero-copy", "peer", "h2d", "d2h"};
+    static const char *names[] = {"", "zero-copy", "peer", "h2d", "d2h", "h2d-zero-copy"};
     return names[p];
 }
 
@@ -62,8 +62,9 @@ static void params_text(const result_t *r, char *buf, size_t n)
                  bench_path_name(r->path), size, r->mechanism[0] ? " " : "", r->mechanism);
     else if (r->device[0] && r->path == DEV_PATH_PEER)
         snprintf(buf, n, "%s 0->1 peer %s", r->device, size);
-    else if (r->device[0]) /* "host h2d 16 MiB x2": copies of the bytes */
-        snprintf(buf, n, "%s %s %s x%u", r->device, bench_path_name(r->path), size, r->copies);
+    else if (r->device[0]) /* "emu h2d 16 MiB x2 k=2": copies of the bytes, in flight */
+        snprintf(buf, n, "%s %s %s x%u k=%u", r->device, bench_path_name(r->path), size,
+                 r->copies, r->inflight);
     else if (!strncmp(r->name, "payload", 7))
         snprintf(buf, n, "%zu B", r->bytes);
     else if (!strcmp(r->name, "compile") || !strcmp(r->name, "teardown") ||

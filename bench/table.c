@@ -43,14 +43,20 @@ const scenario_t bench_scenarios[] = {
      * with thread actors (one process: one context) and process actors,
      * each giving a row per mechanism (ipc-event, memops: ADAG_DEVICE_MEMOPS
      * 0 and 1) against the raw hop of that mechanism, rounds alternating;
+     * the bandwidth rows h2d (execute: copied into the ring, then to the
+     * device), h2d-zero-copy (reserve, written in the slot, commit) and
+     * d2h run 2 executions in flight, pipelined, against one raw copy of
+     * the same bytes (the h2d one for both h2d rows); peer one at a time;
      * --quick divides the bandwidth rows' bytes by 4. */
     {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "emu",
      DEV_PATH_SAME},
     {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "emu",
      DEV_PATH_PEER},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 2, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "emu", DEV_PATH_H2D},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 2, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "emu", DEV_PATH_H2D_ZC},
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 2, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "emu", DEV_PATH_D2H},
     {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 16 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "emu", DEV_PATH_PEER},
@@ -60,9 +66,11 @@ const scenario_t bench_scenarios[] = {
      DEV_PATH_SAME},
     {"device-hop", RUN_DEV_HOP, 0, 2, 1, 64, -1, METRIC_LATENCY, BASE_DEV_RAW_SAME_MECH, 1, "cuda",
      DEV_PATH_PEER},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 2, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "cuda", DEV_PATH_H2D},
-    {"device-bandwidth", RUN_DEV_BW, 1, 1, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 2, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
+     "cuda", DEV_PATH_H2D_ZC},
+    {"device-bandwidth", RUN_DEV_BW, 1, 1, 2, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "cuda", DEV_PATH_D2H},
     {"device-bandwidth", RUN_DEV_BW, 1, 2, 1, 64 * MiB, -1, METRIC_BANDWIDTH, BASE_DEV_COPY, 1,
      "cuda", DEV_PATH_PEER},

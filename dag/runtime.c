@@ -84,6 +84,7 @@ adag_status_t adag_runtime_create_version(unsigned major, unsigned minor,
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->order_lock, NULL);
     pthread_mutex_init(&rt->live_lock, NULL);
+    adag__copy_pool_init(&rt->copy_pool);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -118,6 +119,7 @@ fail:
     adag__settings_free(&rt->settings);
     pthread_mutex_destroy(&rt->live_lock);
     pthread_cond_destroy(&rt->cond);
+    adag__copy_pool_fini(&rt->copy_pool);
     pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->lock);
     free(rt);
@@ -177,6 +179,7 @@ adag_status_t adag_runtime_destroy(adag_runtime_h rt)
     free(rt->worker_path);
     adag__settings_free(&rt->settings);
     pthread_cond_destroy(&rt->cond);
+    adag__copy_pool_fini(&rt->copy_pool); /* no DAG is left: no copy runs */
     pthread_mutex_destroy(&rt->order_lock);
     pthread_mutex_destroy(&rt->live_lock);
     pthread_mutex_destroy(&rt->lock);

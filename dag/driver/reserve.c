@@ -27,9 +27,13 @@
  *
  * adag_dag_execute is the same path with a copy: it checks its inputs
  * before anything is reserved, reserves, copies each host input into its
- * view (the slot, or the staging of a device input) and commits.
+ * view (the slot, or the staging of a device input) and commits. An input
+ * of ADAG_COPY_SPLIT_MIN bytes or more is copied by the runtime's copy
+ * pool, split over up to ADAG_COPY_THREADS_MAX threads; a smaller one on
+ * the caller's thread.
  */
 #include "common/clock.h"
+#include "common/copy_pool.h"
 #include "common/error.h"
 #include "common/settings.h"
 #include "common/value.h"
@@ -265,10 +269,15 @@ static adag_status_t take_ref(adag_dag_h dag, unsigned flags, const char *fn, in
         st = adag__dag_staging_wait(dag, seq, nonblock, deadline, fn);
     /* execute: the views are this caller's alone until the ref is
      * published; a device tensor is copied by the commit, in the stream's
-     * order */
+     * order. A large host input is copied by the runtime's copy pool
+     * (common/copy_pool.h), split over its threads; it returns once every
+     * chunk is written, joined under the pool's lock (acquire/release), so
+     * the bytes happen-before the publish below (dag->lock, then the
+     * channel's release store, which the readers acquire). */
     for (unsigned i = 0; commit_now && st == ADAG_OK && i < dag->plan.ninputs; i++)
         if (inputs[i].size && inputs[i].device == ADAG_DEVICE_HOST)
-            memcpy(host_view(dag, seq, i), inputs[i].data, inputs[i].size);
+            adag__copy_pool_memcpy(&dag->run.rt->copy_pool, host_view(dag, seq, i),
+                                   inputs[i].data, inputs[i].size);
     pthread_mutex_lock(&dag->lock);
     dag->resv.acquiring = 0;
     adag__dag_wake(dag);

@@ -15,6 +15,7 @@
 #ifndef ADAG_DAG_PROC_H
 #define ADAG_DAG_PROC_H
 
+#include "common/copy_pool.h"
 #include "common/error.h"
 #include "common/list.h"
 #include "common/names.h"
@@ -72,6 +73,9 @@ struct adag_runtime {
      * all communicators of one execution at once, so every communicator's
      * turns follow one order (after a DAG's own lock, never before it) */
     pthread_mutex_t order_lock;
+    /* the split copy of large inputs by execute (common/copy_pool.h):
+     * its helpers start at the first large input, stop at destroy */
+    adag_copy_pool_t copy_pool;
 };
 
 /* The steps of installing and removing a DAG on an actor. */

@@ -32,7 +32,11 @@ enum {
  * shape's bytes) and must match a static dtype/shape declared for its
  * field. It is the zero-copy path below with a copy: each input is copied
  * into the view adag_dag_reserve would give (host memory is the caller's
- * again when execute returns) and committed. With a driver device
+ * again when execute returns) and committed; an input of 4 MiB or more is
+ * copied by up to 8 threads of the runtime (no more than the CPUs the
+ * caller may run on; started at the first such copy), a smaller one on the
+ * caller's thread. For large tensors, writing them in the reserved view
+ * saves that copy. With a driver device
  * (adag_compile_params_t.driver_device), a tensor field's input may also
  * be a tensor on that device (ADAG_DEVICE(kind, index)): it is copied on the
  * DAG's stream (adag_dag_stream), in that stream's order. Up to
