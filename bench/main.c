@@ -168,7 +168,7 @@ static const base_cache_t *baseline(const bench_opts_t *o, baseline_kind_t kind,
 
 /* ---- running one scenario ---- */
 
-static result_t *new_result(const scenario_t *s, adag_placement_t pl)
+result_t *bench_new_result(const scenario_t *s, adag_placement_t pl)
 {
     result_t *r = &results[nresults++];
     memset(r, 0, sizeof(*r));
@@ -211,7 +211,7 @@ static result_t *find_result(const char *name, const char *placement, unsigned n
     return NULL;
 }
 
-static void set_ratio(result_t *r, const char *label, double base)
+void bench_set_ratio(result_t *r, const char *label, double base)
 {
     snprintf(r->baseline, sizeof r->baseline, "%s", label);
     r->baseline_value = base;
@@ -232,11 +232,11 @@ static int placement_rows(const bench_opts_t *o, const scenario_t *s, adag_place
         fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
         return -1;
     }
-    result_t *rows[2] = {r, new_result(s, pl)};
+    result_t *rows[2] = {r, bench_new_result(s, pl)};
     for (int i = 0; i < 2; i++) {
         snprintf(rows[i]->variant, sizeof rows[i]->variant, "%s", i ? "pinned" : "on");
         rows[i]->m = m[i ? BENCH_PLACE_PINNED : BENCH_PLACE_ON];
-        set_ratio(rows[i], "placement off, same run",
+        bench_set_ratio(rows[i], "placement off, same run",
                   bench_primary(s->metric, &m[BENCH_PLACE_OFF]));
     }
     return 0;
@@ -251,7 +251,7 @@ static int dev_hop_rows(const bench_opts_t *o, const scenario_t *s, adag_placeme
 {
     measure_t am[2], bm[2];
     char why[2][160] = {"", ""};
-    result_t *rows[2] = {r, new_result(s, pl)};
+    result_t *rows[2] = {r, bench_new_result(s, pl)};
     if (run_device_hop_rounds(o, s->device, s->path, s->bytes, pl, am, bm, why))
         return -1;
     for (int i = 0; i < 2; i++) {
@@ -265,7 +265,7 @@ static int dev_hop_rows(const bench_opts_t *o, const scenario_t *s, adag_placeme
         rows[i]->m = am[i];
         snprintf(label, sizeof label, "raw device ops, %s, %s, same run",
                  pl == ADAG_PLACEMENT_THREAD ? "2 threads" : "3 procs", bench_mech_name(mech));
-        set_ratio(rows[i], label, bm[i].median_us);
+        bench_set_ratio(rows[i], label, bm[i].median_us);
     }
     return 0;
 }
@@ -282,7 +282,7 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
     }
     snprintf(r->variant, sizeof r->variant, "on");
     r->m = t.median[BENCH_TRACE_ON];
-    set_ratio(r, "tracing off, same run", bench_primary(s->metric, &t.median[BENCH_TRACE_OFF]));
+    bench_set_ratio(r, "tracing off, same run", bench_primary(s->metric, &t.median[BENCH_TRACE_OFF]));
     r->has_cost = 1;
     r->cost_pct = t.cost_pct;
     r->best_cost_pct = t.best_cost_pct;
@@ -291,104 +291,6 @@ static int tracing_rows(const bench_opts_t *o, const scenario_t *s, result_t *r)
     snprintf(r->goal, sizeof r->goal, "cost <= 5 %%");
     r->paired_cost_pct = t.paired_cost_pct;
     r->goal_met = !r->noisy && r->paired_cost_pct <= 5.0;
-    return 0;
-}
-
-/* A graph row: the graph's launch against the same kernels enqueued
- * eagerly; two results, the launching CPU time per execution (r) and
- * executions/s (after it). */
-static int graph_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
-                      result_t *r)
-{
-    bench_graph_rounds_t g, gd;
-    if (run_graph(o, s->device, s->n, &g)) {
-        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, s->device);
-        return -1;
-    }
-    /* through a DAG: the emulated device only (its kernels are host functions) */
-    int dag_rows = !strcmp(s->device, "emu");
-    if (dag_rows && run_graph_dag(o, &gd)) {
-        fprintf(stderr, "adag-bench: %s (%s, dag) failed\n", s->name, s->device);
-        return -1;
-    }
-    result_t *rows[4] = {r, new_result(s, pl), NULL, NULL};
-    if (dag_rows) {
-        rows[2] = new_result(s, pl);
-        rows[3] = new_result(s, pl);
-    }
-    for (int i = 0; i < 4 && rows[i]; i++) {
-        result_t *q = rows[i];
-        if (i >= 2) { /* the actor's loop thread: thread placement */
-            g = gd;
-            snprintf(q->placement, sizeof q->placement, "thread");
-        }
-        snprintf(q->scenario, sizeof q->scenario, "%s%s", i >= 2 ? "dag-" : "",
-                 i % 2 ? "exec/s" : "cpu/exec");
-        snprintf(q->variant, sizeof q->variant, "graph");
-        q->metric = i % 2 ? METRIC_THROUGHPUT : METRIC_LATENCY;
-        q->m.iterations = g.executions;
-        if (i % 2) {
-            q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
-            q->m.median_us = q->m.per_s > 0 ? 1e6 / q->m.per_s : 0;
-            q->m.p99_us = q->m.median_us;
-            set_ratio(q, "eager launches, same run", g.per_s[BENCH_GRAPH_EAGER]);
-        } else {
-            q->m.median_us = g.cpu_us[BENCH_GRAPH_LAUNCH];
-            q->m.p99_us = q->m.median_us;
-            q->m.per_s = g.per_s[BENCH_GRAPH_LAUNCH];
-            set_ratio(q, "eager launches, same run", g.cpu_us[BENCH_GRAPH_EAGER]);
-        }
-    }
-    return 0;
-}
-
-/* The llm rows: every configuration, bucket and in flight of one run
- * (bench/llm.c), a result each after r. */
-static int llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
-                    result_t *r)
-{
-    static bench_llm_row_t rows[BENCH_LLM_MAX_ROWS];
-    unsigned n = 0;
-    int rc = run_llm(o, rows, &n, r->skipped, sizeof r->skipped);
-    if (rc > 0) {
-        fprintf(stderr, "adag-bench: %s: skipped: %s\n", s->name, r->skipped);
-        return 0;
-    }
-    if (rc < 0 || n == 0) {
-        fprintf(stderr, "adag-bench: %s (%s) failed\n", s->name, r->placement);
-        return -1;
-    }
-    for (unsigned i = 0; i < n; i++) {
-        const bench_llm_row_t *x = &rows[i];
-        result_t *q = i ? new_result(s, pl) : r;
-        q->llm = 1;
-        snprintf(q->llm_device, sizeof q->llm_device, "%s", x->device);
-        q->tp = x->tp;
-        q->pp = x->pp;
-        q->bucket = x->bucket;
-        q->d_model = x->d_model;
-        q->n = (unsigned)(x->tp * x->pp);
-        q->inflight = (unsigned)x->inflight;
-        q->step_us = x->step_us;
-        q->compute_us = x->compute_us;
-        q->collective_us = x->collective_us;
-        q->overhead_us = x->overhead_us;
-        q->single_us = x->single_us;
-        q->untraced_step_us = x->untraced_step_us;
-        q->other_cpus = x->other_cpus;
-        q->collective_dag_us = x->collective_dag_us;
-        q->cpus = x->cpus;
-        q->m.median_us = x->step_us;
-        q->m.p99_us = x->step_us;
-        q->m.iterations = x->steps;
-        q->m.per_s = x->step_us > 0 ? x->bucket * 1e6 / x->step_us : 0; /* tokens/s */
-        set_ratio(q, "same steps single-process", x->single_us);
-        if (x->tp == 2 && x->pp == 2) {
-            snprintf(q->goal, sizeof q->goal, "overhead <= %.0f us at TP-2xPP-2",
-                     BENCH_LLM_GOAL_US);
-            q->goal_met = x->overhead_us <= BENCH_LLM_GOAL_US;
-        }
-    }
     return 0;
 }
 
@@ -451,7 +353,7 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
         sc.n = o->n;
     if (sc.run == RUN_DEV_BW && o->quick)
         sc.bytes /= 4;
-    result_t *r = new_result(s, pl), *r2;
+    result_t *r = bench_new_result(s, pl), *r2;
     if (s->run == RUN_GRAPH && bench_graph_available(s->device, r->skipped, sizeof r->skipped)) {
         fprintf(stderr, "adag-bench: %s (%s): skipped: %s\n", s->name, s->device, r->skipped);
         return 0;
@@ -481,11 +383,11 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     if (s->baseline == BASE_TRACE_OFF)
         return tracing_rows(o, s, r);
     if (s->run == RUN_LLM)
-        return llm_rows(o, s, pl, r);
+        return bench_llm_rows(o, s, pl, r);
     if (s->run == RUN_DEV_HOP)
         return dev_hop_rows(o, s, pl, r);
     if (s->run == RUN_GRAPH)
-        return graph_rows(o, s, pl, r);
+        return bench_graph_rows(o, s, pl, r);
     const base_cache_t *b = NULL;
     measure_t teardown, ms[16], tds[16];
     int rc = 0, reps = o->reps < 1 ? 1 : o->reps > 16 ? 16 : o->reps;
@@ -515,28 +417,28 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_RELAY_BEST:
         if (!(b = baseline(o, s->baseline, s->n, 0, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.median_us);
+        bench_set_ratio(r, b->label, b->m.median_us);
         break;
     case BASE_FANOUT_BEST:
         if (!(b = baseline(o, s->baseline, s->n, 0, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.median_us);
+        bench_set_ratio(r, b->label, b->m.median_us);
         break;
     case BASE_MEMCPY:
         if (!(b = baseline(o, s->baseline, 0, s->bytes, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.gbps);
+        bench_set_ratio(r, b->label, b->m.gbps);
         break;
     case BASE_DEV_COPY: /* zero-copy h2d: against the same raw h2d copy, measured once */
         if (!(b = baseline(o, s->baseline, s->n, s->bytes, s->device,
                            s->path == DEV_PATH_H2D_ZC ? DEV_PATH_H2D : s->path)))
             return -1;
-        set_ratio(r, b->label, b->m.gbps);
+        bench_set_ratio(r, b->label, b->m.gbps);
         break;
     case BASE_MPI_ALLREDUCE:
         if (!(b = baseline(o, s->baseline, s->n, s->bytes, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.median_us);
+        bench_set_ratio(r, b->label, b->m.median_us);
         r->baseline_gbps = b->m.gbps;
         if (s->bytes >= MiB) {
             snprintf(r->goal, sizeof r->goal, "bus bandwidth >= MPI's (from 1 MiB)");
@@ -550,20 +452,20 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_NCCL_ALLREDUCE_DIRECT:
         if (!(b = baseline(o, s->baseline, s->n, s->bytes, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.median_us);
+        bench_set_ratio(r, b->label, b->m.median_us);
         r->per_collective = 1;
         break;
     case BASE_TOKENS_MEMCPY:
         if (!(b = baseline(o, s->baseline, 0, s->bytes, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.gbps);
+        bench_set_ratio(r, b->label, b->m.gbps);
         snprintf(r->goal, sizeof r->goal, ">= 0.8x memcpy");
         r->goal_met = r->ratio >= 0.8;
         break;
     case BASE_IMAGES_IDEAL: {
         if (!(b = baseline(o, s->baseline, 0, 0, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.per_s);
+        bench_set_ratio(r, b->label, b->m.per_s);
         /* Ray Data, the same workload, in the "ray" column */
         char why[160];
         measure_t ray;
@@ -585,12 +487,12 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_IMAGES_TORCH:
         if (!(b = baseline(o, s->baseline, 0, 0, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.per_s);
+        bench_set_ratio(r, b->label, b->m.per_s);
         break;
     case BASE_IMAGES_LOCAL: /* n: the row's own local rounds (cold 1, warm 2) */
         if (!(b = baseline(o, s->baseline, s->n, 0, NULL, DEV_PATH_NONE)))
             return -1;
-        set_ratio(r, b->label, b->m.per_s);
+        bench_set_ratio(r, b->label, b->m.per_s);
         if (s->run == RUN_DATA_REMOTE_WARM) {
             snprintf(r->goal, sizeof r->goal, "warm >= 0.95x local");
             r->goal_met = r->ratio >= 0.95;
@@ -599,18 +501,18 @@ static int run_scenario(const bench_opts_t *o, const scenario_t *scenario, adag_
     case BASE_INFLIGHT_ONE:
         r2 = find_result(s->name, r->placement, s->n, 1, s->bytes, s->spin_ns);
         if (r2)
-            set_ratio(r, "same chain, in-flight 1", r2->m.per_s);
+            bench_set_ratio(r, "same chain, in-flight 1", r2->m.per_s);
         break;
     case BASE_BUDGET:
         if (s->run == RUN_IDLE) {
-            set_ratio(r, "budget: 1% of a core", 1.0);
+            bench_set_ratio(r, "budget: 1% of a core", 1.0);
         } else {
-            set_ratio(r, "budget: 100 ms", 100000);
+            bench_set_ratio(r, "budget: 100 ms", 100000);
             /* teardown is its own row, against the same budget */
-            result_t *t = new_result(s, pl);
+            result_t *t = bench_new_result(s, pl);
             snprintf(t->name, sizeof t->name, "teardown");
             t->m = teardown;
-            set_ratio(t, "budget: 100 ms", 100000);
+            bench_set_ratio(t, "budget: 100 ms", 100000);
         }
         break;
     case BASE_DEV_RAW_SAME_MECH: /* measured with the row: dev_hop_rows */

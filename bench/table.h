@@ -130,4 +130,17 @@ int bench_graph_available(const char *backend, char *why, size_t len);
  * per execution. 0, or -1 (printed). */
 int run_graph_dag(const bench_opts_t *o, bench_graph_rounds_t *out);
 
+/* The results of a run (bench/main.c): a new one for scenario s, and its
+ * ratio to a baseline of the same run (label names it; its figure is the
+ * row's metric: latency and time in us, throughput /s, bandwidth GB/s). */
+result_t *bench_new_result(const scenario_t *s, adag_placement_t pl);
+void bench_set_ratio(result_t *r, const char *label, double base);
+/* Rows of one run that make several results, r the first (bench/rows.c):
+ * the graph rows (eager against graph: CPU per execution and executions/s,
+ * and through a DAG on emu), the llm rows (one per configuration). */
+int bench_graph_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                     result_t *r);
+int bench_llm_rows(const bench_opts_t *o, const scenario_t *s, adag_placement_t pl,
+                   result_t *r);
+
 #endif
