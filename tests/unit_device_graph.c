@@ -9,6 +9,8 @@
 #include "common/clock.h"
 #include "gpu/device.h"
 
+#include "device_kinds.h"
+
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdatomic.h>
@@ -16,35 +18,12 @@
 #include <string.h>
 #include <time.h>
 
-static uint32_t graph_kinds[ADAG_DEVICE_KIND_COUNT];
-
-static struct criterion_test_params graph_kinds_params(void)
-{
-    for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++)
-        graph_kinds[k] = k;
-    return cr_make_param_array(uint32_t, graph_kinds, ADAG_DEVICE_KIND_COUNT);
-}
-
-#define GRAPH_TEST(name, tmo)                                                                  \
-    ParameterizedTestParameters(device_graph, name)                                            \
-    {                                                                                          \
-        return graph_kinds_params();                                                           \
-    }                                                                                          \
-    ParameterizedTest(uint32_t *kind, device_graph, name, .timeout = tmo)
+#define GRAPH_TEST(name, tmo) DEVICE_KIND_TEST(device_graph, name, tmo)
 
 /* Device 0 of the kind, or the test skips saying why. */
 static adag_device_t *graph_device(uint32_t kind)
 {
-    const adag_device_ops_t *ops = adag__device_backend(kind);
-    char why[256] = "";
-    if (!ops)
-        cr_skip_test("skipped: device kind %u is not built into this library", kind);
-    if (ops->probe(why, sizeof why) == 0)
-        cr_skip_test("skipped: %s: %s", ops->name, why);
-    adag_device_t *dev = NULL;
-    cr_assert_eq(ops->open(0, &dev), ADAG_OK, "%s: %s", ops->name, adag_last_error());
-    cr_assert_eq(ops->bind_thread(dev), ADAG_OK, "%s", adag_last_error());
-    return dev;
+    return device_open_or_skip(kind, 0);
 }
 
 static void close_checked(adag_device_t *dev)

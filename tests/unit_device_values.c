@@ -10,6 +10,8 @@
 #include "common/clock.h"
 #include "gpu/device.h"
 
+#include "device_kinds.h"
+
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <errno.h>
@@ -24,23 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint32_t all_kinds[ADAG_DEVICE_KIND_COUNT];
-
-static struct criterion_test_params kinds_params(void)
-{
-    for (uint32_t k = 0; k < ADAG_DEVICE_KIND_COUNT; k++)
-        all_kinds[k] = k;
-    return cr_make_param_array(uint32_t, all_kinds, ADAG_DEVICE_KIND_COUNT);
-}
-
 /* One test per device kind (a backend without a device or without value
  * ops here skips). */
-#define VALUES_TEST(name, tmo)                                                                 \
-    ParameterizedTestParameters(device_values, name)                                           \
-    {                                                                                          \
-        return kinds_params();                                                                 \
-    }                                                                                          \
-    ParameterizedTest(uint32_t *kind, device_values, name, .timeout = tmo)
+#define VALUES_TEST(name, tmo) DEVICE_KIND_TEST(device_values, name, tmo)
 
 static double now_ms(void)
 {
@@ -57,15 +45,9 @@ static void sleep_ms(int ms)
  * no value ops on it). */
 static adag_device_t *open_or_skip(uint32_t kind)
 {
-    const adag_device_ops_t *ops = adag__device_backend(kind);
+    adag_device_t *dev = device_open_or_skip(kind, 0);
+    const adag_device_ops_t *ops = dev->ops;
     char why[512] = "";
-    if (!ops)
-        cr_skip_test("skipped: device kind %u is not built into this library", kind);
-    if (ops->probe(why, sizeof why) == 0)
-        cr_skip_test("skipped: %s: %s", ops->name, why);
-    adag_device_t *dev = NULL;
-    cr_assert_eq(ops->open(0, &dev), ADAG_OK, "%s: %s", ops->name, adag_last_error());
-    cr_assert_eq(ops->bind_thread(dev), ADAG_OK, "%s", adag_last_error());
     if (!ops->values_supported || !ops->values_supported(dev, why, sizeof why)) {
         char reason[600];
         snprintf(reason, sizeof reason, "%s", ops->values_supported ? why : "no value ops");
