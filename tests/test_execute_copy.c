@@ -191,6 +191,7 @@ Test(execcopy, several_inputs, .timeout = 120)
 typedef struct {
     adag_dag_h dag;
     uint64_t k0;
+    unsigned inflight; /* this thread's executions in flight */
     char why[256];
     int rc;
 } submitter_t;
@@ -199,15 +200,19 @@ static void *submit_main(void *arg)
 {
     submitter_t *s = arg;
     const size_t sizes[2] = {12 * MiB + 1, 5 * MiB - 5};
-    s->rc = run_execs(s->dag, 2, sizes, 2, s->k0, 10, s->why, sizeof s->why);
+    s->rc = run_execs(s->dag, 2, sizes, s->inflight, s->k0, 10, s->why, sizeof s->why);
     return NULL;
 }
 
 /* Two threads execute at once, each on its own DAG of one runtime (thread
  * actors on emu:0 and emu:1; their large copies run at the same time, one
  * split by the pool and the other on its caller, or one after the other),
- * then both on one DAG (twice the room; each gets its own refs); every
- * byte checked either way. */
+ * then both on one DAG; every byte checked either way. On one DAG (4 in
+ * flight) each thread keeps one execution of its own in flight: refs are
+ * numbered across both threads and execution N takes the slots of N - 4,
+ * so a thread keeping two could wait for room behind its own unreleased
+ * ref while the other ran ahead (adag_dag_execute then says so after its
+ * timeout). */
 static void two_threads(int shared)
 {
     h_snapshot_t snap;
@@ -215,7 +220,8 @@ static void two_threads(int shared)
     adag_runtime_h rt = h_runtime();
     adag_actor_h a[2] = {h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d0", "emu:0", STAGE, 0),
                          h_gpu_stage(rt, ADAG_PLACEMENT_THREAD, "d1", "emu:1", STAGE, 0)};
-    submitter_t s[2] = {{.k0 = 0}, {.k0 = 1000}};
+    submitter_t s[2] = {{.k0 = 0, .inflight = shared ? 1 : 2},
+                        {.k0 = 1000, .inflight = shared ? 1 : 2}};
     pthread_t t[2];
     s[0].dag = fan_dag(rt, a[0], 2, shared ? 4 : 2, 12 * MiB + 1);
     s[1].dag = shared ? s[0].dag : fan_dag(rt, a[1], 2, 2, 12 * MiB + 1);
