@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,11 @@ typedef struct worker_dag {
     adag_dag_ctx_t ctx; /* this process's part of the DAG */
     adag_loop_t loop;
     int started;
+    /* the failure this process reported (DAG_FAILED), 0 if none: the
+     * status the DAG is aborted with at its end if the driver's ABORT_DAG
+     * never came, so that its communicators are aborted, not kept (an
+     * atomic: the loop thread stores, the control thread loads) */
+    _Atomic int failed;
 } worker_dag_t;
 
 typedef struct worker {
@@ -229,9 +235,14 @@ static void on_fatal(void *ctx, adag_status_t st, const char *msg)
 
 /* One DAG failed here without ending the worker (its watchdog saw a
  * device communication op past the comm timeout): the driver is told on
- * the event socket and fails the DAG; the DAG is aborted here at once, so
- * this process's streams stop waiting on its peers. A worker that cannot
- * tell the driver exits (the driver then sees it die). */
+ * the event socket and fails the DAG, then aborts it in every process of
+ * the DAG, this one included (ABORT_DAG). Not here first: an abort gives
+ * up on peers (the communicator's abort, the abort value in the channels'
+ * words), which lets streams in other processes go on with bytes nobody
+ * wrote, and those could reach the driver as a good result before it knew
+ * the DAG failed. Once the driver has the failure, whatever such a stream
+ * publishes belongs to a failed DAG and every get says so. A worker that
+ * cannot tell the driver exits (the driver then sees it die). */
 static void on_dag_failed(void *ctx, adag_status_t st, const char *msg)
 {
     worker_dag_t *d = ctx;
@@ -246,7 +257,7 @@ static void on_dag_failed(void *ctx, adag_status_t st, const char *msg)
         sent = adag__ctl_send(w->events, ADAG_MSG_DAG_FAILED, b.data, b.len, NULL, 0);
     pthread_mutex_unlock(&w->events_lock);
     adag__wbuf_free(&b);
-    adag__ctx_abort(&d->ctx, st);
+    atomic_store_explicit(&d->failed, (int)st, memory_order_relaxed);
     if (sent != ADAG_OK)
         on_fatal(w, st, msg);
 }
@@ -264,7 +275,8 @@ static worker_dag_t *find_dag(worker_t *w, uint32_t id, worker_dag_t ***link)
 
 static void dag_free(worker_dag_t *d)
 {
-    adag__ctx_abort(&d->ctx, ADAG_ERR_CLOSED);
+    int failed = atomic_load_explicit(&d->failed, memory_order_relaxed);
+    adag__ctx_abort(&d->ctx, failed ? (adag_status_t)failed : ADAG_ERR_CLOSED);
     adag__loop_close(&d->loop);
     adag__ctx_destroy(&d->ctx);
     free(d);
