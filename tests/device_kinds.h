@@ -4,10 +4,12 @@
 #ifndef ADAG_TESTS_DEVICE_KINDS_H
 #define ADAG_TESTS_DEVICE_KINDS_H
 
+#include "common/clock.h"
 #include "gpu/device.h"
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <time.h>
 
 static uint32_t device_kinds_all[ADAG_DEVICE_KIND_COUNT];
 
@@ -40,6 +42,18 @@ static inline adag_device_t *device_open_or_skip(uint32_t kind, unsigned index)
     cr_assert_eq(ops->open(index, &dev), ADAG_OK, "%s: %s", ops->name, adag_last_error());
     cr_assert_eq(ops->bind_thread(dev), ADAG_OK, "%s", adag_last_error());
     return dev;
+}
+
+/* The monotonic clock in ms, and a sleep of ms (the device tests' timing). */
+static inline double now_ms(void)
+{
+    return adag__now_ns() / 1e6;
+}
+
+static inline void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 #endif

@@ -22,17 +22,6 @@
 /* One test per device kind (a backend without a device here skips). */
 #define DEVICE_TEST(name, tmo) DEVICE_KIND_TEST(device, name, tmo)
 
-static double now_ms(void)
-{
-    return adag__now_ns() / 1e6;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static adag_device_t *open_or_skip(uint32_t kind)
 {
     return device_open_or_skip(kind, 0);

@@ -30,17 +30,6 @@
  * ops here skips). */
 #define VALUES_TEST(name, tmo) DEVICE_KIND_TEST(device_values, name, tmo)
 
-static double now_ms(void)
-{
-    return adag__now_ns() / 1e6;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Opens device 0 of the kind, or skips the test saying why (no device, or
  * no value ops on it). */
 static adag_device_t *open_or_skip(uint32_t kind)
