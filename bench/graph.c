@@ -105,7 +105,7 @@ static adag_status_t round_of(graph_rig_t *r, adag_dev_graph_t *g, unsigned kern
     adag_status_t st = ADAG_OK;
     for (long e = 0; e < execs && st == ADAG_OK; e++) {
         int64_t c0 = thread_cpu_ns();
-        st = g ? r->o->graph_launch(g, r->s) : enqueue_kernels(r, kernels);
+        st = g ? r->o->graph_launch(g, r->s, 0) : enqueue_kernels(r, kernels);
         cpu += thread_cpu_ns() - c0;
         if (st == ADAG_OK)
             st = r->o->stream_sync(r->s, adag__deadline_ms(10000));

@@ -14,7 +14,11 @@
  *                         through unnoticed;
  *   stream_capture_end    cudaStreamEndCapture, then
  *                         cudaGraphInstantiateWithFlags (flags 0);
- *   graph_launch          cudaGraphLaunch;
+ *   graph_launch          cudaGraphLaunch, after setting the values of the
+ *                         graph's memory-operation nodes (captured value
+ *                         ops) to the captured ones plus the launch's
+ *                         shift when it differs from the last launch's
+ *                         (gpu/cuda_values.c);
  *   graph_destroy         cudaGraphExecDestroy and cudaGraphDestroy (CUDA
  *                         frees them once launches in flight are done).
  *
@@ -44,6 +48,7 @@ struct adag_dev_graph {
     cuda_dev_t *dev;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    cuda_value_nodes_t values; /* its captured value ops (graph_launch's shift) */
 };
 
 /* launch_host's argument copies made during a capture (its impl). */
@@ -155,6 +160,12 @@ adag_status_t adag__cuda_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph
                          "memory", d->base.index, d->name);
         goto fail;
     }
+    if ((st = adag__cuda_value_nodes(d, graph, &g->values)) != ADAG_OK) {
+        adag__error_prefix("cuda device %u (%s): stream_capture_end", d->base.index, d->name);
+        free(g);
+        g = NULL;
+        goto fail;
+    }
     g->dev = d;
     g->graph = graph;
     g->exec = exec;
@@ -173,7 +184,7 @@ fail:
     return st;
 }
 
-adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s)
+adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s, uint64_t shift)
 {
     if (g->dev != s->dev)
         return adag__error(ADAG_ERR_INVALID,
@@ -182,6 +193,9 @@ adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s)
     adag_capture_t *c = adag__capture_of(s);
     if (c)
         return adag__capture_illegal(c, "graph_launch on the capturing stream");
+    adag_status_t st = adag__cuda_value_nodes_shift(g->dev, g->exec, &g->values, shift);
+    if (st != ADAG_OK)
+        return st;
     cudaError_t err = adag_cudart.fn.GraphLaunch(g->exec, s->s);
     return err == cudaSuccess ? ADAG_OK : adag__cuda_fail(s->dev, err, "cudaGraphLaunch");
 }
@@ -196,6 +210,7 @@ void adag__cuda_graph_destroy(adag_device_t *dev, adag_dev_graph_t *g)
         adag__cuda_warn(g->dev, err, "cudaGraphExecDestroy");
     if ((err = adag_cudart.fn.GraphDestroy(g->graph)) != cudaSuccess)
         adag__cuda_warn(g->dev, err, "cudaGraphDestroy");
+    adag__cuda_value_nodes_free(&g->values);
     atomic_fetch_sub(&g->dev->graphs, 1);
     free(g);
 }

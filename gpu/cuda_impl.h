@@ -138,12 +138,27 @@ adag_status_t adag__cuda_stream_write_value64(adag_dev_stream_t *s, const adag_d
 adag_status_t adag__cuda_stream_wait_value64(adag_dev_stream_t *s, const adag_dev_word_t *w,
                                             uint64_t v);
 void adag__cuda_word_store(const adag_dev_word_t *w, uint64_t v);
+/* A graph's memory-operation nodes (captured value ops) and their
+ * parameters as captured, so that a launch can shift their values. */
+typedef struct {
+    void **nodes;      /* CUgraphNode */
+    void **params;     /* per node: its CUDA_BATCH_MEM_OP_NODE_PARAMS, then its ops */
+    size_t n;
+    uint64_t shift;    /* the shift the executable graph holds now */
+} cuda_value_nodes_t;
+/* Finds graph's memory-operation nodes (none: n 0, without the driver's
+ * graph functions too, since then value ops were not captured). */
+adag_status_t adag__cuda_value_nodes(cuda_dev_t *d, cudaGraph_t graph, cuda_value_nodes_t *out);
+/* Sets every node's values to the captured ones plus shift in exec. */
+adag_status_t adag__cuda_value_nodes_shift(cuda_dev_t *d, cudaGraphExec_t exec,
+                                          cuda_value_nodes_t *v, uint64_t shift);
+void adag__cuda_value_nodes_free(cuda_value_nodes_t *v);
 /* Graphs (gpu/cuda_graph.c): the capture ops, and the ops of gpu/device.h
  * that a capture changes (they check what is illegal during a capture, or
  * record differently, then call the ones above). */
 adag_status_t adag__cuda_stream_capture_begin(adag_dev_stream_t *s);
 adag_status_t adag__cuda_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph_t **out);
-adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s);
+adag_status_t adag__cuda_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s, uint64_t shift);
 void adag__cuda_graph_destroy(adag_device_t *dev, adag_dev_graph_t *g);
 adag_status_t adag__cuda_graph_copy_async(adag_dev_stream_t *s, void *dst, const void *src,
                                           size_t size);

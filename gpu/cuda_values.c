@@ -27,10 +27,14 @@
  *   - the write uses CU_STREAM_WRITE_VALUE_DEFAULT: a memory barrier before
  *     it (like __threadfence_system, scoped to the stream) makes every
  *     write of the work before it on the stream visible before the value;
- *   - stream capture: CUDA graphs have memory-operation nodes
- *     (cuGraphAddBatchMemOpNode), which is what a captured value op would
- *     become, run at each launch of the graph rather than at capture; the
- *     channels never capture their streams, and this was not exercised;
+ *   - stream capture: a value op enqueued on a capturing stream becomes a
+ *     memory-operation node of the graph (CU_GRAPH_NODE_TYPE_BATCH_MEM_OP),
+ *     run at each launch. A launch with a shift (gpu/device.h) first sets
+ *     each such node's value to the captured one plus the shift with
+ *     cuGraphExecBatchMemOpNodeSetParams (one driver call per node, only
+ *     when the shift differs from the last launch's); the nodes and their
+ *     captured parameters are found at stream_capture_end (cuGraphGetNodes,
+ *     cuGraphNodeGetType, cuGraphBatchMemOpNodeGetParams);
  *   - CUDA does not see the order a value op makes (it is not an event):
  *     a wait and the write that releases it must not be queued where CUDA
  *     may serialize them behind each other (one stream; the device's
@@ -49,6 +53,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The ABI asked of the driver for each function: CUDA 12.0's (the
@@ -65,6 +70,12 @@ static struct {
     PFN_cuDeviceGetAttribute_v2000 attribute;
     PFN_cuGetErrorName_v6000 error_name;
     PFN_cuGetErrorString_v6000 error_string;
+    /* graphs' memory-operation nodes: all four, or none */
+    bool graph_ok;
+    PFN_cuGraphGetNodes_v10000 graph_nodes;
+    PFN_cuGraphNodeGetType_v10000 node_type;
+    PFN_cuGraphBatchMemOpNodeGetParams_v11070 memop_get;
+    PFN_cuGraphExecBatchMemOpNodeSetParams_v11070 memop_exec_set;
 } drv = {.once = PTHREAD_ONCE_INIT};
 
 /* One driver function by name into *fn; false and drv.error if absent. */
@@ -106,6 +117,10 @@ static void drv_load(void)
              resolve("cuDeviceGetAttribute", (void **)&drv.attribute) &&
              resolve("cuGetErrorName", (void **)&drv.error_name) &&
              resolve("cuGetErrorString", (void **)&drv.error_string);
+    drv.graph_ok = drv.ok && resolve("cuGraphGetNodes", (void **)&drv.graph_nodes) &&
+                   resolve("cuGraphNodeGetType", (void **)&drv.node_type) &&
+                   resolve("cuGraphBatchMemOpNodeGetParams", (void **)&drv.memop_get) &&
+                   resolve("cuGraphExecBatchMemOpNodeSetParams", (void **)&drv.memop_exec_set);
 }
 
 /* A driver failure (fmt names the call) as this thread's error, in
@@ -264,6 +279,113 @@ adag_status_t adag__cuda_stream_wait_value64(adag_dev_stream_t *s, const adag_de
 void adag__cuda_word_store(const adag_dev_word_t *w, uint64_t v)
 {
     atomic_store_explicit(w->host, v, memory_order_seq_cst);
+}
+
+/* ---- graphs' memory-operation nodes ---- */
+
+void adag__cuda_value_nodes_free(cuda_value_nodes_t *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        free(v->params[i]);
+    free(v->params);
+    free(v->nodes);
+    memset(v, 0, sizeof(*v));
+}
+
+adag_status_t adag__cuda_value_nodes(cuda_dev_t *d, cudaGraph_t graph, cuda_value_nodes_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_once(&drv.once, drv_load);
+    if (!drv.graph_ok)
+        return ADAG_OK; /* no value op reached the graph: the driver's are missing */
+    size_t n = 0;
+    CUgraphNode *all = NULL;
+    CUresult res = drv.graph_nodes((CUgraph)graph, NULL, &n);
+    if (res != CUDA_SUCCESS)
+        return drv_fail(d, res, "cuGraphGetNodes");
+    if (n && !(all = calloc(n, sizeof(*all))))
+        return adag__error(ADAG_ERR_NO_MEMORY, "cuda device %u: a graph's nodes: out of memory",
+                           d->base.index);
+    adag_status_t st = ADAG_OK;
+    if (n && (res = drv.graph_nodes((CUgraph)graph, all, &n)) != CUDA_SUCCESS) {
+        st = drv_fail(d, res, "cuGraphGetNodes");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType type;
+        if ((res = drv.node_type(all[i], &type)) != CUDA_SUCCESS) {
+            st = drv_fail(d, res, "cuGraphNodeGetType");
+            goto out;
+        }
+        if (type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            continue;
+        CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+        if ((res = drv.memop_get(all[i], &p)) != CUDA_SUCCESS) {
+            st = drv_fail(d, res, "cuGraphBatchMemOpNodeGetParams");
+            goto out;
+        }
+        /* the parameters, then a copy of the node's operations (its own
+         * array belongs to the node) */
+        size_t bytes = sizeof(p) + (size_t)p.count * sizeof(CUstreamBatchMemOpParams);
+        void *copy = malloc(bytes);
+        void **nodes = realloc(out->nodes, (out->n + 1) * sizeof(*nodes));
+        if (nodes)
+            out->nodes = nodes;
+        void **params = nodes ? realloc(out->params, (out->n + 1) * sizeof(*params)) : NULL;
+        if (params)
+            out->params = params;
+        if (!copy || !nodes || !params) {
+            free(copy);
+            st = adag__error(ADAG_ERR_NO_MEMORY,
+                             "cuda device %u: a graph's memory operations: out of memory",
+                             d->base.index);
+            goto out;
+        }
+        CUstreamBatchMemOpParams *ops = (CUstreamBatchMemOpParams *)((char *)copy + sizeof(p));
+        memcpy(ops, p.paramArray, (size_t)p.count * sizeof(*ops));
+        p.paramArray = ops;
+        memcpy(copy, &p, sizeof(p));
+        out->nodes[out->n] = all[i];
+        out->params[out->n++] = copy;
+    }
+out:
+    free(all);
+    if (st != ADAG_OK)
+        adag__cuda_value_nodes_free(out);
+    return st;
+}
+
+adag_status_t adag__cuda_value_nodes_shift(cuda_dev_t *d, cudaGraphExec_t exec,
+                                          cuda_value_nodes_t *v, uint64_t shift)
+{
+    if (!v->n || shift == v->shift)
+        return ADAG_OK;
+    CUstreamBatchMemOpParams ops[16];
+    for (size_t i = 0; i < v->n; i++) {
+        CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+        memcpy(&p, v->params[i], sizeof(p));
+        const CUstreamBatchMemOpParams *captured = p.paramArray;
+        CUstreamBatchMemOpParams *shifted = p.count <= 16 ? ops : malloc(p.count * sizeof(*ops));
+        if (!shifted)
+            return adag__error(ADAG_ERR_NO_MEMORY, "cuda device %u: graph_launch: out of memory",
+                               d->base.index);
+        for (unsigned k = 0; k < p.count; k++) {
+            shifted[k] = captured[k];
+            if (captured[k].operation == CU_STREAM_MEM_OP_WAIT_VALUE_64)
+                shifted[k].waitValue.value64 = captured[k].waitValue.value64 + shift;
+            else if (captured[k].operation == CU_STREAM_MEM_OP_WRITE_VALUE_64)
+                shifted[k].writeValue.value64 = captured[k].writeValue.value64 + shift;
+        }
+        p.paramArray = shifted;
+        CUresult res = drv.memop_exec_set((CUgraphExec)exec, (CUgraphNode)v->nodes[i], &p);
+        if (shifted != ops)
+            free(shifted);
+        if (res != CUDA_SUCCESS)
+            return drv_fail(d, res, "cuGraphExecBatchMemOpNodeSetParams(shift %llu)",
+                            (unsigned long long)shift);
+    }
+    v->shift = shift;
+    return ADAG_OK;
 }
 
 #endif /* ADAG_HAVE_CUDA */

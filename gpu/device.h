@@ -104,6 +104,9 @@ typedef struct {
     uint64_t mem, host_mem, streams, events, imported_mem, imported_events;
     uint64_t registered; /* host_register'ed ranges not yet unregistered */
     uint64_t graphs;     /* graphs from stream_capture_end not yet freed */
+    /* value ops queued on streams so far, one by one (not those of a
+     * capture, which its graph's launches run): emu only, else 0 */
+    uint64_t value_ops;
 } adag_device_counts_t;
 
 typedef void (*adag_host_fn)(void *arg);
@@ -264,8 +267,13 @@ struct adag_device_ops {
      * recorded in the graph is recorded again by each launch (a record
      * "now"), a wait in the graph waits for the event's latest record as of
      * the launch, a value op writes or waits for the value it was recorded
-     * with. graph_destroy frees g once its launches have run (it may be
-     * called with launches pending).
+     * with plus the launch's `shift` (mod 2^64; 0: as recorded), so a
+     * graph whose value ops name an execution's number, captured at
+     * execution k, serves execution k + d launched with shift d. (CUDA
+     * updates each memory-operation node of the executable graph before a
+     * launch whose shift differs from the last one's: a host call per
+     * value op.) graph_destroy frees g once its launches have run (it may
+     * be called with launches pending).
      *
      * Illegal during a capture, as in CUDA (cudaErrorStreamCaptureUnsupported,
      * then cudaErrorStreamCaptureInvalidated): stream_sync of the capturing
@@ -280,7 +288,7 @@ struct adag_device_ops {
      * destroyed. Without a capture, every op behaves as before. */
     adag_status_t (*stream_capture_begin)(adag_dev_stream_t *s);
     adag_status_t (*stream_capture_end)(adag_dev_stream_t *s, adag_dev_graph_t **graph);
-    adag_status_t (*graph_launch)(adag_dev_graph_t *graph, adag_dev_stream_t *s);
+    adag_status_t (*graph_launch)(adag_dev_graph_t *graph, adag_dev_stream_t *s, uint64_t shift);
     void (*graph_destroy)(adag_device_t *dev, adag_dev_graph_t *graph);
 
     /* (emu: dev NULL gives the counts of all its devices in this process) */

@@ -405,6 +405,7 @@ static void host_counts(adag_device_t *d, adag_device_counts_t *c)
     c->imported_events = atomic_load_explicit(&h->imported_events, memory_order_relaxed);
     c->registered = atomic_load_explicit(&h->registered, memory_order_relaxed);
     c->graphs = atomic_load_explicit(&h->graphs, memory_order_relaxed);
+    c->value_ops = atomic_load_explicit(&h->value_ops, memory_order_relaxed);
 }
 
 const adag_device_ops_t adag_device_emu_ops = {

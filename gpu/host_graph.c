@@ -9,8 +9,8 @@
  * (the hook is a pointer it loads; a launch carries its step and release
  * functions), so calls between the two go one way.
  *
- * Per launch (the operation's arguments, graph_run_t): the tickets of the
- * graph's event nodes, taken at the launch as event_record
+ * Per launch (the operation's arguments, graph_run_t): the shift added to
+ * the value ops' values, the tickets of the graph's event nodes, taken at the launch as event_record
  * and stream_wait_event take theirs at the call, and where a node is run
  * up to, so that a helper (stream_sync) that runs the launch up to its
  * deadline leaves it for the stream thread to go on. Each node runs on a
@@ -59,6 +59,7 @@ struct adag_dev_graph {
 
 typedef struct {
     adag_dev_graph_t *g;
+    uint64_t shift; /* added to the value of each value op */
     size_t next;  /* the node to run */
     int started;  /* it began (its arguments are in the scratch) */
     uint64_t tickets[]; /* nevents, then (has_steps) the scratch */
@@ -157,6 +158,8 @@ static adag_status_t run_step(void *arg, int64_t deadline)
         alignas(16) unsigned char args[ADAG_DEVICE_ARGS_MAX];
         if (one.kind == OP_RECORD || one.kind == OP_WAIT)
             one.ticket = run->tickets[nd->slot];
+        else if (one.kind == OP_WRITE_VALUE || one.kind == OP_WAIT_VALUE)
+            one.ticket += run->shift; /* the value (mod 2^64) */
         if (nd->args_size && one.kind == OP_STEPS) {
             if (!run->started) /* a fresh copy; later calls go on with its progress */
                 memcpy(scratch, nd->op->args, nd->args_size);
@@ -254,7 +257,7 @@ adag_status_t adag__host_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph
     return ADAG_OK;
 }
 
-adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s)
+adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s, uint64_t shift)
 {
     host_dev_t *dev = adag__host_stream_dev(s);
     if (dev != g->dev)
@@ -268,6 +271,7 @@ adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s)
         return adag__error(ADAG_ERR_NO_MEMORY, "device emu:%u: graph_launch: out of memory",
                            dev->base.index);
     run->g = g;
+    run->shift = shift;
     run->next = 0;
     run->started = 0;
     /* the tickets, in node order: a wait after a record of the same event

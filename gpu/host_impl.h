@@ -14,10 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What is live (relaxed: counts, read by tests after the work is joined). */
+/* What is live (relaxed: counts, read by tests after the work is joined),
+ * and the value ops queued so far. */
 typedef struct {
     _Atomic uint64_t mem, host_mem, streams, events, imported_mem, imported_events, registered;
     _Atomic uint64_t graphs;
+    _Atomic uint64_t value_ops;
 } host_counts_t;
 
 typedef struct {
@@ -200,7 +202,7 @@ adag_status_t adag__host_graph_event_query(adag_dev_event_t *ev);
 adag_status_t adag__host_graph_event_sync(adag_dev_event_t *ev, int64_t deadline);
 adag_status_t adag__host_stream_capture_begin(adag_dev_stream_t *s);
 adag_status_t adag__host_stream_capture_end(adag_dev_stream_t *s, adag_dev_graph_t **out);
-adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s);
+adag_status_t adag__host_graph_launch(adag_dev_graph_t *g, adag_dev_stream_t *s, uint64_t shift);
 void adag__host_graph_destroy(adag_device_t *d, adag_dev_graph_t *g);
 /* The stream's device (for host_graph.c, which does not see the stream). */
 host_dev_t *adag__host_stream_dev(adag_dev_stream_t *s);

@@ -609,6 +609,8 @@ adag_status_t adag__host_enqueue(adag_dev_stream_t *s, stream_op_t proto, const 
         atomic_load_explicit(&adag__host_capture_hook, memory_order_acquire);
     if (hook && hook(s, op, size, &st)) /* recorded by a capture (host_graph.c) */
         return st;
+    if (op->kind == OP_WRITE_VALUE || op->kind == OP_WAIT_VALUE)
+        COUNT(s->dev, value_ops, 1);
     pthread_mutex_lock(&s->lock);
     if (s->tail)
         s->tail->next = op;

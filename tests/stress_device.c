@@ -231,8 +231,8 @@ static int run_host_graphs(void)
          o->stream_capture_end(c, &gc) == ADAG_OK;
     for (int i = 0; i < 2000 && ok; i++) {
         words[0] = i; /* c's last launch is done: the sync below */
-        ok &= o->graph_launch(ga, a) == ADAG_OK && o->graph_launch(gb, b) == ADAG_OK &&
-              o->graph_launch(gc, c) == ADAG_OK;
+        ok &= o->graph_launch(ga, a, 0) == ADAG_OK && o->graph_launch(gb, b, 0) == ADAG_OK &&
+              o->graph_launch(gc, c, 0) == ADAG_OK;
         ok &= o->stream_sync(c, adag__deadline_ms(10000)) == ADAG_OK && words[64] == i;
         if (i % 500 == 0)
             ok &= o->event_sync(eb, adag__deadline_ms(10000)) == ADAG_OK;

@@ -9,7 +9,9 @@
  * element check. Run once by value ops on the ring's words (the default)
  * and once by IPC events (ADAG_DEVICE_MEMOPS=0); by value ops once more
  * with the tensors declared f32[ELEMS], so that the stages after the first
- * run ahead of their inputs.
+ * run ahead of their inputs; and once with those tensors and device graphs
+ * (the stages' "apply" is capturable: s1's graph holds its channel's
+ * hand-off, its credit wait and value write, replayed shifted).
  */
 #include "gpu_stage.h"
 #include "stress.h"
@@ -25,7 +27,8 @@ static const char *const devices[STAGES] = {"emu:0", "emu:0", "emu:1"};
 
 /* declared f32[ELEMS] (fixed: the stages after the first read ahead of
  * their inputs, dag/exec/loop_ahead.c) or a tensor per execution */
-static adag_status_t build(adag_runtime_h rt, adag_actor_h *a, int fixed, adag_dag_h *dag)
+static adag_status_t build(adag_runtime_h rt, adag_actor_h *a, int fixed, int graphs,
+                           adag_dag_h *dag)
 {
     adag_graph_h g;
     adag_node_h x, y;
@@ -46,9 +49,11 @@ static adag_status_t build(adag_runtime_h rt, adag_actor_h *a, int fixed, adag_d
         x = y;
     }
     adag_compile_params_t cp = {.field_mask = ADAG_COMPILE_PARAM_MAX_INFLIGHT |
-                                              ADAG_COMPILE_PARAM_RUN_AHEAD,
+                                              ADAG_COMPILE_PARAM_RUN_AHEAD |
+                                              ADAG_COMPILE_PARAM_GRAPHS,
                                 .max_inflight = INFLIGHT,
-                                .run_ahead = fixed};
+                                .run_ahead = fixed && !graphs,
+                                .graphs = graphs};
     if ((st = adag_graph_output(g, &y, 1)) == ADAG_OK)
         st = adag_graph_compile(g, &cp, dag);
 out:
@@ -77,7 +82,7 @@ static int check(const float *in, const adag_value_t *out, uint64_t k)
     return 1;
 }
 
-static int pipeline(int fixed)
+static int pipeline(int fixed, int graphs)
 {
     adag_runtime_h rt = NULL;
     adag_actor_h a[STAGES] = {0};
@@ -104,7 +109,7 @@ static int pipeline(int fixed)
         if (adag_actor_create(rt, &p, &a[s]) != ADAG_OK)
             goto out;
     }
-    if (build(rt, a, fixed, &dag) != ADAG_OK)
+    if (build(rt, a, fixed, graphs, &dag) != ADAG_OK)
         goto out;
     for (uint64_t k = 0; k < EXECS + INFLIGHT; k++) {
         unsigned i = (unsigned)(k % INFLIGHT);
@@ -140,19 +145,25 @@ out:
 static int by_value_ops(void)
 {
     setenv("ADAG_DEVICE_MEMOPS", "1", 1);
-    return pipeline(0);
+    return pipeline(0, 0);
 }
 
 static int ahead_by_value_ops(void)
 {
     setenv("ADAG_DEVICE_MEMOPS", "1", 1);
-    return pipeline(1);
+    return pipeline(1, 0);
+}
+
+static int graphs_by_value_ops(void)
+{
+    setenv("ADAG_DEVICE_MEMOPS", "1", 1);
+    return pipeline(1, 1);
 }
 
 static int by_ipc_events(void)
 {
     setenv("ADAG_DEVICE_MEMOPS", "0", 1);
-    int ok = pipeline(0);
+    int ok = pipeline(0, 0);
     unsetenv("ADAG_DEVICE_MEMOPS");
     return ok;
 }
@@ -163,6 +174,7 @@ int main(void)
         {"3 thread stages on emu, by value ops", by_value_ops},
         {"3 thread stages on emu, static tensors read ahead", ahead_by_value_ops},
         {"3 thread stages on emu, by IPC events", by_ipc_events},
+        {"3 thread stages on emu, static tensors, device graphs", graphs_by_value_ops},
     };
     return stress_run_parts("stress-device-dag", parts, sizeof(parts) / sizeof(parts[0]));
 }

@@ -10,6 +10,7 @@
 #include "helpers.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef ADAG_TEST_DEVICE_MODULE
@@ -115,6 +116,166 @@ static void replay_equals_eager(adag_placement_t pl)
     ASSERT_OK(adag_runtime_destroy(rt));
 }
 H_BOTH(graph_capture, replay_equals_eager, 120)
+
+static void tensor_of(adag_node_h y, int64_t n)
+{
+    adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
+                               .dtype = ADAG_DTYPE_F32, .ndim = 1, .shape = {n}};
+    ASSERT_OK(adag_node_tensor(y, &tp));
+}
+
+/* One actor in two live DAGs: A replays its slow_chain from graphs; in B
+ * (x -> w.chain -> cap.sum) the actor reads a device tensor another actor
+ * of its device wrote. While A captures (20 ms of host work in the
+ * method), B's loop on the same actor enqueues its channel's wait and
+ * record on the actor's compute stream. Those belong to B's execution:
+ * recorded into A's graph instead, every replay of A would wait again on
+ * B's stale hand-off (by IPC events: the writer's latest record, which may
+ * wait for B's release queued behind that replay, and neither runs). Both
+ * DAGs' every value is checked, by value ops and by IPC events. */
+static void another_dag_of_the_actor(adag_placement_t pl, int memops)
+{
+    enum { N = 80, W = 4 };
+    setenv("ADAG_DEVICE_MEMOPS", memops ? "1" : "0", 1);
+    adag_runtime_h rt = h_runtime();
+    unsetenv("ADAG_DEVICE_MEMOPS");
+    ASSERT_OK(adag_class_register(rt, &test_graph_class));
+    adag_actor_h cap = graph_actor(rt, pl, "emu:0", "shared");
+    adag_actor_h w = graph_actor(rt, pl, "emu:0", "writer");
+    adag_dag_h da = method_dag(rt, cap, "slow_chain", 1, 1, W);
+    adag_graph_h g;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h t = h_bind1(g, w, "chain", h_input(g, 0));
+    tensor_of(t, GRAPH_ACTOR_N);
+    adag_node_h y = h_bind1(g, cap, "sum", t);
+    tensor_of(y, 1);
+    ASSERT_OK(adag_graph_output(g, &y, 1));
+    adag_compile_params_t cp = h_compile_params(W, 0, 0, 0);
+    adag_dag_h db = h_compile_with(g, &cp);
+    ASSERT_OK(adag_graph_destroy(g));
+    static float want[GRAPH_ACTOR_N];
+    adag_ref_t ra[W], rb[W];
+    int64_t xs[N];
+    for (int k = 0; k < N + W; k++) {
+        if (k >= W) {
+            int j = k - W;
+            adag_value_t va, vb;
+            ASSERT_OK(adag_dag_get(da, ra[j % W], &va, 1, 20000));
+            ASSERT_OK(adag_dag_get(db, rb[j % W], &vb, 1, 20000));
+            graph_actor_reference(xs[j], want);
+            cr_assert(va.size == sizeof want && memcmp(va.data, want, sizeof want) == 0,
+                      "%s actors, %s: DAG A's execution %d differs from the reference",
+                      h_pl_name(pl), memops ? "value ops" : "IPC events", j);
+            float sum = 0, got;
+            for (int i = 0; i < GRAPH_ACTOR_N; i++)
+                sum += want[i];
+            cr_assert_eq(vb.size, sizeof got, "DAG B's execution %d: %zu bytes", j, vb.size);
+            memcpy(&got, vb.data, sizeof got);
+            cr_assert(memcmp(&got, &sum, sizeof got) == 0,
+                      "%s actors, %s: DAG B's execution %d: sum %.9g, want %.9g", h_pl_name(pl),
+                      memops ? "value ops" : "IPC events", j, (double)got, (double)sum);
+            ASSERT_OK(adag_dag_release(da, ra[j % W]));
+            ASSERT_OK(adag_dag_release(db, rb[j % W]));
+        }
+        if (k < N) {
+            xs[k] = 3 * k - 50;
+            adag_value_t in = h_i64v(&xs[k]);
+            ASSERT_OK(adag_dag_execute(da, &in, 1, 0, &ra[k % W]));
+            ASSERT_OK(adag_dag_execute(db, &in, 1, 0, &rb[k % W]));
+        }
+    }
+    ASSERT_OK(adag_dag_destroy(da));
+    ASSERT_OK(adag_dag_destroy(db));
+    ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+static void another_dag_by_value_ops(adag_placement_t pl)
+{
+    another_dag_of_the_actor(pl, 1);
+}
+H_BOTH(graph_capture, another_dag_by_value_ops, 90)
+
+static void another_dag_by_ipc_events(adag_placement_t pl)
+{
+    another_dag_of_the_actor(pl, 0);
+}
+H_BOTH(graph_capture, another_dag_by_ipc_events, 90)
+
+/* x -> a.chain -> b.scale -> c.sum, all on emu:0, with graphs: a's and
+ * b's channels to the next stage are by value ops on one device, so their
+ * graphs hold the channels' waits and value records too, replayed with
+ * the values shifted to each execution (by IPC events they hold the
+ * methods only). Every execution's sum equals the C reference, with 4 in
+ * flight, and the captured methods stop being called. */
+static void pipeline_on_one_device(adag_placement_t pl, int memops)
+{
+    enum { N = 100, W = 4 };
+    setenv("ADAG_DEVICE_MEMOPS", memops ? "1" : "0", 1);
+    adag_runtime_h rt = h_runtime();
+    unsetenv("ADAG_DEVICE_MEMOPS");
+    ASSERT_OK(adag_class_register(rt, &test_graph_class));
+    adag_actor_h a = graph_actor(rt, pl, "emu:0", "a");
+    adag_actor_h b = graph_actor(rt, pl, "emu:0", "b");
+    adag_actor_h c = graph_actor(rt, pl, "emu:0", "c");
+    adag_graph_h g;
+    ASSERT_OK(adag_graph_create(rt, &g));
+    adag_node_h t = h_bind1(g, a, "chain", h_input(g, 0));
+    tensor_of(t, GRAPH_ACTOR_N);
+    adag_node_h u = h_bind1(g, b, "scale", t);
+    tensor_of(u, GRAPH_ACTOR_N);
+    adag_node_h y = h_bind1(g, c, "sum", u);
+    tensor_of(y, 1);
+    ASSERT_OK(adag_graph_output(g, &y, 1));
+    adag_compile_params_t cp = h_compile_params(W, 0, 0, 0);
+    cp.field_mask |= ADAG_COMPILE_PARAM_GRAPHS;
+    cp.graphs = 1;
+    adag_dag_h d = h_compile_with(g, &cp);
+    ASSERT_OK(adag_graph_destroy(g));
+    static float x1[GRAPH_ACTOR_N], x2[GRAPH_ACTOR_N];
+    adag_ref_t refs[W];
+    int64_t xs[N];
+    for (int k = 0; k < N + W; k++) {
+        if (k >= W) {
+            int j = k - W;
+            adag_value_t v;
+            ASSERT_OK(adag_dag_get(d, refs[j % W], &v, 1, 20000));
+            graph_actor_reference(xs[j], x1);
+            graph_actor_scale_reference(x1, x2);
+            float sum = 0, got;
+            for (int i = 0; i < GRAPH_ACTOR_N; i++)
+                sum += x2[i];
+            cr_assert_eq(v.size, sizeof got, "execution %d: %zu bytes", j, v.size);
+            memcpy(&got, v.data, sizeof got);
+            cr_assert(memcmp(&got, &sum, sizeof got) == 0,
+                      "%s actors, %s: execution %d: sum %.9g, want %.9g", h_pl_name(pl),
+                      memops ? "value ops" : "IPC events", j, (double)got, (double)sum);
+            ASSERT_OK(adag_dag_release(d, refs[j % W]));
+        }
+        if (k < N) {
+            xs[k] = 7 * k + 3;
+            adag_value_t in = h_i64v(&xs[k]);
+            ASSERT_OK(adag_dag_execute(d, &in, 1, 0, &refs[k % W]));
+        }
+    }
+    ASSERT_OK(adag_dag_destroy(d));
+    int64_t na = calls_of(rt, a), nb = calls_of(rt, b);
+    cr_assert(na <= N / 2 && nb <= N / 2,
+              "%s actors: a's method ran %lld times, b's %lld, in %d executions: not replayed",
+              h_pl_name(pl), (long long)na, (long long)nb, N);
+    ASSERT_OK(adag_runtime_destroy(rt));
+}
+
+static void pipeline_by_value_ops(adag_placement_t pl)
+{
+    pipeline_on_one_device(pl, 1);
+}
+H_BOTH(graph_capture, pipeline_by_value_ops, 90)
+
+static void pipeline_by_ipc_events(adag_placement_t pl)
+{
+    pipeline_on_one_device(pl, 0);
+}
+H_BOTH(graph_capture, pipeline_by_ipc_events, 90)
 
 static void host_return_fails_its_capture(adag_placement_t pl)
 {

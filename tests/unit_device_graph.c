@@ -118,7 +118,7 @@ GRAPH_TEST(replay_equals_eager, 60)
     cr_assert_eq(gx[1], (uint32_t)2654435761u, "the captured work ran during the capture");
 
     for (int r = 0; r < replays; r++)
-        cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "launch %d: %s", r, adag_last_error());
+        cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "launch %d: %s", r, adag_last_error());
     for (int r = 0; r < replays; r++)
         enqueue_chain(o, s, ex, n);
     cr_assert_eq(o->stream_sync(s, adag__deadline_ms(30000)), ADAG_OK, "%s", adag_last_error());
@@ -154,9 +154,9 @@ GRAPH_TEST(launched_on_another_stream, 30)
     /* s2 held by a closed gate: its launches wait behind it, s1's do not */
     atomic_store(&gate_open, 0);
     cr_assert_eq(o->host_fn(s2, gate_kernel, NULL), ADAG_OK);
-    cr_assert_eq(o->graph_launch(g, s2), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->graph_launch(g, s2), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->graph_launch(g, s1), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s2, 0), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s2, 0), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s1, 0), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_sync(s1, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(atomic_load(&runs), 3, "after the launch on s1: %d runs, want 3",
                  atomic_load(&runs));
@@ -203,7 +203,7 @@ GRAPH_TEST(copies_inside_a_graph, 30)
         /* the graph copies from its addresses when it runs: new input each time */
         for (size_t i = 0; i < n; i++)
             x[i] = (uint32_t)(i * 31 + round * 1000);
-        cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "%s", adag_last_error());
+        cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
         cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s",
                      adag_last_error());
         for (size_t i = 0; i < n; i++)
@@ -241,7 +241,7 @@ GRAPH_TEST(waits_on_an_event_recorded_outside, 30)
     atomic_store(&gate_open, 0);
     cr_assert_eq(o->host_fn(other, gate_kernel, NULL), ADAG_OK);
     cr_assert_eq(o->event_record(outside, other), ADAG_OK);
-    cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
     pause_ms(100);
     cr_assert_eq(atomic_load(&runs), 0, "the graph ran before the event it waits for");
     cr_assert_eq(o->event_query(inside), ADAG_ERR_AGAIN,
@@ -254,7 +254,7 @@ GRAPH_TEST(waits_on_an_event_recorded_outside, 30)
     atomic_store(&gate_open, 0);
     cr_assert_eq(o->host_fn(other, gate_kernel, NULL), ADAG_OK);
     cr_assert_eq(o->event_record(outside, other), ADAG_OK);
-    cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
     pause_ms(50);
     cr_assert_eq(o->event_query(inside), ADAG_ERR_AGAIN,
                  "the second launch's record was complete before it ran");
@@ -271,33 +271,43 @@ GRAPH_TEST(waits_on_an_event_recorded_outside, 30)
     close_checked(dev);
 }
 
-GRAPH_TEST(waits_on_a_word_written_outside, 30)
+/* A device with value ops (else the test skips), a stream, and two words
+ * "in" and "out" (zero) in host_alloc'd cells. */
+static adag_device_t *words_device(uint32_t kind, adag_dev_stream_t **s, adag_dev_mem_t *cells,
+                                   adag_dev_word_t *in, adag_dev_word_t *out)
 {
-    adag_device_t *dev = graph_device(*kind);
+    adag_device_t *dev = graph_device(kind);
     const adag_device_ops_t *o = dev->ops;
     char why[256] = "";
     if (!o->values_supported || !o->values_supported(dev, why, sizeof why)) {
         o->close(dev);
         cr_skip_test("skipped: %s: no value ops: %s", o->name, why);
     }
+    cr_assert_eq(o->stream_create(dev, s), ADAG_OK);
+    cr_assert_eq(o->host_alloc(dev, 2 * ADAG_DEV_WORD_BYTES, cells), ADAG_OK);
+    memset(cells->ptr, 0, 2 * ADAG_DEV_WORD_BYTES);
+    cr_assert_eq(o->word_map(dev, cells->ptr, in), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->word_map(dev, (void *)((char *)cells->ptr + ADAG_DEV_WORD_BYTES), out),
+                 ADAG_OK, "%s", adag_last_error());
+    return dev;
+}
+
+GRAPH_TEST(waits_on_a_word_written_outside, 30)
+{
     adag_dev_stream_t *s;
     adag_dev_mem_t cells = {0};
     adag_dev_word_t in, out;
     adag_dev_graph_t *g;
+    adag_device_t *dev = words_device(*kind, &s, &cells, &in, &out);
+    const adag_device_ops_t *o = dev->ops;
     static _Atomic int runs;
     atomic_store(&runs, 0);
-    cr_assert_eq(o->stream_create(dev, &s), ADAG_OK);
-    cr_assert_eq(o->host_alloc(dev, 2 * ADAG_DEV_WORD_BYTES, &cells), ADAG_OK);
-    memset(cells.ptr, 0, 2 * ADAG_DEV_WORD_BYTES);
-    cr_assert_eq(o->word_map(dev, cells.ptr, &in), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->word_map(dev, (void *)((char *)cells.ptr + ADAG_DEV_WORD_BYTES), &out),
-                 ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_capture_begin(s), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_wait_value64(s, &in, 5), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->host_fn(s, count_kernel, (void *)&runs), ADAG_OK);
     cr_assert_eq(o->stream_write_value64(s, &out, 7), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_capture_end(s, &g), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
     pause_ms(100);
     cr_assert_eq(atomic_load(&runs), 0, "the graph ran before the word reached its value");
     cr_assert_eq(atomic_load(out.host), 0, "the graph wrote its word before its wait ended");
@@ -306,6 +316,55 @@ GRAPH_TEST(waits_on_a_word_written_outside, 30)
     cr_assert_eq(atomic_load(&runs), 1);
     cr_assert_eq(atomic_load(out.host), 7, "the word the graph writes: %llu",
                  (unsigned long long)atomic_load(out.host));
+    o->graph_destroy(dev, g);
+    o->host_free(dev, &cells);
+    o->stream_destroy(dev, s);
+    close_checked(dev);
+}
+
+/* A graph's value ops with the launch's shift: captured waiting for 5
+ * and writing 7, launched with shift 10 it waits for 15 and writes 17;
+ * with 10 again the same (CUDA: no update); with 3 (lower) it waits for 8
+ * (passed) and writes 10; with 0 as recorded. */
+GRAPH_TEST(value_ops_shifted_at_launch, 30)
+{
+    adag_dev_stream_t *s;
+    adag_dev_mem_t cells = {0};
+    adag_dev_word_t in, out;
+    adag_dev_graph_t *g;
+    adag_device_t *dev = words_device(*kind, &s, &cells, &in, &out);
+    const adag_device_ops_t *o = dev->ops;
+    static _Atomic int runs;
+    atomic_store(&runs, 0);
+    cr_assert_eq(o->stream_capture_begin(s), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_wait_value64(s, &in, 5), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->host_fn(s, count_kernel, (void *)&runs), ADAG_OK);
+    cr_assert_eq(o->stream_write_value64(s, &out, 7), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_capture_end(s, &g), ADAG_OK, "%s", adag_last_error());
+    o->word_store(&in, 5);
+    cr_assert_eq(o->graph_launch(g, s, 10), ADAG_OK, "%s", adag_last_error());
+    pause_ms(100);
+    cr_assert_eq(atomic_load(&runs), 0, "shift 10: the wait for 15 passed at 5");
+    cr_assert_eq(atomic_load(out.host), 0, "shift 10: the word was written before the wait");
+    o->word_store(&in, 15);
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(atomic_load(&runs), 1);
+    cr_assert_eq(atomic_load(out.host), 17, "shift 10 wrote %llu, want 17",
+                 (unsigned long long)atomic_load(out.host));
+    o->word_store(&out, 0);
+    cr_assert_eq(o->graph_launch(g, s, 10), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(atomic_load(out.host), 17, "shift 10 again wrote %llu, want 17",
+                 (unsigned long long)atomic_load(out.host));
+    cr_assert_eq(o->graph_launch(g, s, 3), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(atomic_load(out.host), 10, "shift 3 wrote %llu, want 10",
+                 (unsigned long long)atomic_load(out.host));
+    cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(atomic_load(out.host), 7, "shift 0 wrote %llu, want 7",
+                 (unsigned long long)atomic_load(out.host));
+    cr_assert_eq(atomic_load(&runs), 4);
     o->graph_destroy(dev, g);
     o->host_free(dev, &cells);
     o->stream_destroy(dev, s);
@@ -414,7 +473,7 @@ GRAPH_TEST(destroyed_with_launches_pending, 30)
     atomic_store(&gate_open, 0);
     cr_assert_eq(o->host_fn(s, gate_kernel, NULL), ADAG_OK);
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "%s", adag_last_error());
+        cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
     o->graph_destroy(dev, g);
     atomic_store(&gate_open, 1);
     cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
@@ -436,7 +495,7 @@ GRAPH_TEST(end_without_begin_and_foreign_device, 30)
     /* an empty graph launches and does nothing */
     cr_assert_eq(o->stream_capture_begin(s), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_capture_end(s, &g), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->graph_launch(g, s), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
     cr_assert_eq(o->stream_sync(s, adag__deadline_ms(5000)), ADAG_OK, "%s", adag_last_error());
     o->graph_destroy(dev, g);
     o->stream_destroy(dev, s);

@@ -790,4 +790,8 @@ const adag_chan_ops_t adag_chan_dev_ops = {
     .ahead = adag__chan_dev_ahead,
     .wait_ahead = adag__chan_dev_wait_ahead,
     .publish_ahead = adag__chan_dev_publish_ahead,
+    .graphable = adag__chan_dev_graphable,
+    .defer = adag__chan_dev_defer,
+    .device_before = adag__chan_dev_device_before,
+    .device_after = adag__chan_dev_device_after,
 };

@@ -201,6 +201,8 @@ typedef struct dev_chan {
     adag_dev_word_t ready_word;
     adag_dev_word_t *done_words;
     uint64_t done_max;
+    /* the loop's (adag_chan_ops_t.defer): wait and acquire enqueue nothing */
+    int deferred;
     /* connect finished (release); wake_all reads the imported events after
      * an acquire load of it */
     _Atomic int connected;
@@ -279,5 +281,10 @@ int adag__chan_dev_ahead(adag_chan_t *ch);
 adag_status_t adag__chan_dev_wait_ahead(adag_chan_t *ch, uint64_t seq, size_t size,
                                        const adag_tensor_meta_t *meta, adag_slot_view_t *view);
 adag_status_t adag__chan_dev_publish_ahead(adag_chan_t *ch, uint64_t seq);
+/* Device work in a graph (adag_chan_ops_t.graphable ...). */
+int adag__chan_dev_graphable(adag_chan_t *ch);
+void adag__chan_dev_defer(adag_chan_t *ch, int on);
+adag_status_t adag__chan_dev_device_before(adag_chan_t *ch, uint64_t seq, adag_dev_stream_t *s);
+adag_status_t adag__chan_dev_device_after(adag_chan_t *ch, uint64_t seq, adag_dev_stream_t *s);
 
 #endif

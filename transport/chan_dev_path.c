@@ -21,6 +21,27 @@ static adag_status_t enqueue_read(dev_chan_t *c, unsigned s, uint64_t seq,
 static adag_status_t confirm_ahead(dev_chan_t *c, unsigned s, uint64_t seq,
                                    adag_slot_view_t *view);
 
+/* The writer's stream `on` waits until every device reader is done with
+ * slot s's previous value (seq - nslots): its word or its event. */
+static adag_status_t credit_waits(dev_chan_t *c, unsigned s, uint64_t seq, adag_dev_stream_t *on)
+{
+    adag_status_t st;
+    unsigned nslots = c->base.nslots;
+    for (unsigned r = 0; r + 1 < c->nplaces; r++) {
+        adag_dev_event_t *ev = c->consumed[(size_t)r * nslots + s];
+        if (c->done_words && c->done_words[r].host) {
+            /* reader r's word says it is done with seq - nslots */
+            if (seq >= nslots &&
+                (st = c->ops->stream_wait_value64(on, &c->done_words[r], seq - nslots + 1)) !=
+                    ADAG_OK)
+                return stream_fail(c, st, "waiting for a reader's word", seq);
+        } else if (ev && (st = c->ops->stream_wait_event(on, ev)) != ADAG_OK) {
+            return stream_fail(c, st, "waiting for a reader", seq);
+        }
+    }
+    return ADAG_OK;
+}
+
 adag_status_t adag__chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t deadline, void **buf)
 {
     dev_chan_t *c = dev_of(ch);
@@ -35,25 +56,18 @@ adag_status_t adag__chan_dev_acquire(adag_chan_t *ch, uint64_t seq, int64_t dead
     unsigned s = slot_index(c, seq);
     c->ring_bufs[s] = ring_buf;
     adag_dev_stream_t *compute = c->device->compute;
+    *buf = (char *)c->slots.ptr + (size_t)s * c->stride;
+    /* deferred (graphable: words only, no copy, no sends): device_before */
+    if (c->deferred)
+        return ADAG_OK;
     /* the device readers are done with the slot, and so is the payload copy */
-    for (unsigned r = 0; r + 1 < c->nplaces; r++) {
-        adag_dev_event_t *ev = c->consumed[(size_t)r * ch->nslots + s];
-        if (c->done_words && c->done_words[r].host) {
-            /* reader r's word says it is done with seq - nslots */
-            if (seq >= ch->nslots &&
-                (st = c->ops->stream_wait_value64(compute, &c->done_words[r],
-                                                  seq - ch->nslots + 1)) != ADAG_OK)
-                return stream_fail(c, st, "waiting for a reader's word", seq);
-        } else if (ev && (st = c->ops->stream_wait_event(compute, ev)) != ADAG_OK) {
-            return stream_fail(c, st, "waiting for a reader", seq);
-        }
-    }
+    if ((st = credit_waits(c, s, seq, compute)) != ADAG_OK)
+        return st;
     if (c->copied && (st = c->ops->stream_wait_event(compute, c->copied[s])) != ADAG_OK)
         return stream_fail(c, st, "waiting for the host copy", seq);
     /* by communicator: the sends of seq - nslots read the slot until done */
     if (c->sent && (st = c->ops->stream_wait_event(compute, c->sent[s])) != ADAG_OK)
         return stream_fail(c, st, "waiting for the sends", seq);
-    *buf = (char *)c->slots.ptr + (size_t)s * c->stride;
     return ADAG_OK;
 }
 
@@ -71,13 +85,14 @@ static void deferred_publish(void *arg)
                        p->err[0] ? p->err : NULL);
 }
 
-/* The writer's value of seq is on its compute stream: its `ready` event,
- * and its word for the readers by words. */
-static adag_status_t record_value(dev_chan_t *c, unsigned s, uint64_t seq)
+/* The writer's value of seq is on stream `on` (its compute stream, or a
+ * capture of its work): its `ready` event, and its word for the readers by
+ * words. */
+static adag_status_t record_value(dev_chan_t *c, unsigned s, uint64_t seq, adag_dev_stream_t *on)
 {
-    adag_status_t st = c->ops->event_record(c->ready[s], c->device->compute);
+    adag_status_t st = c->ops->event_record(c->ready[s], on);
     if (st == ADAG_OK && c->ready_by_word)
-        st = c->ops->stream_write_value64(c->device->compute, &c->ready_word, seq + 1);
+        st = c->ops->stream_write_value64(on, &c->ready_word, seq + 1);
     return st;
 }
 
@@ -107,7 +122,7 @@ adag_status_t adag__chan_dev_publish(adag_chan_t *ch, uint64_t seq, size_t size,
      * the failure on the ring) */
     int ahead = c->ahead && c->ahead[s] == seq + 1;
     if (!ahead && (status == ADAG_OK || c->ready_by_word) &&
-        (st = record_value(c, s, seq)) != ADAG_OK)
+        (st = record_value(c, s, seq, c->device->compute)) != ADAG_OK)
         return stream_fail(c, st, "recording the value", seq);
     if (c->payload) {
         /* host readers: copy to the ring's slot, then publish it, in stream order */
@@ -171,6 +186,13 @@ adag_status_t adag__chan_dev_wait(adag_chan_t *ch, uint64_t seq, int64_t deadlin
     unsigned s = slot_index(c, seq);
     if (c->ahead && c->ahead[s] == seq + 1)
         return confirm_ahead(c, s, seq, view);
+    if (c->deferred) {
+        /* graphable: a reader on the writer's device, by words;
+         * device_before enqueues the wait, and watches it */
+        view->device = ADAG_DEVICE(c->device->kind, c->device->dev->index);
+        view->data = (char *)c->peer.ptr + (size_t)s * c->stride;
+        return ADAG_OK;
+    }
     watch_arm(c->watch, s, seq);
     uint64_t t0 = ch->trace ? adag__trace_clock() : 0;
     if ((st = enqueue_read(c, s, seq, view)) != ADAG_OK)
@@ -278,11 +300,68 @@ adag_status_t adag__chan_dev_publish_ahead(adag_chan_t *ch, uint64_t seq)
 {
     dev_chan_t *c = dev_of(ch);
     unsigned s = slot_index(c, seq);
-    adag_status_t st = record_value(c, s, seq);
+    adag_status_t st = record_value(c, s, seq, c->device->compute);
     if (st != ADAG_OK)
         return stream_fail(c, st, "recording the value", seq);
     c->ahead[s] = seq + 1;
     return ADAG_OK;
+}
+
+/* ---- device work in a graph (dag/exec/loop_graph.c) ---- */
+
+int adag__chan_dev_graphable(adag_chan_t *ch)
+{
+    dev_chan_t *c = dev_of(ch);
+    if (!c->device || !atomic_load_explicit(&c->connected, memory_order_acquire) ||
+        !c->ready_by_word)
+        return 0;
+    if (c->role == ROLE_SAME_DEVICE)
+        return 1; /* a wait on the writer's word and the `arrived` record */
+    if (c->role != ROLE_DEV_WRITER || c->payload || c->copied || c->sent || c->comm_key)
+        return 0;
+    /* every reader by words: credits on their words, none by events */
+    for (unsigned r = 0; r + 1 < c->nplaces; r++)
+        if (!c->done_words || !c->done_words[r].host)
+            return 0;
+    return 1;
+}
+
+void adag__chan_dev_defer(adag_chan_t *ch, int on)
+{
+    dev_of(ch)->deferred = on;
+}
+
+adag_status_t adag__chan_dev_device_before(adag_chan_t *ch, uint64_t seq, adag_dev_stream_t *s)
+{
+    dev_chan_t *c = dev_of(ch);
+    unsigned k = slot_index(c, seq);
+    adag_status_t st;
+    if (c->role == ROLE_DEV_WRITER)
+        return s ? credit_waits(c, k, seq, s) : ADAG_OK;
+    /* ROLE_SAME_DEVICE (graphable); `arrived` completes when the wait did */
+    if (s && ((st = c->ops->stream_wait_value64(s, &c->ready_word, seq + 1)) != ADAG_OK ||
+              (st = c->ops->event_record(c->arrived[k], s)) != ADAG_OK))
+        return stream_fail(c, st, "waiting for the writer", seq);
+    /* watched once it is on the stream for good (not while captured: the
+     * watchdog's query of `arrived` would be illegal during a capture) */
+    if (!s || s == c->device->compute)
+        watch_arm(c->watch, k, seq);
+    return ADAG_OK;
+}
+
+adag_status_t adag__chan_dev_device_after(adag_chan_t *ch, uint64_t seq, adag_dev_stream_t *s)
+{
+    dev_chan_t *c = dev_of(ch);
+    unsigned k = slot_index(c, seq);
+    if (c->role != ROLE_DEV_WRITER)
+        return ADAG_OK;
+    if (!s) {
+        /* recorded by a launched graph: publish only publishes the ring */
+        c->ahead[k] = seq + 1;
+        return ADAG_OK;
+    }
+    adag_status_t st = record_value(c, k, seq, s);
+    return st == ADAG_OK ? ADAG_OK : stream_fail(c, st, "recording the value", seq);
 }
 
 static void deferred_release(void *arg)

@@ -372,6 +372,29 @@ struct adag_chan_ops {
     adag_status_t (*wait_ahead)(adag_chan_t *ch, uint64_t seq, size_t size,
                                 const adag_tensor_meta_t *meta, adag_slot_view_t *view);
     adag_status_t (*publish_ahead)(adag_chan_t *ch, uint64_t seq);
+
+    /* ---- device work in a graph (optional: device channels) ----
+     * graphable: nonzero if all the device work this connected endpoint
+     * does for an execution is on its actor's compute stream, by value ops
+     * and the events of the execution's slot (transport/chan_dev_words.c),
+     * with values that follow the execution's number, so that a device
+     * graph may hold it and replay it for a later execution with its value
+     * ops shifted (dag/exec/loop_graph.c). defer(ch, 1): from then on wait
+     * (a reader) and acquire (the writer) do their host part only (the
+     * ring, the reader's view of the slot) and enqueue nothing, until
+     * defer(ch, 0). device_before(seq, s): what those left out for seq (a
+     * reader of an OK value: its wait for the writer's value; the writer:
+     * its wait for the readers' credits), enqueued on s; device_after(seq,
+     * s): the writer: what publish(seq) enqueues for the value, enqueued
+     * on s. With s NULL, each says that this work now runs in a launched
+     * graph: the reader's watchdog starts watching it, and the writer's
+     * publish(seq) no longer enqueues it (only publishes the ring). An
+     * endpoint's watchdog also starts at device_before on its compute
+     * stream (work enqueued there runs as is, not captured). */
+    int (*graphable)(adag_chan_t *ch);
+    void (*defer)(adag_chan_t *ch, int on);
+    adag_status_t (*device_before)(adag_chan_t *ch, uint64_t seq, adag_dev_stream_t *s);
+    adag_status_t (*device_after)(adag_chan_t *ch, uint64_t seq, adag_dev_stream_t *s);
 };
 
 /* Copies meta into a slot's (NULL: plain bytes); copies only the used dims. */
@@ -475,6 +498,25 @@ static inline adag_status_t adag__chan_wait(adag_chan_t *ch, uint64_t seq, int64
 static inline int adag__chan_ahead(adag_chan_t *ch)
 {
     return ch->ops->ahead && ch->ops->ahead(ch);
+}
+static inline int adag__chan_graphable(adag_chan_t *ch)
+{
+    return ch->ops->graphable && ch->ops->graphable(ch);
+}
+/* (the three below: only on an endpoint that is graphable) */
+static inline void adag__chan_defer(adag_chan_t *ch, int on)
+{
+    ch->ops->defer(ch, on);
+}
+static inline adag_status_t adag__chan_device_before(adag_chan_t *ch, uint64_t seq,
+                                                    adag_dev_stream_t *s)
+{
+    return ch->ops->device_before(ch, seq, s);
+}
+static inline adag_status_t adag__chan_device_after(adag_chan_t *ch, uint64_t seq,
+                                                   adag_dev_stream_t *s)
+{
+    return ch->ops->device_after(ch, seq, s);
 }
 static inline void adag__chan_release(adag_chan_t *ch, uint64_t seq)
 {

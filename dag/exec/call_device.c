@@ -29,7 +29,7 @@ void *adag_call_stream(adag_call_h call)
         return NULL;
     const adag_chan_device_t *d = call->loop->actor.device;
     call->used_stream = 1;
-    return d->dev->ops->stream_native(d->compute);
+    return d->dev->ops->stream_native(call->stream ? call->stream : d->compute);
 }
 
 adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args), const void *args,
@@ -56,7 +56,8 @@ adag_status_t adag_call_enqueue(adag_call_h call, void (*fn)(void *args), const 
         return adag__call_error(call, ADAG_ERR_INVALID,
                                "actor %s.%s: adag_call_enqueue: args is NULL for %zu bytes", actor,
                                method, size);
-    adag_status_t st = d->dev->ops->launch_host(d->compute, fn, args, size);
+    adag_status_t st =
+        d->dev->ops->launch_host(call->stream ? call->stream : d->compute, fn, args, size);
     call->used_stream = 1;
     if (st != ADAG_OK)
         return adag__call_error(call, st, "actor %s.%s: adag_call_enqueue: %s", actor, method,

@@ -163,6 +163,9 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
     /* READ, or (ahead) only the views and waits of the inputs, their ring
      * read after the method */
     int ahead = loop->op_ahead && loop->op_ahead[ot.oi] && loop->start_status == ADAG_OK;
+    /* (a graph that holds the channels' device work: read and acquire on
+     * the host only; dag/exec/loop_graph.c) */
+    int deferred = loop->graphs && adag__loop_graph_defer(loop, op, seq);
     st = ahead ? adag__loop_ahead_args(loop, op, seq, call)
                : read_args(loop, op, seq, call, &ot, &upstream, &upstream_err);
     if (st != ADAG_OK)
@@ -187,6 +190,11 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
         call->sizes[r] = 0;
     }
     ot.t[2] = waited ? adag__trace_clock() : ot.t[1];
+    if (deferred) {
+        adag__loop_graph_undefer(loop, op);
+        if (upstream != ADAG_OK && (st = adag__loop_graph_pay(loop, op, call, seq)) != ADAG_OK)
+            return st;
+    }
     if (upstream != ADAG_OK)
         return publish_all(loop, op, seq, call, upstream, upstream_err, &ot);
     /* the last op of a host actor is done with every input once its method
@@ -207,6 +215,7 @@ static adag_status_t run_call(adag_loop_t *loop, const adag_prog_op_t *op, uint6
      * actor, is in the compute span */
     doing(loop, ot.oi, ADAG_DOING_COMPUTE);
     call->used_stream = 0;
+    call->stream = loop->actor.device ? loop->actor.device->compute : NULL;
     pthread_mutex_lock(loop->call_lock);
     st = loop->graphs ? adag__loop_graph_call(loop, op, call) : m->fn(loop->state, call);
     pthread_mutex_unlock(loop->call_lock);

@@ -75,6 +75,10 @@ struct adag_call {
     uint32_t handed;  /* bit i: ... that the method (or its device work) fills
                          itself (adag_call_output/_tensor, not set_output) */
     int used_stream;  /* the method took its compute stream or enqueued on it */
+    /* the stream the method is given (adag_call_stream, adag_call_enqueue):
+     * the actor's compute stream, or the loop's capture stream while its
+     * work is captured (dag/exec/loop_graph.c); NULL: a host actor */
+    adag_dev_stream_t *stream;
     adag_status_t fail_status; /* set: the execution fails whatever the method returns */
     char msg[ADAG_SLOT_ERR_MAX];
     char call_err[ADAG_SLOT_ERR_MAX]; /* the last failing adag_call_* (reported if the
@@ -167,6 +171,10 @@ struct adag_loop {
     struct adag_loop_turn *turns;
     /* per op, its device graphs (dag/exec/loop_graph.c); NULL: off */
     struct adag_loop_graph *graphs;
+    /* the stream captures run on (graphs on): the loop's own, so that work
+     * other DAGs' loops enqueue on the actor's compute stream meanwhile is
+     * never recorded into this DAG's graphs */
+    adag_dev_stream_t *capture_stream;
     pthread_t thread;
     int started;
 };
@@ -230,6 +238,15 @@ adag_status_t adag__loop_graphs_open(adag_loop_t *loop);
 void adag__loop_graphs_close(adag_loop_t *loop);
 adag_status_t adag__loop_graph_call(adag_loop_t *loop, const adag_prog_op_t *op,
                                     struct adag_call *call);
+/* graph_defer: before execution seq's op reads and acquires, defers its
+ * channels' device work when its graph will hold it (1; then undefer once
+ * they are read and acquired), else 0. graph_pay enqueues the deferred
+ * work on the compute stream for an execution that does not reach
+ * graph_call (an upstream failure). */
+int adag__loop_graph_defer(adag_loop_t *loop, const adag_prog_op_t *op, uint64_t seq);
+void adag__loop_graph_undefer(adag_loop_t *loop, const adag_prog_op_t *op);
+adag_status_t adag__loop_graph_pay(adag_loop_t *loop, const adag_prog_op_t *op,
+                                   const struct adag_call *call, uint64_t seq);
 adag_status_t adag__loop_settle_returns(adag_loop_t *loop, const adag_prog_op_t *op,
                                        struct adag_call *call);
 adag_status_t adag__loop_end_reads(adag_loop_t *loop, uint64_t seq);

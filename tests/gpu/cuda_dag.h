@@ -69,6 +69,7 @@ int cdag_test_comm_transport(void);
 int cdag_test_emu_and_cuda(void);
 int cdag_test_thread_actors(void);
 int cdag_test_ahead(void);
+int cdag_test_graphs(void);
 /* cuda_dag_faults.c */
 int cdag_test_slow_kernel(void);
 int cdag_test_stuck_transfer(void);
@@ -132,14 +133,17 @@ typedef struct {
     int comm_timeout_ms;       /* 0: the default */
     const char *driver_device; /* NULL: none */
     adag_transport_t transport; /* of every tensor between stages (not the input) */
-    /* nonzero: every tensor (the input too) declared f32[fixed], and the
-     * DAG compiled with run_ahead, so that the stages after the first run
-     * ahead of their inputs */
+    /* nonzero: every tensor (the input too) declared f32[fixed] */
     int64_t fixed;
+    int run_ahead; /* adag_compile_params_t.run_ahead (with fixed) */
+    /* the stages' method: "apply" (one output, capturable), and the
+     * compile option graphs; else "step" (two outputs) */
+    int apply, graphs;
 } cdag_chain_t;
 
 /* input 0 (a tensor) -> a[0].step -> ... -> a[n-1].step, each step's
- * tensor declared; outputs (the last tensor, the last cuda_stage_info_t).
+ * tensor declared; outputs (the last tensor, the last cuda_stage_info_t),
+ * or with apply only the last tensor.
  * The graph is freed either way. */
 adag_status_t cdag_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
                          const cdag_chain_t *o, adag_dag_h *dag);

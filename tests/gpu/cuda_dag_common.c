@@ -262,7 +262,11 @@ static adag_compile_params_t compile_params(const cdag_chain_t *o)
         cp.field_mask |= ADAG_COMPILE_PARAM_DRIVER_DEVICE;
         cp.driver_device = o->driver_device;
     }
-    if (o->fixed) {
+    if (o->graphs) {
+        cp.field_mask |= ADAG_COMPILE_PARAM_GRAPHS;
+        cp.graphs = 1;
+    }
+    if (o->run_ahead) {
         cp.field_mask |= ADAG_COMPILE_PARAM_RUN_AHEAD;
         cp.run_ahead = 1;
     }
@@ -294,9 +298,10 @@ adag_status_t cdag_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
         goto out;
     for (unsigned s = 0; s < n; s++) {
         adag_node_h call;
-        if ((st = adag_graph_bind(g, a[s], "step", &x, 1, &call)) != ADAG_OK ||
+        if ((st = adag_graph_bind(g, a[s], o->apply ? "apply" : "step", &x, 1, &call)) !=
+                ADAG_OK ||
             (st = adag_node_output(call, 0, &y)) != ADAG_OK ||
-            (st = adag_node_output(call, 1, &info)) != ADAG_OK)
+            (!o->apply && (st = adag_node_output(call, 1, &info)) != ADAG_OK))
             goto out;
         /* the transport asked for goes to tensors a next stage reads */
         st = adag_node_tensor(y, o->fixed || (s + 1 < n && o->transport != ADAG_TRANSPORT_AUTO)
@@ -306,7 +311,7 @@ adag_status_t cdag_chain(adag_runtime_h rt, const adag_actor_h *a, unsigned n,
         x = y;
     }
     adag_node_h outs[2] = {y, info};
-    if ((st = adag_graph_output(g, outs, 2)) != ADAG_OK)
+    if ((st = adag_graph_output(g, outs, o->apply ? 1 : 2)) != ADAG_OK)
         goto out;
     adag_compile_params_t cp = compile_params(o);
     st = adag_graph_compile(g, &cp, dag);

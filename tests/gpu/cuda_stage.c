@@ -135,6 +135,9 @@ static const adag_method_def_t cuda_stage_methods[] = {
     {"apply_flaky", cuda_stage_apply_flaky, 1, 1},
 };
 
+/* apply enqueues kernels only, of sizes its input's declaration fixes */
+static const char *const cuda_stage_capturable[] = {"apply", NULL};
+
 static const adag_class_def_t cuda_stage_class = {
     .abi_version = ADAG_ABI_VERSION,
     .name = "cuda_stage",
@@ -142,6 +145,7 @@ static const adag_class_def_t cuda_stage_class = {
     .init = cuda_stage_init,
     .methods = cuda_stage_methods,
     .nmethods = 3,
+    .capturable = cuda_stage_capturable,
 };
 
 ADAG_MODULE(&cuda_stage_class);

@@ -217,6 +217,73 @@ out:
     return rc;
 }
 
+/* Value ops captured into a graph (memory-operation nodes) and launched
+ * with shifts: captured waiting on the word for 5 and writing the ack 7,
+ * a launch with shift 10 waits for 15 and writes 17, 10 again the same,
+ * 3 writes 10 (its wait for 8 passed), 0 writes 7 as captured. Skipped
+ * with the reason where the device keeps value ops out of its graphs. */
+int test_values_in_graphs(adag_device_t *dev)
+{
+    int rc = PASS;
+    ring_t ring = {.fd = -1};
+    adag_dev_stream_t *s = NULL;
+    adag_dev_graph_t *g = NULL;
+    static _Atomic int ran;
+    if (!values_or_skip(dev))
+        return SKIP;
+    CHECK_OK(ring_open(dev, &ring));
+    CHECK_OK(O->stream_create(dev, &s));
+    O->word_store(&ring.word, 5);
+    O->word_store(&ring.ack, 0);
+    CHECK_OK(O->stream_capture_begin(s));
+    adag_status_t w = O->stream_wait_value64(s, &ring.word, 5);
+    adag_status_t st = w == ADAG_OK ? O->stream_write_value64(s, &ring.ack, 7) : w;
+    char why[512];
+    snprintf(why, sizeof why, "%s", adag_last_error());
+    adag_status_t end = O->stream_capture_end(s, &g);
+    if (st != ADAG_OK || end != ADAG_OK) {
+        snprintf(skip_reason, sizeof skip_reason, "value ops in a capture: %s",
+                 st != ADAG_OK ? why : adag_last_error());
+        rc = SKIP;
+        goto out;
+    }
+    CHECK_OK(O->graph_launch(g, s, 10));
+    CHECK_OK(O->host_fn(s, set_flag, &ran));
+    sleep_ms(100);
+    CHECK(!atomic_load(&ran) && atomic_load(ring.ack.host) == 0,
+          "shift 10: the wait for 15 passed at 5 (ack %llu)",
+          (unsigned long long)atomic_load(ring.ack.host));
+    O->word_store(&ring.word, 15);
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
+    CHECK(atomic_load(ring.ack.host) == 17, "shift 10 wrote %llu, want 17",
+          (unsigned long long)atomic_load(ring.ack.host));
+    O->word_store(&ring.ack, 0);
+    CHECK_OK(O->graph_launch(g, s, 10));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
+    CHECK(atomic_load(ring.ack.host) == 17, "shift 10 again wrote %llu, want 17",
+          (unsigned long long)atomic_load(ring.ack.host));
+    CHECK_OK(O->graph_launch(g, s, 3));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
+    CHECK(atomic_load(ring.ack.host) == 10, "shift 3 wrote %llu, want 10",
+          (unsigned long long)atomic_load(ring.ack.host));
+    CHECK_OK(O->graph_launch(g, s, 0));
+    CHECK_OK(O->stream_sync(s, adag__deadline_ms(5000)));
+    CHECK(atomic_load(ring.ack.host) == 7, "shift 0 wrote %llu, want 7",
+          (unsigned long long)atomic_load(ring.ack.host));
+out:
+    if (g)
+        O->graph_destroy(dev, g);
+    if (s) {
+        if (O->stream_sync(s, adag__deadline_ms(100)) != ADAG_OK)
+            O->word_store(&ring.word, ADAG_DEV_WORD_ABORT); /* never leave it stuck */
+        O->stream_destroy(dev, s);
+    }
+    ring_close(dev, &ring);
+    if (rc == PASS && !counts_zero(dev))
+        rc = FAIL;
+    return rc;
+}
+
 /* ---- another process writes ---- */
 
 #define CHILD_ROUNDS 300

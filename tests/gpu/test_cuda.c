@@ -576,7 +576,7 @@ static int test_graphs(adag_device_t *dev)
     CHECK_OK(O->host_fn(s, count_host, (void *)&runs));
     CHECK_OK(O->stream_capture_end(s, &g));
     for (int r = 0; r < REPLAYS; r++)
-        CHECK_OK(O->graph_launch(g, s2)); /* another stream than the capture's */
+        CHECK_OK(O->graph_launch(g, s2, 0)); /* another stream than the capture's */
     for (int r = 0; r < REPLAYS; r++)
         for (int k = 0; k < CHAIN; k++)
             CHECK(scale_on(O->stream_native(s), de.ptr, de.ptr, 0.5f, (float)k * 0.01f, n) == 0,
@@ -710,6 +710,7 @@ static const struct {
     {"values_stuck_wait_released_by_abort", test_values_abort},
     {"values_word_written_by_another_process", test_values_ipc},
     {"graphs_replay_equals_eager", test_graphs},
+    {"values_in_graphs_shifted_at_launch", test_values_in_graphs},
 };
 #define NTESTS (sizeof(tests) / sizeof(tests[0]))
 

@@ -51,6 +51,7 @@ int full_io(int fd, void *buf, size_t n, int writing);
 /* The value ops (tests/gpu/cuda_values.c). */
 int test_values_order(adag_device_t *dev);
 int test_values_abort(adag_device_t *dev);
+int test_values_in_graphs(adag_device_t *dev);
 int test_values_ipc(adag_device_t *dev);
 /* The child of test_values_ipc (`--values-child`). */
 int values_child(void);

@@ -512,6 +512,7 @@ static const struct {
     {"emu_and_cuda_in_one_runtime", cdag_test_emu_and_cuda, 120},
     {"thread_actors_one_process", cdag_test_thread_actors, 180},
     {"static_shapes_run_ahead", cdag_test_ahead, 180},
+    {"graphs_with_channel_hand_offs", cdag_test_graphs, 180},
     {"comm_transport_two_devices", cdag_test_comm_transport, 120},
     {"allreduce_every_op_and_dtype", cdag_test_coll_allreduce, 300},
     {"reducescatter_every_op_and_dtype", cdag_test_coll_reducescatter, 300},

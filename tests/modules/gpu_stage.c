@@ -141,6 +141,9 @@ static const adag_method_def_t stage_methods[] = {
     {"apply_flaky", stage_apply_flaky, 1, 1},
 };
 
+/* apply enqueues one kernel on its stream (a device actor's) */
+static const char *const stage_capturable[] = {"apply", NULL};
+
 const adag_class_def_t test_gpu_stage_class = {
     .abi_version = ADAG_ABI_VERSION,
     .name = "gpu_stage",
@@ -148,4 +151,5 @@ const adag_class_def_t test_gpu_stage_class = {
     .init = stage_init,
     .methods = stage_methods,
     .nmethods = sizeof(stage_methods) / sizeof(stage_methods[0]),
+    .capturable = stage_capturable,
 };
