@@ -386,10 +386,13 @@ Test(writers, buffer_too_small)
         ASSERT_OK(format_subject(&f, s, whole, needed + 256, &got));
         size_t len = strlen(whole);
         cr_assert_eq(got, len + 1);
-        char *small = malloc(len);
-        memset(small, 'Z', len);
+        /* one byte short; the data stage's figures move while it runs (a
+         * digit more or less), so its text gets half */
+        size_t cut = s == DATA ? len / 2 : len;
+        char *small = malloc(cut);
+        memset(small, 'Z', cut);
         size_t need2 = 0;
-        ASSERT_ST(format_subject(&f, s, small, len, &need2), ADAG_ERR_TOO_LARGE);
+        ASSERT_ST(format_subject(&f, s, small, cut, &need2), ADAG_ERR_TOO_LARGE);
         char want[160];
         snprintf(want, sizeof(want),
                  "%s: the text is %zu bytes (%zu with its NUL); the buffer "
@@ -399,9 +402,9 @@ Test(writers, buffer_too_small)
             ASSERT_MSG_HAS(want);
         if (s != DATA)
             cr_assert_eq(need2, len + 1);
-        cr_assert_eq(small[len - 1], '\0', "%s: the cut text is not NUL-terminated",
+        cr_assert_eq(small[cut - 1], '\0', "%s: the cut text is not NUL-terminated",
                      format_name[s]);
-        cr_assert_eq(strlen(small), len - 1);
+        cr_assert_eq(strlen(small), cut - 1);
         if (s != DATA)
             cr_assert_eq(memcmp(small, whole, len - 1), 0, "%s: the cut text is not its start",
                          format_name[s]);
