@@ -10,8 +10,10 @@
 
 #include <adag.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define OK(expr)                                                                              \
     do {                                                                                      \
@@ -251,6 +253,16 @@ static adag_dag_h three(adag_runtime_h rt, adag_actor_h *a, int graphs)
     return dag;
 }
 
+/* The emulated devices' counts once the loops are idle: an execution's
+ * get returns before its last actor's loop has released its input (a
+ * value op of its own). */
+static void counts_settled(const adag_device_ops_t *o, adag_device_counts_t *c)
+{
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    o->counts(NULL, c);
+}
+
 /* Value ops the emulated devices queued one by one per execution, over
  * `n` executions after `warm` (each execution's sum checked). */
 static double value_ops_per_execution(adag_dag_h dag, int warm, int n)
@@ -259,7 +271,7 @@ static double value_ops_per_execution(adag_dag_h dag, int warm, int n)
     adag_device_counts_t c0 = {0}, c1 = {0};
     for (int k = 0; k < warm + n; k++) {
         if (k == warm)
-            o->counts(NULL, &c0);
+            counts_settled(o, &c0);
         int64_t x = 5 * k - 40;
         adag_ref_t ref;
         adag_value_t in = {.data = &x, .size = sizeof x}, out;
@@ -273,7 +285,7 @@ static double value_ops_per_execution(adag_dag_h dag, int warm, int n)
                   (double)got, (double)want);
         OK(adag_dag_release(dag, ref));
     }
-    o->counts(NULL, &c1);
+    counts_settled(o, &c1);
     return (double)(c1.value_ops - c0.value_ops) / n;
 }
 
@@ -307,7 +319,9 @@ Test(loop_graph, the_graphs_hold_the_channels_value_ops, .timeout = 60)
     OK(adag_dag_destroy(on));
     cr_assert(eager >= 5, "without graphs %.2f value ops per execution: the hand-offs are not "
               "by value ops", eager);
-    cr_assert(graphed == eager - 5,
+    /* (a loop still busy with an execution's tail as a count is read moves
+     * one op across the window: 1/60 per execution) */
+    cr_assert(fabs(graphed - (eager - 5)) < 0.1,
               "with graphs %.2f value ops per execution go out one by one, without %.2f: the "
               "graphs do not hold the 5 of a's and b's channels", graphed, eager);
     OK(adag_runtime_destroy(rt));
