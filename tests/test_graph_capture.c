@@ -117,6 +117,24 @@ static void replay_equals_eager(adag_placement_t pl)
 }
 H_BOTH(graph_capture, replay_equals_eager, 120)
 
+/* A runtime whose hand-offs are by value ops (memops 1) or by IPC events. */
+static adag_runtime_h runtime_memops(int memops)
+{
+    setenv("ADAG_DEVICE_MEMOPS", memops ? "1" : "0", 1);
+    adag_runtime_h rt = h_runtime();
+    unsetenv("ADAG_DEVICE_MEMOPS");
+    return rt;
+}
+
+/* What sum(t) gives: the elements added in order. */
+static float sum_of(const float *t)
+{
+    float sum = 0;
+    for (int i = 0; i < GRAPH_ACTOR_N; i++)
+        sum += t[i];
+    return sum;
+}
+
 static void tensor_of(adag_node_h y, int64_t n)
 {
     adag_tensor_params_t tp = {.field_mask = ADAG_TENSOR_PARAM_DTYPE | ADAG_TENSOR_PARAM_SHAPE,
@@ -136,9 +154,7 @@ static void tensor_of(adag_node_h y, int64_t n)
 static void another_dag_of_the_actor(adag_placement_t pl, int memops)
 {
     enum { N = 80, W = 4 };
-    setenv("ADAG_DEVICE_MEMOPS", memops ? "1" : "0", 1);
-    adag_runtime_h rt = h_runtime();
-    unsetenv("ADAG_DEVICE_MEMOPS");
+    adag_runtime_h rt = runtime_memops(memops);
     ASSERT_OK(adag_class_register(rt, &test_graph_class));
     adag_actor_h cap = graph_actor(rt, pl, "emu:0", "shared");
     adag_actor_h w = graph_actor(rt, pl, "emu:0", "writer");
@@ -166,9 +182,7 @@ static void another_dag_of_the_actor(adag_placement_t pl, int memops)
             cr_assert(va.size == sizeof want && memcmp(va.data, want, sizeof want) == 0,
                       "%s actors, %s: DAG A's execution %d differs from the reference",
                       h_pl_name(pl), memops ? "value ops" : "IPC events", j);
-            float sum = 0, got;
-            for (int i = 0; i < GRAPH_ACTOR_N; i++)
-                sum += want[i];
+            float sum = sum_of(want), got;
             cr_assert_eq(vb.size, sizeof got, "DAG B's execution %d: %zu bytes", j, vb.size);
             memcpy(&got, vb.data, sizeof got);
             cr_assert(memcmp(&got, &sum, sizeof got) == 0,
@@ -210,9 +224,7 @@ H_BOTH(graph_capture, another_dag_by_ipc_events, 90)
 static void pipeline_on_one_device(adag_placement_t pl, int memops)
 {
     enum { N = 100, W = 4 };
-    setenv("ADAG_DEVICE_MEMOPS", memops ? "1" : "0", 1);
-    adag_runtime_h rt = h_runtime();
-    unsetenv("ADAG_DEVICE_MEMOPS");
+    adag_runtime_h rt = runtime_memops(memops);
     ASSERT_OK(adag_class_register(rt, &test_graph_class));
     adag_actor_h a = graph_actor(rt, pl, "emu:0", "a");
     adag_actor_h b = graph_actor(rt, pl, "emu:0", "b");
@@ -241,9 +253,7 @@ static void pipeline_on_one_device(adag_placement_t pl, int memops)
             ASSERT_OK(adag_dag_get(d, refs[j % W], &v, 1, 20000));
             graph_actor_reference(xs[j], x1);
             graph_actor_scale_reference(x1, x2);
-            float sum = 0, got;
-            for (int i = 0; i < GRAPH_ACTOR_N; i++)
-                sum += x2[i];
+            float sum = sum_of(x2), got;
             cr_assert_eq(v.size, sizeof got, "execution %d: %zu bytes", j, v.size);
             memcpy(&got, v.data, sizeof got);
             cr_assert(memcmp(&got, &sum, sizeof got) == 0,

@@ -292,6 +292,20 @@ static adag_device_t *words_device(uint32_t kind, adag_dev_stream_t **s, adag_de
     return dev;
 }
 
+/* A graph of: wait until `in` reaches 5, count a run, write 7 to `out`. */
+static adag_dev_graph_t *capture_wait_count_write(const adag_device_ops_t *o,
+                                                  adag_dev_stream_t *s, adag_dev_word_t *in,
+                                                  adag_dev_word_t *out, _Atomic int *runs)
+{
+    adag_dev_graph_t *g = NULL;
+    cr_assert_eq(o->stream_capture_begin(s), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_wait_value64(s, in, 5), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->host_fn(s, count_kernel, (void *)runs), ADAG_OK);
+    cr_assert_eq(o->stream_write_value64(s, out, 7), ADAG_OK, "%s", adag_last_error());
+    cr_assert_eq(o->stream_capture_end(s, &g), ADAG_OK, "%s", adag_last_error());
+    return g;
+}
+
 GRAPH_TEST(waits_on_a_word_written_outside, 30)
 {
     adag_dev_stream_t *s;
@@ -302,11 +316,7 @@ GRAPH_TEST(waits_on_a_word_written_outside, 30)
     const adag_device_ops_t *o = dev->ops;
     static _Atomic int runs;
     atomic_store(&runs, 0);
-    cr_assert_eq(o->stream_capture_begin(s), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->stream_wait_value64(s, &in, 5), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->host_fn(s, count_kernel, (void *)&runs), ADAG_OK);
-    cr_assert_eq(o->stream_write_value64(s, &out, 7), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->stream_capture_end(s, &g), ADAG_OK, "%s", adag_last_error());
+    g = capture_wait_count_write(o, s, &in, &out, &runs);
     cr_assert_eq(o->graph_launch(g, s, 0), ADAG_OK, "%s", adag_last_error());
     pause_ms(100);
     cr_assert_eq(atomic_load(&runs), 0, "the graph ran before the word reached its value");
@@ -336,11 +346,7 @@ GRAPH_TEST(value_ops_shifted_at_launch, 30)
     const adag_device_ops_t *o = dev->ops;
     static _Atomic int runs;
     atomic_store(&runs, 0);
-    cr_assert_eq(o->stream_capture_begin(s), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->stream_wait_value64(s, &in, 5), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->host_fn(s, count_kernel, (void *)&runs), ADAG_OK);
-    cr_assert_eq(o->stream_write_value64(s, &out, 7), ADAG_OK, "%s", adag_last_error());
-    cr_assert_eq(o->stream_capture_end(s, &g), ADAG_OK, "%s", adag_last_error());
+    g = capture_wait_count_write(o, s, &in, &out, &runs);
     o->word_store(&in, 5);
     cr_assert_eq(o->graph_launch(g, s, 10), ADAG_OK, "%s", adag_last_error());
     pause_ms(100);
